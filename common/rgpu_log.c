@@ -1,0 +1,61 @@
+#include "rgpu_log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static const char *log_component = "rgpu";
+static int log_level = -1; /* -1: not read from the environment yet */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int level_from_env(void) {
+  const char *s = getenv("RGPU_LOG");
+  if (!s || !*s) return RGPU_LOG_WARN;
+  if (!strcasecmp(s, "error")) return RGPU_LOG_ERROR;
+  if (!strcasecmp(s, "warn")) return RGPU_LOG_WARN;
+  if (!strcasecmp(s, "info")) return RGPU_LOG_INFO;
+  if (!strcasecmp(s, "debug")) return RGPU_LOG_DEBUG;
+  return RGPU_LOG_WARN;
+}
+
+void rgpu_log_set_component(const char *name) { log_component = name; }
+void rgpu_log_set_level(rgpu_log_level level) { log_level = (int)level; }
+
+rgpu_log_level rgpu_log_get_level(void) {
+  if (log_level < 0) log_level = level_from_env();
+  return (rgpu_log_level)log_level;
+}
+
+int rgpu_log_enabled(rgpu_log_level level) {
+  return (int)level <= (int)rgpu_log_get_level();
+}
+
+void rgpu_logv(rgpu_log_level level, const char *fmt, va_list ap) {
+  static const char *names[] = {"error", "warn", "info", "debug"};
+  if (!rgpu_log_enabled(level)) return;
+  char line[2048];
+  int n = snprintf(line, sizeof line, "rgpu-%s[%d] %s: ", log_component,
+                   (int)getpid(), names[level]);
+  if (n < 0) return;
+  if ((size_t)n < sizeof line) {
+    int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    if (m > 0) n += m;
+  }
+  if ((size_t)n >= sizeof line - 1) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  /* One write per line so concurrent processes do not interleave halves. */
+  pthread_mutex_lock(&log_lock);
+  ssize_t w = write(2, line, (size_t)n);
+  (void)w;
+  pthread_mutex_unlock(&log_lock);
+}
+
+void rgpu_log(rgpu_log_level level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rgpu_logv(level, fmt, ap);
+  va_end(ap);
+}

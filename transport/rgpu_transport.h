@@ -1,0 +1,117 @@
+/* rgpu_transport: one byte-stream interface over tcp://, unix://, tls://, quic://.
+ *
+ * Everything above this layer (client core, server worker) sees a reliable,
+ * ordered byte stream with blocking reads and gathered writes.  The URI
+ * chooses the implementation.  Ownership follows libuv's habit: the caller
+ * owns the handle returned by connect/accept and must close it exactly once;
+ * the transport owns nothing of the caller's buffers after a call returns.
+ *
+ * Errors: every function that can fail returns a negative errno-style code
+ * (RGPU_T_E*) and, where an `err` buffer is given, writes a sentence a user
+ * can act on ("connect to 10.0.0.2:7000: connection refused").  No function
+ * in this layer calls exit() or abort() on bad input or a failed peer. */
+#ifndef RGPU_TRANSPORT_H
+#define RGPU_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  RGPU_URI_TCP = 1,
+  RGPU_URI_UNIX = 2,
+  RGPU_URI_TLS = 3,
+  RGPU_URI_QUIC = 4
+} rgpu_uri_scheme;
+
+typedef struct {
+  rgpu_uri_scheme scheme;
+  char host[256]; /* tcp/tls/quic: host name or address ("[::1]" unbracketed) */
+  uint16_t port;  /* tcp/tls/quic */
+  char path[108]; /* unix: socket path */
+} rgpu_uri;
+
+/* Options shared by all transports; zero-initialise, then set what you need.
+ * Strings are borrowed for the duration of the call only. */
+typedef struct {
+  const char *cc_algo;   /* TCP_CONGESTION / QUIC cc ("cubic", "bbr", "bbr2", "reno"); NULL = default */
+  int connect_timeout_ms;/* 0 = 10000 */
+  /* TLS / QUIC (issue 4) */
+  const char *ca_file;   /* client: CA or pinned server certificate (PEM) */
+  const char *cert_file; /* server cert, or client cert for mutual TLS */
+  const char *key_file;
+  const char *server_name; /* client: name to verify; NULL = host part of URI */
+  int idle_timeout_ms;
+  int keepalive_ms;
+} rgpu_transport_opts;
+
+typedef struct rgpu_conn rgpu_conn;
+typedef struct rgpu_listener rgpu_listener;
+
+enum {
+  RGPU_T_OK = 0,
+  RGPU_T_EINVAL = -22,   /* bad URI or option */
+  RGPU_T_ECLOSED = -32,  /* peer closed / EOF in the middle of data */
+  RGPU_T_ETIMEDOUT = -110,
+  RGPU_T_ECONNREFUSED = -111,
+  RGPU_T_EAUTH = -13,    /* certificate or handshake verification failed */
+  RGPU_T_ENOTSUP = -95,  /* scheme not built in */
+  RGPU_T_EIO = -5
+};
+
+/* Parses "tcp://host:port", "unix:///path", "tls://host:port", "quic://host:port". */
+int rgpu_uri_parse(const char *text, rgpu_uri *out, char *err, size_t errlen);
+const char *rgpu_uri_scheme_name(rgpu_uri_scheme s);
+
+/* Client side. */
+int rgpu_conn_connect(const char *uri, const rgpu_transport_opts *opts,
+                      rgpu_conn **out, char *err, size_t errlen);
+
+/* Wraps an already connected stream socket (socketpair, accepted fd handed
+ * to a worker).  Takes ownership of fd. */
+int rgpu_conn_from_fd(int fd, const char *transport_name, rgpu_conn **out);
+
+/* Writes every byte of iov[0..iovcnt) or fails; returns 0 or RGPU_T_E*. */
+int rgpu_conn_writev_all(rgpu_conn *c, const struct iovec *iov, int iovcnt);
+/* Reads exactly len bytes; returns 0, RGPU_T_ECLOSED on EOF, or RGPU_T_E*. */
+int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len);
+/* Reads what is available, blocking for at least one byte; >0 bytes read,
+ * 0 on orderly EOF, <0 RGPU_T_E*. */
+ssize_t rgpu_conn_read_some(rgpu_conn *c, void *buf, size_t len);
+/* A file descriptor that polls readable when rgpu_conn_read_some would not
+ * block (for transports with their own buffering this is an eventfd/pipe). */
+int rgpu_conn_poll_fd(const rgpu_conn *c);
+/* Bytes already buffered inside the transport (TLS records, QUIC streams). */
+size_t rgpu_conn_pending(const rgpu_conn *c);
+/* Half-closes the sending direction (graceful end of session). */
+void rgpu_conn_shutdown(rgpu_conn *c);
+void rgpu_conn_close(rgpu_conn *c);
+/* "tcp", "unix", "tls", "quic". */
+const char *rgpu_conn_transport_name(const rgpu_conn *c);
+/* Human-readable peer address, for logs. */
+const char *rgpu_conn_peer(const rgpu_conn *c);
+/* For tcp/unix: the socket itself (so a listener can hand it to a worker);
+ * -1 for transports that must be relayed. */
+int rgpu_conn_raw_fd(const rgpu_conn *c);
+
+/* Server side. */
+int rgpu_listener_open(const char *uri, const rgpu_transport_opts *opts,
+                       rgpu_listener **out, char *err, size_t errlen);
+int rgpu_listener_poll_fd(const rgpu_listener *l);
+/* Accepts one connection (blocking unless the poll fd was readable).
+ * Returns 0 and *out, or RGPU_T_E*. */
+int rgpu_listener_accept(rgpu_listener *l, rgpu_conn **out, char *err, size_t errlen);
+/* The bound address ("127.0.0.1:7000"); port 0 in the URI picks a free one. */
+const char *rgpu_listener_address(const rgpu_listener *l);
+uint16_t rgpu_listener_port(const rgpu_listener *l);
+void rgpu_listener_close(rgpu_listener *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
