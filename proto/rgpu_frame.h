@@ -1,0 +1,61 @@
+/* rgpu_frame: the 24-byte header in front of every message.
+ *
+ *   u32 magic   "RGP1"
+ *   u8  version protocol version (1)
+ *   u8  kind    request, reply or server event
+ *   u16 opcode  what the payload is (rgpu_messages.h)
+ *   u32 length  payload bytes following the header
+ *   u32 aux     request: flags; reply: status (CUresult); event: event data
+ *   u64 seq     request id: a 64-bit sequence per session; a reply carries
+ *               the id of its request, an async-error event the id of the
+ *               request that failed
+ *
+ * Batching is simply several frames in one write: the header needs no batch
+ * concept, and the server executes frames in arrival order. */
+#ifndef RGPU_FRAME_H
+#define RGPU_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RGPU_FRAME_MAGIC 0x31504752u /* "RGP1" as little-endian bytes */
+#define RGPU_PROTO_VERSION 1
+#define RGPU_FRAME_HDR_SIZE 24
+/* Bulk copies are cut into chunks of at most this many payload bytes so that
+ * neither side ever buffers a whole 1 GiB copy and other requests can pass. */
+#define RGPU_CHUNK_BYTES (4u << 20)
+/* Hard limit on one frame's payload; larger frames close the connection. */
+#define RGPU_FRAME_MAX_PAYLOAD ((64u << 20) + 65536u)
+
+typedef enum {
+  RGPU_KIND_REQUEST = 1,
+  RGPU_KIND_REPLY = 2,
+  RGPU_KIND_EVENT = 3
+} rgpu_frame_kind;
+
+/* Request flags (aux of a request). */
+#define RGPU_REQ_NEED_REPLY 0x1u /* the client waits for a reply */
+
+typedef struct {
+  uint8_t version;
+  uint8_t kind;
+  uint16_t opcode;
+  uint32_t length;
+  uint32_t aux;
+  uint64_t seq;
+} rgpu_frame_hdr;
+
+void rgpu_frame_hdr_encode(uint8_t out[RGPU_FRAME_HDR_SIZE], const rgpu_frame_hdr *h);
+/* Validates magic, version, kind and length (<= max_payload). Returns 0 or
+ * an RGPU_PROTO_E* code. */
+int rgpu_frame_hdr_decode(const uint8_t in[RGPU_FRAME_HDR_SIZE], size_t max_payload,
+                          rgpu_frame_hdr *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
