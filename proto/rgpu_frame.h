@@ -37,6 +37,10 @@ typedef enum {
   RGPU_KIND_EVENT = 3
 } rgpu_frame_kind;
 
+/* HELLO capability bits (both directions; the session uses the AND). */
+#define RGPU_CAP_ASYNC_ERRORS 0x1u /* server sends ASYNC_ERROR for failed unreplied requests */
+#define RGPU_CAP_OUTPUT 0x2u       /* server forwards device printf as OUTPUT events */
+
 /* Request flags (aux of a request). */
 #define RGPU_REQ_NEED_REPLY 0x1u /* the client waits for a reply */
 

@@ -46,8 +46,12 @@ typedef struct {
   const char *cert_file; /* server cert, or client cert for mutual TLS */
   const char *key_file;
   const char *server_name; /* client: name to verify; NULL = host part of URI */
-  int idle_timeout_ms;
-  int keepalive_ms;
+  int idle_timeout_ms;   /* QUIC idle timeout; TCP/TLS: TCP_USER_TIMEOUT. 0 = default (QUIC 30 s) */
+  int keepalive_ms;      /* TCP/TLS: SO_KEEPALIVE probe interval; QUIC: PING interval. 0 = off */
+  /* Added after the first interface (append only; zero keeps the old behaviour). */
+  int sock_buf_bytes;    /* >0 forces SO_SNDBUF/SO_RCVBUF; 0 lets the kernel autotune (best for TCP) */
+  const char *client_ca_file; /* server: require client certificates signed by this CA (mutual TLS) */
+  int handshake_timeout_ms;   /* server: TLS/QUIC handshake deadline per client; 0 = 10000 */
 } rgpu_transport_opts;
 
 typedef struct rgpu_conn rgpu_conn;
@@ -110,6 +114,14 @@ int rgpu_listener_accept(rgpu_listener *l, rgpu_conn **out, char *err, size_t er
 const char *rgpu_listener_address(const rgpu_listener *l);
 uint16_t rgpu_listener_port(const rgpu_listener *l);
 void rgpu_listener_close(rgpu_listener *l);
+
+/* Writes dir/cert.pem and dir/key.pem: a self-signed ECDSA P-256 certificate
+ * valid for every name in `hostnames` (comma list; entries that parse as
+ * IPv4/IPv6 addresses become IP SANs, the rest DNS SANs), for
+ * `rgpu-server --gen-cert DIR`.  The directory must exist.  The key file is
+ * created mode 0600.  Clients pin cert.pem with opts->ca_file. */
+int rgpu_tls_generate_self_signed(const char *dir, const char *hostnames,
+                                  char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
