@@ -1,0 +1,203 @@
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu_transport_testutil.h"
+
+static void echo_roundtrip(const char *uri, size_t total, size_t piece, int nclients) {
+  rgpu_listener *l;
+  char err[256];
+  assert_int_equal(rgpu_listener_open(uri, NULL, &l, err, sizeof err), 0);
+  char curi[256];
+  if (!strncmp(uri, "unix://", 7))
+    snprintf(curi, sizeof curi, "%s", uri);
+  else
+    snprintf(curi, sizeof curi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  tu_echo_server s;
+  tu_echo_start(&s, l, nclients);
+  for (int i = 0; i < nclients; i++) {
+    rgpu_conn *c;
+    int rc = rgpu_conn_connect(curi, NULL, &c, err, sizeof err);
+    if (rc) fail_msg("connect %s: %s", curi, err);
+    assert_int_equal(tu_echo_check(c, total, piece, (unsigned)i), 0);
+    rgpu_conn_close(c);
+  }
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_tcp_echo_64m(void **state) {
+  echo_roundtrip("tcp://127.0.0.1:0", 64u << 20, 16384 + 13, 1);
+}
+
+static void test_tcp_small_pieces(void **state) {
+  /* Many more pieces than IOV_MAX in one call. */
+  echo_roundtrip("tcp://127.0.0.1:0", 3u << 20, 7, 2);
+}
+
+static void test_unix_echo(void **state) {
+  char path[108];
+  snprintf(path, sizeof path, "unix:///tmp/rgpu_tcp_test_%d.sock", (int)getpid());
+  echo_roundtrip(path, 64u << 20, 65536 + 1, 1);
+  assert_int_not_equal(access(path + 7, F_OK), 0); /* removed on close */
+}
+
+static void test_listener_port_and_names(void **state) {
+  rgpu_listener *l;
+  char err[256];
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", NULL, &l, err, sizeof err), 0);
+  assert_int_not_equal(rgpu_listener_port(l), 0);
+  assert_non_null(strstr(rgpu_listener_address(l), "127.0.0.1:"));
+  assert_true(rgpu_listener_poll_fd(l) >= 0);
+  char uri[64];
+  snprintf(uri, sizeof uri, "tcp://localhost:%u", rgpu_listener_port(l));
+  rgpu_conn *c, *s;
+  assert_int_equal(rgpu_conn_connect(uri, NULL, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_listener_accept(l, &s, err, sizeof err), 0);
+  assert_string_equal(rgpu_conn_transport_name(c), "tcp");
+  assert_string_equal(rgpu_conn_transport_name(s), "tcp");
+  assert_non_null(strstr(rgpu_conn_peer(s), "127.0.0.1:"));
+  assert_true(rgpu_conn_raw_fd(s) >= 0);
+  assert_int_equal(rgpu_conn_pending(c), 0);
+  rgpu_conn_close(c);
+  rgpu_conn_close(s);
+  rgpu_listener_close(l);
+}
+
+static void test_eof(void **state) {
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  rgpu_conn *a, *b;
+  assert_int_equal(rgpu_conn_from_fd(sv[0], "unix", &a), 0);
+  assert_int_equal(rgpu_conn_from_fd(sv[1], "unix", &b), 0);
+  struct iovec v = {"hello", 5};
+  assert_int_equal(rgpu_conn_writev_all(a, &v, 1), 0);
+  rgpu_conn_shutdown(a);
+  char buf[16];
+  /* Partial data then EOF: read_exact reports the truncation. */
+  assert_int_equal(rgpu_conn_read_exact(b, buf, 8), RGPU_T_ECLOSED);
+  assert_int_equal(rgpu_conn_read_some(b, buf, sizeof buf), 0);
+  rgpu_conn_close(a);
+  /* Writing to a closed peer is an error, not SIGPIPE. */
+  int rc = 0;
+  char big[65536] = {0};
+  struct iovec bv = {big, sizeof big};
+  for (int i = 0; i < 64 && rc == 0; i++) rc = rgpu_conn_writev_all(b, &bv, 1);
+  assert_int_equal(rc, RGPU_T_ECLOSED);
+  rgpu_conn_close(b);
+}
+
+static void test_connect_refused(void **state) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  socklen_t sl = sizeof sa;
+  getsockname(fd, (struct sockaddr *)&sa, &sl);
+  char uri[64];
+  snprintf(uri, sizeof uri, "tcp://127.0.0.1:%u", ntohs(sa.sin_port));
+  rgpu_conn *c;
+  char err[256] = "";
+  /* Bound but not listening: the kernel answers with RST. */
+  assert_int_equal(rgpu_conn_connect(uri, NULL, &c, err, sizeof err), RGPU_T_ECONNREFUSED);
+  assert_non_null(strstr(err, "connection refused"));
+  assert_non_null(strstr(err, "127.0.0.1"));
+  close(fd);
+  assert_int_equal(rgpu_conn_connect("unix:///nonexistent/rgpu.sock", NULL, &c, err, sizeof err),
+                   RGPU_T_ECONNREFUSED);
+  assert_non_null(strstr(err, "/nonexistent/rgpu.sock"));
+  assert_int_equal(rgpu_conn_connect("tcp://127.0.0.1", NULL, &c, err, sizeof err), RGPU_T_EINVAL);
+  assert_int_equal(rgpu_conn_connect("tcp://no-such-host.invalid:7000", NULL, &c, err, sizeof err),
+                   RGPU_T_EIO);
+  assert_non_null(strstr(err, "no-such-host.invalid"));
+}
+
+static void test_connect_timeout(void **state) {
+  /* A listener whose accept queue is full drops SYNs, so connect hangs. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(fd, 0), 0);
+  socklen_t sl = sizeof sa;
+  getsockname(fd, (struct sockaddr *)&sa, &sl);
+  char uri[64];
+  snprintf(uri, sizeof uri, "tcp://127.0.0.1:%u", ntohs(sa.sin_port));
+  rgpu_transport_opts o = {.connect_timeout_ms = 300};
+  rgpu_conn *fill[4] = {0};
+  char err[256] = "";
+  int rc = 0, i;
+  struct timespec t0, t1;
+  for (i = 0; i < 4; i++) {
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = rgpu_conn_connect(uri, &o, &fill[i], err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc) break;
+  }
+  assert_int_equal(rc, RGPU_T_ETIMEDOUT);
+  assert_non_null(strstr(err, "timed out"));
+  double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+  assert_true(ms >= 250 && ms < 2000);
+  for (int j = 0; j < i; j++) rgpu_conn_close(fill[j]);
+  close(fd);
+}
+
+static void test_bad_cc(void **state) {
+  rgpu_transport_opts o = {.cc_algo = "no-such-cc"};
+  rgpu_listener *l;
+  char err[512] = "";
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", &o, &l, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "no-such-cc"));
+  assert_non_null(strstr(err, "available"));
+  o.cc_algo = "cubic";
+  o.keepalive_ms = 2000;
+  o.sock_buf_bytes = 1 << 20;
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", &o, &l, err, sizeof err), 0);
+  rgpu_listener_close(l);
+}
+
+static void test_unix_stale(void **state) {
+  char path[108], uri[120];
+  snprintf(path, sizeof path, "/tmp/rgpu_tcp_test_stale_%d.sock", (int)getpid());
+  snprintf(uri, sizeof uri, "unix://%s", path);
+  unlink(path);
+  /* A socket file nobody listens on (a crashed server) is replaced. */
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sun, sizeof sun), 0);
+  close(fd);
+  rgpu_listener *l, *l2;
+  char err[256];
+  assert_int_equal(rgpu_listener_open(uri, NULL, &l, err, sizeof err), 0);
+  /* A live one is not. */
+  assert_int_equal(rgpu_listener_open(uri, NULL, &l2, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "already listening"));
+  rgpu_listener_close(l);
+  /* Nor is a regular file. */
+  FILE *f = fopen(path, "w");
+  fclose(f);
+  assert_int_equal(rgpu_listener_open(uri, NULL, &l2, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "not a socket"));
+  unlink(path);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_DFL); /* prove MSG_NOSIGNAL: a SIGPIPE would kill the test */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tcp_echo_64m),   cmocka_unit_test(test_tcp_small_pieces),
+      cmocka_unit_test(test_unix_echo),      cmocka_unit_test(test_listener_port_and_names),
+      cmocka_unit_test(test_eof),            cmocka_unit_test(test_connect_refused),
+      cmocka_unit_test(test_connect_timeout), cmocka_unit_test(test_bad_cc),
+      cmocka_unit_test(test_unix_stale),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,98 @@
+/* Internal plumbing shared by the transport implementations.  Not installed,
+ * not included by anyone outside transport/. */
+#ifndef RGPU_TRANSPORT_INTERNAL_H
+#define RGPU_TRANSPORT_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4, EAI_ADDRFAMILY, UDP_SEGMENT, ppoll */
+#endif
+
+#include "rgpu_transport.h"
+
+#include <stdarg.h>
+#include <sys/socket.h>
+
+/* Every conn is a vtable plus a file descriptor.  For tcp/unix and the
+ * relayed server side of tls/quic the fd is the stream itself; the TLS client
+ * keeps the TCP socket there and routes I/O through GnuTLS; the QUIC client
+ * keeps its end of a socketpair to the connection's I/O thread. */
+struct rgpu_conn_ops {
+  int (*writev_all)(rgpu_conn *c, const struct iovec *iov, int iovcnt);
+  ssize_t (*read_some)(rgpu_conn *c, void *buf, size_t len);
+  size_t (*pending)(const rgpu_conn *c);
+  void (*shutdown)(rgpu_conn *c);
+  void (*destroy)(rgpu_conn *c); /* releases impl; generic code closes fd */
+};
+
+struct rgpu_conn {
+  const struct rgpu_conn_ops *ops;
+  int fd;
+  int raw_fd_visible; /* rgpu_conn_raw_fd() returns fd only when this is set */
+  char name[8];
+  char peer[128];
+  void *impl;
+};
+
+struct rgpu_listener_ops {
+  int (*accept)(rgpu_listener *l, rgpu_conn **out, char *err, size_t errlen);
+  void (*close)(rgpu_listener *l);
+};
+
+struct rgpu_listener {
+  const struct rgpu_listener_ops *ops;
+  int fd;                   /* what rgpu_listener_poll_fd returns */
+  rgpu_uri uri;
+  char address[300];
+  uint16_t port;
+  void *impl;
+};
+
+/* Error text helper: writes into err (may be NULL) and returns code. */
+int rgpu_t_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Maps an errno value to an RGPU_T_E* code. */
+int rgpu_t_errno_code(int e);
+
+/* Plain stream-socket ops (tcp, unix, relayed tls/quic worker ends). */
+extern const struct rgpu_conn_ops rgpu_fd_conn_ops;
+int rgpu_fd_conn_new(int fd, const char *name, const char *peer, int raw_visible,
+                     rgpu_conn **out);
+/* sendmsg/recv loops usable by any fd-backed implementation. */
+int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt);
+ssize_t rgpu_fd_read_some(int fd, void *buf, size_t len);
+
+/* Socket helpers (rgpu_tcp.c). */
+int rgpu_sockaddr_string(const struct sockaddr *sa, socklen_t len, char *buf,
+                         size_t buflen);
+int rgpu_tcp_connect_socket(const rgpu_uri *u, const rgpu_transport_opts *o,
+                            char *peer, size_t peerlen, char *err, size_t errlen);
+int rgpu_tcp_listen_socket(const rgpu_uri *u, const rgpu_transport_opts *o,
+                           char *address, size_t addrlen, uint16_t *port,
+                           char *err, size_t errlen);
+int rgpu_tcp_apply_opts(int fd, const rgpu_transport_opts *o, char *err, size_t errlen);
+int rgpu_set_nonblock(int fd, int on);
+int rgpu_wait_fd(int fd, short events, int timeout_ms);
+
+/* Per-scheme entry points. */
+int rgpu_tls_connect(const rgpu_uri *u, const rgpu_transport_opts *o,
+                     rgpu_conn **out, char *err, size_t errlen);
+int rgpu_tls_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err,
+                    size_t errlen);
+int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o,
+                      rgpu_conn **out, char *err, size_t errlen);
+int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err,
+                     size_t errlen);
+
+/* Relay bookkeeping shared by the TLS and QUIC listeners: every descriptor a
+ * relay owns is registered here so that a forked worker can close them all in
+ * its pthread_atfork child handler.  A worker that kept a copy of another
+ * client's socket (or of its own relay end) would stop peers seeing EOF. */
+void rgpu_relay_fd_register(int fd);
+void rgpu_relay_fd_unregister(int fd);
+/* True in a process forked from the one that created the relays. */
+int rgpu_relay_in_forked_child(void);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t rgpu_now_ns(void);
+
+#endif
