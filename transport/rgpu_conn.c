@@ -198,7 +198,11 @@ int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len) {
   char *p = buf;
   while (len > 0) {
     ssize_t r = c->ops->read_some(c, p, len);
-    if (r == 0) return RGPU_T_ECLOSED;
+    if (r == 0) {
+      if (!c->errmsg[0])
+        snprintf(c->errmsg, sizeof c->errmsg, "%s peer %s closed the connection", c->name, c->peer);
+      return RGPU_T_ECLOSED;
+    }
     if (r < 0) return (int)r;
     p += r;
     len -= (size_t)r;
@@ -219,6 +223,7 @@ void rgpu_conn_close(rgpu_conn *c) {
 }
 const char *rgpu_conn_transport_name(const rgpu_conn *c) { return c ? c->name : ""; }
 const char *rgpu_conn_peer(const rgpu_conn *c) { return c ? c->peer : ""; }
+const char *rgpu_conn_error(const rgpu_conn *c) { return c ? c->errmsg : ""; }
 int rgpu_conn_raw_fd(const rgpu_conn *c) {
   return (c && c->raw_fd_visible) ? c->fd : -1;
 }

@@ -102,6 +102,10 @@ const char *rgpu_conn_peer(const rgpu_conn *c);
 /* For tcp/unix: the socket itself (so a listener can hand it to a worker);
  * -1 for transports that must be relayed. */
 int rgpu_conn_raw_fd(const rgpu_conn *c);
+/* A sentence saying why the last read or write on c failed ("TLS connection
+ * to 10.0.0.2:7000: the peer refused the handshake: Certificate is
+ * required"), or "" when the transport knows nothing beyond the code. */
+const char *rgpu_conn_error(const rgpu_conn *c);
 
 /* Server side. */
 int rgpu_listener_open(const char *uri, const rgpu_transport_opts *opts,

@@ -9,6 +9,8 @@
 
 #include "rgpu_transport.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 
@@ -30,6 +32,7 @@ struct rgpu_conn {
   int raw_fd_visible; /* rgpu_conn_raw_fd() returns fd only when this is set */
   char name[8];
   char peer[128];
+  char errmsg[256]; /* why the last failing read/write failed, if known */
   void *impl;
 };
 
@@ -91,6 +94,33 @@ void rgpu_relay_fd_register(int fd);
 void rgpu_relay_fd_unregister(int fd);
 /* True in a process forked from the one that created the relays. */
 int rgpu_relay_in_forked_child(void);
+
+/* Hand-off from a relay thread to rgpu_listener_accept: finished
+ * handshakes queue the worker end of their socketpair here, and one byte in
+ * the notify pipe per entry makes the listener's poll fd readable. */
+typedef struct rgpu_relay_item {
+  struct rgpu_relay_item *next;
+  int fd;
+  char peer[128];
+} rgpu_relay_item;
+
+typedef struct {
+  pthread_mutex_t mu;
+  rgpu_relay_item *head, *tail;
+  int notify_r, notify_w; /* accept queue */
+  int stop_r, stop_w;     /* wakes the relay thread to exit */
+} rgpu_relay_queue;
+
+int rgpu_relay_queue_init(rgpu_relay_queue *q, char *err, size_t errlen);
+void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer);
+int rgpu_relay_queue_pop(rgpu_relay_queue *q, const char *name, rgpu_conn **out,
+                         char *err, size_t errlen);
+/* Closes queued, never-accepted worker ends and the pipes. */
+void rgpu_relay_queue_destroy(rgpu_relay_queue *q);
+/* A socketpair for one relayed session: relay end non-blocking, worker end
+ * blocking; both registered for closing in forked children. */
+int rgpu_relay_socketpair(int *relay_end, int *worker_end);
+void rgpu_relay_close_fd(int fd); /* unregister + close */
 
 /* Monotonic clock in nanoseconds. */
 uint64_t rgpu_now_ns(void);

@@ -1,0 +1,266 @@
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rgpu_transport_testutil.h"
+
+static char srv_dir[64], other_dir[64], cli_dir[64];
+static char srv_cert[128], srv_key[128], other_cert[128], cli_cert[128], cli_key[128];
+
+static int setup(void **state) {
+  char err[256];
+  strcpy(srv_dir, "/tmp/rgpu_tls_test_XXXXXX");
+  strcpy(other_dir, "/tmp/rgpu_tls_test_XXXXXX");
+  strcpy(cli_dir, "/tmp/rgpu_tls_test_XXXXXX");
+  if (!mkdtemp(srv_dir) || !mkdtemp(other_dir) || !mkdtemp(cli_dir)) return -1;
+  if (rgpu_tls_generate_self_signed(srv_dir, "localhost,127.0.0.1,::1", err, sizeof err) ||
+      rgpu_tls_generate_self_signed(other_dir, "localhost,127.0.0.1", err, sizeof err) ||
+      rgpu_tls_generate_self_signed(cli_dir, "client-1", err, sizeof err)) {
+    fprintf(stderr, "gen: %s\n", err);
+    return -1;
+  }
+  snprintf(srv_cert, sizeof srv_cert, "%s/cert.pem", srv_dir);
+  snprintf(srv_key, sizeof srv_key, "%s/key.pem", srv_dir);
+  snprintf(other_cert, sizeof other_cert, "%s/cert.pem", other_dir);
+  snprintf(cli_cert, sizeof cli_cert, "%s/cert.pem", cli_dir);
+  snprintf(cli_key, sizeof cli_key, "%s/key.pem", cli_dir);
+  return 0;
+}
+
+static void rmdir_pair(const char *d) {
+  char p[128];
+  snprintf(p, sizeof p, "%s/cert.pem", d);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/key.pem", d);
+  unlink(p);
+  rmdir(d);
+}
+
+static int teardown(void **state) {
+  rmdir_pair(srv_dir);
+  rmdir_pair(other_dir);
+  rmdir_pair(cli_dir);
+  return 0;
+}
+
+static rgpu_listener *open_server(const char *client_ca, char *uri, size_t urilen) {
+  rgpu_transport_opts o = {.cert_file = srv_cert, .key_file = srv_key,
+                           .client_ca_file = client_ca, .handshake_timeout_ms = 2000};
+  rgpu_listener *l;
+  char err[256];
+  int rc = rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err);
+  if (rc) fail_msg("listen: %s", err);
+  snprintf(uri, urilen, "tls://127.0.0.1:%u", rgpu_listener_port(l));
+  return l;
+}
+
+static void test_gen_cert(void **state) {
+  struct stat st;
+  assert_int_equal(stat(srv_key, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+  char err[256];
+  assert_int_equal(rgpu_tls_generate_self_signed("/nonexistent/dir", "localhost", err, sizeof err),
+                   RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "/nonexistent/dir"));
+  assert_int_equal(rgpu_tls_generate_self_signed(srv_dir, ",,", err, sizeof err), RGPU_T_EINVAL);
+}
+
+static void test_echo_large_and_concurrent(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 4);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  if (rc) fail_msg("connect: %s", err);
+  assert_string_equal(rgpu_conn_transport_name(c), "tls");
+  assert_int_equal(rgpu_conn_raw_fd(c), -1);
+  assert_int_equal(tu_echo_check(c, 64u << 20, 100000 + 3, 1), 0);
+  rgpu_conn_close(c);
+  /* Three at once, small gathered pieces (record packing path). */
+  rgpu_conn *cs[3];
+  co.server_name = "localhost";
+  for (int i = 0; i < 3; i++) assert_int_equal(rgpu_conn_connect(uri, &co, &cs[i], err, sizeof err), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(tu_echo_check(cs[i], 2u << 20, 61, (unsigned)i), 0);
+  for (int i = 0; i < 3; i++) rgpu_conn_close(cs[i]);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_wrong_ca(void **state) {
+  char uri[64], err[512] = "";
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = other_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EAUTH);
+  assert_non_null(strstr(err, "verification failed"));
+  /* Right CA, wrong name. */
+  co.ca_file = srv_cert;
+  co.server_name = "gpu.example.org";
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EAUTH);
+  assert_non_null(strstr(err, "verification failed"));
+  /* No CA at all: the system store does not know our self-signed cert. */
+  rgpu_transport_opts none = {0};
+  int rc = rgpu_conn_connect(uri, &none, &c, err, sizeof err);
+  assert_true(rc == RGPU_T_EAUTH || rc == RGPU_T_EINVAL);
+  /* Missing CA file: clear error before any connect. */
+  co.ca_file = "/nonexistent/ca.pem";
+  co.server_name = NULL;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "/nonexistent/ca.pem"));
+  /* The listener still serves a good client afterwards. */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  co.ca_file = srv_cert;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 16, 1000, 9), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_plain_tcp_to_tls_port(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  char turi[64];
+  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  rgpu_conn *t;
+  assert_int_equal(rgpu_conn_connect(turi, NULL, &t, err, sizeof err), 0);
+  char hello[64];
+  memset(hello, 'R', sizeof hello);
+  struct iovec v = {hello, sizeof hello};
+  assert_int_equal(rgpu_conn_writev_all(t, &v, 1), 0);
+  char buf[256];
+  ssize_t r;
+  /* Whatever the server sends back (an alert at most), it ends with EOF. */
+  do {
+    r = rgpu_conn_read_some(t, buf, sizeof buf);
+  } while (r > 0);
+  assert_true(r == 0 || r == RGPU_T_ECLOSED);
+  rgpu_conn_close(t);
+  /* And a TLS client speaking to a plain TCP listener fails cleanly too. */
+  rgpu_listener *pl;
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", NULL, &pl, err, sizeof err), 0);
+  char puri[64];
+  snprintf(puri, sizeof puri, "tls://127.0.0.1:%u", rgpu_listener_port(pl));
+  rgpu_transport_opts co = {.ca_file = srv_cert, .connect_timeout_ms = 500};
+  rgpu_conn *c;
+  rgpu_conn *srv_side;
+  /* The plain server accepts and closes right away. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    rgpu_conn *x;
+    if (rgpu_listener_accept(pl, &x, err, sizeof err) == 0) rgpu_conn_close(x);
+    _exit(0);
+  }
+  int rc = rgpu_conn_connect(puri, &co, &c, err, sizeof err);
+  assert_true(rc == RGPU_T_ECLOSED || rc == RGPU_T_EAUTH);
+  waitpid(pid, NULL, 0);
+  (void)srv_side;
+  rgpu_listener_close(pl);
+  /* The TLS listener keeps serving. */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  co.connect_timeout_ms = 0;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 3), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_mtls(void **state) {
+  char uri[64], err[512];
+  rgpu_listener *l = open_server(cli_cert, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  /* No client certificate: TLS 1.3 lets the client finish first, so the
+   * refusal shows on the first read at the latest. */
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  if (rc == 0) {
+    char b;
+    ssize_t r = rgpu_conn_read_some(c, &b, 1);
+    assert_true(r == RGPU_T_EAUTH || r == RGPU_T_ECLOSED);
+    if (r == RGPU_T_EAUTH) assert_non_null(strstr(rgpu_conn_error(c), "ertificate"));
+    rgpu_conn_close(c);
+  } else {
+    assert_int_equal(rc, RGPU_T_EAUTH);
+  }
+  /* An untrusted client certificate is refused as well. */
+  char okey[128];
+  snprintf(okey, sizeof okey, "%s/key.pem", other_dir);
+  rgpu_transport_opts bad = {.ca_file = srv_cert, .cert_file = other_cert, .key_file = okey};
+  rc = rgpu_conn_connect(uri, &bad, &c, err, sizeof err);
+  if (rc == 0) {
+    char b;
+    ssize_t r = rgpu_conn_read_some(c, &b, 1);
+    assert_true(r == RGPU_T_EAUTH || r == RGPU_T_ECLOSED);
+    rgpu_conn_close(c);
+  }
+  /* The trusted one gets through. */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts good = {.ca_file = srv_cert, .cert_file = cli_cert, .key_file = cli_key};
+  rc = rgpu_conn_connect(uri, &good, &c, err, sizeof err);
+  if (rc) fail_msg("mtls connect: %s", err);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 5000, 5), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_listener_needs_cert(void **state) {
+  rgpu_listener *l;
+  char err[256];
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", NULL, &l, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "--cert"));
+}
+
+/* The server's model: accept, fork a worker, worker closes the listener and
+ * serves the conn.  The worker must see EOF when the client leaves (so no
+ * stray copies of relay descriptors survive in it). */
+static void test_fork_worker(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *w;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  assert_string_equal(rgpu_conn_transport_name(w), "tls");
+  assert_non_null(strstr(rgpu_conn_peer(w), "127.0.0.1:"));
+  assert_true(rgpu_conn_raw_fd(w) >= 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    rgpu_conn_close(c); /* the client lives in another process in real life */
+    rgpu_listener_close(l);
+    tu_echo_conn(w);
+    _exit(0);
+  }
+  rgpu_conn_close(w);
+  assert_int_equal(tu_echo_check(c, 4u << 20, 65536, 7), 0);
+  rgpu_conn_close(c);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  rgpu_listener_close(l);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_DFL);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gen_cert),      cmocka_unit_test(test_echo_large_and_concurrent),
+      cmocka_unit_test(test_wrong_ca),      cmocka_unit_test(test_plain_tcp_to_tls_port),
+      cmocka_unit_test(test_mtls),          cmocka_unit_test(test_listener_needs_cert),
+      cmocka_unit_test(test_fork_worker),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
