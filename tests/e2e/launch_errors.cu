@@ -1,0 +1,43 @@
+// Launch errors: configuration errors are synchronous, an illegal address
+// is reported at the next synchronization and is sticky, as on a GPU.
+#include "rgpu_check.h"
+
+__global__ void write_at(int *p, long long offset) { p[offset] = 1; }
+__global__ void nothing() {}
+
+int main(int argc, char **argv) {
+  // 2048 threads per block: CUDA 13 reports cudaErrorInvalidValue
+  nothing<<<1, 2048>>>();
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaGetLastError(), cudaSuccess);
+  // a zero-sized grid
+  nothing<<<0, 32>>>();
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  // too much dynamic shared memory
+  nothing<<<1, 32, 1 << 30>>>();
+  EXPECT(cudaGetLastError() != cudaSuccess);
+  // the device still works
+  nothing<<<4, 64>>>();
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  if (argc > 1 && std::strcmp(argv[1], "--no-fault") == 0) {
+    pass("launch_errors");
+    return 0;
+  }
+  int *d;
+  CHECK(cudaMalloc(&d, 64 * sizeof(int)));
+  write_at<<<1, 1>>>(d, 1ll << 28);  // far outside the allocation
+  cudaError_t e = cudaDeviceSynchronize();
+  std::printf("after the faulting kernel: %s\n", cudaGetErrorName(e));
+  EXPECT(e == cudaErrorIllegalAddress);
+  // sticky: later calls keep failing with the same error
+  EXPECT_ERR(cudaMemset(d, 0, 4), cudaErrorIllegalAddress);
+  EXPECT_ERR(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  // a reset recovers the device
+  CHECK(cudaDeviceReset());
+  (void)cudaGetLastError();
+  CHECK(cudaMalloc(&d, 64));
+  CHECK(cudaFree(d));
+  pass("launch_errors");
+  return 0;
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Runs one end-to-end program through rgpu and checks its outcome.
+#
+#   e2e_run.sh --bin BUILD/bin [--listen URI] [--server-args "..."] [--env K=V]...
+#              [--remote URI] [--expect REGEX]... [--expect-fail] -- PROGRAM ARGS...
+#
+# Without --listen the program runs under `rgpu run` with its private
+# softgpu server (the quick-start path).  With --listen the script starts
+# rgpu-server on that URI itself (port 0 = any free port, read back from the
+# server's first line), so the same program is exercised over tcp://, tls://
+# and quic://.  --remote URI points the program at a server the script does
+# not start (used to test an unreachable one).  Every --expect regex must match the combined output.
+set -u
+bin="" listen="" remote="" server_args="" expect_fail=0
+expects=() envs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --listen) listen=$2; shift 2 ;;
+    --remote) remote=$2; shift 2 ;;
+    --server-args) server_args=$2; shift 2 ;;
+    --expect) expects+=("$2"); shift 2 ;;
+    --expect-fail) expect_fail=1; shift ;;
+    --env) envs+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) echo "e2e_run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$bin" ] && [ $# -gt 0 ] || { echo "usage: e2e_run.sh --bin DIR [...] -- PROGRAM" >&2; exit 2; }
+
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$server_pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+run_args=()
+[ -n "$remote" ] && run_args=(--server "$remote")
+if [ -n "$listen" ]; then
+  # shellcheck disable=SC2086
+  "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
+  server_pid=$!
+  uri=""
+  for _ in $(seq 1 100); do
+    uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server.err" | head -n 1)
+    [ -n "$uri" ] && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$uri" ]; then
+    echo "e2e_run.sh: rgpu-server did not start listening on $listen" >&2
+    cat "$work/server.err" >&2
+    exit 1
+  fi
+  run_args=(--server "$uri")
+fi
+
+env "${envs[@]}" "$bin/rgpu" run "${run_args[@]}" -- "$@" >"$work/out" 2>&1
+rc=$?
+cat "$work/out"
+if [ -n "$server_pid" ] && [ -s "$work/server.err" ] && grep -qiE "error|fault" "$work/server.err"; then
+  echo "--- server log ---"; cat "$work/server.err"
+fi
+if [ "$expect_fail" = 1 ]; then
+  [ $rc -ne 0 ] || { echo "e2e_run.sh: expected failure, got exit 0" >&2; exit 1; }
+else
+  [ $rc -eq 0 ] || { echo "e2e_run.sh: program exited with $rc" >&2; exit 1; }
+fi
+for re in "${expects[@]}"; do
+  grep -qE -- "$re" "$work/out" || { echo "e2e_run.sh: output lacks /$re/" >&2; exit 1; }
+done
+exit 0
