@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU: build rgpu (or use the carried
+# .gpu-pack/ from scripts/gpu-pack.sh when this machine lacks the build
+# dependencies), start rgpu-server on the real driver, run the end-to-end
+# programs natively and through rgpu, and print a pass/fail table with
+# times.  Usage: scripts/gpu-e2e.sh [--pack] [--out DIR]
+set -u
+cd "$(dirname "$0")/.."
+use_pack=0 out=${OUT:-/tmp/rgpu-gpu-e2e}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --pack) use_pack=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--pack] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+
+if [ $use_pack = 0 ] && pkg-config --exists cmocka libngtcp2 2>/dev/null && scripts/build.sh >"$out/build.log" 2>&1; then
+  BIN=build/bin LIB=build/lib E2E=build/e2e
+  echo "built rgpu on this machine"
+else
+  [ -d .gpu-pack ] || { echo "no build dependencies here and no .gpu-pack: run scripts/gpu-pack.sh first" >&2; exit 1; }
+  BIN=.gpu-pack/bin LIB=.gpu-pack/lib E2E=.gpu-pack/e2e
+  export LD_LIBRARY_PATH=$PWD/.gpu-pack/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "using the prebuilt pack (.gpu-pack)"
+  # Rebuild the CUDA programs here with this machine's nvcc when it has one,
+  # so the table does not depend on the dev machine's toolchain.
+  if command -v nvcc >/dev/null; then
+    mkdir -p "$out/e2e"
+    for src in .gpu-pack/e2e-src/*.cu; do
+      n=$(basename "$src" .cu)
+      nvcc -cudart shared -O2 -o "$out/e2e/$n" "$src" 2>>"$out/nvcc.log" || true
+    done
+    [ -n "$(ls "$out/e2e" 2>/dev/null)" ] && E2E=$out/e2e
+  fi
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+
+"$BIN/rgpu-server" --listen tcp://127.0.0.1:0 --device cuda >"$out/server.out" 2>"$out/server.err" &
+spid=$!
+trap 'kill $spid 2>/dev/null' EXIT
+uri=""
+for _ in $(seq 1 100); do
+  uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
+  [ -n "$uri" ] && break
+  sleep 0.1
+done
+[ -n "$uri" ] || { echo "rgpu-server did not start:"; cat "$out/server.err"; exit 1; }
+echo "server: $(head -n 1 "$out/server.err")"
+"$BIN/rgpu" info --server "$uri" 2>&1 | sed 's/^/  /'
+
+progs=(device_query memcpy_roundtrip memset symbols streams_events bad_pointers vecadd kernels_basic
+       matmul_tiled reduce_hist_scan dynshared_half device_printf launch_errors)
+printf '\n| program | native | native s | rgpu (tcp, real GPU) | rgpu s | round trips |\n|---|---|---|---|---|---|\n'
+fails=0
+for p in "${progs[@]}"; do
+  exe=$E2E/$p
+  [ -x "$exe" ] || { printf '| %s | missing | | missing | | |\n' "$p"; fails=$((fails+1)); continue; }
+  t0=$(date +%s.%N)
+  LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} "$exe" >"$out/$p.native" 2>&1; nrc=$?
+  t1=$(date +%s.%N)
+  RGPU_STATS=$out/$p.stats "$BIN/rgpu" run --server "$uri" -- "$exe" >"$out/$p.rgpu" 2>&1; rrc=$?
+  t2=$(date +%s.%N)
+  rt=$(sed -n 's/.*"round_trips":\([0-9]*\).*/\1/p' "$out/$p.stats" 2>/dev/null)
+  n=$([ $nrc = 0 ] && echo pass || echo "FAIL($nrc)")
+  r=$([ $rrc = 0 ] && echo pass || echo "FAIL($rrc)")
+  [ $rrc = 0 ] || fails=$((fails+1))
+  printf '| %s | %s | %.2f | %s | %.2f | %s |\n' "$p" "$n" "$(echo "$t1 - $t0" | bc)" "$r" "$(echo "$t2 - $t1" | bc)" "${rt:-?}"
+done
+echo
+for p in "${progs[@]}"; do
+  if ! grep -q "^PASS" "$out/$p.rgpu" 2>/dev/null; then
+    echo "--- $p through rgpu:"; tail -n 5 "$out/$p.rgpu" 2>/dev/null
+  fi
+done
+echo "--- server log tail:"; tail -n 5 "$out/server.err"
+exit $fails

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Prepares .gpu-pack/ for the GPU machine: the GPU machine has no Debian dev
+# packages (cmocka, ngtcp2, ...), so rgpu is built here and its binaries, the
+# e2e programs and the few shared libraries the GPU image lacks travel with
+# the working tree (`carry: [".gpu-pack"]`).  scripts/gpu-e2e.sh uses the
+# pack when it cannot build on the spot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+rm -rf .gpu-pack
+mkdir -p .gpu-pack/bin .gpu-pack/lib .gpu-pack/e2e .gpu-pack/syslib
+cp build/bin/rgpu build/bin/rgpu-server .gpu-pack/bin/
+for t in rgpu-transport-perf rgpu-netem rgpu-bench; do
+  [ -x build/bin/$t ] && cp build/bin/$t .gpu-pack/bin/
+done
+cp -P build/lib/libcudart.so* .gpu-pack/lib/ 2>/dev/null || true
+cp build/lib/libsoftgpu.so .gpu-pack/lib/ 2>/dev/null || true
+find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
+cp -r tests/e2e .gpu-pack/e2e-src
+# Libraries the Ubuntu GPU image does not have in these sonames.
+for lib in $(ldd build/bin/rgpu-server build/bin/rgpu build/lib/libcudart.so.13 2>/dev/null |
+             awk '/=>/ {print $3}' | grep -E 'ngtcp2|cmocka' | sort -u); do
+  cp -L "$lib" .gpu-pack/syslib/
+done
+grep -qx '/.gpu-pack/' .git/info/exclude 2>/dev/null || echo '/.gpu-pack/' >> .git/info/exclude
+du -sh .gpu-pack
