@@ -67,7 +67,7 @@ for p in "${progs[@]}"; do
   n=$([ $nrc = 0 ] && echo pass || echo "FAIL($nrc)")
   r=$([ $rrc = 0 ] && echo pass || echo "FAIL($rrc)")
   [ $rrc = 0 ] || fails=$((fails+1))
-  printf '| %s | %s | %.2f | %s | %.2f | %s |\n' "$p" "$n" "$(echo "$t1 - $t0" | bc)" "$r" "$(echo "$t2 - $t1" | bc)" "${rt:-?}"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$p" "$n" "$(awk "BEGIN{printf \"%.2f\", $t1-$t0}")" "$r" "$(awk "BEGIN{printf \"%.2f\", $t2-$t1}")" "${rt:-?}"
 done
 echo
 for p in "${progs[@]}"; do
