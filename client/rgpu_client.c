@@ -1,0 +1,580 @@
+/* The client core: one session with an rgpu-server.
+ *
+ * Sending: request frames are encoded into one contiguous queue and written
+ * with a single gathered write when a reply is needed, when the queue passes
+ * batch_bytes, or when the batch timer (a small background thread) fires.
+ * Large tails are written from the caller's buffer in the same gathered
+ * write instead of being copied.
+ *
+ * Receiving happens only while someone waits for a reply (the server runs
+ * frames in order, so every event that matters to a wait precedes its
+ * reply), plus a non-blocking poll used by cudaGetLastError. */
+#define _GNU_SOURCE
+#include "rgpu_client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu_frame.h"
+#include "rgpu_frame_io.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+#include "rgpu_transport.h"
+
+struct rgpu_client {
+  pthread_mutex_t lock;
+  rgpu_conn *conn;
+  char uri[1024];
+  char transport[16];
+  int dead;
+  int sync_every_call;
+  int batch_us;
+  size_t batch_bytes;
+  size_t chunk_bytes;
+  uint64_t next_seq;
+  int bound_device; /* -1: none sent yet */
+
+  rgpu_buf queue;   /* encoded frames not yet written */
+  uint64_t queued_since_ns;
+  rgpu_buf rx;      /* payload scratch for events and discarded replies */
+
+  /* HELLO results */
+  uint64_t session_id;
+  uint32_t caps;
+  char server_name[256];
+  char device_kind[32];
+
+  /* latched async error */
+  int async_pending;
+  uint32_t async_status;
+  uint64_t async_seq;
+  char async_msg[256];
+  uint64_t async_dropped;
+
+  rgpu_client_counters ctr;
+  void (*wait_hook)(void);
+
+  /* batch timer */
+  pthread_t timer;
+  int timer_started;
+  int timer_stop;
+  pthread_cond_t timer_cv;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *conn_err_text(int rc) {
+  switch (rc) {
+  case RGPU_T_ECLOSED: return "the server closed the connection";
+  case RGPU_T_ETIMEDOUT: return "timed out";
+  case RGPU_T_ECONNREFUSED: return "connection refused";
+  case RGPU_T_EAUTH: return "authentication failed";
+  case RGPU_T_ENOTSUP: return "transport not supported";
+  case RGPU_T_EIO: return "I/O error";
+  case RGPU_T_EINVAL: return "invalid argument";
+  default: return rgpu_proto_strerror(rc);
+  }
+}
+
+/* First failure of an established connection: one log line, then every
+ * call fails fast. */
+static int client_fail(rgpu_client *c, int rc, const char *what) {
+  if (!c->dead) {
+    c->dead = 1;
+    /* Before HELLO completed the caller reports the failure itself. */
+    if (c->session_id)
+      RGPU_ERROR("rgpu: connection to server %s lost (%s: %s); CUDA calls will fail from now on",
+               c->uri, what, conn_err_text(rc));
+  }
+  return RGPU_CLIENT_EDEAD;
+}
+
+static void *timer_main(void *arg);
+
+uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) { return c->next_seq; }
+
+void rgpu_client_lock(rgpu_client *c) { pthread_mutex_lock(&c->lock); }
+void rgpu_client_unlock(rgpu_client *c) { pthread_mutex_unlock(&c->lock); }
+
+int rgpu_client_flush_locked(rgpu_client *c) {
+  if (c->dead) return RGPU_CLIENT_EDEAD;
+  if (c->queue.len == 0) return 0;
+  struct iovec iov = {.iov_base = c->queue.data, .iov_len = c->queue.len};
+  int rc = rgpu_conn_writev_all(c->conn, &iov, 1);
+  if (rc) return client_fail(c, rc, "send");
+  c->ctr.bytes_sent += c->queue.len;
+  c->ctr.flushes++;
+  rgpu_buf_reset(&c->queue);
+  return 0;
+}
+
+int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
+                            size_t fixed_len, const void *tail, size_t tail_len,
+                            uint64_t *seq_out) {
+  if (c->dead) return RGPU_CLIENT_EDEAD;
+  if (fixed_len + tail_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
+  rgpu_frame_hdr h = {.version = RGPU_PROTO_VERSION,
+                      .kind = RGPU_KIND_REQUEST,
+                      .opcode = op,
+                      .length = (uint32_t)(fixed_len + tail_len),
+                      .aux = need_reply ? RGPU_REQ_NEED_REPLY : 0,
+                      .seq = c->next_seq++};
+  if (seq_out) *seq_out = h.seq;
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hdr, &h);
+  c->ctr.frames_sent++;
+  int was_empty = c->queue.len == 0;
+
+  if (tail_len > RGPU_CLIENT_INLINE_TAIL_BYTES) {
+    /* Queue, this frame's header and fields, and the caller's data in one
+     * gathered write: no copy of the bulk data. */
+    struct iovec iov[4];
+    int n = 0;
+    if (c->queue.len) iov[n++] = (struct iovec){c->queue.data, c->queue.len};
+    iov[n++] = (struct iovec){hdr, sizeof hdr};
+    if (fixed_len) iov[n++] = (struct iovec){(void *)fixed, fixed_len};
+    iov[n++] = (struct iovec){(void *)tail, tail_len};
+    int rc = rgpu_conn_writev_all(c->conn, iov, n);
+    if (rc) return client_fail(c, rc, "send");
+    c->ctr.bytes_sent += c->queue.len + sizeof hdr + fixed_len + tail_len;
+    c->ctr.flushes++;
+    rgpu_buf_reset(&c->queue);
+    return 0;
+  }
+
+  rgpu_buf_put(&c->queue, hdr, sizeof hdr);
+  if (fixed_len) rgpu_buf_put(&c->queue, fixed, fixed_len);
+  if (tail_len) rgpu_buf_put(&c->queue, tail, tail_len);
+  if (c->queue.err) {
+    c->queue.err = 0;
+    return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
+  }
+  if (need_reply || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0)
+    return rgpu_client_flush_locked(c);
+  if (was_empty) {
+    c->queued_since_ns = now_ns();
+    if (!c->timer_started) {
+      c->timer_stop = 0;
+      if (pthread_create(&c->timer, NULL, timer_main, c) == 0)
+        c->timer_started = 1;
+      else
+        return rgpu_client_flush_locked(c); /* no timer: never leave data queued */
+    }
+    pthread_cond_signal(&c->timer_cv);
+  }
+  return 0;
+}
+
+/* Sends queued frames after batch_us so that work the program queued and
+ * then stopped talking about still reaches the GPU soon. */
+static void *timer_main(void *arg) {
+  rgpu_client *c = arg;
+  pthread_mutex_lock(&c->lock);
+  while (!c->timer_stop) {
+    if (c->queue.len == 0 || c->dead) {
+      pthread_cond_wait(&c->timer_cv, &c->lock);
+      continue;
+    }
+    uint64_t due = c->queued_since_ns + (uint64_t)c->batch_us * 1000ull;
+    uint64_t now = now_ns();
+    if (now >= due) {
+      rgpu_client_flush_locked(c);
+      continue;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (due - now);
+    ts.tv_sec = (time_t)(wake / 1000000000ull);
+    ts.tv_nsec = (long)(wake % 1000000000ull);
+    pthread_cond_timedwait(&c->timer_cv, &c->lock, &ts);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return NULL;
+}
+
+static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first_seq,
+                         rgpu_client_reply *r) {
+  if (h->opcode == RGPU_EVT_OUTPUT) {
+    /* Device printf: the program's stdout, as soon as it arrives.  stdio's
+     * buffer of the program may hold earlier host output; flush it first so
+     * the order matches what the program would print on a local GPU. */
+    fflush(stdout);
+    size_t off = 0;
+    while (off < c->rx.len) {
+      ssize_t w = write(1, c->rx.data + off, c->rx.len - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      off += (size_t)w;
+    }
+    return;
+  }
+  if (h->opcode == RGPU_EVT_ASYNC_ERROR) {
+    rgpu_msg_async_error_evt ev;
+    char text[256] = "";
+    if (rgpu_msg_async_error_evt_decode(c->rx.data, c->rx.len, &ev) == 0)
+      rgpu_str_copy(text, sizeof text, ev.message.data,
+                    ev.message.len < sizeof text - 1 ? ev.message.len : sizeof text - 1);
+    if (r && first_seq && h->seq >= first_seq) {
+      /* A frame of the operation being waited for failed: that is the
+       * operation's own result, keep the first failure. */
+      if (r->status == 0) {
+        r->status = h->aux;
+        snprintf(r->msg, sizeof r->msg, "%s", text);
+      }
+      return;
+    }
+    if (!c->async_pending) {
+      c->async_pending = 1;
+      c->async_status = h->aux;
+      c->async_seq = h->seq;
+      snprintf(c->async_msg, sizeof c->async_msg, "%s", text);
+    } else {
+      c->async_dropped++;
+    }
+    RGPU_DEBUG("async error %u for request %llu: %s", h->aux, (unsigned long long)h->seq, text);
+    return;
+  }
+  RGPU_DEBUG("ignoring unknown server event 0x%04x", h->opcode);
+}
+
+/* Reads one frame; a reply for `seq` is delivered into r. Returns 1 when
+ * the awaited reply was consumed, 0 for anything else, <0 on failure. */
+static int read_one(rgpu_client *c, uint64_t seq, uint64_t first_seq, rgpu_client_reply *r) {
+  rgpu_frame_hdr h;
+  int rc = rgpu_frame_read_hdr(c->conn, &h, RGPU_FRAME_MAX_PAYLOAD);
+  if (rc) return client_fail(c, rc, "receive");
+  c->ctr.bytes_received += RGPU_FRAME_HDR_SIZE + h.length;
+  int mine = h.kind == RGPU_KIND_REPLY && h.seq == seq && r;
+  if (mine && h.aux == 0 && r->dst) {
+    if (h.length > r->dst_cap) {
+      /* The server sent more than asked: keep the stream in sync, report. */
+      rgpu_buf_reset(&c->rx);
+      if (rgpu_buf_reserve(&c->rx, h.length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
+      rc = rgpu_conn_read_exact(c->conn, c->rx.data, h.length);
+      if (rc) return client_fail(c, rc, "receive");
+      r->status = 999; /* CUDA_ERROR_UNKNOWN */
+      snprintf(r->msg, sizeof r->msg, "server sent %u bytes for a %zu-byte copy", h.length,
+               r->dst_cap);
+      return 1;
+    }
+    if (h.length) {
+      rc = rgpu_conn_read_exact(c->conn, r->dst, h.length);
+      if (rc) return client_fail(c, rc, "receive");
+    }
+    r->dst_len = h.length;
+    if (r->status == 0) r->status = 0;
+    return 1;
+  }
+  rgpu_buf *into = (mine && h.aux == 0 && r->payload) ? r->payload : &c->rx;
+  rgpu_buf_reset(into);
+  if (h.length) {
+    if (rgpu_buf_reserve(into, h.length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
+    rc = rgpu_conn_read_exact(c->conn, into->data, h.length);
+    if (rc) return client_fail(c, rc, "receive");
+    into->len = h.length;
+  }
+  if (h.kind == RGPU_KIND_EVENT) {
+    handle_event(c, &h, first_seq, r);
+    return 0;
+  }
+  if (h.kind != RGPU_KIND_REPLY) {
+    return client_fail(c, RGPU_PROTO_EKIND, "receive");
+  }
+  if (!mine) {
+    RGPU_DEBUG("discarding reply to request %llu while waiting for %llu",
+               (unsigned long long)h.seq, (unsigned long long)seq);
+    return 0;
+  }
+  if (h.aux != 0) {
+    if (r->status == 0) {
+      r->status = h.aux;
+      size_t n = into->len < sizeof r->msg - 1 ? into->len : sizeof r->msg - 1;
+      memcpy(r->msg, into->data, n);
+      r->msg[n] = '\0';
+      /* The text is for humans only: cut at the first unprintable byte. */
+      for (size_t i = 0; i < n; i++)
+        if ((unsigned char)r->msg[i] < 0x20) r->msg[i] = ' ';
+    }
+  }
+  return 1;
+}
+
+int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
+                            rgpu_client_reply *r) {
+  int rc = rgpu_client_flush_locked(c);
+  if (rc) return rc;
+  if (c->wait_hook) c->wait_hook();
+  c->ctr.round_trips++;
+  for (;;) {
+    rc = read_one(c, seq, first_seq, r);
+    if (rc < 0) return rc;
+    if (rc == 1) return 0;
+  }
+}
+
+int rgpu_client_poll_events(rgpu_client *c) {
+  rgpu_client_lock(c);
+  int rc = 0;
+  while (!c->dead) {
+    if (rgpu_conn_pending(c->conn) == 0) {
+      struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
+      if (poll(&p, 1, 0) <= 0) break;
+    }
+    rc = read_one(c, 0, 0, NULL);
+    if (rc < 0) break;
+  }
+  rgpu_client_unlock(c);
+  return rc < 0 ? rc : 0;
+}
+
+int rgpu_client_bind_device_locked(rgpu_client *c, int device) {
+  if (c->bound_device == device) return 0;
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_ctx_set_device_req m = {.device = (uint32_t)device};
+  rgpu_msg_ctx_set_device_req_encode(&b, &m);
+  int rc = rgpu_client_send_locked(c, RGPU_OP_CTX_SET_DEVICE, 0, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  if (rc == 0) c->bound_device = device;
+  return rc;
+}
+
+void rgpu_client_unbind_device_locked(rgpu_client *c) { c->bound_device = -1; }
+
+int rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
+                     size_t fixed_len, const void *tail, size_t tail_len, rgpu_client_reply *r) {
+  rgpu_client_reply local;
+  if (!r) {
+    memset(&local, 0, sizeof local);
+    r = &local;
+  }
+  rgpu_client_lock(c);
+  int rc = 0;
+  if (device >= 0) rc = rgpu_client_bind_device_locked(c, device);
+  if (rc == 0) {
+    int wait = !allow_async || c->sync_every_call;
+    uint64_t seq = 0;
+    uint64_t first = c->next_seq;
+    rc = rgpu_client_send_locked(c, op, wait, fixed, fixed_len, tail, tail_len, &seq);
+    if (rc == 0 && wait) {
+      rc = rgpu_client_wait_locked(c, seq, first, r);
+      if (rc == 0) rc = (int)r->status;
+    }
+  }
+  rgpu_client_unlock(c);
+  return rc;
+}
+
+int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq, char *msg,
+                                 size_t msglen) {
+  rgpu_client_lock(c);
+  int had = c->async_pending;
+  if (had) {
+    if (status) *status = c->async_status;
+    if (seq) *seq = c->async_seq;
+    if (msg && msglen) snprintf(msg, msglen, "%s", c->async_msg);
+    c->async_pending = 0;
+  }
+  rgpu_client_unlock(c);
+  return had;
+}
+
+/* Waits (bounded) for the first bytes of a reply so that a server that
+ * accepts but never answers cannot hang the program in HELLO. */
+static int wait_readable(rgpu_client *c, int timeout_ms) {
+  if (rgpu_conn_pending(c->conn)) return 1;
+  struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
+  for (;;) {
+    int r = poll(&p, 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
+
+int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
+                        size_t errlen) {
+  *out = NULL;
+  if (!cfg->server[0]) {
+    snprintf(err, errlen,
+             "rgpu: no server configured (set RGPU_SERVER=tcp://HOST:PORT or use rgpu run)");
+    return RGPU_T_EINVAL;
+  }
+  rgpu_client *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(err, errlen, "rgpu: out of memory");
+    return RGPU_PROTO_ENOMEM;
+  }
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->timer_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  rgpu_buf_init(&c->queue);
+  rgpu_buf_init(&c->rx);
+  snprintf(c->uri, sizeof c->uri, "%s", cfg->server);
+  c->sync_every_call = cfg->sync_every_call;
+  c->batch_us = cfg->batch_us;
+  c->batch_bytes = cfg->batch_bytes ? cfg->batch_bytes : RGPU_CLIENT_DEFAULT_BATCH_BYTES;
+  c->chunk_bytes = RGPU_CHUNK_BYTES;
+  c->next_seq = 1;
+  c->bound_device = -1;
+
+  rgpu_transport_opts o = {0};
+  o.connect_timeout_ms = cfg->connect_timeout_ms;
+  o.ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL;
+  o.cert_file = cfg->cert_file[0] ? cfg->cert_file : NULL;
+  o.key_file = cfg->key_file[0] ? cfg->key_file : NULL;
+  char terr[256] = "";
+  int rc = rgpu_conn_connect(cfg->server, &o, &c->conn, terr, sizeof terr);
+  if (rc) {
+    snprintf(err, errlen, "rgpu: cannot reach server %s: %s (set RGPU_SERVER or use rgpu run)",
+             cfg->server, terr[0] ? terr : conn_err_text(rc));
+    rgpu_client_close(c);
+    return rc;
+  }
+  snprintf(c->transport, sizeof c->transport, "%s", rgpu_conn_transport_name(c->conn));
+
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_hello_req hello = {
+      .proto_version = RGPU_PROTO_VERSION,
+      .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT,
+      .client_pid = (uint32_t)getpid(),
+      .token = {cfg->token, strlen(cfg->token)},
+      .resume_token = {NULL, 0},
+      .client_name = {cfg->client_name, strlen(cfg->client_name)},
+  };
+  rgpu_msg_hello_req_encode(&b, &hello);
+  uint64_t seq;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r = {.payload = &pay};
+  rgpu_client_lock(c);
+  rc = rgpu_client_send_locked(c, RGPU_OP_HELLO, 1, b.data, b.len, NULL, 0, &seq);
+  if (rc == 0) {
+    int to = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
+    if (wait_readable(c, to) <= 0) {
+      rc = RGPU_T_ETIMEDOUT;
+    } else {
+      c->ctr.round_trips++;
+      for (;;) {
+        rc = read_one(c, seq, 0, &r);
+        if (rc != 0) break;
+      }
+      if (rc == 1) rc = 0;
+    }
+  }
+  rgpu_client_unlock(c);
+  rgpu_buf_free(&b);
+  if (rc == 0 && r.status != 0) {
+    snprintf(err, errlen, "rgpu: server %s refused the session: %s", cfg->server,
+             r.msg[0] ? r.msg : "no reason given");
+    rgpu_buf_free(&pay);
+    rgpu_client_close(c);
+    return RGPU_T_EAUTH;
+  }
+  if (rc) {
+    snprintf(err, errlen, "rgpu: cannot reach server %s: %s during handshake", cfg->server,
+             rc == RGPU_T_ETIMEDOUT ? "no answer" : "connection failed");
+    rgpu_buf_free(&pay);
+    rgpu_client_close(c);
+    return rc < 0 ? rc : RGPU_T_EIO;
+  }
+  rgpu_msg_hello_rep hr;
+  rc = rgpu_msg_hello_rep_decode(pay.data, pay.len, &hr);
+  if (rc) {
+    snprintf(err, errlen, "rgpu: server %s sent a malformed HELLO reply (%s)", cfg->server,
+             rgpu_proto_strerror(rc));
+    rgpu_buf_free(&pay);
+    rgpu_client_close(c);
+    return rc;
+  }
+  if (hr.proto_version != RGPU_PROTO_VERSION) {
+    snprintf(err, errlen, "rgpu: server %s speaks protocol %u, this client %u", cfg->server,
+             hr.proto_version, RGPU_PROTO_VERSION);
+    rgpu_buf_free(&pay);
+    rgpu_client_close(c);
+    return RGPU_PROTO_EVERSION;
+  }
+  c->session_id = hr.session_id;
+  c->caps = hr.caps;
+  rgpu_str_copy(c->server_name, sizeof c->server_name, hr.server_name.data,
+                hr.server_name.len < sizeof c->server_name ? hr.server_name.len
+                                                           : sizeof c->server_name - 1);
+  rgpu_str_copy(c->device_kind, sizeof c->device_kind, hr.device_kind.data,
+                hr.device_kind.len < sizeof c->device_kind ? hr.device_kind.len
+                                                           : sizeof c->device_kind - 1);
+  if (hr.max_payload > 0 && hr.max_payload < RGPU_CHUNK_BYTES + 4096u) {
+    /* Leave room for the fixed fields in front of the bulk bytes. */
+    c->chunk_bytes = hr.max_payload > 8192 ? hr.max_payload - 4096u : hr.max_payload / 2;
+    if (c->chunk_bytes == 0) c->chunk_bytes = 1;
+  }
+  rgpu_buf_free(&pay);
+  *out = c;
+  return 0;
+}
+
+void rgpu_client_close(rgpu_client *c) {
+  if (!c) return;
+  rgpu_client_lock(c);
+  if (c->timer_started) {
+    c->timer_stop = 1;
+    pthread_cond_signal(&c->timer_cv);
+  }
+  rgpu_client_unlock(c);
+  if (c->timer_started) {
+    pthread_join(c->timer, NULL);
+    c->timer_started = 0;
+  }
+  rgpu_client_lock(c);
+  if (c->conn && !c->dead && c->session_id) {
+    uint64_t seq;
+    uint64_t first = c->next_seq;
+    if (rgpu_client_send_locked(c, RGPU_OP_GOODBYE, 1, NULL, 0, NULL, 0, &seq) == 0) {
+      /* Bounded: a wedged server must not keep the program from exiting. */
+      if (rgpu_client_flush_locked(c) == 0 && wait_readable(c, 10000) > 0) {
+        rgpu_client_reply r = {0};
+        rgpu_client_wait_locked(c, seq, first, &r);
+      }
+    }
+  }
+  if (c->conn) {
+    rgpu_conn_shutdown(c->conn);
+    rgpu_conn_close(c->conn);
+    c->conn = NULL;
+  }
+  rgpu_buf_free(&c->queue);
+  rgpu_buf_free(&c->rx);
+  rgpu_client_unlock(c);
+  pthread_cond_destroy(&c->timer_cv);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+const char *rgpu_client_server_name(const rgpu_client *c) { return c->server_name; }
+const char *rgpu_client_device_kind(const rgpu_client *c) { return c->device_kind; }
+const char *rgpu_client_transport(const rgpu_client *c) { return c->transport; }
+const char *rgpu_client_uri(const rgpu_client *c) { return c->uri; }
+uint64_t rgpu_client_session_id(const rgpu_client *c) { return c->session_id; }
+uint32_t rgpu_client_caps(const rgpu_client *c) { return c->caps; }
+size_t rgpu_client_chunk_bytes(const rgpu_client *c) { return c->chunk_bytes; }
+int rgpu_client_sync_every_call(const rgpu_client *c) { return c->sync_every_call; }
+int rgpu_client_is_dead(const rgpu_client *c) { return c->dead; }
+void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hook = hook; }
+
+void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
+  rgpu_client_lock(c);
+  *out = c->ctr;
+  rgpu_client_unlock(c);
+}

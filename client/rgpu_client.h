@@ -1,0 +1,188 @@
+/* rgpu_client: the client core every facade (cudart, later cuBLAS and the
+ * driver API) talks through.
+ *
+ * One rgpu_client is one session with one rgpu-server: a transport conn, the
+ * HELLO handshake, a send queue that batches requests which need no reply,
+ * a receive path that matches replies by sequence number and handles server
+ * events (latched async errors, device printf output), and traffic counters.
+ *
+ * Threading: every function that touches the connection takes the client's
+ * lock itself, except the *_locked ones, which a caller uses between
+ * rgpu_client_lock() and rgpu_client_unlock() to keep several frames
+ * together (a chunked copy, a device switch followed by a request).
+ *
+ * Return values: functions that exchange frames return a negative code
+ * (RGPU_T_E* or RGPU_PROTO_E*) when the connection failed, after which the
+ * client is dead and every later call fails fast with RGPU_CLIENT_EDEAD, or
+ * a CUresult (>= 0) that the server (or the client's own checks) produced. */
+#ifndef RGPU_CLIENT_H
+#define RGPU_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rgpu_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Returned once the connection has failed; the first failure was logged. */
+#define RGPU_CLIENT_EDEAD (-2001)
+
+/* Defaults of the tunables below. */
+#define RGPU_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define RGPU_CLIENT_DEFAULT_BATCH_US 2000
+#define RGPU_CLIENT_DEFAULT_BATCH_BYTES (1u << 20)
+/* Tails up to this size are copied into the send queue; larger ones are
+ * written from the caller's buffer before the call returns. */
+#define RGPU_CLIENT_INLINE_TAIL_BYTES (64u << 10)
+
+typedef struct {
+  char server[1024];       /* URI from RGPU_SERVER; "" when unset */
+  char token[4096];        /* RGPU_TOKEN, or the first line of RGPU_TOKEN_FILE */
+  char ca_file[1024];      /* RGPU_CA */
+  char cert_file[1024];    /* RGPU_CERT */
+  char key_file[1024];     /* RGPU_KEY */
+  int connect_timeout_ms;  /* RGPU_CONNECT_TIMEOUT_MS */
+  int sync_every_call;     /* RGPU_SYNC_EVERY_CALL=1: wait for a reply to every request */
+  int batch_us;            /* RGPU_BATCH_US: how long a queued request may wait to be sent */
+  size_t batch_bytes;      /* RGPU_BATCH_BYTES: queue size that forces a send */
+  char stats_path[1024];   /* RGPU_STATS */
+  char client_name[256];   /* program name, for the server's logs */
+} rgpu_client_config;
+
+/* Where configuration values come from: getenv in production, a table in
+ * tests.  Returns NULL for unset names. */
+typedef const char *(*rgpu_client_getenv_fn)(const char *name, void *ctx);
+
+/* Fills *cfg from the environment (getenv_fn NULL = getenv).  Returns 0, or
+ * -1 with a sentence in err for a value that cannot be used (bad number,
+ * unreadable token file).  An unset RGPU_SERVER is not an error here: the
+ * caller decides what to say. */
+int rgpu_client_config_load(rgpu_client_config *cfg, rgpu_client_getenv_fn getenv_fn, void *ctx,
+                            char *err, size_t errlen);
+
+typedef struct {
+  uint64_t round_trips;    /* times the client waited for the server */
+  uint64_t bytes_sent;     /* frame bytes, headers included */
+  uint64_t bytes_received;
+  uint64_t frames_sent;
+  uint64_t flushes;        /* gathered writes of the send queue */
+} rgpu_client_counters;
+
+typedef struct rgpu_client rgpu_client;
+
+/* Connects to cfg->server and performs HELLO.  On failure returns a negative
+ * code and a one-line reason in err ("cannot reach server tcp://h:1:
+ * connection refused"); *out is NULL.  Allocates: release with
+ * rgpu_client_close. */
+int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
+                        size_t errlen);
+/* Flushes queued requests, says GOODBYE (waiting at most a short while so
+ * the server has run everything and its last output arrived) and closes. */
+void rgpu_client_close(rgpu_client *c);
+
+/* What HELLO told us. */
+const char *rgpu_client_server_name(const rgpu_client *c);
+const char *rgpu_client_device_kind(const rgpu_client *c);
+const char *rgpu_client_transport(const rgpu_client *c);
+const char *rgpu_client_uri(const rgpu_client *c);
+uint64_t rgpu_client_session_id(const rgpu_client *c);
+uint32_t rgpu_client_caps(const rgpu_client *c);
+/* Largest bulk payload per frame (RGPU_CHUNK_BYTES or less if the server
+ * said so). */
+size_t rgpu_client_chunk_bytes(const rgpu_client *c);
+int rgpu_client_sync_every_call(const rgpu_client *c);
+int rgpu_client_is_dead(const rgpu_client *c);
+void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out);
+
+/* Called (with the lock held) whenever the client is about to wait for the
+ * server; the cudart facade uses it to count calls that waited. */
+void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
+
+/* A reply being waited for.  If `dst` is set, a successful reply's payload
+ * (at most dst_cap bytes) is read straight into it and `dst_len` tells how
+ * much came; otherwise the payload goes to `payload` (caller's buffer, may
+ * be NULL to discard).  `status` receives the CUresult of the reply; on
+ * failure `msg` holds the server's text (may be ""). */
+typedef struct {
+  void *dst;
+  size_t dst_cap;
+  size_t dst_len;
+  rgpu_buf *payload;
+  uint32_t status;
+  char msg[256];
+} rgpu_client_reply;
+
+void rgpu_client_lock(rgpu_client *c);
+void rgpu_client_unlock(rgpu_client *c);
+
+/* Queues one request frame (or writes it at once when the tail is large or
+ * the queue is full).  With need_reply the request asks for a reply and
+ * *seq_out (optional) receives its sequence number; the caller must then
+ * wait for it with rgpu_client_wait_locked.  Returns 0 or a negative code. */
+int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
+                            size_t fixed_len, const void *tail, size_t tail_len,
+                            uint64_t *seq_out);
+/* Writes everything queued. */
+int rgpu_client_flush_locked(rgpu_client *c);
+/* Flushes, then reads frames until the reply to `seq` arrived, handling
+ * events on the way.  An ASYNC_ERROR for a request with sequence >=
+ * first_seq (the first frame of the caller's operation; 0 = none) is taken
+ * as this operation's own failure and put in r->status instead of being
+ * latched.  Returns 0 (look at r->status) or a negative code. */
+int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
+                            rgpu_client_reply *r);
+/* The sequence number the next request frame will get. */
+uint64_t rgpu_client_next_seq_locked(const rgpu_client *c);
+
+/* The session's current device on the server: sends CTX_SET_DEVICE (no
+ * reply) when it differs from the last one sent. */
+int rgpu_client_bind_device_locked(rgpu_client *c, int device);
+/* Forget the bound device (after DEVICE_RESET). */
+void rgpu_client_unbind_device_locked(rgpu_client *c);
+
+/* One request, locked, start to finish.  In async mode (allow_async and
+ * not sync_every_call) nothing is waited for and CUDA_SUCCESS comes back;
+ * failures arrive later as latched async errors.  Otherwise waits; r may be
+ * NULL when the reply has no fields of interest.  Returns a CUresult or a
+ * negative code. */
+int rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
+                     size_t fixed_len, const void *tail, size_t tail_len, rgpu_client_reply *r);
+
+/* Async errors reported by the server for requests that had no reply.
+ * The first one is kept until taken; later ones while it is pending are
+ * counted but only the first is reported, as CUDA reports one error.
+ * Returns 1 and fills the outputs when one was pending (and clears it). */
+int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq, char *msg,
+                                 size_t msglen);
+/* Polls the connection without blocking for events that already arrived
+ * (so cudaGetLastError sees async errors that came in the meantime). */
+int rgpu_client_poll_events(rgpu_client *c);
+
+/* The stats JSON the client writes at exit (RGPU_STATS): one object on one
+ * line.  Pure function for testing: returns bytes written (excluding NUL)
+ * or -1 if cap was too small. */
+typedef struct {
+  uint64_t calls;
+  uint64_t async_calls;
+  uint64_t round_trips;
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  double wall_s;
+  const char *transport; /* NULL = "none" */
+  const char *server;    /* NULL = "" */
+  int sync_every_call;
+  uint64_t frames_sent;
+  uint64_t flushes;
+  int connected;
+} rgpu_client_stats;
+int rgpu_client_stats_json(const rgpu_client_stats *s, char *out, size_t cap);
+/* Writes the JSON to path (replacing it).  Returns 0 or -1 with errno. */
+int rgpu_client_stats_write(const char *path, const rgpu_client_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

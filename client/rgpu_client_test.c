@@ -1,0 +1,172 @@
+/* Unit tests of the client core parts that need no server: configuration
+ * from the environment, the stats JSON, and a connect failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rgpu_client.h"
+
+typedef struct {
+  const char *k[16];
+  const char *v[16];
+  int n;
+} fake_env;
+
+static const char *fake_getenv(const char *name, void *ctx) {
+  fake_env *e = ctx;
+  for (int i = 0; i < e->n; i++)
+    if (strcmp(e->k[i], name) == 0) return e->v[i];
+  return NULL;
+}
+
+static void set(fake_env *e, const char *k, const char *v) {
+  e->k[e->n] = k;
+  e->v[e->n] = v;
+  e->n++;
+}
+
+static void test_config_defaults(void **state) {
+  fake_env e = {0};
+  rgpu_client_config cfg;
+  char err[256];
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  assert_string_equal(cfg.server, "");
+  assert_int_equal(cfg.connect_timeout_ms, RGPU_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS);
+  assert_int_equal(cfg.batch_us, RGPU_CLIENT_DEFAULT_BATCH_US);
+  assert_int_equal(cfg.batch_bytes, RGPU_CLIENT_DEFAULT_BATCH_BYTES);
+  assert_int_equal(cfg.sync_every_call, 0);
+  assert_string_equal(cfg.stats_path, "");
+}
+
+static void test_config_values(void **state) {
+  fake_env e = {0};
+  set(&e, "RGPU_SERVER", "tcp://10.0.0.2:7000");
+  set(&e, "RGPU_TOKEN", "secret");
+  set(&e, "RGPU_CONNECT_TIMEOUT_MS", "1500");
+  set(&e, "RGPU_SYNC_EVERY_CALL", "1");
+  set(&e, "RGPU_BATCH_US", "0");
+  set(&e, "RGPU_STATS", "/tmp/x.json");
+  set(&e, "RGPU_CA", "/etc/ca.pem");
+  rgpu_client_config cfg;
+  char err[256];
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  assert_string_equal(cfg.server, "tcp://10.0.0.2:7000");
+  assert_string_equal(cfg.token, "secret");
+  assert_int_equal(cfg.connect_timeout_ms, 1500);
+  assert_int_equal(cfg.sync_every_call, 1);
+  assert_int_equal(cfg.batch_us, 0);
+  assert_string_equal(cfg.stats_path, "/tmp/x.json");
+  assert_string_equal(cfg.ca_file, "/etc/ca.pem");
+}
+
+static void test_config_sync_false_words(void **state) {
+  const char *no[] = {"0", "false", "off", "no", ""};
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+    fake_env e = {0};
+    set(&e, "RGPU_SYNC_EVERY_CALL", no[i]);
+    rgpu_client_config cfg;
+    char err[256];
+    assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+    assert_int_equal(cfg.sync_every_call, 0);
+  }
+}
+
+static void test_config_bad_number(void **state) {
+  fake_env e = {0};
+  set(&e, "RGPU_BATCH_US", "2ms");
+  rgpu_client_config cfg;
+  char err[256] = "";
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), -1);
+  assert_non_null(strstr(err, "RGPU_BATCH_US=2ms"));
+}
+
+static void test_config_token_file(void **state) {
+  char path[] = "/tmp/rgpu_client_test_tokenXXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "abc123\r\nsecond line\n", 20), 20);
+  close(fd);
+  fake_env e = {0};
+  set(&e, "RGPU_TOKEN_FILE", path);
+  rgpu_client_config cfg;
+  char err[256];
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  assert_string_equal(cfg.token, "abc123");
+  unlink(path);
+
+  fake_env e2 = {0};
+  set(&e2, "RGPU_TOKEN_FILE", "/nonexistent/rgpu/token");
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e2, err, sizeof err), -1);
+  assert_non_null(strstr(err, "/nonexistent/rgpu/token"));
+}
+
+static void test_stats_json(void **state) {
+  rgpu_client_stats s = {.calls = 10,
+                         .async_calls = 7,
+                         .round_trips = 3,
+                         .bytes_sent = 1000,
+                         .bytes_received = 2000,
+                         .wall_s = 1.5,
+                         .transport = "tcp",
+                         .server = "tcp://h:1/\"x\"",
+                         .sync_every_call = 0,
+                         .connected = 1};
+  char buf[1024];
+  int n = rgpu_client_stats_json(&s, buf, sizeof buf);
+  assert_true(n > 0);
+  assert_int_equal((size_t)n, strlen(buf));
+  assert_non_null(strstr(buf, "\"calls\":10,"));
+  assert_non_null(strstr(buf, "\"async_calls\":7,"));
+  assert_non_null(strstr(buf, "\"round_trips\":3,"));
+  assert_non_null(strstr(buf, "\"bytes_sent\":1000,"));
+  assert_non_null(strstr(buf, "\"bytes_received\":2000,"));
+  assert_non_null(strstr(buf, "\"wall_s\":1.500000,"));
+  assert_non_null(strstr(buf, "\"transport\":\"tcp\""));
+  assert_non_null(strstr(buf, "\"server\":\"tcp://h:1/\\\"x\\\"\""));
+  assert_non_null(strstr(buf, "\"sync_every_call\":false"));
+  assert_int_equal(buf[0], '{');
+  assert_int_equal(buf[n - 1], '}');
+  /* Too small a buffer fails cleanly. */
+  assert_int_equal(rgpu_client_stats_json(&s, buf, 20), -1);
+}
+
+static void test_connect_no_server(void **state) {
+  rgpu_client_config cfg;
+  char err[256];
+  fake_env e = {0};
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  rgpu_client *c = (rgpu_client *)1;
+  assert_true(rgpu_client_connect(&cfg, &c, err, sizeof err) < 0);
+  assert_null(c);
+  assert_non_null(strstr(err, "RGPU_SERVER"));
+}
+
+static void test_connect_refused(void **state) {
+  rgpu_client_config cfg;
+  char err[256];
+  fake_env e = {0};
+  set(&e, "RGPU_SERVER", "unix:///tmp/rgpu-client-test-no-such.sock");
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  rgpu_client *c = NULL;
+  assert_true(rgpu_client_connect(&cfg, &c, err, sizeof err) < 0);
+  assert_null(c);
+  assert_non_null(strstr(err, "cannot reach server unix:///tmp/rgpu-client-test-no-such.sock"));
+  assert_non_null(strstr(err, "rgpu run"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_config_defaults),   cmocka_unit_test(test_config_values),
+      cmocka_unit_test(test_config_sync_false_words), cmocka_unit_test(test_config_bad_number),
+      cmocka_unit_test(test_config_token_file), cmocka_unit_test(test_stats_json),
+      cmocka_unit_test(test_connect_no_server), cmocka_unit_test(test_connect_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
