@@ -1,0 +1,103 @@
+#include "rgpu_driver.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Two levels so that the argument is macro-expanded first: cuMemAlloc
+ * becomes the string "cuMemAlloc_v2", the symbol libcuda really exports. */
+#define RGPU_STR2(x) #x
+#define RGPU_STR(x) RGPU_STR2(x)
+
+int rgpu_driver_load(rgpu_driver *d, const char *path, char *err, size_t errlen) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->path, sizeof d->path, "%s", path);
+  dlerror();
+  d->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!d->lib) {
+    const char *e = dlerror();
+    snprintf(err, errlen, "cannot load CUDA driver %s: %s", path, e ? e : "unknown error");
+    return -1;
+  }
+#define RGPU_RESOLVE(name)                                                              \
+  do {                                                                                  \
+    dlerror();                                                                          \
+    *(void **)&d->name = dlsym(d->lib, RGPU_STR(name));                                 \
+    if (!d->name) {                                                                     \
+      const char *e = dlerror();                                                        \
+      snprintf(err, errlen, "CUDA driver %s lacks %s: %s", path, RGPU_STR(name),        \
+               e ? e : "symbol not found");                                             \
+      dlclose(d->lib);                                                                  \
+      d->lib = NULL;                                                                    \
+      return -1;                                                                        \
+    }                                                                                   \
+  } while (0);
+  RGPU_DRIVER_FUNCS(RGPU_RESOLVE)
+#undef RGPU_RESOLVE
+#define RGPU_RESOLVE_OPT(name) *(void **)&d->name = dlsym(d->lib, RGPU_STR(name));
+  RGPU_DRIVER_OPTIONAL_FUNCS(RGPU_RESOLVE_OPT)
+#undef RGPU_RESOLVE_OPT
+  *(void **)&d->sgSetPrintHandler = dlsym(d->lib, "sgSetPrintHandler");
+  *(void **)&d->sgIsSoftgpu = dlsym(d->lib, "sgIsSoftgpu");
+  d->is_softgpu = d->sgIsSoftgpu ? d->sgIsSoftgpu() == 1 : 0;
+  return 0;
+}
+
+void rgpu_driver_unload(rgpu_driver *d) {
+  /* The driver may own threads (softgpu's stream workers, the real driver's
+   * helpers) that outlive their last call; unloading the code under them
+   * crashes at exit.  The worker process exits soon after, so keep it. */
+  d->lib = NULL;
+}
+
+const char *rgpu_driver_error_name(const rgpu_driver *d, CUresult r) {
+  const char *s = NULL;
+  if (d && d->cuGetErrorName && d->cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
+  return r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_UNKNOWN";
+}
+
+void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap) {
+  if (explicit_path && *explicit_path) {
+    snprintf(out, cap, "%s", explicit_path);
+    return;
+  }
+  const char *env = getenv("RGPU_SOFTGPU_LIB");
+  if (env && *env) {
+    snprintf(out, cap, "%s", env);
+    return;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    snprintf(out, cap, "libsoftgpu.so");
+    return;
+  }
+  exe[n] = 0;
+  snprintf(out, cap, "%s/../lib/libsoftgpu.so", dirname(exe));
+}
+
+int rgpu_driver_probe_cuda(void) {
+  pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    /* Quiet: a machine without the driver is the normal softgpu case. */
+    rgpu_driver d;
+    char err[512];
+    if (rgpu_driver_load(&d, "libcuda.so.1", err, sizeof err)) _exit(1);
+    int count = 0;
+    if (d.cuInit(0) != CUDA_SUCCESS) _exit(2);
+    if (d.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) _exit(3);
+    _exit(d.is_softgpu ? 4 : 0);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) return 0;
+  }
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}

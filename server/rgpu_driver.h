@@ -1,0 +1,64 @@
+/* rgpu_driver: the CUDA driver API, loaded at run time.
+ *
+ * rgpu-server never links libcuda: a worker dlopen()s either the real
+ * libcuda.so.1 or softgpu's libsoftgpu.so, which exports the same symbols,
+ * and resolves each function under the name cuda.h maps it to (cuMemAlloc ->
+ * "cuMemAlloc_v2"), exactly as the real libcudart does. */
+#ifndef RGPU_DRIVER_H
+#define RGPU_DRIVER_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* The functions the handlers call, all required. */
+#define RGPU_DRIVER_FUNCS(X)                                                          \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)               \
+  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid)            \
+  X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)             \
+  X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset) X(cuCtxSetCurrent)          \
+  X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)      \
+  X(cuMemcpyHtoDAsync) X(cuMemcpyDtoH) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoD)           \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD16) X(cuMemsetD32) X(cuMemsetD8Async) \
+  X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload)       \
+  X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuLaunchKernel) \
+  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)             \
+  X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)            \
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime)
+
+/* Present since CUDA 12.4; older drivers lack it and modules then report
+ * no parameter tables (the client falls back to its own .nv.info parse). */
+#define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo)
+
+typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
+
+typedef struct {
+  void *lib;
+  char path[512];
+  int is_softgpu;
+#define RGPU_DRIVER_FIELD(name) __typeof__(&name) name;
+  RGPU_DRIVER_FUNCS(RGPU_DRIVER_FIELD)
+  RGPU_DRIVER_OPTIONAL_FUNCS(RGPU_DRIVER_FIELD)
+#undef RGPU_DRIVER_FIELD
+  /* softgpu extensions (softgpu/softgpu.h); NULL with the real driver. */
+  CUresult (*sgSetPrintHandler)(rgpu_sg_print_fn fn, void *ctx);
+  int (*sgIsSoftgpu)(void);
+} rgpu_driver;
+
+/* dlopen()s path and resolves every function.  Returns 0, or -1 with a
+ * sentence naming the library and dlerror() in err.  Does not call cuInit. */
+int rgpu_driver_load(rgpu_driver *d, const char *path, char *err, size_t errlen);
+void rgpu_driver_unload(rgpu_driver *d);
+
+/* The driver's name for a status ("CUDA_ERROR_INVALID_VALUE"), never NULL. */
+const char *rgpu_driver_error_name(const rgpu_driver *d, CUresult r);
+
+/* Where libsoftgpu.so is: explicit path, else $RGPU_SOFTGPU_LIB, else
+ * <dir of /proc/self/exe>/../lib/libsoftgpu.so.  Writes into out. */
+void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap);
+
+/* 1 if libcuda.so.1 loads, cuInit succeeds and it has at least one device.
+ * Runs the probe in a child process so that the caller (the listener, which
+ * must never touch CUDA) stays clean. */
+int rgpu_driver_probe_cuda(void);
+
+#endif

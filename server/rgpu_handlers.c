@@ -1,0 +1,767 @@
+/* One function per request opcode.
+ *
+ * Every handler decodes its (already validated) payload, checks every
+ * client-supplied pointer, size and handle against this session's tables,
+ * and only then calls the driver.  Reply fields go to w->rep; a failure
+ * returns its CUresult with a sentence in w->msg. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu_log.h"
+#include "rgpu_worker_internal.h"
+
+#ifndef RGPU_VERSION
+#define RGPU_VERSION "0.0.0"
+#endif
+
+#define D (&w->drv)
+#define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
+#define ENAME(r) rgpu_driver_error_name(D, (r))
+
+static CUresult drv_fail(rgpu_worker *w, CUresult r, const char *what) {
+  return FAIL(r, "%s: %s", what, ENAME(r));
+}
+#define CHECK_DRV(call, what)                 \
+  do {                                        \
+    CUresult r_ = (call);                     \
+    if (r_ != CUDA_SUCCESS) return drv_fail(w, r_, (what)); \
+  } while (0)
+
+/* ---- lookups ------------------------------------------------------------ */
+
+static CUresult get_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
+  if (id == 0) {
+    *out = NULL;
+    return CUDA_SUCCESS;
+  }
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, id);
+  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)id);
+  *out = (CUstream)e->ptr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult get_event(rgpu_worker *w, uint64_t id, CUevent *out) {
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->events, id);
+  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)id);
+  *out = (CUevent)e->ptr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult get_func(rgpu_worker *w, uint64_t module_id, uint32_t fi, rgpu_module_rec **mrec,
+                         CUfunction *f) {
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, module_id);
+  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)module_id);
+  rgpu_module_rec *m = e->ptr;
+  if (fi >= m->nfuncs)
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "module %llu has no function index %u (it has %u)",
+                (unsigned long long)module_id, fi, m->nfuncs);
+  if (!m->funcs[fi])
+    return FAIL(CUDA_ERROR_NOT_FOUND, "function %u of module %llu was not found when it was loaded",
+                fi, (unsigned long long)module_id);
+  *mrec = m;
+  *f = (CUfunction)m->funcs[fi];
+  return CUDA_SUCCESS;
+}
+
+/* The range must lie entirely inside one allocation of this session. */
+static CUresult check_range(rgpu_worker *w, uint64_t ptr, uint64_t len, const char *what) {
+  if (rgpu_alloc_table_lookup(&w->allocs, ptr, len)) return CUDA_SUCCESS;
+  const rgpu_alloc *a = rgpu_alloc_table_lookup(&w->allocs, ptr, 0);
+  if (a)
+    return FAIL(CUDA_ERROR_INVALID_VALUE,
+                "%s: %llu bytes at 0x%llx run past the end of the %llu-byte allocation at 0x%llx",
+                what, (unsigned long long)len, (unsigned long long)ptr, (unsigned long long)a->size,
+                (unsigned long long)a->dptr);
+  return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: 0x%llx is not a device pointer of this session", what,
+              (unsigned long long)ptr);
+}
+
+/* ---- session ------------------------------------------------------------ */
+
+static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_hello_req q;
+  rgpu_msg_hello_req_decode(p, n, &q);
+  if (w->hello_done) return FAIL(CUDA_ERROR_INVALID_VALUE, "HELLO sent twice in one session");
+  if (q.proto_version != RGPU_PROTO_VERSION)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED,
+                "protocol version mismatch: client speaks %u, server speaks %u; upgrade the older side",
+                q.proto_version, RGPU_PROTO_VERSION);
+  if (w->cfg.token_required && !rgpu_auth_token_equal(w->cfg.token, q.token.data, q.token.len)) {
+    RGPU_WARN("session=%llu peer=%s event=auth-failed", (unsigned long long)w->cfg.session_id,
+              w->cfg.peer);
+    return FAIL(CUDA_ERROR_NOT_PERMITTED, "authentication failed: bad or missing token");
+  }
+  if (getrandom(w->session_token, sizeof w->session_token, 0) != (ssize_t)sizeof w->session_token) {
+    /* Without getrandom the token could be guessed: refuse, do not weaken. */
+    return FAIL(CUDA_ERROR_OPERATING_SYSTEM, "cannot generate a session token (getrandom failed)");
+  }
+  w->caps = q.caps & (RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT);
+  w->hello_done = 1;
+  /* Authenticated: now (and only now) the driver is worth loading.  A
+   * failure is reported on the first request that needs it. */
+  rgpu_worker_ensure_driver(w);
+  w->msg[0] = 0;
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  const char *kind = w->drv_state == 1 ? (w->drv.is_softgpu ? "softgpu" : "cuda")
+                                       : rgpu_device_kind_name(w->cfg.device);
+  rgpu_msg_hello_rep r = {
+      .proto_version = RGPU_PROTO_VERSION,
+      .caps = w->caps,
+      .session_id = w->cfg.session_id,
+      .session_token = {w->session_token, sizeof w->session_token},
+      .server_name = {host, strlen(host)},
+      .device_kind = {kind, strlen(kind)},
+      .max_payload = w->cfg.max_payload,
+  };
+  rgpu_msg_hello_rep_encode(&w->rep, &r);
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_goodbye(rgpu_worker *w, const void *p, size_t n) { return CUDA_SUCCESS; }
+
+static CUresult h_ping(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_ping_req q;
+  rgpu_msg_ping_req_decode(p, n, &q);
+  rgpu_buf_put(&w->rep, q.data.data, q.data.len);
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_server_status(rgpu_worker *w, const void *p, size_t n) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec;
+  rgpu_msg_server_status_rep r = {
+      .version = {RGPU_VERSION, strlen(RGPU_VERSION)},
+      .sessions_active = w->cfg.sessions_active,
+      .sessions_max = w->cfg.max_sessions,
+      .uptime_s = now > w->cfg.server_start ? now - w->cfg.server_start : 0,
+      .session_quota_bytes = w->cfg.mem_quota,
+  };
+  rgpu_msg_server_status_rep_encode(&w->rep, &r);
+  return CUDA_SUCCESS;
+}
+
+/* ---- devices ------------------------------------------------------------ */
+
+static CUresult h_driver_info(rgpu_worker *w, const void *p, size_t n) {
+  CUresult r = rgpu_worker_ensure_driver(w);
+  if (r) return r;
+  int ver = 0;
+  CHECK_DRV(D->cuDriverGetVersion(&ver), "cuDriverGetVersion");
+  rgpu_msg_driver_info_rep rep = {.driver_version = ver, .device_count = (uint32_t)w->device_count};
+  rgpu_msg_driver_info_rep_encode(&w->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_device_props(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_device_props_req q;
+  rgpu_msg_device_props_req_decode(p, n, &q);
+  CUresult r = rgpu_worker_ensure_driver(w);
+  if (r) return r;
+  if (q.device >= (uint32_t)w->device_count)
+    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist (%d device%s)", q.device,
+                w->device_count, w->device_count == 1 ? "" : "s");
+  CUdevice dev;
+  CHECK_DRV(D->cuDeviceGet(&dev, (int)q.device), "cuDeviceGet");
+  char name[256] = "";
+  CHECK_DRV(D->cuDeviceGetName(name, sizeof name - 1, dev), "cuDeviceGetName");
+  CUuuid uuid;
+  memset(&uuid, 0, sizeof uuid);
+  CHECK_DRV(D->cuDeviceGetUuid(&uuid, dev), "cuDeviceGetUuid");
+  size_t total = 0;
+  CHECK_DRV(D->cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem");
+  if (w->cfg.mem_quota && total > w->cfg.mem_quota) total = w->cfg.mem_quota;
+  enum { NATTR = CU_DEVICE_ATTRIBUTE_MAX < 1024 ? CU_DEVICE_ATTRIBUTE_MAX : 1024 };
+  int32_t attrs[NATTR];
+  for (int i = 0; i < NATTR; i++) {
+    int v = 0;
+    if (i == 0 || D->cuDeviceGetAttribute(&v, (CUdevice_attribute)i, dev) != CUDA_SUCCESS) v = 0;
+    attrs[i] = v;
+  }
+  rgpu_msg_device_props_rep rep = {
+      .name = {name, strlen(name)},
+      .uuid = {uuid.bytes, sizeof uuid.bytes},
+      .total_mem = total,
+      .attrs = {attrs, NATTR},
+  };
+  rgpu_msg_device_props_rep_encode(&w->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_ctx_set_device(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_ctx_set_device_req q;
+  rgpu_msg_ctx_set_device_req_decode(p, n, &q);
+  if (q.device > INT32_MAX) return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q.device);
+  return rgpu_worker_set_device(w, (int)q.device);
+}
+
+static CUresult h_ctx_sync(rgpu_worker *w, const void *p, size_t n) {
+  CHECK_DRV(D->cuCtxSynchronize(), "cuCtxSynchronize");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_device_reset(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_device_reset_req q;
+  rgpu_msg_device_reset_req_decode(p, n, &q);
+  CUresult r = rgpu_worker_ensure_driver(w);
+  if (r) return r;
+  if (q.device >= (uint32_t)w->device_count)
+    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q.device);
+  int dev = (int)q.device;
+  /* The reset destroys every resource of the context; only our tables need
+   * forgetting. */
+  rgpu_worker_drop_device_state(w, dev, 0);
+  CUdevice d;
+  CHECK_DRV(D->cuDeviceGet(&d, dev), "cuDeviceGet");
+  CHECK_DRV(D->cuDevicePrimaryCtxReset(d), "cuDevicePrimaryCtxReset");
+  /* Our retain survives the reset; the context is re-created on next use. */
+  if (w->cur_dev == dev && w->ctx[dev]) D->cuCtxSetCurrent(w->ctx[dev]);
+  return CUDA_SUCCESS;
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+static CUresult h_mem_get_info(rgpu_worker *w, const void *p, size_t n) {
+  size_t fr = 0, tot = 0;
+  CHECK_DRV(D->cuMemGetInfo(&fr, &tot), "cuMemGetInfo");
+  uint64_t f = fr, t = tot;
+  if (w->cfg.mem_quota) {
+    uint64_t used = w->allocs.malloc_bytes;
+    uint64_t qfree = used < w->cfg.mem_quota ? w->cfg.mem_quota - used : 0;
+    if (w->cfg.mem_quota < t) t = w->cfg.mem_quota;
+    if (qfree < f) f = qfree;
+  }
+  rgpu_msg_mem_get_info_rep rep = {.free_bytes = f, .total_bytes = t};
+  rgpu_msg_mem_get_info_rep_encode(&w->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_mem_alloc(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_mem_alloc_req q;
+  rgpu_msg_mem_alloc_req_decode(p, n, &q);
+  if (q.size == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: size 0");
+  if (w->cfg.mem_quota &&
+      (q.size > w->cfg.mem_quota || w->allocs.malloc_bytes > w->cfg.mem_quota - q.size))
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY,
+                "session memory quota exceeded: %llu bytes in use, %llu requested, quota %llu",
+                (unsigned long long)w->allocs.malloc_bytes, (unsigned long long)q.size,
+                (unsigned long long)w->cfg.mem_quota);
+  if (q.size > SIZE_MAX) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large");
+  CUdeviceptr dp = 0;
+  CHECK_DRV(D->cuMemAlloc(&dp, (size_t)q.size), "cuMemAlloc");
+  int rc = rgpu_alloc_table_add(&w->allocs, dp, q.size, RGPU_ALLOC_MALLOC, w->cur_dev, 0);
+  if (rc) {
+    D->cuMemFree(dp);
+    return FAIL(rc == RGPU_SESS_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN,
+                "cannot track the allocation at 0x%llx (%d)", (unsigned long long)dp, rc);
+  }
+  rgpu_msg_mem_alloc_rep rep = {.dptr = dp};
+  rgpu_msg_mem_alloc_rep_encode(&w->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_mem_free(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_mem_free_req q;
+  rgpu_msg_mem_free_req_decode(p, n, &q);
+  const rgpu_alloc *a = rgpu_alloc_table_find(&w->allocs, q.dptr);
+  if (!a || a->kind != RGPU_ALLOC_MALLOC)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx was not returned by cuMemAlloc in this session",
+                (unsigned long long)q.dptr);
+  CUresult r = D->cuMemFree((CUdeviceptr)q.dptr);
+  /* Forget it even if the driver complains (sticky context error): the
+   * memory is gone with the context anyway. */
+  rgpu_alloc_table_remove(&w->allocs, q.dptr, NULL);
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuMemFree");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_memcpy_htod_req q;
+  rgpu_msg_memcpy_htod_req_decode(p, n, &q);
+  if (q.data.len == 0) return CUDA_SUCCESS;
+  CUresult r = check_range(w, q.dst, q.data.len, "cuMemcpyHtoD");
+  if (r) return r;
+  CUstream s = NULL;
+  if ((r = get_stream(w, q.stream, &s))) return r;
+  if (!s) {
+    CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
+  } else {
+    /* The source is this frame's buffer, reused for the next frame: wait
+     * for the copy before returning. */
+    CHECK_DRV(D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, q.data.data, q.data.len, s),
+              "cuMemcpyHtoDAsync");
+    CHECK_DRV(D->cuStreamSynchronize(s), "cuMemcpyHtoDAsync");
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_memcpy_dtoh_req q;
+  rgpu_msg_memcpy_dtoh_req_decode(p, n, &q);
+  if (q.size > w->cfg.max_payload)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemcpyDtoH: %llu bytes exceed the %u-byte frame limit; split the copy",
+                (unsigned long long)q.size, w->cfg.max_payload);
+  if (q.size == 0) return CUDA_SUCCESS;
+  CUresult r = check_range(w, q.src, q.size, "cuMemcpyDtoH");
+  if (r) return r;
+  CUstream s = NULL;
+  if ((r = get_stream(w, q.stream, &s))) return r;
+  if (rgpu_buf_reserve(&w->rep, (size_t)q.size)) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
+  void *dst = w->rep.data + w->rep.len;
+  if (!s) {
+    CHECK_DRV(D->cuMemcpyDtoH(dst, (CUdeviceptr)q.src, (size_t)q.size), "cuMemcpyDtoH");
+  } else {
+    CHECK_DRV(D->cuMemcpyDtoHAsync(dst, (CUdeviceptr)q.src, (size_t)q.size, s), "cuMemcpyDtoHAsync");
+    CHECK_DRV(D->cuStreamSynchronize(s), "cuMemcpyDtoHAsync");
+  }
+  w->rep.len += (size_t)q.size;
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_memcpy_dtod(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_memcpy_dtod_req q;
+  rgpu_msg_memcpy_dtod_req_decode(p, n, &q);
+  if (q.size == 0) return CUDA_SUCCESS;
+  CUresult r = check_range(w, q.dst, q.size, "cuMemcpyDtoD (destination)");
+  if (!r) r = check_range(w, q.src, q.size, "cuMemcpyDtoD (source)");
+  if (r) return r;
+  CUstream s = NULL;
+  if ((r = get_stream(w, q.stream, &s))) return r;
+  if (!s)
+    CHECK_DRV(D->cuMemcpyDtoD((CUdeviceptr)q.dst, (CUdeviceptr)q.src, (size_t)q.size), "cuMemcpyDtoD");
+  else
+    CHECK_DRV(D->cuMemcpyDtoDAsync((CUdeviceptr)q.dst, (CUdeviceptr)q.src, (size_t)q.size, s),
+              "cuMemcpyDtoDAsync");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_memset(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_memset_req q;
+  rgpu_msg_memset_req_decode(p, n, &q);
+  if (q.elem_size != 1 && q.elem_size != 2 && q.elem_size != 4)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "memset: element size %u (must be 1, 2 or 4)", q.elem_size);
+  if (q.count == 0) return CUDA_SUCCESS;
+  if (q.count > UINT64_MAX / q.elem_size)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "memset: %llu elements overflow", (unsigned long long)q.count);
+  CUresult r = check_range(w, q.dst, q.count * q.elem_size, "memset");
+  if (r) return r;
+  CUstream s = NULL;
+  if ((r = get_stream(w, q.stream, &s))) return r;
+  CUdeviceptr d = (CUdeviceptr)q.dst;
+  size_t c = (size_t)q.count;
+  switch (q.elem_size) {
+    case 1:
+      r = s ? D->cuMemsetD8Async(d, (unsigned char)q.value, c, s) : D->cuMemsetD8(d, (unsigned char)q.value, c);
+      break;
+    case 2:
+      r = s ? D->cuMemsetD16Async(d, (unsigned short)q.value, c, s)
+            : D->cuMemsetD16(d, (unsigned short)q.value, c);
+      break;
+    default:
+      r = s ? D->cuMemsetD32Async(d, q.value, c, s) : D->cuMemsetD32(d, q.value, c);
+      break;
+  }
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuMemsetD*");
+  return CUDA_SUCCESS;
+}
+
+/* ---- modules and launches ----------------------------------------------- */
+
+/* Growable u32 array for the flattened parameter tables. */
+typedef struct {
+  uint32_t *v;
+  uint32_t n, cap;
+} u32vec;
+static int u32vec_push(u32vec *a, uint32_t x) {
+  if (a->n == a->cap) {
+    uint32_t nc = a->cap ? a->cap * 2 : 64;
+    uint32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+    if (!nv) return -1;
+    a->v = nv;
+    a->cap = nc;
+  }
+  a->v[a->n++] = x;
+  return 0;
+}
+
+/* Parameters per kernel are bounded by the 32 KiB parameter space. */
+#define RGPU_MAX_KERNEL_PARAMS 8192
+
+static CUresult h_module_load(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_module_load_req q;
+  rgpu_msg_module_load_req_decode(p, n, &q);
+  if (q.module_id == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "module id 0 is reserved");
+  if (rgpu_handle_map_get(&w->modules, q.module_id))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "module id %llu is already loaded", (unsigned long long)q.module_id);
+  if (q.image.len == 0) return FAIL(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: empty image");
+
+  /* The image sits unaligned in the frame and a PTX image need not be
+   * NUL-terminated there; the driver wants both. */
+  size_t alen = (q.image.len + 1 + 63) & ~(size_t)63;
+  unsigned char *img = aligned_alloc(64, alen);
+  if (!img) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory copying the module image");
+  memcpy(img, q.image.data, q.image.len);
+  memset(img + q.image.len, 0, alen - q.image.len);
+  CUmodule mod = NULL;
+  CUresult r = D->cuModuleLoadData(&mod, img);
+  free(img);
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleLoadData");
+
+  uint32_t nf = q.func_names.count, nv = q.var_names.count;
+  int32_t *fstat = calloc(nf ? nf : 1, sizeof *fstat);
+  uint32_t *fnp = calloc(nf ? nf : 1, sizeof *fnp);
+  CUfunction *fns = calloc(nf ? nf : 1, sizeof *fns);
+  int32_t *vstat = calloc(nv ? nv : 1, sizeof *vstat);
+  uint64_t *vdp = calloc(nv ? nv : 1, sizeof *vdp);
+  uint64_t *vsz = calloc(nv ? nv : 1, sizeof *vsz);
+  u32vec offs = {0}, sizes = {0};
+  rgpu_module_rec *rec = NULL;
+  char name[65536 + 1];
+  CUresult status = CUDA_SUCCESS;
+  if (!fstat || !fnp || !fns || !vstat || !vdp || !vsz) {
+    status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory loading a module");
+    goto out;
+  }
+  rgpu_strlist_iter it;
+  const char *s;
+  size_t sl;
+  rgpu_strlist_iter_init(&it, &q.func_names);
+  for (uint32_t i = 0; i < nf && rgpu_strlist_next(&it, &s, &sl); i++) {
+    if (rgpu_str_copy(name, sizeof name, s, sl)) {
+      fstat[i] = CUDA_ERROR_INVALID_VALUE;
+      continue;
+    }
+    CUfunction f = NULL;
+    CUresult fr = D->cuModuleGetFunction(&f, mod, name);
+    fstat[i] = (int32_t)fr;
+    if (fr != CUDA_SUCCESS) continue;
+    fns[i] = f;
+    if (!D->cuFuncGetParamInfo) continue;
+    for (uint32_t k = 0; k < RGPU_MAX_KERNEL_PARAMS; k++) {
+      size_t off = 0, sz = 0;
+      if (D->cuFuncGetParamInfo(f, k, &off, &sz) != CUDA_SUCCESS) break;
+      if (off > UINT32_MAX || sz > UINT32_MAX || u32vec_push(&offs, (uint32_t)off) ||
+          u32vec_push(&sizes, (uint32_t)sz)) {
+        status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory reading parameter tables");
+        goto out;
+      }
+      fnp[i]++;
+    }
+  }
+  rgpu_strlist_iter_init(&it, &q.var_names);
+  for (uint32_t i = 0; i < nv && rgpu_strlist_next(&it, &s, &sl); i++) {
+    if (rgpu_str_copy(name, sizeof name, s, sl)) {
+      vstat[i] = CUDA_ERROR_INVALID_VALUE;
+      continue;
+    }
+    CUdeviceptr dp = 0;
+    size_t sz = 0;
+    CUresult vr = D->cuModuleGetGlobal(&dp, &sz, mod, name);
+    vstat[i] = (int32_t)vr;
+    if (vr != CUDA_SUCCESS) continue;
+    vdp[i] = dp;
+    vsz[i] = sz;
+    /* Symbol copies (cudaMemcpyToSymbol) then validate like any other. */
+    if (sz) rgpu_alloc_table_add(&w->allocs, dp, sz, RGPU_ALLOC_MODULE_GLOBAL, w->cur_dev, q.module_id);
+  }
+
+  rec = rgpu_module_rec_new(nf, offs.n);
+  if (!rec || rgpu_handle_map_put(&w->modules, q.module_id, rec, w->cur_dev)) {
+    status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a module");
+    goto out;
+  }
+  rec->module = mod;
+  uint32_t first = 0;
+  for (uint32_t i = 0; i < nf; i++) {
+    rec->funcs[i] = fns[i];
+    rec->nparams[i] = fnp[i];
+    rec->param_first[i] = first;
+    first += fnp[i];
+  }
+  if (offs.n) {
+    memcpy(rec->param_offsets, offs.v, offs.n * sizeof *offs.v);
+    memcpy(rec->param_sizes, sizes.v, sizes.n * sizeof *sizes.v);
+  }
+  rec->params_known = D->cuFuncGetParamInfo != NULL;
+  rgpu_msg_module_load_rep rep = {
+      .func_status = {fstat, nf},
+      .func_nparams = {fnp, nf},
+      .param_offsets = {offs.v, offs.n},
+      .param_sizes = {sizes.v, sizes.n},
+      .var_status = {vstat, nv},
+      .var_dptrs = {vdp, nv},
+      .var_sizes = {vsz, nv},
+  };
+  rgpu_msg_module_load_rep_encode(&w->rep, &rep);
+  rec = NULL; /* owned by the handle map now */
+out:
+  if (status != CUDA_SUCCESS) {
+    rgpu_alloc_table_remove_matching(&w->allocs, -1, q.module_id, NULL, NULL);
+    D->cuModuleUnload(mod);
+    rgpu_module_rec_free(rec);
+  }
+  free(fstat);
+  free(fnp);
+  free(fns);
+  free(vstat);
+  free(vdp);
+  free(vsz);
+  free(offs.v);
+  free(sizes.v);
+  return status;
+}
+
+static CUresult h_module_unload(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_module_unload_req q;
+  rgpu_msg_module_unload_req_decode(p, n, &q);
+  rgpu_handle_entry e;
+  if (rgpu_handle_map_remove(&w->modules, q.module_id, &e))
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)q.module_id);
+  rgpu_module_rec *m = e.ptr;
+  rgpu_alloc_table_remove_matching(&w->allocs, -1, q.module_id, NULL, NULL);
+  CUresult r = D->cuModuleUnload((CUmodule)m->module);
+  rgpu_module_rec_free(m);
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleUnload");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_launch(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_launch_req q;
+  rgpu_msg_launch_req_decode(p, n, &q);
+  rgpu_module_rec *m = NULL;
+  CUfunction f = NULL;
+  CUresult r = get_func(w, q.module_id, q.func_index, &m, &f);
+  if (r) return r;
+  CUstream s = NULL;
+  if ((r = get_stream(w, q.stream, &s))) return r;
+  /* An aligned private copy: the driver reads parameters in place. */
+  size_t plen = q.params.len;
+  if (plen > w->param_cap) {
+    size_t cap = (plen + 63) & ~(size_t)63;
+    void *nb = aligned_alloc(64, cap);
+    if (!nb) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for launch parameters");
+    free(w->param_buf);
+    w->param_buf = nb;
+    w->param_cap = cap;
+  }
+  if (plen) memcpy(w->param_buf, q.params.data, plen);
+  if (m->params_known) {
+    uint32_t np = m->nparams[q.func_index];
+    uint64_t extent = rgpu_module_rec_param_extent(m, q.func_index);
+    if (plen != extent)
+      return FAIL(CUDA_ERROR_INVALID_VALUE,
+                  "launch: %zu bytes of parameters sent, the kernel's %u parameters take %llu", plen,
+                  np, (unsigned long long)extent);
+    void *kp[RGPU_MAX_KERNEL_PARAMS];
+    for (uint32_t k = 0; k < np; k++)
+      kp[k] = (unsigned char *)w->param_buf + m->param_offsets[m->param_first[q.func_index] + k];
+    r = D->cuLaunchKernel(f, q.grid_x, q.grid_y, q.grid_z, q.block_x, q.block_y, q.block_z,
+                          q.shared_bytes, s, np ? kp : NULL, NULL);
+  } else {
+    /* No layout from the driver: hand the packed buffer over whole. */
+    size_t sz = plen;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, w->param_buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
+                     CU_LAUNCH_PARAM_END};
+    r = D->cuLaunchKernel(f, q.grid_x, q.grid_y, q.grid_z, q.block_x, q.block_y, q.block_z,
+                          q.shared_bytes, s, NULL, plen ? extra : NULL);
+  }
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuLaunchKernel");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_func_get_attrs(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_func_get_attrs_req q;
+  rgpu_msg_func_get_attrs_req_decode(p, n, &q);
+  rgpu_module_rec *m = NULL;
+  CUfunction f = NULL;
+  CUresult r = get_func(w, q.module_id, q.func_index, &m, &f);
+  if (r) return r;
+  enum { NATTR = CU_FUNC_ATTRIBUTE_MAX < 64 ? CU_FUNC_ATTRIBUTE_MAX : 64 };
+  int32_t attrs[NATTR];
+  for (int i = 0; i < NATTR; i++) {
+    int v = 0;
+    if (D->cuFuncGetAttribute(&v, (CUfunction_attribute)i, f) != CUDA_SUCCESS) v = 0;
+    attrs[i] = v;
+  }
+  rgpu_msg_func_get_attrs_rep rep = {.attrs = {attrs, NATTR}};
+  rgpu_msg_func_get_attrs_rep_encode(&w->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+/* ---- streams and events ------------------------------------------------- */
+
+static CUresult h_stream_create(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_stream_create_req q;
+  rgpu_msg_stream_create_req_decode(p, n, &q);
+  if (q.stream == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id 0 is the default stream");
+  if (rgpu_handle_map_get(&w->streams, q.stream))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id %llu already exists", (unsigned long long)q.stream);
+  CUstream s = NULL;
+  CHECK_DRV(D->cuStreamCreateWithPriority(&s, q.flags, q.priority), "cuStreamCreateWithPriority");
+  if (rgpu_handle_map_put(&w->streams, q.stream, s, w->cur_dev)) {
+    D->cuStreamDestroy(s);
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a stream");
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_stream_destroy(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_stream_destroy_req q;
+  rgpu_msg_stream_destroy_req_decode(p, n, &q);
+  rgpu_handle_entry e;
+  if (rgpu_handle_map_remove(&w->streams, q.stream, &e))
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q.stream);
+  CHECK_DRV(D->cuStreamDestroy((CUstream)e.ptr), "cuStreamDestroy");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_stream_sync_req q;
+  rgpu_msg_stream_sync_req_decode(p, n, &q);
+  CUstream s = NULL;
+  CUresult r = get_stream(w, q.stream, &s);
+  if (r) return r;
+  CHECK_DRV(D->cuStreamSynchronize(s), "cuStreamSynchronize");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_stream_query(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_stream_query_req q;
+  rgpu_msg_stream_query_req_decode(p, n, &q);
+  CUstream s = NULL;
+  CUresult r = get_stream(w, q.stream, &s);
+  if (r) return r;
+  r = D->cuStreamQuery(s);
+  if (r == CUDA_ERROR_NOT_READY) return r;
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuStreamQuery");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_stream_wait_event(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_stream_wait_event_req q;
+  rgpu_msg_stream_wait_event_req_decode(p, n, &q);
+  CUstream s = NULL;
+  CUevent e = NULL;
+  CUresult r = get_stream(w, q.stream, &s);
+  if (!r) r = get_event(w, q.event, &e);
+  if (r) return r;
+  CHECK_DRV(D->cuStreamWaitEvent(s, e, q.flags), "cuStreamWaitEvent");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_event_create(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_event_create_req q;
+  rgpu_msg_event_create_req_decode(p, n, &q);
+  if (q.event == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "event id 0 is reserved");
+  if (rgpu_handle_map_get(&w->events, q.event))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "event id %llu already exists", (unsigned long long)q.event);
+  CUevent e = NULL;
+  CHECK_DRV(D->cuEventCreate(&e, q.flags), "cuEventCreate");
+  if (rgpu_handle_map_put(&w->events, q.event, e, w->cur_dev)) {
+    D->cuEventDestroy(e);
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording an event");
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_event_destroy(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_event_destroy_req q;
+  rgpu_msg_event_destroy_req_decode(p, n, &q);
+  rgpu_handle_entry e;
+  if (rgpu_handle_map_remove(&w->events, q.event, &e))
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)q.event);
+  CHECK_DRV(D->cuEventDestroy((CUevent)e.ptr), "cuEventDestroy");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_event_record(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_event_record_req q;
+  rgpu_msg_event_record_req_decode(p, n, &q);
+  CUevent e = NULL;
+  CUstream s = NULL;
+  CUresult r = get_event(w, q.event, &e);
+  if (!r) r = get_stream(w, q.stream, &s);
+  if (r) return r;
+  CHECK_DRV(D->cuEventRecord(e, s), "cuEventRecord");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_event_sync(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_event_sync_req q;
+  rgpu_msg_event_sync_req_decode(p, n, &q);
+  CUevent e = NULL;
+  CUresult r = get_event(w, q.event, &e);
+  if (r) return r;
+  CHECK_DRV(D->cuEventSynchronize(e), "cuEventSynchronize");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_event_query(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_event_query_req q;
+  rgpu_msg_event_query_req_decode(p, n, &q);
+  CUevent e = NULL;
+  CUresult r = get_event(w, q.event, &e);
+  if (r) return r;
+  r = D->cuEventQuery(e);
+  if (r == CUDA_ERROR_NOT_READY) return r;
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuEventQuery");
+  return CUDA_SUCCESS;
+}
+
+static CUresult h_event_elapsed(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_event_elapsed_req q;
+  rgpu_msg_event_elapsed_req_decode(p, n, &q);
+  CUevent a = NULL, b = NULL;
+  CUresult r = get_event(w, q.start_event, &a);
+  if (!r) r = get_event(w, q.end_event, &b);
+  if (r) return r;
+  float ms = 0;
+  CHECK_DRV(D->cuEventElapsedTime(&ms, a, b), "cuEventElapsedTime");
+  rgpu_msg_event_elapsed_rep rep = {.ms = ms};
+  rgpu_msg_event_elapsed_rep_encode(&w->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+rgpu_handler_fn rgpu_handler_for(uint16_t op, int *needs_ctx) {
+  *needs_ctx = 1;
+  switch (op) {
+    case RGPU_OP_HELLO: *needs_ctx = 0; return h_hello;
+    case RGPU_OP_GOODBYE: *needs_ctx = 0; return h_goodbye;
+    case RGPU_OP_PING: *needs_ctx = 0; return h_ping;
+    case RGPU_OP_SERVER_STATUS: *needs_ctx = 0; return h_server_status;
+    case RGPU_OP_DRIVER_INFO: *needs_ctx = 0; return h_driver_info;
+    case RGPU_OP_DEVICE_PROPS: *needs_ctx = 0; return h_device_props;
+    case RGPU_OP_CTX_SET_DEVICE: *needs_ctx = 0; return h_ctx_set_device;
+    case RGPU_OP_DEVICE_RESET: *needs_ctx = 0; return h_device_reset;
+    case RGPU_OP_CTX_SYNC: return h_ctx_sync;
+    case RGPU_OP_MEM_GET_INFO: return h_mem_get_info;
+    case RGPU_OP_MEM_ALLOC: return h_mem_alloc;
+    case RGPU_OP_MEM_FREE: return h_mem_free;
+    case RGPU_OP_MEMCPY_HTOD: return h_memcpy_htod;
+    case RGPU_OP_MEMCPY_DTOH: return h_memcpy_dtoh;
+    case RGPU_OP_MEMCPY_DTOD: return h_memcpy_dtod;
+    case RGPU_OP_MEMSET: return h_memset;
+    case RGPU_OP_MODULE_LOAD: return h_module_load;
+    case RGPU_OP_MODULE_UNLOAD: return h_module_unload;
+    case RGPU_OP_LAUNCH: return h_launch;
+    case RGPU_OP_FUNC_GET_ATTRS: return h_func_get_attrs;
+    case RGPU_OP_STREAM_CREATE: return h_stream_create;
+    case RGPU_OP_STREAM_DESTROY: return h_stream_destroy;
+    case RGPU_OP_STREAM_SYNC: return h_stream_sync;
+    case RGPU_OP_STREAM_QUERY: return h_stream_query;
+    case RGPU_OP_STREAM_WAIT_EVENT: return h_stream_wait_event;
+    case RGPU_OP_EVENT_CREATE: return h_event_create;
+    case RGPU_OP_EVENT_DESTROY: return h_event_destroy;
+    case RGPU_OP_EVENT_RECORD: return h_event_record;
+    case RGPU_OP_EVENT_SYNC: return h_event_sync;
+    case RGPU_OP_EVENT_QUERY: return h_event_query;
+    case RGPU_OP_EVENT_ELAPSED: return h_event_elapsed;
+    default: *needs_ctx = 0; return NULL;
+  }
+}

@@ -1,0 +1,213 @@
+/* rgpu-server: command line. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_auth.h"
+#include "rgpu_driver.h"
+#include "rgpu_frame.h"
+#include "rgpu_listener.h"
+#include "rgpu_log.h"
+
+#ifndef RGPU_VERSION
+#define RGPU_VERSION "0.0.0"
+#endif
+
+/* Provided by the transport once TLS lands; weak so the server links (and
+ * says so) before that. */
+int rgpu_tls_generate_self_signed(const char *dir, const char *hostnames, char *err,
+                                  size_t errlen) __attribute__((weak));
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: rgpu-server --listen URI [--listen URI ...] [options]\n"
+          "\n"
+          "Serves CUDA to rgpu clients: one worker process per client session.\n"
+          "\n"
+          "  --listen URI        tcp://HOST:PORT, unix:///PATH, tls://HOST:PORT or\n"
+          "                      quic://HOST:PORT (port 0 picks a free port); repeatable\n"
+          "  --device KIND       cuda (libcuda.so.1) or softgpu (CPU); default: cuda if a\n"
+          "                      driver with a device loads, else softgpu\n"
+          "  --softgpu-lib PATH  libsoftgpu.so to load (default: $RGPU_SOFTGPU_LIB, else\n"
+          "                      <dir of rgpu-server>/../lib/libsoftgpu.so)\n"
+          "  --token-file FILE   require clients to present the first line of FILE\n"
+          "  --cert FILE --key FILE  certificate and key for tls:// and quic://\n"
+          "  --client-ca FILE    require client certificates signed by this CA\n"
+          "  --max-sessions N    refuse sessions beyond N (default: unlimited)\n"
+          "  --mem-quota BYTES   device memory per session, suffix K/M/G (default: unlimited)\n"
+          "  --max-payload BYTES largest frame payload accepted (default and max: %u)\n"
+          "  --gen-cert DIR      write DIR/cert.pem and DIR/key.pem (self-signed, for\n"
+          "                      localhost,127.0.0.1) and exit\n"
+          "  --foreground        stay in the foreground (the only mode; accepted for scripts)\n"
+          "  --help, --version\n"
+          "\n"
+          "Logging: RGPU_LOG=error|warn|info|debug (default info for the server).\n",
+          (unsigned)RGPU_FRAME_MAX_PAYLOAD);
+}
+
+/* "64M" -> 67108864.  Returns 0 or -1. */
+static int parse_bytes(const char *s, uint64_t *out) {
+  if (!s || !*s) return -1;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *s == '-') return -1;
+  uint64_t mul = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mul = 1ull << 10; break;
+      case 'm': case 'M': mul = 1ull << 20; break;
+      case 'g': case 'G': mul = 1ull << 30; break;
+      case 't': case 'T': mul = 1ull << 40; break;
+      default: return -1;
+    }
+    end++;
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end) return -1;
+  }
+  if (v > UINT64_MAX / mul) return -1;
+  *out = v * mul;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  rgpu_log_set_component("server");
+  /* A daemon's session lines are its point: info unless told otherwise. */
+  const char *lv = getenv("RGPU_LOG");
+  if (!lv || !*lv) rgpu_log_set_level(RGPU_LOG_INFO);
+
+  enum {
+    OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
+    OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION
+  };
+  static const struct option longopts[] = {
+      {"listen", required_argument, 0, OPT_LISTEN},
+      {"device", required_argument, 0, OPT_DEVICE},
+      {"softgpu-lib", required_argument, 0, OPT_SGLIB},
+      {"token-file", required_argument, 0, OPT_TOKEN},
+      {"cert", required_argument, 0, OPT_CERT},
+      {"key", required_argument, 0, OPT_KEY},
+      {"client-ca", required_argument, 0, OPT_CLIENT_CA},
+      {"max-sessions", required_argument, 0, OPT_MAXSESS},
+      {"mem-quota", required_argument, 0, OPT_QUOTA},
+      {"max-payload", required_argument, 0, OPT_MAXPAY},
+      {"gen-cert", required_argument, 0, OPT_GENCERT},
+      {"foreground", no_argument, 0, OPT_FG},
+      {"help", no_argument, 0, OPT_HELP},
+      {"version", no_argument, 0, OPT_VERSION},
+      {0, 0, 0, 0}};
+
+  static rgpu_server_opts o; /* large (token buffer): keep it off the stack */
+  memset(&o, 0, sizeof o);
+  const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL;
+  int device_set = 0;
+  o.worker.max_payload = RGPU_FRAME_MAX_PAYLOAD;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    uint64_t v;
+    switch (c) {
+      case OPT_LISTEN:
+        if (o.nlisten == RGPU_SERVER_MAX_LISTEN) {
+          fprintf(stderr, "rgpu-server: at most %d --listen addresses\n", RGPU_SERVER_MAX_LISTEN);
+          return 2;
+        }
+        o.listen[o.nlisten++] = optarg;
+        break;
+      case OPT_DEVICE:
+        if (!strcmp(optarg, "cuda"))
+          o.worker.device = RGPU_DEVICE_CUDA;
+        else if (!strcmp(optarg, "softgpu"))
+          o.worker.device = RGPU_DEVICE_SOFTGPU;
+        else {
+          fprintf(stderr, "rgpu-server: --device %s: expected cuda or softgpu\n", optarg);
+          return 2;
+        }
+        device_set = 1;
+        break;
+      case OPT_SGLIB: sglib = optarg; break;
+      case OPT_TOKEN: token_file = optarg; break;
+      case OPT_CERT: o.topts.cert_file = optarg; break;
+      case OPT_KEY: o.topts.key_file = optarg; break;
+      case OPT_CLIENT_CA: o.topts.client_ca_file = optarg; break;
+      case OPT_MAXSESS:
+        if (parse_bytes(optarg, &v) || v > UINT32_MAX || strpbrk(optarg, "kKmMgGtT")) {
+          fprintf(stderr, "rgpu-server: --max-sessions %s: expected a number\n", optarg);
+          return 2;
+        }
+        o.max_sessions = (uint32_t)v;
+        break;
+      case OPT_QUOTA:
+        if (parse_bytes(optarg, &v)) {
+          fprintf(stderr, "rgpu-server: --mem-quota %s: expected bytes, e.g. 512M or 2G\n", optarg);
+          return 2;
+        }
+        o.worker.mem_quota = v;
+        break;
+      case OPT_MAXPAY:
+        if (parse_bytes(optarg, &v) || v < 4096 || v > RGPU_FRAME_MAX_PAYLOAD) {
+          fprintf(stderr, "rgpu-server: --max-payload %s: expected 4K .. %u bytes\n", optarg,
+                  (unsigned)RGPU_FRAME_MAX_PAYLOAD);
+          return 2;
+        }
+        o.worker.max_payload = (uint32_t)v;
+        break;
+      case OPT_GENCERT: gen_cert = optarg; break;
+      case OPT_FG: break;
+      case OPT_HELP: case 'h': usage(stdout); return 0;
+      case OPT_VERSION: printf("rgpu-server %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "rgpu-server: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+
+  if (gen_cert) {
+    if (!rgpu_tls_generate_self_signed) {
+      fprintf(stderr, "rgpu-server: --gen-cert: this build has no TLS support\n");
+      return 1;
+    }
+    char err[512] = "";
+    if (rgpu_tls_generate_self_signed(gen_cert, "localhost,127.0.0.1", err, sizeof err)) {
+      fprintf(stderr, "rgpu-server: --gen-cert %s: %s\n", gen_cert, err);
+      return 1;
+    }
+    fprintf(stderr, "rgpu-server: wrote %s/cert.pem and %s/key.pem (clients pin cert.pem)\n", gen_cert,
+            gen_cert);
+    return 0;
+  }
+  if (o.nlisten == 0) {
+    fprintf(stderr, "rgpu-server: give at least one --listen URI (e.g. --listen tcp://127.0.0.1:7000)\n");
+    return 2;
+  }
+  for (int i = 0; i < o.nlisten; i++) {
+    int secure = !strncmp(o.listen[i], "tls://", 6) || !strncmp(o.listen[i], "quic://", 7);
+    if (secure && (!o.topts.cert_file || !o.topts.key_file)) {
+      fprintf(stderr,
+              "rgpu-server: %s needs --cert FILE --key FILE (make a pair with --gen-cert DIR)\n",
+              o.listen[i]);
+      return 2;
+    }
+  }
+  if (!!o.topts.cert_file != !!o.topts.key_file) {
+    fprintf(stderr, "rgpu-server: --cert and --key go together\n");
+    return 2;
+  }
+  if (token_file) {
+    char err[512];
+    if (rgpu_auth_load_token(token_file, o.worker.token, sizeof o.worker.token, err, sizeof err)) {
+      fprintf(stderr, "rgpu-server: %s\n", err);
+      return 2;
+    }
+    o.worker.token_required = 1;
+  }
+  rgpu_driver_softgpu_path(sglib, o.worker.softgpu_lib, sizeof o.worker.softgpu_lib);
+  if (!device_set)
+    o.worker.device = rgpu_driver_probe_cuda() ? RGPU_DEVICE_CUDA : RGPU_DEVICE_SOFTGPU;
+  return rgpu_server_run(&o);
+}

@@ -1,0 +1,81 @@
+/* rgpu_worker: one client session of rgpu-server.
+ *
+ * The listener forks a worker per accepted connection.  The worker reads
+ * frames, authenticates the HELLO, loads the driver (real libcuda or
+ * softgpu) and executes requests strictly in arrival order against that
+ * session's own contexts, handles and allocations.
+ *
+ * Request handling does not need a socket: rgpu_worker_handle() takes one
+ * decoded frame and appends the frames to send back to a buffer, so unit
+ * tests and the fuzzer drive it directly. */
+#ifndef RGPU_WORKER_H
+#define RGPU_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rgpu_auth.h"
+#include "rgpu_frame.h"
+#include "rgpu_transport.h"
+#include "rgpu_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  RGPU_DEVICE_AUTO = 0, /* libcuda.so.1 if it has a device, else softgpu */
+  RGPU_DEVICE_CUDA = 1,
+  RGPU_DEVICE_SOFTGPU = 2
+} rgpu_device_kind;
+
+const char *rgpu_device_kind_name(rgpu_device_kind k);
+
+/* What the listener hands to a worker at fork time. */
+typedef struct {
+  rgpu_device_kind device;
+  char softgpu_lib[512];      /* resolved path of libsoftgpu.so */
+  int token_required;         /* 0: no token file, no authentication */
+  char token[RGPU_AUTH_TOKEN_MAX + 1];
+  uint64_t mem_quota;         /* bytes per session; 0 = unlimited */
+  uint32_t max_payload;       /* largest frame payload accepted and sent */
+  uint32_t max_sessions;      /* for SERVER_STATUS */
+  uint32_t sessions_active;   /* at fork time, this one included */
+  uint64_t server_start;      /* CLOCK_REALTIME seconds when the listener started */
+  uint64_t session_id;
+  char peer[128];
+  char transport[16];
+} rgpu_worker_config;
+
+typedef struct rgpu_worker rgpu_worker;
+
+/* Allocates a session (no driver is loaded until an authenticated HELLO).
+ * Returns NULL on out of memory.  Free with rgpu_worker_free. */
+rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg);
+/* Releases everything the session holds on the device (streams, events,
+ * modules, allocations, contexts), then the worker itself. */
+void rgpu_worker_free(rgpu_worker *w);
+
+enum { RGPU_WORKER_CONTINUE = 0, RGPU_WORKER_CLOSE = 1 };
+
+/* Handles one frame (header already validated by rgpu_frame_hdr_decode,
+ * payload of h->length bytes).  Appends the complete frames to send (OUTPUT
+ * events, then the reply or an ASYNC_ERROR event) to out.  Returns
+ * RGPU_WORKER_CLOSE when the session must end after sending them (GOODBYE,
+ * failed HELLO). */
+int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
+                       rgpu_buf *out);
+
+/* Serves a connection until EOF, GOODBYE, a broken frame or a fatal error.
+ * Returns 0 for an orderly end, 1 otherwise (the listener logs it). Does not
+ * close c. */
+int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c);
+
+uint64_t rgpu_worker_calls(const rgpu_worker *w);
+/* A short reason for the end of the session ("eof", "goodbye", ...). */
+const char *rgpu_worker_end_reason(const rgpu_worker *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
