@@ -1,0 +1,217 @@
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rgpu_transport_testutil.h"
+
+static char srv_dir[64], other_dir[64], cli_dir[64];
+static char srv_cert[128], srv_key[128], other_cert[128], cli_cert[128], cli_key[128];
+
+static int setup(void **state) {
+  char err[256];
+  strcpy(srv_dir, "/tmp/rgpu_quic_test_XXXXXX");
+  strcpy(other_dir, "/tmp/rgpu_quic_test_XXXXXX");
+  strcpy(cli_dir, "/tmp/rgpu_quic_test_XXXXXX");
+  if (!mkdtemp(srv_dir) || !mkdtemp(other_dir) || !mkdtemp(cli_dir)) return -1;
+  if (rgpu_tls_generate_self_signed(srv_dir, "localhost,127.0.0.1,::1", err, sizeof err) ||
+      rgpu_tls_generate_self_signed(other_dir, "localhost,127.0.0.1", err, sizeof err) ||
+      rgpu_tls_generate_self_signed(cli_dir, "client-1", err, sizeof err)) {
+    fprintf(stderr, "gen: %s\n", err);
+    return -1;
+  }
+  snprintf(srv_cert, sizeof srv_cert, "%s/cert.pem", srv_dir);
+  snprintf(srv_key, sizeof srv_key, "%s/key.pem", srv_dir);
+  snprintf(other_cert, sizeof other_cert, "%s/cert.pem", other_dir);
+  snprintf(cli_cert, sizeof cli_cert, "%s/cert.pem", cli_dir);
+  snprintf(cli_key, sizeof cli_key, "%s/key.pem", cli_dir);
+  return 0;
+}
+
+static void rmdir_pair(const char *d) {
+  char p[128];
+  snprintf(p, sizeof p, "%s/cert.pem", d);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/key.pem", d);
+  unlink(p);
+  rmdir(d);
+}
+
+static int teardown(void **state) {
+  rmdir_pair(srv_dir);
+  rmdir_pair(other_dir);
+  rmdir_pair(cli_dir);
+  return 0;
+}
+
+
+static rgpu_listener *open_server(const char *client_ca, char *uri, size_t urilen) {
+  rgpu_transport_opts o = {.cert_file = srv_cert, .key_file = srv_key,
+                           .client_ca_file = client_ca, .handshake_timeout_ms = 2000};
+  rgpu_listener *l;
+  char err[256];
+  int rc = rgpu_listener_open("quic://127.0.0.1:0", &o, &l, err, sizeof err);
+  if (rc) fail_msg("listen: %s", err);
+  snprintf(uri, urilen, "quic://127.0.0.1:%u", rgpu_listener_port(l));
+  return l;
+}
+
+static void test_echo_large_and_concurrent(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  assert_int_not_equal(rgpu_listener_port(l), 0);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 4);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  if (rc) fail_msg("connect: %s", err);
+  assert_string_equal(rgpu_conn_transport_name(c), "quic");
+  assert_int_equal(rgpu_conn_raw_fd(c), -1);
+  assert_true(rgpu_conn_poll_fd(c) >= 0);
+  assert_int_equal(tu_echo_check(c, 64u << 20, 100000 + 3, 1), 0);
+  rgpu_conn_close(c);
+  rgpu_conn *cs[3];
+  co.server_name = "localhost";
+  co.cc_algo = "bbr2";
+  for (int i = 0; i < 3; i++) {
+    rc = rgpu_conn_connect(uri, &co, &cs[i], err, sizeof err);
+    if (rc) fail_msg("connect %d: %s", i, err);
+  }
+  for (int i = 0; i < 3; i++) assert_int_equal(tu_echo_check(cs[i], 4u << 20, 61, (unsigned)i), 0);
+  for (int i = 0; i < 3; i++) rgpu_conn_close(cs[i]);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_eof_both_ways(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *w;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  assert_string_equal(rgpu_conn_transport_name(w), "quic");
+  assert_non_null(strstr(rgpu_conn_peer(w), "127.0.0.1:"));
+  char b[8];
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+  assert_memory_equal(b, "ping", 4);
+  /* The worker ends the session: the client reads the reply, then EOF. */
+  struct iovec r = {"pong", 4};
+  assert_int_equal(rgpu_conn_writev_all(w, &r, 1), 0);
+  rgpu_conn_close(w);
+  assert_int_equal(rgpu_conn_read_exact(c, b, 4), 0);
+  assert_memory_equal(b, "pong", 4);
+  ssize_t n = rgpu_conn_read_some(c, b, sizeof b);
+  assert_true(n == 0 || n == RGPU_T_ECLOSED);
+  rgpu_conn_close(c);
+  /* Client leaves first: the worker sees EOF. */
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  rgpu_conn_close(c);
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+  assert_int_equal(rgpu_conn_read_some(w, b, sizeof b), 0);
+  rgpu_conn_close(w);
+  rgpu_listener_close(l);
+}
+
+static void test_wrong_ca(void **state) {
+  char uri[64], err[512] = "";
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = other_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EAUTH);
+  assert_non_null(strstr(err, "verification failed"));
+  co.ca_file = srv_cert;
+  co.server_name = "gpu.example.org";
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EAUTH);
+  assert_non_null(strstr(err, "verification failed"));
+  /* Still serving. */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  co.server_name = NULL;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 1000, 9), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_mtls(void **state) {
+  char uri[64], err[512] = "";
+  rgpu_listener *l = open_server(cli_cert, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EAUTH);
+  assert_non_null(strstr(err, "ertificate"));
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts good = {.ca_file = srv_cert, .cert_file = cli_cert, .key_file = cli_key};
+  int rc = rgpu_conn_connect(uri, &good, &c, err, sizeof err);
+  if (rc) fail_msg("mtls connect: %s", err);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 5000, 5), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_no_server(void **state) {
+  /* Bind a UDP port and close it: nothing listens there. */
+  rgpu_listener *l;
+  char uri[64], err[512];
+  l = open_server(NULL, uri, sizeof uri);
+  rgpu_listener_close(l);
+  rgpu_transport_opts co = {.ca_file = srv_cert, .connect_timeout_ms = 1000};
+  rgpu_conn *c;
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  assert_true(rc == RGPU_T_ECONNREFUSED || rc == RGPU_T_ETIMEDOUT);
+  assert_non_null(strstr(err, "127.0.0.1"));
+  co.cc_algo = "vegas";
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "vegas"));
+}
+
+static void test_fork_worker(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *w;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  assert_true(rgpu_conn_raw_fd(w) >= 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    /* The client conn's thread does not exist here; only drop the fd. */
+    close(rgpu_conn_poll_fd(c));
+    rgpu_listener_close(l);
+    tu_echo_conn(w);
+    _exit(0);
+  }
+  rgpu_conn_close(w);
+  assert_int_equal(tu_echo_check(c, 4u << 20, 65536, 7), 0);
+  rgpu_conn_close(c);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  rgpu_listener_close(l);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_DFL);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_echo_large_and_concurrent), cmocka_unit_test(test_eof_both_ways),
+      cmocka_unit_test(test_wrong_ca), cmocka_unit_test(test_mtls),
+      cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
