@@ -1,0 +1,526 @@
+/* Request handling in-process: frames in, frames out, no socket.
+ *
+ * Runs against the server's own fake driver (always built) and, for the
+ * basic flow, against softgpu's libsoftgpu.so when it exists. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "rgpu_messages.h"
+#include "rgpu_worker.h"
+
+typedef struct {
+  rgpu_frame_hdr h;
+  const uint8_t *p;
+} frame;
+
+typedef struct {
+  rgpu_worker *w;
+  rgpu_buf out;
+  frame frames[16];
+  int nframes;
+  uint64_t seq;
+} harness;
+
+static const char *driver_path;
+
+static harness *harness_new(const char *lib, const char *token, uint64_t quota) {
+  harness *t = calloc(1, sizeof *t);
+  rgpu_worker_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.device = RGPU_DEVICE_SOFTGPU;
+  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", lib);
+  if (token) {
+    cfg.token_required = 1;
+    snprintf(cfg.token, sizeof cfg.token, "%s", token);
+  }
+  cfg.mem_quota = quota;
+  cfg.session_id = 7;
+  snprintf(cfg.peer, sizeof cfg.peer, "test");
+  t->w = rgpu_worker_new(&cfg);
+  rgpu_buf_init(&t->out);
+  return t;
+}
+
+static void harness_free(harness *t) {
+  rgpu_worker_free(t->w);
+  rgpu_buf_free(&t->out);
+  free(t);
+}
+
+/* Sends one request; returns the handler's action and splits the output. */
+static int send_req(harness *t, uint16_t op, int need_reply, const rgpu_buf *fields, const void *tail,
+                    size_t tail_len) {
+  rgpu_buf pl;
+  rgpu_buf_init(&pl);
+  if (fields) rgpu_buf_put(&pl, fields->data, fields->len);
+  if (tail_len) rgpu_buf_put(&pl, tail, tail_len);
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, (uint32_t)pl.len,
+                      need_reply ? RGPU_REQ_NEED_REPLY : 0, ++t->seq};
+  rgpu_buf_reset(&t->out);
+  int action = rgpu_worker_handle(t->w, &h, pl.data, pl.len, &t->out);
+  rgpu_buf_free(&pl);
+  t->nframes = 0;
+  size_t off = 0;
+  while (off < t->out.len) {
+    assert_true(t->out.len - off >= RGPU_FRAME_HDR_SIZE);
+    frame *f = &t->frames[t->nframes++];
+    assert_int_equal(rgpu_frame_hdr_decode(t->out.data + off, RGPU_FRAME_MAX_PAYLOAD, &f->h), 0);
+    f->p = t->out.data + off + RGPU_FRAME_HDR_SIZE;
+    off += RGPU_FRAME_HDR_SIZE + f->h.length;
+    assert_true(off <= t->out.len);
+  }
+  return action;
+}
+
+/* The last frame must be the reply; returns its status. */
+static uint32_t reply_status(harness *t) {
+  assert_true(t->nframes >= 1);
+  frame *f = &t->frames[t->nframes - 1];
+  assert_int_equal(f->h.kind, RGPU_KIND_REPLY);
+  assert_int_equal(f->h.seq, t->seq);
+  return f->h.aux;
+}
+static frame *reply(harness *t) { return &t->frames[t->nframes - 1]; }
+static int reply_msg_has(harness *t, const char *needle) {
+  frame *f = reply(t);
+  char m[2048];
+  size_t n = f->h.length < sizeof m - 1 ? f->h.length : sizeof m - 1;
+  memcpy(m, f->p, n);
+  m[n] = 0;
+  if (!strstr(m, needle)) {
+    print_message("reply message: '%s' lacks '%s'\n", m, needle);
+    return 0;
+  }
+  return 1;
+}
+
+static void hello(harness *t, const char *token, uint32_t want_status) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION,
+                          .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT,
+                          .client_pid = 1,
+                          .token = {token, token ? strlen(token) : 0},
+                          .client_name = {"test", 4}};
+  rgpu_msg_hello_req_encode(&b, &q);
+  int action = send_req(t, RGPU_OP_HELLO, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  assert_int_equal(reply_status(t), want_status);
+  assert_int_equal(action, want_status ? RGPU_WORKER_CLOSE : RGPU_WORKER_CONTINUE);
+  if (!want_status) {
+    rgpu_msg_hello_rep r;
+    assert_int_equal(rgpu_msg_hello_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+    assert_int_equal(r.session_id, 7);
+    assert_int_equal(r.session_token.len, 32);
+    assert_int_equal(r.caps, RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT);
+  }
+}
+
+static uint64_t mem_alloc(harness *t, uint64_t size, uint32_t want) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_mem_alloc_req q = {.size = size};
+  rgpu_msg_mem_alloc_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MEM_ALLOC, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  assert_int_equal(reply_status(t), want);
+  if (want) return 0;
+  rgpu_msg_mem_alloc_rep r;
+  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+  return r.dptr;
+}
+
+static uint32_t htod(harness *t, uint64_t dst, const void *data, size_t n, int need_reply) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_memcpy_htod_req q = {.dst = dst, .stream = 0};
+  rgpu_msg_memcpy_htod_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MEMCPY_HTOD, need_reply, &b, data, n);
+  rgpu_buf_free(&b);
+  return need_reply ? reply_status(t) : 0;
+}
+
+static uint32_t dtoh(harness *t, uint64_t src, void *data, size_t n) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n, .stream = 0};
+  rgpu_msg_memcpy_dtoh_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MEMCPY_DTOH, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  uint32_t st = reply_status(t);
+  if (st == 0) {
+    assert_int_equal(reply(t)->h.length, n);
+    memcpy(data, reply(t)->p, n);
+  }
+  return st;
+}
+
+static uint32_t simple_u64(harness *t, uint16_t op, uint64_t v, int need_reply) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_buf_put_u64(&b, v);
+  send_req(t, op, need_reply, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  return need_reply ? reply_status(t) : 0;
+}
+
+/* ---- the basic flow: runs on the fake driver and on softgpu ------------- */
+
+static void basic_flow(const char *lib) {
+  harness *t = harness_new(lib, NULL, 0);
+  hello(t, NULL, 0);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_buf_put_u32(&b, 0);
+  send_req(t, RGPU_OP_DEVICE_PROPS, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  assert_int_equal(reply_status(t), 0);
+  rgpu_msg_device_props_rep pr;
+  assert_int_equal(rgpu_msg_device_props_rep_decode(reply(t)->p, reply(t)->h.length, &pr), 0);
+  assert_true(pr.name.len > 0);
+  assert_true(pr.total_mem > 0);
+  assert_true(pr.attrs.count > CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  assert_int_equal(rgpu_array_i32(&pr.attrs, CU_DEVICE_ATTRIBUTE_WARP_SIZE), 32);
+
+  uint64_t d = mem_alloc(t, 4096, 0);
+  assert_true(d != 0);
+  uint8_t src[4096], back[4096];
+  for (int i = 0; i < 4096; i++) src[i] = (uint8_t)(i * 7 + 3);
+  assert_int_equal(htod(t, d, src, sizeof src, 1), 0);
+  memset(back, 0, sizeof back);
+  assert_int_equal(dtoh(t, d, back, sizeof back), 0);
+  assert_memory_equal(src, back, sizeof src);
+  /* Past the end by one byte, and an address that was never allocated. */
+  assert_int_equal(htod(t, d + 1, src, sizeof src, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_msg_has(t, "run past the end"));
+  assert_int_equal(dtoh(t, d + 4096, back, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(dtoh(t, 0x10, back, 16), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_msg_has(t, "not a device pointer"));
+  assert_int_equal(simple_u64(t, RGPU_OP_MEM_FREE, d + 16, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(simple_u64(t, RGPU_OP_MEM_FREE, d, 1), 0);
+  assert_int_equal(dtoh(t, d, back, 16), CUDA_ERROR_INVALID_VALUE); /* freed */
+  harness_free(t);
+}
+
+static void test_basic_fake_driver(void **state) { basic_flow(driver_path); }
+
+static void test_basic_softgpu(void **state) {
+  if (access(RGPU_TEST_SOFTGPU_LIB, R_OK)) {
+    print_message("SKIP: %s not built yet\n", RGPU_TEST_SOFTGPU_LIB);
+    skip();
+  }
+  basic_flow(RGPU_TEST_SOFTGPU_LIB);
+}
+
+/* ---- session rules ------------------------------------------------------ */
+
+static void test_hello_first_and_auth(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  assert_int_equal(simple_u64(t, RGPU_OP_MEM_FREE, 1, 1), CUDA_ERROR_NOT_INITIALIZED);
+  assert_true(reply_msg_has(t, "must be HELLO"));
+  harness_free(t);
+
+  t = harness_new(driver_path, "s3cret", 0);
+  hello(t, "wrong", CUDA_ERROR_NOT_PERMITTED);
+  assert_true(reply_msg_has(t, "authentication failed: bad or missing token"));
+  harness_free(t);
+  t = harness_new(driver_path, "s3cret", 0);
+  hello(t, NULL, CUDA_ERROR_NOT_PERMITTED);
+  harness_free(t);
+  t = harness_new(driver_path, "s3cret", 0);
+  hello(t, "s3cret", 0);
+  harness_free(t);
+}
+
+static void test_bad_driver_path(void **state) {
+  harness *t = harness_new("/nonexistent/libsoftgpu.so", NULL, 0);
+  hello(t, NULL, 0); /* HELLO itself succeeds: the failure comes next */
+  mem_alloc(t, 64, CUDA_ERROR_NO_DEVICE);
+  assert_true(reply_msg_has(t, "/nonexistent/libsoftgpu.so"));
+  harness_free(t);
+}
+
+static void test_async_errors_and_malformed(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  hello(t, NULL, 0);
+  /* Unreplied failure -> one ASYNC_ERROR event naming the request's seq. */
+  htod(t, 0x1234, "abcd", 4, 0);
+  assert_int_equal(t->nframes, 1);
+  assert_int_equal(t->frames[0].h.kind, RGPU_KIND_EVENT);
+  assert_int_equal(t->frames[0].h.opcode, RGPU_EVT_ASYNC_ERROR);
+  assert_int_equal(t->frames[0].h.aux, CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(t->frames[0].h.seq, t->seq);
+  rgpu_msg_async_error_evt ev;
+  assert_int_equal(rgpu_msg_async_error_evt_decode(t->frames[0].p, t->frames[0].h.length, &ev), 0);
+  assert_true(ev.message.len > 0);
+  /* Unreplied success -> nothing at all. */
+  uint64_t d = mem_alloc(t, 64, 0);
+  htod(t, d, "abcd", 4, 0);
+  assert_int_equal(t->nframes, 0);
+  /* Truncated payload. */
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_buf_put_u32(&b, 1);
+  send_req(t, RGPU_OP_MEM_ALLOC, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_msg_has(t, "malformed request"));
+  send_req(t, RGPU_OP_MEM_ALLOC, 0, &b, NULL, 0);
+  assert_int_equal(t->frames[0].h.opcode, RGPU_EVT_ASYNC_ERROR);
+  /* Unknown opcode. */
+  send_req(t, 0x7777, 1, NULL, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_free(&b);
+  /* PING echoes its tail. */
+  send_req(t, RGPU_OP_PING, 1, NULL, "xyz", 3);
+  assert_int_equal(reply_status(t), 0);
+  assert_int_equal(reply(t)->h.length, 3);
+  assert_memory_equal(reply(t)->p, "xyz", 3);
+  /* GOODBYE replies, then closes. */
+  assert_int_equal(send_req(t, RGPU_OP_GOODBYE, 1, NULL, NULL, 0), RGPU_WORKER_CLOSE);
+  assert_int_equal(reply_status(t), 0);
+  harness_free(t);
+}
+
+static void test_quota(void **state) {
+  harness *t = harness_new(driver_path, NULL, 1 << 20);
+  hello(t, NULL, 0);
+  uint64_t a = mem_alloc(t, 512 << 10, 0);
+  mem_alloc(t, 600 << 10, CUDA_ERROR_OUT_OF_MEMORY);
+  assert_true(reply_msg_has(t, "quota"));
+  send_req(t, RGPU_OP_MEM_GET_INFO, 1, NULL, NULL, 0);
+  rgpu_msg_mem_get_info_rep mi;
+  assert_int_equal(rgpu_msg_mem_get_info_rep_decode(reply(t)->p, reply(t)->h.length, &mi), 0);
+  assert_int_equal(mi.total_bytes, 1 << 20);
+  assert_int_equal(mi.free_bytes, 512 << 10);
+  assert_int_equal(simple_u64(t, RGPU_OP_MEM_FREE, a, 1), 0);
+  mem_alloc(t, 1 << 20, 0);
+  harness_free(t);
+}
+
+static void test_streams_events(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  hello(t, NULL, 0);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_create_req sc = {.stream = 5};
+  rgpu_msg_stream_create_req_encode(&b, &sc);
+  send_req(t, RGPU_OP_STREAM_CREATE, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  send_req(t, RGPU_OP_STREAM_CREATE, 1, &b, NULL, 0); /* reused id */
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&b);
+  assert_int_equal(simple_u64(t, RGPU_OP_STREAM_SYNC, 5, 1), 0);
+  assert_int_equal(simple_u64(t, RGPU_OP_STREAM_SYNC, 6, 1), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(simple_u64(t, RGPU_OP_STREAM_QUERY, 5, 1), 0);
+  for (uint64_t ev = 1; ev <= 2; ev++) {
+    rgpu_buf_reset(&b);
+    rgpu_msg_event_create_req ec = {.event = ev};
+    rgpu_msg_event_create_req_encode(&b, &ec);
+    send_req(t, RGPU_OP_EVENT_CREATE, 1, &b, NULL, 0);
+    assert_int_equal(reply_status(t), 0);
+    rgpu_buf_reset(&b);
+    rgpu_msg_event_record_req er = {.event = ev, .stream = 5};
+    rgpu_msg_event_record_req_encode(&b, &er);
+    send_req(t, RGPU_OP_EVENT_RECORD, 1, &b, NULL, 0);
+    assert_int_equal(reply_status(t), 0);
+  }
+  rgpu_buf_reset(&b);
+  rgpu_msg_event_elapsed_req el = {.start_event = 1, .end_event = 2};
+  rgpu_msg_event_elapsed_req_encode(&b, &el);
+  send_req(t, RGPU_OP_EVENT_ELAPSED, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  rgpu_msg_event_elapsed_rep er;
+  assert_int_equal(rgpu_msg_event_elapsed_rep_decode(reply(t)->p, reply(t)->h.length, &er), 0);
+  assert_true(er.ms >= 0);
+  rgpu_buf_reset(&b);
+  rgpu_msg_stream_wait_event_req sw = {.stream = 5, .event = 9};
+  rgpu_msg_stream_wait_event_req_encode(&b, &sw);
+  send_req(t, RGPU_OP_STREAM_WAIT_EVENT, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(simple_u64(t, RGPU_OP_EVENT_SYNC, 2, 1), 0);
+  assert_int_equal(simple_u64(t, RGPU_OP_EVENT_QUERY, 2, 1), 0);
+  assert_int_equal(simple_u64(t, RGPU_OP_EVENT_DESTROY, 2, 1), 0);
+  assert_int_equal(simple_u64(t, RGPU_OP_EVENT_DESTROY, 2, 1), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(simple_u64(t, RGPU_OP_STREAM_DESTROY, 5, 1), 0);
+  assert_int_equal(simple_u64(t, RGPU_OP_STREAM_DESTROY, 5, 1), CUDA_ERROR_INVALID_HANDLE);
+  rgpu_buf_free(&b);
+  harness_free(t); /* event 1 is cleaned up by the worker */
+}
+
+static void load_stub_module(harness *t, uint64_t id, uint32_t want) {
+  const char *funcs[] = {"vecadd", "missing", "hello"};
+  const char *vars[] = {"gvar"};
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_module_load_req q = {.module_id = id,
+                                .func_names = {.items = funcs, .count = 3},
+                                .var_names = {.items = vars, .count = 1}};
+  rgpu_msg_module_load_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MODULE_LOAD, 1, &b, "STUB image", 10);
+  rgpu_buf_free(&b);
+  assert_int_equal(reply_status(t), want);
+}
+
+static void test_modules_and_launch(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  hello(t, NULL, 0);
+  load_stub_module(t, 3, 0);
+  rgpu_msg_module_load_rep r;
+  assert_int_equal(rgpu_msg_module_load_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+  assert_int_equal(r.func_status.count, 3);
+  assert_int_equal(rgpu_array_i32(&r.func_status, 0), 0);
+  assert_int_equal(rgpu_array_i32(&r.func_status, 1), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(rgpu_array_u32(&r.func_nparams, 0), 4);
+  assert_int_equal(r.param_offsets.count, 4);
+  assert_int_equal(rgpu_array_u32(&r.param_offsets, 3), 24);
+  assert_int_equal(rgpu_array_u32(&r.param_sizes, 3), 4);
+  assert_int_equal(rgpu_array_i32(&r.var_status, 0), 0);
+  assert_int_equal(rgpu_array_u64(&r.var_sizes, 0), 64);
+  uint64_t gvar = rgpu_array_u64(&r.var_dptrs, 0);
+  load_stub_module(t, 3, CUDA_ERROR_INVALID_VALUE); /* reused id */
+
+  /* Symbol copies validate against the module global. */
+  assert_int_equal(htod(t, gvar, "0123456789", 10, 1), 0);
+  assert_int_equal(htod(t, gvar + 60, "0123456789", 10, 1), CUDA_ERROR_INVALID_VALUE);
+
+  float a[16], bb[16], c[16];
+  for (int i = 0; i < 16; i++) a[i] = (float)i, bb[i] = 100.0f * (float)i;
+  uint64_t da = mem_alloc(t, sizeof a, 0), db = mem_alloc(t, sizeof bb, 0), dc = mem_alloc(t, sizeof c, 0);
+  htod(t, da, a, sizeof a, 1);
+  htod(t, db, bb, sizeof bb, 1);
+  uint8_t params[28];
+  int n = 16;
+  memcpy(params, &da, 8);
+  memcpy(params + 8, &db, 8);
+  memcpy(params + 16, &dc, 8);
+  memcpy(params + 24, &n, 4);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_launch_req lq = {.module_id = 3, .func_index = 0, .grid_x = 1, .grid_y = 1, .grid_z = 1,
+                            .block_x = 16, .block_y = 1, .block_z = 1};
+  rgpu_msg_launch_req_encode(&b, &lq);
+  send_req(t, RGPU_OP_LAUNCH, 1, &b, params, sizeof params);
+  assert_int_equal(reply_status(t), 0);
+  assert_int_equal(dtoh(t, dc, c, sizeof c), 0);
+  for (int i = 0; i < 16; i++) assert_true(c[i] == 101.0f * (float)i);
+  /* Wrong parameter size, missing function, unknown module. */
+  send_req(t, RGPU_OP_LAUNCH, 1, &b, params, 20);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&b);
+  lq.func_index = 1;
+  rgpu_msg_launch_req_encode(&b, &lq);
+  send_req(t, RGPU_OP_LAUNCH, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_FOUND);
+  rgpu_buf_reset(&b);
+  lq.func_index = 2; /* hello: printf output arrives before the reply */
+  rgpu_msg_launch_req_encode(&b, &lq);
+  send_req(t, RGPU_OP_LAUNCH, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  assert_int_equal(t->nframes, 2);
+  assert_int_equal(t->frames[0].h.opcode, RGPU_EVT_OUTPUT);
+  assert_memory_equal(t->frames[0].p, "hello from the stub\n", 20);
+  rgpu_buf_reset(&b);
+  lq.module_id = 99;
+  rgpu_msg_launch_req_encode(&b, &lq);
+  send_req(t, RGPU_OP_LAUNCH, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE);
+  rgpu_buf_free(&b);
+
+  assert_int_equal(simple_u64(t, RGPU_OP_MODULE_UNLOAD, 3, 1), 0);
+  assert_int_equal(htod(t, gvar, "01", 2, 1), CUDA_ERROR_INVALID_VALUE); /* global gone */
+  assert_int_equal(simple_u64(t, RGPU_OP_MODULE_UNLOAD, 3, 1), CUDA_ERROR_INVALID_HANDLE);
+  /* A module the driver rejects. */
+  rgpu_buf_init(&b);
+  rgpu_msg_module_load_req q = {.module_id = 4};
+  rgpu_msg_module_load_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MODULE_LOAD, 1, &b, "garbage", 7);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_IMAGE);
+  rgpu_buf_free(&b);
+  harness_free(t);
+}
+
+static void test_memset_dtod_reset(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  hello(t, NULL, 0);
+  uint64_t a = mem_alloc(t, 64, 0), b2 = mem_alloc(t, 64, 0);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_memset_req ms = {.dst = a, .value = 0xabcd1234, .elem_size = 4, .count = 16};
+  rgpu_msg_memset_req_encode(&b, &ms);
+  send_req(t, RGPU_OP_MEMSET, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  rgpu_buf_reset(&b);
+  ms.count = 17;
+  rgpu_msg_memset_req_encode(&b, &ms);
+  send_req(t, RGPU_OP_MEMSET, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&b);
+  ms.count = 1;
+  ms.elem_size = 3;
+  rgpu_msg_memset_req_encode(&b, &ms);
+  send_req(t, RGPU_OP_MEMSET, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&b);
+  rgpu_msg_memcpy_dtod_req dd = {.dst = b2, .src = a, .size = 64};
+  rgpu_msg_memcpy_dtod_req_encode(&b, &dd);
+  send_req(t, RGPU_OP_MEMCPY_DTOD, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  uint32_t back[16];
+  assert_int_equal(dtoh(t, b2, back, sizeof back), 0);
+  for (int i = 0; i < 16; i++) assert_int_equal(back[i], 0xabcd1234);
+  rgpu_buf_reset(&b);
+  dd.size = 65;
+  rgpu_msg_memcpy_dtod_req_encode(&b, &dd);
+  send_req(t, RGPU_OP_MEMCPY_DTOD, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  /* DEVICE_RESET forgets the device's allocations. */
+  rgpu_buf_reset(&b);
+  rgpu_buf_put_u32(&b, 0);
+  send_req(t, RGPU_OP_DEVICE_RESET, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  assert_int_equal(dtoh(t, b2, back, 4), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&b);
+  rgpu_buf_put_u32(&b, 3);
+  send_req(t, RGPU_OP_CTX_SET_DEVICE, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_DEVICE);
+  send_req(t, RGPU_OP_DRIVER_INFO, 1, NULL, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  send_req(t, RGPU_OP_SERVER_STATUS, 1, NULL, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  rgpu_msg_server_status_rep ss;
+  assert_int_equal(rgpu_msg_server_status_rep_decode(reply(t)->p, reply(t)->h.length, &ss), 0);
+  rgpu_buf_free(&b);
+  harness_free(t);
+}
+
+int main(int argc, char **argv) {
+  static char path[1024];
+  char self[900];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = 0;
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = 0;
+  snprintf(path, sizeof path, "%s/../lib/librgpu_test_driver.so", self);
+  driver_path = path;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_basic_fake_driver),
+      cmocka_unit_test(test_hello_first_and_auth),
+      cmocka_unit_test(test_bad_driver_path),
+      cmocka_unit_test(test_async_errors_and_malformed),
+      cmocka_unit_test(test_quota),
+      cmocka_unit_test(test_streams_events),
+      cmocka_unit_test(test_modules_and_launch),
+      cmocka_unit_test(test_memset_dtod_reset),
+      cmocka_unit_test(test_basic_softgpu),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
