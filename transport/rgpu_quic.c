@@ -335,20 +335,9 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
   if (q->app_gone) {
     q_consumed(q, len); /* keep the peer moving; the data has nowhere to go */
   } else {
-    if (!q->recvq.head && q->app_fd >= 0) {
-      while (len > 0) {
-        ssize_t w = send(q->app_fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0) {
-          if (errno == EINTR) continue;
-          if (errno != EAGAIN && errno != EWOULDBLOCK) q->app_gone = 1;
-          break;
-        }
-        data += w;
-        len -= (size_t)w;
-        q_consumed(q, (size_t)w);
-      }
-    }
-    while (len > 0 && !q->app_gone) {
+    /* Queue only: the I/O loop hands everything that arrived in one wake-up
+     * to the socketpair at once, instead of one send() per packet. */
+    while (len > 0) {
       qchunk *t = q->recvq.tail;
       if (!t || t->len == Q_CHUNK) t = qqueue_append_chunk(&q->recvq, 0);
       if (!t) return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -361,7 +350,6 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
     }
   }
   if (flags & NGTCP2_STREAM_DATA_FLAG_FIN) q->peer_fin = 1;
-  q_app_deliver(q);
   return 0;
 }
 
@@ -542,7 +530,7 @@ static void q_describe_peer_close(qconn *q) {
       (ce.error_code & ~0xffull) == NGTCP2_CRYPTO_ERROR) {
     unsigned alert = (unsigned)(ce.error_code & 0xff);
     const char *name = gnutls_alert_get_name((gnutls_alert_description_t)alert);
-    const char *hint = (alert == GNUTLS_A_CERTIFICATE_REQUIRED || alert == GNUTLS_A_BAD_CERTIFICATE ||
+    const char *hint = (!q->is_server) && (alert == GNUTLS_A_CERTIFICATE_REQUIRED || alert == GNUTLS_A_BAD_CERTIFICATE ||
                         alert == GNUTLS_A_UNKNOWN_CA)
                            ? " (the server wants a client certificate it trusts)"
                            : "";
@@ -872,7 +860,7 @@ static void *client_main(void *arg) {
     int r = ppoll(p, (nfds_t)n, tsp, NULL);
     if (r < 0 && errno != EINTR) break;
     if (p[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, sizeof cl->rxbuf, client_pkt, q);
-    if (p[1].revents & POLLOUT) q_app_deliver(q);
+    q_app_deliver(q);
     if (p[2].revents) {
       char b[16];
       (void)!read(cl->stop_r, b, sizeof b);
@@ -1271,6 +1259,7 @@ static void *server_main(void *arg) {
       qconn *q = *pp;
       q_expiry(q);
       server_after_io(sv, q);
+      q_app_deliver(q);
       q_app_read(q);
       q_write(q);
       if (server_conn_finished(q)) {

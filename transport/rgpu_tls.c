@@ -428,7 +428,13 @@ static int sess_handshake(tls_server *sv, tls_sess *x) {
   if (g < 0) {
     char what[300], msg[512];
     snprintf(what, sizeof what, "TLS client %s", x->peer);
-    rgpu_tls_describe_failure(x->s, g, what, msg, sizeof msg);
+    if (g == GNUTLS_E_PREMATURE_TERMINATION || g == GNUTLS_E_PULL_ERROR || g == GNUTLS_E_PUSH_ERROR)
+      snprintf(msg, sizeof msg, "%s closed the connection during the handshake", what);
+    else if (g == GNUTLS_E_FATAL_ALERT_RECEIVED)
+      snprintf(msg, sizeof msg, "%s aborted the handshake: %s", what,
+               gnutls_alert_get_name(gnutls_alert_get(x->s)));
+    else
+      rgpu_tls_describe_failure(x->s, g, what, msg, sizeof msg);
     RGPU_INFO("%s (refused before any session was created)", msg);
     gnutls_alert_send_appropriate(x->s, g);
     return -1;

@@ -1,0 +1,248 @@
+/* rgpu-transport-perf: the raw-transport baseline for the benchmarks.
+ *
+ *   rgpu-transport-perf --server URI [--cert F --key F] [--client-ca F] [--cc ALGO]
+ *   rgpu-transport-perf --client URI [--ca F] [--mode ping|bulk|down|all]
+ *                       [-n ITER] [--size BYTES] [--bytes TOTAL] [--cc ALGO] [--json]
+ *
+ * ping: SIZE-byte request, SIZE-byte echo, ITER times; reports median/p99.
+ * bulk: TOTAL bytes client -> server; the server acknowledges the last byte,
+ *       so the time includes one round trip (negligible for large TOTAL).
+ * down: TOTAL bytes server -> client.
+ * The server prints "listening on ADDRESS" once ready (port 0 picks one). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu_transport.h"
+
+enum { MODE_PING = 1, MODE_BULK = 2, MODE_DOWN = 3 };
+
+/* Request header; little-endian on the wire (both ends are this tool). */
+typedef struct {
+  uint32_t magic; /* 'RGTP' */
+  uint32_t mode;
+  uint32_t msglen;
+  uint32_t pad;
+  uint64_t count; /* ping iterations, or bulk bytes */
+} perf_hdr;
+#define PERF_MAGIC 0x50544752u
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int write_all(rgpu_conn *c, const void *p, size_t n) {
+  struct iovec v = {(void *)p, n};
+  return rgpu_conn_writev_all(c, &v, 1);
+}
+
+static void *serve_conn(void *arg) {
+  rgpu_conn *c = arg;
+  perf_hdr h;
+  char *buf = malloc(1 << 20);
+  while (buf && rgpu_conn_read_exact(c, &h, sizeof h) == 0) {
+    if (h.magic != PERF_MAGIC || h.msglen > (1u << 20)) {
+      fprintf(stderr, "rgpu-transport-perf: bad request from %s\n", rgpu_conn_peer(c));
+      break;
+    }
+    int rc = 0;
+    if (h.mode == MODE_PING) {
+      for (uint64_t i = 0; i < h.count && !rc; i++) {
+        rc = rgpu_conn_read_exact(c, buf, h.msglen);
+        if (!rc) rc = write_all(c, buf, h.msglen);
+      }
+    } else if (h.mode == MODE_BULK) {
+      uint64_t left = h.count;
+      while (left && !rc) {
+        ssize_t r = rgpu_conn_read_some(c, buf, left < (1 << 20) ? left : (1 << 20));
+        if (r <= 0) rc = -1;
+        else left -= (uint64_t)r;
+      }
+      uint64_t ack = h.count;
+      if (!rc) rc = write_all(c, &ack, sizeof ack);
+    } else if (h.mode == MODE_DOWN) {
+      memset(buf, 0x5a, 1 << 20);
+      uint64_t left = h.count;
+      while (left && !rc) {
+        size_t n = left < (1 << 20) ? left : (1 << 20);
+        rc = write_all(c, buf, n);
+        left -= n;
+      }
+    } else {
+      break;
+    }
+    if (rc) break;
+  }
+  free(buf);
+  rgpu_conn_close(c);
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: rgpu-transport-perf --server URI [--cert F --key F] [--client-ca F] [--cc ALGO]\n"
+          "       rgpu-transport-perf --client URI [--ca F] [--cert F --key F] [--server-name N]\n"
+          "              [--mode ping|bulk|down|all] [-n ITER] [--size BYTES] [--bytes TOTAL]\n"
+          "              [--cc ALGO] [--json]\n");
+}
+
+int main(int argc, char **argv) {
+  const char *server = NULL, *client = NULL, *mode = "all";
+  rgpu_transport_opts o = {0};
+  long iters = 10000, size = 64;
+  unsigned long long bytes = 1ull << 30;
+  int json = 0;
+  signal(SIGPIPE, SIG_IGN);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE() (v ? (i++, v) : (usage(), exit(2), (const char *)NULL))
+    if (!strcmp(a, "--server")) server = TAKE();
+    else if (!strcmp(a, "--client")) client = TAKE();
+    else if (!strcmp(a, "--cert")) o.cert_file = TAKE();
+    else if (!strcmp(a, "--key")) o.key_file = TAKE();
+    else if (!strcmp(a, "--ca")) o.ca_file = TAKE();
+    else if (!strcmp(a, "--client-ca")) o.client_ca_file = TAKE();
+    else if (!strcmp(a, "--server-name")) o.server_name = TAKE();
+    else if (!strcmp(a, "--cc")) o.cc_algo = TAKE();
+    else if (!strcmp(a, "--mode")) mode = TAKE();
+    else if (!strcmp(a, "-n")) iters = atol(TAKE());
+    else if (!strcmp(a, "--size")) size = atol(TAKE());
+    else if (!strcmp(a, "--bytes")) bytes = strtoull(TAKE(), NULL, 0);
+    else if (!strcmp(a, "--json")) json = 1;
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (!o.ca_file) o.ca_file = getenv("RGPU_CA");
+  char err[512];
+  if (server) {
+    rgpu_listener *l;
+    if (rgpu_listener_open(server, &o, &l, err, sizeof err)) {
+      fprintf(stderr, "rgpu-transport-perf: %s\n", err);
+      return 1;
+    }
+    printf("listening on %s\n", rgpu_listener_address(l));
+    fflush(stdout);
+    for (;;) {
+      rgpu_conn *c;
+      if (rgpu_listener_accept(l, &c, err, sizeof err)) {
+        fprintf(stderr, "rgpu-transport-perf: %s\n", err);
+        continue;
+      }
+      pthread_t th;
+      pthread_create(&th, NULL, serve_conn, c);
+      pthread_detach(th);
+    }
+  }
+  if (!client || size < 1 || size > (1 << 20) || iters < 1) {
+    usage();
+    return 2;
+  }
+  double t0 = now_s();
+  rgpu_conn *c;
+  if (rgpu_conn_connect(client, &o, &c, err, sizeof err)) {
+    fprintf(stderr, "rgpu-transport-perf: %s\n", err);
+    return 1;
+  }
+  double connect_ms = (now_s() - t0) * 1e3;
+  const char *tn = rgpu_conn_transport_name(c);
+  if (json)
+    printf("{\"transport\":\"%s\",\"test\":\"connect\",\"ms\":%.3f}\n", tn, connect_ms);
+  else
+    printf("%-5s connect            %9.3f ms\n", tn, connect_ms);
+  int all = !strcmp(mode, "all");
+  int rc = 0;
+  if (all || !strcmp(mode, "ping")) {
+    perf_hdr h = {PERF_MAGIC, MODE_PING, (uint32_t)size, 0, (uint64_t)iters};
+    char *buf = calloc(1, (size_t)size);
+    double *lat = malloc(sizeof(double) * (size_t)iters);
+    rc = write_all(c, &h, sizeof h);
+    for (long i = 0; i < iters && !rc; i++) {
+      double s = now_s();
+      rc = write_all(c, buf, (size_t)size);
+      if (!rc) rc = rgpu_conn_read_exact(c, buf, (size_t)size);
+      lat[i] = (now_s() - s) * 1e6;
+    }
+    if (!rc) {
+      qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
+      double med = lat[iters / 2], p99 = lat[(size_t)((double)iters * 0.99)];
+      if (json)
+        printf("{\"transport\":\"%s\",\"test\":\"ping\",\"size\":%ld,\"n\":%ld,\"median_us\":%.2f,"
+               "\"p99_us\":%.2f,\"min_us\":%.2f}\n", tn, size, iters, med, p99, lat[0]);
+      else
+        printf("%-5s ping %5ld B x %-6ld median %8.2f us  p99 %8.2f us  min %8.2f us\n", tn, size,
+               iters, med, p99, lat[0]);
+    }
+    free(buf);
+    free(lat);
+  }
+  if (!rc && (all || !strcmp(mode, "bulk"))) {
+    perf_hdr h = {PERF_MAGIC, MODE_BULK, 0, 0, bytes};
+    size_t chunk = 1 << 20;
+    char *buf = malloc(chunk);
+    memset(buf, 0xa5, chunk);
+    double s = now_s();
+    rc = write_all(c, &h, sizeof h);
+    for (unsigned long long left = bytes; left && !rc;) {
+      size_t n = left < chunk ? (size_t)left : chunk;
+      rc = write_all(c, buf, n);
+      left -= n;
+    }
+    uint64_t ack = 0;
+    if (!rc) rc = rgpu_conn_read_exact(c, &ack, sizeof ack);
+    double el = now_s() - s;
+    if (!rc) {
+      if (json)
+        printf("{\"transport\":\"%s\",\"test\":\"bulk\",\"bytes\":%llu,\"seconds\":%.4f,"
+               "\"gbit_s\":%.3f}\n", tn, bytes, el, bytes * 8 / el / 1e9);
+      else
+        printf("%-5s bulk up   %6.0f MiB  %8.3f s  %7.2f Gbit/s\n", tn, bytes / 1048576.0, el,
+               bytes * 8 / el / 1e9);
+    }
+    free(buf);
+  }
+  if (!rc && (all || !strcmp(mode, "down"))) {
+    perf_hdr h = {PERF_MAGIC, MODE_DOWN, 0, 0, bytes};
+    size_t chunk = 1 << 20;
+    char *buf = malloc(chunk);
+    double s = now_s();
+    rc = write_all(c, &h, sizeof h);
+    for (unsigned long long left = bytes; left && !rc;) {
+      ssize_t r = rgpu_conn_read_some(c, buf, left < chunk ? (size_t)left : chunk);
+      if (r <= 0) rc = r ? (int)r : RGPU_T_ECLOSED;
+      else left -= (unsigned long long)r;
+    }
+    double el = now_s() - s;
+    if (!rc) {
+      if (json)
+        printf("{\"transport\":\"%s\",\"test\":\"down\",\"bytes\":%llu,\"seconds\":%.4f,"
+               "\"gbit_s\":%.3f}\n", tn, bytes, el, bytes * 8 / el / 1e9);
+      else
+        printf("%-5s bulk down %6.0f MiB  %8.3f s  %7.2f Gbit/s\n", tn, bytes / 1048576.0, el,
+               bytes * 8 / el / 1e9);
+    }
+    free(buf);
+  }
+  if (rc) {
+    const char *why = rgpu_conn_error(c);
+    fprintf(stderr, "rgpu-transport-perf: transfer failed (%d)%s%s\n", rc, *why ? ": " : "", why);
+  }
+  rgpu_conn_close(c);
+  return rc ? 1 : 0;
+}
