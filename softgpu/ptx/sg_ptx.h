@@ -99,6 +99,19 @@ typedef struct {
 int sg_ptx_launch(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg,
                   const sg_ptx_env *env, sg_ptx_fault *fault);
 
+/* Counters of one launch: thread_insns counts instructions executed by each
+ * thread (what a GPU profiler calls thread instructions), warp_insns the
+ * decoded instructions dispatched (each applied to up to 32 lanes). */
+typedef struct {
+  uint64_t thread_insns;
+  uint64_t warp_insns;
+} sg_ptx_stats;
+
+/* sg_ptx_launch that also reports counters (stats may be NULL). */
+int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg,
+                     const sg_ptx_env *env, sg_ptx_fault *fault,
+                     sg_ptx_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,1823 @@
+/* sg_ptx_exec: the interpreter.
+ *
+ * A warp runs its 32 lanes in lock-step: one decoded instruction is applied
+ * to every lane of the current group in a tight loop, which amortises
+ * dispatch 32x and makes shfl/vote/match and bar.sync natural.  Divergence
+ * uses per-lane PCs with "min-PC" scheduling: the group is the set of
+ * runnable lanes at the lowest PC, so lanes reconverge as soon as the
+ * lagging group reaches the leaders' PC, for any control flow.  A lane that
+ * reaches bar.sync blocks; when every runnable lane of every warp of the
+ * block is blocked (or exited), the barrier opens.  Blocks of a grid run on a
+ * persistent worker pool. */
+#include "sg_ptx_internal.h"
+
+#include <cuda.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FULL 0xffffffffu
+#define NOPC 0xffffffffu
+#define NCACHE 4
+
+/* ---------------------------------------------------------------- types */
+
+typedef struct launch launch;
+
+typedef struct {
+  uint64_t *R;        /* nregs x 32 lanes */
+  uint32_t *Pm;       /* predicate lane masks */
+  uint8_t *local;     /* 32 x local_stride */
+  uint8_t *fparam;    /* 32 x fparam_stride */
+  uint64_t *stack;    /* 32 x stack_depth: return pc | call index << 32 */
+  uint32_t lane_pc[32];
+  uint8_t sp[32];
+  uint32_t pc, group, live, blocked, other_min;
+  const sg_insn *red_insn; /* bar.red this warp waits in */
+  uint32_t red_mask;
+} warp;
+
+typedef struct {
+  launch *L;
+  sg_ptx_range cache[NCACHE];
+  int cache_next;
+  uint64_t sink[32];
+  /* block scratch, reused across blocks */
+  warp *warps;
+  int nwarps_alloc;
+  uint8_t *shared;
+  size_t shared_alloc;
+  size_t shared_size;
+  uint64_t ctaid[3];
+  uint32_t red_popc, red_and, red_or;
+  uint64_t insns;
+  uint64_t warp_insns;
+} worker;
+
+struct launch {
+  const struct sg_ptx_kernel *k;
+  const struct sg_ptx_module *m;
+  const sg_ptx_env *env;
+  sg_ptx_launch_cfg cfg;
+  uint8_t *params;        /* copy of the parameter buffer */
+  uint64_t nblocks;
+  unsigned nthreads, nwarps;
+  atomic_uint_fast64_t next_block;
+  atomic_int failed;
+  pthread_mutex_t lock;   /* fault record and printf output */
+  sg_ptx_fault fault;
+  int code;
+  uint32_t local_stride, fparam_stride, stack_depth;
+  atomic_uint_fast64_t insns, warp_insns;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline float f32_of(uint64_t v) { float f; uint32_t u = (uint32_t)v; memcpy(&f, &u, 4); return f; }
+static inline uint64_t of_f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline double f64_of(uint64_t v) { double d; memcpy(&d, &v, 8); return d; }
+static inline uint64_t of_f64(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+
+static inline float ftzf(float x) { return (fabsf(x) < 1.17549435e-38f) ? copysignf(0.0f, x) : x; }
+
+float sg_half_to_float(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+  if (e == 0x1f) { uint32_t u = s | 0x7f800000u | (f << 13); float r; memcpy(&r, &u, 4); return r; }
+  if (e == 0) { float r = ldexpf((float)f, -24); return s ? -r : r; }
+  uint32_t u = s | ((e + 112) << 23) | (f << 13);
+  float r;
+  memcpy(&r, &u, 4);
+  return r;
+}
+
+/* Round-to-nearest-even from double, so that f16 arithmetic done exactly in
+ * double is rounded once. */
+uint16_t sg_double_to_half(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  if (isnan(x)) return 0x7e00 | sign;
+  double ax = fabs(x);
+  if (ax >= 65520.0) return sign | 0x7c00;
+  if (ax < 6.103515625e-05) { /* subnormal: units of 2^-24 */
+    double q = nearbyint(ax * 16777216.0);
+    return sign | (uint16_t)q;
+  }
+  int e;
+  double mnt = frexp(ax, &e); /* ax = mnt * 2^e, mnt in [0.5, 1) */
+  double q = nearbyint(ldexp(mnt, 11));
+  if (q >= 2048.0) { q = 1024.0; e++; }
+  if (e + 14 >= 31) return sign | 0x7c00;
+  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((int)q - 1024);
+}
+
+static inline float bf16_to_float(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+static inline int is_signed_t(int t) { return t >= SG_T_S8 && t <= SG_T_S64; }
+static inline unsigned tsize(int t) {
+  static const unsigned char sz[SG_T_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 2, 4, 4, 8};
+  return t < SG_T_COUNT ? sz[t] : 0;
+}
+
+/* Reads value v of integer type t as a signed or unsigned 64-bit number. */
+static inline int64_t sext(uint64_t v, int t) {
+  switch (t) {
+    case SG_T_S8: return (int8_t)v;
+    case SG_T_S16: return (int16_t)v;
+    case SG_T_S32: return (int32_t)v;
+    case SG_T_S64: return (int64_t)v;
+    case SG_T_U8: case SG_T_B8: return (uint8_t)v;
+    case SG_T_U16: case SG_T_B16: return (uint16_t)v;
+    case SG_T_U32: case SG_T_B32: return (uint32_t)v;
+    default: return (int64_t)v;
+  }
+}
+
+static inline uint64_t trunc_t(uint64_t v, unsigned size) {
+  return size >= 8 ? v : (v & ((1ull << (size * 8)) - 1));
+}
+
+/* ---------------------------------------------------------------- faults */
+
+static const char *space_name(int sp) {
+  switch (sp) {
+    case SG_SP_GLOBAL: return "global";
+    case SG_SP_SHARED: return "shared";
+    case SG_SP_LOCAL: return "local";
+    case SG_SP_CONST: return "const";
+    case SG_SP_PARAM: return "param";
+    default: return "generic";
+  }
+}
+
+static const char *op_name(int op) {
+  switch (op) {
+    case SG_OP_LD: return "ld";
+    case SG_OP_ST: return "st";
+    case SG_OP_ATOM: return "atom";
+    case SG_OP_VPRINTF: return "vprintf";
+    default: return "access";
+  }
+}
+
+static void tid_of(const launch *L, unsigned lin, unsigned t[3]) {
+  const unsigned *b = L->cfg.block;
+  t[0] = lin % b[0];
+  t[1] = (lin / b[0]) % b[1];
+  t[2] = lin / (b[0] * b[1]);
+}
+
+static void record_fault(worker *W, int widx, int lane, int code, uint64_t addr, const sg_insn *I, const char *what) {
+  launch *L = W->L;
+  pthread_mutex_lock(&L->lock);
+  if (!L->code) {
+    L->code = code;
+    sg_ptx_fault *f = &L->fault;
+    memset(f, 0, sizeof *f);
+    f->code = code;
+    f->address = addr;
+    for (int i = 0; i < 3; i++) f->block[i] = (unsigned)W->ctaid[i];
+    tid_of(L, (unsigned)(widx * 32 + lane), f->thread);
+    snprintf(f->message, sizeof f->message, "%s in %s block (%u,%u,%u) thread (%u,%u,%u), line %u", what,
+             L->k->name, f->block[0], f->block[1], f->block[2], f->thread[0], f->thread[1], f->thread[2],
+             I ? I->line : 0);
+  }
+  pthread_mutex_unlock(&L->lock);
+  atomic_store(&L->failed, 1);
+}
+
+static void mem_fault(worker *W, int widx, int lane, int code, uint64_t addr, unsigned size, const sg_insn *I) {
+  char what[96];
+  snprintf(what, sizeof what, "%s 0x%llx (%u-byte %s.%s)",
+           code == CUDA_ERROR_MISALIGNED_ADDRESS ? "misaligned address" : "illegal address",
+           (unsigned long long)addr, size, op_name(I->op), space_name(I->space));
+  record_fault(W, widx, lane, code, addr, I, what);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static uint8_t *global_slow(worker *W, uint64_t addr, unsigned size) {
+  const sg_ptx_env *env = W->L->env;
+  if (!env || !env->lookup) return NULL;
+  sg_ptx_range r;
+  if (env->lookup(env->ctx, addr, &r) != 0) return NULL;
+  if (addr < r.base || addr - r.base >= r.size || r.size - (addr - r.base) < size || !r.host) return NULL;
+  W->cache[W->cache_next] = r;
+  W->cache_next = (W->cache_next + 1) % NCACHE;
+  return (uint8_t *)r.host + (addr - r.base);
+}
+
+static inline uint8_t *global_ptr(worker *W, uint64_t addr, unsigned size) {
+  for (int i = 0; i < NCACHE; i++) {
+    const sg_ptx_range *c = &W->cache[i];
+    uint64_t o = addr - c->base;
+    if (o < c->size && c->size - o >= size) return (uint8_t *)c->host + o;
+  }
+  return global_slow(W, addr, size);
+}
+
+/* Translates a PTX address of `space` for one lane into host memory;
+ * NULL when out of bounds. */
+static inline uint8_t *xlate(worker *W, warp *w, int lane, int space, uint64_t addr, unsigned size) {
+  launch *L = W->L;
+  switch (space) {
+    case SG_SP_GLOBAL:
+    case SG_SP_CONST:
+      return global_ptr(W, addr, size);
+    case SG_SP_SHARED:
+      if (addr < W->shared_size && W->shared_size - addr >= size) return W->shared + addr;
+      return NULL;
+    case SG_SP_LOCAL:
+      if (addr < L->local_stride && L->local_stride - addr >= size) return w->local + (size_t)lane * L->local_stride + addr;
+      return NULL;
+    case SG_SP_PARAM:
+      if (addr < L->fparam_stride && L->fparam_stride - addr >= size) return w->fparam + (size_t)lane * L->fparam_stride + addr;
+      return NULL;
+    default: {
+      uint64_t so = addr - (uint64_t)(uintptr_t)W->shared;
+      if (so < W->shared_size) return W->shared_size - so >= size ? W->shared + so : NULL;
+      uint8_t *lb = w->local + (size_t)lane * L->local_stride;
+      uint64_t lo = addr - (uint64_t)(uintptr_t)lb;
+      if (lo < L->local_stride) return L->local_stride - lo >= size ? lb + lo : NULL;
+      return global_ptr(W, addr, size);
+    }
+  }
+}
+
+static inline uint64_t load_sized(const uint8_t *p, unsigned size, int is_signed) {
+  switch (size) {
+    case 1: { uint8_t v = *p; return is_signed ? (uint64_t)(int64_t)(int8_t)v : v; }
+    case 2: { uint16_t v; memcpy(&v, p, 2); return is_signed ? (uint64_t)(int64_t)(int16_t)v : v; }
+    case 4: { uint32_t v; memcpy(&v, p, 4); return is_signed ? (uint64_t)(int64_t)(int32_t)v : v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+  }
+}
+
+static inline void store_sized(uint8_t *p, unsigned size, uint64_t v) {
+  switch (size) {
+    case 1: *p = (uint8_t)v; break;
+    case 2: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case 4: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &v, 8); break;
+  }
+}
+
+/* printf reads strings and argument buffers through generic addresses */
+typedef struct { worker *W; warp *w; int lane; } read_ctx;
+static int printf_read(void *ctx, uint64_t addr, void *dst, size_t len) {
+  read_ctx *rc = ctx;
+  if (len == 0) return 0;
+  if (len > 0xffffffffu) return -1;
+  uint8_t *p = xlate(rc->W, rc->w, rc->lane, SG_SP_GENERIC, addr, (unsigned)len);
+  if (!p) return -1;
+  memcpy(dst, p, len);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- scheduling */
+
+static void set_group_pc(warp *w, uint32_t mask, uint32_t pc) {
+  while (mask) { int l = __builtin_ctz(mask); mask &= mask - 1; w->lane_pc[l] = pc; }
+}
+
+/* Picks the runnable lanes at the lowest PC. lane_pc must be current for
+ * every live lane. */
+static void resched(warp *w) {
+  uint32_t cand = w->live & ~w->blocked;
+  if (!cand) { w->group = 0; w->other_min = NOPC; return; }
+  uint32_t minpc = NOPC;
+  for (uint32_t c = cand; c;) { int l = __builtin_ctz(c); c &= c - 1; if (w->lane_pc[l] < minpc) minpc = w->lane_pc[l]; }
+  uint32_t grp = 0, other = NOPC;
+  for (uint32_t c = cand; c;) {
+    int l = __builtin_ctz(c);
+    c &= c - 1;
+    if (w->lane_pc[l] == minpc) grp |= 1u << l;
+    else if (w->lane_pc[l] < other) other = w->lane_pc[l];
+  }
+  w->pc = minpc;
+  w->group = grp;
+  w->other_min = other;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+#define LANES(...)                                                             \
+  do {                                                                         \
+    if (m == FULL) {                                                           \
+      for (int l = 0; l < 32; l++) { __VA_ARGS__ }                             \
+    } else {                                                                   \
+      for (uint32_t mm_ = m; mm_;) {                                           \
+        int l = __builtin_ctz(mm_);                                            \
+        mm_ &= mm_ - 1;                                                        \
+        __VA_ARGS__                                                            \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+#define REG(x) (((x) & SG_KBIT) ? K + (size_t)((x) & ~SG_KBIT) * 32 : R + (size_t)(x) * 32)
+#define DREG(x) ((x) == SG_NOREG ? W->sink : R + (size_t)(x) * 32)
+#define PRED(x) (((x) & SG_KBIT) ? (mod->kvals[(x) & ~SG_KBIT] ? FULL : 0u) : w->Pm[x])
+#define PWRITE(x, val)                                                         \
+  do {                                                                         \
+    if ((x) != SG_NOREG && !((x) & SG_KBIT)) w->Pm[x] = (w->Pm[x] & ~m) | ((val) & m); \
+  } while (0)
+
+/* integer binary op over all integer types: EXPR uses a, b of type CT */
+#define ICASE(TY, CT, UT, EXPR)                                                \
+  case TY: { typedef CT CT_; typedef UT UT_; LANES({ CT_ a = (CT_)A[l]; CT_ b = (CT_)Bv[l]; (void)a; (void)b; D[l] = (UT_)(EXPR); }); } break;
+#define IALL(EXPR_S, EXPR_U)                                                   \
+  ICASE(SG_T_S32, int32_t, uint32_t, EXPR_S)                                   \
+  ICASE(SG_T_U32, uint32_t, uint32_t, EXPR_U)                                  \
+  ICASE(SG_T_B32, uint32_t, uint32_t, EXPR_U)                                  \
+  ICASE(SG_T_S64, int64_t, uint64_t, EXPR_S)                                   \
+  ICASE(SG_T_U64, uint64_t, uint64_t, EXPR_U)                                  \
+  ICASE(SG_T_B64, uint64_t, uint64_t, EXPR_U)                                  \
+  ICASE(SG_T_S16, int16_t, uint16_t, EXPR_S)                                   \
+  ICASE(SG_T_U16, uint16_t, uint16_t, EXPR_U)                                  \
+  ICASE(SG_T_B16, uint16_t, uint16_t, EXPR_U)                                  \
+  ICASE(SG_T_S8, int8_t, uint8_t, EXPR_S)                                      \
+  ICASE(SG_T_U8, uint8_t, uint8_t, EXPR_U)                                     \
+  ICASE(SG_T_B8, uint8_t, uint8_t, EXPR_U)
+
+static inline float minf_ptx(float a, float b, int nan) {
+  if (isnan(a) || isnan(b)) { if (nan || (isnan(a) && isnan(b))) return f32_of(0x7fffffff); return isnan(a) ? b : a; }
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+static inline float maxf_ptx(float a, float b, int nan) {
+  if (isnan(a) || isnan(b)) { if (nan || (isnan(a) && isnan(b))) return f32_of(0x7fffffff); return isnan(a) ? b : a; }
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline double mind_ptx(double a, double b) {
+  if (isnan(a) || isnan(b)) { if (isnan(a) && isnan(b)) return f64_of(0x7fffffffffffffffull); return isnan(a) ? b : a; }
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+static inline double maxd_ptx(double a, double b) {
+  if (isnan(a) || isnan(b)) { if (isnan(a) && isnan(b)) return f64_of(0x7fffffffffffffffull); return isnan(a) ? b : a; }
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+static inline float satf(float x) { return isnan(x) ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+static inline double satd(double x) { return isnan(x) ? 0.0 : x < 0.0 ? 0.0 : x > 1.0 ? 1.0 : x; }
+
+static inline int directed(int rnd) { return rnd == SG_RND_RZ || rnd == SG_RND_RM || rnd == SG_RND_RP; }
+
+/* f32 arithmetic with rounding, ftz and sat. */
+static void f32_arith(const sg_insn *I, uint32_t m, uint64_t *D, const uint64_t *A, const uint64_t *Bv, const uint64_t *C) {
+  int ftz = I->flags & SG_F_FTZ, sat = I->flags & SG_F_SAT, rnd = I->mod, dir = directed(rnd);
+  int nan = I->flags & SG_F_NAN;
+  LANES({
+    float a = f32_of(A[l]), b = Bv ? f32_of(Bv[l]) : 0.0f, c = C ? f32_of(C[l]) : 0.0f, r;
+    if (ftz) { a = ftzf(a); b = ftzf(b); c = ftzf(c); }
+    switch (I->op) {
+      case SG_OP_ADD: r = dir ? sg_round_addf(a, b, rnd) : a + b; break;
+      case SG_OP_SUB: r = dir ? sg_round_addf(a, -b, rnd) : a - b; break;
+      case SG_OP_MUL: r = dir ? sg_round_mulf(a, b, rnd) : a * b; break;
+      case SG_OP_MAD:
+      case SG_OP_FMA: r = dir ? sg_round_fmaf(a, b, c, rnd) : fmaf(a, b, c); break;
+      case SG_OP_DIV: r = dir ? sg_round_divf(a, b, rnd) : a / b; break;
+      case SG_OP_MIN: r = minf_ptx(a, b, nan); break;
+      case SG_OP_MAX: r = maxf_ptx(a, b, nan); break;
+      case SG_OP_NEG: r = f32_of(A[l] ^ 0x80000000u); if (ftz) r = -a; break;
+      case SG_OP_ABS: r = f32_of(A[l] & 0x7fffffffu); if (ftz) r = fabsf(a); break;
+      case SG_OP_COPYSIGN: r = copysignf(b, a); break;
+      case SG_OP_RCP: r = dir ? sg_round_divf(1.0f, a, rnd) : 1.0f / a; break;
+      case SG_OP_SQRT: r = dir ? sg_round_sqrtf(a, rnd) : sqrtf(a); break;
+      case SG_OP_RSQRT: r = 1.0f / sqrtf(a); break;
+      case SG_OP_EX2: r = exp2f(a); break;
+      case SG_OP_LG2: r = log2f(a); break;
+      case SG_OP_SIN: r = sinf(a); break;
+      case SG_OP_COS: r = cosf(a); break;
+      case SG_OP_TANH: r = tanhf(a); break;
+      default: r = 0; break;
+    }
+    if (sat) r = satf(r);
+    if (ftz) r = ftzf(r);
+    D[l] = of_f32(r);
+  });
+}
+
+static void f64_arith(const sg_insn *I, uint32_t m, uint64_t *D, const uint64_t *A, const uint64_t *Bv, const uint64_t *C) {
+  int rnd = I->mod, dir = directed(rnd), sat = I->flags & SG_F_SAT;
+  LANES({
+    double a = f64_of(A[l]), b = Bv ? f64_of(Bv[l]) : 0.0, c = C ? f64_of(C[l]) : 0.0, r;
+    switch (I->op) {
+      case SG_OP_ADD: r = dir ? sg_round_add(a, b, rnd) : a + b; break;
+      case SG_OP_SUB: r = dir ? sg_round_add(a, -b, rnd) : a - b; break;
+      case SG_OP_MUL: r = dir ? sg_round_mul(a, b, rnd) : a * b; break;
+      case SG_OP_MAD:
+      case SG_OP_FMA: r = dir ? sg_round_fma(a, b, c, rnd) : fma(a, b, c); break;
+      case SG_OP_DIV: r = dir ? sg_round_div(a, b, rnd) : a / b; break;
+      case SG_OP_MIN: r = mind_ptx(a, b); break;
+      case SG_OP_MAX: r = maxd_ptx(a, b); break;
+      case SG_OP_NEG: r = f64_of(A[l] ^ 0x8000000000000000ull); break;
+      case SG_OP_ABS: r = f64_of(A[l] & 0x7fffffffffffffffull); break;
+      case SG_OP_COPYSIGN: r = copysign(b, a); break;
+      case SG_OP_RCP: r = dir ? sg_round_div(1.0, a, rnd) : 1.0 / a; break;
+      case SG_OP_SQRT: r = dir ? sg_round_sqrt(a, rnd) : sqrt(a); break;
+      case SG_OP_RSQRT: r = 1.0 / sqrt(a); break;
+      case SG_OP_EX2: r = exp2(a); break;
+      case SG_OP_LG2: r = log2(a); break;
+      case SG_OP_SIN: r = sin(a); break;
+      case SG_OP_COS: r = cos(a); break;
+      case SG_OP_TANH: r = tanh(a); break;
+      default: r = 0; break;
+    }
+    if (sat) r = satd(r);
+    D[l] = of_f64(r);
+  });
+}
+
+/* f16/bf16 (and x2) arithmetic: exact in double, rounded once to the
+ * narrow type. */
+static uint16_t half_op(int op, int bf, uint16_t ha, uint16_t hb, uint16_t hc, int flags) {
+  double a = bf ? bf16_to_float(ha) : sg_half_to_float(ha);
+  double b = bf ? bf16_to_float(hb) : sg_half_to_float(hb);
+  double c = bf ? bf16_to_float(hc) : sg_half_to_float(hc);
+  double r;
+  switch (op) {
+    case SG_OP_ADD: r = a + b; break;
+    case SG_OP_SUB: r = a - b; break;
+    case SG_OP_MUL: r = a * b; break;
+    case SG_OP_MAD:
+    case SG_OP_FMA: r = a * b + c; break;
+    case SG_OP_MIN: r = mind_ptx(a, b); break;
+    case SG_OP_MAX: r = maxd_ptx(a, b); break;
+    case SG_OP_NEG: return ha ^ 0x8000;
+    case SG_OP_ABS: return ha & 0x7fff;
+    case SG_OP_DIV: r = a / b; break;
+    case SG_OP_RCP: r = 1.0 / a; break;
+    case SG_OP_SQRT: r = sqrt(a); break;
+    case SG_OP_RSQRT: r = 1.0 / sqrt(a); break;
+    case SG_OP_EX2: r = exp2(a); break;
+    case SG_OP_LG2: r = log2(a); break;
+    case SG_OP_SIN: r = sin(a); break;
+    case SG_OP_COS: r = cos(a); break;
+    case SG_OP_TANH: r = tanh(a); break;
+    default: r = 0; break;
+  }
+  if (flags & SG_F_SAT) r = satd(r);
+  if (bf) {
+    /* double -> bf16 through float can double-round only for products of
+     * three bf16 terms, far below bf16 precision needs */
+    return float_to_bf16((float)r);
+  }
+  return sg_double_to_half(r);
+}
+
+static void half_arith(const sg_insn *I, uint32_t m, uint64_t *D, const uint64_t *A, const uint64_t *Bv, const uint64_t *C) {
+  int bf = I->type == SG_T_BF16 || I->type == SG_T_BF16X2;
+  int x2 = I->type == SG_T_F16X2 || I->type == SG_T_BF16X2;
+  LANES({
+    uint64_t a = A[l], b = Bv ? Bv[l] : 0, c = C ? C[l] : 0;
+    uint64_t r = half_op(I->op, bf, (uint16_t)a, (uint16_t)b, (uint16_t)c, I->flags);
+    if (x2) r |= (uint64_t)half_op(I->op, bf, (uint16_t)(a >> 16), (uint16_t)(b >> 16), (uint16_t)(c >> 16), I->flags) << 16;
+    D[l] = r;
+  });
+}
+
+static inline uint32_t brev32(uint32_t x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
+  return (x >> 16) | (x << 16);
+}
+
+static uint32_t prmt(uint32_t a, uint32_t b, uint32_t c, int mode) {
+  uint64_t x = ((uint64_t)b << 32) | a;
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; i++) bytes[i] = (uint8_t)(x >> (8 * i));
+  uint32_t r = 0;
+  int sel[4];
+  switch (mode) {
+    case 0:
+      for (int i = 0; i < 4; i++) {
+        unsigned s = (c >> (4 * i)) & 0xf;
+        uint8_t v = bytes[s & 7];
+        if (s & 8) v = (v & 0x80) ? 0xff : 0;
+        r |= (uint32_t)v << (8 * i);
+      }
+      return r;
+    case 1: { int n = c & 3; for (int i = 0; i < 4; i++) sel[i] = (n + i) & 7; break; }          /* f4e */
+    case 2: { int n = c & 3; for (int i = 0; i < 4; i++) sel[i] = (n - i + 8) & 7; break; }      /* b4e */
+    case 3: { int n = c & 3; for (int i = 0; i < 4; i++) sel[i] = n; break; }                    /* rc8 */
+    case 4: { int n = c & 3; static const int t[4][4] = {{0,1,2,3},{1,1,2,3},{2,2,2,3},{3,3,3,3}}; for (int i = 0; i < 4; i++) sel[i] = t[n][i]; break; }
+    case 5: { int n = c & 3; static const int t[4][4] = {{0,0,0,0},{0,1,1,1},{0,1,2,2},{0,1,2,3}}; for (int i = 0; i < 4; i++) sel[i] = t[n][i]; break; }
+    default: { int n = c & 1; sel[0] = 2 * n; sel[1] = 2 * n + 1; sel[2] = 2 * n; sel[3] = 2 * n + 1; break; } /* rc16 */
+  }
+  for (int i = 0; i < 4; i++) r |= (uint32_t)bytes[sel[i]] << (8 * i);
+  return r;
+}
+
+/* ---------------------------------------------------------------- cvt */
+
+static int64_t clamp_int(double v, int t) {
+  if (isnan(v)) return 0;
+  switch (t) {
+    case SG_T_S8: return v <= -128.0 ? -128 : v >= 127.0 ? 127 : (int64_t)v;
+    case SG_T_S16: return v <= -32768.0 ? -32768 : v >= 32767.0 ? 32767 : (int64_t)v;
+    case SG_T_S32: return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int64_t)v;
+    case SG_T_S64: return v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854775807.0 ? INT64_MAX : (int64_t)v;
+    case SG_T_U8: case SG_T_B8: return v <= 0 ? 0 : v >= 255.0 ? 255 : (int64_t)v;
+    case SG_T_U16: case SG_T_B16: return v <= 0 ? 0 : v >= 65535.0 ? 65535 : (int64_t)v;
+    case SG_T_U32: case SG_T_B32: return v <= 0 ? 0 : v >= 4294967295.0 ? 4294967295ll : (int64_t)v;
+    default: return v <= 0 ? 0 : v >= 18446744073709551615.0 ? (int64_t)UINT64_MAX : (int64_t)(uint64_t)v;
+  }
+}
+
+static double round_int(double v, int rnd) {
+  switch (rnd) {
+    case SG_RND_RNI: return nearbyint(v);
+    case SG_RND_RMI: return floor(v);
+    case SG_RND_RPI: return ceil(v);
+    default: return trunc(v);
+  }
+}
+
+static double float_val(uint64_t v, int t) {
+  switch (t) {
+    case SG_T_F16: return sg_half_to_float((uint16_t)v);
+    case SG_T_BF16: return bf16_to_float((uint16_t)v);
+    case SG_T_F32: return f32_of(v);
+    default: return f64_of(v);
+  }
+}
+
+static uint64_t cvt_one(const sg_insn *I, uint64_t v) {
+  int dt = I->type, st = I->type2, rnd = I->mod;
+  int df = dt >= SG_T_F16, sf = st >= SG_T_F16;
+  int sat = I->flags & SG_F_SAT, ftz = I->flags & SG_F_FTZ;
+  if (!df && !sf) {
+    int64_t x = sext(v, st);
+    if (sat) {
+      unsigned ds = tsize(dt);
+      int dsig = is_signed_t(dt), ssig = is_signed_t(st);
+      if (dsig) {
+        int64_t lo = ds >= 8 ? INT64_MIN : -(1ll << (ds * 8 - 1)), hi = ds >= 8 ? INT64_MAX : (1ll << (ds * 8 - 1)) - 1;
+        if (!ssig && (uint64_t)x > (uint64_t)hi) x = hi;
+        else if (ssig && x < lo) x = lo;
+        else if (ssig && x > hi) x = hi;
+      } else {
+        uint64_t hi = ds >= 8 ? UINT64_MAX : (1ull << (ds * 8)) - 1;
+        if (ssig && x < 0) x = 0;
+        else if ((uint64_t)x > hi) x = (int64_t)hi;
+      }
+    }
+    return trunc_t((uint64_t)x, tsize(dt));
+  }
+  if (sf && !df) {
+    double d = float_val(v, st);
+    if (st == SG_T_F32 && ftz) d = ftzf((float)d);
+    d = round_int(d, rnd);
+    return trunc_t((uint64_t)clamp_int(d, dt), tsize(dt));
+  }
+  if (!sf && df) {
+    int64_t x = sext(v, st);
+    int uns = !is_signed_t(st);
+    double r;
+    switch (dt) {
+      case SG_T_F32: {
+        float f = directed(rnd) ? sg_round_i2f(x, uns, rnd) : uns ? (float)(uint64_t)x : (float)x;
+        if (sat) f = satf(f);
+        return of_f32(f);
+      }
+      case SG_T_F64:
+        r = directed(rnd) ? sg_round_i2d(x, uns, rnd) : uns ? (double)(uint64_t)x : (double)x;
+        if (sat) r = satd(r);
+        return of_f64(r);
+      case SG_T_F16: {
+        double dd = uns ? (double)(uint64_t)x : (double)x;
+        if (sat) dd = satd(dd);
+        return sg_double_to_half(dd);
+      }
+      default: {
+        float f = uns ? (float)(uint64_t)x : (float)x;
+        if (sat) f = satf(f);
+        return float_to_bf16(f);
+      }
+    }
+  }
+  /* float -> float */
+  double d = float_val(v, st);
+  if (st == SG_T_F32 && ftz) d = ftzf((float)d);
+  if (rnd >= SG_RND_RNI) d = round_int(d, rnd);
+  if (sat) d = satd(d);
+  switch (dt) {
+    case SG_T_F32: {
+      float f = (st == SG_T_F64 && directed(rnd)) ? sg_round_d2f(d, rnd) : (float)d;
+      if (ftz) f = ftzf(f);
+      if (isnan(f)) return 0x7fffffffu;
+      return of_f32(f);
+    }
+    case SG_T_F64: return isnan(d) ? 0x7fffffffffffffffull : of_f64(d);
+    case SG_T_F16: return st == SG_T_F64 ? sg_double_to_half(d) : sg_double_to_half((double)(float)d);
+    default: return float_to_bf16((float)d);
+  }
+}
+
+/* ---------------------------------------------------------------- compare */
+
+static inline int cmp_float(double a, double b, int op) {
+  int un = isnan(a) || isnan(b);
+  switch (op) {
+    case SG_CMP_EQ: return !un && a == b;
+    case SG_CMP_NE: return !un && a != b;
+    case SG_CMP_LT: return !un && a < b;
+    case SG_CMP_LE: return !un && a <= b;
+    case SG_CMP_GT: return !un && a > b;
+    case SG_CMP_GE: return !un && a >= b;
+    case SG_CMP_EQU: return un || a == b;
+    case SG_CMP_NEU: return un || a != b;
+    case SG_CMP_LTU: return un || a < b;
+    case SG_CMP_LEU: return un || a <= b;
+    case SG_CMP_GTU: return un || a > b;
+    case SG_CMP_GEU: return un || a >= b;
+    case SG_CMP_NUM: return !un;
+    case SG_CMP_NAN: return un;
+    default: return 0;
+  }
+}
+
+/* Integer comparison; signed types compare signed unless the op is an
+ * explicitly unsigned one (lo/ls/hi/hs). */
+static inline int cmp_int(uint64_t ua, uint64_t ub, int64_t sa, int64_t sb, int is_s, int op) {
+  switch (op) {
+    case SG_CMP_EQ: return ua == ub;
+    case SG_CMP_NE: return ua != ub;
+    case SG_CMP_LT: return is_s ? sa < sb : ua < ub;
+    case SG_CMP_LE: return is_s ? sa <= sb : ua <= ub;
+    case SG_CMP_GT: return is_s ? sa > sb : ua > ub;
+    case SG_CMP_GE: return is_s ? sa >= sb : ua >= ub;
+    case SG_CMP_LO: return ua < ub;
+    case SG_CMP_LS: return ua <= ub;
+    case SG_CMP_HI: return ua > ub;
+    case SG_CMP_HS: return ua >= ub;
+    default: return 0;
+  }
+}
+
+static uint32_t compare_lanes(const sg_insn *I, uint32_t m, const uint64_t *A, const uint64_t *Bv) {
+  uint32_t res = 0;
+  int t = I->type, op = I->mod;
+  if (t == SG_T_S32 && op == SG_CMP_LT) { LANES({ res |= (uint32_t)((int32_t)A[l] < (int32_t)Bv[l]) << l; }); return res; }
+  if (t == SG_T_S32 && op == SG_CMP_GE) { LANES({ res |= (uint32_t)((int32_t)A[l] >= (int32_t)Bv[l]) << l; }); return res; }
+  if (t == SG_T_F32) {
+    LANES({
+      float a = f32_of(A[l]), b = f32_of(Bv[l]);
+      if (I->flags & SG_F_FTZ) { a = ftzf(a); b = ftzf(b); }
+      res |= (uint32_t)cmp_float(a, b, op) << l;
+    });
+    return res;
+  }
+  if (t >= SG_T_F16) {
+    LANES({ res |= (uint32_t)cmp_float(float_val(A[l], t), float_val(Bv[l], t), op) << l; });
+    return res;
+  }
+  unsigned sz = tsize(t);
+  int is_s = is_signed_t(t);
+  LANES({
+    uint64_t ua = trunc_t(A[l], sz), ub = trunc_t(Bv[l], sz);
+    res |= (uint32_t)cmp_int(ua, ub, sext(A[l], t), sext(Bv[l], t), is_s, op) << l;
+  });
+  return res;
+}
+
+/* ---------------------------------------------------------------- atomics */
+
+static int atomic_op(const sg_insn *I, uint8_t *p, uint64_t b, uint64_t c, uint64_t *old_out) {
+  int t = I->type;
+  unsigned sz = tsize(t);
+  if (sz == 2) { /* atom.add.f16 */
+    uint16_t *q = (uint16_t *)p, old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+    do { nv = sg_double_to_half((double)sg_half_to_float(old) + sg_half_to_float((uint16_t)b)); }
+    while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    *old_out = old;
+    return 0;
+  }
+  if (sz == 4) {
+    uint32_t *q = (uint32_t *)p, bv = (uint32_t)b, old;
+    switch (I->mod) {
+      case SG_ATOM_ADD:
+        if (t == SG_T_F32) {
+          old = __atomic_load_n(q, __ATOMIC_RELAXED);
+          uint32_t nv;
+          do { nv = (uint32_t)of_f32(f32_of(old) + f32_of(bv)); } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+        } else old = __atomic_fetch_add(q, bv, __ATOMIC_SEQ_CST);
+        break;
+      case SG_ATOM_EXCH: old = __atomic_exchange_n(q, bv, __ATOMIC_SEQ_CST); break;
+      case SG_ATOM_AND: old = __atomic_fetch_and(q, bv, __ATOMIC_SEQ_CST); break;
+      case SG_ATOM_OR: old = __atomic_fetch_or(q, bv, __ATOMIC_SEQ_CST); break;
+      case SG_ATOM_XOR: old = __atomic_fetch_xor(q, bv, __ATOMIC_SEQ_CST); break;
+      case SG_ATOM_CAS: old = bv; __atomic_compare_exchange_n(q, &old, (uint32_t)c, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); break;
+      default: {
+        old = __atomic_load_n(q, __ATOMIC_RELAXED);
+        uint32_t nv;
+        do {
+          switch (I->mod) {
+            case SG_ATOM_MIN:
+              nv = t == SG_T_S32 ? (uint32_t)((int32_t)old < (int32_t)bv ? old : bv)
+                 : t == SG_T_F32 ? (uint32_t)of_f32(minf_ptx(f32_of(old), f32_of(bv), 0)) : (old < bv ? old : bv);
+              break;
+            case SG_ATOM_MAX:
+              nv = t == SG_T_S32 ? (uint32_t)((int32_t)old > (int32_t)bv ? old : bv)
+                 : t == SG_T_F32 ? (uint32_t)of_f32(maxf_ptx(f32_of(old), f32_of(bv), 0)) : (old > bv ? old : bv);
+              break;
+            case SG_ATOM_INC: nv = old >= bv ? 0 : old + 1; break;
+            case SG_ATOM_DEC: nv = (old == 0 || old > bv) ? bv : old - 1; break;
+            default: return -1;
+          }
+        } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+      }
+    }
+    *old_out = old;
+    return 0;
+  }
+  uint64_t *q = (uint64_t *)p, old;
+  switch (I->mod) {
+    case SG_ATOM_ADD:
+      if (t == SG_T_F64) {
+        old = __atomic_load_n(q, __ATOMIC_RELAXED);
+        uint64_t nv;
+        do { nv = of_f64(f64_of(old) + f64_of(b)); } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+      } else old = __atomic_fetch_add(q, b, __ATOMIC_SEQ_CST);
+      break;
+    case SG_ATOM_EXCH: old = __atomic_exchange_n(q, b, __ATOMIC_SEQ_CST); break;
+    case SG_ATOM_AND: old = __atomic_fetch_and(q, b, __ATOMIC_SEQ_CST); break;
+    case SG_ATOM_OR: old = __atomic_fetch_or(q, b, __ATOMIC_SEQ_CST); break;
+    case SG_ATOM_XOR: old = __atomic_fetch_xor(q, b, __ATOMIC_SEQ_CST); break;
+    case SG_ATOM_CAS: old = b; __atomic_compare_exchange_n(q, &old, c, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); break;
+    default: {
+      old = __atomic_load_n(q, __ATOMIC_RELAXED);
+      uint64_t nv;
+      do {
+        switch (I->mod) {
+          case SG_ATOM_MIN:
+            nv = t == SG_T_S64 ? (uint64_t)((int64_t)old < (int64_t)b ? old : b)
+               : t == SG_T_F64 ? of_f64(mind_ptx(f64_of(old), f64_of(b))) : (old < b ? old : b);
+            break;
+          case SG_ATOM_MAX:
+            nv = t == SG_T_S64 ? (uint64_t)((int64_t)old > (int64_t)b ? old : b)
+               : t == SG_T_F64 ? of_f64(maxd_ptx(f64_of(old), f64_of(b))) : (old > b ? old : b);
+            break;
+          case SG_ATOM_INC: nv = old >= b ? 0 : old + 1; break;
+          case SG_ATOM_DEC: nv = (old == 0 || old > b) ? b : old - 1; break;
+          default: return -1;
+        }
+      } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    }
+  }
+  *old_out = old;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- printf */
+
+static void do_vprintf(worker *W, warp *w, int widx, const sg_insn *I, uint32_t m) {
+  launch *L = W->L;
+  const sg_call_info *ci = &L->m->calls[I->aux];
+  for (uint32_t mm = m; mm;) {
+    int l = __builtin_ctz(mm);
+    mm &= mm - 1;
+    uint8_t *fp = w->fparam + (size_t)l * L->fparam_stride;
+    uint64_t fmt, args;
+    memcpy(&fmt, fp + ci->args[0].off, 8);
+    memcpy(&args, fp + ci->args[1].off, 8);
+    char buf[4096];
+    read_ctx rc = {W, w, l};
+    int n = sg_ptx_format_printf(printf_read, &rc, fmt, args, buf, sizeof buf);
+    if (n < 0) {
+      record_fault(W, widx, l, CUDA_ERROR_ILLEGAL_ADDRESS, fmt, I, "printf: format or argument outside device memory");
+      return;
+    }
+    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    pthread_mutex_lock(&L->lock);
+    if (L->env && L->env->print) L->env->print(L->env->ctx, buf, len);
+    else { fwrite(buf, 1, len, stdout); fflush(stdout); }
+    pthread_mutex_unlock(&L->lock);
+    if (ci->has_ret && ci->ret.size >= 4) {
+      int32_t r = n;
+      memcpy(fp + ci->ret.off, &r, 4);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- warp loop */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static uint64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Runs warp w until none of its lanes can run (exited or at a barrier).
+ * Returns 0, or -1 after recording a fault. */
+static int run_warp(worker *W, warp *w, int widx) {
+  launch *L = W->L;
+  const struct sg_ptx_module *mod = L->m;
+  const sg_insn *code = mod->code;
+  const uint64_t *K = mod->kpool;
+  uint64_t *R = w->R;
+  uint64_t insns = 0, winsns = 0;
+  uint32_t pc = w->pc, group = w->group;
+  int rc = 0;
+
+#define SYNC_OUT() do { w->pc = pc; w->group = group; } while (0)
+#define RESCHED()                                                              \
+  do {                                                                         \
+    resched(w);                                                                \
+    pc = w->pc;                                                                \
+    group = w->group;                                                          \
+    if (!group) goto out;                                                      \
+  } while (0)
+#define FAULT_MEM(code_, addr_, size_) do { mem_fault(W, widx, l, (code_), (addr_), (size_), I); rc = -1; goto out; } while (0)
+
+  while (group) {
+    const sg_insn *I = &code[pc];
+    uint32_t m = group;
+    if (I->guard != SG_NOREG) {
+      uint32_t g = PRED(I->guard);
+      m &= (I->flags & SG_F_GNEG) ? ~g : g;
+    }
+    insns += (uint64_t)__builtin_popcount(m);
+    winsns++;
+    switch (I->op) {
+      case SG_OP_NOP: break;
+      case SG_OP_MOV: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        LANES({ D[l] = A[l]; });
+        break;
+      }
+      case SG_OP_MOV_TIMER: {
+        uint64_t *D = DREG(I->d[0]);
+        uint64_t t = I->mod == SG_TIMER_GLOBALTIMER ? wall_ns() : now_ns();
+        if (I->mod == SG_TIMER_CLOCK) t &= 0xffffffffu;
+        LANES({ D[l] = t; });
+        break;
+      }
+      case SG_OP_PACK: {
+        uint64_t *D = DREG(I->d[0]);
+        unsigned bits = (tsize(I->type) * 8) / I->vec;
+        uint64_t emask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+        LANES({
+          uint64_t v = 0;
+          for (int k = 0; k < I->vec; k++) v |= (REG(I->s[k])[l] & emask) << (bits * k);
+          D[l] = v;
+        });
+        break;
+      }
+      case SG_OP_UNPACK: {
+        const uint64_t *A = REG(I->s[0]);
+        unsigned bits = (tsize(I->type) * 8) / I->vec;
+        uint64_t emask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+        for (int k = 0; k < I->vec; k++) {
+          if (I->d[k] == SG_NOREG) continue;
+          uint64_t *D = R + (size_t)I->d[k] * 32;
+          LANES({ D[l] = (A[l] >> (bits * k)) & emask; });
+        }
+        break;
+      }
+      case SG_OP_ADD:
+      case SG_OP_SUB:
+      case SG_OP_MUL:
+      case SG_OP_MAD:
+      case SG_OP_FMA:
+      case SG_OP_DIV:
+      case SG_OP_REM:
+      case SG_OP_MIN:
+      case SG_OP_MAX:
+      case SG_OP_NEG:
+      case SG_OP_ABS:
+      case SG_OP_COPYSIGN:
+      case SG_OP_RCP:
+      case SG_OP_SQRT:
+      case SG_OP_RSQRT:
+      case SG_OP_EX2:
+      case SG_OP_LG2:
+      case SG_OP_SIN:
+      case SG_OP_COS:
+      case SG_OP_TANH: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        const uint64_t *Bv = I->s[1] != SG_NOREG ? REG(I->s[1]) : NULL;
+        const uint64_t *C = I->s[2] != SG_NOREG ? REG(I->s[2]) : NULL;
+        int t = I->type;
+        /* hot integer forms first */
+        if (I->op == SG_OP_ADD && !(I->flags & SG_F_SAT)) {
+          if (t == SG_T_S32 || t == SG_T_U32 || t == SG_T_B32) { LANES({ D[l] = (uint32_t)(A[l] + Bv[l]); }); break; }
+          if (t == SG_T_S64 || t == SG_T_U64 || t == SG_T_B64) { LANES({ D[l] = A[l] + Bv[l]; }); break; }
+        }
+        if (I->op == SG_OP_MAD && I->mod2 == SG_MUL_LO && (t == SG_T_S32 || t == SG_T_U32)) {
+          LANES({ D[l] = (uint32_t)((uint32_t)A[l] * (uint32_t)Bv[l] + (uint32_t)C[l]); });
+          break;
+        }
+        if (t == SG_T_F32) { f32_arith(I, m, D, A, Bv, C); break; }
+        if (t == SG_T_F64) { f64_arith(I, m, D, A, Bv, C); break; }
+        if (t >= SG_T_F16) { half_arith(I, m, D, A, Bv, C); break; }
+        if (!Bv) Bv = A;
+        switch (I->op) {
+          case SG_OP_ADD:
+            if (I->flags & SG_F_SAT) {
+              if (t == SG_T_S32) {
+                LANES({ int64_t r = (int64_t)(int32_t)A[l] + (int32_t)Bv[l]; D[l] = (uint32_t)(int32_t)(r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r); });
+                break;
+              }
+            }
+            switch (t) { IALL((UT_)a + (UT_)b, a + b) default: break; }
+            break;
+          case SG_OP_SUB:
+            if (I->flags & SG_F_SAT) {
+              if (t == SG_T_S32) {
+                LANES({ int64_t r = (int64_t)(int32_t)A[l] - (int32_t)Bv[l]; D[l] = (uint32_t)(int32_t)(r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : r); });
+                break;
+              }
+            }
+            switch (t) { IALL((UT_)a - (UT_)b, a - b) default: break; }
+            break;
+          case SG_OP_MUL:
+          case SG_OP_MAD: {
+            int madd = I->op == SG_OP_MAD;
+            unsigned sz = tsize(t);
+            int is_s = is_signed_t(t);
+            if (I->mod2 == SG_MUL_WIDE) {
+              LANES({
+                uint64_t r = is_s ? (uint64_t)(sext(A[l], t) * sext(Bv[l], t)) : (uint64_t)sext(A[l], t) * (uint64_t)sext(Bv[l], t);
+                if (madd) r += C[l];
+                D[l] = trunc_t(r, sz * 2);
+              });
+            } else if (I->mod2 == SG_MUL_HI) {
+              LANES({
+                uint64_t r;
+                if (sz == 8) {
+                  if (is_s) r = (uint64_t)(((__int128)(int64_t)A[l] * (__int128)(int64_t)Bv[l]) >> 64);
+                  else r = (uint64_t)(((unsigned __int128)A[l] * (unsigned __int128)Bv[l]) >> 64);
+                } else {
+                  int64_t p = is_s ? sext(A[l], t) * sext(Bv[l], t) : (int64_t)((uint64_t)sext(A[l], t) * (uint64_t)sext(Bv[l], t));
+                  r = (uint64_t)(p >> (sz * 8));
+                }
+                if (madd) r += C[l];
+                D[l] = trunc_t(r, sz);
+              });
+            } else {
+              LANES({
+                uint64_t r = A[l] * Bv[l];
+                if (madd) r += C[l];
+                D[l] = trunc_t(r, sz);
+              });
+            }
+            break;
+          }
+          case SG_OP_DIV:
+            /* Division by zero is unspecified in PTX; we return all ones,
+             * which is what NVIDIA GPUs produce for unsigned division. */
+            switch (t) {
+              IALL(b == 0 ? (CT_)-1 : (a == (CT_)((UT_)1 << (sizeof(CT_) * 8 - 1)) && b == -1) ? a : a / b, b == 0 ? (CT_)~(CT_)0 : a / b)
+              default: break;
+            }
+            break;
+          case SG_OP_REM:
+            switch (t) {
+              IALL(b == 0 ? a : (b == -1 ? 0 : a % b), b == 0 ? a : a % b)
+              default: break;
+            }
+            break;
+          case SG_OP_MIN: switch (t) { IALL(a < b ? a : b, a < b ? a : b) default: break; } break;
+          case SG_OP_MAX: switch (t) { IALL(a > b ? a : b, a > b ? a : b) default: break; } break;
+          case SG_OP_NEG: switch (t) { IALL((UT_)0 - (UT_)a, (UT_)0 - (UT_)a) default: break; } break;
+          case SG_OP_ABS: switch (t) { IALL(a < 0 ? (UT_)0 - (UT_)a : (UT_)a, a) default: break; } break;
+          default:
+            record_fault(W, widx, 0, CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, I, "integer form of a float-only instruction");
+            rc = -1;
+            goto out;
+        }
+        break;
+      }
+      case SG_OP_AND:
+      case SG_OP_OR:
+      case SG_OP_XOR:
+      case SG_OP_NOT:
+      case SG_OP_CNOT: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        const uint64_t *Bv = I->s[1] != SG_NOREG ? REG(I->s[1]) : A;
+        unsigned sz = tsize(I->type);
+        switch (I->op) {
+          case SG_OP_AND: LANES({ D[l] = A[l] & Bv[l]; }); break;
+          case SG_OP_OR: LANES({ D[l] = A[l] | Bv[l]; }); break;
+          case SG_OP_XOR: LANES({ D[l] = A[l] ^ Bv[l]; }); break;
+          case SG_OP_NOT: LANES({ D[l] = trunc_t(~A[l], sz); }); break;
+          default: LANES({ D[l] = trunc_t(A[l], sz) == 0; }); break;
+        }
+        break;
+      }
+      case SG_OP_SHL:
+      case SG_OP_SHR: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        const uint64_t *Bv = REG(I->s[1]);
+        int t = I->type;
+        unsigned sz = tsize(t), bits = sz * 8;
+        if (I->op == SG_OP_SHL) {
+          if (sz == 8) { LANES({ uint32_t s = (uint32_t)Bv[l]; D[l] = s >= 64 ? 0 : A[l] << s; }); }
+          else { LANES({ uint32_t s = (uint32_t)Bv[l]; D[l] = s >= bits ? 0 : trunc_t(A[l] << s, sz); }); }
+        } else if (is_signed_t(t)) {
+          LANES({ uint32_t s = (uint32_t)Bv[l]; if (s > bits - 1) s = bits - 1; D[l] = trunc_t((uint64_t)(sext(A[l], t) >> s), sz); });
+        } else {
+          LANES({ uint32_t s = (uint32_t)Bv[l]; D[l] = s >= bits ? 0 : trunc_t(A[l], sz) >> s; });
+        }
+        break;
+      }
+      case SG_OP_POPC:
+      case SG_OP_CLZ:
+      case SG_OP_BREV:
+      case SG_OP_BFIND: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        unsigned sz = tsize(I->type);
+        int t = I->type;
+        switch (I->op) {
+          case SG_OP_POPC: LANES({ D[l] = (uint32_t)__builtin_popcountll(trunc_t(A[l], sz)); }); break;
+          case SG_OP_CLZ:
+            if (sz == 8) { LANES({ D[l] = A[l] ? (uint32_t)__builtin_clzll(A[l]) : 64; }); }
+            else { LANES({ uint32_t v = (uint32_t)A[l]; D[l] = v ? (uint32_t)__builtin_clz(v) : 32; }); }
+            break;
+          case SG_OP_BREV:
+            if (sz == 8) { LANES({ D[l] = ((uint64_t)brev32((uint32_t)A[l]) << 32) | brev32((uint32_t)(A[l] >> 32)); }); }
+            else { LANES({ D[l] = brev32((uint32_t)A[l]); }); }
+            break;
+          default: {
+            int shiftamt = I->mod2;
+            unsigned bits = sz * 8;
+            LANES({
+              uint64_t v = trunc_t(A[l], sz);
+              if (is_signed_t(t) && (sext(A[l], t) < 0)) v = trunc_t(~v, sz);
+              uint32_t r = 0xffffffffu;
+              if (v) { r = 63u - (uint32_t)__builtin_clzll(v); if (shiftamt) r = bits - 1 - r; }
+              D[l] = r;
+            });
+          }
+        }
+        break;
+      }
+      case SG_OP_BFE: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        int t = I->type;
+        unsigned sz = tsize(t), bits = sz * 8;
+        int is_s = is_signed_t(t);
+        LANES({
+          uint32_t pos = (uint32_t)Bv[l] & 0xff, len = (uint32_t)C[l] & 0xff;
+          uint64_t a = trunc_t(A[l], sz);
+          uint64_t r;
+          int sbit;
+          if (is_s) {
+            uint32_t top = (len == 0) ? 0 : (pos + len - 1 >= bits ? bits - 1 : pos + len - 1);
+            sbit = len == 0 ? 0 : (int)((a >> top) & 1);
+          } else sbit = 0;
+          r = 0;
+          for (uint32_t i = 0; i < bits; i++) {
+            uint64_t bit;
+            if (i < len && pos + i <= bits - 1) bit = (a >> (pos + i)) & 1;
+            else bit = (uint64_t)sbit;
+            r |= bit << i;
+          }
+          D[l] = trunc_t(r, sz);
+        });
+        break;
+      }
+      case SG_OP_BFI: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]), *E = REG(I->s[3]);
+        unsigned sz = tsize(I->type), bits = sz * 8;
+        LANES({
+          uint32_t pos = (uint32_t)C[l] & 0xff, len = (uint32_t)E[l] & 0xff;
+          uint64_t f = A[l], r = trunc_t(Bv[l], sz);
+          for (uint32_t i = 0; i < len && pos + i < bits; i++) {
+            uint64_t bit = (f >> i) & 1;
+            r = (r & ~(1ull << (pos + i))) | (bit << (pos + i));
+          }
+          D[l] = r;
+        });
+        break;
+      }
+      case SG_OP_PRMT: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        int mode = I->mod;
+        LANES({ D[l] = prmt((uint32_t)A[l], (uint32_t)Bv[l], (uint32_t)C[l], mode); });
+        break;
+      }
+      case SG_OP_SAD: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        int t = I->type;
+        unsigned sz = tsize(t);
+        LANES({
+          int64_t a = sext(A[l], t), b = sext(Bv[l], t);
+          uint64_t d = is_signed_t(t) ? (uint64_t)(a > b ? a - b : b - a) : ((uint64_t)a > (uint64_t)b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a);
+          D[l] = trunc_t(d + C[l], sz);
+        });
+        break;
+      }
+      case SG_OP_TESTP: {
+        const uint64_t *A = REG(I->s[0]);
+        uint32_t res = 0;
+        int kind = I->mod;
+        LANES({
+          double v = I->type == SG_T_F32 ? (double)f32_of(A[l]) : f64_of(A[l]);
+          int c = fpclassify(I->type == SG_T_F32 ? (double)f32_of(A[l]) : v);
+          if (I->type == SG_T_F32) c = fpclassify(f32_of(A[l]));
+          int r;
+          switch (kind) {
+            case 1: r = isfinite(v); break;
+            case 2: r = isinf(v); break;
+            case 3: r = !isnan(v); break;
+            case 4: r = isnan(v); break;
+            case 5: r = c == FP_NORMAL; break;
+            default: r = c == FP_SUBNORMAL; break;
+          }
+          res |= (uint32_t)r << l;
+        });
+        PWRITE(I->d[0], res);
+        break;
+      }
+      case SG_OP_PAND:
+      case SG_OP_POR:
+      case SG_OP_PXOR:
+      case SG_OP_PNOT:
+      case SG_OP_PMOV: {
+        uint32_t a = PRED(I->s[0]);
+        if (I->flags & SG_F_ANEG) a = ~a;
+        uint32_t b = I->s[1] != SG_NOREG ? PRED(I->s[1]) : 0;
+        if (I->flags & SG_F_BNEG) b = ~b;
+        uint32_t r;
+        switch (I->op) {
+          case SG_OP_PAND: r = a & b; break;
+          case SG_OP_POR: r = a | b; break;
+          case SG_OP_PXOR: r = a ^ b; break;
+          case SG_OP_PNOT: r = ~a; break;
+          default: r = a; break;
+        }
+        PWRITE(I->d[0], r);
+        break;
+      }
+      case SG_OP_CVT: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        int dt = I->type, st = I->type2;
+        if (!(I->flags & (SG_F_SAT | SG_F_FTZ))) {
+          if (dt == SG_T_S64 && st == SG_T_S32) { LANES({ D[l] = (uint64_t)(int64_t)(int32_t)A[l]; }); break; }
+          if ((dt == SG_T_U64 || dt == SG_T_S64) && st == SG_T_U32) { LANES({ D[l] = (uint32_t)A[l]; }); break; }
+          if (dt == SG_T_F32 && st == SG_T_S32 && I->mod == SG_RND_RN) { LANES({ D[l] = of_f32((float)(int32_t)A[l]); }); break; }
+        }
+        LANES({ D[l] = cvt_one(I, A[l]); });
+        break;
+      }
+      case SG_OP_CVTA: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]);
+        int to_generic = I->mod == SG_CVTA_TO_GENERIC;
+        switch (I->space) {
+          case SG_SP_SHARED: {
+            uint64_t gb = (uint64_t)(uintptr_t)W->shared;
+            if (to_generic) { LANES({ D[l] = A[l] + gb; }); }
+            else { LANES({ D[l] = A[l] - gb; }); }
+            if (I->type == SG_T_U32 || I->type == SG_T_B32) { LANES({ D[l] = (uint32_t)D[l]; }); }
+            break;
+          }
+          case SG_SP_LOCAL: {
+            LANES({
+              uint64_t gb = (uint64_t)(uintptr_t)(w->local + (size_t)l * L->local_stride);
+              D[l] = to_generic ? A[l] + gb : A[l] - gb;
+            });
+            if (I->type == SG_T_U32 || I->type == SG_T_B32) { LANES({ D[l] = (uint32_t)D[l]; }); }
+            break;
+          }
+          default: LANES({ D[l] = A[l]; }); break; /* global and const: identity */
+        }
+        break;
+      }
+      case SG_OP_SELP: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]);
+        uint32_t p = PRED(I->s[2]);
+        if (I->flags & SG_F_CNEG) p = ~p;
+        LANES({ D[l] = ((p >> l) & 1) ? A[l] : Bv[l]; });
+        break;
+      }
+      case SG_OP_SETP: {
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]);
+        uint32_t r = compare_lanes(I, m, A, Bv);
+        uint32_t q = ~r;
+        if (I->mod2) {
+          uint32_t c = PRED(I->s[2]);
+          if (I->flags & SG_F_CNEG) c = ~c;
+          switch (I->mod2) {
+            case SG_BOOL_AND: r &= c; q &= c; break;
+            case SG_BOOL_OR: r |= c; q |= c; break;
+            default: r ^= c; q ^= c; break;
+          }
+        }
+        PWRITE(I->d[0], r);
+        PWRITE(I->d[1], q);
+        break;
+      }
+      case SG_OP_SET: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]);
+        uint32_t r = compare_lanes(I, m, A, Bv);
+        if (I->mod2) {
+          uint32_t c = PRED(I->s[2]);
+          if (I->flags & SG_F_CNEG) c = ~c;
+          r = I->mod2 == SG_BOOL_AND ? r & c : I->mod2 == SG_BOOL_OR ? r | c : r ^ c;
+        }
+        int ft = I->type2 == SG_T_F32;
+        LANES({ int b = (r >> l) & 1; D[l] = ft ? (b ? 0x3f800000u : 0) : (b ? 0xffffffffu : 0); });
+        break;
+      }
+      case SG_OP_LD: {
+        const uint64_t *Bs = REG(I->base);
+        unsigned sz = tsize(I->type);
+        int sg = is_signed_t(I->type);
+        int64_t off = I->off;
+        if (I->vec == 1) {
+          uint64_t *D = DREG(I->d[0]);
+          if (I->space == SG_SP_GLOBAL) {
+            LANES({
+              uint64_t a = Bs[l] + (uint64_t)off;
+              if (a & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, sz);
+              uint8_t *p = global_ptr(W, a, sz);
+              if (!p) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, a, sz);
+              D[l] = load_sized(p, sz, sg);
+            });
+          } else {
+            LANES({
+              uint64_t a = Bs[l] + (uint64_t)off;
+              if (a & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, sz);
+              uint8_t *p = xlate(W, w, l, I->space, a, sz);
+              if (!p) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, a, sz);
+              D[l] = load_sized(p, sz, sg);
+            });
+          }
+        } else {
+          unsigned total = sz * I->vec;
+          LANES({
+            uint64_t a = Bs[l] + (uint64_t)off;
+            if (a & (total - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, total);
+            uint8_t *p = xlate(W, w, l, I->space, a, total);
+            if (!p) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, a, total);
+            for (int k = 0; k < I->vec; k++)
+              if (I->d[k] != SG_NOREG) R[(size_t)I->d[k] * 32 + l] = load_sized(p + k * sz, sz, sg);
+          });
+        }
+        break;
+      }
+      case SG_OP_ST: {
+        const uint64_t *Bs = REG(I->base);
+        unsigned sz = tsize(I->type);
+        int64_t off = I->off;
+        if (I->vec == 1) {
+          const uint64_t *A = REG(I->s[0]);
+          LANES({
+            uint64_t a = Bs[l] + (uint64_t)off;
+            if (a & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, sz);
+            uint8_t *p = I->space == SG_SP_GLOBAL ? global_ptr(W, a, sz) : xlate(W, w, l, I->space, a, sz);
+            if (!p) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, a, sz);
+            store_sized(p, sz, A[l]);
+          });
+        } else {
+          unsigned total = sz * I->vec;
+          LANES({
+            uint64_t a = Bs[l] + (uint64_t)off;
+            if (a & (total - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, total);
+            uint8_t *p = xlate(W, w, l, I->space, a, total);
+            if (!p) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, a, total);
+            for (int k = 0; k < I->vec; k++) store_sized(p + k * sz, sz, REG(I->s[k])[l]);
+          });
+        }
+        break;
+      }
+      case SG_OP_LD_KPARAM: {
+        unsigned sz = tsize(I->type);
+        int sg = is_signed_t(I->type);
+        uint64_t off = (uint64_t)I->off;
+        unsigned total = sz * I->vec;
+        if (off > L->cfg.params_size || L->cfg.params_size - off < total) {
+          record_fault(W, widx, 0, CUDA_ERROR_INVALID_VALUE, off, I, "kernel parameter read past the parameter buffer");
+          rc = -1;
+          goto out;
+        }
+        for (int k = 0; k < I->vec; k++) {
+          if (I->d[k] == SG_NOREG) continue;
+          uint64_t v = load_sized(L->params + off + k * sz, sz, sg);
+          uint64_t *D = R + (size_t)I->d[k] * 32;
+          LANES({ D[l] = v; });
+        }
+        break;
+      }
+      case SG_OP_ATOM: {
+        const uint64_t *Bs = REG(I->base);
+        const uint64_t *A = REG(I->s[0]);
+        const uint64_t *C = I->s[1] != SG_NOREG ? REG(I->s[1]) : A;
+        uint64_t *D = DREG(I->d[0]);
+        unsigned sz = tsize(I->type);
+        LANES({
+          uint64_t a = Bs[l] + (uint64_t)I->off;
+          if (a & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, sz);
+          uint8_t *p = xlate(W, w, l, I->space, a, sz);
+          if (!p) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, a, sz);
+          uint64_t old = 0;
+          atomic_op(I, p, A[l], C[l], &old);
+          D[l] = old;
+        });
+        break;
+      }
+      case SG_OP_BRA: {
+        if (!m) break;
+        uint32_t target = I->aux;
+        if (m == group) {
+          pc = target;
+          if (pc >= w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+          continue;
+        }
+        set_group_pc(w, m, target);
+        set_group_pc(w, group & ~m, pc + 1);
+        RESCHED();
+        continue;
+      }
+      case SG_OP_CALL: {
+        if (!m) break;
+        const sg_call_info *ci = &mod->calls[I->aux];
+        const struct sg_ptx_kernel *cf = mod->funcs[ci->func];
+        for (uint32_t mm = m; mm;) {
+          int l = __builtin_ctz(mm);
+          mm &= mm - 1;
+          if (w->sp[l] >= L->stack_depth) {
+            record_fault(W, widx, l, CUDA_ERROR_LAUNCH_FAILED, 0, I, "call stack overflow");
+            rc = -1;
+            goto out;
+          }
+          uint8_t *fp = w->fparam + (size_t)l * L->fparam_stride;
+          for (int a = 0; a < ci->nargs; a++) memmove(fp + cf->fpbase + cf->params[a].off, fp + ci->args[a].off, ci->args[a].size);
+          w->stack[(size_t)l * L->stack_depth + w->sp[l]++] = (uint64_t)(pc + 1) | ((uint64_t)I->aux << 32);
+        }
+        if (m == group) {
+          pc = cf->entry_pc;
+          if (pc >= w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+          continue;
+        }
+        set_group_pc(w, m, cf->entry_pc);
+        set_group_pc(w, group & ~m, pc + 1);
+        RESCHED();
+        continue;
+      }
+      case SG_OP_RET:
+      case SG_OP_EXIT: {
+        if (!m) break;
+        uint32_t exited = 0;
+        set_group_pc(w, group & ~m, pc + 1);
+        for (uint32_t mm = m; mm;) {
+          int l = __builtin_ctz(mm);
+          mm &= mm - 1;
+          if (I->op == SG_OP_EXIT || w->sp[l] == 0) { exited |= 1u << l; continue; }
+          uint64_t e = w->stack[(size_t)l * L->stack_depth + --w->sp[l]];
+          const sg_call_info *ci = &mod->calls[e >> 32];
+          if (ci->has_ret) {
+            const struct sg_ptx_kernel *cf = mod->funcs[ci->func];
+            uint8_t *fp = w->fparam + (size_t)l * L->fparam_stride;
+            memmove(fp + ci->ret.off, fp + cf->fpbase + cf->ret.off, ci->ret.size);
+          }
+          w->lane_pc[l] = (uint32_t)e;
+        }
+        w->live &= ~exited;
+        RESCHED();
+        continue;
+      }
+      case SG_OP_BAR:
+      case SG_OP_BAR_RED: {
+        if (!m) break;
+        set_group_pc(w, group, pc + 1);
+        if (I->op == SG_OP_BAR_RED) {
+          uint32_t p = PRED(I->s[0]);
+          if (I->flags & SG_F_CNEG) p = ~p;
+          p &= m;
+          W->red_popc += (uint32_t)__builtin_popcount(p);
+          if (p != m) W->red_and = 0;
+          if (p) W->red_or = 1;
+          w->red_insn = I;
+          w->red_mask |= m;
+        }
+        w->blocked |= m;
+        RESCHED();
+        continue;
+      }
+      case SG_OP_SHFL: {
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        uint64_t tmp[32];
+        uint32_t pv = 0;
+        int mode = I->mod;
+        LANES({
+          int lane = l;
+          uint32_t bval = (uint32_t)Bv[l] & 0x1f, cval = (uint32_t)C[l] & 0x1f, segmask = ((uint32_t)C[l] >> 8) & 0x1f;
+          int maxlane = (int)((lane & segmask) | (cval & ~segmask));
+          int minlane = (int)(lane & segmask);
+          int j, ok;
+          switch (mode) {
+            case SG_SHFL_UP: j = lane - (int)bval; ok = j >= maxlane; break;
+            case SG_SHFL_DOWN: j = lane + (int)bval; ok = j <= maxlane; break;
+            case SG_SHFL_BFLY: j = lane ^ (int)bval; ok = j <= maxlane; break;
+            default: j = minlane | (int)(bval & ~segmask); ok = j <= maxlane; break;
+          }
+          if (!ok) j = lane;
+          tmp[l] = (uint32_t)A[j];
+          pv |= (uint32_t)ok << l;
+        });
+        uint64_t *D = DREG(I->d[0]);
+        LANES({ D[l] = tmp[l]; });
+        PWRITE(I->d[1], pv);
+        break;
+      }
+      case SG_OP_VOTE: {
+        uint32_t p = PRED(I->s[0]);
+        if (I->flags & SG_F_CNEG) p = ~p;
+        const uint64_t *Mk = REG(I->s[1]);
+        uint32_t member = m;
+        if (m) member &= (uint32_t)Mk[__builtin_ctz(m)];
+        uint32_t b = p & member;
+        switch (I->mod) {
+          case SG_VOTE_BALLOT: { uint64_t *D = DREG(I->d[0]); LANES({ D[l] = b; }); break; }
+          case SG_VOTE_ALL: PWRITE(I->d[0], b == member ? FULL : 0u); break;
+          case SG_VOTE_ANY: PWRITE(I->d[0], b ? FULL : 0u); break;
+          default: PWRITE(I->d[0], (b == member || b == 0) ? FULL : 0u); break;
+        }
+        break;
+      }
+      case SG_OP_MATCH: {
+        const uint64_t *A = REG(I->s[0]);
+        unsigned sz = tsize(I->type);
+        uint64_t *D = DREG(I->d[0]);
+        uint32_t member = m;
+        if (m) member &= (uint32_t)REG(I->s[1])[__builtin_ctz(m)];
+        uint64_t res[32];
+        uint32_t allp = 0;
+        int all_eq = 1;
+        LANES({
+          uint32_t eq = 0;
+          for (uint32_t mm = member; mm;) { int j = __builtin_ctz(mm); mm &= mm - 1; if (trunc_t(A[j], sz) == trunc_t(A[l], sz)) eq |= 1u << j; }
+          res[l] = eq;
+          if (eq != member) all_eq = 0;
+        });
+        if (I->mod == SG_MATCH_ANY) { LANES({ D[l] = res[l]; }); }
+        else { LANES({ D[l] = all_eq ? member : 0; }); allp = all_eq ? FULL : 0; PWRITE(I->d[1], allp); }
+        break;
+      }
+      case SG_OP_ACTIVEMASK: {
+        uint64_t *D = DREG(I->d[0]);
+        uint32_t g = group;
+        LANES({ D[l] = g; });
+        break;
+      }
+      case SG_OP_VPRINTF:
+        if (m) {
+          do_vprintf(W, w, widx, I, m);
+          if (atomic_load(&L->failed)) { rc = -1; goto out; }
+        }
+        break;
+      case SG_OP_TRAP:
+        if (m) {
+          record_fault(W, widx, __builtin_ctz(m), CUDA_ERROR_LAUNCH_FAILED, 0, I, I->mod ? "device-side assert triggered" : "trap");
+          rc = -1;
+          goto out;
+        }
+        break;
+      default:
+        record_fault(W, widx, 0, CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, I, "unknown decoded instruction");
+        rc = -1;
+        goto out;
+    }
+    pc++;
+    if (pc == w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+  }
+out:
+  SYNC_OUT();
+  W->insns += insns;
+  W->warp_insns += winsns;
+  return rc;
+#undef SYNC_OUT
+#undef RESCHED
+#undef FAULT_MEM
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+static int setup_block_memory(worker *W) {
+  launch *L = W->L;
+  const struct sg_ptx_module *m = L->m;
+  if (W->warps) return 0;
+  W->nwarps_alloc = (int)L->nwarps;
+  W->warps = calloc(L->nwarps, sizeof(warp));
+  if (!W->warps) return -1;
+  for (unsigned i = 0; i < L->nwarps; i++) {
+    warp *w = &W->warps[i];
+    w->R = aligned_alloc(64, ((size_t)m->nregs * 32 * 8 + 63) & ~(size_t)63);
+    w->Pm = calloc(m->npreds ? m->npreds : 1, sizeof(uint32_t));
+    w->local = calloc(32, L->local_stride ? L->local_stride : 16);
+    w->fparam = calloc(32, L->fparam_stride ? L->fparam_stride : 16);
+    w->stack = calloc((size_t)32 * (L->stack_depth ? L->stack_depth : 1), sizeof(uint64_t));
+    if (!w->R || !w->Pm || !w->local || !w->fparam || !w->stack) return -1;
+  }
+  W->shared_size = L->k->mod->static_shared;
+  {
+    size_t a = m->dyn_shared_align < 16 ? 16 : m->dyn_shared_align;
+    if (L->cfg.dynamic_shared) W->shared_size = ((W->shared_size + a - 1) & ~(a - 1)) + L->cfg.dynamic_shared;
+  }
+  W->shared = aligned_alloc(64, (W->shared_size + 64) & ~(size_t)63);
+  if (!W->shared) return -1;
+  return 0;
+}
+
+static void free_block_memory(worker *W) {
+  if (W->warps) {
+    for (int i = 0; i < W->nwarps_alloc; i++) {
+      warp *w = &W->warps[i];
+      free(w->R); free(w->Pm); free(w->local); free(w->fparam); free(w->stack);
+    }
+  }
+  free(W->warps);
+  W->warps = NULL;
+  free(W->shared);
+  W->shared = NULL;
+}
+
+static int run_block(worker *W, uint64_t bid) {
+  launch *L = W->L;
+  const unsigned *g = L->cfg.grid, *b = L->cfg.block;
+  W->ctaid[0] = bid % g[0];
+  W->ctaid[1] = (bid / g[0]) % g[1];
+  W->ctaid[2] = bid / ((uint64_t)g[0] * g[1]);
+  unsigned nt = L->nthreads;
+  /* Shared memory starts zeroed, so results never depend on what an earlier
+   * block left there (a GPU gives no guarantee either way). */
+  memset(W->shared, 0, W->shared_size);
+  for (unsigned wi = 0; wi < L->nwarps; wi++) {
+    warp *w = &W->warps[wi];
+    uint64_t *R = w->R;
+    unsigned first = wi * 32;
+    unsigned n = nt - first < 32 ? nt - first : 32;
+    w->live = n == 32 ? FULL : ((1u << n) - 1);
+    w->blocked = 0;
+    w->red_insn = NULL;
+    w->red_mask = 0;
+    w->pc = L->k->entry_pc;
+    w->group = w->live;
+    w->other_min = NOPC;
+    memset(w->sp, 0, sizeof w->sp);
+    for (int l = 0; l < 32; l++) {
+      unsigned lin = first + (unsigned)l;
+      unsigned t[3] = {lin % b[0], (lin / b[0]) % b[1], lin / (b[0] * b[1])};
+      R[SG_SR_TID_X * 32 + l] = t[0];
+      R[SG_SR_TID_Y * 32 + l] = t[1];
+      R[SG_SR_TID_Z * 32 + l] = t[2];
+      R[SG_SR_NTID_X * 32 + l] = b[0];
+      R[SG_SR_NTID_Y * 32 + l] = b[1];
+      R[SG_SR_NTID_Z * 32 + l] = b[2];
+      R[SG_SR_CTAID_X * 32 + l] = W->ctaid[0];
+      R[SG_SR_CTAID_Y * 32 + l] = W->ctaid[1];
+      R[SG_SR_CTAID_Z * 32 + l] = W->ctaid[2];
+      R[SG_SR_NCTAID_X * 32 + l] = g[0];
+      R[SG_SR_NCTAID_Y * 32 + l] = g[1];
+      R[SG_SR_NCTAID_Z * 32 + l] = g[2];
+      R[SG_SR_LANEID * 32 + l] = (unsigned)l;
+      R[SG_SR_WARPID * 32 + l] = wi;
+      R[SG_SR_NWARPID * 32 + l] = L->nwarps;
+      R[SG_SR_LANEMASK_EQ * 32 + l] = 1u << l;
+      R[SG_SR_LANEMASK_LT * 32 + l] = (1u << l) - 1;
+      R[SG_SR_LANEMASK_LE * 32 + l] = (uint32_t)((2ull << l) - 1);
+      R[SG_SR_LANEMASK_GT * 32 + l] = (uint32_t)~((2ull << l) - 1);
+      R[SG_SR_LANEMASK_GE * 32 + l] = ~((1u << l) - 1);
+      R[SG_SR_SMID * 32 + l] = 0;
+      R[SG_SR_NSMID * 32 + l] = 1;
+      R[SG_SR_GRIDID * 32 + l] = 1;
+      R[SG_SR_DYN_SMEM * 32 + l] = L->cfg.dynamic_shared;
+      R[SG_SR_TOTAL_SMEM * 32 + l] = W->shared_size;
+    }
+  }
+  W->red_popc = 0; W->red_and = 1; W->red_or = 0;
+  for (;;) {
+    for (unsigned wi = 0; wi < L->nwarps; wi++) {
+      warp *w = &W->warps[wi];
+      if (w->group && run_warp(W, w, (int)wi)) return -1;
+    }
+    int waiting = 0;
+    for (unsigned wi = 0; wi < L->nwarps; wi++) if (W->warps[wi].live & W->warps[wi].blocked) waiting = 1;
+    if (!waiting) return 0;
+    /* every runnable lane of the block is at a barrier: open it */
+    for (unsigned wi = 0; wi < L->nwarps; wi++) {
+      warp *w = &W->warps[wi];
+      if (w->red_insn) {
+        const sg_insn *I = w->red_insn;
+        uint32_t v = I->mod == 1 ? W->red_popc : I->mod == 2 ? W->red_and : W->red_or;
+        uint32_t m = w->red_mask;
+        if (I->type == SG_T_PRED) { const struct sg_ptx_module *mod = L->m; (void)mod; PWRITE(I->d[0], v ? FULL : 0u); }
+        else if (I->d[0] != SG_NOREG) { uint64_t *D = w->R + (size_t)I->d[0] * 32; LANES({ D[l] = v; }); }
+        w->red_insn = NULL;
+        w->red_mask = 0;
+      }
+      w->blocked = 0;
+      resched(w);
+    }
+    W->red_popc = 0; W->red_and = 1; W->red_or = 0;
+  }
+}
+
+static void run_blocks(worker *W) {
+  launch *L = W->L;
+  if (setup_block_memory(W)) {
+    record_fault(W, 0, 0, CUDA_ERROR_OUT_OF_MEMORY, 0, NULL, "out of memory for block state");
+    free_block_memory(W);
+    return;
+  }
+  while (!atomic_load(&L->failed)) {
+    uint64_t bid = atomic_fetch_add(&L->next_block, 1);
+    if (bid >= L->nblocks) break;
+    if (run_block(W, bid)) break;
+  }
+  free_block_memory(W);
+  atomic_fetch_add(&L->insns, W->insns);
+  atomic_fetch_add(&L->warp_insns, W->warp_insns);
+}
+
+/* ---------------------------------------------------------------- pool */
+
+/* One pool for the process: launches are serialized on it, and each uses up
+ * to env->nworkers of its threads plus the caller. */
+static struct {
+  pthread_mutex_t lock;       /* serializes launches */
+  pthread_mutex_t mu;
+  pthread_cond_t cv, done_cv;
+  pthread_t *threads;
+  int nthreads;
+  uint64_t generation;
+  launch *job;
+  int job_workers;            /* pool threads taking part in this job */
+  int running;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          NULL, 0, 0, NULL, 0, 0};
+
+typedef struct { int index; } pool_arg;
+
+static void *pool_main(void *arg) {
+  int index = (int)(intptr_t)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&pool.mu);
+  for (;;) {
+    while (pool.generation == seen) pthread_cond_wait(&pool.cv, &pool.mu);
+    seen = pool.generation;
+    launch *L = pool.job;
+    int take = index < pool.job_workers;
+    pthread_mutex_unlock(&pool.mu);
+    if (take && L) {
+      worker W;
+      memset(&W, 0, sizeof W);
+      W.L = L;
+      run_blocks(&W);
+    }
+    pthread_mutex_lock(&pool.mu);
+    if (take && L && --pool.running == 0) pthread_cond_broadcast(&pool.done_cv);
+  }
+  return NULL;
+}
+
+static int pool_ensure(int n) {
+  if (n <= pool.nthreads) return 0;
+  pthread_t *t = realloc(pool.threads, (size_t)n * sizeof *t);
+  if (!t) return -1;
+  pool.threads = t;
+  while (pool.nthreads < n) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    int rc = pthread_create(&pool.threads[pool.nthreads], &attr, pool_main, (void *)(intptr_t)pool.nthreads);
+    pthread_attr_destroy(&attr);
+    if (rc) return pool.nthreads > 0 ? 0 : -1;
+    pthread_detach(pool.threads[pool.nthreads]);
+    pool.nthreads++;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- launch */
+
+int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const sg_ptx_env *env,
+                     sg_ptx_fault *fault, sg_ptx_stats *stats);
+
+int sg_ptx_launch(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const sg_ptx_env *env, sg_ptx_fault *fault) {
+  return sg_ptx_launch_ex(k, cfg, env, fault, NULL);
+}
+
+static int config_error(sg_ptx_fault *fault, const char *msg, const sg_ptx_kernel *k) {
+  if (fault) {
+    memset(fault, 0, sizeof *fault);
+    fault->code = CUDA_ERROR_INVALID_VALUE;
+    snprintf(fault->message, sizeof fault->message, "%s: %s", k ? k->name : "launch", msg);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const sg_ptx_env *env,
+                     sg_ptx_fault *fault, sg_ptx_stats *stats) {
+  if (stats) memset(stats, 0, sizeof *stats);
+  if (fault) memset(fault, 0, sizeof *fault);
+  if (!k || !cfg || !k->is_entry || !k->defined) return config_error(fault, "not a kernel", k);
+  for (int i = 0; i < 3; i++) {
+    if (cfg->grid[i] == 0 || cfg->block[i] == 0) return config_error(fault, "zero grid or block dimension", k);
+  }
+  if (cfg->grid[1] > 65535 || cfg->grid[2] > 65535) return config_error(fault, "grid dimension too large", k);
+  if (cfg->block[0] > 1024 || cfg->block[1] > 1024 || cfg->block[2] > 64)
+    return config_error(fault, "block dimension too large", k);
+  uint64_t nt = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
+  if (nt > 1024 || nt > (uint64_t)k->max_threads) return config_error(fault, "too many threads per block", k);
+  if (cfg->params_size < k->param_bytes || (k->param_bytes && !cfg->params))
+    return config_error(fault, "parameter buffer smaller than the kernel's parameters", k);
+  if (cfg->dynamic_shared > (64u << 20)) return config_error(fault, "dynamic shared memory too large", k);
+
+  launch *L = calloc(1, sizeof *L);
+  if (!L) return CUDA_ERROR_OUT_OF_MEMORY;
+  L->k = k;
+  L->m = k->mod;
+  L->env = env;
+  L->cfg = *cfg;
+  L->params = malloc(cfg->params_size ? cfg->params_size : 1);
+  if (!L->params) { free(L); return CUDA_ERROR_OUT_OF_MEMORY; }
+  if (cfg->params_size) memcpy(L->params, cfg->params, cfg->params_size);
+  L->nblocks = (uint64_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2];
+  L->nthreads = (unsigned)nt;
+  L->nwarps = (unsigned)((nt + 31) / 32);
+  L->local_stride = (k->mod->local_bytes + 15u) & ~15u;
+  L->fparam_stride = (k->mod->fparam_bytes + 15u) & ~15u;
+  L->stack_depth = (uint32_t)(k->mod->nfuncs + 1);
+  pthread_mutex_init(&L->lock, NULL);
+
+  int nworkers = env ? env->nworkers : 0;
+  if (nworkers <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    nworkers = n > 0 ? (int)n : 1;
+  }
+  if (nworkers > 256) nworkers = 256;
+  if ((uint64_t)nworkers > L->nblocks) nworkers = (int)L->nblocks;
+
+  pthread_mutex_lock(&pool.lock);
+  int helpers = nworkers - 1;
+  if (helpers > 0) {
+    pthread_mutex_lock(&pool.mu);
+    if (pool_ensure(helpers)) helpers = pool.nthreads;
+    if (helpers > pool.nthreads) helpers = pool.nthreads;
+    pool.job = L;
+    pool.job_workers = helpers;
+    pool.running = helpers;
+    pool.generation++;
+    pthread_cond_broadcast(&pool.cv);
+    pthread_mutex_unlock(&pool.mu);
+  }
+  worker W;
+  memset(&W, 0, sizeof W);
+  W.L = L;
+  run_blocks(&W);
+  if (helpers > 0) {
+    pthread_mutex_lock(&pool.mu);
+    while (pool.running > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
+    pool.job = NULL;
+    pthread_mutex_unlock(&pool.mu);
+  }
+  pthread_mutex_unlock(&pool.lock);
+
+  int code = L->code;
+  if (code && fault) *fault = L->fault;
+  if (stats) {
+    stats->thread_insns = atomic_load(&L->insns);
+    stats->warp_insns = atomic_load(&L->warp_insns);
+  }
+  pthread_mutex_destroy(&L->lock);
+  free(L->params);
+  free(L);
+  return code ? code : CUDA_SUCCESS;
+}

@@ -1,0 +1,219 @@
+/* sg_ptx_internal: the pre-decoded module form shared by the parser and the
+ * interpreter.  Nothing here is visible outside softgpu/ptx. */
+#ifndef SG_PTX_INTERNAL_H
+#define SG_PTX_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "sg_ptx.h"
+
+/* Operand encoding: a register index into the warp register file, or (with
+ * SG_KBIT) an index into the module's read-only constant pool, so that every
+ * source operand is a 32-lane array and lane loops need no per-lane kind
+ * test.  Predicates live in their own index space as 32-bit lane masks. */
+#define SG_NOREG 0xffffffffu
+#define SG_KBIT 0x80000000u
+#define SG_PBIT 0x40000000u /* parse time only: operand names a predicate */
+#define SG_K_ZERO (SG_KBIT | 0u) /* constant 0, used as "no base register" */
+
+/* Special registers occupy fixed slots at the start of every register file. */
+enum {
+  SG_SR_TID_X, SG_SR_TID_Y, SG_SR_TID_Z,
+  SG_SR_NTID_X, SG_SR_NTID_Y, SG_SR_NTID_Z,
+  SG_SR_CTAID_X, SG_SR_CTAID_Y, SG_SR_CTAID_Z,
+  SG_SR_NCTAID_X, SG_SR_NCTAID_Y, SG_SR_NCTAID_Z,
+  SG_SR_LANEID, SG_SR_WARPID, SG_SR_NWARPID,
+  SG_SR_LANEMASK_EQ, SG_SR_LANEMASK_LT, SG_SR_LANEMASK_LE,
+  SG_SR_LANEMASK_GT, SG_SR_LANEMASK_GE,
+  SG_SR_SMID, SG_SR_NSMID, SG_SR_GRIDID, SG_SR_DYN_SMEM, SG_SR_TOTAL_SMEM,
+  SG_SR_COUNT
+};
+
+typedef enum {
+  SG_T_NONE = 0, SG_T_PRED,
+  SG_T_B8, SG_T_B16, SG_T_B32, SG_T_B64,
+  SG_T_U8, SG_T_U16, SG_T_U32, SG_T_U64,
+  SG_T_S8, SG_T_S16, SG_T_S32, SG_T_S64,
+  SG_T_F16, SG_T_F16X2, SG_T_BF16, SG_T_BF16X2, SG_T_F32, SG_T_F64,
+  SG_T_COUNT
+} sg_type;
+
+typedef enum {
+  SG_OP_NOP = 0, SG_OP_MOV, SG_OP_MOV_TIMER, SG_OP_PACK, SG_OP_UNPACK,
+  SG_OP_ADD, SG_OP_SUB, SG_OP_MUL, SG_OP_MAD, SG_OP_FMA, SG_OP_DIV, SG_OP_REM,
+  SG_OP_MIN, SG_OP_MAX, SG_OP_NEG, SG_OP_ABS, SG_OP_COPYSIGN,
+  SG_OP_AND, SG_OP_OR, SG_OP_XOR, SG_OP_NOT, SG_OP_CNOT, SG_OP_SHL, SG_OP_SHR,
+  SG_OP_POPC, SG_OP_CLZ, SG_OP_BREV, SG_OP_BFE, SG_OP_BFI, SG_OP_PRMT,
+  SG_OP_BFIND, SG_OP_SAD, SG_OP_TESTP,
+  SG_OP_PAND, SG_OP_POR, SG_OP_PXOR, SG_OP_PNOT, SG_OP_PMOV, SG_OP_PSET,
+  SG_OP_CVT, SG_OP_CVTA, SG_OP_SELP, SG_OP_SETP, SG_OP_SET,
+  SG_OP_RCP, SG_OP_SQRT, SG_OP_RSQRT, SG_OP_EX2, SG_OP_LG2, SG_OP_SIN,
+  SG_OP_COS, SG_OP_TANH,
+  SG_OP_LD, SG_OP_ST, SG_OP_LD_KPARAM, SG_OP_ATOM,
+  SG_OP_BRA, SG_OP_CALL, SG_OP_RET, SG_OP_EXIT, SG_OP_BAR, SG_OP_BAR_RED,
+  SG_OP_SHFL, SG_OP_VOTE, SG_OP_MATCH, SG_OP_ACTIVEMASK, SG_OP_VPRINTF,
+  SG_OP_TRAP,
+  SG_OP_COUNT
+} sg_opcode;
+
+/* Memory spaces of ld/st/atom/cvta. */
+enum { SG_SP_GENERIC = 0, SG_SP_GLOBAL, SG_SP_SHARED, SG_SP_LOCAL, SG_SP_CONST,
+       SG_SP_PARAM /* per-thread .param of device function calls */ };
+
+/* Rounding modes (mod of arithmetic and cvt). */
+enum { SG_RND_NONE = 0, SG_RND_RN, SG_RND_RZ, SG_RND_RM, SG_RND_RP,
+       SG_RND_RNI, SG_RND_RZI, SG_RND_RMI, SG_RND_RPI };
+
+/* setp/set comparisons (mod) and combining operations (mod2). */
+enum { SG_CMP_EQ = 1, SG_CMP_NE, SG_CMP_LT, SG_CMP_LE, SG_CMP_GT, SG_CMP_GE,
+       SG_CMP_LO, SG_CMP_LS, SG_CMP_HI, SG_CMP_HS,
+       SG_CMP_EQU, SG_CMP_NEU, SG_CMP_LTU, SG_CMP_LEU, SG_CMP_GTU, SG_CMP_GEU,
+       SG_CMP_NUM, SG_CMP_NAN };
+enum { SG_BOOL_NONE = 0, SG_BOOL_AND, SG_BOOL_OR, SG_BOOL_XOR };
+
+/* mul/mad variants (mod). */
+enum { SG_MUL_LO = 0, SG_MUL_HI, SG_MUL_WIDE, SG_MUL_F };
+
+/* atom operations (mod). */
+enum { SG_ATOM_ADD = 1, SG_ATOM_MIN, SG_ATOM_MAX, SG_ATOM_EXCH, SG_ATOM_CAS,
+       SG_ATOM_AND, SG_ATOM_OR, SG_ATOM_XOR, SG_ATOM_INC, SG_ATOM_DEC };
+
+/* shfl modes, vote modes, match modes (mod). */
+enum { SG_SHFL_UP = 1, SG_SHFL_DOWN, SG_SHFL_BFLY, SG_SHFL_IDX };
+enum { SG_VOTE_ALL = 1, SG_VOTE_ANY, SG_VOTE_UNI, SG_VOTE_BALLOT };
+enum { SG_MATCH_ANY = 1, SG_MATCH_ALL };
+/* cvta direction (mod). */
+enum { SG_CVTA_TO_GENERIC = 1, SG_CVTA_FROM_GENERIC };
+/* timer kinds (mod of MOV_TIMER). */
+enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER };
+
+/* flags */
+#define SG_F_GNEG 0x01   /* guard predicate negated */
+#define SG_F_FTZ 0x02
+#define SG_F_SAT 0x04
+#define SG_F_CNEG 0x08   /* last predicate source negated (setp c, vote a) */
+#define SG_F_FPREL 0x10  /* off is relative to the function's .param frame */
+#define SG_F_NAN 0x20    /* min/max .NaN */
+#define SG_F_ANEG 0x40   /* first predicate source negated (and.pred !a) */
+#define SG_F_BNEG 0x80
+
+typedef struct {
+  uint16_t op;
+  uint8_t type;   /* main type (destination type for cvt) */
+  uint8_t type2;  /* second type: cvt source, set source, mul.wide source */
+  uint8_t space;
+  uint8_t vec;    /* 1, 2 or 4 elements for ld/st, element count for pack */
+  uint8_t mod;
+  uint8_t mod2;
+  uint8_t flags;
+  uint8_t pad[3];
+  uint32_t guard; /* predicate index or SG_NOREG */
+  uint32_t line;
+  uint32_t d[4];
+  uint32_t s[4];
+  uint32_t base;  /* address base register (constant-pool zero when none) */
+  uint32_t aux;   /* branch target pc, call-info index */
+  int64_t off;    /* address offset */
+} sg_insn;
+
+typedef struct {
+  uint32_t off, size;
+} sg_span;
+
+/* One call site: which callee, and where the caller's argument and return
+ * .param variables are relative to the callee's frame. */
+typedef struct {
+  int func;
+  int nargs;
+  sg_span args[32];  /* caller offsets (after relocation) */
+  int has_ret;
+  sg_span ret;
+} sg_call_info;
+
+struct sg_ptx_kernel {
+  struct sg_ptx_module *mod;
+  char *name;
+  int is_entry;
+  int defined;
+  int is_extern;
+  uint32_t entry_pc, end_pc;
+  /* sizes in function-relative units */
+  uint32_t nregs, npreds, lsize, fpsize;
+  /* bases in the module-wide per-thread layout */
+  uint32_t rbase, pbase, lbase, fpbase;
+  int nparams;
+  sg_span *params;   /* entry: kernel param buffer; func: relative to fpbase */
+  int has_ret;
+  sg_span ret;       /* func only, relative to fpbase */
+  size_t param_bytes;
+  int max_threads;
+  int uses_calls;
+};
+
+typedef struct {
+  char *name;
+  size_t size, align;
+  int space;        /* SG_PTX_SPACE_GLOBAL / CONST */
+  uint8_t *init;
+  uint64_t addr;
+  uint32_t kidx;    /* constant-pool slot holding the address */
+} sg_global;
+
+enum { SG_KP_NONE = 0, SG_KP_GLOBAL, SG_KP_DYNSHARED, SG_KP_LOCAL };
+typedef struct {
+  uint32_t kidx;
+  int kind;
+  int ref;        /* global index or function index */
+  int64_t off;
+} sg_kpatch;
+
+struct sg_ptx_module {
+  sg_insn *code;
+  uint32_t ncode, capcode;
+  struct sg_ptx_kernel **funcs;
+  int nfuncs, capfuncs;
+  int *entries;
+  int nentries;
+  sg_global *globals;
+  int nglobals, capglobals;
+  uint64_t *kvals;      /* constant values, one per slot */
+  uint32_t nk, capk;
+  uint64_t *kpool;      /* nk * 32 lanes, built after parsing */
+  sg_kpatch *kpatches;
+  int nkpatches, capkpatches;
+  sg_call_info *calls;
+  int ncalls, capcalls;
+  /* module-wide per-thread layout */
+  uint32_t nregs, npreds, local_bytes, fparam_bytes;
+  size_t static_shared;  /* bytes of non-extern .shared variables */
+  size_t dyn_shared_align;
+};
+
+void sg_ptx_set_kconst(struct sg_ptx_module *m, uint32_t kidx, uint64_t v);
+
+/* Directed rounding helpers (sg_ptx_round.c, compiled with -frounding-math). */
+float sg_round_addf(float a, float b, int rnd);
+float sg_round_mulf(float a, float b, int rnd);
+float sg_round_fmaf(float a, float b, float c, int rnd);
+float sg_round_divf(float a, float b, int rnd);
+float sg_round_sqrtf(float a, int rnd);
+double sg_round_add(double a, double b, int rnd);
+double sg_round_mul(double a, double b, int rnd);
+double sg_round_fma(double a, double b, double c, int rnd);
+double sg_round_div(double a, double b, int rnd);
+double sg_round_sqrt(double a, int rnd);
+float sg_round_d2f(double a, int rnd);
+float sg_round_i2f(int64_t a, int is_unsigned, int rnd);
+double sg_round_i2d(int64_t a, int is_unsigned, int rnd);
+
+/* f16 conversions (sg_ptx_exec.c), exposed for tests. */
+float sg_half_to_float(uint16_t h);
+uint16_t sg_double_to_half(double x);
+
+/* printf formatting (sg_ptx_printf.c).  read() copies device memory at a
+ * generic address and returns 0, or -1 for an address outside any range. */
+typedef int (*sg_ptx_read_fn)(void *ctx, uint64_t addr, void *dst, size_t len);
+int sg_ptx_format_printf(sg_ptx_read_fn read, void *ctx, uint64_t fmt_addr,
+                         uint64_t args_addr, char *out, size_t outlen);
+
+#endif
