@@ -217,7 +217,7 @@ void rgpu_conn_shutdown(rgpu_conn *c) {
 }
 void rgpu_conn_close(rgpu_conn *c) {
   if (!c) return;
-  c->ops->destroy(c);
+  c->ops->destroy(c); /* may close c->fd itself and set it to -1 */
   if (c->fd >= 0) close(c->fd);
   free(c);
 }

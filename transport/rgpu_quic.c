@@ -816,8 +816,49 @@ typedef struct {
   int th_started;
   int stop_r, stop_w;
   atomic_int stop;
+  pid_t owner;
+  /* rgpu_conn_migrate: the caller asks, the I/O thread does it. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int mig_req, mig_done, mig_rc;
+  char mig_err[200];
   uint8_t rxbuf[65536];
 } qclient;
+
+/* Moves the connection to a fresh UDP socket (a new local port, or a new
+ * interface after a network change); the server follows by connection ID. */
+static int client_do_migrate(qclient *cl, char *err, size_t errlen) {
+  qconn *q = cl->q;
+  const ngtcp2_path *cur = ngtcp2_conn_get_path(q->conn);
+  struct sockaddr_storage remote;
+  socklen_t rl = (socklen_t)cur->remote.addrlen;
+  memcpy(&remote, cur->remote.addr, rl);
+  int fd = socket(remote.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&remote, rl) < 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC migrate: new socket: %s", strerror(e));
+  }
+  struct sockaddr_storage local;
+  socklen_t ll = sizeof local;
+  getsockname(fd, (struct sockaddr *)&local, &ll);
+  ngtcp2_path np = {.local = {(ngtcp2_sockaddr *)&local, ll},
+                    .remote = {(ngtcp2_sockaddr *)&remote, rl}};
+  int lib = ngtcp2_conn_initiate_immediate_migration(q->conn, &np, q_now());
+  if (lib) {
+    close(fd);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC migrate: %s", ngtcp2_strerror(lib));
+  }
+  close(cl->ep.fd);
+  cl->ep.fd = fd;
+  cl->ep.local = local;
+  cl->ep.locallen = ll;
+  endpoint_tune(&cl->ep);
+  ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&local, ll, (ngtcp2_sockaddr *)&remote, rl,
+                           NULL);
+  q->batch.n = q->batch.len = 0;
+  return 0;
+}
 
 static void client_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen,
                        const uint8_t *pkt, size_t len) {
@@ -833,6 +874,14 @@ static void *client_main(void *arg) {
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
   uint64_t linger = 0;
   for (;;) {
+    pthread_mutex_lock(&cl->mu);
+    if (cl->mig_req) {
+      cl->mig_req = 0;
+      cl->mig_rc = client_do_migrate(cl, cl->mig_err, sizeof cl->mig_err);
+      cl->mig_done = 1;
+      pthread_cond_broadcast(&cl->cv);
+    }
+    pthread_mutex_unlock(&cl->mu);
     if (atomic_load(&cl->stop) && !linger) {
       /* Give data the app wrote before closing a moment to be acknowledged. */
       linger = q_now() + 1000000000ull;
@@ -875,6 +924,8 @@ static void *client_main(void *arg) {
 }
 
 static void qclient_free(qclient *cl) {
+  pthread_mutex_destroy(&cl->mu);
+  pthread_cond_destroy(&cl->cv);
   if (cl->q) q_free(cl->q);
   if (cl->ep.fd >= 0) close(cl->ep.fd);
   if (cl->stop_r >= 0) close(cl->stop_r);
@@ -909,11 +960,23 @@ static int quic_client_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt)
 }
 
 static size_t quic_client_pending(const rgpu_conn *c) { return 0; }
-static void quic_client_shutdown(rgpu_conn *c) { shutdown(c->fd, SHUT_WR); }
+static void quic_client_shutdown(rgpu_conn *c) {
+  qclient *cl = c->impl;
+  if (cl->owner == getpid()) shutdown(c->fd, SHUT_WR);
+}
 
 static void quic_client_destroy(rgpu_conn *c) {
   qclient *cl = c->impl;
   if (!cl) return;
+  if (cl->owner != getpid()) {
+    /* A forked child (a DataLoader worker, say) inherited this conn but not
+     * its I/O thread: drop our descriptor copies and touch nothing else. */
+    close(cl->ep.fd);
+    if (cl->q) close(cl->q->app_fd);
+    close(cl->stop_r);
+    close(cl->stop_w);
+    return;
+  }
   /* Closing our end first lets the thread send FIN after the last byte. */
   close(c->fd);
   c->fd = -1;
@@ -947,6 +1010,9 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   qclient *cl = calloc(1, sizeof *cl);
   if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
   cl->ep.fd = cl->stop_r = cl->stop_w = -1;
+  cl->owner = getpid();
+  pthread_mutex_init(&cl->mu, NULL);
+  pthread_cond_init(&cl->cv, NULL);
   rc = rgpu_tls_client_creds(o, &cl->cred, err, errlen);
   if (rc) goto fail;
 
@@ -1095,6 +1161,33 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
 fail:
   qclient_free(cl);
   return rc;
+}
+
+int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen) {
+  if (!c || c->ops != &quic_client_ops)
+    return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
+                       "connection migration is a quic:// client feature");
+  qclient *cl = c->impl;
+  if (cl->owner != getpid())
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
+  pthread_mutex_lock(&cl->mu);
+  cl->mig_req = 1;
+  cl->mig_done = 0;
+  char b = 1;
+  (void)!write(cl->stop_w, &b, 1);
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += 5;
+  int rc = 0;
+  while (!cl->mig_done && rc == 0) rc = pthread_cond_timedwait(&cl->cv, &cl->mu, &dl);
+  int out = cl->mig_done ? cl->mig_rc : RGPU_T_ETIMEDOUT;
+  if (!cl->mig_done)
+    rgpu_t_fail(err, errlen, out, "QUIC migrate: the connection thread did not answer");
+  else if (out)
+    rgpu_t_fail(err, errlen, out, "%s", cl->mig_err);
+  cl->mig_req = 0;
+  pthread_mutex_unlock(&cl->mu);
+  return out;
 }
 
 /* ---- server ------------------------------------------------------------------ */

@@ -5,6 +5,7 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,12 +207,70 @@ static void test_fork_worker(void **state) {
   rgpu_listener_close(l);
 }
 
+static void test_migration(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 1), 0);
+  /* New local port mid-session: the old socket is gone, so data can only
+   * keep flowing if the server follows the connection ID. */
+  int rc = rgpu_conn_migrate(c, err, sizeof err);
+  if (rc) fail_msg("migrate: %s", err);
+  assert_int_equal(tu_echo_check(c, 8u << 20, 65536, 2), 0);
+  assert_int_equal(rgpu_conn_migrate(c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 100, 3), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+  /* Not a QUIC conn: a clear refusal. */
+  int sv[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+  rgpu_conn *p;
+  rgpu_conn_from_fd(sv[0], "unix", &p);
+  assert_int_equal(rgpu_conn_migrate(p, err, sizeof err), RGPU_T_ENOTSUP);
+  rgpu_conn_close(p);
+  close(sv[1]);
+}
+
+static void test_idle_and_keepalive(void **state) {
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 300};
+  rgpu_listener *l;
+  char err[256], uri[64];
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", rgpu_listener_port(l));
+  tu_echo_server s;
+  tu_echo_start(&s, l, 2);
+  /* Keep-alive PINGs hold an otherwise silent connection open. */
+  rgpu_transport_opts ka = {.ca_file = srv_cert, .idle_timeout_ms = 300, .keepalive_ms = 80};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &ka, &c, err, sizeof err), 0);
+  usleep(900 * 1000);
+  assert_int_equal(tu_echo_check(c, 1 << 16, 512, 4), 0);
+  rgpu_conn_close(c);
+  /* Without them the idle timeout ends it, with a reason. */
+  rgpu_transport_opts idle = {.ca_file = srv_cert, .idle_timeout_ms = 300};
+  assert_int_equal(rgpu_conn_connect(uri, &idle, &c, err, sizeof err), 0);
+  usleep(900 * 1000);
+  char b;
+  ssize_t r = rgpu_conn_read_some(c, &b, 1);
+  assert_int_equal(r, RGPU_T_ETIMEDOUT);
+  assert_non_null(strstr(rgpu_conn_error(c), "idle"));
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_echo_large_and_concurrent), cmocka_unit_test(test_eof_both_ways),
       cmocka_unit_test(test_wrong_ca), cmocka_unit_test(test_mtls),
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
+      cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -179,6 +179,7 @@ typedef struct {
   gnutls_session_t s;
   gnutls_certificate_credentials_t cred;
   int eof;
+  pid_t owner; /* a forked child must not send close_notify on our stream */
   /* Small pieces of a gathered write are packed into full records instead
    * of one record (and 22+ bytes of overhead) each. */
   char stage[16384];
@@ -258,6 +259,7 @@ static size_t tls_pending(const rgpu_conn *c) {
 
 static void tls_shutdown(rgpu_conn *c) {
   tls_client *t = c->impl;
+  if (t->owner != getpid()) return;
   gnutls_bye(t->s, GNUTLS_SHUT_WR);
   shutdown(c->fd, SHUT_WR);
 }
@@ -335,6 +337,7 @@ int rgpu_tls_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn 
   c->ops = &tls_client_ops;
   c->fd = fd;
   c->impl = t;
+  t->owner = getpid();
   snprintf(c->name, sizeof c->name, "tls");
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   *out = c;

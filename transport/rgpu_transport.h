@@ -107,6 +107,11 @@ int rgpu_conn_raw_fd(const rgpu_conn *c);
  * required"), or "" when the transport knows nothing beyond the code. */
 const char *rgpu_conn_error(const rgpu_conn *c);
 
+/* quic:// client only: moves the connection to a new local UDP socket
+ * (after a network change, or to test that the server follows); the session
+ * and its stream survive.  RGPU_T_ENOTSUP for other transports. */
+int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen);
+
 /* Server side. */
 int rgpu_listener_open(const char *uri, const rgpu_transport_opts *opts,
                        rgpu_listener **out, char *err, size_t errlen);
