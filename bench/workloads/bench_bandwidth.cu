@@ -77,8 +77,8 @@ int main(int argc, char **argv) {
       CK_SYNC(cudaMemcpy(dst, dev, (size_t)n, cudaMemcpyDeviceToHost));
       VERIFY(!std::memcmp(dst, src, (size_t)n), "host-to-device copy of %lld bytes corrupted", n);
       bench_result("variant=h2d_%s dir=h2d mem=%s size=%lld reps=%d time_s=%.9f bytes=%lld "
-                   "syncs=%.6f gbps=%.4f",
-                   mem, mem, n, r, t, n, 1.0 / r, n / t / 1e9);
+                   "bytes_h2d=%lld bytes_d2h=0 syncs=%.6f gbps=%.4f",
+                   mem, mem, n, r, t, n, n, 1.0 / r, n / t / 1e9);
     }
     if (do_d2h) {
       if (!do_h2d) CK(cudaMemcpy(dev, src, (size_t)n, cudaMemcpyHostToDevice));
@@ -88,8 +88,8 @@ int main(int argc, char **argv) {
       double t = (bench_now() - t0) / r;
       VERIFY(!std::memcmp(dst, src, (size_t)n), "device-to-host copy of %lld bytes corrupted", n);
       bench_result("variant=d2h_%s dir=d2h mem=%s size=%lld reps=%d time_s=%.9f bytes=%lld "
-                   "syncs=1 gbps=%.4f",
-                   mem, mem, n, r, t, n, n / t / 1e9);
+                   "bytes_h2d=0 bytes_d2h=%lld syncs=1 gbps=%.4f",
+                   mem, mem, n, r, t, n, n, n / t / 1e9);
     }
   }
   CK(cudaFree(dev));

@@ -41,9 +41,9 @@ int main(int argc, char **argv) {
   double p99 = bench_quantile(lat, iters, 0.99);
   double p50 = bench_quantile(lat, iters, 0.50);
   CK(cudaFree(dev));
-  bench_result("variant=d2h%lld iters=%d time_s=%.9f bytes=%lld syncs=1 p50_us=%.3f p99_us=%.3f "
+  bench_result("variant=d2h%lld iters=%d time_s=%.9f bytes=%lld bytes_h2d=0 bytes_d2h=%lld syncs=1 p50_us=%.3f p99_us=%.3f "
                "mean_us=%.3f min_us=%.3f calls_per_s=%.1f",
-               size, iters, p50, size, p50 * 1e6, p99 * 1e6, mean * 1e6, lat[0] * 1e6,
+               size, iters, p50, size, size, p50 * 1e6, p99 * 1e6, mean * 1e6, lat[0] * 1e6,
                iters / t_all);
   std::free(host);
   std::free(want);

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
   CK_SYNC(cudaMemcpy(&got, counter, sizeof got, cudaMemcpyDeviceToHost));
   VERIFY(got == (unsigned)n + 1, "counter is %u, expected %u", got, (unsigned)n + 1);
   CK(cudaFree(counter));
-  bench_result("variant=n%d launches=%d time_s=%.9f bytes=0 syncs=1 launches_per_s=%.1f "
+  bench_result("variant=n%d launches=%d time_s=%.9f bytes=0 bytes_h2d=0 bytes_d2h=0 syncs=1 launches_per_s=%.1f "
                "cpu_us_per_launch=%.4f enqueue_us_per_launch=%.4f",
                n, n, t, n / t, cpu * 1e6 / n, t_queued * 1e6 / n);
   return 0;

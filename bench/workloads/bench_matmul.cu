@@ -83,9 +83,9 @@ int main(int argc, char **argv) {
   CK(cudaFree(da));
   CK(cudaFree(db));
   CK(cudaFree(dc));
-  bench_result("variant=tiled_n%d n=%d reps=%d time_s=%.9f best_s=%.9f bytes=%zu syncs=1 "
+  bench_result("variant=tiled_n%d n=%d reps=%d time_s=%.9f best_s=%.9f bytes=%zu bytes_h2d=%zu bytes_d2h=%zu syncs=1 "
                "gflops=%.3f",
-               n, n, reps, t, best, 3 * bytes, 2.0 * n * n * (double)n / t / 1e9);
+               n, n, reps, t, best, 3 * bytes, 2 * bytes, bytes, 2.0 * n * n * (double)n / t / 1e9);
   std::free(ha);
   std::free(hb);
   std::free(hc);

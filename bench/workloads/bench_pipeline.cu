@@ -93,9 +93,9 @@ int main(int argc, char **argv) {
   CK(cudaFreeHost(h_in));
   CK(cudaFreeHost(h_out));
   std::free(want);
-  bench_result("variant=s%d_k%d_e%d steps=%d kernels=%d elems=%d time_s=%.9f bytes=%zu syncs=%d "
+  bench_result("variant=s%d_k%d_e%d steps=%d kernels=%d elems=%d time_s=%.9f bytes=%zu bytes_h2d=%zu bytes_d2h=%zu syncs=%d "
                "step_ms=%.4f calls_per_step=%d",
-               steps, kernels, n, steps, kernels, n, t, 2 * bytes * (size_t)steps, steps,
+               steps, kernels, n, steps, kernels, n, t, 2 * bytes * (size_t)steps, bytes * (size_t)steps, bytes * (size_t)steps, steps,
                t / steps * 1e3, graph ? 2 : kernels + 3);
   return 0;
 }
