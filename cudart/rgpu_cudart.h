@@ -1,0 +1,202 @@
+/* Internal interfaces of the runtime facade (libcudart.so.13).
+ *
+ * The facade turns CUDA runtime semantics (current device per thread,
+ * implicit primary context, fatbin registration, launch configuration,
+ * last-error and sticky-error rules) into driver-level protocol requests
+ * sent through the client core.  Only cuda* and __cuda* symbols leave the
+ * library (RGPU_API plus the version script). */
+#ifndef RGPU_CUDART_H
+#define RGPU_CUDART_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "rgpu_client.h"
+
+#define RGPU_API __attribute__((visibility("default")))
+#define RGPU_MAX_DEVICES 64
+/* Attribute values cached per device, indexed by CUdevice_attribute. */
+#define RGPU_MAX_ATTRS 1024
+
+/* ---- errors (rgpu_cudart_errmap.c, pure) ------------------------------- */
+
+/* CUresult as the server reports it -> the runtime's code, as NVIDIA's
+ * cudart maps them. Unknown codes become cudaErrorUnknown. */
+cudaError_t rgpu_cudart_from_cu(int cu);
+/* Errors that leave the context unusable: returned by every later call
+ * until cudaDeviceReset. */
+int rgpu_cudart_is_sticky(cudaError_t e);
+
+/* ---- error state (rgpu_cudart_state.c) --------------------------------- */
+
+/* The state machine of last/sticky/pending errors, kept apart from the
+ * globals so that it can be unit-tested. */
+typedef struct {
+  pthread_mutex_t lock;
+  cudaError_t sticky;  /* context-corrupting error, until reset */
+  cudaError_t pending; /* async error reported by the server, not yet seen */
+} rgpu_err_state;
+
+void rgpu_err_state_init(rgpu_err_state *s);
+/* An asynchronous error arrived (ASYNC_ERROR event). */
+void rgpu_err_state_async(rgpu_err_state *s, cudaError_t e);
+/* A synchronizing call finished with `result`: returns what the call must
+ * return (the pending async error wins over success) and updates sticky. */
+cudaError_t rgpu_err_state_sync(rgpu_err_state *s, cudaError_t result);
+/* cudaGetLastError/Peek: what pending/sticky error to report (and clear the
+ * pending one when `take`). */
+cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take);
+cudaError_t rgpu_err_state_sticky(rgpu_err_state *s);
+void rgpu_err_state_reset(rgpu_err_state *s);
+
+/* ---- the runtime's global state ---------------------------------------- */
+
+/* Counts a public API call (for RGPU_STATS) and resets the per-call wait
+ * flag; every public entry point calls it exactly once. */
+void rgpu_rt_count_call(void);
+/* Connects on first use (thread-safe, failure remembered).  Returns the
+ * client or NULL with *err = cudaErrorNoDevice (after one log line). */
+rgpu_client *rgpu_rt_client(cudaError_t *err);
+/* The client if a session is open, without connecting. */
+rgpu_client *rgpu_rt_client_peek(void);
+/* Start of a call that needs the server: counts the call, connects, and
+ * returns the sticky error if there is one.  On success *out is the client. */
+cudaError_t rgpu_rt_enter(rgpu_client **out);
+/* Records e as the thread's last error (if nonzero) and returns it. */
+cudaError_t rgpu_rt_ret(cudaError_t e);
+/* Turns the result of a client call (CUresult or negative transport code)
+ * into a runtime error; a failing connection gives
+ * cudaErrorDevicesUnavailable (sticky). */
+cudaError_t rgpu_rt_from_call(int rc);
+/* For a call that waited: folds in async errors that arrived meanwhile and
+ * applies the sticky rules; records last error. */
+cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc);
+/* Pulls latched async errors of the client into the error state. */
+void rgpu_rt_collect_async(rgpu_client *c);
+rgpu_err_state *rgpu_rt_err_state(void);
+
+/* Current device of the calling thread (CUDA's is per thread, default 0). */
+int rgpu_rt_current_device(void);
+void rgpu_rt_set_current_device(int dev);
+/* Number of devices; fetched once. */
+cudaError_t rgpu_rt_device_count(rgpu_client *c, int *count);
+/* Cached properties and attributes of a device (fetched once per device). */
+typedef struct {
+  int valid;
+  struct cudaDeviceProp prop;
+  int32_t attrs[RGPU_MAX_ATTRS];
+  uint32_t nattrs;
+  unsigned flags; /* cudaSetDeviceFlags */
+  uint32_t epoch; /* bumped by cudaDeviceReset */
+} rgpu_rt_device;
+cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out);
+uint32_t rgpu_rt_device_epoch(int dev);
+
+/* ---- cudaDeviceProp from attributes (rgpu_cudart_props.c, pure) -------- */
+
+void rgpu_cudart_build_props(struct cudaDeviceProp *p, const char *name, size_t name_len,
+                             const uint8_t *uuid, size_t uuid_len, uint64_t total_mem,
+                             const int32_t *attrs, uint32_t nattrs);
+
+/* ---- address ranges (rgpu_cudart_ranges.c, pure) ----------------------- */
+
+typedef struct {
+  uint64_t base;
+  uint64_t size;
+  int device;
+  int kind;       /* RGPU_RANGE_* */
+  unsigned flags; /* cudaHostAlloc flags for host ranges */
+} rgpu_range;
+
+enum { RGPU_RANGE_DEVICE = 1, RGPU_RANGE_SYMBOL = 2, RGPU_RANGE_HOST = 3 };
+
+typedef struct {
+  pthread_mutex_t lock;
+  rgpu_range *v; /* sorted by base, non-overlapping */
+  size_t n, cap;
+} rgpu_range_table;
+
+void rgpu_range_table_init(rgpu_range_table *t);
+void rgpu_range_table_free(rgpu_range_table *t);
+/* 0, or -1 when it overlaps an existing range or memory runs out. */
+int rgpu_range_add(rgpu_range_table *t, const rgpu_range *r);
+/* Removes the range starting exactly at base; 0 and *out, or -1. */
+int rgpu_range_remove(rgpu_range_table *t, uint64_t base, rgpu_range *out);
+/* The range containing [p, p+len) entirely (len 0 counts as 1); 0 or -1. */
+int rgpu_range_find(rgpu_range_table *t, uint64_t p, uint64_t len, rgpu_range *out);
+/* Removes every range of a device (and kind, 0 = all kinds). */
+void rgpu_range_remove_device(rgpu_range_table *t, int device, int kind);
+
+rgpu_range_table *rgpu_rt_device_ranges(void);
+rgpu_range_table *rgpu_rt_host_ranges(void);
+
+/* ---- kernel parameters (rgpu_cudart_params.c, pure) -------------------- */
+
+typedef struct {
+  uint32_t nparams;
+  uint32_t *offsets;
+  uint32_t *sizes;
+  uint32_t total; /* bytes of the packed buffer */
+} rgpu_param_layout;
+
+/* Packs args[i] (sizes[i] bytes each) at offsets[i] into buf (cap bytes,
+ * zero-filled gaps).  Returns the packed size, or -1 if it does not fit or
+ * an arg pointer is NULL. */
+long rgpu_cudart_pack_params(const rgpu_param_layout *l, void **args, void *buf, size_t cap);
+/* Computes l->total from offsets and sizes; -1 when a field overflows. */
+int rgpu_cudart_layout_finish(rgpu_param_layout *l);
+
+/* ---- streams and events (rgpu_cudart_stream.c) ------------------------- */
+
+#define RGPU_STREAM_MAGIC 0x5354524du /* "STRM" */
+#define RGPU_EVENT_MAGIC 0x45564e54u  /* "EVNT" */
+
+struct CUstream_st {
+  uint32_t magic;
+  uint64_t id;
+  int device;
+  unsigned flags;
+  int priority;
+};
+struct CUevent_st {
+  uint32_t magic;
+  uint64_t id;
+  int device;
+  unsigned flags;
+};
+
+/* A new client-chosen handle id (nonzero, unique in the process). */
+uint64_t rgpu_rt_new_handle_id(void);
+/* Resolves a cudaStream_t to the wire id and its device.  per_thread: the
+ * call came through a _ptsz/_ptds entry point, so 0 is the per-thread
+ * default stream.  Errors: cudaErrorInvalidResourceHandle. */
+cudaError_t rgpu_rt_stream_resolve(rgpu_client *c, cudaStream_t s, int per_thread,
+                                   uint64_t *wire, int *device);
+
+/* ---- modules and kernels (rgpu_cudart_register.c) ---------------------- */
+
+typedef struct rgpu_rt_func rgpu_rt_func;
+/* Finds the function of a host stub (cudaLaunchKernel(func)). */
+rgpu_rt_func *rgpu_rt_func_by_stub(const void *host_stub);
+/* Launch through a function handle with the runtime's checks. */
+cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
+                           cudaStream_t stream, int per_thread);
+/* Device address and size of a registered variable on the current device
+ * (loads the module there if needed). */
+cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, size_t *size);
+/* Drops everything loaded on a device (after cudaDeviceReset). */
+void rgpu_rt_modules_forget_device(int dev);
+
+/* ---- memory (rgpu_cudart_memory.c) ------------------------------------- */
+
+/* The copy engine shared by memcpy and symbol copies. dst/src are device
+ * addresses or host pointers according to kind (already resolved, never
+ * cudaMemcpyDefault). */
+cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
+                           enum cudaMemcpyKind kind, uint64_t stream, int device, int async);
+
+#endif

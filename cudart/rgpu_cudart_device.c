@@ -1,0 +1,355 @@
+/* Device management: count, current device, properties and attributes,
+ * synchronize/reset, flags and limits, versions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+static pthread_mutex_t g_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_count = -1;
+static int g_driver_version;
+static rgpu_rt_device *g_devs[RGPU_MAX_DEVICES];
+static uint32_t g_epoch[RGPU_MAX_DEVICES];
+static __thread int tl_device;
+
+int rgpu_rt_current_device(void) { return tl_device; }
+void rgpu_rt_set_current_device(int dev) { tl_device = dev; }
+uint32_t rgpu_rt_device_epoch(int dev) {
+  return (dev >= 0 && dev < RGPU_MAX_DEVICES) ? __atomic_load_n(&g_epoch[dev], __ATOMIC_ACQUIRE)
+                                              : 0;
+}
+
+/* DRIVER_INFO once: device count and driver version. */
+static cudaError_t fetch_driver_info(rgpu_client *c) {
+  if (g_count >= 0) return cudaSuccess;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r = {.payload = &pay};
+  int rc = rgpu_client_call(c, -1, RGPU_OP_DRIVER_INFO, 0, NULL, 0, NULL, 0, &r);
+  cudaError_t e = rgpu_rt_from_call(rc);
+  if (e == cudaSuccess) {
+    rgpu_msg_driver_info_rep m;
+    if (rgpu_msg_driver_info_rep_decode(pay.data, pay.len, &m) == 0) {
+      g_driver_version = m.driver_version;
+      g_count = m.device_count > RGPU_MAX_DEVICES ? RGPU_MAX_DEVICES : (int)m.device_count;
+    } else {
+      RGPU_ERROR("rgpu: malformed DRIVER_INFO reply from the server");
+      e = cudaErrorUnknown;
+    }
+  }
+  rgpu_buf_free(&pay);
+  return e;
+}
+
+cudaError_t rgpu_rt_device_count(rgpu_client *c, int *count) {
+  pthread_mutex_lock(&g_dev_lock);
+  cudaError_t e = fetch_driver_info(c);
+  if (e == cudaSuccess) *count = g_count;
+  pthread_mutex_unlock(&g_dev_lock);
+  return e;
+}
+
+cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
+  pthread_mutex_lock(&g_dev_lock);
+  cudaError_t e = fetch_driver_info(c);
+  if (e == cudaSuccess && (dev < 0 || dev >= g_count)) e = cudaErrorInvalidDevice;
+  if (e == cudaSuccess && !g_devs[dev]) {
+    rgpu_rt_device *d = calloc(1, sizeof *d);
+    if (!d) e = cudaErrorMemoryAllocation;
+    else g_devs[dev] = d;
+  }
+  if (e == cudaSuccess && !g_devs[dev]->valid) {
+    rgpu_rt_device *d = g_devs[dev];
+    rgpu_buf req, pay;
+    rgpu_buf_init(&req);
+    rgpu_buf_init(&pay);
+    rgpu_msg_device_props_req m = {.device = (uint32_t)dev};
+    rgpu_msg_device_props_req_encode(&req, &m);
+    rgpu_client_reply r = {.payload = &pay};
+    int rc = rgpu_client_call(c, -1, RGPU_OP_DEVICE_PROPS, 0, req.data, req.len, NULL, 0, &r);
+    e = rgpu_rt_from_call(rc);
+    if (e == cudaSuccess) {
+      rgpu_msg_device_props_rep p;
+      if (rgpu_msg_device_props_rep_decode(pay.data, pay.len, &p) == 0) {
+        d->nattrs = p.attrs.count > RGPU_MAX_ATTRS ? RGPU_MAX_ATTRS : p.attrs.count;
+        for (uint32_t i = 0; i < d->nattrs; i++) d->attrs[i] = rgpu_array_i32(&p.attrs, i);
+        rgpu_cudart_build_props(&d->prop, p.name.data, p.name.len, p.uuid.data, p.uuid.len,
+                                p.total_mem, d->attrs, d->nattrs);
+        d->valid = 1;
+      } else {
+        RGPU_ERROR("rgpu: malformed DEVICE_PROPS reply from the server");
+        e = cudaErrorUnknown;
+      }
+    }
+    rgpu_buf_free(&req);
+    rgpu_buf_free(&pay);
+  }
+  if (e == cudaSuccess) *out = g_devs[dev];
+  pthread_mutex_unlock(&g_dev_lock);
+  return e;
+}
+
+RGPU_API cudaError_t cudaGetDeviceCount(int *count) {
+  rgpu_rt_count_call();
+  if (!count) return rgpu_rt_ret(cudaErrorInvalidValue);
+  *count = 0;
+  cudaError_t e = cudaErrorNoDevice;
+  rgpu_client *c = rgpu_rt_client(&e);
+  if (!c) return rgpu_rt_ret(e);
+  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorNoDevice);
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  *count = n;
+  if (n == 0) return rgpu_rt_ret(cudaErrorNoDevice);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaSetDevice(int device) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (device < 0 || device >= n) return rgpu_rt_ret(cudaErrorInvalidDevice);
+  tl_device = device;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaGetDevice(int *device) {
+  rgpu_rt_count_call();
+  if (!device) return rgpu_rt_ret(cudaErrorInvalidValue);
+  *device = tl_device;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!prop) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, device, &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  *prop = d->prop;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!value) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, device, &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((int)attr <= 0 || (uint32_t)attr >= d->nattrs || (int)attr >= (int)cudaDevAttrMax)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  *value = d->attrs[attr];
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceSynchronize(void) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  int rc = rgpu_client_call(c, rgpu_rt_current_device(), RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0,
+                            NULL);
+  return rgpu_rt_sync_ret(c, rc);
+}
+
+RGPU_API cudaError_t cudaDeviceReset(void) {
+  rgpu_rt_count_call();
+  cudaError_t e = cudaErrorNoDevice;
+  rgpu_client *c = rgpu_rt_client(&e);
+  if (!c) return rgpu_rt_ret(e);
+  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
+  int dev = rgpu_rt_current_device();
+  rgpu_buf req;
+  rgpu_buf_init(&req);
+  rgpu_msg_device_reset_req m = {.device = (uint32_t)dev};
+  rgpu_msg_device_reset_req_encode(&req, &m);
+  rgpu_client_lock(c);
+  uint64_t seq;
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  int rc = rgpu_client_send_locked(c, RGPU_OP_DEVICE_RESET, 1, req.data, req.len, NULL, 0, &seq);
+  rgpu_client_reply r = {0};
+  if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, &r);
+  if (rc == 0) rc = (int)r.status;
+  /* The server's context of this device is new: send CTX_SET_DEVICE again
+   * before the next request. */
+  rgpu_client_unbind_device_locked(c);
+  rgpu_client_unlock(c);
+  rgpu_buf_free(&req);
+  /* Whatever the reset answered, everything the old context had is gone:
+   * allocations, modules, streams and any error it had latched. */
+  while (rgpu_client_take_async_error(c, NULL, NULL, NULL, 0)) {
+  }
+  rgpu_err_state_reset(rgpu_rt_err_state());
+  if (dev >= 0 && dev < RGPU_MAX_DEVICES) __atomic_add_fetch(&g_epoch[dev], 1, __ATOMIC_RELEASE);
+  rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
+  rgpu_rt_modules_forget_device(dev);
+  return rgpu_rt_ret(rgpu_rt_from_call(rc));
+}
+
+RGPU_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  const unsigned known = cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax |
+                         cudaDeviceSyncMemops;
+  if (flags & ~known) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if ((flags & cudaDeviceScheduleMask) == (cudaDeviceScheduleSpin | cudaDeviceScheduleYield))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  /* Scheduling flags describe how the host thread waits; the remote wait is
+   * a socket read either way, so they are kept for cudaGetDeviceFlags. */
+  d->flags = flags;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!flags) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  /* NVIDIA's runtime reports cudaDeviceMapHost as always set since 11.x. */
+  *flags = d->flags | cudaDeviceMapHost;
+  return cudaSuccess;
+}
+
+/* Defaults NVIDIA documents for each limit; values the server does not
+ * know about, so only these can be answered honestly. */
+static int limit_default(enum cudaLimit limit, size_t *v) {
+  switch (limit) {
+  case cudaLimitStackSize: *v = 1024; return 0;
+  case cudaLimitPrintfFifoSize: *v = 1u << 20; return 0;
+  case cudaLimitMallocHeapSize: *v = 8u << 20; return 0;
+  case cudaLimitDevRuntimeSyncDepth: *v = 2; return 0;
+  case cudaLimitDevRuntimePendingLaunchCount: *v = 2048; return 0;
+  case cudaLimitMaxL2FetchGranularity: *v = 32; return 0;
+  case cudaLimitPersistingL2CacheSize: *v = 0; return 0;
+  default: return -1;
+  }
+}
+
+static size_t g_limits[16];
+static int g_limit_set[16];
+
+RGPU_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit) {
+  rgpu_rt_count_call();
+  if (!pValue) return rgpu_rt_ret(cudaErrorInvalidValue);
+  size_t v;
+  if (limit_default(limit, &v)) return rgpu_rt_ret(cudaErrorUnsupportedLimit);
+  if ((unsigned)limit < 16 && g_limit_set[limit]) v = g_limits[limit];
+  *pValue = v;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
+  rgpu_rt_count_call();
+  size_t def;
+  if (limit_default(limit, &def)) return rgpu_rt_ret(cudaErrorUnsupportedLimit);
+  /* Nothing on the wire sets limits yet: accept what needs no change on the
+   * server (a value within the default), refuse the rest honestly. */
+  if (value > def) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("rgpu: cudaDeviceSetLimit above the default is not supported yet");
+    return rgpu_rt_ret(cudaErrorNotSupported);
+  }
+  if ((unsigned)limit < 16) {
+    g_limits[limit] = value;
+    g_limit_set[limit] = 1;
+  }
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *prop) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!device || !prop) return rgpu_rt_ret(cudaErrorInvalidValue);
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (n == 0) return rgpu_rt_ret(cudaErrorNoDevice);
+  /* Closest compute capability at or above the requested one, else 0. */
+  int best = 0, best_score = -1;
+  for (int i = 0; i < n; i++) {
+    rgpu_rt_device *d;
+    if (rgpu_rt_device_get(c, i, &d) != cudaSuccess) continue;
+    int score = 0;
+    if (d->prop.major > prop->major ||
+        (d->prop.major == prop->major && d->prop.minor >= prop->minor))
+      score += 2;
+    if (prop->totalGlobalMem && d->prop.totalGlobalMem >= prop->totalGlobalMem) score += 1;
+    if (score > best_score) {
+      best_score = score;
+      best = i;
+    }
+  }
+  *device = best;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!pciBusId || len <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, device, &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  snprintf(pciBusId, (size_t)len, "%08X:%02X:%02X.0", (unsigned)d->prop.pciDomainID,
+           (unsigned)d->prop.pciBusID, (unsigned)d->prop.pciDeviceID);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDriverGetVersion(int *driverVersion) {
+  rgpu_rt_count_call();
+  if (!driverVersion) return rgpu_rt_ret(cudaErrorInvalidValue);
+  cudaError_t e;
+  rgpu_client *c = rgpu_rt_client(&e);
+  /* Like NVIDIA's runtime without a driver: 0 and success. */
+  *driverVersion = 0;
+  if (!c || rgpu_client_is_dead(c)) return cudaSuccess;
+  pthread_mutex_lock(&g_dev_lock);
+  e = fetch_driver_info(c);
+  if (e == cudaSuccess) *driverVersion = g_driver_version;
+  pthread_mutex_unlock(&g_dev_lock);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!free_bytes || !total_bytes) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r = {.payload = &pay};
+  int rc = rgpu_client_call(c, rgpu_rt_current_device(), RGPU_OP_MEM_GET_INFO, 0, NULL, 0, NULL,
+                            0, &r);
+  e = rgpu_rt_from_call(rc);
+  if (e == cudaSuccess) {
+    rgpu_msg_mem_get_info_rep m;
+    if (rgpu_msg_mem_get_info_rep_decode(pay.data, pay.len, &m) == 0) {
+      *free_bytes = (size_t)m.free_bytes;
+      *total_bytes = (size_t)m.total_bytes;
+    } else {
+      e = cudaErrorUnknown;
+    }
+  }
+  rgpu_buf_free(&pay);
+  return rgpu_rt_ret(e);
+}

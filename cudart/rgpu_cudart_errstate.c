@@ -1,0 +1,66 @@
+/* The runtime's error rules as a small state machine: a sticky error (the
+ * context is corrupt) wins over everything until reset; an asynchronous
+ * error reported by the server waits for the next synchronizing call or
+ * cudaGetLastError, and is reported once. */
+#include "rgpu_cudart.h"
+
+/* ---- error state machine ----------------------------------------------- */
+
+void rgpu_err_state_init(rgpu_err_state *s) {
+  pthread_mutex_init(&s->lock, NULL);
+  s->sticky = cudaSuccess;
+  s->pending = cudaSuccess;
+}
+
+void rgpu_err_state_async(rgpu_err_state *s, cudaError_t e) {
+  if (e == cudaSuccess) return;
+  pthread_mutex_lock(&s->lock);
+  if (rgpu_cudart_is_sticky(e)) {
+    if (s->sticky == cudaSuccess) s->sticky = e;
+  } else if (s->pending == cudaSuccess) {
+    s->pending = e;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+cudaError_t rgpu_err_state_sync(rgpu_err_state *s, cudaError_t result) {
+  pthread_mutex_lock(&s->lock);
+  cudaError_t out = result;
+  if (rgpu_cudart_is_sticky(result) && s->sticky == cudaSuccess) s->sticky = result;
+  if (s->sticky != cudaSuccess) {
+    out = s->sticky;
+  } else if (result == cudaSuccess && s->pending != cudaSuccess) {
+    out = s->pending;
+    s->pending = cudaSuccess;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return out;
+}
+
+cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take) {
+  pthread_mutex_lock(&s->lock);
+  cudaError_t out = cudaSuccess;
+  if (s->pending != cudaSuccess) {
+    out = s->pending;
+    if (take) s->pending = cudaSuccess;
+  } else if (s->sticky != cudaSuccess) {
+    out = s->sticky;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return out;
+}
+
+cudaError_t rgpu_err_state_sticky(rgpu_err_state *s) {
+  pthread_mutex_lock(&s->lock);
+  cudaError_t e = s->sticky;
+  pthread_mutex_unlock(&s->lock);
+  return e;
+}
+
+void rgpu_err_state_reset(rgpu_err_state *s) {
+  pthread_mutex_lock(&s->lock);
+  s->sticky = cudaSuccess;
+  s->pending = cudaSuccess;
+  pthread_mutex_unlock(&s->lock);
+}
+

@@ -1,0 +1,480 @@
+/* Memory: device allocations (server), pinned host buffers (local), copies,
+ * memsets, symbol copies and pointer attributes.
+ *
+ * Copies are cut into frames of at most the chunk size.  Host-to-device
+ * chunks are queued or written before the call returns (the program may
+ * reuse its buffer at once, as with pageable memory on a local GPU) and
+ * need no reply; device-to-host chunks are all requested first and then
+ * read back in order straight into the destination, so a large copy costs
+ * one round trip, not one per chunk. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+static rgpu_range_table g_dev_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+static rgpu_range_table g_host_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+rgpu_range_table *rgpu_rt_device_ranges(void) { return &g_dev_ranges; }
+rgpu_range_table *rgpu_rt_host_ranges(void) { return &g_host_ranges; }
+
+static int is_device_range(uint64_t p, uint64_t n, rgpu_range *out) {
+  return rgpu_range_find(&g_dev_ranges, p, n, out) == 0;
+}
+
+/* ---- the copy engine ---------------------------------------------------- */
+
+static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, size_t n,
+                             uint64_t stream, int device) {
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  int wait_each = rgpu_client_sync_every_call(c);
+  rgpu_client_lock(c);
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  uint32_t status = 0;
+  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    uint8_t fixed[16];
+    uint64_t d = dst + off;
+    memcpy(fixed, &d, 8);
+    memcpy(fixed + 8, &stream, 8);
+    uint64_t seq;
+    rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, wait_each, fixed, sizeof fixed,
+                                 src + off, len, &seq);
+    if (rc == 0 && wait_each) {
+      rgpu_client_reply r = {0};
+      rc = rgpu_client_wait_locked(c, seq, first, &r);
+      if (rc == 0 && r.status) {
+        status = r.status;
+        break;
+      }
+    }
+  }
+  rgpu_client_unlock(c);
+  if (rc) return rgpu_rt_sync_ret(c, rc);
+  if (status) return rgpu_rt_sync_ret(c, (int)status);
+  return cudaSuccess;
+}
+
+static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
+                             uint64_t stream, int device) {
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  size_t nchunks = (n + chunk - 1) / chunk;
+  /* Bound the requests in flight so the replies we have not read yet never
+   * exceed what the kernel buffers plus one chunk. */
+  size_t window = rgpu_client_sync_every_call(c) ? 1 : 64;
+  uint64_t seqs_local[64];
+  rgpu_client_lock(c);
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  uint32_t status = 0;
+  char msg[256] = "";
+  size_t sent = 0, done = 0;
+  while (rc == 0 && done < nchunks) {
+    while (rc == 0 && sent < nchunks && sent - done < window) {
+      size_t off = sent * chunk;
+      size_t len = n - off < chunk ? n - off : chunk;
+      uint8_t fixed[24];
+      uint64_t s = src + off, l = len;
+      memcpy(fixed, &s, 8);
+      memcpy(fixed + 8, &l, 8);
+      memcpy(fixed + 16, &stream, 8);
+      rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_DTOH, 1, fixed, sizeof fixed, NULL, 0,
+                                   &seqs_local[sent % 64]);
+      sent++;
+    }
+    if (rc) break;
+    size_t off = done * chunk;
+    size_t len = n - off < chunk ? n - off : chunk;
+    rgpu_client_reply r = {.dst = dst + off, .dst_cap = len};
+    rc = rgpu_client_wait_locked(c, seqs_local[done % 64], first, &r);
+    if (rc) break;
+    if (r.status && !status) {
+      status = r.status;
+      memcpy(msg, r.msg, sizeof msg);
+    } else if (!r.status && r.dst_len != len && !status) {
+      status = CUDA_ERROR_UNKNOWN;
+      snprintf(msg, sizeof msg, "short reply: %zu of %zu bytes", r.dst_len, len);
+    }
+    done++;
+  }
+  rgpu_client_unlock(c);
+  if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
+  return rgpu_rt_sync_ret(c, rc ? rc : (int)status);
+}
+
+cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
+                           enum cudaMemcpyKind kind, uint64_t stream, int device, int async) {
+  (void)async;
+  if (n == 0) return cudaSuccess;
+  switch (kind) {
+  case cudaMemcpyHostToHost:
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return cudaSuccess;
+  case cudaMemcpyHostToDevice:
+    return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device);
+  case cudaMemcpyDeviceToHost:
+    return copy_dtoh(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
+  case cudaMemcpyDeviceToDevice: {
+    rgpu_buf b;
+    rgpu_buf_init(&b);
+    rgpu_msg_memcpy_dtod_req m = {.dst = dst, .src = src, .size = n, .stream = stream};
+    rgpu_msg_memcpy_dtod_req_encode(&b, &m);
+    int rc = rgpu_client_call(c, device, RGPU_OP_MEMCPY_DTOD, 1, b.data, b.len, NULL, 0, NULL);
+    rgpu_buf_free(&b);
+    return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  }
+  default:
+    return rgpu_rt_ret(cudaErrorInvalidMemcpyDirection);
+  }
+}
+
+/* Resolves cudaMemcpyDefault and checks device-side pointers against the
+ * known allocations, so a wild pointer fails now with cudaErrorInvalidValue
+ * (as on a local GPU) rather than later. */
+static cudaError_t check_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind *kind,
+                              int *device) {
+  uint64_t d = (uint64_t)(uintptr_t)dst, s = (uint64_t)(uintptr_t)src;
+  rgpu_range rd, rs;
+  int d_dev = is_device_range(d, 1, &rd);
+  int s_dev = is_device_range(s, 1, &rs);
+  if ((int)*kind < 0 || (int)*kind > (int)cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+  if (*kind == cudaMemcpyDefault) {
+    if (d_dev && s_dev)
+      *kind = cudaMemcpyDeviceToDevice;
+    else if (d_dev)
+      *kind = cudaMemcpyHostToDevice;
+    else if (s_dev)
+      *kind = cudaMemcpyDeviceToHost;
+    else
+      *kind = cudaMemcpyHostToHost;
+  }
+  int need_d = *kind == cudaMemcpyHostToDevice || *kind == cudaMemcpyDeviceToDevice;
+  int need_s = *kind == cudaMemcpyDeviceToHost || *kind == cudaMemcpyDeviceToDevice;
+  if (need_d && (!d_dev || !is_device_range(d, n, NULL))) return cudaErrorInvalidValue;
+  if (need_s && (!s_dev || !is_device_range(s, n, NULL))) return cudaErrorInvalidValue;
+  if ((!need_d && !dst) || (!need_s && !src)) return cudaErrorInvalidValue;
+  *device = need_d ? rd.device : need_s ? rs.device : rgpu_rt_current_device();
+  return cudaSuccess;
+}
+
+static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
+                                 enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
+                                 int async) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (count == 0) return cudaSuccess;
+  int dev;
+  e = check_copy(dst, src, count, &kind, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  uint64_t wire = 0;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  return rgpu_rt_memcpy(c, (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count, kind, wire,
+                        dev, async);
+}
+
+RGPU_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                                enum cudaMemcpyKind kind) {
+  return memcpy_common(dst, src, count, kind, NULL, 0, 0);
+}
+RGPU_API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count,
+                                     enum cudaMemcpyKind kind);
+RGPU_API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count,
+                                     enum cudaMemcpyKind kind) {
+  return memcpy_common(dst, src, count, kind, NULL, 1, 0);
+}
+RGPU_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return memcpy_common(dst, src, count, kind, stream, 0, 1);
+}
+RGPU_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+                                          enum cudaMemcpyKind kind, cudaStream_t stream);
+RGPU_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+                                          enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return memcpy_common(dst, src, count, kind, stream, 1, 1);
+}
+
+/* ---- memset ------------------------------------------------------------- */
+
+static cudaError_t memset_common(void *devPtr, int value, size_t count, cudaStream_t stream,
+                                 int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (count == 0) return cudaSuccess;
+  rgpu_range r;
+  if (!is_device_range((uint64_t)(uintptr_t)devPtr, count, &r))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t wire;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_memset_req m = {.dst = (uint64_t)(uintptr_t)devPtr,
+                           .value = (uint32_t)(value & 0xff),
+                           .elem_size = 1,
+                           .count = count,
+                           .stream = wire};
+  rgpu_msg_memset_req_encode(&b, &m);
+  int rc = rgpu_client_call(c, r.device, RGPU_OP_MEMSET, 1, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+  return memset_common(devPtr, value, count, NULL, 0);
+}
+RGPU_API cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count);
+RGPU_API cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count) {
+  return memset_common(devPtr, value, count, NULL, 1);
+}
+RGPU_API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+  return memset_common(devPtr, value, count, stream, 0);
+}
+RGPU_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
+                                          cudaStream_t stream);
+RGPU_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
+                                          cudaStream_t stream) {
+  return memset_common(devPtr, value, count, stream, 1);
+}
+
+/* ---- allocation --------------------------------------------------------- */
+
+RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!devPtr) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (size == 0) {
+    *devPtr = NULL;
+    return cudaSuccess;
+  }
+  int dev = rgpu_rt_current_device();
+  rgpu_buf b, pay;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&pay);
+  rgpu_msg_mem_alloc_req m = {.size = size};
+  rgpu_msg_mem_alloc_req_encode(&b, &m);
+  rgpu_client_reply r = {.payload = &pay};
+  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r);
+  rgpu_buf_free(&b);
+  if (rc == 0) {
+    rgpu_msg_mem_alloc_rep rep;
+    if (rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &rep) || rep.dptr == 0) {
+      rc = CUDA_ERROR_UNKNOWN;
+    } else {
+      rgpu_range rg = {.base = rep.dptr, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
+      if (rgpu_range_add(&g_dev_ranges, &rg))
+        RGPU_WARN("rgpu: server returned an allocation overlapping a known one (0x%llx)",
+                  (unsigned long long)rep.dptr);
+      *devPtr = (void *)(uintptr_t)rep.dptr;
+    }
+  }
+  rgpu_buf_free(&pay);
+  if (rc) return rgpu_rt_sync_ret(c, rc);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaFree(void *devPtr) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!devPtr) return cudaSuccess;
+  rgpu_range r;
+  if (rgpu_range_find(&g_dev_ranges, (uint64_t)(uintptr_t)devPtr, 1, &r) ||
+      r.base != (uint64_t)(uintptr_t)devPtr || r.kind != RGPU_RANGE_DEVICE)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_range_remove(&g_dev_ranges, r.base, NULL);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_mem_free_req m = {.dptr = r.base};
+  rgpu_msg_mem_free_req_encode(&b, &m);
+  int rc = rgpu_client_call(c, r.device, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
+  rgpu_rt_count_call();
+  if (!pHost) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (size == 0) {
+    *pHost = NULL;
+    return cudaSuccess;
+  }
+  /* "Pinned" memory of a remote GPU is ordinary local memory: what matters
+   * is that copies from it may be asynchronous, and that it is tracked for
+   * cudaMemcpyDefault and cudaPointerGetAttributes. */
+  long pg = sysconf(_SC_PAGESIZE);
+  size_t align = pg > 0 ? (size_t)pg : 4096;
+  size_t rounded = (size + align - 1) / align * align;
+  void *p = NULL;
+  if (rounded < size || posix_memalign(&p, align, rounded)) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  rgpu_range r = {.base = (uint64_t)(uintptr_t)p,
+                  .size = rounded,
+                  .device = rgpu_rt_current_device(),
+                  .kind = RGPU_RANGE_HOST,
+                  .flags = flags};
+  if (rgpu_range_add(&g_host_ranges, &r)) {
+    free(p);
+    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  }
+  *pHost = p;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+RGPU_API cudaError_t cudaFreeHost(void *ptr) {
+  rgpu_rt_count_call();
+  if (!ptr) return cudaSuccess;
+  rgpu_range r;
+  if (rgpu_range_remove(&g_host_ranges, (uint64_t)(uintptr_t)ptr, &r))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  free(ptr);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes,
+                                              const void *ptr) {
+  rgpu_rt_count_call();
+  if (!attributes) return rgpu_rt_ret(cudaErrorInvalidValue);
+  memset(attributes, 0, sizeof *attributes);
+  rgpu_range r;
+  uint64_t p = (uint64_t)(uintptr_t)ptr;
+  if (is_device_range(p, 1, &r)) {
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->device = r.device;
+    attributes->devicePointer = (void *)ptr;
+  } else if (rgpu_range_find(&g_host_ranges, p, 1, &r) == 0) {
+    attributes->type = cudaMemoryTypeHost;
+    attributes->device = r.device;
+    attributes->hostPointer = (void *)ptr;
+  } else {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = cudaInvalidDeviceId;
+  }
+  return cudaSuccess;
+}
+
+/* ---- symbols ------------------------------------------------------------ */
+
+static cudaError_t symbol_copy(int to_symbol, const void *symbol, void *host, size_t count,
+                               size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream,
+                               int per_thread, int async) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (to_symbol) {
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice &&
+        kind != cudaMemcpyDefault)
+      return rgpu_rt_ret(cudaErrorInvalidMemcpyDirection);
+  } else if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice &&
+             kind != cudaMemcpyDefault) {
+    return rgpu_rt_ret(cudaErrorInvalidMemcpyDirection);
+  }
+  uint64_t dptr;
+  size_t size;
+  e = rgpu_rt_symbol(c, symbol, &dptr, &size);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (offset > size || count > size - offset) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (count == 0) return cudaSuccess;
+  uint64_t h = (uint64_t)(uintptr_t)host;
+  if (kind == cudaMemcpyDefault)
+    kind = is_device_range(h, 1, NULL) ? cudaMemcpyDeviceToDevice
+                                       : (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+  if (kind == cudaMemcpyDeviceToDevice && !is_device_range(h, count, NULL))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!host) return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t wire;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  int dev = rgpu_rt_current_device();
+  if (to_symbol) return rgpu_rt_memcpy(c, dptr + offset, h, count, kind, wire, dev, async);
+  return rgpu_rt_memcpy(c, h, dptr + offset, count, kind, wire, dev, async);
+}
+
+RGPU_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count,
+                                        size_t offset, enum cudaMemcpyKind kind) {
+  return symbol_copy(1, symbol, (void *)src, count, offset, kind, NULL, 0, 0);
+}
+RGPU_API cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count,
+                                             size_t offset, enum cudaMemcpyKind kind);
+RGPU_API cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count,
+                                             size_t offset, enum cudaMemcpyKind kind) {
+  return symbol_copy(1, symbol, (void *)src, count, offset, kind, NULL, 1, 0);
+}
+RGPU_API cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count,
+                                          size_t offset, enum cudaMemcpyKind kind) {
+  return symbol_copy(0, symbol, dst, count, offset, kind, NULL, 0, 0);
+}
+RGPU_API cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count,
+                                               size_t offset, enum cudaMemcpyKind kind);
+RGPU_API cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count,
+                                               size_t offset, enum cudaMemcpyKind kind) {
+  return symbol_copy(0, symbol, dst, count, offset, kind, NULL, 1, 0);
+}
+RGPU_API cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
+                                             size_t offset, enum cudaMemcpyKind kind,
+                                             cudaStream_t stream) {
+  return symbol_copy(1, symbol, (void *)src, count, offset, kind, stream, 0, 1);
+}
+RGPU_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src,
+                                                  size_t count, size_t offset,
+                                                  enum cudaMemcpyKind kind, cudaStream_t stream);
+RGPU_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src,
+                                                  size_t count, size_t offset,
+                                                  enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return symbol_copy(1, symbol, (void *)src, count, offset, kind, stream, 1, 1);
+}
+RGPU_API cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count,
+                                               size_t offset, enum cudaMemcpyKind kind,
+                                               cudaStream_t stream) {
+  return symbol_copy(0, symbol, dst, count, offset, kind, stream, 0, 1);
+}
+RGPU_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
+                                                    size_t offset, enum cudaMemcpyKind kind,
+                                                    cudaStream_t stream);
+RGPU_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
+                                                    size_t offset, enum cudaMemcpyKind kind,
+                                                    cudaStream_t stream) {
+  return symbol_copy(0, symbol, dst, count, offset, kind, stream, 1, 1);
+}
+
+RGPU_API cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!devPtr) return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t dptr;
+  size_t size;
+  e = rgpu_rt_symbol(c, symbol, &dptr, &size);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  *devPtr = (void *)(uintptr_t)dptr;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!size) return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t dptr;
+  size_t sz;
+  e = rgpu_rt_symbol(c, symbol, &dptr, &sz);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  *size = sz;
+  return cudaSuccess;
+}

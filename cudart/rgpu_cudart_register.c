@@ -1,0 +1,766 @@
+/* Fatbin registration, lazy module loading and kernel launch.
+ *
+ * nvcc's constructors register every fatbin, kernel and device variable
+ * before main; that must stay local (no server may be configured yet, and
+ * the real runtime does no driver work there either).  A fatbin becomes a
+ * module on a device the first time something on that device needs it:
+ * MODULE_LOAD sends the image with the names of all its kernels and
+ * variables and gets back per-kernel parameter layouts and per-variable
+ * addresses in one round trip. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+#if __has_include("rgpu_fatbin.h")
+#include "rgpu_fatbin.h"
+#define RGPU_HAVE_FATBIN 1
+#endif
+
+#define RGPU_FUNC_MAGIC 0x464e4354u /* "TCNF" */
+#define RGPU_FATBIN_WRAPPER_MAGIC_V 0x466243B1u
+
+typedef struct {
+  int magic;
+  int version;
+  const unsigned long long *data;
+  void *filename_or_fatbins;
+} rgpu_fatbin_wrapper;
+
+typedef struct {
+  int state; /* 0 not loaded, 1 loaded, -1 load failed */
+  cudaError_t error;
+  uint32_t epoch;
+  uint64_t module_id;
+  rgpu_param_layout *layouts; /* per function */
+  int32_t *func_status;
+  uint64_t *var_dptr;
+  uint64_t *var_size;
+} rgpu_rt_module;
+
+typedef struct {
+  const void *host;
+  char *name;
+  size_t size;
+  int constant;
+} rgpu_rt_var;
+
+typedef struct rgpu_rt_fatbin {
+  const void *image;
+  size_t size;
+  pthread_mutex_t lock;
+  rgpu_rt_func **funcs;
+  size_t nfuncs, capf;
+  rgpu_rt_var *vars;
+  size_t nvars, capv;
+  rgpu_rt_module mods[RGPU_MAX_DEVICES];
+  int dead;
+  int fallback_state; /* 0 not tried, 1 parsed, -1 unavailable */
+#ifdef RGPU_HAVE_FATBIN
+  rgpu_fatbin_param_table fallback;
+#endif
+} rgpu_rt_fatbin;
+
+struct rgpu_rt_func {
+  uint32_t magic;
+  rgpu_rt_fatbin *fb;
+  uint32_t index;
+  const void *host_stub;
+  char *name;
+  int max_dyn_shmem; /* cudaFuncAttributeMaxDynamicSharedMemorySize, -1 = unset */
+};
+
+/* ---- pointer -> entry map (host stubs and host shadows of variables) ---- */
+
+typedef struct {
+  const void *key;
+  void *val;
+  uint32_t aux;
+} map_slot;
+
+typedef struct {
+  map_slot *slots;
+  size_t cap, n;
+} ptr_map;
+
+static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static ptr_map g_funcs, g_vars;
+
+static size_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static int map_put(ptr_map *m, const void *key, void *val, uint32_t aux) {
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t nc = m->cap ? m->cap * 2 : 256;
+    map_slot *ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->slots[i].key) continue;
+      size_t j = ptr_hash(m->slots[i].key) & (nc - 1);
+      while (ns[j].key) j = (j + 1) & (nc - 1);
+      ns[j] = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = ns;
+    m->cap = nc;
+  }
+  size_t j = ptr_hash(key) & (m->cap - 1);
+  while (m->slots[j].key && m->slots[j].key != key) j = (j + 1) & (m->cap - 1);
+  if (!m->slots[j].key) m->n++;
+  m->slots[j] = (map_slot){key, val, aux};
+  return 0;
+}
+
+static map_slot *map_get(ptr_map *m, const void *key) {
+  if (!m->cap || !key) return NULL;
+  size_t j = ptr_hash(key) & (m->cap - 1);
+  while (m->slots[j].key) {
+    if (m->slots[j].key == key) return &m->slots[j];
+    j = (j + 1) & (m->cap - 1);
+  }
+  return NULL;
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+RGPU_API void **__cudaRegisterFatBinary(void *fatCubin) {
+  rgpu_fatbin_wrapper *w = fatCubin;
+  rgpu_rt_fatbin *fb = calloc(1, sizeof *fb);
+  if (!fb) return NULL;
+  pthread_mutex_init(&fb->lock, NULL);
+  if (!w || (unsigned)w->magic != RGPU_FATBIN_WRAPPER_MAGIC_V ||
+      (w->version != 1 && w->version != 2) || !w->data) {
+    RGPU_WARN("rgpu: ignoring a fatbinary with an unknown wrapper (magic 0x%x, version %d)",
+              w ? (unsigned)w->magic : 0u, w ? w->version : -1);
+    fb->dead = 1;
+    return (void **)fb;
+  }
+  const uint8_t *d = (const uint8_t *)w->data;
+  uint32_t magic;
+  uint64_t fat_size;
+  uint16_t hsize;
+  memcpy(&magic, d, 4);
+  memcpy(&hsize, d + 6, 2);
+  memcpy(&fat_size, d + 8, 8);
+  if (magic != 0xBA55ED50u || hsize != 16 || fat_size > ((uint64_t)1 << 30)) {
+    RGPU_WARN("rgpu: ignoring a fatbinary with an unknown data header (magic 0x%x)", magic);
+    fb->dead = 1;
+    return (void **)fb;
+  }
+  fb->image = d;
+  fb->size = (size_t)fat_size + 16;
+  return (void **)fb;
+}
+
+RGPU_API void __cudaRegisterFatBinaryEnd(void **fatCubinHandle) { (void)fatCubinHandle; }
+
+RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+                                     const char *deviceName, int thread_limit, uint3 *tid,
+                                     uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize) {
+  rgpu_rt_fatbin *fb = (rgpu_rt_fatbin *)fatCubinHandle;
+  const char *name = deviceName ? deviceName : deviceFun;
+  if (!fb || !name || !hostFun) return;
+  rgpu_rt_func *f = calloc(1, sizeof *f);
+  char *nm = strdup(name);
+  if (!f || !nm) {
+    free(f);
+    free(nm);
+    return;
+  }
+  pthread_mutex_lock(&fb->lock);
+  if (fb->nfuncs == fb->capf) {
+    size_t nc = fb->capf ? fb->capf * 2 : 16;
+    rgpu_rt_func **nf = realloc(fb->funcs, nc * sizeof *nf);
+    if (!nf) {
+      pthread_mutex_unlock(&fb->lock);
+      free(f);
+      free(nm);
+      return;
+    }
+    fb->funcs = nf;
+    fb->capf = nc;
+  }
+  f->magic = RGPU_FUNC_MAGIC;
+  f->fb = fb;
+  f->index = (uint32_t)fb->nfuncs;
+  f->host_stub = hostFun;
+  f->name = nm;
+  f->max_dyn_shmem = -1;
+  fb->funcs[fb->nfuncs++] = f;
+  pthread_mutex_unlock(&fb->lock);
+  pthread_mutex_lock(&g_reg_lock);
+  map_put(&g_funcs, hostFun, f, 0);
+  pthread_mutex_unlock(&g_reg_lock);
+}
+
+RGPU_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+                                const char *deviceName, int ext, size_t size, int constant,
+                                int global) {
+  rgpu_rt_fatbin *fb = (rgpu_rt_fatbin *)fatCubinHandle;
+  const char *name = deviceName ? deviceName : deviceAddress;
+  if (!fb || !name || !hostVar) return;
+  char *nm = strdup(name);
+  if (!nm) return;
+  pthread_mutex_lock(&fb->lock);
+  if (fb->nvars == fb->capv) {
+    size_t nc = fb->capv ? fb->capv * 2 : 16;
+    rgpu_rt_var *nv = realloc(fb->vars, nc * sizeof *nv);
+    if (!nv) {
+      pthread_mutex_unlock(&fb->lock);
+      free(nm);
+      return;
+    }
+    fb->vars = nv;
+    fb->capv = nc;
+  }
+  uint32_t idx = (uint32_t)fb->nvars;
+  fb->vars[fb->nvars++] = (rgpu_rt_var){hostVar, nm, size, constant};
+  pthread_mutex_unlock(&fb->lock);
+  pthread_mutex_lock(&g_reg_lock);
+  map_put(&g_vars, hostVar, fb, idx);
+  pthread_mutex_unlock(&g_reg_lock);
+}
+
+RGPU_API void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
+                                       char *deviceAddress, const char *deviceName, int ext,
+                                       size_t size, int constant, int global) {
+  RGPU_WARN("rgpu: __managed__ variable %s is not supported yet (managed memory cannot be "
+            "coherent across the network); using it will fail",
+            deviceName ? deviceName : "?");
+}
+
+RGPU_API char __cudaInitModule(void **fatCubinHandle) {
+  (void)fatCubinHandle;
+  return 1;
+}
+
+RGPU_API void __cudaUnregisterFatBinary(void **fatCubinHandle) {
+  rgpu_rt_fatbin *fb = (rgpu_rt_fatbin *)fatCubinHandle;
+  if (!fb) return;
+  /* Runs from atexit (or dlclose): the image memory may go away after
+   * this, so the fatbin is marked dead; the server drops its modules with
+   * the session, and a library unloaded early gets MODULE_UNLOAD. */
+  pthread_mutex_lock(&fb->lock);
+  fb->dead = 1;
+  rgpu_client *c = rgpu_rt_client_peek();
+  for (int d = 0; c && d < RGPU_MAX_DEVICES; d++) {
+    rgpu_rt_module *m = &fb->mods[d];
+    if (m->state != 1 || m->epoch != rgpu_rt_device_epoch(d) || rgpu_client_is_dead(c)) continue;
+    rgpu_buf b;
+    rgpu_buf_init(&b);
+    rgpu_msg_module_unload_req u = {.module_id = m->module_id};
+    rgpu_msg_module_unload_req_encode(&b, &u);
+    rgpu_client_call(c, d, RGPU_OP_MODULE_UNLOAD, 1, b.data, b.len, NULL, 0, NULL);
+    rgpu_buf_free(&b);
+    m->state = 0;
+  }
+  pthread_mutex_unlock(&fb->lock);
+}
+
+/* ---- per-thread launch configuration stack ------------------------------ */
+
+typedef struct {
+  dim3 grid, block;
+  size_t shmem;
+  void *stream;
+} launch_cfg;
+
+#define RGPU_CFG_DEPTH 32
+static __thread launch_cfg tl_cfg[RGPU_CFG_DEPTH];
+static __thread int tl_cfg_n;
+
+RGPU_API unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                              struct CUstream_st *stream) {
+  if (tl_cfg_n >= RGPU_CFG_DEPTH) {
+    rgpu_rt_ret(cudaErrorLaunchMaxDepthExceeded);
+    return 1;
+  }
+  tl_cfg[tl_cfg_n++] = (launch_cfg){gridDim, blockDim, sharedMem, stream};
+  return 0;
+}
+
+RGPU_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+                                                void *stream) {
+  if (tl_cfg_n <= 0) return cudaErrorMissingConfiguration;
+  launch_cfg *c = &tl_cfg[--tl_cfg_n];
+  if (gridDim) *gridDim = c->grid;
+  if (blockDim) *blockDim = c->block;
+  if (sharedMem) *sharedMem = c->shmem;
+  if (stream) *(void **)stream = c->stream;
+  return cudaSuccess;
+}
+
+/* ---- lazy module load --------------------------------------------------- */
+
+rgpu_rt_func *rgpu_rt_func_by_stub(const void *host_stub) {
+  pthread_mutex_lock(&g_reg_lock);
+  map_slot *s = map_get(&g_funcs, host_stub);
+  rgpu_rt_func *f = s ? s->val : NULL;
+  pthread_mutex_unlock(&g_reg_lock);
+  return f;
+}
+
+static void module_clear(rgpu_rt_fatbin *fb, rgpu_rt_module *m) {
+  if (m->layouts) {
+    for (size_t i = 0; i < fb->nfuncs; i++) {
+      free(m->layouts[i].offsets);
+      free(m->layouts[i].sizes);
+    }
+  }
+  free(m->layouts);
+  free(m->func_status);
+  free(m->var_dptr);
+  free(m->var_size);
+  memset(m, 0, sizeof *m);
+}
+
+/* Parameter layouts from the cubin itself, for kernels the server could
+ * not describe. */
+static int fallback_layout(rgpu_rt_fatbin *fb, const char *name, rgpu_param_layout *out) {
+#ifdef RGPU_HAVE_FATBIN
+  if (fb->fallback_state == 0) {
+    rgpu_fatbin f;
+    fb->fallback_state = -1;
+    if (rgpu_fatbin_open(fb->image, fb->size, &f) == 0) {
+      if (rgpu_fatbin_params(&f, &fb->fallback) == 0) fb->fallback_state = 1;
+      rgpu_fatbin_close(&f);
+    }
+  }
+  if (fb->fallback_state != 1) return -1;
+  const rgpu_fatbin_kernel *k = rgpu_fatbin_param_table_find(&fb->fallback, name);
+  if (!k) return -1;
+  out->nparams = (uint32_t)k->nparams;
+  out->offsets = calloc(k->nparams ? k->nparams : 1, sizeof *out->offsets);
+  out->sizes = calloc(k->nparams ? k->nparams : 1, sizeof *out->sizes);
+  if (!out->offsets || !out->sizes) return -1;
+  for (size_t i = 0; i < k->nparams; i++) {
+    out->offsets[i] = k->params[i].offset;
+    out->sizes[i] = k->params[i].size;
+  }
+  return rgpu_cudart_layout_finish(out);
+#else
+  (void)fb;
+  (void)name;
+  (void)out;
+  return -1;
+#endif
+}
+
+/* Loads fb on dev if needed; fb->lock held by the caller. */
+static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
+  if (fb->dead) return cudaErrorInvalidKernelImage;
+  rgpu_rt_module *m = &fb->mods[dev];
+  uint32_t epoch = rgpu_rt_device_epoch(dev);
+  if (m->state != 0 && m->epoch != epoch) module_clear(fb, m);
+  if (m->state == 1) return cudaSuccess;
+  if (m->state == -1) return m->error;
+
+  const char **fnames = calloc(fb->nfuncs + 1, sizeof *fnames);
+  const char **vnames = calloc(fb->nvars + 1, sizeof *vnames);
+  if (!fnames || !vnames) {
+    free(fnames);
+    free(vnames);
+    return cudaErrorMemoryAllocation;
+  }
+  for (size_t i = 0; i < fb->nfuncs; i++) fnames[i] = fb->funcs[i]->name;
+  for (size_t i = 0; i < fb->nvars; i++) vnames[i] = fb->vars[i].name;
+  uint64_t id = rgpu_rt_new_handle_id();
+  rgpu_msg_module_load_req req = {.module_id = id,
+                                  .func_names = {.items = fnames, .count = (uint32_t)fb->nfuncs},
+                                  .var_names = {.items = vnames, .count = (uint32_t)fb->nvars}};
+  rgpu_buf b, pay;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&pay);
+  int rc = rgpu_msg_module_load_req_encode(&b, &req);
+  free(fnames);
+  free(vnames);
+  if (rc) {
+    rgpu_buf_free(&b);
+    return cudaErrorInvalidValue;
+  }
+  rgpu_client_reply r = {.payload = &pay};
+  rc = rgpu_client_call(c, dev, RGPU_OP_MODULE_LOAD, 0, b.data, b.len, fb->image, fb->size, &r);
+  rgpu_buf_free(&b);
+  if (rc < 0) {
+    rgpu_buf_free(&pay);
+    return rgpu_rt_from_call(rc);
+  }
+  if (rc > 0) {
+    cudaError_t e = rgpu_cudart_from_cu(rc);
+    RGPU_WARN("rgpu: the server could not load a module (%d%s%s)", rc, r.msg[0] ? ": " : "",
+              r.msg);
+    rgpu_buf_free(&pay);
+    m->state = -1;
+    m->error = e;
+    m->epoch = epoch;
+    return e;
+  }
+  rgpu_msg_module_load_rep rep;
+  cudaError_t e = cudaSuccess;
+  if (rgpu_msg_module_load_rep_decode(pay.data, pay.len, &rep)) {
+    RGPU_ERROR("rgpu: malformed MODULE_LOAD reply from the server");
+    rgpu_buf_free(&pay);
+    return cudaErrorUnknown;
+  }
+  m->module_id = id;
+  m->epoch = epoch;
+  m->layouts = calloc(fb->nfuncs + 1, sizeof *m->layouts);
+  m->func_status = calloc(fb->nfuncs + 1, sizeof *m->func_status);
+  m->var_dptr = calloc(fb->nvars + 1, sizeof *m->var_dptr);
+  m->var_size = calloc(fb->nvars + 1, sizeof *m->var_size);
+  if (!m->layouts || !m->func_status || !m->var_dptr || !m->var_size) {
+    module_clear(fb, m);
+    rgpu_buf_free(&pay);
+    return cudaErrorMemoryAllocation;
+  }
+  /* The server's layouts are usable only if the arrays agree. */
+  int have_params = rep.func_status.count == fb->nfuncs && rep.func_nparams.count == fb->nfuncs;
+  uint64_t total = 0;
+  for (uint32_t i = 0; have_params && i < fb->nfuncs; i++) total += rgpu_array_u32(&rep.func_nparams, i);
+  if (have_params && (rep.param_offsets.count != total || rep.param_sizes.count != total))
+    have_params = 0;
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < fb->nfuncs; i++) {
+    rgpu_param_layout *l = &m->layouts[i];
+    int32_t st = rep.func_status.count == fb->nfuncs ? rgpu_array_i32(&rep.func_status, i)
+                                                     : CUDA_ERROR_NOT_FOUND;
+    uint32_t np = have_params ? rgpu_array_u32(&rep.func_nparams, i) : 0;
+    if (have_params && st == 0) {
+      l->nparams = np;
+      l->offsets = calloc(np ? np : 1, sizeof *l->offsets);
+      l->sizes = calloc(np ? np : 1, sizeof *l->sizes);
+      if (!l->offsets || !l->sizes) {
+        e = cudaErrorMemoryAllocation;
+        break;
+      }
+      for (uint32_t k = 0; k < np; k++) {
+        l->offsets[k] = rgpu_array_u32(&rep.param_offsets, pos + k);
+        l->sizes[k] = rgpu_array_u32(&rep.param_sizes, pos + k);
+      }
+      if (rgpu_cudart_layout_finish(l)) st = CUDA_ERROR_INVALID_IMAGE;
+    } else {
+      free(l->offsets);
+      free(l->sizes);
+      memset(l, 0, sizeof *l);
+      if (fallback_layout(fb, fb->funcs[i]->name, l) == 0) {
+        RGPU_DEBUG("parameter layout of %s from the cubin (server status %d)",
+                   fb->funcs[i]->name, st);
+        st = 0;
+      } else if (st == 0) {
+        st = CUDA_ERROR_NOT_FOUND;
+      }
+    }
+    pos += np;
+    m->func_status[i] = st;
+  }
+  if (e == cudaSuccess) {
+    int vars_ok = rep.var_status.count == fb->nvars && rep.var_dptrs.count == fb->nvars &&
+                  rep.var_sizes.count == fb->nvars;
+    for (uint32_t i = 0; i < fb->nvars; i++) {
+      if (!vars_ok || rgpu_array_i32(&rep.var_status, i) != 0) continue;
+      m->var_dptr[i] = rgpu_array_u64(&rep.var_dptrs, i);
+      m->var_size[i] = rgpu_array_u64(&rep.var_sizes, i);
+      if (m->var_dptr[i] && m->var_size[i]) {
+        rgpu_range rg = {.base = m->var_dptr[i], .size = m->var_size[i], .device = dev,
+                         .kind = RGPU_RANGE_SYMBOL};
+        rgpu_range_add(rgpu_rt_device_ranges(), &rg);
+      }
+    }
+  }
+  rgpu_buf_free(&pay);
+  if (e != cudaSuccess) {
+    module_clear(fb, m);
+    return e;
+  }
+  m->state = 1;
+  return cudaSuccess;
+}
+
+void rgpu_rt_modules_forget_device(int dev) {
+  /* Modules are re-created lazily: the epoch check in module_ensure sees
+   * that the device was reset. */
+  (void)dev;
+}
+
+cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, size_t *size) {
+  pthread_mutex_lock(&g_reg_lock);
+  map_slot *s = map_get(&g_vars, symbol);
+  rgpu_rt_fatbin *fb = s ? s->val : NULL;
+  uint32_t idx = s ? s->aux : 0;
+  pthread_mutex_unlock(&g_reg_lock);
+  if (!fb) return cudaErrorInvalidSymbol;
+  int dev = rgpu_rt_current_device();
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return cudaErrorInvalidDevice;
+  pthread_mutex_lock(&fb->lock);
+  cudaError_t e = module_ensure(c, fb, dev);
+  if (e == cudaSuccess) {
+    if (fb->mods[dev].var_dptr[idx] == 0) {
+      e = cudaErrorInvalidSymbol;
+    } else {
+      *dptr = fb->mods[dev].var_dptr[idx];
+      *size = (size_t)fb->mods[dev].var_size[idx];
+    }
+  }
+  pthread_mutex_unlock(&fb->lock);
+  return e;
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+static cudaError_t check_config(const struct cudaDeviceProp *p, const rgpu_rt_func *f, dim3 g,
+                                dim3 b, size_t shmem) {
+  if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
+    return cudaErrorInvalidConfiguration;
+  uint64_t threads = (uint64_t)b.x * b.y * b.z;
+  /* CUDA 13 answers cudaErrorInvalidValue for oversized blocks (measured on
+   * an H200), where older releases said cudaErrorInvalidConfiguration. */
+  if (threads > (uint64_t)p->maxThreadsPerBlock || b.x > (unsigned)p->maxThreadsDim[0] ||
+      b.y > (unsigned)p->maxThreadsDim[1] || b.z > (unsigned)p->maxThreadsDim[2])
+    return cudaErrorInvalidValue;
+  if (g.x > (unsigned)p->maxGridSize[0] || g.y > (unsigned)p->maxGridSize[1] ||
+      g.z > (unsigned)p->maxGridSize[2])
+    return cudaErrorInvalidValue;
+  size_t limit = p->sharedMemPerBlock;
+  if (f->max_dyn_shmem >= 0 && (size_t)f->max_dyn_shmem > limit) limit = (size_t)f->max_dyn_shmem;
+  if (p->sharedMemPerBlockOptin && limit > p->sharedMemPerBlockOptin) limit = p->sharedMemPerBlockOptin;
+  if (shmem > limit) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
+                           cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!f || f->magic != RGPU_FUNC_MAGIC) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  int dev = rgpu_rt_current_device();
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, dev, &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  e = check_config(&d->prop, f, grid, block, shmem);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  uint64_t wire;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (sdev != dev) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+
+  rgpu_rt_fatbin *fb = f->fb;
+  pthread_mutex_lock(&fb->lock);
+  e = module_ensure(c, fb, dev);
+  if (e != cudaSuccess) {
+    pthread_mutex_unlock(&fb->lock);
+    return rgpu_rt_ret(e);
+  }
+  rgpu_rt_module *m = &fb->mods[dev];
+  int32_t st = m->func_status[f->index];
+  if (st != 0) {
+    pthread_mutex_unlock(&fb->lock);
+    return rgpu_rt_ret(st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction
+                                                  : rgpu_cudart_from_cu(st));
+  }
+  const rgpu_param_layout *l = &m->layouts[f->index];
+  uint64_t module_id = m->module_id;
+  uint8_t stackbuf[4096];
+  uint8_t *buf = l->total + 64 <= sizeof stackbuf ? stackbuf : malloc(l->total + 64);
+  if (!buf) {
+    pthread_mutex_unlock(&fb->lock);
+    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  }
+  /* Fixed fields first (60 bytes), the packed parameters after them. */
+  rgpu_msg_launch_req lr = {.module_id = module_id,
+                            .func_index = f->index,
+                            .grid_x = grid.x,
+                            .grid_y = grid.y,
+                            .grid_z = grid.z,
+                            .block_x = block.x,
+                            .block_y = block.y,
+                            .block_z = block.z,
+                            .shared_bytes = (uint32_t)shmem,
+                            .stream = wire};
+  long packed = rgpu_cudart_pack_params(l, args, buf, l->total);
+  pthread_mutex_unlock(&fb->lock);
+  if (packed < 0) {
+    if (buf != stackbuf) free(buf);
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  rgpu_buf fixed;
+  rgpu_buf_init(&fixed);
+  rgpu_msg_launch_req_encode(&fixed, &lr);
+  int rc = rgpu_client_call(c, dev, RGPU_OP_LAUNCH, 1, fixed.data, fixed.len, buf, (size_t)packed,
+                            NULL);
+  rgpu_buf_free(&fixed);
+  if (buf != stackbuf) free(buf);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+RGPU_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostStub) {
+  if (!kernel) return cudaErrorInvalidValue;
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(hostStub);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  *kernel = (cudaKernel_t)f;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                        void **args, size_t sharedMem, cudaStream_t stream) {
+  return rgpu_rt_launch((rgpu_rt_func *)kernel, gridDim, blockDim, args, sharedMem, stream, 0);
+}
+
+RGPU_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                             void **args, size_t sharedMem, cudaStream_t stream) {
+  return rgpu_rt_launch((rgpu_rt_func *)kernel, gridDim, blockDim, args, sharedMem, stream, 1);
+}
+
+RGPU_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                      size_t sharedMem, cudaStream_t stream) {
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  }
+  return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 0);
+}
+
+RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+                                           void **args, size_t sharedMem, cudaStream_t stream);
+RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+                                           void **args, size_t sharedMem, cudaStream_t stream) {
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  }
+  return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 1);
+}
+
+/* ---- function attributes ------------------------------------------------ */
+
+RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!attr) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  int dev = rgpu_rt_current_device();
+  rgpu_rt_fatbin *fb = f->fb;
+  pthread_mutex_lock(&fb->lock);
+  e = module_ensure(c, fb, dev);
+  uint64_t module_id = fb->mods[dev].module_id;
+  pthread_mutex_unlock(&fb->lock);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_buf b, pay;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&pay);
+  rgpu_msg_func_get_attrs_req m = {.module_id = module_id, .func_index = f->index};
+  rgpu_msg_func_get_attrs_req_encode(&b, &m);
+  rgpu_client_reply r = {.payload = &pay};
+  int rc = rgpu_client_call(c, dev, RGPU_OP_FUNC_GET_ATTRS, 0, b.data, b.len, NULL, 0, &r);
+  rgpu_buf_free(&b);
+  if (rc == 0) {
+    rgpu_msg_func_get_attrs_rep rep;
+    if (rgpu_msg_func_get_attrs_rep_decode(pay.data, pay.len, &rep) == 0) {
+      int32_t v[16] = {0};
+      for (uint32_t i = 0; i < rep.attrs.count && i < 16; i++) v[i] = rgpu_array_i32(&rep.attrs, i);
+      memset(attr, 0, sizeof *attr);
+      attr->maxThreadsPerBlock = v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+      attr->sharedSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+      attr->constSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES];
+      attr->localSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES];
+      attr->numRegs = v[CU_FUNC_ATTRIBUTE_NUM_REGS];
+      attr->ptxVersion = v[CU_FUNC_ATTRIBUTE_PTX_VERSION];
+      attr->binaryVersion = v[CU_FUNC_ATTRIBUTE_BINARY_VERSION];
+      attr->cacheModeCA = v[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA];
+      attr->maxDynamicSharedSizeBytes = f->max_dyn_shmem >= 0
+                                            ? f->max_dyn_shmem
+                                            : v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+      attr->preferredShmemCarveout = v[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT];
+      attr->clusterDimMustBeSet = v[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET];
+      attr->requiredClusterWidth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
+      attr->requiredClusterHeight = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT];
+      attr->requiredClusterDepth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
+      attr->nonPortableClusterSizeAllowed = v[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED];
+      attr->clusterSchedulingPolicyPreference =
+          v[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE];
+    } else {
+      rc = CUDA_ERROR_UNKNOWN;
+    }
+  }
+  rgpu_buf_free(&pay);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr,
+                                          int value) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  switch (attr) {
+  case cudaFuncAttributeMaxDynamicSharedMemorySize:
+    /* Kept on the client for the launch check; the server opts a kernel in
+     * to large dynamic shared memory from the launch's shared_bytes. */
+    if (value < 0 || (size_t)value > d->prop.sharedMemPerBlockOptin)
+      return rgpu_rt_ret(cudaErrorInvalidValue);
+    f->max_dyn_shmem = value;
+    return cudaSuccess;
+  case cudaFuncAttributePreferredSharedMemoryCarveout:
+    /* A hint the driver may ignore; accepting it changes no result. */
+    if (value < -1 || value > 100) return rgpu_rt_ret(cudaErrorInvalidValue);
+    return cudaSuccess;
+  default: {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("rgpu: cudaFuncSetAttribute(%d) is not supported yet", (int)attr);
+    return rgpu_rt_ret(cudaErrorNotSupported);
+  }
+  }
+}
+
+RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
+                                                                   const void *func,
+                                                                   int blockSize,
+                                                                   size_t dynamicSMemSize) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  const struct cudaDeviceProp *p = &d->prop;
+  if (blockSize > p->maxThreadsPerBlock) {
+    *numBlocks = 0;
+    return cudaSuccess;
+  }
+  /* An estimate from threads, block slots and shared memory; registers are
+   * not counted (that needs the kernel's register use from the server). */
+  int warp = p->warpSize > 0 ? p->warpSize : 32;
+  int warps_per_block = (blockSize + warp - 1) / warp;
+  int max_warps = p->maxThreadsPerMultiProcessor / warp;
+  int by_threads = warps_per_block ? max_warps / warps_per_block : 0;
+  int by_slots = p->maxBlocksPerMultiProcessor > 0 ? p->maxBlocksPerMultiProcessor : by_threads;
+  int n = by_threads < by_slots ? by_threads : by_slots;
+  if (dynamicSMemSize) {
+    size_t per_sm = p->sharedMemPerMultiprocessor;
+    size_t per_block = dynamicSMemSize + p->reservedSharedMemPerBlock;
+    int by_smem = per_block ? (int)(per_sm / per_block) : n;
+    if (by_smem < n) n = by_smem;
+  }
+  *numBlocks = n < 0 ? 0 : n;
+  return cudaSuccess;
+}

@@ -1,0 +1,221 @@
+/* Global state of the runtime facade: the lazily opened session, the error
+ * rules (per-thread last error, sticky context errors, latched async
+ * errors), call counting and the RGPU_STATS report at exit, and the error
+ * query functions. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_cudart_errors.h"
+#include "rgpu_cudart_unsupported.h"
+#include "rgpu_log.h"
+
+/* ---- globals ------------------------------------------------------------ */
+
+static rgpu_err_state g_err = {PTHREAD_MUTEX_INITIALIZER, cudaSuccess, cudaSuccess};
+static __thread cudaError_t tl_last_error;
+static __thread int tl_call_waited;
+
+static atomic_ullong g_calls;
+static atomic_ullong g_calls_waited;
+static struct timespec g_start;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static rgpu_client *g_client;
+static cudaError_t g_connect_error = cudaErrorNoDevice;
+static rgpu_client_config g_cfg;
+static int g_cfg_loaded;
+
+rgpu_err_state *rgpu_rt_err_state(void) { return &g_err; }
+
+__attribute__((constructor)) static void rgpu_rt_init(void) {
+  clock_gettime(CLOCK_MONOTONIC, &g_start);
+  rgpu_log_set_component("client");
+}
+
+void rgpu_rt_count_call(void) {
+  atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
+  tl_call_waited = 0;
+}
+
+static void on_wait(void) {
+  if (!tl_call_waited) {
+    tl_call_waited = 1;
+    atomic_fetch_add_explicit(&g_calls_waited, 1, memory_order_relaxed);
+  }
+}
+
+static void connect_once(void) {
+  char err[1024] = "";
+  if (rgpu_client_config_load(&g_cfg, NULL, NULL, err, sizeof err)) {
+    fprintf(stderr, "rgpu: %s\n", err);
+    return;
+  }
+  g_cfg_loaded = 1;
+  if (!g_cfg.server[0]) {
+    fprintf(stderr, "rgpu: no GPU server configured: set RGPU_SERVER=tcp://HOST:PORT or run "
+                    "the program with `rgpu run`\n");
+    return;
+  }
+  rgpu_client *c = NULL;
+  if (rgpu_client_connect(&g_cfg, &c, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return;
+  }
+  rgpu_client_set_wait_hook(c, on_wait);
+  g_client = c;
+  g_connect_error = cudaSuccess;
+}
+
+rgpu_client *rgpu_rt_client_peek(void) { return g_client; }
+
+rgpu_client *rgpu_rt_client(cudaError_t *err) {
+  pthread_once(&g_once, connect_once);
+  if (!g_client && err) *err = g_connect_error;
+  return g_client;
+}
+
+cudaError_t rgpu_rt_ret(cudaError_t e) {
+  if (e != cudaSuccess) tl_last_error = e;
+  return e;
+}
+
+cudaError_t rgpu_rt_enter(rgpu_client **out) {
+  rgpu_rt_count_call();
+  cudaError_t err = cudaErrorNoDevice;
+  rgpu_client *c = rgpu_rt_client(&err);
+  *out = c;
+  if (!c) return rgpu_rt_ret(err);
+  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
+  cudaError_t s = rgpu_err_state_sticky(&g_err);
+  if (s != cudaSuccess) return rgpu_rt_ret(s);
+  return cudaSuccess;
+}
+
+cudaError_t rgpu_rt_from_call(int rc) {
+  if (rc < 0) {
+    rgpu_err_state_async(&g_err, cudaErrorDevicesUnavailable);
+    return cudaErrorDevicesUnavailable;
+  }
+  return rgpu_cudart_from_cu(rc);
+}
+
+void rgpu_rt_collect_async(rgpu_client *c) {
+  uint32_t st;
+  uint64_t seq;
+  char msg[256];
+  while (rgpu_client_take_async_error(c, &st, &seq, msg, sizeof msg)) {
+    cudaError_t e = rgpu_cudart_from_cu((int)st);
+    RGPU_INFO("asynchronous error %s from request %llu%s%s", rgpu_cudart_error_name(e),
+              (unsigned long long)seq, msg[0] ? ": " : "", msg);
+    rgpu_err_state_async(&g_err, e);
+  }
+}
+
+cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc) {
+  cudaError_t e = rgpu_rt_from_call(rc);
+  if (c) rgpu_rt_collect_async(c);
+  return rgpu_rt_ret(rgpu_err_state_sync(&g_err, e));
+}
+
+/* ---- exit: flush, goodbye, stats ---------------------------------------- */
+
+/* A destructor runs after the program's atexit handlers (including the
+ * __cudaUnregisterFatBinary ones nvcc registers), so every call the
+ * program made is counted and its queued work reaches the server. */
+__attribute__((destructor)) static void rgpu_rt_fini(void) {
+  rgpu_client_counters ctr = {0};
+  rgpu_client *c = g_client;
+  if (c) rgpu_client_get_counters(c, &ctr);
+  char transport[16] = "none";
+  char server[1024] = "";
+  if (c) {
+    snprintf(transport, sizeof transport, "%s", rgpu_client_transport(c));
+    snprintf(server, sizeof server, "%s", rgpu_client_uri(c));
+  }
+  if (!g_cfg_loaded) {
+    char err[256];
+    if (rgpu_client_config_load(&g_cfg, NULL, NULL, err, sizeof err) == 0) g_cfg_loaded = 1;
+  }
+  if (c) {
+    g_client = NULL;
+    rgpu_client_close(c);
+  }
+  if (g_cfg_loaded && g_cfg.stats_path[0]) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    unsigned long long calls = atomic_load(&g_calls);
+    unsigned long long waited = atomic_load(&g_calls_waited);
+    rgpu_client_stats s = {
+        .calls = calls,
+        .async_calls = calls > waited ? calls - waited : 0,
+        .round_trips = ctr.round_trips,
+        .bytes_sent = ctr.bytes_sent,
+        .bytes_received = ctr.bytes_received,
+        .wall_s = (double)(now.tv_sec - g_start.tv_sec) +
+                  (double)(now.tv_nsec - g_start.tv_nsec) / 1e9,
+        .transport = transport,
+        .server = server[0] ? server : g_cfg.server,
+        .sync_every_call = g_cfg.sync_every_call,
+        .frames_sent = ctr.frames_sent,
+        .flushes = ctr.flushes,
+        .connected = c != NULL,
+    };
+    if (rgpu_client_stats_write(g_cfg.stats_path, &s))
+      fprintf(stderr, "rgpu: cannot write RGPU_STATS file %s: %m\n", g_cfg.stats_path);
+  }
+}
+
+/* ---- error queries ------------------------------------------------------ */
+
+RGPU_API cudaError_t cudaGetLastError(void) {
+  rgpu_rt_count_call();
+  cudaError_t e = tl_last_error;
+  tl_last_error = cudaSuccess;
+  if (e == cudaSuccess && g_client) {
+    rgpu_client_poll_events(g_client);
+    rgpu_rt_collect_async(g_client);
+    e = rgpu_err_state_poll(&g_err, 1);
+  }
+  return e;
+}
+
+RGPU_API cudaError_t cudaPeekAtLastError(void) {
+  rgpu_rt_count_call();
+  cudaError_t e = tl_last_error;
+  if (e == cudaSuccess && g_client) {
+    rgpu_client_poll_events(g_client);
+    rgpu_rt_collect_async(g_client);
+    e = rgpu_err_state_poll(&g_err, 0);
+  }
+  return e;
+}
+
+RGPU_API const char *cudaGetErrorString(cudaError_t error) {
+  rgpu_rt_count_call();
+  return rgpu_cudart_error_text((int)error);
+}
+
+RGPU_API const char *cudaGetErrorName(cudaError_t error) {
+  rgpu_rt_count_call();
+  return rgpu_cudart_error_name((int)error);
+}
+
+int rgpu_cudart_report_unsupported(const char *name, int *logged_once) {
+  rgpu_rt_count_call();
+  if (!__atomic_exchange_n(logged_once, 1, __ATOMIC_RELAXED))
+    RGPU_WARN("rgpu: %s is not supported yet; it returns cudaErrorNotSupported", name);
+  tl_last_error = cudaErrorNotSupported;
+  return cudaErrorNotSupported;
+}
+
+RGPU_API cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
+  rgpu_rt_count_call();
+  if (!runtimeVersion) return rgpu_rt_ret(cudaErrorInvalidValue);
+  *runtimeVersion = CUDART_VERSION;
+  return cudaSuccess;
+}

@@ -1,0 +1,421 @@
+/* Streams and events.  Handles are named by the client (u64 ids), so
+ * creating, recording, waiting and destroying need no round trip; only
+ * synchronize, query and elapsed-time wait for the server.
+ *
+ * The _ptsz entry points are what `--default-stream per-thread` programs
+ * call: there stream 0 means the calling thread's own default stream,
+ * created on the server the first time it is used. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_messages.h"
+
+static atomic_ullong g_next_id = 1;
+
+uint64_t rgpu_rt_new_handle_id(void) {
+  return atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed);
+}
+
+typedef struct {
+  uint64_t id;
+  uint32_t epoch;
+} per_thread_stream;
+static __thread per_thread_stream tl_ptds[RGPU_MAX_DEVICES];
+
+static cudaError_t post(rgpu_client *c, int dev, uint16_t op, rgpu_buf *b) {
+  int rc = rgpu_client_call(c, dev, op, 1, b->data, b->len, NULL, 0, NULL);
+  rgpu_buf_free(b);
+  if (rc == 0) return cudaSuccess;
+  return rgpu_rt_sync_ret(c, rc);
+}
+
+static cudaError_t per_thread_stream_id(rgpu_client *c, int dev, uint64_t *wire) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return cudaErrorInvalidDevice;
+  per_thread_stream *p = &tl_ptds[dev];
+  uint32_t epoch = rgpu_rt_device_epoch(dev);
+  if (p->id == 0 || p->epoch != epoch) {
+    uint64_t id = rgpu_rt_new_handle_id();
+    rgpu_buf b;
+    rgpu_buf_init(&b);
+    /* Blocking like NVIDIA's per-thread stream: it synchronizes with the
+     * legacy default stream. */
+    rgpu_msg_stream_create_req m = {.stream = id, .flags = 0, .priority = 0};
+    rgpu_msg_stream_create_req_encode(&b, &m);
+    cudaError_t e = post(c, dev, RGPU_OP_STREAM_CREATE, &b);
+    if (e != cudaSuccess) return e;
+    p->id = id;
+    p->epoch = epoch;
+  }
+  *wire = p->id;
+  return cudaSuccess;
+}
+
+cudaError_t rgpu_rt_stream_resolve(rgpu_client *c, cudaStream_t s, int per_thread,
+                                   uint64_t *wire, int *device) {
+  int dev = rgpu_rt_current_device();
+  if (s == NULL) {
+    *device = dev;
+    if (per_thread) return per_thread_stream_id(c, dev, wire);
+    *wire = 0;
+    return cudaSuccess;
+  }
+  if (s == cudaStreamLegacy) {
+    *device = dev;
+    *wire = 0;
+    return cudaSuccess;
+  }
+  if (s == cudaStreamPerThread) {
+    *device = dev;
+    return per_thread_stream_id(c, dev, wire);
+  }
+  if (s->magic != RGPU_STREAM_MAGIC) return cudaErrorInvalidResourceHandle;
+  *device = s->device;
+  *wire = s->id;
+  return cudaSuccess;
+}
+
+static int is_special(cudaStream_t s) {
+  return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+RGPU_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
+                                                  int priority) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!pStream) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (flags & ~(unsigned)cudaStreamNonBlocking) return rgpu_rt_ret(cudaErrorInvalidValue);
+  struct CUstream_st *s = calloc(1, sizeof *s);
+  if (!s) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  s->magic = RGPU_STREAM_MAGIC;
+  s->id = rgpu_rt_new_handle_id();
+  s->device = rgpu_rt_current_device();
+  s->flags = flags;
+  s->priority = priority;
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_create_req m = {.stream = s->id, .flags = flags, .priority = priority};
+  rgpu_msg_stream_create_req_encode(&b, &m);
+  e = post(c, s->device, RGPU_OP_STREAM_CREATE, &b);
+  if (e != cudaSuccess) {
+    s->magic = 0;
+    free(s);
+    return e;
+  }
+  *pStream = s;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
+  return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+
+RGPU_API cudaError_t cudaStreamCreate(cudaStream_t *pStream) {
+  return cudaStreamCreateWithPriority(pStream, 0, 0);
+}
+
+RGPU_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (is_special(stream) || stream->magic != RGPU_STREAM_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_destroy_req m = {.stream = stream->id};
+  rgpu_msg_stream_destroy_req_encode(&b, &m);
+  e = post(c, stream->device, RGPU_OP_STREAM_DESTROY, &b);
+  stream->magic = 0;
+  free(stream);
+  return e;
+}
+
+static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  uint64_t wire;
+  int dev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_sync_req m = {.stream = wire};
+  rgpu_msg_stream_sync_req_encode(&b, &m);
+  int rc = rgpu_client_call(c, dev, RGPU_OP_STREAM_SYNC, 0, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  return rgpu_rt_sync_ret(c, rc);
+}
+
+RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return stream_sync(stream, 0); }
+RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  return stream_sync(stream, 1);
+}
+
+/* Queries answer cudaErrorNotReady without making it the last error. */
+static cudaError_t query_ret(rgpu_client *c, int rc) {
+  if (rc == CUDA_ERROR_NOT_READY) {
+    rgpu_rt_collect_async(c);
+    cudaError_t s = rgpu_err_state_sync(rgpu_rt_err_state(), cudaSuccess);
+    return s != cudaSuccess ? rgpu_rt_ret(s) : cudaErrorNotReady;
+  }
+  return rgpu_rt_sync_ret(c, rc);
+}
+
+static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  uint64_t wire;
+  int dev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_query_req m = {.stream = wire};
+  rgpu_msg_stream_query_req_encode(&b, &m);
+  int rc = rgpu_client_call(c, dev, RGPU_OP_STREAM_QUERY, 0, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  return query_ret(c, rc);
+}
+
+RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(stream, 0); }
+RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return stream_query(stream, 1); }
+
+static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
+                                     int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!event || event->magic != RGPU_EVENT_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if (flags & ~(unsigned)cudaEventWaitExternal) return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t wire;
+  int dev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_wait_event_req m = {.stream = wire, .event = event->id, .flags = 0};
+  rgpu_msg_stream_wait_event_req_encode(&b, &m);
+  return post(c, dev, RGPU_OP_STREAM_WAIT_EVENT, &b);
+}
+
+RGPU_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                         unsigned int flags) {
+  return stream_wait_event(stream, event, flags, 0);
+}
+RGPU_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                              unsigned int flags);
+RGPU_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                              unsigned int flags) {
+  return stream_wait_event(stream, event, flags, 1);
+}
+
+static cudaError_t stream_get(cudaStream_t s, unsigned *flags, int *prio, int *dev) {
+  rgpu_rt_count_call();
+  if (is_special(s)) {
+    if (flags) *flags = 0;
+    if (prio) *prio = 0;
+    if (dev) *dev = rgpu_rt_current_device();
+    return cudaSuccess;
+  }
+  if (s->magic != RGPU_STREAM_MAGIC) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if (flags) *flags = s->flags;
+  if (prio) *prio = s->priority;
+  if (dev) *dev = s->device;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags) {
+  if (!flags) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_get(s, flags, NULL, NULL);
+}
+RGPU_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags);
+RGPU_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags) {
+  return cudaStreamGetFlags(s, flags);
+}
+RGPU_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority) {
+  if (!priority) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_get(s, NULL, priority, NULL);
+}
+RGPU_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority);
+RGPU_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority) {
+  return cudaStreamGetPriority(s, priority);
+}
+RGPU_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) {
+  if (!device) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_get(s, NULL, NULL, device);
+}
+RGPU_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device);
+RGPU_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device) {
+  return cudaStreamGetDevice(s, device);
+}
+
+RGPU_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  /* The driver's range when priorities exist (0 = lowest, -5 = highest on
+   * every GPU since Volta); a device without them has only 0. */
+  int has = d->prop.streamPrioritiesSupported;
+  if (leastPriority) *leastPriority = 0;
+  if (greatestPriority) *greatestPriority = has ? -5 : 0;
+  return cudaSuccess;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+RGPU_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!event) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (flags & cudaEventInterprocess) {
+    if (!(flags & cudaEventDisableTiming)) return rgpu_rt_ret(cudaErrorInvalidValue);
+    /* An IPC event would have to be shared between sessions on the server. */
+    return rgpu_rt_ret(cudaErrorNotSupported);
+  }
+  struct CUevent_st *ev = calloc(1, sizeof *ev);
+  if (!ev) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  ev->magic = RGPU_EVENT_MAGIC;
+  ev->id = rgpu_rt_new_handle_id();
+  ev->device = rgpu_rt_current_device();
+  ev->flags = flags;
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_event_create_req m = {.event = ev->id, .flags = flags};
+  rgpu_msg_event_create_req_encode(&b, &m);
+  e = post(c, ev->device, RGPU_OP_EVENT_CREATE, &b);
+  if (e != cudaSuccess) {
+    ev->magic = 0;
+    free(ev);
+    return e;
+  }
+  *event = ev;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+RGPU_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!event || event->magic != RGPU_EVENT_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_event_destroy_req m = {.event = event->id};
+  rgpu_msg_event_destroy_req_encode(&b, &m);
+  e = post(c, event->device, RGPU_OP_EVENT_DESTROY, &b);
+  event->magic = 0;
+  free(event);
+  return e;
+}
+
+static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned flags,
+                                int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!event || event->magic != RGPU_EVENT_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if (flags & ~(unsigned)cudaEventRecordExternal) return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t wire;
+  int dev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (dev != event->device) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_event_record_req m = {.event = event->id, .stream = wire};
+  rgpu_msg_event_record_req_encode(&b, &m);
+  return post(c, dev, RGPU_OP_EVENT_RECORD, &b);
+}
+
+RGPU_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return event_record(event, stream, 0, 0);
+}
+RGPU_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+RGPU_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+  return event_record(event, stream, 0, 1);
+}
+/* cudaEventRecordExternal only matters during stream capture, which rgpu
+ * does not support yet, so it is accepted and means a plain record. */
+RGPU_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                              unsigned int flags) {
+  return event_record(event, stream, flags, 0);
+}
+RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+                                                   unsigned int flags);
+RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+                                                   unsigned int flags) {
+  return event_record(event, stream, flags, 1);
+}
+
+static cudaError_t event_wait_call(cudaEvent_t event, uint16_t op, int query) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!event || event->magic != RGPU_EVENT_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_event_sync_req m = {.event = event->id}; /* same layout as EVENT_QUERY */
+  rgpu_msg_event_sync_req_encode(&b, &m);
+  int rc = rgpu_client_call(c, event->device, op, 0, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  return query ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
+}
+
+RGPU_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return event_wait_call(event, RGPU_OP_EVENT_SYNC, 0);
+}
+
+RGPU_API cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return event_wait_call(event, RGPU_OP_EVENT_QUERY, 1);
+}
+
+RGPU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!ms) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!start || start->magic != RGPU_EVENT_MAGIC || !end || end->magic != RGPU_EVENT_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if ((start->flags | end->flags) & cudaEventDisableTiming)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_buf b, pay;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&pay);
+  rgpu_msg_event_elapsed_req m = {.start_event = start->id, .end_event = end->id};
+  rgpu_msg_event_elapsed_req_encode(&b, &m);
+  rgpu_client_reply r = {.payload = &pay};
+  int rc = rgpu_client_call(c, start->device, RGPU_OP_EVENT_ELAPSED, 0, b.data, b.len, NULL, 0,
+                            &r);
+  rgpu_buf_free(&b);
+  if (rc == 0) {
+    rgpu_msg_event_elapsed_rep rep;
+    if (rgpu_msg_event_elapsed_rep_decode(pay.data, pay.len, &rep) == 0)
+      *ms = rep.ms;
+    else
+      rc = CUDA_ERROR_UNKNOWN;
+  }
+  rgpu_buf_free(&pay);
+  if (rc == CUDA_ERROR_NOT_READY) return query_ret(c, rc);
+  return rgpu_rt_sync_ret(c, rc);
+}

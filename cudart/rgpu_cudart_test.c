@@ -1,0 +1,251 @@
+/* Unit tests of the runtime facade's pure parts: CUresult mapping, sticky
+ * and last-error rules, cudaDeviceProp from attributes, address ranges,
+ * parameter packing, and the generated error texts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_cudart_errors.h"
+
+static void test_errmap(void **state) {
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_SUCCESS), cudaSuccess);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_INVALID_VALUE), cudaErrorInvalidValue);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_OUT_OF_MEMORY), cudaErrorMemoryAllocation);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_ILLEGAL_ADDRESS), cudaErrorIllegalAddress);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_NOT_READY), cudaErrorNotReady);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_INVALID_HANDLE), cudaErrorInvalidResourceHandle);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_NO_DEVICE), cudaErrorNoDevice);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_NOT_FOUND), cudaErrorSymbolNotFound);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_INVALID_IMAGE), cudaErrorInvalidKernelImage);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_NO_BINARY_FOR_GPU),
+                   cudaErrorNoKernelImageForDevice);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_LAUNCH_FAILED), cudaErrorLaunchFailure);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_NOT_SUPPORTED), cudaErrorNotSupported);
+  assert_int_equal(rgpu_cudart_from_cu(CUDA_ERROR_INVALID_CONTEXT),
+                   cudaErrorDeviceUninitialized);
+  assert_int_equal(rgpu_cudart_from_cu(12345), cudaErrorUnknown);
+  assert_int_equal(rgpu_cudart_from_cu(-1), cudaErrorUnknown);
+}
+
+static void test_sticky_set(void **state) {
+  assert_true(rgpu_cudart_is_sticky(cudaErrorIllegalAddress));
+  assert_true(rgpu_cudart_is_sticky(cudaErrorLaunchFailure));
+  assert_true(rgpu_cudart_is_sticky(cudaErrorAssert));
+  assert_false(rgpu_cudart_is_sticky(cudaErrorInvalidValue));
+  assert_false(rgpu_cudart_is_sticky(cudaErrorNotReady));
+  assert_false(rgpu_cudart_is_sticky(cudaErrorLaunchOutOfResources));
+  assert_false(rgpu_cudart_is_sticky(cudaSuccess));
+}
+
+static void test_errstate_pending_once(void **state) {
+  rgpu_err_state s;
+  rgpu_err_state_init(&s);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaSuccess);
+  rgpu_err_state_async(&s, cudaErrorInvalidValue);
+  /* Peek does not clear, get does, a later sync sees nothing. */
+  assert_int_equal(rgpu_err_state_poll(&s, 0), cudaErrorInvalidValue);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaErrorInvalidValue);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaSuccess);
+  rgpu_err_state_async(&s, cudaErrorInvalidValue);
+  rgpu_err_state_async(&s, cudaErrorMemoryAllocation); /* first one wins */
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaErrorInvalidValue);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaSuccess);
+}
+
+static void test_errstate_own_error_first(void **state) {
+  rgpu_err_state s;
+  rgpu_err_state_init(&s);
+  rgpu_err_state_async(&s, cudaErrorInvalidValue);
+  /* A failing sync call reports its own error; the async one stays. */
+  assert_int_equal(rgpu_err_state_sync(&s, cudaErrorInvalidResourceHandle),
+                   cudaErrorInvalidResourceHandle);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaErrorInvalidValue);
+}
+
+static void test_errstate_sticky(void **state) {
+  rgpu_err_state s;
+  rgpu_err_state_init(&s);
+  rgpu_err_state_async(&s, cudaErrorIllegalAddress);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaErrorIllegalAddress);
+    assert_int_equal(rgpu_err_state_poll(&s, 1), cudaErrorIllegalAddress);
+  }
+  assert_int_equal(rgpu_err_state_sticky(&s), cudaErrorIllegalAddress);
+  /* Also when the sticky error comes as a call's own result. */
+  rgpu_err_state_reset(&s);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaSuccess);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaErrorLaunchFailure), cudaErrorLaunchFailure);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaErrorLaunchFailure);
+  rgpu_err_state_reset(&s);
+  assert_int_equal(rgpu_err_state_sticky(&s), cudaSuccess);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaSuccess);
+}
+
+static void test_props_builder(void **state) {
+  int32_t attrs[RGPU_MAX_ATTRS] = {0};
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X] = 1024;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y] = 1024;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z] = 64;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X] = 2147483647;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y] = 65535;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z] = 65535;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK] = 49152;
+  attrs[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN] = 232448;
+  attrs[CU_DEVICE_ATTRIBUTE_WARP_SIZE] = 32;
+  attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = 9;
+  attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = 0;
+  attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = 132;
+  attrs[CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE] = 52428800;
+  attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] = 0x19;
+  attrs[CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID] = 0x233510de;
+  attrs[CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED] = 1;
+  uint8_t uuid[16];
+  for (int i = 0; i < 16; i++) uuid[i] = (uint8_t)i;
+  struct cudaDeviceProp p;
+  memset(&p, 0xab, sizeof p);
+  const char *name = "NVIDIA H200";
+  rgpu_cudart_build_props(&p, name, strlen(name), uuid, 16, 150ull << 30, attrs, RGPU_MAX_ATTRS);
+  assert_string_equal(p.name, "NVIDIA H200");
+  assert_memory_equal(p.uuid.bytes, uuid, 16);
+  assert_int_equal(p.totalGlobalMem, 150ull << 30);
+  assert_int_equal(p.maxThreadsPerBlock, 1024);
+  assert_int_equal(p.maxThreadsDim[2], 64);
+  assert_int_equal(p.maxGridSize[0], 2147483647);
+  assert_int_equal(p.sharedMemPerBlock, 49152);
+  assert_int_equal(p.sharedMemPerBlockOptin, 232448);
+  assert_int_equal(p.warpSize, 32);
+  assert_int_equal(p.major, 9);
+  assert_int_equal(p.minor, 0);
+  assert_int_equal(p.multiProcessorCount, 132);
+  assert_int_equal(p.l2CacheSize, 52428800);
+  assert_int_equal(p.pciBusID, 0x19);
+  assert_int_equal(p.gpuPciDeviceID, 0x233510deu);
+  assert_int_equal(p.hostNumaMultinodeIpcSupported, 1);
+  /* Fields without an attribute are zero, not garbage. */
+  assert_int_equal(p.luidDeviceNodeMask, 0);
+  assert_int_equal(p.reserved[0], 0);
+  assert_int_equal(p.reserved[55], 0);
+
+  /* A short attribute array (older server) leaves the rest zero. */
+  rgpu_cudart_build_props(&p, "x", 1, NULL, 0, 1, attrs, 5);
+  assert_int_equal(p.maxThreadsPerBlock, 1024);
+  assert_int_equal(p.maxGridSize[0], 0);
+  assert_int_equal(p.major, 0);
+  /* An over-long name is cut, still terminated. */
+  char longname[400];
+  memset(longname, 'a', sizeof longname);
+  rgpu_cudart_build_props(&p, longname, sizeof longname, NULL, 0, 1, attrs, RGPU_MAX_ATTRS);
+  assert_int_equal(strlen(p.name), 255);
+  assert_int_equal(sizeof(struct cudaDeviceProp), 1008);
+}
+
+static void test_ranges(void **state) {
+  rgpu_range_table t;
+  rgpu_range_table_init(&t);
+  rgpu_range a = {.base = 0x1000, .size = 0x100, .device = 0, .kind = RGPU_RANGE_DEVICE};
+  rgpu_range b = {.base = 0x3000, .size = 0x1000, .device = 1, .kind = RGPU_RANGE_DEVICE};
+  rgpu_range overlap = {.base = 0x10ff, .size = 0x10, .kind = RGPU_RANGE_DEVICE};
+  rgpu_range zero = {.base = 0x5000, .size = 0};
+  assert_int_equal(rgpu_range_add(&t, &b), 0);
+  assert_int_equal(rgpu_range_add(&t, &a), 0);
+  assert_int_equal(rgpu_range_add(&t, &overlap), -1);
+  assert_int_equal(rgpu_range_add(&t, &zero), -1);
+  rgpu_range out;
+  assert_int_equal(rgpu_range_find(&t, 0x1000, 0x100, &out), 0);
+  assert_int_equal(out.base, 0x1000);
+  assert_int_equal(rgpu_range_find(&t, 0x1080, 0x80, &out), 0);
+  assert_int_equal(rgpu_range_find(&t, 0x1080, 0x81, &out), -1); /* runs past the end */
+  assert_int_equal(rgpu_range_find(&t, 0x0fff, 1, &out), -1);
+  assert_int_equal(rgpu_range_find(&t, 0x2000, 0, &out), -1);
+  assert_int_equal(rgpu_range_find(&t, 0x3fff, 0, &out), 0);
+  assert_int_equal(out.device, 1);
+  assert_int_equal(rgpu_range_find(&t, UINT64_MAX, 2, &out), -1); /* wraps */
+  assert_int_equal(rgpu_range_remove(&t, 0x1080, NULL), -1);       /* not a base */
+  assert_int_equal(rgpu_range_remove(&t, 0x1000, &out), 0);
+  assert_int_equal(rgpu_range_find(&t, 0x1000, 1, NULL), -1);
+  /* Many ranges, then drop one device's. */
+  for (uint64_t i = 0; i < 500; i++) {
+    rgpu_range r = {.base = 0x100000 + i * 0x100, .size = 0x80, .device = (int)(i % 2),
+                    .kind = RGPU_RANGE_DEVICE};
+    assert_int_equal(rgpu_range_add(&t, &r), 0);
+  }
+  assert_int_equal(rgpu_range_find(&t, 0x100000 + 77 * 0x100 + 5, 4, &out), 0);
+  assert_int_equal(out.device, 1);
+  rgpu_range_remove_device(&t, 1, 0);
+  assert_int_equal(rgpu_range_find(&t, 0x100000 + 77 * 0x100, 1, NULL), -1);
+  assert_int_equal(rgpu_range_find(&t, 0x100000 + 78 * 0x100, 1, NULL), 0);
+  assert_int_equal(rgpu_range_find(&t, 0x3000, 1, NULL), -1); /* b was device 1 */
+  rgpu_range_table_free(&t);
+}
+
+static void test_params(void **state) {
+  /* _Z4oddkc3Oddsdc from cuda-abi.md: [#0@0:1 #1@8:16 #2@24:2 #3@32:8 #4@40:1] */
+  uint32_t offs[] = {0, 8, 24, 32, 40};
+  uint32_t sizes[] = {1, 16, 2, 8, 1};
+  rgpu_param_layout l = {.nparams = 5, .offsets = offs, .sizes = sizes};
+  assert_int_equal(rgpu_cudart_layout_finish(&l), 0);
+  assert_int_equal(l.total, 41);
+  char c0 = 'x';
+  struct {
+    double a;
+    double b;
+  } odd = {1.5, -2.5};
+  short s2 = 0x1234;
+  double d3 = 3.25;
+  char c4 = 'z';
+  void *args[] = {&c0, &odd, &s2, &d3, &c4};
+  uint8_t buf[64];
+  memset(buf, 0xee, sizeof buf);
+  assert_int_equal(rgpu_cudart_pack_params(&l, args, buf, sizeof buf), 41);
+  assert_int_equal(buf[0], 'x');
+  assert_int_equal(buf[1], 0); /* padding is zeroed */
+  assert_memory_equal(buf + 8, &odd, 16);
+  assert_memory_equal(buf + 24, &s2, 2);
+  assert_memory_equal(buf + 32, &d3, 8);
+  assert_int_equal(buf[40], 'z');
+  assert_int_equal(buf[41], 0xee); /* nothing written past total */
+  /* Too small a buffer, or a NULL argument, fails. */
+  assert_int_equal(rgpu_cudart_pack_params(&l, args, buf, 40), -1);
+  args[2] = NULL;
+  assert_int_equal(rgpu_cudart_pack_params(&l, args, buf, sizeof buf), -1);
+  /* No parameters. */
+  rgpu_param_layout none = {0};
+  assert_int_equal(rgpu_cudart_layout_finish(&none), 0);
+  assert_int_equal(rgpu_cudart_pack_params(&none, NULL, buf, sizeof buf), 0);
+  /* Overflowing layout is refused. */
+  uint32_t bo[] = {0xfffffff0u};
+  uint32_t bs[] = {0x100};
+  rgpu_param_layout bad = {.nparams = 1, .offsets = bo, .sizes = bs};
+  assert_int_equal(rgpu_cudart_layout_finish(&bad), -1);
+}
+
+static void test_error_texts(void **state) {
+  assert_string_equal(rgpu_cudart_error_name(cudaSuccess), "cudaSuccess");
+  assert_string_equal(rgpu_cudart_error_name(cudaErrorMemoryAllocation),
+                      "cudaErrorMemoryAllocation");
+  assert_string_equal(rgpu_cudart_error_text(cudaErrorMemoryAllocation), "out of memory");
+  assert_string_equal(rgpu_cudart_error_text(cudaErrorInvalidValue), "invalid argument");
+  assert_non_null(rgpu_cudart_error_text(424242));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_errmap),
+      cmocka_unit_test(test_sticky_set),
+      cmocka_unit_test(test_errstate_pending_once),
+      cmocka_unit_test(test_errstate_own_error_first),
+      cmocka_unit_test(test_errstate_sticky),
+      cmocka_unit_test(test_props_builder),
+      cmocka_unit_test(test_ranges),
+      cmocka_unit_test(test_params),
+      cmocka_unit_test(test_error_texts),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
