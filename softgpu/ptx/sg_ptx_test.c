@@ -1,1 +1,807 @@
-int main(void){return 0;}
+/* sg_ptx_test: hand-written PTX per instruction class, corner cases, parse
+ * errors and faults. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "sg_ptx_testenv.h"
+#include "sg_ptx_internal.h"
+
+#define HDR                                                                    \
+  ".version 8.0\n.target sm_75\n.address_size 64\n"
+#define REGS                                                                   \
+  ".reg .b32 %r<40>;\n.reg .b64 %rd<40>;\n.reg .f32 %f<40>;\n.reg .f64 %fd<20>;\n" \
+  ".reg .pred %p<16>;\n.reg .b16 %h<16>;\n"
+
+/* Wraps BODY in a kernel k(out, in) with %rd0 = out, %rd1 = in (generic =
+ * global addresses), runs it with `threads` threads in one block and
+ * returns the launch result.  out/in are 4 KiB buffers. */
+typedef struct {
+  testenv te;
+  sg_ptx_module *m;
+  uint64_t out, in;
+  uint32_t *o32;
+  uint64_t *o64;
+  float *of;
+  double *od;
+  void *inh;
+  sg_ptx_fault fault;
+  char err[512];
+} snip;
+
+static int snip_run_cfg(snip *s, const char *body, unsigned blocks, unsigned threads, size_t dyn) {
+  static char text[65536];
+  snprintf(text, sizeof text, "%s%s%s%s%s", HDR ".visible .entry k(.param .u64 out, .param .u64 in)\n{\n", REGS,
+           "ld.param.u64 %rd0, [out];\nld.param.u64 %rd1, [in];\n", body, "\nret;\n}\n");
+  int rc = sg_ptx_module_parse(text, strlen(text), &s->m, s->err, sizeof s->err);
+  if (rc) return rc;
+  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(s->m, "k");
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &s->out, 8);
+  te_param(&p, k, 1, &s->in, 8);
+  return te_launch(&s->te, k, blocks, 1, 1, threads, 1, 1, dyn, &p, &s->fault);
+}
+
+static void snip_init(snip *s) {
+  memset(s, 0, sizeof *s);
+  te_init(&s->te, 1);
+  s->out = te_alloc(&s->te, 4096);
+  s->in = te_alloc(&s->te, 4096);
+  s->o32 = te_host(&s->te, s->out);
+  s->o64 = te_host(&s->te, s->out);
+  s->of = te_host(&s->te, s->out);
+  s->od = te_host(&s->te, s->out);
+  s->inh = te_host(&s->te, s->in);
+}
+
+static void snip_done(snip *s) {
+  sg_ptx_module_free(s->m);
+  s->m = NULL;
+  te_free(&s->te);
+}
+
+#define RUN_OK(s, body, threads)                                               \
+  do {                                                                         \
+    int rc_ = snip_run_cfg((s), (body), 1, (threads), 0);                      \
+    if (rc_) fail_msg("rc %d: %s %s", rc_, (s)->err, (s)->fault.message);      \
+  } while (0)
+
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* ------------------------------------------------------------ integer */
+
+static void test_int_arith(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, 2147483647; add.s32 %r2, %r1, 1; st.u32 [%rd0], %r2;\n"
+         "mov.u32 %r3, -7; mov.u32 %r4, 3; div.s32 %r5, %r3, %r4; st.u32 [%rd0+4], %r5;\n"
+         "rem.s32 %r6, %r3, %r4; st.u32 [%rd0+8], %r6;\n"
+         "mov.u32 %r7, -3; rem.s32 %r8, 7, %r7; st.u32 [%rd0+12], %r8;\n"
+         "mov.u32 %r9, 0; div.u32 %r10, 5, %r9; st.u32 [%rd0+16], %r10;\n"
+         "rem.u32 %r11, 5, %r9; st.u32 [%rd0+20], %r11;\n"
+         "mov.u32 %r12, -2147483648; div.s32 %r13, %r12, -1; st.u32 [%rd0+24], %r13;\n"
+         "mul.hi.s32 %r14, %r12, 3; st.u32 [%rd0+28], %r14;\n"
+         "mul.hi.u32 %r15, -1, -1; st.u32 [%rd0+32], %r15;\n"
+         "mul.wide.s32 %rd2, %r3, 1000000000; st.u64 [%rd0+40], %rd2;\n"
+         "mul.wide.u32 %rd3, -1, 2; st.u64 [%rd0+48], %rd3;\n"
+         "mov.u64 %rd4, -1; mul.hi.u64 %rd5, %rd4, %rd4; st.u64 [%rd0+56], %rd5;\n"
+         "mad.lo.s32 %r16, %r3, %r4, 100; st.u32 [%rd0+64], %r16;\n"
+         "mad.wide.s32 %rd6, %r3, %r4, %rd4; st.u64 [%rd0+72], %rd6;\n"
+         "mad.hi.u32 %r17, -1, -1, 5; st.u32 [%rd0+80], %r17;\n"
+         "min.s32 %r18, %r3, %r4; st.u32 [%rd0+84], %r18;\n"
+         "min.u32 %r19, %r3, %r4; st.u32 [%rd0+88], %r19;\n"
+         "max.s32 %r20, %r3, %r4; st.u32 [%rd0+92], %r20;\n"
+         "neg.s32 %r21, %r3; st.u32 [%rd0+96], %r21;\n"
+         "abs.s32 %r22, %r3; st.u32 [%rd0+100], %r22;\n"
+         "add.sat.s32 %r23, %r1, 5; st.u32 [%rd0+104], %r23;\n"
+         "sub.sat.s32 %r24, %r12, 5; st.u32 [%rd0+108], %r24;\n"
+         "sub.s64 %rd7, 0, 5; st.u64 [%rd0+112], %rd7;\n"
+         "mul.lo.s16 %h1, 300, 300; cvt.u32.u16 %r25, %h1; st.u32 [%rd0+120], %r25;\n"
+         "div.s64 %rd8, -9, 2; st.u64 [%rd0+128], %rd8;\n",
+         1);
+  assert_int_equal(s.o32[0], 0x80000000u);
+  assert_int_equal((int32_t)s.o32[1], -2);
+  assert_int_equal((int32_t)s.o32[2], -1);
+  assert_int_equal((int32_t)s.o32[3], 1);
+  assert_int_equal(s.o32[4], 0xffffffffu);
+  assert_int_equal(s.o32[5], 5);
+  assert_int_equal(s.o32[6], 0x80000000u);
+  assert_int_equal((int32_t)s.o32[7], -2); /* (-2^31*3)>>32 */
+  assert_int_equal(s.o32[8], 0xfffffffeu);
+  assert_int_equal((int64_t)s.o64[5], -7000000000ll);
+  assert_int_equal(s.o64[6], 0x1fffffffeull);
+  assert_int_equal(s.o64[7], 0xfffffffffffffffeull);
+  assert_int_equal((int32_t)s.o32[16], 79);
+  assert_int_equal((int64_t)s.o64[9], -22);
+  assert_int_equal(s.o32[20], 0xfffffffeu + 5);
+  assert_int_equal((int32_t)s.o32[21], -7);
+  assert_int_equal(s.o32[22], 3);
+  assert_int_equal((int32_t)s.o32[23], 3);
+  assert_int_equal((int32_t)s.o32[24], 7);
+  assert_int_equal((int32_t)s.o32[25], 7);
+  assert_int_equal((int32_t)s.o32[26], 2147483647);
+  assert_int_equal(s.o32[27], 0x80000000u);
+  assert_int_equal((int64_t)s.o64[14], -5);
+  assert_int_equal(s.o32[30], (300 * 300) & 0xffff);
+  assert_int_equal((int64_t)s.o64[16], -4);
+  snip_done(&s);
+}
+
+static void test_bit_ops(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, 0xf0f0; and.b32 %r2, %r1, 0xff; st.u32 [%rd0], %r2;\n"
+         "or.b32 %r3, %r1, 0x0f; st.u32 [%rd0+4], %r3;\n"
+         "xor.b32 %r4, %r1, 0xffff; st.u32 [%rd0+8], %r4;\n"
+         "not.b32 %r5, %r1; st.u32 [%rd0+12], %r5;\n"
+         "cnot.b32 %r6, %r1; st.u32 [%rd0+16], %r6;\n"
+         "shl.b32 %r7, %r1, 32; st.u32 [%rd0+20], %r7;\n"
+         "shr.u32 %r8, %r1, 40; st.u32 [%rd0+24], %r8;\n"
+         "mov.u32 %r9, -16; shr.s32 %r10, %r9, 40; st.u32 [%rd0+28], %r10;\n"
+         "shr.s32 %r11, %r9, 2; st.u32 [%rd0+32], %r11;\n"
+         "popc.b32 %r12, %r1; st.u32 [%rd0+36], %r12;\n"
+         "mov.u32 %r13, 0; clz.b32 %r14, %r13; st.u32 [%rd0+40], %r14;\n"
+         "clz.b32 %r15, %r1; st.u32 [%rd0+44], %r15;\n"
+         "brev.b32 %r16, 1; st.u32 [%rd0+48], %r16;\n"
+         "mov.u32 %r17, 0x12345678; bfe.u32 %r18, %r17, 4, 8; st.u32 [%rd0+52], %r18;\n"
+         "mov.u32 %r19, 0x00000f00; bfe.s32 %r20, %r19, 8, 4; st.u32 [%rd0+56], %r20;\n"
+         "bfi.b32 %r21, 0xab, %r17, 8, 8; st.u32 [%rd0+60], %r21;\n"
+         "mov.u32 %r22, 0x44332211; mov.u32 %r23, 0x88776655;\n"
+         "prmt.b32 %r24, %r22, %r23, 0x7531; st.u32 [%rd0+64], %r24;\n"
+         "prmt.b32 %r25, %r22, %r23, 0x0008; st.u32 [%rd0+68], %r25;\n"
+         "prmt.b32.b4e %r26, %r22, %r23, 1; st.u32 [%rd0+72], %r26;\n"
+         "bfind.u32 %r27, %r1; st.u32 [%rd0+76], %r27;\n"
+         "bfind.u32 %r28, 0; st.u32 [%rd0+80], %r28;\n"
+         "bfind.shiftamt.u32 %r29, %r1; st.u32 [%rd0+84], %r29;\n"
+         "mov.u64 %rd2, 1; shl.b64 %rd3, %rd2, 63; st.u64 [%rd0+88], %rd3;\n"
+         "shl.b64 %rd4, %rd2, 64; st.u64 [%rd0+96], %rd4;\n"
+         "popc.b64 %r30, %rd3; st.u32 [%rd0+104], %r30;\n"
+         "clz.b64 %r31, %rd3; st.u32 [%rd0+108], %r31;\n"
+         "bfe.u32 %r32, %r17, 28, 8; st.u32 [%rd0+112], %r32;\n"
+         "bfind.s32 %r33, -1; st.u32 [%rd0+116], %r33;\n",
+         1);
+  assert_int_equal(s.o32[0], 0xf0);
+  assert_int_equal(s.o32[1], 0xf0ff);
+  assert_int_equal(s.o32[2], 0x0f0f);
+  assert_int_equal(s.o32[3], ~0xf0f0u);
+  assert_int_equal(s.o32[4], 0);
+  assert_int_equal(s.o32[5], 0);
+  assert_int_equal(s.o32[6], 0);
+  assert_int_equal(s.o32[7], 0xffffffffu);
+  assert_int_equal(s.o32[8], (uint32_t)-4);
+  assert_int_equal(s.o32[9], 8);
+  assert_int_equal(s.o32[10], 32);
+  assert_int_equal(s.o32[11], 16);
+  assert_int_equal(s.o32[12], 0x80000000u);
+  assert_int_equal(s.o32[13], 0x67);
+  assert_int_equal(s.o32[14], 0xffffffffu);
+  assert_int_equal(s.o32[15], 0x1234ab78);
+  assert_int_equal(s.o32[16], 0x88664422u);
+  assert_int_equal(s.o32[17], 0x11111100u); /* byte 0 sign-replicated */
+  assert_int_equal(s.o32[18], 0x77881122u); /* b4e, c=1: bytes 6 7 0 1 */
+  assert_int_equal(s.o32[19], 15);
+  assert_int_equal(s.o32[20], 0xffffffffu);
+  assert_int_equal(s.o32[21], 16);
+  assert_int_equal(s.o64[11], 0x8000000000000000ull);
+  assert_int_equal(s.o64[12], 0);
+  assert_int_equal(s.o32[26], 1);
+  assert_int_equal(s.o32[27], 0);
+  assert_int_equal(s.o32[28], 1);
+  assert_int_equal(s.o32[29], 0xffffffffu);
+  snip_done(&s);
+}
+
+/* ------------------------------------------------------------ float */
+
+static void test_float_arith(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.f32 %f1, 0f3F800000; mov.f32 %f2, 0f40400000;\n" /* 1, 3 */
+         "div.rn.f32 %f3, %f1, %f2; st.f32 [%rd0], %f3;\n"
+         "div.rz.f32 %f4, %f1, %f2; st.f32 [%rd0+4], %f4;\n"
+         "div.rp.f32 %f5, %f1, %f2; st.f32 [%rd0+8], %f5;\n"
+         "mov.f32 %f6, 0f00000000; div.rn.f32 %f7, %f1, %f6; st.f32 [%rd0+12], %f7;\n"
+         "mov.f32 %f8, 0f7FC00000; min.f32 %f9, %f8, %f2; st.f32 [%rd0+16], %f9;\n"
+         "max.f32 %f10, %f2, %f8; st.f32 [%rd0+20], %f10;\n"
+         "max.NaN.f32 %f11, %f2, %f8; st.f32 [%rd0+24], %f11;\n"
+         "neg.f32 %f12, %f6; st.f32 [%rd0+28], %f12;\n"
+         "mov.f32 %f13, 0fC0000000; abs.f32 %f14, %f13; st.f32 [%rd0+32], %f14;\n"
+         "fma.rn.f32 %f15, %f2, %f2, %f1; st.f32 [%rd0+36], %f15;\n"
+         "add.sat.f32 %f16, %f2, %f1; st.f32 [%rd0+40], %f16;\n"
+         "sqrt.rn.f32 %f17, %f2; st.f32 [%rd0+44], %f17;\n"
+         "rcp.rn.f32 %f18, %f2; st.f32 [%rd0+48], %f18;\n"
+         "mov.f32 %f19, 0f00000001; add.ftz.f32 %f20, %f19, %f6; st.f32 [%rd0+52], %f20;\n"
+         "add.f32 %f21, %f19, %f6; st.f32 [%rd0+56], %f21;\n"
+         "mov.f64 %fd1, 0d3FF0000000000000; mov.f64 %fd2, 0d4008000000000000;\n"
+         "div.rn.f64 %fd3, %fd1, %fd2; st.f64 [%rd0+64], %fd3;\n"
+         "fma.rn.f64 %fd4, %fd2, %fd2, %fd1; st.f64 [%rd0+72], %fd4;\n"
+         "sqrt.rn.f64 %fd5, %fd2; st.f64 [%rd0+80], %fd5;\n"
+         "ex2.approx.f32 %f22, %f2; st.f32 [%rd0+88], %f22;\n"
+         "lg2.approx.f32 %f23, %f2; st.f32 [%rd0+92], %f23;\n"
+         "mul.rz.f32 %f24, %f3, %f2; st.f32 [%rd0+96], %f24;\n"
+         "mul.rp.f32 %f32, %f3, %f2; st.f32 [%rd0+128], %f32;\n"
+         "sub.f32 %f25, %f1, %f2; st.f32 [%rd0+100], %f25;\n"
+         "min.f32 %f26, %f6, %f12; st.f32 [%rd0+104], %f26;\n"
+         "copysign.f32 %f27, %f13, %f2; st.f32 [%rd0+108], %f27;\n"
+         "rsqrt.approx.f32 %f28, %f2; st.f32 [%rd0+112], %f28;\n"
+         "tanh.approx.f32 %f29, %f1; st.f32 [%rd0+116], %f29;\n"
+         "sin.approx.f32 %f30, %f1; st.f32 [%rd0+120], %f30;\n"
+         "cos.approx.f32 %f31, %f1; st.f32 [%rd0+124], %f31;\n",
+         1);
+  assert_true(s.of[0] == 1.0f / 3.0f);
+  assert_int_equal(fbits(s.of[1]), fbits(1.0f / 3.0f) - 1); /* 1/3 rounds up under rn */
+  assert_int_equal(fbits(s.of[2]), fbits(1.0f / 3.0f));
+  assert_true(isinf(s.of[3]) && s.of[3] > 0);
+  assert_true(s.of[4] == 3.0f);
+  assert_true(s.of[5] == 3.0f);
+  assert_true(isnan(s.of[6]));
+  assert_true(s.of[7] == 0.0f && signbit(s.of[7]));
+  assert_true(s.of[8] == 2.0f);
+  assert_true(s.of[9] == 10.0f);
+  assert_true(s.of[10] == 1.0f);
+  assert_true(s.of[11] == sqrtf(3.0f));
+  assert_true(s.of[12] == 1.0f / 3.0f);
+  assert_true(s.of[13] == 0.0f);
+  assert_true(s.of[14] > 0.0f);
+  assert_true(s.od[8] == 1.0 / 3.0);
+  assert_true(s.od[9] == 10.0);
+  assert_true(s.od[10] == sqrt(3.0));
+  assert_float_equal(s.of[22], 8.0f, 1e-5);
+  assert_float_equal(s.of[23], log2f(3.0f), 1e-6);
+  assert_true(s.of[24] == 1.0f); /* 1.00000003 truncated */
+  assert_true(s.of[32] > 1.0f);
+  assert_true(s.of[25] == -2.0f);
+  assert_true(s.of[26] == 0.0f && signbit(s.of[26]));
+  assert_true(s.of[27] == -3.0f);
+  assert_float_equal(s.of[28], 1.0f / sqrtf(3.0f), 1e-6);
+  assert_float_equal(s.of[29], tanhf(1.0f), 1e-5);
+  assert_float_equal(s.of[30], sinf(1.0f), 1e-6);
+  assert_float_equal(s.of[31], cosf(1.0f), 1e-6);
+  snip_done(&s);
+}
+
+static void test_cvt(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.f32 %f1, 0f501502F9; cvt.rzi.s32.f32 %r1, %f1; st.u32 [%rd0], %r1;\n" /* 1e10 */
+         "mov.f32 %f2, 0f7FC00000; cvt.rzi.s32.f32 %r2, %f2; st.u32 [%rd0+4], %r2;\n"
+         "mov.f32 %f3, 0f40200000; cvt.rni.s32.f32 %r3, %f3; st.u32 [%rd0+8], %r3;\n" /* 2.5 */
+         "mov.f32 %f4, 0fBFC00000; cvt.rmi.s32.f32 %r4, %f4; st.u32 [%rd0+12], %r4;\n" /* -1.5 */
+         "cvt.rpi.s32.f32 %r5, %f4; st.u32 [%rd0+16], %r5;\n"
+         "cvt.rzi.u32.f32 %r6, %f4; st.u32 [%rd0+20], %r6;\n"
+         "mov.u32 %r7, 300; cvt.sat.u8.s32 %r8, %r7; st.u32 [%rd0+24], %r8;\n"
+         "cvt.s8.s32 %r9, %r7; st.u32 [%rd0+28], %r9;\n"
+         "mov.u32 %r10, -5; cvt.sat.u32.s32 %r11, %r10; st.u32 [%rd0+32], %r11;\n"
+         "cvt.s64.s32 %rd2, %r10; st.u64 [%rd0+40], %rd2;\n"
+         "cvt.u64.u32 %rd3, %r10; st.u64 [%rd0+48], %rd3;\n"
+         "mov.f32 %f5, 0f3FC00000; cvt.rn.f16.f32 %h1, %f5; cvt.u32.u16 %r12, %h1; st.u32 [%rd0+56], %r12;\n"
+         "cvt.f32.f16 %f6, %h1; st.f32 [%rd0+60], %f6;\n"
+         "mov.f32 %f7, 0f477FF000; cvt.rn.f16.f32 %h2, %f7; cvt.u32.u16 %r13, %h2; st.u32 [%rd0+64], %r13;\n" /* 65520 -> inf */
+         "cvt.rn.bf16.f32 %h3, %f5; cvt.u32.u16 %r14, %h3; st.u32 [%rd0+68], %r14;\n"
+         "cvt.f32.bf16 %f8, %h3; st.f32 [%rd0+72], %f8;\n"
+         "mov.f64 %fd1, 0d3FB999999999999A; cvt.rz.f32.f64 %f9, %fd1; st.f32 [%rd0+76], %f9;\n" /* 0.1 */
+         "cvt.rn.f32.f64 %f10, %fd1; st.f32 [%rd0+80], %f10;\n"
+         "cvt.sat.f32.f32 %f11, %f5; st.f32 [%rd0+84], %f11;\n"
+         "mov.u64 %rd4, -1; cvt.rn.f32.u64 %f12, %rd4; st.f32 [%rd0+88], %f12;\n"
+         "cvt.rn.f64.s32 %fd2, %r10; st.f64 [%rd0+96], %fd2;\n"
+         "cvt.f64.f32 %fd3, %f5; st.f64 [%rd0+104], %fd3;\n"
+         "cvt.rni.f32.f32 %f13, %f3; st.f32 [%rd0+112], %f13;\n"
+         "cvt.rzi.s64.f64 %rd5, %fd2; st.u64 [%rd0+120], %rd5;\n"
+         "mov.f32 %f14, 0fCF000000; cvt.rzi.s32.f32 %r15, %f14; st.u32 [%rd0+128], %r15;\n" /* -2^31 */
+         "mov.f32 %f15, 0fD0000000; cvt.rzi.s32.f32 %r16, %f15; st.u32 [%rd0+132], %r16;\n" /* -2^33 */
+         "cvt.u16.u32 %h4, %r7; cvt.s32.s16 %r17, %h4; st.u32 [%rd0+136], %r17;\n"
+         "mov.u32 %r18, 0x1ffff; cvt.u16.u32 %h5, %r18; cvt.s32.s16 %r19, %h5; st.u32 [%rd0+140], %r19;\n"
+         "cvt.rn.f16.f64 %h6, %fd1; cvt.f64.f16 %fd4, %h6; st.f64 [%rd0+144], %fd4;\n",
+         1);
+  assert_int_equal(s.o32[0], 2147483647);
+  assert_int_equal(s.o32[1], 0);
+  assert_int_equal(s.o32[2], 2);
+  assert_int_equal((int32_t)s.o32[3], -2);
+  assert_int_equal((int32_t)s.o32[4], -1);
+  assert_int_equal(s.o32[5], 0);
+  assert_int_equal(s.o32[6], 255);
+  assert_int_equal(s.o32[7] & 0xff, 44);
+  assert_int_equal(s.o32[8], 0);
+  assert_int_equal((int64_t)s.o64[5], -5);
+  assert_int_equal(s.o64[6], 0xfffffffbull);
+  assert_int_equal(s.o32[14], 0x3e00);
+  assert_true(s.of[15] == 1.5f);
+  assert_int_equal(s.o32[16], 0x7c00);
+  assert_int_equal(s.o32[17], 0x3fc0);
+  assert_true(s.of[18] == 1.5f);
+  assert_true(s.of[19] < 0.1f && s.of[20] == 0.1f);
+  assert_true(s.of[21] == 1.0f);
+  assert_true(s.of[22] == 18446744073709551616.0f);
+  assert_true(s.od[12] == -5.0);
+  assert_true(s.od[13] == 1.5);
+  assert_true(s.of[28] == 2.0f);
+  assert_int_equal((int64_t)s.o64[15], -5);
+  assert_int_equal(s.o32[32], 0x80000000u);
+  assert_int_equal(s.o32[33], 0x80000000u);
+  assert_int_equal(s.o32[34], 300);
+  assert_int_equal((int32_t)s.o32[35], -1);
+  assert_float_equal(s.od[18], 0.1, 1e-4);
+  snip_done(&s);
+}
+
+/* ------------------------------------------------------------ setp, selp, predicates */
+
+static void test_setp(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.f32 %f1, 0f7FC00000; mov.f32 %f2, 0f3F800000;\n"
+         "setp.lt.f32 %p1, %f1, %f2; selp.u32 %r1, 1, 0, %p1; st.u32 [%rd0], %r1;\n"
+         "setp.ltu.f32 %p2, %f1, %f2; selp.u32 %r2, 1, 0, %p2; st.u32 [%rd0+4], %r2;\n"
+         "setp.ne.f32 %p3, %f1, %f2; selp.u32 %r3, 1, 0, %p3; st.u32 [%rd0+8], %r3;\n"
+         "setp.neu.f32 %p4, %f1, %f2; selp.u32 %r4, 1, 0, %p4; st.u32 [%rd0+12], %r4;\n"
+         "setp.nan.f32 %p5, %f1, %f2; selp.u32 %r5, 1, 0, %p5; st.u32 [%rd0+16], %r5;\n"
+         "setp.num.f32 %p6, %f2, %f2; selp.u32 %r6, 1, 0, %p6; st.u32 [%rd0+20], %r6;\n"
+         "mov.u32 %r7, -1; setp.lt.s32 %p7, %r7, 0; selp.u32 %r8, 1, 0, %p7; st.u32 [%rd0+24], %r8;\n"
+         "setp.lo.u32 %p8, %r7, 0; selp.u32 %r9, 1, 0, %p8; st.u32 [%rd0+28], %r9;\n"
+         "setp.hi.u32 %p9, %r7, 0; selp.u32 %r10, 1, 0, %p9; st.u32 [%rd0+32], %r10;\n"
+         "setp.lt.u32 %p9, %r7, 0; selp.u32 %r11, 1, 0, %p9; st.u32 [%rd0+36], %r11;\n"
+         "setp.eq.s32.and %p10|%p11, %r7, -1, %p7; selp.u32 %r12, 1, 0, %p10; st.u32 [%rd0+40], %r12;\n"
+         "selp.u32 %r13, 1, 0, %p11; st.u32 [%rd0+44], %r13;\n"
+         "setp.gt.s32.or %p12, %r7, 5, !%p7; selp.u32 %r14, 1, 0, %p12; st.u32 [%rd0+48], %r14;\n"
+         "not.pred %p13, %p12; @%p13 st.u32 [%rd0+52], 7;\n"
+         "@!%p13 st.u32 [%rd0+56], 9;\n"
+         "and.pred %p14, %p7, %p10; selp.u32 %r15, 1, 0, %p14; st.u32 [%rd0+60], %r15;\n"
+         "or.pred %p15, %p1, %p12; selp.u32 %r16, 1, 0, %p15; st.u32 [%rd0+64], %r16;\n"
+         "xor.pred %p15, %p7, %p10; selp.u32 %r17, 1, 0, %p15; st.u32 [%rd0+68], %r17;\n"
+         "selp.f32 %f3, %f2, %f1, %p7; st.f32 [%rd0+72], %f3;\n"
+         "set.lt.u32.s32 %r18, %r7, 0; st.u32 [%rd0+76], %r18;\n"
+         "setp.ge.f64 %p1, 0d4000000000000000, 0d3FF0000000000000; selp.u32 %r19, 1, 0, %p1; st.u32 [%rd0+80], %r19;\n"
+         "mov.u64 %rd2, -1; setp.gt.s64 %p2, %rd2, 0; selp.u32 %r20, 1, 0, %p2; st.u32 [%rd0+84], %r20;\n"
+         "setp.gt.u64 %p2, %rd2, 0; selp.u32 %r21, 1, 0, %p2; st.u32 [%rd0+88], %r21;\n",
+         1);
+  static const uint32_t want[] = {0, 1, 0, 1, 1, 1, 1, 0, 1, 0, 1, 0, 0, 7, 0, 1, 0, 0, 0x3f800000u, 0xffffffffu, 1, 0, 1};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    if (s.o32[i] != want[i]) fail_msg("word %zu: got 0x%x want 0x%x", i, s.o32[i], want[i]);
+  }
+  snip_done(&s);
+}
+
+/* ------------------------------------------------------------ control flow */
+
+static void test_divergence(void **state) {
+  snip s;
+  snip_init(&s);
+  /* each lane loops tid times (divergent trip counts), odd lanes take a
+   * different path, and all reconverge for a warp vote afterwards */
+  RUN_OK(&s,
+         "mov.u32 %r1, %tid.x; mov.u32 %r2, 0; mov.u32 %r3, 0;\n"
+         "LOOP: setp.ge.u32 %p1, %r3, %r1; @%p1 bra DONE;\n"
+         "add.u32 %r2, %r2, %r3; add.u32 %r3, %r3, 1; bra LOOP;\n"
+         "DONE: and.b32 %r4, %r1, 1; setp.eq.u32 %p2, %r4, 1; @%p2 bra ODD;\n"
+         "add.u32 %r2, %r2, 1000; bra JOIN;\n"
+         "ODD: add.u32 %r2, %r2, 2000;\n"
+         "JOIN: activemask.b32 %r5;\n"
+         "mul.wide.u32 %rd2, %r1, 8; add.s64 %rd3, %rd0, %rd2; st.v2.u32 [%rd3], {%r2, %r5};\n",
+         32);
+  for (unsigned t = 0; t < 32; t++) {
+    unsigned sum = t * (t - 1) / 2 + (t ? 0 : 0);
+    if (t == 0) sum = 0;
+    assert_int_equal(s.o32[2 * t], sum + ((t & 1) ? 2000 : 1000));
+    assert_int_equal(s.o32[2 * t + 1], 0xffffffffu);
+  }
+  snip_done(&s);
+}
+
+static void test_barrier_exit(void **state) {
+  snip s;
+  snip_init(&s);
+  /* 96 threads; threads >= 80 exit early; the rest meet at a barrier in a
+   * loop and read what their neighbour wrote in shared memory */
+  const char *body =
+      ".shared .align 4 .b32 sh[128];\n"
+      "mov.u32 %r1, %tid.x; setp.ge.u32 %p1, %r1, 80; @%p1 exit;\n"
+      "mov.u32 %r9, 0; mov.u32 %r2, 0;\n"
+      "L: shl.b32 %r3, %r1, 2; mov.u32 %r4, sh; add.u32 %r5, %r4, %r3;\n"
+      "add.u32 %r6, %r1, %r9; st.shared.u32 [%r5], %r6; bar.sync 0;\n"
+      "add.u32 %r7, %r1, 1; rem.u32 %r7, %r7, 80; shl.b32 %r7, %r7, 2; add.u32 %r7, %r4, %r7;\n"
+      "ld.shared.u32 %r8, [%r7]; add.u32 %r2, %r2, %r8; barrier.sync 0;\n"
+      "add.u32 %r9, %r9, 1; setp.lt.u32 %p2, %r9, 3; @%p2 bra L;\n"
+      "mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd0, %rd2; st.u32 [%rd3], %r2;\n";
+  int rc = snip_run_cfg(&s, body, 1, 96, 0);
+  if (rc) fail_msg("%d %s %s", rc, s.err, s.fault.message);
+  for (unsigned t = 0; t < 80; t++) {
+    unsigned nb = (t + 1) % 80;
+    assert_int_equal(s.o32[t], 3 * nb + 0 + 1 + 2);
+  }
+  assert_int_equal(s.o32[80], 0);
+  snip_done(&s);
+}
+
+static void test_call_ret(void **state) {
+  const char *text = HDR
+      ".func (.param .b32 ret) twice(.param .b32 x, .param .b32 y)\n{\n.reg .b32 %a<4>;\n"
+      "ld.param.b32 %a1, [x]; ld.param.b32 %a2, [y]; shl.b32 %a1, %a1, 1; add.s32 %a3, %a1, %a2;\n"
+      "setp.gt.s32 %p, %a3, 100;\n"
+      "@%p bra BIG; st.param.b32 [ret], %a3; ret;\nBIG: st.param.b32 [ret], 100; ret;\n}\n"
+      ".visible .entry k(.param .u64 out)\n{\n.reg .b32 %r<5>; .reg .b64 %rd<4>;\n"
+      "ld.param.u64 %rd0, [out]; mov.u32 %r1, %tid.x;\n"
+      "{ .param .b32 p0; st.param.b32 [p0], %r1; .param .b32 p1; st.param.b32 [p1], 7; .param .b32 rv;\n"
+      "call.uni (rv), twice, (p0, p1); ld.param.b32 %r2, [rv]; }\n"
+      "mul.wide.u32 %rd1, %r1, 4; add.s64 %rd2, %rd0, %rd1; st.global.u32 [%rd2], %r2; ret;\n}\n";
+  /* %p is declared nowhere: must be a parse error naming it */
+  sg_ptx_module *m = NULL;
+  char err[256];
+  assert_int_equal(sg_ptx_module_parse(text, strlen(text), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  assert_non_null(strstr(err, "%p"));
+  /* now with the predicate declared */
+  char fixed[4096];
+  const char *at = strstr(text, ".reg .b32 %a<4>;");
+  size_t pre = (size_t)(at - text) + strlen(".reg .b32 %a<4>;");
+  snprintf(fixed, sizeof fixed, "%.*s .reg .pred %%p;%s", (int)pre, text, text + pre);
+  assert_int_equal(sg_ptx_module_parse(fixed, strlen(fixed), &m, err, sizeof err), 0);
+  testenv te;
+  te_init(&te, 1);
+  uint64_t out = te_alloc(&te, 64 * 4);
+  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(m, "k");
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &out, 8);
+  sg_ptx_fault f;
+  assert_int_equal(te_launch(&te, k, 1, 1, 1, 64, 1, 1, 0, &p, &f), 0);
+  uint32_t *o = te_host(&te, out);
+  for (int t = 0; t < 64; t++) assert_int_equal(o[t], 2 * t + 7 > 100 ? 100 : 2 * t + 7);
+  te_free(&te);
+  sg_ptx_module_free(m);
+}
+
+/* ------------------------------------------------------------ memory */
+
+static void test_memory_spaces(void **state) {
+  snip s;
+  snip_init(&s);
+  uint32_t *in = s.inh;
+  for (int i = 0; i < 16; i++) in[i] = 100 + i;
+  RUN_OK(&s,
+         ".local .align 16 .b8 dep[64];\n"
+         ".shared .align 16 .b8 sm[64];\n"
+         "ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];\n"
+         "mov.u64 %rd2, dep; st.local.v4.u32 [%rd2], {%r4, %r3, %r2, %r1};\n"
+         "cvta.local.u64 %rd3, %rd2; ld.u32 %r5, [%rd3+4]; st.u32 [%rd0], %r5;\n"
+         "mov.u64 %rd4, sm; cvta.shared.u64 %rd5, %rd4; st.v2.u32 [%rd5+8], {%r1, %r2};\n"
+         "ld.shared.u32 %r6, [sm+12]; st.u32 [%rd0+4], %r6;\n"
+         "cvta.to.shared.u64 %rd6, %rd5; ld.shared.u32 %r7, [%rd6+8]; st.u32 [%rd0+8], %r7;\n"
+         "ld.global.nc.u8 %r8, [%rd1+5]; st.u32 [%rd0+12], %r8;\n"
+         "ld.global.s8 %r9, [%rd1+3]; st.u32 [%rd0+16], %r9;\n" /* byte 0 of in[0] is 100, byte 3 is 0 */
+         "mov.u32 %r10, 0xff80; st.global.u16 [%rd1+32], %r10; ld.global.s16 %r11, [%rd1+32]; st.u32 [%rd0+20], %r11;\n"
+         "ldu.global.u32 %r12, [%rd1+8]; st.u32 [%rd0+24], %r12;\n"
+         "cvta.to.global.u64 %rd7, %rd0; st.global.v2.f32 [%rd7+32], {%f1, %f1};\n"
+         "ld.local.u32 %r13, [dep+12]; st.u32 [%rd0+28], %r13;\n",
+         1);
+  assert_int_equal(s.o32[0], 102);
+  assert_int_equal(s.o32[1], 101);
+  assert_int_equal(s.o32[2], 100);
+  assert_int_equal(s.o32[3], 0);
+  assert_int_equal(s.o32[4], 0);
+  assert_int_equal((int32_t)s.o32[5], -128);
+  assert_int_equal(s.o32[6], 102);
+  assert_int_equal(s.o32[7], 100);
+  snip_done(&s);
+}
+
+static void test_atomics(void **state) {
+  snip s;
+  snip_init(&s);
+  /* 64 threads hammer shared and global words */
+  RUN_OK(&s,
+         ".shared .align 8 .b8 sa[64];\n"
+         "mov.u32 %r1, %tid.x; mov.u64 %rd2, sa;\n"
+         "setp.eq.u32 %p1, %r1, 0; @%p1 st.shared.u32 [sa+8], 1000; @%p1 st.shared.u32 [sa+12], 0; bar.sync 0;\n"
+         "atom.shared.add.u32 %r2, [sa], 1;\n"
+         "atom.shared.min.s32 %r3, [sa+8], %r1;\n"
+         "atom.shared.max.u32 %r4, [sa+12], %r1;\n"
+         "atom.shared.inc.u32 %r5, [sa+16], 9;\n"
+         "atom.shared.dec.u32 %r6, [sa+20], 5;\n"
+         "shl.b32 %r7, 1, %r1; atom.shared.or.b32 %r8, [sa+24], %r7;\n"
+         "atom.shared.xor.b32 %r9, [sa+28], %r7;\n"
+         "red.global.add.f32 [%rd0+64], 0f3F000000;\n"
+         "atom.global.add.u64 %rd3, [%rd0+72], 3;\n"
+         "atom.global.cas.b32 %r10, [%rd0+80], %r1, 1000;\n" /* succeeds for thread 0 only... then chain */
+         "atom.global.exch.b32 %r11, [%rd0+84], %r1;\n"
+         "red.global.and.b32 [%rd0+88], 0;\n"
+         "atom.global.max.s32 %r12, [%rd0+92], %r1;\n"
+         "atom.add.f64 %fd1, [%rd0+96], 0d3FF0000000000000;\n"
+         "bar.sync 0;\n"
+         "@%p1 ld.shared.v4.u32 {%r20, %r21, %r22, %r23}, [sa];\n"
+         "@%p1 st.v4.u32 [%rd0], {%r20, %r21, %r22, %r23};\n"
+         "@%p1 ld.shared.v4.u32 {%r20, %r21, %r22, %r23}, [sa+16];\n"
+         "@%p1 st.v4.u32 [%rd0+16], {%r20, %r21, %r22, %r23};\n",
+         64);
+  assert_int_equal(s.o32[0], 64);
+  assert_int_equal(s.o32[2], 0);
+  assert_int_equal(s.o32[3], 63);
+  assert_int_equal(s.o32[4], 64 % 10);
+  /* dec from 0 with bound 5: 0->5->4->...; after 64 steps: cycle of 6 */
+  {
+    uint32_t v = 0;
+    for (int i = 0; i < 64; i++) v = (v == 0 || v > 5) ? 5 : v - 1;
+    assert_int_equal(s.o32[5], v);
+  }
+  assert_int_equal(s.o32[6], 0xffffffffu);
+  assert_int_equal(s.o32[7], 0xffffffffu); /* shl by >= 32 gives 0 for threads 32..63 */
+  assert_true(s.of[16] == 32.0f);
+  assert_int_equal(s.o64[9], 192);
+  assert_int_equal(s.o32[20], 1000);
+  assert_true(s.o32[21] < 64);
+  assert_int_equal(s.o32[22], 0);
+  assert_int_equal(s.o32[23], 63);
+  assert_true(s.od[12] == 64.0);
+  snip_done(&s);
+}
+
+/* ------------------------------------------------------------ warp */
+
+static void test_shfl_vote(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %laneid; mul.lo.u32 %r2, %r1, 10;\n"
+         "shfl.sync.idx.b32 %r3|%p1, %r2, 5, 0x1f, -1;\n"
+         "shfl.sync.up.b32 %r4|%p2, %r2, 3, 0, -1; selp.u32 %r5, 1, 0, %p2;\n"
+         "shfl.sync.down.b32 %r6|%p3, %r2, 4, 0x1f, -1; selp.u32 %r7, 1, 0, %p3;\n"
+         "shfl.sync.bfly.b32 %r8, %r2, 3, 0x1f, -1;\n"
+         "shfl.sync.down.b32 %r9, %r2, 1, 0x181f, -1;\n" /* width 8 segments: c = ((32-8)<<8)|0x1f */
+         "setp.lt.u32 %p4, %r1, 20; vote.sync.ballot.b32 %r10, %p4, -1;\n"
+         "vote.sync.all.pred %p5, %p4, -1; selp.u32 %r11, 1, 0, %p5;\n"
+         "vote.sync.any.pred %p6, %p4, -1; selp.u32 %r12, 1, 0, %p6;\n"
+         "vote.sync.uni.pred %p7, %p4, -1; selp.u32 %r13, 1, 0, %p7;\n"
+         "and.b32 %r14, %r1, 1; match.all.sync.b32 %r15|%p8, %r14, -1; selp.u32 %r16, 1, 0, %p8;\n"
+         "match.any.sync.b32 %r17, %r14, -1;\n"
+         "mov.u32 %r18, %lanemask_lt;\n"
+         "mul.wide.u32 %rd2, %r1, 64; add.s64 %rd3, %rd0, %rd2;\n"
+         "st.v4.u32 [%rd3], {%r3, %r4, %r5, %r6};\n"
+         "st.v4.u32 [%rd3+16], {%r7, %r8, %r9, %r10};\n"
+         "st.v4.u32 [%rd3+32], {%r11, %r12, %r13, %r15};\n"
+         "st.v4.u32 [%rd3+48], {%r16, %r17, %r18, %r1};\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    const uint32_t *o = s.o32 + l * 16;
+    assert_int_equal(o[0], 50);
+    assert_int_equal(o[1], l >= 3 ? (l - 3) * 10 : l * 10);
+    assert_int_equal(o[2], l >= 3);
+    assert_int_equal(o[3], l + 4 < 32 ? (l + 4) * 10 : l * 10);
+    assert_int_equal(o[4], l + 4 < 32);
+    assert_int_equal(o[5], (l ^ 3) * 10);
+    unsigned seg_end = (l | 7);
+    assert_int_equal(o[6], l + 1 <= seg_end ? (l + 1) * 10 : l * 10);
+    assert_int_equal(o[7], 0xfffffu);
+    assert_int_equal(o[8], 0);
+    assert_int_equal(o[9], 1);
+    assert_int_equal(o[10], 0);
+    assert_int_equal(o[11], 0);
+    assert_int_equal(o[12], 0);
+    assert_int_equal(o[13], (l & 1) ? 0xaaaaaaaau : 0x55555555u);
+    assert_int_equal(o[14], (1u << l) - 1);
+  }
+  snip_done(&s);
+}
+
+static void test_bar_red(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %tid.x; and.b32 %r2, %r1, 3; setp.eq.u32 %p1, %r2, 0;\n"
+         "bar.red.popc.u32 %r3, 0, %p1;\n"
+         "bar.red.or.pred %p2, 0, %p1; selp.u32 %r4, 1, 0, %p2;\n"
+         "bar.red.and.pred %p3, 0, %p1; selp.u32 %r5, 1, 0, %p3;\n"
+         "mul.wide.u32 %rd2, %r1, 16; add.s64 %rd3, %rd0, %rd2; st.v4.u32 [%rd3], {%r3, %r4, %r5, %r1};\n",
+         100);
+  for (int t = 0; t < 100; t++) {
+    assert_int_equal(s.o32[4 * t], 25);
+    assert_int_equal(s.o32[4 * t + 1], 1);
+    assert_int_equal(s.o32[4 * t + 2], 0);
+  }
+  snip_done(&s);
+}
+
+static void test_f16_ops(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.f32 %f1, 0f3FC00000; mov.f32 %f2, 0f40200000;\n" /* 1.5, 2.5 */
+         "cvt.rn.f16.f32 %h1, %f1; cvt.rn.f16.f32 %h2, %f2;\n"
+         "add.f16 %h3, %h1, %h2; mul.f16 %h4, %h1, %h2; fma.rn.f16 %h5, %h1, %h2, %h1; sub.f16 %h6, %h1, %h2;\n"
+         "neg.f16 %h7, %h1; max.f16 %h8, %h1, %h2;\n"
+         "mov.b32 %r1, {%h1, %h2}; add.f16x2 %r2, %r1, %r1; mul.f16x2 %r3, %r1, %r1;\n"
+         "mov.b32 {%h9, %h10}, %r2;\n"
+         "cvt.f32.f16 %f3, %h3; cvt.f32.f16 %f4, %h4; cvt.f32.f16 %f5, %h5; cvt.f32.f16 %f6, %h6;\n"
+         "cvt.f32.f16 %f7, %h7; cvt.f32.f16 %f8, %h8; cvt.f32.f16 %f9, %h9; cvt.f32.f16 %f10, %h10;\n"
+         "st.v4.f32 [%rd0], {%f3, %f4, %f5, %f6}; st.v4.f32 [%rd0+16], {%f7, %f8, %f9, %f10};\n"
+         "st.u32 [%rd0+32], %r3;\n"
+         "cvt.rn.bf16.f32 %h11, %f1; cvt.rn.bf16.f32 %h12, %f2; add.bf16 %h13, %h11, %h12;\n"
+         "cvt.f32.bf16 %f11, %h13; st.f32 [%rd0+36], %f11;\n"
+         "mov.b16 %h14, 0x3c00; cvt.f32.f16 %f12, %h14; st.f32 [%rd0+40], %f12;\n"
+         "setp.lt.f16 %p1, %h1, %h2; selp.u32 %r4, 1, 0, %p1; st.u32 [%rd0+44], %r4;\n",
+         1);
+  assert_true(s.of[0] == 4.0f);
+  assert_true(s.of[1] == 3.75f);
+  assert_true(s.of[2] == 5.25f);
+  assert_true(s.of[3] == -1.0f);
+  assert_true(s.of[4] == -1.5f);
+  assert_true(s.of[5] == 2.5f);
+  assert_true(s.of[6] == 3.0f);
+  assert_true(s.of[7] == 5.0f);
+  /* 1.5^2 = 2.25 (0x4080), 2.5^2 = 6.25 (0x4640) */
+  assert_int_equal(s.o32[8], 0x46404080u);
+  assert_true(s.of[9] == 4.0f);
+  assert_true(s.of[10] == 1.0f);
+  assert_int_equal(s.o32[11], 1);
+  snip_done(&s);
+}
+
+static void test_half_conversion_rounding(void **state) {
+  /* ties to even at 1 + 2^-11 (exactly between 1 and the next half) */
+  assert_int_equal(sg_double_to_half(1.0 + 1.0 / 2048.0), 0x3c00);
+  assert_int_equal(sg_double_to_half(1.0 + 3.0 / 2048.0), 0x3c02);
+  assert_int_equal(sg_double_to_half(65504.0), 0x7bff);
+  assert_int_equal(sg_double_to_half(65519.0), 0x7bff);
+  assert_int_equal(sg_double_to_half(-65520.0), 0xfc00);
+  assert_int_equal(sg_double_to_half(5.960464477539063e-08), 0x0001);
+  assert_int_equal(sg_double_to_half(2.98e-08), 0x0000);
+  assert_int_equal(sg_double_to_half(6.097555160522461e-05), 0x03ff);
+  assert_true(sg_half_to_float(0x0001) == 5.960464477539063e-08f);
+  assert_true(isnan(sg_half_to_float(0x7e00)));
+  (void)state;
+}
+
+/* ------------------------------------------------------------ errors */
+
+static void test_parse_errors(void **state) {
+  sg_ptx_module *m = NULL;
+  char err[256];
+  const char *bad_insn = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\n\nfrobnicate.b32 %r1, %r0;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(bad_insn, strlen(bad_insn), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_null(m);
+  assert_non_null(strstr(err, "line 8"));
+  assert_non_null(strstr(err, "frobnicate.b32"));
+  const char *bad_mod = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nadd.cc.u32 %r1, %r0, 1;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(bad_mod, strlen(bad_mod), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "add.cc.u32"));
+  const char *bad_label = HDR ".visible .entry k()\n{\nbra NOWHERE;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(bad_label, strlen(bad_label), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  assert_non_null(strstr(err, "NOWHERE"));
+  const char *unterminated = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, 1;\n";
+  assert_int_equal(sg_ptx_module_parse(unterminated, strlen(unterminated), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  const char *recursion = HDR ".func f()\n{\ncall f;\nret;\n}\n.visible .entry k()\n{\ncall f;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(recursion, strlen(recursion), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "recursive"));
+  const char *extcall = HDR ".extern .func g();\n.visible .entry k()\n{\ncall g;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(extcall, strlen(extcall), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "'g'"));
+  const char *wrong_ops = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nadd.u32 %r1, %r0;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(wrong_ops, strlen(wrong_ops), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  /* random bytes and truncations of a valid module never crash */
+  char junk[512];
+  unsigned seed = 12345;
+  for (int it = 0; it < 200; it++) {
+    for (size_t i = 0; i < sizeof junk; i++) { seed = seed * 1103515245u + 12345u; junk[i] = (char)(" .%{}[];,@!$abcdefrs0123456789_\n<>+-|"[(seed >> 16) % 38]); }
+    if (sg_ptx_module_parse(junk, sizeof junk, &m, err, sizeof err) == 0) sg_ptx_module_free(m);
+  }
+  const char *good = HDR ".visible .entry k(.param .u64 o)\n{\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [o];\nst.global.u32 [%rd1], 5;\nret;\n}\n";
+  size_t gl = strlen(good);
+  for (size_t cut = 0; cut < gl; cut++) {
+    if (sg_ptx_module_parse(good, cut, &m, err, sizeof err) == 0) sg_ptx_module_free(m);
+  }
+  assert_int_equal(sg_ptx_module_parse(good, gl, &m, err, sizeof err), 0);
+  assert_int_equal(sg_ptx_module_kernel_count(m), 1);
+  sg_ptx_module_free(m);
+  (void)state;
+}
+
+static void test_faults_and_config(void **state) {
+  snip s;
+  snip_init(&s);
+  int rc = snip_run_cfg(&s, "ld.global.u32 %r1, [%rd1+2];\n", 1, 1, 0);
+  assert_int_equal(rc, CUDA_ERROR_MISALIGNED_ADDRESS);
+  assert_non_null(strstr(s.fault.message, "misaligned"));
+  sg_ptx_module_free(s.m);
+  s.m = NULL;
+  rc = snip_run_cfg(&s, "mov.u32 %r1, %tid.x; setp.eq.u32 %p1, %r1, 37; @%p1 ld.global.u32 %r2, [%rd1+4096];\n", 2, 64, 0);
+  assert_int_equal(rc, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(s.fault.thread[0], 37);
+  assert_int_equal(s.fault.address, s.in + 4096);
+  assert_non_null(strstr(s.fault.message, "4-byte ld.global"));
+  assert_non_null(strstr(s.fault.message, "thread (37,0,0)"));
+  sg_ptx_module_free(s.m);
+  s.m = NULL;
+  rc = snip_run_cfg(&s, ".shared .b32 x[4];\nld.shared.u32 %r1, [x+16];\n", 1, 1, 0);
+  assert_int_equal(rc, CUDA_ERROR_ILLEGAL_ADDRESS);
+  sg_ptx_module_free(s.m);
+  s.m = NULL;
+  rc = snip_run_cfg(&s, "mov.u64 %rd5, 0; st.u32 [%rd5], 1;\n", 1, 1, 0);
+  assert_int_equal(rc, CUDA_ERROR_ILLEGAL_ADDRESS);
+  sg_ptx_module_free(s.m);
+  s.m = NULL;
+  rc = snip_run_cfg(&s, "trap;\n", 1, 1, 0);
+  assert_int_equal(rc, CUDA_ERROR_LAUNCH_FAILED);
+  sg_ptx_module_free(s.m);
+  s.m = NULL;
+  /* configuration errors */
+  rc = snip_run_cfg(&s, "", 1, 2048, 0);
+  assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
+  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(s.m, "k");
+  sg_ptx_launch_cfg cfg = {{1, 1, 1}, {32, 1, 1}, 0, NULL, 0};
+  sg_ptx_fault f;
+  assert_int_equal(sg_ptx_launch(k, &cfg, &s.te.env, &f), CUDA_ERROR_INVALID_VALUE); /* params missing */
+  cfg.grid[1] = 0;
+  assert_int_equal(sg_ptx_launch(k, &cfg, &s.te.env, &f), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(sg_ptx_launch(NULL, &cfg, &s.te.env, &f), CUDA_ERROR_INVALID_VALUE);
+  snip_done(&s);
+  (void)state;
+}
+
+static void test_module_info(void **state) {
+  const char *text = HDR
+      ".global .align 8 .b8 tab[12] = {1, 2, 3};\n.const .align 4 .f32 cf[2] = {0f3F800000, 0f40000000};\n"
+      ".global .u32 cnt;\n.shared .align 4 .b8 s1[100];\n.extern .shared .align 16 .b8 dyn[];\n"
+      ".visible .entry k(.param .u8 a, .param .u64 b, .param .align 4 .b8 c[12], .param .f64 d) .maxntid 128, 1, 1\n"
+      "{\n.local .align 8 .b8 dep[40];\nret;\n}\n";
+  sg_ptx_module *m;
+  char err[256];
+  assert_int_equal(sg_ptx_module_parse(text, strlen(text), &m, err, sizeof err), 0);
+  const sg_ptx_kernel *k = sg_ptx_module_kernel(m, 0);
+  assert_string_equal(sg_ptx_kernel_name(k), "k");
+  assert_int_equal(sg_ptx_kernel_param_count(k), 4);
+  size_t off, sz;
+  assert_int_equal(sg_ptx_kernel_param_info(k, 0, &off, &sz), 0); assert_int_equal(off, 0); assert_int_equal(sz, 1);
+  sg_ptx_kernel_param_info(k, 1, &off, &sz); assert_int_equal(off, 8); assert_int_equal(sz, 8);
+  sg_ptx_kernel_param_info(k, 2, &off, &sz); assert_int_equal(off, 16); assert_int_equal(sz, 12);
+  sg_ptx_kernel_param_info(k, 3, &off, &sz); assert_int_equal(off, 32); assert_int_equal(sz, 8);
+  assert_int_equal(sg_ptx_kernel_param_info(k, 4, &off, &sz), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(sg_ptx_kernel_param_bytes(k), 40);
+  assert_int_equal(sg_ptx_kernel_static_shared(k), 100);
+  assert_true(sg_ptx_kernel_local_bytes(k) >= 40);
+  assert_int_equal(sg_ptx_kernel_max_threads(k), 128);
+  assert_int_equal(sg_ptx_module_global_count(m), 3);
+  sg_ptx_global_info g;
+  sg_ptx_module_global(m, 0, &g);
+  assert_string_equal(g.name, "tab");
+  assert_int_equal(g.size, 12);
+  assert_int_equal(g.align, 8);
+  assert_int_equal(g.space, SG_PTX_SPACE_GLOBAL);
+  assert_memory_equal(g.init, "\1\2\3\0\0\0\0\0\0\0\0\0", 12);
+  sg_ptx_module_global(m, 1, &g);
+  assert_int_equal(g.space, SG_PTX_SPACE_CONST);
+  assert_int_equal(((const uint32_t *)g.init)[1], 0x40000000u);
+  sg_ptx_module_global(m, 2, &g);
+  assert_null(g.init);
+  assert_int_equal(g.size, 4);
+  sg_ptx_module_free(m);
+  (void)state;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_int_arith),
+    cmocka_unit_test(test_bit_ops),
+    cmocka_unit_test(test_float_arith),
+    cmocka_unit_test(test_cvt),
+    cmocka_unit_test(test_setp),
+    cmocka_unit_test(test_divergence),
+    cmocka_unit_test(test_barrier_exit),
+    cmocka_unit_test(test_call_ret),
+    cmocka_unit_test(test_memory_spaces),
+    cmocka_unit_test(test_atomics),
+    cmocka_unit_test(test_shfl_vote),
+    cmocka_unit_test(test_bar_red),
+    cmocka_unit_test(test_f16_ops),
+    cmocka_unit_test(test_half_conversion_rounding),
+    cmocka_unit_test(test_parse_errors),
+    cmocka_unit_test(test_faults_and_config),
+    cmocka_unit_test(test_module_info),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

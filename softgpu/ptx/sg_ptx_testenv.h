@@ -27,14 +27,14 @@ typedef struct {
   sg_ptx_env env;
 } testenv;
 
-static int te_lookup(void *ctx, uint64_t addr, sg_ptx_range *out) {
+static __attribute__((unused)) int te_lookup(void *ctx, uint64_t addr, sg_ptx_range *out) {
   testenv *t = ctx;
   for (int i = 0; i < t->n; i++)
     if (addr >= t->r[i].base && addr - t->r[i].base < t->r[i].size) { *out = t->r[i]; return 0; }
   return -1;
 }
 
-static void te_print(void *ctx, const char *text, size_t len) {
+static __attribute__((unused)) void te_print(void *ctx, const char *text, size_t len) {
   testenv *t = ctx;
   pthread_mutex_lock(&t->mu);
   if (t->nprinted + len < sizeof t->printed) {
@@ -45,7 +45,7 @@ static void te_print(void *ctx, const char *text, size_t len) {
   pthread_mutex_unlock(&t->mu);
 }
 
-static void te_init(testenv *t, int nworkers) {
+static __attribute__((unused)) void te_init(testenv *t, int nworkers) {
   memset(t, 0, sizeof *t);
   t->next = 0x7000000000ull;
   pthread_mutex_init(&t->mu, NULL);
@@ -56,7 +56,7 @@ static void te_init(testenv *t, int nworkers) {
 }
 
 /* Returns the device address of a new zeroed allocation. */
-static uint64_t te_alloc(testenv *t, size_t size) {
+static __attribute__((unused)) uint64_t te_alloc(testenv *t, size_t size) {
   if (t->n >= TE_MAX_ALLOCS) return 0;
   void *h = calloc(1, size ? size : 1);
   if (!h) return 0;
@@ -67,19 +67,19 @@ static uint64_t te_alloc(testenv *t, size_t size) {
   return base;
 }
 
-static void *te_host(testenv *t, uint64_t dev) {
+static __attribute__((unused)) void *te_host(testenv *t, uint64_t dev) {
   for (int i = 0; i < t->n; i++)
     if (dev >= t->r[i].base && dev - t->r[i].base < t->r[i].size) return (char *)t->r[i].host + (dev - t->r[i].base);
   return NULL;
 }
 
-static void te_free(testenv *t) {
+static __attribute__((unused)) void te_free(testenv *t) {
   for (int i = 0; i < t->n; i++) free(t->r[i].host);
   t->n = 0;
 }
 
 /* Allocates the module's .global/.const variables like the driver does. */
-static void te_load_globals(testenv *t, sg_ptx_module *m) {
+static __attribute__((unused)) void te_load_globals(testenv *t, sg_ptx_module *m) {
   for (int i = 0; i < sg_ptx_module_global_count(m); i++) {
     sg_ptx_global_info g;
     sg_ptx_module_global(m, i, &g);
@@ -90,7 +90,7 @@ static void te_load_globals(testenv *t, sg_ptx_module *m) {
   }
 }
 
-static uint64_t te_global_addr(testenv *t, sg_ptx_module *m, const char *name) {
+static __attribute__((unused)) uint64_t te_global_addr(testenv *t, sg_ptx_module *m, const char *name) {
   for (int i = 0; i < sg_ptx_module_global_count(m) && i < TE_MAX_ALLOCS; i++) {
     sg_ptx_global_info g;
     sg_ptx_module_global(m, i, &g);
@@ -105,16 +105,16 @@ typedef struct {
   size_t size;
 } te_params;
 
-static void te_params_init(te_params *p, const sg_ptx_kernel *k) {
+static __attribute__((unused)) void te_params_init(te_params *p, const sg_ptx_kernel *k) {
   memset(p, 0, sizeof *p);
   p->size = sg_ptx_kernel_param_bytes(k);
 }
-static void te_param(te_params *p, const sg_ptx_kernel *k, int index, const void *v, size_t size) {
+static __attribute__((unused)) void te_param(te_params *p, const sg_ptx_kernel *k, int index, const void *v, size_t size) {
   size_t off, sz;
   if (sg_ptx_kernel_param_info(k, index, &off, &sz) == 0 && off + size <= sizeof p->buf) memcpy(p->buf + off, v, size < sz ? size : sz);
 }
 
-static int te_launch(testenv *t, const sg_ptx_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+static __attribute__((unused)) int te_launch(testenv *t, const sg_ptx_kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                      unsigned bz, size_t dyn, te_params *p, sg_ptx_fault *fault) {
   sg_ptx_launch_cfg cfg = {{gx, gy, gz}, {bx, by, bz}, dyn, p->buf, p->size};
   return sg_ptx_launch(k, &cfg, &t->env, fault);
