@@ -930,7 +930,21 @@ static int run_warp(worker *W, warp *w, int widx) {
           LANES({ D[l] = (uint32_t)((uint32_t)A[l] * (uint32_t)Bv[l] + (uint32_t)C[l]); });
           break;
         }
-        if (t == SG_T_F32) { f32_arith(I, m, D, A, Bv, C); break; }
+        if (t == SG_T_F32) {
+          if (!(I->flags & (SG_F_FTZ | SG_F_SAT)) && !directed(I->mod)) {
+            switch (I->op) {
+              case SG_OP_FMA:
+              case SG_OP_MAD: LANES({ D[l] = of_f32(fmaf(f32_of(A[l]), f32_of(Bv[l]), f32_of(C[l]))); }); goto f32_done;
+              case SG_OP_ADD: LANES({ D[l] = of_f32(f32_of(A[l]) + f32_of(Bv[l])); }); goto f32_done;
+              case SG_OP_SUB: LANES({ D[l] = of_f32(f32_of(A[l]) - f32_of(Bv[l])); }); goto f32_done;
+              case SG_OP_MUL: LANES({ D[l] = of_f32(f32_of(A[l]) * f32_of(Bv[l])); }); goto f32_done;
+              default: break;
+            }
+          }
+          f32_arith(I, m, D, A, Bv, C);
+        f32_done:
+          break;
+        }
         if (t == SG_T_F64) { f64_arith(I, m, D, A, Bv, C); break; }
         if (t >= SG_T_F16) { half_arith(I, m, D, A, Bv, C); break; }
         if (!Bv) Bv = A;
@@ -1261,7 +1275,19 @@ static int run_warp(worker *W, warp *w, int widx) {
         int64_t off = I->off;
         if (I->vec == 1) {
           uint64_t *D = DREG(I->d[0]);
-          if (I->space == SG_SP_GLOBAL) {
+          if (I->space == SG_SP_SHARED && sz == 4) {
+            uint64_t lim = W->shared_size >= 4 ? W->shared_size - 4 : 0;
+            const uint8_t *sh = W->shared;
+            LANES({
+              uint64_t a = Bs[l] + (uint64_t)off;
+              if ((a & 3) || a > lim || W->shared_size < 4) {
+                FAULT_MEM((a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, sz);
+              }
+              uint32_t v;
+              memcpy(&v, sh + a, 4);
+              D[l] = sg ? (uint64_t)(int64_t)(int32_t)v : v;
+            });
+          } else if (I->space == SG_SP_GLOBAL) {
             LANES({
               uint64_t a = Bs[l] + (uint64_t)off;
               if (a & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, a, sz);
