@@ -1,0 +1,295 @@
+/* Shared internals of the softgpu driver.  Not installed. */
+#ifndef SG_INTERNAL_H
+#define SG_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rgpu_log.h"
+
+#ifdef SG_HAVE_PTX
+#include "sg_ptx.h"
+#endif
+
+#define SG_EXPORT __attribute__((visibility("default")))
+
+/* ---- configuration (sg_device.c) ---------------------------------------- */
+typedef struct {
+  int ndevices;        /* RGPU_SOFTGPU_DEVICES, default 1 */
+  uint64_t mem_limit;  /* RGPU_SOFTGPU_MEM per device, default 4 GiB */
+  int nworkers;        /* RGPU_SOFTGPU_THREADS, default: online CPUs */
+  int ncpus;
+  int cc_major, cc_minor; /* RGPU_SOFTGPU_CC (e.g. 75, 90), default 7.5 */
+} sg_config;
+extern sg_config sg_cfg;
+
+/* Parses "4G", "512M", "1024" (K/M/G/T suffixes, powers of 1024).
+ * Returns 0 or -1 on garbage. */
+int sg_parse_size(const char *s, uint64_t *out);
+
+/* ---- handle registry (sg_handle.c) -------------------------------------- */
+/* Every handle given to the caller is registered, so a stale or forged
+ * handle is answered with CUDA_ERROR_INVALID_HANDLE instead of being
+ * dereferenced. */
+typedef enum {
+  SG_H_CTX = 1,
+  SG_H_STREAM,
+  SG_H_EVENT,
+  SG_H_MODULE,
+  SG_H_FUNCTION,
+} sg_handle_type;
+int sg_handle_add(const void *p, sg_handle_type t);
+void sg_handle_del(const void *p);
+int sg_handle_ok(const void *p, sg_handle_type t);
+
+/* ---- logging helpers ---------------------------------------------------- */
+/* Logs "softgpu: <name> is not implemented" the first time only. */
+#define SG_UNSUPPORTED(name)                                                  \
+  do {                                                                        \
+    static atomic_int once_;                                                  \
+    if (!atomic_exchange(&once_, 1)) RGPU_WARN("softgpu: %s is not implemented", name); \
+    return CUDA_ERROR_NOT_SUPPORTED;                                          \
+  } while (0)
+
+/* ---- devices and contexts (sg_device.c) --------------------------------- */
+typedef struct sg_device sg_device;
+typedef struct CUctx_st sg_ctx;
+typedef struct CUstream_st sg_stream;
+typedef struct CUevent_st sg_event;
+typedef struct CUmod_st sg_module;
+typedef struct CUfunc_st sg_function;
+typedef struct sg_op sg_op;
+
+struct sg_device {
+  int ordinal;
+  pthread_mutex_t lock;   /* primary_* and mem_used */
+  uint64_t mem_used;
+  sg_ctx *primary;        /* allocated once, reused across resets, as the driver does */
+  int primary_refs;
+  unsigned primary_flags;
+};
+
+struct CUctx_st {
+  sg_device *dev;
+  int is_primary;
+  int active;             /* 0 once destroyed/reset: calls get CONTEXT_IS_DESTROYED */
+  unsigned flags;
+  _Atomic int sticky;     /* CUresult of a kernel fault, 0 if none */
+  sg_stream *legacy;      /* the NULL stream */
+  /* Lists below are protected by sg_sched_lock. */
+  sg_stream *streams;     /* user streams and per-thread streams */
+  sg_event *events;
+  sg_module *modules;
+};
+
+extern int sg_initialized;
+sg_device *sg_device_get(int ordinal);
+
+/* Validates driver state and the current context for an API call:
+ * NOT_INITIALIZED, INVALID_CONTEXT, CONTEXT_IS_DESTROYED, or the
+ * context's sticky error. */
+CUresult sg_current(sg_ctx **out);
+/* Same checks for a known context. */
+CUresult sg_ctx_usable(sg_ctx *c);
+/* Records a kernel fault: the context answers every call with it from now
+ * on. */
+void sg_ctx_set_sticky(sg_ctx *c, CUresult err);
+
+/* ---- memory (sg_mem.c) -------------------------------------------------- */
+typedef enum {
+  SG_MEM_DEVICE = 1,  /* cuMemAlloc */
+  SG_MEM_HOST = 2,    /* cuMemAllocHost / cuMemHostAlloc: pinned, device-visible */
+  SG_MEM_VMM = 3,     /* a mapped, accessible piece of a cuMemAddressReserve range */
+  SG_MEM_GLOBAL = 4,  /* a module's .global/.const variable */
+} sg_mem_kind;
+
+typedef struct {
+  uint64_t base;
+  uint64_t size;      /* what the caller asked for */
+  void *host;
+  sg_mem_kind kind;
+  sg_ctx *ctx;
+  int readonly;       /* VMM PROT_READ mapping */
+  uint64_t id;        /* unique, for CU_POINTER_ATTRIBUTE_BUFFER_ID */
+  uint64_t footprint; /* bytes charged against the device's limit */
+  int mmapped;        /* backing came from mmap (else aligned_alloc) */
+  int device;
+} sg_alloc;
+
+/* Looks up the allocation containing addr; 0 on success, -1 if none. */
+int sg_mem_find(uint64_t addr, sg_alloc *out);
+/* Checks that [addr, addr+len) lies in one live allocation (writable if
+ * `write`), and returns its host address.  CUDA_ERROR_INVALID_VALUE if not. */
+CUresult sg_mem_check(uint64_t addr, uint64_t len, int write, void **host);
+/* In-flight accesses (copies, kernels) hold the "use" lock shared; frees
+ * take it exclusively, so memory never disappears under a running access. */
+void sg_mem_use_begin(void);
+void sg_mem_use_end(void);
+/* Device allocations owned by a module (its globals). */
+CUresult sg_mem_alloc_device(sg_ctx *c, uint64_t size, sg_mem_kind kind, uint64_t *dptr);
+CUresult sg_mem_free_device(uint64_t dptr);
+/* Frees everything a context owns (context destroy / primary reset). */
+void sg_mem_release_ctx(sg_ctx *c);
+/* Runs queued copies and memsets (on a stream worker); failures make the
+ * context sticky. */
+void sg_exec_copy(sg_ctx *c, sg_op *op);
+void sg_exec_memset(sg_ctx *c, sg_op *op);
+/* Interpreter callback: the allocation table as sg_ptx_env.lookup wants it. */
+int sg_mem_lookup_cb(void *ctx, uint64_t addr, void *range /* sg_ptx_range* */);
+
+/* ---- streams, events and the work queue (sg_stream.c) ------------------- */
+extern pthread_mutex_t sg_sched_lock;
+
+typedef enum {
+  SG_OP_COPY = 1,
+  SG_OP_MEMSET,
+  SG_OP_LAUNCH,
+  SG_OP_HOSTFN,
+  SG_OP_CALLBACK,
+  SG_OP_RECORD,
+  SG_OP_NOP,     /* pure wait (cuStreamWaitEvent) */
+  SG_OP_EXIT,    /* stream destroyed: the worker stops after it */
+} sg_op_type;
+
+typedef struct {
+  sg_stream *stream;
+  uint64_t seq;
+} sg_wait;
+
+struct sg_op {
+  sg_op *next;
+  sg_op_type type;
+  uint64_t seq;
+  int nwaits;
+  sg_wait waits[4];      /* explicit (event) waits; implicit legacy waits are separate */
+  sg_wait *more_waits;   /* legacy-stream waits on every blocking stream */
+  int nmore;
+  union {
+    struct {
+      uint64_t dst, src;   /* device or host addresses */
+      int dst_dev, src_dev; /* 1: re-check against the table at execution */
+      uint64_t len;
+      void *staging;       /* owned copy of a pageable source */
+    } copy;
+    struct {
+      uint64_t dst;
+      uint32_t value;
+      unsigned elsize;
+      uint64_t count;
+    } memset;
+    struct {
+      sg_function *fn;
+      unsigned grid[3], block[3];
+      size_t shared;
+      void *params;
+      size_t params_size;
+    } launch;
+    struct {
+      CUhostFn fn;
+      void *user;
+    } hostfn;
+    struct {
+      CUstreamCallback fn;
+      void *user;
+      CUstream handle;     /* as the caller named the stream */
+    } callback;
+    struct {
+      sg_event *ev;
+      uint64_t gen;
+    } record;
+  } u;
+};
+
+struct CUstream_st {
+  sg_ctx *ctx;
+  unsigned flags;
+  int priority;
+  int is_legacy;
+  pthread_t ptds_owner;  /* per-thread default stream of this thread, if ptds */
+  int is_ptds;
+  /* Below: protected by sg_sched_lock. */
+  int refs;
+  int destroyed;
+  uint64_t submitted;    /* seq of the last op queued */
+  uint64_t completed;    /* seq of the last op finished */
+  sg_op *head, *tail;
+  pthread_cond_t work;
+  pthread_t thread;
+  sg_stream *next;       /* in ctx->streams */
+};
+
+struct CUevent_st {
+  sg_ctx *ctx;
+  unsigned flags;
+  /* Below: protected by sg_sched_lock. */
+  int refs;              /* 1 until destroyed, +1 per queued record */
+  uint64_t gen;          /* bumped by every record */
+  sg_stream *stream;     /* stream of the latest record (ref held), NULL if never */
+  uint64_t seq;
+  uint64_t time_ns;      /* CLOCK_MONOTONIC when the latest record completed */
+  int has_time;
+  sg_event *next;        /* in ctx->events */
+};
+
+/* Resolves a CUstream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+ * or a handle) in context c (NULL: the current one); checks the context. */
+CUresult sg_stream_resolve(CUstream h, sg_stream **out);
+/* Allocates an op (zeroed) of a type. */
+sg_op *sg_op_new(sg_op_type type);
+/* Queues op on s, adding the implicit legacy-stream waits.  Takes ownership
+ * of op.  If `wait` is set, blocks until the op has run and returns the
+ * context's sticky error, if any. */
+CUresult sg_submit(sg_stream *s, sg_op *op, int wait);
+/* Blocks until every stream of c is idle. */
+void sg_ctx_drain(sg_ctx *c);
+/* Stops and frees every stream and event of c (c is idle). */
+void sg_ctx_release_streams(sg_ctx *c);
+CUresult sg_stream_create_legacy(sg_ctx *c);
+/* 1 if p is inside page-locked host memory (pinned), so an async copy may
+ * read or write it later. */
+int sg_is_pinned(uint64_t p, uint64_t len);
+
+/* ---- modules (sg_module.c) ---------------------------------------------- */
+struct CUmod_st {
+  sg_ctx *ctx;
+  atomic_int refs;       /* 1 while loaded + 1 per queued launch */
+  unsigned ptx_arch;     /* compute_XX of the PTX that was loaded */
+#ifdef SG_HAVE_PTX
+  sg_ptx_module *pm;
+#endif
+  int nfuncs;
+  sg_function *funcs;
+  int nglobals;
+  struct sg_global {
+    char *name;
+    uint64_t dptr;
+    size_t size;
+  } *globals;
+  sg_module *next;
+};
+
+struct CUfunc_st {
+  sg_module *mod;
+#ifdef SG_HAVE_PTX
+  const sg_ptx_kernel *k;
+#endif
+  const char *name;
+  int max_dynamic_shared;
+  int carveout;
+  CUfunc_cache cache;
+};
+
+/* Runs a queued launch (on a stream worker). */
+void sg_module_run_launch(sg_op *op);
+/* Drops a module reference; frees the module at zero. */
+void sg_module_unref(sg_module *m);
+/* Unloads every module of c (c is idle). */
+void sg_ctx_release_modules(sg_ctx *c);
+
+/* ---- helpers ------------------------------------------------------------ */
+uint64_t sg_now_ns(void);
+
+#endif
