@@ -314,7 +314,7 @@ int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
   int rc = rgpu_client_flush_locked(c);
   if (rc) return rc;
   if (c->wait_hook) c->wait_hook();
-  c->ctr.round_trips++;
+  if (!r || !r->continued) c->ctr.round_trips++;
   for (;;) {
     rc = read_one(c, seq, first_seq, r);
     if (rc < 0) return rc;

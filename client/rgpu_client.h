@@ -113,6 +113,9 @@ typedef struct {
   rgpu_buf *payload;
   uint32_t status;
   char msg[256];
+  /* Set for the later replies of a pipelined operation (chunked copy):
+   * they arrive within the same wait and are not new round trips. */
+  int continued;
 } rgpu_client_reply;
 
 void rgpu_client_lock(rgpu_client *c);

@@ -90,7 +90,7 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
     if (rc) break;
     size_t off = done * chunk;
     size_t len = n - off < chunk ? n - off : chunk;
-    rgpu_client_reply r = {.dst = dst + off, .dst_cap = len};
+    rgpu_client_reply r = {.dst = dst + off, .dst_cap = len, .continued = done > 0 && window > 1};
     rc = rgpu_client_wait_locked(c, seqs_local[done % 64], first, &r);
     if (rc) break;
     if (r.status && !status) {

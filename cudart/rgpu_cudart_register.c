@@ -445,6 +445,18 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
         l->sizes[k] = rgpu_array_u32(&rep.param_sizes, pos + k);
       }
       if (rgpu_cudart_layout_finish(l)) st = CUDA_ERROR_INVALID_IMAGE;
+      /* A driver without cuFuncGetParamInfo reports 0 parameters for every
+       * kernel; the cubin knows better. */
+      rgpu_param_layout fl = {0};
+      if (st == 0 && np == 0 && fallback_layout(fb, fb->funcs[i]->name, &fl) == 0 &&
+          fl.nparams > 0) {
+        free(l->offsets);
+        free(l->sizes);
+        *l = fl;
+      } else {
+        free(fl.offsets);
+        free(fl.sizes);
+      }
     } else {
       free(l->offsets);
       free(l->sizes);

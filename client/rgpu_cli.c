@@ -1,0 +1,485 @@
+/* rgpu: run an unmodified CUDA program against a remote GPU, or show what a
+ * server offers.
+ *
+ *   rgpu run [--server URI] [--sync-every-call] [--stats PATH] -- PROGRAM ARGS...
+ *   rgpu info [--server URI]
+ *
+ * Without --server and RGPU_SERVER both start a private rgpu-server on
+ * softgpu (unix socket in a private temp dir), so the quick start needs no
+ * GPU and no setup. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu_client.h"
+#include "rgpu_frame.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+#ifndef RGPU_VERSION
+#define RGPU_VERSION "0.1.0"
+#endif
+
+#define EXIT_USAGE 2
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: rgpu run [--server URI] [--sync-every-call] [--stats PATH] [--] PROGRAM [ARGS...]\n"
+          "       rgpu info [--server URI]\n"
+          "       rgpu --help | --version\n"
+          "\n"
+          "  run    runs PROGRAM (built with nvcc -cudart shared) with rgpu's libcudart.so.13,\n"
+          "         on the GPU of the server at URI (tcp://HOST:PORT, tls://, quic://, unix:///PATH).\n"
+          "         With no --server and no RGPU_SERVER, a private local server on softgpu (the\n"
+          "         CPU implementation) is started for the run.\n"
+          "         --sync-every-call  wait for the server after every request (baseline mode)\n"
+          "         --stats PATH       write call/round-trip/byte counts as JSON at exit\n"
+          "  info   shows the server's version, sessions and devices.\n"
+          "\n"
+          "environment: RGPU_SERVER, RGPU_TOKEN / RGPU_TOKEN_FILE, RGPU_CA, RGPU_CERT, RGPU_KEY,\n"
+          "             RGPU_LIBDIR (where libcudart.so.13 is), RGPU_LOG=error|warn|info|debug\n");
+}
+
+static int die_usage(const char *fmt, const char *arg) {
+  fprintf(stderr, "rgpu: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, " (see rgpu --help)\n");
+  return EXIT_USAGE;
+}
+
+/* Directory of this executable. */
+static int exe_dir(char *out, size_t cap) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  snprintf(out, cap, "%s", dirname(buf));
+  return 0;
+}
+
+/* ---- private server ----------------------------------------------------- */
+
+typedef struct {
+  pid_t pid;
+  char dir[200];
+  char sock[256];
+  char log[256];
+  char uri[300];
+} private_server;
+
+static void print_file(const char *path, FILE *to) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) fputs(line, to);
+  fclose(f);
+}
+
+static int sock_connects(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+static void server_stop(private_server *s) {
+  if (s->pid > 0) {
+    kill(s->pid, SIGTERM);
+    int st;
+    int gone = 0;
+    for (int i = 0; i < 300; i++) { /* 3 s */
+      pid_t r = waitpid(s->pid, &st, WNOHANG);
+      if (r == s->pid || (r < 0 && errno == ECHILD)) {
+        gone = 1;
+        break;
+      }
+      usleep(10000);
+    }
+    if (!gone) {
+      kill(s->pid, SIGKILL);
+      waitpid(s->pid, &st, 0);
+    }
+    s->pid = 0;
+  }
+  if (s->sock[0]) unlink(s->sock);
+  if (s->log[0]) unlink(s->log);
+  if (s->dir[0]) rmdir(s->dir);
+}
+
+static int server_start(private_server *s) {
+  memset(s, 0, sizeof *s);
+  char bindir[PATH_MAX];
+  if (exe_dir(bindir, sizeof bindir)) {
+    fprintf(stderr, "rgpu: cannot find my own executable (/proc/self/exe)\n");
+    return -1;
+  }
+  char server_bin[PATH_MAX + 16];
+  const char *ov = getenv("RGPU_SERVER_BIN");
+  if (ov && *ov)
+    snprintf(server_bin, sizeof server_bin, "%s", ov);
+  else
+    snprintf(server_bin, sizeof server_bin, "%s/rgpu-server", bindir);
+  if (access(server_bin, X_OK)) {
+    fprintf(stderr,
+            "rgpu: no server given and cannot start a local one: %s: %s (use --server URI or "
+            "set RGPU_SERVER)\n",
+            server_bin, strerror(errno));
+    return -1;
+  }
+  const char *tmp = getenv("TMPDIR");
+  snprintf(s->dir, sizeof s->dir, "%s/rgpu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(s->dir)) {
+    fprintf(stderr, "rgpu: cannot create a private directory in %s: %s\n",
+            tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    s->dir[0] = '\0';
+    return -1;
+  }
+  snprintf(s->sock, sizeof s->sock, "%s/rgpu.sock", s->dir);
+  snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
+  snprintf(s->uri, sizeof s->uri, "unix://%s", s->sock);
+  if (strlen(s->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    fprintf(stderr, "rgpu: socket path %s is too long (set TMPDIR to a shorter directory)\n",
+            s->sock);
+    server_stop(s);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "rgpu: fork: %s\n", strerror(errno));
+    server_stop(s);
+    return -1;
+  }
+  if (pid == 0) {
+    int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      dup2(fd, 2);
+      dup2(fd, 1);
+    }
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    /* Our own library must not be preloaded into the server. */
+    unsetenv("LD_PRELOAD");
+    execl(server_bin, server_bin, "--listen", s->uri, "--device", "softgpu", (char *)NULL);
+    fprintf(stderr, "rgpu: cannot run %s: %s\n", server_bin, strerror(errno));
+    _exit(127);
+  }
+  s->pid = pid;
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    if (sock_connects(s->sock)) return 0;
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      s->pid = 0;
+      fprintf(stderr, "rgpu: the local rgpu-server exited before listening (%s %d); its output:\n",
+              WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+      print_file(s->log, stderr);
+      server_stop(s);
+      return -1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double el = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+    if (el > 10.0) {
+      fprintf(stderr, "rgpu: the local rgpu-server did not listen on %s within 10 s; its output:\n",
+              s->uri);
+      print_file(s->log, stderr);
+      server_stop(s);
+      return -1;
+    }
+    usleep(10000);
+  }
+}
+
+/* ---- rgpu run ----------------------------------------------------------- */
+
+static volatile pid_t g_child;
+
+static void forward_signal(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+static int find_libdir(char *out, size_t cap) {
+  const char *env = getenv("RGPU_LIBDIR");
+  if (env && *env) {
+    snprintf(out, cap, "%s", env);
+  } else {
+    char bindir[PATH_MAX];
+    if (exe_dir(bindir, sizeof bindir)) return -1;
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%.4000s/../lib", bindir);
+    char real[PATH_MAX];
+    if (realpath(buf, real))
+      snprintf(out, cap, "%s", real);
+    else
+      snprintf(out, cap, "%s", buf);
+  }
+  char lib[PATH_MAX + 32];
+  snprintf(lib, sizeof lib, "%s/libcudart.so.13", out);
+  if (access(lib, R_OK)) {
+    fprintf(stderr, "rgpu: cannot find rgpu's libcudart.so.13 in %s (%s); set RGPU_LIBDIR\n",
+            out, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  const char *server = NULL, *stats = NULL;
+  int sync_every = 0;
+  int i = 0;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) {
+      i++;
+      break;
+    }
+    if (!strcmp(a, "--server") || !strcmp(a, "--stats")) {
+      if (i + 1 >= argc) return die_usage("%s needs a value", a);
+      if (!strcmp(a, "--server"))
+        server = argv[++i];
+      else
+        stats = argv[++i];
+    } else if (!strncmp(a, "--server=", 9)) {
+      server = a + 9;
+    } else if (!strncmp(a, "--stats=", 8)) {
+      stats = a + 8;
+    } else if (!strcmp(a, "--sync-every-call")) {
+      sync_every = 1;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (a[0] == '-') {
+      return die_usage("unknown option %s for run", a);
+    } else {
+      break;
+    }
+  }
+  if (i >= argc) return die_usage("%s", "run needs a PROGRAM to run");
+  char **prog = argv + i;
+
+  char libdir[PATH_MAX];
+  if (find_libdir(libdir, sizeof libdir)) return 1;
+  if (!server || !*server) server = getenv("RGPU_SERVER");
+  private_server ps = {0};
+  int have_private = 0;
+  if (!server || !*server) {
+    if (server_start(&ps)) return 1;
+    have_private = 1;
+    server = ps.uri;
+  }
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "rgpu: fork: %s\n", strerror(errno));
+    if (have_private) server_stop(&ps);
+    return 1;
+  }
+  if (pid == 0) {
+    setenv("RGPU_SERVER", server, 1);
+    char buf[2 * PATH_MAX + 64];
+    const char *old = getenv("LD_LIBRARY_PATH");
+    snprintf(buf, sizeof buf, "%s%s%s", libdir, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_LIBRARY_PATH", buf, 1);
+    /* LD_PRELOAD also beats a DT_RPATH pointing at NVIDIA's library. */
+    old = getenv("LD_PRELOAD");
+    snprintf(buf, sizeof buf, "%s/libcudart.so.13%s%s", libdir, old && *old ? ":" : "",
+             old ? old : "");
+    setenv("LD_PRELOAD", buf, 1);
+    if (sync_every) setenv("RGPU_SYNC_EVERY_CALL", "1", 1);
+    if (stats) setenv("RGPU_STATS", stats, 1);
+    execvp(prog[0], prog);
+    fprintf(stderr, "rgpu: cannot run %s: %s\n", prog[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  g_child = pid;
+  struct sigaction sa = {0};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGQUIT, &sa, NULL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  if (have_private) {
+    int sst;
+    if (waitpid(ps.pid, &sst, WNOHANG) == ps.pid) {
+      ps.pid = 0;
+      fprintf(stderr, "rgpu: the local rgpu-server ended during the run; its output:\n");
+      print_file(ps.log, stderr);
+    }
+    server_stop(&ps);
+  }
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 1;
+}
+
+/* ---- rgpu info ---------------------------------------------------------- */
+
+static int info_call(rgpu_client *c, int dev, uint16_t op, const rgpu_buf *req, rgpu_buf *pay,
+                     const char *what) {
+  rgpu_client_reply r = {.payload = pay};
+  int rc = rgpu_client_call(c, dev, op, 0, req ? req->data : NULL, req ? req->len : 0, NULL, 0,
+                            &r);
+  if (rc) {
+    fprintf(stderr, "rgpu: %s failed: %s%s%s\n", what,
+            rc < 0 ? "connection lost" : "server error", r.msg[0] ? ": " : "", r.msg);
+    return -1;
+  }
+  return 0;
+}
+
+static int cmd_info(int argc, char **argv) {
+  const char *server = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--server")) {
+      if (i + 1 >= argc) return die_usage("%s needs a value", argv[i]);
+      server = argv[++i];
+    } else if (!strncmp(argv[i], "--server=", 9)) {
+      server = argv[i] + 9;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    } else {
+      return die_usage("unexpected argument %s for info", argv[i]);
+    }
+  }
+  rgpu_client_config cfg;
+  char err[1024];
+  if (rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err)) {
+    fprintf(stderr, "rgpu: %s\n", err);
+    return 1;
+  }
+  cfg.sync_every_call = 1;
+  private_server ps = {0};
+  int have_private = 0;
+  if (server && *server) snprintf(cfg.server, sizeof cfg.server, "%s", server);
+  if (!cfg.server[0]) {
+    if (server_start(&ps)) return 1;
+    have_private = 1;
+    snprintf(cfg.server, sizeof cfg.server, "%s", ps.uri);
+  }
+  rgpu_client *c = NULL;
+  if (rgpu_client_connect(&cfg, &c, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    if (have_private) server_stop(&ps);
+    return 1;
+  }
+  int ret = 0;
+  rgpu_buf pay, req;
+  rgpu_buf_init(&pay);
+  rgpu_buf_init(&req);
+
+  printf("server     %s%s\n", rgpu_client_uri(c), have_private ? " (private, started for this command)" : "");
+  printf("transport  %s\n", rgpu_client_transport(c));
+  if (info_call(c, -1, RGPU_OP_SERVER_STATUS, NULL, &pay, "SERVER_STATUS") == 0) {
+    rgpu_msg_server_status_rep s;
+    if (rgpu_msg_server_status_rep_decode(pay.data, pay.len, &s) == 0) {
+      char ver[65] = "";
+      rgpu_str_copy(ver, sizeof ver, s.version.data, s.version.len < 64 ? s.version.len : 64);
+      printf("version    %s (%s)\n", ver, rgpu_client_server_name(c));
+      printf("sessions   %u active, %u max\n", s.sessions_active, s.sessions_max);
+      printf("uptime     %llu s\n", (unsigned long long)s.uptime_s);
+      if (s.session_quota_bytes)
+        printf("quota      %llu MiB per session\n",
+               (unsigned long long)(s.session_quota_bytes >> 20));
+      else
+        printf("quota      none\n");
+    }
+  } else {
+    ret = 1;
+  }
+  printf("device     %s\n", rgpu_client_device_kind(c));
+  uint32_t count = 0;
+  if (info_call(c, -1, RGPU_OP_DRIVER_INFO, NULL, &pay, "DRIVER_INFO") == 0) {
+    rgpu_msg_driver_info_rep d;
+    if (rgpu_msg_driver_info_rep_decode(pay.data, pay.len, &d) == 0) {
+      printf("driver     %d.%d\n", d.driver_version / 1000, (d.driver_version % 1000) / 10);
+      count = d.device_count;
+      printf("devices    %u\n", count);
+    }
+  } else {
+    ret = 1;
+  }
+  for (uint32_t dev = 0; dev < count && dev < 64; dev++) {
+    rgpu_buf_reset(&req);
+    rgpu_msg_device_props_req q = {.device = dev};
+    rgpu_msg_device_props_req_encode(&req, &q);
+    if (info_call(c, -1, RGPU_OP_DEVICE_PROPS, &req, &pay, "DEVICE_PROPS")) {
+      ret = 1;
+      continue;
+    }
+    rgpu_msg_device_props_rep p;
+    if (rgpu_msg_device_props_rep_decode(pay.data, pay.len, &p)) {
+      fprintf(stderr, "rgpu: malformed DEVICE_PROPS reply\n");
+      ret = 1;
+      continue;
+    }
+    char name[257] = "";
+    rgpu_str_copy(name, sizeof name, p.name.data, p.name.len < 256 ? p.name.len : 256);
+    int32_t a[160] = {0};
+    for (uint32_t k = 0; k < p.attrs.count && k < 160; k++) a[k] = rgpu_array_i32(&p.attrs, k);
+    uint8_t u[16] = {0};
+    memcpy(u, p.uuid.data, p.uuid.len < 16 ? p.uuid.len : 16);
+    uint64_t total = p.total_mem;
+    printf("\nGPU %u      %s\n", dev, name);
+    printf("  compute capability  %d.%d\n", a[75], a[76]);
+    printf("  multiprocessors     %d\n", a[16]);
+    printf("  clock               %d MHz (memory %d MHz)\n", a[13] / 1000, a[36] / 1000);
+    printf("  uuid                GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+           "%02x%02x%02x%02x%02x%02x\n",
+           u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+           u[13], u[14], u[15]);
+    if (info_call(c, (int)dev, RGPU_OP_MEM_GET_INFO, NULL, &pay, "MEM_GET_INFO") == 0) {
+      rgpu_msg_mem_get_info_rep m;
+      if (rgpu_msg_mem_get_info_rep_decode(pay.data, pay.len, &m) == 0)
+        printf("  memory              %llu MiB total, %llu MiB free\n",
+               (unsigned long long)(m.total_bytes >> 20), (unsigned long long)(m.free_bytes >> 20));
+    } else {
+      printf("  memory              %llu MiB total\n", (unsigned long long)(total >> 20));
+    }
+  }
+  rgpu_buf_free(&pay);
+  rgpu_buf_free(&req);
+  rgpu_client_close(c);
+  if (have_private) server_stop(&ps);
+  return ret;
+}
+
+int main(int argc, char **argv) {
+  rgpu_log_set_component("rgpu");
+  if (argc < 2) {
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+    printf("rgpu %s (protocol %d, CUDA runtime API 13.0)\n", RGPU_VERSION, RGPU_PROTO_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(cmd, "info")) return cmd_info(argc - 2, argv + 2);
+  return die_usage("unknown command %s", cmd);
+}
