@@ -475,6 +475,14 @@ int main(int argc, char **argv) {
   if (o.verbose >= 2 && !getenv("RGPU_LOG")) rgpu_log_set_level(RGPU_LOG_DEBUG);
 
   if (unshare(CLONE_NEWPID) < 0) {
+    if (errno == EPERM) {
+      /* The network namespaces need the same privilege, so stop here with
+       * the error that tells what is missing. */
+      fprintf(stderr, "rgpu-netem: cannot create namespaces: %s (rgpu-netem "
+                      "needs root, or CAP_SYS_ADMIN + CAP_NET_ADMIN)\n",
+              strerror(errno));
+      return EXIT_SETUP;
+    }
     /* Without a PID namespace, commands still die with the emulator
      * (PR_SET_PDEATHSIG), but their own children might not. */
     RGPU_WARN("unshare(CLONE_NEWPID): %s; processes the commands start may "

@@ -352,5 +352,7 @@ int main(void) {
       cmocka_unit_test(test_commands_and_status),
       cmocka_unit_test(test_kill9_leaves_nothing),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  int rc = cmocka_run_group_tests(tests, setup, teardown);
+  /* 77 tells ctest (SKIP_RETURN_CODE) that nothing could be measured here. */
+  return rc == 0 && capable == 0 ? 77 : rc;
 }
