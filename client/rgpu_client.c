@@ -93,7 +93,7 @@ static int client_fail(rgpu_client *c, int rc, const char *what) {
     c->dead = 1;
     /* Before HELLO completed the caller reports the failure itself. */
     if (c->session_id)
-      RGPU_ERROR("rgpu: connection to server %s lost (%s: %s); CUDA calls will fail from now on",
+      RGPU_ERROR("connection to server %s lost (%s: %s); CUDA calls will fail from now on",
                c->uri, what, conn_err_text(rc));
   }
   return RGPU_CLIENT_EDEAD;

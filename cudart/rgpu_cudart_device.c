@@ -36,7 +36,7 @@ static cudaError_t fetch_driver_info(rgpu_client *c) {
       g_driver_version = m.driver_version;
       g_count = m.device_count > RGPU_MAX_DEVICES ? RGPU_MAX_DEVICES : (int)m.device_count;
     } else {
-      RGPU_ERROR("rgpu: malformed DRIVER_INFO reply from the server");
+      RGPU_ERROR("malformed DRIVER_INFO reply from the server");
       e = cudaErrorUnknown;
     }
   }
@@ -80,7 +80,7 @@ cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
                                 p.total_mem, d->attrs, d->nattrs);
         d->valid = 1;
       } else {
-        RGPU_ERROR("rgpu: malformed DEVICE_PROPS reply from the server");
+        RGPU_ERROR("malformed DEVICE_PROPS reply from the server");
         e = cudaErrorUnknown;
       }
     }
@@ -264,7 +264,7 @@ RGPU_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
   if (value > def) {
     static int logged;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("rgpu: cudaDeviceSetLimit above the default is not supported yet");
+      RGPU_WARN("cudaDeviceSetLimit above the default is not supported yet");
     return rgpu_rt_ret(cudaErrorNotSupported);
   }
   if ((unsigned)limit < 16) {

@@ -273,7 +273,7 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
     } else {
       rgpu_range rg = {.base = rep.dptr, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
       if (rgpu_range_add(&g_dev_ranges, &rg))
-        RGPU_WARN("rgpu: server returned an allocation overlapping a known one (0x%llx)",
+        RGPU_WARN("server returned an allocation overlapping a known one (0x%llx)",
                   (unsigned long long)rep.dptr);
       *devPtr = (void *)(uintptr_t)rep.dptr;
     }

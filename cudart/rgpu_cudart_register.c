@@ -137,7 +137,7 @@ RGPU_API void **__cudaRegisterFatBinary(void *fatCubin) {
   pthread_mutex_init(&fb->lock, NULL);
   if (!w || (unsigned)w->magic != RGPU_FATBIN_WRAPPER_MAGIC_V ||
       (w->version != 1 && w->version != 2) || !w->data) {
-    RGPU_WARN("rgpu: ignoring a fatbinary with an unknown wrapper (magic 0x%x, version %d)",
+    RGPU_WARN("ignoring a fatbinary with an unknown wrapper (magic 0x%x, version %d)",
               w ? (unsigned)w->magic : 0u, w ? w->version : -1);
     fb->dead = 1;
     return (void **)fb;
@@ -150,7 +150,7 @@ RGPU_API void **__cudaRegisterFatBinary(void *fatCubin) {
   memcpy(&hsize, d + 6, 2);
   memcpy(&fat_size, d + 8, 8);
   if (magic != 0xBA55ED50u || hsize != 16 || fat_size > ((uint64_t)1 << 30)) {
-    RGPU_WARN("rgpu: ignoring a fatbinary with an unknown data header (magic 0x%x)", magic);
+    RGPU_WARN("ignoring a fatbinary with an unknown data header (magic 0x%x)", magic);
     fb->dead = 1;
     return (void **)fb;
   }
@@ -231,7 +231,7 @@ RGPU_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *devi
 RGPU_API void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
                                        char *deviceAddress, const char *deviceName, int ext,
                                        size_t size, int constant, int global) {
-  RGPU_WARN("rgpu: __managed__ variable %s is not supported yet (managed memory cannot be "
+  RGPU_WARN("__managed__ variable %s is not supported yet (managed memory cannot be "
             "coherent across the network); using it will fail",
             deviceName ? deviceName : "?");
 }
@@ -394,7 +394,7 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   }
   if (rc > 0) {
     cudaError_t e = rgpu_cudart_from_cu(rc);
-    RGPU_WARN("rgpu: the server could not load a module (%d%s%s)", rc, r.msg[0] ? ": " : "",
+    RGPU_WARN("the server could not load a module (%d%s%s)", rc, r.msg[0] ? ": " : "",
               r.msg);
     rgpu_buf_free(&pay);
     m->state = -1;
@@ -405,7 +405,7 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   rgpu_msg_module_load_rep rep;
   cudaError_t e = cudaSuccess;
   if (rgpu_msg_module_load_rep_decode(pay.data, pay.len, &rep)) {
-    RGPU_ERROR("rgpu: malformed MODULE_LOAD reply from the server");
+    RGPU_ERROR("malformed MODULE_LOAD reply from the server");
     rgpu_buf_free(&pay);
     return cudaErrorUnknown;
   }
@@ -735,7 +735,7 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
   default: {
     static int logged;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("rgpu: cudaFuncSetAttribute(%d) is not supported yet", (int)attr);
+      RGPU_WARN("cudaFuncSetAttribute(%d) is not supported yet", (int)attr);
     return rgpu_rt_ret(cudaErrorNotSupported);
   }
   }

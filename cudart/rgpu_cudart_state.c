@@ -208,7 +208,7 @@ RGPU_API const char *cudaGetErrorName(cudaError_t error) {
 int rgpu_cudart_report_unsupported(const char *name, int *logged_once) {
   rgpu_rt_count_call();
   if (!__atomic_exchange_n(logged_once, 1, __ATOMIC_RELAXED))
-    RGPU_WARN("rgpu: %s is not supported yet; it returns cudaErrorNotSupported", name);
+    RGPU_WARN("%s is not supported yet; it returns cudaErrorNotSupported", name);
   tl_last_error = cudaErrorNotSupported;
   return cudaErrorNotSupported;
 }

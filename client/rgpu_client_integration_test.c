@@ -1,0 +1,340 @@
+/* Integration test: the client core and libcudart.so.13 against a real
+ * rgpu-server on a unix socket, with the server's fake driver
+ * (librgpu_test_driver.so) so that it needs neither a GPU nor softgpu.
+ * Skips when the server or the driver was not built. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+#include "rgpu_client.h"
+#include "rgpu_frame.h"
+#include "rgpu_messages.h"
+
+static char g_dir[64];
+static char g_sock[100];
+static char g_uri[300];
+static pid_t g_server;
+
+static int file_ok(const char *p) { return p && p[0] && access(p, R_OK) == 0; }
+
+static int start_server(void **state) {
+  if (!file_ok(RGPU_TEST_SERVER_BIN) || !file_ok(RGPU_TEST_DRIVER)) {
+    fprintf(stderr, "skipping: rgpu-server or its test driver is not built\n");
+    return 0;
+  }
+  snprintf(g_dir, sizeof g_dir, "/tmp/rgpu-cit-XXXXXX");
+  if (!mkdtemp(g_dir)) return -1;
+  snprintf(g_sock, sizeof g_sock, "%s/s.sock", g_dir);
+  snprintf(g_uri, sizeof g_uri, "unix://%s", g_sock);
+  g_server = fork();
+  if (g_server == 0) {
+    char log[300];
+    snprintf(log, sizeof log, "%s/server.log", g_dir);
+    if (!freopen(log, "w", stderr)) _exit(126);
+    execl(RGPU_TEST_SERVER_BIN, RGPU_TEST_SERVER_BIN, "--listen", g_uri, "--device", "softgpu",
+          "--softgpu-lib", RGPU_TEST_DRIVER, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 500; i++) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", g_sock);
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    if (ok) return 0;
+    usleep(10000);
+  }
+  fprintf(stderr, "rgpu-server did not start\n");
+  return -1;
+}
+
+static int stop_server(void **state) {
+  if (g_server > 0) {
+    kill(g_server, SIGTERM);
+    waitpid(g_server, NULL, 0);
+    char log[300];
+    snprintf(log, sizeof log, "%s/server.log", g_dir);
+    unlink(log);
+    unlink(g_sock);
+    rmdir(g_dir);
+  }
+  return 0;
+}
+
+#define NEED_SERVER()                   \
+  do {                                  \
+    if (g_server <= 0) {                \
+      skip();                           \
+    }                                   \
+  } while (0)
+
+static rgpu_client *connect_core(int sync_every) {
+  rgpu_client_config cfg;
+  char err[512];
+  assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
+  snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
+  cfg.sync_every_call = sync_every;
+  rgpu_client *c = NULL;
+  int rc = rgpu_client_connect(&cfg, &c, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  assert_int_equal(rc, 0);
+  return c;
+}
+
+static void test_core_hello_ping(void **state) {
+  NEED_SERVER();
+  rgpu_client *c = connect_core(0);
+  assert_true(rgpu_client_session_id(c) != 0);
+  assert_string_equal(rgpu_client_transport(c), "unix");
+  /* PING echoes its tail, exercising the direct-read path. */
+  char data[100000];
+  for (size_t i = 0; i < sizeof data; i++) data[i] = (char)(i * 13);
+  char back[sizeof data];
+  memset(back, 0, sizeof back);
+  rgpu_client_reply r = {.dst = back, .dst_cap = sizeof back};
+  int rc = rgpu_client_call(c, -1, RGPU_OP_PING, 0, NULL, 0, data, sizeof data, &r);
+  assert_int_equal(rc, 0);
+  assert_int_equal(r.dst_len, sizeof data);
+  assert_memory_equal(back, data, sizeof data);
+  rgpu_client_counters ctr;
+  rgpu_client_get_counters(c, &ctr);
+  assert_true(ctr.round_trips >= 2); /* HELLO + PING */
+  assert_true(ctr.bytes_sent > sizeof data);
+  rgpu_client_close(c);
+}
+
+static void test_core_async_error_latched(void **state) {
+  NEED_SERVER();
+  rgpu_client *c = connect_core(0);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_mem_free_req m = {.dptr = 0xdead0000};
+  rgpu_msg_mem_free_req_encode(&b, &m);
+  /* No reply asked: the failure must come back as an ASYNC_ERROR event. */
+  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL), 0);
+  uint32_t st = 0;
+  assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, NULL, 0), 0);
+  /* A synchronizing request lets it arrive; it is latched, not the sync's. */
+  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0, NULL), 0);
+  char msg[256];
+  assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, msg, sizeof msg), 1);
+  assert_true(st != 0);
+  assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, NULL, 0), 0);
+  /* The same request with a reply gets the error as its own status. */
+  rgpu_client_reply r = {0};
+  int rc = rgpu_client_call(c, 0, RGPU_OP_MEM_FREE, 0, b.data, b.len, NULL, 0, &r);
+  assert_true(rc > 0);
+  rgpu_buf_free(&b);
+  rgpu_client_close(c);
+}
+
+static void test_core_batching(void **state) {
+  NEED_SERVER();
+  rgpu_client *c = connect_core(0);
+  rgpu_client_counters before, after;
+  rgpu_client_get_counters(c, &before);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  for (int i = 0; i < 200; i++) {
+    rgpu_buf_reset(&b);
+    rgpu_msg_event_create_req m = {.event = 1000 + (uint64_t)i, .flags = 0};
+    rgpu_msg_event_create_req_encode(&b, &m);
+    assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_EVENT_CREATE, 1, b.data, b.len, NULL, 0, NULL),
+                     0);
+  }
+  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0, NULL), 0);
+  rgpu_client_get_counters(c, &after);
+  /* 200 creates + sync: far fewer writes than frames, one round trip. */
+  assert_int_equal(after.round_trips - before.round_trips, 1);
+  assert_true(after.frames_sent - before.frames_sent >= 201);
+  assert_true(after.flushes - before.flushes < 50);
+  assert_int_equal(rgpu_client_take_async_error(c, NULL, NULL, NULL, 0), 0);
+  rgpu_buf_free(&b);
+  rgpu_client_close(c);
+}
+
+/* ---- libcudart.so.13 through dlopen ------------------------------------- */
+
+typedef struct {
+  void *h;
+  cudaError_t (*GetDeviceCount)(int *);
+  cudaError_t (*Malloc)(void **, size_t);
+  cudaError_t (*Free)(void *);
+  cudaError_t (*Memcpy)(void *, const void *, size_t, enum cudaMemcpyKind);
+  cudaError_t (*Memset)(void *, int, size_t);
+  cudaError_t (*GetLastError)(void);
+  cudaError_t (*PeekAtLastError)(void);
+  cudaError_t (*DeviceSynchronize)(void);
+  cudaError_t (*StreamCreate)(cudaStream_t *);
+  cudaError_t (*StreamDestroy)(cudaStream_t);
+  cudaError_t (*StreamSynchronize)(cudaStream_t);
+  cudaError_t (*MemcpyAsync)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+  cudaError_t (*EventCreate)(cudaEvent_t *);
+  cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t);
+  cudaError_t (*EventSynchronize)(cudaEvent_t);
+  cudaError_t (*GetDeviceProperties)(struct cudaDeviceProp *, int);
+  cudaError_t (*SetDevice)(int);
+  const char *(*GetErrorString)(cudaError_t);
+  cudaError_t (*GraphCreate)(void *, unsigned);
+} cudart_fns;
+
+static void load_cudart(cudart_fns *f) {
+  memset(f, 0, sizeof *f);
+  f->h = dlopen(RGPU_TEST_CUDART, RTLD_NOW | RTLD_LOCAL);
+  if (!f->h) fprintf(stderr, "dlopen: %s\n", dlerror());
+  assert_non_null(f->h);
+#define L(name) *(void **)&f->name = dlsym(f->h, "cuda" #name), assert_non_null(f->name)
+  L(GetDeviceCount);
+  L(Malloc);
+  L(Free);
+  L(Memcpy);
+  L(Memset);
+  L(GetLastError);
+  L(PeekAtLastError);
+  L(DeviceSynchronize);
+  L(StreamCreate);
+  L(StreamDestroy);
+  L(StreamSynchronize);
+  L(MemcpyAsync);
+  L(EventCreate);
+  L(EventRecord);
+  L(EventSynchronize);
+  L(GetDeviceProperties);
+  L(SetDevice);
+  L(GetErrorString);
+  L(GraphCreate);
+#undef L
+}
+
+/* Runs body in a child process (the library connects once per process)
+ * and returns its exit status. */
+static int in_child(void (*body)(void), const char *server) {
+  fflush(NULL);
+  pid_t p = fork();
+  if (p == 0) {
+    if (server)
+      setenv("RGPU_SERVER", server, 1);
+    else
+      unsetenv("RGPU_SERVER");
+    body();
+    _exit(0);
+  }
+  int st;
+  waitpid(p, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define CHECK(cond)                                                  \
+  do {                                                               \
+    if (!(cond)) {                                                   \
+      fprintf(stderr, "check failed at line %d: %s\n", __LINE__, #cond); \
+      _exit(1);                                                      \
+    }                                                                \
+  } while (0)
+
+static void body_cudart_memory(void) {
+  cudart_fns f;
+  load_cudart(&f);
+  int n = -1;
+  CHECK(f.GetDeviceCount(&n) == cudaSuccess && n == 1);
+  struct cudaDeviceProp p;
+  CHECK(f.GetDeviceProperties(&p, 0) == cudaSuccess);
+  CHECK(p.maxThreadsPerBlock > 0 && p.name[0]);
+  CHECK(f.SetDevice(5) == cudaErrorInvalidDevice);
+  CHECK(f.GetLastError() == cudaErrorInvalidDevice);
+  CHECK(f.GetLastError() == cudaSuccess);
+  /* 9 MiB crosses the 4 MiB chunking in both directions. */
+  size_t N = 9u << 20;
+  unsigned char *h = malloc(N), *h2 = malloc(N);
+  CHECK(h && h2);
+  for (size_t i = 0; i < N; i++) h[i] = (unsigned char)(i * 31 + 7);
+  void *d = NULL;
+  CHECK(f.Malloc(&d, N) == cudaSuccess && d);
+  CHECK(f.Memcpy(d, h, N, cudaMemcpyHostToDevice) == cudaSuccess);
+  memset(h2, 0, N);
+  CHECK(f.Memcpy(h2, d, N, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(memcmp(h, h2, N) == 0);
+  CHECK(f.Memset((char *)d + 100, 0xab, 50) == cudaSuccess);
+  CHECK(f.Memcpy(h2, d, 200, cudaMemcpyDefault) == cudaSuccess);
+  CHECK(h2[99] == h[99] && h2[100] == 0xab && h2[149] == 0xab && h2[150] == h[150]);
+  /* Local checks: wild pointers fail at once, with the last error set. */
+  CHECK(f.Memcpy((char *)d + N - 4, h, 8, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(f.PeekAtLastError() == cudaErrorInvalidValue);
+  CHECK(f.GetLastError() == cudaErrorInvalidValue);
+  CHECK(f.Free((void *)0x1234) == cudaErrorInvalidValue);
+  CHECK(f.GetLastError() == cudaErrorInvalidValue);
+  /* Streams and events, including the special handles. */
+  cudaStream_t s;
+  CHECK(f.StreamCreate(&s) == cudaSuccess);
+  CHECK(f.MemcpyAsync(d, h, 1 << 20, cudaMemcpyHostToDevice, s) == cudaSuccess);
+  CHECK(f.MemcpyAsync(h2, d, 1 << 20, cudaMemcpyDeviceToHost, cudaStreamPerThread) ==
+        cudaSuccess);
+  CHECK(f.MemcpyAsync(h2, d, 16, cudaMemcpyDeviceToHost, cudaStreamLegacy) == cudaSuccess);
+  cudaEvent_t e;
+  CHECK(f.EventCreate(&e) == cudaSuccess);
+  CHECK(f.EventRecord(e, s) == cudaSuccess);
+  CHECK(f.EventSynchronize(e) == cudaSuccess);
+  CHECK(f.StreamSynchronize(s) == cudaSuccess);
+  CHECK(f.StreamSynchronize(NULL) == cudaSuccess);
+  CHECK(f.StreamDestroy(s) == cudaSuccess);
+  CHECK(f.StreamDestroy(cudaStreamLegacy) == cudaErrorInvalidResourceHandle);
+  CHECK(f.GetLastError() == cudaErrorInvalidResourceHandle);
+  CHECK(f.Free(d) == cudaSuccess);
+  CHECK(f.DeviceSynchronize() == cudaSuccess);
+  /* Unsupported functions say so. */
+  CHECK(f.GraphCreate(NULL, 0) == cudaErrorNotSupported);
+  CHECK(f.GetLastError() == cudaErrorNotSupported);
+  CHECK(strcmp(f.GetErrorString(cudaErrorInvalidValue), "invalid argument") == 0);
+  free(h);
+  free(h2);
+}
+
+static void test_cudart_memory(void **state) {
+  NEED_SERVER();
+  if (!file_ok(RGPU_TEST_CUDART)) skip();
+  assert_int_equal(in_child(body_cudart_memory, g_uri), 0);
+}
+
+static void body_no_server(void) {
+  cudart_fns f;
+  load_cudart(&f);
+  int n = 7;
+  CHECK(f.GetDeviceCount(&n) == cudaErrorNoDevice);
+  CHECK(n == 0);
+  void *d = NULL;
+  CHECK(f.Malloc(&d, 16) == cudaErrorNoDevice);
+  CHECK(f.GetLastError() == cudaErrorNoDevice);
+}
+
+static void test_cudart_unreachable(void **state) {
+  if (!file_ok(RGPU_TEST_CUDART)) skip();
+  /* Refused, and unset: both fail cleanly with cudaErrorNoDevice. */
+  assert_int_equal(in_child(body_no_server, "unix:///tmp/rgpu-no-such-server.sock"), 0);
+  assert_int_equal(in_child(body_no_server, NULL), 0);
+  assert_int_equal(in_child(body_no_server, "bogus://x"), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_core_hello_ping),
+      cmocka_unit_test(test_core_async_error_latched),
+      cmocka_unit_test(test_core_batching),
+      cmocka_unit_test(test_cudart_memory),
+      cmocka_unit_test(test_cudart_unreachable),
+  };
+  return cmocka_run_group_tests(tests, start_server, stop_server);
+}
