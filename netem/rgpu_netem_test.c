@@ -227,11 +227,11 @@ static void test_outage_window(void **state) {
     char *end;
     double t = strtod(l, &end);
     if (end == l) break;
-    ASSERT_IN(t, 985.0, 2005.0);
+    ASSERT_IN(t, 950.0, 2005.0);
     l = end;
     while (*l == ',' || *l == ' ') l++;
   }
-  ASSERT_IN(jnum(j, "outside", "received"), jnum(j, "outside", "sent") - 3,
+  ASSERT_IN(jnum(j, "outside", "received"), jnum(j, "outside", "sent") - 5,
             jnum(j, "outside", "sent"));
   char *s = stats();
   assert_true(jnum(s, "c2s", "dropped_outage") >= 95);
@@ -244,7 +244,7 @@ static void test_jitter_order(void **state) {
                       "udp-ping --count 500 --interval-us 2000");
   assert_int_equal((int)jnum(j, NULL, "reordered"), 0);
   ASSERT_IN(jnum(j, "rtt_ms", "min"), 11.9, 16.0);
-  ASSERT_IN(jnum(j, "rtt_ms", "max"), 20.0, 30.0);
+  ASSERT_IN(jnum(j, "rtt_ms", "max"), 20.0, 40.0); /* 28 + scheduling slack */
   j = run_probe("--delay-ms 10 --jitter-ms 4 --reorder",
                 "udp-ping --count 500 --interval-us 1000");
   assert_true(jnum(j, NULL, "reordered") > 10);
@@ -325,6 +325,48 @@ static void test_kill9_leaves_nothing(void **state) {
   assert_int_equal((int)jnum(j, NULL, "received"), 20);
 }
 
+static void test_sigint_stops_everything(void **state) {
+  (void)state;
+  NEED_ROOT();
+  pid_t p = fork();
+  if (p == 0) {
+    /* The server ignores SIGTERM: the emulator must escalate to SIGKILL. */
+    execl(RGPU_NETEM_BIN, "rgpu-netem", "-q", "--server-grace-ms", "300", "--", "sh",
+          "-c", "trap '' TERM; sleep 31.4160; true", ":::", "sleep", "27.1829",
+          (char *)NULL);
+    _exit(127);
+  }
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  assert_true(leftovers("31.4160") >= 1);
+  kill(p, SIGINT);
+  int st = 0;
+  waitpid(p, &st, 0);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 130);
+  assert_int_equal(leftovers("31.4160") + leftovers("27.1829"), 0);
+}
+
+static void test_tcp_survives_outage(void **state) {
+  (void)state;
+  NEED_ROOT();
+  /* 10 ms RTT, link down 0.5 s to 1.0 s: the ping-pong stalls through the
+   * outage (retransmissions are dropped too) and then completes. */
+  int rc = sh(NETEM " --rtt-ms 10 --outage 0.5:0.5 --stats %s/stats.json "
+              "--server-ready-wait tcp:9000 -- " PROBE " server --port 9000 ::: " PROBE
+              " tcp-ping --to 10.77.0.2:9000 --count 120 --out %s/out.json",
+              tmpdir, tmpdir);
+  assert_int_equal(rc, 0);
+  char path[128];
+  snprintf(path, sizeof path, "%s/out.json", tmpdir);
+  char *j = slurp(path);
+  assert_non_null(j);
+  ASSERT_IN(jnum(j, "rtt_ms", "max"), 400.0, 3000.0);
+  ASSERT_IN(jnum(j, "rtt_ms", "median"), 9.9, 12.0);
+  char *s = stats();
+  assert_true(jnum(s, "c2s", "dropped_outage") + jnum(s, "s2c", "dropped_outage") >= 1);
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(tmpdir, sizeof tmpdir, "/tmp/rgpu_netem_test.XXXXXX");
@@ -351,6 +393,8 @@ int main(void) {
       cmocka_unit_test(test_jitter_order),
       cmocka_unit_test(test_commands_and_status),
       cmocka_unit_test(test_kill9_leaves_nothing),
+      cmocka_unit_test(test_sigint_stops_everything),
+      cmocka_unit_test(test_tcp_survives_outage),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   /* 77 tells ctest (SKIP_RETURN_CODE) that nothing could be measured here. */
