@@ -38,6 +38,7 @@ typedef struct {
   uint32_t lane_pc[32];
   uint8_t sp[32];
   uint32_t pc, group, live, blocked, other_min;
+  uint32_t cc;             /* carry flag of each lane (add.cc/addc) */
   const sg_insn *red_insn; /* bar.red this warp waits in */
   uint32_t red_mask;
 } warp;
@@ -1522,6 +1523,47 @@ static int run_warp(worker *W, warp *w, int widx) {
         LANES({ D[l] = g; });
         break;
       }
+      case SG_OP_ADDC: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]);
+        unsigned sz = tsize(I->type);
+        int sub = I->mod, cin = I->mod2 & 1, cout = I->mod2 & 2;
+        uint32_t cc = w->cc, ncc = 0;
+        LANES({
+          unsigned __int128 a = trunc_t(A[l], sz), b = trunc_t(Bv[l], sz), c = cin ? ((cc >> l) & 1) : 0, r;
+          uint32_t flag;
+          if (sub) { r = a - b - c; flag = a < b + c; }
+          else { r = a + b + c; flag = (uint32_t)(r >> (sz * 8)) & 1; }
+          D[l] = trunc_t((uint64_t)r, sz);
+          ncc |= flag << l;
+        });
+        if (cout) w->cc = (w->cc & ~m) | (ncc & m);
+        break;
+      }
+      case SG_OP_LOP3: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        uint32_t lut = I->mod;
+        LANES({
+          uint32_t a = (uint32_t)A[l], b = (uint32_t)Bv[l], c = (uint32_t)C[l], r = 0;
+          for (int t = 0; t < 8; t++)
+            if ((lut >> t) & 1) r |= ((t & 4) ? a : ~a) & ((t & 2) ? b : ~b) & ((t & 1) ? c : ~c);
+          D[l] = r;
+        });
+        break;
+      }
+      case SG_OP_CVT_PACK: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]);
+        int bf = I->type == SG_T_BF16X2;
+        LANES({
+          float hi = f32_of(A[l]), lo = f32_of(Bv[l]);
+          uint32_t h = bf ? float_to_bf16(hi) : sg_double_to_half(hi);
+          uint32_t lw = bf ? float_to_bf16(lo) : sg_double_to_half(lo);
+          D[l] = (h << 16) | lw;
+        });
+        break;
+      }
       case SG_OP_VPRINTF:
         if (m) {
           do_vprintf(W, w, widx, I, m);
@@ -1613,6 +1655,7 @@ static int run_block(worker *W, uint64_t bid) {
     w->blocked = 0;
     w->red_insn = NULL;
     w->red_mask = 0;
+    w->cc = 0;
     w->pc = L->k->entry_pc;
     w->group = w->live;
     w->other_min = NOPC;

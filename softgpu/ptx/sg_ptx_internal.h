@@ -52,7 +52,7 @@ typedef enum {
   SG_OP_LD, SG_OP_ST, SG_OP_LD_KPARAM, SG_OP_ATOM,
   SG_OP_BRA, SG_OP_CALL, SG_OP_RET, SG_OP_EXIT, SG_OP_BAR, SG_OP_BAR_RED,
   SG_OP_SHFL, SG_OP_VOTE, SG_OP_MATCH, SG_OP_ACTIVEMASK, SG_OP_VPRINTF,
-  SG_OP_TRAP,
+  SG_OP_TRAP, SG_OP_ADDC, SG_OP_LOP3, SG_OP_CVT_PACK,
   SG_OP_COUNT
 } sg_opcode;
 
@@ -148,6 +148,9 @@ struct sg_ptx_kernel {
   size_t param_bytes;
   int max_threads;
   int uses_calls;
+  int *shrefs;          /* module .shared variables this function names */
+  int nshrefs, capshrefs;
+  size_t static_shared; /* entry: bytes of the .shared variables it reaches */
 };
 
 typedef struct {
@@ -186,6 +189,9 @@ struct sg_ptx_module {
   /* module-wide per-thread layout */
   uint32_t nregs, npreds, local_bytes, fparam_bytes;
   size_t static_shared;  /* bytes of non-extern .shared variables */
+  sg_span *shvars;       /* offset/size of each non-extern .shared variable */
+  size_t *shalign;
+  int nshvars, capshvars, capshalign;
   size_t dyn_shared_align;
 };
 

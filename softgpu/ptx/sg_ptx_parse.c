@@ -271,6 +271,7 @@ static unsigned type_size(int t) {
 }
 
 static int type_is_float(int t) { return t >= SG_T_F16 && t <= SG_T_F64; }
+static unsigned tsize_of(int t) { return type_size(t); }
 
 /* ---------------------------------------------------------------- symbols */
 
@@ -473,7 +474,13 @@ static void parse_var(parser *P, const char *space, int is_extern, int in_func) 
         size_t off = (m->static_shared + align - 1) & ~(align - 1);
         s->kind = SYM_SHARED;
         s->a = (uint32_t)off;
+        s->type = m->nshvars;
         m->static_shared = off + size;
+        GROW(m->shvars, m->nshvars, m->capshvars);
+        GROW(m->shalign, m->nshvars, m->capshalign);
+        m->shvars[m->nshvars] = (sg_span){(uint32_t)off, (uint32_t)size};
+        m->shalign[m->nshvars] = align;
+        m->nshvars++;
         if (m->static_shared > (1u << 30)) { fail(P, CUDA_ERROR_INVALID_PTX, name->line, "shared memory too large"); return; }
       }
       if (is_punct(peek(P), '=')) { fail(P, CUDA_ERROR_INVALID_PTX, name->line, ".shared variables cannot have initializers"); return; }
@@ -665,6 +672,16 @@ static int parse_operand(parser *P, opnd *o) {
   return -1;
 }
 
+/* Records that the function being parsed uses a .shared variable, so that a
+ * kernel reports only the shared memory it can reach, not the module's. */
+static void note_shared(parser *P, const sym *s) {
+  struct sg_ptx_kernel *f = P->fn;
+  if (!f || f->mod != P->m) return;
+  for (int i = 0; i < f->nshrefs; i++) if (f->shrefs[i] == s->type) return;
+  GROW(f->shrefs, f->nshrefs, f->capshrefs);
+  f->shrefs[f->nshrefs++] = s->type;
+}
+
 /* ---------------------------------------------------------------- operand -> index */
 
 static uint32_t imm_for_type(parser *P, const opnd *o, int type) {
@@ -694,7 +711,7 @@ static uint32_t src_index(parser *P, const opnd *o, int type) {
           if (o->off == 0) return SG_KBIT | P->m->globals[s->a].kidx;
           return kpatched(P, SG_KP_GLOBAL, (int)s->a, o->off);
         }
-        case SYM_SHARED: return kconst(P, (uint64_t)s->a + (uint64_t)o->off);
+        case SYM_SHARED: note_shared(P, s); return kconst(P, (uint64_t)s->a + (uint64_t)o->off);
         case SYM_DYNSHARED: return kpatched(P, SG_KP_DYNSHARED, 0, o->off);
         case SYM_LOCAL: return kpatched(P, SG_KP_LOCAL, 0 /* owner set after the body */, (int64_t)s->a + o->off);
         case SYM_FUNC:
@@ -871,7 +888,7 @@ static int set_address(parser *P, sg_insn *I, const opnd *a, int *is_kparam) {
   switch (s->kind) {
     case SYM_KPARAM: *is_kparam = 1; I->off += s->a; I->base = SG_K_ZERO; return 0;
     case SYM_FPARAM: I->flags |= SG_F_FPREL; I->off += s->a; I->base = SG_K_ZERO; return 0;
-    case SYM_SHARED: I->off += s->a; I->base = SG_K_ZERO; return 0;
+    case SYM_SHARED: note_shared(P, s); I->off += s->a; I->base = SG_K_ZERO; return 0;
     case SYM_DYNSHARED: I->base = kpatched(P, SG_KP_DYNSHARED, 0, 0); return 0;
     case SYM_LOCAL: I->base = kpatched(P, SG_KP_LOCAL, 0, s->a); return 0;
     case SYM_GLOBAL: I->base = SG_KBIT | P->m->globals[s->a].kidx; return 0;
@@ -1024,7 +1041,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       /* bfind.shiftamt is the only word modifier among these */
       if (op == SG_OP_BFIND && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".shiftamt")) I->mod2 = 1;
       else if ((op == SG_OP_ADD || op == SG_OP_SUB) && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".cc"))
-        return unsupported(P, optok);
+        break; /* decoded below with the carry instructions */
       else return unsupported(P, optok);
     }
     if (need_ops(P, optok, nops, 1 + arith[k].nsrc)) return -1;
@@ -1068,6 +1085,40 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     return P->failed ? -1 : 0;
   }
 
+  if (!strcmp(b, "addc") || !strcmp(b, "subc") ||
+      ((!strcmp(b, "add") || !strcmp(b, "sub")) && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".cc"))) {
+    /* multi-word integer arithmetic through the carry flag */
+    int ty = one_type(P, optok, &oi);
+    if (!ty) return -1;
+    int cc = 0;
+    for (int w = 0; w < oi.nwords; w++) {
+      if (mod_is(&oi.mods[oi.words[w]], ".cc")) cc = 1;
+      else return unsupported(P, optok);
+    }
+    if (tsize_of(ty) != 4 && tsize_of(ty) != 8) return unsupported(P, optok);
+    if (need_ops(P, optok, nops, 3)) return -1;
+    I->op = SG_OP_ADDC;
+    I->type = (uint8_t)ty;
+    I->mod = b[0] == 's';                              /* subtract */
+    I->mod2 = (uint8_t)((b[3] == 'c' ? 1 : 0) | (cc ? 2 : 0)); /* 1: carry in, 2: carry out */
+    I->d[0] = dst_index(P, &ops[0]);
+    I->s[0] = src_index(P, &ops[1], ty);
+    I->s[1] = src_index(P, &ops[2], ty);
+    return P->failed ? -1 : 0;
+  }
+  if (!strcmp(b, "lop3")) {
+    int ty = one_type(P, optok, &oi);
+    if (!ty) return -1;
+    if (oi.nwords || tsize_of(ty) != 4) return unsupported(P, optok);
+    if (need_ops(P, optok, nops, 5)) return -1;
+    if (ops[4].kind != PO_IMM) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "lop3: the lookup table must be an immediate"); return -1; }
+    I->op = SG_OP_LOP3;
+    I->type = SG_T_B32;
+    I->mod = (uint8_t)ops[4].imm;
+    I->d[0] = dst_index(P, &ops[0]);
+    for (int k = 0; k < 3; k++) I->s[k] = src_index(P, &ops[1 + k], SG_T_B32);
+    return P->failed ? -1 : 0;
+  }
   if (!strcmp(b, "mov")) {
     int ty = one_type(P, optok, &oi);
     if (!ty || oi.nwords) return ty ? unsupported(P, optok) : -1;
@@ -1110,6 +1161,18 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
 
   if (!strcmp(b, "cvt")) {
     if (oi.ntypes != 2 || oi.nwords) return unsupported(P, optok);
+    if ((oi.types[0] == SG_T_F16X2 || oi.types[0] == SG_T_BF16X2) && oi.types[1] == SG_T_F32 && nops == 3) {
+      /* cvt.rn.f16x2.f32 d, hi, lo */
+      I->op = SG_OP_CVT_PACK;
+      I->type = (uint8_t)oi.types[0];
+      I->type2 = SG_T_F32;
+      I->mod = (uint8_t)oi.rnd;
+      if (oi.rnd != SG_RND_RN && oi.rnd != SG_RND_NONE) return unsupported(P, optok);
+      I->d[0] = dst_index(P, &ops[0]);
+      I->s[0] = src_index(P, &ops[1], SG_T_F32);
+      I->s[1] = src_index(P, &ops[2], SG_T_F32);
+      return P->failed ? -1 : 0;
+    }
     if (need_ops(P, optok, nops, 2)) return -1;
     I->op = SG_OP_CVT;
     I->type = (uint8_t)oi.types[0];
@@ -1811,6 +1874,36 @@ static int finish(parser *P) {
       return -1;
     }
   free(state);
+  /* per-kernel shared usage: union of the variables reachable by calls */
+  {
+    unsigned char *used = calloc(m->nshvars ? m->nshvars : 1, 1);
+    int *stack = calloc(m->nfuncs ? m->nfuncs : 1, sizeof *stack);
+    unsigned char *seen = calloc(m->nfuncs ? m->nfuncs : 1, 1);
+    if (!used || !stack || !seen) { free(used); free(stack); free(seen); abort_oom(); }
+    for (int e = 0; e < m->nfuncs; e++) {
+      struct sg_ptx_kernel *k = m->funcs[e];
+      if (!k->is_entry || !k->defined) continue;
+      memset(used, 0, m->nshvars ? m->nshvars : 1);
+      memset(seen, 0, m->nfuncs);
+      int sp = 0;
+      stack[sp++] = e;
+      seen[e] = 1;
+      while (sp) {
+        struct sg_ptx_kernel *f = m->funcs[stack[--sp]];
+        for (int i = 0; i < f->nshrefs; i++) used[f->shrefs[i]] = 1;
+        for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
+          if (m->code[pc].op != SG_OP_CALL) continue;
+          int c = m->calls[m->code[pc].aux].func;
+          if (c >= 0 && !seen[c]) { seen[c] = 1; stack[sp++] = c; }
+        }
+      }
+      size_t total = 0;
+      for (int i = 0; i < m->nshvars; i++)
+        if (used[i]) total = ((total + m->shalign[i] - 1) & ~(m->shalign[i] - 1)) + m->shvars[i].size;
+      k->static_shared = total;
+    }
+    free(used); free(stack); free(seen);
+  }
   /* Layout: entries share the bottom of every per-thread area (one kernel
    * runs per launch), device functions follow at disjoint offsets. */
   uint32_t er = 0, ep = 0, el = 0, efp = 0;
@@ -1937,6 +2030,7 @@ void sg_ptx_module_free(sg_ptx_module *m) {
   for (int i = 0; i < m->nfuncs; i++) {
     free(m->funcs[i]->name);
     free(m->funcs[i]->params);
+    free(m->funcs[i]->shrefs);
     free(m->funcs[i]);
   }
   for (int i = 0; i < m->nglobals; i++) { free(m->globals[i].name); free(m->globals[i].init); }
@@ -1948,6 +2042,8 @@ void sg_ptx_module_free(sg_ptx_module *m) {
   free(m->kpool);
   free(m->kpatches);
   free(m->calls);
+  free(m->shvars);
+  free(m->shalign);
   free(m);
 }
 
@@ -2024,7 +2120,7 @@ int sg_ptx_kernel_param_info(const sg_ptx_kernel *k, int index, size_t *offset, 
   return CUDA_SUCCESS;
 }
 size_t sg_ptx_kernel_param_bytes(const sg_ptx_kernel *k) { return k ? k->param_bytes : 0; }
-size_t sg_ptx_kernel_static_shared(const sg_ptx_kernel *k) { return k ? k->mod->static_shared : 0; }
+size_t sg_ptx_kernel_static_shared(const sg_ptx_kernel *k) { return k ? k->static_shared : 0; }
 size_t sg_ptx_kernel_local_bytes(const sg_ptx_kernel *k) { return k ? k->mod->local_bytes : 0; }
 int sg_ptx_kernel_max_threads(const sg_ptx_kernel *k) { return k ? k->max_threads : 0; }
 

@@ -164,7 +164,11 @@ static void test_bit_ops(void **state) {
          "popc.b64 %r30, %rd3; st.u32 [%rd0+104], %r30;\n"
          "clz.b64 %r31, %rd3; st.u32 [%rd0+108], %r31;\n"
          "bfe.u32 %r32, %r17, 28, 8; st.u32 [%rd0+112], %r32;\n"
-         "bfind.s32 %r33, -1; st.u32 [%rd0+116], %r33;\n",
+         "bfind.s32 %r33, -1; st.u32 [%rd0+116], %r33;\n"
+         "add.cc.u32 %r34, -1, 2; addc.u32 %r35, 5, 0; st.v2.u32 [%rd0+120], {%r34, %r35};\n"
+         "sub.cc.u32 %r36, 1, 2; subc.u32 %r37, 5, 0; st.v2.u32 [%rd0+128], {%r36, %r37};\n"
+         "lop3.b32 %r38, 0xf0f0, 0xff00, 0xcccc, 0xe8; st.u32 [%rd0+136], %r38;\n" /* majority */
+         "cvt.rn.f16x2.f32 %r39, 0f40000000, 0f3F800000; st.u32 [%rd0+140], %r39;\n",
          1);
   assert_int_equal(s.o32[0], 0xf0);
   assert_int_equal(s.o32[1], 0xf0ff);
@@ -194,6 +198,12 @@ static void test_bit_ops(void **state) {
   assert_int_equal(s.o32[27], 0);
   assert_int_equal(s.o32[28], 1);
   assert_int_equal(s.o32[29], 0xffffffffu);
+  assert_int_equal(s.o32[30], 1);
+  assert_int_equal(s.o32[31], 6);
+  assert_int_equal(s.o32[32], 0xffffffffu);
+  assert_int_equal(s.o32[33], 4);
+  assert_int_equal(s.o32[34], (0xf0f0 & 0xff00) | (0xf0f0 & 0xcccc) | (0xff00 & 0xcccc));
+  assert_int_equal(s.o32[35], 0x40003c00u);
   snip_done(&s);
 }
 
@@ -667,9 +677,9 @@ static void test_parse_errors(void **state) {
   assert_null(m);
   assert_non_null(strstr(err, "line 8"));
   assert_non_null(strstr(err, "frobnicate.b32"));
-  const char *bad_mod = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nadd.cc.u32 %r1, %r0, 1;\n}\n";
+  const char *bad_mod = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmad.cc.lo.u32 %r1, %r0, 1, 2;\n}\n";
   assert_int_equal(sg_ptx_module_parse(bad_mod, strlen(bad_mod), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "add.cc.u32"));
+  assert_non_null(strstr(err, "mad.cc.lo.u32"));
   const char *bad_label = HDR ".visible .entry k()\n{\nbra NOWHERE;\n}\n";
   assert_int_equal(sg_ptx_module_parse(bad_label, strlen(bad_label), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
   assert_non_null(strstr(err, "NOWHERE"));
@@ -762,7 +772,7 @@ static void test_module_info(void **state) {
   sg_ptx_kernel_param_info(k, 3, &off, &sz); assert_int_equal(off, 32); assert_int_equal(sz, 8);
   assert_int_equal(sg_ptx_kernel_param_info(k, 4, &off, &sz), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(sg_ptx_kernel_param_bytes(k), 40);
-  assert_int_equal(sg_ptx_kernel_static_shared(k), 100);
+  assert_int_equal(sg_ptx_kernel_static_shared(k), 0); /* declares s1 but never names it */
   assert_true(sg_ptx_kernel_local_bytes(k) >= 40);
   assert_int_equal(sg_ptx_kernel_max_threads(k), 128);
   assert_int_equal(sg_ptx_module_global_count(m), 3);
