@@ -224,6 +224,8 @@ void rgpu_conn_close(rgpu_conn *c) {
 const char *rgpu_conn_transport_name(const rgpu_conn *c) { return c ? c->name : ""; }
 const char *rgpu_conn_peer(const rgpu_conn *c) { return c ? c->peer : ""; }
 const char *rgpu_conn_error(const rgpu_conn *c) { return c ? c->errmsg : ""; }
+uint64_t rgpu_conn_session_key(const rgpu_conn *c) { return c ? c->session_key : 0; }
+int rgpu_conn_stream_index(const rgpu_conn *c) { return c ? c->stream_index : 0; }
 int rgpu_conn_raw_fd(const rgpu_conn *c) {
   return (c && c->raw_fd_visible) ? c->fd : -1;
 }

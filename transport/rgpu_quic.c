@@ -179,10 +179,28 @@ static int batch_flush(qendpoint *e, qbatch *b) {
   return 0;
 }
 
-/* ---- one QUIC connection --------------------------------------------------- */
+/* ---- connections and streams ------------------------------------------------ */
 
 typedef struct qconn qconn;
 typedef struct qserver qserver;
+
+/* One bidirectional QUIC stream and the socketpair end that carries it. */
+typedef struct qstream {
+  struct qstream *next;
+  int64_t sid;
+  int index;           /* 0: the connection's first stream (the session) */
+  int app_fd;          /* our end of the socketpair */
+  qqueue sendq;        /* app -> peer, kept until acknowledged */
+  uint64_t write_off;  /* bytes taken from the app */
+  uint64_t sent_off;   /* bytes handed to ngtcp2 */
+  uint64_t acked_off;  /* bytes acknowledged */
+  qchunk *send_cur;    /* chunk containing sent_off */
+  int app_eof, fin_sent, blocked;
+  qqueue recvq;        /* peer -> app, waiting for room in the socketpair */
+  int peer_fin, app_wr_closed, app_gone;
+  int closed;          /* ngtcp2 closed it (both directions done, or reset) */
+  int reset_sent;
+} qstream;
 
 struct qconn {
   qconn *next;
@@ -194,38 +212,29 @@ struct qconn {
   ngtcp2_crypto_conn_ref ref;
   ngtcp2_path_storage ps;
   char peer[128];
+  uint64_t session_key;
   /* CIDs that route to this connection (server demux). */
   ngtcp2_cid cids[Q_MAX_CIDS];
   int ncids;
 
-  /* The one bidirectional stream. */
-  int64_t sid;
-  int app_fd;          /* our end of the socketpair; -1 before the handshake (server) */
-  int queued;          /* server: worker end handed to the accept queue */
-  qqueue sendq;        /* app -> peer, kept until acknowledged */
-  uint64_t write_off;  /* bytes taken from the app */
-  uint64_t sent_off;   /* bytes handed to ngtcp2 */
-  uint64_t acked_off;  /* bytes acknowledged */
-  qchunk *send_cur;    /* chunk containing sent_off */
-  int app_eof, fin_sent, stream_blocked;
-  qqueue recvq;        /* peer -> app, waiting for room in the socketpair */
-  size_t recvq_bytes;
-  int peer_fin, app_wr_closed, app_gone;
-  int stream_closed;
+  qstream *streams;
+  int nstreams;
+  int primary_fd;      /* server: relay end made at handshake, for stream 0 */
+  int queued;          /* server: the session conn is in the accept queue */
+  int primary_done;    /* stream 0 has ended */
 
   int handshake_done;
   int hs_confirmed;
   int closing;         /* stop: send CONNECTION_CLOSE and drop */
   int dead;            /* drop without sending */
-  uint64_t close_error; /* application error code for CONNECTION_CLOSE */
+  uint64_t close_error;
 
-  /* Failure reported to the client conn. */
-  int errcode;
+  /* Failure reported to client conns; errcode is written last. */
   char errmsg[256];
+  atomic_int errcode;
 
   qbatch batch;
   int send_blocked;
-  uint64_t linger_deadline;
 };
 
 static uint64_t q_now(void) { return rgpu_now_ns(); }
@@ -258,6 +267,7 @@ struct qserver {
   qendpoint ep;
   gnutls_certificate_credentials_t cred;
   int require_client_cert;
+  int max_streams;
   rgpu_transport_opts opts; /* scalar fields only */
   ngtcp2_cc_algo cc;
   uint8_t reset_secret[32];
@@ -266,6 +276,17 @@ struct qserver {
   pthread_t th;
   int th_started;
 };
+
+static void q_set_error(qconn *q, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void q_set_error(qconn *q, int code, const char *fmt, ...) {
+  if (atomic_load(&q->errcode)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(q->errmsg, sizeof q->errmsg, fmt, ap);
+  va_end(ap);
+  atomic_store(&q->errcode, code);
+}
 
 static int get_new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
                           void *ud) {
@@ -290,115 +311,159 @@ static int remove_cid_cb(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *ud) {
   return 0;
 }
 
+static qstream *qs_new(qconn *q, int64_t sid, int app_fd) {
+  qstream *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->sid = sid;
+  s->app_fd = app_fd;
+  s->index = (int)(sid >> 2);
+  /* Append, so that round-robin order is opening order. */
+  qstream **pp = &q->streams;
+  while (*pp) pp = &(*pp)->next;
+  *pp = s;
+  q->nstreams++;
+  return s;
+}
+
+static void qs_free(qconn *q, qstream *s) {
+  qqueue_free(&s->sendq);
+  qqueue_free(&s->recvq);
+  if (s->app_fd >= 0) {
+    if (q->is_server)
+      rgpu_relay_close_fd(s->app_fd);
+    else
+      close(s->app_fd);
+  }
+  free(s);
+}
+
 /* Hands credit back for bytes the application has taken. */
-static void q_consumed(qconn *q, size_t n) {
+static void q_consumed(qconn *q, qstream *s, size_t n) {
   if (!n) return;
-  ngtcp2_conn_extend_max_stream_offset(q->conn, q->sid, n);
+  if (!s->closed) ngtcp2_conn_extend_max_stream_offset(q->conn, s->sid, n);
   ngtcp2_conn_extend_max_offset(q->conn, n);
 }
 
-static void q_app_deliver(qconn *q) {
-  while (q->recvq.head && q->app_fd >= 0 && !q->app_gone) {
-    qchunk *c = q->recvq.head;
-    ssize_t w = send(q->app_fd, c->data + c->pos, c->len - c->pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+static void qs_deliver(qconn *q, qstream *s) {
+  while (s->recvq.head && s->app_fd >= 0 && !s->app_gone) {
+    qchunk *c = s->recvq.head;
+    ssize_t w = send(s->app_fd, c->data + c->pos, c->len - c->pos, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      q->app_gone = 1;
-      return;
+      s->app_gone = 1;
+      break;
     }
     c->pos += (size_t)w;
-    q->recvq_bytes -= (size_t)w;
-    q_consumed(q, (size_t)w);
+    q_consumed(q, s, (size_t)w);
     if (c->pos == c->len) {
-      q->recvq.head = c->next;
-      if (!q->recvq.head) q->recvq.tail = NULL;
+      s->recvq.head = c->next;
+      if (!s->recvq.head) s->recvq.tail = NULL;
       free(c);
     }
   }
-  if (!q->recvq.head && q->peer_fin && !q->app_wr_closed && q->app_fd >= 0) {
-    shutdown(q->app_fd, SHUT_WR);
-    q->app_wr_closed = 1;
+  if (s->app_gone) {
+    /* Nobody reads any more: give the credit back so the peer is not stuck. */
+    while (s->recvq.head) {
+      qchunk *c = s->recvq.head;
+      q_consumed(q, s, c->len - c->pos);
+      s->recvq.head = c->next;
+      free(c);
+    }
+    s->recvq.tail = NULL;
   }
+  if (!s->recvq.head && s->peer_fin && !s->app_wr_closed && s->app_fd >= 0) {
+    shutdown(s->app_fd, SHUT_WR);
+    s->app_wr_closed = 1;
+  }
+}
+
+static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
+  qconn *q = ud;
+  if (!q->is_server || !ngtcp2_is_bidi_stream(sid)) return 0;
+  /* Streams can arrive in any order (a later stream's first byte may beat
+   * the session stream's), so the index comes from the stream ID. */
+  int index = (int)(sid >> 2);
+  int fd = -1;
+  if (index == 0) {
+    fd = q->primary_fd; /* made at handshake, already in the accept queue */
+    q->primary_fd = -1;
+  } else {
+    int wfd;
+    if (rgpu_relay_socketpair(&fd, &wfd) < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+    rgpu_relay_queue_push(&q->server->rq, wfd, q->peer, q->session_key, index);
+  }
+  qstream *s = qs_new(q, sid, fd);
+  if (!s) return NGTCP2_ERR_CALLBACK_FAILURE;
+  ngtcp2_conn_set_stream_user_data(conn, sid, s);
+  return 0;
 }
 
 static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t offset,
                                const uint8_t *data, size_t len, void *ud, void *sud) {
   qconn *q = ud;
-  if (q->sid < 0 && !ngtcp2_is_bidi_stream(sid)) return 0;
-  if (q->sid < 0) q->sid = sid;
-  if (sid != q->sid) {
-    /* One stream per connection in this version: refuse others cleanly. */
-    ngtcp2_conn_shutdown_stream(conn, sid, 1);
-    return 0;
-  }
-  if (q->app_gone) {
-    q_consumed(q, len); /* keep the peer moving; the data has nowhere to go */
+  qstream *s = sud;
+  if (!s) return 0;
+  if (s->app_gone) {
+    q_consumed(q, s, len); /* keep the peer moving; the data has nowhere to go */
   } else {
     /* Queue only: the I/O loop hands everything that arrived in one wake-up
      * to the socketpair at once, instead of one send() per packet. */
     while (len > 0) {
-      qchunk *t = q->recvq.tail;
-      if (!t || t->len == Q_CHUNK) t = qqueue_append_chunk(&q->recvq, 0);
+      qchunk *t = s->recvq.tail;
+      if (!t || t->len == Q_CHUNK) t = qqueue_append_chunk(&s->recvq, 0);
       if (!t) return NGTCP2_ERR_CALLBACK_FAILURE;
       size_t n = Q_CHUNK - t->len < len ? Q_CHUNK - t->len : len;
       memcpy(t->data + t->len, data, n);
       t->len += n;
-      q->recvq_bytes += n;
       data += n;
       len -= n;
     }
   }
-  if (flags & NGTCP2_STREAM_DATA_FLAG_FIN) q->peer_fin = 1;
+  if (flags & NGTCP2_STREAM_DATA_FLAG_FIN) s->peer_fin = 1;
   return 0;
 }
 
 static int acked_cb(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *ud,
                     void *sud) {
-  qconn *q = ud;
-  if (sid != q->sid) return 0;
-  if (offset + len > q->acked_off) q->acked_off = offset + len;
-  while (q->sendq.head && q->sendq.head->off + q->sendq.head->len <= q->acked_off &&
-         q->sendq.head != q->send_cur) {
-    qchunk *c = q->sendq.head;
-    /* Never free the tail that is still being filled. */
-    if (c == q->sendq.tail) break;
-    q->sendq.head = c->next;
+  qstream *s = sud;
+  if (!s) return 0;
+  if (offset + len > s->acked_off) s->acked_off = offset + len;
+  /* Free what is acknowledged, but never the chunk being sent or filled. */
+  while (s->sendq.head && s->sendq.head->off + s->sendq.head->len <= s->acked_off &&
+         s->sendq.head != s->send_cur && s->sendq.head != s->sendq.tail) {
+    qchunk *c = s->sendq.head;
+    s->sendq.head = c->next;
     free(c);
   }
   return 0;
 }
 
 static int extend_stream_cb(ngtcp2_conn *conn, int64_t sid, uint64_t max, void *ud, void *sud) {
-  qconn *q = ud;
-  if (sid == q->sid) q->stream_blocked = 0;
+  qstream *s = sud;
+  if (s) s->blocked = 0;
   return 0;
 }
 
 static int stream_close_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t app_err,
                            void *ud, void *sud) {
-  qconn *q = ud;
-  if (sid == q->sid) {
-    q->stream_closed = 1;
-    if (!q->peer_fin) q->peer_fin = 1; /* reset by the peer: end the app's stream too */
-    q_app_deliver(q);
+  qstream *s = sud;
+  if (s) {
+    s->closed = 1;
+    s->peer_fin = 1; /* reset by the peer: end the app's stream too */
   }
   return 0;
 }
 
 static int stream_reset_cb(ngtcp2_conn *conn, int64_t sid, uint64_t final, uint64_t app_err,
                            void *ud, void *sud) {
-  qconn *q = ud;
-  if (sid == q->sid) {
-    q->peer_fin = 1;
-    q_app_deliver(q);
-  }
+  qstream *s = sud;
+  if (s) s->peer_fin = 1;
   return 0;
 }
 
 static int handshake_completed_cb(ngtcp2_conn *conn, void *ud) {
-  qconn *q = ud;
-  q->handshake_done = 1;
+  ((qconn *)ud)->handshake_done = 1;
   return 0;
 }
 
@@ -411,6 +476,7 @@ static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
   memset(cb, 0, sizeof *cb);
   if (server) {
     cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+    cb->stream_open = stream_open_cb;
   } else {
     cb->client_initial = ngtcp2_crypto_client_initial_cb;
     cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
@@ -452,7 +518,8 @@ static int parse_cc(const char *name, ngtcp2_cc_algo *out, char *err, size_t err
 }
 
 static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
-                          const rgpu_transport_opts *o, ngtcp2_cc_algo cc, int server) {
+                          const rgpu_transport_opts *o, ngtcp2_cc_algo cc, int server,
+                          int max_streams) {
   ngtcp2_settings_default(s);
   s->initial_ts = q_now();
   s->cc_algo = cc;
@@ -460,7 +527,6 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
   s->max_stream_window = Q_MAX_STREAM_WINDOW;
   s->handshake_timeout = (uint64_t)(o->handshake_timeout_ms > 0 ? o->handshake_timeout_ms : 10000) *
                          NGTCP2_MILLISECONDS;
-  if (getenv("RGPU_QUIC_DEBUG")) s->log_printf = NULL;
   ngtcp2_transport_params_default(p);
   /* ngtcp2 leaves every flow-control limit at zero.  16 MiB per stream
    * covers a 100 Mbit/s x 100 ms path (1.25 MB) many times over and lets a
@@ -469,7 +535,7 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
   p->initial_max_stream_data_bidi_remote = Q_STREAM_WINDOW;
   p->initial_max_stream_data_uni = 0;
   p->initial_max_data = Q_CONN_WINDOW;
-  p->initial_max_streams_bidi = server ? 16 : 0;
+  p->initial_max_streams_bidi = server ? (uint64_t)max_streams : 0;
   p->initial_max_streams_uni = 0;
   p->max_idle_timeout =
       (uint64_t)(o->idle_timeout_ms > 0 ? o->idle_timeout_ms : 30000) * NGTCP2_MILLISECONDS;
@@ -479,50 +545,43 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
 static void q_free(qconn *q) {
   if (q->conn) ngtcp2_conn_del(q->conn);
   if (q->tls) gnutls_deinit(q->tls);
-  qqueue_free(&q->sendq);
-  qqueue_free(&q->recvq);
-  if (q->app_fd >= 0) {
-    if (q->is_server)
-      rgpu_relay_close_fd(q->app_fd);
-    else
-      close(q->app_fd);
+  while (q->streams) {
+    qstream *s = q->streams;
+    q->streams = s->next;
+    qs_free(q, s);
   }
+  if (q->primary_fd >= 0) rgpu_relay_close_fd(q->primary_fd);
   free(q);
 }
 
+static int qs_can_read_app(const qstream *s) {
+  return s->app_fd >= 0 && !s->app_eof && s->write_off - s->acked_off < Q_SEND_BUF_MAX;
+}
+
 /* Reads what the app wrote, as far as buffer limits allow. */
-static void q_app_read(qconn *q) {
-  if (q->app_fd < 0 || q->app_eof || q->sid < 0) return;
-  while (q->write_off - q->acked_off < Q_SEND_BUF_MAX) {
-    qchunk *t = q->sendq.tail;
+static void qs_app_read(qstream *s) {
+  while (qs_can_read_app(s)) {
+    qchunk *t = s->sendq.tail;
     if (!t || t->len == Q_CHUNK) {
-      t = qqueue_append_chunk(&q->sendq, q->write_off);
+      t = qqueue_append_chunk(&s->sendq, s->write_off);
       if (!t) return;
-      if (!q->send_cur) q->send_cur = t;
+      if (!s->send_cur) s->send_cur = t;
     }
-    ssize_t r = recv(q->app_fd, t->data + t->len, Q_CHUNK - t->len, MSG_DONTWAIT);
+    ssize_t r = recv(s->app_fd, t->data + t->len, Q_CHUNK - t->len, MSG_DONTWAIT);
     if (r > 0) {
       t->len += (size_t)r;
-      q->write_off += (size_t)r;
+      s->write_off += (size_t)r;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    q->app_eof = 1; /* EOF or error: finish the stream */
+    s->app_eof = 1; /* EOF or error: finish the stream */
     return;
   }
 }
 
-static void q_set_error(qconn *q, int code, const char *fmt, ...) {
-  if (q->errcode) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(q->errmsg, sizeof q->errmsg, fmt, ap);
-  va_end(ap);
-  q->errcode = code;
-}
-
-/* Describes why the peer closed the connection, if it said. */
+/* Describes why the peer closed the connection, if it said.  A clean close
+ * (NO_ERROR) records nothing: readers then see an orderly EOF. */
 static void q_describe_peer_close(qconn *q) {
   ngtcp2_connection_close_error ce;
   ngtcp2_conn_get_connection_close_error(q->conn, &ce);
@@ -530,8 +589,9 @@ static void q_describe_peer_close(qconn *q) {
       (ce.error_code & ~0xffull) == NGTCP2_CRYPTO_ERROR) {
     unsigned alert = (unsigned)(ce.error_code & 0xff);
     const char *name = gnutls_alert_get_name((gnutls_alert_description_t)alert);
-    const char *hint = (!q->is_server) && (alert == GNUTLS_A_CERTIFICATE_REQUIRED || alert == GNUTLS_A_BAD_CERTIFICATE ||
-                        alert == GNUTLS_A_UNKNOWN_CA)
+    const char *hint = (!q->is_server) && (alert == GNUTLS_A_CERTIFICATE_REQUIRED ||
+                                           alert == GNUTLS_A_BAD_CERTIFICATE ||
+                                           alert == GNUTLS_A_UNKNOWN_CA)
                            ? " (the server wants a client certificate it trusts)"
                            : "";
     q_set_error(q, RGPU_T_EAUTH, "QUIC peer %s refused the handshake: %s%s", q->peer,
@@ -540,8 +600,9 @@ static void q_describe_peer_close(qconn *q) {
     q_set_error(q, RGPU_T_ECLOSED, "QUIC peer %s closed the connection (error 0x%llx%s%.*s)",
                 q->peer, (unsigned long long)ce.error_code, ce.reasonlen ? ": " : "",
                 (int)ce.reasonlen, ce.reason ? (const char *)ce.reason : "");
-  } else {
-    q_set_error(q, RGPU_T_ECLOSED, "QUIC peer %s closed the connection", q->peer);
+  } else if (!q->handshake_done) {
+    q_set_error(q, RGPU_T_ECLOSED, "QUIC peer %s closed the connection during the handshake",
+                q->peer);
   }
 }
 
@@ -552,12 +613,12 @@ static void q_fail_liberr(qconn *q, int lib, const char *when) {
     return;
   }
   if (lib == NGTCP2_ERR_IDLE_CLOSE) {
-    q_set_error(q, RGPU_T_ETIMEDOUT, "QUIC connection to %s: idle timeout (no packets)", q->peer);
+    q_set_error(q, RGPU_T_ETIMEDOUT, "QUIC connection %s: idle timeout (no packets)", q->peer);
     q->dead = 1;
     return;
   }
   if (lib == NGTCP2_ERR_HANDSHAKE_TIMEOUT) {
-    q_set_error(q, RGPU_T_ETIMEDOUT, "QUIC connection to %s: handshake timed out", q->peer);
+    q_set_error(q, RGPU_T_ETIMEDOUT, "QUIC connection %s: handshake timed out", q->peer);
     q->dead = 1;
     return;
   }
@@ -578,7 +639,7 @@ static void q_fail_liberr(qconn *q, int lib, const char *when) {
     q_set_error(q, RGPU_T_EIO, "QUIC %s %s: %s", when, q->peer, ngtcp2_strerror(lib));
   }
   q->closing = 1;
-  q->close_error = (uint64_t)lib;
+  q->close_error = 1;
 }
 
 static int q_queue_packet(qconn *q, const ngtcp2_path *path, const uint8_t *pkt, size_t len) {
@@ -601,7 +662,13 @@ static int q_queue_packet(qconn *q, const ngtcp2_path *path, const uint8_t *pkt,
   return 0;
 }
 
-/* Writes packets until ngtcp2 has nothing more or pacing says wait. */
+static int qs_has_output(const qstream *s) {
+  if (s->blocked || s->fin_sent || s->closed) return 0;
+  return s->sent_off < s->write_off || s->app_eof;
+}
+
+/* Writes packets until ngtcp2 has nothing more or pacing says wait.
+ * Streams take turns, so one busy stream cannot starve the others. */
 static void q_write(qconn *q) {
   if (q->dead || q->closing) return;
   if (q->batch.n) {
@@ -614,20 +681,30 @@ static void q_write(qconn *q) {
   uint64_t ts = q_now();
   size_t maxlen = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
   if (maxlen > Q_MAX_PKT) maxlen = Q_MAX_PKT;
-  size_t quantum = ngtcp2_conn_get_send_quantum(q->conn);
-  size_t max_pkts = quantum / maxlen;
+  size_t max_pkts = ngtcp2_conn_get_send_quantum(q->conn) / maxlen;
   if (max_pkts < 1) max_pkts = 1;
   if (max_pkts > Q_GSO_MAX) max_pkts = Q_GSO_MAX;
   uint8_t pkt[Q_MAX_PKT];
   size_t npkts = 0;
-  while (npkts < max_pkts) {
+  qstream *rr = q->streams;
+  for (int guard = 0; npkts < max_pkts && guard < 100000; guard++) {
+    /* Next stream with something to send, round robin. */
+    qstream *s = NULL;
+    for (int k = 0; k < q->nstreams && rr; k++) {
+      qstream *cand = rr;
+      rr = rr->next ? rr->next : q->streams;
+      if (qs_has_output(cand)) {
+        s = cand;
+        break;
+      }
+    }
     ngtcp2_vec vec[16];
     size_t nv = 0, vbytes = 0;
     int64_t sid = -1;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
-    if (q->sid >= 0 && !q->stream_blocked && !q->fin_sent) {
-      uint64_t off = q->sent_off;
-      for (qchunk *c = q->send_cur; c && nv < 16; c = c->next) {
+    if (s) {
+      uint64_t off = s->sent_off;
+      for (qchunk *c = s->send_cur; c && nv < 16; c = c->next) {
         if (off >= c->off + c->len) continue;
         size_t start = (size_t)(off - c->off);
         vec[nv].base = c->data + start;
@@ -636,25 +713,25 @@ static void q_write(qconn *q) {
         off += vec[nv].len;
         nv++;
       }
-      if (nv > 0 || q->app_eof) sid = q->sid;
-      if (q->app_eof && q->sent_off + vbytes == q->write_off) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+      sid = s->sid;
+      if (s->app_eof && s->sent_off + vbytes == s->write_off) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }
     ngtcp2_ssize ndatalen = -1;
     ngtcp2_pkt_info pi;
     ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, &q->ps.path, &pi, pkt, maxlen, &ndatalen,
                                                flags, sid, nv ? vec : NULL, nv, ts);
-    if (ndatalen >= 0 && sid >= 0) {
-      q->sent_off += (uint64_t)ndatalen;
-      while (q->send_cur && q->sent_off >= q->send_cur->off + q->send_cur->len &&
-             q->send_cur->next)
-        q->send_cur = q->send_cur->next;
-      if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && (size_t)ndatalen == vbytes) q->fin_sent = 1;
+    if (s && ndatalen >= 0) {
+      s->sent_off += (uint64_t)ndatalen;
+      while (s->send_cur && s->sent_off >= s->send_cur->off + s->send_cur->len &&
+             s->send_cur->next)
+        s->send_cur = s->send_cur->next;
+      if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && (size_t)ndatalen == vbytes) s->fin_sent = 1;
     }
     if (n < 0) {
       if (n == NGTCP2_ERR_WRITE_MORE) continue;
       if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR ||
           n == NGTCP2_ERR_STREAM_NOT_FOUND) {
-        q->stream_blocked = 1;
+        if (s) s->blocked = 1;
         continue;
       }
       q_fail_liberr(q, (int)n, "connection");
@@ -685,7 +762,8 @@ static void q_write(qconn *q) {
  * a lost single copy leaves the peer waiting for its idle timeout. */
 static void q_send_close(qconn *q) {
   if (q->dead || !q->conn) return;
-  if (ngtcp2_conn_is_in_closing_period(q->conn) || ngtcp2_conn_is_in_draining_period(q->conn)) return;
+  if (ngtcp2_conn_is_in_closing_period(q->conn) || ngtcp2_conn_is_in_draining_period(q->conn))
+    return;
   ngtcp2_connection_close_error ce;
   ngtcp2_connection_close_error_default(&ce);
   if (q->close_error) ngtcp2_connection_close_error_set_application_error(&ce, 1, NULL, 0);
@@ -715,7 +793,7 @@ static void q_read_packet(qconn *q, const struct sockaddr *from, socklen_t froml
   ngtcp2_pkt_info pi = {0};
   int rv = ngtcp2_conn_read_pkt(q->conn, &path, &pi, data, len, q_now());
   if (rv != 0) q_fail_liberr(q, rv, q->is_server ? "client" : "connection to");
-  q->stream_blocked = 0;
+  for (qstream *s = q->streams; s; s = s->next) s->blocked = 0;
 }
 
 static void q_expiry(qconn *q) {
@@ -725,6 +803,45 @@ static void q_expiry(qconn *q) {
     int rv = ngtcp2_conn_handle_expiry(q->conn, now);
     if (rv != 0) q_fail_liberr(q, rv, "connection");
   }
+}
+
+/* Moves data between every stream and its socketpair, and retires streams
+ * that are finished both ways.  Returns nothing; stream 0's end is noted. */
+static void q_service_streams(qconn *q) {
+  qstream **pp = &q->streams;
+  while (*pp) {
+    qstream *s = *pp;
+    qs_deliver(q, s);
+    qs_app_read(s);
+    int done = 0;
+    if (s->closed && !s->recvq.head) done = 1;
+    if (s->app_gone && !s->closed && !s->reset_sent && !q->dead && !q->closing) {
+      s->reset_sent = 1;
+      /* The reader went away: stop the peer sending on this stream. */
+      ngtcp2_conn_shutdown_stream(q->conn, s->sid, 1);
+    }
+    if (done) {
+      if (s->index == 0) q->primary_done = 1;
+      *pp = s->next;
+      q->nstreams--;
+      qs_free(q, s);
+    } else {
+      pp = &s->next;
+    }
+  }
+}
+
+static int q_add_pollfds(qconn *q, struct pollfd *pfd, void **who, size_t n) {
+  size_t k = n;
+  for (qstream *s = q->streams; s; s = s->next) {
+    short ev = 0;
+    if (qs_can_read_app(s)) ev |= POLLIN;
+    if (s->recvq.head && !s->app_gone) ev |= POLLOUT;
+    if (!ev) continue;
+    who[k] = s;
+    pfd[k++] = (struct pollfd){.fd = s->app_fd, .events = ev};
+  }
+  return (int)(k - n);
 }
 
 /* Splits one recvmsg result (possibly GRO-coalesced) into packets. */
@@ -753,6 +870,7 @@ static int ep_read_batch(qendpoint *e, uint8_t *buf, size_t buflen, q_pkt_fn fn,
         if (gs > 0) seg = (size_t)gs;
       }
     }
+    if (seg == 0) continue;
     for (size_t off = 0; off < (size_t)r; off += seg) {
       size_t l = (size_t)r - off < seg ? (size_t)r - off : seg;
       fn(ctx, (struct sockaddr *)&from, mh.msg_namelen, buf + off, l);
@@ -806,9 +924,13 @@ static void ts_from_deadline(struct timespec *ts, uint64_t deadline) {
   ts->tv_nsec = (long)(d % 1000000000ull);
 }
 
+
 /* ---- client ------------------------------------------------------------------ */
 
-typedef struct {
+typedef struct qclient qclient;
+typedef int (*qclient_cmd)(qclient *cl, void *arg, char *err, size_t errlen);
+
+struct qclient {
   qconn *q;
   qendpoint ep;
   gnutls_certificate_credentials_t cred;
@@ -816,18 +938,34 @@ typedef struct {
   int th_started;
   int stop_r, stop_w;
   atomic_int stop;
+  atomic_int refs; /* the session conn plus every stream conn */
+  int exited;      /* the I/O thread has finished (under mu) */
   pid_t owner;
-  /* rgpu_conn_migrate: the caller asks, the I/O thread does it. */
+  /* Requests from user threads, run by the I/O thread (ngtcp2 is not
+   * thread-safe). */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int mig_req, mig_done, mig_rc;
-  char mig_err[200];
+  qclient_cmd cmd;
+  void *cmd_arg;
+  int cmd_done, cmd_rc;
+  char cmd_err[200];
   uint8_t rxbuf[65536];
-} qclient;
+};
+
+/* The rgpu_conn's view: which client and whether it is the session stream. */
+typedef struct {
+  qclient *cl;
+  int primary;
+} qhandle;
+
+static void client_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen,
+                       const uint8_t *pkt, size_t len) {
+  q_read_packet((qconn *)ctx, from, fromlen, pkt, len);
+}
 
 /* Moves the connection to a fresh UDP socket (a new local port, or a new
  * interface after a network change); the server follows by connection ID. */
-static int client_do_migrate(qclient *cl, char *err, size_t errlen) {
+static int client_do_migrate(qclient *cl, void *arg, char *err, size_t errlen) {
   qconn *q = cl->q;
   const ngtcp2_path *cur = ngtcp2_conn_get_path(q->conn);
   struct sockaddr_storage remote;
@@ -860,9 +998,65 @@ static int client_do_migrate(qclient *cl, char *err, size_t errlen) {
   return 0;
 }
 
-static void client_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen,
-                       const uint8_t *pkt, size_t len) {
-  q_read_packet((qconn *)ctx, from, fromlen, pkt, len);
+static int client_do_open_stream(qclient *cl, void *arg, char *err, size_t errlen) {
+  int app_fd = *(int *)arg;
+  qconn *q = cl->q;
+  if (q->dead || q->closing)
+    return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection to %s is closed", q->peer);
+  int64_t sid;
+  int lib = ngtcp2_conn_open_bidi_stream(q->conn, &sid, NULL);
+  if (lib == NGTCP2_ERR_STREAM_ID_BLOCKED)
+    return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
+                       "QUIC server %s allows no more streams on this connection", q->peer);
+  if (lib) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC open stream: %s", ngtcp2_strerror(lib));
+  qstream *s = qs_new(q, sid, app_fd);
+  if (!s) {
+    ngtcp2_conn_shutdown_stream(q->conn, sid, 1);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  }
+  ngtcp2_conn_set_stream_user_data(q->conn, sid, s);
+  return 0;
+}
+
+/* Runs fn on the I/O thread and waits for it. */
+static int client_run(qclient *cl, qclient_cmd fn, void *arg, char *err, size_t errlen) {
+  pthread_mutex_lock(&cl->mu);
+  while (cl->cmd && !cl->exited) pthread_cond_wait(&cl->cv, &cl->mu);
+  if (cl->exited) {
+    pthread_mutex_unlock(&cl->mu);
+    return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection is closed");
+  }
+  cl->cmd = fn;
+  cl->cmd_arg = arg;
+  cl->cmd_done = 0;
+  char b = 1;
+  (void)!write(cl->stop_w, &b, 1);
+  while (!cl->cmd_done && !cl->exited) pthread_cond_wait(&cl->cv, &cl->mu);
+  int rc = cl->cmd_done ? cl->cmd_rc : RGPU_T_ECLOSED;
+  if (!cl->cmd_done)
+    rgpu_t_fail(err, errlen, rc, "QUIC connection closed before the request ran");
+  else if (rc)
+    rgpu_t_fail(err, errlen, rc, "%s", cl->cmd_err);
+  cl->cmd = NULL;
+  pthread_cond_broadcast(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
+  return rc;
+}
+
+static void client_serve_cmd(qclient *cl) {
+  pthread_mutex_lock(&cl->mu);
+  if (cl->cmd && !cl->cmd_done) {
+    cl->cmd_rc = cl->cmd(cl, cl->cmd_arg, cl->cmd_err, sizeof cl->cmd_err);
+    cl->cmd_done = 1;
+    pthread_cond_broadcast(&cl->cv);
+  }
+  pthread_mutex_unlock(&cl->mu);
+}
+
+static int client_all_sent(qconn *q) {
+  for (qstream *s = q->streams; s; s = s->next)
+    if (!(s->app_eof && s->fin_sent && s->acked_off >= s->write_off) && !s->closed) return 0;
+  return 1;
 }
 
 static void *client_main(void *arg) {
@@ -873,32 +1067,34 @@ static void *client_main(void *arg) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
   uint64_t linger = 0;
+  size_t cap = 0;
+  struct pollfd *pfd = NULL;
+  void **who = NULL;
   for (;;) {
-    pthread_mutex_lock(&cl->mu);
-    if (cl->mig_req) {
-      cl->mig_req = 0;
-      cl->mig_rc = client_do_migrate(cl, cl->mig_err, sizeof cl->mig_err);
-      cl->mig_done = 1;
-      pthread_cond_broadcast(&cl->cv);
-    }
-    pthread_mutex_unlock(&cl->mu);
+    client_serve_cmd(cl);
     if (atomic_load(&cl->stop) && !linger) {
       /* Give data the app wrote before closing a moment to be acknowledged. */
       linger = q_now() + 1000000000ull;
     }
-    q_app_read(q);
+    q_service_streams(q);
     q_write(q);
-    int done_sending = q->app_eof && q->fin_sent && q->acked_off >= q->write_off;
     if (q->dead || q->closing) break;
-    if (linger && (done_sending || q_now() >= linger)) break;
-    struct pollfd p[3];
-    int n = 0;
-    p[n++] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
-    short aev = 0;
-    if (!q->app_eof && q->write_off - q->acked_off < Q_SEND_BUF_MAX) aev |= POLLIN;
-    if (q->recvq.head && !q->app_gone) aev |= POLLOUT;
-    p[n++] = (struct pollfd){.fd = aev ? q->app_fd : -1, .events = aev};
-    p[n++] = (struct pollfd){.fd = cl->stop_r, .events = POLLIN};
+    if (q->primary_done && !q->dead) {
+      /* The server ended the session. */
+      q->closing = 1;
+      break;
+    }
+    if (linger && (client_all_sent(q) || q_now() >= linger)) break;
+    size_t need = 2 + (size_t)q->nstreams;
+    if (need > cap) {
+      cap = need * 2;
+      pfd = realloc(pfd, cap * sizeof *pfd);
+      who = realloc(who, cap * sizeof *who);
+    }
+    size_t n = 0;
+    pfd[n++] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
+    pfd[n++] = (struct pollfd){.fd = cl->stop_r, .events = POLLIN};
+    n += (size_t)q_add_pollfds(q, pfd, who, n);
     uint64_t exp = q_next_expiry(q);
     if (linger && linger < exp) exp = linger;
     struct timespec ts, *tsp = NULL;
@@ -906,87 +1102,106 @@ static void *client_main(void *arg) {
       ts_from_deadline(&ts, exp);
       tsp = &ts;
     }
-    int r = ppoll(p, (nfds_t)n, tsp, NULL);
+    int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
     if (r < 0 && errno != EINTR) break;
-    if (p[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, sizeof cl->rxbuf, client_pkt, q);
-    q_app_deliver(q);
-    if (p[2].revents) {
+    if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, sizeof cl->rxbuf, client_pkt, q);
+    if (pfd[1].revents) {
       char b[16];
-      (void)!read(cl->stop_r, b, sizeof b);
+      while (read(cl->stop_r, b, sizeof b) > 0) {
+      }
     }
     q_expiry(q);
   }
+  free(pfd);
+  free(who);
   if (!q->dead) q_send_close(q);
-  if (!q->errcode && q->app_eof == 0) q_set_error(q, RGPU_T_ECLOSED, "QUIC connection to %s ended", q->peer);
-  /* Wake a reader blocked on the app end: it sees EOF and then errcode. */
-  if (q->app_fd >= 0) shutdown(q->app_fd, SHUT_RDWR);
+  if (!atomic_load(&cl->stop) && !atomic_load(&q->errcode) && !q->primary_done)
+    q_set_error(q, RGPU_T_ECLOSED, "QUIC connection to %s ended", q->peer);
+  /* Wake readers blocked on any stream: they see EOF and then errcode. */
+  for (qstream *s = q->streams; s; s = s->next)
+    if (s->app_fd >= 0) shutdown(s->app_fd, SHUT_RDWR);
+  pthread_mutex_lock(&cl->mu);
+  cl->exited = 1;
+  pthread_cond_broadcast(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
   return NULL;
 }
 
 static void qclient_free(qclient *cl) {
-  pthread_mutex_destroy(&cl->mu);
-  pthread_cond_destroy(&cl->cv);
   if (cl->q) q_free(cl->q);
   if (cl->ep.fd >= 0) close(cl->ep.fd);
   if (cl->stop_r >= 0) close(cl->stop_r);
   if (cl->stop_w >= 0) close(cl->stop_w);
   if (cl->cred) gnutls_certificate_free_credentials(cl->cred);
+  pthread_mutex_destroy(&cl->mu);
+  pthread_cond_destroy(&cl->cv);
   free(cl);
 }
 
+static void qclient_unref(qclient *cl) {
+  if (atomic_fetch_sub(&cl->refs, 1) == 1) qclient_free(cl);
+}
+
 static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
-  qclient *cl = c->impl;
+  qhandle *h = c->impl;
   ssize_t r = rgpu_fd_read_some(c->fd, buf, len);
   if (r == 0 || r == RGPU_T_ECLOSED) {
     /* EOF from the I/O thread: a clean FIN, or a failure it recorded. */
-    qconn *q = cl->q;
-    if (q->peer_fin && !q->errcode) return 0;
-    if (q->errcode) {
+    qconn *q = h->cl->q;
+    int code = atomic_load(&q->errcode);
+    if (code) {
       snprintf(c->errmsg, sizeof c->errmsg, "%s", q->errmsg);
-      return q->errcode;
+      return code;
     }
   }
   return r;
 }
 
 static int quic_client_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
-  qclient *cl = c->impl;
+  qhandle *h = c->impl;
   int rc = rgpu_fd_writev_all(c->fd, iov, iovcnt);
-  if (rc && cl->q->errcode) {
-    snprintf(c->errmsg, sizeof c->errmsg, "%s", cl->q->errmsg);
-    return cl->q->errcode;
+  int code = rc ? atomic_load(&h->cl->q->errcode) : 0;
+  if (code) {
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", h->cl->q->errmsg);
+    return code;
   }
   return rc;
 }
 
 static size_t quic_client_pending(const rgpu_conn *c) { return 0; }
+
 static void quic_client_shutdown(rgpu_conn *c) {
-  qclient *cl = c->impl;
-  if (cl->owner == getpid()) shutdown(c->fd, SHUT_WR);
+  qhandle *h = c->impl;
+  if (h->cl->owner == getpid()) shutdown(c->fd, SHUT_WR);
 }
 
 static void quic_client_destroy(rgpu_conn *c) {
-  qclient *cl = c->impl;
-  if (!cl) return;
+  qhandle *h = c->impl;
+  if (!h) return;
+  qclient *cl = h->cl;
   if (cl->owner != getpid()) {
     /* A forked child (a DataLoader worker, say) inherited this conn but not
      * its I/O thread: drop our descriptor copies and touch nothing else. */
-    close(cl->ep.fd);
-    if (cl->q) close(cl->q->app_fd);
-    close(cl->stop_r);
-    close(cl->stop_w);
+    if (h->primary) {
+      close(cl->ep.fd);
+      close(cl->stop_r);
+      close(cl->stop_w);
+      for (qstream *s = cl->q->streams; s; s = s->next) close(s->app_fd);
+    }
+    free(h);
     return;
   }
   /* Closing our end first lets the thread send FIN after the last byte. */
   close(c->fd);
   c->fd = -1;
-  if (cl->th_started) {
+  if (h->primary && cl->th_started) {
     atomic_store(&cl->stop, 1);
     char b = 1;
     (void)!write(cl->stop_w, &b, 1);
     pthread_join(cl->th, NULL);
   }
-  qclient_free(cl);
+  free(h);
+  qclient_unref(cl);
 }
 
 static const struct rgpu_conn_ops quic_client_ops = {
@@ -996,6 +1211,25 @@ static const struct rgpu_conn_ops quic_client_ops = {
     .shutdown = quic_client_shutdown,
     .destroy = quic_client_destroy,
 };
+
+static rgpu_conn *quic_client_conn(qclient *cl, int fd, int primary) {
+  rgpu_conn *c = calloc(1, sizeof *c);
+  qhandle *h = calloc(1, sizeof *h);
+  if (!c || !h) {
+    free(c);
+    free(h);
+    return NULL;
+  }
+  h->cl = cl;
+  h->primary = primary;
+  c->ops = &quic_client_ops;
+  c->fd = fd;
+  c->impl = h;
+  snprintf(c->name, sizeof c->name, "quic");
+  snprintf(c->peer, sizeof c->peer, "%s", cl->q->peer);
+  c->session_key = cl->q->session_key;
+  return c;
+}
 
 int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn **out,
                       char *err, size_t errlen) {
@@ -1011,6 +1245,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
   cl->ep.fd = cl->stop_r = cl->stop_w = -1;
   cl->owner = getpid();
+  atomic_init(&cl->refs, 1);
   pthread_mutex_init(&cl->mu, NULL);
   pthread_cond_init(&cl->cv, NULL);
   rc = rgpu_tls_client_creds(o, &cl->cred, err, errlen);
@@ -1047,8 +1282,8 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   }
   cl->q = q;
   q->ep = &cl->ep;
-  q->sid = -1;
-  q->app_fd = -1;
+  q->primary_fd = -1;
+  gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string((struct sockaddr *)&remote, remotelen, q->peer, sizeof q->peer);
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&cl->ep.local, cl->ep.locallen,
                            (ngtcp2_sockaddr *)&remote, remotelen, NULL);
@@ -1062,7 +1297,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   fill_callbacks(&cb, 0);
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
-  fill_settings(&st, &tp, o, cc, 0);
+  fill_settings(&st, &tp, o, cc, 0, 0);
   int lib = ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &q->ps.path, NGTCP2_PROTO_VER_V1, &cb,
                                    &st, &tp, NULL, q);
   if (lib) {
@@ -1114,13 +1349,9 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   }
   if (!q->hs_confirmed || q->dead || q->closing) {
     if (!q->dead) q_send_close(q);
-    if (!q->errcode) q_set_error(q, RGPU_T_EIO, "QUIC connect to %s:%u failed", u->host, u->port);
-    rc = rgpu_t_fail(err, errlen, q->errcode, "%s", q->errmsg);
-    goto fail;
-  }
-  lib = ngtcp2_conn_open_bidi_stream(q->conn, &q->sid, NULL);
-  if (lib) {
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC open stream: %s", ngtcp2_strerror(lib));
+    if (!atomic_load(&q->errcode))
+      q_set_error(q, RGPU_T_EIO, "QUIC connect to %s:%u failed", u->host, u->port);
+    rc = rgpu_t_fail(err, errlen, atomic_load(&q->errcode), "%s", q->errmsg);
     goto fail;
   }
   int sv[2];
@@ -1129,7 +1360,12 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
     goto fail;
   }
   rgpu_set_nonblock(sv[1], 1);
-  q->app_fd = sv[1];
+  rc = client_do_open_stream(cl, &sv[1], err, errlen);
+  if (rc) {
+    close(sv[0]);
+    close(sv[1]);
+    goto fail;
+  }
   int pp[2];
   if (pipe2(pp, O_CLOEXEC | O_NONBLOCK) < 0) {
     close(sv[0]);
@@ -1138,19 +1374,15 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   }
   cl->stop_r = pp[0];
   cl->stop_w = pp[1];
-  rgpu_conn *c = calloc(1, sizeof *c);
+  rgpu_conn *c = quic_client_conn(cl, sv[0], 1);
   if (!c) {
     close(sv[0]);
     rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
     goto fail;
   }
-  c->ops = &quic_client_ops;
-  c->fd = sv[0];
-  c->impl = cl;
-  snprintf(c->name, sizeof c->name, "quic");
-  snprintf(c->peer, sizeof c->peer, "%s", q->peer);
   if (pthread_create(&cl->th, NULL, client_main, cl) != 0) {
     close(sv[0]);
+    free(c->impl);
     free(c);
     rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC: cannot start the connection thread");
     goto fail;
@@ -1167,27 +1399,43 @@ int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen) {
   if (!c || c->ops != &quic_client_ops)
     return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
                        "connection migration is a quic:// client feature");
-  qclient *cl = c->impl;
+  qclient *cl = ((qhandle *)c->impl)->cl;
   if (cl->owner != getpid())
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
-  pthread_mutex_lock(&cl->mu);
-  cl->mig_req = 1;
-  cl->mig_done = 0;
-  char b = 1;
-  (void)!write(cl->stop_w, &b, 1);
-  struct timespec dl;
-  clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_sec += 5;
-  int rc = 0;
-  while (!cl->mig_done && rc == 0) rc = pthread_cond_timedwait(&cl->cv, &cl->mu, &dl);
-  int out = cl->mig_done ? cl->mig_rc : RGPU_T_ETIMEDOUT;
-  if (!cl->mig_done)
-    rgpu_t_fail(err, errlen, out, "QUIC migrate: the connection thread did not answer");
-  else if (out)
-    rgpu_t_fail(err, errlen, out, "%s", cl->mig_err);
-  cl->mig_req = 0;
-  pthread_mutex_unlock(&cl->mu);
-  return out;
+  return client_run(cl, client_do_migrate, NULL, err, errlen);
+}
+
+int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errlen) {
+  if (!out) return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "rgpu_conn_open_stream: no output pointer");
+  *out = NULL;
+  if (!c || c->ops != &quic_client_ops)
+    return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
+                       "extra streams need a quic:// connection (this one is %s)",
+                       c ? c->name : "none");
+  qclient *cl = ((qhandle *)c->impl)->cl;
+  if (cl->owner != getpid())
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "socketpair: %s", strerror(errno));
+  rgpu_set_nonblock(sv[1], 1);
+  rgpu_conn *sc = quic_client_conn(cl, sv[0], 0);
+  if (!sc) {
+    close(sv[0]);
+    close(sv[1]);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  }
+  int rc = client_run(cl, client_do_open_stream, &sv[1], err, errlen);
+  if (rc) {
+    close(sv[1]);
+    close(sv[0]);
+    free(sc->impl);
+    free(sc);
+    return rc;
+  }
+  atomic_fetch_add(&cl->refs, 1);
+  *out = sc;
+  return 0;
 }
 
 /* ---- server ------------------------------------------------------------------ */
@@ -1208,8 +1456,8 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *from, socklen_
   q->is_server = 1;
   q->server = sv;
   q->ep = &sv->ep;
-  q->sid = -1;
-  q->app_fd = -1;
+  q->primary_fd = -1;
+  gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string(from, fromlen, q->peer, sizeof q->peer);
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&sv->ep.local, sv->ep.locallen,
                            (ngtcp2_sockaddr *)from, fromlen, NULL);
@@ -1221,7 +1469,7 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *from, socklen_
   fill_callbacks(&cb, 1);
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
-  fill_settings(&st, &tp, &sv->opts, sv->cc, 1);
+  fill_settings(&st, &tp, &sv->opts, sv->cc, 1, sv->max_streams);
   /* ngtcp2 does not fill this in for the server; the client checks it. */
   tp.original_dcid = hd.dcid;
   tp.stateless_reset_token_present = 1;
@@ -1250,16 +1498,12 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *from, socklen_
   return q;
 }
 
-typedef struct {
-  qserver *sv;
-} server_ctx;
-
 static void server_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen,
                        const uint8_t *pkt, size_t len) {
   qserver *sv = ctx;
   ngtcp2_version_cid vc;
-  int rv = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN);
-  if (rv != 0) return; /* version negotiation is not offered: v1 only */
+  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) != 0)
+    return; /* version negotiation is not offered: v1 only */
   qconn *q = server_find(sv, vc.dcid, vc.dcidlen);
   if (!q) {
     if (sv->nconns >= 4096) return;
@@ -1269,31 +1513,37 @@ static void server_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen
   q_read_packet(q, from, fromlen, pkt, len);
 }
 
-static void server_after_io(qserver *sv, qconn *q) {
-  if (q->is_server && q->handshake_done && !q->queued && !q->dead && !q->closing) {
-    int rel, wfd;
-    if (rgpu_relay_socketpair(&rel, &wfd) < 0) {
-      q->closing = 1;
-      return;
-    }
-    q->app_fd = rel;
-    q->queued = 1;
-    rgpu_relay_queue_push(&sv->rq, wfd, q->peer);
+/* After the handshake (client certificate checked, if required) the session
+ * becomes visible to rgpu_listener_accept; not before. */
+static void server_after_handshake(qserver *sv, qconn *q) {
+  if (!q->handshake_done || q->queued || q->dead || q->closing) return;
+  int rel, wfd;
+  if (rgpu_relay_socketpair(&rel, &wfd) < 0) {
+    q->closing = 1;
+    return;
   }
+  q->primary_fd = rel;
+  q->queued = 1;
+  rgpu_relay_queue_push(&sv->rq, wfd, q->peer, q->session_key, 0);
 }
 
 static int server_conn_finished(qconn *q) {
   if (q->dead || q->closing) return 1;
-  if (q->app_gone) {
-    q->close_error = 1;
-    q->closing = 1;
-    return 1;
+  /* The session stream ended (both ways, everything acknowledged) or its
+   * worker went away: the connection has nothing left to carry. */
+  if (q->primary_done) return 1;
+  for (qstream *s = q->streams; s; s = s->next) {
+    if (s->index == 0 && s->app_gone) {
+      q->close_error = 1;
+      return 1;
+    }
   }
-  /* Both directions ended and everything we sent was acknowledged. */
-  if (q->stream_closed && !q->recvq.head) return 1;
-  if (q->peer_fin && q->app_wr_closed && q->app_eof && q->fin_sent &&
-      q->acked_off >= q->write_off)
-    return 1;
+  /* The worker closed the session before the client's first byte on it. */
+  if (q->primary_fd >= 0) {
+    char b;
+    ssize_t r = recv(q->primary_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (r == 0) return 1;
+  }
   return 0;
 }
 
@@ -1305,10 +1555,11 @@ static void *server_main(void *arg) {
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   uint8_t *rx = malloc(65536);
   struct pollfd *pfd = NULL;
-  qconn **who = NULL;
+  void **who = NULL;
   size_t cap = 0;
   for (;;) {
-    size_t need = 2 + (size_t)sv->nconns;
+    size_t need = 2;
+    for (qconn *q = sv->conns; q; q = q->next) need += (size_t)q->nstreams;
     if (need > cap) {
       cap = need * 2;
       pfd = realloc(pfd, cap * sizeof *pfd);
@@ -1324,14 +1575,13 @@ static void *server_main(void *arg) {
     }
     pfd[n++] = (struct pollfd){.fd = sv->rq.stop_r, .events = POLLIN};
     pfd[n++] = (struct pollfd){.fd = sv->ep.fd, .events = POLLIN | (any_blocked ? POLLOUT : 0)};
-    for (qconn *q = sv->conns; q; q = q->next) {
-      short ev = 0;
-      if (q->app_fd >= 0 && q->sid >= 0 && !q->app_eof && q->write_off - q->acked_off < Q_SEND_BUF_MAX)
-        ev |= POLLIN;
-      if (q->app_fd >= 0 && q->recvq.head && !q->app_gone) ev |= POLLOUT;
-      who[n] = q;
-      pfd[n++] = (struct pollfd){.fd = ev ? q->app_fd : -1, .events = ev};
-    }
+    for (qconn *q = sv->conns; q; q = q->next) n += (size_t)q_add_pollfds(q, pfd, who, n);
+    /* A session whose stream is not open yet: notice its worker leaving. */
+    int waiting_primary = 0;
+    for (qconn *q = sv->conns; q; q = q->next)
+      if (q->primary_fd >= 0) waiting_primary = 1;
+    uint64_t cap_ns = q_now() + (waiting_primary ? 100000000ull : UINT64_MAX / 2);
+    if (cap_ns < exp) exp = cap_ns;
     struct timespec ts, *tsp = NULL;
     if (exp != UINT64_MAX) {
       ts_from_deadline(&ts, exp);
@@ -1344,21 +1594,18 @@ static void *server_main(void *arg) {
     }
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) ep_read_batch(&sv->ep, rx, 65536, server_pkt, sv);
-    for (size_t i = 2; i < n; i++) {
-      if (pfd[i].revents & POLLOUT) q_app_deliver(who[i]);
-    }
     qconn **pp = &sv->conns;
     while (*pp) {
       qconn *q = *pp;
       q_expiry(q);
-      server_after_io(sv, q);
-      q_app_deliver(q);
-      q_app_read(q);
+      server_after_handshake(sv, q);
+      q_service_streams(q);
       q_write(q);
       if (server_conn_finished(q)) {
-        if (!q->handshake_done && q->errcode)
+        int code = atomic_load(&q->errcode);
+        if (!q->handshake_done && code)
           RGPU_INFO("%s (refused before any session was created)", q->errmsg);
-        else if (q->errcode)
+        else if (code)
           RGPU_DEBUG("quic: %s", q->errmsg);
         q_send_close(q);
         *pp = q->next;
@@ -1412,12 +1659,18 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, 
     free(sv);
     return rc;
   }
+  if (o->quic_max_streams < 0 || o->quic_max_streams > 1024) {
+    free(sv);
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "quic_max_streams %d out of range (0-1024)",
+                       o->quic_max_streams);
+  }
   rc = rgpu_tls_server_creds(o, &sv->cred, err, errlen);
   if (rc) {
     free(sv);
     return rc;
   }
   sv->require_client_cert = o->client_ca_file && *o->client_ca_file;
+  sv->max_streams = o->quic_max_streams > 0 ? o->quic_max_streams : 1;
   sv->opts = *o;
   sv->opts.cc_algo = sv->opts.ca_file = sv->opts.cert_file = sv->opts.key_file = NULL;
   sv->opts.server_name = sv->opts.client_ca_file = NULL;

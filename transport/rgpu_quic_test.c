@@ -5,6 +5,7 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -264,6 +265,155 @@ static void test_idle_and_keepalive(void **state) {
   rgpu_listener_close(l);
 }
 
+static rgpu_listener *open_multi(char *uri, size_t urilen) {
+  rgpu_transport_opts o = {.cert_file = srv_cert, .key_file = srv_key, .quic_max_streams = 8};
+  rgpu_listener *l;
+  char err[256];
+  if (rgpu_listener_open("quic://127.0.0.1:0", &o, &l, err, sizeof err)) fail_msg("listen: %s", err);
+  snprintf(uri, urilen, "quic://127.0.0.1:%u", rgpu_listener_port(l));
+  return l;
+}
+
+static void test_streams(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_multi(uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1, *s2;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s2, err, sizeof err), 0);
+  assert_string_equal(rgpu_conn_transport_name(s1), "quic");
+  /* A stream reaches the server with its first byte. */
+  struct iovec v = {"x", 1};
+  assert_int_equal(rgpu_conn_writev_all(s1, &v, 1), 0);
+  assert_int_equal(rgpu_conn_writev_all(s2, &v, 1), 0);
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  rgpu_conn *w[3];
+  int seen = 0;
+  uint64_t key = 0;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(rgpu_listener_accept(l, &w[i], err, sizeof err), 0);
+    if (i == 0) key = rgpu_conn_session_key(w[i]);
+    assert_true(key != 0);
+    assert_true(rgpu_conn_session_key(w[i]) == key);
+    seen |= 1 << rgpu_conn_stream_index(w[i]);
+    char b;
+    assert_int_equal(rgpu_conn_read_exact(w[i], &b, 1), 0);
+  }
+  assert_int_equal(seen, 7);
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, tu_echo_conn, w[i]);
+  assert_int_equal(tu_echo_check(s1, 4u << 20, 4096, 1), 0);
+  assert_int_equal(tu_echo_check(s2, 4u << 20, 333, 2), 0);
+  assert_int_equal(tu_echo_check(c, 1u << 20, 1000, 3), 0);
+  /* Stream conns may outlive the session conn; they then read an end. */
+  rgpu_conn_close(s1);
+  rgpu_conn_close(c);
+  char b;
+  ssize_t r = rgpu_conn_read_some(s2, &b, 1);
+  assert_true(r <= 0);
+  rgpu_conn_close(s2);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  rgpu_listener_close(l);
+}
+
+typedef struct {
+  rgpu_conn *c;
+  size_t total;
+  int rc;
+} bulk_writer;
+
+static void *bulk_write_main(void *arg) {
+  bulk_writer *b = arg;
+  char *buf = calloc(1, 1 << 20);
+  b->rc = 0;
+  for (size_t done = 0; done < b->total && !b->rc; done += 1 << 20) {
+    struct iovec v = {buf, 1 << 20};
+    b->rc = rgpu_conn_writev_all(b->c, &v, 1);
+  }
+  free(buf);
+  return NULL;
+}
+
+/* The reason for streams: a thread stuck behind a full window (its server
+ * side not reading) must not delay another thread's small calls. */
+static void test_streams_no_head_of_line(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_multi(uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  struct iovec v = {"x", 1};
+  assert_int_equal(rgpu_conn_writev_all(s1, &v, 1), 0);
+  rgpu_conn *w0, *w1;
+  assert_int_equal(rgpu_listener_accept(l, &w0, err, sizeof err), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w1, err, sizeof err), 0);
+  if (rgpu_conn_stream_index(w0) != 0) {
+    rgpu_conn *t = w0;
+    w0 = w1;
+    w1 = t;
+  }
+  char b;
+  assert_int_equal(rgpu_conn_read_exact(w1, &b, 1), 0);
+  /* Nobody reads w0: the session stream fills its window and blocks. */
+  bulk_writer bw = {c, 96u << 20, -1};
+  pthread_t th;
+  pthread_create(&th, NULL, bulk_write_main, &bw);
+  usleep(300 * 1000);
+  pthread_t eth;
+  pthread_create(&eth, NULL, tu_echo_conn, w1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < 200; i++) {
+    char m[64] = {(char)i};
+    struct iovec mv = {m, sizeof m};
+    assert_int_equal(rgpu_conn_writev_all(s1, &mv, 1), 0);
+    assert_int_equal(rgpu_conn_read_exact(s1, m, sizeof m), 0);
+    assert_int_equal(m[0], (char)i);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+  assert_true(ms < 5000);
+  /* Now drain the blocked stream; the writer finishes. */
+  char *sink = malloc(1 << 20);
+  size_t got = 0;
+  while (got < bw.total) {
+    ssize_t n = rgpu_conn_read_some(w0, sink, 1 << 20);
+    assert_true(n > 0);
+    got += (size_t)n;
+  }
+  free(sink);
+  pthread_join(th, NULL);
+  assert_int_equal(bw.rc, 0);
+  rgpu_conn_close(s1);
+  rgpu_conn_close(c);
+  pthread_join(eth, NULL);
+  rgpu_conn_close(w0);
+  rgpu_listener_close(l);
+}
+
+static void test_streams_refused(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri); /* default: one stream */
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), RGPU_T_ENOTSUP);
+  assert_non_null(strstr(err, "no more streams"));
+  rgpu_conn_close(c);
+  rgpu_listener_close(l);
+  rgpu_listener *tl;
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", NULL, &tl, err, sizeof err), 0);
+  char turi[64];
+  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(tl));
+  assert_int_equal(rgpu_conn_connect(turi, NULL, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), RGPU_T_ENOTSUP);
+  assert_int_equal(rgpu_conn_session_key(c), 0);
+  rgpu_conn_close(c);
+  rgpu_listener_close(tl);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -271,6 +421,8 @@ int main(void) {
       cmocka_unit_test(test_wrong_ca), cmocka_unit_test(test_mtls),
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
       cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
+      cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
+      cmocka_unit_test(test_streams_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

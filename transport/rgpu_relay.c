@@ -37,7 +37,8 @@ int rgpu_relay_queue_init(rgpu_relay_queue *q, char *err, size_t errlen) {
   return 0;
 }
 
-void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer) {
+void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer,
+                           uint64_t session_key, int stream_index) {
   rgpu_relay_item *it = calloc(1, sizeof *it);
   if (!it) {
     rgpu_relay_close_fd(worker_fd);
@@ -45,6 +46,8 @@ void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer)
   }
   it->fd = worker_fd;
   snprintf(it->peer, sizeof it->peer, "%s", peer);
+  it->session_key = session_key;
+  it->stream_index = stream_index;
   pthread_mutex_lock(&q->mu);
   if (q->tail)
     q->tail->next = it;
@@ -82,7 +85,12 @@ int rgpu_relay_queue_pop(rgpu_relay_queue *q, const char *name, rgpu_conn **out,
    * worker that keeps it: it must survive the atfork cleanup. */
   rgpu_relay_fd_unregister(it->fd);
   int rc = rgpu_fd_conn_new(it->fd, name, it->peer, 1, out);
-  if (rc) close(it->fd);
+  if (rc) {
+    close(it->fd);
+  } else {
+    (*out)->session_key = it->session_key;
+    (*out)->stream_index = it->stream_index;
+  }
   free(it);
   return rc ? rgpu_t_fail(err, errlen, rc, "out of memory") : 0;
 }

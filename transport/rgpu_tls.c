@@ -457,7 +457,7 @@ static int sess_handshake(tls_server *sv, tls_sess *x) {
   x->rel = rel;
   x->state = SESS_RELAY;
   x->deadline_ns = 0;
-  rgpu_relay_queue_push(&sv->q, wfd, x->peer);
+  rgpu_relay_queue_push(&sv->q, wfd, x->peer, 0, 0);
   return 0;
 }
 

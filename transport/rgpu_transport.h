@@ -52,6 +52,12 @@ typedef struct {
   int sock_buf_bytes;    /* >0 forces SO_SNDBUF/SO_RCVBUF; 0 lets the kernel autotune (best for TCP) */
   const char *client_ca_file; /* server: require client certificates signed by this CA (mutual TLS) */
   int handshake_timeout_ms;   /* server: TLS/QUIC handshake deadline per client; 0 = 10000 */
+  /* quic:// server: bidirectional streams a client may open per connection
+   * (0 = 1: just the session).  Raise it only if the server routes accepted
+   * conns with rgpu_conn_stream_index() > 0 to the worker that owns
+   * rgpu_conn_session_key(); each such stream arrives through
+   * rgpu_listener_accept like a new connection. */
+  int quic_max_streams;
 } rgpu_transport_opts;
 
 typedef struct rgpu_conn rgpu_conn;
@@ -111,6 +117,18 @@ const char *rgpu_conn_error(const rgpu_conn *c);
  * (after a network change, or to test that the server follows); the session
  * and its stream survive.  RGPU_T_ENOTSUP for other transports. */
 int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen);
+
+/* quic:// client only: opens another bidirectional stream on the same QUIC
+ * connection (one per host thread: a stalled stream does not hold up the
+ * others).  *out is closed with rgpu_conn_close, before or after c; closing
+ * c ends the whole connection.  RGPU_T_ENOTSUP for other transports or when
+ * the server allows no more streams (see quic_max_streams). */
+int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errlen);
+/* Server side of quic://: conns that are streams of one QUIC connection
+ * share a non-zero session key; the stream index is 0 for the connection's
+ * first stream.  Other transports: 0 and 0. */
+uint64_t rgpu_conn_session_key(const rgpu_conn *c);
+int rgpu_conn_stream_index(const rgpu_conn *c);
 
 /* Server side. */
 int rgpu_listener_open(const char *uri, const rgpu_transport_opts *opts,

@@ -33,6 +33,8 @@ struct rgpu_conn {
   char name[8];
   char peer[128];
   char errmsg[256]; /* why the last failing read/write failed, if known */
+  uint64_t session_key; /* quic: shared by the streams of one connection */
+  int stream_index;     /* quic: 0 = the connection's first stream */
   void *impl;
 };
 
@@ -102,6 +104,8 @@ typedef struct rgpu_relay_item {
   struct rgpu_relay_item *next;
   int fd;
   char peer[128];
+  uint64_t session_key;
+  int stream_index;
 } rgpu_relay_item;
 
 typedef struct {
@@ -112,7 +116,8 @@ typedef struct {
 } rgpu_relay_queue;
 
 int rgpu_relay_queue_init(rgpu_relay_queue *q, char *err, size_t errlen);
-void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer);
+void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer,
+                           uint64_t session_key, int stream_index);
 int rgpu_relay_queue_pop(rgpu_relay_queue *q, const char *name, rgpu_conn **out,
                          char *err, size_t errlen);
 /* Closes queued, never-accepted worker ends and the pipes. */
