@@ -111,16 +111,19 @@ def cases_for(setname, profile, device, wanted):
     budget = {"smoke": 0.3, "quick": 1.0, "full": 1.5}[setname]
     out = []
 
-    def add(w, prog, args):
+    def add(w, prog, args, modes=None):
         if w in wanted:
-            out.append((w, prog, [str(a) for a in args]))
+            out.append((w, prog, [str(a) for a in args], modes))
 
     # Synchronous latency: one round trip per iteration.
     iters = {"smoke": 50, "quick": 300, "full": 2000}[setname]
-    add("latency", "bench_latency", ["--iters", clamp(budget / rtt, 20, iters), "--size", 64])
+    # Every iteration waits for its reply in both modes: sync-every-call is run
+    # on loopback only, as a check that it costs nothing here.
+    add("latency", "bench_latency", ["--iters", clamp(budget / rtt, 20, iters), "--size", 64],
+        None if profile == "none" else ["async"])
     # Per-call cost: meaningful on a fast link only (it is the client's CPU).
     if fast:
-        n = {"smoke": 200, "quick": 2000 if soft else 20000, "full": 100000}[setname]
+        n = {"smoke": 200, "quick": 20000, "full": 100000}[setname]
         # sync-every-call pays a round trip per launch: keep that run bounded.
         n = clamp(budget * 4 / max(rtt, 30e-6), 100, n)
         add("launch", "bench_launch", ["--launches", n])
@@ -136,10 +139,12 @@ def cases_for(setname, profile, device, wanted):
         args = ["--sizes", ",".join(sz), "--mem", mem, "--reps", reps]
         if fast:
             args += ["--min-bytes", "4M" if setname != "full" else "64M"]
-        add("bandwidth", "bench_bandwidth", args)
+        # Copies are synchronous already; sync-every-call only changes how the
+        # H2D ones are acknowledged, which matters on fast links.
+        add("bandwidth", "bench_bandwidth", args, None if fast else ["async"])
     # Matmul with its transfers.
     if soft:
-        ns = {"smoke": [16], "quick": [32, 64], "full": [64, 128]}[setname]
+        ns = {"smoke": [16], "quick": [64, 256], "full": [64, 256, 512]}[setname]
     else:
         ns = {"smoke": [64], "quick": [256, 1024], "full": [256, 1024, 4096, 8192]}[setname]
     for n in ns:
@@ -503,9 +508,11 @@ def plan_all(a, cfg):
         # Repeats outermost so that a drifting machine spreads over every
         # configuration instead of biasing one.
         for rep in range(a.repeat):
-            for (w, prog, args) in cases:
+            for (w, prog, args, cmodes) in cases:
                 for t in a.transports:
                     for m in a.modes:
+                        if cmodes and m not in cmodes:
+                            continue
                         pts.append(dict(kind="rgpu", workload=w, prog=prog, args=args,
                                         transport=t, mode=m, profile=prof, rep=rep))
                 if prof == "none" and a.device == "cuda":
@@ -727,9 +734,12 @@ def aggregate(records):
         o["bytes"], o["syncs"] = r0.get("bytes"), r0.get("syncs")
         rts = [rec["stats"]["round_trips"] for rec, _ in row["runs"]
                if rec.get("stats") and "round_trips" in rec["stats"]]
-        st = [r.get("syncs_total") for r in rs if r.get("syncs_total") is not None]
+        # RGPU_STATS covers the whole process, so it is compared with the
+        # process's final count (the last RESULT line of a run has it).
+        st = [max(x.get("syncs_total", 0) for x in rec["results"]) for rec, _ in row["runs"]
+              if any("syncs_total" in x for x in rec["results"])]
         o["round_trips"] = med(rts)
-        o["syncs_total"] = max(st) if st else None
+        o["syncs_total"] = med(st)
         if o["round_trips"] is not None and o["syncs_total"] is not None:
             o["rt_extra"] = o["round_trips"] - o["syncs_total"]
         if prof in PROFILES:
