@@ -88,6 +88,7 @@ static void do_init(void) {
     sg_device *d = &devices[i];
     d->ordinal = i;
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->mem_lock, NULL);
     d->primary = calloc(1, sizeof *d->primary);
     if (!d->primary || sg_handle_add(d->primary, SG_H_CTX) != 0) {
       init_result = CUDA_ERROR_OUT_OF_MEMORY;

@@ -65,7 +65,8 @@ typedef struct sg_op sg_op;
 
 struct sg_device {
   int ordinal;
-  pthread_mutex_t lock;   /* primary_* and mem_used */
+  pthread_mutex_t lock;   /* primary_*; held while the primary context is torn down */
+  pthread_mutex_t mem_lock; /* mem_used */
   uint64_t mem_used;
   sg_ctx *primary;        /* allocated once, reused across resets, as the driver does */
   int primary_refs;

@@ -166,18 +166,18 @@ int sg_mem_lookup_cb(void *ctx, uint64_t addr, void *range) {
 /* ---- accounting --------------------------------------------------------- */
 
 static CUresult charge(sg_device *d, uint64_t bytes) {
-  pthread_mutex_lock(&d->lock);
+  pthread_mutex_lock(&d->mem_lock);
   CUresult r = CUDA_SUCCESS;
   if (bytes > sg_cfg.mem_limit - d->mem_used) r = CUDA_ERROR_OUT_OF_MEMORY;
   else d->mem_used += bytes;
-  pthread_mutex_unlock(&d->lock);
+  pthread_mutex_unlock(&d->mem_lock);
   return r;
 }
 
 static void uncharge(sg_device *d, uint64_t bytes) {
-  pthread_mutex_lock(&d->lock);
+  pthread_mutex_lock(&d->mem_lock);
   d->mem_used = bytes > d->mem_used ? 0 : d->mem_used - bytes;
-  pthread_mutex_unlock(&d->lock);
+  pthread_mutex_unlock(&d->mem_lock);
 }
 
 static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -312,10 +312,10 @@ SG_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total) {
   CUresult r = sg_current(&c);
   if (r) return r;
   if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&c->dev->lock);
+  pthread_mutex_lock(&c->dev->mem_lock);
   *free_bytes = (size_t)(sg_cfg.mem_limit - c->dev->mem_used);
   *total = (size_t)sg_cfg.mem_limit;
-  pthread_mutex_unlock(&c->dev->lock);
+  pthread_mutex_unlock(&c->dev->mem_lock);
   return CUDA_SUCCESS;
 }
 
