@@ -17,6 +17,8 @@ cp -P build/lib/libcudart.so* .gpu-pack/lib/ 2>/dev/null || true
 cp build/lib/libsoftgpu.so .gpu-pack/lib/ 2>/dev/null || true
 find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
 cp -r tests/e2e .gpu-pack/e2e-src
+# Benchmark workloads (scripts/gpu-bench.sh rebuilds them when nvcc is there).
+[ -d build/bench ] && cp -r build/bench .gpu-pack/bench
 # Libraries the Ubuntu GPU image does not have in these sonames.
 for lib in $(ldd build/bin/rgpu-server build/bin/rgpu build/lib/libcudart.so.13 2>/dev/null |
              awk '/=>/ {print $3}' | grep -E 'ngtcp2|cmocka' | sort -u); do
