@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -462,6 +463,23 @@ out:
 
 /* ---- the outer process: PID namespace, signal relay -------------------- */
 
+/* Gives the PID namespace its own /proc (in a private mount namespace, so the
+ * host's mounts are untouched).  Without it /proc shows the outer PID
+ * namespace: `ps` inside would list host processes, and tools that find their
+ * own threads through /proc/self (LeakSanitizer) fail.  Best effort: where
+ * mounting is not allowed the old /proc stays, which works for everything the
+ * emulator itself does. */
+static void private_proc(void) {
+  if (unshare(CLONE_NEWNS) < 0) {
+    RGPU_DEBUG("unshare(CLONE_NEWNS): %s; keeping the outer /proc", strerror(errno));
+    return;
+  }
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+      mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    RGPU_DEBUG("mounting a private /proc: %s; keeping the outer /proc",
+               strerror(errno));
+}
+
 int main(int argc, char **argv) {
   rgpu_log_set_component("netem");
   rgpu_netem_options o;
@@ -516,7 +534,8 @@ int main(int argc, char **argv) {
      * of the pipe being closed tells. */
     struct pollfd p = {.fd = alive[0], .events = POLLIN};
     if (poll(&p, 1, 0) > 0) _exit(EXIT_SETUP);
-    _exit(run_emulator(&o, 1));
+    private_proc();
+    exit(run_emulator(&o, 1));
   }
   close(alive[0]);
   for (;;) {
@@ -524,7 +543,10 @@ int main(int argc, char **argv) {
     if (sig == SIGCHLD) {
       int st;
       pid_t p = waitpid(inner, &st, WNOHANG);
-      if (p == inner) return exit_code(st);
+      /* _exit: this process's later children would land in the dead PID
+       * namespace, so atexit work that forks or clones (LeakSanitizer's
+       * checker) must not run here. */
+      if (p == inner) _exit(exit_code(st));
     } else if (sig > 0) {
       kill(inner, sig);
     }
