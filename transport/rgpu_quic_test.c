@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <time.h>
 #include <sys/socket.h>
@@ -137,6 +138,17 @@ static void test_wrong_ca(void **state) {
   co.server_name = "gpu.example.org";
   assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), RGPU_T_EAUTH);
   assert_non_null(strstr(err, "verification failed"));
+  /* Garbage datagrams are dropped without harm. */
+  int u = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(rgpu_listener_port(l)),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  unsigned char junk[1200];
+  for (int i = 0; i < 200; i++) {
+    for (size_t k = 0; k < sizeof junk; k++) junk[k] = (unsigned char)(k * 7 + i * 13);
+    junk[0] = (unsigned char)(i & 1 ? 0xc0 : 0x40); /* long and short headers */
+    sendto(u, junk, (size_t)(1 + i * 5), 0, (struct sockaddr *)&sa, sizeof sa);
+  }
+  close(u);
   /* Still serving. */
   tu_echo_server s;
   tu_echo_start(&s, l, 1);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -254,13 +255,32 @@ static void test_fork_worker(void **state) {
   rgpu_listener_close(l);
 }
 
+/* A client that connects and never speaks is dropped at the handshake
+ * deadline, without ever reaching accept. */
+static void test_handshake_timeout(void **state) {
+  rgpu_transport_opts o = {.cert_file = srv_cert, .key_file = srv_key, .handshake_timeout_ms = 300};
+  rgpu_listener *l;
+  char err[256], uri[64];
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  rgpu_conn *t;
+  assert_int_equal(rgpu_conn_connect(uri, NULL, &t, err, sizeof err), 0);
+  char b;
+  ssize_t r = rgpu_conn_read_some(t, &b, 1);
+  assert_true(r == 0 || r == RGPU_T_ECLOSED);
+  rgpu_conn_close(t);
+  struct pollfd p = {.fd = rgpu_listener_poll_fd(l), .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 0), 0); /* nothing to accept */
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gen_cert),      cmocka_unit_test(test_echo_large_and_concurrent),
       cmocka_unit_test(test_wrong_ca),      cmocka_unit_test(test_plain_tcp_to_tls_port),
       cmocka_unit_test(test_mtls),          cmocka_unit_test(test_listener_needs_cert),
-      cmocka_unit_test(test_fork_worker),
+      cmocka_unit_test(test_fork_worker),   cmocka_unit_test(test_handshake_timeout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
