@@ -243,7 +243,11 @@ static void test_jitter_order(void **state) {
   char *j = run_probe("--delay-ms 10 --jitter-ms 4",
                       "udp-ping --count 500 --interval-us 2000");
   assert_int_equal((int)jnum(j, NULL, "reordered"), 0);
-  ASSERT_IN(jnum(j, "rtt_ms", "min"), 11.9, 16.0);
+  /* Never below 2 x (10 - 4) ms; how close the minimum comes to that
+   * depends on the timing, because keeping order holds a packet behind the
+   * previous one's due time. */
+  ASSERT_IN(jnum(j, "rtt_ms", "min"), 11.9, 18.0);
+  assert_true(jnum(j, "rtt_ms", "max") - jnum(j, "rtt_ms", "min") > 4.0);
   ASSERT_IN(jnum(j, "rtt_ms", "max"), 20.0, 40.0); /* 28 + scheduling slack */
   j = run_probe("--delay-ms 10 --jitter-ms 4 --reorder",
                 "udp-ping --count 500 --interval-us 1000");
