@@ -95,6 +95,7 @@ typedef struct {
  * CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (bad configuration),
  * CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS,
  * CUDA_ERROR_ILLEGAL_INSTRUCTION, CUDA_ERROR_LAUNCH_FAILED (trap),
+ * CUDA_ERROR_ASSERT (device assert(), its message goes to env->print),
  * CUDA_ERROR_NOT_SUPPORTED; fills *fault on failure (may be NULL). */
 int sg_ptx_launch(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg,
                   const sg_ptx_env *env, sg_ptx_fault *fault);

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "sg_ptx_testenv.h"
+#include "sg_ptx_internal.h"
 
 #ifndef SG_PTX_CORPUS_DIR
 #define SG_PTX_CORPUS_DIR "."
@@ -306,7 +307,6 @@ static void t_half(void **state) {
     assert_float_equal(ho[3 * i + 1], x * y, fabsf(x * y) * 1e-3 + 1e-3);
     assert_float_equal(ho[3 * i + 2], 2 * x + 2 * y, 1e-2);
     float fma_ref = x * y + (x + y);
-    extern float sg_half_to_float(uint16_t);
     assert_float_equal(sg_half_to_float(hh[i]), fma_ref, fabsf(fma_ref) * 1e-3 + 1e-2);
   }
 }
@@ -325,6 +325,18 @@ static void t_printf(void **state) {
   assert_string_equal(t->printed,
                       "thread 0 of block 0:  0.00 ok 3000000000 0xff A|\n"
                       "thread 1 of block 0:  0.50 ok 3000000000 0x100 B|\n");
+}
+
+static void t_printf_dev(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "printf_dev");
+  te_params p;
+  te_params_init(&p, k);
+  t->nprinted = 0;
+  t->printed[0] = 0;
+  LAUNCH_OK(t, k, 1, 1, 1, 3, 1, 1, 0, &p);
+  assert_string_equal(t->printed, "dev 0 1.5\ndev 10 1.5\ndev 20 1.5\n");
 }
 
 static void t_oob(void **state) {
@@ -404,13 +416,154 @@ static void t_mathf(void **state) {
   }
 }
 
+
+static void t_mathd(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "mathd");
+  int n = 40;
+  uint64_t in = te_alloc(t, n * 8), out = te_alloc(t, n * 6 * 8);
+  double *hi = te_host(t, in), *ho = te_host(t, out);
+  for (int i = 0; i < n; i++) hi[i] = i < 35 ? 0.05 + 0.61 * i : 1e6 * (i - 30); /* large: slow sin reduction */
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8); te_param(&p, k, 2, &n, 4);
+  LAUNCH_OK(t, k, 1, 1, 1, 64, 1, 1, 0, &p);
+  for (int i = 0; i < n; i++) {
+    double x = hi[i], *o = ho + 6 * i;
+    double ref[6] = {exp(x), log(x), sin(x), pow(x, 1.5), sqrt(x), erf(x)};
+    for (int j = 0; j < 6; j++) {
+      if (isinf(ref[j])) { assert_true(isinf(o[j])); continue; }
+      if (fabs(o[j] - ref[j]) > 1e-14 * fabs(ref[j]) + 1e-15) fail_msg("x=%g fn %d: %.17g vs %.17g", x, j, o[j], ref[j]);
+    }
+  }
+}
+
+static void t_mathf2(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "mathf2");
+  int n = 40;
+  uint64_t in = te_alloc(t, n * 4), out = te_alloc(t, n * 6 * 4);
+  float *hi = te_host(t, in), *ho = te_host(t, out);
+  for (int i = 0; i < n; i++) hi[i] = i < 35 ? 0.05f + 0.61f * (float)i : 1e5f * (float)(i - 30);
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8); te_param(&p, k, 2, &n, 4);
+  LAUNCH_OK(t, k, 1, 1, 1, 64, 1, 1, 0, &p);
+  for (int i = 0; i < n; i++) {
+    float x = hi[i], *o = ho + 6 * i;
+    double ref[6] = {exp((double)x), log((double)x), sin((double)x), pow((double)x, 1.5), atan2((double)x, 2.0), fmod((double)x, (double)0.7f)};
+    for (int j = 0; j < 6; j++) {
+      if (isinf((float)ref[j])) { assert_true(isinf(o[j])); continue; }
+      if (fabs(o[j] - ref[j]) > 4e-7 * fabs(ref[j]) + 1e-7) fail_msg("x=%g fn %d: %.9g vs %.9g", x, j, o[j], ref[j]);
+    }
+  }
+}
+
+static void t_intrin(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "intrin");
+  uint64_t in = te_alloc(t, 64 * 4), out = te_alloc(t, 32 * 8 * 4), o64 = te_alloc(t, 32 * 8);
+  unsigned *hi = te_host(t, in), *ho = te_host(t, out);
+  long long *h64 = te_host(t, o64);
+  unsigned seed = 7;
+  for (int i = 0; i < 64; i++) { seed = seed * 1103515245u + 12345u; hi[i] = (seed >> 1) & 0x7fffffff; }
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8); te_param(&p, k, 2, &o64, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 32, 1, 1, 0, &p);
+  unsigned odd = 0;
+  for (int i = 0; i < 32; i++) odd += hi[i] & 1;
+  for (int i = 0; i < 32; i++) {
+    unsigned a = hi[i], b = hi[i + 32], *o = ho + 8 * i;
+    uint64_t v = ((uint64_t)b << 32) | a;
+    unsigned sh = (unsigned)i & 31;
+    assert_int_equal(o[0], (uint32_t)((v << sh) >> 32));
+    assert_int_equal(o[1], (uint32_t)(v >> sh));
+    assert_int_equal(o[2], (uint32_t)(((uint64_t)a * b) >> 32));
+    uint8_t by[8];
+    for (int q = 0; q < 8; q++) by[q] = (uint8_t)(v >> (8 * q));
+    assert_int_equal(o[3], (uint32_t)by[0] | ((uint32_t)by[4] << 8) | ((uint32_t)by[1] << 16) | ((uint32_t)by[5] << 24));
+    assert_int_equal(o[4], (unsigned)(((int)a > (int)b) ? (int)a - (int)b : (int)b - (int)a) + 3u);
+    assert_int_equal(o[5], odd);
+    float f;
+    unsigned fb = a & 0x3fffffff;
+    memcpy(&f, &fb, 4);
+    assert_int_equal((int)o[6], (int)nearbyintf(f));
+    assert_int_equal(o[7], ((a + b) & 0xffff) | (((a >> 16) + (b >> 16)) << 16));
+    long long x = (long long)a * b;
+    assert_int_equal(h64[i], x / (long long)(b | 1) + x % 7);
+  }
+}
+
+static void t_switch(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "sw");
+  uint64_t in = te_alloc(t, 64 * 4), out = te_alloc(t, 64 * 4);
+  int *hi = te_host(t, in), *ho = te_host(t, out);
+  for (int i = 0; i < 64; i++) hi[i] = (i * 5) % 9 - 1;
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 64, 1, 1, 0, &p);
+  static const int tab[6] = {5, 9, 13, 2, 99, 7};
+  for (int i = 0; i < 64; i++) assert_int_equal(ho[i], hi[i] >= 0 && hi[i] < 6 ? tab[hi[i]] : -1);
+}
+
+static void t_misc(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "misc");
+  int nt = 128;
+  uint64_t v = te_alloc(t, nt * 16), d = te_alloc(t, 8), c = te_alloc(t, 8), h = te_alloc(t, 4);
+  float *hv = te_host(t, v);
+  for (int i = 0; i < nt * 4; i++) hv[i] = (float)i;
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &v, 8); te_param(&p, k, 1, &d, 8); te_param(&p, k, 2, &c, 8); te_param(&p, k, 3, &h, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, nt, 1, 1, 0, &p);
+  for (int i = 0; i < nt; i++) assert_true(hv[4 * i] == (float)(4 * i) + (float)(4 * i + 3));
+  assert_true(*(double *)te_host(t, d) == nt);
+  int *hc = te_host(t, c);
+  assert_int_equal(hc[0], nt * (nt - 1) / 2);
+  assert_int_equal(hc[1], nt % 101);
+  uint16_t *hh = te_host(t, h);
+  assert_true(sg_half_to_float(hh[0]) == (float)nt);
+  assert_true(sg_half_to_float(hh[1]) == 2.0f * nt);
+}
+
+static void t_assert(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "assert_k");
+  int limit = 1000;
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &limit, 4);
+  LAUNCH_OK(t, k, 2, 1, 1, 64, 1, 1, 0, &p);
+  limit = 40;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &limit, 4);
+  t->nprinted = 0;
+  t->printed[0] = 0;
+  sg_ptx_fault f;
+  assert_int_equal(te_launch(t, k, 1, 1, 1, 64, 1, 1, 0, &p, &f), CUDA_ERROR_ASSERT);
+  if (!strstr(t->printed, "corpus.cu")) fail_msg("printed: [%s]", t->printed);
+  assert_non_null(strstr(t->printed, "Assertion `threadIdx.x < limit` failed."));
+  assert_non_null(strstr(t->printed, "thread: [40,0,0]"));
+}
+
 #define BOTH(fn) cmocka_unit_test(fn)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
     BOTH(t_vecadd), BOTH(t_saxpy), BOTH(t_matmul), BOTH(t_reduce), BOTH(t_histogram), BOTH(t_scan),
     BOTH(t_templates), BOTH(t_globals), BOTH(t_dyn_shared), BOTH(t_calls), BOTH(t_grid3d), BOTH(t_half),
-    BOTH(t_printf), BOTH(t_oob), BOTH(t_warp_ops), BOTH(t_mathf),
+    BOTH(t_printf), BOTH(t_printf_dev), BOTH(t_oob), BOTH(t_warp_ops), BOTH(t_mathf), BOTH(t_mathd), BOTH(t_mathf2),
+    BOTH(t_intrin), BOTH(t_switch), BOTH(t_misc), BOTH(t_assert),
   };
   int fails = 0;
   fails += _cmocka_run_group_tests("corpus_O2", tests, sizeof tests / sizeof tests[0], setup_o2, teardown);

@@ -702,10 +702,21 @@ static uint32_t compare_lanes(const sg_insn *I, uint32_t m, const uint64_t *A, c
 static int atomic_op(const sg_insn *I, uint8_t *p, uint64_t b, uint64_t c, uint64_t *old_out) {
   int t = I->type;
   unsigned sz = tsize(t);
-  if (sz == 2) { /* atom.add.f16 */
+  if (t == SG_T_F16 || t == SG_T_BF16) { /* atom.add.f16 / .bf16 */
+    int bf = t == SG_T_BF16;
     uint16_t *q = (uint16_t *)p, old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
-    do { nv = sg_double_to_half((double)sg_half_to_float(old) + sg_half_to_float((uint16_t)b)); }
+    do { nv = half_op(SG_OP_ADD, bf, old, (uint16_t)b, 0, 0); }
     while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    *old_out = old;
+    return 0;
+  }
+  if (t == SG_T_F16X2 || t == SG_T_BF16X2) {
+    int bf = t == SG_T_BF16X2;
+    uint32_t *q = (uint32_t *)p, old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+    do {
+      nv = half_op(SG_OP_ADD, bf, (uint16_t)old, (uint16_t)b, 0, 0) |
+           ((uint32_t)half_op(SG_OP_ADD, bf, (uint16_t)(old >> 16), (uint16_t)(b >> 16), 0, 0) << 16);
+    } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     *old_out = old;
     return 0;
   }
@@ -814,6 +825,42 @@ static void do_vprintf(worker *W, warp *w, int widx, const sg_insn *I, uint32_t 
       memcpy(fp + ci->ret.off, &r, 4);
     }
   }
+}
+
+/* __assertfail(message, file, line, function, charsize): prints what a GPU
+ * prints for a failed assert(). */
+static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I) {
+  launch *L = W->L;
+  const sg_call_info *ci = &L->m->calls[I->aux];
+  if (ci->nargs < 4) return;
+  uint8_t *fp = w->fparam + (size_t)l * L->fparam_stride;
+  uint64_t msg, file, func;
+  uint32_t line;
+  memcpy(&msg, fp + ci->args[0].off, 8);
+  memcpy(&file, fp + ci->args[1].off, 8);
+  memcpy(&line, fp + ci->args[2].off, 4);
+  memcpy(&func, fp + ci->args[3].off, 8);
+  char sm[256] = "?", sf[256] = "?", sfn[256] = "?";
+  read_ctx rc = {W, w, l};
+  uint64_t addrs[3] = {msg, file, func};
+  char *dst[3] = {sm, sf, sfn};
+  for (int i = 0; i < 3; i++) {
+    size_t k = 0;
+    char c;
+    while (k < 255 && printf_read(&rc, addrs[i] + k, &c, 1) == 0 && c) dst[i][k++] = c;
+    if (k) dst[i][k] = 0;
+  }
+  unsigned t[3];
+  tid_of(L, (unsigned)(widx * 32 + l), t);
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.\n", sf, line,
+                   sfn, (unsigned)W->ctaid[0], (unsigned)W->ctaid[1], (unsigned)W->ctaid[2], t[0], t[1], t[2], sm);
+  if (n < 0) return;
+  size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+  pthread_mutex_lock(&L->lock);
+  if (L->env && L->env->print) L->env->print(L->env->ctx, buf, len);
+  else { fwrite(buf, 1, len, stdout); fflush(stdout); }
+  pthread_mutex_unlock(&L->lock);
 }
 
 /* ---------------------------------------------------------------- warp loop */
@@ -1540,6 +1587,37 @@ static int run_warp(worker *W, warp *w, int widx) {
         if (cout) w->cc = (w->cc & ~m) | (ncc & m);
         break;
       }
+      case SG_OP_MADC: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        unsigned sz = tsize(I->type);
+        int hi = I->mod == SG_MUL_HI, cin = I->mod2 & 1, cout = I->mod2 & 2, sg = is_signed_t(I->type);
+        uint32_t cc = w->cc, ncc = 0;
+        LANES({
+          unsigned __int128 p;
+          if (sg) p = (unsigned __int128)((__int128)sext(A[l], I->type) * (__int128)sext(Bv[l], I->type));
+          else p = (unsigned __int128)trunc_t(A[l], sz) * trunc_t(Bv[l], sz);
+          uint64_t part = hi ? (uint64_t)(p >> (sz * 8)) : (uint64_t)p;
+          unsigned __int128 r = (unsigned __int128)trunc_t(part, sz) + trunc_t(C[l], sz) + (cin ? ((cc >> l) & 1) : 0);
+          D[l] = trunc_t((uint64_t)r, sz);
+          ncc |= (uint32_t)((r >> (sz * 8)) & 1) << l;
+        });
+        if (cout) w->cc = (w->cc & ~m) | (ncc & m);
+        break;
+      }
+      case SG_OP_SHF: {
+        /* funnel shift of the 64-bit value b:a */
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
+        int left = I->mod == 1, clamp = I->mod2;
+        LANES({
+          uint64_t v = ((uint64_t)(uint32_t)Bv[l] << 32) | (uint32_t)A[l];
+          uint32_t n = (uint32_t)C[l];
+          n = clamp ? (n > 32 ? 32 : n) : (n & 31);
+          D[l] = left ? (uint32_t)((v << n) >> 32) : (uint32_t)(v >> n);
+        });
+        break;
+      }
       case SG_OP_LOP3: {
         uint64_t *D = DREG(I->d[0]);
         const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
@@ -1572,7 +1650,13 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       case SG_OP_TRAP:
         if (m) {
-          record_fault(W, widx, __builtin_ctz(m), CUDA_ERROR_LAUNCH_FAILED, 0, I, I->mod ? "device-side assert triggered" : "trap");
+          int l0 = __builtin_ctz(m);
+          if (I->mod) {
+            assert_message(W, w, widx, l0, I);
+            record_fault(W, widx, l0, CUDA_ERROR_ASSERT, 0, I, "device-side assert triggered");
+          } else {
+            record_fault(W, widx, l0, CUDA_ERROR_LAUNCH_FAILED, 0, I, "trap");
+          }
           rc = -1;
           goto out;
         }

@@ -1040,7 +1040,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     if (oi.nwords) {
       /* bfind.shiftamt is the only word modifier among these */
       if (op == SG_OP_BFIND && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".shiftamt")) I->mod2 = 1;
-      else if ((op == SG_OP_ADD || op == SG_OP_SUB) && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".cc"))
+      else if ((op == SG_OP_ADD || op == SG_OP_SUB || op == SG_OP_MAD) && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".cc"))
         break; /* decoded below with the carry instructions */
       else return unsupported(P, optok);
     }
@@ -1085,6 +1085,24 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     return P->failed ? -1 : 0;
   }
 
+  if (!strcmp(b, "madc") || (!strcmp(b, "mad") && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".cc"))) {
+    int ty = one_type(P, optok, &oi);
+    if (!ty) return -1;
+    int cc = 0;
+    for (int w = 0; w < oi.nwords; w++) {
+      if (mod_is(&oi.mods[oi.words[w]], ".cc")) cc = 1;
+      else return unsupported(P, optok);
+    }
+    if ((tsize_of(ty) != 4 && tsize_of(ty) != 8) || oi.mul == SG_MUL_WIDE || type_is_float(ty)) return unsupported(P, optok);
+    if (need_ops(P, optok, nops, 4)) return -1;
+    I->op = SG_OP_MADC;
+    I->type = (uint8_t)ty;
+    I->mod = (uint8_t)oi.mul; /* lo or hi */
+    I->mod2 = (uint8_t)((b[3] == 'c' ? 1 : 0) | (cc ? 2 : 0));
+    I->d[0] = dst_index(P, &ops[0]);
+    for (int k = 0; k < 3; k++) I->s[k] = src_index(P, &ops[1 + k], ty);
+    return P->failed ? -1 : 0;
+  }
   if (!strcmp(b, "addc") || !strcmp(b, "subc") ||
       ((!strcmp(b, "add") || !strcmp(b, "sub")) && oi.nwords == 1 && mod_is(&oi.mods[oi.words[0]], ".cc"))) {
     /* multi-word integer arithmetic through the carry flag */
@@ -1104,6 +1122,28 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     I->d[0] = dst_index(P, &ops[0]);
     I->s[0] = src_index(P, &ops[1], ty);
     I->s[1] = src_index(P, &ops[2], ty);
+    return P->failed ? -1 : 0;
+  }
+  if (!strcmp(b, "shf")) {
+    int dir = 0, clamp = -1;
+    for (int w = 0; w < oi.nwords; w++) {
+      const mtok *m = &oi.mods[oi.words[w]];
+      if (mod_is(m, ".l")) dir = 1;
+      else if (mod_is(m, ".r")) dir = 2;
+      else if (mod_is(m, ".clamp")) clamp = 1;
+      else if (mod_is(m, ".wrap")) clamp = 0;
+      else return unsupported(P, optok);
+    }
+    int ty = one_type(P, optok, &oi);
+    if (!ty) return -1;
+    if (!dir || clamp < 0 || tsize_of(ty) != 4) return unsupported(P, optok);
+    if (need_ops(P, optok, nops, 4)) return -1;
+    I->op = SG_OP_SHF;
+    I->type = SG_T_B32;
+    I->mod = (uint8_t)dir;
+    I->mod2 = (uint8_t)clamp;
+    I->d[0] = dst_index(P, &ops[0]);
+    for (int k = 0; k < 3; k++) I->s[k] = src_index(P, &ops[1 + k], SG_T_U32);
     return P->failed ? -1 : 0;
   }
   if (!strcmp(b, "lop3")) {
@@ -1301,7 +1341,8 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       int v = mod_is(m, ".add") ? SG_ATOM_ADD : mod_is(m, ".min") ? SG_ATOM_MIN : mod_is(m, ".max") ? SG_ATOM_MAX
             : mod_is(m, ".exch") ? SG_ATOM_EXCH : mod_is(m, ".cas") ? SG_ATOM_CAS : mod_is(m, ".and") ? SG_ATOM_AND
             : mod_is(m, ".or") ? SG_ATOM_OR : mod_is(m, ".xor") ? SG_ATOM_XOR : mod_is(m, ".inc") ? SG_ATOM_INC
-            : mod_is(m, ".dec") ? SG_ATOM_DEC : 0;
+            : mod_is(m, ".dec") ? SG_ATOM_DEC : mod_is(m, ".noftz") ? -1 : 0;
+      if (v == -1) continue;
       if (!v || aop) return unsupported(P, optok);
       aop = v;
     }
@@ -1310,8 +1351,9 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     if (!aop || oi.vec != 1 || (oi.space != SG_SP_GLOBAL && oi.space != SG_SP_SHARED && oi.space != SG_SP_GENERIC))
       return unsupported(P, optok);
     unsigned sz = type_size(ty);
-    if (ty == SG_T_F16X2 || ty == SG_T_BF16X2 || ty == SG_T_BF16 || (sz != 4 && sz != 8 && !(ty == SG_T_F16 && aop == SG_ATOM_ADD)))
-      return unsupported(P, optok);
+    int half = ty == SG_T_F16 || ty == SG_T_BF16 || ty == SG_T_F16X2 || ty == SG_T_BF16X2;
+    if (half && aop != SG_ATOM_ADD) return unsupported(P, optok);
+    if (sz != 4 && sz != 8 && !half) return unsupported(P, optok);
     if (type_is_float(ty) && aop != SG_ATOM_ADD && aop != SG_ATOM_EXCH && aop != SG_ATOM_MIN && aop != SG_ATOM_MAX)
       return unsupported(P, optok);
     int k = 0;
@@ -1942,7 +1984,7 @@ static int finish(parser *P) {
       I->base = reloc_reg(f, I->base);
       if (I->guard != SG_NOREG) I->guard = reloc_reg(f, I->guard);
       if (I->flags & SG_F_FPREL) I->off += f->fpbase;
-      if (I->op == SG_OP_CALL) {
+      if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
         sg_call_info *ci = &m->calls[I->aux];
         for (int a = 0; a < ci->nargs; a++) ci->args[a].off += f->fpbase;
         if (ci->has_ret) ci->ret.off += f->fpbase;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TE_MAX_ALLOCS 64
+#define TE_MAX_ALLOCS 1024
 
 typedef struct {
   sg_ptx_range r[TE_MAX_ALLOCS];

@@ -1,6 +1,7 @@
 // Kernels the sg_ptx corpus test runs on the interpreter and checks against
 // host computations.  Compiled with nvcc -ptx at -O2 and -O0.
 #include <cstdio>
+#include <cassert>
 #include <cuda_fp16.h>
 
 struct SaxpyArgs {
@@ -181,3 +182,63 @@ extern "C" __global__ void mathf(const float *in, float *out, int n) {
     out[8 * i + 7] = x / (x + 1.0f);
   }
 }
+
+// libdevice double and float math (long code paths, Payne-Hanek reduction
+// with mad.cc/madc for large arguments).
+extern "C" __global__ void mathd(const double *in, double *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    double x = in[i];
+    out[6 * i] = exp(x); out[6 * i + 1] = log(x); out[6 * i + 2] = sin(x);
+    out[6 * i + 3] = pow(x, 1.5); out[6 * i + 4] = sqrt(x); out[6 * i + 5] = erf(x);
+  }
+}
+extern "C" __global__ void mathf2(const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float x = in[i];
+    out[6 * i] = expf(x); out[6 * i + 1] = logf(x); out[6 * i + 2] = sinf(x);
+    out[6 * i + 3] = powf(x, 1.5f); out[6 * i + 4] = atan2f(x, 2.0f); out[6 * i + 5] = fmodf(x, 0.7f);
+  }
+}
+extern "C" __global__ void intrin(const unsigned *in, unsigned *out, long long *o64) {
+  int t = threadIdx.x;
+  unsigned a = in[t], b = in[t + 32];
+  out[t * 8] = __funnelshift_l(a, b, t);
+  out[t * 8 + 1] = __funnelshift_r(a, b, t);
+  out[t * 8 + 2] = __umulhi(a, b);
+  out[t * 8 + 3] = __byte_perm(a, b, 0x5140);
+  out[t * 8 + 4] = __sad((int)a, (int)b, 3);
+  out[t * 8 + 5] = __syncthreads_count(a & 1);
+  out[t * 8 + 6] = __float2int_rn(__int_as_float(a & 0x3fffffff));
+  out[t * 8 + 7] = __vadd2(a, b);
+  long long x = (long long)a * b;
+  o64[t] = x / (long long)(b | 1) + x % 7;
+}
+extern "C" __global__ void sw(const int *in, int *out) {
+  int t = threadIdx.x, r;
+  switch (in[t]) {
+    case 0: r = 5; break; case 1: r = 9; break; case 2: r = 13; break;
+    case 3: r = 2; break; case 4: r = 99; break; case 5: r = 7; break;
+    default: r = -1;
+  }
+  out[t] = r;
+}
+extern "C" __global__ void misc(float4 *v, double *d, int *c, __half2 *h) {
+  int t = threadIdx.x;
+  float4 q = __ldg(&v[t]);
+  q.x += q.w;
+  v[t] = q;
+  atomicAdd(d, 1.0);
+  int old = c[0], assumed;
+  do { assumed = old; old = atomicCAS(c, assumed, assumed + t); } while (assumed != old);
+  atomicInc((unsigned *)c + 1, 100u);
+  atomicAdd(h, __floats2half2_rn(1.0f, 2.0f));
+  __threadfence();
+  assert(t < 1024);
+}
+extern "C" __global__ void assert_k(int limit) {
+  assert(threadIdx.x < limit);
+}
+__device__ __noinline__ void dev_print(int v, float f) { printf("dev %d %.1f\n", v, f); }
+extern "C" __global__ void printf_dev(void) { dev_print((int)threadIdx.x * 10, 1.5f); }
