@@ -1,1 +1,378 @@
-int main(void) { return 0; }
+#define _GNU_SOURCE
+/* rgpu-server as a process: real sockets, real forks, the fake driver. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <cuda.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rgpu_frame_io.h"
+#include "rgpu_messages.h"
+
+typedef struct {
+  pid_t pid;
+  int err_fd;
+  char uris[2][300];
+  int nuris;
+} server;
+
+static char tmpdir[64];
+/* Servers still running when a test fails are killed by the teardown. */
+static pid_t live_servers[8];
+static int nlive;
+static char driver_path[1024];
+
+/* Starts rgpu-server with the given extra arguments and waits for its
+ * "listening on" lines. */
+static void server_start(server *s, int nlisten, const char *const *args) {
+  memset(s, 0, sizeof *s);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(p[1], 2);
+    close(p[0]);
+    close(p[1]);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = RGPU_TEST_SERVER_BIN;
+    argv[n++] = "--device";
+    argv[n++] = "softgpu";
+    argv[n++] = "--softgpu-lib";
+    argv[n++] = driver_path;
+    for (int i = 0; args[i] && n < 30; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(argv[0], (char **)argv);
+    _exit(127);
+  }
+  close(p[1]);
+  s->pid = pid;
+  if (nlive < 8) live_servers[nlive++] = pid;
+  s->err_fd = p[0];
+  char buf[4096];
+  size_t len = 0;
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (s->nuris < nlisten) {
+    struct pollfd pf = {p[0], POLLIN, 0};
+    poll(&pf, 1, 200);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    assert_true(now.tv_sec - t0.tv_sec < 10);
+    if (!(pf.revents & (POLLIN | POLLHUP))) continue;
+    ssize_t r = read(p[0], buf + len, sizeof buf - 1 - len);
+    assert_true(r > 0);
+    len += (size_t)r;
+    buf[len] = 0;
+    char *line;
+    while ((line = strstr(buf, "\n"))) {
+      *line = 0;
+      const char *k = strstr(buf, "rgpu-server: listening on ");
+      if (k) {
+        const char *u = k + strlen("rgpu-server: listening on ");
+        const char *e = strstr(u, " (device: ");
+        assert_non_null(e);
+        snprintf(s->uris[s->nuris++], sizeof s->uris[0], "%.*s", (int)(e - u), u);
+      }
+      size_t used = (size_t)(line - buf) + 1;
+      memmove(buf, line + 1, len - used + 1);
+      len -= used;
+    }
+  }
+  fcntl(p[0], F_SETFL, O_NONBLOCK);
+}
+
+static int server_stop(server *s) {
+  kill(s->pid, SIGTERM);
+  int st = 0;
+  for (int i = 0; i < 500; i++) {
+    if (waitpid(s->pid, &st, WNOHANG) == s->pid) break;
+    char b[4096];
+    while (read(s->err_fd, b, sizeof b) > 0) {
+    }
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  close(s->err_fd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+typedef struct {
+  rgpu_conn *c;
+  uint64_t seq;
+  rgpu_buf in;
+  rgpu_frame_hdr h;
+} client;
+
+static void client_connect(client *cl, const char *uri) {
+  memset(cl, 0, sizeof *cl);
+  char err[256];
+  int rc = rgpu_conn_connect(uri, NULL, &cl->c, err, sizeof err);
+  if (rc) print_message("connect %s: %s\n", uri, err);
+  assert_int_equal(rc, 0);
+  rgpu_buf_init(&cl->in);
+}
+
+static void client_close(client *cl) {
+  rgpu_conn_close(cl->c);
+  rgpu_buf_free(&cl->in);
+}
+
+/* Sends a request and waits for its reply (skipping events); returns the
+ * status, or -1 if the connection ended. */
+static int64_t call(client *cl, uint16_t op, const rgpu_buf *fields, const void *tail, size_t tlen) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, 0, RGPU_REQ_NEED_REPLY, ++cl->seq};
+  if (rgpu_frame_write(cl->c, &h, fields ? fields->data : NULL, fields ? fields->len : 0, tail, tlen))
+    return -1;
+  for (;;) {
+    if (rgpu_frame_read(cl->c, &cl->h, &cl->in, RGPU_FRAME_MAX_PAYLOAD)) return -1;
+    if (cl->h.kind != RGPU_KIND_REPLY) continue;
+    assert_int_equal(cl->h.seq, cl->seq);
+    return cl->h.aux;
+  }
+}
+
+static int64_t hello(client *cl, const char *token) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION,
+                          .token = {token, token ? strlen(token) : 0},
+                          .client_name = {"listener-test", 13}};
+  rgpu_msg_hello_req_encode(&b, &q);
+  int64_t st = call(cl, RGPU_OP_HELLO, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  return st;
+}
+
+static int64_t ping(client *cl) {
+  int64_t st = call(cl, RGPU_OP_PING, NULL, "ping!", 5);
+  if (st == 0) {
+    assert_int_equal(cl->in.len, 5);
+    assert_memory_equal(cl->in.data, "ping!", 5);
+  }
+  return st;
+}
+
+static int64_t u64_call(client *cl, uint16_t op, uint64_t v) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_buf_put_u64(&b, v);
+  int64_t st = call(cl, op, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  return st;
+}
+
+static int connection_closed(client *cl) {
+  rgpu_frame_hdr h;
+  int rc = rgpu_frame_read(cl->c, &h, &cl->in, RGPU_FRAME_MAX_PAYLOAD);
+  return rc != 0;
+}
+
+static char sock_path[128];
+
+static void test_hello_ping_tcp_unix(void **state) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--listen", NULL, NULL};
+  char unix_uri[160];
+  snprintf(unix_uri, sizeof unix_uri, "unix://%s", sock_path);
+  args[3] = unix_uri;
+  server s;
+  server_start(&s, 2, args);
+  assert_non_null(strstr(s.uris[0], "tcp://127.0.0.1:"));
+  assert_string_not_equal(s.uris[0], "tcp://127.0.0.1:0");
+  assert_string_equal(s.uris[1], unix_uri);
+  for (int i = 0; i < 2; i++) {
+    client c;
+    client_connect(&c, s.uris[i]);
+    assert_int_equal(hello(&c, NULL), 0);
+    rgpu_msg_hello_rep r;
+    assert_int_equal(rgpu_msg_hello_rep_decode(c.in.data, c.in.len, &r), 0);
+    assert_int_equal(r.session_token.len, 32);
+    assert_int_equal(ping(&c), 0);
+    assert_int_equal(call(&c, RGPU_OP_GOODBYE, NULL, NULL, 0), 0);
+    assert_true(connection_closed(&c));
+    client_close(&c);
+  }
+  assert_int_equal(server_stop(&s), 0);
+  assert_int_equal(access(sock_path, F_OK), -1); /* the listener removed its socket */
+}
+
+static void test_token(void **state) {
+  char tf[128];
+  snprintf(tf, sizeof tf, "%s/token", tmpdir);
+  FILE *f = fopen(tf, "w");
+  fputs("open-sesame\n", f);
+  fclose(f);
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--token-file", tf, NULL};
+  server s;
+  server_start(&s, 1, args);
+  client c;
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(hello(&c, "guess"), CUDA_ERROR_NOT_PERMITTED);
+  assert_non_null(memmem(c.in.data, c.in.len, "authentication failed", 21));
+  assert_true(connection_closed(&c));
+  client_close(&c);
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(ping(&c), CUDA_ERROR_NOT_INITIALIZED); /* HELLO must come first */
+  client_close(&c);
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(hello(&c, "open-sesame"), 0);
+  assert_int_equal(ping(&c), 0);
+  client_close(&c);
+  assert_int_equal(server_stop(&s), 0);
+  unlink(tf);
+}
+
+static void test_isolation_and_garbage(void **state) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", NULL};
+  server s;
+  server_start(&s, 1, args);
+  client a, b, g;
+  client_connect(&a, s.uris[0]);
+  client_connect(&b, s.uris[0]);
+  assert_int_equal(hello(&a, NULL), 0);
+  assert_int_equal(hello(&b, NULL), 0);
+  rgpu_msg_hello_rep ra;
+  assert_int_equal(rgpu_msg_hello_rep_decode(a.in.data, a.in.len, &ra), 0);
+  assert_int_equal(u64_call(&a, RGPU_OP_MEM_ALLOC, 256), 0);
+  uint64_t pa;
+  memcpy(&pa, a.in.data, 8);
+  rgpu_buf f;
+  rgpu_buf_init(&f);
+  rgpu_msg_memcpy_htod_req hq = {.dst = pa};
+  rgpu_msg_memcpy_htod_req_encode(&f, &hq);
+  assert_int_equal(call(&a, RGPU_OP_MEMCPY_HTOD, &f, "A's secret", 10), 0);
+  /* B can neither read, overwrite nor free A's memory. */
+  rgpu_buf_reset(&f);
+  rgpu_msg_memcpy_dtoh_req dq = {.src = pa, .size = 10};
+  rgpu_msg_memcpy_dtoh_req_encode(&f, &dq);
+  assert_int_equal(call(&b, RGPU_OP_MEMCPY_DTOH, &f, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&f);
+  rgpu_msg_memcpy_htod_req_encode(&f, &hq);
+  assert_int_equal(call(&b, RGPU_OP_MEMCPY_HTOD, &f, "overwrite!", 10), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(u64_call(&b, RGPU_OP_MEM_FREE, pa), CUDA_ERROR_INVALID_VALUE);
+  /* Garbage on a third connection closes that one only. */
+  client_connect(&g, s.uris[0]);
+  struct iovec iov = {"this is not an rgpu frame at all", 32};
+  assert_int_equal(rgpu_conn_writev_all(g.c, &iov, 1), 0);
+  assert_true(connection_closed(&g));
+  client_close(&g);
+  rgpu_buf_reset(&f);
+  rgpu_msg_memcpy_dtoh_req_encode(&f, &dq);
+  assert_int_equal(call(&a, RGPU_OP_MEMCPY_DTOH, &f, NULL, 0), 0);
+  assert_int_equal(a.in.len, 10);
+  assert_memory_equal(a.in.data, "A's secret", 10);
+  assert_int_equal(ping(&b), 0);
+  rgpu_buf_free(&f);
+  client_close(&a);
+  client_close(&b);
+  assert_int_equal(server_stop(&s), 0);
+}
+
+/* Connects and says HELLO until the server has a free session slot. */
+static void hello_when_free(client *c, const char *uri) {
+  for (int tries = 0;; tries++) {
+    client_connect(c, uri);
+    int64_t st = hello(c, NULL);
+    if (st == 0) return;
+    assert_int_equal(st, CUDA_ERROR_DEVICE_UNAVAILABLE);
+    client_close(c);
+    assert_true(tries < 200);
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+}
+
+static void test_max_sessions(void **state) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--max-sessions", "1", NULL};
+  server s;
+  server_start(&s, 1, args);
+  client a, b;
+  client_connect(&a, s.uris[0]);
+  assert_int_equal(hello(&a, NULL), 0);
+  client_connect(&b, s.uris[0]);
+  assert_int_equal(hello(&b, NULL), CUDA_ERROR_DEVICE_UNAVAILABLE);
+  assert_non_null(memmem(b.in.data, b.in.len, "server full (1 sessions)", 24));
+  client_close(&b);
+  assert_int_equal(ping(&a), 0);
+  client_close(&a);
+  /* The slot frees when the session ends (the worker notices EOF soon). */
+  hello_when_free(&b, s.uris[0]);
+  client_close(&b);
+  /* SIGTERM with a live session still ends in an orderly exit. */
+  hello_when_free(&a, s.uris[0]);
+  assert_int_equal(server_stop(&s), 0);
+  assert_true(connection_closed(&a));
+  client_close(&a);
+}
+
+static void test_cli_errors(void **state) {
+  /* Each must fail with a usage error, not run and not crash. */
+  const char *cases[][5] = {
+      {"--listen", "bogus://x", NULL},
+      {"--device", "tpu", "--listen", "tcp://127.0.0.1:0", NULL},
+      {"--listen", "tls://127.0.0.1:0", NULL},
+      {"--mem-quota", "lots", "--listen", "tcp://127.0.0.1:0", NULL},
+      {NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int dn = open("/dev/null", O_WRONLY);
+      dup2(dn, 2);
+      const char *argv[7] = {RGPU_TEST_SERVER_BIN};
+      for (int k = 0; k < 5 && cases[i][k]; k++) argv[k + 1] = cases[i][k];
+      execv(argv[0], (char **)argv);
+      _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_true(WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 127);
+  }
+}
+
+static int setup(void **state) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/rgpu_listener_test.XXXXXX");
+  if (!mkdtemp(tmpdir)) return -1;
+  snprintf(sock_path, sizeof sock_path, "%s/srv.sock", tmpdir);
+  char self[900];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = 0;
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = 0;
+  snprintf(driver_path, sizeof driver_path, "%s/../lib/librgpu_test_driver.so", self);
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+static int teardown(void **state) {
+  for (int i = 0; i < nlive; i++)
+    if (kill(live_servers[i], 0) == 0 && waitpid(live_servers[i], NULL, WNOHANG) == 0) {
+      kill(live_servers[i], SIGKILL);
+      waitpid(live_servers[i], NULL, 0);
+    }
+  unlink(sock_path);
+  rmdir(tmpdir);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_hello_ping_tcp_unix),
+      cmocka_unit_test(test_token),
+      cmocka_unit_test(test_isolation_and_garbage),
+      cmocka_unit_test(test_max_sessions),
+      cmocka_unit_test(test_cli_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
