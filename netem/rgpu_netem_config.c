@@ -89,7 +89,9 @@ void rgpu_netem_print_usage(FILE *out) {
       "\n"
       "The commands get RGPU_NETEM_SERVER_ADDR, RGPU_NETEM_CLIENT_ADDR,\n"
       "RGPU_NETEM_SIDE (server|client) and RGPU_NETEM_EPOCH_NS (CLOCK_MONOTONIC\n"
-      "time the outage schedule counts from).\n",
+      "time the outage schedule counts from).\n"
+      "Exit status: the client's (128+N if killed by signal N); 2 usage error;\n"
+      "125 setup failed; 127 a command cannot be run; 128+N stopped by signal N.\n",
       out);
 }
 

@@ -121,7 +121,9 @@ typedef struct {
   int done;
 } child;
 
-/* Builds the environment of a command; the strings live as long as envp. */
+/* Builds the environment of a command.  Only the array is allocated (free
+ * it); the strings are environ's or static.  Inherited RGPU_NETEM_* values are
+ * dropped so that a command never sees those of an enclosing run. */
 static char **make_env(const char *side, uint64_t epoch) {
   size_t n = 0;
   while (environ[n]) n++;
