@@ -1860,6 +1860,26 @@ static void *pool_main(void *arg) {
   return NULL;
 }
 
+/* A forked child (the server forks one worker process per session) has
+ * none of the parent's pool threads: forget them so the child starts its
+ * own instead of waiting forever for threads that do not exist. */
+static void pool_atfork_child(void) {
+  pthread_mutex_init(&pool.lock, NULL);
+  pthread_mutex_init(&pool.mu, NULL);
+  pthread_cond_init(&pool.cv, NULL);
+  pthread_cond_init(&pool.done_cv, NULL);
+  pool.threads = NULL; /* the parent's array: not ours to free */
+  pool.nthreads = 0;
+  pool.generation = 0;
+  pool.job = NULL;
+  pool.job_workers = 0;
+  pool.running = 0;
+}
+static void pool_atfork_prepare(void) { pthread_mutex_lock(&pool.lock); }
+static void pool_atfork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static void pool_register_atfork(void) { pthread_atfork(pool_atfork_prepare, pool_atfork_parent, pool_atfork_child); }
+
 static int pool_ensure(int n) {
   if (n <= pool.nthreads) return 0;
   pthread_t *t = realloc(pool.threads, (size_t)n * sizeof *t);
@@ -1904,7 +1924,8 @@ int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const
   for (int i = 0; i < 3; i++) {
     if (cfg->grid[i] == 0 || cfg->block[i] == 0) return config_error(fault, "zero grid or block dimension", k);
   }
-  if (cfg->grid[1] > 65535 || cfg->grid[2] > 65535) return config_error(fault, "grid dimension too large", k);
+  if (cfg->grid[0] > 0x7fffffffu || cfg->grid[1] > 65535 || cfg->grid[2] > 65535)
+    return config_error(fault, "grid dimension too large", k);
   if (cfg->block[0] > 1024 || cfg->block[1] > 1024 || cfg->block[2] > 64)
     return config_error(fault, "block dimension too large", k);
   uint64_t nt = (uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2];
@@ -1938,6 +1959,7 @@ int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const
   if (nworkers > 256) nworkers = 256;
   if ((uint64_t)nworkers > L->nblocks) nworkers = (int)L->nblocks;
 
+  pthread_once(&pool_once, pool_register_atfork);
   pthread_mutex_lock(&pool.lock);
   int helpers = nworkers - 1;
   if (helpers > 0) {
