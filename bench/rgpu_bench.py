@@ -154,7 +154,8 @@ def cases_for(setname, profile, device, wanted):
     kernels, elems = 8, 4096
     per_step_sync = (kernels + 3) * rtt + 2 * 4 * elems / rate
     steps = {"smoke": 5, "quick": 40, "full": 100}[setname]
-    steps = clamp(budget / per_step_sync, 5, steps)
+    # At least 10 steps: on a lossy link fewer make the median a lottery.
+    steps = clamp(budget / per_step_sync, 10 if setname != "smoke" else 5, steps)
     pargs = ["--steps", steps, "--kernels", kernels, "--elems", elems]
     add("pipeline", "bench_pipeline", pargs)
     add("graph", "bench_pipeline", pargs + ["--graph"])
@@ -528,14 +529,50 @@ def plan_all(a, cfg):
     return groups
 
 
+def estimate_s(pt):
+    """A priori seconds one run takes, from the link and the arguments; the
+    ETA scales the remaining estimates by how far off the finished ones were."""
+    rtt, rate = link_of(pt["profile"])
+    args = pt["args"]
+
+    def arg(name, default=0):
+        return args[args.index(name) + 1] if name in args else default
+    sync = pt["mode"] == "sync"
+    t = 0.3 + 10 * rtt
+    w = pt["workload"]
+    if w == "raw_ping":
+        t = int(arg("-n")) * rtt
+    elif w in ("raw_bulk", "raw_down"):
+        t = int(arg("--bytes")) / rate + 20 * rtt
+    elif w == "latency":
+        t += int(arg("--iters")) * rtt
+    elif w == "launch":
+        t += int(arg("--launches")) * (rtt if sync else 2e-6)
+    elif w == "bandwidth":
+        sizes = [parse_size(x) for x in arg("--sizes", "4K").split(",")]
+        reps = int(arg("--reps", 3)) + 3
+        t += sum(reps * 2 * (n / rate + rtt) for n in sizes)
+    elif w == "matmul":
+        n = int(arg("--n", 256))
+        t += 12 * n * n / rate + 5 * rtt
+    elif w in ("pipeline", "graph"):
+        t += int(arg("--steps", 10)) * ((11 if sync else 2) * rtt + 2e-3)
+    return t
+
+
 class Progress:
-    def __init__(self, total, budget):
-        self.total, self.done, self.t0, self.budget = total, 0, time.time(), budget
+    def __init__(self, points, budget):
+        self.total, self.done, self.t0, self.budget = len(points), 0, time.time(), budget
+        self.est_left = sum(estimate_s(p) for p in points)
+        self.est_done = 0.0
 
     def show(self, rec):
         self.done += 1
         el = time.time() - self.t0
-        eta = el / self.done * (self.total - self.done)
+        e = estimate_s(rec)
+        self.est_done += e
+        self.est_left -= e
+        eta = self.est_left * (el / self.est_done if self.est_done > 0 else 1.0)
         eta = min(eta, max(0, self.budget - el))
         if rec["status"] == "ok":
             r = rec["results"][-1] if rec["results"] else {}
@@ -640,7 +677,7 @@ def row_key(rec, r):
 PRIMARY = {  # workload -> (metric key, unit, higher is better)
     "latency": ("p50_us", "us p50", False),
     "launch": ("launches_per_s", "launch/s", True),
-    "bandwidth": ("gbps", "GB/s", True),
+    "bandwidth": ("mbps", "MB/s", True),
     "matmul": ("gflops", "GFLOP/s", True),
     "pipeline": ("step_ms", "ms/step", False),
     "graph": ("step_ms", "ms/step", False),
@@ -722,6 +759,9 @@ def aggregate(records):
         times = [r["time_s"] for r in rs]
         o["time_s"], o["time_min"], o["time_max"] = med(times), min(times), max(times)
         mk, unit, _ = PRIMARY.get(w, ("time_s", "s", False))
+        for r in rs:
+            if "gbps" in r:
+                r["mbps"] = r["gbps"] * 1e3
         vals = [r[mk] for r in rs if mk in r]
         o["metric"], o["unit"] = mk, unit
         if vals:
@@ -752,7 +792,7 @@ def aggregate(records):
             o["x_floor_raw"] = ratio(o["time_s"], o["floor_raw"])
             if w == "bandwidth" and "gbps" in r0:
                 bw = b["up_Bps"] if r0.get("dir") == "h2d" else b["down_Bps"]
-                o["x_raw_bw"] = ratio(o.get("value", 0) * 1e9, bw)
+                o["x_raw_bw"] = ratio(o.get("value", 0) * 1e6, bw)
         out.append(o)
     index = {(o["workload"], o["variant"], o["transport"], o["mode"], o["profile"]): o
              for o in out}
@@ -892,7 +932,22 @@ def write_md(path, rows, raw, gl, meta):
         L.append("| – | – | n/a | | | |")
     L.append("")
     cur = None
+    # Rows that are n/a for the same reason in every transport and mode of a
+    # profile collapse into one line.
+    merged, seen = [], {}
     for o in rows:
+        if o["status"] == "n/a":
+            k = (o["workload"], o["profile"], o.get("note", ""))
+            if k in seen:
+                m = seen[k]
+                for f in ("transport", "mode"):
+                    if o[f] not in m[f].split(","):
+                        m[f] += "," + o[f]
+                continue
+            o = dict(o)
+            seen[k] = o
+        merged.append(o)
+    for o in merged:
         if o["workload"] != cur:
             if cur is not None:
                 L.append("")
@@ -946,10 +1001,10 @@ def plots(outdir, rows, raw):
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label="%s %s" % (t, d))
             b = raw.get(("none", t))
             if b and b.get("up_Bps"):
-                ax.axhline(b["up_Bps"] / 1e9, linestyle=":", linewidth=1, color="gray")
+                ax.axhline(b["up_Bps"] / 1e6, linestyle=":", linewidth=1, color="gray")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("copy size (bytes)")
-        ax.set_ylabel("GB/s")
+        ax.set_ylabel("MB/s")
         ax.set_title("H2D/D2H bandwidth, pinned, loopback (dotted: raw transport up)")
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -974,8 +1029,10 @@ def plots(outdir, rows, raw):
             ax.bar([k + i * wdt for k in range(len(profs))], ys, wdt, label="%s %s %s" % c)
         ax.set_xticks([k + 0.4 - wdt / 2 for k in range(len(profs))])
         ax.set_xticklabels(profs)
-        ax.set_yscale("log")
-        ax.set_ylabel("ms per step (log)")
+        vals = [o["value"] for o in pl]
+        if max(vals) > 20 * min(vals):
+            ax.set_yscale("log")
+        ax.set_ylabel("ms per step")
         ax.set_title("async-heavy step: 8 kernels + 2 copies + 1 sync")
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
@@ -1222,13 +1279,14 @@ def main(argv):
     ctx["cert"], ctx["key"], ctx["cert_error"] = make_cert(tmp, a.bin)
     groups = plan_all(a, cfg)
     total = sum(len(p) for _, p in groups)
-    log("rgpu bench: %s set, device %s, %d runs (%s), budget %s; bin %s; out %s" % (
-        a.set, a.device, total, "profiles " + ",".join(a.profiles), fmt_dur(budget), a.bin,
-        a.out))
+    est = sum(estimate_s(p) for _, pts in groups for p in pts)
+    log("rgpu bench: %s set, device %s, %d runs (%s), about %s, budget %s; bin %s; out %s" % (
+        a.set, a.device, total, "profiles " + ",".join(a.profiles), fmt_dur(est),
+        fmt_dur(budget), a.bin, a.out))
     t0 = time.time()
     deadline = t0 + budget
     records = []
-    progress = Progress(total, budget)
+    progress = Progress([p for _, pts in groups for p in pts], budget)
     with open(os.path.join(a.out, "raw.jsonl"), "w") as rawf:
         for prof, pts in groups:
             run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline)
