@@ -86,6 +86,16 @@ static uint32_t rd32(const void *p) {
   return v;
 }
 
+/* Compares the image's first bytes with a magic number one byte at a time,
+ * so that a short PTX string is never read past its terminator (the API
+ * gives no image size).  The magics contain no zero byte. */
+static int has_magic(const void *image, uint32_t magic) {
+  const uint8_t *p = image;
+  for (int i = 0; i < 4; i++)
+    if (p[i] != (uint8_t)(magic >> (8 * i))) return 0;
+  return 1;
+}
+
 static unsigned device_cc(void) { return (unsigned)(sg_cfg.cc_major * 10 + sg_cfg.cc_minor); }
 
 /* "sm_75, sm_90" for the error message of a SASS-only fatbin. */
@@ -142,7 +152,7 @@ static CUresult image_ptx(const void *image, char **text, size_t *len, unsigned 
   rgpu_fatbin fb = {0};
   *owned = 0;
   *arch = 0;
-  if (rd32(p) == RGPU_FATBIN_MAGIC) {
+  if (has_magic(p, RGPU_FATBIN_MAGIC)) {
     int e = rgpu_fatbin_open(p, RGPU_FATBIN_SIZE_UNKNOWN, &fb);
     if (e) FAIL(CUDA_ERROR_INVALID_IMAGE, "fatbin rejected: %s", rgpu_fatbin_strerror(e));
     const rgpu_fatbin_entry *ptx = rgpu_fatbin_best_ptx(&fb, device_cc());
@@ -166,7 +176,9 @@ static CUresult image_ptx(const void *image, char **text, size_t *len, unsigned 
     *text = out;
     *owned = 1;
     *arch = ptx->arch;
-  } else if (rd32(p) == 0x464c457fu /* "\177ELF" */) {
+  } else if (has_magic(p, 0x464c457fu /* "\177ELF" */)) {
+    /* ELF64, little endian, version 1 before reading deeper into the header. */
+    if (p[4] != 2 || p[5] != 1 || p[6] != 1) FAIL(CUDA_ERROR_INVALID_IMAGE, "ELF image is not a 64-bit CUDA cubin");
     uint16_t machine;
     memcpy(&machine, p + 18, 2);
     if (machine != 190 /* EM_CUDA */) FAIL(CUDA_ERROR_INVALID_IMAGE, "ELF image is not a CUDA cubin");
@@ -174,7 +186,7 @@ static CUresult image_ptx(const void *image, char **text, size_t *len, unsigned 
     FAIL(CUDA_ERROR_NO_BINARY_FOR_GPU,
          "cubin holds only SASS for sm_%u; rebuild with PTX (e.g. -gencode arch=compute_75,code=compute_75)",
          (eflags >> 8) & 0xff);
-  } else if (rd32(p) == RGPU_FATBIN_WRAPPER_MAGIC) {
+  } else if (has_magic(p, RGPU_FATBIN_WRAPPER_MAGIC)) {
     FAIL(CUDA_ERROR_INVALID_IMAGE, "image is a __fatBinC_Wrapper_t; pass its data pointer (or use cuModuleLoadFatBinary)");
   } else {
     const char *t = image;
@@ -299,7 +311,7 @@ SG_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *imag
 }
 
 SG_EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
-  if (fatCubin && rd32(fatCubin) == RGPU_FATBIN_WRAPPER_MAGIC) {
+  if (fatCubin && has_magic(fatCubin, RGPU_FATBIN_WRAPPER_MAGIC)) {
     /* Accept the wrapper too: { magic, version, data*, filename_or_fatbins }. */
     const void *data;
     memcpy(&data, (const char *)fatCubin + 8, sizeof data);
