@@ -102,7 +102,19 @@ typedef struct {
   struct sockaddr_storage local;
   socklen_t locallen;
   int gso, gro;
+  /* Bound to 0.0.0.0/::, so every datagram says which address it came to and
+   * replies leave from that address: on a multi-homed host the kernel's own
+   * choice may differ, and the client's connected socket would drop them. */
+  int wildcard;
 } qendpoint;
+
+static int sockaddr_is_wildcard(const struct sockaddr_storage *ss) {
+  if (ss->ss_family == AF_INET)
+    return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (ss->ss_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+  return 0;
+}
 
 static void endpoint_tune(qendpoint *e) {
   int big = 16 << 20;
@@ -115,33 +127,72 @@ static void endpoint_tune(qendpoint *e) {
   e->gro = setsockopt(e->fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
   e->gso = 1; /* probed on first use: the kernel says EIO/EINVAL if not */
   if (getenv("RGPU_QUIC_NO_GSO")) e->gso = 0;
+  e->wildcard = sockaddr_is_wildcard(&e->local);
+  if (e->wildcard) {
+    if (e->local.ss_family == AF_INET6) {
+      setsockopt(e->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
+      setsockopt(e->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one); /* v4-mapped clients */
+    } else {
+      setsockopt(e->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
+    }
+  }
 }
 
-/* Same-size datagrams to one destination, sent with one sendmsg. */
+/* Same-size datagrams between one pair of addresses, sent with one sendmsg. */
 typedef struct {
   uint8_t buf[Q_GSO_MAX * Q_MAX_PKT];
   size_t len, seg, n;
-  struct sockaddr_storage to;
-  socklen_t tolen;
+  struct sockaddr_storage to, from;
+  socklen_t tolen, fromlen;
 } qbatch;
 
-/* Returns 0, or -EAGAIN when the socket is full (batch kept for retry). */
-static int batch_flush(qendpoint *e, qbatch *b) {
-  if (b->n == 0) return 0;
-  struct iovec iov = {b->buf, b->len};
-  char ctrl[CMSG_SPACE(sizeof(uint16_t))];
-  struct msghdr mh = {.msg_name = &b->to, .msg_namelen = b->tolen, .msg_iov = &iov,
-                      .msg_iovlen = 1};
-  if (e->gso && b->n > 1) {
-    memset(ctrl, 0, sizeof ctrl);
-    mh.msg_control = ctrl;
-    mh.msg_controllen = sizeof ctrl;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+/* Control data: the GSO segment size and, on a wildcard socket, the source. */
+static size_t batch_control(qendpoint *e, qbatch *b, int gso, char *ctrl, size_t cap) {
+  struct msghdr mh = {.msg_control = ctrl, .msg_controllen = cap};
+  memset(ctrl, 0, cap);
+  size_t used = 0;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+  if (gso) {
     cm->cmsg_level = SOL_UDP;
     cm->cmsg_type = UDP_SEGMENT;
     cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
     uint16_t seg = (uint16_t)b->seg;
     memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+    used += CMSG_SPACE(sizeof(uint16_t));
+    mh.msg_controllen = used + CMSG_SPACE(sizeof(struct in6_pktinfo));
+    cm = CMSG_NXTHDR(&mh, cm);
+  }
+  if (e->wildcard && b->fromlen && cm) {
+    if (b->from.ss_family == AF_INET) {
+      struct in_pktinfo pi = {0};
+      pi.ipi_spec_dst = ((struct sockaddr_in *)&b->from)->sin_addr;
+      cm->cmsg_level = IPPROTO_IP;
+      cm->cmsg_type = IP_PKTINFO;
+      cm->cmsg_len = CMSG_LEN(sizeof pi);
+      memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+      used += CMSG_SPACE(sizeof pi);
+    } else if (b->from.ss_family == AF_INET6) {
+      struct in6_pktinfo pi = {0};
+      pi.ipi6_addr = ((struct sockaddr_in6 *)&b->from)->sin6_addr;
+      cm->cmsg_level = IPPROTO_IPV6;
+      cm->cmsg_type = IPV6_PKTINFO;
+      cm->cmsg_len = CMSG_LEN(sizeof pi);
+      memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+      used += CMSG_SPACE(sizeof pi);
+    }
+  }
+  return used;
+}
+
+/* Returns 0, or -EAGAIN when the socket is full (batch kept for retry). */
+static int batch_flush(qendpoint *e, qbatch *b) {
+  if (b->n == 0) return 0;
+  char ctrl[CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(struct in6_pktinfo))];
+  if (e->gso && b->n > 1) {
+    struct iovec iov = {b->buf, b->len};
+    struct msghdr mh = {.msg_name = &b->to, .msg_namelen = b->tolen, .msg_iov = &iov,
+                        .msg_iovlen = 1, .msg_control = ctrl};
+    mh.msg_controllen = batch_control(e, b, 1, ctrl, sizeof ctrl);
     for (;;) {
       ssize_t r = sendmsg(e->fd, &mh, MSG_NOSIGNAL);
       if (r >= 0) {
@@ -159,12 +210,14 @@ static int batch_flush(qendpoint *e, qbatch *b) {
     }
   }
   /* One by one; on EAGAIN keep what is left at the front of the batch. */
+  size_t clen = batch_control(e, b, 0, ctrl, sizeof ctrl);
   size_t off = 0;
   while (off < b->len) {
     size_t l = b->len - off < b->seg ? b->len - off : b->seg;
     struct iovec one = {b->buf + off, l};
     struct msghdr m1 = {.msg_name = &b->to, .msg_namelen = b->tolen, .msg_iov = &one,
-                        .msg_iovlen = 1};
+                        .msg_iovlen = 1, .msg_control = clen ? ctrl : NULL,
+                        .msg_controllen = clen};
     ssize_t r = sendmsg(e->fd, &m1, MSG_NOSIGNAL);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
@@ -645,7 +698,9 @@ static void q_fail_liberr(qconn *q, int lib, const char *when) {
 static int q_queue_packet(qconn *q, const ngtcp2_path *path, const uint8_t *pkt, size_t len) {
   qbatch *b = &q->batch;
   int same_dest = b->n && b->tolen == path->remote.addrlen &&
-                  !memcmp(&b->to, path->remote.addr, path->remote.addrlen);
+                  !memcmp(&b->to, path->remote.addr, path->remote.addrlen) &&
+                  b->fromlen == path->local.addrlen &&
+                  !memcmp(&b->from, path->local.addr, path->local.addrlen);
   /* A batch holds equal-size segments with at most one shorter last one. */
   if (b->n && (!same_dest || len > b->seg || b->len % b->seg != 0 || b->n >= Q_GSO_MAX ||
                !q->ep->gso)) {
@@ -654,6 +709,8 @@ static int q_queue_packet(qconn *q, const ngtcp2_path *path, const uint8_t *pkt,
   if (b->n == 0) {
     memcpy(&b->to, path->remote.addr, path->remote.addrlen);
     b->tolen = path->remote.addrlen;
+    memcpy(&b->from, path->local.addr, path->local.addrlen);
+    b->fromlen = path->local.addrlen;
     b->seg = len;
   }
   memcpy(b->buf + b->len, pkt, len);
@@ -783,11 +840,12 @@ static void q_send_close(qconn *q) {
   q->batch.n = q->batch.len = 0;
 }
 
-static void q_read_packet(qconn *q, const struct sockaddr *from, socklen_t fromlen,
-                          const uint8_t *data, size_t len) {
+static void q_read_packet(qconn *q, const struct sockaddr *local, socklen_t locallen,
+                          const struct sockaddr *from, socklen_t fromlen, const uint8_t *data,
+                          size_t len) {
   if (q->dead || q->closing) return;
   ngtcp2_path path = {
-      .local = {(ngtcp2_sockaddr *)&q->ep->local, q->ep->locallen},
+      .local = {(ngtcp2_sockaddr *)local, locallen},
       .remote = {(ngtcp2_sockaddr *)from, fromlen},
   };
   ngtcp2_pkt_info pi = {0};
@@ -845,15 +903,17 @@ static int q_add_pollfds(qconn *q, struct pollfd *pfd, void **who, size_t n) {
 }
 
 /* Splits one recvmsg result (possibly GRO-coalesced) into packets. */
-typedef void (*q_pkt_fn)(void *ctx, const struct sockaddr *from, socklen_t fromlen,
-                         const uint8_t *pkt, size_t len);
+typedef void (*q_pkt_fn)(void *ctx, const struct sockaddr *local, socklen_t locallen,
+                         const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
+                         size_t len);
 
 static int ep_read_batch(qendpoint *e, uint8_t *buf, size_t buflen, q_pkt_fn fn, void *ctx) {
   int got = 0;
   for (int iter = 0; iter < 64; iter++) {
     struct sockaddr_storage from;
     struct iovec iov = {buf, buflen};
-    char ctrl[CMSG_SPACE(sizeof(int))];
+    char ctrl[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+              CMSG_SPACE(sizeof(struct in_pktinfo))];
     struct msghdr mh = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
                         .msg_iovlen = 1, .msg_control = ctrl, .msg_controllen = sizeof ctrl};
     ssize_t r = recvmsg(e->fd, &mh, MSG_DONTWAIT);
@@ -863,17 +923,37 @@ static int ep_read_batch(qendpoint *e, uint8_t *buf, size_t buflen, q_pkt_fn fn,
     }
     got = 1;
     size_t seg = (size_t)r;
+    struct sockaddr_storage local = e->local;
+    socklen_t locallen = e->locallen;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
       if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
         int gs;
         memcpy(&gs, CMSG_DATA(cm), sizeof gs);
         if (gs > 0) seg = (size_t)gs;
+      } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+        struct in_pktinfo pi;
+        memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+        if (e->local.ss_family == AF_INET) {
+          ((struct sockaddr_in *)&local)->sin_addr = pi.ipi_addr;
+        } else {
+          /* IPv4 client on a dual-stack socket: ::ffff:a.b.c.d */
+          struct in6_addr *a6 = &((struct sockaddr_in6 *)&local)->sin6_addr;
+          memset(a6, 0, sizeof *a6);
+          a6->s6_addr[10] = a6->s6_addr[11] = 0xff;
+          memcpy(&a6->s6_addr[12], &pi.ipi_addr, 4);
+        }
+      } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+                 e->local.ss_family == AF_INET6) {
+        struct in6_pktinfo pi;
+        memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+        ((struct sockaddr_in6 *)&local)->sin6_addr = pi.ipi6_addr;
       }
     }
     if (seg == 0) continue;
     for (size_t off = 0; off < (size_t)r; off += seg) {
       size_t l = (size_t)r - off < seg ? (size_t)r - off : seg;
-      fn(ctx, (struct sockaddr *)&from, mh.msg_namelen, buf + off, l);
+      fn(ctx, (struct sockaddr *)&local, locallen, (struct sockaddr *)&from, mh.msg_namelen,
+         buf + off, l);
     }
   }
   return got;
@@ -958,9 +1038,10 @@ typedef struct {
   int primary;
 } qhandle;
 
-static void client_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen,
-                       const uint8_t *pkt, size_t len) {
-  q_read_packet((qconn *)ctx, from, fromlen, pkt, len);
+static void client_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
+                       const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
+                       size_t len) {
+  q_read_packet((qconn *)ctx, local, locallen, from, fromlen, pkt, len);
 }
 
 /* Moves the connection to a fresh UDP socket (a new local port, or a new
@@ -1447,8 +1528,9 @@ static qconn *server_find(qserver *sv, const uint8_t *dcid, size_t dcidlen) {
   return NULL;
 }
 
-static qconn *server_new_conn(qserver *sv, const struct sockaddr *from, socklen_t fromlen,
-                              const uint8_t *pkt, size_t len) {
+static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen_t locallen,
+                              const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
+                              size_t len) {
   ngtcp2_pkt_hd hd;
   if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
   qconn *q = calloc(1, sizeof *q);
@@ -1459,8 +1541,8 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *from, socklen_
   q->primary_fd = -1;
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string(from, fromlen, q->peer, sizeof q->peer);
-  ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&sv->ep.local, sv->ep.locallen,
-                           (ngtcp2_sockaddr *)from, fromlen, NULL);
+  ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)local, locallen, (ngtcp2_sockaddr *)from,
+                           fromlen, NULL);
   ngtcp2_cid scid;
   uint8_t cidbuf[Q_SCID_LEN];
   gnutls_rnd(GNUTLS_RND_RANDOM, cidbuf, sizeof cidbuf);
@@ -1498,8 +1580,9 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *from, socklen_
   return q;
 }
 
-static void server_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen,
-                       const uint8_t *pkt, size_t len) {
+static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
+                       const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
+                       size_t len) {
   qserver *sv = ctx;
   ngtcp2_version_cid vc;
   if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) != 0)
@@ -1507,10 +1590,10 @@ static void server_pkt(void *ctx, const struct sockaddr *from, socklen_t fromlen
   qconn *q = server_find(sv, vc.dcid, vc.dcidlen);
   if (!q) {
     if (sv->nconns >= 4096) return;
-    q = server_new_conn(sv, from, fromlen, pkt, len);
+    q = server_new_conn(sv, local, locallen, from, fromlen, pkt, len);
     if (!q) return;
   }
-  q_read_packet(q, from, fromlen, pkt, len);
+  q_read_packet(q, local, locallen, from, fromlen, pkt, len);
 }
 
 /* After the handshake (client certificate checked, if required) the session

@@ -426,6 +426,37 @@ static void test_streams_refused(void **state) {
   rgpu_listener_close(tl);
 }
 
+/* A server bound to a wildcard address must answer from the address the
+ * client used (127.0.0.2 here), or the client's connected socket drops it. */
+static void test_wildcard_and_v6(void **state) {
+  const char *binds[] = {"quic://0.0.0.0:0", "quic://[::]:0", "quic://[::1]:0"};
+  const char *targets[][2] = {{"127.0.0.2", "127.0.0.1"}, {"127.0.0.2", "[::1]"}, {"[::1]", NULL}};
+  for (int b = 0; b < 3; b++) {
+    rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key};
+    rgpu_listener *l;
+    char err[256], uri[80];
+    if (rgpu_listener_open(binds[b], &so, &l, err, sizeof err)) {
+      if (b > 0) continue; /* no IPv6 on this machine */
+      fail_msg("listen %s: %s", binds[b], err);
+    }
+    int n = targets[b][1] ? 2 : 1;
+    tu_echo_server s;
+    tu_echo_start(&s, l, n);
+    for (int t = 0; t < n; t++) {
+      snprintf(uri, sizeof uri, "quic://%s:%u", targets[b][t], rgpu_listener_port(l));
+      rgpu_transport_opts co = {.ca_file = srv_cert, .server_name = "localhost",
+                                .connect_timeout_ms = 3000};
+      rgpu_conn *c;
+      int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+      if (rc) fail_msg("%s -> %s: %s", binds[b], uri, err);
+      assert_int_equal(tu_echo_check(c, 1 << 20, 1000, (unsigned)t), 0);
+      rgpu_conn_close(c);
+    }
+    tu_echo_join(&s);
+    rgpu_listener_close(l);
+  }
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -434,7 +465,7 @@ int main(void) {
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
       cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
       cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
-      cmocka_unit_test(test_streams_refused),
+      cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -45,6 +45,23 @@ static void test_tcp_small_pieces(void **state) {
   echo_roundtrip("tcp://127.0.0.1:0", 3u << 20, 7, 2);
 }
 
+static void test_tcp_v6(void **state) {
+  rgpu_listener *l;
+  char err[256], uri[64];
+  if (rgpu_listener_open("tcp://[::1]:0", NULL, &l, err, sizeof err)) skip(); /* no IPv6 here */
+  snprintf(uri, sizeof uri, "tcp://[::1]:%u", rgpu_listener_port(l));
+  assert_non_null(strstr(rgpu_listener_address(l), "[::1]:"));
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, NULL, &c, err, sizeof err), 0);
+  assert_non_null(strstr(rgpu_conn_peer(c), "[::1]:"));
+  assert_int_equal(tu_echo_check(c, 1 << 20, 999, 4), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
 static void test_unix_echo(void **state) {
   char path[108];
   snprintf(path, sizeof path, "unix:///tmp/rgpu_tcp_test_%d.sock", (int)getpid());
@@ -195,6 +212,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tcp_echo_64m),   cmocka_unit_test(test_tcp_small_pieces),
       cmocka_unit_test(test_unix_echo),      cmocka_unit_test(test_listener_port_and_names),
+      cmocka_unit_test(test_tcp_v6),
       cmocka_unit_test(test_eof),            cmocka_unit_test(test_connect_refused),
       cmocka_unit_test(test_connect_timeout), cmocka_unit_test(test_bad_cc),
       cmocka_unit_test(test_unix_stale),
