@@ -75,6 +75,8 @@ typedef struct {
   /* calls to resolve after all functions are known */
   fixup *callfix;
   int ncallfix, capcallfix;
+  int *mhash;           /* open-addressing index of msyms by name */
+  size_t mhcap;
   unsigned char *kflag; /* constant slot is patched later: never shared */
   uint32_t nkflag, capkflag;
 } parser;
@@ -336,14 +338,54 @@ static sym *add_local(parser *P, const char *p, uint32_t len) {
   return s;
 }
 
-static sym *find_msym(parser *P, const char *p, uint32_t len) { return find_sym_in(P->msyms, P->nmsyms, p, len); }
+/* Module symbols are looked up for every label and call operand, so big
+ * library modules need a hash index rather than a scan. */
+static size_t name_hash(const char *p, uint32_t len) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t i = 0; i < len; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+  return (size_t)h;
+}
+
+static sym *find_msym(parser *P, const char *p, uint32_t len) {
+  if (!P->mhcap) return NULL;
+  for (size_t i = name_hash(p, len) & (P->mhcap - 1);; i = (i + 1) & (P->mhcap - 1)) {
+    int k = P->mhash[i];
+    if (k < 0) return NULL;
+    sym *s = &P->msyms[k];
+    if (s->len == len && memcmp(s->name, p, len) == 0) return s;
+  }
+}
+
+static void mhash_put(parser *P, int k) {
+  sym *s = &P->msyms[k];
+  for (size_t i = name_hash(s->name, s->len) & (P->mhcap - 1);; i = (i + 1) & (P->mhcap - 1)) {
+    int o = P->mhash[i];
+    if (o < 0 || (P->msyms[o].len == s->len && memcmp(P->msyms[o].name, s->name, s->len) == 0)) {
+      P->mhash[i] = k; /* a redefinition shadows the earlier symbol */
+      return;
+    }
+  }
+}
 
 static sym *add_msym(parser *P, const char *p, uint32_t len) {
   GROW(P->msyms, P->nmsyms, P->capmsyms);
-  sym *s = &P->msyms[P->nmsyms++];
+  int k = P->nmsyms++;
+  sym *s = &P->msyms[k];
   memset(s, 0, sizeof *s);
   s->name = p;
   s->len = len;
+  if ((size_t)P->nmsyms * 2 > P->mhcap) {
+    size_t nc = P->mhcap ? P->mhcap * 2 : 256;
+    int *nh = malloc(nc * sizeof *nh);
+    if (!nh) abort_oom();
+    for (size_t i = 0; i < nc; i++) nh[i] = -1;
+    free(P->mhash);
+    P->mhash = nh;
+    P->mhcap = nc;
+    for (int j = 0; j < P->nmsyms; j++) mhash_put(P, j);
+  } else {
+    mhash_put(P, k);
+  }
   return s;
 }
 
@@ -1699,10 +1741,9 @@ static int parse_body(parser *P) {
   return 0;
 }
 
-static int func_index(struct sg_ptx_module *m, const char *p, uint32_t len) {
-  for (int i = 0; i < m->nfuncs; i++)
-    if (strlen(m->funcs[i]->name) == len && memcmp(m->funcs[i]->name, p, len) == 0) return i;
-  return -1;
+static int func_index(parser *P, const char *p, uint32_t len) {
+  sym *s = find_msym(P, p, len);
+  return s && s->kind == SYM_FUNC ? (int)s->a : -1;
 }
 
 /* .entry / .func header and body.  Linkage tokens already consumed. */
@@ -1796,7 +1837,7 @@ static void parse_function(parser *P, int is_entry, int is_extern) {
     }
     break;
   }
-  int idx = func_index(m, name->p, name->len);
+  int idx = func_index(P, name->p, name->len);
   struct sg_ptx_kernel *f;
   if (idx >= 0) {
     f = m->funcs[idx];
@@ -1889,7 +1930,7 @@ static int finish(parser *P) {
       continue;
     }
     if (x->len == 12 && !memcmp(x->name, "__assertfail", 12)) { I->op = SG_OP_TRAP; I->mod = 1; continue; }
-    int fi = func_index(m, x->name, x->len);
+    int fi = func_index(P, x->name, x->len);
     if (fi < 0) { fail(P, CUDA_ERROR_INVALID_PTX, x->line, "call to unknown function '%.*s'", (int)x->len, x->name); return -1; }
     struct sg_ptx_kernel *cf = m->funcs[fi];
     if (cf->is_entry) { fail(P, CUDA_ERROR_INVALID_PTX, x->line, "call to kernel '%s'", cf->name); return -1; }
@@ -2129,6 +2170,7 @@ int sg_ptx_module_parse(const char *ptx, size_t len, sg_ptx_module **out, char *
   free(P.t);
   free(P.syms);
   free(P.msyms);
+  free(P.mhash);
   free(P.labels);
   free(P.fix);
   free(P.callfix);
