@@ -900,6 +900,83 @@ def xf(v):
     return "–" if v is None else "%.2f×" % v
 
 
+def summaries(rows, raw):
+    """Compact tables for the questions the issues ask; the full tables follow."""
+    L = []
+    idx = {(o["workload"], o["variant"], o["transport"], o["mode"], o["profile"]): o
+           for o in rows if o.get("value") is not None}
+
+    def val(w, t, m, p, field="value", variant=None):
+        for (w2, v2, t2, m2, p2), o in idx.items():
+            if (w2, t2, m2, p2) == (w, t, m, p) and (variant is None or v2 == variant):
+                return o.get(field)
+        return None
+    ts = [t for t in TRANSPORTS if any(k[2] == t for k in idx)]
+    # Issue 4: per transport on loopback, rgpu next to the raw transport.
+    big = {}
+    for (w, v, t, m, p), o in idx.items():
+        if w == "bandwidth" and m == "async" and p == "none" and "pinned" in v:
+            d = v.split("_")[0]
+            n = parse_size(v.split()[-1])
+            if n >= big.get((t, d), (0, None))[0]:
+                big[(t, d)] = (n, o)
+    if ts:
+        L += ["### Summary: transports on loopback (64-byte call, largest pinned copy)", "",
+              "| transport | rgpu call p50 / p99 µs | raw ping p50 / p99 µs | ×raw | "
+              "rgpu H2D MB/s | raw up MB/s | % | rgpu D2H MB/s | raw down MB/s | % |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for t in ts + (["local"] if any(k[2] == "local" for k in idx) else []):
+            b = raw.get(("none", t), {})
+            lat = val("latency", t, "async" if t != "local" else "native", "none")
+            p99 = val("latency", t, "async" if t != "local" else "native", "none", "extra")
+            rtt = b.get("rtt_s")
+            cells = ["%s / %s" % (g(lat), g(p99)),
+                     "%s / %s" % (g(rtt and rtt * 1e6), g(b.get("p99_s") and b["p99_s"] * 1e6)),
+                     xf(ratio(lat, rtt and rtt * 1e6))]
+            for d, rk in (("h2d", "up_Bps"), ("d2h", "down_Bps")):
+                n_o = big.get((t, d))
+                mine = n_o[1]["value"] if n_o else None
+                rv = b.get(rk) and b[rk] / 1e6
+                cells += ["%s%s" % (g(mine, "%.0f"), " (%s)" % human_size(n_o[0]) if n_o else ""),
+                          g(rv, "%.0f"), "%.0f%%" % (100 * mine / rv) if mine and rv else "–"]
+            L.append("| %s | %s |" % (t, " | ".join(cells)))
+        L.append("")
+    # Issues 6, 7, 8: the async-heavy step, every profile.
+    profs = [p for p in ALL_PROFILES if any(k[0] == "pipeline" and k[4] == p for k in idx)]
+    if profs:
+        L += ["### Summary: async-heavy step (ms per step: 8 kernels, 2 copies, 1 sync)", "",
+              "| profile | tcp sync | tcp async | quic sync | quic async | graph tcp async | "
+              "graph quic async | async × (tcp / quic) | quic × (async) | quic+async vs tcp+sync |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for p in profs:
+            c = {(w, t, m): val(w, t, m, p) for w in ("pipeline", "graph") for t in ("tcp", "quic")
+                 for m in ("sync", "async")}
+            ts_ = c[("pipeline", "tcp", "sync")]
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |" % (
+                p, g(ts_), g(c[("pipeline", "tcp", "async")]), g(c[("pipeline", "quic", "sync")]),
+                g(c[("pipeline", "quic", "async")]), g(c[("graph", "tcp", "async")]),
+                g(c[("graph", "quic", "async")]),
+                xf(ratio(ts_, c[("pipeline", "tcp", "async")])),
+                xf(ratio(c[("pipeline", "quic", "sync")], c[("pipeline", "quic", "async")])),
+                xf(ratio(c[("pipeline", "tcp", "async")], c[("pipeline", "quic", "async")])),
+                xf(ratio(ts_, c[("pipeline", "quic", "async")]))))
+        L.append("")
+    # Issue 6: what one queued launch costs the client.
+    lts = [t for t in ts + ["local"] if val("launch", t, "async" if t != "local" else "native",
+                                           "none") is not None]
+    if lts:
+        L += ["### Summary: per-call cost (near-empty launches, loopback)", "",
+              "| transport | launches/s async | launches/s sync-every-call | client CPU µs/launch "
+              "async | client CPU µs/launch sync |", "|---|---|---|---|---|"]
+        for t in lts:
+            a_m, s_m = ("async", "sync") if t != "local" else ("native", "-")
+            L.append("| %s | %s | %s | %s | %s |" % (
+                t, g(val("launch", t, a_m, "none"), "%.0f"), g(val("launch", t, s_m, "none"), "%.0f"),
+                g(val("launch", t, a_m, "none", "extra")), g(val("launch", t, s_m, "none", "extra"))))
+        L.append("")
+    return L
+
+
 def write_md(path, rows, raw, gl, meta):
     L = []
     L.append("## Results: %s set, device %s" % (meta["set"], meta["device"]))
@@ -917,6 +994,7 @@ def write_md(path, rows, raw, gl, meta):
     for name, m, t, v in gl:
         L.append("| %s | %s | %s | %s |" % (name, m, t, v))
     L.append("")
+    L += summaries(rows, raw)
     L.append("### Raw transport (rgpu-transport-perf, same run)")
     L.append("")
     L.append("| profile | transport | ping 64 B median | p99 | up | down |")
@@ -1201,6 +1279,35 @@ def host_desc(device):
     return s
 
 
+def write_outputs(out, records, meta, doc):
+    rows, raw = aggregate(records)
+    gl = goals(rows, records)
+    write_csv(os.path.join(out, "results.csv"), rows)
+    write_md(os.path.join(out, "results.md"), rows, raw, gl, meta)
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    made = plots(out, rows, raw)
+    if doc:
+        update_doc(doc, os.path.join(out, "results.md"))
+    return gl, made
+
+
+def rerender(out, doc):
+    try:
+        with open(os.path.join(out, "raw.jsonl")) as f:
+            records = [json.loads(l) for l in f if l.strip()]
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        print("rgpu_bench: cannot read %s/raw.jsonl and meta.json: %s" % (out, e),
+              file=sys.stderr)
+        return 2
+    gl, made = write_outputs(out, records, meta, doc)
+    log("re-rendered %d runs into %s (results.csv, results.md%s)" % (
+        len(records), out, "".join(", " + m for m in made)))
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "--serve":
         return serve_main(argv[1])
@@ -1237,11 +1344,15 @@ def main(argv):
                     "(n/a points do not count)")
     ap.add_argument("--doc", default=None, help="also write the results into this Markdown "
                     "file between its generated-results markers (docs/benchmarks.md)")
+    ap.add_argument("--rerender", metavar="DIR", help="rebuild results.csv/.md and the plots "
+                    "of DIR from its raw.jsonl and meta.json, running nothing")
     ap.add_argument("--self-test", action="store_true", help="only the harness self-test")
     a = ap.parse_args(argv)
     if a.self_test:
         self_test()
         return 0
+    if a.rerender:
+        return rerender(a.rerender, a.doc)
     a.set = a.set or "quick"
     cfg = dict(SETS[a.set])
     if a.set == "smoke":
@@ -1291,19 +1402,11 @@ def main(argv):
         for prof, pts in groups:
             run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline)
     wall = time.time() - t0
-    rows, raw = aggregate(records)
-    gl = goals(rows, records)
     meta = dict(set=a.set, device=a.device, date=time.strftime("%Y-%m-%d %H:%M UTC",
                                                                  time.gmtime()),
                 commit=git_commit(), host=host_desc(a.device), transports=a.transports,
                 modes=a.modes, profiles=a.profiles, repeat=a.repeat, wall_s=wall)
-    write_csv(os.path.join(a.out, "results.csv"), rows)
-    write_md(os.path.join(a.out, "results.md"), rows, raw, gl, meta)
-    with open(os.path.join(a.out, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-    made = plots(a.out, rows, raw)
-    if a.doc:
-        update_doc(a.doc, os.path.join(a.out, "results.md"))
+    gl, made = write_outputs(a.out, records, meta, a.doc)
     shutil.rmtree(tmp, ignore_errors=True)
     n = {}
     for r in records:
