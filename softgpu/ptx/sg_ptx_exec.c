@@ -148,6 +148,40 @@ static inline uint64_t trunc_t(uint64_t v, unsigned size) {
   return size >= 8 ? v : (v & ((1ull << (size * 8)) - 1));
 }
 
+/* Without -mpopcnt the builtin is a libgcc call; this is the hot counter. */
+static inline unsigned popc32(uint32_t x) {
+  if (x == 0xffffffffu) return 32;
+  x = x - ((x >> 1) & 0x55555555u);
+  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+  x = (x + (x >> 4)) & 0x0f0f0f0fu;
+  return (x * 0x01010101u) >> 24;
+}
+
+/* fma.rn.f32 over a full warp: with hardware FMA this is a few vector
+ * instructions, without it a libm call per lane.  Chosen once at run time
+ * so the binary still runs on CPUs without FMA. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("fma,avx2"))) static void fma32_full_hw(uint64_t *D, const uint64_t *A, const uint64_t *B,
+                                                               const uint64_t *C) {
+  for (int l = 0; l < 32; l++) {
+    float a, b, c, r;
+    uint32_t ua = (uint32_t)A[l], ub = (uint32_t)B[l], uc = (uint32_t)C[l], ur;
+    memcpy(&a, &ua, 4); memcpy(&b, &ub, 4); memcpy(&c, &uc, 4);
+    r = __builtin_fmaf(a, b, c);
+    memcpy(&ur, &r, 4);
+    D[l] = ur;
+  }
+}
+static int have_hw_fma(void) {
+  static int v = -1;
+  if (v < 0) { __builtin_cpu_init(); v = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"); }
+  return v;
+}
+#else
+static void fma32_full_hw(uint64_t *D, const uint64_t *A, const uint64_t *B, const uint64_t *C) { (void)D; (void)A; (void)B; (void)C; }
+static int have_hw_fma(void) { return 0; }
+#endif
+
 /* ---------------------------------------------------------------- faults */
 
 static const char *space_name(int sp) {
@@ -674,8 +708,41 @@ static inline int cmp_int(uint64_t ua, uint64_t ub, int64_t sa, int64_t sb, int 
 static uint32_t compare_lanes(const sg_insn *I, uint32_t m, const uint64_t *A, const uint64_t *Bv) {
   uint32_t res = 0;
   int t = I->type, op = I->mod;
-  if (t == SG_T_S32 && op == SG_CMP_LT) { LANES({ res |= (uint32_t)((int32_t)A[l] < (int32_t)Bv[l]) << l; }); return res; }
-  if (t == SG_T_S32 && op == SG_CMP_GE) { LANES({ res |= (uint32_t)((int32_t)A[l] >= (int32_t)Bv[l]) << l; }); return res; }
+#define CMPF(CT, OPR) LANES({ res |= (uint32_t)((CT)A[l] OPR (CT)Bv[l]) << l; }); return res
+  if (t == SG_T_S32) {
+    switch (op) {
+      case SG_CMP_LT: CMPF(int32_t, <);
+      case SG_CMP_LE: CMPF(int32_t, <=);
+      case SG_CMP_GT: CMPF(int32_t, >);
+      case SG_CMP_GE: CMPF(int32_t, >=);
+      case SG_CMP_EQ: CMPF(int32_t, ==);
+      case SG_CMP_NE: CMPF(int32_t, !=);
+      default: break;
+    }
+  }
+  if (t == SG_T_U32 || t == SG_T_B32 || t == SG_T_S32) {
+    switch (op) {
+      case SG_CMP_LT: if (t == SG_T_S32) break; /* fallthrough */
+      case SG_CMP_LO: CMPF(uint32_t, <);
+      case SG_CMP_LE: if (t == SG_T_S32) break; /* fallthrough */
+      case SG_CMP_LS: CMPF(uint32_t, <=);
+      case SG_CMP_GT: if (t == SG_T_S32) break; /* fallthrough */
+      case SG_CMP_HI: CMPF(uint32_t, >);
+      case SG_CMP_GE: if (t == SG_T_S32) break; /* fallthrough */
+      case SG_CMP_HS: CMPF(uint32_t, >=);
+      case SG_CMP_EQ: CMPF(uint32_t, ==);
+      case SG_CMP_NE: CMPF(uint32_t, !=);
+      default: break;
+    }
+  }
+  if (t == SG_T_S64) {
+    switch (op) {
+      case SG_CMP_LT: CMPF(int64_t, <);
+      case SG_CMP_GE: CMPF(int64_t, >=);
+      default: break;
+    }
+  }
+#undef CMPF
   if (t == SG_T_F32) {
     LANES({
       float a = f32_of(A[l]), b = f32_of(Bv[l]);
@@ -887,6 +954,7 @@ static int run_warp(worker *W, warp *w, int widx) {
   uint64_t insns = 0, winsns = 0;
   uint32_t pc = w->pc, group = w->group;
   int rc = 0;
+  const int hw_fma = have_hw_fma();
 
 #define SYNC_OUT() do { w->pc = pc; w->group = group; } while (0)
 #define RESCHED()                                                              \
@@ -905,7 +973,7 @@ static int run_warp(worker *W, warp *w, int widx) {
       uint32_t g = PRED(I->guard);
       m &= (I->flags & SG_F_GNEG) ? ~g : g;
     }
-    insns += (uint64_t)__builtin_popcount(m);
+    insns += popc32(m);
     winsns++;
     switch (I->op) {
       case SG_OP_NOP: break;
@@ -982,7 +1050,10 @@ static int run_warp(worker *W, warp *w, int widx) {
           if (!(I->flags & (SG_F_FTZ | SG_F_SAT)) && !directed(I->mod)) {
             switch (I->op) {
               case SG_OP_FMA:
-              case SG_OP_MAD: LANES({ D[l] = of_f32(fmaf(f32_of(A[l]), f32_of(Bv[l]), f32_of(C[l]))); }); goto f32_done;
+              case SG_OP_MAD:
+                if (m == FULL && hw_fma) { fma32_full_hw(D, A, Bv, C); goto f32_done; }
+                LANES({ D[l] = of_f32(fmaf(f32_of(A[l]), f32_of(Bv[l]), f32_of(C[l]))); });
+                goto f32_done;
               case SG_OP_ADD: LANES({ D[l] = of_f32(f32_of(A[l]) + f32_of(Bv[l])); }); goto f32_done;
               case SG_OP_SUB: LANES({ D[l] = of_f32(f32_of(A[l]) - f32_of(Bv[l])); }); goto f32_done;
               case SG_OP_MUL: LANES({ D[l] = of_f32(f32_of(A[l]) * f32_of(Bv[l])); }); goto f32_done;
