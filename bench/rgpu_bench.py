@@ -100,20 +100,40 @@ def clamp(x, lo, hi):
     return max(lo, min(hi, int(x)))
 
 
+def point_budget(setname, profile):
+    """Seconds one run should take at most, by set and profile: what makes
+    --full fit one 10-minute call.  The profiles beside loopback and wifi-bad
+    (the headline) get a lighter share."""
+    if setname == "smoke":
+        return 0.3
+    if setname == "full" and secondary(setname, profile):
+        return 0.4
+    return 1.0
+
+
+def secondary(setname, profile):
+    return setname == "full" and profile not in ("none", "wifi-bad")
+
+
+SECONDARY_TRANSPORTS = ["tcp", "quic"]
+
+
 def cases_for(setname, profile, device, wanted):
-    """The workload invocations for one profile: list of (workload, prog, args).
-    Sizes shrink with the link so that every point of a set stays within its
-    time budget; async and sync-every-call use the same sizes so their times
-    compare."""
+    """The workload invocations for one profile: list of (workload, prog,
+    args, modes or None, transports or None).  Sizes shrink with the link so
+    that every point stays within its time budget; async and sync-every-call
+    use the same sizes so that their times compare."""
     rtt, rate = link_of(profile)
     soft = device == "softgpu"
     fast = profile in ("none", "lan")
-    budget = {"smoke": 0.3, "quick": 1.0, "full": 1.5}[setname]
+    budget = point_budget(setname, profile)
+    second = secondary(setname, profile)
+    st = SECONDARY_TRANSPORTS if second else None
     out = []
 
-    def add(w, prog, args, modes=None):
+    def add(w, prog, args, modes=None, transports=None):
         if w in wanted:
-            out.append((w, prog, [str(a) for a in args], modes))
+            out.append((w, prog, [str(a) for a in args], modes, transports or st))
 
     # Synchronous latency: one round trip per iteration.
     iters = {"smoke": 50, "quick": 300, "full": 2000}[setname]
@@ -121,46 +141,62 @@ def cases_for(setname, profile, device, wanted):
     # on loopback only, as a check that it costs nothing here.
     add("latency", "bench_latency", ["--iters", clamp(budget / rtt, 20, iters), "--size", 64],
         None if profile == "none" else ["async"])
-    # Per-call cost: meaningful on a fast link only (it is the client's CPU).
-    if fast:
-        n = {"smoke": 200, "quick": 20000, "full": 100000}[setname]
-        # sync-every-call pays a round trip per launch: keep that run bounded.
-        n = clamp(budget * 4 / max(rtt, 30e-6), 100, n)
+    # Per-call cost: the client's CPU, so loopback only.  sync-every-call pays
+    # a round trip per launch; the same count runs in both modes so that their
+    # times compare, and the issue's 100k launches run async.
+    if profile == "none":
+        n = {"smoke": 200, "quick": 20000, "full": 20000}[setname]
         add("launch", "bench_launch", ["--launches", n])
-    # Bandwidth: sizes up to what the link moves in the budget.
-    sizes = {"smoke": ["4K", "1M"],
-             "quick": ["4K", "64K", "1M", "16M"],
-             "full": ["4K", "64K", "1M", "16M", "256M", "1G"]}[setname]
+        if setname == "full":
+            add("launch", "bench_launch", ["--launches", 100000], ["async"])
+    # Bandwidth: sizes up to what the link moves in the budget (a run makes
+    # about 8 copies of each size).
+    sizes = {"smoke": ["4K", "1M"], "quick": ["4K", "64K", "1M", "16M"],
+             "full": ["4K", "64K", "1M", "16M"]}[setname]
     cap = rate * budget / 8
-    sz = [s for s in sizes if parse_size(s) <= max(cap, 65536)]
+    sz = [x for x in sizes if parse_size(x) <= max(cap, 65536)]
+    if second:
+        sz = ["64K"]
     reps = 3 if setname != "full" else 5
-    mems = ["pinned"] if setname == "smoke" or not fast else ["pinned", "pageable"]
+    mems = ["pinned", "pageable"] if profile == "none" and setname != "smoke" else ["pinned"]
     for mem in mems:
         args = ["--sizes", ",".join(sz), "--mem", mem, "--reps", reps]
         if fast:
-            args += ["--min-bytes", "4M" if setname != "full" else "64M"]
+            args += ["--min-bytes", "4M" if setname != "full" else "32M"]
         # Copies are synchronous already; sync-every-call only changes how the
         # H2D ones are acknowledged, which matters on fast links.
-        add("bandwidth", "bench_bandwidth", args, None if fast else ["async"])
+        add("bandwidth", "bench_bandwidth", args,
+            None if fast and not (setname == "full" and mem == "pageable") else ["async"])
+    # The largest copies on loopback only, once per repeat, async: 1 GiB
+    # through QUIC at a few hundred MB/s would take the whole budget.
+    if setname == "full" and profile == "none":
+        add("bandwidth", "bench_bandwidth", ["--sizes", "256M,1G", "--mem", "pinned", "--reps", 1],
+            ["async"], ["tcp", "tls"])
     # Matmul with its transfers.
-    if soft:
-        ns = {"smoke": [16], "quick": [64, 256], "full": [64, 256, 512]}[setname]
-    else:
-        ns = {"smoke": [64], "quick": [256, 1024], "full": [256, 1024, 4096, 8192]}[setname]
-    for n in ns:
-        if 12 * n * n / rate <= budget * 2 or n == ns[0]:
-            add("matmul", "bench_matmul", ["--n", n, "--check", 32])
-    # Async-heavy pipeline and the same step as a graph.
+    if not second:
+        if soft:
+            ns = {"smoke": [16], "quick": [64, 256], "full": [64, 256, 512]}[setname]
+        else:
+            ns = {"smoke": [64], "quick": [256, 1024], "full": [256, 1024, 4096]}[setname]
+        for n in ns:
+            if 12 * n * n / rate <= budget * 2 or n == ns[0]:
+                add("matmul", "bench_matmul", ["--n", n, "--check", 32])
+        if setname == "full" and profile == "none" and not soft:
+            add("matmul", "bench_matmul", ["--n", 8192, "--check", 32], ["async"], ["tcp"])
+    # Async-heavy pipeline and the same step as a graph.  At least 10 steps
+    # where the headline is measured: on a lossy link fewer make the median a
+    # lottery.
     kernels, elems = 8, 4096
     per_step_sync = (kernels + 3) * rtt + 2 * 4 * elems / rate
     steps = {"smoke": 5, "quick": 40, "full": 100}[setname]
-    # At least 10 steps: on a lossy link fewer make the median a lottery.
-    steps = clamp(budget / per_step_sync, 10 if setname != "smoke" else 5, steps)
+    steps = clamp(budget / per_step_sync, 4 if second or setname == "smoke" else 10, steps)
     pargs = ["--steps", steps, "--kernels", kernels, "--elems", elems]
     add("pipeline", "bench_pipeline", pargs)
-    add("graph", "bench_pipeline", pargs + ["--graph"])
-    # PyTorch: on the fast link only; n/a until PyTorch runs through rgpu.
-    if fast and setname != "smoke":
+    # A graph launch is one call either way: its sync-every-call run only
+    # adds information where the headline is measured.
+    add("graph", "bench_pipeline", pargs + ["--graph"], ["async"] if second else None)
+    # PyTorch: loopback only; n/a until PyTorch runs through rgpu.
+    if profile == "none" and setname != "smoke":
         add("torch_infer", "torch_cnn.py", ["--mode", "infer", "--iters", 10])
         add("torch_train", "torch_cnn.py", ["--mode", "train", "--iters", 5])
     return out
@@ -484,10 +520,14 @@ def worker_main(plan_path):
 
 # ---- planning and the run -----------------------------------------------
 
-def raw_points(profile, transports, cfg, repeat):
+def raw_points(setname, profile, transports, cfg, repeat):
     rtt, rate = link_of(profile)
-    iters = clamp(cfg["budget_point"] / rtt, 20, cfg["raw_iters"])
-    nbytes = int(min(cfg["raw_bytes"], max(1 << 20, rate * cfg["budget_point"])))
+    budget = point_budget(setname, profile)
+    iters = clamp(budget / rtt, 20, cfg["raw_iters"])
+    nbytes = int(min(cfg["raw_bytes"], max(256 << 10 if secondary(setname, profile) else 1 << 20,
+                                           rate * budget)))
+    if secondary(setname, profile):
+        transports = [t for t in transports if t in SECONDARY_TRANSPORTS]
     pts = []
     for t in transports:
         for rep in range(repeat):
@@ -505,12 +545,14 @@ def plan_all(a, cfg):
     groups = []
     for prof in a.profiles:
         cases = cases_for(a.set, prof, a.device, a.workloads)
-        pts = raw_points(prof, a.transports, cfg, a.repeat)
+        pts = raw_points(a.set, prof, a.transports, cfg, a.repeat)
         # Repeats outermost so that a drifting machine spreads over every
         # configuration instead of biasing one.
         for rep in range(a.repeat):
-            for (w, prog, args, cmodes) in cases:
+            for (w, prog, args, cmodes, ctrans) in cases:
                 for t in a.transports:
+                    if ctrans and t not in ctrans:
+                        continue
                     for m in a.modes:
                         if cmodes and m not in cmodes:
                             continue
@@ -1378,7 +1420,6 @@ def main(argv):
     a.bin = os.path.abspath(a.bin or default_bin())
     a.progs = os.path.abspath(a.progs or os.path.join(os.path.dirname(a.bin), "bench"))
     a.out = os.path.abspath(a.out or os.path.join(os.getcwd(), "bench-out"))
-    cfg["budget_point"] = {"smoke": 0.3, "quick": 1.0, "full": 1.5}[a.set]
     if a.timeout:
         cfg["timeout"] = a.timeout
     budget = a.budget_s or cfg["budget"]
