@@ -216,6 +216,7 @@ struct CUstream_st {
   int destroyed;
   uint64_t submitted;    /* seq of the last op queued */
   uint64_t completed;    /* seq of the last op finished */
+  int inline_running;    /* a synchronous op runs on its caller's thread */
   sg_op *head, *tail;
   pthread_cond_t work;
   pthread_t thread;

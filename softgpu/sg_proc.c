@@ -271,3 +271,49 @@ SG_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int 
   if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return CUDA_ERROR_NOT_FOUND;
 }
+
+/* ---- unversioned names with the same ABI as their successors ------------ */
+/* libcuda.so.1 exports both; a caller that dlsym()s the plain name must
+ * find something.  Only names whose signature did not change are aliased:
+ * the plain cuMemAlloc, cuMemcpyHtoD, ... are the 32-bit-size ABI and are
+ * deliberately absent. */
+#undef cuCtxDestroy
+#undef cuCtxPopCurrent
+#undef cuCtxPushCurrent
+#undef cuStreamDestroy
+#undef cuEventDestroy
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuDevicePrimaryCtxSetFlags
+#undef cuDeviceGetUuid
+#undef cuEventElapsedTime
+#undef cuGetProcAddress
+SG_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx);
+SG_EXPORT CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx);
+SG_EXPORT CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx);
+SG_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream);
+SG_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent hEvent);
+SG_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
+SG_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);
+SG_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags);
+SG_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
+SG_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+SG_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx) { return cuCtxPopCurrent_v2(pctx); }
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
+CUresult CUDAAPI cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent hStart, CUevent hEnd) {
+  return cuEventElapsedTime_v2(ms, hStart, hEnd);
+}
+CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}

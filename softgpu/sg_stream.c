@@ -96,7 +96,7 @@ static void *worker_main(void *arg) {
   sg_stream *s = arg;
   pthread_mutex_lock(&sg_sched_lock);
   for (;;) {
-    while (!s->head) pthread_cond_wait(&s->work, &sg_sched_lock);
+    while (!s->head || s->inline_running) pthread_cond_wait(&s->work, &sg_sched_lock);
     sg_op *op = s->head;
     while (!waits_done(op)) pthread_cond_wait(&progress, &sg_sched_lock);
     s->head = op->next;
@@ -255,6 +255,25 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
     op->u.record.gen = e->gen;
   }
   uint64_t seq = op->seq;
+  if (wait && !op->nwaits && !op->nmore && !s->head && s->completed + 1 == seq &&
+      (op->type == SG_OP_COPY || op->type == SG_OP_MEMSET)) {
+    /* Idle stream, nothing to wait for: run a synchronous copy or memset
+     * right here instead of paying two thread hand-offs.  The worker holds
+     * back anything queued meanwhile until this is done. */
+    s->inline_running = 1;
+    s->refs++;
+    pthread_mutex_unlock(&sg_sched_lock);
+    run_op(s, op);
+    pthread_mutex_lock(&sg_sched_lock);
+    s->inline_running = 0;
+    s->completed = seq;
+    op_free_locked(op);
+    pthread_cond_broadcast(&progress);
+    pthread_cond_signal(&s->work);
+    stream_unref_locked(s);
+    pthread_mutex_unlock(&sg_sched_lock);
+    return (CUresult)atomic_load(&c->sticky);
+  }
   op->next = NULL;
   if (s->tail) s->tail->next = op;
   else s->head = op;

@@ -311,8 +311,9 @@ static void *submitter(void *arg) {
   unsigned h[1024];
   for (int i = 0; i < 200; i++) {
     if (cuMemsetD32Async(d, (unsigned)i, 1024, s)) return (void *)3;
-    if (cuMemcpyDtoH(h, d, 4096)) return (void *)4; /* legacy: does not order with s... */
-    if (cuStreamSynchronize(s)) return (void *)5;
+    if (cuStreamSynchronize(s)) return (void *)4;
+    /* Legacy stream: s is non-blocking, hence the explicit sync above. */
+    if (cuMemcpyDtoH(h, d, 4096) || h[0] != (unsigned)i) return (void *)5;
   }
   if (cuMemcpyDtoH(h, d, 4096) || h[1023] != 199) return (void *)6;
   cuMemFree(d);
