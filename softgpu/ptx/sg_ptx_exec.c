@@ -2019,7 +2019,7 @@ int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const
   L->nwarps = (unsigned)((nt + 31) / 32);
   L->local_stride = (k->mod->local_bytes + 15u) & ~15u;
   L->fparam_stride = (k->mod->fparam_bytes + 15u) & ~15u;
-  L->stack_depth = (uint32_t)(k->mod->nfuncs + 1);
+  L->stack_depth = k->mod->max_call_depth + 1;
   pthread_mutex_init(&L->lock, NULL);
 
   int nworkers = env ? env->nworkers : 0;

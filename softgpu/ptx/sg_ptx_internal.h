@@ -188,6 +188,7 @@ struct sg_ptx_module {
   int ncalls, capcalls;
   /* module-wide per-thread layout */
   uint32_t nregs, npreds, local_bytes, fparam_bytes;
+  uint32_t max_call_depth; /* longest chain of device-function calls */
   size_t static_shared;  /* bytes of non-extern .shared variables */
   sg_span *shvars;       /* offset/size of each non-extern .shared variable */
   size_t *shalign;

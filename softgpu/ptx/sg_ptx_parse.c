@@ -1909,6 +1909,17 @@ static int check_recursion(parser *P, int fi, int depth, unsigned char *state) {
   return 0;
 }
 
+/* Depth-first postorder of the (acyclic) call graph. */
+static void postorder(struct sg_ptx_module *m, int fi, unsigned char *mark, int *order, int *n) {
+  if (mark[fi]) return;
+  mark[fi] = 1;
+  struct sg_ptx_kernel *f = m->funcs[fi];
+  if (f->defined)
+    for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++)
+      if (m->code[pc].op == SG_OP_CALL) postorder(m, m->calls[m->code[pc].aux].func, mark, order, n);
+  order[(*n)++] = fi;
+}
+
 static uint32_t reloc_reg(const struct sg_ptx_kernel *f, uint32_t r) {
   if (r == SG_NOREG) return r;
   if (r & SG_KBIT) return r & ~SG_PBIT;
@@ -1987,27 +1998,51 @@ static int finish(parser *P) {
     }
     free(used); free(stack); free(seen);
   }
-  /* Layout: entries share the bottom of every per-thread area (one kernel
-   * runs per launch), device functions follow at disjoint offsets. */
-  uint32_t er = 0, ep = 0, el = 0, efp = 0;
+  /* Layout: static call-stack frames.  Every function's registers, .local
+   * depot and .param frame start after the largest frame of any caller on
+   * any call path, so a callee never overlaps a frame that can be live below
+   * it, while functions at the same depth (and all kernels) share space.
+   * Registers are per-lane columns, so lanes of one warp that sit in
+   * different functions do not collide either.  Needs the call graph to be
+   * acyclic, which check_recursion established. */
+  int *order = calloc(m->nfuncs ? m->nfuncs : 1, sizeof *order);
+  unsigned char *mark = calloc(m->nfuncs ? m->nfuncs : 1, 1);
+  uint32_t *depth = calloc(m->nfuncs ? m->nfuncs : 1, sizeof *depth);
+  if (!order || !mark || !depth) { free(order); free(mark); free(depth); abort_oom(); }
+  int norder = 0;
+  for (int i = 0; i < m->nfuncs; i++) postorder(m, i, mark, order, &norder);
   for (int i = 0; i < m->nfuncs; i++) {
     struct sg_ptx_kernel *f = m->funcs[i];
-    if (!f->is_entry || !f->defined) continue;
-    if (f->nregs > er) er = f->nregs;
-    if (f->npreds > ep) ep = f->npreds;
-    if (f->lsize > el) el = f->lsize;
-    if (f->fpsize > efp) efp = f->fpsize;
+    f->rbase = SG_SR_COUNT;
+    f->pbase = f->lbase = f->fpbase = 0;
   }
-  uint64_t r = SG_SR_COUNT + (uint64_t)er, p = ep, l = (el + 15u) & ~15u, fp = (efp + 15u) & ~15u;
-  for (int i = 0; i < m->nfuncs; i++) {
-    struct sg_ptx_kernel *f = m->funcs[i];
-    if (!f->defined) continue;
-    if (f->is_entry) { f->rbase = SG_SR_COUNT; f->pbase = 0; f->lbase = 0; f->fpbase = 0; continue; }
-    f->rbase = (uint32_t)r; r += f->nregs;
-    f->pbase = (uint32_t)p; p += f->npreds;
-    f->lbase = (uint32_t)l; l += (f->lsize + 15u) & ~15u;
-    f->fpbase = (uint32_t)fp; fp += (f->fpsize + 15u) & ~15u;
+  uint64_t r = SG_SR_COUNT, p = 0, l = 0, fp = 0;
+  uint32_t maxdepth = 0;
+  for (int k = norder; k-- > 0;) { /* callers before callees */
+    struct sg_ptx_kernel *f = m->funcs[order[k]];
+    uint64_t re = (uint64_t)f->rbase + f->nregs, pe = (uint64_t)f->pbase + f->npreds;
+    uint64_t le = (uint64_t)f->lbase + ((f->lsize + 15u) & ~15u), fe = (uint64_t)f->fpbase + ((f->fpsize + 15u) & ~15u);
+    if (re > r) r = re;
+    if (pe > p) p = pe;
+    if (le > l) l = le;
+    if (fe > fp) fp = fe;
+    if (depth[order[k]] > maxdepth) maxdepth = depth[order[k]];
+    if (re > (1u << 22) || pe > (1u << 20) || le > (1u << 26) || fe > (1u << 24)) break;
+    for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
+      if (m->code[pc].op != SG_OP_CALL) continue;
+      int c = m->calls[m->code[pc].aux].func;
+      struct sg_ptx_kernel *cf = m->funcs[c];
+      if (cf->rbase < re) cf->rbase = (uint32_t)re;
+      if (cf->pbase < pe) cf->pbase = (uint32_t)pe;
+      if (cf->lbase < le) cf->lbase = (uint32_t)le;
+      if (cf->fpbase < fe) cf->fpbase = (uint32_t)fe;
+      if (depth[c] < depth[order[k]] + 1) depth[c] = depth[order[k]] + 1;
+    }
   }
+  free(order);
+  free(mark);
+  free(depth);
+  m->max_call_depth = maxdepth;
   if (r > (1u << 22) || p > (1u << 20) || l > (1u << 26) || fp > (1u << 24)) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, 0, "module needs too many registers or too much local memory");
     return -1;

@@ -468,6 +468,52 @@ static void test_call_ret(void **state) {
   sg_ptx_module_free(m);
 }
 
+/* g(x) = 3x+1; f(x) = g(x) * 2 + x, keeping x live across the call; the
+ * kernel calls f on odd lanes and g on even lanes (divergent lanes in
+ * different functions at once), then both again, keeping values live. */
+static void test_call_frames(void **state) {
+  const char *text = HDR
+      ".func (.param .b32 r) g(.param .b32 x)\n{\n.reg .b32 %a<4>;\n.local .align 4 .b8 dg[8];\n"
+      "ld.param.b32 %a1, [x]; st.local.u32 [dg+4], %a1; mul.lo.s32 %a2, %a1, 3; add.s32 %a2, %a2, 1;\n"
+      "ld.local.u32 %a3, [dg+4]; sub.s32 %a3, %a3, %a1; add.s32 %a2, %a2, %a3; st.param.b32 [r], %a2; ret;\n}\n"
+      ".func (.param .b32 r) f(.param .b32 x)\n{\n.reg .b32 %b<5>;\n"
+      "ld.param.b32 %b1, [x]; add.s32 %b2, %b1, 0;\n"
+      "{ .param .b32 p0; st.param.b32 [p0], %b1; .param .b32 rv; call (rv), g, (p0); ld.param.b32 %b3, [rv]; }\n"
+      "shl.b32 %b3, %b3, 1; add.s32 %b4, %b3, %b2; st.param.b32 [r], %b4; ret;\n}\n"
+      ".visible .entry k(.param .u64 out)\n{\n.reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<2>;\n"
+      "ld.param.u64 %rd0, [out]; mov.u32 %r1, %tid.x; and.b32 %r2, %r1, 1; setp.eq.u32 %p1, %r2, 1;\n"
+      "@%p1 bra ODD;\n"
+      "{ .param .b32 p0; st.param.b32 [p0], %r1; .param .b32 rv; call (rv), g, (p0); ld.param.b32 %r3, [rv]; }\n"
+      "bra J;\n"
+      "ODD: { .param .b32 p0; st.param.b32 [p0], %r1; .param .b32 rv; call (rv), f, (p0); ld.param.b32 %r3, [rv]; }\n"
+      "J: { .param .b32 p0; st.param.b32 [p0], %r3; .param .b32 rv; call (rv), f, (p0); ld.param.b32 %r4, [rv]; }\n"
+      "add.s32 %r5, %r4, %r1;\n"
+      "mul.wide.u32 %rd1, %r1, 4; add.s64 %rd2, %rd0, %rd1; st.global.u32 [%rd2], %r5; ret;\n}\n";
+  sg_ptx_module *m;
+  char err[256];
+  int rc = sg_ptx_module_parse(text, strlen(text), &m, err, sizeof err);
+  if (rc) fail_msg("%s", err);
+  testenv te;
+  te_init(&te, 1);
+  uint64_t out = te_alloc(&te, 64 * 4);
+  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(m, "k");
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &out, 8);
+  sg_ptx_fault f;
+  rc = te_launch(&te, k, 1, 1, 1, 64, 1, 1, 0, &p, &f);
+  if (rc) fail_msg("%s", f.message);
+  int32_t *o = te_host(&te, out);
+  for (int t = 0; t < 64; t++) {
+    int g1 = 3 * t + 1, first = (t & 1) ? (2 * g1 + t) : g1;
+    int second = 2 * (3 * first + 1) + first;
+    assert_int_equal(o[t], second + t);
+  }
+  te_free(&te);
+  sg_ptx_module_free(m);
+  (void)state;
+}
+
 /* ------------------------------------------------------------ memory */
 
 static void test_memory_spaces(void **state) {
@@ -803,6 +849,7 @@ int main(void) {
     cmocka_unit_test(test_divergence),
     cmocka_unit_test(test_barrier_exit),
     cmocka_unit_test(test_call_ret),
+    cmocka_unit_test(test_call_frames),
     cmocka_unit_test(test_memory_spaces),
     cmocka_unit_test(test_atomics),
     cmocka_unit_test(test_shfl_vote),
