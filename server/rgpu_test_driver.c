@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* A tiny fake CUDA driver for rgpu-server's own tests and fuzzer.
  *
  * It exports, under cuda.h's symbol names, exactly the functions the server
@@ -10,9 +11,16 @@
  * Modules: an image starting with "STUB" loads; it has the functions
  * "vecadd" (float *a, float *b, float *c, int n: c = a + b), "noop",
  * "hello" (prints through the sgSetPrintHandler hook) and the global
- * "gvar" (64 bytes). */
+ * "gvar" (64 bytes).
+ *
+ * Device memory comes from an arena at a fixed address with a bump pointer
+ * that restarts when everything is freed, so the same requests get the same
+ * pointers in every run: the fuzzer's seeds can name valid allocations.
+ * Under AddressSanitizer the arena is poisoned except for live
+ * allocations. */
 #include <cuda.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +40,49 @@ typedef struct {
 static stub_alloc allocs[4096];
 static int nallocs;
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STUB_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define STUB_ASAN 1
+#endif
+#ifdef STUB_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)0)
+#define UNPOISON(p, n) ((void)0)
+#endif
+
+#define ARENA_BASE ((uintptr_t)0x500000000000ull)
+#define ARENA_SIZE ((size_t)2 << 30)
+static uint8_t *arena;
+static size_t arena_top;
+
+static void *arena_alloc(size_t n) {
+  if (!arena) {
+    void *m = mmap((void *)ARENA_BASE, ARENA_SIZE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    arena = m;
+    POISON(arena, ARENA_SIZE);
+  }
+  /* 256-byte alignment like the real driver, and a gap after each block. */
+  size_t need = (n + 256 + 255) & ~(size_t)255;
+  if (need < n || need > ARENA_SIZE - arena_top) return NULL;
+  uint8_t *p = arena + arena_top;
+  arena_top += need;
+  UNPOISON(p, n);
+  return p;
+}
+
+static void arena_free(void *p, size_t n) {
+  POISON(p, n);
+}
+
 static int ptr_ok(uintptr_t p, size_t n) {
   for (int i = 0; i < nallocs; i++)
     if (p >= allocs[i].p && p - allocs[i].p <= allocs[i].n && n <= allocs[i].n - (p - allocs[i].p))
@@ -41,7 +92,9 @@ static int ptr_ok(uintptr_t p, size_t n) {
 
 typedef struct {
   char globals[64];
+  int used;
 } stub_module;
+static stub_module modules[256];
 typedef struct {
   int kind; /* 1 vecadd, 2 noop, 3 hello */
 } stub_func;
@@ -50,7 +103,13 @@ typedef struct {
   double t_ms;
   int recorded;
   unsigned flags;
+  int used;
 } stub_event;
+/* Streams and events live in static pools: a context reset forgets them
+ * without a free, as a real reset does, and nothing shows up as a leak. */
+#define STUB_POOL 4096
+static stub_event events[STUB_POOL];
+static char streams[STUB_POOL];
 
 static void (*print_fn)(void *, const char *, size_t);
 static void *print_ctx;
@@ -128,8 +187,13 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
 }
 API CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return CUDA_SUCCESS; }
 API CUresult cuDevicePrimaryCtxReset(CUdevice d) {
-  for (int i = 0; i < nallocs; i++) free((void *)allocs[i].p);
+  memset(events, 0, sizeof events);
+  memset(streams, 0, sizeof streams);
+  for (int i = 0; i < 256; i++)
+    if (modules[i].used) cuModuleUnload((CUmodule)&modules[i]);
+  for (int i = 0; i < nallocs; i++) arena_free((void *)allocs[i].p, allocs[i].n);
   nallocs = 0;
+  arena_top = 0;
   mem_used = 0;
   return CUDA_SUCCESS;
 }
@@ -143,7 +207,7 @@ API CUresult cuMemGetInfo(size_t *f, size_t *t) {
 API CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
   if (n == 0) return CUDA_ERROR_INVALID_VALUE;
   if (n > STUB_MEM_TOTAL - mem_used || nallocs == 4096) return CUDA_ERROR_OUT_OF_MEMORY;
-  void *m = calloc(1, n);
+  void *m = arena_alloc(n);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
   allocs[nallocs++] = (stub_alloc){(uintptr_t)m, n};
   mem_used += n;
@@ -153,9 +217,10 @@ API CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
 API CUresult cuMemFree(CUdeviceptr p) {
   for (int i = 0; i < nallocs; i++)
     if (allocs[i].p == p) {
-      free((void *)allocs[i].p);
+      arena_free((void *)allocs[i].p, allocs[i].n);
       mem_used -= allocs[i].n;
       allocs[i] = allocs[--nallocs];
+      if (nallocs == 0) arena_top = 0;
       return CUDA_SUCCESS;
     }
   return CUDA_ERROR_INVALID_VALUE;
@@ -206,13 +271,21 @@ API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream 
 }
 API CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   if (memcmp(image, "STUB", 4)) return CUDA_ERROR_INVALID_IMAGE;
-  stub_module *sm = calloc(1, sizeof *sm);
-  if (!sm) return CUDA_ERROR_OUT_OF_MEMORY;
-  *m = (CUmodule)sm;
-  return CUDA_SUCCESS;
+  for (int i = 0; i < 256; i++)
+    if (!modules[i].used) {
+      modules[i].used = 1;
+      UNPOISON(modules[i].globals, sizeof modules[i].globals);
+      memset(modules[i].globals, 0, sizeof modules[i].globals);
+      *m = (CUmodule)&modules[i];
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 API CUresult cuModuleUnload(CUmodule m) {
-  free(m);
+  stub_module *sm = (stub_module *)m;
+  if (sm < modules || sm >= modules + 256 || !sm->used) return CUDA_ERROR_INVALID_HANDLE;
+  sm->used = 0;
+  POISON(sm->globals, sizeof sm->globals);
   return CUDA_SUCCESS;
 }
 API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
@@ -267,25 +340,36 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   return CUDA_SUCCESS;
 }
 API CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio) {
-  *s = (CUstream)malloc(1);
-  return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  for (int i = 0; i < STUB_POOL; i++)
+    if (!streams[i]) {
+      streams[i] = 1;
+      *s = (CUstream)&streams[i];
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 API CUresult cuStreamDestroy(CUstream s) {
-  free(s);
+  char *p = (char *)s;
+  if (p < streams || p >= streams + STUB_POOL || !*p) return CUDA_ERROR_INVALID_HANDLE;
+  *p = 0;
   return CUDA_SUCCESS;
 }
 API CUresult cuStreamSynchronize(CUstream s) { return CUDA_SUCCESS; }
 API CUresult cuStreamQuery(CUstream s) { return CUDA_SUCCESS; }
 API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) { return CUDA_SUCCESS; }
 API CUresult cuEventCreate(CUevent *e, unsigned flags) {
-  stub_event *se = calloc(1, sizeof *se);
-  if (!se) return CUDA_ERROR_OUT_OF_MEMORY;
-  se->flags = flags;
-  *e = (CUevent)se;
-  return CUDA_SUCCESS;
+  for (int i = 0; i < STUB_POOL; i++)
+    if (!events[i].used) {
+      events[i] = (stub_event){0, 0, flags, 1};
+      *e = (CUevent)&events[i];
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 API CUresult cuEventDestroy(CUevent e) {
-  free(e);
+  stub_event *se = (stub_event *)e;
+  if (se < events || se >= events + STUB_POOL || !se->used) return CUDA_ERROR_INVALID_HANDLE;
+  se->used = 0;
   return CUDA_SUCCESS;
 }
 API CUresult cuEventRecord(CUevent e, CUstream s) {

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Writes seed inputs for rgpu_server_fuzz: frame sequences that reach every
+handler with valid handles and pointers.  The fake driver's first
+allocation is at 0x500000000000 and each 256-byte allocation advances 512."""
+import os, struct, sys
+
+BASE = 0x500000000000
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "fuzz_corpus")
+os.makedirs(out, exist_ok=True)
+
+def frame(op, payload, seq, reply=True):
+    return struct.pack('<IBBHIIQ', 0x31504752, 1, 1, op, len(payload), 1 if reply else 0, seq) + payload
+def u32(v): return struct.pack('<I', v)
+def i32(v): return struct.pack('<i', v)
+def u64(v): return struct.pack('<Q', v)
+def strlist(xs): return u32(len(xs)) + b''.join(u32(len(x)) + x for x in xs)
+
+seeds = {}
+seq = iter(range(2, 1 << 30))
+def F(op, p, reply=True): return frame(op, p, next(seq), reply)
+
+seeds['memory'] = b''.join([
+    F(0x20, u64(256)), F(0x20, u64(256)),
+    F(0x22, u64(BASE) + u64(0) + b'x' * 256),
+    F(0x23, u64(BASE) + u64(256) + u64(0)),
+    F(0x24, u64(BASE + 512) + u64(BASE) + u64(256) + u64(0)),
+    F(0x25, u64(BASE) + u32(7) + u32(4) + u64(64) + u64(0)),
+    F(0x15, b''), F(0x21, u64(BASE + 512)), F(0x21, u64(BASE)),
+])
+mod = u64(9) + strlist([b'vecadd', b'hello', b'nope']) + strlist([b'gvar']) + b'STUB'
+params = u64(BASE) + u64(BASE + 512) + u64(BASE + 1024) + i32(64)
+seeds['module'] = b''.join([
+    F(0x20, u64(256)), F(0x20, u64(256)), F(0x20, u64(256)),
+    F(0x30, mod),
+    F(0x32, u64(9) + u32(0) + u32(1) * 3 + u32(64) + u32(1) * 2 + u32(0) + u64(0) + params),
+    F(0x32, u64(9) + u32(1) + u32(1) * 6 + u32(0) + u64(0), reply=False),
+    F(0x33, u64(9) + u32(0)),
+    F(0x31, u64(9)),
+])
+seeds['streams'] = b''.join([
+    F(0x40, u64(5) + u32(0) + i32(0)), F(0x50, u64(1) + u32(0)), F(0x50, u64(2) + u32(0)),
+    F(0x52, u64(1) + u64(5)), F(0x44, u64(5) + u64(1) + u32(0)), F(0x52, u64(2) + u64(5)),
+    F(0x42, u64(5)), F(0x43, u64(5)), F(0x53, u64(2)), F(0x54, u64(2)),
+    F(0x55, u64(1) + u64(2)), F(0x51, u64(1)), F(0x41, u64(5)),
+])
+seeds['device'] = b''.join([
+    F(0x10, b''), F(0x11, u32(0)), F(0x12, u32(0)), F(0x13, b''), F(0x04, b''),
+    F(0x03, b'ping'), F(0x14, u32(0)), F(0x02, b''),
+])
+for name, data in seeds.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)

@@ -1,0 +1,74 @@
+/* libFuzzer target: arbitrary bytes as a stream of frames into the request
+ * handler of one session, on the server's fake driver.
+ *
+ * Each input is one session: an authenticated HELLO is injected first so the
+ * fuzzer spends its time in the handlers, then the input is cut into frames
+ * (24-byte header + payload) as the worker's read loop would, stopping at
+ * the first header the loop would reject.  The fake driver does no bounds
+ * checks of its own, so any pointer or size the server forgets to validate
+ * shows up as an AddressSanitizer report. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+#include "rgpu_worker.h"
+
+static rgpu_worker_config cfg;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  rgpu_log_set_level(RGPU_LOG_ERROR);
+  cfg.device = RGPU_DEVICE_SOFTGPU;
+  const char *lib = getenv("RGPU_FUZZ_DRIVER");
+  if (lib) {
+    snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", lib);
+  } else {
+    char self[900];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s/../lib/librgpu_test_driver.so", self);
+  }
+  /* Keeps the fake driver's host allocations small and fast. */
+  cfg.mem_quota = 16u << 20;
+  cfg.max_payload = 1u << 20;
+  cfg.session_id = 1;
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  rgpu_worker *w = rgpu_worker_new(&cfg);
+  if (!w) return 0;
+  rgpu_buf out, hello;
+  rgpu_buf_init(&out);
+  rgpu_buf_init(&hello);
+  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION,
+                          .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT};
+  rgpu_msg_hello_req_encode(&hello, &q);
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_HELLO, (uint32_t)hello.len,
+                      RGPU_REQ_NEED_REPLY, 1};
+  int action = rgpu_worker_handle(w, &h, hello.data, hello.len, &out);
+  size_t off = 0;
+  while (action == RGPU_WORKER_CONTINUE && size - off >= RGPU_FRAME_HDR_SIZE) {
+    if (rgpu_frame_hdr_decode(data + off, cfg.max_payload, &h)) break;
+    off += RGPU_FRAME_HDR_SIZE;
+    if (h.length > size - off) break;
+    /* The payload in its own allocation, as the read loop has it, so that
+     * ASan sees any read past its end. */
+    uint8_t *p = malloc(h.length ? h.length : 1);
+    if (!p) break;
+    memcpy(p, data + off, h.length);
+    off += h.length;
+    rgpu_buf_reset(&out);
+    action = rgpu_worker_handle(w, &h, p, h.length, &out);
+    free(p);
+  }
+  rgpu_worker_free(w);
+  rgpu_buf_free(&out);
+  rgpu_buf_free(&hello);
+  return 0;
+}
