@@ -304,6 +304,9 @@ SG_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
   CUresult r = sg_current(&c);
   if (r) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  /* Like cudaFree, wait for queued work first: an async copy or kernel
+   * issued before the free may still use the memory. */
+  sg_ctx_drain(c);
   return free_common(dptr, 1u << SG_MEM_DEVICE);
 }
 
@@ -346,6 +349,7 @@ SG_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p) {
   sg_ctx *c;
   CUresult r = sg_current(&c);
   if (r) return r;
+  sg_ctx_drain(c);
   return free_common((uint64_t)(uintptr_t)p, 1u << SG_MEM_HOST);
 }
 

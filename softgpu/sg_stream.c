@@ -92,6 +92,8 @@ static void run_op(sg_stream *s, sg_op *op) {
   }
 }
 
+static void stream_stop_locked(sg_stream *s);
+
 static void *worker_main(void *arg) {
   sg_stream *s = arg;
   pthread_mutex_lock(&sg_sched_lock);
@@ -164,8 +166,10 @@ static CUresult stream_new(sg_ctx *c, unsigned flags, int prio, int legacy, int 
   c->streams = s;
   pthread_mutex_unlock(&sg_sched_lock);
   if (!legacy && !ptds && sg_handle_add(s, SG_H_STREAM) != 0) {
-    sg_op *op = sg_op_new(SG_OP_EXIT);
-    if (op) sg_submit(s, op, 0);
+    pthread_mutex_lock(&sg_sched_lock);
+    stream_stop_locked(s);
+    stream_unref_locked(s);
+    pthread_mutex_unlock(&sg_sched_lock);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *out = s;
@@ -196,8 +200,11 @@ CUresult sg_stream_resolve(CUstream h, sg_stream **out) {
     r = sg_current(&c);
     if (r) return r;
     if (h == CU_STREAM_PER_THREAD) return ptds_get(c, out);
+    pthread_mutex_lock(&sg_sched_lock);
     *out = c->legacy;
-    return CUDA_SUCCESS;
+    pthread_mutex_unlock(&sg_sched_lock);
+    /* NULL only while a concurrent reset tears the context down. */
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
   }
   if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!sg_handle_ok(h, SG_H_STREAM)) return CUDA_ERROR_INVALID_HANDLE;
@@ -210,6 +217,13 @@ CUresult sg_stream_resolve(CUstream h, sg_stream **out) {
 CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
   sg_ctx *c = s->ctx;
   pthread_mutex_lock(&sg_sched_lock);
+  if (s->destroyed) {
+    /* Lost a race with cuStreamDestroy or a context teardown: the worker is
+     * gone or going, so the op would never run (and a waiter never wake). */
+    op_free_locked(op);
+    pthread_mutex_unlock(&sg_sched_lock);
+    return c->active ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  }
   if (op->type != SG_OP_EXIT) {
     if (s->is_legacy) {
       int n = 0;

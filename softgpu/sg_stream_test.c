@@ -282,6 +282,24 @@ static void test_sync_copy_waits_for_streams(void **state) {
   cuStreamDestroy(s);
 }
 
+/* Freeing memory that queued work still uses waits for that work. */
+static void test_free_waits_for_queued_work(void **state) {
+  CUstream s;
+  CUdeviceptr d;
+  gate g;
+  gate_init(&g);
+  log_reset();
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(s, sleep_fn, (void *)(intptr_t)20), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD32Async(d, 1, 1024, s), CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(s, mark_fn, &A), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(d), CUDA_SUCCESS);
+  assert_string_equal(order, "A");
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS); /* no late fault */
+  cuStreamDestroy(s);
+}
+
 static int cb_status = -1;
 static CUstream cb_stream;
 static void callback_fn(CUstream h, CUresult status, void *user) {
@@ -336,7 +354,8 @@ int main(void) {
       cmocka_unit_test(test_fifo_order),          cmocka_unit_test(test_stream_properties),
       cmocka_unit_test(test_destroy_with_pending_work), cmocka_unit_test(test_events),
       cmocka_unit_test(test_wait_event_across_streams), cmocka_unit_test(test_legacy_stream_sync),
-      cmocka_unit_test(test_sync_copy_waits_for_streams), cmocka_unit_test(test_callback),
+      cmocka_unit_test(test_sync_copy_waits_for_streams), cmocka_unit_test(test_free_waits_for_queued_work),
+      cmocka_unit_test(test_callback),
       cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
