@@ -96,33 +96,57 @@ float sg_half_to_float(uint16_t h) {
   return r;
 }
 
-/* Round-to-nearest-even from double, so that f16 arithmetic done exactly in
- * double is rounded once. */
-uint16_t sg_double_to_half(double x) {
-  uint16_t sign = signbit(x) ? 0x8000 : 0;
-  if (isnan(x)) return 0x7e00 | sign;
+/* Rounds x once to a binary format with `ebits` exponent and `mbits`
+ * fraction bits (f16: 5/10, bf16: 8/7) under rounding mode rnd, handling
+ * subnormals and overflow as IEEE 754 does.  f16/bf16 arithmetic is done
+ * exactly in double and rounded here, so results are correctly rounded. */
+static uint32_t narrow_float(double x, int ebits, int mbits, int rnd) {
+  int bias = (1 << (ebits - 1)) - 1;
+  uint32_t sign = signbit(x) ? 1u << (ebits + mbits) : 0;
+  uint32_t expmask = ((1u << ebits) - 1) << mbits;
+  uint32_t maxfin = expmask - (1u << mbits) + ((1u << mbits) - 1);
+  if (isnan(x)) return sign | expmask | (1u << (mbits - 1));
+  if (isinf(x)) return sign | expmask;
   double ax = fabs(x);
-  if (ax >= 65520.0) return sign | 0x7c00;
-  if (ax < 6.103515625e-05) { /* subnormal: units of 2^-24 */
-    double q = nearbyint(ax * 16777216.0);
-    return sign | (uint16_t)q;
-  }
+  if (ax == 0.0) return sign;
   int e;
-  double mnt = frexp(ax, &e); /* ax = mnt * 2^e, mnt in [0.5, 1) */
-  double q = nearbyint(ldexp(mnt, 11));
-  if (q >= 2048.0) { q = 1024.0; e++; }
-  if (e + 14 >= 31) return sign | 0x7c00;
-  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((int)q - 1024);
+  frexp(ax, &e);
+  int E = e - 1; /* ax in [2^E, 2^(E+1)) */
+  if (E < 1 - bias) E = 1 - bias;
+  double q = ldexp(ax, mbits - E); /* exact: a power-of-two scaling */
+  double r;
+  int toward_inf;
+  switch (rnd) {
+    case SG_RND_RZ: case SG_RND_RZI: r = floor(q); break;
+    case SG_RND_RM: case SG_RND_RMI: r = sign ? ceil(q) : floor(q); break;
+    case SG_RND_RP: case SG_RND_RPI: r = sign ? floor(q) : ceil(q); break;
+    default: r = nearbyint(q); break;
+  }
+  double v = ldexp(r, E - mbits);
+  if (v >= ldexp(1.0, bias + 1)) {
+    /* overflow: infinity unless the mode rounds toward zero for this sign */
+    switch (rnd) {
+      case SG_RND_RZ: case SG_RND_RZI: toward_inf = 0; break;
+      case SG_RND_RM: case SG_RND_RMI: toward_inf = sign != 0; break;
+      case SG_RND_RP: case SG_RND_RPI: toward_inf = sign == 0; break;
+      default: toward_inf = 1; break;
+    }
+    return sign | (toward_inf ? expmask : maxfin);
+  }
+  if (v == 0.0) return sign;
+  frexp(v, &e);
+  int E2 = e - 1;
+  if (E2 < 1 - bias) return sign | (uint32_t)ldexp(v, bias - 1 + mbits); /* subnormal */
+  uint32_t frac = (uint32_t)(ldexp(v, mbits - E2) - ldexp(1.0, mbits));
+  return sign | ((uint32_t)(E2 + bias) << mbits) | frac;
 }
 
+uint16_t sg_double_to_half(double x) { return (uint16_t)narrow_float(x, 5, 10, SG_RND_RN); }
+static inline uint16_t double_to_half_r(double x, int rnd) { return (uint16_t)narrow_float(x, 5, 10, rnd); }
+static inline uint16_t double_to_bf16_r(double x, int rnd) { return (uint16_t)narrow_float(x, 8, 7, rnd); }
+
 static inline float bf16_to_float(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
-static uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
+static uint16_t float_to_bf16(float f) { return double_to_bf16_r(f, SG_RND_RN); }
 
 static inline int is_signed_t(int t) { return t >= SG_T_S8 && t <= SG_T_S64; }
 static inline unsigned tsize(int t) {
@@ -505,12 +529,7 @@ static uint16_t half_op(int op, int bf, uint16_t ha, uint16_t hb, uint16_t hc, i
     default: r = 0; break;
   }
   if (flags & SG_F_SAT) r = satd(r);
-  if (bf) {
-    /* double -> bf16 through float can double-round only for products of
-     * three bf16 terms, far below bf16 precision needs */
-    return float_to_bf16((float)r);
-  }
-  return sg_double_to_half(r);
+  return bf ? double_to_bf16_r(r, SG_RND_RN) : sg_double_to_half(r);
 }
 
 static void half_arith(const sg_insn *I, uint32_t m, uint64_t *D, const uint64_t *A, const uint64_t *Bv, const uint64_t *C) {
@@ -635,14 +654,14 @@ static uint64_t cvt_one(const sg_insn *I, uint64_t v) {
         if (sat) r = satd(r);
         return of_f64(r);
       case SG_T_F16: {
-        double dd = uns ? (double)(uint64_t)x : (double)x;
+        double dd = uns ? (double)(uint64_t)x : (double)x; /* exact below 2^53, far past f16 range */
         if (sat) dd = satd(dd);
-        return sg_double_to_half(dd);
+        return double_to_half_r(dd, rnd);
       }
       default: {
-        float f = uns ? (float)(uint64_t)x : (float)x;
-        if (sat) f = satf(f);
-        return float_to_bf16(f);
+        double dd = uns ? (double)(uint64_t)x : (double)x;
+        if (sat) dd = satd(dd);
+        return double_to_bf16_r(dd, rnd);
       }
     }
   }
@@ -659,8 +678,8 @@ static uint64_t cvt_one(const sg_insn *I, uint64_t v) {
       return of_f32(f);
     }
     case SG_T_F64: return isnan(d) ? 0x7fffffffffffffffull : of_f64(d);
-    case SG_T_F16: return st == SG_T_F64 ? sg_double_to_half(d) : sg_double_to_half((double)(float)d);
-    default: return float_to_bf16((float)d);
+    case SG_T_F16: return double_to_half_r(d, rnd);
+    default: return double_to_bf16_r(d, rnd);
   }
 }
 

@@ -309,7 +309,11 @@ static void test_cvt(void **state) {
          "mov.f32 %f15, 0fD0000000; cvt.rzi.s32.f32 %r16, %f15; st.u32 [%rd0+132], %r16;\n" /* -2^33 */
          "cvt.u16.u32 %h4, %r7; cvt.s32.s16 %r17, %h4; st.u32 [%rd0+136], %r17;\n"
          "mov.u32 %r18, 0x1ffff; cvt.u16.u32 %h5, %r18; cvt.s32.s16 %r19, %h5; st.u32 [%rd0+140], %r19;\n"
-         "cvt.rn.f16.f64 %h6, %fd1; cvt.f64.f16 %fd4, %h6; st.f64 [%rd0+144], %fd4;\n",
+         "cvt.rn.f16.f64 %h6, %fd1; cvt.f64.f16 %fd4, %h6; st.f64 [%rd0+144], %fd4;\n"
+         "mov.f32 %f16, 0f3F801000; cvt.rz.f16.f32 %h7, %f16; cvt.rp.f16.f32 %h8, %f16; cvt.rn.f16.f32 %h9, %f16;\n" /* 1 + 2^-11 */
+         "mov.b32 %r20, {%h7, %h8}; st.u32 [%rd0+152], %r20; cvt.u32.u16 %r21, %h9; st.u32 [%rd0+156], %r21;\n"
+         "mov.f32 %f17, 0fC77FF000; cvt.rz.f16.f32 %h10, %f17; cvt.rm.f16.f32 %h11, %f17; mov.b32 %r22, {%h10, %h11}; st.u32 [%rd0+160], %r22;\n"
+         "mov.f32 %f18, 0f3F808000; cvt.rz.bf16.f32 %h12, %f18; cvt.rp.bf16.f32 %h13, %f18; mov.b32 %r23, {%h12, %h13}; st.u32 [%rd0+164], %r23;\n",
          1);
   assert_int_equal(s.o32[0], 2147483647);
   assert_int_equal(s.o32[1], 0);
@@ -339,6 +343,11 @@ static void test_cvt(void **state) {
   assert_int_equal(s.o32[34], 300);
   assert_int_equal((int32_t)s.o32[35], -1);
   assert_float_equal(s.od[18], 0.1, 1e-4);
+  /* 0x3F801000 = 1 + 2^-11: exactly halfway between halves 0x3c00 and 0x3c01 */
+  assert_int_equal(s.o32[38], 0x3c013c00u);
+  assert_int_equal(s.o32[39], 0x3c00);
+  assert_int_equal(s.o32[40], 0xfc00fbffu); /* -65520: rz -> -max, rm -> -inf */
+  assert_int_equal(s.o32[41], 0x3f813f80u);
   snip_done(&s);
 }
 
@@ -709,6 +718,9 @@ static void test_half_conversion_rounding(void **state) {
   assert_int_equal(sg_double_to_half(2.98e-08), 0x0000);
   assert_int_equal(sg_double_to_half(6.097555160522461e-05), 0x03ff);
   assert_true(sg_half_to_float(0x0001) == 5.960464477539063e-08f);
+  assert_int_equal(sg_double_to_half(-1.0 - 1.0 / 2048.0), 0xbc00);
+  assert_int_equal(sg_double_to_half(1e-9), 0x0000);
+  assert_int_equal(sg_double_to_half(-0.0), 0x8000);
   assert_true(isnan(sg_half_to_float(0x7e00)));
   (void)state;
 }
