@@ -48,7 +48,8 @@
 #define Q_SCID_LEN 16
 #define Q_MAX_PKT 1500
 #define Q_GSO_MAX 64
-#define Q_CHUNK (256 * 1024)
+#define Q_CHUNK (64 * 1024) /* under malloc's mmap threshold */
+#define Q_POOL_MAX 64
 #define Q_SEND_BUF_MAX (64ull << 20) /* unacknowledged bytes we keep */
 #define Q_STREAM_WINDOW (16ull << 20)
 #define Q_CONN_WINDOW (24ull << 20)
@@ -72,17 +73,48 @@ typedef struct {
   qchunk *head, *tail;
 } qqueue;
 
+/* Chunks come and go at line rate; a small per-I/O-thread cache keeps
+ * malloc, page faults and zeroing out of the data path.  Only I/O threads
+ * touch queues, and each drains its cache when it ends. */
+static __thread qchunk *chunk_pool;
+static __thread int chunk_pool_n;
+
+static void chunk_put(qchunk *c) {
+  if (chunk_pool_n < Q_POOL_MAX) {
+    c->next = chunk_pool;
+    chunk_pool = c;
+    chunk_pool_n++;
+  } else {
+    free(c);
+  }
+}
+
+static void chunk_pool_drain(void) {
+  while (chunk_pool) {
+    qchunk *n = chunk_pool->next;
+    free(chunk_pool);
+    chunk_pool = n;
+  }
+  chunk_pool_n = 0;
+}
+
 static void qqueue_free(qqueue *q) {
   while (q->head) {
     qchunk *n = q->head->next;
-    free(q->head);
+    chunk_put(q->head);
     q->head = n;
   }
   q->tail = NULL;
 }
 
 static qchunk *qqueue_append_chunk(qqueue *q, uint64_t off) {
-  qchunk *c = malloc(sizeof *c);
+  qchunk *c = chunk_pool;
+  if (c) {
+    chunk_pool = c->next;
+    chunk_pool_n--;
+  } else {
+    c = malloc(sizeof *c);
+  }
   if (!c) return NULL;
   c->next = NULL;
   c->off = off;
@@ -412,7 +444,7 @@ static void qs_deliver(qconn *q, qstream *s) {
     if (c->pos == c->len) {
       s->recvq.head = c->next;
       if (!s->recvq.head) s->recvq.tail = NULL;
-      free(c);
+      chunk_put(c);
     }
   }
   if (s->app_gone) {
@@ -421,7 +453,7 @@ static void qs_deliver(qconn *q, qstream *s) {
       qchunk *c = s->recvq.head;
       q_consumed(q, s, c->len - c->pos);
       s->recvq.head = c->next;
-      free(c);
+      chunk_put(c);
     }
     s->recvq.tail = NULL;
   }
@@ -487,7 +519,7 @@ static int acked_cb(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t le
          s->sendq.head != s->send_cur && s->sendq.head != s->sendq.tail) {
     qchunk *c = s->sendq.head;
     s->sendq.head = c->next;
-    free(c);
+    chunk_put(c);
   }
   return 0;
 }
@@ -1201,6 +1233,7 @@ static void *client_main(void *arg) {
   /* Wake readers blocked on any stream: they see EOF and then errcode. */
   for (qstream *s = q->streams; s; s = s->next)
     if (s->app_fd >= 0) shutdown(s->app_fd, SHUT_RDWR);
+  chunk_pool_drain();
   pthread_mutex_lock(&cl->mu);
   cl->exited = 1;
   pthread_cond_broadcast(&cl->cv);
@@ -1702,6 +1735,7 @@ static void *server_main(void *arg) {
   free(rx);
   free(pfd);
   free(who);
+  chunk_pool_drain();
   return NULL;
 }
 
