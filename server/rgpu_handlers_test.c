@@ -502,6 +502,122 @@ static void test_memset_dtod_reset(void **state) {
   harness_free(t);
 }
 
+/* ---- a real nvcc fatbin through softgpu's PTX interpreter -------------- */
+
+static void *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *p = malloc((size_t)n);
+  if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  *len = (size_t)n;
+  return p;
+}
+
+static void test_softgpu_fatbin_launch(void **state) {
+  char fatbin[1024];
+  snprintf(fatbin, sizeof fatbin, "%s/kernels_zstd.fatbin", RGPU_TEST_FATBIN_DIR);
+  size_t ilen = 0;
+  void *image = access(RGPU_TEST_SOFTGPU_LIB, R_OK) ? NULL : read_file(fatbin, &ilen);
+  if (!image) {
+    print_message("SKIP: needs %s and %s\n", RGPU_TEST_SOFTGPU_LIB, fatbin);
+    skip();
+  }
+  harness *t = harness_new(RGPU_TEST_SOFTGPU_LIB, NULL, 0);
+  hello(t, NULL, 0);
+  const char *funcs[] = {"_Z6vecaddPKfS0_Pfi", "_Z5helloi", "no_such_kernel"};
+  const char *vars[] = {"g_init", "c_coef"};
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_module_load_req q = {.module_id = 1,
+                                .func_names = {.items = funcs, .count = 3},
+                                .var_names = {.items = vars, .count = 2}};
+  rgpu_msg_module_load_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MODULE_LOAD, 1, &b, image, ilen);
+  free(image);
+  assert_int_equal(reply_status(t), 0);
+  rgpu_msg_module_load_rep r;
+  assert_int_equal(rgpu_msg_module_load_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+  assert_int_equal(rgpu_array_i32(&r.func_status, 0), 0);
+  assert_int_equal(rgpu_array_i32(&r.func_status, 1), 0);
+  assert_int_not_equal(rgpu_array_i32(&r.func_status, 2), 0);
+  /* vecadd: [#0@0:8 #1@8:8 #2@16:8 #3@24:4] (cuda-abi.md). */
+  assert_int_equal(rgpu_array_u32(&r.func_nparams, 0), 4);
+  assert_int_equal(rgpu_array_u32(&r.param_offsets, 3), 24);
+  assert_int_equal(rgpu_array_u32(&r.param_sizes, 3), 4);
+  assert_int_equal(rgpu_array_i32(&r.var_status, 0), 0);
+  assert_int_equal(rgpu_array_u64(&r.var_sizes, 0), 16);
+  /* The initialised global reads back through a validated DTOH. */
+  int32_t init[4];
+  assert_int_equal(dtoh(t, rgpu_array_u64(&r.var_dptrs, 0), init, sizeof init), 0);
+  assert_int_equal(init[3], 4);
+
+  enum { N = 1000 };
+  static float a[N], bb[N], c[N];
+  for (int i = 0; i < N; i++) a[i] = (float)i, bb[i] = 0.5f * (float)i;
+  uint64_t da = mem_alloc(t, sizeof a, 0), db = mem_alloc(t, sizeof bb, 0), dc = mem_alloc(t, sizeof c, 0);
+  assert_int_equal(htod(t, da, a, sizeof a, 1), 0);
+  assert_int_equal(htod(t, db, bb, sizeof bb, 1), 0);
+  uint8_t params[28];
+  int n = N;
+  memcpy(params, &da, 8);
+  memcpy(params + 8, &db, 8);
+  memcpy(params + 16, &dc, 8);
+  memcpy(params + 24, &n, 4);
+  rgpu_buf_reset(&b);
+  rgpu_msg_launch_req lq = {.module_id = 1, .func_index = 0, .grid_x = 4, .grid_y = 1, .grid_z = 1,
+                            .block_x = 256, .block_y = 1, .block_z = 1};
+  rgpu_msg_launch_req_encode(&b, &lq);
+  send_req(t, RGPU_OP_LAUNCH, 1, &b, params, sizeof params);
+  uint32_t st = reply_status(t);
+  if (st == CUDA_ERROR_NOT_SUPPORTED) {
+    print_message("SKIP: softgpu has no PTX interpreter yet\n");
+    rgpu_buf_free(&b);
+    harness_free(t);
+    skip();
+  }
+  assert_int_equal(st, 0);
+  assert_int_equal(dtoh(t, dc, c, sizeof c), 0);
+  for (int i = 0; i < N; i++) assert_true(c[i] == 1.5f * (float)i);
+
+  /* Device printf arrives as OUTPUT before the reply of the synchronising call. */
+  rgpu_buf_reset(&b);
+  lq.func_index = 1;
+  lq.grid_x = 1;
+  lq.block_x = 2;
+  rgpu_msg_launch_req_encode(&b, &lq);
+  int v = 42;
+  send_req(t, RGPU_OP_LAUNCH, 0, &b, &v, 4);
+  assert_int_equal(t->nframes == 0 || t->frames[0].h.opcode == RGPU_EVT_OUTPUT, 1);
+  size_t got = 0;
+  char text[256];
+  for (int i = 0; i < t->nframes; i++)
+    if (t->frames[i].h.opcode == RGPU_EVT_OUTPUT && got + t->frames[i].h.length < sizeof text) {
+      memcpy(text + got, t->frames[i].p, t->frames[i].h.length);
+      got += t->frames[i].h.length;
+    }
+  send_req(t, RGPU_OP_CTX_SYNC, 1, NULL, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  for (int i = 0; i < t->nframes - 1; i++) {
+    assert_int_equal(t->frames[i].h.opcode, RGPU_EVT_OUTPUT);
+    if (got + t->frames[i].h.length < sizeof text) {
+      memcpy(text + got, t->frames[i].p, t->frames[i].h.length);
+      got += t->frames[i].h.length;
+    }
+  }
+  text[got] = 0;
+  assert_non_null(strstr(text, "hello 42 from 0\n"));
+  assert_non_null(strstr(text, "hello 42 from 1\n"));
+  rgpu_buf_free(&b);
+  harness_free(t);
+}
+
 int main(int argc, char **argv) {
   static char path[1024];
   char self[900];
@@ -521,6 +637,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_modules_and_launch),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),
+      cmocka_unit_test(test_softgpu_fatbin_launch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
