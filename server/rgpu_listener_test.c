@@ -23,7 +23,7 @@
 typedef struct {
   pid_t pid;
   int err_fd;
-  char uris[2][300];
+  char uris[4][300];
   int nuris;
 } server;
 
@@ -316,6 +316,85 @@ static void test_max_sessions(void **state) {
   client_close(&a);
 }
 
+/* 4 MiB each way (one RGPU_CHUNK_BYTES chunk): the reply's tail goes out as
+ * its own iovec. */
+static void bulk_roundtrip(client *c) {
+  const size_t n = RGPU_CHUNK_BYTES;
+  assert_int_equal(u64_call(c, RGPU_OP_MEM_ALLOC, n), 0);
+  uint64_t d;
+  memcpy(&d, c->in.data, 8);
+  uint8_t *src = malloc(n);
+  for (size_t i = 0; i < n; i++) src[i] = (uint8_t)(i * 131 + (i >> 12));
+  rgpu_buf f;
+  rgpu_buf_init(&f);
+  rgpu_msg_memcpy_htod_req hq = {.dst = d};
+  rgpu_msg_memcpy_htod_req_encode(&f, &hq);
+  assert_int_equal(call(c, RGPU_OP_MEMCPY_HTOD, &f, src, n), 0);
+  rgpu_buf_reset(&f);
+  rgpu_msg_memcpy_dtoh_req dq = {.src = d, .size = n};
+  rgpu_msg_memcpy_dtoh_req_encode(&f, &dq);
+  assert_int_equal(call(c, RGPU_OP_MEMCPY_DTOH, &f, NULL, 0), 0);
+  assert_int_equal(c->in.len, n);
+  assert_memory_equal(c->in.data, src, n);
+  rgpu_buf_free(&f);
+  free(src);
+  assert_int_equal(u64_call(c, RGPU_OP_MEM_FREE, d), 0);
+}
+
+static void test_bulk_and_tls(void **state) {
+  char gen[160];
+  snprintf(gen, sizeof gen, "%s", tmpdir);
+  /* --gen-cert writes a pair a client can pin. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    int dn = open("/dev/null", O_WRONLY);
+    dup2(dn, 2);
+    execl(RGPU_TEST_SERVER_BIN, RGPU_TEST_SERVER_BIN, "--gen-cert", gen, (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char cert[200], key[200];
+  snprintf(cert, sizeof cert, "%s/cert.pem", tmpdir);
+  snprintf(key, sizeof key, "%s/key.pem", tmpdir);
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--listen", "tls://127.0.0.1:0",
+                        "--listen", "quic://127.0.0.1:0", "--cert", cert, "--key", key, NULL};
+  server s;
+  server_start(&s, 3, args);
+  assert_non_null(strstr(s.uris[1], "tls://127.0.0.1:"));
+  client c;
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(hello(&c, NULL), 0);
+  bulk_roundtrip(&c);
+  client_close(&c);
+
+  rgpu_transport_opts o = {.ca_file = cert};
+  char err[256];
+  memset(&c, 0, sizeof c);
+  rgpu_buf_init(&c.in);
+  int rc = rgpu_conn_connect(s.uris[1], &o, &c.c, err, sizeof err);
+  if (rc) print_message("tls connect: %s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(hello(&c, NULL), 0);
+  assert_int_equal(ping(&c), 0);
+  bulk_roundtrip(&c);
+  client_close(&c);
+
+  memset(&c, 0, sizeof c);
+  rgpu_buf_init(&c.in);
+  rc = rgpu_conn_connect(s.uris[2], &o, &c.c, err, sizeof err);
+  if (rc) print_message("quic connect: %s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(hello(&c, NULL), 0);
+  assert_int_equal(ping(&c), 0);
+  bulk_roundtrip(&c);
+  client_close(&c);
+  assert_int_equal(server_stop(&s), 0);
+  unlink(cert);
+  unlink(key);
+}
+
 static void test_cli_errors(void **state) {
   /* Each must fail with a usage error, not run and not crash. */
   const char *cases[][5] = {
@@ -373,6 +452,7 @@ int main(void) {
       cmocka_unit_test(test_isolation_and_garbage),
       cmocka_unit_test(test_max_sessions),
       cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test(test_bulk_and_tls),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

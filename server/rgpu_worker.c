@@ -256,10 +256,20 @@ static void put_async_error(rgpu_buf *out, CUresult status, uint64_t seq, const 
 }
 
 /* Result of a request: reply if asked for, else an ASYNC_ERROR on failure. */
-static void finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgpu_buf *out,
-                   int need_reply) {
+/* With defer_rep the reply's payload stays in w->rep (the caller sends it
+ * as a second iovec, so bulk DTOH data is never copied). Returns 1 then. */
+static int finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgpu_buf *out,
+                  int need_reply, int defer_rep) {
   flush_output(w, out);
   if (need_reply) {
+    if (status == CUDA_SUCCESS && defer_rep) {
+      rgpu_frame_hdr rh = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h->opcode, (uint32_t)w->rep.len, 0,
+                           h->seq};
+      uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+      rgpu_frame_hdr_encode(hdr, &rh);
+      rgpu_buf_put(out, hdr, sizeof hdr);
+      return 1;
+    }
     if (status == CUDA_SUCCESS)
       put_frame(out, RGPU_KIND_REPLY, h->opcode, 0, h->seq, w->rep.data, w->rep.len);
     else
@@ -271,13 +281,15 @@ static void finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgp
                w->drv_state == 1 ? rgpu_driver_error_name(&w->drv, status) : "error");
     put_async_error(out, status, h->seq, w->msg);
   }
+  return 0;
 }
 
 /* Status of a query is an answer, not an error to latch. */
 static int is_query(uint16_t op) { return op == RGPU_OP_STREAM_QUERY || op == RGPU_OP_EVENT_QUERY; }
 
-int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
-                       rgpu_buf *out) {
+static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
+                        rgpu_buf *out, int defer_rep, int *deferred) {
+  *deferred = 0;
   rgpu_buf_reset(&w->rep);
   w->msg[0] = 0;
   int need_reply = h->kind == RGPU_KIND_REQUEST && (h->aux & RGPU_REQ_NEED_REPLY);
@@ -285,14 +297,14 @@ int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payl
     /* A client never sends replies or events: the stream is confused. */
     rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
                      (unsigned)h->kind);
-    finish(w, h, CUDA_ERROR_INVALID_VALUE, out, 0);
+    finish(w, h, CUDA_ERROR_INVALID_VALUE, out, 0, 0);
     return RGPU_WORKER_CONTINUE;
   }
   w->calls++;
   if (!w->hello_done && h->opcode != RGPU_OP_HELLO) {
     rgpu_worker_fail(w, CUDA_ERROR_NOT_INITIALIZED, "the first request of a session must be HELLO, got %s",
                      rgpu_op_name(h->opcode) ? rgpu_op_name(h->opcode) : "an unknown opcode");
-    finish(w, h, CUDA_ERROR_NOT_INITIALIZED, out, 1);
+    finish(w, h, CUDA_ERROR_NOT_INITIALIZED, out, 1, 0);
     w->end_reason = "no-hello";
     return RGPU_WORKER_CLOSE;
   }
@@ -317,7 +329,7 @@ int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payl
     status = rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory building the reply");
   }
   if (status == CUDA_ERROR_NOT_READY && is_query(h->opcode) && !need_reply) status = CUDA_SUCCESS;
-  finish(w, h, status, out, need_reply);
+  *deferred = finish(w, h, status, out, need_reply, defer_rep);
   if (h->opcode == RGPU_OP_GOODBYE && status == CUDA_SUCCESS) {
     w->end_reason = "goodbye";
     return RGPU_WORKER_CLOSE;
@@ -327,6 +339,12 @@ int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payl
     return RGPU_WORKER_CLOSE;
   }
   return RGPU_WORKER_CONTINUE;
+}
+
+int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
+                       rgpu_buf *out) {
+  int deferred;
+  return handle_frame(w, h, payload, len, out, 0, &deferred);
 }
 
 /* ---- the socket loop ---------------------------------------------------- */
@@ -358,7 +376,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       break;
     }
     rgpu_buf_reset(&out);
-    int action = rgpu_worker_handle(w, &h, in.data, in.len, &out);
+    int deferred = 0;
+    int action = handle_frame(w, &h, in.data, in.len, &out, 1, &deferred);
     if (out.err) {
       RGPU_ERROR("session=%llu out of memory building a reply", (unsigned long long)w->cfg.session_id);
       w->end_reason = "oom";
@@ -366,8 +385,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       break;
     }
     if (out.len) {
-      struct iovec iov = {out.data, out.len};
-      if (rgpu_conn_writev_all(c, &iov, 1)) {
+      struct iovec iov[2] = {{out.data, out.len}, {w->rep.data, w->rep.len}};
+      if (rgpu_conn_writev_all(c, iov, deferred && w->rep.len ? 2 : 1)) {
         w->end_reason = "write-error";
         result = 1;
         break;
