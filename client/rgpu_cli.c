@@ -87,13 +87,16 @@ static void print_file(const char *path, FILE *to) {
   fclose(f);
 }
 
-static int sock_connects(const char *path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-  int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-  close(fd);
+/* The server announces "rgpu-server: listening on URI" once it accepts
+ * connections; reading that line (instead of probing with a connection)
+ * leaves no empty session behind in the server's logs and counts. */
+static int log_says_listening(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int ok = 0;
+  while (!ok && fgets(line, sizeof line, f)) ok = strstr(line, "listening on") != NULL;
+  fclose(f);
   return ok;
 }
 
@@ -182,7 +185,7 @@ static int server_start(private_server *s) {
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
-    if (sock_connects(s->sock)) return 0;
+    if (log_says_listening(s->log)) return 0;
     int st;
     if (waitpid(pid, &st, WNOHANG) == pid) {
       s->pid = 0;
