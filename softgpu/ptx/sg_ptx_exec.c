@@ -58,6 +58,7 @@ typedef struct {
   uint32_t red_popc, red_and, red_or;
   uint64_t insns;
   uint64_t warp_insns;
+  void *scr; /* the thread's scratch (see get_scratch) */
 } worker;
 
 struct launch {
@@ -1771,48 +1772,149 @@ out:
 
 /* ---------------------------------------------------------------- blocks */
 
+/* Block state is kept per OS thread across launches: allocating a warp's
+ * registers, local memory and call stack on every launch dominated the cost
+ * of small kernels. */
+typedef struct {
+  warp *warps;
+  int nwarps;
+  size_t cap_r, cap_p, cap_local, cap_fp, cap_stack; /* bytes per warp */
+  uint8_t *shared;
+  size_t cap_shared;
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_release(scratch *sc) {
+  for (int i = 0; i < sc->nwarps; i++) {
+    warp *w = &sc->warps[i];
+    free(w->R); free(w->Pm); free(w->local); free(w->fparam); free(w->stack);
+  }
+  free(sc->warps);
+  free(sc->shared);
+  memset(sc, 0, sizeof *sc);
+}
+static void scratch_destroy(void *p) { if (p) { scratch_release(p); free(p); } }
+static void scratch_key_init(void) { pthread_key_create(&scratch_key, scratch_destroy); }
+
+static scratch *get_scratch(void) {
+  pthread_once(&scratch_once, scratch_key_init);
+  scratch *sc = pthread_getspecific(scratch_key);
+  if (!sc) {
+    sc = calloc(1, sizeof *sc);
+    if (!sc) return NULL;
+    if (pthread_setspecific(scratch_key, sc)) { free(sc); return NULL; }
+  }
+  return sc;
+}
+
+static int grow(void **p, size_t *cap, size_t need) {
+  if (need <= *cap && *p) return 0;
+  size_t n = (need + 63) & ~(size_t)63;
+  void *q = aligned_alloc(64, n ? n : 64);
+  if (!q) return -1;
+  free(*p);
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
 static int setup_block_memory(worker *W) {
   launch *L = W->L;
   const struct sg_ptx_module *m = L->m;
-  if (W->warps) return 0;
-  W->nwarps_alloc = (int)L->nwarps;
-  W->warps = calloc(L->nwarps, sizeof(warp));
-  if (!W->warps) return -1;
-  for (unsigned i = 0; i < L->nwarps; i++) {
-    warp *w = &W->warps[i];
-    w->R = aligned_alloc(64, ((size_t)m->nregs * 32 * 8 + 63) & ~(size_t)63);
-    w->Pm = calloc(m->npreds ? m->npreds : 1, sizeof(uint32_t));
-    w->local = calloc(32, L->local_stride ? L->local_stride : 16);
-    w->fparam = calloc(32, L->fparam_stride ? L->fparam_stride : 16);
-    w->stack = calloc((size_t)32 * (L->stack_depth ? L->stack_depth : 1), sizeof(uint64_t));
-    if (!w->R || !w->Pm || !w->local || !w->fparam || !w->stack) return -1;
+  scratch *sc = get_scratch();
+  if (!sc) return -1;
+  size_t need_r = (size_t)m->nregs * 32 * 8, need_p = (size_t)(m->npreds ? m->npreds : 1) * 4;
+  size_t need_l = (size_t)32 * (L->local_stride ? L->local_stride : 16);
+  size_t need_f = (size_t)32 * (L->fparam_stride ? L->fparam_stride : 16);
+  size_t need_s = (size_t)32 * (L->stack_depth ? L->stack_depth : 1) * 8;
+  if ((int)L->nwarps > sc->nwarps) {
+    warp *nw = realloc(sc->warps, L->nwarps * sizeof(warp));
+    if (!nw) return -1;
+    memset(nw + sc->nwarps, 0, (L->nwarps - (unsigned)sc->nwarps) * sizeof(warp));
+    sc->warps = nw;
+    sc->nwarps = (int)L->nwarps;
   }
+  /* capacities are per warp and the same for all warps of the scratch */
+  size_t cr = sc->cap_r, cp = sc->cap_p, cl = sc->cap_local, cf = sc->cap_fp, cs = sc->cap_stack;
+  for (int i = 0; i < sc->nwarps; i++) {
+    warp *w = &sc->warps[i];
+    size_t a = sc->cap_r, b = sc->cap_p, c = sc->cap_local, d = sc->cap_fp, e = sc->cap_stack;
+    if (!w->R) a = 0;
+    if (!w->Pm) b = 0;
+    if (!w->local) c = 0;
+    if (!w->fparam) d = 0;
+    if (!w->stack) e = 0;
+    if (grow((void **)&w->R, &a, need_r) || grow((void **)&w->Pm, &b, need_p) || grow((void **)&w->local, &c, need_l) ||
+        grow((void **)&w->fparam, &d, need_f) || grow((void **)&w->stack, &e, need_s))
+      return -1;
+    if (a > cr) cr = a;
+    if (b > cp) cp = b;
+    if (c > cl) cl = c;
+    if (d > cf) cf = d;
+    if (e > cs) cs = e;
+  }
+  sc->cap_r = cr; sc->cap_p = cp; sc->cap_local = cl; sc->cap_fp = cf; sc->cap_stack = cs;
   W->shared_size = L->k->mod->static_shared;
   {
     size_t a = m->dyn_shared_align < 16 ? 16 : m->dyn_shared_align;
     if (L->cfg.dynamic_shared) W->shared_size = ((W->shared_size + a - 1) & ~(a - 1)) + L->cfg.dynamic_shared;
   }
-  W->shared = aligned_alloc(64, (W->shared_size + 64) & ~(size_t)63);
-  if (!W->shared) return -1;
+  if (grow((void **)&sc->shared, &sc->cap_shared, W->shared_size + 64)) return -1;
+  W->warps = sc->warps;
+  W->nwarps_alloc = sc->nwarps;
+  W->shared = sc->shared;
+  W->scr = sc;
+  /* special registers that stay the same for every block of the launch */
+  const unsigned *g = L->cfg.grid, *b = L->cfg.block;
+  for (unsigned wi = 0; wi < L->nwarps; wi++) {
+    uint64_t *R = W->warps[wi].R;
+    for (int l = 0; l < 32; l++) {
+      unsigned lin = wi * 32 + (unsigned)l;
+      R[SG_SR_TID_X * 32 + l] = lin % b[0];
+      R[SG_SR_TID_Y * 32 + l] = (lin / b[0]) % b[1];
+      R[SG_SR_TID_Z * 32 + l] = lin / (b[0] * b[1]);
+      R[SG_SR_NTID_X * 32 + l] = b[0];
+      R[SG_SR_NTID_Y * 32 + l] = b[1];
+      R[SG_SR_NTID_Z * 32 + l] = b[2];
+      R[SG_SR_NCTAID_X * 32 + l] = g[0];
+      R[SG_SR_NCTAID_Y * 32 + l] = g[1];
+      R[SG_SR_NCTAID_Z * 32 + l] = g[2];
+      R[SG_SR_LANEID * 32 + l] = (unsigned)l;
+      R[SG_SR_WARPID * 32 + l] = wi;
+      R[SG_SR_NWARPID * 32 + l] = L->nwarps;
+      R[SG_SR_LANEMASK_EQ * 32 + l] = 1u << l;
+      R[SG_SR_LANEMASK_LT * 32 + l] = (1u << l) - 1;
+      R[SG_SR_LANEMASK_LE * 32 + l] = (uint32_t)((2ull << l) - 1);
+      R[SG_SR_LANEMASK_GT * 32 + l] = (uint32_t)~((2ull << l) - 1);
+      R[SG_SR_LANEMASK_GE * 32 + l] = ~((1u << l) - 1);
+      R[SG_SR_SMID * 32 + l] = 0;
+      R[SG_SR_NSMID * 32 + l] = 1;
+      R[SG_SR_GRIDID * 32 + l] = 1;
+      R[SG_SR_DYN_SMEM * 32 + l] = L->cfg.dynamic_shared;
+      R[SG_SR_TOTAL_SMEM * 32 + l] = W->shared_size;
+    }
+  }
   return 0;
 }
 
+/* Scratch that grew past this stays allocated only until the launch ends. */
+#define SCRATCH_KEEP_BYTES (64u << 20)
+
 static void free_block_memory(worker *W) {
-  if (W->warps) {
-    for (int i = 0; i < W->nwarps_alloc; i++) {
-      warp *w = &W->warps[i];
-      free(w->R); free(w->Pm); free(w->local); free(w->fparam); free(w->stack);
-    }
-  }
-  free(W->warps);
+  scratch *sc = W->scr;
+  if (!sc) return;
+  size_t total = (size_t)sc->nwarps * (sc->cap_r + sc->cap_p + sc->cap_local + sc->cap_fp + sc->cap_stack) + sc->cap_shared;
+  if (total > SCRATCH_KEEP_BYTES) scratch_release(sc);
   W->warps = NULL;
-  free(W->shared);
   W->shared = NULL;
+  W->scr = NULL;
 }
 
 static int run_block(worker *W, uint64_t bid) {
   launch *L = W->L;
-  const unsigned *g = L->cfg.grid, *b = L->cfg.block;
+  const unsigned *g = L->cfg.grid;
   W->ctaid[0] = bid % g[0];
   W->ctaid[1] = (bid / g[0]) % g[1];
   W->ctaid[2] = bid / ((uint64_t)g[0] * g[1]);
@@ -1835,33 +1937,9 @@ static int run_block(worker *W, uint64_t bid) {
     w->other_min = NOPC;
     memset(w->sp, 0, sizeof w->sp);
     for (int l = 0; l < 32; l++) {
-      unsigned lin = first + (unsigned)l;
-      unsigned t[3] = {lin % b[0], (lin / b[0]) % b[1], lin / (b[0] * b[1])};
-      R[SG_SR_TID_X * 32 + l] = t[0];
-      R[SG_SR_TID_Y * 32 + l] = t[1];
-      R[SG_SR_TID_Z * 32 + l] = t[2];
-      R[SG_SR_NTID_X * 32 + l] = b[0];
-      R[SG_SR_NTID_Y * 32 + l] = b[1];
-      R[SG_SR_NTID_Z * 32 + l] = b[2];
       R[SG_SR_CTAID_X * 32 + l] = W->ctaid[0];
       R[SG_SR_CTAID_Y * 32 + l] = W->ctaid[1];
       R[SG_SR_CTAID_Z * 32 + l] = W->ctaid[2];
-      R[SG_SR_NCTAID_X * 32 + l] = g[0];
-      R[SG_SR_NCTAID_Y * 32 + l] = g[1];
-      R[SG_SR_NCTAID_Z * 32 + l] = g[2];
-      R[SG_SR_LANEID * 32 + l] = (unsigned)l;
-      R[SG_SR_WARPID * 32 + l] = wi;
-      R[SG_SR_NWARPID * 32 + l] = L->nwarps;
-      R[SG_SR_LANEMASK_EQ * 32 + l] = 1u << l;
-      R[SG_SR_LANEMASK_LT * 32 + l] = (1u << l) - 1;
-      R[SG_SR_LANEMASK_LE * 32 + l] = (uint32_t)((2ull << l) - 1);
-      R[SG_SR_LANEMASK_GT * 32 + l] = (uint32_t)~((2ull << l) - 1);
-      R[SG_SR_LANEMASK_GE * 32 + l] = ~((1u << l) - 1);
-      R[SG_SR_SMID * 32 + l] = 0;
-      R[SG_SR_NSMID * 32 + l] = 1;
-      R[SG_SR_GRIDID * 32 + l] = 1;
-      R[SG_SR_DYN_SMEM * 32 + l] = L->cfg.dynamic_shared;
-      R[SG_SR_TOTAL_SMEM * 32 + l] = W->shared_size;
     }
   }
   W->red_popc = 0; W->red_and = 1; W->red_or = 0;
