@@ -461,7 +461,12 @@ def run_one(pt, ctx):
     rec["wall_s"] = time.time() - t0
     rec["rc"] = p.returncode
     if pt["kind"] == "raw":
-        rec["results"] = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        for l in out.splitlines():
+            try:
+                if l.startswith("{"):
+                    rec["results"].append(json.loads(l))
+            except ValueError:
+                pass
     else:
         rec["results"] = parse_results(out)
         if pt["kind"] == "rgpu":
@@ -1028,6 +1033,11 @@ def write_md(path, rows, raw, gl, meta):
     L.append("- transports %s; modes %s; profiles %s; %d repeats per point; wall time %s" % (
         ",".join(meta["transports"]), ",".join(meta["modes"]), ",".join(meta["profiles"]),
         meta["repeat"], fmt_dur(meta["wall_s"])))
+    if meta["device"] == "softgpu":
+        L.append("- **device softgpu**: kernels run in the CPU PTX interpreter, and client, "
+                 "server and emulator share this host's %d cores; these numbers show rgpu's "
+                 "protocol behaviour (round trips, bytes, ratios to the floor), not GPU speed."
+                 % (os.cpu_count() or 0))
     L.append("")
     L.append("### Headline goals")
     L.append("")
@@ -1288,10 +1298,7 @@ def git_commit():
     try:
         r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True, timeout=5)
-        c = r.stdout.strip()
-        d = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=5).stdout.strip()
-        return (c + ("+dirty" if d else "")) if c else "unknown"
+        return r.stdout.strip() or os.environ.get("RGPU_COMMIT", "unknown")
     except (OSError, subprocess.SubprocessError):
         return os.environ.get("RGPU_COMMIT", "unknown")
 
