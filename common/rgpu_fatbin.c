@@ -1,6 +1,7 @@
 /* rgpu_fatbin: see rgpu_fatbin.h.  Field layouts are in cuda-abi.md §2-3;
- * all multi-byte fields are little endian and read with memcpy because an
+ * all multi-byte fields are little endian and read byte by byte because an
  * image handed to us need not be aligned. */
+#define _GNU_SOURCE /* strndup */
 #include "rgpu_fatbin.h"
 
 #include <limits.h>
@@ -361,16 +362,211 @@ const rgpu_fatbin_kernel *rgpu_fatbin_param_table_find(const rgpu_fatbin_param_t
   return NULL;
 }
 
+/* ---- PTX .entry signatures ---------------------------------------------- */
+
+/* Caps that no real kernel approaches (the driver limits parameters to
+ * 32764 bytes); beyond them the text is treated as corrupt. */
+#define PTX_MAX_PARAMS 4096u
+#define PTX_MAX_PARAM_BYTES (1u << 24)
+
+typedef struct {
+  const char *p, *end;
+} ptx_lexer;
+
+typedef struct {
+  const char *s;
+  size_t n;
+} ptx_tok;
+
+static int tok_is(ptx_tok t, const char *lit) { return strlen(lit) == t.n && memcmp(t.s, lit, t.n) == 0; }
+
+/* Next token: a run of identifier characters (directives and names include
+ * '.', '$', '%'), or one punctuation character.  Comments and string
+ * literals are skipped.  Returns 0 at the end of the text. */
+static int ptx_next(ptx_lexer *lx, ptx_tok *t) {
+  for (;;) {
+    while (lx->p < lx->end && (*lx->p == ' ' || *lx->p == '\t' || *lx->p == '\n' || *lx->p == '\r')) lx->p++;
+    if (lx->p >= lx->end || *lx->p == 0) return 0;
+    if (lx->end - lx->p >= 2 && lx->p[0] == '/' && lx->p[1] == '/') {
+      while (lx->p < lx->end && *lx->p != '\n') lx->p++;
+      continue;
+    }
+    if (lx->end - lx->p >= 2 && lx->p[0] == '/' && lx->p[1] == '*') {
+      lx->p += 2;
+      while (lx->end - lx->p >= 2 && !(lx->p[0] == '*' && lx->p[1] == '/')) lx->p++;
+      lx->p = lx->end - lx->p >= 2 ? lx->p + 2 : lx->end;
+      continue;
+    }
+    if (*lx->p == '"') {
+      for (lx->p++; lx->p < lx->end && *lx->p != '"'; lx->p++)
+        if (*lx->p == '\\' && lx->p + 1 < lx->end) lx->p++;
+      if (lx->p < lx->end) lx->p++;
+      continue;
+    }
+    break;
+  }
+  t->s = lx->p;
+  while (lx->p < lx->end) {
+    char c = *lx->p;
+    int ident = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                c == '.' || c == '$' || c == '%';
+    if (!ident) break;
+    lx->p++;
+  }
+  if (lx->p == t->s) lx->p++; /* punctuation */
+  t->n = (size_t)(lx->p - t->s);
+  return 1;
+}
+
+static unsigned ptx_type_size(ptx_tok t) {
+  static const struct { const char *name; unsigned size; } types[] = {
+      {".b8", 1},  {".u8", 1},  {".s8", 1},  {".b16", 2}, {".u16", 2}, {".s16", 2}, {".f16", 2},
+      {".bf16", 2}, {".b32", 4}, {".u32", 4}, {".s32", 4}, {".f32", 4}, {".f16x2", 4}, {".bf16x2", 4},
+      {".b64", 8}, {".u64", 8}, {".s64", 8}, {".f64", 8}, {".b128", 16},
+  };
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (tok_is(t, types[i].name)) return types[i].size;
+  return 0;
+}
+
+/* Caps that no real kernel approaches (the driver limits parameters to
+ * 32764 bytes); beyond them the text is treated as corrupt. */
+#define PTX_MAX_PARAMS 4096u
+#define PTX_MAX_PARAM_BYTES (1u << 24)
+
+static int parse_u32(ptx_tok t, uint32_t *v) {
+  if (!t.n) return -1;
+  uint64_t x = 0;
+  for (size_t i = 0; i < t.n; i++) {
+    if (t.s[i] < '0' || t.s[i] > '9') return -1;
+    x = x * 10 + (uint64_t)(t.s[i] - '0');
+    if (x > PTX_MAX_PARAM_BYTES) return -1;
+  }
+  *v = (uint32_t)x;
+  return 0;
+}
+
+/* Parses one ".entry name(...)" whose ".entry" was just read into k. */
+static int ptx_entry(ptx_lexer *lx, rgpu_fatbin_kernel *k) {
+  ptx_tok t;
+  if (!ptx_next(lx, &t)) return RGPU_FATBIN_ERR_TRUNCATED;
+  k->name = strndup(t.s, t.n);
+  if (!k->name) return RGPU_FATBIN_ERR_NOMEM;
+  const char *save = lx->p;
+  if (!ptx_next(lx, &t)) return RGPU_FATBIN_ERR_TRUNCATED;
+  if (!tok_is(t, "(")) {
+    lx->p = save; /* ".entry k {" has no parameter list */
+    return RGPU_FATBIN_OK;
+  }
+  size_t cap = 0, end = 0;
+  for (;;) {
+    if (!ptx_next(lx, &t)) return RGPU_FATBIN_ERR_TRUNCATED;
+    if (tok_is(t, ")")) break;
+    if (tok_is(t, ",")) continue;
+    if (!tok_is(t, ".param")) return RGPU_FATBIN_ERR_CORRUPT;
+    unsigned tsize = 0;
+    uint32_t align = 0, count = 1;
+    int after_ptr = 0, have_name = 0;
+    for (;;) {
+      save = lx->p;
+      if (!ptx_next(lx, &t)) return RGPU_FATBIN_ERR_TRUNCATED;
+      if (tok_is(t, ",") || tok_is(t, ")")) {
+        lx->p = save;
+        break;
+      }
+      if (tok_is(t, ".ptr")) {
+        after_ptr = 1;
+      } else if (tok_is(t, ".align")) {
+        uint32_t a;
+        if (!ptx_next(lx, &t) || parse_u32(t, &a) != 0 || a == 0 || (a & (a - 1))) return RGPU_FATBIN_ERR_CORRUPT;
+        if (!after_ptr) align = a; /* after .ptr it is the pointee's alignment */
+      } else if (t.s[0] == '.') {
+        unsigned ts = ptx_type_size(t);
+        if (ts) tsize = ts; /* other directives: the state space of a .ptr */
+      } else if (tok_is(t, "[")) {
+        if (!ptx_next(lx, &t) || parse_u32(t, &count) != 0) return RGPU_FATBIN_ERR_CORRUPT;
+        if (!ptx_next(lx, &t) || !tok_is(t, "]")) return RGPU_FATBIN_ERR_CORRUPT;
+      } else {
+        have_name = 1;
+      }
+    }
+    if (!tsize || !have_name || count == 0) return RGPU_FATBIN_ERR_CORRUPT;
+    if (!align) align = tsize;
+    uint64_t size = (uint64_t)tsize * count;
+    uint64_t off = (end + align - 1) / align * align;
+    if (off + size > PTX_MAX_PARAM_BYTES) return RGPU_FATBIN_ERR_TOO_LARGE;
+    if (k->nparams == PTX_MAX_PARAMS) return RGPU_FATBIN_ERR_CORRUPT;
+    if (k->nparams == cap) {
+      size_t ncap = cap ? cap * 2 : 8;
+      rgpu_fatbin_param *np = realloc(k->params, ncap * sizeof *np);
+      if (!np) return RGPU_FATBIN_ERR_NOMEM;
+      k->params = np;
+      cap = ncap;
+    }
+    k->params[k->nparams].offset = (uint32_t)off;
+    k->params[k->nparams].size = (uint32_t)size;
+    k->nparams++;
+    end = (size_t)(off + size);
+  }
+  k->param_bytes = end;
+  return RGPU_FATBIN_OK;
+}
+
+int rgpu_fatbin_ptx_params(const char *ptx, size_t len, rgpu_fatbin_param_table *out) {
+  if (!ptx || !out) return RGPU_FATBIN_ERR_ARG;
+  memset(out, 0, sizeof *out);
+  ptx_lexer lx = {ptx, ptx + len};
+  ptx_tok t;
+  size_t cap = 0;
+  while (ptx_next(&lx, &t)) {
+    if (!tok_is(t, ".entry")) continue;
+    if (out->nkernels == cap) {
+      size_t ncap = cap ? cap * 2 : 8;
+      rgpu_fatbin_kernel *nk = realloc(out->kernels, ncap * sizeof *nk);
+      if (!nk) {
+        rgpu_fatbin_param_table_free(out);
+        return RGPU_FATBIN_ERR_NOMEM;
+      }
+      out->kernels = nk;
+      cap = ncap;
+    }
+    rgpu_fatbin_kernel *k = &out->kernels[out->nkernels++];
+    memset(k, 0, sizeof *k);
+    int rc = ptx_entry(&lx, k);
+    if (rc) {
+      rgpu_fatbin_param_table_free(out);
+      return rc;
+    }
+  }
+  return RGPU_FATBIN_OK;
+}
+
 int rgpu_fatbin_params(const rgpu_fatbin *fb, rgpu_fatbin_param_table *out) {
   if (!fb || !out) return RGPU_FATBIN_ERR_ARG;
   memset(out, 0, sizeof *out);
   const rgpu_fatbin_entry *e = rgpu_fatbin_best_elf(fb, 0);
+  if (!e) e = rgpu_fatbin_best_ptx(fb, 0);
   if (!e) return RGPU_FATBIN_ERR_NOT_FOUND;
-  void *elf;
+  void *data;
   size_t n;
-  int rc = rgpu_fatbin_extract(e, 0, &elf, &n);
+  int rc = rgpu_fatbin_extract(e, 0, &data, &n);
   if (rc) return rc;
-  rc = rgpu_fatbin_elf_params(elf, n, out);
-  free(elf);
+  if (e->kind == RGPU_FATBIN_KIND_ELF) rc = rgpu_fatbin_elf_params(data, n, out);
+  else rc = rgpu_fatbin_ptx_params(data, n, out);
+  free(data);
   return rc;
+}
+
+int rgpu_fatbin_wrapper_data(const void *wrapper, const void **data, unsigned *version) {
+  if (!wrapper || !data) return RGPU_FATBIN_ERR_ARG;
+  const uint8_t *w = wrapper;
+  if (rd32(w) != RGPU_FATBIN_WRAPPER_MAGIC) return RGPU_FATBIN_ERR_MAGIC;
+  uint32_t v = rd32(w + 4);
+  if (v != 1 && v != 2) return RGPU_FATBIN_ERR_UNSUPPORTED;
+  const void *d;
+  memcpy(&d, w + 8, sizeof d);
+  if (!d) return RGPU_FATBIN_ERR_CORRUPT;
+  *data = d;
+  if (version) *version = v;
+  return RGPU_FATBIN_OK;
 }

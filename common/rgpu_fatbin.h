@@ -133,10 +133,20 @@ void rgpu_fatbin_param_table_free(rgpu_fatbin_param_table *t);
 const rgpu_fatbin_kernel *rgpu_fatbin_param_table_find(const rgpu_fatbin_param_table *t,
                                                        const char *name);
 
+/* The same table from the .entry signatures of PTX text (natural or
+ * declared alignment; a .align after .ptr is the pointee's and is ignored),
+ * for images that carry no cubin.  Allocates like rgpu_fatbin_elf_params. */
+int rgpu_fatbin_ptx_params(const char *ptx, size_t len, rgpu_fatbin_param_table *out);
+
 /* Convenience for the client: the param table of the best ELF entry of a
- * fatbin (decompressing it when needed).  RGPU_FATBIN_ERR_NOT_FOUND when
- * the image holds no cubin (PTX-only builds). */
+ * fatbin (decompressing it when needed), or of its best PTX entry when it
+ * holds no cubin.  RGPU_FATBIN_ERR_NOT_FOUND when it holds neither. */
 int rgpu_fatbin_params(const rgpu_fatbin *fb, rgpu_fatbin_param_table *out);
+
+/* The fatbin a __fatBinC_Wrapper_t (what __cudaRegisterFatBinary receives)
+ * points to: checks the wrapper's magic and version (1, or 2 for -rdc
+ * linked images) and returns its data pointer. */
+int rgpu_fatbin_wrapper_data(const void *wrapper, const void **data, unsigned *version);
 
 #ifdef __cplusplus
 }

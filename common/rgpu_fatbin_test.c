@@ -137,14 +137,19 @@ static void test_compressions_agree(void **state) {
   free(ref);
 }
 
+static void check_known_layouts(const rgpu_fatbin_param_table *t);
+
 static void test_ptx_only_and_sass_only(void **state) {
   blob b = load("kernels_ptx.fatbin");
   rgpu_fatbin fb;
   assert_int_equal(rgpu_fatbin_open(b.data, b.size, &fb), RGPU_FATBIN_OK);
   assert_int_equal(fb.nentries, 1);
   assert_null(rgpu_fatbin_best_elf(&fb, 0));
+  /* No cubin: the table comes from the PTX .entry signatures. */
   rgpu_fatbin_param_table t;
-  assert_int_equal(rgpu_fatbin_params(&fb, &t), RGPU_FATBIN_ERR_NOT_FOUND);
+  assert_int_equal(rgpu_fatbin_params(&fb, &t), RGPU_FATBIN_OK);
+  check_known_layouts(&t);
+  rgpu_fatbin_param_table_free(&t);
   rgpu_fatbin_close(&fb);
   free(b.data);
 
@@ -187,6 +192,8 @@ static void check_known_layouts(const rgpu_fatbin_param_table *t) {
   static const uint32_t vecadd[][2] = {{0, 8}, {8, 8}, {16, 8}, {24, 4}};
   static const uint32_t structk[][2] = {{0, 24}, {24, 8}};
   static const uint32_t tmplf[][2] = {{0, 8}, {8, 4}, {12, 4}};
+  static const uint32_t odd[][2] = {{0, 1}, {8, 16}, {24, 2}, {32, 8}, {40, 1}, {48, 8}};
+  assert_params(t, "_Z4oddkc3OddsdcPd", 6, odd);
   assert_params(t, "_Z6vecaddPKfS0_Pfi", 4, vecadd);
   assert_params(t, "_Z7structk6ParamsPf", 2, structk);
   assert_params(t, "_Z4tmplIfLi3EEvPT_S0_i", 3, tmplf);
@@ -206,7 +213,7 @@ static void test_param_tables(void **state) {
     assert_int_equal(rgpu_fatbin_open(b.data, b.size, &fb), RGPU_FATBIN_OK);
     rgpu_fatbin_param_table t;
     assert_int_equal(rgpu_fatbin_params(&fb, &t), RGPU_FATBIN_OK);
-    assert_int_equal(t.nkernels, 9);
+    assert_int_equal(t.nkernels, 10);
     check_known_layouts(&t);
     rgpu_fatbin_param_table_free(&t);
     rgpu_fatbin_close(&fb);
@@ -218,6 +225,97 @@ static void test_param_tables(void **state) {
   check_known_layouts(&t);
   rgpu_fatbin_param_table_free(&t);
   free(c.data);
+}
+
+/* The PTX route and the cubin route agree on every kernel. */
+static void test_ptx_matches_elf(void **state) {
+  blob b = load("kernels_zstd.fatbin");
+  rgpu_fatbin fb;
+  assert_int_equal(rgpu_fatbin_open(b.data, b.size, &fb), RGPU_FATBIN_OK);
+  rgpu_fatbin_param_table te, tp;
+  assert_int_equal(rgpu_fatbin_params(&fb, &te), RGPU_FATBIN_OK);
+  size_t n;
+  char *text = extract_ptx(&fb, &n);
+  assert_int_equal(rgpu_fatbin_ptx_params(text, n, &tp), RGPU_FATBIN_OK);
+  assert_int_equal(te.nkernels, tp.nkernels);
+  for (size_t i = 0; i < tp.nkernels; i++) {
+    const rgpu_fatbin_kernel *kp = &tp.kernels[i];
+    const rgpu_fatbin_kernel *ke = rgpu_fatbin_param_table_find(&te, kp->name);
+    if (!ke) fail_msg("%s in PTX but not in the cubin", kp->name);
+    assert_int_equal(kp->nparams, ke->nparams);
+    for (size_t j = 0; j < kp->nparams; j++) {
+      assert_int_equal(kp->params[j].offset, ke->params[j].offset);
+      assert_int_equal(kp->params[j].size, ke->params[j].size);
+    }
+    if (kp->nparams) assert_int_equal(kp->param_bytes, ke->param_bytes);
+  }
+  rgpu_fatbin_param_table_free(&te);
+  rgpu_fatbin_param_table_free(&tp);
+  free(text);
+  rgpu_fatbin_close(&fb);
+  free(b.data);
+
+  /* nvcc -ptx output, with comments and .file strings, gives the same. */
+  blob p = load("kernels.ptx");
+  assert_int_equal(rgpu_fatbin_ptx_params((const char *)p.data, p.size, &tp), RGPU_FATBIN_OK);
+  check_known_layouts(&tp);
+  rgpu_fatbin_param_table_free(&tp);
+  free(p.data);
+}
+
+static void test_ptx_params_edge_cases(void **state) {
+  rgpu_fatbin_param_table t;
+  const char *ok =
+      "/* .entry commented_out(.param .u32 x) */ .file 1 \"/a/*b.cu\"\n"
+      ".visible .entry a(.param .u64 .ptr .global .align 16 p, .param .align 16 .b8 s[40], .param .f16 h)\n"
+      "{ ret; }\n.entry b { ret; }\n";
+  assert_int_equal(rgpu_fatbin_ptx_params(ok, strlen(ok), &t), RGPU_FATBIN_OK);
+  assert_int_equal(t.nkernels, 2);
+  static const uint32_t a[][2] = {{0, 8}, {16, 40}, {56, 2}};
+  assert_params(&t, "a", 3, a);
+  assert_params(&t, "b", 0, NULL);
+  rgpu_fatbin_param_table_free(&t);
+  /* Long mangled names are kept whole. */
+  char big[2100];
+  int n = snprintf(big, sizeof big, ".entry _Z");
+  for (int i = 0; i < 1500; i++) big[n++] = 'x';
+  snprintf(big + n, sizeof big - (size_t)n, "(.param .u32 v)\n{ret;}");
+  assert_int_equal(rgpu_fatbin_ptx_params(big, strlen(big), &t), RGPU_FATBIN_OK);
+  assert_int_equal(strlen(t.kernels[0].name), 1502);
+  rgpu_fatbin_param_table_free(&t);
+  const char *bad[] = {".entry k(", ".entry k(.param .u32", ".entry k(.param .u32 )",
+                       ".entry k(.param .zz x)", ".entry k(.param .align 3 .b8 x[4])",
+                       ".entry k(.param .b8 x[99999999999])", ".entry k(.param .b8 x[4)", ".entry"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *c = (char *)exact_copy((const uint8_t *)bad[i], strlen(bad[i]));
+    int rc = rgpu_fatbin_ptx_params(c, strlen(bad[i]), &t);
+    if (rc >= 0) fail_msg("accepted bad PTX '%s'", bad[i]);
+    assert_int_equal(t.nkernels, 0);
+    free(c);
+  }
+}
+
+static void test_wrapper(void **state) {
+  blob b = load("kernels_zstd.fatbin");
+  struct {
+    uint32_t magic, version;
+    const void *data;
+    void *fatbins;
+  } w = {RGPU_FATBIN_WRAPPER_MAGIC, 1, b.data, NULL};
+  const void *d = NULL;
+  unsigned v = 0;
+  assert_int_equal(rgpu_fatbin_wrapper_data(&w, &d, &v), RGPU_FATBIN_OK);
+  assert_ptr_equal(d, b.data);
+  assert_int_equal(v, 1);
+  assert_int_equal(rgpu_fatbin_image_size(d), b.size);
+  w.version = 3;
+  assert_int_equal(rgpu_fatbin_wrapper_data(&w, &d, &v), RGPU_FATBIN_ERR_UNSUPPORTED);
+  w.version = 2;
+  w.data = NULL;
+  assert_int_equal(rgpu_fatbin_wrapper_data(&w, &d, &v), RGPU_FATBIN_ERR_CORRUPT);
+  w.magic = 0;
+  assert_int_equal(rgpu_fatbin_wrapper_data(&w, &d, &v), RGPU_FATBIN_ERR_MAGIC);
+  free(b.data);
 }
 
 /* Every strict prefix of a fatbin is refused when its real size is given. */
@@ -336,6 +434,8 @@ int main(void) {
       cmocka_unit_test(test_ptx_only_and_sass_only), cmocka_unit_test(test_multi_arch_pick),
       cmocka_unit_test(test_param_tables),     cmocka_unit_test(test_truncated_fatbins),
       cmocka_unit_test(test_garbage),          cmocka_unit_test(test_elf_damage),
+      cmocka_unit_test(test_ptx_matches_elf),  cmocka_unit_test(test_ptx_params_edge_cases),
+      cmocka_unit_test(test_wrapper),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

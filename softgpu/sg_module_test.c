@@ -58,7 +58,7 @@ static void test_load_variants(void **state) {
     if (r != CUDA_SUCCESS) fail_msg("loading %s gave %d", ok[i], r);
     unsigned n = 0;
     assert_int_equal(cuModuleGetFunctionCount(&n, m), CUDA_SUCCESS);
-    assert_int_equal(n, 9);
+    assert_int_equal(n, 10);
     assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
     assert_int_equal(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
   }

@@ -57,4 +57,13 @@ __global__ void shmem_reduce(const float *in, float *out, int n) {
 // interpreter's fault into a sticky context error.
 __global__ void faulty(int *p) { p[threadIdx.x + (1 << 28)] = 1; }
 
+// Padding between odd-sized parameters: [#0@0:1 #1@8:16 #2@24:2 #3@32:8 #4@40:1].
+struct Odd {
+  double x;
+  char y;
+};
+__global__ void oddk(char a, Odd o, short s, double d, char c, double *out) {
+  out[0] = a + o.x + o.y + s + d + c;
+}
+
 __global__ void hello(int v) { printf("hello %d from %d\n", v, threadIdx.x); }
