@@ -478,7 +478,7 @@ static void parse_initializer(parser *P, uint8_t *buf, size_t size, unsigned esi
       if (parse_number_tok(t, &v, &f)) { fail(P, CUDA_ERROR_INVALID_PTX, t->line, "bad number in initializer"); return; }
       if (f == 3 && etype == SG_T_F32) { double d; memcpy(&d, &v, 8); float x = (float)(neg ? -d : d); uint32_t u; memcpy(&u, &x, 4); v = u; neg = 0; }
       else if (f == 3 && etype != SG_T_F64) { double d; memcpy(&d, &v, 8); v = (int64_t)d; }
-      if (neg) v = -v;
+      if (neg) v = (int64_t)(0 - (uint64_t)v);
       if (pos + esize <= size) memcpy(buf + pos, &v, esize); /* little endian */
       pos += esize;
       if (depth == 0) return;
@@ -648,7 +648,7 @@ static int parse_operand(parser *P, opnd *o) {
     if (neg) {
       if (o->immf == 1) o->imm ^= 0x80000000ll;
       else if (o->immf >= 2) o->imm ^= (int64_t)0x8000000000000000ull;
-      else o->imm = -o->imm;
+      else o->imm = (int64_t)(0 - (uint64_t)o->imm);
     }
     o->kind = PO_IMM;
     return 0;
@@ -677,7 +677,7 @@ static int parse_operand(parser *P, opnd *o) {
       token *n = next(P);
       int64_t v; int f;
       if (n->kind != TK_NUM || parse_number_tok(n, &v, &f) || f) { fail(P, CUDA_ERROR_INVALID_PTX, n->line, "bad address offset"); return -1; }
-      o->off += neg ? -v : v;
+      o->off = (int64_t)((uint64_t)o->off + (neg ? 0 - (uint64_t)v : (uint64_t)v));
     }
     return expect(P, ']') ? 0 : -1;
   }
@@ -928,9 +928,9 @@ static int set_address(parser *P, sg_insn *I, const opnd *a, int *is_kparam) {
   if (a->base_kind == PO_IMM) { I->base = SG_K_ZERO; return 0; }
   sym *s = a->s;
   switch (s->kind) {
-    case SYM_KPARAM: *is_kparam = 1; I->off += s->a; I->base = SG_K_ZERO; return 0;
-    case SYM_FPARAM: I->flags |= SG_F_FPREL; I->off += s->a; I->base = SG_K_ZERO; return 0;
-    case SYM_SHARED: note_shared(P, s); I->off += s->a; I->base = SG_K_ZERO; return 0;
+    case SYM_KPARAM: *is_kparam = 1; I->off = (int64_t)((uint64_t)I->off + s->a); I->base = SG_K_ZERO; return 0;
+    case SYM_FPARAM: I->flags |= SG_F_FPREL; I->off = (int64_t)((uint64_t)I->off + s->a); I->base = SG_K_ZERO; return 0;
+    case SYM_SHARED: note_shared(P, s); I->off = (int64_t)((uint64_t)I->off + s->a); I->base = SG_K_ZERO; return 0;
     case SYM_DYNSHARED: I->base = kpatched(P, SG_KP_DYNSHARED, 0, 0); return 0;
     case SYM_LOCAL: I->base = kpatched(P, SG_KP_LOCAL, 0, s->a); return 0;
     case SYM_GLOBAL: I->base = SG_KBIT | P->m->globals[s->a].kidx; return 0;
@@ -2059,7 +2059,7 @@ static int finish(parser *P) {
       for (int k = 0; k < 4; k++) { I->d[k] = reloc_reg(f, I->d[k]); I->s[k] = reloc_reg(f, I->s[k]); }
       I->base = reloc_reg(f, I->base);
       if (I->guard != SG_NOREG) I->guard = reloc_reg(f, I->guard);
-      if (I->flags & SG_F_FPREL) I->off += f->fpbase;
+      if (I->flags & SG_F_FPREL) I->off = (int64_t)((uint64_t)I->off + f->fpbase);
       if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
         sg_call_info *ci = &m->calls[I->aux];
         for (int a = 0; a < ci->nargs; a++) ci->args[a].off += f->fpbase;
