@@ -55,7 +55,7 @@ static int env_int(const char *name, int def, int lo, int hi) {
   char *end;
   long v = strtol(s, &end, 10);
   if (*end || v < lo || v > hi) {
-    RGPU_WARN("softgpu: ignoring %s=%s (want an integer %d..%d)", name, s, lo, hi);
+    RGPU_WARN("ignoring %s=%s (want an integer %d..%d)", name, s, lo, hi);
     return def;
   }
   return (int)v;
@@ -77,7 +77,7 @@ static void do_init(void) {
     if (sg_parse_size(m, &v) == 0 && v >= (1u << 20))
       sg_cfg.mem_limit = v;
     else
-      RGPU_WARN("softgpu: ignoring RGPU_SOFTGPU_MEM=%s (want bytes >= 1M, e.g. 4G or 512M)", m);
+      RGPU_WARN("ignoring RGPU_SOFTGPU_MEM=%s (want bytes >= 1M, e.g. 4G or 512M)", m);
   }
   devices = calloc((size_t)sg_cfg.ndevices, sizeof *devices);
   if (!devices) {
@@ -97,7 +97,7 @@ static void do_init(void) {
     d->primary->dev = d;
     d->primary->is_primary = 1;
   }
-  RGPU_INFO("softgpu: %d device(s), %llu MiB each, compute capability %d.%d, %d worker threads",
+  RGPU_INFO("%d device(s), %llu MiB each, compute capability %d.%d, %d worker threads",
             sg_cfg.ndevices, (unsigned long long)(sg_cfg.mem_limit >> 20), sg_cfg.cc_major,
             sg_cfg.cc_minor, sg_cfg.nworkers);
   sg_initialized = 1;
@@ -487,7 +487,7 @@ SG_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, CUctxCreateParams *param
   if (r) return r;
   if (!valid_ctx_flags(flags)) return CUDA_ERROR_INVALID_VALUE;
   if (params && (params->execAffinityParams || params->numExecAffinityParams || params->cigParams)) {
-    RGPU_WARN("softgpu: cuCtxCreate execution affinity / CIG parameters are not supported");
+    RGPU_WARN("cuCtxCreate execution affinity / CIG parameters are not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   if (ctx_depth >= SG_CTX_STACK_MAX) return CUDA_ERROR_OUT_OF_MEMORY;

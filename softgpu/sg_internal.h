@@ -46,11 +46,11 @@ void sg_handle_del(const void *p);
 int sg_handle_ok(const void *p, sg_handle_type t);
 
 /* ---- logging helpers ---------------------------------------------------- */
-/* Logs "softgpu: <name> is not implemented" the first time only. */
+/* Logs "<name> is not implemented" the first time only. */
 #define SG_UNSUPPORTED(name)                                                  \
   do {                                                                        \
     static atomic_int once_;                                                  \
-    if (!atomic_exchange(&once_, 1)) RGPU_WARN("softgpu: %s is not implemented", name); \
+    if (!atomic_exchange(&once_, 1)) RGPU_WARN("%s is not implemented", name); \
     return CUDA_ERROR_NOT_SUPPORTED;                                          \
   } while (0)
 

@@ -88,7 +88,7 @@ static int tab_insert(sg_alloc *a) {
   if ((i > 0 && tab[i - 1].base + tab[i - 1].size > a->base) ||
       (i < tab_n && a->base + a->size > tab[i].base)) {
     pthread_rwlock_unlock(&tab_lock);
-    RGPU_ERROR("softgpu: allocation table overlap at 0x%llx", (unsigned long long)a->base);
+    RGPU_ERROR("allocation table overlap at 0x%llx", (unsigned long long)a->base);
     return -1;
   }
   memmove(&tab[i + 1], &tab[i], (tab_n - i) * sizeof *tab);
@@ -417,7 +417,7 @@ void sg_exec_copy(sg_ctx *c, sg_op *op) {
       (op->u.copy.src_dev && !op->u.copy.staging &&
        sg_mem_check(op->u.copy.src, n, 0, (void **)&s) != CUDA_SUCCESS)) {
     sg_mem_use_end();
-    RGPU_WARN("softgpu: queued copy of %llu bytes 0x%llx -> 0x%llx hit freed memory",
+    RGPU_WARN("queued copy of %llu bytes 0x%llx -> 0x%llx hit freed memory",
               (unsigned long long)n, (unsigned long long)op->u.copy.src, (unsigned long long)op->u.copy.dst);
     sg_ctx_set_sticky(c, CUDA_ERROR_ILLEGAL_ADDRESS);
     return;
@@ -432,7 +432,7 @@ void sg_exec_memset(sg_ctx *c, sg_op *op) {
   sg_mem_use_begin();
   if (sg_mem_check(op->u.memset.dst, bytes, 1, &d) != CUDA_SUCCESS) {
     sg_mem_use_end();
-    RGPU_WARN("softgpu: queued memset of %llu bytes at 0x%llx hit freed memory", (unsigned long long)bytes,
+    RGPU_WARN("queued memset of %llu bytes at 0x%llx hit freed memory", (unsigned long long)bytes,
               (unsigned long long)op->u.memset.dst);
     sg_ctx_set_sticky(c, CUDA_ERROR_ILLEGAL_ADDRESS);
     return;

@@ -136,7 +136,7 @@ static void jit_log(sg_jit_log *log, const char *msg) {
 #define FAIL(code, ...)                                       \
   do {                                                        \
     snprintf(msg, sizeof msg, __VA_ARGS__);                   \
-    RGPU_WARN("softgpu: module load: %s", msg);               \
+    RGPU_WARN("module load: %s", msg);               \
     jit_log(log, msg);                                        \
     rc = (code);                                              \
     goto out;                                                 \
@@ -212,7 +212,7 @@ static CUresult load_module(const void *image, sg_module **out, sg_jit_log *log)
   if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
 #ifndef SG_HAVE_PTX
   (void)log;
-  RGPU_WARN("softgpu: built without the PTX interpreter: cannot load modules");
+  RGPU_WARN("built without the PTX interpreter: cannot load modules");
   return CUDA_ERROR_NOT_SUPPORTED;
 #else
   char *text = NULL;
@@ -275,7 +275,7 @@ static CUresult load_module(const void *image, sg_module **out, sg_jit_log *log)
   m->next = c->modules;
   c->modules = m;
   pthread_mutex_unlock(&sg_sched_lock);
-  RGPU_DEBUG("softgpu: loaded module: %d kernels, %d variables, PTX compute_%u", m->nfuncs, m->nglobals, arch);
+  RGPU_DEBUG("loaded module: %d kernels, %d variables, PTX compute_%u", m->nfuncs, m->nglobals, arch);
   *out = m;
   m = NULL;
 out:
@@ -512,7 +512,7 @@ void sg_module_run_launch(sg_op *op) {
   if (rc != 0) {
     const char *en = "?";
     cuGetErrorName((CUresult)rc, &en);
-    RGPU_WARN("softgpu: kernel %s failed (%s): %s; the context is now unusable until reset", f->name, en,
+    RGPU_WARN("kernel %s failed (%s): %s; the context is now unusable until reset", f->name, en,
               fault.message[0] ? fault.message : "no details");
     sg_ctx_set_sticky(f->mod->ctx, (CUresult)rc);
   }

@@ -18,7 +18,7 @@ SG_EXPORT CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, C
 SG_EXPORT CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                           unsigned int flags, CUdevice dev) {
   if (numParams > 0 || paramsArray) {
-    RGPU_WARN("softgpu: cuCtxCreate execution affinity is not supported");
+    RGPU_WARN("cuCtxCreate execution affinity is not supported");
     return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
   }
   return cuCtxCreate(pctx, NULL, flags, dev);
