@@ -190,6 +190,13 @@ typedef struct {
   cudaError_t (*SetDevice)(int);
   const char *(*GetErrorString)(cudaError_t);
   cudaError_t (*GraphCreate)(void *, unsigned);
+  cudaError_t (*MallocPitch)(void **, size_t *, size_t, size_t);
+  cudaError_t (*Memcpy2D)(void *, size_t, const void *, size_t, size_t, size_t,
+                          enum cudaMemcpyKind);
+  cudaError_t (*Memset2D)(void *, size_t, int, size_t, size_t);
+  cudaError_t (*HostRegister)(void *, size_t, unsigned);
+  cudaError_t (*HostUnregister)(void *);
+  cudaError_t (*PointerGetAttributes)(struct cudaPointerAttributes *, const void *);
 } cudart_fns;
 
 static void load_cudart(cudart_fns *f) {
@@ -217,6 +224,12 @@ static void load_cudart(cudart_fns *f) {
   L(SetDevice);
   L(GetErrorString);
   L(GraphCreate);
+  L(MallocPitch);
+  L(Memcpy2D);
+  L(Memset2D);
+  L(HostRegister);
+  L(HostUnregister);
+  L(PointerGetAttributes);
 #undef L
 }
 
@@ -299,6 +312,33 @@ static void body_cudart_memory(void) {
   CHECK(f.GraphCreate(NULL, 0) == cudaErrorNotSupported);
   CHECK(f.GetLastError() == cudaErrorNotSupported);
   CHECK(strcmp(f.GetErrorString(cudaErrorInvalidValue), "invalid argument") == 0);
+  /* Pitched memory: 100 rows of 300 bytes in a 512-byte pitch. */
+  void *pd = NULL;
+  size_t pitch = 0;
+  CHECK(f.MallocPitch(&pd, &pitch, 300, 100) == cudaSuccess && pitch == 512);
+  CHECK(f.Memset2D(pd, pitch, 0x11, 512, 100) == cudaSuccess);
+  CHECK(f.Memcpy2D(pd, pitch, h, 300, 300, 100, cudaMemcpyHostToDevice) == cudaSuccess);
+  memset(h2, 0, 512 * 100);
+  CHECK(f.Memcpy2D(h2, 400, pd, pitch, 300, 100, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int r = 0; r < 100; r++) {
+    CHECK(memcmp(h2 + r * 400, h + r * 300, 300) == 0);
+    CHECK(h2[r * 400 + 300] == 0);
+  }
+  CHECK(f.Memcpy(h2, pd, 512, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(h2[299] == h[299] && h2[300] == 0x11 && h2[511] == 0x11);
+  CHECK(f.Memcpy2D(pd, pitch, h, 300, 600, 2, cudaMemcpyHostToDevice) == cudaErrorInvalidPitchValue);
+  CHECK(f.Memcpy2D(pd, pitch, h, 300, 300, 101, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  f.GetLastError();
+  CHECK(f.Free(pd) == cudaSuccess);
+  /* Registered host memory is tracked, not mapped. */
+  CHECK(f.HostRegister(h, 4096, 0) == cudaSuccess);
+  struct cudaPointerAttributes pa;
+  CHECK(f.PointerGetAttributes(&pa, h + 10) == cudaSuccess && pa.type == cudaMemoryTypeHost);
+  CHECK(f.HostRegister(h, 4096, 0) == cudaErrorHostMemoryAlreadyRegistered);
+  CHECK(f.HostRegister(h2, 4096, cudaHostRegisterMapped) == cudaErrorNotSupported);
+  CHECK(f.HostUnregister(h) == cudaSuccess);
+  CHECK(f.HostUnregister(h) == cudaErrorHostMemoryNotRegistered);
+  f.GetLastError();
   free(h);
   free(h2);
 }

@@ -353,3 +353,57 @@ RGPU_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   rgpu_buf_free(&pay);
   return rgpu_rt_ret(e);
 }
+
+RGPU_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!canAccessPeer) return rgpu_rt_ret(cudaErrorInvalidValue);
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (device < 0 || device >= n || peerDevice < 0 || peerDevice >= n)
+    return rgpu_rt_ret(cudaErrorInvalidDevice);
+  /* The protocol has no peer operations yet: an honest "no". */
+  *canAccessPeer = 0;
+  return cudaSuccess;
+}
+
+/* Cache and shared-memory configuration are preferences the driver may
+ * ignore; accepting them changes no result, and refusing them would stop
+ * programs that check every return code. */
+static enum cudaFuncCache g_cache_config = cudaFuncCachePreferNone;
+
+RGPU_API cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) {
+  rgpu_rt_count_call();
+  if ((unsigned)cacheConfig > (unsigned)cudaFuncCachePreferEqual)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  g_cache_config = cacheConfig;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig) {
+  rgpu_rt_count_call();
+  if (!pCacheConfig) return rgpu_rt_ret(cudaErrorInvalidValue);
+  *pCacheConfig = g_cache_config;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig) {
+  rgpu_rt_count_call();
+  if (!rgpu_rt_func_by_stub(func)) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  if ((unsigned)cacheConfig > (unsigned)cudaFuncCachePreferEqual)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
+/* Without a profiler attached NVIDIA's runtime answers success too. */
+RGPU_API cudaError_t cudaProfilerStart(void) {
+  rgpu_rt_count_call();
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaProfilerStop(void) {
+  rgpu_rt_count_call();
+  return cudaSuccess;
+}

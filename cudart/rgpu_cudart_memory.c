@@ -340,8 +340,11 @@ RGPU_API cudaError_t cudaFreeHost(void *ptr) {
   rgpu_rt_count_call();
   if (!ptr) return cudaSuccess;
   rgpu_range r;
-  if (rgpu_range_remove(&g_host_ranges, (uint64_t)(uintptr_t)ptr, &r))
+  uint64_t p = (uint64_t)(uintptr_t)ptr;
+  /* Only what cudaHostAlloc made: registered memory belongs to the program. */
+  if (rgpu_range_find(&g_host_ranges, p, 1, &r) || r.base != p || (r.flags & 0x80000000u))
     return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_range_remove(&g_host_ranges, p, NULL);
   free(ptr);
   return cudaSuccess;
 }
@@ -476,5 +479,216 @@ RGPU_API cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol) {
   e = rgpu_rt_symbol(c, symbol, &dptr, &sz);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   *size = sz;
+  return cudaSuccess;
+}
+
+/* ---- pitched (2D) memory ------------------------------------------------ */
+
+RGPU_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) {
+  if (!pitch) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  /* 512 bytes: the pitch alignment NVIDIA's runtime uses on every GPU since
+   * Kepler, and a multiple of any row access a kernel makes. */
+  const size_t align = 512;
+  size_t p = width ? (width + align - 1) / align * align : 0;
+  if (p < width || (height && p > SIZE_MAX / height)) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  cudaError_t e = cudaMalloc(devPtr, p * height);
+  if (e == cudaSuccess) *pitch = p;
+  return e;
+}
+
+/* Extent in bytes of a pitched region: the last row needs only `width`. */
+static int span_2d(size_t pitch, size_t width, size_t height, uint64_t *out) {
+  if (height == 0 || width == 0) {
+    *out = 0;
+    return 0;
+  }
+  if (width > pitch && height > 1) return -1;
+  unsigned __int128 s = (unsigned __int128)pitch * (height - 1) + width;
+  if (s > UINT64_MAX) return -1;
+  *out = (uint64_t)s;
+  return 0;
+}
+
+static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (width == 0 || height == 0) return cudaSuccess;
+  if ((height > 1 && (width > dpitch || width > spitch))) return rgpu_rt_ret(cudaErrorInvalidPitchValue);
+  uint64_t dspan, sspan;
+  if (span_2d(dpitch, width, height, &dspan) || span_2d(spitch, width, height, &sspan))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  int dev;
+  /* Validate the whole extent of both sides with the 1D rules. */
+  enum cudaMemcpyKind k2 = kind;
+  e = check_copy(dst, src, 1, &k2, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  kind = k2;
+  uint64_t d = (uint64_t)(uintptr_t)dst, s = (uint64_t)(uintptr_t)src;
+  int d_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  int s_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((d_dev && !is_device_range(d, dspan, NULL)) || (s_dev && !is_device_range(s, sspan, NULL)))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t wire;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (dpitch == width && spitch == width) {
+    size_t total = width * height;
+    return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, 1);
+  }
+  if (kind == cudaMemcpyDeviceToHost && sspan <= (uint64_t)width * height * 2) {
+    /* One round trip for the whole source extent, then scatter locally:
+     * cheaper than a request per row when the padding is modest. */
+    uint8_t *tmp = malloc((size_t)sspan);
+    if (tmp) {
+      e = rgpu_rt_memcpy(c, (uint64_t)(uintptr_t)tmp, s, (size_t)sspan, kind, wire, dev, 0);
+      if (e == cudaSuccess)
+        for (size_t r = 0; r < height; r++)
+          memcpy((uint8_t *)dst + r * dpitch, tmp + r * spitch, width);
+      free(tmp);
+      return e;
+    }
+  }
+  for (size_t r = 0; r < height; r++) {
+    e = rgpu_rt_memcpy(c, d + r * dpitch, s + r * spitch, width, kind, wire, dev, 1);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                  size_t width, size_t height, enum cudaMemcpyKind kind) {
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 0);
+}
+RGPU_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                       size_t width, size_t height, enum cudaMemcpyKind kind);
+RGPU_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                       size_t width, size_t height, enum cudaMemcpyKind kind) {
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 1);
+}
+RGPU_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                       size_t width, size_t height, enum cudaMemcpyKind kind,
+                                       cudaStream_t stream) {
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 0);
+}
+RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
+                                            size_t spitch, size_t width, size_t height,
+                                            enum cudaMemcpyKind kind, cudaStream_t stream);
+RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
+                                            size_t spitch, size_t width, size_t height,
+                                            enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1);
+}
+
+static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t width,
+                                   size_t height, cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (height > 1 && width > pitch) return rgpu_rt_ret(cudaErrorInvalidPitchValue);
+  uint64_t span;
+  rgpu_range r;
+  uint64_t d = (uint64_t)(uintptr_t)devPtr;
+  if (span_2d(pitch, width, height, &span) || !is_device_range(d, span, &r))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t wire;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  size_t rows = pitch == width ? 1 : height;
+  size_t len = pitch == width ? width * height : width;
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  int rc = 0;
+  for (size_t i = 0; i < rows && rc == 0; i++) {
+    rgpu_buf_reset(&b);
+    rgpu_msg_memset_req m = {.dst = d + i * pitch,
+                             .value = (uint32_t)(value & 0xff),
+                             .elem_size = 1,
+                             .count = len,
+                             .stream = wire};
+    rgpu_msg_memset_req_encode(&b, &m);
+    rc = rgpu_client_call(c, r.device, RGPU_OP_MEMSET, 1, b.data, b.len, NULL, 0, NULL);
+  }
+  rgpu_buf_free(&b);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width,
+                                  size_t height) {
+  return memset2d_common(devPtr, pitch, value, width, height, NULL, 0);
+}
+RGPU_API cudaError_t cudaMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width,
+                                       size_t height);
+RGPU_API cudaError_t cudaMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width,
+                                       size_t height) {
+  return memset2d_common(devPtr, pitch, value, width, height, NULL, 1);
+}
+RGPU_API cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width,
+                                       size_t height, cudaStream_t stream) {
+  return memset2d_common(devPtr, pitch, value, width, height, stream, 0);
+}
+RGPU_API cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width,
+                                            size_t height, cudaStream_t stream);
+RGPU_API cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width,
+                                            size_t height, cudaStream_t stream) {
+  return memset2d_common(devPtr, pitch, value, width, height, stream, 1);
+}
+
+/* ---- registered host memory --------------------------------------------- */
+
+/* Page-locking matters only for DMA on a local GPU; here registration just
+ * records the range (so cudaMemcpyDefault, cudaPointerGetAttributes and
+ * cudaHostUnregister see it).  Mapping it into device space cannot work
+ * across a network, so cudaHostRegisterMapped/IoMemory are refused. */
+RGPU_API cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+  rgpu_rt_count_call();
+  if (!ptr || size == 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped |
+                          cudaHostRegisterIoMemory | cudaHostRegisterReadOnly))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (flags & (cudaHostRegisterMapped | cudaHostRegisterIoMemory)) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("cudaHostRegister with cudaHostRegisterMapped/IoMemory is not supported "
+                "(host memory cannot be mapped into a remote GPU)");
+    return rgpu_rt_ret(cudaErrorNotSupported);
+  }
+  rgpu_range r = {.base = (uint64_t)(uintptr_t)ptr,
+                  .size = size,
+                  .device = rgpu_rt_current_device(),
+                  .kind = RGPU_RANGE_HOST,
+                  .flags = flags | 0x80000000u /* registered, not allocated by us */};
+  if (rgpu_range_add(&g_host_ranges, &r)) return rgpu_rt_ret(cudaErrorHostMemoryAlreadyRegistered);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaHostUnregister(void *ptr) {
+  rgpu_rt_count_call();
+  rgpu_range r;
+  uint64_t p = (uint64_t)(uintptr_t)ptr;
+  if (rgpu_range_find(&g_host_ranges, p, 1, &r) || r.base != p || !(r.flags & 0x80000000u))
+    return rgpu_rt_ret(cudaErrorHostMemoryNotRegistered);
+  rgpu_range_remove(&g_host_ranges, p, NULL);
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost) {
+  rgpu_rt_count_call();
+  if (!pFlags) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_range r;
+  if (rgpu_range_find(&g_host_ranges, (uint64_t)(uintptr_t)pHost, 1, &r))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  *pFlags = r.flags & 0x7fffffffu;
   return cudaSuccess;
 }
