@@ -79,6 +79,31 @@ static CUresult check_range(rgpu_worker *w, uint64_t ptr, uint64_t len, const ch
               (unsigned long long)ptr);
 }
 
+/* The context a stream belongs to (stream 0: the current device's). */
+static CUcontext stream_ctx(rgpu_worker *w, uint64_t id) {
+  const rgpu_handle_entry *e = id ? rgpu_handle_map_get(&w->streams, id) : NULL;
+  int dev = e ? e->device : w->cur_dev;
+  return dev >= 0 && dev < RGPU_MAX_DEVICES ? w->ctx[dev] : NULL;
+}
+
+/* Hands the reply of the current request to a job that waits for ev (or
+ * the whole context with ev NULL and kind CTX_SYNC).  Returns 1 if taken;
+ * 0 if the caller must wait itself (no connection, or no thread). */
+static int defer_to_job(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUevent ev, int own_ev,
+                        const void *ref, void *buf, size_t buf_len) {
+  if (!rgpu_jobs_enabled(w) || (kind != RGPU_JOB_RELEASE && !w->cur_need_reply)) return 0;
+  rgpu_job *j = calloc(1, sizeof *j);
+  if (!j) return 0;
+  *j = (rgpu_job){.kind = kind, .opcode = w->cur_op, .seq = w->cur_seq, .ctx = ctx, .ev = ev,
+                  .own_ev = own_ev, .ref = ref, .buf = buf, .buf_len = buf_len};
+  if (rgpu_jobs_submit(w, j)) {
+    free(j);
+    return 0;
+  }
+  if (kind != RGPU_JOB_RELEASE) w->reply_taken = 1;
+  return 1;
+}
+
 /* ---- session ------------------------------------------------------------ */
 
 static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
@@ -121,7 +146,11 @@ static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
   return CUDA_SUCCESS;
 }
 
-static CUresult h_goodbye(rgpu_worker *w, const void *p, size_t n) { return CUDA_SUCCESS; }
+static CUresult h_goodbye(rgpu_worker *w, const void *p, size_t n) {
+  /* Every earlier reply goes out before GOODBYE's. */
+  rgpu_jobs_barrier(w, NULL);
+  return CUDA_SUCCESS;
+}
 
 static CUresult h_ping(rgpu_worker *w, const void *p, size_t n) {
   rgpu_msg_ping_req q;
@@ -200,6 +229,8 @@ static CUresult h_ctx_set_device(rgpu_worker *w, const void *p, size_t n) {
 }
 
 static CUresult h_ctx_sync(rgpu_worker *w, const void *p, size_t n) {
+  if (defer_to_job(w, RGPU_JOB_CTX_SYNC, w->ctx[w->cur_dev], NULL, 0, NULL, NULL, 0))
+    return CUDA_SUCCESS;
   CHECK_DRV(D->cuCtxSynchronize(), "cuCtxSynchronize");
   return CUDA_SUCCESS;
 }
@@ -212,6 +243,7 @@ static CUresult h_device_reset(rgpu_worker *w, const void *p, size_t n) {
   if (q.device >= (uint32_t)w->device_count)
     return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q.device);
   int dev = (int)q.device;
+  rgpu_jobs_barrier(w, NULL);
   /* The reset destroys every resource of the context; only our tables need
    * forgetting. */
   rgpu_worker_drop_device_state(w, dev, 0);
@@ -271,6 +303,8 @@ static CUresult h_mem_free(rgpu_worker *w, const void *p, size_t n) {
   if (!a || a->kind != RGPU_ALLOC_MALLOC)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx was not returned by cuMemAlloc in this session",
                 (unsigned long long)q.dptr);
+  /* Background copies may still use it (cudaFree synchronises anyway). */
+  rgpu_jobs_barrier(w, NULL);
   CUresult r = D->cuMemFree((CUdeviceptr)q.dptr);
   /* Forget it even if the driver complains (sticky context error): the
    * memory is gone with the context anyway. */
@@ -289,6 +323,24 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
   if ((r = get_stream(w, q.stream, &s))) return r;
   if (!s) {
     CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
+  } else if (rgpu_jobs_enabled(w) && w->cur_in && w->cur_in->data) {
+    /* The source is the frame buffer: take it from the read loop and free
+     * it once the stream has consumed it, so nothing waits here. */
+    void *base = w->cur_in->data;
+    rgpu_buf_init(w->cur_in);
+    CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, q.data.data, q.data.len, s);
+    CUevent ev = NULL;
+    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
+    if (cr != CUDA_SUCCESS) {
+      D->cuStreamSynchronize(s);
+      free(base);
+      return drv_fail(w, cr, "cuMemcpyHtoDAsync");
+    }
+    if (!defer_to_job(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), ev, 1, NULL, base, 0)) {
+      D->cuEventSynchronize(ev);
+      D->cuEventDestroy(ev);
+      free(base);
+    }
   } else {
     /* The source is this frame's buffer, reused for the next frame: wait
      * for the copy before returning. */
@@ -310,6 +362,30 @@ static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
   if (r) return r;
   CUstream s = NULL;
   if ((r = get_stream(w, q.stream, &s))) return r;
+  if (s && rgpu_jobs_enabled(w) && w->cur_need_reply) {
+    /* Enqueued now, in stream order; the reply leaves when it is done. */
+    void *buf = malloc((size_t)q.size);
+    if (!buf) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
+    CUevent ev = NULL;
+    CUresult cr = D->cuMemcpyDtoHAsync(buf, (CUdeviceptr)q.src, (size_t)q.size, s);
+    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
+    if (cr != CUDA_SUCCESS) {
+      D->cuStreamSynchronize(s);
+      free(buf);
+      return drv_fail(w, cr, "cuMemcpyDtoHAsync");
+    }
+    if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, buf, (size_t)q.size))
+      return CUDA_SUCCESS;
+    CUresult sr = D->cuEventSynchronize(ev);
+    D->cuEventDestroy(ev);
+    if (sr != CUDA_SUCCESS) {
+      free(buf);
+      return drv_fail(w, sr, "cuMemcpyDtoHAsync");
+    }
+    rgpu_buf_put(&w->rep, buf, (size_t)q.size);
+    free(buf);
+    return CUDA_SUCCESS;
+  }
   if (rgpu_buf_reserve(&w->rep, (size_t)q.size)) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
   void *dst = w->rep.data + w->rep.len;
   if (!s) {
@@ -522,6 +598,7 @@ static CUresult h_module_unload(rgpu_worker *w, const void *p, size_t n) {
   if (rgpu_handle_map_remove(&w->modules, q.module_id, &e))
     return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)q.module_id);
   rgpu_module_rec *m = e.ptr;
+  rgpu_jobs_barrier(w, NULL);
   rgpu_alloc_table_remove_matching(&w->allocs, -1, q.module_id, NULL, NULL);
   CUresult r = D->cuModuleUnload((CUmodule)m->module);
   rgpu_module_rec_free(m);
@@ -625,6 +702,14 @@ static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
   CUstream s = NULL;
   CUresult r = get_stream(w, q.stream, &s);
   if (r) return r;
+  if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
+    CUevent ev = NULL;
+    if (rgpu_worker_marker(w, s, &ev) == CUDA_SUCCESS) {
+      if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, NULL, 0))
+        return CUDA_SUCCESS;
+      D->cuEventDestroy(ev);
+    }
+  }
   CHECK_DRV(D->cuStreamSynchronize(s), "cuStreamSynchronize");
   return CUDA_SUCCESS;
 }
@@ -674,6 +759,7 @@ static CUresult h_event_destroy(rgpu_worker *w, const void *p, size_t n) {
   rgpu_handle_entry e;
   if (rgpu_handle_map_remove(&w->events, q.event, &e))
     return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)q.event);
+  rgpu_jobs_barrier(w, e.ptr); /* an EVENT_SYNC may still wait on it */
   CHECK_DRV(D->cuEventDestroy((CUevent)e.ptr), "cuEventDestroy");
   return CUDA_SUCCESS;
 }
@@ -696,6 +782,9 @@ static CUresult h_event_sync(rgpu_worker *w, const void *p, size_t n) {
   CUevent e = NULL;
   CUresult r = get_event(w, q.event, &e);
   if (r) return r;
+  const rgpu_handle_entry *he = rgpu_handle_map_get(&w->events, q.event);
+  CUcontext ctx = he && he->device >= 0 ? w->ctx[he->device] : NULL;
+  if (ctx && defer_to_job(w, RGPU_JOB_WAIT_EVENT, ctx, e, 0, e, NULL, 0)) return CUDA_SUCCESS;
   CHECK_DRV(D->cuEventSynchronize(e), "cuEventSynchronize");
   return CUDA_SUCCESS;
 }

@@ -395,6 +395,70 @@ static void test_bulk_and_tls(void **state) {
   unlink(key);
 }
 
+/* Waits that run on background threads still answer every request. */
+static void stream_waits(const char *lib) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--softgpu-lib", lib, NULL};
+  server s;
+  server_start(&s, 1, args);
+  client c;
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(hello(&c, NULL), 0);
+  rgpu_buf f;
+  rgpu_buf_init(&f);
+  rgpu_msg_stream_create_req sc = {.stream = 3};
+  rgpu_msg_stream_create_req_encode(&f, &sc);
+  assert_int_equal(call(&c, RGPU_OP_STREAM_CREATE, &f, NULL, 0), 0);
+  rgpu_buf_reset(&f);
+  rgpu_msg_event_create_req ec = {.event = 8};
+  rgpu_msg_event_create_req_encode(&f, &ec);
+  assert_int_equal(call(&c, RGPU_OP_EVENT_CREATE, &f, NULL, 0), 0);
+  assert_int_equal(u64_call(&c, RGPU_OP_MEM_ALLOC, 1 << 20), 0);
+  uint64_t d;
+  memcpy(&d, c.in.data, 8);
+  static uint8_t src[1 << 20];
+  for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)(i ^ (i >> 8));
+  for (int round = 0; round < 20; round++) {
+    /* Unreplied async H2D on the stream, then a replied D2H on it. */
+    rgpu_buf_reset(&f);
+    rgpu_msg_memcpy_htod_req hq = {.dst = d, .stream = 3};
+    rgpu_msg_memcpy_htod_req_encode(&f, &hq);
+    src[0] = (uint8_t)round;
+    rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_MEMCPY_HTOD, 0, 0, ++c.seq};
+    assert_int_equal(rgpu_frame_write(c.c, &h, f.data, f.len, src, sizeof src), 0);
+    rgpu_buf_reset(&f);
+    rgpu_msg_event_record_req er = {.event = 8, .stream = 3};
+    rgpu_msg_event_record_req_encode(&f, &er);
+    assert_int_equal(call(&c, RGPU_OP_EVENT_RECORD, &f, NULL, 0), 0);
+    rgpu_buf_reset(&f);
+    rgpu_msg_memcpy_dtoh_req dq = {.src = d, .size = sizeof src, .stream = 3};
+    rgpu_msg_memcpy_dtoh_req_encode(&f, &dq);
+    assert_int_equal(call(&c, RGPU_OP_MEMCPY_DTOH, &f, NULL, 0), 0);
+    assert_int_equal(c.in.len, sizeof src);
+    assert_memory_equal(c.in.data, src, sizeof src);
+    assert_int_equal(u64_call(&c, RGPU_OP_STREAM_SYNC, 3), 0);
+    assert_int_equal(u64_call(&c, RGPU_OP_STREAM_SYNC, 0), 0);
+    assert_int_equal(u64_call(&c, RGPU_OP_EVENT_SYNC, 8), 0);
+    assert_int_equal(call(&c, RGPU_OP_CTX_SYNC, NULL, NULL, 0), 0);
+  }
+  assert_int_equal(u64_call(&c, RGPU_OP_STREAM_SYNC, 4), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(u64_call(&c, RGPU_OP_EVENT_DESTROY, 8), 0);
+  assert_int_equal(u64_call(&c, RGPU_OP_MEM_FREE, d), 0);
+  assert_int_equal(call(&c, RGPU_OP_GOODBYE, NULL, NULL, 0), 0);
+  rgpu_buf_free(&f);
+  client_close(&c);
+  assert_int_equal(server_stop(&s), 0);
+}
+
+static void test_stream_waits(void **state) { stream_waits(driver_path); }
+
+static void test_stream_waits_softgpu(void **state) {
+  if (access(RGPU_TEST_SOFTGPU_LIB, R_OK)) {
+    print_message("SKIP: %s not built\n", RGPU_TEST_SOFTGPU_LIB);
+    skip();
+  }
+  stream_waits(RGPU_TEST_SOFTGPU_LIB);
+}
+
 static void test_cli_errors(void **state) {
   /* Each must fail with a usage error, not run and not crash. */
   const char *cases[][5] = {
@@ -452,6 +516,8 @@ int main(void) {
       cmocka_unit_test(test_isolation_and_garbage),
       cmocka_unit_test(test_max_sessions),
       cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test(test_stream_waits),
+      cmocka_unit_test(test_stream_waits_softgpu),
       cmocka_unit_test(test_bulk_and_tls),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -41,6 +41,9 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_buf_init(&w->rep);
   rgpu_buf_init(&w->pending_output);
   pthread_mutex_init(&w->out_lock, NULL);
+  pthread_mutex_init(&w->write_lock, NULL);
+  pthread_mutex_init(&w->jobs_lock, NULL);
+  pthread_cond_init(&w->jobs_cond, NULL);
   w->end_reason = "eof";
   return w;
 }
@@ -187,6 +190,7 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
 
 void rgpu_worker_free(rgpu_worker *w) {
   if (!w) return;
+  rgpu_jobs_barrier(w, NULL);
   rgpu_worker_drop_device_state(w, -1, 1);
   if (w->drv_state == 1) {
     for (int i = 0; i < w->device_count; i++) {
@@ -205,6 +209,9 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_buf_free(&w->rep);
   rgpu_buf_free(&w->pending_output);
   pthread_mutex_destroy(&w->out_lock);
+  pthread_mutex_destroy(&w->write_lock);
+  pthread_mutex_destroy(&w->jobs_lock);
+  pthread_cond_destroy(&w->jobs_cond);
   free(w->param_buf);
   free(w);
 }
@@ -224,7 +231,7 @@ static void put_frame(rgpu_buf *out, uint8_t kind, uint16_t op, uint32_t aux, ui
 }
 
 /* Moves device printf text into OUTPUT events, in max_payload pieces. */
-static void flush_output(rgpu_worker *w, rgpu_buf *out) {
+void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out) {
   pthread_mutex_lock(&w->out_lock);
   size_t off = 0;
   while (off < w->pending_output.len) {
@@ -260,7 +267,7 @@ static void put_async_error(rgpu_buf *out, CUresult status, uint64_t seq, const 
  * as a second iovec, so bulk DTOH data is never copied). Returns 1 then. */
 static int finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgpu_buf *out,
                   int need_reply, int defer_rep) {
-  flush_output(w, out);
+  rgpu_worker_flush_output(w, out);
   if (need_reply) {
     if (status == CUDA_SUCCESS && defer_rep) {
       rgpu_frame_hdr rh = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h->opcode, (uint32_t)w->rep.len, 0,
@@ -293,6 +300,10 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
   rgpu_buf_reset(&w->rep);
   w->msg[0] = 0;
   int need_reply = h->kind == RGPU_KIND_REQUEST && (h->aux & RGPU_REQ_NEED_REPLY);
+  w->cur_op = h->opcode;
+  w->cur_seq = h->seq;
+  w->cur_need_reply = need_reply;
+  w->reply_taken = 0;
   if (h->kind != RGPU_KIND_REQUEST) {
     /* A client never sends replies or events: the stream is confused. */
     rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
@@ -329,7 +340,10 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
     status = rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory building the reply");
   }
   if (status == CUDA_ERROR_NOT_READY && is_query(h->opcode) && !need_reply) status = CUDA_SUCCESS;
-  *deferred = finish(w, h, status, out, need_reply, defer_rep);
+  if (status == CUDA_SUCCESS && w->reply_taken)
+    rgpu_worker_flush_output(w, out); /* a background job replies */
+  else
+    *deferred = finish(w, h, status, out, need_reply, defer_rep);
   if (h->opcode == RGPU_OP_GOODBYE && status == CUDA_SUCCESS) {
     w->end_reason = "goodbye";
     return RGPU_WORKER_CLOSE;
@@ -354,6 +368,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   rgpu_buf_init(&in);
   rgpu_buf_init(&out);
   int result = 0;
+  w->conn = c;
+  w->cur_in = &in;
   for (;;) {
     rgpu_frame_hdr h;
     int rc = rgpu_frame_read(c, &h, &in, w->cfg.max_payload);
@@ -386,7 +402,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     if (out.len) {
       struct iovec iov[2] = {{out.data, out.len}, {w->rep.data, w->rep.len}};
-      if (rgpu_conn_writev_all(c, iov, deferred && w->rep.len ? 2 : 1)) {
+      if (rgpu_worker_send(w, iov, deferred && w->rep.len ? 2 : 1)) {
         w->end_reason = "write-error";
         result = 1;
         break;
@@ -397,6 +413,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       break;
     }
   }
+  /* Jobs write to c: none may outlive this call. */
+  rgpu_jobs_barrier(w, NULL);
+  w->conn = NULL;
+  w->cur_in = NULL;
   rgpu_buf_free(&in);
   rgpu_buf_free(&out);
   return result;

@@ -47,7 +47,66 @@ struct rgpu_worker {
 
   uint64_t calls;
   const char *end_reason;
+
+  /* The request being handled (for handlers that hand their reply to a
+   * background job). */
+  uint16_t cur_op;
+  uint64_t cur_seq;
+  int cur_need_reply;
+  int reply_taken;   /* a job sends the reply; the loop must not */
+  rgpu_buf *cur_in;  /* the loop's input buffer, which a handler may take */
+
+  /* Background completion (rgpu_jobs.c): only with a connection. */
+  rgpu_conn *conn;
+  pthread_mutex_t write_lock; /* one frame group at a time on conn */
+  pthread_mutex_t jobs_lock;
+  pthread_cond_t jobs_cond;
+  struct rgpu_job *jobs; /* in flight */
+  int njobs;
+  int write_failed;
 };
+
+/* ---- background completion (rgpu_jobs.c) ---------------------------------
+ * Waiting for a stream, an event or a device-to-host copy must not stop the
+ * session from reading later requests (other client threads, other
+ * streams), so with a connection those waits run on short-lived threads
+ * that send the reply themselves.  Work is always *enqueued* in order by
+ * the session thread (an internal event marks the point to wait for); only
+ * the waiting moves. */
+typedef enum {
+  RGPU_JOB_WAIT_EVENT = 1, /* cuEventSynchronize(ev), then reply */
+  RGPU_JOB_CTX_SYNC = 2,   /* cuCtxSynchronize, then reply */
+  RGPU_JOB_RELEASE = 3     /* wait for ev, free buf, no reply (async HTOD source) */
+} rgpu_job_kind;
+
+typedef struct rgpu_job {
+  rgpu_worker *w;
+  rgpu_job_kind kind;
+  uint16_t opcode;
+  uint64_t seq;
+  CUcontext ctx;
+  CUevent ev;
+  int own_ev;       /* internal event: destroyed by the job */
+  const void *ref;  /* user handle the job uses, for rgpu_jobs_barrier */
+  void *buf;        /* reply tail (DTOH) or buffer to free (RELEASE) */
+  size_t buf_len;
+  pthread_t th;
+  struct rgpu_job *next;
+} rgpu_job;
+
+/* 1 if waits can move off the session thread (a connection is attached). */
+int rgpu_jobs_enabled(const rgpu_worker *w);
+/* Starts job j (allocated by the caller with malloc; the job frees it).
+ * On failure returns nonzero and the caller keeps ownership. */
+int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j);
+/* Waits until no job uses ref (NULL: until no job is in flight). */
+void rgpu_jobs_barrier(rgpu_worker *w, const void *ref);
+/* Sends frames on the connection under the write lock. */
+int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n);
+/* Appends pending device printf text as OUTPUT events (any thread). */
+void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
+/* An event that only marks a point in a stream (no timing). */
+CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out);
 
 /* Handler of one request opcode: decodes payload, appends reply fields (and
  * tail) to w->rep, returns a CUresult; on failure may write w->msg. */
