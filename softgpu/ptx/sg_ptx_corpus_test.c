@@ -556,6 +556,26 @@ static void t_assert(void **state) {
   assert_non_null(strstr(t->printed, "thread: [40,0,0]"));
 }
 
+static void t_param_struct(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "param_addr");
+  uint64_t out = te_alloc(t, 64 * 4), out2 = te_alloc(t, 64 * 8);
+  int arr[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, arr, sizeof arr); te_param(&p, k, 1, &out, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 64, 1, 1, 0, &p);
+  int *ho = te_host(t, out);
+  for (int i = 0; i < 64; i++) assert_int_equal(ho[i], arr[i & 7] + arr[(i + 1) & 7]);
+  k = kernel(fx, "ret_struct");
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &out2, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 64, 1, 1, 0, &p);
+  double *hd = te_host(t, out2);
+  for (int i = 0; i < 64; i++) assert_true(hd[i] == 6.0 * i + 'q');
+}
+
 #define BOTH(fn) cmocka_unit_test(fn)
 
 int main(void) {
@@ -563,7 +583,7 @@ int main(void) {
     BOTH(t_vecadd), BOTH(t_saxpy), BOTH(t_matmul), BOTH(t_reduce), BOTH(t_histogram), BOTH(t_scan),
     BOTH(t_templates), BOTH(t_globals), BOTH(t_dyn_shared), BOTH(t_calls), BOTH(t_grid3d), BOTH(t_half),
     BOTH(t_printf), BOTH(t_printf_dev), BOTH(t_oob), BOTH(t_warp_ops), BOTH(t_mathf), BOTH(t_mathd), BOTH(t_mathf2),
-    BOTH(t_intrin), BOTH(t_switch), BOTH(t_misc), BOTH(t_assert),
+    BOTH(t_intrin), BOTH(t_switch), BOTH(t_misc), BOTH(t_assert), BOTH(t_param_struct),
   };
   int fails = 0;
   fails += _cmocka_run_group_tests("corpus_O2", tests, sizeof tests / sizeof tests[0], setup_o2, teardown);

@@ -242,3 +242,10 @@ extern "C" __global__ void assert_k(int limit) {
 }
 __device__ __noinline__ void dev_print(int v, float f) { printf("dev %d %.1f\n", v, f); }
 extern "C" __global__ void printf_dev(void) { dev_print((int)threadIdx.x * 10, 1.5f); }
+
+struct Arr8 { int v[8]; };
+__device__ __noinline__ int pick8(const Arr8 *a, int i) { return a->v[i]; }
+extern "C" __global__ void param_addr(Arr8 a, int *out) { int t = threadIdx.x; out[t] = pick8(&a, t & 7) + a.v[(t + 1) & 7]; }
+struct Big3 { double d[3]; char c; };
+__device__ __noinline__ Big3 mk3(double x) { Big3 b; b.d[0] = x; b.d[1] = 2 * x; b.d[2] = 3 * x; b.c = 'q'; return b; }
+extern "C" __global__ void ret_struct(double *out) { Big3 b = mk3(threadIdx.x); out[threadIdx.x] = b.d[0] + b.d[1] + b.d[2] + b.c; }
