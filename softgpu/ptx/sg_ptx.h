@@ -73,6 +73,10 @@ typedef struct {
   void (*print)(void *ctx, const char *text, size_t len);
   void *ctx;
   int nworkers; /* threads running blocks; 0 = number of online CPUs */
+  /* Wall-clock limit of one launch in milliseconds; 0 = none.  Past it the
+   * launch stops with CUDA_ERROR_LAUNCH_TIMEOUT (a kernel that never ends
+   * would otherwise hold its session forever). */
+  unsigned timeout_ms;
 } sg_ptx_env;
 
 typedef struct {
@@ -96,6 +100,7 @@ typedef struct {
  * CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS,
  * CUDA_ERROR_ILLEGAL_INSTRUCTION, CUDA_ERROR_LAUNCH_FAILED (trap),
  * CUDA_ERROR_ASSERT (device assert(), its message goes to env->print),
+ * CUDA_ERROR_LAUNCH_TIMEOUT (env->timeout_ms exceeded),
  * CUDA_ERROR_NOT_SUPPORTED; fills *fault on failure (may be NULL). */
 int sg_ptx_launch(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg,
                   const sg_ptx_env *env, sg_ptx_fault *fault);

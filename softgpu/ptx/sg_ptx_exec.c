@@ -75,6 +75,7 @@ struct launch {
   sg_ptx_fault fault;
   int code;
   uint32_t local_stride, fparam_stride, stack_depth;
+  uint64_t deadline_ns;   /* CLOCK_MONOTONIC; 0 = none */
   atomic_uint_fast64_t insns, warp_insns;
 };
 
@@ -975,6 +976,9 @@ static int run_warp(worker *W, warp *w, int widx) {
   uint32_t pc = w->pc, group = w->group;
   int rc = 0;
   const int hw_fma = have_hw_fma();
+  /* how many warp instructions until the next look at other workers' faults
+   * and the deadline: often enough to stop within milliseconds */
+  uint32_t until_check = 1u << 16;
 
 #define SYNC_OUT() do { w->pc = pc; w->group = group; } while (0)
 #define RESCHED()                                                              \
@@ -995,6 +999,17 @@ static int run_warp(worker *W, warp *w, int widx) {
     }
     insns += popc32(m);
     winsns++;
+    if (__builtin_expect(--until_check == 0, 0)) {
+      until_check = 1u << 16;
+      if (atomic_load(&L->failed)) { rc = -1; goto out; }
+      if (L->deadline_ns && now_ns() > L->deadline_ns) {
+        char what[96];
+        snprintf(what, sizeof what, "launch exceeded its %u ms time limit", L->env->timeout_ms);
+        record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_LAUNCH_TIMEOUT, 0, I, what);
+        rc = -1;
+        goto out;
+      }
+    }
     switch (I->op) {
       case SG_OP_NOP: break;
       case SG_OP_MOV: {
@@ -2118,6 +2133,7 @@ int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const
   L->fparam_stride = (k->mod->fparam_bytes + 15u) & ~15u;
   L->stack_depth = k->mod->max_call_depth + 1;
   pthread_mutex_init(&L->lock, NULL);
+  if (env && env->timeout_ms) L->deadline_ns = now_ns() + (uint64_t)env->timeout_ms * 1000000ull;
 
   int nworkers = env ? env->nworkers : 0;
   if (nworkers <= 0) {

@@ -797,6 +797,14 @@ static void test_faults_and_config(void **state) {
   assert_int_equal(rc, CUDA_ERROR_LAUNCH_FAILED);
   sg_ptx_module_free(s.m);
   s.m = NULL;
+  /* a kernel that never ends stops at the time limit */
+  s.te.env.timeout_ms = 200;
+  rc = snip_run_cfg(&s, "L: add.u32 %r1, %r1, 1; bra L;\n", 4, 64, 0);
+  assert_int_equal(rc, CUDA_ERROR_LAUNCH_TIMEOUT);
+  assert_non_null(strstr(s.fault.message, "200 ms"));
+  s.te.env.timeout_ms = 0;
+  sg_ptx_module_free(s.m);
+  s.m = NULL;
   /* configuration errors */
   rc = snip_run_cfg(&s, "", 1, 2048, 0);
   assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
