@@ -43,7 +43,7 @@ static int setup_file(void **state, const char *name) {
   int rc = sg_ptx_module_parse(text, len, &fx->m, err, sizeof err);
   free(text);
   if (rc) { fprintf(stderr, "parse %s: %d %s\n", name, rc, err); free(fx); return -1; }
-  te_init(&fx->te, 2);
+  te_init(&fx->te, 4); /* more workers than cores: exercises the pool */
   te_load_globals(&fx->te, fx->m);
   *state = fx;
   return 0;

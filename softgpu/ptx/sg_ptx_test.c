@@ -819,6 +819,55 @@ static void test_faults_and_config(void **state) {
   (void)state;
 }
 
+/* Launches from several host threads at once (streams of different
+ * sessions) must each complete correctly. */
+typedef struct {
+  const sg_ptx_kernel *k;
+  int id;
+  int ok;
+} conc_arg;
+
+static void *conc_main(void *p) {
+  conc_arg *a = p;
+  testenv te;
+  te_init(&te, 2);
+  uint64_t out = te_alloc(&te, 256 * 4);
+  a->ok = 1;
+  for (int it = 0; it < 20 && a->ok; it++) {
+    uint32_t base = (uint32_t)(a->id * 1000 + it);
+    te_params pp;
+    te_params_init(&pp, a->k);
+    te_param(&pp, a->k, 0, &out, 8);
+    te_param(&pp, a->k, 1, &base, 4);
+    sg_ptx_fault f;
+    if (te_launch(&te, a->k, 4, 1, 1, 64, 1, 1, 0, &pp, &f)) { a->ok = 0; break; }
+    uint32_t *o = te_host(&te, out);
+    for (uint32_t i = 0; i < 256; i++) if (o[i] != base + i) { a->ok = 0; break; }
+  }
+  te_free(&te);
+  return NULL;
+}
+
+static void test_concurrent_launches(void **state) {
+  const char *text = HDR ".visible .entry k(.param .u64 o, .param .u32 b)\n{\n.reg .b32 %r<6>; .reg .b64 %rd<4>;\n"
+      "ld.param.u64 %rd0, [o]; ld.param.u32 %r0, [b]; mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;\n"
+      "mad.lo.s32 %r4, %r1, %r2, %r3; add.s32 %r5, %r4, %r0; mul.wide.u32 %rd1, %r4, 4; add.s64 %rd2, %rd0, %rd1;\n"
+      "st.global.u32 [%rd2], %r5; ret;\n}\n";
+  sg_ptx_module *m;
+  char err[256];
+  assert_int_equal(sg_ptx_module_parse(text, strlen(text), &m, err, sizeof err), 0);
+  pthread_t th[3];
+  conc_arg args[3];
+  for (int i = 0; i < 3; i++) {
+    args[i] = (conc_arg){sg_ptx_module_find_kernel(m, "k"), i, 0};
+    pthread_create(&th[i], NULL, conc_main, &args[i]);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++) assert_true(args[i].ok);
+  sg_ptx_module_free(m);
+  (void)state;
+}
+
 static void test_module_info(void **state) {
   const char *text = HDR
       ".global .align 8 .b8 tab[12] = {1, 2, 3};\n.const .align 4 .f32 cf[2] = {0f3F800000, 0f40000000};\n"
@@ -879,6 +928,7 @@ int main(void) {
     cmocka_unit_test(test_parse_errors),
     cmocka_unit_test(test_faults_and_config),
     cmocka_unit_test(test_module_info),
+    cmocka_unit_test(test_concurrent_launches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
