@@ -129,8 +129,9 @@ int rgpu_server_run(rgpu_server_opts *o) {
   size_t ncap = 16, nchild = 0;
   rgpu_child *kids = calloc(ncap, sizeof *kids);
   if (!kids) goto fail;
-  uint32_t active = 0;
+  uint32_t active = 0, refusers = 0;
   uint64_t next_session = 1;
+  unsigned accept_failures = 0;
   struct pollfd pfd[RGPU_SERVER_MAX_LISTEN + 1];
 
   while (!stop_requested) {
@@ -155,7 +156,9 @@ int rgpu_server_run(rgpu_server_opts *o) {
       if (pid <= 0) break;
       for (size_t k = 0; k < nchild; k++) {
         if (kids[k].pid != pid) continue;
-        if (!kids[k].refuser) {
+        if (kids[k].refuser) {
+          refusers--;
+        } else {
           active--;
           /* The worker logs its own orderly end; only deaths are ours. */
           if (WIFSIGNALED(st))
@@ -174,10 +177,16 @@ int rgpu_server_run(rgpu_server_opts *o) {
       char err[512];
       int rc = rgpu_listener_accept(ls[i], &c, err, sizeof err);
       if (rc) {
-        /* EAGAIN-like races and aborted handshakes are routine. */
-        RGPU_DEBUG("accept on %s: %s", o->listen[i], err);
+        /* Aborted handshakes are routine; a persistent failure (out of
+         * descriptors) must not spin the listener at full speed. */
+        if (++accept_failures % 100 == 1) RGPU_WARN("accept on %s: %s", o->listen[i], err);
+        if (accept_failures > 10) {
+          struct timespec nap = {0, 10 * 1000 * 1000};
+          nanosleep(&nap, NULL);
+        }
         continue;
       }
+      accept_failures = 0;
       if (nchild == ncap) {
         rgpu_child *nk = realloc(kids, ncap * 2 * sizeof *kids);
         if (!nk) {
@@ -188,6 +197,11 @@ int rgpu_server_run(rgpu_server_opts *o) {
         ncap *= 2;
       }
       int full = o->max_sessions && active >= o->max_sessions;
+      if (full && refusers >= 16) {
+        /* Under a flood, a bare close is all a full server can afford. */
+        rgpu_conn_close(c);
+        continue;
+      }
       uint64_t sid = full ? 0 : next_session++;
       rgpu_child *kid = &kids[nchild];
       memset(kid, 0, sizeof *kid);
@@ -247,6 +261,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       }
       kid->pid = pid;
       nchild++;
+      if (full) refusers++;
       if (!full) {
         active++;
         RGPU_INFO("session=%llu peer=%s transport=%s event=start pid=%d sessions=%u",

@@ -105,6 +105,9 @@ int main(int argc, char **argv) {
   const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL;
   int device_set = 0;
   o.worker.max_payload = RGPU_FRAME_MAX_PAYLOAD;
+  /* Notices clients that vanished without a FIN (their worker and device
+   * memory are freed) within about a minute; QUIC pings keep idle sessions up. */
+  o.topts.keepalive_ms = 15000;
   int c;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     uint64_t v;

@@ -363,6 +363,8 @@ int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payl
 
 /* ---- the socket loop ---------------------------------------------------- */
 
+#define RGPU_HELLO_TIMEOUT_MS 10000
+
 int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   rgpu_buf in, out;
   rgpu_buf_init(&in);
@@ -372,6 +374,20 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   w->cur_in = &in;
   for (;;) {
     rgpu_frame_hdr h;
+    /* A connection that never says HELLO must not hold a worker forever. */
+    if (!w->hello_done && rgpu_conn_pending(c) == 0) {
+      struct pollfd pf = {rgpu_conn_poll_fd(c), POLLIN, 0};
+      int pr;
+      while ((pr = poll(&pf, 1, RGPU_HELLO_TIMEOUT_MS)) < 0 && errno == EINTR) {
+      }
+      if (pr == 0) {
+        RGPU_WARN("session=%llu peer=%s closing: no HELLO within %d s",
+                  (unsigned long long)w->cfg.session_id, w->cfg.peer, RGPU_HELLO_TIMEOUT_MS / 1000);
+        w->end_reason = "hello-timeout";
+        result = 1;
+        break;
+      }
+    }
     int rc = rgpu_frame_read(c, &h, &in, w->cfg.max_payload);
     if (rc == RGPU_T_ECLOSED) {
       w->end_reason = "eof";
