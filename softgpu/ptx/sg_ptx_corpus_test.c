@@ -50,6 +50,7 @@ static int setup_file(void **state, const char *name) {
 }
 static int setup_o2(void **state) { return setup_file(state, "corpus_O2.ptx"); }
 static int setup_o0(void **state) { return setup_file(state, "corpus_O0.ptx"); }
+static int setup_libs(void **state) { return setup_file(state, "libs_O2.ptx"); }
 static int teardown(void **state) {
   fixture *fx = *state;
   te_free(&fx->te);
@@ -576,6 +577,53 @@ static void t_param_struct(void **state) {
   for (int i = 0; i < 64; i++) assert_true(hd[i] == 6.0 * i + 'q');
 }
 
+static void t_cub(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  int nb = 5;
+  uint64_t in = te_alloc(t, nb * 128 * 4), out = te_alloc(t, nb * 128 * 4);
+  int *hi = te_host(t, in), *ho = te_host(t, out);
+  for (int i = 0; i < nb * 128; i++) hi[i] = (i * 7919) % 1000 - 500;
+  const sg_ptx_kernel *k = kernel(fx, "cub_reduce");
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8);
+  LAUNCH_OK(t, k, nb, 1, 1, 128, 1, 1, 0, &p);
+  for (int b = 0; b < nb; b++) {
+    int ref = 0;
+    for (int i = 0; i < 128; i++) ref += hi[b * 128 + i];
+    assert_int_equal(ho[b], ref);
+  }
+  k = kernel(fx, "cub_scan");
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 128, 1, 1, 0, &p);
+  for (int i = 0, acc = 0; i < 128; acc += hi[i], i++) assert_int_equal(ho[i], acc);
+  k = kernel(fx, "cub_radix");
+  uint64_t keys = te_alloc(t, 512 * 4);
+  int *hk = te_host(t, keys);
+  for (int i = 0; i < 512; i++) hk[i] = (int)((i * 2654435761u) >> 7) - (1 << 24);
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &keys, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 128, 1, 1, 0, &p);
+  for (int i = 1; i < 512; i++) assert_true(hk[i - 1] <= hk[i]);
+}
+
+static void t_cg(void **state) {
+  fixture *fx = *state;
+  testenv *t = &fx->te;
+  const sg_ptx_kernel *k = kernel(fx, "cg_reduce");
+  uint64_t in = te_alloc(t, 256 * 4), out = te_alloc(t, 4);
+  float *hi = te_host(t, in);
+  float ref = 0;
+  for (int i = 0; i < 256; i++) { hi[i] = (float)(i % 17); ref += hi[i]; }
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &in, 8); te_param(&p, k, 1, &out, 8);
+  LAUNCH_OK(t, k, 1, 1, 1, 256, 1, 1, 0, &p);
+  assert_true(*(float *)te_host(t, out) == ref);
+}
+
 #define BOTH(fn) cmocka_unit_test(fn)
 
 int main(void) {
@@ -588,5 +636,7 @@ int main(void) {
   int fails = 0;
   fails += _cmocka_run_group_tests("corpus_O2", tests, sizeof tests / sizeof tests[0], setup_o2, teardown);
   fails += _cmocka_run_group_tests("corpus_O0", tests, sizeof tests / sizeof tests[0], setup_o0, teardown);
+  const struct CMUnitTest lib_tests[] = {cmocka_unit_test(t_cub), cmocka_unit_test(t_cg)};
+  fails += _cmocka_run_group_tests("libs_O2", lib_tests, sizeof lib_tests / sizeof lib_tests[0], setup_libs, teardown);
   return fails;
 }

@@ -1711,6 +1711,31 @@ static int run_warp(worker *W, warp *w, int widx) {
         if (cout) w->cc = (w->cc & ~m) | (ncc & m);
         break;
       }
+      case SG_OP_BMSK:
+      case SG_OP_SZEXT: {
+        uint64_t *D = DREG(I->d[0]);
+        const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]);
+        int clamp = I->mod2, sg = I->type == SG_T_S32;
+        if (I->op == SG_OP_BMSK) {
+          LANES({
+            uint32_t a = (uint32_t)A[l], b = (uint32_t)Bv[l];
+            if (clamp) { if (a > 32) a = 32; if (b > 32) b = 32; } else { a &= 31; b &= 31; }
+            D[l] = (uint32_t)((((1ull << b) - 1) << a) & 0xffffffffull);
+          });
+        } else {
+          LANES({
+            uint32_t a = (uint32_t)A[l], b = (uint32_t)Bv[l];
+            if (clamp) { if (b > 32) b = 32; } else b &= 31;
+            uint32_t r;
+            if (b == 0) r = 0;
+            else if (b >= 32) r = a;
+            else if (sg) r = (uint32_t)((int32_t)(a << (32 - b)) >> (32 - b));
+            else r = a & ((1u << b) - 1);
+            D[l] = r;
+          });
+        }
+        break;
+      }
       case SG_OP_SHF: {
         /* funnel shift of the 64-bit value b:a */
         uint64_t *D = DREG(I->d[0]);

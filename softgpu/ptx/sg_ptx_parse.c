@@ -1166,6 +1166,25 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     I->s[1] = src_index(P, &ops[2], ty);
     return P->failed ? -1 : 0;
   }
+  if (!strcmp(b, "bmsk") || !strcmp(b, "szext")) {
+    int clamp = -1;
+    for (int w = 0; w < oi.nwords; w++) {
+      const mtok *m = &oi.mods[oi.words[w]];
+      if (mod_is(m, ".clamp")) clamp = 1;
+      else if (mod_is(m, ".wrap")) clamp = 0;
+      else return unsupported(P, optok);
+    }
+    int ty = one_type(P, optok, &oi);
+    if (!ty) return -1;
+    if (clamp < 0 || tsize_of(ty) != 4) return unsupported(P, optok);
+    if (need_ops(P, optok, nops, 3)) return -1;
+    I->op = b[0] == 'b' ? SG_OP_BMSK : SG_OP_SZEXT;
+    I->type = (uint8_t)ty;
+    I->mod2 = (uint8_t)clamp;
+    I->d[0] = dst_index(P, &ops[0]);
+    for (int k = 0; k < 2; k++) I->s[k] = src_index(P, &ops[1 + k], SG_T_U32);
+    return P->failed ? -1 : 0;
+  }
   if (!strcmp(b, "shf")) {
     int dir = 0, clamp = -1;
     for (int w = 0; w < oi.nwords; w++) {

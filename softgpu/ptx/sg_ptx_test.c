@@ -168,7 +168,10 @@ static void test_bit_ops(void **state) {
          "add.cc.u32 %r34, -1, 2; addc.u32 %r35, 5, 0; st.v2.u32 [%rd0+120], {%r34, %r35};\n"
          "sub.cc.u32 %r36, 1, 2; subc.u32 %r37, 5, 0; st.v2.u32 [%rd0+128], {%r36, %r37};\n"
          "lop3.b32 %r38, 0xf0f0, 0xff00, 0xcccc, 0xe8; st.u32 [%rd0+136], %r38;\n" /* majority */
-         "cvt.rn.f16x2.f32 %r39, 0f40000000, 0f3F800000; st.u32 [%rd0+140], %r39;\n",
+         "cvt.rn.f16x2.f32 %r39, 0f40000000, 0f3F800000; st.u32 [%rd0+140], %r39;\n"
+         "bmsk.clamp.b32 %r34, 4, 8; bmsk.clamp.b32 %r35, 28, 40; st.v2.u32 [%rd0+144], {%r34, %r35};\n"
+         "bmsk.wrap.b32 %r36, 4, 33; szext.clamp.s32 %r37, 0xf0, 8; st.v2.u32 [%rd0+152], {%r36, %r37};\n"
+         "szext.wrap.u32 %r38, 0x1ff, 4; st.u32 [%rd0+160], %r38;\n",
          1);
   assert_int_equal(s.o32[0], 0xf0);
   assert_int_equal(s.o32[1], 0xf0ff);
@@ -204,6 +207,11 @@ static void test_bit_ops(void **state) {
   assert_int_equal(s.o32[33], 4);
   assert_int_equal(s.o32[34], (0xf0f0 & 0xff00) | (0xf0f0 & 0xcccc) | (0xff00 & 0xcccc));
   assert_int_equal(s.o32[35], 0x40003c00u);
+  assert_int_equal(s.o32[36], 0xff0);
+  assert_int_equal(s.o32[37], 0xf0000000u);
+  assert_int_equal(s.o32[38], 0x10);
+  assert_int_equal(s.o32[39], 0xfffffff0u);
+  assert_int_equal(s.o32[40], 0xf);
   snip_done(&s);
 }
 
