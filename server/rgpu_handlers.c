@@ -323,12 +323,23 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
   if ((r = get_stream(w, q.stream, &s))) return r;
   if (!s) {
     CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
-  } else if (rgpu_jobs_enabled(w) && w->cur_in && w->cur_in->data) {
-    /* The source is the frame buffer: take it from the read loop and free
-     * it once the stream has consumed it, so nothing waits here. */
-    void *base = w->cur_in->data;
-    rgpu_buf_init(w->cur_in);
-    CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, q.data.data, q.data.len, s);
+  } else if (rgpu_jobs_enabled(w)) {
+    /* Keep the source alive until the stream has consumed it, so nothing
+     * waits here: a large frame's own buffer is taken from the read loop,
+     * a small one (inside the loop's batch buffer) is copied. */
+    void *base;
+    const void *src;
+    if (w->cur_in && w->cur_in->data) {
+      base = w->cur_in->data;
+      src = q.data.data;
+      rgpu_buf_init(w->cur_in);
+    } else {
+      base = malloc(q.data.len);
+      if (!base) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory staging a copy");
+      memcpy(base, q.data.data, q.data.len);
+      src = base;
+    }
+    CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, src, q.data.len, s);
     CUevent ev = NULL;
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
