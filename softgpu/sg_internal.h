@@ -259,6 +259,7 @@ struct CUmod_st {
   sg_ctx *ctx;
   atomic_int refs;       /* 1 while loaded + 1 per queued launch */
   unsigned ptx_arch;     /* compute_XX of the PTX that was loaded */
+  size_t const_bytes;    /* total of its .const variables */
 #ifdef SG_HAVE_PTX
   sg_ptx_module *pm;
 #endif

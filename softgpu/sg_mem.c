@@ -340,6 +340,10 @@ SG_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned i
   if (!pp) return CUDA_ERROR_INVALID_VALUE;
   if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
     return CUDA_ERROR_INVALID_VALUE;
+  if (bytesize == 0) {
+    *pp = NULL; /* the driver accepts an empty pinned allocation (measured) */
+    return CUDA_SUCCESS;
+  }
   return alloc_common(c, bytesize, SG_MEM_HOST, pp);
 }
 
@@ -349,6 +353,7 @@ SG_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p) {
   sg_ctx *c;
   CUresult r = sg_current(&c);
   if (r) return r;
+  if (!p) return CUDA_SUCCESS;
   sg_ctx_drain(c);
   return free_common((uint64_t)(uintptr_t)p, 1u << SG_MEM_HOST);
 }

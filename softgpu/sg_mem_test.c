@@ -142,6 +142,9 @@ static void test_pinned_and_attributes(void **state) {
   assert_int_equal(cuMemAlloc(&d, 1000), CUDA_SUCCESS);
   assert_int_equal(cuMemAllocHost(&hp, 100), CUDA_SUCCESS);
   assert_int_equal(cuMemHostAlloc(&hp, 100, 0x80), CUDA_ERROR_INVALID_VALUE);
+  void *empty = (void *)1;
+  assert_int_equal(cuMemAllocHost(&empty, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemFreeHost(empty), CUDA_SUCCESS);
   unsigned mt = 0;
   assert_int_equal(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_SUCCESS);
   assert_int_equal(mt, CU_MEMORYTYPE_DEVICE);

@@ -187,7 +187,7 @@ static CUresult image_ptx(const void *image, char **text, size_t *len, unsigned 
          "cubin holds only SASS for sm_%u; rebuild with PTX (e.g. -gencode arch=compute_75,code=compute_75)",
          (eflags >> 8) & 0xff);
   } else if (has_magic(p, RGPU_FATBIN_WRAPPER_MAGIC)) {
-    FAIL(CUDA_ERROR_INVALID_IMAGE, "image is a __fatBinC_Wrapper_t; pass its data pointer (or use cuModuleLoadFatBinary)");
+    FAIL(CUDA_ERROR_INVALID_IMAGE, "image is a __fatBinC_Wrapper_t; pass the fatbin it points to (its data field)");
   } else {
     const char *t = image;
     size_t n = strlen(t);
@@ -262,6 +262,10 @@ static CUresult load_module(const void *image, sg_module **out, sg_jit_log *log)
     CUresult ar = sg_mem_alloc_device(c, gi.size ? gi.size : 1, SG_MEM_GLOBAL, &d);
     if (ar) FAIL(ar, "no device memory for module variable %s (%zu bytes)", gi.name, gi.size);
     m->globals[i].dptr = d;
+    /* The driver reports the module's whole user constant bank for each
+     * kernel (measured: 16 for every kernel of a module with a 16-byte
+     * __constant__), not what the kernel itself reads. */
+    if (gi.space == SG_PTX_SPACE_CONST) m->const_bytes += gi.size;
     if (gi.init && gi.size) memcpy((void *)(uintptr_t)d, gi.init, gi.size);
     sg_ptx_module_set_global_addr(m->pm, i, d);
   }
@@ -310,13 +314,9 @@ SG_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *imag
   return load_module(image, module, &log);
 }
 
+/* Takes the fatbin data, not its __fatBinC_Wrapper_t: 13.0 refuses the
+ * wrapper here too (measured), and so do we. */
 SG_EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
-  if (fatCubin && has_magic(fatCubin, RGPU_FATBIN_WRAPPER_MAGIC)) {
-    /* Accept the wrapper too: { magic, version, data*, filename_or_fatbins }. */
-    const void *data;
-    memcpy(&data, (const char *)fatCubin + 8, sizeof data);
-    fatCubin = data;
-  }
   return load_module(fatCubin, module, NULL);
 }
 
@@ -432,7 +432,7 @@ SG_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attr
     break;
   }
   case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = (int)sg_ptx_kernel_static_shared(k); break;
-  case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
+  case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = (int)hfunc->mod->const_bytes; break;
   case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = (int)sg_ptx_kernel_local_bytes(k); break;
   case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break; /* an interpreter has no register allocation */
   case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = (int)(hfunc->mod->ptx_arch ? hfunc->mod->ptx_arch : device_cc()); break;

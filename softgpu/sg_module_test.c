@@ -74,7 +74,7 @@ static void test_load_variants(void **state) {
   /* A truncated fatbin header is refused, not read past. */
   uint8_t hdr[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0};
   assert_int_equal(cuModuleLoadData(&m, hdr), CUDA_ERROR_INVALID_IMAGE);
-  /* The wrapper form goes through cuModuleLoadFatBinary. */
+  /* Neither entry point takes the wrapper, only the data it points to. */
   void *img = load("kernels_zstd.fatbin");
   struct {
     int magic, version;
@@ -82,7 +82,8 @@ static void test_load_variants(void **state) {
     void *unused;
   } wrapper = {0x466243B1, 1, img, NULL};
   assert_int_equal(cuModuleLoadData(&m, &wrapper), CUDA_ERROR_INVALID_IMAGE);
-  assert_int_equal(cuModuleLoadFatBinary(&m, &wrapper), CUDA_SUCCESS);
+  assert_int_equal(cuModuleLoadFatBinary(&m, &wrapper), CUDA_ERROR_INVALID_IMAGE);
+  assert_int_equal(cuModuleLoadFatBinary(&m, img), CUDA_SUCCESS);
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
   free(img);
 }
@@ -150,6 +151,12 @@ static void test_functions_and_params(void **state) {
   assert_int_equal(v, 1024);
   assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PTX_VERSION, f), CUDA_SUCCESS);
   assert_int_equal(v, 75);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, f), CUDA_SUCCESS);
+  assert_int_equal(v, 16); /* the module's __constant__ bank, as the driver reports it */
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f), CUDA_SUCCESS);
+  assert_int_equal(v, 49152 - 1024);
+  assert_int_equal(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f), CUDA_SUCCESS);
+  assert_int_equal(v, -1);
   assert_int_equal(cuFuncGetAttribute(&v, (CUfunction_attribute)999, f), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 10), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1 << 20),
@@ -342,6 +349,23 @@ static void test_printf(void **state) {
   assert_int_equal(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+static pthread_mutex_t gate_m = PTHREAD_MUTEX_INITIALIZER;
+static void gate_fn(void *u) {
+  (void)u;
+  pthread_mutex_lock(&gate_m);
+  pthread_mutex_unlock(&gate_m);
+}
+static int hostfn_ran;
+static void hostfn(void *u) {
+  (void)u;
+  hostfn_ran = 1;
+}
+static int cb_status;
+static void cb(CUstream s, CUresult st, void *u) {
+  (void)s, (void)u;
+  cb_status = st;
+}
+
 /* Runs last: a fault poisons the context until it is reset. */
 static void test_fault_is_sticky(void **state) {
   CUmodule m;
@@ -351,8 +375,26 @@ static void test_fault_is_sticky(void **state) {
   CUdeviceptr d;
   assert_int_equal(cuMemAlloc(&d, 1024), CUDA_SUCCESS);
   void *a[] = {&d};
+  CUevent ev;
+  assert_int_equal(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+  /* Hold the stream until everything is queued, so the fault cannot
+   * happen before the calls below are made. */
+  pthread_mutex_lock(&gate_m);
+  assert_int_equal(cuLaunchHostFunc(NULL, gate_fn, NULL), CUDA_SUCCESS);
   assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, a, NULL), CUDA_SUCCESS);
+  hostfn_ran = 0;
+  cb_status = -1;
+  assert_int_equal(cuLaunchHostFunc(NULL, hostfn, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamAddCallback(NULL, cb, NULL, 0), CUDA_SUCCESS);
+  pthread_mutex_unlock(&gate_m);
   assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  /* As on the GPU: host functions after a fault are skipped, callbacks
+   * are told the error. */
+  assert_int_equal(hostfn_ran, 0);
+  assert_int_equal(cb_status, CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(cuEventQuery(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(cuEventDestroy(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
   assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
   CUdeviceptr d2;
   char h[4];

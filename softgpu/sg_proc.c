@@ -253,8 +253,11 @@ SG_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int 
   for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
     if (strcmp(procs[i].name, symbol) != 0) continue;
     if (cudaVersion < procs[i].min_version) {
-      if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-      return CUDA_ERROR_NOT_FOUND;
+      /* With a status to report, 13.0 returns CUDA_SUCCESS and a NULL
+       * pointer (measured); without one, the error is the only signal. */
+      if (!symbolStatus) return CUDA_ERROR_NOT_FOUND;
+      *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+      return CUDA_SUCCESS;
     }
     void *fn = procs[i].fn;
     if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && procs[i].ptsz) fn = procs[i].ptsz;
@@ -268,8 +271,9 @@ SG_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int 
     if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;
   }
-  if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  return CUDA_ERROR_NOT_FOUND;
+  if (!symbolStatus) return CUDA_ERROR_NOT_FOUND;
+  *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_SUCCESS;
 }
 
 /* ---- unversioned names with the same ABI as their successors ------------ */

@@ -514,6 +514,10 @@ SG_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 SG_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
   if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!sg_handle_ok(hEvent, SG_H_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+  /* A faulted context refuses this too (measured); the event lives on
+   * until the context is reset. */
+  CUresult r = sg_ctx_usable(hEvent->ctx);
+  if (r) return r;
   sg_handle_del(hEvent);
   pthread_mutex_lock(&sg_sched_lock);
   sg_event **pp = &hEvent->ctx->events;
