@@ -687,7 +687,7 @@ static int parse_operand(parser *P, opnd *o) {
       token *r = next(P);
       opnd ro;
       if (r->kind == TK_ID && tok_is(r, "_")) { ro.kind = PO_SINK; ro.reg = SG_NOREG; }
-      else if (r->kind != TK_ID || resolve_name(P, r, &ro) || (ro.kind != PO_REG)) {
+      else if (r->kind != TK_ID || resolve_name(P, r, &ro) || ro.kind != PO_REG || (ro.reg & SG_PBIT)) {
         if (!P->failed) fail(P, CUDA_ERROR_INVALID_PTX, r->line, "vector elements must be registers");
         return -1;
       }
@@ -743,7 +743,12 @@ static uint32_t imm_for_type(parser *P, const opnd *o, int type) {
 /* A source operand as a register/constant index. */
 static uint32_t src_index(parser *P, const opnd *o, int type) {
   switch (o->kind) {
-    case PO_REG: return o->reg;
+    case PO_REG:
+      if (o->reg & SG_PBIT) {
+        fail(P, CUDA_ERROR_INVALID_PTX, o->tok->line, "predicate '%.*s' used where a value is expected", (int)o->tok->len, o->tok->p);
+        return SG_K_ZERO;
+      }
+      return o->reg;
     case PO_SREG: return o->reg;
     case PO_IMM: return imm_for_type(P, o, type);
     case PO_SYM: {
@@ -774,7 +779,7 @@ static uint32_t src_index(parser *P, const opnd *o, int type) {
 }
 
 static uint32_t dst_index(parser *P, const opnd *o) {
-  if (o->kind == PO_REG) return o->reg;
+  if (o->kind == PO_REG && !(o->reg & SG_PBIT)) return o->reg;
   if (o->kind == PO_SINK) return SG_NOREG;
   fail(P, CUDA_ERROR_INVALID_PTX, o->tok ? o->tok->line : 0, "destination must be a register");
   return SG_NOREG;
@@ -1955,11 +1960,22 @@ static int finish(parser *P) {
     sg_insn *I = &m->code[x->insn];
     sg_call_info *ci = &m->calls[I->aux];
     if (x->len == 7 && !memcmp(x->name, "vprintf", 7)) {
-      if (ci->nargs != 2) { fail(P, CUDA_ERROR_INVALID_PTX, x->line, "vprintf takes 2 arguments"); return -1; }
+      if (ci->nargs != 2 || ci->args[0].size != 8 || ci->args[1].size != 8 || (ci->has_ret && ci->ret.size != 4)) {
+        fail(P, CUDA_ERROR_INVALID_PTX, x->line, "vprintf takes two 64-bit arguments and returns a 32-bit value");
+        return -1;
+      }
       I->op = SG_OP_VPRINTF;
       continue;
     }
-    if (x->len == 12 && !memcmp(x->name, "__assertfail", 12)) { I->op = SG_OP_TRAP; I->mod = 1; continue; }
+    if (x->len == 12 && !memcmp(x->name, "__assertfail", 12)) {
+      if (ci->nargs < 4 || ci->args[0].size != 8 || ci->args[1].size != 8 || ci->args[2].size != 4 || ci->args[3].size != 8) {
+        fail(P, CUDA_ERROR_INVALID_PTX, x->line, "__assertfail called with unexpected arguments");
+        return -1;
+      }
+      I->op = SG_OP_TRAP;
+      I->mod = 1;
+      continue;
+    }
     int fi = func_index(P, x->name, x->len);
     if (fi < 0) { fail(P, CUDA_ERROR_INVALID_PTX, x->line, "call to unknown function '%.*s'", (int)x->len, x->name); return -1; }
     struct sg_ptx_kernel *cf = m->funcs[fi];

@@ -757,6 +757,14 @@ static void test_parse_errors(void **state) {
   const char *extcall = HDR ".extern .func g();\n.visible .entry k()\n{\ncall g;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(extcall, strlen(extcall), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "'g'"));
+  const char *pred_as_value = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\n.reg .pred %p<200>;\nadd.u32 %r1, %p199, 1;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(pred_as_value, strlen(pred_as_value), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  assert_non_null(strstr(err, "%p199"));
+  const char *pred_as_dst = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\n.reg .pred %p<200>;\nmov.u32 %p150, 1;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(pred_as_dst, strlen(pred_as_dst), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  const char *pred_in_vec = HDR ".visible .entry k(.param .u64 o)\n{\n.reg .b32 %r<2>;\n.reg .pred %p<2>;\n.reg .b64 %rd<2>;\n"
+      "ld.param.u64 %rd1, [o];\nst.global.v2.u32 [%rd1], {%r1, %p1};\n}\n";
+  assert_int_equal(sg_ptx_module_parse(pred_in_vec, strlen(pred_in_vec), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
   const char *wrong_ops = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nadd.u32 %r1, %r0;\n}\n";
   assert_int_equal(sg_ptx_module_parse(wrong_ops, strlen(wrong_ops), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
   /* random bytes and truncations of a valid module never crash */
