@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include "rgpu_messages.h"
 #include "rgpu_worker.h"
@@ -31,12 +32,17 @@ typedef struct {
 } harness;
 
 static const char *driver_path;
+static char softgpu_lib[1024]; /* beside the test binary, so the tree can move */
+static char fatbins[1024];
+
+static rgpu_device_kind next_kind = RGPU_DEVICE_SOFTGPU;
 
 static harness *harness_new(const char *lib, const char *token, uint64_t quota) {
   harness *t = calloc(1, sizeof *t);
   rgpu_worker_config cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.device = RGPU_DEVICE_SOFTGPU;
+  cfg.device = next_kind;
+  next_kind = RGPU_DEVICE_SOFTGPU;
   snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", lib);
   if (token) {
     cfg.token_required = 1;
@@ -213,12 +219,17 @@ static void basic_flow(const char *lib) {
 
 static void test_basic_fake_driver(void **state) { basic_flow(driver_path); }
 
+static void basic_flow_kind(rgpu_device_kind kind) {
+  next_kind = kind;
+  basic_flow("unused-for-cuda");
+}
+
 static void test_basic_softgpu(void **state) {
-  if (access(RGPU_TEST_SOFTGPU_LIB, R_OK)) {
-    print_message("SKIP: %s not built yet\n", RGPU_TEST_SOFTGPU_LIB);
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built yet\n", softgpu_lib);
     skip();
   }
-  basic_flow(RGPU_TEST_SOFTGPU_LIB);
+  basic_flow(softgpu_lib);
 }
 
 /* ---- session rules ------------------------------------------------------ */
@@ -520,16 +531,25 @@ static void *read_file(const char *path, size_t *len) {
   return p;
 }
 
-static void test_softgpu_fatbin_launch(void **state) {
+static const char *fatbin_dir(void) {
+  const char *e = getenv("RGPU_TEST_FATBIN_DIR");
+  return e && *e ? e : fatbins;
+}
+
+/* Module load, parameter tables, globals, a launch and (softgpu) printf,
+ * on softgpu or on the real driver. */
+static void fatbin_flow(const char *lib, rgpu_device_kind kind, const char *fatbin_name,
+                        int check_printf) {
   char fatbin[1024];
-  snprintf(fatbin, sizeof fatbin, "%s/kernels_zstd.fatbin", RGPU_TEST_FATBIN_DIR);
+  snprintf(fatbin, sizeof fatbin, "%s/%s", fatbin_dir(), fatbin_name);
   size_t ilen = 0;
-  void *image = access(RGPU_TEST_SOFTGPU_LIB, R_OK) ? NULL : read_file(fatbin, &ilen);
+  void *image = read_file(fatbin, &ilen);
   if (!image) {
-    print_message("SKIP: needs %s and %s\n", RGPU_TEST_SOFTGPU_LIB, fatbin);
+    print_message("SKIP: %s is missing\n", fatbin);
     skip();
   }
-  harness *t = harness_new(RGPU_TEST_SOFTGPU_LIB, NULL, 0);
+  next_kind = kind;
+  harness *t = harness_new(lib, NULL, 0);
   hello(t, NULL, 0);
   const char *funcs[] = {"_Z6vecaddPKfS0_Pfi", "_Z5helloi", "no_such_kernel"};
   const char *vars[] = {"g_init", "c_coef"};
@@ -585,6 +605,13 @@ static void test_softgpu_fatbin_launch(void **state) {
   assert_int_equal(st, 0);
   assert_int_equal(dtoh(t, dc, c, sizeof c), 0);
   for (int i = 0; i < N; i++) assert_true(c[i] == 1.5f * (float)i);
+  if (!check_printf) {
+    send_req(t, RGPU_OP_CTX_SYNC, 1, NULL, NULL, 0);
+    assert_int_equal(reply_status(t), 0);
+    rgpu_buf_free(&b);
+    harness_free(t);
+    return;
+  }
 
   /* Device printf arrives as OUTPUT before the reply of the synchronising call. */
   rgpu_buf_reset(&b);
@@ -618,6 +645,27 @@ static void test_softgpu_fatbin_launch(void **state) {
   harness_free(t);
 }
 
+static void test_softgpu_fatbin_launch(void **state) {
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  fatbin_flow(softgpu_lib, RGPU_DEVICE_SOFTGPU, "kernels_zstd.fatbin", 1);
+}
+
+/* The same on a real GPU, where there is one (libcuda.so.1 loads). */
+static void test_cuda_fatbin_launch(void **state) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    print_message("SKIP: no libcuda.so.1 (%s)\n", dlerror());
+    skip();
+  }
+  dlclose(h);
+  basic_flow_kind(RGPU_DEVICE_CUDA);
+  fatbin_flow("libcuda.so.1", RGPU_DEVICE_CUDA, "kernels_multi.fatbin", 0);
+  fatbin_flow("libcuda.so.1", RGPU_DEVICE_CUDA, "kernels_ptx.fatbin", 0);
+}
+
 int main(int argc, char **argv) {
   static char path[1024];
   char self[900];
@@ -627,6 +675,8 @@ int main(int argc, char **argv) {
   if (slash) *slash = 0;
   snprintf(path, sizeof path, "%s/../lib/librgpu_test_driver.so", self);
   driver_path = path;
+  snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
+  snprintf(fatbins, sizeof fatbins, "%s/../softgpu/testdata", self);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_basic_fake_driver),
       cmocka_unit_test(test_hello_first_and_auth),
@@ -638,6 +688,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),
       cmocka_unit_test(test_softgpu_fatbin_launch),
+      cmocka_unit_test(test_cuda_fatbin_launch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

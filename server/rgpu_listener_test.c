@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <cuda.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -28,6 +29,9 @@ typedef struct {
 } server;
 
 static char tmpdir[64];
+/* Found beside this test at run time, so the build tree can be moved. */
+static char server_bin[1024];
+static char softgpu_lib[1024];
 /* Servers still running when a test fails are killed by the teardown. */
 static pid_t live_servers[8];
 static int nlive;
@@ -47,7 +51,7 @@ static void server_start(server *s, int nlisten, const char *const *args) {
     close(p[1]);
     const char *argv[32];
     int n = 0;
-    argv[n++] = RGPU_TEST_SERVER_BIN;
+    argv[n++] = server_bin;
     argv[n++] = "--device";
     argv[n++] = "softgpu";
     argv[n++] = "--softgpu-lib";
@@ -349,7 +353,7 @@ static void test_bulk_and_tls(void **state) {
   if (pid == 0) {
     int dn = open("/dev/null", O_WRONLY);
     dup2(dn, 2);
-    execl(RGPU_TEST_SERVER_BIN, RGPU_TEST_SERVER_BIN, "--gen-cert", gen, (char *)NULL);
+    execl(server_bin, server_bin, "--gen-cert", gen, (char *)NULL);
     _exit(127);
   }
   int st;
@@ -396,8 +400,8 @@ static void test_bulk_and_tls(void **state) {
 }
 
 /* Waits that run on background threads still answer every request. */
-static void stream_waits(const char *lib) {
-  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--softgpu-lib", lib, NULL};
+static void stream_waits_on(const char *lib, const char *device) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--softgpu-lib", lib, "--device", device, NULL};
   server s;
   server_start(&s, 1, args);
   client c;
@@ -449,7 +453,20 @@ static void stream_waits(const char *lib) {
   assert_int_equal(server_stop(&s), 0);
 }
 
+static void stream_waits(const char *lib) { stream_waits_on(lib, "softgpu"); }
+
 static void test_stream_waits(void **state) { stream_waits(driver_path); }
+
+/* On a real GPU where there is one. */
+static void test_stream_waits_cuda(void **state) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    print_message("SKIP: no libcuda.so.1\n");
+    skip();
+  }
+  dlclose(h);
+  stream_waits_on(driver_path, "cuda");
+}
 
 /* Many unreplied requests in one write, then one replied: every frame is
  * executed in order and only failures produce events. */
@@ -523,11 +540,11 @@ static void test_batch(void **state) {
 }
 
 static void test_stream_waits_softgpu(void **state) {
-  if (access(RGPU_TEST_SOFTGPU_LIB, R_OK)) {
-    print_message("SKIP: %s not built\n", RGPU_TEST_SOFTGPU_LIB);
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
     skip();
   }
-  stream_waits(RGPU_TEST_SOFTGPU_LIB);
+  stream_waits(softgpu_lib);
 }
 
 static void test_cli_errors(void **state) {
@@ -544,7 +561,7 @@ static void test_cli_errors(void **state) {
     if (pid == 0) {
       int dn = open("/dev/null", O_WRONLY);
       dup2(dn, 2);
-      const char *argv[7] = {RGPU_TEST_SERVER_BIN};
+      const char *argv[7] = {server_bin};
       for (int k = 0; k < 5 && cases[i][k]; k++) argv[k + 1] = cases[i][k];
       execv(argv[0], (char **)argv);
       _exit(127);
@@ -566,6 +583,8 @@ static int setup(void **state) {
   char *slash = strrchr(self, '/');
   if (slash) *slash = 0;
   snprintf(driver_path, sizeof driver_path, "%s/../lib/librgpu_test_driver.so", self);
+  snprintf(server_bin, sizeof server_bin, "%s/rgpu-server", self);
+  snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
   signal(SIGPIPE, SIG_IGN);
   return 0;
 }
@@ -590,6 +609,7 @@ int main(void) {
       cmocka_unit_test(test_stream_waits),
       cmocka_unit_test(test_batch),
       cmocka_unit_test(test_stream_waits_softgpu),
+      cmocka_unit_test(test_stream_waits_cuda),
       cmocka_unit_test(test_bulk_and_tls),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
