@@ -1335,6 +1335,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       ty = one_type(P, optok, &oi);
       if (!ty) return -1;
     }
+    if (ty == SG_T_F16X2 || ty == SG_T_BF16X2 || ty == SG_T_PRED) return unsupported(P, optok);
     I->op = is_set ? SG_OP_SET : SG_OP_SETP;
     I->type = (uint8_t)ty;
     I->mod = (uint8_t)oi.cmp;
