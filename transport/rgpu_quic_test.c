@@ -457,9 +457,29 @@ static void test_wildcard_and_v6(void **state) {
   }
 }
 
+static void test_parallel_clients(void **state) {
+  char uri[64];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 8);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  assert_int_equal(tu_parallel_clients(uri, &co, 8), 0);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+static void test_half_close(void **state) {
+  char uri[64];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  assert_int_equal(tu_half_close(l, uri, &co), 0);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parallel_clients), cmocka_unit_test(test_half_close),
       cmocka_unit_test(test_echo_large_and_concurrent), cmocka_unit_test(test_eof_both_ways),
       cmocka_unit_test(test_wrong_ca), cmocka_unit_test(test_mtls),
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),

@@ -207,9 +207,23 @@ static void test_unix_stale(void **state) {
   unlink(path);
 }
 
+static void test_parallel_and_half_close(void **state) {
+  rgpu_listener *l;
+  char err[256], uri[64];
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", NULL, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  tu_echo_server s;
+  tu_echo_start(&s, l, 8);
+  assert_int_equal(tu_parallel_clients(uri, NULL, 8), 0);
+  tu_echo_join(&s);
+  assert_int_equal(tu_half_close(l, uri, NULL), 0);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL); /* prove MSG_NOSIGNAL: a SIGPIPE would kill the test */
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parallel_and_half_close),
       cmocka_unit_test(test_tcp_echo_64m),   cmocka_unit_test(test_tcp_small_pieces),
       cmocka_unit_test(test_unix_echo),      cmocka_unit_test(test_listener_port_and_names),
       cmocka_unit_test(test_tcp_v6),

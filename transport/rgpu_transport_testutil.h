@@ -98,4 +98,62 @@ static inline int tu_echo_check(rgpu_conn *c, size_t total, size_t piece, unsign
   return ok ? 0 : -1;
 }
 
+typedef struct {
+  const char *uri;
+  const rgpu_transport_opts *o;
+  unsigned seed;
+  int rc;
+} tu_par_client;
+
+static void *tu_par_client_main(void *arg) {
+  tu_par_client *p = arg;
+  rgpu_conn *c;
+  char err[256];
+  p->rc = rgpu_conn_connect(p->uri, p->o, &c, err, sizeof err);
+  if (p->rc) {
+    fprintf(stderr, "parallel connect: %s\n", err);
+    return NULL;
+  }
+  p->rc = tu_echo_check(c, 4u << 20, 1000 + p->seed * 77, p->seed);
+  rgpu_conn_close(c);
+  return NULL;
+}
+
+/* n clients at once, each a 4 MiB full-duplex echo; returns failures. */
+static inline int tu_parallel_clients(const char *uri, const rgpu_transport_opts *o, int n) {
+  pthread_t th[32];
+  tu_par_client pc[32];
+  for (int i = 0; i < n && i < 32; i++) {
+    pc[i] = (tu_par_client){uri, o, (unsigned)i, -1};
+    pthread_create(&th[i], NULL, tu_par_client_main, &pc[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < n && i < 32; i++) {
+    pthread_join(th[i], NULL);
+    if (pc[i].rc) bad++;
+  }
+  return bad;
+}
+
+/* Client half-closes after its request; the server still answers. */
+static inline int tu_half_close(rgpu_listener *l, const char *uri, const rgpu_transport_opts *o) {
+  rgpu_conn *c, *w;
+  char err[256];
+  if (rgpu_conn_connect(uri, o, &c, err, sizeof err)) return -1;
+  struct iovec v = {"request", 7};
+  if (rgpu_conn_writev_all(c, &v, 1)) return -2;
+  rgpu_conn_shutdown(c);
+  if (rgpu_listener_accept(l, &w, err, sizeof err)) return -3;
+  char b[16];
+  if (rgpu_conn_read_exact(w, b, 7) || memcmp(b, "request", 7)) return -4;
+  if (rgpu_conn_read_some(w, b, sizeof b) != 0) return -5; /* EOF after the request */
+  struct iovec r = {"reply", 5};
+  if (rgpu_conn_writev_all(w, &r, 1)) return -6;
+  rgpu_conn_close(w);
+  if (rgpu_conn_read_exact(c, b, 5) || memcmp(b, "reply", 5)) return -7;
+  ssize_t n = rgpu_conn_read_some(c, b, sizeof b);
+  rgpu_conn_close(c);
+  return n == 0 ? 0 : -8;
+}
+
 #endif
