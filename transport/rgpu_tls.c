@@ -545,7 +545,11 @@ static void *tls_relay_main(void *arg) {
     }
     size_t n = 0;
     pfd[n++] = (struct pollfd){.fd = sv->q.stop_r, .events = POLLIN};
-    pfd[n++] = (struct pollfd){.fd = sv->lfd, .events = POLLIN};
+    /* Past this many unfinished handshakes new clients wait in the kernel's
+     * backlog, so a flood of silent connections cannot exhaust memory. */
+    int handshaking = 0;
+    for (tls_sess *x = sv->sessions; x; x = x->next) handshaking += x->state == SESS_HANDSHAKE;
+    pfd[n++] = (struct pollfd){.fd = handshaking < 256 ? sv->lfd : -1, .events = POLLIN};
     uint64_t now = rgpu_now_ns(), next = UINT64_MAX;
     int immediate = 0;
     for (tls_sess *x = sv->sessions; x; x = x->next) {
