@@ -380,6 +380,8 @@ void sg_ctx_set_sticky(sg_ctx *c, CUresult err) {
 static CUresult ctx_activate(sg_ctx *c, unsigned flags) {
   c->flags = flags;
   atomic_store(&c->sticky, 0);
+  memset(c->limits, 0, sizeof c->limits);
+  c->cache_config = CU_FUNC_CACHE_PREFER_NONE;
   c->streams = NULL;
   c->events = NULL;
   c->modules = NULL;
@@ -611,21 +613,61 @@ SG_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *
   return CUDA_SUCCESS;
 }
 
+/* Defaults of an sm_75 board.  The values are bookkeeping only: the
+ * interpreter's stacks and printf buffer are not bounded by them. */
+static int limit_default(CUlimit limit, size_t *v) {
+  switch (limit) {
+  case CU_LIMIT_STACK_SIZE: *v = 1024; return 0;
+  case CU_LIMIT_PRINTF_FIFO_SIZE: *v = 1 << 20; return 0;
+  case CU_LIMIT_MALLOC_HEAP_SIZE: *v = 8 << 20; return 0;
+  case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: *v = 2048; return 0;
+  case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: *v = 64; return 0;
+  case CU_LIMIT_PERSISTING_L2_CACHE_SIZE: *v = 0; return 0;
+  case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: return CUDA_ERROR_UNSUPPORTED_LIMIT; /* no device-side sync on sm_75+ */
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 SG_EXPORT CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
   if (!pvalue) return CUDA_ERROR_INVALID_VALUE;
   sg_ctx *c;
   CUresult r = sg_current(&c);
   if (r) return r;
-  switch (limit) {
-  case CU_LIMIT_STACK_SIZE: *pvalue = 1024; break;
-  case CU_LIMIT_PRINTF_FIFO_SIZE: *pvalue = 1 << 20; break;
-  case CU_LIMIT_MALLOC_HEAP_SIZE: *pvalue = 8 << 20; break;
-  case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: return CUDA_ERROR_UNSUPPORTED_LIMIT;
-  case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: *pvalue = 2048; break;
-  case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: *pvalue = 64; break;
-  case CU_LIMIT_PERSISTING_L2_CACHE_SIZE: *pvalue = 0; break;
-  default: return CUDA_ERROR_INVALID_VALUE;
-  }
+  size_t v;
+  int e = limit_default(limit, &v);
+  if (e) return (CUresult)e;
+  if ((unsigned)limit < 8 && c->limits[limit]) v = c->limits[limit];
+  *pvalue = v;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+  sg_ctx *c;
+  CUresult r = sg_current(&c);
+  if (r) return r;
+  size_t v;
+  int e = limit_default(limit, &v);
+  if (e) return (CUresult)e;
+  if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128) return CUDA_ERROR_INVALID_VALUE;
+  if ((unsigned)limit < 8) c->limits[limit] = value ? value : v;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig) {
+  if (!pconfig) return CUDA_ERROR_INVALID_VALUE;
+  sg_ctx *c;
+  CUresult r = sg_current(&c);
+  if (r) return r;
+  *pconfig = c->cache_config;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
+  sg_ctx *c;
+  CUresult r = sg_current(&c);
+  if (r) return r;
+  if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
+  c->cache_config = config;
   return CUDA_SUCCESS;
 }
 

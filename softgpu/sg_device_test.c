@@ -132,6 +132,17 @@ static void test_primary_context(void **state) {
   assert_int_equal(lo, 0);
   assert_int_equal(hi, -5);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  size_t lim = 0;
+  assert_int_equal(cuCtxGetLimit(&lim, CU_LIMIT_PRINTF_FIFO_SIZE), CUDA_SUCCESS);
+  assert_int_equal(lim, 1 << 20);
+  assert_int_equal(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
+  assert_int_equal(lim, 4096);
+  assert_int_equal(cuCtxSetLimit((CUlimit)77, 1), CUDA_ERROR_INVALID_VALUE);
+  CUfunc_cache cc = (CUfunc_cache)9;
+  assert_int_equal(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_L1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxGetCacheConfig(&cc), CUDA_SUCCESS);
+  assert_int_equal(cc, CU_FUNC_CACHE_PREFER_L1);
   assert_int_equal(cuDevicePrimaryCtxSetFlags(0, CU_CTX_SCHED_BLOCKING_SYNC), CUDA_SUCCESS);
   assert_int_equal(cuDevicePrimaryCtxSetFlags(0, 0x3), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);

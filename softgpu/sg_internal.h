@@ -79,6 +79,8 @@ struct CUctx_st {
   int active;             /* 0 once destroyed/reset: calls get CONTEXT_IS_DESTROYED */
   unsigned flags;
   _Atomic int sticky;     /* CUresult of a kernel fault, 0 if none */
+  size_t limits[8];       /* cuCtxSetLimit values by CUlimit; 0 = default */
+  CUfunc_cache cache_config;
   sg_stream *legacy;      /* the NULL stream */
   /* Lists below are protected by sg_sched_lock. */
   sg_stream *streams;     /* user streams and per-thread streams */
