@@ -5,6 +5,7 @@
 #include <cmocka.h>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <time.h>
 #include <sys/socket.h>
@@ -476,6 +477,107 @@ static void test_half_close(void **state) {
   rgpu_listener_close(l);
 }
 
+/* A lossy UDP middlebox on loopback: forwards between one client and the
+ * server, dropping a fixed share of datagrams each way (seeded, so the
+ * drop pattern is the same every run). */
+typedef struct {
+  int fd;              /* faces the client */
+  int up;              /* connected to the server */
+  struct sockaddr_in client;
+  int have_client;
+  unsigned loss_permille;
+  uint32_t rng;
+  volatile int stop;
+  unsigned long fwd, dropped;
+  pthread_t th;
+} lossy_proxy;
+
+static int lossy_drop(lossy_proxy *p) {
+  p->rng = p->rng * 1103515245u + 12345u;
+  return ((p->rng >> 16) % 1000) < p->loss_permille;
+}
+
+static void *lossy_main(void *arg) {
+  lossy_proxy *p = arg;
+  unsigned char buf[65536];
+  while (!p->stop) {
+    struct pollfd f[2] = {{.fd = p->fd, .events = POLLIN}, {.fd = p->up, .events = POLLIN}};
+    if (poll(f, 2, 50) <= 0) continue;
+    if (f[0].revents & POLLIN) {
+      socklen_t sl = sizeof p->client;
+      ssize_t n = recvfrom(p->fd, buf, sizeof buf, 0, (struct sockaddr *)&p->client, &sl);
+      p->have_client = 1;
+      if (n > 0 && !lossy_drop(p)) send(p->up, buf, (size_t)n, 0), p->fwd++;
+      else p->dropped++;
+    }
+    if (f[1].revents & POLLIN) {
+      ssize_t n = recv(p->up, buf, sizeof buf, 0);
+      if (n > 0 && p->have_client && !lossy_drop(p))
+        sendto(p->fd, buf, (size_t)n, 0, (struct sockaddr *)&p->client, sizeof p->client), p->fwd++;
+      else p->dropped++;
+    }
+  }
+  return NULL;
+}
+
+static uint16_t lossy_start(lossy_proxy *p, uint16_t server_port, unsigned permille) {
+  memset(p, 0, sizeof *p);
+  p->loss_permille = permille;
+  p->rng = 12345;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  p->fd = socket(AF_INET, SOCK_DGRAM, 0);
+  bind(p->fd, (struct sockaddr *)&a, sizeof a);
+  socklen_t sl = sizeof a;
+  getsockname(p->fd, (struct sockaddr *)&a, &sl);
+  uint16_t port = ntohs(a.sin_port);
+  struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(server_port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  p->up = socket(AF_INET, SOCK_DGRAM, 0);
+  connect(p->up, (struct sockaddr *)&s, sizeof s);
+  pthread_create(&p->th, NULL, lossy_main, p);
+  return port;
+}
+
+static void lossy_stop(lossy_proxy *p) {
+  p->stop = 1;
+  pthread_join(p->th, NULL);
+  close(p->fd);
+  close(p->up);
+}
+
+/* 3% loss each way: handshake, bulk and ping-pong still complete intact. */
+static void test_loss_recovery(void **state) {
+  char uri[64], err[256];
+  /* A short idle timeout bounds the test should every CONNECTION_CLOSE copy
+   * be lost. */
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 3000};
+  rgpu_listener *l;
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
+  lossy_proxy px;
+  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 30);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert, .cc_algo = "bbr2"};
+  rgpu_conn *c;
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  if (rc) fail_msg("connect through lossy proxy: %s", err);
+  assert_int_equal(tu_echo_check(c, 8u << 20, 10000, 11), 0);
+  for (int i = 0; i < 300; i++) {
+    char m[64];
+    memset(m, i, sizeof m);
+    struct iovec v = {m, sizeof m};
+    assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+    assert_int_equal(rgpu_conn_read_exact(c, m, sizeof m), 0);
+    assert_int_equal((unsigned char)m[63], (unsigned char)i);
+  }
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  assert_true(px.dropped > 0);
+  lossy_stop(&px);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -485,7 +587,7 @@ int main(void) {
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
       cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
       cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
-      cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
+      cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
