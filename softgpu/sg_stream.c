@@ -270,7 +270,7 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
   }
   uint64_t seq = op->seq;
   if (wait && !op->nwaits && !op->nmore && !s->head && s->completed + 1 == seq &&
-      (op->type == SG_OP_COPY || op->type == SG_OP_MEMSET)) {
+      (op->type == SG_OP_COPY || op->type == SG_OP_MEMSET || op->type == SG_OP_NOP)) {
     /* Idle stream, nothing to wait for: run a synchronous copy or memset
      * right here instead of paying two thread hand-offs.  The worker holds
      * back anything queued meanwhile until this is done. */
@@ -389,6 +389,14 @@ SG_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   sg_stream *s;
   CUresult r = sg_stream_resolve(hStream, &s);
   if (r) return r;
+  if (s->is_legacy) {
+    /* Waiting on the legacy stream is waiting on a marker queued in it now,
+     * which (like any legacy-stream work) follows the blocking streams'
+     * earlier work. */
+    sg_op *op = sg_op_new(SG_OP_NOP);
+    if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+    return sg_submit(s, op, 1);
+  }
   pthread_mutex_lock(&sg_sched_lock);
   uint64_t target = s->submitted;
   s->refs++;

@@ -256,6 +256,10 @@ static void test_legacy_stream_sync(void **state) {
   sleep_ms(20);
   assert_string_equal(order, "C");
   gate_open(&g);
+  /* Synchronising the legacy stream covers the blocking streams' work
+   * queued before it. */
+  assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+  assert_true(strncmp(order, "CAB", 3) == 0);
   assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
   assert_string_equal(order, "CABD");
   cuStreamDestroy(blocking);
