@@ -50,7 +50,9 @@ static int setup_file(void **state, const char *name) {
 }
 static int setup_o2(void **state) { return setup_file(state, "corpus_O2.ptx"); }
 static int setup_o0(void **state) { return setup_file(state, "corpus_O0.ptx"); }
-static int setup_libs(void **state) { return setup_file(state, "libs_O2.ptx"); }
+static int setup_sm90(void **state) { return setup_file(state, "corpus_sm90.ptx"); }
+static int setup_libs(void **state) { return setup_file(state, "libs_sm75.ptx"); }
+static int setup_libs90(void **state) { return setup_file(state, "libs_sm90.ptx"); }
 static int teardown(void **state) {
   fixture *fx = *state;
   te_free(&fx->te);
@@ -637,6 +639,8 @@ int main(void) {
   fails += _cmocka_run_group_tests("corpus_O2", tests, sizeof tests / sizeof tests[0], setup_o2, teardown);
   fails += _cmocka_run_group_tests("corpus_O0", tests, sizeof tests / sizeof tests[0], setup_o0, teardown);
   const struct CMUnitTest lib_tests[] = {cmocka_unit_test(t_cub), cmocka_unit_test(t_cg)};
-  fails += _cmocka_run_group_tests("libs_O2", lib_tests, sizeof lib_tests / sizeof lib_tests[0], setup_libs, teardown);
+  fails += _cmocka_run_group_tests("corpus_sm90", tests, sizeof tests / sizeof tests[0], setup_sm90, teardown);
+  fails += _cmocka_run_group_tests("libs_sm75", lib_tests, sizeof lib_tests / sizeof lib_tests[0], setup_libs, teardown);
+  fails += _cmocka_run_group_tests("libs_sm90", lib_tests, sizeof lib_tests / sizeof lib_tests[0], setup_libs90, teardown);
   return fails;
 }

@@ -152,7 +152,7 @@ static uint16_t float_to_bf16(float f) { return double_to_bf16_r(f, SG_RND_RN); 
 
 static inline int is_signed_t(int t) { return t >= SG_T_S8 && t <= SG_T_S64; }
 static inline unsigned tsize(int t) {
-  static const unsigned char sz[SG_T_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 2, 4, 4, 8};
+  static const unsigned char sz[SG_T_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 2, 4, 4, 8, 4, 4};
   return t < SG_T_COUNT ? sz[t] : 0;
 }
 
@@ -615,7 +615,7 @@ static double float_val(uint64_t v, int t) {
 
 static uint64_t cvt_one(const sg_insn *I, uint64_t v) {
   int dt = I->type, st = I->type2, rnd = I->mod;
-  int df = dt >= SG_T_F16, sf = st >= SG_T_F16;
+  int df = dt >= SG_T_F16 && dt <= SG_T_F64, sf = st >= SG_T_F16 && st <= SG_T_F64;
   int sat = I->flags & SG_F_SAT, ftz = I->flags & SG_F_FTZ;
   if (!df && !sf) {
     int64_t x = sext(v, st);
@@ -772,7 +772,7 @@ static uint32_t compare_lanes(const sg_insn *I, uint32_t m, const uint64_t *A, c
     });
     return res;
   }
-  if (t >= SG_T_F16) {
+  if (t >= SG_T_F16 && t <= SG_T_F64) {
     LANES({ res |= (uint32_t)cmp_float(float_val(A[l], t), float_val(Bv[l], t), op) << l; });
     return res;
   }
@@ -1100,6 +1100,25 @@ static int run_warp(worker *W, warp *w, int widx) {
           break;
         }
         if (t == SG_T_F64) { f64_arith(I, m, D, A, Bv, C); break; }
+        if (t == SG_T_U16X2 || t == SG_T_S16X2) {
+          int sg16 = t == SG_T_S16X2, op = I->op;
+          LANES({
+            uint32_t r = 0;
+            for (int h = 0; h < 2; h++) {
+              uint32_t ua = (uint32_t)(A[l] >> (16 * h)) & 0xffff, ub = (uint32_t)(Bv[l] >> (16 * h)) & 0xffff, v;
+              int32_t sa = (int16_t)ua, sb = (int16_t)ub;
+              switch (op) {
+                case SG_OP_ADD: v = ua + ub; break;
+                case SG_OP_SUB: v = ua - ub; break;
+                case SG_OP_MIN: v = sg16 ? (uint32_t)(sa < sb ? sa : sb) : (ua < ub ? ua : ub); break;
+                default: v = sg16 ? (uint32_t)(sa > sb ? sa : sb) : (ua > ub ? ua : ub); break;
+              }
+              r |= (v & 0xffff) << (16 * h);
+            }
+            D[l] = r;
+          });
+          break;
+        }
         if (t >= SG_T_F16) { half_arith(I, m, D, A, Bv, C); break; }
         if (!Bv) Bv = A;
         switch (I->op) {
@@ -1668,6 +1687,30 @@ static int run_warp(worker *W, warp *w, int widx) {
         });
         if (I->mod == SG_MATCH_ANY) { LANES({ D[l] = res[l]; }); }
         else { LANES({ D[l] = all_eq ? member : 0; }); allp = all_eq ? FULL : 0; PWRITE(I->d[1], allp); }
+        break;
+      }
+      case SG_OP_REDUX: {
+        const uint64_t *A = REG(I->s[0]);
+        uint32_t member = m;
+        if (m) member &= (uint32_t)REG(I->s[1])[__builtin_ctz(m)];
+        int sg = I->type == SG_T_S32;
+        uint32_t acc = I->mod == SG_ATOM_AND ? 0xffffffffu : I->mod == SG_ATOM_MIN ? (sg ? 0x7fffffffu : 0xffffffffu)
+                     : I->mod == SG_ATOM_MAX ? (sg ? 0x80000000u : 0) : 0;
+        for (uint32_t mm = member; mm;) {
+          int j = __builtin_ctz(mm);
+          mm &= mm - 1;
+          uint32_t v = (uint32_t)A[j];
+          switch (I->mod) {
+            case SG_ATOM_ADD: acc += v; break;
+            case SG_ATOM_AND: acc &= v; break;
+            case SG_ATOM_OR: acc |= v; break;
+            case SG_ATOM_XOR: acc ^= v; break;
+            case SG_ATOM_MIN: acc = sg ? (uint32_t)((int32_t)v < (int32_t)acc ? v : acc) : (v < acc ? v : acc); break;
+            default: acc = sg ? (uint32_t)((int32_t)v > (int32_t)acc ? v : acc) : (v > acc ? v : acc); break;
+          }
+        }
+        uint64_t *D = DREG(I->d[0]);
+        LANES({ D[l] = acc; });
         break;
       }
       case SG_OP_ACTIVEMASK: {

@@ -252,7 +252,7 @@ static const struct { const char *name; int type; } type_names[] = {
   {".u8", SG_T_U8}, {".u16", SG_T_U16}, {".u32", SG_T_U32}, {".u64", SG_T_U64},
   {".s8", SG_T_S8}, {".s16", SG_T_S16}, {".s32", SG_T_S32}, {".s64", SG_T_S64},
   {".f16", SG_T_F16}, {".f16x2", SG_T_F16X2}, {".bf16", SG_T_BF16}, {".bf16x2", SG_T_BF16X2},
-  {".f32", SG_T_F32}, {".f64", SG_T_F64},
+  {".f32", SG_T_F32}, {".f64", SG_T_F64}, {".u16x2", SG_T_U16X2}, {".s16x2", SG_T_S16X2},
 };
 
 static int type_from(const char *p, size_t n) {
@@ -265,7 +265,8 @@ static unsigned type_size(int t) {
   switch (t) {
     case SG_T_B8: case SG_T_U8: case SG_T_S8: return 1;
     case SG_T_B16: case SG_T_U16: case SG_T_S16: case SG_T_F16: case SG_T_BF16: return 2;
-    case SG_T_B32: case SG_T_U32: case SG_T_S32: case SG_T_F32: case SG_T_F16X2: case SG_T_BF16X2: return 4;
+    case SG_T_B32: case SG_T_U32: case SG_T_S32: case SG_T_F32: case SG_T_F16X2: case SG_T_BF16X2:
+    case SG_T_U16X2: case SG_T_S16X2: return 4;
     case SG_T_B64: case SG_T_U64: case SG_T_S64: case SG_T_F64: return 8;
     case SG_T_PRED: return 1;
     default: return 0;
@@ -1108,6 +1109,9 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       if (nops > 2) { I->s[1] = pred_index(P, &ops[2]); if (ops[2].neg) I->flags |= SG_F_BNEG; }
       return 0;
     }
+    if ((ty == SG_T_U16X2 || ty == SG_T_S16X2) &&
+        ((op != SG_OP_ADD && op != SG_OP_SUB && op != SG_OP_MIN && op != SG_OP_MAX) || oi.sat))
+      return unsupported(P, optok);
     I->op = (uint16_t)op;
     I->type = (uint8_t)ty;
     I->mod = (uint8_t)oi.rnd;
@@ -1284,7 +1288,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     I->type = (uint8_t)oi.types[0];
     I->type2 = (uint8_t)oi.types[1];
     if (I->type == SG_T_PRED || I->type2 == SG_T_PRED || I->type == SG_T_F16X2 || I->type == SG_T_BF16X2 ||
-        I->type2 == SG_T_F16X2 || I->type2 == SG_T_BF16X2)
+        I->type2 == SG_T_F16X2 || I->type2 == SG_T_BF16X2 || I->type >= SG_T_U16X2 || I->type2 >= SG_T_U16X2)
       return unsupported(P, optok);
     I->mod = (uint8_t)oi.rnd;
     I->d[0] = dst_index(P, &ops[0]);
@@ -1335,7 +1339,8 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       ty = one_type(P, optok, &oi);
       if (!ty) return -1;
     }
-    if (ty == SG_T_F16X2 || ty == SG_T_BF16X2 || ty == SG_T_PRED) return unsupported(P, optok);
+    if (ty == SG_T_F16X2 || ty == SG_T_BF16X2 || ty == SG_T_PRED || ty == SG_T_U16X2 || ty == SG_T_S16X2)
+      return unsupported(P, optok);
     I->op = is_set ? SG_OP_SET : SG_OP_SETP;
     I->type = (uint8_t)ty;
     I->mod = (uint8_t)oi.cmp;
@@ -1418,6 +1423,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     if (!aop || oi.vec != 1 || (oi.space != SG_SP_GLOBAL && oi.space != SG_SP_SHARED && oi.space != SG_SP_GENERIC))
       return unsupported(P, optok);
     unsigned sz = type_size(ty);
+    if (ty >= SG_T_U16X2) return unsupported(P, optok);
     int half = ty == SG_T_F16 || ty == SG_T_BF16 || ty == SG_T_F16X2 || ty == SG_T_BF16X2;
     if (half && aop != SG_ATOM_ADD) return unsupported(P, optok);
     if (sz != 4 && sz != 8 && !half) return unsupported(P, optok);
@@ -1554,6 +1560,27 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     if (need_ops(P, optok, nops - k, 2)) return -1;
     I->s[0] = src_index(P, &ops[k], ty);
     I->s[1] = src_index(P, &ops[k + 1], SG_T_B32);
+    return P->failed ? -1 : 0;
+  }
+  if (!strcmp(b, "redux")) {
+    int rop = 0;
+    for (int w = 0; w < oi.nwords; w++) {
+      const mtok *m = &oi.mods[oi.words[w]];
+      int v = mod_is(m, ".add") ? SG_ATOM_ADD : mod_is(m, ".min") ? SG_ATOM_MIN : mod_is(m, ".max") ? SG_ATOM_MAX
+            : mod_is(m, ".and") ? SG_ATOM_AND : mod_is(m, ".or") ? SG_ATOM_OR : mod_is(m, ".xor") ? SG_ATOM_XOR : 0;
+      if (!v || rop) return unsupported(P, optok);
+      rop = v;
+    }
+    int ty = one_type(P, optok, &oi);
+    if (!ty) return -1;
+    if (!rop || tsize_of(ty) != 4 || type_is_float(ty)) return unsupported(P, optok);
+    if (need_ops(P, optok, nops, 3)) return -1;
+    I->op = SG_OP_REDUX;
+    I->mod = (uint8_t)rop;
+    I->type = (uint8_t)ty;
+    I->d[0] = dst_index(P, &ops[0]);
+    I->s[0] = src_index(P, &ops[1], ty);
+    I->s[1] = src_index(P, &ops[2], SG_T_B32);
     return P->failed ? -1 : 0;
   }
   if (!strcmp(b, "activemask")) {

@@ -171,7 +171,8 @@ static void test_bit_ops(void **state) {
          "cvt.rn.f16x2.f32 %r39, 0f40000000, 0f3F800000; st.u32 [%rd0+140], %r39;\n"
          "bmsk.clamp.b32 %r34, 4, 8; bmsk.clamp.b32 %r35, 28, 40; st.v2.u32 [%rd0+144], {%r34, %r35};\n"
          "bmsk.wrap.b32 %r36, 4, 33; szext.clamp.s32 %r37, 0xf0, 8; st.v2.u32 [%rd0+152], {%r36, %r37};\n"
-         "szext.wrap.u32 %r38, 0x1ff, 4; st.u32 [%rd0+160], %r38;\n",
+         "szext.wrap.u32 %r38, 0x1ff, 4; st.u32 [%rd0+160], %r38;\n"
+         "add.u16x2 %r34, 0xffff0001, 0x00020003; min.s16x2 %r35, 0xffff0005, 0x00010004; st.v2.u32 [%rd0+168], {%r34, %r35};\n",
          1);
   assert_int_equal(s.o32[0], 0xf0);
   assert_int_equal(s.o32[1], 0xf0ff);
@@ -212,6 +213,8 @@ static void test_bit_ops(void **state) {
   assert_int_equal(s.o32[38], 0x10);
   assert_int_equal(s.o32[39], 0xfffffff0u);
   assert_int_equal(s.o32[40], 0xf);
+  assert_int_equal(s.o32[42], 0x00010004u);
+  assert_int_equal(s.o32[43], 0xffff0004u);
   snip_done(&s);
 }
 
@@ -634,6 +637,8 @@ static void test_shfl_vote(void **state) {
          "and.b32 %r14, %r1, 1; match.all.sync.b32 %r15|%p8, %r14, -1; selp.u32 %r16, 1, 0, %p8;\n"
          "match.any.sync.b32 %r17, %r14, -1;\n"
          "mov.u32 %r18, %lanemask_lt;\n"
+         "redux.sync.add.u32 %r19, %r1, -1; redux.sync.max.s32 %r20, %r2, 0x0000ffff; redux.sync.or.b32 %r21, %r1, -1;\n"
+         "st.v4.u32 [%rd0+2048], {%r19, %r20, %r21, %r1};\n"
          "mul.wide.u32 %rd2, %r1, 64; add.s64 %rd3, %rd0, %rd2;\n"
          "st.v4.u32 [%rd3], {%r3, %r4, %r5, %r6};\n"
          "st.v4.u32 [%rd3+16], {%r7, %r8, %r9, %r10};\n"
@@ -659,6 +664,9 @@ static void test_shfl_vote(void **state) {
     assert_int_equal(o[13], (l & 1) ? 0xaaaaaaaau : 0x55555555u);
     assert_int_equal(o[14], (1u << l) - 1);
   }
+  assert_int_equal(s.o32[512], 31 * 32 / 2);
+  assert_int_equal(s.o32[513], 150); /* lanes 0..15: max of 10*lane */
+  assert_int_equal(s.o32[514], 31);
   snip_done(&s);
 }
 
