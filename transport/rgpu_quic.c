@@ -78,9 +78,10 @@ typedef struct {
  * touch queues, and each drains its cache when it ends. */
 static __thread qchunk *chunk_pool;
 static __thread int chunk_pool_n;
+static __thread int chunk_pool_on; /* set on I/O threads only */
 
 static void chunk_put(qchunk *c) {
-  if (chunk_pool_n < Q_POOL_MAX) {
+  if (chunk_pool_on && chunk_pool_n < Q_POOL_MAX) {
     c->next = chunk_pool;
     chunk_pool = c;
     chunk_pool_n++;
@@ -90,6 +91,7 @@ static void chunk_put(qchunk *c) {
 }
 
 static void chunk_pool_drain(void) {
+  chunk_pool_on = 0;
   while (chunk_pool) {
     qchunk *n = chunk_pool->next;
     free(chunk_pool);
@@ -1175,6 +1177,7 @@ static int client_all_sent(qconn *q) {
 static void *client_main(void *arg) {
   qclient *cl = arg;
   qconn *q = cl->q;
+  chunk_pool_on = 1;
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   sigset_t all;
   sigfillset(&all);
@@ -1665,6 +1668,7 @@ static int server_conn_finished(qconn *q) {
 
 static void *server_main(void *arg) {
   qserver *sv = arg;
+  chunk_pool_on = 1;
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   sigset_t all;
   sigfillset(&all);
