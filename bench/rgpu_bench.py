@@ -965,7 +965,7 @@ def summaries(rows, raw):
     # Issue 4: per transport on loopback, rgpu next to the raw transport.
     big = {}
     for (w, v, t, m, p), o in idx.items():
-        if w == "bandwidth" and m == "async" and p == "none" and "pinned" in v:
+        if w == "bandwidth" and m in ("async", "native") and p == "none" and "pinned" in v:
             d = v.split("_")[0]
             n = parse_size(v.split()[-1])
             if n >= big.get((t, d), (0, None))[0]:
@@ -1298,6 +1298,10 @@ def default_bin():
 
 
 def git_commit():
+    # A copy of the tree on the GPU machine may have no .git: the caller names
+    # the commit there (scripts/gpu-bench.sh passes it on).
+    if os.environ.get("RGPU_COMMIT"):
+        return os.environ["RGPU_COMMIT"]
     try:
         r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True, timeout=5)

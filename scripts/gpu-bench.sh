@@ -77,6 +77,13 @@ if [ -z "$progs" ]; then
 fi
 progs=$(cd "$progs" && pwd)
 
+# The rgpu commit for the table: git where the tree has it, else what the
+# pack's build recorded, unless the caller set RGPU_COMMIT.
+if [ -z "${RGPU_COMMIT:-}" ]; then
+  RGPU_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat .gpu-pack/bench/COMMIT build/bench/COMMIT 2>/dev/null | head -n 1)
+  export RGPU_COMMIT
+fi
+
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 left=$(( total - (SECONDS - start) - 20 ))
 [ $left -gt 60 ] || { echo "only ${left}s left after building: not enough for the full set" >&2; exit 1; }

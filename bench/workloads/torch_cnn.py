@@ -25,6 +25,21 @@ def main():
     if not torch.cuda.is_available():
         print("RESULT workload=torch_%s status=unsupported reason=no-cuda-device" % args.mode)
         return 3
+    try:
+        return run(torch, nn, args)
+    except RuntimeError as e:
+        # PyTorch turns CUDA errors into RuntimeError; an API rgpu does not
+        # remote yet is "not supported", anything else is a real failure.
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        if "not supported" in msg.lower():
+            print("RESULT workload=torch_%s status=unsupported" % args.mode)
+            print("torch_cnn: %s" % msg, file=sys.stderr)
+            return 3
+        print("FAIL torch_%s: %s" % (args.mode, msg), file=sys.stderr)
+        return 1
+
+
+def run(torch, nn, args):
     torch.manual_seed(0)
     dev = torch.device("cuda")
     model = nn.Sequential(
