@@ -170,6 +170,15 @@ SG_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+SG_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+  if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = check_dev(dev, NULL);
+  if (r) return r;
+  /* domain:bus:device.function, the bus numbered like PCI_BUS_ID reports it */
+  snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", (unsigned)dev & 0xff);
+  return CUDA_SUCCESS;
+}
+
 SG_EXPORT CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = check_dev(dev, NULL);
@@ -282,7 +291,7 @@ static int attribute_value(CUdevice_attribute a, int dev, int *v) {
   case 96 /* COOPERATIVE_MULTI_DEVICE_LAUNCH, deprecated */: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
   case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: *v = 0; break;
-  case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: *v = 0; break;
+  case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: *v = 1; break;
   case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *v = 1; break;
@@ -296,7 +305,7 @@ static int attribute_value(CUdevice_attribute a, int dev, int *v) {
   case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED: *v = 0; break;
-  case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: *v = 0; break;
+  case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: *v = 1; break;
   case CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: *v = 0; break;

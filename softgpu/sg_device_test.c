@@ -90,6 +90,7 @@ static void test_attributes(void **state) {
   /* Features softgpu does not implement are reported absent. */
   assert_int_equal(attr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY), 0);
   assert_int_equal(attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED), 0);
+  assert_int_equal(attr(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED), 1);
   /* Every attribute 1..147 the 13.0 header defines answers; others do not. */
   for (int a = 1; a <= 147; a++) {
     int v;

@@ -107,6 +107,7 @@ typedef enum {
   SG_MEM_HOST = 2,    /* cuMemAllocHost / cuMemHostAlloc: pinned, device-visible */
   SG_MEM_VMM = 3,     /* a mapped, accessible piece of a cuMemAddressReserve range */
   SG_MEM_GLOBAL = 4,  /* a module's .global/.const variable */
+  SG_MEM_REGISTERED = 5, /* cuMemHostRegister: the caller's memory, never freed by us */
 } sg_mem_kind;
 
 typedef struct {

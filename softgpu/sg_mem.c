@@ -236,6 +236,7 @@ static CUresult alloc_common(sg_ctx *c, uint64_t size, sg_mem_kind kind, void **
 }
 
 static void release_entry(const sg_alloc *a) {
+  if (a->kind == SG_MEM_REGISTERED) return; /* the caller's memory */
   backing_put(a->host, round_up(a->size, SG_ALIGN), a->mmapped);
   if (a->footprint) {
     sg_device *d = sg_device_get(a->device);
@@ -364,9 +365,51 @@ SG_EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p
   if (r) return r;
   if (!pdptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   sg_alloc a;
-  if (sg_mem_find((uint64_t)(uintptr_t)p, &a) != 0 || a.kind != SG_MEM_HOST) return CUDA_ERROR_INVALID_VALUE;
+  if (sg_mem_find((uint64_t)(uintptr_t)p, &a) != 0 || (a.kind != SG_MEM_HOST && a.kind != SG_MEM_REGISTERED))
+    return CUDA_ERROR_INVALID_VALUE;
   *pdptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: same address */
   return CUDA_SUCCESS;
+}
+
+/* Page-locks nothing (host memory is already what the "device" uses) but
+ * enters the range in the table, so copies from and to it may run
+ * asynchronously and kernels may address it, as with real registration. */
+SG_EXPORT CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+  sg_ctx *c;
+  CUresult r = sg_current(&c);
+  if (r) return r;
+  if (!p || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY |
+                   CU_MEMHOSTREGISTER_READ_ONLY;
+  if (Flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  if (Flags & CU_MEMHOSTREGISTER_IOMEMORY) return CUDA_ERROR_NOT_SUPPORTED;
+  sg_alloc a = {0};
+  a.base = (uint64_t)(uintptr_t)p;
+  a.size = bytesize;
+  a.host = p;
+  a.kind = SG_MEM_REGISTERED;
+  a.ctx = c;
+  a.device = c->dev->ordinal;
+  a.readonly = (Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0;
+  if (a.base + bytesize < a.base) return CUDA_ERROR_INVALID_VALUE;
+  sg_alloc other;
+  /* Overlap with anything already known (pinned, registered, device). */
+  if (sg_mem_find(a.base, &other) == 0 || sg_mem_find(a.base + bytesize - 1, &other) == 0)
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (tab_insert(&a) != 0) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p) {
+  sg_ctx *c;
+  CUresult r = sg_current(&c);
+  if (r) return r;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  sg_ctx_drain(c); /* queued async copies may still use it */
+  reclaim_begin();
+  int rc = tab_remove((uint64_t)(uintptr_t)p, 1u << SG_MEM_REGISTERED, NULL);
+  reclaim_end();
+  return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 SG_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
@@ -376,7 +419,7 @@ SG_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   sg_alloc a;
   if (sg_mem_find(ptr, &a) != 0) return CUDA_ERROR_INVALID_VALUE;
-  int is_host = a.kind == SG_MEM_HOST;
+  int is_host = a.kind == SG_MEM_HOST || a.kind == SG_MEM_REGISTERED;
   switch (attribute) {
   case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a.ctx; break;
   case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
@@ -462,7 +505,7 @@ typedef enum { LOC_DEVICE, LOC_PINNED, LOC_PAGEABLE } loc;
 static loc classify(uint64_t p) {
   sg_alloc a;
   if (sg_mem_find(p, &a) != 0) return LOC_PAGEABLE;
-  return a.kind == SG_MEM_HOST ? LOC_PINNED : LOC_DEVICE;
+  return a.kind == SG_MEM_HOST || a.kind == SG_MEM_REGISTERED ? LOC_PINNED : LOC_DEVICE;
 }
 
 /* One implementation for every copy entry point.  dloc/sloc: what the API

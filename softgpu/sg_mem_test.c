@@ -183,6 +183,34 @@ static void test_pinned_and_attributes(void **state) {
   assert_int_equal(cuMemFree(d), CUDA_SUCCESS);
 }
 
+static void test_host_register(void **state) {
+  static char buf[8192];
+  CUdeviceptr d;
+  assert_int_equal(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostRegister(buf, sizeof buf, CU_MEMHOSTREGISTER_IOMEMORY), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuMemHostRegister(buf, sizeof buf, 0), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostRegister(buf + 100, 10, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  unsigned mt = 0;
+  assert_int_equal(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buf), CUDA_SUCCESS);
+  assert_int_equal(mt, CU_MEMORYTYPE_HOST);
+  memset(buf, 9, 4096);
+  assert_int_equal(cuMemcpyHtoDAsync(d, buf, 4096, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD8((CUdeviceptr)buf, 1, 8192), CUDA_SUCCESS); /* device-visible now */
+  assert_int_equal(cuMemcpyHtoD(d, buf, 8193), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemFreeHost(buf), CUDA_ERROR_INVALID_VALUE); /* not ours to free */
+  assert_int_equal(cuMemHostUnregister(buf + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  assert_int_equal(cuMemHostUnregister(buf), CUDA_SUCCESS);
+  assert_int_equal(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  unsigned char b[4];
+  assert_int_equal(cuMemcpyDtoH(b, d, 4), CUDA_SUCCESS);
+  assert_int_equal(b[0], 9);
+  assert_int_equal(buf[8191], 1); /* still the caller's, untouched by unregistering */
+  assert_int_equal(cuMemFree(d), CUDA_SUCCESS);
+  char bus[32];
+  assert_int_equal(cuDeviceGetPCIBusId(bus, sizeof bus, 0), CUDA_SUCCESS);
+  assert_string_equal(bus, "0000:00:00.0");
+}
+
 /* Many threads allocating, copying and freeing at once. */
 static void *churn(void *arg) {
   cuCtxSetCurrent(ctx);
@@ -319,7 +347,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_free), cmocka_unit_test(test_limits),
       cmocka_unit_test(test_bounds),     cmocka_unit_test(test_memset),
-      cmocka_unit_test(test_pinned_and_attributes), cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_pinned_and_attributes), cmocka_unit_test(test_host_register),
+      cmocka_unit_test(test_threads),
       cmocka_unit_test(test_vmm),
   };
   return cmocka_run_group_tests(tests, setup, NULL);

@@ -599,3 +599,85 @@ bad:
   return CUDA_ERROR_INVALID_VALUE;
 #endif
 }
+
+/* ---- occupancy ---------------------------------------------------------- */
+/* The classic occupancy calculation with softgpu's reported resources
+ * (32 registers per thread, as cuFuncGetAttribute says), so that callers
+ * sizing grids from it (CUB, Thrust) get the numbers they would compute
+ * from the attributes themselves. */
+
+static int occupancy(sg_function *f, int block, size_t dyn, int *blocks) {
+  if (block <= 0) return CUDA_ERROR_INVALID_VALUE;
+  int cc = (int)device_cc();
+  int max_threads_sm = cc >= 80 ? 2048 : 1024;
+  int max_blocks_sm = cc >= 80 ? 32 : 16;
+  size_t smem_sm = 233472;
+  int maxt = 1024;
+  size_t st = 0;
+#ifdef SG_HAVE_PTX
+  int kt = sg_ptx_kernel_max_threads(f->k);
+  if (kt > 0 && kt < maxt) maxt = kt;
+  st = sg_ptx_kernel_static_shared(f->k);
+#endif
+  if (block > maxt || dyn > (size_t)f->max_dynamic_shared) {
+    *blocks = 0;
+    return CUDA_SUCCESS;
+  }
+  int warps = (block + 31) / 32;
+  int n = max_threads_sm / 32 / warps;
+  if (n > max_blocks_sm) n = max_blocks_sm;
+  int by_regs = 65536 / (32 * warps * 32);
+  if (by_regs < n) n = by_regs;
+  size_t smem = st + dyn;
+  if (smem && (int)(smem_sm / smem) < n) n = (int)(smem_sm / smem);
+  *blocks = n;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
+                                                                               int blockSize, size_t dynamicSMemSize,
+                                                                               unsigned int flags) {
+  if (!numBlocks || (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = func_check(func);
+  if (r) return r;
+  return (CUresult)occupancy(func, blockSize, dynamicSMemSize, numBlocks);
+}
+
+SG_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+                                                                       size_t dynamicSMemSize) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, 0);
+}
+
+SG_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func,
+                                                                     CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                                     size_t dynamicSMemSize, int blockSizeLimit,
+                                                                     unsigned int flags) {
+  if (!minGridSize || !blockSize || (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = func_check(func);
+  if (r) return r;
+  int limit = blockSizeLimit > 0 && blockSizeLimit < 1024 ? blockSizeLimit : 1024;
+  int best_threads = 0, best_block = 0, best_blocks = 0;
+  /* Largest block wins ties, as the runtime's helper does. */
+  for (int b = (limit + 31) / 32 * 32; b > 0; b -= 32) {
+    int bs = b > limit ? limit : b;
+    size_t dyn = blockSizeToDynamicSMemSize ? blockSizeToDynamicSMemSize(bs) : dynamicSMemSize;
+    int n = 0;
+    occupancy(func, bs, dyn, &n);
+    if (n * bs > best_threads) {
+      best_threads = n * bs;
+      best_block = bs;
+      best_blocks = n;
+    }
+  }
+  *blockSize = best_block;
+  *minGridSize = best_blocks * sg_cfg.ncpus;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+                                                            CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                            size_t dynamicSMemSize, int blockSizeLimit) {
+  return cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                                                   dynamicSMemSize, blockSizeLimit, 0);
+}

@@ -162,6 +162,19 @@ static void test_functions_and_params(void **state) {
   assert_int_equal(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1 << 20),
                    CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
+  /* Occupancy from the reported resources: 1024 threads/SM and 32
+   * registers/thread on sm_75; shmem_reduce's 1 KiB of shared memory does
+   * not limit it. */
+  int nb = -1, minGrid = 0, bs = 0;
+  assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 256, 0), CUDA_SUCCESS);
+  assert_int_equal(nb, 4);
+  assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 1025, 0), CUDA_SUCCESS);
+  assert_int_equal(nb, 0);
+  assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, 32, 0), CUDA_SUCCESS);
+  assert_int_equal(nb, 16);
+  assert_int_equal(cuOccupancyMaxPotentialBlockSize(&minGrid, &bs, f, NULL, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(bs, 1024);
+  assert_true(minGrid >= 1);
   CUmodule back;
   assert_int_equal(cuFuncGetModule(&back, f), CUDA_SUCCESS);
   assert_ptr_equal(back, m);

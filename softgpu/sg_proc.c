@@ -138,14 +138,6 @@ SG_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
   (void)dptr, (void)bytesize, (void)flags;
   SG_UNSUPPORTED("cuMemAllocManaged");
 }
-SG_EXPORT CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
-  (void)p, (void)bytesize, (void)Flags;
-  SG_UNSUPPORTED("cuMemHostRegister");
-}
-SG_EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p) {
-  (void)p;
-  SG_UNSUPPORTED("cuMemHostUnregister");
-}
 SG_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   (void)dptr, (void)bytesize, (void)hStream;
   SG_UNSUPPORTED("cuMemAllocAsync");
@@ -237,7 +229,10 @@ static const sg_proc procs[] = {
     P(cuEventCreate), P(cuEventDestroy), PT(cuEventRecord, cuEventRecord_ptsz),
     PT(cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz), P(cuEventSynchronize), P(cuEventQuery),
     P(cuEventElapsedTime), P(cuGetProcAddress),
-    P(cuGetExportTable), P(cuMemAllocManaged), P(cuMemHostRegister), P(cuMemHostUnregister), P(cuMemAllocAsync),
+    P(cuMemHostRegister), P(cuMemHostUnregister), P(cuDeviceGetPCIBusId),
+    P(cuOccupancyMaxActiveBlocksPerMultiprocessor), P(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+    P(cuOccupancyMaxPotentialBlockSize), P(cuOccupancyMaxPotentialBlockSizeWithFlags),
+    P(cuGetExportTable), P(cuMemAllocManaged), P(cuMemAllocAsync),
     P(cuMemFreeAsync), P(cuLaunchCooperativeKernel), P(cuLaunchKernelEx), P(cuLibraryLoadData),
     P(cuStreamBeginCapture), P(cuGraphCreate), P(cuModuleLoad),
 };

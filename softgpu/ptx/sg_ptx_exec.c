@@ -1939,11 +1939,9 @@ static int setup_block_memory(worker *W) {
     if (e > cs) cs = e;
   }
   sc->cap_r = cr; sc->cap_p = cp; sc->cap_local = cl; sc->cap_fp = cf; sc->cap_stack = cs;
-  W->shared_size = L->k->mod->static_shared;
-  {
-    size_t a = m->dyn_shared_align < 16 ? 16 : m->dyn_shared_align;
-    if (L->cfg.dynamic_shared) W->shared_size = ((W->shared_size + a - 1) & ~(a - 1)) + L->cfg.dynamic_shared;
-  }
+  /* this kernel's static variables lie in [0, static_shared); dynamic
+   * shared memory starts at the module's dyn_shared_base */
+  W->shared_size = L->cfg.dynamic_shared ? m->dyn_shared_base + L->cfg.dynamic_shared : L->k->static_shared;
   if (grow((void **)&sc->shared, &sc->cap_shared, W->shared_size + 64)) return -1;
   W->warps = sc->warps;
   W->nwarps_alloc = sc->nwarps;
@@ -2004,7 +2002,8 @@ static int run_block(worker *W, uint64_t bid) {
   unsigned nt = L->nthreads;
   /* Shared memory starts zeroed, so results never depend on what an earlier
    * block left there (a GPU gives no guarantee either way). */
-  memset(W->shared, 0, W->shared_size);
+  memset(W->shared, 0, L->k->static_shared < W->shared_size ? L->k->static_shared : W->shared_size);
+  if (L->cfg.dynamic_shared) memset(W->shared + L->m->dyn_shared_base, 0, L->cfg.dynamic_shared);
   for (unsigned wi = 0; wi < L->nwarps; wi++) {
     warp *w = &W->warps[wi];
     uint64_t *R = w->R;

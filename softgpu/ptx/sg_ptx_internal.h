@@ -163,7 +163,7 @@ typedef struct {
   uint32_t kidx;    /* constant-pool slot holding the address */
 } sg_global;
 
-enum { SG_KP_NONE = 0, SG_KP_GLOBAL, SG_KP_DYNSHARED, SG_KP_LOCAL };
+enum { SG_KP_NONE = 0, SG_KP_GLOBAL, SG_KP_DYNSHARED, SG_KP_LOCAL, SG_KP_SHARED };
 typedef struct {
   uint32_t kidx;
   int kind;
@@ -190,7 +190,8 @@ struct sg_ptx_module {
   /* module-wide per-thread layout */
   uint32_t nregs, npreds, local_bytes, fparam_bytes;
   uint32_t max_call_depth; /* longest chain of device-function calls */
-  size_t static_shared;  /* bytes of non-extern .shared variables */
+  size_t static_shared;  /* extent of all non-extern .shared variables */
+  size_t dyn_shared_base; /* offset of extern (dynamic) .shared memory */
   sg_span *shvars;       /* offset/size of each non-extern .shared variable */
   size_t *shalign;
   int nshvars, capshvars, capshalign;

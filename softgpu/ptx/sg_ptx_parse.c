@@ -75,6 +75,8 @@ typedef struct {
   /* calls to resolve after all functions are known */
   fixup *callfix;
   int ncallfix, capcallfix;
+  fixup *shfix;         /* instructions addressing a .shared variable (len = var) */
+  int nshfix, capshfix;
   int *mhash;           /* open-addressing index of msyms by name */
   size_t mhcap;
   unsigned char *kflag; /* constant slot is patched later: never shared */
@@ -759,7 +761,7 @@ static uint32_t src_index(parser *P, const opnd *o, int type) {
           if (o->off == 0) return SG_KBIT | P->m->globals[s->a].kidx;
           return kpatched(P, SG_KP_GLOBAL, (int)s->a, o->off);
         }
-        case SYM_SHARED: note_shared(P, s); return kconst(P, (uint64_t)s->a + (uint64_t)o->off);
+        case SYM_SHARED: note_shared(P, s); return kpatched(P, SG_KP_SHARED, s->type, o->off);
         case SYM_DYNSHARED: return kpatched(P, SG_KP_DYNSHARED, 0, o->off);
         case SYM_LOCAL: return kpatched(P, SG_KP_LOCAL, 0 /* owner set after the body */, (int64_t)s->a + o->off);
         case SYM_FUNC:
@@ -936,7 +938,12 @@ static int set_address(parser *P, sg_insn *I, const opnd *a, int *is_kparam) {
   switch (s->kind) {
     case SYM_KPARAM: *is_kparam = 1; I->off = (int64_t)((uint64_t)I->off + s->a); I->base = SG_K_ZERO; return 0;
     case SYM_FPARAM: I->flags |= SG_F_FPREL; I->off = (int64_t)((uint64_t)I->off + s->a); I->base = SG_K_ZERO; return 0;
-    case SYM_SHARED: note_shared(P, s); I->off = (int64_t)((uint64_t)I->off + s->a); I->base = SG_K_ZERO; return 0;
+    case SYM_SHARED: /* the final offset is added once shared memory is laid out */
+      note_shared(P, s);
+      GROW(P->shfix, P->nshfix, P->capshfix);
+      P->shfix[P->nshfix++] = (fixup){NULL, (uint32_t)s->type, (uint32_t)(I - P->m->code), 0};
+      I->base = SG_K_ZERO;
+      return 0;
     case SYM_DYNSHARED: I->base = kpatched(P, SG_KP_DYNSHARED, 0, 0); return 0;
     case SYM_LOCAL: I->base = kpatched(P, SG_KP_LOCAL, 0, s->a); return 0;
     case SYM_GLOBAL: I->base = SG_KBIT | P->m->globals[s->a].kidx; return 0;
@@ -2031,35 +2038,74 @@ static int finish(parser *P) {
       return -1;
     }
   free(state);
-  /* per-kernel shared usage: union of the variables reachable by calls */
+  /* Shared memory layout.  Each kernel's variables are those its body and
+   * the functions it calls name; variables that no kernel uses together may
+   * overlap, so every kernel allocates (and zeroes) only what it reaches. */
   {
-    unsigned char *used = calloc(m->nshvars ? m->nshvars : 1, 1);
-    int *stack = calloc(m->nfuncs ? m->nfuncs : 1, sizeof *stack);
-    unsigned char *seen = calloc(m->nfuncs ? m->nfuncs : 1, 1);
-    if (!used || !stack || !seen) { free(used); free(stack); free(seen); abort_oom(); }
+    int nv = m->nshvars, nf = m->nfuncs ? m->nfuncs : 1;
+    size_t words = ((size_t)nf + 63) / 64;
+    uint64_t *kset = calloc((size_t)(nv ? nv : 1) * words, sizeof *kset); /* kernels using each variable */
+    unsigned char *used = calloc(nv ? nv : 1, 1);
+    int *stack = calloc(nf, sizeof *stack);
+    unsigned char *seen = calloc(nf, 1);
+    size_t *off = calloc(nv ? nv : 1, sizeof *off);
+    if (!kset || !used || !stack || !seen || !off) { free(kset); free(used); free(stack); free(seen); free(off); abort_oom(); }
     for (int e = 0; e < m->nfuncs; e++) {
       struct sg_ptx_kernel *k = m->funcs[e];
       if (!k->is_entry || !k->defined) continue;
-      memset(used, 0, m->nshvars ? m->nshvars : 1);
-      memset(seen, 0, m->nfuncs);
+      memset(seen, 0, nf);
       int sp = 0;
       stack[sp++] = e;
       seen[e] = 1;
       while (sp) {
         struct sg_ptx_kernel *f = m->funcs[stack[--sp]];
-        for (int i = 0; i < f->nshrefs; i++) used[f->shrefs[i]] = 1;
+        for (int i = 0; i < f->nshrefs; i++) kset[(size_t)f->shrefs[i] * words + e / 64] |= 1ull << (e % 64);
         for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
           if (m->code[pc].op != SG_OP_CALL) continue;
           int c = m->calls[m->code[pc].aux].func;
           if (c >= 0 && !seen[c]) { seen[c] = 1; stack[sp++] = c; }
         }
       }
-      size_t total = 0;
-      for (int i = 0; i < m->nshvars; i++)
-        if (used[i]) total = ((total + m->shalign[i] - 1) & ~(m->shalign[i] - 1)) + m->shvars[i].size;
-      k->static_shared = total;
     }
-    free(used); free(stack); free(seen);
+    size_t extent = 0;
+    for (int v = 0; v < nv; v++) {
+      size_t a = m->shalign[v], sz = m->shvars[v].size, o = 0;
+      for (int again = 1; again;) {
+        again = 0;
+        for (int u = 0; u < v; u++) {
+          int share = 0;
+          for (size_t w = 0; w < words && !share; w++) share = (kset[(size_t)u * words + w] & kset[(size_t)v * words + w]) != 0;
+          if (!share) continue;
+          size_t ue = off[u] + m->shvars[u].size;
+          if (o < ue && off[u] < o + sz) { o = (ue + a - 1) & ~(a - 1); again = 1; }
+        }
+      }
+      off[v] = o;
+      if (o + sz > extent) extent = o + sz;
+    }
+    for (int e = 0; e < m->nfuncs; e++) {
+      struct sg_ptx_kernel *k = m->funcs[e];
+      if (!k->is_entry || !k->defined) continue;
+      size_t end = 0;
+      for (int v = 0; v < nv; v++)
+        if ((kset[(size_t)v * words + e / 64] >> (e % 64)) & 1) {
+          size_t ve = off[v] + m->shvars[v].size;
+          if (ve > end) end = ve;
+        }
+      k->static_shared = end;
+    }
+    m->static_shared = extent;
+    for (int i = 0; i < P->nshfix; i++) {
+      sg_insn *I = &m->code[P->shfix[i].insn];
+      I->off = (int64_t)((uint64_t)I->off + off[P->shfix[i].len]);
+    }
+    for (int i = 0; i < m->nkpatches; i++)
+      if (m->kpatches[i].kind == SG_KP_SHARED) {
+        m->kvals[m->kpatches[i].kidx] = (uint64_t)off[m->kpatches[i].ref] + (uint64_t)m->kpatches[i].off;
+        m->kpatches[i].kind = SG_KP_NONE;
+      }
+    for (int v = 0; v < nv; v++) m->shvars[v].off = (uint32_t)off[v];
+    free(kset); free(used); free(stack); free(seen); free(off);
   }
   /* Layout: static call-stack frames.  Every function's registers, .local
    * depot and .param frame start after the largest frame of any caller on
@@ -2130,6 +2176,10 @@ static int finish(parser *P) {
       }
     }
   }
+  {
+    size_t a = m->dyn_shared_align < 16 ? 16 : m->dyn_shared_align;
+    m->dyn_shared_base = (m->static_shared + a - 1) & ~(a - 1);
+  }
   for (uint32_t k = 0; k < (uint32_t)m->nkpatches; k++) {
     sg_kpatch *kp = &m->kpatches[k];
     if (kp->kind == SG_KP_LOCAL) {
@@ -2137,9 +2187,7 @@ static int finish(parser *P) {
       m->kvals[kp->kidx] = (uint64_t)f->lbase + (uint64_t)kp->off;
       kp->kind = SG_KP_NONE;
     } else if (kp->kind == SG_KP_DYNSHARED) {
-      size_t a = m->dyn_shared_align ? m->dyn_shared_align : 16;
-      if (a < 16) a = 16;
-      m->kvals[kp->kidx] = (uint64_t)((m->static_shared + a - 1) & ~(a - 1)) + (uint64_t)kp->off;
+      m->kvals[kp->kidx] = (uint64_t)m->dyn_shared_base + (uint64_t)kp->off;
       kp->kind = SG_KP_NONE;
     }
   }
@@ -2269,6 +2317,7 @@ int sg_ptx_module_parse(const char *ptx, size_t len, sg_ptx_module **out, char *
   free(P.syms);
   free(P.msyms);
   free(P.mhash);
+  free(P.shfix);
   free(P.labels);
   free(P.fix);
   free(P.callfix);
