@@ -936,6 +936,8 @@ def g(v, fmt="%.3g"):
     if isinstance(v, float):
         if v != v:
             return "–"
+        if fmt == "%.3g" and 1e3 <= abs(v) < 1e7:
+            return "%.0f" % v
         return fmt % v
     return str(v)
 
