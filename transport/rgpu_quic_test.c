@@ -578,6 +578,61 @@ static void test_loss_recovery(void **state) {
   rgpu_listener_close(l);
 }
 
+/* The listener's side of multi-stream sessions: accept the extra stream and
+ * pass it to the worker process that owns the session. */
+static void test_stream_routed_to_worker(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_multi(uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1, *w0, *w1;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w0, err, sizeof err), 0); /* the session */
+  int chan[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, chan), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    close(rgpu_conn_poll_fd(c));
+    rgpu_listener_close(l);
+    close(chan[0]);
+    /* Worker: serves its session conn and every stream routed to it. */
+    pthread_t th[4];
+    int n = 0;
+    pthread_create(&th[n++], NULL, tu_echo_conn, w0);
+    rgpu_conn *x;
+    while (n < 4 && rgpu_conn_recv(chan[1], &x, err, sizeof err) == 0) {
+      if (rgpu_conn_stream_index(x) != 1 || strcmp(rgpu_conn_transport_name(x), "quic")) _exit(3);
+      pthread_create(&th[n++], NULL, tu_echo_conn, x);
+    }
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    _exit(n == 2 ? 0 : 4);
+  }
+  close(chan[1]);
+  uint64_t key = rgpu_conn_session_key(w0);
+  rgpu_conn_close(w0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  struct iovec v = {"x", 1};
+  assert_int_equal(rgpu_conn_writev_all(s1, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w1, err, sizeof err), 0);
+  assert_true(rgpu_conn_session_key(w1) == key);
+  assert_int_equal(rgpu_conn_send(chan[0], w1, err, sizeof err), 0);
+  rgpu_conn_close(w1);
+  close(chan[0]);
+  char b;
+  assert_int_equal(rgpu_conn_read_exact(s1, &b, 1), 0);
+  assert_int_equal(tu_echo_check(s1, 2u << 20, 3000, 5), 0);
+  assert_int_equal(tu_echo_check(c, 1u << 20, 3000, 6), 0);
+  rgpu_conn_close(s1);
+  rgpu_conn_close(c);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  /* A conn without a raw fd cannot be passed. */
+  assert_int_equal(rgpu_conn_send(-1, NULL, err, sizeof err), RGPU_T_EINVAL);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -587,7 +642,7 @@ int main(void) {
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
       cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
       cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
-      cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
+      cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_stream_routed_to_worker), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

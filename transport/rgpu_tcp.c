@@ -307,6 +307,10 @@ static int tcp_accept(rgpu_listener *l, rgpu_conn **out, char *err, size_t errle
     }
     /* A listener polled non-blocking must not leak O_NONBLOCK to workers. */
     rgpu_set_nonblock(fd, 0);
+    if (l->uri.scheme == RGPU_URI_TCP) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     char peer[128];
     if (l->uri.scheme == RGPU_URI_UNIX)
       snprintf(peer, sizeof peer, "unix:%.100s", l->address);

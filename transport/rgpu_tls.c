@@ -11,6 +11,8 @@
 #include "rgpu_tls_internal.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -595,6 +597,8 @@ static void *tls_relay_main(void *arg) {
         if (fd < 0) break;
         char peer[128];
         rgpu_sockaddr_string((struct sockaddr *)&ss, sl, peer, sizeof peer);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         sess_new(sv, fd, peer);
       }
     }

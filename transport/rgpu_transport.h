@@ -130,6 +130,16 @@ int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errle
 uint64_t rgpu_conn_session_key(const rgpu_conn *c);
 int rgpu_conn_stream_index(const rgpu_conn *c);
 
+/* Hands conn c (one with a raw fd: tcp, unix, or an accepted tls/quic conn)
+ * to another process over a connected AF_UNIX socket `chan` (SCM_RIGHTS),
+ * with its transport name, peer, session key and stream index.  c stays
+ * open here; close it after sending.  The listener uses this to route an
+ * extra QUIC stream to the worker that owns its session. */
+int rgpu_conn_send(int chan, const rgpu_conn *c, char *err, size_t errlen);
+/* Receives one conn sent with rgpu_conn_send (blocking).  Returns 0 and
+ * *out, RGPU_T_ECLOSED when the channel is closed, or RGPU_T_E*. */
+int rgpu_conn_recv(int chan, rgpu_conn **out, char *err, size_t errlen);
+
 /* Server side. */
 int rgpu_listener_open(const char *uri, const rgpu_transport_opts *opts,
                        rgpu_listener **out, char *err, size_t errlen);
