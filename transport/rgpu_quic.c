@@ -629,6 +629,17 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
   p->active_connection_id_limit = 8;
 }
 
+/* A CUDA program may compute on the CPU for minutes between GPU calls; its
+ * session must not die of the idle timeout meanwhile, so PINGs are on by
+ * default (a third of the idle timeout) and only a negative value turns
+ * them off. */
+static void q_set_keepalive(qconn *q, const rgpu_transport_opts *o) {
+  int idle = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : 30000;
+  int ka = o->keepalive_ms;
+  if (ka == 0) ka = idle / 3 > 0 ? idle / 3 : 1;
+  if (ka > 0) ngtcp2_conn_set_keep_alive_timeout(q->conn, (uint64_t)ka * NGTCP2_MILLISECONDS);
+}
+
 static void q_free(qconn *q) {
   if (q->conn) ngtcp2_conn_del(q->conn);
   if (q->tls) gnutls_deinit(q->tls);
@@ -1425,8 +1436,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   rc = q_setup_tls(q, cl->cred, 0, 0, name, err, errlen);
   if (rc) goto fail;
   ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
-  if (o->keepalive_ms > 0)
-    ngtcp2_conn_set_keep_alive_timeout(q->conn, (uint64_t)o->keepalive_ms * NGTCP2_MILLISECONDS);
+  q_set_keepalive(q, o);
 
   /* Handshake on the caller's thread so that failures come back here.  Wait
    * for HANDSHAKE_DONE: a server that rejects our client certificate says so
@@ -1606,8 +1616,7 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
-  if (sv->opts.keepalive_ms > 0)
-    ngtcp2_conn_set_keep_alive_timeout(q->conn, (uint64_t)sv->opts.keepalive_ms * NGTCP2_MILLISECONDS);
+  q_set_keepalive(q, &sv->opts);
   cid_add(q, &hd.dcid); /* the client keeps using it until it hears from us */
   cid_add(q, &scid);
   q->next = sv->conns;

@@ -251,7 +251,8 @@ static void test_migration(void **state) {
 }
 
 static void test_idle_and_keepalive(void **state) {
-  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 300};
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 300,
+                            .keepalive_ms = -1};
   rgpu_listener *l;
   char err[256], uri[64];
   assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
@@ -266,7 +267,7 @@ static void test_idle_and_keepalive(void **state) {
   assert_int_equal(tu_echo_check(c, 1 << 16, 512, 4), 0);
   rgpu_conn_close(c);
   /* Without them the idle timeout ends it, with a reason. */
-  rgpu_transport_opts idle = {.ca_file = srv_cert, .idle_timeout_ms = 300};
+  rgpu_transport_opts idle = {.ca_file = srv_cert, .idle_timeout_ms = 300, .keepalive_ms = -1};
   assert_int_equal(rgpu_conn_connect(uri, &idle, &c, err, sizeof err), 0);
   usleep(900 * 1000);
   char b;
@@ -633,6 +634,25 @@ static void test_stream_routed_to_worker(void **state) {
   rgpu_listener_close(l);
 }
 
+/* Defaults keep an idle session alive past the idle timeout. */
+static void test_default_keepalive(void **state) {
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 300};
+  rgpu_listener *l;
+  char err[256], uri[64];
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", rgpu_listener_port(l));
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert, .idle_timeout_ms = 300};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  usleep(900 * 1000);
+  assert_int_equal(tu_echo_check(c, 1 << 16, 512, 8), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -642,7 +662,7 @@ int main(void) {
       cmocka_unit_test(test_no_server), cmocka_unit_test(test_fork_worker),
       cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
       cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
-      cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_stream_routed_to_worker), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
+      cmocka_unit_test(test_default_keepalive), cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_stream_routed_to_worker), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
