@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -139,7 +140,8 @@ def cases_for(setname, profile, device, wanted):
     iters = {"smoke": 50, "quick": 300, "full": 2000}[setname]
     # Every iteration waits for its reply in both modes: sync-every-call is run
     # on loopback only, as a check that it costs nothing here.
-    add("latency", "bench_latency", ["--iters", clamp(budget / rtt, 20, iters), "--size", 64],
+    add("latency", "bench_latency", ["--iters", clamp(budget / rtt, 10 if second else 20, iters),
+                                     "--size", 64],
         None if profile == "none" else ["async"])
     # Per-call cost: the client's CPU, so loopback only.  sync-every-call pays
     # a round trip per launch; the same count runs in both modes so that their
@@ -156,7 +158,7 @@ def cases_for(setname, profile, device, wanted):
     cap = rate * budget / 8
     sz = [x for x in sizes if parse_size(x) <= max(cap, 65536)]
     if second:
-        sz = ["64K"]
+        sz, reps = ["16K"], 3
     reps = 3 if setname != "full" else 5
     mems = ["pinned", "pageable"] if profile == "none" and setname != "smoke" else ["pinned"]
     for mem in mems:
@@ -192,9 +194,10 @@ def cases_for(setname, profile, device, wanted):
     steps = clamp(budget / per_step_sync, 4 if second or setname == "smoke" else 10, steps)
     pargs = ["--steps", steps, "--kernels", kernels, "--elems", elems]
     add("pipeline", "bench_pipeline", pargs)
-    # A graph launch is one call either way: its sync-every-call run only
-    # adds information where the headline is measured.
-    add("graph", "bench_pipeline", pargs + ["--graph"], ["async"] if second else None)
+    # A graph launch is one call either way: in --full its sync-every-call run
+    # is only made on loopback.
+    add("graph", "bench_pipeline", pargs + ["--graph"],
+        ["async"] if setname == "full" and profile != "none" else None)
     # PyTorch: loopback only; n/a until PyTorch runs through rgpu.
     if profile == "none" and setname != "smoke":
         add("torch_infer", "torch_cnn.py", ["--mode", "infer", "--iters", 10])
@@ -528,7 +531,7 @@ def worker_main(plan_path):
 def raw_points(setname, profile, transports, cfg, repeat):
     rtt, rate = link_of(profile)
     budget = point_budget(setname, profile)
-    iters = clamp(budget / rtt, 20, cfg["raw_iters"])
+    iters = clamp(budget / rtt, 10 if secondary(setname, profile) else 20, cfg["raw_iters"])
     nbytes = int(min(cfg["raw_bytes"], max(256 << 10 if secondary(setname, profile) else 1 << 20,
                                            rate * budget)))
     if secondary(setname, profile):
@@ -635,12 +638,17 @@ class Progress:
             rec["mode"], rec["workload"], " ".join(rec["args"])[:28], rec["rep"] + 1, what))
 
 
+EMIT_LOCK = threading.Lock()
+NETEM_PROCS = []   # running rgpu-netem sessions, stopped on Ctrl-C
+
+
 def run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline):
     def emit(rec):
-        records.append(rec)
-        rawf.write(json.dumps(rec) + "\n")
-        rawf.flush()
-        progress.show(rec)
+        with EMIT_LOCK:
+            records.append(rec)
+            rawf.write(json.dumps(rec) + "\n")
+            rawf.flush()
+            progress.show(rec)
 
     spec = dict(transports=a.transports, device=a.device, bin=a.bin, cert=ctx["cert"],
                 key=ctx["key"], cert_error=ctx["cert_error"], logdir=os.path.join(a.out, "logs",
@@ -686,18 +694,19 @@ def run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline):
     seen = set()
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=logf, text=True, start_new_session=True)
-    try:
-        for line in p.stdout:
-            if line.startswith(MARK):
+    NETEM_PROCS.append(p)
+    for line in p.stdout:
+        if line.startswith(MARK):
+            try:
                 rec = json.loads(line[len(MARK):])
-                seen.add(rec["id"])
-                emit(rec)
-            else:
+            except ValueError:
                 logf.write(line)
-        p.wait()
-    except KeyboardInterrupt:
-        os.killpg(p.pid, signal.SIGTERM)
-        raise
+                continue
+            seen.add(rec["id"])
+            emit(rec)
+        else:
+            logf.write(line)
+    p.wait()
     for pt in pts:
         if pt["id"] not in seen:
             rec = {k: pt[k] for k in ("id", "kind", "workload", "prog", "args", "transport",
@@ -1038,6 +1047,9 @@ def write_md(path, rows, raw, gl, meta):
     L.append("- transports %s; modes %s; profiles %s; %d repeats per point; wall time %s" % (
         ",".join(meta["transports"]), ",".join(meta["modes"]), ",".join(meta["profiles"]),
         meta["repeat"], fmt_dur(meta["wall_s"])))
+    if meta["repeat"] < 3:
+        L.append("- **%d repeat(s) only**: the ranges are not a spread; publish runs with "
+                 "--repeat 3 or more" % meta["repeat"])
     if meta["device"] == "softgpu":
         L.append("- **device softgpu**: kernels run in the CPU PTX interpreter, and client, "
                  "server and emulator share this host's %d cores; these numbers show rgpu's "
@@ -1175,7 +1187,8 @@ def plots(outdir, rows, raw):
         plt.close(fig)
         made.append("pipeline.png")
     # Latency per profile and transport, with the raw ping.
-    la = [o for o in rows if o["workload"] == "latency" and o.get("value") and o["mode"] == "async"]
+    la = [o for o in rows if o["workload"] == "latency" and o.get("value") and
+          o["mode"] in ("async", "native")]
     if la:
         profs = [p for p in ALL_PROFILES if any(o["profile"] == p for o in la)]
         ts = [t for t in TRANSPORTS + ["local"] if any(o["transport"] == t for o in la)]
@@ -1185,7 +1198,8 @@ def plots(outdir, rows, raw):
         for t in ts:
             ys = [next((o["value"] for o in la if o["transport"] == t and o["profile"] == p), 0)
                   for p in profs]
-            ax.bar([j + k * wdt for j in range(len(profs))], ys, wdt, label="rgpu " + t)
+            ax.bar([j + k * wdt for j in range(len(profs))], ys, wdt,
+                   label="local GPU" if t == "local" else "rgpu " + t)
             k += 1
             rs = [(raw.get((p, t)) or {}).get("rtt_s") or 0 for p in profs]
             if any(rs):
@@ -1404,6 +1418,10 @@ def main(argv):
                     "file between its generated-results markers (docs/benchmarks.md)")
     ap.add_argument("--rerender", metavar="DIR", help="rebuild results.csv/.md and the plots "
                     "of DIR from its raw.jsonl and meta.json, running nothing")
+    ap.add_argument("--jobs", type=int, default=0, help="emulated profiles run side by side "
+                    "(default: 3 for --full on a host with >= 12 cores, else 1)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and its estimated "
+                    "time, run nothing")
     ap.add_argument("--self-test", action="store_true", help="only the harness self-test")
     a = ap.parse_args(argv)
     if a.self_test:
@@ -1451,13 +1469,52 @@ def main(argv):
     log("rgpu bench: %s set, device %s, %d runs (%s), about %s, budget %s; bin %s; out %s" % (
         a.set, a.device, total, "profiles " + ",".join(a.profiles), fmt_dur(est),
         fmt_dur(budget), a.bin, a.out))
+    if a.dry_run:
+        for prof, pts in groups:
+            log("%s: %d runs, about %s" % (prof, len(pts), fmt_dur(sum(estimate_s(p)
+                                                                       for p in pts))))
+            for p in pts:
+                if p["rep"] == 0:
+                    log("  %-4s %-6s %-12s %s" % (p["transport"], p["mode"], p["workload"],
+                                                  " ".join(p["args"])))
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    if a.repeat < 3:
+        log("note: %d repeat(s) per point; published numbers need at least 3" % a.repeat)
     t0 = time.time()
     deadline = t0 + budget
     records = []
     progress = Progress([p for _, pts in groups for p in pts], budget)
+    # Loopback runs alone (it measures the host); emulated profiles may run
+    # side by side, each in its own namespaces, on a host with cores to spare.
+    jobs = a.jobs or (3 if a.set == "full" and (os.cpu_count() or 1) >= 12 else 1)
     with open(os.path.join(a.out, "raw.jsonl"), "w") as rawf:
-        for prof, pts in groups:
-            run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline)
+        try:
+            for prof, pts in groups:
+                if prof == "none":
+                    run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline)
+            queue = [g for g in groups if g[0] != "none"]
+            qlock = threading.Lock()
+
+            def pool_worker():
+                while True:
+                    with qlock:
+                        if not queue:
+                            return
+                        prof, pts = queue.pop(0)
+                    run_group(prof, pts, a, cfg, ctx, progress, records, rawf, deadline)
+            threads = [threading.Thread(target=pool_worker, daemon=True)
+                       for _ in range(max(1, min(jobs, len(queue))))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+        except KeyboardInterrupt:
+            for p in NETEM_PROCS:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGTERM)
+            raise
     wall = time.time() - t0
     meta = dict(set=a.set, device=a.device, date=time.strftime("%Y-%m-%d %H:%M UTC",
                                                                  time.gmtime()),
