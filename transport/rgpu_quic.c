@@ -465,6 +465,8 @@ static void qs_deliver(qconn *q, qstream *s) {
   }
 }
 
+static int server_make_session(qserver *sv, qconn *q);
+
 static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
   qconn *q = ud;
   if (!q->is_server || !ngtcp2_is_bidi_stream(sid)) return 0;
@@ -473,7 +475,10 @@ static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
   int index = (int)(sid >> 2);
   int fd = -1;
   if (index == 0) {
-    fd = q->primary_fd; /* made at handshake, already in the accept queue */
+    /* Normally made right after the handshake; a client that sends stream
+     * data in the same flight as its Finished gets here first. */
+    if (!q->queued && server_make_session(q->server, q) < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+    fd = q->primary_fd; /* already in the accept queue */
     q->primary_fd = -1;
   } else {
     int wfd;
@@ -1643,16 +1648,18 @@ static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locall
 
 /* After the handshake (client certificate checked, if required) the session
  * becomes visible to rgpu_listener_accept; not before. */
-static void server_after_handshake(qserver *sv, qconn *q) {
-  if (!q->handshake_done || q->queued || q->dead || q->closing) return;
+static int server_make_session(qserver *sv, qconn *q) {
   int rel, wfd;
-  if (rgpu_relay_socketpair(&rel, &wfd) < 0) {
-    q->closing = 1;
-    return;
-  }
+  if (rgpu_relay_socketpair(&rel, &wfd) < 0) return -1;
   q->primary_fd = rel;
   q->queued = 1;
   rgpu_relay_queue_push(&sv->rq, wfd, q->peer, q->session_key, 0);
+  return 0;
+}
+
+static void server_after_handshake(qserver *sv, qconn *q) {
+  if (!q->handshake_done || q->queued || q->dead || q->closing) return;
+  if (server_make_session(sv, q) < 0) q->closing = 1;
 }
 
 static int server_conn_finished(qconn *q) {
