@@ -47,6 +47,9 @@ seeds['device'] = b''.join([
     F(0x10, b''), F(0x11, u32(0)), F(0x12, u32(0)), F(0x13, b''), F(0x04, b''),
     F(0x03, b'ping'), F(0x14, u32(0)), F(0x02, b''),
 ])
+# Inputs starting with an odd byte run through the socket session loop.
+for name, data in list(seeds.items()):
+    seeds['serve_' + name] = b'\x01' + data
 for name, data in seeds.items():
     with open(os.path.join(out, name), 'wb') as f:
         f.write(data)

@@ -540,7 +540,7 @@ static const char *fatbin_dir(void) {
  * on softgpu or on the real driver. */
 static void fatbin_flow(const char *lib, rgpu_device_kind kind, const char *fatbin_name,
                         int check_printf) {
-  char fatbin[1024];
+  char fatbin[2200];
   snprintf(fatbin, sizeof fatbin, "%s/%s", fatbin_dir(), fatbin_name);
   size_t ilen = 0;
   void *image = read_file(fatbin, &ilen);

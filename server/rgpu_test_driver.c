@@ -336,6 +336,7 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   size_t bytes = (size_t)n * sizeof(float);
   if (!ptr_ok((uintptr_t)a, bytes) || !ptr_ok((uintptr_t)b, bytes) || !ptr_ok((uintptr_t)c, bytes))
     return CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % sizeof(float)) return CUDA_ERROR_MISALIGNED_ADDRESS;
   for (int i = 0; i < n; i++) c[i] = a[i] + b[i];
   return CUDA_SUCCESS;
 }
