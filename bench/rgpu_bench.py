@@ -480,7 +480,15 @@ def run_one(pt, ctx):
                 rec["stats"] = None
     unsupported = any(r.get("status") == "unsupported" for r in rec["results"] if
                       isinstance(r, dict))
-    if p.returncode == 0 and rec["results"] and not unsupported:
+    through = pt["kind"] != "rgpu" or (rec.get("stats") or {}).get("calls", 0) > 0
+    if p.returncode == 0 and rec["results"] and not unsupported and not through:
+        # On a machine with a GPU a program (PyTorch with its own libcudart)
+        # can run on the local GPU behind rgpu's back: never report that as
+        # rgpu's number.
+        rec.update(status="fail", reason="the program made no call through rgpu "
+                   "(RGPU_STATS missing or calls=0): it did not use the remote GPU",
+                   results=[])
+    elif p.returncode == 0 and rec["results"] and not unsupported:
         rec["status"] = "ok"
     elif p.returncode == EXIT_UNSUPPORTED or unsupported:
         rec.update(status="na", reason="not supported: " + (last_line(err) or "exit 3"))
@@ -1300,6 +1308,22 @@ def self_test():
               status="na", reason="not supported", results=[])
     rows, _ = aggregate([na])
     assert rows[0]["status"] == "n/a"
+    # The sets keep their promises on paper: --quick under 5 minutes, --full
+    # within one 10-minute call (estimates, with loopback alone and the
+    # emulated profiles three at a time).
+    class Args:
+        pass
+    for setname, dev, limit in (("quick", "softgpu", 240), ("full", "cuda", 480)):
+        a = Args()
+        c = SETS[setname]
+        a.set, a.device, a.profiles, a.transports = setname, dev, c["profiles"], c["transports"]
+        a.modes, a.workloads, a.repeat = c["modes"], c["workloads"], c["repeat"]
+        groups = plan_all(a, dict(c))
+        est = {p: sum(estimate_s(x) for x in pts) for p, pts in groups}
+        jobs = 3 if setname == "full" else 1
+        wall = est.pop("none", 0) + sum(est.values()) / jobs
+        assert wall < limit, (setname, wall, est)
+        assert all(len(pts) for _, pts in groups)
     log("self-test: ok")
 
 
