@@ -843,6 +843,54 @@ static void test_faults_and_config(void **state) {
   (void)state;
 }
 
+/* Two kernels with private 4 KiB arrays and a helper with its own shared
+ * word: the private arrays overlap, the helper's word does not. */
+static void test_shared_layout(void **state) {
+  const char *text = HDR
+      ".shared .align 4 .b8 sa[4096];\n.shared .align 4 .b8 sb[4096];\n.shared .align 4 .u32 sc;\n"
+      ".func (.param .b32 r) bump(.param .b32 x)\n{\n.reg .b32 %a<3>;\n"
+      "ld.param.b32 %a1, [x]; atom.shared.add.u32 %a2, [sc], %a1; st.param.b32 [r], %a2; ret;\n}\n"
+      ".visible .entry k1(.param .u64 o)\n{\n.reg .b32 %r<8>; .reg .b64 %rd<4>;\n"
+      "ld.param.u64 %rd0, [o]; mov.u32 %r1, %tid.x; shl.b32 %r2, %r1, 2; mov.u32 %r3, sa; add.u32 %r4, %r3, %r2;\n"
+      "st.shared.u32 [%r4], %r1; bar.sync 0;\n"
+      "{ .param .b32 p0; st.param.b32 [p0], 1; .param .b32 rv; call (rv), bump, (p0); ld.param.b32 %r5, [rv]; }\n"
+      "bar.sync 0; ld.shared.u32 %r6, [sc]; ld.shared.u32 %r7, [sa+8];\n"
+      "mul.wide.u32 %rd1, %r1, 8; add.s64 %rd2, %rd0, %rd1; st.global.v2.u32 [%rd2], {%r6, %r7}; ret;\n}\n"
+      ".visible .entry k2(.param .u64 o)\n{\n.reg .b32 %r<8>; .reg .b64 %rd<4>;\n"
+      "ld.param.u64 %rd0, [o]; mov.u32 %r1, %tid.x; shl.b32 %r2, %r1, 2; mov.u32 %r3, sb; add.u32 %r4, %r3, %r2;\n"
+      "add.u32 %r5, %r1, 1000; st.shared.u32 [%r4], %r5; bar.sync 0;\n"
+      "{ .param .b32 p0; st.param.b32 [p0], 2; .param .b32 rv; call (rv), bump, (p0); ld.param.b32 %r5, [rv]; }\n"
+      "bar.sync 0; ld.shared.u32 %r6, [sc]; ld.shared.u32 %r7, [sb+8];\n"
+      "mul.wide.u32 %rd1, %r1, 8; add.s64 %rd2, %rd0, %rd1; st.global.v2.u32 [%rd2], {%r6, %r7}; ret;\n}\n";
+  sg_ptx_module *m;
+  char err[256];
+  int rc = sg_ptx_module_parse(text, strlen(text), &m, err, sizeof err);
+  if (rc) fail_msg("%s", err);
+  const sg_ptx_kernel *k1 = sg_ptx_module_find_kernel(m, "k1"), *k2 = sg_ptx_module_find_kernel(m, "k2");
+  assert_int_equal(sg_ptx_kernel_static_shared(k1), 4100);
+  assert_int_equal(sg_ptx_kernel_static_shared(k2), 4100);
+  testenv te;
+  te_init(&te, 2);
+  uint64_t out = te_alloc(&te, 64 * 8);
+  uint32_t *o = te_host(&te, out);
+  for (int kk = 0; kk < 2; kk++) {
+    const sg_ptx_kernel *k = kk ? k2 : k1;
+    te_params p;
+    te_params_init(&p, k);
+    te_param(&p, k, 0, &out, 8);
+    sg_ptx_fault f;
+    rc = te_launch(&te, k, 3, 1, 1, 64, 1, 1, 0, &p, &f);
+    if (rc) fail_msg("%s", f.message);
+    for (int t = 0; t < 64; t++) {
+      assert_int_equal(o[2 * t], kk ? 128 : 64);
+      assert_int_equal(o[2 * t + 1], kk ? 1002 : 2);
+    }
+  }
+  te_free(&te);
+  sg_ptx_module_free(m);
+  (void)state;
+}
+
 /* Launches from several host threads at once (streams of different
  * sessions) must each complete correctly. */
 typedef struct {
@@ -953,6 +1001,7 @@ int main(void) {
     cmocka_unit_test(test_faults_and_config),
     cmocka_unit_test(test_module_info),
     cmocka_unit_test(test_concurrent_launches),
+    cmocka_unit_test(test_shared_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
