@@ -442,6 +442,8 @@ def run_one(pt, ctx):
                     ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
                 cmd = base + pt["args"]
             else:
+                if ctx.get("lib"):
+                    env["RGPU_LIBDIR"] = ctx["lib"]
                 cmd = [rgpu, "run", "--server", st["uri"]]
                 if pt["mode"] == "sync":
                     cmd.append("--sync-every-call")

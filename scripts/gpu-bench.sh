@@ -54,9 +54,11 @@ for d in "$(dirname "$bin")/syslib" .gpu-pack/syslib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$(cd "$d" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 done
 # rgpu run finds libcudart.so.13 beside its binary (BIN/../lib); a --lib
-# elsewhere is put on the loader path instead.
-if [ -n "$lib" ] && [ "$(cd "$lib" 2>/dev/null && pwd)" != "$(cd "$bin/../lib" 2>/dev/null && pwd)" ]; then
-  export LD_LIBRARY_PATH=$(cd "$lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# elsewhere is handed to the harness (which sets RGPU_LIBDIR for rgpu run).
+libarg=()
+if [ -n "$lib" ]; then
+  [ -e "$lib/libcudart.so.13" ] || { echo "no libcudart.so.13 in $lib" >&2; exit 1; }
+  libarg=(--lib "$(cd "$lib" && pwd)")
 fi
 
 if [ -z "$progs" ]; then
@@ -87,7 +89,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 left=$(( total - (SECONDS - start) - 20 ))
 [ $left -gt 60 ] || { echo "only ${left}s left after building: not enough for the full set" >&2; exit 1; }
-python3 bench/rgpu_bench.py --full --device cuda --bin "$bin" --progs "$progs" \
+python3 bench/rgpu_bench.py --full --device cuda --bin "$bin" "${libarg[@]}" --progs "$progs" \
   --out "$out" --budget-s "$left" "$@"
 rc=$?
 echo "results in $out: results.md results.csv $(cd "$out" && ls *.png 2>/dev/null | tr '\n' ' ')"
