@@ -547,6 +547,56 @@ static void test_stream_waits_softgpu(void **state) {
   stream_waits(softgpu_lib);
 }
 
+/* Many sessions at once, each with its own memory; and the round-trip
+ * cost of a PING (printed, not asserted: the machine is shared). */
+static void test_many_sessions_and_latency(void **state) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--listen", NULL, NULL};
+  char unix_uri[160];
+  snprintf(unix_uri, sizeof unix_uri, "unix://%s", sock_path);
+  args[3] = unix_uri;
+  server s;
+  server_start(&s, 2, args);
+  enum { K = 16 };
+  client c[K];
+  uint64_t d[K];
+  for (int i = 0; i < K; i++) {
+    client_connect(&c[i], s.uris[i % 2]);
+    assert_int_equal(hello(&c[i], NULL), 0);
+    assert_int_equal(u64_call(&c[i], RGPU_OP_MEM_ALLOC, 64), 0);
+    memcpy(&d[i], c[i].in.data, 8);
+  }
+  for (int i = 0; i < K; i++) {
+    rgpu_buf f;
+    rgpu_buf_init(&f);
+    rgpu_msg_memset_req m = {.dst = d[i], .value = (uint32_t)i, .elem_size = 4, .count = 16};
+    rgpu_msg_memset_req_encode(&f, &m);
+    assert_int_equal(call(&c[i], RGPU_OP_MEMSET, &f, NULL, 0), 0);
+    rgpu_buf_free(&f);
+  }
+  for (int i = 0; i < K; i++) {
+    rgpu_buf f;
+    rgpu_buf_init(&f);
+    rgpu_msg_memcpy_dtoh_req q = {.src = d[i], .size = 64};
+    rgpu_msg_memcpy_dtoh_req_encode(&f, &q);
+    assert_int_equal(call(&c[i], RGPU_OP_MEMCPY_DTOH, &f, NULL, 0), 0);
+    uint32_t v[16];
+    memcpy(v, c[i].in.data, 64);
+    for (int k = 0; k < 16; k++) assert_int_equal(v[k], (uint32_t)i);
+    rgpu_buf_free(&f);
+  }
+  for (int t = 0; t < 2; t++) {
+    enum { P = 2000 };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int k = 0; k < P; k++) assert_int_equal(ping(&c[t]), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3);
+    print_message("PING round trip over %s: %.1f us\n", t ? "unix" : "tcp", us / P);
+  }
+  for (int i = 0; i < K; i++) client_close(&c[i]);
+  assert_int_equal(server_stop(&s), 0);
+}
+
 static void test_cli_errors(void **state) {
   /* Each must fail with a usage error, not run and not crash. */
   const char *cases[][5] = {
@@ -608,6 +658,7 @@ int main(void) {
       cmocka_unit_test(test_cli_errors),
       cmocka_unit_test(test_stream_waits),
       cmocka_unit_test(test_batch),
+      cmocka_unit_test(test_many_sessions_and_latency),
       cmocka_unit_test(test_stream_waits_softgpu),
       cmocka_unit_test(test_stream_waits_cuda),
       cmocka_unit_test(test_bulk_and_tls),
