@@ -247,15 +247,27 @@ static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first
   RGPU_DEBUG("ignoring unknown server event 0x%04x", h->opcode);
 }
 
-/* Reads one frame; a reply for `seq` is delivered into r. Returns 1 when
- * the awaited reply was consumed, 0 for anything else, <0 on failure. */
-static int read_one(rgpu_client *c, uint64_t seq, uint64_t first_seq, rgpu_client_reply *r) {
+/* Reads one frame.  A reply to one of seqs[0..n) not yet done is delivered
+ * into rs[k] (marked done) and k + 1 is returned; anything else returns 0;
+ * <0 on failure.  Async errors of the operation (seq >= first_seq) go to
+ * rs[0]. */
+static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs, size_t n,
+                    uint64_t first_seq) {
   rgpu_frame_hdr h;
   int rc = rgpu_frame_read_hdr(c->conn, &h, RGPU_FRAME_MAX_PAYLOAD);
   if (rc) return client_fail(c, rc, "receive");
   c->ctr.bytes_received += RGPU_FRAME_HDR_SIZE + h.length;
-  int mine = h.kind == RGPU_KIND_REPLY && h.seq == seq && r;
-  if (mine && h.aux == 0 && r->dst) {
+  rgpu_client_reply *r = NULL;
+  size_t k = 0;
+  if (h.kind == RGPU_KIND_REPLY) {
+    for (k = 0; k < n; k++)
+      if (seqs[k] == h.seq && !rs[k].done) {
+        r = &rs[k];
+        break;
+      }
+  }
+  if (r && h.aux == 0 && r->dst) {
+    r->done = 1;
     if (h.length > r->dst_cap) {
       /* The server sent more than asked: keep the stream in sync, report. */
       rgpu_buf_reset(&c->rx);
@@ -265,17 +277,16 @@ static int read_one(rgpu_client *c, uint64_t seq, uint64_t first_seq, rgpu_clien
       r->status = 999; /* CUDA_ERROR_UNKNOWN */
       snprintf(r->msg, sizeof r->msg, "server sent %u bytes for a %zu-byte copy", h.length,
                r->dst_cap);
-      return 1;
+      return (int)k + 1;
     }
     if (h.length) {
       rc = rgpu_conn_read_exact(c->conn, r->dst, h.length);
       if (rc) return client_fail(c, rc, "receive");
     }
     r->dst_len = h.length;
-    if (r->status == 0) r->status = 0;
-    return 1;
+    return (int)k + 1;
   }
-  rgpu_buf *into = (mine && h.aux == 0 && r->payload) ? r->payload : &c->rx;
+  rgpu_buf *into = (r && h.aux == 0 && r->payload) ? r->payload : &c->rx;
   rgpu_buf_reset(into);
   if (h.length) {
     if (rgpu_buf_reserve(into, h.length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
@@ -284,42 +295,55 @@ static int read_one(rgpu_client *c, uint64_t seq, uint64_t first_seq, rgpu_clien
     into->len = h.length;
   }
   if (h.kind == RGPU_KIND_EVENT) {
-    handle_event(c, &h, first_seq, r);
+    handle_event(c, &h, first_seq, n ? &rs[0] : NULL);
     return 0;
   }
-  if (h.kind != RGPU_KIND_REPLY) {
-    return client_fail(c, RGPU_PROTO_EKIND, "receive");
-  }
-  if (!mine) {
-    RGPU_DEBUG("discarding reply to request %llu while waiting for %llu",
-               (unsigned long long)h.seq, (unsigned long long)seq);
+  if (h.kind != RGPU_KIND_REPLY) return client_fail(c, RGPU_PROTO_EKIND, "receive");
+  if (!r) {
+    RGPU_DEBUG("discarding reply to request %llu nobody waits for", (unsigned long long)h.seq);
     return 0;
   }
-  if (h.aux != 0) {
-    if (r->status == 0) {
-      r->status = h.aux;
-      size_t n = into->len < sizeof r->msg - 1 ? into->len : sizeof r->msg - 1;
-      memcpy(r->msg, into->data, n);
-      r->msg[n] = '\0';
-      /* The text is for humans only: cut at the first unprintable byte. */
-      for (size_t i = 0; i < n; i++)
-        if ((unsigned char)r->msg[i] < 0x20) r->msg[i] = ' ';
+  r->done = 1;
+  if (h.aux != 0 && r->status == 0) {
+    r->status = h.aux;
+    size_t m = into->len < sizeof r->msg - 1 ? into->len : sizeof r->msg - 1;
+    memcpy(r->msg, into->data, m);
+    r->msg[m] = '\0';
+    /* The text is for humans only: no control characters in logs. */
+    for (size_t i = 0; i < m; i++)
+      if ((unsigned char)r->msg[i] < 0x20) r->msg[i] = ' ';
+  }
+  return (int)k + 1;
+}
+
+int rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
+                                size_t n, uint64_t first_seq, size_t *which) {
+  int rc = rgpu_client_flush_locked(c);
+  if (rc) return rc;
+  int pending = 0;
+  for (size_t k = 0; k < n; k++) pending |= !rs[k].done;
+  if (!pending) return RGPU_PROTO_EINVAL;
+  if (c->wait_hook) c->wait_hook();
+  if (!rs[0].continued) c->ctr.round_trips++;
+  for (;;) {
+    rc = read_one(c, seqs, rs, n, first_seq);
+    if (rc < 0) return rc;
+    if (rc > 0) {
+      if (which) *which = (size_t)rc - 1;
+      return 0;
     }
   }
-  return 1;
 }
 
 int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
                             rgpu_client_reply *r) {
-  int rc = rgpu_client_flush_locked(c);
-  if (rc) return rc;
-  if (c->wait_hook) c->wait_hook();
-  if (!r || !r->continued) c->ctr.round_trips++;
-  for (;;) {
-    rc = read_one(c, seq, first_seq, r);
-    if (rc < 0) return rc;
-    if (rc == 1) return 0;
+  rgpu_client_reply scratch;
+  if (!r) {
+    memset(&scratch, 0, sizeof scratch);
+    r = &scratch;
   }
+  r->done = 0;
+  return rgpu_client_wait_any_locked(c, &seq, r, 1, first_seq, NULL);
 }
 
 int rgpu_client_poll_events(rgpu_client *c) {
@@ -330,7 +354,7 @@ int rgpu_client_poll_events(rgpu_client *c) {
       struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
       if (poll(&p, 1, 0) <= 0) break;
     }
-    rc = read_one(c, 0, 0, NULL);
+    rc = read_one(c, NULL, NULL, 0, 0);
     if (rc < 0) break;
   }
   rgpu_client_unlock(c);
@@ -469,7 +493,7 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
     } else {
       c->ctr.round_trips++;
       for (;;) {
-        rc = read_one(c, seq, 0, &r);
+        rc = read_one(c, &seq, &r, 1, 0);
         if (rc != 0) break;
       }
       if (rc == 1) rc = 0;

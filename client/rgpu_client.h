@@ -116,6 +116,7 @@ typedef struct {
   /* Set for the later replies of a pipelined operation (chunked copy):
    * they arrive within the same wait and are not new round trips. */
   int continued;
+  int done; /* set when the reply arrived */
 } rgpu_client_reply;
 
 void rgpu_client_lock(rgpu_client *c);
@@ -137,6 +138,12 @@ int rgpu_client_flush_locked(rgpu_client *c);
  * latched.  Returns 0 (look at r->status) or a negative code. */
 int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
                             rgpu_client_reply *r);
+/* Waits for the first of several outstanding replies (the server may
+ * answer stream operations out of order): reads frames until a reply to a
+ * seqs[k] whose rs[k].done is clear arrives, delivers it into rs[k], sets
+ * rs[k].done and *which = k.  Async errors of the operation go to rs[0]. */
+int rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
+                                size_t n, uint64_t first_seq, size_t *which);
 /* The sequence number the next request frame will get. */
 uint64_t rgpu_client_next_seq_locked(const rgpu_client *c);
 

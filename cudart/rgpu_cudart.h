@@ -39,6 +39,7 @@ typedef struct {
   pthread_mutex_t lock;
   cudaError_t sticky;  /* context-corrupting error, until reset */
   cudaError_t pending; /* async error reported by the server, not yet seen */
+  int sticky_seen;     /* the sticky error was already reported once */
 } rgpu_err_state;
 
 void rgpu_err_state_init(rgpu_err_state *s);
@@ -47,9 +48,12 @@ void rgpu_err_state_async(rgpu_err_state *s, cudaError_t e);
 /* A synchronizing call finished with `result`: returns what the call must
  * return (the pending async error wins over success) and updates sticky. */
 cudaError_t rgpu_err_state_sync(rgpu_err_state *s, cudaError_t result);
-/* cudaGetLastError/Peek: what pending/sticky error to report (and clear the
- * pending one when `take`). */
+/* cudaGetLastError/Peek when the thread's own last error is clear: the
+ * pending async error, or a sticky error no call has reported yet (CUDA 13
+ * reports a sticky error through cudaGetLastError once; the API calls keep
+ * returning it).  `take` clears what it returns. */
 cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take);
+/* The sticky error, for a call about to return (and so report) it. */
 cudaError_t rgpu_err_state_sticky(rgpu_err_state *s);
 void rgpu_err_state_reset(rgpu_err_state *s);
 

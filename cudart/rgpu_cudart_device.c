@@ -232,7 +232,7 @@ RGPU_API cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 static int limit_default(enum cudaLimit limit, size_t *v) {
   switch (limit) {
   case cudaLimitStackSize: *v = 1024; return 0;
-  case cudaLimitPrintfFifoSize: *v = 1u << 20; return 0;
+  case cudaLimitPrintfFifoSize: *v = 8650752; return 0; /* as an H200 reports */
   case cudaLimitMallocHeapSize: *v = 8u << 20; return 0;
   case cudaLimitDevRuntimeSyncDepth: *v = 2; return 0;
   case cudaLimitDevRuntimePendingLaunchCount: *v = 2048; return 0;
@@ -310,7 +310,7 @@ RGPU_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) 
   rgpu_rt_device *d;
   e = rgpu_rt_device_get(c, device, &d);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  snprintf(pciBusId, (size_t)len, "%08X:%02X:%02X.0", (unsigned)d->prop.pciDomainID,
+  snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", (unsigned)d->prop.pciDomainID,
            (unsigned)d->prop.pciBusID, (unsigned)d->prop.pciDeviceID);
   return cudaSuccess;
 }

@@ -10,6 +10,7 @@ void rgpu_err_state_init(rgpu_err_state *s) {
   pthread_mutex_init(&s->lock, NULL);
   s->sticky = cudaSuccess;
   s->pending = cudaSuccess;
+  s->sticky_seen = 0;
 }
 
 void rgpu_err_state_async(rgpu_err_state *s, cudaError_t e) {
@@ -29,6 +30,7 @@ cudaError_t rgpu_err_state_sync(rgpu_err_state *s, cudaError_t result) {
   if (rgpu_cudart_is_sticky(result) && s->sticky == cudaSuccess) s->sticky = result;
   if (s->sticky != cudaSuccess) {
     out = s->sticky;
+    s->sticky_seen = 1; /* the caller returns it and records it as last error */
   } else if (result == cudaSuccess && s->pending != cudaSuccess) {
     out = s->pending;
     s->pending = cudaSuccess;
@@ -43,8 +45,9 @@ cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take) {
   if (s->pending != cudaSuccess) {
     out = s->pending;
     if (take) s->pending = cudaSuccess;
-  } else if (s->sticky != cudaSuccess) {
+  } else if (s->sticky != cudaSuccess && !s->sticky_seen) {
     out = s->sticky;
+    if (take) s->sticky_seen = 1;
   }
   pthread_mutex_unlock(&s->lock);
   return out;
@@ -53,6 +56,7 @@ cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take) {
 cudaError_t rgpu_err_state_sticky(rgpu_err_state *s) {
   pthread_mutex_lock(&s->lock);
   cudaError_t e = s->sticky;
+  if (e != cudaSuccess) s->sticky_seen = 1; /* the caller returns it */
   pthread_mutex_unlock(&s->lock);
   return e;
 }
@@ -61,6 +65,7 @@ void rgpu_err_state_reset(rgpu_err_state *s) {
   pthread_mutex_lock(&s->lock);
   s->sticky = cudaSuccess;
   s->pending = cudaSuccess;
+  s->sticky_seen = 0;
   pthread_mutex_unlock(&s->lock);
 }
 

@@ -64,18 +64,26 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
                              uint64_t stream, int device) {
   size_t chunk = rgpu_client_chunk_bytes(c);
   size_t nchunks = (n + chunk - 1) / chunk;
-  /* Bound the requests in flight so the replies we have not read yet never
-   * exceed what the kernel buffers plus one chunk. */
-  size_t window = rgpu_client_sync_every_call(c) ? 1 : 64;
-  uint64_t seqs_local[64];
+  /* Bound the requests in flight so the replies not read yet never exceed
+   * what the kernel buffers plus one chunk.  Replies of a copy on a stream
+   * may come back in any order (the server completes them in the
+   * background), so each slot reads straight into its own chunk. */
+  enum { WINDOW = 16 };
+  size_t window = rgpu_client_sync_every_call(c) ? 1 : WINDOW;
+  uint64_t seqs[WINDOW];
+  rgpu_client_reply rs[WINDOW];
+  size_t chunk_of[WINDOW];
+  memset(rs, 0, sizeof rs);
+  for (size_t k = 0; k < WINDOW; k++) rs[k].done = 1; /* free slot */
   rgpu_client_lock(c);
   uint64_t first = rgpu_client_next_seq_locked(c);
   int rc = rgpu_client_bind_device_locked(c, device);
   uint32_t status = 0;
   char msg[256] = "";
-  size_t sent = 0, done = 0;
+  size_t sent = 0, done = 0, waits = 0;
   while (rc == 0 && done < nchunks) {
-    while (rc == 0 && sent < nchunks && sent - done < window) {
+    for (size_t k = 0; rc == 0 && k < window && sent < nchunks; k++) {
+      if (!rs[k].done) continue;
       size_t off = sent * chunk;
       size_t len = n - off < chunk ? n - off : chunk;
       uint8_t fixed[24];
@@ -84,21 +92,25 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
       memcpy(fixed + 8, &l, 8);
       memcpy(fixed + 16, &stream, 8);
       rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_DTOH, 1, fixed, sizeof fixed, NULL, 0,
-                                   &seqs_local[sent % 64]);
+                                   &seqs[k]);
+      rs[k] = (rgpu_client_reply){.dst = dst + off, .dst_cap = len};
+      chunk_of[k] = sent;
       sent++;
     }
     if (rc) break;
-    size_t off = done * chunk;
-    size_t len = n - off < chunk ? n - off : chunk;
-    rgpu_client_reply r = {.dst = dst + off, .dst_cap = len, .continued = done > 0 && window > 1};
-    rc = rgpu_client_wait_locked(c, seqs_local[done % 64], first, &r);
+    size_t k = 0;
+    rs[0].continued = waits > 0;
+    rc = rgpu_client_wait_any_locked(c, seqs, rs, window, first, &k);
+    waits++;
     if (rc) break;
-    if (r.status && !status) {
-      status = r.status;
-      memcpy(msg, r.msg, sizeof msg);
-    } else if (!r.status && r.dst_len != len && !status) {
+    size_t off = chunk_of[k] * chunk;
+    size_t len = n - off < chunk ? n - off : chunk;
+    if (rs[k].status && !status) {
+      status = rs[k].status;
+      memcpy(msg, rs[k].msg, sizeof msg);
+    } else if (!rs[k].status && rs[k].dst_len != len && !status) {
       status = CUDA_ERROR_UNKNOWN;
-      snprintf(msg, sizeof msg, "short reply: %zu of %zu bytes", r.dst_len, len);
+      snprintf(msg, sizeof msg, "short reply: %zu of %zu bytes", rs[k].dst_len, len);
     }
     done++;
   }

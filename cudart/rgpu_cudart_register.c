@@ -528,11 +528,13 @@ cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, s
 
 static cudaError_t check_config(const struct cudaDeviceProp *p, const rgpu_rt_func *f, dim3 g,
                                 dim3 b, size_t shmem) {
+  /* CUDA 13 answers cudaErrorInvalidValue for every configuration error:
+   * zero or oversized grids and blocks and too much shared memory alike
+   * (measured on an H200, client/probe/h200-results.txt), where older
+   * releases said cudaErrorInvalidConfiguration. */
   if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
-    return cudaErrorInvalidConfiguration;
+    return cudaErrorInvalidValue;
   uint64_t threads = (uint64_t)b.x * b.y * b.z;
-  /* CUDA 13 answers cudaErrorInvalidValue for oversized blocks (measured on
-   * an H200), where older releases said cudaErrorInvalidConfiguration. */
   if (threads > (uint64_t)p->maxThreadsPerBlock || b.x > (unsigned)p->maxThreadsDim[0] ||
       b.y > (unsigned)p->maxThreadsDim[1] || b.z > (unsigned)p->maxThreadsDim[2])
     return cudaErrorInvalidValue;

@@ -72,11 +72,21 @@ static void test_errstate_sticky(void **state) {
   rgpu_err_state s;
   rgpu_err_state_init(&s);
   rgpu_err_state_async(&s, cudaErrorIllegalAddress);
-  for (int i = 0; i < 3; i++) {
+  /* Not reported yet: cudaGetLastError gives it once (as on an H200). */
+  assert_int_equal(rgpu_err_state_poll(&s, 0), cudaErrorIllegalAddress);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaErrorIllegalAddress);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaSuccess);
+  /* API calls keep returning it until reset. */
+  for (int i = 0; i < 3; i++)
     assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaErrorIllegalAddress);
-    assert_int_equal(rgpu_err_state_poll(&s, 1), cudaErrorIllegalAddress);
-  }
   assert_int_equal(rgpu_err_state_sticky(&s), cudaErrorIllegalAddress);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaSuccess);
+  /* Reported first by a synchronizing call: the call's last error carries
+   * it, the state does not report it again. */
+  rgpu_err_state_reset(&s);
+  rgpu_err_state_async(&s, cudaErrorLaunchFailure);
+  assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaErrorLaunchFailure);
+  assert_int_equal(rgpu_err_state_poll(&s, 1), cudaSuccess);
   /* Also when the sticky error comes as a call's own result. */
   rgpu_err_state_reset(&s);
   assert_int_equal(rgpu_err_state_sync(&s, cudaSuccess), cudaSuccess);
