@@ -522,14 +522,20 @@ static int sess_pump(tls_sess *x) {
       }
     }
     if (x->rel_eof && x->up_len == 0 && !x->bye_sent) {
-      gnutls_bye(x->s, GNUTLS_SHUT_WR);
+      /* close_notify may not fit into a full socket buffer: retry it on
+       * POLLOUT rather than cut it off with shutdown(). */
+      int g = gnutls_bye(x->s, GNUTLS_SHUT_WR);
+      if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED) {
+        x->want_tcp_out = 1;
+        break;
+      }
       shutdown(x->tcp, SHUT_WR);
       x->bye_sent = 1;
       /* A client that never answers our close must not linger forever. */
       x->deadline_ns = rgpu_now_ns() + 5000000000ull;
     }
   }
-  if (x->tls_eof && x->down_len == 0 && x->rel_eof && x->up_len == 0) return -1;
+  if (x->tls_eof && x->down_len == 0 && x->rel_eof && x->up_len == 0 && x->bye_sent) return -1;
   return 0;
 }
 
