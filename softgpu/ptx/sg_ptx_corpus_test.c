@@ -122,6 +122,8 @@ static void t_matmul(void **state) {
   assert_int_equal(sg_ptx_kernel_static_shared(k), 2 * 16 * 16 * 4);
   assert_int_equal(sg_ptx_kernel_static_shared(kernel(fx, "vecadd")), 0);
   assert_int_equal(sg_ptx_kernel_static_shared(kernel(fx, "block_scan")), 4096);
+  assert_int_equal(sg_ptx_kernel_local_bytes(kernel(fx, "vecadd")), 0);
+  assert_true(sg_ptx_kernel_local_bytes(kernel(fx, "printf_k")) >= 40);
   int n = 40; /* not a multiple of the tile: exercises the edge guards */
   uint64_t A = te_alloc(t, n * n * 4), B = te_alloc(t, n * n * 4), C = te_alloc(t, n * n * 4);
   float *ha = te_host(t, A), *hb = te_host(t, B), *hc = te_host(t, C);

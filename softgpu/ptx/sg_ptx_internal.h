@@ -152,6 +152,7 @@ struct sg_ptx_kernel {
   int *shrefs;          /* module .shared variables this function names */
   int nshrefs, capshrefs;
   size_t static_shared; /* entry: bytes of the .shared variables it reaches */
+  size_t local_reach;   /* entry: per-thread .local bytes along its deepest calls */
 };
 
 typedef struct {

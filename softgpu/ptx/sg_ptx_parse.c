@@ -2152,6 +2152,35 @@ static int finish(parser *P) {
   free(mark);
   free(depth);
   m->max_call_depth = maxdepth;
+  /* what each kernel reports as its local memory: the end of the deepest
+   * .local depot it can reach (frames are laid out above, so this is exact) */
+  {
+    int nf = m->nfuncs ? m->nfuncs : 1;
+    int *stack = calloc(nf, sizeof *stack);
+    unsigned char *seen = calloc(nf, 1);
+    if (!stack || !seen) { free(stack); free(seen); abort_oom(); }
+    for (int e = 0; e < m->nfuncs; e++) {
+      struct sg_ptx_kernel *k = m->funcs[e];
+      if (!k->is_entry || !k->defined) continue;
+      memset(seen, 0, nf);
+      int sp = 0;
+      size_t end = 0;
+      stack[sp++] = e;
+      seen[e] = 1;
+      while (sp) {
+        struct sg_ptx_kernel *f = m->funcs[stack[--sp]];
+        if (f->lsize && (size_t)f->lbase + f->lsize > end) end = (size_t)f->lbase + f->lsize;
+        for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
+          if (m->code[pc].op != SG_OP_CALL) continue;
+          int c = m->calls[m->code[pc].aux].func;
+          if (c >= 0 && !seen[c]) { seen[c] = 1; stack[sp++] = c; }
+        }
+      }
+      k->local_reach = end;
+    }
+    free(stack);
+    free(seen);
+  }
   if (r > (1u << 22) || p > (1u << 20) || l > (1u << 26) || fp > (1u << 24)) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, 0, "module needs too many registers or too much local memory");
     return -1;
@@ -2352,7 +2381,7 @@ int sg_ptx_kernel_param_info(const sg_ptx_kernel *k, int index, size_t *offset, 
 }
 size_t sg_ptx_kernel_param_bytes(const sg_ptx_kernel *k) { return k ? k->param_bytes : 0; }
 size_t sg_ptx_kernel_static_shared(const sg_ptx_kernel *k) { return k ? k->static_shared : 0; }
-size_t sg_ptx_kernel_local_bytes(const sg_ptx_kernel *k) { return k ? k->mod->local_bytes : 0; }
+size_t sg_ptx_kernel_local_bytes(const sg_ptx_kernel *k) { return k ? k->local_reach : 0; }
 int sg_ptx_kernel_max_threads(const sg_ptx_kernel *k) { return k ? k->max_threads : 0; }
 
 int sg_ptx_module_global_count(const sg_ptx_module *m) { return m ? m->nglobals : 0; }

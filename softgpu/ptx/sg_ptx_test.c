@@ -960,7 +960,7 @@ static void test_module_info(void **state) {
   assert_int_equal(sg_ptx_kernel_param_info(k, 4, &off, &sz), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(sg_ptx_kernel_param_bytes(k), 40);
   assert_int_equal(sg_ptx_kernel_static_shared(k), 0); /* declares s1 but never names it */
-  assert_true(sg_ptx_kernel_local_bytes(k) >= 40);
+  assert_int_equal(sg_ptx_kernel_local_bytes(k), 40);
   assert_int_equal(sg_ptx_kernel_max_threads(k), 128);
   assert_int_equal(sg_ptx_module_global_count(m), 3);
   sg_ptx_global_info g;
