@@ -2040,7 +2040,7 @@ static int run_block(worker *W, uint64_t bid) {
         const sg_insn *I = w->red_insn;
         uint32_t v = I->mod == 1 ? W->red_popc : I->mod == 2 ? W->red_and : W->red_or;
         uint32_t m = w->red_mask;
-        if (I->type == SG_T_PRED) { const struct sg_ptx_module *mod = L->m; (void)mod; PWRITE(I->d[0], v ? FULL : 0u); }
+        if (I->type == SG_T_PRED) PWRITE(I->d[0], v ? FULL : 0u);
         else if (I->d[0] != SG_NOREG) { uint64_t *D = w->R + (size_t)I->d[0] * 32; LANES({ D[l] = v; }); }
         w->red_insn = NULL;
         w->red_mask = 0;
@@ -2085,8 +2085,6 @@ static struct {
   int running;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
           NULL, 0, 0, NULL, 0, 0};
-
-typedef struct { int index; } pool_arg;
 
 static void *pool_main(void *arg) {
   int index = (int)(intptr_t)arg;
