@@ -8,6 +8,7 @@
  * as a format. */
 #include "sg_ptx_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,13 +57,34 @@ int sg_ptx_format_printf(sg_ptx_read_fn read, void *ctx, uint64_t fmt_addr, uint
     spec[sl++] = '%';
     while (i < flen && strchr("-+ #0", fmt[i])) { if (sl < 8) spec[sl++] = fmt[i]; i++; }
     int digits = 0;
-    while (i < flen && fmt[i] >= '0' && fmt[i] <= '9') { if (digits < 4) spec[sl++] = fmt[i]; digits++; i++; }
-    if (i < flen && fmt[i] == '*') { put(&b, fmt + start, i + 1 - start); i++; continue; } /* unsupported: print as is */
+    if (i < flen && fmt[i] == '*') { /* width from the argument list */
+      int32_t wv;
+      argp = (argp + 3) & ~(uint64_t)3;
+      if (read(ctx, argp, &wv, 4)) return -1;
+      argp += 4;
+      if (wv < 0) { spec[sl++] = '-'; wv = wv == INT32_MIN ? 0 : -wv; }
+      if (wv > 999) wv = 999;
+      sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%d", (int)wv);
+      i++;
+    } else {
+      while (i < flen && fmt[i] >= '0' && fmt[i] <= '9') { if (digits < 3) spec[sl++] = fmt[i]; digits++; i++; }
+    }
     if (i < flen && fmt[i] == '.') {
       spec[sl++] = '.';
       i++;
       digits = 0;
-      while (i < flen && fmt[i] >= '0' && fmt[i] <= '9') { if (digits < 3) spec[sl++] = fmt[i]; digits++; i++; }
+      if (i < flen && fmt[i] == '*') {
+        int32_t pv;
+        argp = (argp + 3) & ~(uint64_t)3;
+        if (read(ctx, argp, &pv, 4)) return -1;
+        argp += 4;
+        if (pv < 0) pv = 0;
+        if (pv > 99) pv = 99;
+        sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%d", (int)pv);
+        i++;
+      } else {
+        while (i < flen && fmt[i] >= '0' && fmt[i] <= '9') { if (digits < 2) spec[sl++] = fmt[i]; digits++; i++; }
+      }
     }
     int lng = 0, half = 0;
     while (i < flen && strchr("hlLqjzt", fmt[i])) {

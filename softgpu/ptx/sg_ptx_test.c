@@ -741,6 +741,48 @@ static void test_half_conversion_rounding(void **state) {
   (void)state;
 }
 
+/* ------------------------------------------------------------ printf */
+
+static uint8_t fake_mem[4096];
+static int fake_read(void *ctx, uint64_t addr, void *dst, size_t len) {
+  (void)ctx;
+  if (addr < 0x1000 || addr - 0x1000 + len > sizeof fake_mem) return -1;
+  memcpy(dst, fake_mem + (addr - 0x1000), len);
+  return 0;
+}
+
+static void test_printf_format(void **state) {
+  memset(fake_mem, 0, sizeof fake_mem);
+  const char *fmt = "[%*d] [%-5s] [%.*f] [%lld] [%hhd] %% [%p] [%c] [%#x] [%e] [%g] [%5.1f] [%q] [%u] [%s]";
+  strcpy((char *)fake_mem, fmt);
+  strcpy((char *)fake_mem + 1024, "ab");
+  uint8_t *a = fake_mem + 2048;
+  int32_t w = 6, v = -42, prec = 2, ch = 'Z', hx = 255;
+  int64_t ll = -1234567890123ll;
+  double pi = 3.14159, e = 12345.678, g = 0.0001, f = 2.25;
+  uint64_t sp = 0x1000 + 1024, pp = 0xdeadbeef, nul = 0;
+  size_t o = 0;
+#define PUT(x) do { o = (o + sizeof(x) - 1) & ~(sizeof(x) - 1); memcpy(a + o, &(x), sizeof(x)); o += sizeof(x); } while (0)
+  PUT(w); PUT(v); PUT(sp); PUT(prec); PUT(pi); PUT(ll); PUT(v); PUT(pp); PUT(ch); PUT(hx); PUT(e); PUT(g); PUT(f);
+  PUT(hx); PUT(nul);
+#undef PUT
+  char out[512];
+  int n = sg_ptx_format_printf(fake_read, NULL, 0x1000, 0x1000 + 2048, out, sizeof out);
+  assert_true(n > 0);
+  assert_string_equal(out, "[   -42] [ab   ] [3.14] [-1234567890123] [-42] % [0xdeadbeef] [Z] [0xff] [1.234568e+04] [0.0001] [  2.2] [%q] [255] [(null)]");
+  /* a format outside device memory is an error, not a crash */
+  assert_int_equal(sg_ptx_format_printf(fake_read, NULL, 0x99999, 0x1000, out, sizeof out), -1);
+  /* arguments past the end of memory: error */
+  strcpy((char *)fake_mem, "%d %d");
+  assert_int_equal(sg_ptx_format_printf(fake_read, NULL, 0x1000, 0x1000 + sizeof fake_mem - 4, out, sizeof out), -1);
+  /* output longer than the buffer is cut, NUL-terminated */
+  strcpy((char *)fake_mem, "0123456789abcdef");
+  n = sg_ptx_format_printf(fake_read, NULL, 0x1000, 0x1000, out, 8);
+  assert_int_equal(n, 7);
+  assert_string_equal(out, "0123456");
+  (void)state;
+}
+
 /* ------------------------------------------------------------ errors */
 
 static void test_parse_errors(void **state) {
@@ -997,6 +1039,7 @@ int main(void) {
     cmocka_unit_test(test_bar_red),
     cmocka_unit_test(test_f16_ops),
     cmocka_unit_test(test_half_conversion_rounding),
+    cmocka_unit_test(test_printf_format),
     cmocka_unit_test(test_parse_errors),
     cmocka_unit_test(test_faults_and_config),
     cmocka_unit_test(test_module_info),
