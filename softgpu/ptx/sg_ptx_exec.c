@@ -976,8 +976,8 @@ static int run_warp(worker *W, warp *w, int widx) {
   uint32_t pc = w->pc, group = w->group;
   int rc = 0;
   const int hw_fma = have_hw_fma();
-  /* how many warp instructions until the next look at other workers' faults
-   * and the deadline: often enough to stop within milliseconds */
+  /* warp instructions in this time slice: short enough to stop within
+   * milliseconds, long enough that switching warps costs nothing */
   uint32_t until_check = 1u << 16;
 
 #define SYNC_OUT() do { w->pc = pc; w->group = group; } while (0)
@@ -991,6 +991,20 @@ static int run_warp(worker *W, warp *w, int widx) {
 #define FAULT_MEM(code_, addr_, size_) do { mem_fault(W, widx, l, (code_), (addr_), (size_), I); rc = -1; goto out; } while (0)
 
   while (group) {
+    if (__builtin_expect(--until_check == 0, 0)) {
+      /* Time slice over: look at other workers' faults and the deadline,
+       * then yield so that the block's other warps run too (a warp may be
+       * spinning on a flag that another warp of the block sets). */
+      if (atomic_load(&L->failed)) { rc = -1; goto out; }
+      if (L->deadline_ns && now_ns() > L->deadline_ns) {
+        char what[96];
+        snprintf(what, sizeof what, "launch exceeded its %u ms time limit", L->env->timeout_ms);
+        record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_LAUNCH_TIMEOUT, 0, &code[pc], what);
+        rc = -1;
+        goto out;
+      }
+      goto out;
+    }
     const sg_insn *I = &code[pc];
     uint32_t m = group;
     if (I->guard != SG_NOREG) {
@@ -999,17 +1013,6 @@ static int run_warp(worker *W, warp *w, int widx) {
     }
     insns += popc32(m);
     winsns++;
-    if (__builtin_expect(--until_check == 0, 0)) {
-      until_check = 1u << 16;
-      if (atomic_load(&L->failed)) { rc = -1; goto out; }
-      if (L->deadline_ns && now_ns() > L->deadline_ns) {
-        char what[96];
-        snprintf(what, sizeof what, "launch exceeded its %u ms time limit", L->env->timeout_ms);
-        record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_LAUNCH_TIMEOUT, 0, I, what);
-        rc = -1;
-        goto out;
-      }
-    }
     switch (I->op) {
       case SG_OP_NOP: break;
       case SG_OP_MOV: {
@@ -2026,9 +2029,16 @@ static int run_block(worker *W, uint64_t bid) {
   }
   W->red_popc = 0; W->red_and = 1; W->red_or = 0;
   for (;;) {
-    for (unsigned wi = 0; wi < L->nwarps; wi++) {
-      warp *w = &W->warps[wi];
-      if (w->group && run_warp(W, w, (int)wi)) return -1;
+    /* round-robin over warps until none can run (time slices end with the
+     * warp still runnable) */
+    for (int any = 1; any;) {
+      any = 0;
+      for (unsigned wi = 0; wi < L->nwarps; wi++) {
+        warp *w = &W->warps[wi];
+        if (!w->group) continue;
+        any = 1;
+        if (run_warp(W, w, (int)wi)) return -1;
+      }
     }
     int waiting = 0;
     for (unsigned wi = 0; wi < L->nwarps; wi++) if (W->warps[wi].live & W->warps[wi].blocked) waiting = 1;

@@ -933,6 +933,26 @@ static void test_shared_layout(void **state) {
   (void)state;
 }
 
+/* Warp 0 spins on a shared flag that warp 1 sets after a long loop: only
+ * terminates if warps are time-sliced as on a GPU. */
+static void test_warp_spin(void **state) {
+  snip s;
+  snip_init(&s);
+  s.te.env.timeout_ms = 5000;
+  int rc = snip_run_cfg(&s,
+      ".shared .align 4 .u32 flag;\n"
+      "mov.u32 %r1, %tid.x; setp.lt.u32 %p1, %r1, 32; @%p1 bra SPIN;\n"
+      "mov.u32 %r2, 0; W: add.u32 %r2, %r2, 1; setp.lt.u32 %p2, %r2, 100000; @%p2 bra W;\n"
+      "st.volatile.shared.u32 [flag], %r2; bra DONE;\n"
+      "SPIN: ld.volatile.shared.u32 %r3, [flag]; setp.eq.u32 %p3, %r3, 0; @%p3 bra SPIN;\n"
+      "mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd0, %rd2; st.u32 [%rd3], %r3;\n"
+      "DONE: ret;\n", 1, 64, 0);
+  if (rc) fail_msg("%d %s", rc, s.fault.message);
+  for (int t = 0; t < 32; t++) assert_int_equal(s.o32[t], 100000);
+  snip_done(&s);
+  (void)state;
+}
+
 /* Launches from several host threads at once (streams of different
  * sessions) must each complete correctly. */
 typedef struct {
@@ -1045,6 +1065,7 @@ int main(void) {
     cmocka_unit_test(test_module_info),
     cmocka_unit_test(test_concurrent_launches),
     cmocka_unit_test(test_shared_layout),
+    cmocka_unit_test(test_warp_spin),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
