@@ -250,8 +250,17 @@ static CUresult h_device_reset(rgpu_worker *w, const void *p, size_t n) {
   CUdevice d;
   CHECK_DRV(D->cuDeviceGet(&d, dev), "cuDeviceGet");
   CHECK_DRV(D->cuDevicePrimaryCtxReset(d), "cuDevicePrimaryCtxReset");
-  /* Our retain survives the reset; the context is re-created on next use. */
-  if (w->cur_dev == dev && w->ctx[dev]) D->cuCtxSetCurrent(w->ctx[dev]);
+  /* Whether our retain survives a reset differs between drivers (softgpu
+   * drops it and reports the old handle as destroyed), so retain the primary
+   * context afresh: the program expects a working device right after
+   * cudaDeviceReset.  An extra reference on a driver that kept ours is
+   * released with the worker's process. */
+  if (w->ctx[dev]) {
+    CUcontext fresh = NULL;
+    CHECK_DRV(D->cuDevicePrimaryCtxRetain(&fresh, d), "cuDevicePrimaryCtxRetain");
+    w->ctx[dev] = fresh;
+    if (w->cur_dev == dev) CHECK_DRV(D->cuCtxSetCurrent(fresh), "cuCtxSetCurrent");
+  }
   return CUDA_SUCCESS;
 }
 
