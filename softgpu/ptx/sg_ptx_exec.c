@@ -198,10 +198,17 @@ __attribute__((target("fma,avx2"))) static void fma32_full_hw(uint64_t *D, const
     D[l] = ur;
   }
 }
+/* Block workers ask concurrently; an atomic keeps the one-time probe
+ * race-free (every thread computes the same answer). */
 static int have_hw_fma(void) {
-  static int v = -1;
-  if (v < 0) { __builtin_cpu_init(); v = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"); }
-  return v;
+  static _Atomic int v = -1;
+  int x = atomic_load_explicit(&v, memory_order_relaxed);
+  if (x < 0) {
+    __builtin_cpu_init();
+    x = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+    atomic_store_explicit(&v, x, memory_order_relaxed);
+  }
+  return x;
 }
 #else
 static void fma32_full_hw(uint64_t *D, const uint64_t *A, const uint64_t *B, const uint64_t *C) { (void)D; (void)A; (void)B; (void)C; }
