@@ -43,6 +43,23 @@ trap cleanup EXIT
 run_args=()
 [ -n "$remote" ] && run_args=(--server "$remote")
 if [ -n "$listen" ]; then
+  # tls:// and quic:// need a certificate: a fresh self-signed pair per run
+  # (a few ms), pinned by the client through RGPU_CA, unless the caller
+  # brought its own (--server-args "--cert ... --key ...", --env RGPU_CA=...).
+  case "$listen" in
+    tls://*|quic://*)
+      case " $server_args " in
+        *" --cert "*) ;;
+        *)
+          mkdir -p "$work/cert"
+          "$bin/rgpu-server" --gen-cert "$work/cert" 2>"$work/gen-cert.err" ||
+            { echo "e2e_run.sh: rgpu-server --gen-cert failed:" >&2; cat "$work/gen-cert.err" >&2; exit 1; }
+          server_args="$server_args --cert $work/cert/cert.pem --key $work/cert/key.pem"
+          envs=("RGPU_CA=$work/cert/cert.pem" "${envs[@]}")
+          ;;
+      esac
+      ;;
+  esac
   # shellcheck disable=SC2086
   "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
