@@ -459,7 +459,8 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
   o.ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL;
   o.cert_file = cfg->cert_file[0] ? cfg->cert_file : NULL;
   o.key_file = cfg->key_file[0] ? cfg->key_file : NULL;
-  char terr[256] = "";
+  /* Certificate failures name every GnuTLS reason: room for all of them. */
+  char terr[768] = "";
   int rc = rgpu_conn_connect(cfg->server, &o, &c->conn, terr, sizeof terr);
   if (rc) {
     snprintf(err, errlen, "rgpu: cannot reach server %s: %s (set RGPU_SERVER or use rgpu run)",
@@ -509,8 +510,13 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
     return RGPU_T_EAUTH;
   }
   if (rc) {
+    /* A peer that closes on our HELLO is most often a tls:// or quic://
+     * port spoken to in plain tcp://, or not an rgpu server at all. */
     snprintf(err, errlen, "rgpu: cannot reach server %s: %s during handshake", cfg->server,
-             rc == RGPU_T_ETIMEDOUT ? "no answer" : "connection failed");
+             rc == RGPU_T_ETIMEDOUT ? "no answer"
+             : !strncmp(cfg->server, "tcp://", 6)
+                 ? "connection closed by the peer (is it a tls:// port, or not an rgpu-server?)"
+                 : "connection failed");
     rgpu_buf_free(&pay);
     rgpu_client_close(c);
     return rc < 0 ? rc : RGPU_T_EIO;
