@@ -2,7 +2,8 @@
 # Runs one end-to-end program through rgpu and checks its outcome.
 #
 #   e2e_run.sh --bin BUILD/bin [--listen URI] [--server-args "..."] [--env K=V]...
-#              [--remote URI] [--expect REGEX]... [--expect-fail] -- PROGRAM ARGS...
+#              [--remote URI] [--expect REGEX]... [--expect-fail]
+#              [--server-token T] [--untrusted-ca] [--client-scheme S] -- PROGRAM ARGS...
 #
 # Without --listen the program runs under `rgpu run` with its private
 # softgpu server (the quick-start path).  With --listen the script starts
@@ -10,8 +11,14 @@
 # server's first line), so the same program is exercised over tcp://, tls://
 # and quic://.  --remote URI points the program at a server the script does
 # not start (used to test an unreachable one).  Every --expect regex must match the combined output.
+# Refusal tests: --server-token T starts the server with --token-file
+# holding T (the client's token comes from --env RGPU_TOKEN=...);
+# --untrusted-ca pins a second, unrelated self-signed certificate on the
+# client; --client-scheme tcp makes the client speak plain tcp:// to the
+# server's tls:// port.
 set -u
 bin="" listen="" remote="" server_args="" expect_fail=0
+server_token="" untrusted_ca=0 client_scheme=""
 expects=() envs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -22,6 +29,9 @@ while [ $# -gt 0 ]; do
     --expect) expects+=("$2"); shift 2 ;;
     --expect-fail) expect_fail=1; shift ;;
     --env) envs+=("$2"); shift 2 ;;
+    --server-token) server_token=$2; shift 2 ;;
+    --untrusted-ca) untrusted_ca=1; shift ;;
+    --client-scheme) client_scheme=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "e2e_run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -56,10 +66,20 @@ if [ -n "$listen" ]; then
             { echo "e2e_run.sh: rgpu-server --gen-cert failed:" >&2; cat "$work/gen-cert.err" >&2; exit 1; }
           server_args="$server_args --cert $work/cert/cert.pem --key $work/cert/key.pem"
           envs=("RGPU_CA=$work/cert/cert.pem" "${envs[@]}")
+          if [ "$untrusted_ca" = 1 ]; then
+            mkdir -p "$work/other"
+            "$bin/rgpu-server" --gen-cert "$work/other" 2>/dev/null ||
+              { echo "e2e_run.sh: rgpu-server --gen-cert failed" >&2; exit 1; }
+            envs+=("RGPU_CA=$work/other/cert.pem")
+          fi
           ;;
       esac
       ;;
   esac
+  if [ -n "$server_token" ]; then
+    printf '%s\n' "$server_token" >"$work/token"
+    server_args="$server_args --token-file $work/token"
+  fi
   # shellcheck disable=SC2086
   "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
@@ -75,6 +95,7 @@ if [ -n "$listen" ]; then
     cat "$work/server.err" >&2
     exit 1
   fi
+  [ -n "$client_scheme" ] && uri="$client_scheme://${uri#*://}"
   run_args=(--server "$uri")
 fi
 
