@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "rgpu_cudart.h"
+#include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -123,6 +124,8 @@ cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
                            enum cudaMemcpyKind kind, uint64_t stream, int device, int async) {
   (void)async;
   if (n == 0) return cudaSuccess;
+  cudaError_t ge;
+  if (rgpu_rt_graph_take_memcpy(dst, src, n, kind, stream, async, &ge)) return rgpu_rt_ret(ge);
   switch (kind) {
   case cudaMemcpyHostToHost:
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
@@ -228,6 +231,8 @@ static cudaError_t memset_common(void *devPtr, int value, size_t count, cudaStre
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (rgpu_rt_graph_take_memset((uint64_t)(uintptr_t)devPtr, count, value, count, 1, wire, &e))
+    return rgpu_rt_ret(e);
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_memset_req m = {.dst = (uint64_t)(uintptr_t)devPtr,
@@ -264,6 +269,7 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
+  if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
   if (!devPtr) return rgpu_rt_ret(cudaErrorInvalidValue);
   if (size == 0) {
     *devPtr = NULL;
@@ -617,6 +623,7 @@ static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (rgpu_rt_graph_take_memset(d, pitch, value, width, height, wire, &e)) return rgpu_rt_ret(e);
   size_t rows = pitch == width ? 1 : height;
   size_t len = pitch == width ? width * height : width;
   rgpu_buf b;

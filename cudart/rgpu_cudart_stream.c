@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rgpu_cudart.h"
+#include "rgpu_cudart_graph.h"
 #include "rgpu_messages.h"
 
 static atomic_ullong g_next_id = 1;
@@ -142,6 +143,7 @@ static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_stream_sync_req m = {.stream = wire};
@@ -175,6 +177,7 @@ static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_stream_query_req m = {.stream = wire};
@@ -200,6 +203,7 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (rgpu_rt_graph_take_event_wait(wire, event, flags, &e)) return rgpu_rt_ret(e);
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_stream_wait_event_req m = {.stream = wire, .event = event->id, .flags = 0};
@@ -340,6 +344,7 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (dev != event->device) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if (rgpu_rt_graph_take_event_record(event, wire, flags, &e)) return rgpu_rt_ret(e);
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_event_record_req m = {.event = event->id, .stream = wire};

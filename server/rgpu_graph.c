@@ -1,0 +1,670 @@
+/* Instantiated graphs: see rgpu_graph.h. */
+#include "rgpu_graph.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_log.h"
+
+#define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
+#define ENAME(r) rgpu_driver_error_name(&w->drv, (r))
+#define MAX_KERNEL_PARAMS 8192
+
+/* The driver's graph API, resolved on first use (optional: softgpu may not
+ * have it yet, the test driver never does).  Two levels so that cuda.h's
+ * macros give the exported names (cuGraphAddKernelNode_v2, ...). */
+#define GRAPH_FUNCS(X)                                                                   \
+  X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode)      \
+  X(cuGraphAddMemsetNode) X(cuGraphAddEmptyNode) X(cuGraphAddEventRecordNode)             \
+  X(cuGraphAddEventWaitNode) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)              \
+  X(cuGraphExecDestroy) X(cuGraphExecKernelNodeSetParams) X(cuGraphExecMemcpyNodeSetParams) \
+  X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecEventRecordNodeSetEvent)                 \
+  X(cuGraphExecEventWaitNodeSetEvent)
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+typedef struct {
+#define FIELD(name) __typeof__(&name) name;
+  GRAPH_FUNCS(FIELD)
+#undef FIELD
+} graph_drv;
+
+typedef struct {
+  uint32_t type;
+  uint64_t w[RGPU_GRAPH_WORDS];
+  uint8_t *params; /* aligned private copy */
+  uint32_t plen;
+  void *func;      /* CUfunction at validation, to notice an unload */
+  void *kp[1];     /* unused placeholder (pointers are rebuilt per use) */
+  size_t stage;    /* offset in the exec's h2d or d2h staging */
+  CUevent ev;      /* the event at validation */
+  CUgraphNode dn;  /* driver node */
+} gnode;
+
+typedef struct {
+  uint64_t id;
+  int device;
+  uint32_t n;
+  gnode *nodes;
+  uint32_t *order; /* topological */
+  uint32_t nedges;
+  uint32_t *edges; /* pairs */
+  CUgraph g;
+  CUgraphExec ge; /* NULL: replay */
+  uint8_t *h2d, *d2h;
+  size_t h2d_len, d2h_len;
+  CUevent last; /* marks the end of the last launch that read h2d */
+  int last_pending;
+} gexec;
+
+typedef struct rgpu_graph_state {
+  rgpu_handle_map execs; /* ptr: gexec * */
+  int drv_state;         /* 0 not tried, 1 graph API present, -1 replay only */
+  graph_drv d;
+} rgpu_graph_state;
+
+static rgpu_graph_state *state(rgpu_worker *w) {
+  if (!w->graphs) {
+    w->graphs = calloc(1, sizeof *w->graphs);
+    if (w->graphs) rgpu_handle_map_init(&w->graphs->execs);
+  }
+  return w->graphs;
+}
+
+static int have_graph_api(rgpu_worker *w, rgpu_graph_state *st) {
+  if (st->drv_state == 0) {
+    st->drv_state = -1;
+    const char *force = getenv("RGPU_GRAPH_REPLAY");
+    if (w->drv.lib && !(force && *force == '1')) {
+      int ok = 1;
+#define RESOLVE(name)                                             \
+  *(void **)&st->d.name = dlsym(w->drv.lib, STR(name));           \
+  if (!st->d.name) ok = 0;
+      GRAPH_FUNCS(RESOLVE)
+#undef RESOLVE
+      if (ok) st->drv_state = 1;
+    }
+    RGPU_DEBUG("session=%llu graphs: %s", (unsigned long long)w->cfg.session_id,
+               st->drv_state == 1 ? "driver graph API" : "replay on the stream");
+  }
+  return st->drv_state == 1;
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+static CUresult check_range(rgpu_worker *w, uint64_t p, uint64_t len, const char *what) {
+  if (len && p + len < p) return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: range wraps around", what);
+  if (rgpu_alloc_table_lookup(&w->allocs, p, len)) return CUDA_SUCCESS;
+  return FAIL(CUDA_ERROR_INVALID_VALUE,
+              "%s: %llu bytes at 0x%llx are not inside one device allocation of this session", what,
+              (unsigned long long)len, (unsigned long long)p);
+}
+
+/* Extent in bytes of a pitched box on the device side. */
+static int box_span(uint64_t width, uint64_t height, uint64_t depth, uint64_t pitch,
+                    uint64_t rows, uint64_t *out) {
+  if (!width || !height || !depth) return -1;
+  if ((height > 1 || depth > 1) && pitch < width) return -1;
+  if (depth > 1 && rows < height) return -1;
+  unsigned __int128 s = (unsigned __int128)(depth - 1) * pitch * rows +
+                        (unsigned __int128)(height - 1) * pitch + width;
+  if (s > UINT64_MAX) return -1;
+  *out = (uint64_t)s;
+  return 0;
+}
+
+static uint64_t copy_bytes(const gnode *g) {
+  unsigned __int128 b = (unsigned __int128)g->w[3] * g->w[4] * g->w[5];
+  return b > UINT64_MAX ? UINT64_MAX : (uint64_t)b;
+}
+
+/* Checks node g against the session (and records what it resolved to).
+ * `fresh`: at instantiation/update (records func/event); else at launch,
+ * where they must still be the same. */
+static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
+  switch (g->type) {
+  case RGPU_GNODE_KERNEL: {
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->w[0]);
+    if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: unknown module id %llu", i,
+                        (unsigned long long)g->w[0]);
+    rgpu_module_rec *m = e->ptr;
+    if (g->w[1] >= m->nfuncs || !m->funcs[g->w[1]])
+      return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: module %llu has no function %llu", i,
+                  (unsigned long long)g->w[0], (unsigned long long)g->w[1]);
+    if (!fresh && g->func != m->funcs[g->w[1]])
+      return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: its module was unloaded", i);
+    g->func = m->funcs[g->w[1]];
+    for (int k = 2; k <= 7; k++)
+      if (g->w[k] == 0 || g->w[k] > UINT32_MAX)
+        return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad grid or block size", i);
+    if (g->w[8] > UINT32_MAX) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad shared size", i);
+    if (m->params_known) {
+      uint64_t extent = rgpu_module_rec_param_extent(m, (uint32_t)g->w[1]);
+      if (g->plen != extent)
+        return FAIL(CUDA_ERROR_INVALID_VALUE,
+                    "graph node %u: %u bytes of parameters, the kernel takes %llu", i, g->plen,
+                    (unsigned long long)extent);
+    }
+    return CUDA_SUCCESS;
+  }
+  case RGPU_GNODE_MEMCPY: {
+    uint64_t dir = g->w[0], ds = 0, ss = 0;
+    if (dir < RGPU_GCOPY_H2D || dir > RGPU_GCOPY_D2D)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad copy direction %llu", i,
+                  (unsigned long long)dir);
+    if (g->plen) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: copy with parameters", i);
+    if (dir != RGPU_GCOPY_D2H) {
+      if (box_span(g->w[3], g->w[4], g->w[5], g->w[6], g->w[7], &ds))
+        return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad copy extent or pitch", i);
+      CUresult r = check_range(w, g->w[1], ds, "graph memcpy destination");
+      if (r) return r;
+    }
+    if (dir != RGPU_GCOPY_H2D) {
+      if (box_span(g->w[3], g->w[4], g->w[5], g->w[8], g->w[9], &ss))
+        return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad copy extent or pitch", i);
+      CUresult r = check_range(w, g->w[2], ss, "graph memcpy source");
+      if (r) return r;
+    }
+    if (dir != RGPU_GCOPY_D2D && copy_bytes(g) > w->cfg.max_payload)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: host copy larger than a frame", i);
+    return CUDA_SUCCESS;
+  }
+  case RGPU_GNODE_MEMSET: {
+    uint64_t es = g->w[3], span = 0;
+    if (es != 1 && es != 2 && es != 4)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: memset element size %llu", i,
+                  (unsigned long long)es);
+    if (g->w[4] > UINT64_MAX / es || box_span(g->w[4] * es, g->w[5], 1, g->w[1], g->w[5], &span))
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad memset extent or pitch", i);
+    if (g->w[0] % es) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: misaligned memset", i);
+    return check_range(w, g->w[0], span, "graph memset");
+  }
+  case RGPU_GNODE_EMPTY: return CUDA_SUCCESS;
+  case RGPU_GNODE_EVENT_RECORD:
+  case RGPU_GNODE_EVENT_WAIT: {
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->events, g->w[0]);
+    if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: unknown event id %llu", i,
+                        (unsigned long long)g->w[0]);
+    if (!fresh && g->ev != (CUevent)e->ptr)
+      return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: its event was destroyed", i);
+    g->ev = (CUevent)e->ptr;
+    return CUDA_SUCCESS;
+  }
+  default:
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: unknown node type %u", i, g->type);
+  }
+}
+
+/* ---- driver-graph nodes ------------------------------------------------- */
+
+static void kernel_ptrs(rgpu_worker *w, const gnode *g, void **kp, uint32_t *np) {
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->w[0]);
+  rgpu_module_rec *m = e->ptr;
+  uint32_t fi = (uint32_t)g->w[1];
+  *np = m->params_known ? m->nparams[fi] : 0;
+  for (uint32_t k = 0; k < *np && k < MAX_KERNEL_PARAMS; k++)
+    kp[k] = g->params + m->param_offsets[m->param_first[fi] + k];
+}
+
+static int params_known(rgpu_worker *w, const gnode *g) {
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->w[0]);
+  return e && ((rgpu_module_rec *)e->ptr)->params_known;
+}
+
+static void fill_memcpy3d(const gexec *x, const gnode *g, CUDA_MEMCPY3D *c) {
+  memset(c, 0, sizeof *c);
+  c->WidthInBytes = g->w[3];
+  c->Height = g->w[4];
+  c->Depth = g->w[5];
+  if (g->w[0] == RGPU_GCOPY_H2D) {
+    c->srcMemoryType = CU_MEMORYTYPE_HOST;
+    c->srcHost = x->h2d + g->stage;
+    c->srcPitch = g->w[3];
+    c->srcHeight = g->w[4];
+  } else {
+    c->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c->srcDevice = (CUdeviceptr)g->w[2];
+    c->srcPitch = g->w[8];
+    c->srcHeight = g->w[9];
+  }
+  if (g->w[0] == RGPU_GCOPY_D2H) {
+    c->dstMemoryType = CU_MEMORYTYPE_HOST;
+    c->dstHost = x->d2h + g->stage;
+    c->dstPitch = g->w[3];
+    c->dstHeight = g->w[4];
+  } else {
+    c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c->dstDevice = (CUdeviceptr)g->w[1];
+    c->dstPitch = g->w[6];
+    c->dstHeight = g->w[7];
+  }
+}
+
+static void fill_memset(const gnode *g, CUDA_MEMSET_NODE_PARAMS *m) {
+  memset(m, 0, sizeof *m);
+  m->dst = (CUdeviceptr)g->w[0];
+  m->pitch = g->w[1];
+  m->value = (unsigned)g->w[2];
+  m->elementSize = (unsigned)g->w[3];
+  m->width = g->w[4];
+  m->height = g->w[5];
+}
+
+/* Adds (exec == NULL) or updates (in x->ge) driver node i. */
+static CUresult driver_node(rgpu_worker *w, rgpu_graph_state *st, gexec *x, uint32_t i,
+                            const CUgraphNode *deps, size_t ndeps, int update) {
+  gnode *g = &x->nodes[i];
+  CUcontext ctx = x->device >= 0 && x->device < RGPU_MAX_DEVICES ? w->ctx[x->device] : NULL;
+  switch (g->type) {
+  case RGPU_GNODE_KERNEL: {
+    static __thread void *kp[MAX_KERNEL_PARAMS];
+    uint32_t np = 0;
+    kernel_ptrs(w, g, kp, &np);
+    size_t sz = g->plen;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, g->params, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
+                     CU_LAUNCH_PARAM_END};
+    CUDA_KERNEL_NODE_PARAMS kn;
+    memset(&kn, 0, sizeof kn);
+    kn.func = (CUfunction)g->func;
+    kn.gridDimX = (unsigned)g->w[2], kn.gridDimY = (unsigned)g->w[3], kn.gridDimZ = (unsigned)g->w[4];
+    kn.blockDimX = (unsigned)g->w[5], kn.blockDimY = (unsigned)g->w[6], kn.blockDimZ = (unsigned)g->w[7];
+    kn.sharedMemBytes = (unsigned)g->w[8];
+    if (params_known(w, g))
+      kn.kernelParams = np ? kp : NULL;
+    else
+      kn.extra = g->plen ? extra : NULL;
+    return update ? st->d.cuGraphExecKernelNodeSetParams(x->ge, g->dn, &kn)
+                  : st->d.cuGraphAddKernelNode(&g->dn, x->g, deps, ndeps, &kn);
+  }
+  case RGPU_GNODE_MEMCPY: {
+    CUDA_MEMCPY3D c;
+    fill_memcpy3d(x, g, &c);
+    return update ? st->d.cuGraphExecMemcpyNodeSetParams(x->ge, g->dn, &c, ctx)
+                  : st->d.cuGraphAddMemcpyNode(&g->dn, x->g, deps, ndeps, &c, ctx);
+  }
+  case RGPU_GNODE_MEMSET: {
+    CUDA_MEMSET_NODE_PARAMS m;
+    fill_memset(g, &m);
+    return update ? st->d.cuGraphExecMemsetNodeSetParams(x->ge, g->dn, &m, ctx)
+                  : st->d.cuGraphAddMemsetNode(&g->dn, x->g, deps, ndeps, &m, ctx);
+  }
+  case RGPU_GNODE_EMPTY:
+    return update ? CUDA_SUCCESS : st->d.cuGraphAddEmptyNode(&g->dn, x->g, deps, ndeps);
+  case RGPU_GNODE_EVENT_RECORD:
+    return update ? st->d.cuGraphExecEventRecordNodeSetEvent(x->ge, g->dn, g->ev)
+                  : st->d.cuGraphAddEventRecordNode(&g->dn, x->g, deps, ndeps, g->ev);
+  case RGPU_GNODE_EVENT_WAIT:
+    return update ? st->d.cuGraphExecEventWaitNodeSetEvent(x->ge, g->dn, g->ev)
+                  : st->d.cuGraphAddEventWaitNode(&g->dn, x->g, deps, ndeps, g->ev);
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+static CUresult build_driver_graph(rgpu_worker *w, rgpu_graph_state *st, gexec *x) {
+  CUresult r = st->d.cuGraphCreate(&x->g, 0);
+  if (r != CUDA_SUCCESS) return r;
+  CUgraphNode *deps = malloc((x->nedges ? x->nedges : 1) * sizeof *deps);
+  if (!deps) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint32_t oi = 0; oi < x->n && r == CUDA_SUCCESS; oi++) {
+    uint32_t i = x->order[oi];
+    size_t nd = 0;
+    for (uint32_t k = 0; k < x->nedges; k++)
+      if (x->edges[2 * k + 1] == i) deps[nd++] = x->nodes[x->edges[2 * k]].dn;
+    r = driver_node(w, st, x, i, deps, nd, 0);
+  }
+  free(deps);
+  if (r == CUDA_SUCCESS) r = st->d.cuGraphInstantiateWithFlags(&x->ge, x->g, 0);
+  if (r != CUDA_SUCCESS) x->ge = NULL;
+  return r;
+}
+
+/* ---- replay --------------------------------------------------------------- */
+
+static CUresult replay_copy(rgpu_worker *w, gexec *x, const gnode *g, CUstream s) {
+  const rgpu_driver *D = &w->drv;
+  uint64_t width = g->w[3], height = g->w[4], depth = g->w[5];
+  uint64_t dp = g->w[6], dr = g->w[7], sp = g->w[8], sr = g->w[9];
+  int dir = (int)g->w[0];
+  /* The host side is contiguous; the device side may be pitched. */
+  if (dir == RGPU_GCOPY_H2D) sp = width, sr = height;
+  if (dir == RGPU_GCOPY_D2H) dp = width, dr = height;
+  int flat = dp == width && sp == width && (depth == 1 || (dr == height && sr == height));
+  uint64_t rows = flat ? 1 : height * depth;
+  uint64_t len = flat ? width * height * depth : width;
+  for (uint64_t k = 0; k < rows; k++) {
+    uint64_t z = flat ? 0 : k / height, y = flat ? 0 : k % height;
+    uint64_t doff = z * dp * dr + y * dp, soff = z * sp * sr + y * sp;
+    CUresult r;
+    if (dir == RGPU_GCOPY_H2D)
+      r = D->cuMemcpyHtoDAsync((CUdeviceptr)(g->w[1] + doff), x->h2d + g->stage + soff, len, s);
+    else if (dir == RGPU_GCOPY_D2H)
+      r = D->cuMemcpyDtoHAsync(x->d2h + g->stage + doff, (CUdeviceptr)(g->w[2] + soff), len, s);
+    else
+      r = D->cuMemcpyDtoDAsync((CUdeviceptr)(g->w[1] + doff), (CUdeviceptr)(g->w[2] + soff), len, s);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult replay_memset(rgpu_worker *w, const gnode *g, CUstream s) {
+  const rgpu_driver *D = &w->drv;
+  uint64_t es = g->w[3], width = g->w[4], height = g->w[5], pitch = g->w[1];
+  int flat = height == 1 || pitch == width * es;
+  uint64_t rows = flat ? 1 : height, count = flat ? width * height : width;
+  for (uint64_t y = 0; y < rows; y++) {
+    CUdeviceptr d = (CUdeviceptr)(g->w[0] + y * pitch);
+    CUresult r = es == 1   ? D->cuMemsetD8Async(d, (unsigned char)g->w[2], count, s)
+                 : es == 2 ? D->cuMemsetD16Async(d, (unsigned short)g->w[2], count, s)
+                           : D->cuMemsetD32Async(d, (unsigned)g->w[2], count, s);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult replay(rgpu_worker *w, gexec *x, CUstream s, uint32_t *failed) {
+  const rgpu_driver *D = &w->drv;
+  static __thread void *kp[MAX_KERNEL_PARAMS];
+  for (uint32_t oi = 0; oi < x->n; oi++) {
+    uint32_t i = x->order[oi];
+    gnode *g = &x->nodes[i];
+    CUresult r = CUDA_SUCCESS;
+    *failed = i;
+    switch (g->type) {
+    case RGPU_GNODE_KERNEL: {
+      uint32_t np = 0;
+      kernel_ptrs(w, g, kp, &np);
+      if (params_known(w, g)) {
+        r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->w[2], (unsigned)g->w[3],
+                              (unsigned)g->w[4], (unsigned)g->w[5], (unsigned)g->w[6],
+                              (unsigned)g->w[7], (unsigned)g->w[8], s, np ? kp : NULL, NULL);
+      } else {
+        size_t sz = g->plen;
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, g->params, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                         &sz, CU_LAUNCH_PARAM_END};
+        r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->w[2], (unsigned)g->w[3],
+                              (unsigned)g->w[4], (unsigned)g->w[5], (unsigned)g->w[6],
+                              (unsigned)g->w[7], (unsigned)g->w[8], s, NULL, g->plen ? extra : NULL);
+      }
+      break;
+    }
+    case RGPU_GNODE_MEMCPY: r = replay_copy(w, x, g, s); break;
+    case RGPU_GNODE_MEMSET: r = replay_memset(w, g, s); break;
+    case RGPU_GNODE_EVENT_RECORD: r = D->cuEventRecord(g->ev, s); break;
+    case RGPU_GNODE_EVENT_WAIT: r = D->cuStreamWaitEvent(s, g->ev, 0); break;
+    default: break;
+    }
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* ---- exec lifetime -------------------------------------------------------- */
+
+static void exec_free(rgpu_worker *w, rgpu_graph_state *st, gexec *x, int destroy) {
+  if (destroy && w->drv_state == 1) {
+    if (x->last) {
+      if (x->last_pending) w->drv.cuEventSynchronize(x->last);
+      w->drv.cuEventDestroy(x->last);
+    }
+    if (x->ge) st->d.cuGraphExecDestroy(x->ge);
+    if (x->g) st->d.cuGraphDestroy(x->g);
+  }
+  for (uint32_t i = 0; i < x->n; i++) free(x->nodes[i].params);
+  free(x->nodes);
+  free(x->order);
+  free(x->edges);
+  free(x->h2d);
+  free(x->d2h);
+  free(x);
+}
+
+/* Decodes node i from the arrays into g (params copied, aligned). */
+static CUresult decode_node(rgpu_worker *w, gnode *g, uint32_t i, const rgpu_array *types,
+                            const rgpu_array *words, const rgpu_array *plens, uint32_t k,
+                            const uint8_t *params, size_t *poff, size_t ptotal) {
+  memset(g, 0, sizeof *g);
+  g->type = rgpu_array_u32(types, k);
+  for (int j = 0; j < RGPU_GRAPH_WORDS; j++) g->w[j] = rgpu_array_u64(words, k * RGPU_GRAPH_WORDS + (uint32_t)j);
+  uint32_t pl = rgpu_array_u32(plens, k);
+  if (pl > ptotal - *poff)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: parameters run past the buffer", i);
+  if (pl) {
+    g->params = aligned_alloc(64, ((size_t)pl + 63) & ~(size_t)63);
+    if (!g->params) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for graph parameters");
+    memcpy(g->params, params + *poff, pl);
+  }
+  g->plen = pl;
+  *poff += pl;
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_graph_h_exec_create(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_graph_exec_create_req q;
+  rgpu_msg_graph_exec_create_req_decode(p, n, &q);
+  rgpu_graph_state *st = state(w);
+  if (!st) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for graphs");
+  if (q.exec_id == 0 || rgpu_handle_map_get(&st->execs, q.exec_id))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph exec id %llu is 0 or already in use",
+                (unsigned long long)q.exec_id);
+  uint32_t nn = q.types.count;
+  if ((uint64_t)q.words.count != (uint64_t)nn * RGPU_GRAPH_WORDS || q.param_lens.count != nn ||
+      (q.edges.count & 1))
+    return FAIL(CUDA_ERROR_INVALID_VALUE,
+                "graph: %u nodes need %u words and %u parameter lengths (got %u, %u) and edges pairs",
+                nn, nn * RGPU_GRAPH_WORDS, nn, q.words.count, q.param_lens.count);
+  gexec *x = calloc(1, sizeof *x);
+  if (!x) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph");
+  x->id = q.exec_id;
+  x->device = w->cur_dev;
+  x->n = nn;
+  x->nedges = q.edges.count / 2;
+  x->nodes = calloc(nn ? nn : 1, sizeof *x->nodes);
+  x->order = calloc(nn ? nn : 1, sizeof *x->order);
+  x->edges = calloc(q.edges.count ? q.edges.count : 1, sizeof *x->edges);
+  uint32_t *indeg = calloc(nn ? nn : 1, sizeof *indeg);
+  CUresult r = CUDA_SUCCESS;
+  if (!x->nodes || !x->order || !x->edges || !indeg)
+    r = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph");
+  size_t poff = 0;
+  for (uint32_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
+    r = decode_node(w, &x->nodes[i], i, &q.types, &q.words, &q.param_lens, i, q.params.data, &poff,
+                    q.params.len);
+    if (r == CUDA_SUCCESS) r = check_node(w, &x->nodes[i], i, 1);
+  }
+  if (r == CUDA_SUCCESS && poff != q.params.len)
+    r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: %zu parameter bytes unused", q.params.len - poff);
+  for (uint32_t k = 0; r == CUDA_SUCCESS && k < q.edges.count; k++) {
+    x->edges[k] = rgpu_array_u32(&q.edges, k);
+    if (x->edges[k] >= nn) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: edge to node %u of %u", x->edges[k], nn);
+    if (r == CUDA_SUCCESS && (k & 1)) {
+      if (x->edges[k] == x->edges[k - 1]) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: self edge");
+      indeg[x->edges[k]]++;
+    }
+  }
+  /* Kahn's algorithm: the order for building and replay, and no cycles. */
+  if (r == CUDA_SUCCESS) {
+    uint32_t head = 0, tail = 0;
+    for (uint32_t i = 0; i < nn; i++)
+      if (!indeg[i]) x->order[tail++] = i;
+    while (head < tail) {
+      uint32_t u = x->order[head++];
+      for (uint32_t k = 0; k < x->nedges; k++)
+        if (x->edges[2 * k] == u && --indeg[x->edges[2 * k + 1]] == 0) x->order[tail++] = x->edges[2 * k + 1];
+    }
+    if (tail != nn) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: the edges form a cycle");
+  }
+  /* Staging for the host side of copies, in node order. */
+  for (uint32_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
+    gnode *g = &x->nodes[i];
+    if (g->type != RGPU_GNODE_MEMCPY || g->w[0] == RGPU_GCOPY_D2D) continue;
+    size_t *len = g->w[0] == RGPU_GCOPY_H2D ? &x->h2d_len : &x->d2h_len;
+    g->stage = *len;
+    *len += (size_t)copy_bytes(g);
+    if (*len > w->cfg.max_payload)
+      r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: host copies of %zu bytes per launch exceed a frame", *len);
+  }
+  if (r == CUDA_SUCCESS && x->h2d_len && !(x->h2d = malloc(x->h2d_len))) r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS && x->d2h_len && !(x->d2h = malloc(x->d2h_len))) r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS && have_graph_api(w, st)) {
+    CUresult br = build_driver_graph(w, st, x);
+    if (br != CUDA_SUCCESS) {
+      /* A driver whose graph support cannot take this graph: replay it. */
+      RGPU_DEBUG("session=%llu graph %llu: driver graph failed (%s), replaying",
+                 (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br));
+      if (x->g) st->d.cuGraphDestroy(x->g);
+      x->g = NULL;
+      x->ge = NULL;
+    }
+  }
+  if (r == CUDA_SUCCESS && rgpu_handle_map_put(&st->execs, x->id, x, w->cur_dev))
+    r = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a graph");
+  free(indeg);
+  if (r != CUDA_SUCCESS) exec_free(w, st, x, 1);
+  return r;
+}
+
+static gexec *get_exec(rgpu_worker *w, uint64_t id) {
+  rgpu_graph_state *st = w->graphs;
+  const rgpu_handle_entry *e = st ? rgpu_handle_map_get(&st->execs, id) : NULL;
+  if (!e) {
+    FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown graph exec id %llu", (unsigned long long)id);
+    return NULL;
+  }
+  return e->ptr;
+}
+
+CUresult rgpu_graph_h_exec_destroy(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_graph_exec_destroy_req q;
+  rgpu_msg_graph_exec_destroy_req_decode(p, n, &q);
+  gexec *x = get_exec(w, q.exec_id);
+  if (!x) return CUDA_ERROR_INVALID_HANDLE;
+  rgpu_handle_map_remove(&w->graphs->execs, q.exec_id, NULL);
+  exec_free(w, w->graphs, x, 1);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_graph_launch_req q;
+  rgpu_msg_graph_launch_req_decode(p, n, &q);
+  gexec *x = get_exec(w, q.exec_id);
+  if (!x) return CUDA_ERROR_INVALID_HANDLE;
+  const rgpu_driver *D = &w->drv;
+  if (q.h2d.len != x->h2d_len)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph launch: %zu bytes of host data, the graph copies %zu",
+                q.h2d.len, x->h2d_len);
+  CUstream s = NULL;
+  if (q.stream) {
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, q.stream);
+    if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q.stream);
+    s = (CUstream)e->ptr;
+  }
+  /* What the graph touches may have been freed or unloaded since. */
+  for (uint32_t i = 0; i < x->n; i++) {
+    CUresult r = check_node(w, &x->nodes[i], i, 0);
+    if (r) return r;
+  }
+  if (x->h2d_len) {
+    /* The staging buffer is read by the previous launch until it ends. */
+    if (x->last_pending) D->cuEventSynchronize(x->last);
+    x->last_pending = 0;
+    memcpy(x->h2d, q.h2d.data, x->h2d_len);
+  }
+  CUresult r;
+  uint32_t failed = 0;
+  if (x->ge)
+    r = w->graphs->d.cuGraphLaunch(x->ge, s);
+  else
+    r = replay(w, x, s, &failed);
+  if (r != CUDA_SUCCESS) {
+    if (x->h2d_len) D->cuStreamSynchronize(s);
+    return FAIL(r, "graph launch%s: %s", x->ge ? "" : " (replay)", ENAME(r));
+  }
+  if (x->h2d_len) {
+    if (!x->last && D->cuEventCreate(&x->last, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) x->last = NULL;
+    if (x->last && D->cuEventRecord(x->last, s) == CUDA_SUCCESS)
+      x->last_pending = 1;
+    else
+      D->cuStreamSynchronize(s);
+  }
+  if (x->d2h_len) {
+    /* The results are the reply: wait for the stream here. */
+    CUresult sr = D->cuStreamSynchronize(s);
+    if (sr != CUDA_SUCCESS) return FAIL(sr, "graph launch: %s", ENAME(sr));
+    if (w->cur_need_reply) rgpu_buf_put(&w->rep, x->d2h, x->d2h_len);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_graph_exec_update_req q;
+  rgpu_msg_graph_exec_update_req_decode(p, n, &q);
+  gexec *x = get_exec(w, q.exec_id);
+  if (!x) return CUDA_ERROR_INVALID_HANDLE;
+  uint32_t cnt = q.indices.count;
+  if (q.types.count != cnt || (uint64_t)q.words.count != (uint64_t)cnt * RGPU_GRAPH_WORDS ||
+      q.param_lens.count != cnt)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: array lengths disagree");
+  /* Validate everything first, so a refused update changes nothing. */
+  gnode *nw = calloc(cnt ? cnt : 1, sizeof *nw);
+  if (!nw) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph update");
+  CUresult r = CUDA_SUCCESS;
+  size_t poff = 0;
+  uint32_t k = 0;
+  for (; r == CUDA_SUCCESS && k < cnt; k++) {
+    uint32_t i = rgpu_array_u32(&q.indices, k);
+    if (i >= x->n) {
+      r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u of %u", i, x->n);
+      break;
+    }
+    r = decode_node(w, &nw[k], i, &q.types, &q.words, &q.param_lens, k, q.params.data, &poff,
+                    q.params.len);
+    if (r == CUDA_SUCCESS) r = check_node(w, &nw[k], i, 1);
+    const gnode *old = &x->nodes[i];
+    if (r == CUDA_SUCCESS && nw[k].type != old->type)
+      r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes type", i);
+    if (r == CUDA_SUCCESS && old->type == RGPU_GNODE_MEMCPY &&
+        (nw[k].w[0] != old->w[0] || (old->w[0] != RGPU_GCOPY_D2D && copy_bytes(&nw[k]) != copy_bytes(old))))
+      r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes its copy direction or host size", i);
+  }
+  if (r == CUDA_SUCCESS && poff != q.params.len)
+    r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: parameter bytes unused");
+  for (uint32_t j = 0; r == CUDA_SUCCESS && j < cnt; j++) {
+    uint32_t i = rgpu_array_u32(&q.indices, j);
+    gnode *g = &x->nodes[i];
+    nw[j].stage = g->stage;
+    nw[j].dn = g->dn;
+    free(g->params);
+    *g = nw[j];
+    nw[j].params = NULL;
+    if (x->ge) {
+      CUresult dr = driver_node(w, w->graphs, x, i, NULL, 0, 1);
+      if (dr != CUDA_SUCCESS) r = FAIL(dr, "graph update of node %u: %s", i, ENAME(dr));
+    }
+  }
+  for (uint32_t j = 0; j < cnt; j++) free(nw[j].params);
+  free(nw);
+  return r;
+}
+
+typedef struct {
+  rgpu_worker *w;
+  int destroy;
+} drop_ctx;
+
+static void drop_one(void *ctx, const rgpu_handle_entry *e) {
+  drop_ctx *d = ctx;
+  exec_free(d->w, d->w->graphs, e->ptr, d->destroy);
+}
+
+void rgpu_graph_drop_device(rgpu_worker *w, int dev, int destroy) {
+  rgpu_graph_state *st = w->graphs;
+  if (!st) return;
+  drop_ctx d = {w, destroy};
+  rgpu_handle_map_remove_matching(&st->execs, dev, drop_one, &d);
+  if (dev < 0) {
+    rgpu_handle_map_free(&st->execs);
+    free(st);
+    w->graphs = NULL;
+  }
+}
