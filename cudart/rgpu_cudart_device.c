@@ -6,7 +6,6 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -159,7 +158,6 @@ RGPU_API cudaError_t cudaDeviceSynchronize(void) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
   if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
   int rc = rgpu_client_call(c, rgpu_rt_current_device(), RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0,
                             NULL);

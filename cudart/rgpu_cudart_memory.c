@@ -14,7 +14,6 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -270,7 +269,6 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
   if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
   if (!devPtr) return rgpu_rt_ret(cudaErrorInvalidValue);
   if (size == 0) {

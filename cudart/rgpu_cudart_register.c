@@ -13,7 +13,6 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #if __has_include("rgpu_fatbin.h")
@@ -606,11 +605,6 @@ cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, 
   if (packed < 0) {
     if (buf != stackbuf) free(buf);
     return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  if (rgpu_rt_graph_take_launch(wire, f, module_id, f->index, grid, block, shmem, l, buf,
-                                (size_t)packed, &e)) {
-    if (buf != stackbuf) free(buf);
-    return rgpu_rt_ret(e);
   }
   if (rgpu_rt_graph_take_launch(wire, f, module_id, f->index, grid, block, shmem, l, buf,
                                 (size_t)packed, &e)) {

@@ -11,7 +11,6 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_messages.h"
 
 static atomic_ullong g_next_id = 1;

@@ -12,7 +12,6 @@
 
 #include "rgpu_log.h"
 #include "rgpu_graph.h"
-#include "rgpu_graph.h"
 #include "rgpu_worker_internal.h"
 
 #ifndef RGPU_VERSION
@@ -873,10 +872,6 @@ rgpu_handler_fn rgpu_handler_for(uint16_t op, int *needs_ctx) {
     case RGPU_OP_EVENT_SYNC: return h_event_sync;
     case RGPU_OP_EVENT_QUERY: return h_event_query;
     case RGPU_OP_EVENT_ELAPSED: return h_event_elapsed;
-    case RGPU_OP_GRAPH_EXEC_CREATE: return rgpu_graph_h_exec_create;
-    case RGPU_OP_GRAPH_EXEC_DESTROY: return rgpu_graph_h_exec_destroy;
-    case RGPU_OP_GRAPH_LAUNCH: return rgpu_graph_h_launch;
-    case RGPU_OP_GRAPH_EXEC_UPDATE: return rgpu_graph_h_exec_update;
     case RGPU_OP_GRAPH_EXEC_CREATE: return rgpu_graph_h_exec_create;
     case RGPU_OP_GRAPH_EXEC_DESTROY: return rgpu_graph_h_exec_destroy;
     case RGPU_OP_GRAPH_LAUNCH: return rgpu_graph_h_launch;

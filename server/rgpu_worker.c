@@ -1,6 +1,5 @@
 /* The session loop: frame in, frames out, strictly in arrival order. */
 #include "rgpu_graph.h"
-#include "rgpu_graph.h"
 #include "rgpu_worker_internal.h"
 
 #include <errno.h>
@@ -182,7 +181,6 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
       }
     d.destroy = 0; /* anything left has no context: forget it */
   }
-  rgpu_graph_drop_device(w, dev, d.destroy); /* first: graphs use the rest */
   rgpu_graph_drop_device(w, dev, d.destroy); /* first: graphs use the rest */
   rgpu_handle_map_remove_matching(&w->streams, dev, drop_stream, &d);
   rgpu_handle_map_remove_matching(&w->events, dev, drop_event, &d);

@@ -34,7 +34,6 @@ struct rgpu_worker {
   rgpu_handle_map events;
   rgpu_handle_map modules; /* ptr: rgpu_module_rec * */
   struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
-  struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
 
   /* Per-request scratch, reused. */
   rgpu_buf rep;      /* reply payload of the request being handled */
