@@ -15,9 +15,11 @@
  *
  * Host memory inside node parameters is translated: a host-to-device copy
  * node sends the current bytes of its host source with every launch (in
- * the launch's tail), and a device-to-host node gets its bytes back in the
- * launch's reply, which the launch then waits for (so a graph that copies
- * to the host costs one round trip per launch; one without costs none).
+ * the launch's tail), and a device-to-host node copies into a device
+ * staging buffer made at instantiation, which the launch reads back with
+ * an ordinary cudaMemcpyAsync on the stream (background into pinned
+ * memory: no round trip).  So a launch is one message plus one per
+ * device-to-host node, none of them waited for.
  *
  * Stream capture happens here too: the launch, copy, memset and event
  * paths call the rgpu_rt_graph_take_* hooks, which turn work issued to a
@@ -100,6 +102,7 @@ typedef struct {
   int level;
   uint32_t sidx; /* index in its level's server graph */
   uint32_t child_end; /* for a child graph's entry node: index of its exit node */
+  uint64_t stage;     /* device-to-host copy: its device staging buffer */
 } flat_node;
 
 typedef struct {
@@ -108,7 +111,9 @@ typedef struct {
   size_t nhost;
   uint32_t *dev;      /* flat indices of device nodes, in order */
   size_t ndev;
-  size_t h2d_bytes, d2h_bytes;
+  size_t h2d_bytes;
+  uint32_t *d2h; /* flat indices of device-to-host copies, in order */
+  size_t nd2h;
 } level_t;
 
 struct CUgraphExec_st {
@@ -1206,7 +1211,10 @@ static size_t copy_bytes(const struct cudaMemcpy3DParms *cp) {
   return cp->extent.width * cp->extent.height * cp->extent.depth;
 }
 
-static void enc_node(node_enc *x, const node_params *p) {
+/* stage: for a device-to-host copy, the device buffer it really copies
+ * into (the launch then reads it back with an ordinary asynchronous copy,
+ * so graph results arrive like any cudaMemcpyAsync's). */
+static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   uint64_t w[NWORDS];
   memset(w, 0, sizeof w);
   uint32_t type = W_EMPTY;
@@ -1234,6 +1242,12 @@ static void enc_node(node_enc *x, const node_params *p) {
     w[3] = cp->extent.width, w[4] = cp->extent.height, w[5] = cp->extent.depth;
     w[6] = cp->dstPtr.pitch ? cp->dstPtr.pitch : cp->extent.width;
     w[7] = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
+    if (w[0] == W_D2H && stage) {
+      w[0] = W_D2D;
+      w[1] = stage;
+      w[6] = cp->extent.width;
+      w[7] = cp->extent.height;
+    }
     w[8] = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
     w[9] = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
     break;
@@ -1262,10 +1276,13 @@ static void enc_node(node_enc *x, const node_params *p) {
 /* ---- instantiation ------------------------------------------------------ */
 
 static void exec_free(cudaGraphExec_t x) {
+  for (size_t i = 0; i < x->nf; i++)
+    if (x->f[i].stage) cudaFree((void *)(uintptr_t)x->f[i].stage);
   flat_free(x->f, x->nf);
   for (size_t i = 0; i < x->nlevels; i++) {
     free(x->lv[i].host);
     free(x->lv[i].dev);
+    free(x->lv[i].d2h);
   }
   free(x->lv);
   x->magic = 0;
@@ -1301,8 +1318,16 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
     nl[(*cnt)++] = (uint32_t)i;
     if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyHostToDevice)
       L->h2d_bytes += copy_bytes(&f->p.cp);
-    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyDeviceToHost)
-      L->d2h_bytes += copy_bytes(&f->p.cp);
+    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyDeviceToHost) {
+      uint32_t *nd = realloc(L->d2h, (L->nd2h + 1) * sizeof *nd);
+      if (!nd) return cudaErrorMemoryAllocation;
+      L->d2h = nd;
+      nd[L->nd2h++] = (uint32_t)i;
+      void *stage = NULL;
+      cudaError_t e = cudaMalloc(&stage, copy_bytes(&f->p.cp));
+      if (e != cudaSuccess) return e;
+      f->stage = (uint64_t)(uintptr_t)stage;
+    }
   }
   return cudaSuccess;
 }
@@ -1321,7 +1346,7 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
   rgpu_buf_init(&b);
   for (size_t k = 0; k < L->ndev; k++) {
     const flat_node *f = &x->f[L->dev[k]];
-    enc_node(&enc, &f->p);
+    enc_node(&enc, &f->p, f->stage);
     for (size_t d = 0; d < f->ndeps; d++) {
       const flat_node *df = &x->f[f->deps[d]];
       if (df->level != f->level || is_host_side(&df->p)) continue;
@@ -1376,8 +1401,8 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
   x->nf = fl.n;
   if (e == cudaSuccess) e = assign_levels(x);
   for (size_t i = 0; e == cudaSuccess && i < x->nlevels; i++) {
-    if (x->lv[i].h2d_bytes > rgpu_client_chunk_bytes(c) || x->lv[i].d2h_bytes > rgpu_client_chunk_bytes(c)) {
-      RGPU_WARN("graph copies between host and device of more than %zu bytes per launch are not "
+    if (x->lv[i].h2d_bytes > rgpu_client_chunk_bytes(c)) {
+      RGPU_WARN("graph copies from host to device of more than %zu bytes per launch are not "
                 "supported", rgpu_client_chunk_bytes(c));
       e = cudaErrorNotSupported;
     }
@@ -1469,7 +1494,7 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
   rgpu_buf_init(&ind);
   rgpu_buf_init(&b);
   for (size_t k = 0; k < n; k++) {
-    enc_node(&enc, &x->f[idx[k]].p);
+    enc_node(&enc, &x->f[idx[k]].p, x->f[idx[k]].stage);
     rgpu_buf_put_u32(&ind, x->f[idx[k]].sidx);
   }
   rgpu_msg_graph_exec_update_req m = {
@@ -1783,22 +1808,27 @@ static void gather_h2d(cudaGraphExec_t x, level_t *L, uint8_t *out) {
   }
 }
 
-static void scatter_d2h(cudaGraphExec_t x, level_t *L, const uint8_t *in) {
+/* Reads a device-to-host node's result back from its staging buffer: an
+ * ordinary asynchronous copy on the launch stream (into pinned memory it
+ * completes in the background, into pageable memory it waits, as
+ * cudaMemcpyAsync does). */
+static cudaError_t fetch_d2h(rgpu_client *c, const flat_node *f, uint64_t wire, int dev) {
+  const struct cudaMemcpy3DParms *cp = &f->p.cp;
+  uint64_t base, span;
+  copy_extent(&cp->dstPtr, &cp->dstPos, &cp->extent, &base, &span);
+  size_t w = cp->extent.width;
+  size_t pitch = cp->dstPtr.pitch ? cp->dstPtr.pitch : w;
+  size_t ysize = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
+  if (pitch == w && (cp->extent.depth == 1 || ysize == cp->extent.height))
+    return rgpu_rt_memcpy(c, base, f->stage, copy_bytes(cp), cudaMemcpyDeviceToHost, wire, dev, 1);
   size_t off = 0;
-  for (size_t k = 0; k < L->ndev; k++) {
-    const node_params *p = &x->f[L->dev[k]].p;
-    if (p->type != cudaGraphNodeTypeMemcpy || p->cp.kind != cudaMemcpyDeviceToHost) continue;
-    const struct cudaMemcpy3DParms *cp = &p->cp;
-    uint64_t base, span;
-    copy_extent(&cp->dstPtr, &cp->dstPos, &cp->extent, &base, &span);
-    size_t pitch = cp->dstPtr.pitch ? cp->dstPtr.pitch : cp->extent.width;
-    size_t ysize = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
-    for (size_t z = 0; z < cp->extent.depth; z++)
-      for (size_t y = 0; y < cp->extent.height; y++) {
-        memcpy((uint8_t *)(uintptr_t)base + (z * ysize + y) * pitch, in + off, cp->extent.width);
-        off += cp->extent.width;
-      }
-  }
+  for (size_t z = 0; z < cp->extent.depth; z++)
+    for (size_t y = 0; y < cp->extent.height; y++, off += w) {
+      cudaError_t e = rgpu_rt_memcpy(c, base + (z * ysize + y) * pitch, f->stage + off, w,
+                                     cudaMemcpyDeviceToHost, wire, dev, 1);
+      if (e != cudaSuccess) return e;
+    }
+  return cudaSuccess;
 }
 
 static void run_host_node(const node_params *p) {
@@ -1821,6 +1851,7 @@ static void run_host_node(const node_params *p) {
 }
 
 static int capturing_wire(uint64_t wire);
+RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 
 static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
   rgpu_client *c;
@@ -1841,14 +1872,10 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
   for (size_t L = 0; L < x->nlevels; L++) {
     level_t *lv = &x->lv[L];
     if (lv->nhost) {
-      /* Host work runs here, after everything before it on the stream. */
-      rgpu_buf b;
-      rgpu_buf_init(&b);
-      rgpu_msg_stream_sync_req m = {.stream = wire};
-      rgpu_msg_stream_sync_req_encode(&b, &m);
-      int rc = rgpu_client_call(c, sdev, RGPU_OP_STREAM_SYNC, 0, b.data, b.len, NULL, 0, NULL);
-      rgpu_buf_free(&b);
-      if (rc) return rgpu_rt_sync_ret(c, rc);
+      /* Host work runs here, after everything before it on the stream
+       * (the public call, so earlier background copies land first). */
+      e = per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream);
+      if (e != cudaSuccess) return e;
       for (size_t k = 0; k < lv->nhost; k++) run_host_node(&x->f[lv->host[k]].p);
     }
     if (!lv->server_id) continue;
@@ -1862,30 +1889,15 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
     rgpu_buf_init(&b);
     rgpu_msg_graph_launch_req m = {.exec_id = lv->server_id, .stream = wire};
     rgpu_msg_graph_launch_req_encode(&b, &m);
-    int rc;
-    if (lv->d2h_bytes) {
-      /* The reply carries the device-to-host results: wait for it. */
-      uint8_t *d2h = malloc(lv->d2h_bytes);
-      if (!d2h) {
-        free(h2d);
-        rgpu_buf_free(&b);
-        return rgpu_rt_ret(cudaErrorMemoryAllocation);
-      }
-      rgpu_client_reply r = {.dst = d2h, .dst_cap = lv->d2h_bytes};
-      rc = rgpu_client_call(c, sdev, RGPU_OP_GRAPH_LAUNCH, 0, b.data, b.len, h2d, lv->h2d_bytes, &r);
-      if (rc == 0 && r.dst_len != lv->d2h_bytes) rc = CUDA_ERROR_UNKNOWN;
-      if (rc == 0) scatter_d2h(x, lv, d2h);
-      free(d2h);
-      free(h2d);
-      rgpu_buf_free(&b);
-      if (rc) return rgpu_rt_sync_ret(c, rc);
-      rgpu_rt_collect_async(c);
-      continue;
-    }
-    rc = rgpu_client_call(c, sdev, RGPU_OP_GRAPH_LAUNCH, 1, b.data, b.len, h2d, lv->h2d_bytes, NULL);
+    int rc = rgpu_client_call(c, sdev, RGPU_OP_GRAPH_LAUNCH, 1, b.data, b.len, h2d,
+                              lv->h2d_bytes, NULL);
     free(h2d);
     rgpu_buf_free(&b);
     if (rc) return rgpu_rt_sync_ret(c, rc);
+    for (size_t k = 0; k < lv->nd2h; k++) {
+      e = fetch_d2h(c, &x->f[lv->d2h[k]], wire, sdev);
+      if (e != cudaSuccess) return e;
+    }
   }
   return cudaSuccess;
 }
