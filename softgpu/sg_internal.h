@@ -40,6 +40,9 @@ typedef enum {
   SG_H_EVENT,
   SG_H_MODULE,
   SG_H_FUNCTION,
+  SG_H_GRAPH,      /* sg_graph.c */
+  SG_H_GRAPH_NODE,
+  SG_H_GRAPH_EXEC,
 } sg_handle_type;
 int sg_handle_add(const void *p, sg_handle_type t);
 void sg_handle_del(const void *p);
@@ -155,6 +158,7 @@ typedef enum {
   SG_OP_CALLBACK,
   SG_OP_RECORD,
   SG_OP_NOP,     /* pure wait (cuStreamWaitEvent) */
+  SG_OP_FUNC,    /* u.func.run(ctx, arg) unless the context is sticky (graph copies, memsets) */
   SG_OP_EXIT,    /* stream destroyed: the worker stops after it */
 } sg_op_type;
 
@@ -204,6 +208,11 @@ struct sg_op {
       sg_event *ev;
       uint64_t gen;
     } record;
+    struct {
+      void (*run)(sg_ctx *c, void *arg);
+      void (*free)(void *arg); /* called when the op is freed, run or not */
+      void *arg;
+    } func;
   } u;
 };
 
@@ -224,6 +233,9 @@ struct CUstream_st {
   pthread_cond_t work;
   pthread_t thread;
   sg_stream *next;       /* in ctx->streams */
+  struct sg_capture *capture; /* stream capture it takes part in; sg_graph_lock */
+  struct CUgraphNode_st **cap_deps; /* what its next captured node depends on */
+  int ncap_deps, cap_deps_cap;
 };
 
 struct CUevent_st {
@@ -237,6 +249,11 @@ struct CUevent_st {
   uint64_t time_ns;      /* CLOCK_MONOTONIC when the latest record completed */
   int has_time;
   sg_event *next;        /* in ctx->events */
+  /* A record in a capturing stream (sg_graph_lock): the capture and the
+   * nodes a later wait on the event depends on. */
+  uint64_t cap_id;       /* 0: none; stale once that capture ended */
+  struct CUgraphNode_st **cap_nodes;
+  int ncap_nodes;
 };
 
 /* Resolves a CUstream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
@@ -256,6 +273,28 @@ CUresult sg_stream_create_legacy(sg_ctx *c);
 /* 1 if p is inside page-locked host memory (pinned), so an async copy may
  * read or write it later. */
 int sg_is_pinned(uint64_t p, uint64_t len);
+
+/* Queues a chain of ops (linked by ->next) on s as one unit: no other
+ * submission lands between them.  Takes ownership of every op. */
+CUresult sg_submit_chain(sg_stream *s, sg_op *first);
+/* Frees ops (linked by ->next) that were never queued. */
+void sg_op_free_chain(sg_op *first);
+
+/* ---- graphs and stream capture (sg_graph.c) ----------------------------- */
+/* Number of captures in progress, so sg_submit pays nothing otherwise. */
+extern atomic_int sg_captures_active;
+/* sg_submit's hook: if s (or, for the legacy stream, a stream it would
+ * synchronise with) takes part in a capture, turns op into a graph node (or
+ * refuses it with the capture error CUDA gives), sets *res and returns 1;
+ * returns 0 when s is not capturing and the op must run. */
+int sg_capture_submit(sg_stream *s, sg_op *op, int wait, CUresult *res);
+/* Hooks for stream/event calls that behave differently under capture:
+ * return 1 with *res set if they handled the call. */
+int sg_capture_wait_event(sg_stream *s, sg_event *e, unsigned flags, CUresult *res);
+int sg_capture_record_event(sg_stream *s, sg_event *e, unsigned flags, CUresult *res);
+/* Synchronising with (or querying) a capturing stream is illegal: returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. */
+CUresult sg_capture_check_sync(sg_stream *s);
 
 /* ---- modules (sg_module.c) ---------------------------------------------- */
 struct CUmod_st {

@@ -165,14 +165,6 @@ SG_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *cod
   (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
   SG_UNSUPPORTED("cuLibraryLoadData");
 }
-SG_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
-  (void)hStream, (void)mode;
-  SG_UNSUPPORTED("cuStreamBeginCapture");
-}
-SG_EXPORT CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
-  (void)phGraph, (void)flags;
-  SG_UNSUPPORTED("cuGraphCreate");
-}
 SG_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname) {
   (void)module, (void)fname;
   SG_UNSUPPORTED("cuModuleLoad");
@@ -234,7 +226,28 @@ static const sg_proc procs[] = {
     P(cuOccupancyMaxPotentialBlockSize), P(cuOccupancyMaxPotentialBlockSizeWithFlags),
     P(cuGetExportTable), P(cuMemAllocManaged), P(cuMemAllocAsync),
     P(cuMemFreeAsync), P(cuLaunchCooperativeKernel), P(cuLaunchKernelEx), P(cuLibraryLoadData),
-    P(cuStreamBeginCapture), P(cuGraphCreate), P(cuModuleLoad),
+    P(cuModuleLoad),
+    /* graphs and stream capture (sg_graph.c, sg_graph_capture.c) */
+    P(cuGraphCreate), P(cuGraphDestroy), P(cuGraphClone), P(cuGraphNodeFindInClone),
+    PV(cuGraphAddKernelNode, 12000), PV(cuGraphKernelNodeGetParams, 12000), PV(cuGraphKernelNodeSetParams, 12000),
+    P(cuGraphAddMemcpyNode), P(cuGraphMemcpyNodeGetParams), P(cuGraphMemcpyNodeSetParams),
+    P(cuGraphAddMemsetNode), P(cuGraphMemsetNodeGetParams), P(cuGraphMemsetNodeSetParams),
+    P(cuGraphAddHostNode), P(cuGraphHostNodeGetParams), P(cuGraphHostNodeSetParams),
+    P(cuGraphAddChildGraphNode), P(cuGraphChildGraphNodeGetGraph), P(cuGraphAddEmptyNode),
+    P(cuGraphAddEventRecordNode), P(cuGraphEventRecordNodeGetEvent), P(cuGraphEventRecordNodeSetEvent),
+    P(cuGraphAddEventWaitNode), P(cuGraphEventWaitNodeGetEvent), P(cuGraphEventWaitNodeSetEvent),
+    P(cuGraphNodeGetType), P(cuGraphGetNodes), P(cuGraphGetRootNodes), PV(cuGraphGetEdges, 12030),
+    PV(cuGraphNodeGetDependencies, 12030), PV(cuGraphNodeGetDependentNodes, 12030),
+    PV(cuGraphAddDependencies, 12030), PV(cuGraphRemoveDependencies, 12030), P(cuGraphDestroyNode),
+    PV(cuGraphInstantiate, 11040), P(cuGraphInstantiateWithFlags), PV(cuGraphInstantiateWithParams, 12000),
+    P(cuGraphExecGetFlags), PV(cuGraphExecKernelNodeSetParams, 12000), P(cuGraphExecMemcpyNodeSetParams),
+    P(cuGraphExecMemsetNodeSetParams), P(cuGraphExecHostNodeSetParams), P(cuGraphExecChildGraphNodeSetParams),
+    P(cuGraphExecEventRecordNodeSetEvent), P(cuGraphExecEventWaitNodeSetEvent), PV(cuGraphExecUpdate, 12000),
+    P(cuGraphNodeSetEnabled), P(cuGraphNodeGetEnabled), P(cuGraphUpload), P(cuGraphLaunch),
+    P(cuGraphExecDestroy), P(cuGraphDebugDotPrint),
+    PV(cuStreamBeginCapture, 10010), PV(cuStreamBeginCaptureToGraph, 12030), P(cuStreamEndCapture),
+    P(cuStreamIsCapturing), PV(cuStreamGetCaptureInfo, 12030), PV(cuStreamUpdateCaptureDependencies, 12030),
+    P(cuThreadExchangeStreamCaptureMode),
 };
 #undef P
 #undef PV

@@ -31,12 +31,14 @@ sg_op *sg_op_new(sg_op_type type) {
 static void stream_unref_locked(sg_stream *s) {
   if (--s->refs > 0) return;
   pthread_cond_destroy(&s->work);
+  free(s->cap_deps);
   free(s);
 }
 
 static void event_unref_locked(sg_event *e) {
   if (--e->refs > 0) return;
   if (e->stream) stream_unref_locked(e->stream);
+  free(e->cap_nodes);
   free(e);
 }
 
@@ -52,7 +54,15 @@ static void op_free_locked(sg_op *op) {
     if (op->u.launch.fn) sg_module_unref(op->u.launch.fn->mod);
   }
   if (op->type == SG_OP_RECORD) event_unref_locked(op->u.record.ev);
+  if (op->type == SG_OP_FUNC && op->u.func.free) op->u.func.free(op->u.func.arg);
   free(op);
+}
+
+/* Frees an op that never went through prepare_locked: a record has not
+ * taken its event reference yet. */
+static void discard_locked(sg_op *op) {
+  if (op->type == SG_OP_RECORD && !op->seq) op->type = SG_OP_NOP;
+  op_free_locked(op);
 }
 
 static int waits_done(const sg_op *op) {
@@ -86,6 +96,9 @@ static void run_op(sg_stream *s, sg_op *op) {
     break;
   case SG_OP_CALLBACK:
     op->u.callback.fn(op->u.callback.handle, (CUresult)sticky, op->u.callback.user);
+    break;
+  case SG_OP_FUNC:
+    if (!sticky) op->u.func.run(c, op->u.func.arg);
     break;
   default:
     break;
@@ -214,16 +227,11 @@ CUresult sg_stream_resolve(CUstream h, sg_stream **out) {
   return CUDA_SUCCESS;
 }
 
-CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
+/* Gives op its place in s: the implicit legacy-stream waits, its sequence
+ * number, and an event record's bookkeeping.  sg_sched_lock held; on
+ * failure op is freed. */
+static CUresult prepare_locked(sg_stream *s, sg_op *op) {
   sg_ctx *c = s->ctx;
-  pthread_mutex_lock(&sg_sched_lock);
-  if (s->destroyed) {
-    /* Lost a race with cuStreamDestroy or a context teardown: the worker is
-     * gone or going, so the op would never run (and a waiter never wake). */
-    op_free_locked(op);
-    pthread_mutex_unlock(&sg_sched_lock);
-    return c->active ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_CONTEXT_IS_DESTROYED;
-  }
   if (op->type != SG_OP_EXIT) {
     if (s->is_legacy) {
       int n = 0;
@@ -232,8 +240,7 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
       if (n) {
         op->more_waits = malloc((size_t)n * sizeof *op->more_waits);
         if (!op->more_waits) {
-          op_free_locked(op);
-          pthread_mutex_unlock(&sg_sched_lock);
+          discard_locked(op);
           return CUDA_ERROR_OUT_OF_MEMORY;
         }
         for (sg_stream *t = c->streams; t; t = t->next)
@@ -268,6 +275,33 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
     e->has_time = 0;
     op->u.record.gen = e->gen;
   }
+  return CUDA_SUCCESS;
+}
+
+static void append_locked(sg_stream *s, sg_op *op) {
+  op->next = NULL;
+  if (s->tail) s->tail->next = op;
+  else s->head = op;
+  s->tail = op;
+}
+
+CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
+  sg_ctx *c = s->ctx;
+  CUresult cr;
+  if (atomic_load(&sg_captures_active) && sg_capture_submit(s, op, wait, &cr)) return cr;
+  pthread_mutex_lock(&sg_sched_lock);
+  if (s->destroyed) {
+    /* Lost a race with cuStreamDestroy or a context teardown: the worker is
+     * gone or going, so the op would never run (and a waiter never wake). */
+    discard_locked(op);
+    pthread_mutex_unlock(&sg_sched_lock);
+    return c->active ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  }
+  cr = prepare_locked(s, op);
+  if (cr) {
+    pthread_mutex_unlock(&sg_sched_lock);
+    return cr;
+  }
   uint64_t seq = op->seq;
   if (wait && !op->nwaits && !op->nmore && !s->head && s->completed + 1 == seq &&
       (op->type == SG_OP_COPY || op->type == SG_OP_MEMSET || op->type == SG_OP_NOP)) {
@@ -288,10 +322,7 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
     pthread_mutex_unlock(&sg_sched_lock);
     return (CUresult)atomic_load(&c->sticky);
   }
-  op->next = NULL;
-  if (s->tail) s->tail->next = op;
-  else s->head = op;
-  s->tail = op;
+  append_locked(s, op);
   pthread_cond_signal(&s->work);
   if (wait) {
     s->refs++;
@@ -300,6 +331,36 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
   }
   pthread_mutex_unlock(&sg_sched_lock);
   return wait ? (CUresult)atomic_load(&c->sticky) : CUDA_SUCCESS;
+}
+
+void sg_op_free_chain(sg_op *first) {
+  pthread_mutex_lock(&sg_sched_lock);
+  while (first) {
+    sg_op *op = first;
+    first = op->next;
+    discard_locked(op);
+  }
+  pthread_mutex_unlock(&sg_sched_lock);
+}
+
+CUresult sg_submit_chain(sg_stream *s, sg_op *first) {
+  sg_ctx *c = s->ctx;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&sg_sched_lock);
+  if (s->destroyed) r = c->active ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  while (first) {
+    sg_op *op = first;
+    first = op->next;
+    if (r) {
+      discard_locked(op);
+      continue;
+    }
+    r = prepare_locked(s, op);
+    if (!r) append_locked(s, op);
+  }
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&sg_sched_lock);
+  return r;
 }
 
 void sg_ctx_drain(sg_ctx *c) {
@@ -389,6 +450,7 @@ SG_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   sg_stream *s;
   CUresult r = sg_stream_resolve(hStream, &s);
   if (r) return r;
+  if (atomic_load(&sg_captures_active) && (r = sg_capture_check_sync(s)) != CUDA_SUCCESS) return r;
   if (s->is_legacy) {
     /* Waiting on the legacy stream is waiting on a marker queued in it now,
      * which (like any legacy-stream work) follows the blocking streams'
@@ -410,6 +472,7 @@ SG_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
   sg_stream *s;
   CUresult r = sg_stream_resolve(hStream, &s);
   if (r) return r;
+  if (atomic_load(&sg_captures_active) && (r = sg_capture_check_sync(s)) != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&sg_sched_lock);
   int done = s->completed >= s->submitted;
   pthread_mutex_unlock(&sg_sched_lock);
@@ -422,6 +485,7 @@ SG_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, u
   if (r) return r;
   if (!sg_handle_ok(hEvent, SG_H_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
   if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+  if (atomic_load(&sg_captures_active) && sg_capture_wait_event(s, hEvent, Flags, &r)) return r;
   sg_op *op = sg_op_new(SG_OP_NOP);
   if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&sg_sched_lock);
@@ -542,6 +606,7 @@ SG_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStre
   CUresult r = sg_stream_resolve(hStream, &s);
   if (r) return r;
   if (!sg_handle_ok(hEvent, SG_H_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+  if (atomic_load(&sg_captures_active) && sg_capture_record_event(s, hEvent, flags, &r)) return r;
   sg_op *op = sg_op_new(SG_OP_RECORD);
   if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
   op->u.record.ev = hEvent;
