@@ -2191,6 +2191,31 @@ int rgpu_rt_graph_take_memset(uint64_t dst, size_t pitch, int value, size_t widt
   return capture_node(wire, &p, out);
 }
 
+int rgpu_rt_graph_take_host_func(uint64_t wire, cudaHostFn_t fn, void *user, int stream_callback,
+                                 cudaError_t *out) {
+  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+  pthread_mutex_lock(&g_cap_lock);
+  cap_stream *cs = cs_find(wire);
+  pthread_mutex_unlock(&g_cap_lock);
+  if (!cs) return 0;
+  if (stream_callback) {
+    /* cudaStreamAddCallback cannot be captured (it passes a status). */
+    pthread_mutex_lock(&g_cap_lock);
+    if ((cs = cs_find(wire))) cs->seq->invalidated = 1;
+    pthread_mutex_unlock(&g_cap_lock);
+    *out = cudaErrorStreamCaptureUnsupported;
+    return 1;
+  }
+  node_params p;
+  memset(&p, 0, sizeof p);
+  p.type = cudaGraphNodeTypeHost;
+  p.host.fn = fn;
+  p.host.userData = user;
+  if (capture_node(wire, &p, out)) return 1;
+  params_free(&p);
+  return 0;
+}
+
 int rgpu_rt_graph_take_event_record(cudaEvent_t event, uint64_t wire, unsigned flags,
                                     cudaError_t *out) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) {

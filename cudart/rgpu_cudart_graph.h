@@ -26,6 +26,10 @@ int rgpu_rt_graph_take_event_record(cudaEvent_t event, uint64_t wire, unsigned f
                                     cudaError_t *out);
 int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned flags,
                                   cudaError_t *out);
+/* cudaLaunchHostFunc / cudaStreamAddCallback (stream_callback = 1: not
+ * capturable) on a capturing stream: a host node. */
+int rgpu_rt_graph_take_host_func(uint64_t wire, cudaHostFn_t fn, void *user, int stream_callback,
+                                 cudaError_t *out);
 /* Synchronizing a stream (or query): cudaErrorStreamCaptureUnsupported if
  * it is capturing or the call is prohibited by a capture (which is then
  * invalidated), else cudaSuccess. */
