@@ -83,6 +83,7 @@ static CUresult join(sg_capture *c, sg_stream *s) {
     c->capstreams = nc;
   }
   c->streams[c->nstreams++] = s;
+  sg_stream_ref(s); /* a stream destroyed mid-capture stays readable */
   s->capture = c;
   s->ncap_deps = 0;
   return CUDA_SUCCESS;
@@ -93,6 +94,7 @@ static void capture_end(sg_capture *c, int free_graph) {
   for (int i = 0; i < c->nstreams; i++) {
     c->streams[i]->capture = NULL;
     c->streams[i]->ncap_deps = 0;
+    sg_stream_unref(c->streams[i]);
   }
   sg_capture **pp = &captures;
   while (*pp && *pp != c) pp = &(*pp)->next;
@@ -367,7 +369,10 @@ static CUresult begin(CUstream hStream, sg_graph *g, sg_gnode *const *deps, size
   if (!r && ndeps) r = deps_set(s, deps, (int)ndeps);
   if (r) {
     if (c->own_graph && c->g) sg_graph_free(c->g);
-    if (c->nstreams) s->capture = NULL;
+    if (c->nstreams) {
+      s->capture = NULL;
+      sg_stream_unref(s);
+    }
     free(c->streams);
     free(c);
     pthread_mutex_unlock(&sg_graph_lock);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dlfcn.h>
 #include <cuda.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -930,6 +931,73 @@ static void test_capture_errors(void **state) {
   cuStreamDestroy(t);
 }
 
+/* The generic node API, the older ABIs under the unversioned names (as a
+ * dlsym() caller finds them) and cuGetProcAddress's per-thread variants. */
+static void test_compat(void **state) {
+  (void)state;
+  CUgraph g;
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUgraphNodeParams np;
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_HOST;
+  np.host.fn = mark_fn;
+  np.host.userData = "G";
+  CUgraphNode a, b;
+  assert_int_equal(cuGraphAddNode(&a, g, NULL, NULL, 0, &np), CUDA_SUCCESS);
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  assert_int_equal(cuGraphAddNode(&b, g, &a, NULL, 1, &np), CUDA_SUCCESS);
+  np.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+  CUgraphNode c;
+  assert_int_equal(cuGraphAddNode(&c, g, NULL, NULL, 0, &np), CUDA_ERROR_NOT_SUPPORTED);
+
+  typedef CUresult (*edges_v1)(CUgraph, CUgraphNode *, CUgraphNode *, size_t *);
+  typedef CUresult (*inst_v1)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+  typedef CUresult (*upd_v1)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
+  typedef CUresult (*cap_v1)(CUstream);
+  edges_v1 ge = (edges_v1)dlsym(RTLD_DEFAULT, "cuGraphGetEdges");
+  inst_v1 gi = (inst_v1)dlsym(RTLD_DEFAULT, "cuGraphInstantiate");
+  upd_v1 gu = (upd_v1)dlsym(RTLD_DEFAULT, "cuGraphExecUpdate");
+  cap_v1 bc = (cap_v1)dlsym(RTLD_DEFAULT, "cuStreamBeginCapture");
+  assert_non_null(ge);
+  assert_non_null(gi);
+  assert_non_null(gu);
+  assert_non_null(bc);
+  size_t n = 0;
+  assert_int_equal(ge(g, NULL, NULL, &n), CUDA_SUCCESS);
+  assert_int_equal(n, 1);
+  CUgraphExec x;
+  CUgraphNode err = a;
+  char logbuf[64];
+  assert_int_equal(gi(&x, g, &err, logbuf, sizeof logbuf), CUDA_SUCCESS);
+  assert_null(err);
+  CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+  assert_int_equal(gu(x, g, &err, &res), CUDA_SUCCESS);
+  assert_int_equal(res, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+
+  void *fn = NULL;
+  CUdriverProcAddressQueryResult q;
+  assert_int_equal(cuGetProcAddress("cuGraphLaunch", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &q),
+                   CUDA_SUCCESS);
+  assert_ptr_equal(fn, dlsym(RTLD_DEFAULT, "cuGraphLaunch_ptsz"));
+  log_reset();
+  assert_int_equal(((CUresult(*)(CUgraphExec, CUstream))fn)(x, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  assert_string_equal(order, "G");
+  assert_int_equal(cuGetProcAddress("cuStreamGetCaptureInfo", &fn, 13000, 0, &q), CUDA_SUCCESS);
+  assert_ptr_equal(fn, dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo_v3"));
+
+  CUstream s;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(bc(s), CUDA_SUCCESS);
+  CUgraph cg;
+  assert_int_equal(cuStreamEndCapture(s, &cg), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(cg), CUDA_SUCCESS);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+}
+
 /* Runs last: a fault poisons the context until it is reset. */
 static void test_fault_is_sticky(void **state) {
   (void)state;
@@ -969,7 +1037,8 @@ int main(void) {
       cmocka_unit_test(test_copy_2d_3d_memset), cmocka_unit_test(test_host_order),
       cmocka_unit_test(test_events),        cmocka_unit_test(test_exec_update),
       cmocka_unit_test(test_many_launches), cmocka_unit_test(test_capture),
-      cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_fault_is_sticky),
+      cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_compat),
+      cmocka_unit_test(test_fault_is_sticky),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -277,6 +277,10 @@ int sg_is_pinned(uint64_t p, uint64_t len);
 /* Queues a chain of ops (linked by ->next) on s as one unit: no other
  * submission lands between them.  Takes ownership of every op. */
 CUresult sg_submit_chain(sg_stream *s, sg_op *first);
+/* Keeps a stream's memory alive (not its worker) for a holder outside the
+ * scheduler, such as a stream capture. */
+void sg_stream_ref(sg_stream *s);
+void sg_stream_unref(sg_stream *s);
 /* Frees ops (linked by ->next) that were never queued. */
 void sg_op_free_chain(sg_op *first);
 

@@ -50,6 +50,17 @@ SG_PTSZ_DECL(cuStreamGetPriority_ptsz, (CUstream, int *))
 SG_PTSZ_DECL(cuStreamGetCtx_ptsz, (CUstream, CUcontext *))
 SG_PTSZ_DECL(cuEventRecord_ptsz, (CUevent, CUstream))
 SG_PTSZ_DECL(cuEventRecordWithFlags_ptsz, (CUevent, CUstream, unsigned))
+SG_PTSZ_DECL(cuGraphLaunch_ptsz, (CUgraphExec, CUstream))
+SG_PTSZ_DECL(cuGraphUpload_ptsz, (CUgraphExec, CUstream))
+SG_PTSZ_DECL(cuStreamBeginCapture_v2_ptsz, (CUstream, CUstreamCaptureMode))
+SG_PTSZ_DECL(cuStreamBeginCaptureToGraph_ptsz,
+             (CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t, CUstreamCaptureMode))
+SG_PTSZ_DECL(cuStreamEndCapture_ptsz, (CUstream, CUgraph *))
+SG_PTSZ_DECL(cuStreamIsCapturing_ptsz, (CUstream, CUstreamCaptureStatus *))
+SG_PTSZ_DECL(cuStreamGetCaptureInfo_v3_ptsz, (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                                               const CUgraphNode **, const CUgraphEdgeData **, size_t *))
+SG_PTSZ_DECL(cuStreamUpdateCaptureDependencies_v2_ptsz,
+             (CUstream, CUgraphNode *, const CUgraphEdgeData *, size_t, unsigned))
 SG_PTSZ_DECL(cuMemcpy_ptds, (CUdeviceptr, CUdeviceptr, size_t))
 SG_PTSZ_DECL(cuMemcpyHtoD_v2_ptds, (CUdeviceptr, const void *, size_t))
 SG_PTSZ_DECL(cuMemcpyDtoH_v2_ptds, (void *, CUdeviceptr, size_t))
@@ -243,10 +254,16 @@ static const sg_proc procs[] = {
     P(cuGraphExecGetFlags), PV(cuGraphExecKernelNodeSetParams, 12000), P(cuGraphExecMemcpyNodeSetParams),
     P(cuGraphExecMemsetNodeSetParams), P(cuGraphExecHostNodeSetParams), P(cuGraphExecChildGraphNodeSetParams),
     P(cuGraphExecEventRecordNodeSetEvent), P(cuGraphExecEventWaitNodeSetEvent), PV(cuGraphExecUpdate, 12000),
-    P(cuGraphNodeSetEnabled), P(cuGraphNodeGetEnabled), P(cuGraphUpload), P(cuGraphLaunch),
-    P(cuGraphExecDestroy), P(cuGraphDebugDotPrint),
-    PV(cuStreamBeginCapture, 10010), PV(cuStreamBeginCaptureToGraph, 12030), P(cuStreamEndCapture),
-    P(cuStreamIsCapturing), PV(cuStreamGetCaptureInfo, 12030), PV(cuStreamUpdateCaptureDependencies, 12030),
+    P(cuGraphNodeSetEnabled), P(cuGraphNodeGetEnabled), PT(cuGraphUpload, cuGraphUpload_ptsz),
+    PT(cuGraphLaunch, cuGraphLaunch_ptsz), P(cuGraphExecDestroy), P(cuGraphDebugDotPrint),
+    PV(cuGraphAddNode, 12030), PV(cuGraphNodeSetParams, 12020), PV(cuGraphExecNodeSetParams, 12020),
+    {"cuStreamBeginCapture", (void *)cuStreamBeginCapture, (void *)cuStreamBeginCapture_v2_ptsz, 10010},
+    {"cuStreamBeginCaptureToGraph", (void *)cuStreamBeginCaptureToGraph, (void *)cuStreamBeginCaptureToGraph_ptsz,
+     12030},
+    PT(cuStreamEndCapture, cuStreamEndCapture_ptsz), PT(cuStreamIsCapturing, cuStreamIsCapturing_ptsz),
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo, (void *)cuStreamGetCaptureInfo_v3_ptsz, 12030},
+    {"cuStreamUpdateCaptureDependencies", (void *)cuStreamUpdateCaptureDependencies,
+     (void *)cuStreamUpdateCaptureDependencies_v2_ptsz, 12030},
     P(cuThreadExchangeStreamCaptureMode),
 };
 #undef P

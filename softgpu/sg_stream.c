@@ -333,6 +333,18 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
   return wait ? (CUresult)atomic_load(&c->sticky) : CUDA_SUCCESS;
 }
 
+void sg_stream_ref(sg_stream *s) {
+  pthread_mutex_lock(&sg_sched_lock);
+  s->refs++;
+  pthread_mutex_unlock(&sg_sched_lock);
+}
+
+void sg_stream_unref(sg_stream *s) {
+  pthread_mutex_lock(&sg_sched_lock);
+  stream_unref_locked(s);
+  pthread_mutex_unlock(&sg_sched_lock);
+}
+
 void sg_op_free_chain(sg_op *first) {
   pthread_mutex_lock(&sg_sched_lock);
   while (first) {
