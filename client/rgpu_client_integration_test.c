@@ -189,7 +189,7 @@ typedef struct {
   cudaError_t (*GetDeviceProperties)(struct cudaDeviceProp *, int);
   cudaError_t (*SetDevice)(int);
   const char *(*GetErrorString)(cudaError_t);
-  cudaError_t (*GraphCreate)(void *, unsigned);
+  cudaError_t (*IpcGetEventHandle)(void *, void *);
   cudaError_t (*MallocPitch)(void **, size_t *, size_t, size_t);
   cudaError_t (*Memcpy2D)(void *, size_t, const void *, size_t, size_t, size_t,
                           enum cudaMemcpyKind);
@@ -223,7 +223,7 @@ static void load_cudart(cudart_fns *f) {
   L(GetDeviceProperties);
   L(SetDevice);
   L(GetErrorString);
-  L(GraphCreate);
+  L(IpcGetEventHandle);
   L(MallocPitch);
   L(Memcpy2D);
   L(Memset2D);
@@ -309,7 +309,7 @@ static void body_cudart_memory(void) {
   CHECK(f.Free(d) == cudaSuccess);
   CHECK(f.DeviceSynchronize() == cudaSuccess);
   /* Unsupported functions say so. */
-  CHECK(f.GraphCreate(NULL, 0) == cudaErrorNotSupported);
+  CHECK(f.IpcGetEventHandle(NULL, NULL) == cudaErrorNotSupported);
   CHECK(f.GetLastError() == cudaErrorNotSupported);
   CHECK(strcmp(f.GetErrorString(cudaErrorInvalidValue), "invalid argument") == 0);
   /* Pitched memory: 100 rows of 300 bytes in a 512-byte pitch. */

@@ -25,8 +25,9 @@ static void pipeline(cudaStream_t s, cudaStream_t s2, cudaEvent_t fork, cudaEven
   CHECK(cudaMemcpyAsync(dz, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, s2));
   square<<<nb, 128, 0, s2>>>(dz, n);
   CHECK(cudaEventRecord(join, s2));
-  square<<<nb, 128, 0, s>>>(dy, n);
+  square<<<nb, 128, 0, s>>>(dx, n); // concurrent with s2's branch: touches only dx
   CHECK(cudaStreamWaitEvent(s, join, 0));
+  square<<<nb, 128, 0, s>>>(dy, n); // after the join: s2 has read dy
   CHECK(cudaMemcpyAsync(hy, dy, n * sizeof(float), cudaMemcpyDeviceToHost, s));
   CHECK(cudaMemcpyAsync(hz, dz, n * sizeof(float), cudaMemcpyDeviceToHost, s));
 }
@@ -71,7 +72,7 @@ int main() {
   EXPECT(st == cudaStreamCaptureStatusNone);
   size_t nodes = 0;
   CHECK(cudaGraphGetNodes(g, nullptr, &nodes));
-  EXPECT(nodes == 12);
+  EXPECT(nodes == 13);
   // Nothing ran during capture.
   for (int i = 0; i < n; i++) EXPECT(gy[i] == 0.0f);
 
