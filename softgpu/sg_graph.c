@@ -933,8 +933,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CU
   return r;
 }
 
-/* 1 if `to` is reachable from `from` following dependents, i.e. `from` is
- * an ancestor of... rather: 1 if `a` depends (transitively) on `b`. */
+/* 1 if a depends on b, directly or transitively (or is b). */
 static int depends_on(const sg_gnode *a, const sg_gnode *b, unsigned char *seen) {
   if (a == b) return 1;
   if (seen[a->idx]) return 0;

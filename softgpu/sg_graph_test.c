@@ -911,6 +911,26 @@ static void test_capture_errors(void **state) {
   /* Stream callbacks cannot be captured; ending twice is illegal. */
   assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
 
+  /* Capture into an existing graph after one of its nodes; then reset the
+   * stream's dependencies explicitly. */
+  CUgraph into;
+  CUgraphNode first;
+  assert_int_equal(cuGraphCreate(&into, 0), CUDA_SUCCESS);
+  first = host_node(into, NULL, 0, "1");
+  assert_int_equal(cuStreamBeginCaptureToGraph(s, into, &first, NULL, 1, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(s, mark_fn, "2"), CUDA_SUCCESS);
+  assert_int_equal(cuStreamUpdateCaptureDependencies(s, &first, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+                   CUDA_SUCCESS);
+  assert_int_equal(cuLaunchHostFunc(s, mark_fn, "3"), CUDA_SUCCESS);
+  CUgraph back;
+  assert_int_equal(cuStreamEndCapture(s, &back), CUDA_SUCCESS);
+  assert_ptr_equal(back, into);
+  nn = 0;
+  assert_int_equal(cuGraphGetEdges(into, NULL, NULL, NULL, &nn), CUDA_SUCCESS);
+  assert_int_equal(nn, 2); /* 1->2, 1->3 */
+  assert_int_equal(cuGraphDestroy(into), CUDA_SUCCESS);
+
   /* Thread capture mode exchange. */
   CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
   assert_int_equal(cuThreadExchangeStreamCaptureMode(&m), CUDA_SUCCESS);
