@@ -2083,7 +2083,7 @@ static int capture_node_locked(uint64_t wire, node_params *p, cudaError_t *out) 
      * them is capturing that would be an implicit dependency. */
     if (wire == 0) {
       for (cap_seq *s = g_seqs; s; s = s->next)
-        if (s->blocking && s->mode != cudaStreamCaptureModeRelaxed && !s->invalidated) {
+        if (s->blocking && !s->invalidated) {
           s->invalidated = 1;
           params_free(p);
           *out = cudaErrorStreamCaptureImplicit;
@@ -2320,6 +2320,15 @@ int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned fla
   return r;
 }
 
+cudaError_t rgpu_rt_graph_check_event(cudaEvent_t event) {
+  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return cudaSuccess;
+  pthread_mutex_lock(&g_cap_lock);
+  cap_event *ce = ce_find(event->id);
+  int live = ce && seq_by_id(ce->seq_id) != NULL;
+  pthread_mutex_unlock(&g_cap_lock);
+  return live ? cudaErrorCapturedEvent : cudaSuccess;
+}
+
 cudaError_t rgpu_rt_graph_check_sync(uint64_t wire) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return cudaSuccess;
   pthread_mutex_lock(&g_cap_lock);
@@ -2504,7 +2513,7 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
   if (!cs && wire == 0) {
     /* Asking about the legacy stream while a blocking stream captures. */
     for (cap_seq *s = g_seqs; s; s = s->next)
-      if (s->blocking && s->mode != cudaStreamCaptureModeRelaxed) e = cudaErrorStreamCaptureImplicit;
+      if (s->blocking) e = cudaErrorStreamCaptureImplicit;
   }
   if (e == cudaSuccess) {
     if (!cs) {

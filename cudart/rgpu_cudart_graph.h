@@ -34,6 +34,9 @@ int rgpu_rt_graph_take_host_func(uint64_t wire, cudaHostFn_t fn, void *user, int
  * it is capturing or the call is prohibited by a capture (which is then
  * invalidated), else cudaSuccess. */
 cudaError_t rgpu_rt_graph_check_sync(uint64_t wire);
+/* cudaEventQuery/Synchronize of an event last recorded in a capture that
+ * is still going: cudaErrorCapturedEvent. */
+cudaError_t rgpu_rt_graph_check_event(cudaEvent_t event);
 /* Any other potentially unsafe call (cudaMalloc, cudaDeviceSynchronize):
  * the same rule without a stream. */
 cudaError_t rgpu_rt_graph_unsafe_call(void);

@@ -378,6 +378,7 @@ static cudaError_t event_wait_call(cudaEvent_t event, uint16_t op, int query) {
   if (e != cudaSuccess) return e;
   if (!event || event->magic != RGPU_EVENT_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if ((e = rgpu_rt_graph_check_event(event)) != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_event_sync_req m = {.event = event->id}; /* same layout as EVENT_QUERY */
