@@ -338,6 +338,13 @@ CUresult sg_capture_check_sync(sg_stream *s) {
   return r;
 }
 
+CUresult sg_capture_event_check(sg_event *e) {
+  pthread_mutex_lock(&sg_graph_lock);
+  CUresult r = e->cap_id && capture_by_id(e->cap_id) ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+  pthread_mutex_unlock(&sg_graph_lock);
+  return r;
+}
+
 /* ---- API ---------------------------------------------------------------- */
 
 static CUresult begin(CUstream hStream, sg_graph *g, sg_gnode *const *deps, size_t ndeps, CUstreamCaptureMode mode) {

@@ -775,6 +775,8 @@ static void test_capture(void **state) {
   assert_int_equal(cuMemcpyHtoDAsync(da, a, N * 4, s), CUDA_SUCCESS);
   assert_int_equal(cuEventRecord(fork, s), CUDA_SUCCESS);
   assert_int_equal(cuStreamWaitEvent(t, fork, 0), CUDA_SUCCESS);
+  assert_int_equal(cuEventQuery(fork), CUDA_ERROR_CAPTURED_EVENT);
+  assert_int_equal(cuEventSynchronize(fork), CUDA_ERROR_CAPTURED_EVENT);
   assert_int_equal(cuStreamIsCapturing(t, &st), CUDA_SUCCESS);
   assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
   assert_int_equal(cuMemcpyHtoDAsync(db, b, N * 4, t), CUDA_SUCCESS);
@@ -815,6 +817,7 @@ static void test_capture(void **state) {
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
   assert_memory_equal(c, ref, sizeof c);
   assert_string_equal(order, "H");
+  assert_int_equal(cuEventQuery(fork), CUDA_SUCCESS); /* that capture is over */
 
   /* A graph launched inside a capture becomes a child node. */
   assert_int_equal(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);

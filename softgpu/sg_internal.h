@@ -299,6 +299,9 @@ int sg_capture_record_event(sg_stream *s, sg_event *e, unsigned flags, CUresult 
 /* Synchronising with (or querying) a capturing stream is illegal: returns
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. */
 CUresult sg_capture_check_sync(sg_stream *s);
+/* Querying or synchronising an event last recorded in a running capture is
+ * CUDA_ERROR_CAPTURED_EVENT. */
+CUresult sg_capture_event_check(sg_event *e);
 
 /* ---- modules (sg_module.c) ---------------------------------------------- */
 struct CUmod_st {

@@ -638,6 +638,7 @@ static CUresult event_check(CUevent e) {
 SG_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   CUresult r = event_check(hEvent);
   if (r) return r;
+  if (atomic_load(&sg_captures_active) && (r = sg_capture_event_check(hEvent)) != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&sg_sched_lock);
   int done = !hEvent->stream || hEvent->stream->completed >= hEvent->seq;
   pthread_mutex_unlock(&sg_sched_lock);
@@ -647,6 +648,7 @@ SG_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
 SG_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
   CUresult r = event_check(hEvent);
   if (r) return r;
+  if (atomic_load(&sg_captures_active) && (r = sg_capture_event_check(hEvent)) != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&sg_sched_lock);
   sg_stream *s = hEvent->stream;
   if (s) {
