@@ -48,6 +48,9 @@ enum {
 };
 enum { W_H2D = 1, W_D2H = 2, W_D2D = 3 };
 #define NWORDS 12
+/* Host-to-device bytes a launch carries itself; larger copies go ahead of
+ * it through a device staging buffer (so no size limit applies). */
+#define H2D_INLINE_MAX (1u << 20)
 
 /* ---- node parameters ---------------------------------------------------- */
 
@@ -113,6 +116,8 @@ typedef struct {
   size_t ndev;
   size_t h2d_bytes;
   uint32_t *d2h; /* flat indices of device-to-host copies, in order */
+  uint32_t *h2d_big; /* host-to-device copies sent ahead through staging */
+  size_t nh2d_big;
   size_t nd2h;
 } level_t;
 
@@ -1250,6 +1255,14 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
     }
     w[8] = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
     w[9] = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
+    if (w[0] == W_H2D && stage) {
+      /* A large host source goes ahead of the launch with an ordinary
+       * (chunked) copy into its staging buffer. */
+      w[0] = W_D2D;
+      w[2] = stage;
+      w[8] = cp->extent.width;
+      w[9] = cp->extent.height;
+    }
     break;
   }
   case cudaGraphNodeTypeMemset:
@@ -1283,6 +1296,7 @@ static void exec_free(cudaGraphExec_t x) {
     free(x->lv[i].host);
     free(x->lv[i].dev);
     free(x->lv[i].d2h);
+    free(x->lv[i].h2d_big);
   }
   free(x->lv);
   x->magic = 0;
@@ -1316,8 +1330,21 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
     *list = nl;
     if (!is_host_side(&f->p)) f->sidx = (uint32_t)*cnt;
     nl[(*cnt)++] = (uint32_t)i;
-    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyHostToDevice)
-      L->h2d_bytes += copy_bytes(&f->p.cp);
+    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyHostToDevice) {
+      size_t nb = copy_bytes(&f->p.cp);
+      if (nb <= H2D_INLINE_MAX && L->h2d_bytes + nb <= H2D_INLINE_MAX) {
+        L->h2d_bytes += nb;
+      } else {
+        uint32_t *nh = realloc(L->h2d_big, (L->nh2d_big + 1) * sizeof *nh);
+        if (!nh) return cudaErrorMemoryAllocation;
+        L->h2d_big = nh;
+        nh[L->nh2d_big++] = (uint32_t)i;
+        void *stage = NULL;
+        cudaError_t e = cudaMalloc(&stage, nb);
+        if (e != cudaSuccess) return e;
+        f->stage = (uint64_t)(uintptr_t)stage;
+      }
+    }
     if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyDeviceToHost) {
       uint32_t *nd = realloc(L->d2h, (L->nd2h + 1) * sizeof *nd);
       if (!nd) return cudaErrorMemoryAllocation;
@@ -1401,11 +1428,6 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
   x->nf = fl.n;
   if (e == cudaSuccess) e = assign_levels(x);
   for (size_t i = 0; e == cudaSuccess && i < x->nlevels; i++) {
-    if (x->lv[i].h2d_bytes > rgpu_client_chunk_bytes(c)) {
-      RGPU_WARN("graph copies from host to device of more than %zu bytes per launch are not "
-                "supported", rgpu_client_chunk_bytes(c));
-      e = cudaErrorNotSupported;
-    }
     if (e == cudaSuccess && x->lv[i].ndev) e = send_level(c, x, &x->lv[i]);
   }
   if (e != cudaSuccess) {
@@ -1795,6 +1817,7 @@ static void gather_h2d(cudaGraphExec_t x, level_t *L, uint8_t *out) {
   for (size_t k = 0; k < L->ndev; k++) {
     const node_params *p = &x->f[L->dev[k]].p;
     if (p->type != cudaGraphNodeTypeMemcpy || p->cp.kind != cudaMemcpyHostToDevice) continue;
+    if (x->f[L->dev[k]].stage) continue; /* sent ahead */
     const struct cudaMemcpy3DParms *cp = &p->cp;
     uint64_t base, span;
     copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &base, &span);
@@ -1829,6 +1852,30 @@ static cudaError_t fetch_d2h(rgpu_client *c, const flat_node *f, uint64_t wire, 
       if (e != cudaSuccess) return e;
     }
   return cudaSuccess;
+}
+
+/* A large host-to-device node's bytes, copied into its staging buffer on
+ * the launch stream just before the launch. */
+static cudaError_t send_h2d(rgpu_client *c, const flat_node *f, uint64_t wire, int dev) {
+  const struct cudaMemcpy3DParms *cp = &f->p.cp;
+  uint64_t base, span;
+  copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &base, &span);
+  size_t w = cp->extent.width, n = copy_bytes(cp);
+  size_t pitch = cp->srcPtr.pitch ? cp->srcPtr.pitch : w;
+  size_t ysize = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
+  if (pitch == w && (cp->extent.depth == 1 || ysize == cp->extent.height))
+    return rgpu_rt_memcpy(c, f->stage, base, n, cudaMemcpyHostToDevice, wire, dev, 1);
+  uint8_t *tmp = malloc(n);
+  if (!tmp) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  size_t off = 0;
+  for (size_t z = 0; z < cp->extent.depth; z++)
+    for (size_t y = 0; y < cp->extent.height; y++, off += w)
+      memcpy(tmp + off, (const uint8_t *)(uintptr_t)base + (z * ysize + y) * pitch, w);
+  /* The copy engine has sent or queued the bytes when it returns. */
+  cudaError_t e = rgpu_rt_memcpy(c, f->stage, (uint64_t)(uintptr_t)tmp, n, cudaMemcpyHostToDevice,
+                                 wire, dev, 1);
+  free(tmp);
+  return e;
 }
 
 static void run_host_node(const node_params *p) {
@@ -1879,6 +1926,10 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
       for (size_t k = 0; k < lv->nhost; k++) run_host_node(&x->f[lv->host[k]].p);
     }
     if (!lv->server_id) continue;
+    for (size_t k = 0; k < lv->nh2d_big; k++) {
+      e = send_h2d(c, &x->f[lv->h2d_big[k]], wire, sdev);
+      if (e != cudaSuccess) return e;
+    }
     uint8_t *h2d = NULL;
     if (lv->h2d_bytes) {
       h2d = malloc(lv->h2d_bytes);

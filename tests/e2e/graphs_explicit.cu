@@ -193,6 +193,31 @@ int main() {
   CHECK(cudaStreamSynchronize(s));
   EXPECT(src == dst);
 
+  // A large copy (beyond what a launch carries inline) both ways.
+  {
+    const size_t big = 3u << 20;
+    std::vector<unsigned char> in(big), out(big, 0);
+    for (size_t i = 0; i < big; i++) in[i] = (unsigned char)(i * 13 + (i >> 12));
+    unsigned char *db;
+    CHECK(cudaMalloc(&db, big));
+    cudaGraph_t gb;
+    CHECK(cudaGraphCreate(&gb, 0));
+    cudaGraphNode_t b1, b2;
+    CHECK(cudaGraphAddMemcpyNode1D(&b1, gb, nullptr, 0, db, in.data(), big, cudaMemcpyHostToDevice));
+    CHECK(cudaGraphAddMemcpyNode1D(&b2, gb, &b1, 1, out.data(), db, big, cudaMemcpyDeviceToHost));
+    cudaGraphExec_t eb;
+    CHECK(cudaGraphInstantiate(&eb, gb, 0));
+    for (int rep = 0; rep < 2; rep++) {
+      in[12345] = (unsigned char)rep;
+      CHECK(cudaGraphLaunch(eb, s));
+      CHECK(cudaStreamSynchronize(s));
+      EXPECT(in == out);
+    }
+    CHECK(cudaGraphExecDestroy(eb));
+    CHECK(cudaGraphDestroy(gb));
+    CHECK(cudaFree(db));
+  }
+
   // Bad parameters are refused when the node is added.
   cudaGraphNode_t bad;
   EXPECT_ERR(cudaGraphAddMemcpyNode1D(&bad, g3, nullptr, 0, dp + pitch * H * D, src.data(), 16,
