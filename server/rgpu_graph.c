@@ -56,6 +56,11 @@ typedef struct {
   size_t h2d_len, d2h_len;
   CUevent last; /* marks the end of the last launch that read h2d */
   int last_pending;
+  /* Replay: launches of one exec run in order even on different streams,
+   * as CUDA orders them; the end of the previous one and its stream. */
+  CUevent done;
+  CUstream done_stream;
+  int done_valid;
 } gexec;
 
 typedef struct rgpu_graph_state {
@@ -407,6 +412,7 @@ static void exec_free(rgpu_worker *w, rgpu_graph_state *st, gexec *x, int destro
       if (x->last_pending) w->drv.cuEventSynchronize(x->last);
       w->drv.cuEventDestroy(x->last);
     }
+    if (x->done) w->drv.cuEventDestroy(x->done);
     if (x->ge) st->d.cuGraphExecDestroy(x->ge);
     if (x->g) st->d.cuGraphDestroy(x->g);
   }
@@ -572,10 +578,16 @@ CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
   }
   CUresult r;
   uint32_t failed = 0;
-  if (x->ge)
+  if (x->ge) {
     r = w->graphs->d.cuGraphLaunch(x->ge, s);
-  else
+  } else {
+    if (x->done_valid && x->done_stream != s) D->cuStreamWaitEvent(s, x->done, 0);
     r = replay(w, x, s, &failed);
+    if (r == CUDA_SUCCESS && (x->done || D->cuEventCreate(&x->done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
+      x->done_valid = D->cuEventRecord(x->done, s) == CUDA_SUCCESS;
+      x->done_stream = s;
+    }
+  }
   if (r != CUDA_SUCCESS) {
     if (x->h2d_len) D->cuStreamSynchronize(s);
     return FAIL(r, "graph launch%s: %s", x->ge ? "" : " (replay)", ENAME(r));
