@@ -2371,6 +2371,8 @@ int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned fla
   return r;
 }
 
+int rgpu_rt_graph_is_capturing(uint64_t wire) { return capturing_wire(wire); }
+
 cudaError_t rgpu_rt_graph_check_event(cudaEvent_t event) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return cudaSuccess;
   pthread_mutex_lock(&g_cap_lock);

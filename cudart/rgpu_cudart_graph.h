@@ -30,6 +30,8 @@ int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned fla
  * capturable) on a capturing stream: a host node. */
 int rgpu_rt_graph_take_host_func(uint64_t wire, cudaHostFn_t fn, void *user, int stream_callback,
                                  cudaError_t *out);
+/* Whether the stream (wire id) is capturing now. */
+int rgpu_rt_graph_is_capturing(uint64_t wire);
 /* Synchronizing a stream (or query): cudaErrorStreamCaptureUnsupported if
  * it is capturing or the call is prohibited by a capture (which is then
  * invalidated), else cudaSuccess. */

@@ -563,7 +563,8 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
     size_t total = width * height;
     return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, 1);
   }
-  if (kind == cudaMemcpyDeviceToHost && sspan <= (uint64_t)width * height * 2) {
+  if (kind == cudaMemcpyDeviceToHost && sspan <= (uint64_t)width * height * 2 &&
+      !rgpu_rt_graph_is_capturing(wire)) {
     /* One round trip for the whole source extent, then scatter locally:
      * cheaper than a request per row when the padding is modest. */
     uint8_t *tmp = malloc((size_t)sspan);
