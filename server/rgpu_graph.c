@@ -36,7 +36,6 @@ typedef struct {
   uint8_t *params; /* aligned private copy */
   uint32_t plen;
   void *func;      /* CUfunction at validation, to notice an unload */
-  void *kp[1];     /* unused placeholder (pointers are rebuilt per use) */
   size_t stage;    /* offset in the exec's h2d or d2h staging */
   CUevent ev;      /* the event at validation */
   CUgraphNode dn;  /* driver node */
@@ -590,7 +589,8 @@ CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
   }
   if (r != CUDA_SUCCESS) {
     if (x->h2d_len) D->cuStreamSynchronize(s);
-    return FAIL(r, "graph launch%s: %s", x->ge ? "" : " (replay)", ENAME(r));
+    if (x->ge) return FAIL(r, "graph launch: %s", ENAME(r));
+    return FAIL(r, "graph launch (replay), node %u: %s", failed, ENAME(r));
   }
   if (x->h2d_len) {
     if (!x->last && D->cuEventCreate(&x->last, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) x->last = NULL;
