@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "rgpu_cudart.h"
+#include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -240,9 +241,9 @@ static cudaError_t kernel_params_from(node_params *p, const struct cudaKernelNod
 static cudaError_t kernel_params_set(node_params *p, rgpu_rt_func *f, uint64_t module_id,
                                      uint32_t func_index, dim3 grid, dim3 block, size_t shmem,
                                      const rgpu_param_layout *l, const void *params, size_t len) {
-  (void)f;
   memset(p, 0, sizeof *p);
   p->type = cudaGraphNodeTypeKernel;
+  p->func = rgpu_rt_func_stub(f);
   p->module_id = module_id;
   p->func_index = func_index;
   p->device = rgpu_rt_current_device();
@@ -2188,8 +2189,6 @@ int rgpu_rt_graph_take_launch(uint64_t wire, rgpu_rt_func *f, uint64_t module_id
     *out = e;
     return 1;
   }
-  /* The stub is not known here; GetParams of a captured kernel reports
-   * func NULL (CUDA reports the kernel handle). */
   if (capture_node(wire, &p, out)) return 1;
   params_free(&p);
   return 0;

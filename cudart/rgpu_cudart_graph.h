@@ -15,6 +15,8 @@ int rgpu_rt_graph_take_launch(uint64_t wire, rgpu_rt_func *f, uint64_t module_id
                               uint32_t func_index, dim3 grid, dim3 block, size_t shmem,
                               const rgpu_param_layout *l, const void *params, size_t len,
                               cudaError_t *out);
+/* The host stub of a registered function (rgpu_cudart_register.c). */
+const void *rgpu_rt_func_stub(const rgpu_rt_func *f);
 /* rgpu_rt_memcpy (kind resolved; async = 0 for the synchronous API). */
 int rgpu_rt_graph_take_memcpy(uint64_t dst, uint64_t src, size_t n, enum cudaMemcpyKind kind,
                               uint64_t wire, int async, cudaError_t *out);

@@ -621,6 +621,9 @@ cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, 
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+/* The host stub a function was registered with (graph nodes report it). */
+const void *rgpu_rt_func_stub(const rgpu_rt_func *f) { return f ? f->host_stub : NULL; }
+
 RGPU_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostStub) {
   if (!kernel) return cudaErrorInvalidValue;
   rgpu_rt_func *f = rgpu_rt_func_by_stub(hostStub);

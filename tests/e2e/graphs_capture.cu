@@ -74,6 +74,23 @@ int main() {
   size_t nodes = 0;
   CHECK(cudaGraphGetNodes(g, nullptr, &nodes));
   EXPECT(nodes == 13);
+  // Captured kernels report their function and arguments.
+  {
+    std::vector<cudaGraphNode_t> all(nodes);
+    CHECK(cudaGraphGetNodes(g, all.data(), &nodes));
+    int kernels = 0;
+    for (cudaGraphNode_t nd : all) {
+      cudaGraphNodeType ty;
+      CHECK(cudaGraphNodeGetType(nd, &ty));
+      if (ty != cudaGraphNodeTypeKernel) continue;
+      cudaKernelNodeParams kp;
+      CHECK(cudaGraphKernelNodeGetParams(nd, &kp));
+      EXPECT(kp.func == (void *)scale_add || kp.func == (void *)square);
+      if (kp.func == (void *)scale_add) EXPECT(*(float *)kp.kernelParams[2] == 2.0f);
+      kernels++;
+    }
+    EXPECT(kernels == 8);
+  }
   // Nothing ran during capture.
   for (int i = 0; i < n; i++) EXPECT(gy[i] == 0.0f);
 
