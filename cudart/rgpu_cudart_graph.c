@@ -101,6 +101,7 @@ struct CUgraph_st {
 typedef struct {
   node_params p;   /* deep copy */
   uint64_t orig_id; /* node id in the instantiated graph (or its child clones) */
+  uint64_t alt_id;  /* the paired node of the last cudaGraphExecUpdate source */
   uint32_t *deps;
   size_t ndeps;
   int level;
@@ -1543,7 +1544,7 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
 
 static flat_node *exec_find(cudaGraphExec_t x, cudaGraphNode_t node) {
   for (size_t i = 0; i < x->nf; i++)
-    if (x->f[i].orig_id == node->id) return &x->f[i];
+    if (x->f[i].orig_id == node->id || (x->f[i].alt_id && x->f[i].alt_id == node->id)) return &x->f[i];
   return NULL;
 }
 
@@ -1765,7 +1766,7 @@ RGPU_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t
     e = cudaErrorGraphExecUpdateFailure;
     why = cudaGraphExecUpdateErrorTopologyChanged;
   }
-  /* Node ids of the new graph become the ones the exec answers to. */
+  /* The exec answers to the new graph's nodes too (and still to its own). */
   uint64_t *ids = NULL;
   if (e == cudaSuccess) {
     ids = malloc((fl.n ? fl.n : 1) * sizeof *ids);
@@ -1774,7 +1775,7 @@ RGPU_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t
   }
   if (e == cudaSuccess) e = exec_apply(hGraphExec, 0, fl.v, fl.n, &why, &bad);
   if (e == cudaSuccess)
-    for (size_t i = 0; i < fl.n; i++) hGraphExec->f[i].orig_id = ids[i];
+    for (size_t i = 0; i < fl.n; i++) hGraphExec->f[i].alt_id = ids[i];
   free(ids);
   if (resultInfo) {
     resultInfo->result = e == cudaSuccess ? cudaGraphExecUpdateSuccess

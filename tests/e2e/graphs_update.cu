@@ -101,6 +101,36 @@ int main() {
   CHECK(cudaStreamSynchronize(s));
   EXPECT(h[0] == 20 && h[n - 1] == 20);
 
+  // Exec node setters take the instantiated graph's nodes and the update
+  // source's.
+  {
+    cudaGraphNode_t n1[3], n2[3];
+    size_t c1 = 3, c2 = 3;
+    CHECK(cudaGraphGetNodes(g1, n1, &c1));
+    CHECK(cudaGraphGetNodes(g2, n2, &c2));
+    EXPECT(c1 == 3 && c2 == 3);
+    cudaKernelNodeParams fp;
+    CHECK(cudaGraphKernelNodeGetParams(n1[0], &fp));
+    EXPECT(fp.func == (void *)fill);
+    int nv = 50;
+    void *fa[] = {&d, &nv, &nn};
+    fp.kernelParams = fa;
+    CHECK(cudaGraphExecKernelNodeSetParams(cx, n1[0], &fp));
+    CHECK(cudaGraphLaunch(cx, s));
+    CHECK(cudaStreamSynchronize(s));
+    EXPECT(h[0] == 60);
+    nv = 70;
+    CHECK(cudaGraphExecKernelNodeSetParams(cx, n2[0], &fp));
+    CHECK(cudaGraphLaunch(cx, s));
+    CHECK(cudaStreamSynchronize(s));
+    EXPECT(h[0] == 80);
+    nv = 10;
+    CHECK(cudaGraphExecKernelNodeSetParams(cx, n2[0], &fp));
+    CHECK(cudaGraphLaunch(cx, s));
+    CHECK(cudaStreamSynchronize(s));
+    EXPECT(h[0] == 20);
+  }
+
   // A different topology is refused and the exec keeps working.
   cudaGraph_t g3;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
