@@ -2390,7 +2390,10 @@ cudaError_t rgpu_rt_graph_check_sync(uint64_t wire) {
   if (cs) {
     cs->seq->invalidated = 1;
     e = cudaErrorStreamCaptureUnsupported;
-  } else if (unsafe_prohibited_locked()) {
+  } else if (wire == 0 && unsafe_prohibited_locked()) {
+    /* The legacy stream waits for every blocking stream, capturing ones
+     * included.  Synchronizing another, unrelated stream is left alone:
+     * CUDA does not document it as unsafe. */
     e = cudaErrorStreamCaptureUnsupported;
   }
   pthread_mutex_unlock(&g_cap_lock);
