@@ -108,6 +108,7 @@ typedef struct {
   uint32_t sidx; /* index in its level's server graph */
   uint32_t child_end; /* for a child graph's entry node: index of its exit node */
   uint64_t stage;     /* device-to-host copy: its device staging buffer */
+  int disabled;       /* cudaGraphNodeSetEnabled(0): an empty node on the server */
 } flat_node;
 
 typedef struct {
@@ -1518,8 +1519,16 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
   rgpu_buf_init(&ind);
   rgpu_buf_init(&b);
   for (size_t k = 0; k < n; k++) {
-    enc_node(&enc, &x->f[idx[k]].p, x->f[idx[k]].stage);
-    rgpu_buf_put_u32(&ind, x->f[idx[k]].sidx);
+    const flat_node *f = &x->f[idx[k]];
+    if (f->disabled) {
+      node_params empty;
+      memset(&empty, 0, sizeof empty);
+      empty.type = cudaGraphNodeTypeEmpty;
+      enc_node(&enc, &empty, 0);
+    } else {
+      enc_node(&enc, &f->p, f->stage);
+    }
+    rgpu_buf_put_u32(&ind, f->sidx);
   }
   rgpu_msg_graph_exec_update_req m = {
       .exec_id = L->server_id,
@@ -1811,6 +1820,39 @@ RGPU_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaG
   return rgpu_rt_ret(exec_set_node(graphExec, f, &np));
 }
 
+/* Kernel, memcpy and memset nodes can be switched off and on (CUDA 11.6+):
+ * a disabled device node is an empty node on the server until enabled. */
+RGPU_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+                                             unsigned int isEnabled) {
+  rgpu_rt_count_call();
+  if (!valid_exec(hGraphExec) || !valid_node(hNode)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  flat_node *f = exec_find(hGraphExec, hNode);
+  if (!f || (f->p.type != cudaGraphNodeTypeKernel && f->p.type != cudaGraphNodeTypeMemcpy &&
+             f->p.type != cudaGraphNodeTypeMemset))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  int dis = !isEnabled;
+  if (f->disabled == dis) return cudaSuccess;
+  f->disabled = dis;
+  if (is_host_side(&f->p)) return cudaSuccess;
+  rgpu_client *c = rgpu_rt_client_peek();
+  if (!c) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
+  uint32_t idx = (uint32_t)(f - hGraphExec->f);
+  return rgpu_rt_ret(send_update(c, hGraphExec, &hGraphExec->lv[f->level], &idx, 1));
+}
+
+RGPU_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+                                             unsigned int *isEnabled) {
+  rgpu_rt_count_call();
+  if (!valid_exec(hGraphExec) || !valid_node(hNode) || !isEnabled)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  flat_node *f = exec_find(hGraphExec, hNode);
+  if (!f || (f->p.type != cudaGraphNodeTypeKernel && f->p.type != cudaGraphNodeTypeMemcpy &&
+             f->p.type != cudaGraphNodeTypeMemset))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  *isEnabled = !f->disabled;
+  return cudaSuccess;
+}
+
 /* ---- launch --------------------------------------------------------------- */
 
 /* Gathers the current host bytes of the level's host-to-device nodes. */
@@ -1925,10 +1967,12 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
        * (the public call, so earlier background copies land first). */
       e = per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream);
       if (e != cudaSuccess) return e;
-      for (size_t k = 0; k < lv->nhost; k++) run_host_node(&x->f[lv->host[k]].p);
+      for (size_t k = 0; k < lv->nhost; k++)
+        if (!x->f[lv->host[k]].disabled) run_host_node(&x->f[lv->host[k]].p);
     }
     if (!lv->server_id) continue;
     for (size_t k = 0; k < lv->nh2d_big; k++) {
+      if (x->f[lv->h2d_big[k]].disabled) continue;
       e = send_h2d(c, &x->f[lv->h2d_big[k]], wire, sdev);
       if (e != cudaSuccess) return e;
     }
@@ -1948,6 +1992,7 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
     rgpu_buf_free(&b);
     if (rc) return rgpu_rt_sync_ret(c, rc);
     for (size_t k = 0; k < lv->nd2h; k++) {
+      if (x->f[lv->d2h[k]].disabled) continue;
       e = fetch_d2h(c, &x->f[lv->d2h[k]], wire, sdev);
       if (e != cudaSuccess) return e;
     }

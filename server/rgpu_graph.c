@@ -28,6 +28,7 @@ typedef struct {
 #define FIELD(name) __typeof__(&name) name;
   GRAPH_FUNCS(FIELD)
 #undef FIELD
+  __typeof__(&cuGraphNodeSetEnabled) cuGraphNodeSetEnabled; /* optional */
 } graph_drv;
 
 typedef struct {
@@ -39,6 +40,7 @@ typedef struct {
   size_t stage;    /* offset in the exec's h2d or d2h staging */
   CUevent ev;      /* the event at validation */
   CUgraphNode dn;  /* driver node */
+  int disabled;    /* switched off by an update to an empty node */
 } gnode;
 
 typedef struct {
@@ -88,6 +90,7 @@ static int have_graph_api(rgpu_worker *w, rgpu_graph_state *st) {
       GRAPH_FUNCS(RESOLVE)
 #undef RESOLVE
       if (ok) st->drv_state = 1;
+      *(void **)&st->d.cuGraphNodeSetEnabled = dlsym(w->drv.lib, "cuGraphNodeSetEnabled");
     }
     RGPU_DEBUG("session=%llu graphs: %s", (unsigned long long)w->cfg.session_id,
                st->drv_state == 1 ? "driver graph API" : "replay on the stream");
@@ -374,6 +377,7 @@ static CUresult replay(rgpu_worker *w, gexec *x, CUstream s, uint32_t *failed) {
     gnode *g = &x->nodes[i];
     CUresult r = CUDA_SUCCESS;
     *failed = i;
+    if (g->disabled) continue;
     switch (g->type) {
     case RGPU_GNODE_KERNEL: {
       uint32_t np = 0;
@@ -566,6 +570,7 @@ CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
   }
   /* What the graph touches may have been freed or unloaded since. */
   for (uint32_t i = 0; i < x->n; i++) {
+    if (x->nodes[i].disabled) continue;
     CUresult r = check_node(w, &x->nodes[i], i, 0);
     if (r) return r;
   }
@@ -631,8 +636,18 @@ CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
     }
     r = decode_node(w, &nw[k], i, &q.types, &q.words, &q.param_lens, k, q.params.data, &poff,
                     q.params.len);
-    if (r == CUDA_SUCCESS) r = check_node(w, &nw[k], i, 1);
     const gnode *old = &x->nodes[i];
+    /* An empty node in place of a kernel, copy or memset disables it
+     * (cudaGraphNodeSetEnabled); its own type enables it again. */
+    if (r == CUDA_SUCCESS && nw[k].type == RGPU_GNODE_EMPTY &&
+        (old->type == RGPU_GNODE_KERNEL || old->type == RGPU_GNODE_MEMCPY ||
+         old->type == RGPU_GNODE_MEMSET)) {
+      if (x->ge && !w->graphs->d.cuGraphNodeSetEnabled)
+        r = FAIL(CUDA_ERROR_NOT_SUPPORTED, "graph update: the driver cannot disable nodes");
+      nw[k].disabled = 1;
+      continue;
+    }
+    if (r == CUDA_SUCCESS) r = check_node(w, &nw[k], i, 1);
     if (r == CUDA_SUCCESS && nw[k].type != old->type)
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes type", i);
     if (r == CUDA_SUCCESS && old->type == RGPU_GNODE_MEMCPY &&
@@ -644,6 +659,15 @@ CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
   for (uint32_t j = 0; r == CUDA_SUCCESS && j < cnt; j++) {
     uint32_t i = rgpu_array_u32(&q.indices, j);
     gnode *g = &x->nodes[i];
+    if (nw[j].disabled) {
+      if (!g->disabled && x->ge) {
+        CUresult dr = w->graphs->d.cuGraphNodeSetEnabled(x->ge, g->dn, 0);
+        if (dr != CUDA_SUCCESS) r = FAIL(dr, "graph: disabling node %u: %s", i, ENAME(dr));
+      }
+      if (r == CUDA_SUCCESS) g->disabled = 1;
+      continue;
+    }
+    int was_disabled = g->disabled;
     nw[j].stage = g->stage;
     nw[j].dn = g->dn;
     free(g->params);
@@ -651,6 +675,7 @@ CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
     nw[j].params = NULL;
     if (x->ge) {
       CUresult dr = driver_node(w, w->graphs, x, i, NULL, 0, 1);
+      if (dr == CUDA_SUCCESS && was_disabled) dr = w->graphs->d.cuGraphNodeSetEnabled(x->ge, g->dn, 1);
       if (dr != CUDA_SUCCESS) r = FAIL(dr, "graph update of node %u: %s", i, ENAME(dr));
     }
   }

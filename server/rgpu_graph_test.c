@@ -199,10 +199,31 @@ static void test_graph_flow(void **state) {
   assert_int_equal(req(t, RGPU_OP_GRAPH_EXEC_UPDATE, &bb, NULL, 0), 0);
   assert_int_equal(launch(t, 1000, in, sizeof in), 0);
   assert_int_equal(t->last_p[100], 0x11);
+  /* An empty node in its place disables the memset (the H2D bytes still
+   * land), its own type enables it again; another type is refused. */
   rgpu_buf_reset(&bb);
   ty = RGPU_GNODE_EMPTY;
   rgpu_msg_graph_exec_update_req_encode(&bb, &u);
+  assert_int_equal(req(t, RGPU_OP_GRAPH_EXEC_UPDATE, &bb, NULL, 0), 0);
+  in[0] = 99;
+  assert_int_equal(launch(t, 1000, in, sizeof in), 0);
+  assert_int_equal(t->last_p[0], 99);
+  assert_int_equal(t->last_p[100], 0x11);
+  rgpu_buf_reset(&bb);
+  ty = RGPU_GNODE_MEMSET;
+  nw[2] = 0x22;
+  rgpu_msg_graph_exec_update_req_encode(&bb, &u);
+  assert_int_equal(req(t, RGPU_OP_GRAPH_EXEC_UPDATE, &bb, NULL, 0), 0);
+  assert_int_equal(launch(t, 1000, in, sizeof in), 0);
+  assert_int_equal(t->last_p[100], 0x22);
+  nw[2] = 0x11;
+  rgpu_buf_reset(&bb);
+  ty = RGPU_GNODE_EVENT_RECORD;
+  uint64_t ew[RGPU_GRAPH_WORDS] = {77};
+  u.words.data = ew;
+  rgpu_msg_graph_exec_update_req_encode(&bb, &u);
   assert_int_equal(req(t, RGPU_OP_GRAPH_EXEC_UPDATE, &bb, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  u.words.data = nw;
   rgpu_buf_reset(&bb);
   ty = RGPU_GNODE_MEMSET;
   nw[0] = b + 200; /* runs past b */
@@ -210,7 +231,7 @@ static void test_graph_flow(void **state) {
   assert_int_equal(req(t, RGPU_OP_GRAPH_EXEC_UPDATE, &bb, NULL, 0), CUDA_ERROR_INVALID_VALUE);
   rgpu_buf_free(&bb);
   assert_int_equal(launch(t, 1000, in, sizeof in), 0); /* unchanged by the refusals */
-  assert_int_equal(t->last_p[100], 0x11);
+  assert_int_equal(t->last_p[100], 0x22);
 
   /* Freed memory and destroyed events are noticed at launch. */
   assert_int_equal(u64_req(t, RGPU_OP_MEM_FREE, b), 0);

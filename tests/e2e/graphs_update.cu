@@ -80,6 +80,24 @@ int main() {
   CHECK(cudaStreamSynchronize(s));
   EXPECT(h2[0] == 7 && h2[n - 1] == 7);
 
+  // A disabled memset node does nothing until it is enabled again.
+  unsigned en = 2;
+  CHECK(cudaGraphNodeGetEnabled(ex, m, &en));
+  EXPECT(en == 1);
+  CHECK(cudaGraphNodeSetEnabled(ex, m, 0));
+  CHECK(cudaGraphNodeGetEnabled(ex, m, &en));
+  EXPECT(en == 0);
+  CHECK(cudaMemset(d2, 9, n * sizeof(int)));
+  CHECK(cudaGraphLaunch(ex, s));
+  CHECK(cudaStreamSynchronize(s));
+  EXPECT(h2[0] == 0x09090909 && h2[n - 1] == 0x09090909);
+  CHECK(cudaGraphNodeSetEnabled(ex, m, 1));
+  CHECK(cudaGraphLaunch(ex, s));
+  CHECK(cudaStreamSynchronize(s));
+  EXPECT(h2[0] == 7);
+  EXPECT_ERR(cudaGraphNodeSetEnabled(ex, hn, 0), cudaErrorInvalidValue); // host nodes cannot
+  (void)cudaGetLastError();
+
   // The source graph's own params are untouched by exec updates.
   cudaKernelNodeParams back;
   CHECK(cudaGraphKernelNodeGetParams(k, &back));
