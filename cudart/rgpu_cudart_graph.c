@@ -109,6 +109,8 @@ typedef struct {
   uint32_t child_end; /* for a child graph's entry node: index of its exit node */
   uint64_t stage;     /* device-to-host copy: its device staging buffer */
   int disabled;       /* cudaGraphNodeSetEnabled(0): an empty node on the server */
+  int direct;         /* device-to-host copy read straight from its source after the
+                         launch (nothing in its level can still write it) */
 } flat_node;
 
 typedef struct {
@@ -1222,6 +1224,21 @@ static size_t copy_bytes(const struct cudaMemcpy3DParms *cp) {
 /* stage: for a device-to-host copy, the device buffer it really copies
  * into (the launch then reads it back with an ordinary asynchronous copy,
  * so graph results arrive like any cudaMemcpyAsync's). */
+static void enc_node(node_enc *x, const node_params *p, uint64_t stage);
+
+/* A flat node as the server sees it: disabled nodes and directly read
+ * device-to-host copies are empty there. */
+static void enc_flat(node_enc *x, const flat_node *f) {
+  if (f->disabled || f->direct) {
+    node_params empty;
+    memset(&empty, 0, sizeof empty);
+    empty.type = cudaGraphNodeTypeEmpty;
+    enc_node(x, &empty, 0);
+  } else {
+    enc_node(x, &f->p, f->stage);
+  }
+}
+
 static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   uint64_t w[NWORDS];
   memset(w, 0, sizeof w);
@@ -1306,6 +1323,44 @@ static void exec_free(cudaGraphExec_t x) {
   free(x);
 }
 
+/* Whether device-to-host node i may be read from its source after its
+ * level: every other node of the level is an ancestor of it or only reads
+ * device memory (another device-to-host copy).  Returns -1 without memory. */
+static int d2h_direct(cudaGraphExec_t x, size_t i, int *out) {
+  int lvl = x->f[i].level;
+  char *anc = calloc(x->nf, 1);
+  uint32_t *todo = malloc(x->nf * sizeof *todo);
+  if (!anc || !todo) {
+    free(anc);
+    free(todo);
+    return -1;
+  }
+  size_t n = 0;
+  todo[n++] = (uint32_t)i;
+  anc[i] = 1;
+  while (n) {
+    const flat_node *f = &x->f[todo[--n]];
+    for (size_t k = 0; k < f->ndeps; k++)
+      if (!anc[f->deps[k]]) {
+        anc[f->deps[k]] = 1;
+        todo[n++] = f->deps[k];
+      }
+  }
+  int ok = 1;
+  for (size_t j = 0; j < x->nf && ok; j++) {
+    const flat_node *g = &x->f[j];
+    if (anc[j] || g->level != lvl || is_host_side(&g->p)) continue;
+    int reads_only = (g->p.type == cudaGraphNodeTypeMemcpy && g->p.cp.kind == cudaMemcpyDeviceToHost) ||
+                     g->p.type == cudaGraphNodeTypeEmpty || g->p.type == cudaGraphNodeTypeGraph ||
+                     g->p.type == cudaGraphNodeTypeEventRecord || g->p.type == cudaGraphNodeTypeWaitEvent;
+    if (!reads_only) ok = 0;
+  }
+  free(anc);
+  free(todo);
+  *out = ok;
+  return 0;
+}
+
 static cudaError_t assign_levels(cudaGraphExec_t x) {
   int maxl = 0;
   for (size_t i = 0; i < x->nf; i++) {
@@ -1353,6 +1408,15 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
       if (!nd) return cudaErrorMemoryAllocation;
       L->d2h = nd;
       nd[L->nd2h++] = (uint32_t)i;
+      int direct = 0;
+      if (d2h_direct(x, i, &direct)) return cudaErrorMemoryAllocation;
+      if (direct) {
+        /* Nothing after it in its level writes device memory: read the
+         * source itself once the level is done (no staging, no extra
+         * copy, no allocation round trip). */
+        f->direct = 1;
+        continue;
+      }
       void *stage = NULL;
       cudaError_t e = cudaMalloc(&stage, copy_bytes(&f->p.cp));
       if (e != cudaSuccess) return e;
@@ -1376,7 +1440,7 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
   rgpu_buf_init(&b);
   for (size_t k = 0; k < L->ndev; k++) {
     const flat_node *f = &x->f[L->dev[k]];
-    enc_node(&enc, &f->p, f->stage);
+    enc_flat(&enc, f);
     for (size_t d = 0; d < f->ndeps; d++) {
       const flat_node *df = &x->f[f->deps[d]];
       if (df->level != f->level || is_host_side(&df->p)) continue;
@@ -1520,14 +1584,7 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
   rgpu_buf_init(&b);
   for (size_t k = 0; k < n; k++) {
     const flat_node *f = &x->f[idx[k]];
-    if (f->disabled) {
-      node_params empty;
-      memset(&empty, 0, sizeof empty);
-      empty.type = cudaGraphNodeTypeEmpty;
-      enc_node(&enc, &empty, 0);
-    } else {
-      enc_node(&enc, &f->p, f->stage);
-    }
+    enc_flat(&enc, f);
     rgpu_buf_put_u32(&ind, f->sidx);
   }
   rgpu_msg_graph_exec_update_req m = {
@@ -1886,12 +1943,21 @@ static cudaError_t fetch_d2h(rgpu_client *c, const flat_node *f, uint64_t wire, 
   size_t w = cp->extent.width;
   size_t pitch = cp->dstPtr.pitch ? cp->dstPtr.pitch : w;
   size_t ysize = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
-  if (pitch == w && (cp->extent.depth == 1 || ysize == cp->extent.height))
-    return rgpu_rt_memcpy(c, base, f->stage, copy_bytes(cp), cudaMemcpyDeviceToHost, wire, dev, 1);
-  size_t off = 0;
+  /* The device side: the staging buffer (contiguous) or the source itself. */
+  uint64_t src = f->stage, sspan;
+  size_t sp = w, sy = cp->extent.height;
+  if (f->direct) {
+    copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &src, &sspan);
+    sp = cp->srcPtr.pitch ? cp->srcPtr.pitch : w;
+    sy = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
+  }
+  int flat_d = pitch == w && (cp->extent.depth == 1 || ysize == cp->extent.height);
+  int flat_s = sp == w && (cp->extent.depth == 1 || sy == cp->extent.height);
+  if (flat_d && flat_s)
+    return rgpu_rt_memcpy(c, base, src, copy_bytes(cp), cudaMemcpyDeviceToHost, wire, dev, 1);
   for (size_t z = 0; z < cp->extent.depth; z++)
-    for (size_t y = 0; y < cp->extent.height; y++, off += w) {
-      cudaError_t e = rgpu_rt_memcpy(c, base + (z * ysize + y) * pitch, f->stage + off, w,
+    for (size_t y = 0; y < cp->extent.height; y++) {
+      cudaError_t e = rgpu_rt_memcpy(c, base + (z * ysize + y) * pitch, src + (z * sy + y) * sp, w,
                                      cudaMemcpyDeviceToHost, wire, dev, 1);
       if (e != cudaSuccess) return e;
     }
