@@ -15,11 +15,12 @@
  *
  * Host memory inside node parameters is translated: a host-to-device copy
  * node sends the current bytes of its host source with every launch (in
- * the launch's tail), and a device-to-host node copies into a device
- * staging buffer made at instantiation, which the launch reads back with
- * an ordinary cudaMemcpyAsync on the stream (background into pinned
- * memory: no round trip).  So a launch is one message plus one per
- * device-to-host node, none of them waited for.
+ * the launch's tail), and a device-to-host node is read back after the
+ * launch with an ordinary cudaMemcpyAsync on the stream (background into
+ * pinned memory: no round trip): from its source when nothing later in the
+ * graph can overwrite it, else from a device staging buffer the node
+ * copies into.  So a launch is one message plus one per device-to-host
+ * node, none of them waited for.
  *
  * Stream capture happens here too: the launch, copy, memset and event
  * paths call the rgpu_rt_graph_take_* hooks, which turn work issued to a

@@ -193,6 +193,44 @@ int main() {
   CHECK(cudaStreamSynchronize(s));
   EXPECT(src == dst);
 
+  // A copy to the host that a later kernel overwrites the source of: the
+  // host gets the bytes as they were at the copy node.
+  {
+    int *dv, hv[256], after[256];
+    CHECK(cudaMalloc(&dv, sizeof hv));
+    cudaGraph_t gw;
+    CHECK(cudaGraphCreate(&gw, 0));
+    cudaMemsetParams z = {};
+    z.dst = dv;
+    z.value = 0;
+    z.elementSize = 4;
+    z.width = 256;
+    z.height = 1;
+    cudaGraphNode_t w0, w1, w2;
+    CHECK(cudaGraphAddMemsetNode(&w0, gw, nullptr, 0, &z));
+    CHECK(cudaGraphAddMemcpyNode1D(&w1, gw, &w0, 1, hv, dv, sizeof hv, cudaMemcpyDeviceToHost));
+    int m256 = 256;
+    void *wa[] = {&dv, &m256};
+    cudaKernelNodeParams wk = {};
+    wk.func = (void *)add_one;
+    wk.gridDim = dim3(2);
+    wk.blockDim = dim3(128);
+    wk.kernelParams = wa;
+    CHECK(cudaGraphAddKernelNode(&w2, gw, &w1, 1, &wk));
+    cudaGraphExec_t ew;
+    CHECK(cudaGraphInstantiate(&ew, gw, 0));
+    for (int rep = 0; rep < 2; rep++) {
+      std::memset(hv, 0x55, sizeof hv);
+      CHECK(cudaGraphLaunch(ew, s));
+      CHECK(cudaStreamSynchronize(s));
+      CHECK(cudaMemcpy(after, dv, sizeof after, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < 256; i++) EXPECT(hv[i] == 0 && after[i] == 1);
+    }
+    CHECK(cudaGraphExecDestroy(ew));
+    CHECK(cudaGraphDestroy(gw));
+    CHECK(cudaFree(dv));
+  }
+
   // A large copy (beyond what a launch carries inline) both ways.
   {
     const size_t big = 3u << 20;
