@@ -11,6 +11,17 @@ static const char *log_component = "rgpu";
 static int log_level = -1; /* -1: not read from the environment yet */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The listener forks workers while its TLS/QUIC relay threads may be in the
+ * middle of a log line; a child inheriting the lock held would block on its
+ * first log line forever.  Hold the lock across fork so it is never copied
+ * mid-write, and release it on both sides. */
+static void log_before_fork(void) { pthread_mutex_lock(&log_lock); }
+static void log_after_fork(void) { pthread_mutex_unlock(&log_lock); }
+static pthread_once_t log_atfork_once = PTHREAD_ONCE_INIT;
+static void log_install_atfork(void) {
+  pthread_atfork(log_before_fork, log_after_fork, log_after_fork);
+}
+
 static int level_from_env(void) {
   const char *s = getenv("RGPU_LOG");
   if (!s || !*s) return RGPU_LOG_WARN;
@@ -47,6 +58,7 @@ void rgpu_logv(rgpu_log_level level, const char *fmt, va_list ap) {
   if ((size_t)n >= sizeof line - 1) n = (int)sizeof line - 2;
   line[n++] = '\n';
   /* One write per line so concurrent processes do not interleave halves. */
+  pthread_once(&log_atfork_once, log_install_atfork);
   pthread_mutex_lock(&log_lock);
   ssize_t w = write(2, line, (size_t)n);
   (void)w;
