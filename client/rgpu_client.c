@@ -27,8 +27,22 @@
 #include "rgpu_messages.h"
 #include "rgpu_transport.h"
 
+/* A device-to-host copy whose reply is read whenever it arrives, straight
+ * into the (pinned) destination: an async D2H costs no round trip. */
+typedef struct {
+  uint64_t seq;
+  uint64_t stream;
+  void *dst;
+  size_t cap;
+} rgpu_bg_reply;
+
 struct rgpu_client {
   pthread_mutex_t lock;
+  /* Held around every write on conn.  Taken alone (without `lock`) only by
+   * rgpu_client_send_now, so that a host-callback thread can answer the
+   * server while an application thread holds `lock` waiting for a stream
+   * that waits for that very callback.  Order: lock, then wlock. */
+  pthread_mutex_t wlock;
   rgpu_conn *conn;
   char uri[1024];
   char transport[16];
@@ -59,6 +73,17 @@ struct rgpu_client {
 
   rgpu_client_counters ctr;
   void (*wait_hook)(void);
+
+  /* background D2H replies (under lock) */
+  rgpu_bg_reply *bg;
+  size_t nbg, capbg;
+  size_t bg_bytes;
+
+  /* HOST_CALL events go to this hook (called with lock held) */
+  void (*host_call_hook)(void *ctx, uint64_t callback, uint64_t token);
+  void *host_call_ctx;
+  /* frames written by rgpu_client_send_now (under wlock only) */
+  uint64_t now_frames, now_bytes;
 
   /* batch timer */
   pthread_t timer;
@@ -101,7 +126,9 @@ static int client_fail(rgpu_client *c, int rc, const char *what) {
 
 static void *timer_main(void *arg);
 
-uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) { return c->next_seq; }
+uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) {
+  return __atomic_load_n(&c->next_seq, __ATOMIC_RELAXED);
+}
 
 void rgpu_client_lock(rgpu_client *c) { pthread_mutex_lock(&c->lock); }
 void rgpu_client_unlock(rgpu_client *c) { pthread_mutex_unlock(&c->lock); }
@@ -110,7 +137,9 @@ int rgpu_client_flush_locked(rgpu_client *c) {
   if (c->dead) return RGPU_CLIENT_EDEAD;
   if (c->queue.len == 0) return 0;
   struct iovec iov = {.iov_base = c->queue.data, .iov_len = c->queue.len};
+  pthread_mutex_lock(&c->wlock);
   int rc = rgpu_conn_writev_all(c->conn, &iov, 1);
+  pthread_mutex_unlock(&c->wlock);
   if (rc) return client_fail(c, rc, "send");
   c->ctr.bytes_sent += c->queue.len;
   c->ctr.flushes++;
@@ -118,9 +147,20 @@ int rgpu_client_flush_locked(rgpu_client *c) {
   return 0;
 }
 
+/* flush_now: write the queue at once (the caller is about to wait). */
+static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now,
+                      const void *fixed, size_t fixed_len, const void *tail, size_t tail_len,
+                      uint64_t *seq_out);
+
 int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
                             size_t fixed_len, const void *tail, size_t tail_len,
                             uint64_t *seq_out) {
+  return send_frame(c, op, need_reply, need_reply, fixed, fixed_len, tail, tail_len, seq_out);
+}
+
+static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now,
+                      const void *fixed, size_t fixed_len, const void *tail, size_t tail_len,
+                      uint64_t *seq_out) {
   if (c->dead) return RGPU_CLIENT_EDEAD;
   if (fixed_len + tail_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
   rgpu_frame_hdr h = {.version = RGPU_PROTO_VERSION,
@@ -128,7 +168,7 @@ int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const v
                       .opcode = op,
                       .length = (uint32_t)(fixed_len + tail_len),
                       .aux = need_reply ? RGPU_REQ_NEED_REPLY : 0,
-                      .seq = c->next_seq++};
+                      .seq = __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED)};
   if (seq_out) *seq_out = h.seq;
   uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   rgpu_frame_hdr_encode(hdr, &h);
@@ -144,7 +184,9 @@ int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const v
     iov[n++] = (struct iovec){hdr, sizeof hdr};
     if (fixed_len) iov[n++] = (struct iovec){(void *)fixed, fixed_len};
     iov[n++] = (struct iovec){(void *)tail, tail_len};
+    pthread_mutex_lock(&c->wlock);
     int rc = rgpu_conn_writev_all(c->conn, iov, n);
+    pthread_mutex_unlock(&c->wlock);
     if (rc) return client_fail(c, rc, "send");
     c->ctr.bytes_sent += c->queue.len + sizeof hdr + fixed_len + tail_len;
     c->ctr.flushes++;
@@ -159,7 +201,7 @@ int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const v
     c->queue.err = 0;
     return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
   }
-  if (need_reply || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0)
+  if (flush_now || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0)
     return rgpu_client_flush_locked(c);
   if (was_empty) {
     c->queued_since_ns = now_ns();
@@ -202,8 +244,34 @@ static void *timer_main(void *arg) {
   return NULL;
 }
 
+/* Keeps the first async error until taken (see rgpu_client_take_async_error). */
+static void latch_async(rgpu_client *c, uint32_t status, uint64_t seq, const char *text) {
+  if (!c->async_pending) {
+    c->async_pending = 1;
+    c->async_status = status;
+    c->async_seq = seq;
+    snprintf(c->async_msg, sizeof c->async_msg, "%s", text);
+  } else {
+    c->async_dropped++;
+  }
+  RGPU_DEBUG("async error %u for request %llu: %s", status, (unsigned long long)seq, text);
+}
+
 static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first_seq,
                          rgpu_client_reply *r) {
+  if (h->opcode == RGPU_EVT_HOST_CALL) {
+    rgpu_msg_host_call_evt ev;
+    if (rgpu_msg_host_call_evt_decode(c->rx.data, c->rx.len, &ev) != 0) {
+      RGPU_WARN("malformed HOST_CALL event from the server; ignored");
+      return;
+    }
+    if (c->host_call_hook)
+      c->host_call_hook(c->host_call_ctx, ev.callback, ev.token);
+    else
+      RGPU_WARN("server asked for host callback %llu, but none was registered",
+                (unsigned long long)ev.callback);
+    return;
+  }
   if (h->opcode == RGPU_EVT_OUTPUT) {
     /* Device printf: the program's stdout, as soon as it arrives.  stdio's
      * buffer of the program may hold earlier host output; flush it first so
@@ -233,18 +301,56 @@ static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first
       }
       return;
     }
-    if (!c->async_pending) {
-      c->async_pending = 1;
-      c->async_status = h->aux;
-      c->async_seq = h->seq;
-      snprintf(c->async_msg, sizeof c->async_msg, "%s", text);
-    } else {
-      c->async_dropped++;
-    }
-    RGPU_DEBUG("async error %u for request %llu: %s", h->aux, (unsigned long long)h->seq, text);
+    latch_async(c, h->aux, h->seq, text);
     return;
   }
   RGPU_DEBUG("ignoring unknown server event 0x%04x", h->opcode);
+}
+
+static long bg_find(const rgpu_client *c, uint64_t seq) {
+  for (size_t i = 0; i < c->nbg; i++)
+    if (c->bg[i].seq == seq) return (long)i;
+  return -1;
+}
+
+/* The reply of a background D2H (header read, payload not yet): into its
+ * destination when it is what was asked, else latched as an async error,
+ * which CUDA reports at the next synchronizing call. */
+static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
+  rgpu_bg_reply e = c->bg[i];
+  int rc;
+  /* The entry goes only once its payload is in: after a resume the reply
+   * arrives again and must still find it. */
+  if (h->aux == 0 && h->length == e.cap && e.dst) {
+    rc = h->length ? rgpu_conn_read_exact(c->conn, e.dst, h->length) : 0;
+    if (rc) return client_fail(c, rc, "receive");
+    c->bg[i] = c->bg[--c->nbg];
+    c->bg_bytes -= e.cap;
+    return 0;
+  }
+  rgpu_buf_reset(&c->rx);
+  if (h->length) {
+    if (rgpu_buf_reserve(&c->rx, h->length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
+    rc = rgpu_conn_read_exact(c->conn, c->rx.data, h->length);
+    if (rc) return client_fail(c, rc, "receive");
+    c->rx.len = h->length;
+  }
+  c->bg[i] = c->bg[--c->nbg];
+  c->bg_bytes -= e.cap;
+  if (!e.dst) return 0; /* cancelled: the destination is gone */
+  char text[256];
+  if (h->aux) {
+    size_t m = c->rx.len < sizeof text - 1 ? c->rx.len : sizeof text - 1;
+    memcpy(text, c->rx.data, m);
+    text[m] = '\0';
+    for (size_t k = 0; k < m; k++)
+      if ((unsigned char)text[k] < 0x20) text[k] = ' ';
+    latch_async(c, h->aux, h->seq, text);
+  } else {
+    snprintf(text, sizeof text, "server sent %u bytes for a %zu-byte copy", h->length, e.cap);
+    latch_async(c, 999 /* CUDA_ERROR_UNKNOWN */, h->seq, text);
+  }
+  return 0;
 }
 
 /* Reads one frame.  A reply to one of seqs[0..n) not yet done is delivered
@@ -265,6 +371,10 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
         r = &rs[k];
         break;
       }
+  }
+  if (h.kind == RGPU_KIND_REPLY && !r && c->nbg) {
+    long b = bg_find(c, h.seq);
+    if (b >= 0) return read_bg_reply(c, &h, (size_t)b);
   }
   if (r && h.aux == 0 && r->dst) {
     r->done = 1;
@@ -361,6 +471,137 @@ int rgpu_client_poll_events(rgpu_client *c) {
   return rc < 0 ? rc : 0;
 }
 
+/* ---- background D2H replies ------------------------------------------- */
+
+static int bg_pending(const rgpu_client *c, uint64_t stream, uint64_t before_seq) {
+  for (size_t i = 0; i < c->nbg; i++) {
+    const rgpu_bg_reply *e = &c->bg[i];
+    /* The legacy stream (0) orders with every blocking stream: count it in
+     * for any stream (erring towards waiting, never towards missing data). */
+    if (e->seq < before_seq && e->dst &&
+        (stream == RGPU_CLIENT_ALL_STREAMS || e->stream == stream || e->stream == 0))
+      return 1;
+  }
+  return 0;
+}
+
+int rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
+                                       size_t fixed_len, uint64_t stream, void *dst, size_t cap,
+                                       uint64_t *seq_out) {
+  if (c->dead) return RGPU_CLIENT_EDEAD;
+  /* Bound the reply bytes the server may have to push at a client that is
+   * not reading: beyond it, wait for the oldest (an honest round trip). */
+  if (c->bg_bytes && c->bg_bytes + cap > RGPU_CLIENT_BG_MAX_BYTES) {
+    int rc = rgpu_client_flush_locked(c);
+    if (rc) return rc;
+    if (c->wait_hook) c->wait_hook();
+    c->ctr.round_trips++;
+    while (c->bg_bytes && c->bg_bytes + cap > RGPU_CLIENT_BG_MAX_BYTES) {
+      rc = read_one(c, NULL, NULL, 0, 0);
+      if (rc < 0) return rc;
+    }
+  }
+  if (c->nbg == c->capbg) {
+    size_t nc = c->capbg ? c->capbg * 2 : 16;
+    rgpu_bg_reply *nb = realloc(c->bg, nc * sizeof *nb);
+    if (!nb) return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
+    c->bg = nb;
+    c->capbg = nc;
+  }
+  uint64_t seq;
+  int rc = send_frame(c, op, 1, 0, fixed, fixed_len, NULL, 0, &seq);
+  if (rc) return rc;
+  c->bg[c->nbg++] = (rgpu_bg_reply){.seq = seq, .stream = stream, .dst = dst, .cap = cap};
+  c->bg_bytes += cap;
+  if (seq_out) *seq_out = seq;
+  return 0;
+}
+
+int rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq) {
+  if (!bg_pending(c, stream, before_seq)) return 0;
+  int rc = rgpu_client_flush_locked(c);
+  while (rc == 0 && bg_pending(c, stream, before_seq)) {
+    rc = read_one(c, NULL, NULL, 0, 0);
+    if (rc > 0) rc = 0;
+  }
+  return rc < 0 ? rc : 0;
+}
+
+int rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n) {
+  uintptr_t lo = (uintptr_t)p, hi = lo + n;
+  int rc = 0;
+  for (;;) {
+    int busy = 0;
+    for (size_t i = 0; i < c->nbg && !busy; i++) {
+      uintptr_t d = (uintptr_t)c->bg[i].dst;
+      busy = c->bg[i].dst && d < hi && d + c->bg[i].cap > lo;
+    }
+    if (!busy || rc) break;
+    rc = rgpu_client_flush_locked(c);
+    if (rc == 0) rc = read_one(c, NULL, NULL, 0, 0);
+    if (rc > 0) rc = 0;
+  }
+  return rc;
+}
+
+size_t rgpu_client_background_count(rgpu_client *c) {
+  rgpu_client_lock(c);
+  size_t n = c->nbg;
+  rgpu_client_unlock(c);
+  return n;
+}
+
+/* ---- host callbacks ------------------------------------------------------ */
+
+void rgpu_client_set_host_call_hook(rgpu_client *c,
+                                    void (*hook)(void *ctx, uint64_t callback, uint64_t token),
+                                    void *ctx) {
+  rgpu_client_lock(c);
+  c->host_call_hook = hook;
+  c->host_call_ctx = ctx;
+  rgpu_client_unlock(c);
+}
+
+int rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len) {
+  if (__atomic_load_n(&c->dead, __ATOMIC_RELAXED)) return RGPU_CLIENT_EDEAD;
+  if (fixed_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
+  rgpu_frame_hdr h = {.version = RGPU_PROTO_VERSION,
+                      .kind = RGPU_KIND_REQUEST,
+                      .opcode = op,
+                      .length = (uint32_t)fixed_len,
+                      .aux = 0,
+                      .seq = __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED)};
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hdr, &h);
+  struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
+  pthread_mutex_lock(&c->wlock);
+  int rc = client_write(c, iov, fixed_len ? 2 : 1);
+  if (rc == 0) {
+    c->now_frames++;
+    c->now_bytes += sizeof hdr + fixed_len;
+  }
+  pthread_mutex_unlock(&c->wlock);
+  /* A failed write is seen (and logged) by the next call under the lock. */
+  return rc ? RGPU_CLIENT_EDEAD : 0;
+}
+
+int rgpu_client_try_pump(rgpu_client *c) {
+  if (pthread_mutex_trylock(&c->lock) != 0) return 1;
+  int rc = rgpu_client_flush_locked(c);
+  while (rc == 0 && !c->dead) {
+    if (c->rxpre_off >= c->rxpre.len && rgpu_conn_pending(c->conn) == 0) {
+      struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
+      if (poll(&p, 1, 0) <= 0) break;
+    }
+    rc = read_one(c, NULL, NULL, 0, 0);
+    if (rc > 0) rc = 0;
+  }
+  rgpu_client_unlock(c);
+  return rc < 0 ? rc : 0;
+}
+
+int rgpu_client_poll_fd(rgpu_client *c) { return c->conn ? rgpu_conn_poll_fd(c->conn) : -1; }
+
 int rgpu_client_bind_device_locked(rgpu_client *c, int device) {
   if (c->bound_device == device) return 0;
   rgpu_buf b;
@@ -439,6 +680,7 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
     return RGPU_PROTO_ENOMEM;
   }
   pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_init(&c->wlock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -568,6 +810,8 @@ void rgpu_client_close(rgpu_client *c) {
     c->timer_started = 0;
   }
   rgpu_client_lock(c);
+  /* Copies nobody synchronized with: their destinations may be gone. */
+  for (size_t i = 0; i < c->nbg; i++) c->bg[i].dst = NULL;
   if (c->conn && !c->dead && c->session_id) {
     uint64_t seq;
     uint64_t first = c->next_seq;
@@ -586,8 +830,10 @@ void rgpu_client_close(rgpu_client *c) {
   }
   rgpu_buf_free(&c->queue);
   rgpu_buf_free(&c->rx);
+  free(c->bg);
   rgpu_client_unlock(c);
   pthread_cond_destroy(&c->timer_cv);
+  pthread_mutex_destroy(&c->wlock);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
@@ -606,5 +852,9 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hoo
 void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   rgpu_client_lock(c);
   *out = c->ctr;
+  pthread_mutex_lock(&c->wlock);
+  out->frames_sent += c->now_frames;
+  out->bytes_sent += c->now_bytes;
+  pthread_mutex_unlock(&c->wlock);
   rgpu_client_unlock(c);
 }

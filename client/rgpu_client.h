@@ -147,6 +147,46 @@ int rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_clien
 /* The sequence number the next request frame will get. */
 uint64_t rgpu_client_next_seq_locked(const rgpu_client *c);
 
+/* ---- background replies (asynchronous device-to-host copies) ----------
+ * A D2H request whose reply the caller does not wait for: it is queued like
+ * a no-reply request, and whenever its reply arrives (during any later wait
+ * or poll) the payload is read straight into dst (cap bytes, which must stay
+ * valid until drained).  A failure is latched like an async error.  At most
+ * RGPU_CLIENT_BG_MAX_BYTES are outstanding; beyond that the call first waits
+ * for older ones (counted as a round trip). */
+#define RGPU_CLIENT_BG_MAX_BYTES (64u << 20)
+#define RGPU_CLIENT_ALL_STREAMS UINT64_MAX
+int rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
+                                       size_t fixed_len, uint64_t stream, void *dst, size_t cap,
+                                       uint64_t *seq_out);
+/* Reads until no background reply of `stream` (or of the legacy stream 0;
+ * RGPU_CLIENT_ALL_STREAMS: any) with a sequence number below before_seq is
+ * outstanding.  Used right after a synchronizing reply, so it is part of
+ * that round trip and not counted again. */
+int rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq);
+/* Reads until no background reply writes into [p, p+n) (before freeing it). */
+int rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n);
+size_t rgpu_client_background_count(rgpu_client *c);
+
+/* ---- host callbacks -------------------------------------------------------
+ * HOST_CALL events are handed to hook(ctx, callback, token), called with the
+ * client lock held from whichever thread is reading: it must only queue the
+ * call.  The callback's thread answers with rgpu_client_send_now, which
+ * takes only the write lock (never the client lock), so it cannot deadlock
+ * with an application thread that waits, holding the lock, for the stream
+ * that waits for the callback. */
+void rgpu_client_set_host_call_hook(rgpu_client *c,
+                                    void (*hook)(void *ctx, uint64_t callback, uint64_t token),
+                                    void *ctx);
+/* Writes one no-reply request frame at once, under the write lock only. */
+int rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len);
+/* If the client lock is free: flushes the queue and handles every frame
+ * already readable (so HOST_CALL events arrive while no thread waits).
+ * Returns 1 when the lock was busy (whoever holds it reads), 0, or <0. */
+int rgpu_client_try_pump(rgpu_client *c);
+/* The descriptor to poll(2) for incoming frames (-1 when closed). */
+int rgpu_client_poll_fd(rgpu_client *c);
+
 /* The session's current device on the server: sends CTX_SET_DEVICE (no
  * reply) when it differs from the last one sent. */
 int rgpu_client_bind_device_locked(rgpu_client *c, int device);

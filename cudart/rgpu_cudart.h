@@ -173,6 +173,14 @@ struct CUevent_st {
   unsigned flags;
 };
 
+/* A request that waits (stream/event/device synchronize, query): like
+ * rgpu_client_call without async, and then reads the background D2H
+ * replies issued before it on drain_stream (RGPU_CLIENT_ALL_STREAMS: all),
+ * so their data is in place when the synchronization returns.  The drain
+ * happens only when the call succeeded.  Returns a CUresult or <0. */
+int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed,
+                      size_t fixed_len, uint64_t drain_stream, rgpu_client_reply *r);
+
 /* A new client-chosen handle id (nonzero, unique in the process). */
 uint64_t rgpu_rt_new_handle_id(void);
 /* Resolves a cudaStream_t to the wire id and its device.  per_thread: the
@@ -180,6 +188,13 @@ uint64_t rgpu_rt_new_handle_id(void);
  * default stream.  Errors: cudaErrorInvalidResourceHandle. */
 cudaError_t rgpu_rt_stream_resolve(rgpu_client *c, cudaStream_t s, int per_thread,
                                    uint64_t *wire, int *device);
+
+/* ---- host callbacks (rgpu_cudart_callbacks.c) ------------------------- */
+
+/* 1 on the thread that runs host callbacks, while it runs one. */
+int rgpu_rt_in_host_callback(void);
+/* Stops the callback thread (at exit, before the client closes). */
+void rgpu_rt_callbacks_stop(void);
 
 /* ---- modules and kernels (rgpu_cudart_register.c) ---------------------- */
 

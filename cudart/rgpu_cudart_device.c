@@ -159,8 +159,8 @@ RGPU_API cudaError_t cudaDeviceSynchronize(void) {
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
-  int rc = rgpu_client_call(c, rgpu_rt_current_device(), RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0,
-                            NULL);
+  int rc = rgpu_rt_sync_call(c, rgpu_rt_current_device(), RGPU_OP_CTX_SYNC, NULL, 0,
+                             RGPU_CLIENT_ALL_STREAMS, NULL);
   return rgpu_rt_sync_ret(c, rc);
 }
 
@@ -176,6 +176,8 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   rgpu_msg_device_reset_req m = {.device = (uint32_t)dev};
   rgpu_msg_device_reset_req_encode(&req, &m);
   rgpu_client_lock(c);
+  /* Copies still on their way land before the context they came from goes. */
+  rgpu_client_drain_locked(c, RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
   uint64_t seq;
   uint64_t first = rgpu_client_next_seq_locked(c);
   int rc = rgpu_client_send_locked(c, RGPU_OP_DEVICE_RESET, 1, req.data, req.len, NULL, 0, &seq);

@@ -61,6 +61,29 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
   return cudaSuccess;
 }
 
+/* cudaMemcpyAsync into pinned memory: every chunk is queued and its reply
+ * is read into the destination whenever it arrives (during the next wait,
+ * which drains what the synchronization covers), so it costs no round
+ * trip.  Errors come back as asynchronous errors, as on a GPU. */
+static cudaError_t copy_dtoh_background(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
+                                        uint64_t stream, int device) {
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  rgpu_client_lock(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    uint8_t fixed[24];
+    uint64_t s = src + off, l = len;
+    memcpy(fixed, &s, 8);
+    memcpy(fixed + 8, &l, 8);
+    memcpy(fixed + 16, &stream, 8);
+    rc = rgpu_client_send_background_locked(c, RGPU_OP_MEMCPY_DTOH, fixed, sizeof fixed, stream,
+                                            dst + off, len, NULL);
+  }
+  rgpu_client_unlock(c);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
 static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
                              uint64_t stream, int device) {
   size_t chunk = rgpu_client_chunk_bytes(c);
@@ -115,14 +138,22 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
     }
     done++;
   }
+  /* A synchronous copy also synchronizes with earlier work: background
+   * copies it covers must have landed before it returns. */
+  if (rc == 0) rc = rgpu_client_drain_locked(c, stream ? stream : RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
   rgpu_client_unlock(c);
   if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
   return rgpu_rt_sync_ret(c, rc ? rc : (int)status);
 }
 
+/* Async D2H may complete in the background only into page-locked memory:
+ * into pageable memory CUDA's cudaMemcpyAsync is synchronous. */
+static int is_pinned(uint64_t p, size_t n) {
+  return rgpu_range_find(&g_host_ranges, p, n, NULL) == 0;
+}
+
 cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
                            enum cudaMemcpyKind kind, uint64_t stream, int device, int async) {
-  (void)async;
   if (n == 0) return cudaSuccess;
   cudaError_t ge;
   if (rgpu_rt_graph_take_memcpy(dst, src, n, kind, stream, async, &ge)) return rgpu_rt_ret(ge);
@@ -133,6 +164,8 @@ cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
   case cudaMemcpyHostToDevice:
     return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device);
   case cudaMemcpyDeviceToHost:
+    if (async && !rgpu_client_sync_every_call(c) && is_pinned(dst, n))
+      return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
     return copy_dtoh(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
   case cudaMemcpyDeviceToDevice: {
     rgpu_buf b;
@@ -320,6 +353,16 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+/* Background copies into host memory about to be released land first (CUDA's
+ * cudaFreeHost synchronizes too). */
+static void drain_host_range(void *p, size_t n) {
+  rgpu_client *c = rgpu_rt_client_peek();
+  if (!c) return;
+  rgpu_client_lock(c);
+  rgpu_client_drain_dst_locked(c, p, n);
+  rgpu_client_unlock(c);
+}
+
 RGPU_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
   rgpu_rt_count_call();
   if (!pHost) return rgpu_rt_ret(cudaErrorInvalidValue);
@@ -362,6 +405,7 @@ RGPU_API cudaError_t cudaFreeHost(void *ptr) {
   /* Only what cudaHostAlloc made: registered memory belongs to the program. */
   if (rgpu_range_find(&g_host_ranges, p, 1, &r) || r.base != p || (r.flags & 0x80000000u))
     return rgpu_rt_ret(cudaErrorInvalidValue);
+  drain_host_range(ptr, r.size);
   rgpu_range_remove(&g_host_ranges, p, NULL);
   free(ptr);
   return cudaSuccess;
@@ -535,7 +579,7 @@ static int span_2d(size_t pitch, size_t width, size_t height, uint64_t *out) {
 
 static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, size_t spitch,
                                    size_t width, size_t height, enum cudaMemcpyKind kind,
-                                   cudaStream_t stream, int per_thread) {
+                                   cudaStream_t stream, int per_thread, int async) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -561,7 +605,7 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (dpitch == width && spitch == width) {
     size_t total = width * height;
-    return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, 1);
+    return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, async);
   }
   if (kind == cudaMemcpyDeviceToHost && sspan <= (uint64_t)width * height * 2 &&
       !rgpu_rt_graph_is_capturing(wire)) {
@@ -578,7 +622,7 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
     }
   }
   for (size_t r = 0; r < height; r++) {
-    e = rgpu_rt_memcpy(c, d + r * dpitch, s + r * spitch, width, kind, wire, dev, 1);
+    e = rgpu_rt_memcpy(c, d + r * dpitch, s + r * spitch, width, kind, wire, dev, async);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -586,18 +630,18 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
 
 RGPU_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
                                   size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 0);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0);
 }
 RGPU_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
                                        size_t width, size_t height, enum cudaMemcpyKind kind);
 RGPU_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
                                        size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 1);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 1, 0);
 }
 RGPU_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                                        size_t width, size_t height, enum cudaMemcpyKind kind,
                                        cudaStream_t stream) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 0);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 0, 1);
 }
 RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
                                             size_t spitch, size_t width, size_t height,
@@ -605,7 +649,7 @@ RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void
 RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
                                             size_t spitch, size_t width, size_t height,
                                             enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1);
 }
 
 static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t width,
@@ -699,6 +743,7 @@ RGPU_API cudaError_t cudaHostUnregister(void *ptr) {
   uint64_t p = (uint64_t)(uintptr_t)ptr;
   if (rgpu_range_find(&g_host_ranges, p, 1, &r) || r.base != p || !(r.flags & 0x80000000u))
     return rgpu_rt_ret(cudaErrorHostMemoryNotRegistered);
+  drain_host_range(ptr, r.size);
   rgpu_range_remove(&g_host_ranges, p, NULL);
   return cudaSuccess;
 }

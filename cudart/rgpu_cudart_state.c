@@ -86,6 +86,12 @@ cudaError_t rgpu_rt_ret(cudaError_t e) {
 
 cudaError_t rgpu_rt_enter(rgpu_client **out) {
   rgpu_rt_count_call();
+  /* CUDA forbids CUDA calls in host callbacks; here one could deadlock on
+   * the stream that waits for the callback, so it is refused. */
+  if (rgpu_rt_in_host_callback()) {
+    *out = NULL;
+    return rgpu_rt_ret(cudaErrorNotPermitted);
+  }
   cudaError_t err = cudaErrorNoDevice;
   rgpu_client *c = rgpu_rt_client(&err);
   *out = c;
@@ -130,6 +136,7 @@ cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc) {
 __attribute__((destructor)) static void rgpu_rt_fini(void) {
   rgpu_client_counters ctr = {0};
   rgpu_client *c = g_client;
+  rgpu_rt_callbacks_stop();
   if (c) rgpu_client_get_counters(c, &ctr);
   char transport[16] = "none";
   char server[1024] = "";
@@ -176,7 +183,7 @@ RGPU_API cudaError_t cudaGetLastError(void) {
   rgpu_rt_count_call();
   cudaError_t e = tl_last_error;
   tl_last_error = cudaSuccess;
-  if (e == cudaSuccess && g_client) {
+  if (e == cudaSuccess && g_client && !rgpu_rt_in_host_callback()) {
     rgpu_client_poll_events(g_client);
     rgpu_rt_collect_async(g_client);
     e = rgpu_err_state_poll(&g_err, 1);
@@ -187,7 +194,7 @@ RGPU_API cudaError_t cudaGetLastError(void) {
 RGPU_API cudaError_t cudaPeekAtLastError(void) {
   rgpu_rt_count_call();
   cudaError_t e = tl_last_error;
-  if (e == cudaSuccess && g_client) {
+  if (e == cudaSuccess && g_client && !rgpu_rt_in_host_callback()) {
     rgpu_client_poll_events(g_client);
     rgpu_rt_collect_async(g_client);
     e = rgpu_err_state_poll(&g_err, 0);

@@ -25,6 +25,26 @@ typedef struct {
 } per_thread_stream;
 static __thread per_thread_stream tl_ptds[RGPU_MAX_DEVICES];
 
+int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed,
+                      size_t fixed_len, uint64_t drain_stream, rgpu_client_reply *r) {
+  rgpu_client_reply local;
+  if (!r) {
+    memset(&local, 0, sizeof local);
+    r = &local;
+  }
+  rgpu_client_lock(c);
+  int rc = device >= 0 ? rgpu_client_bind_device_locked(c, device) : 0;
+  uint64_t first = rgpu_client_next_seq_locked(c), seq = 0;
+  if (rc == 0) rc = rgpu_client_send_locked(c, op, 1, fixed, fixed_len, NULL, 0, &seq);
+  if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, r);
+  if (rc == 0) rc = (int)r->status;
+  /* The legacy stream synchronizes with every blocking stream. */
+  if (drain_stream == 0) drain_stream = RGPU_CLIENT_ALL_STREAMS;
+  if (rc == 0) rc = rgpu_client_drain_locked(c, drain_stream, seq);
+  rgpu_client_unlock(c);
+  return rc;
+}
+
 static cudaError_t post(rgpu_client *c, int dev, uint16_t op, rgpu_buf *b) {
   int rc = rgpu_client_call(c, dev, op, 1, b->data, b->len, NULL, 0, NULL);
   rgpu_buf_free(b);
@@ -148,7 +168,7 @@ static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
   rgpu_buf_init(&b);
   rgpu_msg_stream_sync_req m = {.stream = wire};
   rgpu_msg_stream_sync_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, dev, RGPU_OP_STREAM_SYNC, 0, b.data, b.len, NULL, 0, NULL);
+  int rc = rgpu_rt_sync_call(c, dev, RGPU_OP_STREAM_SYNC, b.data, b.len, wire, NULL);
   rgpu_buf_free(&b);
   return rgpu_rt_sync_ret(c, rc);
 }
@@ -182,7 +202,7 @@ static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
   rgpu_buf_init(&b);
   rgpu_msg_stream_query_req m = {.stream = wire};
   rgpu_msg_stream_query_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, dev, RGPU_OP_STREAM_QUERY, 0, b.data, b.len, NULL, 0, NULL);
+  int rc = rgpu_rt_sync_call(c, dev, RGPU_OP_STREAM_QUERY, b.data, b.len, wire, NULL);
   rgpu_buf_free(&b);
   return query_ret(c, rc);
 }
@@ -383,7 +403,9 @@ static cudaError_t event_wait_call(cudaEvent_t event, uint16_t op, int query) {
   rgpu_buf_init(&b);
   rgpu_msg_event_sync_req m = {.event = event->id}; /* same layout as EVENT_QUERY */
   rgpu_msg_event_sync_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, event->device, op, 0, b.data, b.len, NULL, 0, NULL);
+  /* The event's stream is not tracked here: drain every stream's earlier
+   * copies (more waiting than needed at worst, never missing data). */
+  int rc = rgpu_rt_sync_call(c, event->device, op, b.data, b.len, RGPU_CLIENT_ALL_STREAMS, NULL);
   rgpu_buf_free(&b);
   return query ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
 }

@@ -27,7 +27,13 @@
 
 /* Present since CUDA 12.4; older drivers lack it and modules then report
  * no parameter tables (the client falls back to its own .nv.info parse). */
-#define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo)
+/* cuLaunchHostFunc (host callbacks, HOST_FUNC) is optional only so that
+ * test drivers without it still load; every real driver since CUDA 10 has it. */
+/* cuMemHostRegister/Unregister page-lock the server's staging buffers so
+ * that copies on a stream are truly asynchronous (into pageable memory the
+ * driver would block the session thread). */
+#define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchHostFunc) \
+  X(cuMemHostRegister) X(cuMemHostUnregister)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

@@ -91,18 +91,29 @@ static CUcontext stream_ctx(rgpu_worker *w, uint64_t id) {
  * the whole context with ev NULL and kind CTX_SYNC).  Returns 1 if taken;
  * 0 if the caller must wait itself (no connection, or no thread). */
 static int defer_to_job(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUevent ev, int own_ev,
-                        const void *ref, void *buf, size_t buf_len) {
+                        const void *ref, void *buf, size_t buf_len, void *pinned) {
   if (!rgpu_jobs_enabled(w) || (kind != RGPU_JOB_RELEASE && !w->cur_need_reply)) return 0;
   rgpu_job *j = calloc(1, sizeof *j);
   if (!j) return 0;
   *j = (rgpu_job){.kind = kind, .opcode = w->cur_op, .seq = w->cur_seq, .ctx = ctx, .ev = ev,
-                  .own_ev = own_ev, .ref = ref, .buf = buf, .buf_len = buf_len};
+                  .own_ev = own_ev, .ref = ref, .buf = buf, .buf_len = buf_len, .pinned = pinned};
   if (rgpu_jobs_submit(w, j)) {
     free(j);
     return 0;
   }
   if (kind != RGPU_JOB_RELEASE) w->reply_taken = 1;
   return 1;
+}
+
+/* Page-locks [p, p+n) so that an async copy from/to it does not block the
+ * session thread; returns p, or NULL when the driver cannot (the copy then
+ * still works, synchronously). */
+static void *pin(rgpu_worker *w, void *p, size_t n) {
+  if (!D->cuMemHostRegister || !D->cuMemHostUnregister || n == 0) return NULL;
+  return D->cuMemHostRegister(p, n, 0) == CUDA_SUCCESS ? p : NULL;
+}
+static void unpin(rgpu_worker *w, void *pinned) {
+  if (pinned) D->cuMemHostUnregister(pinned);
 }
 
 /* ---- session ------------------------------------------------------------ */
@@ -230,7 +241,7 @@ static CUresult h_ctx_set_device(rgpu_worker *w, const void *p, size_t n) {
 }
 
 static CUresult h_ctx_sync(rgpu_worker *w, const void *p, size_t n) {
-  if (defer_to_job(w, RGPU_JOB_CTX_SYNC, w->ctx[w->cur_dev], NULL, 0, NULL, NULL, 0))
+  if (defer_to_job(w, RGPU_JOB_CTX_SYNC, w->ctx[w->cur_dev], NULL, 0, NULL, NULL, 0, NULL))
     return CUDA_SUCCESS;
   CHECK_DRV(D->cuCtxSynchronize(), "cuCtxSynchronize");
   return CUDA_SUCCESS;
@@ -331,9 +342,10 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
   if (r) return r;
   CUstream s = NULL;
   if ((r = get_stream(w, q.stream, &s))) return r;
-  if (!s) {
-    CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
-  } else if (rgpu_jobs_enabled(w)) {
+  if (rgpu_jobs_enabled(w)) {
+    /* Also on the legacy stream: the session thread must never block on a
+     * stream that may be waiting for a host callback, whose HOST_CALL_DONE
+     * only this thread can read. */
     /* Keep the source alive until the stream has consumed it, so nothing
      * waits here: a large frame's own buffer is taken from the read loop,
      * a small one (inside the loop's batch buffer) is copied. */
@@ -349,19 +361,24 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
       memcpy(base, q.data.data, q.data.len);
       src = base;
     }
+    void *pinned = pin(w, (void *)src, q.data.len);
     CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, src, q.data.len, s);
     CUevent ev = NULL;
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
+      unpin(w, pinned);
       free(base);
       return drv_fail(w, cr, "cuMemcpyHtoDAsync");
     }
-    if (!defer_to_job(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), ev, 1, NULL, base, 0)) {
+    if (!defer_to_job(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), ev, 1, NULL, base, 0, pinned)) {
       D->cuEventSynchronize(ev);
       D->cuEventDestroy(ev);
+      unpin(w, pinned);
       free(base);
     }
+  } else if (!s) {
+    CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
   } else {
     /* The source is this frame's buffer, reused for the next frame: wait
      * for the copy before returning. */
@@ -383,22 +400,32 @@ static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
   if (r) return r;
   CUstream s = NULL;
   if ((r = get_stream(w, q.stream, &s))) return r;
-  if (s && rgpu_jobs_enabled(w) && w->cur_need_reply) {
-    /* Enqueued now, in stream order; the reply leaves when it is done. */
-    void *buf = malloc((size_t)q.size);
-    if (!buf) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
+  if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
+    /* Enqueued now, in stream order; the reply leaves when it is done (the
+     * legacy stream too: see h_memcpy_htod). */
+    /* Page-aligned, so that pinning it never shares a page with another
+     * buffer. */
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t align = pg > 0 ? (size_t)pg : 4096;
+    size_t rounded = ((size_t)q.size + align - 1) / align * align;
+    void *buf = NULL;
+    if (posix_memalign(&buf, align, rounded)) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
+    void *pinned = pin(w, buf, rounded);
     CUevent ev = NULL;
     CUresult cr = D->cuMemcpyDtoHAsync(buf, (CUdeviceptr)q.src, (size_t)q.size, s);
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
+      unpin(w, pinned);
       free(buf);
       return drv_fail(w, cr, "cuMemcpyDtoHAsync");
     }
-    if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, buf, (size_t)q.size))
+    if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, buf, (size_t)q.size,
+                     pinned))
       return CUDA_SUCCESS;
     CUresult sr = D->cuEventSynchronize(ev);
     D->cuEventDestroy(ev);
+    unpin(w, pinned);
     if (sr != CUDA_SUCCESS) {
       free(buf);
       return drv_fail(w, sr, "cuMemcpyDtoHAsync");
@@ -726,7 +753,7 @@ static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
   if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
     CUevent ev = NULL;
     if (rgpu_worker_marker(w, s, &ev) == CUDA_SUCCESS) {
-      if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, NULL, 0))
+      if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, NULL, 0, NULL))
         return CUDA_SUCCESS;
       D->cuEventDestroy(ev);
     }
@@ -757,6 +784,22 @@ static CUresult h_stream_wait_event(rgpu_worker *w, const void *p, size_t n) {
   if (r) return r;
   CHECK_DRV(D->cuStreamWaitEvent(s, e, q.flags), "cuStreamWaitEvent");
   return CUDA_SUCCESS;
+}
+
+/* Host callbacks: see rgpu_host_call_* in rgpu_worker_internal.h. */
+static CUresult h_host_func(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_host_func_req q;
+  rgpu_msg_host_func_req_decode(p, n, &q);
+  CUstream s = NULL;
+  CUresult r = get_stream(w, q.stream, &s);
+  if (r) return r;
+  return rgpu_host_call_enqueue(w, s, q.callback);
+}
+
+static CUresult h_host_call_done(rgpu_worker *w, const void *p, size_t n) {
+  rgpu_msg_host_call_done_req q;
+  rgpu_msg_host_call_done_req_decode(p, n, &q);
+  return rgpu_host_call_done(w, q.token);
 }
 
 static CUresult h_event_create(rgpu_worker *w, const void *p, size_t n) {
@@ -805,7 +848,7 @@ static CUresult h_event_sync(rgpu_worker *w, const void *p, size_t n) {
   if (r) return r;
   const rgpu_handle_entry *he = rgpu_handle_map_get(&w->events, q.event);
   CUcontext ctx = he && he->device >= 0 ? w->ctx[he->device] : NULL;
-  if (ctx && defer_to_job(w, RGPU_JOB_WAIT_EVENT, ctx, e, 0, e, NULL, 0)) return CUDA_SUCCESS;
+  if (ctx && defer_to_job(w, RGPU_JOB_WAIT_EVENT, ctx, e, 0, e, NULL, 0, NULL)) return CUDA_SUCCESS;
   CHECK_DRV(D->cuEventSynchronize(e), "cuEventSynchronize");
   return CUDA_SUCCESS;
 }
@@ -866,6 +909,9 @@ rgpu_handler_fn rgpu_handler_for(uint16_t op, int *needs_ctx) {
     case RGPU_OP_STREAM_SYNC: return h_stream_sync;
     case RGPU_OP_STREAM_QUERY: return h_stream_query;
     case RGPU_OP_STREAM_WAIT_EVENT: return h_stream_wait_event;
+    case RGPU_OP_HOST_FUNC: return h_host_func;
+    /* Never waits and needs no context: it only releases a waiting stream. */
+    case RGPU_OP_HOST_CALL_DONE: *needs_ctx = 0; return h_host_call_done;
     case RGPU_OP_EVENT_CREATE: return h_event_create;
     case RGPU_OP_EVENT_DESTROY: return h_event_destroy;
     case RGPU_OP_EVENT_RECORD: return h_event_record;

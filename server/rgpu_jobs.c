@@ -41,6 +41,7 @@ static void job_done(rgpu_job *j) {
   w->njobs--;
   pthread_cond_broadcast(&w->jobs_cond);
   pthread_mutex_unlock(&w->jobs_lock);
+  if (j->pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(j->pinned);
   free(j->buf);
   free(j);
 }
@@ -114,4 +115,154 @@ void rgpu_jobs_barrier(rgpu_worker *w, const void *ref) {
     pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
   }
   pthread_mutex_unlock(&w->jobs_lock);
+}
+
+/* ---- host callbacks ------------------------------------------------------ */
+
+typedef struct rgpu_host_wait {
+  uint64_t token;
+  int done;
+  struct rgpu_host_wait *next;
+} rgpu_host_wait;
+
+struct rgpu_host_calls {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  uint64_t next_token;
+  int shutdown;
+  int sending; /* host functions between their shutdown check and their send */
+  rgpu_host_wait *waits;
+};
+
+struct rgpu_host_call {
+  rgpu_worker *w;
+  uint64_t callback_id;
+  int once;
+};
+
+rgpu_host_call *rgpu_host_call_new(rgpu_worker *w, uint64_t callback_id, int once) {
+  /* Without a connection nobody could run the callback: refuse rather than
+   * let the stream hang. */
+  if (!rgpu_jobs_enabled(w)) return NULL;
+  if (!w->host_calls) {
+    struct rgpu_host_calls *hs = calloc(1, sizeof *hs);
+    if (!hs) return NULL;
+    pthread_mutex_init(&hs->lock, NULL);
+    pthread_cond_init(&hs->cond, NULL);
+    w->host_calls = hs;
+  }
+  rgpu_host_call *hc = calloc(1, sizeof *hc);
+  if (!hc) return NULL;
+  *hc = (rgpu_host_call){.w = w, .callback_id = callback_id, .once = once};
+  return hc;
+}
+
+void rgpu_host_call_free(rgpu_host_call *hc) { free(hc); }
+
+void CUDA_CB rgpu_host_call_run(void *user) {
+  rgpu_host_call *hc = user;
+  rgpu_worker *w = hc->w;
+  struct rgpu_host_calls *hs = w->host_calls;
+  rgpu_host_wait me = {0};
+  pthread_mutex_lock(&hs->lock);
+  if (hs->shutdown) {
+    pthread_mutex_unlock(&hs->lock);
+    goto out;
+  }
+  me.token = ++hs->next_token;
+  me.next = hs->waits;
+  hs->waits = &me;
+  hs->sending++;
+  pthread_mutex_unlock(&hs->lock);
+
+  /* Device printf of the work before the callback goes first, so the
+   * client's output keeps the stream's order. */
+  rgpu_buf out, ev;
+  rgpu_buf_init(&out);
+  rgpu_buf_init(&ev);
+  rgpu_worker_flush_output(w, &out);
+  rgpu_msg_host_call_evt m = {.callback = hc->callback_id, .token = me.token};
+  rgpu_msg_host_call_evt_encode(&ev, &m);
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_EVENT, RGPU_EVT_HOST_CALL, (uint32_t)ev.len, 0, 0};
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hdr, &h);
+  rgpu_buf_put(&out, hdr, sizeof hdr);
+  rgpu_buf_put(&out, ev.data, ev.len);
+  struct iovec iov = {out.data, out.len};
+  int rc = out.err || ev.err ? -1 : rgpu_worker_send(w, &iov, 1);
+  rgpu_buf_free(&out);
+  rgpu_buf_free(&ev);
+
+  pthread_mutex_lock(&hs->lock);
+  hs->sending--;
+  pthread_cond_broadcast(&hs->cond);
+  if (rc)
+    RGPU_DEBUG("session=%llu host callback %llu not delivered (connection failed)",
+               (unsigned long long)w->cfg.session_id, (unsigned long long)hc->callback_id);
+  while (rc == 0 && !me.done && !hs->shutdown) pthread_cond_wait(&hs->cond, &hs->lock);
+  for (rgpu_host_wait **pp = &hs->waits; *pp; pp = &(*pp)->next)
+    if (*pp == &me) {
+      *pp = me.next;
+      break;
+    }
+  pthread_mutex_unlock(&hs->lock);
+out:
+  if (hc->once) free(hc);
+}
+
+CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id) {
+  if (!w->drv.cuLaunchHostFunc)
+    return rgpu_worker_fail(w, CUDA_ERROR_NOT_SUPPORTED,
+                            "host callbacks: the driver %s has no cuLaunchHostFunc", w->drv.path);
+  rgpu_host_call *hc = rgpu_host_call_new(w, callback_id, 1);
+  if (!hc)
+    return rgpu_worker_fail(w, rgpu_jobs_enabled(w) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED,
+                            "host callbacks need a client connection (and server memory)");
+  CUresult r = w->drv.cuLaunchHostFunc(s, rgpu_host_call_run, hc);
+  if (r != CUDA_SUCCESS) {
+    free(hc);
+    return rgpu_worker_fail(w, r, "cuLaunchHostFunc: %s", rgpu_driver_error_name(&w->drv, r));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_host_call_done(rgpu_worker *w, uint64_t token) {
+  struct rgpu_host_calls *hs = w->host_calls;
+  int found = 0;
+  if (hs) {
+    pthread_mutex_lock(&hs->lock);
+    for (rgpu_host_wait *p = hs->waits; p; p = p->next)
+      if (p->token == token && !p->done) {
+        p->done = 1;
+        found = 1;
+        break;
+      }
+    if (found) pthread_cond_broadcast(&hs->cond);
+    pthread_mutex_unlock(&hs->lock);
+  }
+  if (!found)
+    return rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE,
+                            "HOST_CALL_DONE: no host function waits for token %llu",
+                            (unsigned long long)token);
+  return CUDA_SUCCESS;
+}
+
+void rgpu_host_calls_shutdown(rgpu_worker *w) {
+  struct rgpu_host_calls *hs = w->host_calls;
+  if (!hs) return;
+  pthread_mutex_lock(&hs->lock);
+  hs->shutdown = 1;
+  pthread_cond_broadcast(&hs->cond);
+  /* After this nobody sends on the connection the caller is about to drop. */
+  while (hs->sending) pthread_cond_wait(&hs->cond, &hs->lock);
+  pthread_mutex_unlock(&hs->lock);
+}
+
+void rgpu_host_calls_free(rgpu_worker *w) {
+  struct rgpu_host_calls *hs = w->host_calls;
+  if (!hs) return;
+  pthread_mutex_destroy(&hs->lock);
+  pthread_cond_destroy(&hs->cond);
+  free(hs);
+  w->host_calls = NULL;
 }

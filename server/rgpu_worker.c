@@ -215,6 +215,7 @@ void rgpu_worker_free(rgpu_worker *w) {
       w->drv.sgSetPrintHandler(NULL, NULL);
     rgpu_driver_unload(&w->drv);
   }
+  rgpu_host_calls_free(w);
   rgpu_alloc_table_free(&w->allocs);
   rgpu_handle_map_free(&w->streams);
   rgpu_handle_map_free(&w->events);
@@ -501,7 +502,9 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       break;
     }
   }
-  /* Jobs write to c: none may outlive this call. */
+  /* Host functions waiting for a client that is gone return now; jobs
+   * write to c: none may outlive this call. */
+  rgpu_host_calls_shutdown(w);
   rgpu_jobs_barrier(w, NULL);
   w->conn = NULL;
   w->cur_in = NULL;

@@ -65,6 +65,9 @@ struct rgpu_worker {
   struct rgpu_job *jobs; /* in flight */
   int njobs;
   int write_failed;
+
+  /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
+  struct rgpu_host_calls *host_calls;
 };
 
 /* ---- background completion (rgpu_jobs.c) ---------------------------------
@@ -90,6 +93,7 @@ typedef struct rgpu_job {
   int own_ev;       /* internal event: destroyed by the job */
   const void *ref;  /* user handle the job uses, for rgpu_jobs_barrier */
   void *buf;        /* reply tail (DTOH) or buffer to free (RELEASE) */
+  void *pinned;     /* cuMemHostRegister'ed inside buf: unregistered first */
   size_t buf_len;
   pthread_t th;
   struct rgpu_job *next;
@@ -108,6 +112,36 @@ int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n);
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
 /* An event that only marks a point in a stream (no timing). */
 CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out);
+
+/* ---- host callbacks (rgpu_jobs.c) -----------------------------------------
+ * A host function in a stream that runs in the *client*: when the stream
+ * reaches it, rgpu_host_call_run (on the driver's thread) sends a HOST_CALL
+ * event {callback, token} and blocks that stream until the session thread
+ * reads HOST_CALL_DONE {token} (rgpu_host_call_done).  The session thread
+ * itself never waits for it, so it keeps reading requests meanwhile.
+ * Reusable: stream HOST_FUNC uses rgpu_host_call_enqueue; a graph host node
+ * takes a record from rgpu_host_call_new and passes rgpu_host_call_run and
+ * the record as its CUDA_HOST_NODE_PARAMS {fn, userData}. */
+typedef struct rgpu_host_call rgpu_host_call;
+/* A record for client callback `callback_id`.  once = 1: freed after its
+ * first run (stream use); once = 0: runs any number of times (graph node)
+ * and is freed with rgpu_host_call_free once nothing can run it.  NULL when
+ * out of memory or when the worker has no connection to send events on. */
+rgpu_host_call *rgpu_host_call_new(rgpu_worker *w, uint64_t callback_id, int once);
+void rgpu_host_call_free(rgpu_host_call *hc);
+/* The CUhostFn: userData is an rgpu_host_call. */
+void CUDA_CB rgpu_host_call_run(void *user);
+/* cuLaunchHostFunc(s, rgpu_host_call_run, one-shot record); a CUresult, with
+ * a message in w->msg on failure. */
+CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id);
+/* HOST_CALL_DONE: releases the stream waiting on token.  CUDA_ERROR_INVALID_VALUE
+ * for a token no host function waits for. */
+CUresult rgpu_host_call_done(rgpu_worker *w, uint64_t token);
+/* The session is ending: every waiting host function returns at once
+ * (without its client callback), so streams can drain and be destroyed. */
+void rgpu_host_calls_shutdown(rgpu_worker *w);
+/* Frees the bookkeeping (after the driver state is gone). */
+void rgpu_host_calls_free(rgpu_worker *w);
 
 /* Handler of one request opcode: decodes payload, appends reply fields (and
  * tail) to w->rep, returns a CUresult; on failure may write w->msg. */

