@@ -6,6 +6,23 @@
 #include <thread>
 #include <vector>
 
+// Page-locked host memory for the buffers captured copies use: what CUDA
+// programs capture (and what a GPU's capture is known to accept).
+template <class T> struct pinned_alloc {
+  using value_type = T;
+  pinned_alloc() = default;
+  template <class U> pinned_alloc(const pinned_alloc<U> &) {}
+  T *allocate(size_t n) {
+    void *p = nullptr;
+    CHECK(cudaMallocHost(&p, n * sizeof(T)));
+    return (T *)p;
+  }
+  void deallocate(T *p, size_t) { cudaFreeHost(p); }
+  bool operator==(const pinned_alloc &) const { return true; }
+  bool operator!=(const pinned_alloc &) const { return false; }
+};
+template <class T> using pinned_vec = std::vector<T, pinned_alloc<T>>;
+
 __global__ void scale_add(float *y, const float *x, float a, float b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + b + y[i];
@@ -35,7 +52,7 @@ static void pipeline(cudaStream_t s, cudaStream_t s2, cudaEvent_t fork, cudaEven
 
 int main() {
   const int n = 2048;
-  std::vector<float> hx(n), ry(n), rz(n), gy(n), gz(n);
+  pinned_vec<float> hx(n), ry(n), rz(n), gy(n), gz(n);
   for (int i = 0; i < n; i++) hx[i] = (float)(i % 17) * 0.25f;
   float *dx, *dy, *dz;
   CHECK(cudaMalloc(&dx, n * sizeof(float)));
@@ -229,7 +246,8 @@ int main() {
     const int W = 24, H = 6, P = 64;
     unsigned char *dp2;
     CHECK(cudaMalloc(&dp2, P * H));
-    std::vector<unsigned char> src(P * H), got(W * H, 0);
+    std::vector<unsigned char> src(P * H);
+    pinned_vec<unsigned char> got(W * H, 0);
     for (int i = 0; i < P * H; i++) src[i] = (unsigned char)(i * 5 + 1);
     CHECK(cudaMemcpy(dp2, src.data(), P * H, cudaMemcpyHostToDevice));
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));

@@ -5,6 +5,23 @@
 #include "rgpu_check.h"
 #include <vector>
 
+// Page-locked host memory for the buffers captured copies use: what CUDA
+// programs capture (and what a GPU's capture is known to accept).
+template <class T> struct pinned_alloc {
+  using value_type = T;
+  pinned_alloc() = default;
+  template <class U> pinned_alloc(const pinned_alloc<U> &) {}
+  T *allocate(size_t n) {
+    void *p = nullptr;
+    CHECK(cudaMallocHost(&p, n * sizeof(T)));
+    return (T *)p;
+  }
+  void deallocate(T *p, size_t) { cudaFreeHost(p); }
+  bool operator==(const pinned_alloc &) const { return true; }
+  bool operator!=(const pinned_alloc &) const { return false; }
+};
+template <class T> using pinned_vec = std::vector<T, pinned_alloc<T>>;
+
 __global__ void fill(int *p, int v, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) p[i] = v;
@@ -30,7 +47,7 @@ int main() {
   int *d, *d2;
   CHECK(cudaMalloc(&d, n * sizeof(int)));
   CHECK(cudaMalloc(&d2, n * sizeof(int)));
-  std::vector<int> h(n), h2(n);
+  pinned_vec<int> h(n), h2(n);
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
 
