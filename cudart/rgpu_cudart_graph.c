@@ -89,6 +89,7 @@ struct CUgraphNode_st {
   struct CUgraph_st *g;
   struct CUgraphNode_st **deps;
   size_t ndeps, capd;
+  size_t pos; /* index in g->nodes, valid after index_nodes(g) */
   node_params p;
 };
 
@@ -442,6 +443,12 @@ static cudaError_t node_add(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraph
   return cudaSuccess;
 }
 
+/* Records every node's position, so a dependency's index is one load
+ * (captured graphs have thousands of nodes). */
+static void index_nodes(cudaGraph_t g) {
+  for (size_t i = 0; i < g->n; i++) g->nodes[i]->pos = i;
+}
+
 static cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origin) {
   (void)keep_origin;
   cudaGraph_t g;
@@ -462,13 +469,11 @@ static cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origi
   }
   /* Dependencies by index: a node's deps may come later in the list when
    * cudaGraphAddDependencies added them. */
+  index_nodes(src);
   for (size_t i = 0; i < src->n && e == cudaSuccess; i++) {
     cudaGraphNode_t s = src->nodes[i];
-    for (size_t k = 0; k < s->ndeps && e == cudaSuccess; k++) {
-      size_t j = 0;
-      while (j < src->n && src->nodes[j] != s->deps[k]) j++;
-      if (j < src->n) e = add_dep(g->nodes[i], g->nodes[j]);
-    }
+    for (size_t k = 0; k < s->ndeps && e == cudaSuccess; k++)
+      e = add_dep(g->nodes[i], g->nodes[s->deps[k]->pos]);
   }
   if (e != cudaSuccess) {
     graph_free(g);
@@ -478,27 +483,44 @@ static cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origi
   return cudaSuccess;
 }
 
-/* Topological order of g's nodes (indices); -1 on a cycle. */
+/* Topological order of g's nodes (indices; among ready nodes, lower index
+ * first, so equal graphs give equal orders); -1 on a cycle or no memory. */
 static int topo_order(cudaGraph_t g, size_t *order) {
   size_t n = g->n;
   if (!n) return 0;
-  size_t *indeg = calloc(n, sizeof *indeg);
-  if (!indeg) return -1;
-  /* Node pointer -> index: nodes are few compared to edges, a linear map
-   * per edge is still cheap for the graphs programs build (≤ thousands). */
-  for (size_t i = 0; i < n; i++) indeg[i] = g->nodes[i]->ndeps;
-  size_t head = 0, tail = 0;
-  for (size_t i = 0; i < n; i++)
-    if (!indeg[i]) order[tail++] = i;
-  while (head < tail) {
-    cudaGraphNode_t d = g->nodes[order[head++]];
+  index_nodes(g);
+  size_t *indeg = calloc(n, sizeof *indeg), *start = calloc(n + 1, sizeof *start);
+  size_t edges = 0;
+  for (size_t i = 0; i < n; i++) edges += g->nodes[i]->ndeps;
+  size_t *adj = malloc((edges ? edges : 1) * sizeof *adj), *fill = calloc(n, sizeof *fill);
+  int rc = -1;
+  if (indeg && start && adj && fill) {
+    /* Dependents of each node, in ascending index order. */
     for (size_t i = 0; i < n; i++) {
-      cudaGraphNode_t x = g->nodes[i];
-      if (has_dep(x, d) && --indeg[i] == 0) order[tail++] = i;
+      indeg[i] = g->nodes[i]->ndeps;
+      for (size_t k = 0; k < g->nodes[i]->ndeps; k++) start[g->nodes[i]->deps[k]->pos + 1]++;
     }
+    for (size_t i = 0; i < n; i++) start[i + 1] += start[i];
+    for (size_t i = 0; i < n; i++)
+      for (size_t k = 0; k < g->nodes[i]->ndeps; k++) {
+        size_t d = g->nodes[i]->deps[k]->pos;
+        adj[start[d] + fill[d]++] = i;
+      }
+    size_t head = 0, tail = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!indeg[i]) order[tail++] = i;
+    while (head < tail) {
+      size_t d = order[head++];
+      for (size_t k = start[d]; k < start[d + 1]; k++)
+        if (--indeg[adj[k]] == 0) order[tail++] = adj[k];
+    }
+    rc = tail == n ? 0 : -1;
   }
   free(indeg);
-  return tail == n ? 0 : -1;
+  free(start);
+  free(adj);
+  free(fill);
+  return rc;
 }
 
 /* ---- public API: graphs -------------------------------------------------- */
@@ -1057,6 +1079,7 @@ static const char *type_name(enum cudaGraphNodeType t) {
 }
 
 static void dot_graph(FILE *f, cudaGraph_t g, const char *prefix, int verbose) {
+  index_nodes(g);
   for (size_t i = 0; i < g->n; i++) {
     cudaGraphNode_t n = g->nodes[i];
     if (n->p.type == cudaGraphNodeTypeGraph && n->p.child) {
@@ -1076,11 +1099,8 @@ static void dot_graph(FILE *f, cudaGraph_t g, const char *prefix, int verbose) {
     } else {
       fprintf(f, "\"%sn%zu\" [label=\"%zu %s\"];\n", prefix, i, i, type_name(n->p.type));
     }
-    for (size_t k = 0; k < n->ndeps; k++) {
-      size_t j = 0;
-      while (j < g->n && g->nodes[j] != n->deps[k]) j++;
-      fprintf(f, "\"%sn%zu\" -> \"%sn%zu\";\n", prefix, j, prefix, i);
-    }
+    for (size_t k = 0; k < n->ndeps; k++)
+      fprintf(f, "\"%sn%zu\" -> \"%sn%zu\";\n", prefix, n->deps[k]->pos, prefix, i);
   }
 }
 
@@ -1157,11 +1177,7 @@ static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int dep
       e = cudaErrorMemoryAllocation;
       break;
     }
-    for (size_t k = 0; k < n->ndeps; k++) {
-      size_t j = 0;
-      while (j < g->n && g->nodes[j] != n->deps[k]) j++;
-      deps[nd++] = idx[j];
-    }
+    for (size_t k = 0; k < n->ndeps; k++) deps[nd++] = idx[n->deps[k]->pos];
     if (!nd && entry != UINT32_MAX) deps[nd++] = entry;
     uint32_t me;
     e = flat_push(fl, &n->p, n->id, deps, nd, &me);
