@@ -319,8 +319,6 @@ static long bg_find(const rgpu_client *c, uint64_t seq) {
 static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
   rgpu_bg_reply e = c->bg[i];
   int rc;
-  /* The entry goes only once its payload is in: after a resume the reply
-   * arrives again and must still find it. */
   if (h->aux == 0 && h->length == e.cap && e.dst) {
     rc = h->length ? rgpu_conn_read_exact(c->conn, e.dst, h->length) : 0;
     if (rc) return client_fail(c, rc, "receive");
@@ -575,7 +573,7 @@ int rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t 
   rgpu_frame_hdr_encode(hdr, &h);
   struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
   pthread_mutex_lock(&c->wlock);
-  int rc = client_write(c, iov, fixed_len ? 2 : 1);
+  int rc = rgpu_conn_writev_all(c->conn, iov, fixed_len ? 2 : 1);
   if (rc == 0) {
     c->now_frames++;
     c->now_bytes += sizeof hdr + fixed_len;
@@ -589,7 +587,7 @@ int rgpu_client_try_pump(rgpu_client *c) {
   if (pthread_mutex_trylock(&c->lock) != 0) return 1;
   int rc = rgpu_client_flush_locked(c);
   while (rc == 0 && !c->dead) {
-    if (c->rxpre_off >= c->rxpre.len && rgpu_conn_pending(c->conn) == 0) {
+    if (rgpu_conn_pending(c->conn) == 0) {
       struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
       if (poll(&p, 1, 0) <= 0) break;
     }

@@ -51,6 +51,8 @@ typedef struct {
   uint32_t *order; /* topological */
   uint32_t nedges;
   uint32_t *edges; /* pairs */
+  uint32_t *in_start; /* CSR of incoming edges: sources of node i are */
+  uint32_t *in_src;   /* in_src[in_start[i] .. in_start[i+1]) */
   CUgraph g;
   CUgraphExec ge; /* NULL: replay */
   uint8_t *h2d, *d2h;
@@ -316,8 +318,7 @@ static CUresult build_driver_graph(rgpu_worker *w, rgpu_graph_state *st, gexec *
   for (uint32_t oi = 0; oi < x->n && r == CUDA_SUCCESS; oi++) {
     uint32_t i = x->order[oi];
     size_t nd = 0;
-    for (uint32_t k = 0; k < x->nedges; k++)
-      if (x->edges[2 * k + 1] == i) deps[nd++] = x->nodes[x->edges[2 * k]].dn;
+    for (uint32_t k = x->in_start[i]; k < x->in_start[i + 1]; k++) deps[nd++] = x->nodes[x->in_src[k]].dn;
     r = driver_node(w, st, x, i, deps, nd, 0);
   }
   free(deps);
@@ -423,6 +424,8 @@ static void exec_free(rgpu_worker *w, rgpu_graph_state *st, gexec *x, int destro
   free(x->nodes);
   free(x->order);
   free(x->edges);
+  free(x->in_start);
+  free(x->in_src);
   free(x->h2d);
   free(x->d2h);
   free(x);
@@ -491,18 +494,46 @@ CUresult rgpu_graph_h_exec_create(rgpu_worker *w, const void *p, size_t n) {
       indeg[x->edges[k]]++;
     }
   }
-  /* Kahn's algorithm: the order for building and replay, and no cycles. */
+  /* Kahn's algorithm: the order for building and replay, and no cycles.
+   * Edges as CSR both ways, so it is linear in nodes + edges. */
+  uint32_t *out_start = NULL, *out_dst = NULL;
   if (r == CUDA_SUCCESS) {
-    uint32_t head = 0, tail = 0;
-    for (uint32_t i = 0; i < nn; i++)
-      if (!indeg[i]) x->order[tail++] = i;
-    while (head < tail) {
-      uint32_t u = x->order[head++];
-      for (uint32_t k = 0; k < x->nedges; k++)
-        if (x->edges[2 * k] == u && --indeg[x->edges[2 * k + 1]] == 0) x->order[tail++] = x->edges[2 * k + 1];
+    x->in_start = calloc((size_t)nn + 1, sizeof *x->in_start);
+    x->in_src = malloc(((size_t)x->nedges + 1) * sizeof *x->in_src);
+    out_start = calloc((size_t)nn + 1, sizeof *out_start);
+    out_dst = malloc(((size_t)x->nedges + 1) * sizeof *out_dst);
+    uint32_t *fi = calloc((size_t)nn + 1, sizeof *fi), *fo = calloc((size_t)nn + 1, sizeof *fo);
+    if (!x->in_start || !x->in_src || !out_start || !out_dst || !fi || !fo) {
+      r = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph");
+    } else {
+      for (uint32_t k = 0; k < x->nedges; k++) {
+        out_start[x->edges[2 * k] + 1]++;
+        x->in_start[x->edges[2 * k + 1] + 1]++;
+      }
+      for (uint32_t i = 0; i < nn; i++) {
+        out_start[i + 1] += out_start[i];
+        x->in_start[i + 1] += x->in_start[i];
+      }
+      for (uint32_t k = 0; k < x->nedges; k++) {
+        uint32_t a = x->edges[2 * k], b = x->edges[2 * k + 1];
+        out_dst[out_start[a] + fo[a]++] = b;
+        x->in_src[x->in_start[b] + fi[b]++] = a;
+      }
+      uint32_t head = 0, tail = 0;
+      for (uint32_t i = 0; i < nn; i++)
+        if (!indeg[i]) x->order[tail++] = i;
+      while (head < tail) {
+        uint32_t u = x->order[head++];
+        for (uint32_t k = out_start[u]; k < out_start[u + 1]; k++)
+          if (--indeg[out_dst[k]] == 0) x->order[tail++] = out_dst[k];
+      }
+      if (tail != nn) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: the edges form a cycle");
     }
-    if (tail != nn) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: the edges form a cycle");
+    free(fi);
+    free(fo);
   }
+  free(out_start);
+  free(out_dst);
   /* Staging for the host side of copies, in node order. */
   for (uint32_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
     gnode *g = &x->nodes[i];
