@@ -1478,8 +1478,11 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
   cudaError_t e = cudaSuccess;
   if (enc.types.err || enc.words.err || enc.plens.err || enc.params.err || edges.err)
     e = cudaErrorMemoryAllocation;
-  else if (enc.params.len > 16u << 20 || L->ndev > 65536)
+  else if (enc.params.len > 16u << 20 || L->ndev > 65536 || edges.len / 4 > 1048576) {
+    RGPU_WARN("graph too large to instantiate: %zu nodes, %zu edges, %zu bytes of kernel "
+              "parameters (limits: 65536, 524288, 16 MiB)", L->ndev, edges.len / 8, enc.params.len);
     e = cudaErrorNotSupported;
+  }
   if (e == cudaSuccess) {
     rgpu_msg_graph_exec_create_req_encode(&b, &m);
     e = post_async(c, x->device, RGPU_OP_GRAPH_EXEC_CREATE, &b);
