@@ -212,6 +212,14 @@ void rgpu_rt_modules_forget_device(int dev);
 
 /* ---- memory (rgpu_cudart_memory.c) ------------------------------------- */
 
+/* The cudaMalloc arena (rgpu_cudart_arena.h): a CTX_SYNC issued at seq on
+ * dev completed (freed arena blocks before it may be reused); bytes the
+ * arena holds but has not handed out (cudaMemGetInfo counts them free);
+ * forget dev's arena (after cudaDeviceReset). */
+void rgpu_rt_arena_synced(int dev, uint64_t seq);
+uint64_t rgpu_rt_arena_unused(int dev);
+void rgpu_rt_arena_forget_device(int dev);
+
 /* The copy engine shared by memcpy and symbol copies. dst/src are device
  * addresses or host pointers according to kind (already resolved, never
  * cudaMemcpyDefault). */

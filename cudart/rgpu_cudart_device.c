@@ -196,6 +196,7 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   rgpu_err_state_reset(rgpu_rt_err_state());
   if (dev >= 0 && dev < RGPU_MAX_DEVICES) __atomic_add_fetch(&g_epoch[dev], 1, __ATOMIC_RELEASE);
   rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
+  rgpu_rt_arena_forget_device(dev);
   rgpu_rt_modules_forget_device(dev);
   return rgpu_rt_ret(rgpu_rt_from_call(rc));
 }
@@ -348,7 +349,9 @@ RGPU_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   if (e == cudaSuccess) {
     rgpu_msg_mem_get_info_rep m;
     if (rgpu_msg_mem_get_info_rep_decode(pay.data, pay.len, &m) == 0) {
-      *free_bytes = (size_t)m.free_bytes;
+      /* What the arena holds unused is free memory to the program. */
+      uint64_t f = m.free_bytes + rgpu_rt_arena_unused(rgpu_rt_current_device());
+      *free_bytes = (size_t)(f < m.total_bytes ? f : m.total_bytes);
       *total_bytes = (size_t)m.total_bytes;
     } else {
       e = cudaErrorUnknown;

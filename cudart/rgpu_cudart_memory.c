@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "rgpu_cudart.h"
+#include "rgpu_cudart_arena.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -298,6 +299,118 @@ RGPU_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
 
 /* ---- allocation --------------------------------------------------------- */
 
+/* ---- the allocation arena (rgpu_cudart_arena.h) ------------------------- */
+
+static pthread_mutex_t g_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static rgpu_arena g_arena[RGPU_MAX_DEVICES];
+/* Per device: the sequence number of the latest CTX_SYNC that completed. */
+static uint64_t g_synced_seq[RGPU_MAX_DEVICES];
+
+void rgpu_rt_arena_synced(int dev, uint64_t seq) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
+  pthread_mutex_lock(&g_arena_lock);
+  if (seq > g_synced_seq[dev]) g_synced_seq[dev] = seq;
+  pthread_mutex_unlock(&g_arena_lock);
+}
+
+uint64_t rgpu_rt_arena_unused(int dev) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return 0;
+  pthread_mutex_lock(&g_arena_lock);
+  uint64_t n = g_arena[dev].committed - g_arena[dev].in_use;
+  pthread_mutex_unlock(&g_arena_lock);
+  return n;
+}
+
+void rgpu_rt_arena_forget_device(int dev) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
+  pthread_mutex_lock(&g_arena_lock);
+  rgpu_arena_free_all(&g_arena[dev]);
+  pthread_mutex_unlock(&g_arena_lock);
+}
+
+/* MEM_ALLOC, waiting for the address: a CUresult or <0. */
+static int server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
+  rgpu_buf b, pay;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&pay);
+  rgpu_msg_mem_alloc_req m = {.size = size};
+  rgpu_msg_mem_alloc_req_encode(&b, &m);
+  rgpu_client_reply r = {.payload = &pay};
+  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r);
+  rgpu_buf_free(&b);
+  if (rc == 0) {
+    rgpu_msg_mem_alloc_rep rep;
+    if (rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &rep) || rep.dptr == 0)
+      rc = CUDA_ERROR_UNKNOWN;
+    else
+      *dptr = rep.dptr;
+  }
+  rgpu_buf_free(&pay);
+  return rc;
+}
+
+/* MEM_FREE, queued. */
+static int server_free(rgpu_client *c, int dev, uint64_t dptr) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_mem_free_req m = {.dptr = dptr};
+  rgpu_msg_mem_free_req_encode(&b, &m);
+  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL);
+  rgpu_buf_free(&b);
+  return rc;
+}
+
+/* Gives the server back the chunks nothing uses (with g_arena_lock held),
+ * so that a failing allocation fails only where it would on a local GPU. */
+static int release_empty_chunks(rgpu_client *c, int dev) {
+  int n = 0;
+  uint64_t base;
+  while (rgpu_arena_take_empty_chunk(&g_arena[dev], &base) == 0) {
+    server_free(c, dev, base);
+    n++;
+  }
+  return n;
+}
+
+/* A small allocation from the arena: 0 and *p (often without any round
+ * trip), a CUresult/<0 that the caller must report, or 1 when the arena
+ * cannot help (the caller allocates on its own). */
+static int arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p) {
+  pthread_mutex_lock(&g_arena_lock);
+  rgpu_arena *a = &g_arena[dev];
+  int dirty = 0;
+  int rc = rgpu_arena_alloc(a, size, g_synced_seq[dev], p, &dirty) == 0 ? 0 : 1;
+  if (rc && dirty) {
+    /* Only memory freed since the last device-wide synchronization fits:
+     * work queued before the free may still use it, so synchronize (CUDA's
+     * own cudaFree would have), which costs what a new chunk would. */
+    pthread_mutex_unlock(&g_arena_lock);
+    int src = rgpu_rt_sync_call(c, dev, RGPU_OP_CTX_SYNC, NULL, 0, RGPU_CLIENT_ALL_STREAMS, NULL);
+    pthread_mutex_lock(&g_arena_lock);
+    if (src) {
+      pthread_mutex_unlock(&g_arena_lock);
+      return src;
+    }
+    rc = rgpu_arena_alloc(a, size, g_synced_seq[dev], p, NULL) == 0 ? 0 : 1;
+  }
+  if (rc) {
+    uint64_t base = 0;
+    int arc = server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
+    if (arc == 0) {
+      if (rgpu_arena_add_chunk(a, base, RGPU_ARENA_CHUNK)) {
+        server_free(c, dev, base);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+      } else {
+        rc = rgpu_arena_alloc(a, size, g_synced_seq[dev], p, NULL) == 0 ? 0 : 1;
+      }
+    } else if (arc != CUDA_ERROR_OUT_OF_MEMORY) {
+      rc = arc; /* a dead connection, a sticky error: report it */
+    } /* out of memory for a whole chunk: maybe not for this request */
+  }
+  pthread_mutex_unlock(&g_arena_lock);
+  return rc;
+}
+
 RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
@@ -309,28 +422,29 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
     return cudaSuccess;
   }
   int dev = rgpu_rt_current_device();
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
-  rgpu_buf_init(&pay);
-  rgpu_msg_mem_alloc_req m = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &m);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r);
-  rgpu_buf_free(&b);
-  if (rc == 0) {
-    rgpu_msg_mem_alloc_rep rep;
-    if (rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &rep) || rep.dptr == 0) {
-      rc = CUDA_ERROR_UNKNOWN;
-    } else {
-      rgpu_range rg = {.base = rep.dptr, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
-      if (rgpu_range_add(&g_dev_ranges, &rg))
-        RGPU_WARN("server returned an allocation overlapping a known one (0x%llx)",
-                  (unsigned long long)rep.dptr);
-      *devPtr = (void *)(uintptr_t)rep.dptr;
+  uint64_t p = 0;
+  int rc = 1;
+  /* Small requests come from the arena; sync-every-call is the baseline
+   * that asks the server for everything. */
+  if (size <= RGPU_ARENA_MAX_SUB && dev >= 0 && dev < RGPU_MAX_DEVICES &&
+      !rgpu_client_sync_every_call(c))
+    rc = arena_alloc(c, dev, size, &p);
+  if (rc == 1) {
+    rc = server_alloc(c, dev, size, &p);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES) {
+      /* Exact: out of memory only if it still is with no idle chunk held. */
+      pthread_mutex_lock(&g_arena_lock);
+      int released = release_empty_chunks(c, dev);
+      pthread_mutex_unlock(&g_arena_lock);
+      if (released) rc = server_alloc(c, dev, size, &p);
     }
   }
-  rgpu_buf_free(&pay);
   if (rc) return rgpu_rt_sync_ret(c, rc);
+  rgpu_range rg = {.base = p, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
+  if (rgpu_range_add(&g_dev_ranges, &rg))
+    RGPU_WARN("server returned an allocation overlapping a known one (0x%llx)",
+              (unsigned long long)p);
+  *devPtr = (void *)(uintptr_t)p;
   return cudaSuccess;
 }
 
@@ -344,12 +458,14 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
       r.base != (uint64_t)(uintptr_t)devPtr || r.kind != RGPU_RANGE_DEVICE)
     return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_range_remove(&g_dev_ranges, r.base, NULL);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_mem_free_req m = {.dptr = r.base};
-  rgpu_msg_mem_free_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, r.device, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
+  if (r.device >= 0 && r.device < RGPU_MAX_DEVICES) {
+    /* Arena memory goes back to the arena: nothing to send. */
+    pthread_mutex_lock(&g_arena_lock);
+    int mine = rgpu_arena_release(&g_arena[r.device], r.base, rgpu_client_next_seq_locked(c)) == 0;
+    pthread_mutex_unlock(&g_arena_lock);
+    if (mine) return cudaSuccess;
+  }
+  int rc = server_free(c, r.device, r.base);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 

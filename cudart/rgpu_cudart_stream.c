@@ -42,6 +42,7 @@ int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed
   if (drain_stream == 0) drain_stream = RGPU_CLIENT_ALL_STREAMS;
   if (rc == 0) rc = rgpu_client_drain_locked(c, drain_stream, seq);
   rgpu_client_unlock(c);
+  if (rc == 0 && op == RGPU_OP_CTX_SYNC) rgpu_rt_arena_synced(device, seq);
   return rc;
 }
 

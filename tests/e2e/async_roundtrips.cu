@@ -1,7 +1,7 @@
 // Round trips only at synchronization points (issue 6): between two
 // synchronizations, 1000 kernel launches and 100 asynchronous copies (H2D
 // and D2H between pinned buffers, D2D, memsets, event records, stream waits)
-// must not wait for the server.  Run with `--ops 0` it does the same
+// and 100 small cudaMalloc/cudaFree pairs must not wait for the server.  Run with `--ops 0` it does the same
 // start-up and the same two synchronizations without the work in between;
 // tests/e2e_roundtrips.sh compares the two RGPU_STATS files (equal round
 // trips) and checks every result here.
@@ -43,6 +43,13 @@ int main(int argc, char **argv) {
         int j = k / 10;
         CHECK(cudaMemcpyAsync(h_out + (size_t)j * n, d, bytes, cudaMemcpyDeviceToHost, s));
       }
+    }
+    // 100 small allocations, used and freed: answered by the client's arena
+    for (int k = 0; k < 100; k++) {
+      unsigned *tmp = nullptr;
+      CHECK(cudaMalloc(&tmp, 512));
+      CHECK(cudaMemsetAsync(tmp, k, 512, t));
+      CHECK(cudaFree(tmp));
     }
     CHECK(cudaEventRecord(ev, s));
     CHECK(cudaStreamWaitEvent(t, ev, 0));
