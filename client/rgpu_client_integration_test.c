@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "rgpu_client.h"
@@ -139,6 +140,78 @@ static void test_core_async_error_latched(void **state) {
   int rc = rgpu_client_call(c, 0, RGPU_OP_MEM_FREE, 0, b.data, b.len, NULL, 0, &r);
   assert_true(rc > 0);
   rgpu_buf_free(&b);
+  rgpu_client_close(c);
+}
+
+/* Background D2H replies (issue 6): queued without a wait, read into their
+ * destinations by the next wait, which drains them; they add no round
+ * trip.  A host callback the driver cannot run is refused cleanly. */
+static void test_core_background_d2h(void **state) {
+  NEED_SERVER();
+  rgpu_client *c = connect_core(0);
+  rgpu_buf b, pay;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&pay);
+  rgpu_msg_mem_alloc_req am = {.size = 4096};
+  rgpu_msg_mem_alloc_req_encode(&b, &am);
+  rgpu_client_reply r = {.payload = &pay};
+  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r), 0);
+  rgpu_msg_mem_alloc_rep ar;
+  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &ar), 0);
+  unsigned char src[4096], dst[3][1024];
+  for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i * 7 + 1);
+  memset(dst, 0, sizeof dst);
+  rgpu_client_counters before, after;
+  rgpu_client_get_counters(c, &before);
+  rgpu_client_lock(c);
+  uint8_t fixed[24];
+  uint64_t stream = 0;
+  memcpy(fixed, &ar.dptr, 8);
+  memcpy(fixed + 8, &stream, 8);
+  assert_int_equal(rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, 0, fixed, 16, src, sizeof src, NULL), 0);
+  for (int k = 0; k < 3; k++) {
+    uint64_t s = ar.dptr + 1024u * (uint64_t)k, l = 1024;
+    memcpy(fixed, &s, 8);
+    memcpy(fixed + 8, &l, 8);
+    memcpy(fixed + 16, &stream, 8);
+    assert_int_equal(rgpu_client_send_background_locked(c, RGPU_OP_MEMCPY_DTOH, fixed, 24, 0,
+                                                        dst[k], 1024, NULL),
+                     0);
+  }
+  rgpu_client_unlock(c);
+  assert_int_equal(rgpu_client_background_count(c), 3);
+  rgpu_client_get_counters(c, &after);
+  assert_int_equal(after.round_trips, before.round_trips);
+  /* One synchronizing request, then the drain: every copy has landed. */
+  rgpu_client_lock(c);
+  uint64_t seq = 0, first = rgpu_client_next_seq_locked(c);
+  rgpu_client_reply sr = {0};
+  assert_int_equal(rgpu_client_send_locked(c, RGPU_OP_CTX_SYNC, 1, NULL, 0, NULL, 0, &seq), 0);
+  assert_int_equal(rgpu_client_wait_locked(c, seq, first, &sr), 0);
+  assert_int_equal(rgpu_client_drain_locked(c, RGPU_CLIENT_ALL_STREAMS, seq), 0);
+  rgpu_client_unlock(c);
+  assert_int_equal(rgpu_client_background_count(c), 0);
+  for (int k = 0; k < 3; k++) assert_memory_equal(dst[k], src + 1024 * k, 1024);
+  rgpu_client_get_counters(c, &after);
+  assert_int_equal(after.round_trips, before.round_trips + 1);
+  /* HOST_FUNC on a driver without cuLaunchHostFunc: an error reply. */
+  rgpu_buf_reset(&b);
+  rgpu_msg_host_func_req hm = {.stream = 0, .callback = 77};
+  rgpu_msg_host_func_req_encode(&b, &hm);
+  rgpu_client_reply hr = {0};
+  int rc = rgpu_client_call(c, 0, RGPU_OP_HOST_FUNC, 0, b.data, b.len, NULL, 0, &hr);
+  assert_int_equal(rc, CUDA_ERROR_NOT_SUPPORTED);
+  /* A stray HOST_CALL_DONE is an async error, not a crash. */
+  rgpu_buf_reset(&b);
+  rgpu_msg_host_call_done_req dm = {.token = 12345};
+  rgpu_msg_host_call_done_req_encode(&b, &dm);
+  assert_int_equal(rgpu_client_send_now(c, RGPU_OP_HOST_CALL_DONE, b.data, b.len), 0);
+  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0, NULL), 0);
+  uint32_t st = 0;
+  assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, NULL, 0), 1);
+  assert_int_equal(st, CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_free(&b);
+  rgpu_buf_free(&pay);
   rgpu_client_close(c);
 }
 
@@ -372,6 +445,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_core_hello_ping),
       cmocka_unit_test(test_core_async_error_latched),
+      cmocka_unit_test(test_core_background_d2h),
       cmocka_unit_test(test_core_batching),
       cmocka_unit_test(test_cudart_memory),
       cmocka_unit_test(test_cudart_unreachable),
