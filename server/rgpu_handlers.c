@@ -324,6 +324,23 @@ static CUresult h_mem_free(rgpu_worker *w, const void *p, size_t n) {
   if (!a || a->kind != RGPU_ALLOC_MALLOC)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx was not returned by cuMemAlloc in this session",
                 (unsigned long long)q.dptr);
+  if (w->host_calls && rgpu_jobs_enabled(w) && a->device >= 0 && a->device < RGPU_MAX_DEVICES) {
+    /* cuMemFree waits for the device, which may wait for a host callback
+     * whose HOST_CALL_DONE only this thread can read: free in the
+     * background (the table forgets it now, so later requests see it gone). */
+    rgpu_job *j = calloc(1, sizeof *j);
+    if (j) {
+      *j = (rgpu_job){.kind = RGPU_JOB_FREE, .opcode = w->cur_op, .seq = w->cur_seq,
+                      .ctx = w->ctx[a->device], .dptr = q.dptr};
+      rgpu_alloc_table_remove(&w->allocs, q.dptr, NULL);
+      if (rgpu_jobs_submit(w, j) == 0) return CUDA_SUCCESS;
+      free(j);
+      /* No thread: free here, as below. */
+      CUresult r = D->cuMemFree((CUdeviceptr)q.dptr);
+      if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuMemFree");
+      return CUDA_SUCCESS;
+    }
+  }
   /* Background copies may still use it (cudaFree synchronises anyway). */
   rgpu_jobs_barrier(w, NULL);
   CUresult r = D->cuMemFree((CUdeviceptr)q.dptr);

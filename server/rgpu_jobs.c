@@ -51,9 +51,12 @@ static void *job_main(void *arg) {
   rgpu_worker *w = j->w;
   const rgpu_driver *d = &w->drv;
   CUresult r = d->cuCtxSetCurrent(j->ctx);
-  if (r == CUDA_SUCCESS) r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
+  if (r == CUDA_SUCCESS && j->kind == RGPU_JOB_FREE)
+    r = d->cuMemFree((CUdeviceptr)j->dptr);
+  else if (r == CUDA_SUCCESS)
+    r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
   if (j->own_ev && j->ev) d->cuEventDestroy(j->ev);
-  if (j->kind != RGPU_JOB_RELEASE) {
+  if (j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE) {
     rgpu_buf out;
     rgpu_buf_init(&out);
     rgpu_worker_flush_output(w, &out);
@@ -78,7 +81,8 @@ static void *job_main(void *arg) {
     rgpu_buf_free(&out);
   } else if (r != CUDA_SUCCESS) {
     /* The copy itself failed: report it like any unreplied failure. */
-    RGPU_DEBUG("session=%llu async copy failed: %s", (unsigned long long)w->cfg.session_id,
+    RGPU_DEBUG("session=%llu background %s failed: %s", (unsigned long long)w->cfg.session_id,
+               j->kind == RGPU_JOB_FREE ? "free" : "copy",
                rgpu_driver_error_name(d, r));
   }
   job_done(j);

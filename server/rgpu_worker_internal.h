@@ -80,7 +80,8 @@ struct rgpu_worker {
 typedef enum {
   RGPU_JOB_WAIT_EVENT = 1, /* cuEventSynchronize(ev), then reply */
   RGPU_JOB_CTX_SYNC = 2,   /* cuCtxSynchronize, then reply */
-  RGPU_JOB_RELEASE = 3     /* wait for ev, free buf, no reply (async HTOD source) */
+  RGPU_JOB_RELEASE = 3,    /* wait for ev, free buf, no reply (async HTOD source) */
+  RGPU_JOB_FREE = 4        /* cuMemFree(dptr), no reply: it waits for the device */
 } rgpu_job_kind;
 
 typedef struct rgpu_job {
@@ -94,6 +95,7 @@ typedef struct rgpu_job {
   const void *ref;  /* user handle the job uses, for rgpu_jobs_barrier */
   void *buf;        /* reply tail (DTOH) or buffer to free (RELEASE) */
   void *pinned;     /* cuMemHostRegister'ed inside buf: unregistered first */
+  uint64_t dptr;    /* RGPU_JOB_FREE */
   size_t buf_len;
   pthread_t th;
   struct rgpu_job *next;

@@ -124,6 +124,17 @@ int main() {
     }
   }
 
+  // 7. cudaFree while a stream still waits in a slow callback: it waits
+  //    for the device as on a GPU, and nothing deadlocks.
+  g_slow_done = 0;
+  void *big = nullptr;
+  CHECK(cudaMalloc(&big, 8u << 20));
+  CHECK(cudaMemsetAsync(big, 1, 8u << 20, s[2]));
+  CHECK(cudaLaunchHostFunc(s[2], slow, nullptr));
+  CHECK(cudaFree(big));
+  CHECK(cudaDeviceSynchronize());
+  EXPECT(g_slow_done == 1);
+
   CHECK(cudaEventDestroy(ev));
   for (auto &x : s) CHECK(cudaStreamDestroy(x));
   CHECK(cudaFree(d));
