@@ -11,6 +11,7 @@
  * reply), plus a non-blocking poll used by cudaGetLastError. */
 #define _GNU_SOURCE
 #include "rgpu_client.h"
+#include "rgpu_client_resume.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -85,6 +86,22 @@ struct rgpu_client {
   /* frames written by rgpu_client_send_now (under wlock only) */
   uint64_t now_frames, now_bytes;
 
+  /* Resumable session (client_resume and friends below).  resend, broken
+   * and conn swaps are under wlock; the rest under lock. */
+  rgpu_resend_buf resend;
+  rgpu_client_config *cfg;  /* copy, for reconnecting */
+  uint8_t session_token[32];
+  int have_token;
+  int reconnect_s;          /* budget of one outage; 0 = no resume */
+  int broken;               /* a write failed: the next lock holder resumes */
+  int no_resume;            /* closing, or the server said SHUTDOWN */
+  rgpu_buf rxpre;           /* replayed frames read during RESUME, consumed first */
+  size_t rxpre_off;
+  uint64_t rx_count;        /* session bytes consumed (frames of the stream) */
+  uint64_t rx_frame_start;  /* rx_count where the frame being read began */
+  uint64_t rx_acked;
+  uint64_t resumes, resent_bytes, resent_frames, replayed_bytes;
+
   /* batch timer */
   pthread_t timer;
   int timer_started;
@@ -111,9 +128,27 @@ static const char *conn_err_text(int rc) {
   }
 }
 
+/* Resumable sessions (definitions at the end of this file). */
+static void client_resume_init(rgpu_client *c, const rgpu_client_config *cfg);
+static void client_resume_free(rgpu_client *c);
+static void client_transport_opts(const rgpu_client_config *cfg, rgpu_transport_opts *o);
+static int client_resume(rgpu_client *c, int rc, const char *what, uint64_t rx);
+static int client_can_resume(const rgpu_client *c);
+static int client_write(rgpu_client *c, const struct iovec *iov, int n);
+static int client_read_exact(rgpu_client *c, void *buf, size_t n);
+static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
+static void client_frame_begin(rgpu_client *c);
+static void client_frame_seen(rgpu_client *c, const rgpu_frame_hdr *h);
+static void client_on_shutdown(rgpu_client *c);
+static int resend_checkpoint(rgpu_client *c);
+
 /* First failure of an established connection: one log line, then every
- * call fails fast. */
+ * call fails fast.  A broken connection of a resumable session is resumed
+ * instead (only ever from a read path, which holds the lock): 0 then means
+ * "nothing was delivered, read on". */
 static int client_fail(rgpu_client *c, int rc, const char *what) {
+  if (!c->dead && rc < 0 && rc > -1000 && client_can_resume(c))
+    return client_resume(c, rc, what, c->rx_frame_start) == 0 ? 0 : RGPU_CLIENT_EDEAD;
   if (!c->dead) {
     c->dead = 1;
     /* Before HELLO completed the caller reports the failure itself. */
@@ -138,9 +173,10 @@ int rgpu_client_flush_locked(rgpu_client *c) {
   if (c->queue.len == 0) return 0;
   struct iovec iov = {.iov_base = c->queue.data, .iov_len = c->queue.len};
   pthread_mutex_lock(&c->wlock);
-  int rc = rgpu_conn_writev_all(c->conn, &iov, 1);
+  int rc = client_write(c, &iov, 1);
   pthread_mutex_unlock(&c->wlock);
   if (rc) return client_fail(c, rc, "send");
+  if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
   c->ctr.bytes_sent += c->queue.len;
   c->ctr.flushes++;
   rgpu_buf_reset(&c->queue);
@@ -163,6 +199,10 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
                       uint64_t *seq_out) {
   if (c->dead) return RGPU_CLIENT_EDEAD;
   if (fixed_len + tail_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
+  if (tail_len > RGPU_CLIENT_INLINE_TAIL_BYTES) {
+    int crc = resend_checkpoint(c);
+    if (crc) return crc;
+  }
   rgpu_frame_hdr h = {.version = RGPU_PROTO_VERSION,
                       .kind = RGPU_KIND_REQUEST,
                       .opcode = op,
@@ -185,9 +225,10 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
     if (fixed_len) iov[n++] = (struct iovec){(void *)fixed, fixed_len};
     iov[n++] = (struct iovec){(void *)tail, tail_len};
     pthread_mutex_lock(&c->wlock);
-    int rc = rgpu_conn_writev_all(c->conn, iov, n);
+    int rc = client_write(c, iov, n);
     pthread_mutex_unlock(&c->wlock);
     if (rc) return client_fail(c, rc, "send");
+    if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
     c->ctr.bytes_sent += c->queue.len + sizeof hdr + fixed_len + tail_len;
     c->ctr.flushes++;
     rgpu_buf_reset(&c->queue);
@@ -272,6 +313,10 @@ static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first
                 (unsigned long long)ev.callback);
     return;
   }
+  if (h->opcode == RGPU_EVT_SHUTDOWN) {
+    client_on_shutdown(c);
+    return;
+  }
   if (h->opcode == RGPU_EVT_OUTPUT) {
     /* Device printf: the program's stdout, as soon as it arrives.  stdio's
      * buffer of the program may hold earlier host output; flush it first so
@@ -319,8 +364,10 @@ static long bg_find(const rgpu_client *c, uint64_t seq) {
 static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
   rgpu_bg_reply e = c->bg[i];
   int rc;
+  /* The entry goes only once its payload is in: after a resume the reply
+   * arrives again and must still find it. */
   if (h->aux == 0 && h->length == e.cap && e.dst) {
-    rc = h->length ? rgpu_conn_read_exact(c->conn, e.dst, h->length) : 0;
+    rc = h->length ? client_read_exact(c, e.dst, h->length) : 0;
     if (rc) return client_fail(c, rc, "receive");
     c->bg[i] = c->bg[--c->nbg];
     c->bg_bytes -= e.cap;
@@ -329,7 +376,7 @@ static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
   rgpu_buf_reset(&c->rx);
   if (h->length) {
     if (rgpu_buf_reserve(&c->rx, h->length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
-    rc = rgpu_conn_read_exact(c->conn, c->rx.data, h->length);
+    rc = client_read_exact(c, c->rx.data, h->length);
     if (rc) return client_fail(c, rc, "receive");
     c->rx.len = h->length;
   }
@@ -358,8 +405,10 @@ static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
 static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs, size_t n,
                     uint64_t first_seq) {
   rgpu_frame_hdr h;
-  int rc = rgpu_frame_read_hdr(c->conn, &h, RGPU_FRAME_MAX_PAYLOAD);
+  client_frame_begin(c);
+  int rc = client_read_hdr(c, &h);
   if (rc) return client_fail(c, rc, "receive");
+  client_frame_seen(c, &h);
   c->ctr.bytes_received += RGPU_FRAME_HDR_SIZE + h.length;
   rgpu_client_reply *r = NULL;
   size_t k = 0;
@@ -375,22 +424,23 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
     if (b >= 0) return read_bg_reply(c, &h, (size_t)b);
   }
   if (r && h.aux == 0 && r->dst) {
-    r->done = 1;
     if (h.length > r->dst_cap) {
       /* The server sent more than asked: keep the stream in sync, report. */
       rgpu_buf_reset(&c->rx);
       if (rgpu_buf_reserve(&c->rx, h.length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
-      rc = rgpu_conn_read_exact(c->conn, c->rx.data, h.length);
+      rc = client_read_exact(c, c->rx.data, h.length);
       if (rc) return client_fail(c, rc, "receive");
+      r->done = 1;
       r->status = 999; /* CUDA_ERROR_UNKNOWN */
       snprintf(r->msg, sizeof r->msg, "server sent %u bytes for a %zu-byte copy", h.length,
                r->dst_cap);
       return (int)k + 1;
     }
     if (h.length) {
-      rc = rgpu_conn_read_exact(c->conn, r->dst, h.length);
+      rc = client_read_exact(c, r->dst, h.length);
       if (rc) return client_fail(c, rc, "receive");
     }
+    r->done = 1;
     r->dst_len = h.length;
     return (int)k + 1;
   }
@@ -398,7 +448,7 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
   rgpu_buf_reset(into);
   if (h.length) {
     if (rgpu_buf_reserve(into, h.length)) return client_fail(c, RGPU_PROTO_ENOMEM, "receive");
-    rc = rgpu_conn_read_exact(c->conn, into->data, h.length);
+    rc = client_read_exact(c, into->data, h.length);
     if (rc) return client_fail(c, rc, "receive");
     into->len = h.length;
   }
@@ -458,7 +508,7 @@ int rgpu_client_poll_events(rgpu_client *c) {
   rgpu_client_lock(c);
   int rc = 0;
   while (!c->dead) {
-    if (rgpu_conn_pending(c->conn) == 0) {
+    if (c->rxpre_off >= c->rxpre.len && rgpu_conn_pending(c->conn) == 0) {
       struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
       if (poll(&p, 1, 0) <= 0) break;
     }
@@ -573,7 +623,7 @@ int rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t 
   rgpu_frame_hdr_encode(hdr, &h);
   struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
   pthread_mutex_lock(&c->wlock);
-  int rc = rgpu_conn_writev_all(c->conn, iov, fixed_len ? 2 : 1);
+  int rc = client_write(c, iov, fixed_len ? 2 : 1);
   if (rc == 0) {
     c->now_frames++;
     c->now_bytes += sizeof hdr + fixed_len;
@@ -587,7 +637,7 @@ int rgpu_client_try_pump(rgpu_client *c) {
   if (pthread_mutex_trylock(&c->lock) != 0) return 1;
   int rc = rgpu_client_flush_locked(c);
   while (rc == 0 && !c->dead) {
-    if (rgpu_conn_pending(c->conn) == 0) {
+    if (c->rxpre_off >= c->rxpre.len && rgpu_conn_pending(c->conn) == 0) {
       struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
       if (poll(&p, 1, 0) <= 0) break;
     }
@@ -655,7 +705,7 @@ int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq
 /* Waits (bounded) for the first bytes of a reply so that a server that
  * accepts but never answers cannot hang the program in HELLO. */
 static int wait_readable(rgpu_client *c, int timeout_ms) {
-  if (rgpu_conn_pending(c->conn)) return 1;
+  if (c->rxpre_off < c->rxpre.len || rgpu_conn_pending(c->conn)) return 1;
   struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
   for (;;) {
     int r = poll(&p, 1, timeout_ms);
@@ -693,12 +743,10 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
   c->chunk_bytes = RGPU_CHUNK_BYTES;
   c->next_seq = 1;
   c->bound_device = -1;
+  client_resume_init(c, cfg);
 
-  rgpu_transport_opts o = {0};
-  o.connect_timeout_ms = cfg->connect_timeout_ms;
-  o.ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL;
-  o.cert_file = cfg->cert_file[0] ? cfg->cert_file : NULL;
-  o.key_file = cfg->key_file[0] ? cfg->key_file : NULL;
+  rgpu_transport_opts o;
+  client_transport_opts(cfg, &o);
   /* Certificate failures name every GnuTLS reason: room for all of them. */
   char terr[768] = "";
   int rc = rgpu_conn_connect(cfg->server, &o, &c->conn, terr, sizeof terr);
@@ -779,6 +827,10 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
   }
   c->session_id = hr.session_id;
   c->caps = hr.caps;
+  if (hr.session_token.len == sizeof c->session_token) {
+    memcpy(c->session_token, hr.session_token.data, sizeof c->session_token);
+    c->have_token = 1;
+  }
   rgpu_str_copy(c->server_name, sizeof c->server_name, hr.server_name.data,
                 hr.server_name.len < sizeof c->server_name ? hr.server_name.len
                                                            : sizeof c->server_name - 1);
@@ -808,6 +860,9 @@ void rgpu_client_close(rgpu_client *c) {
     c->timer_started = 0;
   }
   rgpu_client_lock(c);
+  /* The program is ending: a connection that breaks now is not worth a
+   * reconnect loop (whatever it waited for has been waited for). */
+  c->no_resume = 1;
   /* Copies nobody synchronized with: their destinations may be gone. */
   for (size_t i = 0; i < c->nbg; i++) c->bg[i].dst = NULL;
   if (c->conn && !c->dead && c->session_id) {
@@ -829,6 +884,7 @@ void rgpu_client_close(rgpu_client *c) {
   rgpu_buf_free(&c->queue);
   rgpu_buf_free(&c->rx);
   free(c->bg);
+  client_resume_free(c);
   rgpu_client_unlock(c);
   pthread_cond_destroy(&c->timer_cv);
   pthread_mutex_destroy(&c->wlock);
@@ -855,4 +911,326 @@ void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   out->bytes_sent += c->now_bytes;
   pthread_mutex_unlock(&c->wlock);
   rgpu_client_unlock(c);
+}
+
+/* ---- resumable sessions ---------------------------------------------------
+ * See rgpu_client_resume.h for the scheme.  Writes go through client_write
+ * (under wlock): every request byte is kept until confirmed, and a failed
+ * write only marks the connection broken.  Reads go through
+ * client_read_exact, which serves the frames replayed during RESUME first.
+ * The lock holder that meets the break (a failed read, or `broken` after a
+ * write) runs client_resume: reconnect with backoff, RESUME, read the
+ * replay, re-send, carry on.  The program sees a delay. */
+
+/* The server's bytes are acknowledged every this many (its replay bound is
+ * RGPU_REPLAY_DEFAULT_BYTES). */
+#define RGPU_CLIENT_ACK_BYTES (8u << 20)
+
+static void client_transport_opts(const rgpu_client_config *cfg, rgpu_transport_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->connect_timeout_ms = cfg->connect_timeout_ms;
+  o->ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL;
+  o->cert_file = cfg->cert_file[0] ? cfg->cert_file : NULL;
+  o->key_file = cfg->key_file[0] ? cfg->key_file : NULL;
+  /* TCP: a dead link is noticed (TCP_USER_TIMEOUT = 4 x 10 s) so that the
+   * session is resumed instead of waiting forever; QUIC pings every 10 s. */
+  if (cfg->reconnect_s > 0) o->keepalive_ms = 10000;
+  o->idle_timeout_ms = cfg->idle_timeout_ms;
+  /* QUIC pings a third of the idle timeout apart keep an idle link alive. */
+  if (cfg->idle_timeout_ms > 0 && cfg->idle_timeout_ms < 30000) o->keepalive_ms = 0;
+}
+
+static void client_resume_init(rgpu_client *c, const rgpu_client_config *cfg) {
+  rgpu_resend_init(&c->resend);
+  rgpu_buf_init(&c->rxpre);
+  c->reconnect_s = cfg->reconnect_s;
+  c->cfg = malloc(sizeof *c->cfg);
+  if (c->cfg)
+    *c->cfg = *cfg;
+  else
+    c->reconnect_s = 0;
+}
+
+static void client_resume_free(rgpu_client *c) {
+  rgpu_resend_free(&c->resend);
+  rgpu_buf_free(&c->rxpre);
+  free(c->cfg);
+  c->cfg = NULL;
+}
+
+static int client_can_resume(const rgpu_client *c) {
+  return c->reconnect_s > 0 && c->have_token && !c->no_resume && !c->resend.oom && c->cfg;
+}
+
+static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
+  if (c->reconnect_s > 0 && !c->no_resume) rgpu_resend_append(&c->resend, iov, n);
+  if (c->broken) return 0; /* kept: it goes out after the resume */
+  int rc = rgpu_conn_writev_all(c->conn, iov, n);
+  if (rc && client_can_resume(c)) {
+    c->broken = 1;
+    return 0;
+  }
+  return rc;
+}
+
+static int client_read_exact(rgpu_client *c, void *buf, size_t n) {
+  uint8_t *p = buf;
+  size_t have = c->rxpre.len - c->rxpre_off;
+  if (have) {
+    size_t k = have < n ? have : n;
+    memcpy(p, c->rxpre.data + c->rxpre_off, k);
+    c->rxpre_off += k;
+    if (c->rxpre_off == c->rxpre.len) {
+      rgpu_buf_reset(&c->rxpre);
+      c->rxpre_off = 0;
+    }
+    p += k;
+    n -= k;
+    c->rx_count += k;
+  }
+  if (n == 0) return 0;
+  if (c->broken) return RGPU_T_ECLOSED;
+  int rc = rgpu_conn_read_exact(c->conn, p, n);
+  if (rc == 0) c->rx_count += n;
+  return rc;
+}
+
+static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h) {
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  int rc = client_read_exact(c, hdr, sizeof hdr);
+  if (rc) return rc;
+  return rgpu_frame_hdr_decode(hdr, RGPU_FRAME_MAX_PAYLOAD, h);
+}
+
+/* At a frame boundary: remember where, and acknowledge the server's bytes
+ * now and then (written at once; it is outside the counted stream). */
+static void client_frame_begin(rgpu_client *c) {
+  c->rx_frame_start = c->rx_count;
+  if (!c->have_token || c->reconnect_s <= 0 || c->broken ||
+      c->rx_count - c->rx_acked < RGPU_CLIENT_ACK_BYTES)
+    return;
+  uint8_t f[RGPU_FRAME_HDR_SIZE + 8];
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_ACK, 8, 0, 0};
+  rgpu_frame_hdr_encode(f, &h);
+  memcpy(f + RGPU_FRAME_HDR_SIZE, &c->rx_count, 8); /* u64, little-endian like the wire */
+  struct iovec iov = {f, sizeof f};
+  pthread_mutex_lock(&c->wlock);
+  if (!c->broken && rgpu_conn_writev_all(c->conn, &iov, 1) == 0)
+    c->rx_acked = c->rx_count;
+  else if (client_can_resume(c))
+    c->broken = 1;
+  pthread_mutex_unlock(&c->wlock);
+}
+
+/* A reply or async error for request S: S and everything written before it
+ * ran on the server. */
+static void client_frame_seen(rgpu_client *c, const rgpu_frame_hdr *h) {
+  if (!h->seq || c->reconnect_s <= 0) return;
+  if (h->kind != RGPU_KIND_REPLY && !(h->kind == RGPU_KIND_EVENT && h->opcode == RGPU_EVT_ASYNC_ERROR))
+    return;
+  pthread_mutex_lock(&c->wlock);
+  rgpu_resend_confirm(&c->resend, h->seq);
+  pthread_mutex_unlock(&c->wlock);
+}
+
+static void client_on_shutdown(rgpu_client *c) {
+  rgpu_msg_shutdown_evt ev;
+  char text[256] = "the server is shutting down";
+  if (rgpu_msg_shutdown_evt_decode(c->rx.data, c->rx.len, &ev) == 0 && ev.message.len)
+    rgpu_str_copy(text, sizeof text,
+                  ev.message.data, ev.message.len < sizeof text - 1 ? ev.message.len
+                                                                    : sizeof text - 1);
+  for (char *q = text; *q; q++)
+    if ((unsigned char)*q < 0x20) *q = ' ';
+  if (!c->dead)
+    RGPU_ERROR("server %s ended session %llu: %s; CUDA calls will fail from now on", c->uri,
+               (unsigned long long)c->session_id, text);
+  c->no_resume = 1;
+  __atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
+}
+
+/* Past RGPU_RESEND_MAX_BYTES of unconfirmed requests, one round trip makes
+ * the server confirm them before more bulk data is kept. */
+static int resend_checkpoint(rgpu_client *c) {
+  if (c->reconnect_s <= 0 || !c->have_token) return 0;
+  pthread_mutex_lock(&c->wlock);
+  size_t held = rgpu_resend_held(&c->resend);
+  pthread_mutex_unlock(&c->wlock);
+  if (held <= RGPU_RESEND_MAX_BYTES) return 0;
+  uint64_t seq, first = rgpu_client_next_seq_locked(c);
+  int rc = send_frame(c, RGPU_OP_PING, 1, 1, NULL, 0, NULL, 0, &seq);
+  if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, NULL);
+  return rc;
+}
+
+static double mono_s(void) { return (double)now_ns() / 1e9; }
+
+/* Reads exactly n bytes from conn within the deadline. */
+static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) {
+  uint8_t *p = buf;
+  while (n) {
+    if (rgpu_conn_pending(conn) == 0) {
+      int ms = (int)((deadline - mono_s()) * 1000.0);
+      if (ms <= 0) return RGPU_T_ETIMEDOUT;
+      struct pollfd pf = {rgpu_conn_poll_fd(conn), POLLIN, 0};
+      int pr = poll(&pf, 1, ms);
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr <= 0) return RGPU_T_ETIMEDOUT;
+    }
+    ssize_t r = rgpu_conn_read_some(conn, p, n);
+    if (r == 0) return RGPU_T_ECLOSED;
+    if (r < 0) return (int)r;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* One RESUME on a fresh connection.  0: resumed (c->conn is nc);
+ * 1: the server refused (the session is gone; msg says why); <0: this
+ * connection failed, try another. */
+static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline, char *msg,
+                     size_t msglen) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_resume_req q = {.session_token = {c->session_token, sizeof c->session_token},
+                           .rx_bytes = rx};
+  rgpu_msg_resume_req_encode(&b, &q);
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_RESUME, (uint32_t)b.len, 0, 0};
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hdr, &h);
+  struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
+  int rc = rgpu_conn_writev_all(nc, iov, 2);
+  rgpu_buf_free(&b);
+  if (rc) return rc;
+  /* The server answers within a few hundred ms unless the link is down. */
+  double d = mono_s() + 10.0 < deadline ? mono_s() + 10.0 : deadline;
+  rc = read_deadline(nc, hdr, sizeof hdr, d);
+  if (rc == 0) rc = rgpu_frame_hdr_decode(hdr, 65536, &h);
+  if (rc) return rc < -1000 ? 1 : rc;
+  uint8_t pay[1024];
+  if (h.length > sizeof pay) return RGPU_T_EIO;
+  rc = read_deadline(nc, pay, h.length, d);
+  if (rc) return rc;
+  if (h.kind != RGPU_KIND_REPLY || h.opcode != RGPU_OP_RESUME) {
+    snprintf(msg, msglen, "unexpected answer to RESUME");
+    return 1;
+  }
+  if (h.aux != 0) {
+    size_t m = h.length < msglen - 1 ? h.length : msglen - 1;
+    memcpy(msg, pay, m);
+    msg[m] = 0;
+    for (size_t i = 0; i < m; i++)
+      if ((unsigned char)msg[i] < 0x20) msg[i] = ' ';
+    return 1;
+  }
+  rgpu_msg_resume_rep rep;
+  if (rgpu_msg_resume_rep_decode(pay, h.length, &rep) || rep.session_id != c->session_id ||
+      rep.tx_bytes < rx) {
+    snprintf(msg, msglen, "malformed RESUME reply");
+    return 1;
+  }
+  /* Everything the server sent that we missed comes first; read it all
+   * before re-sending, so neither side can block the other writing. */
+  size_t missing = (size_t)(rep.tx_bytes - rx);
+  rgpu_buf_reset(&c->rxpre);
+  c->rxpre_off = 0;
+  if (missing) {
+    if (rgpu_buf_reserve(&c->rxpre, missing)) {
+      snprintf(msg, msglen, "out of memory for %zu replayed bytes", missing);
+      return 1;
+    }
+    rc = read_deadline(nc, c->rxpre.data, missing, deadline);
+    if (rc) return rc;
+    c->rxpre.len = missing;
+  }
+  const uint8_t *p;
+  size_t n, frames = 0;
+  if (rgpu_resend_from(&c->resend, rep.rx_bytes, &p, &n, &frames)) {
+    snprintf(msg, msglen,
+             "the server executed %llu request bytes, this client holds %llu..%llu",
+             (unsigned long long)rep.rx_bytes, (unsigned long long)c->resend.base,
+             (unsigned long long)c->resend.total);
+    rgpu_buf_reset(&c->rxpre);
+    return 1;
+  }
+  if (n) {
+    struct iovec io = {(void *)p, n};
+    rc = rgpu_conn_writev_all(nc, &io, 1);
+    if (rc) return rc;
+  }
+  c->resent_bytes += n;
+  c->resent_frames += frames;
+  c->replayed_bytes += missing;
+  return 0;
+}
+
+/* rx: the server bytes consumed completely (a frame broken off half-way
+ * comes again). */
+static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx) {
+  double t0 = mono_s();
+  double deadline = t0 + c->reconnect_s;
+  pthread_mutex_lock(&c->wlock);
+  c->broken = 1; /* nobody writes to the old connection any more */
+  RGPU_WARN("connection to server %s lost (%s: %s); resuming session %llu (for up to %d s)",
+            c->uri, what, conn_err_text(rc0), (unsigned long long)c->session_id, c->reconnect_s);
+  if (c->conn) {
+    rgpu_conn_close(c->conn);
+    c->conn = NULL;
+  }
+  rgpu_transport_opts o;
+  client_transport_opts(c->cfg, &o);
+  char msg[512] = "";
+  int attempt = 0, refused = 0;
+  for (;; attempt++) {
+    double left = deadline - mono_s();
+    if (left <= 0) break;
+    int to = c->cfg->connect_timeout_ms > 0 ? c->cfg->connect_timeout_ms : 5000;
+    if (to > left * 1000.0) to = (int)(left * 1000.0) + 1;
+    o.connect_timeout_ms = to;
+    rgpu_conn *nc = NULL;
+    char terr[512] = "";
+    int rc = rgpu_conn_connect(c->cfg->server, &o, &nc, terr, sizeof terr);
+    if (rc == 0) {
+      rc = resume_on(c, nc, rx, deadline, msg, sizeof msg);
+      if (rc == 0) {
+        c->conn = nc;
+        c->broken = 0;
+        c->rx_count = c->rx_frame_start = rx;
+        c->rx_acked = rx;
+        c->resumes++;
+        pthread_mutex_unlock(&c->wlock);
+        RGPU_WARN("resumed session %llu after %.1f s (%d attempt%s; re-sent %llu bytes, %llu "
+                  "bytes replayed by the server)",
+                  (unsigned long long)c->session_id, mono_s() - t0, attempt + 1,
+                  attempt ? "s" : "", (unsigned long long)c->resent_bytes,
+                  (unsigned long long)c->replayed_bytes);
+        return 0;
+      }
+      rgpu_conn_close(nc);
+      if (rc == 1) {
+        refused = 1;
+        break;
+      }
+    }
+    RGPU_DEBUG("reconnect attempt %d to %s: %s", attempt + 1, c->cfg->server,
+               terr[0] ? terr : conn_err_text(rc));
+    double nap = rgpu_resume_backoff_ms(attempt) / 1000.0;
+    left = deadline - mono_s();
+    if (left <= 0) break;
+    if (nap > left) nap = left;
+    struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  c->no_resume = 1;
+  __atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&c->wlock);
+  if (refused)
+    RGPU_ERROR("server %s refused to resume session %llu: %s; CUDA calls will fail from now on",
+               c->uri, (unsigned long long)c->session_id, msg[0] ? msg : "no reason given");
+  else
+    RGPU_ERROR("could not resume session %llu with %s within %d s; CUDA calls will fail from "
+               "now on",
+               (unsigned long long)c->session_id, c->uri, c->reconnect_s);
+  return RGPU_CLIENT_EDEAD;
 }

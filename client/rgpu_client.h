@@ -46,6 +46,9 @@ typedef struct {
   char key_file[1024];     /* RGPU_KEY */
   int connect_timeout_ms;  /* RGPU_CONNECT_TIMEOUT_MS */
   int sync_every_call;     /* RGPU_SYNC_EVERY_CALL=1: wait for a reply to every request */
+  int idle_timeout_ms;     /* RGPU_IDLE_TIMEOUT_MS: QUIC idle timeout / TCP_USER_TIMEOUT (0 = transport default) */
+  int reconnect_s;         /* RGPU_RECONNECT_S: how long to try resuming a broken session
+                            * (default 60, the server's default grace; 0 = no resume) */
   int batch_us;            /* RGPU_BATCH_US: how long a queued request may wait to be sent */
   size_t batch_bytes;      /* RGPU_BATCH_BYTES: queue size that forces a send */
   char stats_path[1024];   /* RGPU_STATS */

@@ -124,6 +124,14 @@ int rgpu_client_config_load(rgpu_client_config *cfg, rgpu_client_getenv_fn geten
   if (r < 0) return -1;
   if (r == 0) cfg->batch_bytes = (size_t)x;
   cfg->sync_every_call = parse_bool(getenv_fn("RGPU_SYNC_EVERY_CALL", ctx));
+  r = parse_uint("RGPU_IDLE_TIMEOUT_MS", getenv_fn("RGPU_IDLE_TIMEOUT_MS", ctx), 3600 * 1000, &x,
+                 err, errlen);
+  if (r < 0) return -1;
+  if (r == 0) cfg->idle_timeout_ms = (int)x;
+  cfg->reconnect_s = 60;
+  r = parse_uint("RGPU_RECONNECT_S", getenv_fn("RGPU_RECONNECT_S", ctx), 86400, &x, err, errlen);
+  if (r < 0) return -1;
+  if (r == 0) cfg->reconnect_s = (int)x;
 
   /* The program's name helps the server operator tell sessions apart. */
   char exe[256] = "";

@@ -13,8 +13,7 @@ int rgpu_jobs_enabled(const rgpu_worker *w) { return w->conn != NULL && w->drv_s
 
 int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n) {
   pthread_mutex_lock(&w->write_lock);
-  int rc = w->write_failed ? RGPU_T_ECLOSED : rgpu_conn_writev_all(w->conn, iov, n);
-  if (rc) w->write_failed = 1;
+  int rc = rgpu_worker_send_locked(w, iov, n);
   pthread_mutex_unlock(&w->write_lock);
   return rc;
 }

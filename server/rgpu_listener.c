@@ -25,13 +25,16 @@ typedef struct {
   char peer[128];
   char transport[16];
   struct timespec start;
+  int ctl;            /* our end of the worker's control channel; -1 = none */
+  int has_token;      /* the worker registered its session token */
+  uint8_t token[32];
 } rgpu_child;
 
 static int sig_pipe[2] = {-1, -1};
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested; /* number of SIGTERM/SIGINT */
 
 static void on_signal(int sig) {
-  if (sig == SIGTERM || sig == SIGINT) stop_requested = 1;
+  if ((sig == SIGTERM || sig == SIGINT) && stop_requested < 2) stop_requested++;
   int saved = errno;
   char b = (char)sig;
   (void)!write(sig_pipe[1], &b, 1);
@@ -44,26 +47,70 @@ static double seconds_since(const struct timespec *t0) {
   return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* The listener never reads frames of live sessions, but a client that finds
- * the server full deserves a reply it can show, not a bare reset.  A tiny
- * child answers its HELLO so the accept loop never waits on a client. */
-static void refuse_session(rgpu_conn *c, uint32_t max_sessions) {
-  int fd = rgpu_conn_raw_fd(c);
-  if (fd >= 0) {
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+/* Constant time: a session token is a secret. */
+static int token_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t d = 0;
+  for (int i = 0; i < 32; i++) d |= (uint8_t)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+static int ctl_send(int fd, const rgpu_ctl_msg *m) {
+  for (;;) {
+    ssize_t r = send(fd, m, sizeof *m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r == (ssize_t)sizeof *m) return 0;
+    if (r < 0 && errno == EINTR) continue;
+    return -1;
   }
-  rgpu_buf in;
-  rgpu_buf_init(&in);
-  rgpu_frame_hdr h;
-  if (rgpu_frame_read(c, &h, &in, 65536) == 0) {
-    char msg[128];
-    int n = snprintf(msg, sizeof msg, "server full (%u sessions); try again later", max_sessions);
-    rgpu_frame_hdr r = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h.opcode, 0,
-                        (uint32_t)CUDA_ERROR_DEVICE_UNAVAILABLE, h.seq};
-    rgpu_frame_write(c, &r, msg, (size_t)n, NULL, 0);
+}
+
+/* A message from worker kids[k] on its control channel. */
+static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
+  rgpu_ctl_msg m;
+  ssize_t r;
+  do {
+    r = recv(kids[k].ctl, &m, sizeof m, MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) {
+    /* The worker is exiting; it is reaped by SIGCHLD. */
+    close(kids[k].ctl);
+    kids[k].ctl = -1;
+    return;
   }
-  rgpu_buf_free(&in);
+  if (r != (ssize_t)sizeof m) return;
+  if (m.type == RGPU_CTL_REGISTER) {
+    memcpy(kids[k].token, m.token, 32);
+    kids[k].has_token = 1;
+    return;
+  }
+  if (m.type != RGPU_CTL_RESUME_REQ) return;
+  /* The worker sent the connection right behind the request. */
+  rgpu_conn *c = NULL;
+  char err[256];
+  if (rgpu_conn_recv(kids[k].ctl, &c, err, sizeof err)) {
+    RGPU_WARN("resume: %s", err);
+    return;
+  }
+  rgpu_ctl_msg ans = {.type = RGPU_CTL_RESUME_ANS};
+  size_t t = nchild;
+  for (size_t i = 0; i < nchild; i++)
+    if (i != k && kids[i].has_token && kids[i].ctl >= 0 && token_equal(kids[i].token, m.token))
+      t = i;
+  if (t < nchild) {
+    rgpu_ctl_msg fwd = {.type = RGPU_CTL_RESUME, .rx_bytes = m.rx_bytes,
+                        .session_id = kids[t].session_id};
+    if (ctl_send(kids[t].ctl, &fwd) == 0 &&
+        rgpu_conn_send(kids[t].ctl, c, err, sizeof err) == 0) {
+      ans.ok = 1;
+      ans.session_id = kids[t].session_id;
+      RGPU_INFO("session=%llu peer=%s event=reconnect", (unsigned long long)kids[t].session_id,
+                rgpu_conn_peer(c));
+    }
+  } else {
+    snprintf(ans.text, sizeof ans.text,
+             "session unknown to this server (its grace period ended, or the server restarted)");
+  }
+  ctl_send(kids[k].ctl, &ans);
+  rgpu_conn_close(c); /* the target worker (or the fresh one) has its own copy */
 }
 
 static void format_uri(const rgpu_listener *l, const char *asked, char *out, size_t cap) {
@@ -125,6 +172,10 @@ int rgpu_server_run(rgpu_server_opts *o) {
   clock_gettime(CLOCK_REALTIME, &ts);
   o->worker.server_start = (uint64_t)ts.tv_sec;
   o->worker.max_sessions = o->max_sessions;
+  o->worker.grace_s = o->grace_s;
+  int drain_ms = (o->drain_s < 0 ? 30 : o->drain_s) * 1000;
+  int draining = 0, shutdown_sent = 0;
+  struct timespec drain_t0 = {0, 0};
 
   size_t ncap = 16, nchild = 0;
   rgpu_child *kids = calloc(ncap, sizeof *kids);
@@ -132,16 +183,46 @@ int rgpu_server_run(rgpu_server_opts *o) {
   uint32_t active = 0, refusers = 0;
   uint64_t next_session = 1;
   unsigned accept_failures = 0;
-  struct pollfd pfd[RGPU_SERVER_MAX_LISTEN + 1];
+  struct pollfd *pfd = NULL;
+  size_t pfd_cap = 0;
 
-  while (!stop_requested) {
+  for (;;) {
+    if (stop_requested && !draining) {
+      /* Drain: refuse new sessions, let running ones finish (and resume). */
+      draining = 1;
+      clock_gettime(CLOCK_MONOTONIC, &drain_t0);
+      snprintf(o->worker.refuse_new, sizeof o->worker.refuse_new,
+               "the server is shutting down; try again later");
+      RGPU_INFO("event=drain sessions=%u drain_s=%d", active, drain_ms / 1000);
+    }
+    if (draining && !shutdown_sent &&
+        (active == 0 || stop_requested > 1 || seconds_since(&drain_t0) * 1000.0 >= drain_ms))
+      break;
+    if (nl + 1 + nchild > pfd_cap) {
+      size_t nc = (size_t)nl + 1 + nchild + 16;
+      struct pollfd *np = realloc(pfd, nc * sizeof *np);
+      if (!np) break;
+      pfd = np;
+      pfd_cap = nc;
+    }
     pfd[0].fd = sig_pipe[0];
     pfd[0].events = POLLIN;
     for (int i = 0; i < nl; i++) {
       pfd[i + 1].fd = rgpu_listener_poll_fd(ls[i]);
       pfd[i + 1].events = POLLIN;
     }
-    int pr = poll(pfd, (nfds_t)nl + 1, -1);
+    for (size_t k = 0; k < nchild; k++) {
+      pfd[nl + 1 + k].fd = kids[k].ctl;
+      pfd[nl + 1 + k].events = POLLIN;
+      pfd[nl + 1 + k].revents = 0;
+    }
+    int timeout = -1;
+    if (draining) {
+      double left = drain_ms - seconds_since(&drain_t0) * 1000.0;
+      timeout = left > 0 ? (int)left + 1 : 0;
+    }
+    size_t npoll_kids = nchild;
+    int pr = poll(pfd, (nfds_t)nl + 1 + npoll_kids, timeout);
     if (pr < 0 && errno != EINTR) {
       RGPU_ERROR("poll: %s", strerror(errno));
       break;
@@ -166,11 +247,22 @@ int rgpu_server_run(rgpu_server_opts *o) {
                       (unsigned long long)kids[k].session_id, kids[k].peer, kids[k].transport,
                       WTERMSIG(st), seconds_since(&kids[k].start));
         }
+        if (kids[k].ctl >= 0) close(kids[k].ctl);
         kids[k] = kids[--nchild];
         break;
       }
     }
-    if (stop_requested || pr <= 0) continue;
+    if (pr <= 0) continue;
+    /* Control messages (index k is still valid: reaping above moved kids,
+     * so match by descriptor). */
+    for (size_t p = 0; p < npoll_kids; p++) {
+      if (!pfd[nl + 1 + p].revents || pfd[nl + 1 + p].fd < 0) continue;
+      for (size_t k = 0; k < nchild; k++)
+        if (kids[k].ctl == pfd[nl + 1 + p].fd) {
+          handle_worker_msg(kids, nchild, k);
+          break;
+        }
+    }
     for (int i = 0; i < nl; i++) {
       if (!(pfd[i + 1].revents & (POLLIN | POLLERR | POLLHUP))) continue;
       rgpu_conn *c = NULL;
@@ -196,7 +288,9 @@ int rgpu_server_run(rgpu_server_opts *o) {
         kids = nk;
         ncap *= 2;
       }
-      int full = o->max_sessions && active >= o->max_sessions;
+      /* Full or draining: a short-lived worker still answers, so that a
+       * HELLO gets a reason and a RESUME still reaches its session. */
+      int full = draining || (o->max_sessions && active >= o->max_sessions);
       if (full && refusers >= 16) {
         /* Under a flood, a bare close is all a full server can afford. */
         rgpu_conn_close(c);
@@ -210,6 +304,18 @@ int rgpu_server_run(rgpu_server_opts *o) {
       snprintf(kid->peer, sizeof kid->peer, "%s", rgpu_conn_peer(c));
       snprintf(kid->transport, sizeof kid->transport, "%s", lname[i]);
       clock_gettime(CLOCK_MONOTONIC, &kid->start);
+      int sp[2] = {-1, -1};
+      if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        RGPU_WARN("socketpair: %s (session without resume)", strerror(errno));
+        sp[0] = sp[1] = -1;
+      }
+      kid->ctl = sp[0];
+      o->worker.ctl_fd = sp[1] > 0 ? sp[1] : 0;
+      if (full && !draining)
+        snprintf(o->worker.refuse_new, sizeof o->worker.refuse_new,
+                 "server full (%u sessions); try again later", o->max_sessions);
+      else if (!draining)
+        o->worker.refuse_new[0] = 0;
       o->worker.session_id = sid;
       o->worker.sessions_active = active + 1;
       snprintf(o->worker.peer, sizeof o->worker.peer, "%s", kid->peer);
@@ -219,24 +325,29 @@ int rgpu_server_run(rgpu_server_opts *o) {
       if (pid < 0) {
         RGPU_ERROR("fork: %s (session refused)", strerror(errno));
         rgpu_conn_close(c);
+        if (sp[0] >= 0) close(sp[0]);
+        if (sp[1] >= 0) close(sp[1]);
         continue;
       }
       if (pid == 0) {
-        /* Worker: nothing of the listener survives but the connection. */
+        /* Worker: nothing of the listener survives but the connection and
+         * its own control channel. */
         signal(SIGCHLD, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
+        /* Drain is the listener's business: a SIGTERM sent to the whole
+         * process group (systemd, a shell) must not cut sessions short. */
+        signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
         close(sig_pipe[0]);
         close(sig_pipe[1]);
         for (int k = 0; k < nl; k++) rgpu_listener_close(ls[k]);
+        for (size_t k = 0; k < nchild; k++)
+          if (kids[k].ctl >= 0) close(kids[k].ctl);
+        if (sp[0] >= 0) close(sp[0]);
         free(kids);
-        if (full) {
-          RGPU_WARN("peer=%s transport=%s event=refused reason=server-full sessions=%u",
-                    o->worker.peer, o->worker.transport, active);
-          refuse_session(c, o->max_sessions);
-          rgpu_conn_close(c);
-          _exit(0);
-        }
+        free(pfd);
+        if (full)
+          RGPU_WARN("peer=%s transport=%s event=refused reason=%s sessions=%u", o->worker.peer,
+                    o->worker.transport, draining ? "draining" : "server-full", active);
         rgpu_log_set_component("worker");
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -249,17 +360,23 @@ int rgpu_server_run(rgpu_server_opts *o) {
           calls = rgpu_worker_calls(w);
           reason = rgpu_worker_end_reason(w);
         }
-        rgpu_log(status ? RGPU_LOG_WARN : RGPU_LOG_INFO,
-                 "session=%llu peer=%s transport=%s event=end status=%s reason=%s calls=%llu "
-                 "duration_s=%.3f",
-                 (unsigned long long)sid, o->worker.peer, o->worker.transport,
-                 status ? "error" : "ok", reason, (unsigned long long)calls, seconds_since(&t0));
-        rgpu_conn_shutdown(c);
+        int handed = w && rgpu_worker_handed_off(w);
+        if (!full && !handed)
+          rgpu_log(status ? RGPU_LOG_WARN : RGPU_LOG_INFO,
+                   "session=%llu peer=%s transport=%s event=end status=%s reason=%s calls=%llu "
+                   "duration_s=%.3f",
+                   (unsigned long long)sid, o->worker.peer, o->worker.transport,
+                   status ? "error" : "ok", reason, (unsigned long long)calls, seconds_since(&t0));
+        /* A connection handed to its session's worker lives on there:
+         * close our descriptor only. */
+        if (!handed) rgpu_conn_shutdown(c);
         rgpu_worker_free(w);
         rgpu_conn_close(c);
         _exit(status);
       }
       kid->pid = pid;
+      if (sp[1] >= 0) close(sp[1]);
+      o->worker.ctl_fd = 0;
       nchild++;
       if (full) refusers++;
       if (!full) {
@@ -271,10 +388,19 @@ int rgpu_server_run(rgpu_server_opts *o) {
     }
   }
 
-  /* Orderly shutdown: no new sessions, then give workers a grace period. */
+  /* End of the drain: the sessions still running are told SHUTDOWN (the
+   * client reports it), free their state and exit. */
   RGPU_INFO("shutting down: %u active session%s", active, active == 1 ? "" : "s");
   for (int i = 0; i < nl; i++) rgpu_listener_close(ls[i]);
-  for (size_t k = 0; k < nchild; k++) kill(kids[k].pid, SIGTERM);
+  for (size_t k = 0; k < nchild; k++) {
+    rgpu_ctl_msg m = {.type = RGPU_CTL_SHUTDOWN};
+    snprintf(m.text, sizeof m.text, "the server is shutting down (drain period of %d s over)",
+             drain_ms / 1000);
+    /* A worker without a channel (socketpair failed) still ends on SIGKILL below. */
+    if (kids[k].ctl < 0 || ctl_send(kids[k].ctl, &m)) kill(kids[k].pid, SIGKILL);
+  }
+  shutdown_sent = 1;
+  (void)shutdown_sent;
   int grace = o->shutdown_timeout_ms > 0 ? o->shutdown_timeout_ms : 5000;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -284,6 +410,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
     if (pid > 0) {
       for (size_t k = 0; k < nchild; k++)
         if (kids[k].pid == pid) {
+          if (kids[k].ctl >= 0) close(kids[k].ctl);
           kids[k] = kids[--nchild];
           break;
         }
@@ -303,7 +430,10 @@ int rgpu_server_run(rgpu_server_opts *o) {
     struct timespec nap = {0, 20 * 1000 * 1000};
     nanosleep(&nap, NULL);
   }
+  for (size_t k = 0; k < nchild; k++)
+    if (kids[k].ctl >= 0) close(kids[k].ctl);
   free(kids);
+  free(pfd);
   close(sig_pipe[0]);
   close(sig_pipe[1]);
   return 0;

@@ -17,12 +17,18 @@ typedef struct {
   rgpu_transport_opts topts;    /* cert/key/client CA for tls:// and quic:// */
   rgpu_worker_config worker;    /* template for every session */
   uint32_t max_sessions;        /* 0 = unlimited */
-  int shutdown_timeout_ms;      /* SIGTERM -> SIGKILL grace for workers; 0 = 5000 */
+  int shutdown_timeout_ms;      /* after SHUTDOWN, how long workers get before SIGKILL; 0 = 5000 */
+  int grace_s;                  /* keep a disconnected session for resume; 0 = no resume */
+  int drain_s;                  /* SIGTERM/SIGINT: wait this long for sessions to end, then
+                                 * tell the rest SHUTDOWN; < 0 = default 30 */
 } rgpu_server_opts;
 
 /* Opens the listeners, prints the "listening on" line(s) to stderr and
- * serves until SIGTERM/SIGINT.  Returns the process exit status (0 after an
- * orderly shutdown, 1 if a listener could not be opened). */
+ * serves until SIGTERM/SIGINT.  Then it drains: new HELLOs are refused
+ * ("shutting down") but RESUMEs of running sessions are still routed;
+ * sessions that have not ended after drain_s get a SHUTDOWN event and
+ * end; a second signal skips the wait.  Returns the process exit status (0
+ * after an orderly shutdown, 1 if a listener could not be opened). */
 int rgpu_server_run(rgpu_server_opts *o);
 
 #endif

@@ -298,7 +298,10 @@ static void hello_when_free(client *c, const char *uri) {
 }
 
 static void test_max_sessions(void **state) {
-  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--max-sessions", "1", NULL};
+  /* --grace-s 0: a session ends at EOF (no wait for a resume), so its slot
+   * frees at once; --drain-s 1: SIGTERM ends the live session after 1 s. */
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--max-sessions", "1",
+                        "--grace-s", "0", "--drain-s", "1", NULL};
   server s;
   server_start(&s, 1, args);
   client a, b;
@@ -313,9 +316,14 @@ static void test_max_sessions(void **state) {
   /* The slot frees when the session ends (the worker notices EOF soon). */
   hello_when_free(&b, s.uris[0]);
   client_close(&b);
-  /* SIGTERM with a live session still ends in an orderly exit. */
+  /* SIGTERM with a live session still ends in an orderly exit; the
+   * session is told so (SHUTDOWN event) before its connection closes. */
   hello_when_free(&a, s.uris[0]);
   assert_int_equal(server_stop(&s), 0);
+  rgpu_frame_hdr eh;
+  assert_int_equal(rgpu_frame_read(a.c, &eh, &a.in, RGPU_FRAME_MAX_PAYLOAD), 0);
+  assert_int_equal(eh.kind, RGPU_KIND_EVENT);
+  assert_int_equal(eh.opcode, RGPU_EVT_SHUTDOWN);
   assert_true(connection_closed(&a));
   client_close(&a);
 }

@@ -38,6 +38,10 @@ static void usage(FILE *f) {
           "  --max-sessions N    refuse sessions beyond N (default: unlimited)\n"
           "  --mem-quota BYTES   device memory per session, suffix K/M/G (default: unlimited)\n"
           "  --max-payload BYTES largest frame payload accepted (default and max: %u)\n"
+          "  --grace-s N         keep a disconnected session N s for the client to resume\n"
+          "                      it (default 60; 0: a broken connection ends the session)\n"
+          "  --drain-s N         on SIGTERM/SIGINT refuse new sessions, wait up to N s for\n"
+          "                      running ones, then end them with SHUTDOWN (default 30)\n"
           "  --gen-cert DIR      write DIR/cert.pem and DIR/key.pem (self-signed, for\n"
           "                      localhost,127.0.0.1) and exit\n"
           "  --foreground        stay in the foreground (the only mode; accepted for scripts)\n"
@@ -81,7 +85,8 @@ int main(int argc, char **argv) {
 
   enum {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
-    OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION
+    OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
+    OPT_GRACE, OPT_DRAIN
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
@@ -95,6 +100,8 @@ int main(int argc, char **argv) {
       {"mem-quota", required_argument, 0, OPT_QUOTA},
       {"max-payload", required_argument, 0, OPT_MAXPAY},
       {"gen-cert", required_argument, 0, OPT_GENCERT},
+      {"grace-s", required_argument, 0, OPT_GRACE},
+      {"drain-s", required_argument, 0, OPT_DRAIN},
       {"foreground", no_argument, 0, OPT_FG},
       {"help", no_argument, 0, OPT_HELP},
       {"version", no_argument, 0, OPT_VERSION},
@@ -105,6 +112,8 @@ int main(int argc, char **argv) {
   const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL;
   int device_set = 0;
   o.worker.max_payload = RGPU_FRAME_MAX_PAYLOAD;
+  o.grace_s = 60;
+  o.drain_s = 30;
   /* Notices clients that vanished without a FIN (their worker and device
    * memory are freed) within about a minute; QUIC pings keep idle sessions up. */
   o.topts.keepalive_ms = 15000;
@@ -158,6 +167,19 @@ int main(int argc, char **argv) {
         o.worker.max_payload = (uint32_t)v;
         break;
       case OPT_GENCERT: gen_cert = optarg; break;
+      case OPT_GRACE:
+      case OPT_DRAIN: {
+        char *end;
+        errno = 0;
+        long n = strtol(optarg, &end, 10);
+        if (errno || end == optarg || *end || n < 0 || n > 86400) {
+          fprintf(stderr, "rgpu-server: --%s %s: expected seconds (0 .. 86400)\n",
+                  c == OPT_GRACE ? "grace-s" : "drain-s", optarg);
+          return 2;
+        }
+        if (c == OPT_GRACE) o.grace_s = (int)n; else o.drain_s = (int)n;
+        break;
+      }
       case OPT_FG: break;
       case OPT_HELP: case 'h': usage(stdout); return 0;
       case OPT_VERSION: printf("rgpu-server %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
@@ -57,6 +59,7 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   pthread_mutex_init(&w->jobs_lock, NULL);
   pthread_cond_init(&w->jobs_cond, NULL);
   w->end_reason = "eof";
+  rgpu_replay_init(&w->replay, w->cfg.grace_s > 0 && w->cfg.ctl_fd > 0, w->cfg.replay_bytes);
   return w;
 }
 
@@ -222,6 +225,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_handle_map_free(&w->modules);
   rgpu_buf_free(&w->rep);
   rgpu_buf_free(&w->pending_output);
+  rgpu_replay_free(&w->replay);
   pthread_mutex_destroy(&w->out_lock);
   pthread_mutex_destroy(&w->write_lock);
   pthread_mutex_destroy(&w->jobs_lock);
@@ -231,6 +235,7 @@ void rgpu_worker_free(rgpu_worker *w) {
 }
 
 uint64_t rgpu_worker_calls(const rgpu_worker *w) { return w->calls; }
+int rgpu_worker_handed_off(const rgpu_worker *w) { return w->handed_off; }
 const char *rgpu_worker_end_reason(const rgpu_worker *w) { return w->end_reason; }
 
 /* ---- frame building ----------------------------------------------------- */
@@ -325,7 +330,25 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
     finish(w, h, CUDA_ERROR_INVALID_VALUE, out, 0, 0);
     return RGPU_WORKER_CONTINUE;
   }
+  if (h->opcode == RGPU_OP_ACK) {
+    /* The client's progress: replay bytes below it can go.  Never
+     * answered and not a call (the client sends it from its read path). */
+    rgpu_msg_ack_req a;
+    if (w->hello_done && rgpu_msg_ack_req_decode(payload, len, &a) == 0) {
+      pthread_mutex_lock(&w->write_lock);
+      rgpu_replay_ack(&w->replay, a.rx_bytes);
+      pthread_mutex_unlock(&w->write_lock);
+    }
+    return RGPU_WORKER_CONTINUE;
+  }
   w->calls++;
+  if (!w->hello_done && h->opcode == RGPU_OP_HELLO && w->cfg.refuse_new[0]) {
+    /* Server full or draining: a reply the client can show, then close. */
+    rgpu_worker_fail(w, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s", w->cfg.refuse_new);
+    finish(w, h, CUDA_ERROR_DEVICE_UNAVAILABLE, out, 1, 0);
+    w->end_reason = "refused";
+    return RGPU_WORKER_CLOSE;
+  }
   if (!w->hello_done && h->opcode != RGPU_OP_HELLO) {
     rgpu_worker_fail(w, CUDA_ERROR_NOT_INITIALIZED, "the first request of a session must be HELLO, got %s",
                      rgpu_op_name(h->opcode) ? rgpu_op_name(h->opcode) : "an unknown opcode");
@@ -378,6 +401,8 @@ int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payl
 /* ---- the socket loop ---------------------------------------------------- */
 
 #define RGPU_HELLO_TIMEOUT_MS 10000
+/* Returned by the read helpers when the listener has a message for us. */
+#define RGPU_WORKER_ECTL (-3001)
 
 /* Frames arrive batched (many small requests in one client write), so the
  * loop reads what is available into one buffer and parses frames out of it:
@@ -391,9 +416,69 @@ typedef struct {
   size_t start, end;
 } rdbuf;
 
-/* Makes at least `need` bytes available at p+start; returns 0, or the
- * transport's error (RGPU_T_ECLOSED on EOF). */
-static int rdbuf_fill(rgpu_conn *c, rdbuf *b, size_t need) {
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int resumable(const rgpu_worker *w) {
+  return w->hello_done && w->replay.enabled;
+}
+
+int rgpu_worker_send_locked(rgpu_worker *w, const struct iovec *iov, int n) {
+  /* Recorded first: if the write breaks half-way, the client still gets
+   * every byte after RESUME. */
+  if (rgpu_replay_append(&w->replay, iov, n) && w->replay.enabled)
+    RGPU_WARN("session=%llu out of memory in the replay buffer: a resume will fail",
+              (unsigned long long)w->cfg.session_id);
+  if (w->write_failed || !w->conn) return resumable(w) ? 0 : RGPU_T_ECLOSED;
+  int rc = rgpu_conn_writev_all(w->conn, iov, n);
+  if (rc) {
+    w->write_failed = 1;
+    if (resumable(w)) return 0;
+  }
+  return rc;
+}
+
+/* Waits until c has bytes to read (1) or the listener sent a message
+ * (RGPU_WORKER_ECTL); 0 on timeout.  timeout_ms < 0: no limit. */
+static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {
+  if (c && rgpu_conn_pending(c)) return 1;
+  struct pollfd pf[2];
+  int n = 0, ci = -1, ki = -1;
+  if (c) {
+    pf[n] = (struct pollfd){rgpu_conn_poll_fd(c), POLLIN, 0};
+    ci = n++;
+  }
+  if (w->cfg.ctl_fd > 0) {
+    pf[n] = (struct pollfd){w->cfg.ctl_fd, POLLIN, 0};
+    ki = n++;
+  }
+  if (n == 0) return 1;
+  for (;;) {
+    int pr = poll(pf, (nfds_t)n, timeout_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) return pr < 0 ? 1 : 0; /* a poll error: let the read report it */
+    /* Session bytes first: a RESUME never interrupts a frame that can be
+     * completed. */
+    if (ci >= 0 && pf[ci].revents) return 1;
+    if (ki >= 0 && pf[ki].revents) return RGPU_WORKER_ECTL;
+    return 1;
+  }
+}
+
+static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
+  if (w->cfg.ctl_fd > 0) {
+    int r = wait_input(w, c, -1);
+    if (r == RGPU_WORKER_ECTL) return RGPU_WORKER_ECTL;
+  }
+  return rgpu_conn_read_some(c, buf, len);
+}
+
+/* Makes at least `need` bytes available at p+start; returns 0, the
+ * transport's error (RGPU_T_ECLOSED on EOF) or RGPU_WORKER_ECTL. */
+static int rdbuf_fill(rgpu_worker *w, rgpu_conn *c, rdbuf *b, size_t need) {
   while (b->end - b->start < need) {
     if (b->start == b->end) b->start = b->end = 0;
     if (RGPU_RDBUF_CAP - b->end < need - (b->end - b->start)) {
@@ -401,11 +486,238 @@ static int rdbuf_fill(rgpu_conn *c, rdbuf *b, size_t need) {
       b->end -= b->start;
       b->start = 0;
     }
-    ssize_t n = rgpu_conn_read_some(c, b->p + b->end, RGPU_RDBUF_CAP - b->end);
+    ssize_t n = read_some_ctl(w, c, b->p + b->end, RGPU_RDBUF_CAP - b->end);
     if (n == 0) return RGPU_T_ECLOSED;
     if (n < 0) return (int)n;
     b->end += (size_t)n;
   }
+  return 0;
+}
+
+static int read_exact_ctl(rgpu_worker *w, rgpu_conn *c, uint8_t *p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read_some_ctl(w, c, p + got, n - got);
+    if (r == 0) return RGPU_T_ECLOSED;
+    if (r < 0) return (int)r;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+static int ctl_send(rgpu_worker *w, const rgpu_ctl_msg *m) {
+  for (;;) {
+    ssize_t r = send(w->cfg.ctl_fd, m, sizeof *m, MSG_NOSIGNAL);
+    if (r == (ssize_t)sizeof *m) return 0;
+    if (r < 0 && errno == EINTR) continue;
+    return -1;
+  }
+}
+
+/* 1 and *m, 0 when the listener is gone, -1 on a malformed message. */
+static int ctl_recv(rgpu_worker *w, rgpu_ctl_msg *m) {
+  for (;;) {
+    ssize_t r = recv(w->cfg.ctl_fd, m, sizeof *m, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0 || (r < 0 && errno != EAGAIN)) return 0;
+    if (r != (ssize_t)sizeof *m) return -1;
+    m->text[sizeof m->text - 1] = 0;
+    return 1;
+  }
+}
+
+/* A reply frame written straight to c, outside the session's byte stream
+ * (RESUME's reply is not counted by either side). */
+static int write_reply_oob(rgpu_conn *c, uint16_t op, uint32_t status, const void *p, size_t n,
+                           const void *tail, size_t tail_len) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, op, (uint32_t)n, status, 0};
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hdr, &h);
+  struct iovec iov[3] = {{hdr, sizeof hdr}, {(void *)p, n}, {(void *)tail, tail_len}};
+  return rgpu_conn_writev_all(c, iov, tail_len ? 3 : 2);
+}
+
+/* The connection broke while the session can be resumed: keep everything,
+ * wait for the client (rgpu_worker_serve's loop calls await_resume). */
+static void lose_conn(rgpu_worker *w, const char *why) {
+  pthread_mutex_lock(&w->write_lock);
+  w->write_failed = 1;
+  pthread_mutex_unlock(&w->write_lock);
+  w->lost = 1;
+  w->lost_at = mono_s();
+  RGPU_INFO("session=%llu peer=%s event=disconnected reason=%s grace_s=%d tx_bytes=%llu "
+            "rx_bytes=%llu",
+            (unsigned long long)w->cfg.session_id, w->cfg.peer, why, w->cfg.grace_s,
+            (unsigned long long)w->replay.total, (unsigned long long)w->replay.rx_consumed);
+}
+
+/* The SHUTDOWN event, in the session stream (a client that resumes later
+ * still gets it). */
+static void send_shutdown(rgpu_worker *w, const char *text) {
+  rgpu_buf b, f;
+  rgpu_buf_init(&b);
+  rgpu_buf_init(&f);
+  rgpu_msg_shutdown_evt ev = {.message = {text, strlen(text)}};
+  rgpu_msg_shutdown_evt_encode(&b, &ev);
+  put_frame(&f, RGPU_KIND_EVENT, RGPU_EVT_SHUTDOWN, 0, 0, b.data, b.len);
+  struct iovec iov = {f.data, f.len};
+  if (!f.err) rgpu_worker_send(w, &iov, 1);
+  rgpu_buf_free(&b);
+  rgpu_buf_free(&f);
+}
+
+/* Takes over connection nc from a client that has received rx bytes:
+ * RESUME's reply, then everything it missed.  Returns 0 (resumed, or lost
+ * again if the new connection broke at once) or 1 when the session must
+ * end (the bytes it needs are gone). */
+static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
+  pthread_mutex_lock(&w->write_lock);
+  const uint8_t *p = NULL;
+  size_t n = 0;
+  if (rgpu_replay_from(&w->replay, rx, &p, &n)) {
+    char msg[256];
+    int m = snprintf(msg, sizeof msg,
+                     "cannot resume session %llu: the client has %llu bytes, the server keeps "
+                     "%llu..%llu",
+                     (unsigned long long)w->cfg.session_id, (unsigned long long)rx,
+                     (unsigned long long)w->replay.base, (unsigned long long)w->replay.total);
+    write_reply_oob(nc, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, msg, (size_t)m, NULL, 0);
+    pthread_mutex_unlock(&w->write_lock);
+    RGPU_WARN("session=%llu event=resume-failed %s", (unsigned long long)w->cfg.session_id, msg);
+    rgpu_conn_shutdown(nc);
+    rgpu_conn_close(nc);
+    w->end_reason = "replay-lost";
+    return 1;
+  }
+  rgpu_conn *old = w->conn;
+  w->conn = nc;
+  w->write_failed = 0;
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_resume_rep rep = {.session_id = w->cfg.session_id,
+                             .rx_bytes = w->replay.rx_consumed,
+                             .tx_bytes = w->replay.total};
+  rgpu_msg_resume_rep_encode(&b, &rep);
+  int rc = write_reply_oob(nc, RGPU_OP_RESUME, 0, b.data, b.len, p, n);
+  rgpu_buf_free(&b);
+  if (rc) w->write_failed = 1;
+  w->replay.resumes++;
+  w->replay.replayed_bytes += n;
+  pthread_mutex_unlock(&w->write_lock);
+  /* Whatever was half-read from the old connection is re-sent by the
+   * client (it starts at rx_consumed, a frame boundary). */
+  rb->start = rb->end = 0;
+  if (old && old != w->orig_conn) {
+    rgpu_conn_close(old);
+  } else if (old) {
+    /* serve()'s caller closes the original conn; make it inert now. */
+    int fd = rgpu_conn_raw_fd(old);
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+  }
+  /* The break may not have been noticed here (a dead link looks idle). */
+  RGPU_INFO("session=%llu peer=%s event=resume outage_s=%.3f replayed_bytes=%zu rx_bytes=%llu "
+            "resumes=%llu",
+            (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc),
+            w->lost ? mono_s() - w->lost_at : 0.0, n,
+            (unsigned long long)w->replay.rx_consumed, (unsigned long long)w->replay.resumes);
+  w->lost = rc != 0;
+  if (w->lost) w->lost_at = mono_s();
+  return 0;
+}
+
+/* A message from the listener: 0 to go on serving, 1 to end the session. */
+static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
+  rgpu_ctl_msg m;
+  int r = ctl_recv(w, &m);
+  if (r == 0) {
+    /* The listener died: nobody can route a resume to us any more. */
+    w->end_reason = "listener-gone";
+    return 1;
+  }
+  if (r < 0) return 0;
+  if (m.type == RGPU_CTL_SHUTDOWN) {
+    RGPU_INFO("session=%llu event=shutdown reason=\"%s\"", (unsigned long long)w->cfg.session_id,
+              m.text);
+    send_shutdown(w, m.text[0] ? m.text : "the server is shutting down");
+    w->end_reason = "shutdown";
+    return 1;
+  }
+  if (m.type == RGPU_CTL_RESUME) {
+    rgpu_conn *nc = NULL;
+    char err[256];
+    if (rgpu_conn_recv(w->cfg.ctl_fd, &nc, err, sizeof err)) {
+      RGPU_WARN("session=%llu resume: %s", (unsigned long long)w->cfg.session_id, err);
+      return 0;
+    }
+    if (!resumable(w)) {
+      write_reply_oob(nc, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, "session not resumable",
+                      21, NULL, 0);
+      rgpu_conn_close(nc);
+      return 0;
+    }
+    return adopt_conn(w, nc, m.rx_bytes, rb);
+  }
+  return 0;
+}
+
+/* Disconnected: waits for RESUME until the grace period is over. */
+static int await_resume(rgpu_worker *w, rdbuf *rb) {
+  for (;;) {
+    double left = w->lost_at + (double)w->cfg.grace_s - mono_s();
+    if (left <= 0) {
+      RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
+                (unsigned long long)w->cfg.session_id, w->cfg.grace_s);
+      w->end_reason = "grace-expired";
+      return 1;
+    }
+    int r = wait_input(w, NULL, (int)(left * 1000.0) + 1);
+    if (r == RGPU_WORKER_ECTL) return handle_ctl(w, rb);
+  }
+}
+
+/* A fresh connection whose first frame is RESUME: pass it to the worker
+ * that owns the session (through the listener), or tell the client the
+ * session is gone.  Returns serve()'s result. */
+static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, size_t len) {
+  rgpu_msg_resume_req q;
+  const char *why = NULL;
+  char whybuf[160];
+  if (rgpu_msg_resume_req_decode(payload, len, &q) != 0 || q.session_token.len != 32)
+    why = "malformed RESUME";
+  else if (w->cfg.ctl_fd <= 0 || w->cfg.grace_s <= 0)
+    why = "this server does not resume sessions (--grace-s 0)";
+  if (!why) {
+    rgpu_ctl_msg m = {.type = RGPU_CTL_RESUME_REQ, .rx_bytes = q.rx_bytes};
+    memcpy(m.token, q.session_token.data, 32);
+    char err[256];
+    if (ctl_send(w, &m) || rgpu_conn_send(w->cfg.ctl_fd, c, err, sizeof err)) {
+      why = "the server could not route the connection";
+    } else {
+      rgpu_ctl_msg a;
+      struct pollfd pf = {w->cfg.ctl_fd, POLLIN, 0};
+      int pr;
+      while ((pr = poll(&pf, 1, 5000)) < 0 && errno == EINTR) {
+      }
+      if (pr <= 0 || ctl_recv(w, &a) != 1 || a.type != RGPU_CTL_RESUME_ANS) {
+        why = "the server did not answer the resume";
+      } else if (!a.ok) {
+        snprintf(whybuf, sizeof whybuf, "%s",
+                 a.text[0] ? a.text
+                           : "the session is gone (its grace period ended or the server "
+                             "restarted)");
+        why = whybuf;
+      } else {
+        w->handed_off = 1;
+        w->end_reason = "resume-handoff";
+        RGPU_DEBUG("peer=%s event=resume-handoff session=%llu", w->cfg.peer,
+                   (unsigned long long)a.session_id);
+        return 0;
+      }
+    }
+  }
+  RGPU_INFO("peer=%s event=resume-refused reason=\"%s\"", w->cfg.peer, why);
+  write_reply_oob(c, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, why, strlen(why), NULL, 0);
+  w->end_reason = "resume-refused";
   return 0;
 }
 
@@ -420,14 +732,17 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     return 1;
   }
   w->conn = c;
+  w->orig_conn = c;
   for (;;) {
+    if (w->lost) {
+      if (await_resume(w, &rb)) break;
+      continue;
+    }
+    rgpu_conn *cur = w->conn;
     rgpu_frame_hdr h;
     /* A connection that never says HELLO must not hold a worker forever. */
-    if (!w->hello_done && rb.start == rb.end && rgpu_conn_pending(c) == 0) {
-      struct pollfd pf = {rgpu_conn_poll_fd(c), POLLIN, 0};
-      int pr;
-      while ((pr = poll(&pf, 1, RGPU_HELLO_TIMEOUT_MS)) < 0 && errno == EINTR) {
-      }
+    if (!w->hello_done && rb.start == rb.end && rgpu_conn_pending(cur) == 0) {
+      int pr = wait_input(w, cur, RGPU_HELLO_TIMEOUT_MS);
       if (pr == 0) {
         RGPU_WARN("session=%llu peer=%s closing: no HELLO within %d s",
                   (unsigned long long)w->cfg.session_id, w->cfg.peer, RGPU_HELLO_TIMEOUT_MS / 1000);
@@ -436,7 +751,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
         break;
       }
     }
-    int rc = rdbuf_fill(c, &rb, RGPU_FRAME_HDR_SIZE);
+    int rc = rdbuf_fill(w, cur, &rb, RGPU_FRAME_HDR_SIZE);
     if (rc == 0) {
       rc = rgpu_frame_hdr_decode(rb.p + rb.start, w->cfg.max_payload, &h);
       if (rc == 0) rb.start += RGPU_FRAME_HDR_SIZE;
@@ -444,9 +759,9 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     const uint8_t *payload = NULL;
     w->cur_in = NULL;
     if (rc == 0 && h.length <= RGPU_RDBUF_CAP / 2) {
-      rc = rdbuf_fill(c, &rb, h.length);
+      rc = rdbuf_fill(w, cur, &rb, h.length);
       payload = rb.p + rb.start;
-      rb.start += h.length;
+      if (rc == 0) rb.start += h.length;
     } else if (rc == 0) {
       rgpu_buf_reset(&in);
       if (rgpu_buf_reserve(&in, h.length)) {
@@ -456,10 +771,22 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
         if (have > h.length) have = h.length;
         memcpy(in.data, rb.p + rb.start, have);
         rb.start += have;
-        rc = have < h.length ? rgpu_conn_read_exact(c, in.data + have, h.length - have) : 0;
+        rc = have < h.length ? read_exact_ctl(w, cur, in.data + have, h.length - have) : 0;
         in.len = h.length;
         payload = in.data;
         w->cur_in = &in;
+      }
+    }
+    if (rc == RGPU_WORKER_ECTL) {
+      if (handle_ctl(w, &rb)) break;
+      continue;
+    }
+    /* Transport errors (RGPU_T_E*, above the protocol's -1000s) are a
+     * broken connection, which a resumable session outlives. */
+    if (rc < 0 && rc > -1000) {
+      if (resumable(w)) {
+        lose_conn(w, rc == RGPU_T_ECLOSED ? "eof" : "read-error");
+        continue;
       }
     }
     if (rc == RGPU_T_ECLOSED) {
@@ -480,9 +807,23 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       result = 1;
       break;
     }
+    if (!w->hello_done && h.kind == RGPU_KIND_REQUEST && h.opcode == RGPU_OP_RESUME) {
+      result = resume_handoff(w, cur, payload, h.length);
+      break;
+    }
     rgpu_buf_reset(&out);
     int deferred = 0;
+    int was_hello = w->hello_done;
     int action = handle_frame(w, &h, payload, h.length, &out, 1, &deferred);
+    /* Counted once executed, in wire order: RESUME re-sends from here. */
+    if (h.opcode != RGPU_OP_ACK) rgpu_replay_consumed(&w->replay, RGPU_FRAME_HDR_SIZE + h.length);
+    if (!was_hello && w->hello_done && w->cfg.ctl_fd > 0) {
+      /* Before the reply leaves: the listener must know the token by the
+       * time the client could present it. */
+      rgpu_ctl_msg m = {.type = RGPU_CTL_REGISTER, .session_id = w->cfg.session_id};
+      memcpy(m.token, w->session_token, sizeof m.token);
+      ctl_send(w, &m);
+    }
     if (out.err) {
       RGPU_ERROR("session=%llu out of memory building a reply", (unsigned long long)w->cfg.session_id);
       w->end_reason = "oom";
@@ -501,11 +842,16 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       if (!w->hello_done) result = 1;
       break;
     }
+    if (w->write_failed && resumable(w)) lose_conn(w, "write-error");
   }
   /* Host functions waiting for a client that is gone return now; jobs
    * write to c: none may outlive this call. */
   rgpu_host_calls_shutdown(w);
   rgpu_jobs_barrier(w, NULL);
+  if (w->conn && w->conn != c) {
+    if (!w->write_failed) rgpu_conn_shutdown(w->conn);
+    rgpu_conn_close(w->conn);
+  }
   w->conn = NULL;
   w->cur_in = NULL;
   free(rb.p);

@@ -45,7 +45,34 @@ typedef struct {
   uint64_t session_id;
   char peer[128];
   char transport[16];
+  /* Resumable sessions and drain (rgpu_replay.h).  All zero = neither. */
+  int grace_s;                /* keep a disconnected session this long; 0 = no resume */
+  int ctl_fd;                 /* SOCK_SEQPACKET to the listener; <= 0 = none */
+  size_t replay_bytes;        /* bound of the replay buffer; 0 = RGPU_REPLAY_DEFAULT_BYTES */
+  char refuse_new[128];       /* non-empty: HELLO is refused with this text (full, draining) */
 } rgpu_worker_config;
+
+/* Messages between the listener and a worker on cfg.ctl_fd (one datagram
+ * each; RESUME_REQ and RESUME are followed by an rgpu_conn_send of the new
+ * connection).  Worker -> listener: REGISTER (the session token, after
+ * HELLO), RESUME_REQ (a fresh connection presented token; rx_bytes).
+ * Listener -> worker: RESUME_ANS (ok: the connection went to its session),
+ * RESUME (take this connection over), SHUTDOWN (end the session: text). */
+enum {
+  RGPU_CTL_REGISTER = 1,
+  RGPU_CTL_RESUME_REQ = 2,
+  RGPU_CTL_RESUME_ANS = 3,
+  RGPU_CTL_RESUME = 4,
+  RGPU_CTL_SHUTDOWN = 5
+};
+typedef struct {
+  uint32_t type;
+  uint32_t ok;
+  uint64_t session_id;
+  uint64_t rx_bytes;
+  uint8_t token[32];
+  char text[160];
+} rgpu_ctl_msg;
 
 typedef struct rgpu_worker rgpu_worker;
 
@@ -72,6 +99,9 @@ int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payl
 int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c);
 
 uint64_t rgpu_worker_calls(const rgpu_worker *w);
+/* 1 when the session's connection went to another worker (RESUME): the
+ * caller must close its conn without shutting the socket down. */
+int rgpu_worker_handed_off(const rgpu_worker *w);
 /* A short reason for the end of the session ("eof", "goodbye", ...). */
 const char *rgpu_worker_end_reason(const rgpu_worker *w);
 

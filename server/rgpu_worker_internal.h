@@ -6,6 +6,7 @@
 
 #include "rgpu_driver.h"
 #include "rgpu_messages.h"
+#include "rgpu_replay.h"
 #include "rgpu_session.h"
 #include "rgpu_worker.h"
 
@@ -66,6 +67,14 @@ struct rgpu_worker {
   int njobs;
   int write_failed;
 
+  /* Resumable session (rgpu_worker.c, rgpu_replay.h): the replay buffer and
+   * request count live under write_lock. */
+  rgpu_replay replay;
+  int lost;               /* the connection broke; waiting for RESUME */
+  double lost_at;         /* CLOCK_MONOTONIC seconds */
+  int handed_off;         /* a fresh worker passed its RESUME connection on */
+  rgpu_conn *orig_conn;   /* the conn serve() was given (its caller closes it) */
+
   /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
   struct rgpu_host_calls *host_calls;
 };
@@ -110,6 +119,10 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j);
 void rgpu_jobs_barrier(rgpu_worker *w, const void *ref);
 /* Sends frames on the connection under the write lock. */
 int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n);
+/* The same with write_lock held (rgpu_worker.c): records the frames in the
+ * replay buffer; while the session is resumable a failed write is not an
+ * error (the frames reach the client after RESUME). */
+int rgpu_worker_send_locked(rgpu_worker *w, const struct iovec *iov, int n);
 /* Appends pending device printf text as OUTPUT events (any thread). */
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
 /* An event that only marks a point in a stream (no timing). */

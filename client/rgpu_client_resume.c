@@ -1,0 +1,122 @@
+/* The client's resend buffer: see rgpu_client_resume.h. */
+#include "rgpu_client_resume.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_frame.h"
+
+void rgpu_resend_init(rgpu_resend_buf *b) { memset(b, 0, sizeof *b); }
+
+void rgpu_resend_free(rgpu_resend_buf *b) {
+  free(b->data);
+  free(b->idx);
+  memset(b, 0, sizeof *b);
+}
+
+static void drop_to(rgpu_resend_buf *b, uint64_t off) {
+  if (off <= b->base) return;
+  if (off > b->total) off = b->total;
+  size_t n = (size_t)(off - b->base);
+  b->head += n;
+  b->len -= n;
+  b->base = off;
+  if (b->len == 0) b->head = 0;
+  while (b->nidx && b->idx[b->idx_head].end <= b->base) {
+    b->idx_head++;
+    b->nidx--;
+  }
+  if (b->nidx == 0) b->idx_head = 0;
+}
+
+static int index_push(rgpu_resend_buf *b, uint64_t seq, uint64_t end) {
+  if (b->idx_head + b->nidx == b->idx_cap) {
+    if (b->idx_head > b->idx_cap / 2) {
+      memmove(b->idx, b->idx + b->idx_head, b->nidx * sizeof *b->idx);
+      b->idx_head = 0;
+    } else {
+      size_t nc = b->idx_cap ? b->idx_cap * 2 : 256;
+      rgpu_resend_frame *ni = realloc(b->idx, nc * sizeof *ni);
+      if (!ni) return -1;
+      b->idx = ni;
+      b->idx_cap = nc;
+    }
+  }
+  b->idx[b->idx_head + b->nidx++] = (rgpu_resend_frame){seq, end};
+  return 0;
+}
+
+int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
+  size_t nb = 0;
+  for (int i = 0; i < n; i++) nb += iov[i].iov_len;
+  if (nb == 0) return 0;
+  if (b->head + b->len + nb > b->cap) {
+    if (b->head) {
+      memmove(b->data, b->data + b->head, b->len);
+      b->head = 0;
+    }
+    if (b->len + nb > b->cap) {
+      size_t nc = b->cap ? b->cap : (256u << 10);
+      while (nc < b->len + nb) nc *= 2;
+      uint8_t *nd = realloc(b->data, nc);
+      if (!nd) {
+        b->oom = 1;
+        b->total += nb;
+        b->base = b->total; /* nothing before this can be re-sent */
+        b->head = b->len = 0;
+        b->nidx = b->idx_head = 0;
+        return -1;
+      }
+      b->data = nd;
+      b->cap = nc;
+    }
+  }
+  uint8_t *dst = b->data + b->head + b->len;
+  for (int i = 0; i < n; i++) {
+    if (iov[i].iov_len) memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+    dst += iov[i].iov_len;
+  }
+  size_t pos = b->head + b->len, end = pos + nb;
+  uint64_t off = b->total;
+  int rc = 0;
+  while (pos + RGPU_FRAME_HDR_SIZE <= end) {
+    rgpu_frame_hdr h;
+    if (rgpu_frame_hdr_decode(b->data + pos, (size_t)-1, &h) != 0) break;
+    size_t flen = RGPU_FRAME_HDR_SIZE + (size_t)h.length;
+    off += flen;
+    pos += flen;
+    if (h.seq && index_push(b, h.seq, off)) {
+      b->oom = 1;
+      rc = -1;
+    }
+  }
+  b->len += nb;
+  b->total += nb;
+  return rc;
+}
+
+void rgpu_resend_confirm(rgpu_resend_buf *b, uint64_t seq) {
+  if (!seq) return;
+  for (size_t i = 0; i < b->nidx; i++)
+    if (b->idx[b->idx_head + i].seq == seq) {
+      drop_to(b, b->idx[b->idx_head + i].end);
+      return;
+    }
+}
+
+int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, const uint8_t **p, size_t *n,
+                     size_t *frames) {
+  if (off < b->base || off > b->total) return -1;
+  drop_to(b, off);
+  *p = b->data ? b->data + b->head : NULL;
+  *n = b->len;
+  if (frames) *frames = b->nidx;
+  return 0;
+}
+
+int rgpu_resume_backoff_ms(int attempt) {
+  if (attempt < 0) attempt = 0;
+  if (attempt > 5) return 2000;
+  int ms = 100 << attempt;
+  return ms > 2000 ? 2000 : ms;
+}

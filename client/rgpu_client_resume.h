@@ -1,0 +1,71 @@
+/* rgpu_client_resume: what the client keeps so that a session survives a
+ * broken connection (issue 9).
+ *
+ * The resend buffer holds the bytes of every request frame written to the
+ * server (in wire order, exactly as written; ACK and RESUME frames are not
+ * part of the stream) until the server has confirmed them.  Confirmation is
+ * implicit: the server executes frames in wire order, so a reply (or an
+ * async error) for request S means S and every frame written before it
+ * were executed; the buffer then drops everything up to the end of S.  On
+ * RESUME the server says how many request bytes it executed and the client
+ * re-sends the rest from here: nothing is lost, nothing runs twice.
+ *
+ * Data of host-to-device copies is copied in (the program may reuse its
+ * buffer as soon as cudaMemcpy returns), so the buffer is bounded by the
+ * client core: past RGPU_RESEND_MAX_BYTES it asks the server to confirm
+ * (one round trip) before sending more bulk data.
+ *
+ * Pure data structure, no locking (the client core holds its write lock). */
+#ifndef RGPU_CLIENT_RESUME_H
+#define RGPU_CLIENT_RESUME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Held request bytes beyond which bulk sends wait for a confirmation. */
+#define RGPU_RESEND_MAX_BYTES (256u << 20)
+
+typedef struct {
+  uint64_t seq; /* request sequence */
+  uint64_t end; /* stream offset just past the frame */
+} rgpu_resend_frame;
+
+typedef struct {
+  uint8_t *data; /* stream bytes [base, total) at data[head..] */
+  size_t head, len, cap;
+  uint64_t base, total;
+  rgpu_resend_frame *idx;
+  size_t idx_head, nidx, idx_cap;
+  int oom; /* a frame could not be kept: a resume would lose it */
+} rgpu_resend_buf;
+
+void rgpu_resend_init(rgpu_resend_buf *b);
+void rgpu_resend_free(rgpu_resend_buf *b);
+/* Appends complete request frames (iov[0..n), as written to the wire) and
+ * indexes them by sequence.  Returns 0 or -1 when out of memory (then oom
+ * is set and a later resume fails instead of silently losing a request). */
+int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n);
+/* Request seq was executed: drops it and everything written before it.
+ * Unknown sequence numbers (already dropped, or not ours) change nothing. */
+void rgpu_resend_confirm(rgpu_resend_buf *b, uint64_t seq);
+/* The server executed the stream up to off: 0 and the bytes to re-send
+ * (*p valid until the next append), or -1 when off is outside what is
+ * held (the server and the client disagree: the session cannot resume). */
+int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, const uint8_t **p, size_t *n,
+                     size_t *frames);
+/* Bytes held. */
+static inline size_t rgpu_resend_held(const rgpu_resend_buf *b) { return b->len; }
+
+/* Delay before reconnect attempt `attempt` (0, 1, ...): 100 ms doubling up
+ * to 2 s, so a short outage costs little and a long one few attempts. */
+int rgpu_resume_backoff_ms(int attempt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,177 @@
+/* rgpu_replay: replay window, acknowledgements, reply cache, request count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rgpu_frame.h"
+#include "rgpu_replay.h"
+
+/* One frame of kind/seq with a payload of len bytes of value fill. */
+static size_t frame(uint8_t *out, uint8_t kind, uint64_t seq, uint32_t len, uint8_t fill) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, kind, 0x22, len, 0, seq};
+  rgpu_frame_hdr_encode(out, &h);
+  memset(out + RGPU_FRAME_HDR_SIZE, fill, len);
+  return RGPU_FRAME_HDR_SIZE + len;
+}
+
+static void test_replay_from_offset(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 0);
+  uint8_t a[256], b[256];
+  size_t na = frame(a, RGPU_KIND_REPLY, 5, 100, 0xaa);
+  size_t nb = frame(b, RGPU_KIND_EVENT, 0, 50, 0xbb);
+  /* header and payload as two iovecs, as the worker sends deferred replies */
+  struct iovec ia[2] = {{a, RGPU_FRAME_HDR_SIZE}, {a + RGPU_FRAME_HDR_SIZE, na - RGPU_FRAME_HDR_SIZE}};
+  assert_int_equal(rgpu_replay_append(&r, ia, 2), 0);
+  struct iovec ib = {b, nb};
+  assert_int_equal(rgpu_replay_append(&r, &ib, 1), 0);
+  assert_int_equal(r.total, na + nb);
+
+  const uint8_t *p;
+  size_t n;
+  /* A client that got nothing is missing everything. */
+  assert_int_equal(rgpu_replay_from(&r, 0, &p, &n), 0);
+  assert_int_equal(n, na + nb);
+  assert_memory_equal(p, a, na);
+  /* One that got the first frame, only the second. */
+  assert_int_equal(rgpu_replay_from(&r, na, &p, &n), 0);
+  assert_int_equal(n, nb);
+  assert_memory_equal(p, b, nb);
+  /* Beyond the stream: refused. */
+  assert_int_equal(rgpu_replay_from(&r, na + nb + 1, &p, &n), -1);
+
+  /* After the acknowledgement the first frame is gone for good. */
+  rgpu_replay_ack(&r, na);
+  assert_int_equal(rgpu_replay_from(&r, 0, &p, &n), -1);
+  assert_int_equal(rgpu_replay_from(&r, na, &p, &n), 0);
+  assert_int_equal(n, nb);
+  /* Bogus acknowledgements change nothing. */
+  rgpu_replay_ack(&r, na + nb + 100);
+  rgpu_replay_ack(&r, 1);
+  assert_int_equal(rgpu_replay_from(&r, na, &p, &n), 0);
+  rgpu_replay_free(&r);
+}
+
+static void test_reply_cache(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 0);
+  uint8_t buf[1024];
+  size_t off = 0;
+  off += frame(buf + off, RGPU_KIND_EVENT, 0, 10, 1);
+  size_t at7 = off;
+  size_t n7 = frame(buf + off, RGPU_KIND_REPLY, 7, 20, 7);
+  off += n7;
+  off += frame(buf + off, RGPU_KIND_REPLY, 9, 30, 9);
+  struct iovec io = {buf, off};
+  assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+  const uint8_t *p;
+  size_t n;
+  assert_int_equal(rgpu_replay_find_reply(&r, 7, &p, &n), 0);
+  assert_int_equal(n, n7);
+  assert_memory_equal(p, buf + at7, n7);
+  assert_int_equal(rgpu_replay_find_reply(&r, 8, &p, &n), -1);
+  /* Once acknowledged past it, a reply is no longer cached. */
+  rgpu_replay_ack(&r, at7 + n7);
+  assert_int_equal(rgpu_replay_find_reply(&r, 7, &p, &n), -1);
+  assert_int_equal(rgpu_replay_find_reply(&r, 9, &p, &n), 0);
+  rgpu_replay_free(&r);
+}
+
+static void test_consumed(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 0);
+  rgpu_replay_consumed(&r, 24);
+  rgpu_replay_consumed(&r, 40);
+  assert_int_equal(r.rx_consumed, 64);
+  rgpu_replay_free(&r);
+}
+
+/* Unacknowledged bytes beyond the bound: the oldest go, and a resume that
+ * needs them fails instead of delivering a stream with a hole. */
+static void test_bound(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 4096);
+  uint8_t f[1100];
+  uint64_t total = 0;
+  for (int i = 0; i < 10; i++) {
+    size_t n = frame(f, RGPU_KIND_REPLY, (uint64_t)i + 1, 1000, (uint8_t)i);
+    struct iovec io = {f, n};
+    assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+    total += n;
+  }
+  assert_int_equal(r.total, total);
+  assert_true(r.len <= 4096);
+  assert_true(r.dropped_unacked > 0);
+  const uint8_t *p;
+  size_t n;
+  assert_int_equal(rgpu_replay_from(&r, 0, &p, &n), -1);
+  assert_int_equal(rgpu_replay_from(&r, total - 1024, &p, &n), 0);
+  assert_int_equal(n, 1024);
+  assert_int_equal(p[0], 'R'); /* the last frame's header starts with the magic */
+  assert_int_equal(rgpu_replay_find_reply(&r, 1, &p, &n), -1);
+  assert_int_equal(rgpu_replay_find_reply(&r, 10, &p, &n), 0);
+  /* A group larger than the whole bound is counted but not kept. */
+  uint8_t *big = calloc(1, 8192);
+  size_t nbig = frame(big, RGPU_KIND_REPLY, 11, 8000, 0);
+  struct iovec io = {big, nbig};
+  assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+  assert_int_equal(r.total, total + nbig);
+  assert_int_equal(rgpu_replay_from(&r, total, &p, &n), -1);
+  assert_int_equal(rgpu_replay_from(&r, total + nbig, &p, &n), 0);
+  assert_int_equal(n, 0);
+  free(big);
+  rgpu_replay_free(&r);
+}
+
+/* Resume off: nothing kept, only the counter runs. */
+static void test_disabled(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 0, 0);
+  uint8_t f[64];
+  size_t n = frame(f, RGPU_KIND_REPLY, 1, 8, 0);
+  struct iovec io = {f, n};
+  assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+  assert_int_equal(r.total, n);
+  assert_null(r.data);
+  const uint8_t *p;
+  size_t got;
+  assert_int_equal(rgpu_replay_from(&r, 0, &p, &got), -1);
+  rgpu_replay_free(&r);
+}
+
+/* Many small acknowledged appends keep the buffer small. */
+static void test_steady_state(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 1u << 20);
+  uint8_t f[4200];
+  for (int i = 0; i < 5000; i++) {
+    size_t n = frame(f, RGPU_KIND_REPLY, (uint64_t)i + 1, 4096, (uint8_t)i);
+    struct iovec io = {f, n};
+    assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+    if (i % 4 == 3) rgpu_replay_ack(&r, r.total);
+  }
+  assert_int_equal(r.dropped_unacked, 0);
+  assert_true(r.cap <= (1u << 20));
+  assert_true(r.nidx <= 4);
+  rgpu_replay_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_replay_from_offset), cmocka_unit_test(test_reply_cache),
+      cmocka_unit_test(test_consumed),         cmocka_unit_test(test_bound),
+      cmocka_unit_test(test_disabled),           cmocka_unit_test(test_steady_state),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,75 @@
+// Resumable sessions (issue 9): copies and kernels in a loop, every result
+// checked, while the test cuts the connection underneath.  Prints
+// "PASS resume_loop" only if every iteration was right; any CUDA error is
+// reported and fails the program (exit 1), never a hang.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      printf("FAIL resume_loop: %s at iteration %d: %s (%d)\n", #x, it,              \
+             cudaGetErrorString(e_), (int)e_);                                       \
+      return 1;                                                                      \
+    }                                                                                \
+  } while (0)
+
+__global__ void axpb(float *y, const float *x, float a, float b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + b;
+}
+
+int main(int argc, char **argv) {
+  int iters = argc > 1 ? atoi(argv[1]) : 40;
+  int pause_ms = argc > 2 ? atoi(argv[2]) : 100;
+  const int n = 1 << 14;
+  int it = -1;
+  float *hx = (float *)malloc(n * sizeof(float)), *hy = (float *)malloc(n * sizeof(float));
+  float *pinned = nullptr;
+  float *dx, *dy;
+  CK(cudaMalloc(&dx, n * sizeof(float)));
+  CK(cudaMalloc(&dy, n * sizeof(float)));
+  CK(cudaMallocHost(&pinned, n * sizeof(float)));
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  for (it = 0; it < iters; it++) {
+    for (int i = 0; i < n; i++) hx[i] = (float)((i * 7 + it) % 1000);
+    CK(cudaMemcpy(dx, hx, n * sizeof(float), cudaMemcpyHostToDevice));
+    // The buffer is reused at once: a resend must carry the old contents.
+    for (int i = 0; i < n; i++) hx[i] = -1.0f;
+    axpb<<<(n + 255) / 256, 256>>>(dy, dx, 2.0f, (float)it, n);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(hy, dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) {
+      float want = 2.0f * (float)((i * 7 + it) % 1000) + (float)it;
+      if (hy[i] != want) {
+        printf("FAIL resume_loop: iteration %d element %d is %g, want %g\n", it, i, hy[i], want);
+        return 1;
+      }
+    }
+    // The same through a stream and pinned memory (async copies).
+    CK(cudaMemcpyAsync(dx, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    axpb<<<(n + 255) / 256, 256, 0, s>>>(dy, dx, 0.5f, -1.0f, n);
+    CK(cudaMemcpyAsync(pinned, dy, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    for (int i = 0; i < n; i++) {
+      float want = (2.0f * (float)((i * 7 + it) % 1000) + (float)it) * 0.5f - 1.0f;
+      if (pinned[i] != want) {
+        printf("FAIL resume_loop: async iteration %d element %d is %g, want %g\n", it, i,
+               pinned[i], want);
+        return 1;
+      }
+    }
+    if (pause_ms) usleep(pause_ms * 1000);
+  }
+  CK(cudaFree(dx));
+  CK(cudaFree(dy));
+  CK(cudaFreeHost(pinned));
+  printf("PASS resume_loop (%d iterations)\n", iters);
+  return 0;
+}
