@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "rgpu_log.h"
+#include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
 
 /* Bounds the threads one session may hold; beyond it submit waits. */
@@ -15,6 +16,7 @@ int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n) {
   pthread_mutex_lock(&w->write_lock);
   int rc = rgpu_worker_send_locked(w, iov, n);
   pthread_mutex_unlock(&w->write_lock);
+  if (rc == 0) rgpu_metrics_bytes_sent(iov, n);
   return rc;
 }
 

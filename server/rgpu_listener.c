@@ -17,6 +17,7 @@
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_metrics.h"
 
 typedef struct {
   pid_t pid;
@@ -166,6 +167,15 @@ int rgpu_server_run(rgpu_server_opts *o) {
     fprintf(stderr, "rgpu-server: listening on %s (device: %s)\n", uri,
             rgpu_device_kind_name(o->worker.device));
   }
+  rgpu_metrics *metrics = NULL;
+  if (o->metrics) {
+    char merr[512];
+    if (rgpu_metrics_open(o->metrics, &metrics, merr, sizeof merr)) {
+      fprintf(stderr, "rgpu-server: %s\n", merr);
+      goto fail;
+    }
+    fprintf(stderr, "rgpu-server: metrics on http://%s/metrics\n", rgpu_metrics_address(metrics));
+  }
   fflush(stderr);
 
   struct timespec ts;
@@ -194,6 +204,11 @@ int rgpu_server_run(rgpu_server_opts *o) {
       snprintf(o->worker.refuse_new, sizeof o->worker.refuse_new,
                "the server is shutting down; try again later");
       RGPU_INFO("event=drain sessions=%u drain_s=%d", active, drain_ms / 1000);
+      /* Sessions whose client is gone end now; connected ones may finish. */
+      for (size_t k = 0; k < nchild; k++) {
+        rgpu_ctl_msg m = {.type = RGPU_CTL_DRAIN};
+        if (kids[k].ctl >= 0) ctl_send(kids[k].ctl, &m);
+      }
     }
     if (draining && !shutdown_sent &&
         (active == 0 || stop_requested > 1 || seconds_since(&drain_t0) * 1000.0 >= drain_ms))
@@ -235,6 +250,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       int st;
       pid_t pid = waitpid(-1, &st, WNOHANG);
       if (pid <= 0) break;
+      rgpu_metrics_reaped(metrics, pid, st);
       for (size_t k = 0; k < nchild; k++) {
         if (kids[k].pid != pid) continue;
         if (kids[k].refuser) {
@@ -291,12 +307,14 @@ int rgpu_server_run(rgpu_server_opts *o) {
       /* Full or draining: a short-lived worker still answers, so that a
        * HELLO gets a reason and a RESUME still reaches its session. */
       int full = draining || (o->max_sessions && active >= o->max_sessions);
+      if (full) rgpu_metrics_refused(metrics, refusers >= 16 ? "flood" : draining ? "draining" : "server-full");
       if (full && refusers >= 16) {
         /* Under a flood, a bare close is all a full server can afford. */
         rgpu_conn_close(c);
         continue;
       }
       uint64_t sid = full ? 0 : next_session++;
+      int mslot = full ? -1 : rgpu_metrics_session_begin(metrics, sid, lname[i]);
       rgpu_child *kid = &kids[nchild];
       memset(kid, 0, sizeof *kid);
       kid->session_id = sid;
@@ -324,6 +342,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       pid_t pid = fork();
       if (pid < 0) {
         RGPU_ERROR("fork: %s (session refused)", strerror(errno));
+        rgpu_metrics_session_pid(metrics, mslot, -1);
         rgpu_conn_close(c);
         if (sp[0] >= 0) close(sp[0]);
         if (sp[1] >= 0) close(sp[1]);
@@ -349,6 +368,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
           RGPU_WARN("peer=%s transport=%s event=refused reason=%s sessions=%u", o->worker.peer,
                     o->worker.transport, draining ? "draining" : "server-full", active);
         rgpu_log_set_component("worker");
+        rgpu_metrics_enter_worker(metrics, mslot);
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         rgpu_worker *w = rgpu_worker_new(&o->worker);
@@ -370,11 +390,13 @@ int rgpu_server_run(rgpu_server_opts *o) {
         /* A connection handed to its session's worker lives on there:
          * close our descriptor only. */
         if (!handed) rgpu_conn_shutdown(c);
+        rgpu_metrics_session_end_reason(handed ? "handed-off" : reason);
         rgpu_worker_free(w);
         rgpu_conn_close(c);
         _exit(status);
       }
       kid->pid = pid;
+      rgpu_metrics_session_pid(metrics, mslot, pid);
       if (sp[1] >= 0) close(sp[1]);
       o->worker.ctl_fd = 0;
       nchild++;
@@ -434,6 +456,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
     if (kids[k].ctl >= 0) close(kids[k].ctl);
   free(kids);
   free(pfd);
+  rgpu_metrics_close(metrics);
   close(sig_pipe[0]);
   close(sig_pipe[1]);
   return 0;

@@ -21,6 +21,7 @@ typedef struct {
   int grace_s;                  /* keep a disconnected session for resume; 0 = no resume */
   int drain_s;                  /* SIGTERM/SIGINT: wait this long for sessions to end, then
                                  * tell the rest SHUTDOWN; < 0 = default 30 */
+  const char *metrics;          /* tcp://HOST:PORT for GET /metrics (rgpu_metrics.h); NULL = off */
 } rgpu_server_opts;
 
 /* Opens the listeners, prints the "listening on" line(s) to stderr and

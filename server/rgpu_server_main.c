@@ -42,6 +42,9 @@ static void usage(FILE *f) {
           "                      it (default 60; 0: a broken connection ends the session)\n"
           "  --drain-s N         on SIGTERM/SIGINT refuse new sessions, wait up to N s for\n"
           "                      running ones, then end them with SHUTDOWN (default 30)\n"
+          "  --metrics URI       serve Prometheus metrics at http://HOST:PORT/metrics\n"
+          "                      (URI tcp://HOST:PORT; port 0 picks one, printed at start)\n"
+          "  --metrics-port N    the same as --metrics tcp://0.0.0.0:N\n"
           "  --gen-cert DIR      write DIR/cert.pem and DIR/key.pem (self-signed, for\n"
           "                      localhost,127.0.0.1) and exit\n"
           "  --foreground        stay in the foreground (the only mode; accepted for scripts)\n"
@@ -86,7 +89,7 @@ int main(int argc, char **argv) {
   enum {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
-    OPT_GRACE, OPT_DRAIN
+    OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
@@ -102,6 +105,8 @@ int main(int argc, char **argv) {
       {"gen-cert", required_argument, 0, OPT_GENCERT},
       {"grace-s", required_argument, 0, OPT_GRACE},
       {"drain-s", required_argument, 0, OPT_DRAIN},
+      {"metrics", required_argument, 0, OPT_METRICS},
+      {"metrics-port", required_argument, 0, OPT_METRICS_PORT},
       {"foreground", no_argument, 0, OPT_FG},
       {"help", no_argument, 0, OPT_HELP},
       {"version", no_argument, 0, OPT_VERSION},
@@ -178,6 +183,19 @@ int main(int argc, char **argv) {
           return 2;
         }
         if (c == OPT_GRACE) o.grace_s = (int)n; else o.drain_s = (int)n;
+        break;
+      }
+      case OPT_METRICS: o.metrics = optarg; break;
+      case OPT_METRICS_PORT: {
+        static char muri[64];
+        char *end;
+        long p = strtol(optarg, &end, 10);
+        if (*optarg == 0 || *end || p < 0 || p > 65535) {
+          fprintf(stderr, "rgpu-server: --metrics-port %s: expected a port number\n", optarg);
+          return 2;
+        }
+        snprintf(muri, sizeof muri, "tcp://0.0.0.0:%ld", p);
+        o.metrics = muri;
         break;
       }
       case OPT_FG: break;

@@ -14,6 +14,7 @@
 
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
+#include "rgpu_metrics.h"
 
 const char *rgpu_device_kind_name(rgpu_device_kind k) {
   switch (k) {
@@ -316,6 +317,7 @@ static int is_query(uint16_t op) { return op == RGPU_OP_STREAM_QUERY || op == RG
 static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
                         rgpu_buf *out, int defer_rep, int *deferred) {
   *deferred = 0;
+  uint64_t t0_ns = rgpu_metrics_now_ns();
   rgpu_buf_reset(&w->rep);
   w->msg[0] = 0;
   int need_reply = h->kind == RGPU_KIND_REQUEST && (h->aux & RGPU_REQ_NEED_REPLY);
@@ -381,6 +383,9 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
     rgpu_worker_flush_output(w, out); /* a background job replies */
   else
     *deferred = finish(w, h, status, out, need_reply, defer_rep);
+  if (t0_ns)
+    rgpu_metrics_request(h->opcode, (uint32_t)status, rgpu_metrics_now_ns() - t0_ns,
+                         RGPU_FRAME_HDR_SIZE + len, w->allocs.malloc_bytes);
   if (h->opcode == RGPU_OP_GOODBYE && status == CUDA_SUCCESS) {
     w->end_reason = "goodbye";
     return RGPU_WORKER_CLOSE;
@@ -642,6 +647,14 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     w->end_reason = "shutdown";
     return 1;
   }
+  if (m.type == RGPU_CTL_DRAIN) {
+    w->draining = 1;
+    if (w->lost) {
+      w->end_reason = "drain";
+      return 1;
+    }
+    return 0;
+  }
   if (m.type == RGPU_CTL_RESUME) {
     rgpu_conn *nc = NULL;
     char err[256];
@@ -663,6 +676,11 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
 /* Disconnected: waits for RESUME until the grace period is over. */
 static int await_resume(rgpu_worker *w, rdbuf *rb) {
   for (;;) {
+    if (w->draining) {
+      /* The server is stopping: nobody should wait for this client. */
+      w->end_reason = "drain";
+      return 1;
+    }
     double left = w->lost_at + (double)w->cfg.grace_s - mono_s();
     if (left <= 0) {
       RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
