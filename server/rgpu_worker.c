@@ -647,14 +647,6 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     w->end_reason = "shutdown";
     return 1;
   }
-  if (m.type == RGPU_CTL_DRAIN) {
-    w->draining = 1;
-    if (w->lost) {
-      w->end_reason = "drain";
-      return 1;
-    }
-    return 0;
-  }
   if (m.type == RGPU_CTL_RESUME) {
     rgpu_conn *nc = NULL;
     char err[256];
@@ -676,11 +668,6 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
 /* Disconnected: waits for RESUME until the grace period is over. */
 static int await_resume(rgpu_worker *w, rdbuf *rb) {
   for (;;) {
-    if (w->draining) {
-      /* The server is stopping: nobody should wait for this client. */
-      w->end_reason = "drain";
-      return 1;
-    }
     double left = w->lost_at + (double)w->cfg.grace_s - mono_s();
     if (left <= 0) {
       RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
