@@ -204,6 +204,11 @@ int rgpu_server_run(rgpu_server_opts *o) {
       snprintf(o->worker.refuse_new, sizeof o->worker.refuse_new,
                "the server is shutting down; try again later");
       RGPU_INFO("event=drain sessions=%u drain_s=%d", active, drain_ms / 1000);
+      /* Sessions whose client is gone end now; connected ones may finish. */
+      for (size_t k = 0; k < nchild; k++) {
+        rgpu_ctl_msg m = {.type = RGPU_CTL_DRAIN};
+        if (kids[k].ctl >= 0) ctl_send(kids[k].ctl, &m);
+      }
     }
     if (draining && !shutdown_sent &&
         (active == 0 || stop_requested > 1 || seconds_since(&drain_t0) * 1000.0 >= drain_ms))

@@ -647,6 +647,14 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     w->end_reason = "shutdown";
     return 1;
   }
+  if (m.type == RGPU_CTL_DRAIN) {
+    w->draining = 1;
+    if (w->lost) {
+      w->end_reason = "drain";
+      return 1;
+    }
+    return 0;
+  }
   if (m.type == RGPU_CTL_RESUME) {
     rgpu_conn *nc = NULL;
     char err[256];
@@ -668,6 +676,11 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
 /* Disconnected: waits for RESUME until the grace period is over. */
 static int await_resume(rgpu_worker *w, rdbuf *rb) {
   for (;;) {
+    if (w->draining) {
+      /* The server is stopping: nobody should wait for this client. */
+      w->end_reason = "drain";
+      return 1;
+    }
     double left = w->lost_at + (double)w->cfg.grace_s - mono_s();
     if (left <= 0) {
       RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
@@ -698,12 +711,17 @@ static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, siz
     if (ctl_send(w, &m) || rgpu_conn_send(w->cfg.ctl_fd, c, err, sizeof err)) {
       why = "the server could not route the connection";
     } else {
-      rgpu_ctl_msg a;
+      rgpu_ctl_msg a = {0};
       struct pollfd pf = {w->cfg.ctl_fd, POLLIN, 0};
-      int pr;
-      while ((pr = poll(&pf, 1, 5000)) < 0 && errno == EINTR) {
+      int pr, got = 0;
+      /* Skip a DRAIN (or anything else) that overtook the answer. */
+      for (int tries = 0; tries < 4 && !got; tries++) {
+        while ((pr = poll(&pf, 1, 5000)) < 0 && errno == EINTR) {
+        }
+        if (pr <= 0 || ctl_recv(w, &a) != 1) break;
+        got = a.type == RGPU_CTL_RESUME_ANS;
       }
-      if (pr <= 0 || ctl_recv(w, &a) != 1 || a.type != RGPU_CTL_RESUME_ANS) {
+      if (!got) {
         why = "the server did not answer the resume";
       } else if (!a.ok) {
         snprintf(whybuf, sizeof whybuf, "%s",

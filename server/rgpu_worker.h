@@ -57,13 +57,15 @@ typedef struct {
  * connection).  Worker -> listener: REGISTER (the session token, after
  * HELLO), RESUME_REQ (a fresh connection presented token; rx_bytes).
  * Listener -> worker: RESUME_ANS (ok: the connection went to its session),
- * RESUME (take this connection over), SHUTDOWN (end the session: text). */
+ * RESUME (take this connection over), SHUTDOWN (end the session: text),
+ * DRAIN (the server stops: end as soon as the client is gone). */
 enum {
   RGPU_CTL_REGISTER = 1,
   RGPU_CTL_RESUME_REQ = 2,
   RGPU_CTL_RESUME_ANS = 3,
   RGPU_CTL_RESUME = 4,
-  RGPU_CTL_SHUTDOWN = 5
+  RGPU_CTL_SHUTDOWN = 5,
+  RGPU_CTL_DRAIN = 6 /* the server drains: a disconnected session ends now */
 };
 typedef struct {
   uint32_t type;

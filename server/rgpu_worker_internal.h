@@ -73,6 +73,7 @@ struct rgpu_worker {
   int lost;               /* the connection broke; waiting for RESUME */
   double lost_at;         /* CLOCK_MONOTONIC seconds */
   int handed_off;         /* a fresh worker passed its RESUME connection on */
+  int draining;           /* RGPU_CTL_DRAIN: no waiting for a resume any more */
   rgpu_conn *orig_conn;   /* the conn serve() was given (its caller closes it) */
 
   /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
