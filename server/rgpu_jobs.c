@@ -57,6 +57,7 @@ static void *job_main(void *arg) {
   else if (r == CUDA_SUCCESS)
     r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
   if (j->own_ev && j->ev) d->cuEventDestroy(j->ev);
+  if (r != CUDA_SUCCESS) rgpu_metrics_note_status(w->cfg.session_id, j->opcode, (uint32_t)r);
   if (j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE) {
     rgpu_buf out;
     rgpu_buf_init(&out);

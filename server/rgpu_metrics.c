@@ -147,6 +147,33 @@ static void count_error(rgpu_metrics_counts *c, uint32_t code, uint64_t n) {
   add(&c->err_other, n);
 }
 
+static const char *fault_name(uint32_t s) {
+  switch (s) {
+    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 702: return "CUDA_ERROR_LAUNCH_TIMEOUT";
+    case 715: return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
+    case 716: return "CUDA_ERROR_MISALIGNED_ADDRESS";
+    case 717: return "CUDA_ERROR_INVALID_ADDRESS_SPACE";
+    case 718: return "CUDA_ERROR_INVALID_PC";
+    case 719: return "CUDA_ERROR_LAUNCH_FAILED";
+    default: return NULL;
+  }
+}
+
+int rgpu_metrics_note_status(uint64_t session_id, uint16_t opcode, uint32_t status) {
+  const char *name = fault_name(status);
+  if (!name) return 0;
+  /* One worker process is one session: later requests repeat the sticky
+   * error, one line is the event. */
+  static int logged;
+  if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED)) {
+    const char *op = rgpu_op_name(opcode);
+    RGPU_WARN("session=%llu event=fault code=%u name=%s op=%s", (unsigned long long)session_id,
+              (unsigned)status, name, op ? op : "unknown");
+  }
+  return 1;
+}
+
 uint64_t rgpu_metrics_now_ns(void) {
   if (!g_self) return 0;
   struct timespec t;

@@ -82,6 +82,14 @@ void rgpu_metrics_bytes_sent(const struct iovec *iov, int n);
  * 23 characters kept), written just before the worker exits. */
 void rgpu_metrics_session_end_reason(const char *reason);
 
+/* Logs the session's first device fault (a CUresult that leaves the context
+ * unusable: 700 illegal address, 702 launch timeout, 715-719 illegal
+ * instruction, misaligned/invalid address, invalid PC, launch failure) as
+ * one structured line "session=N event=fault code=C name=... op=OP", and
+ * counts it.  Works with or without metrics; any thread.  Returns 1 for a
+ * fault code. */
+int rgpu_metrics_note_status(uint64_t session_id, uint16_t opcode, uint32_t status);
+
 /* ---- pure parts, exposed for tests --------------------------------------- */
 /* Appends the whole exposition text to out.  Returns 0, or -1 if out ran
  * out of memory. */

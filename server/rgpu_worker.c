@@ -386,6 +386,7 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
   if (t0_ns)
     rgpu_metrics_request(h->opcode, (uint32_t)status, rgpu_metrics_now_ns() - t0_ns,
                          RGPU_FRAME_HDR_SIZE + len, w->allocs.malloc_bytes);
+  if (status) rgpu_metrics_note_status(w->cfg.session_id, h->opcode, (uint32_t)status);
   if (h->opcode == RGPU_OP_GOODBYE && status == CUDA_SUCCESS) {
     w->end_reason = "goodbye";
     return RGPU_WORKER_CLOSE;

@@ -34,7 +34,7 @@ MOPT=(); "$B/bin/rgpu-server" --help | grep -q -- --metrics && MOPT=(--metrics t
 RGPU_LOG=${SOAK_LOG:-warn} "$B/bin/rgpu-server" --listen tcp://127.0.0.1:$P --device softgpu --mem-quota 64M \
   "${MOPT[@]}" 2> "$T/server.log" & SP=$!
 export RGPU_LIBDIR=$B/lib
-for _ in $(seq 50); do grep -q "listening on" "$T/server.log" && break; sleep 0.1; done
+for _ in $(seq 50); do grep -q "listening on" "$T/server.log" 2>/dev/null && break; sleep 0.1; done
 rss() { awk '/VmRSS/{print $2}' /proc/$1/status 2>/dev/null || echo 0; }
 # Every second: workers alive, listener RSS, workers' summed RSS (kB).
 ( while :; do
