@@ -922,9 +922,10 @@ void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
  * write) runs client_resume: reconnect with backoff, RESUME, read the
  * replay, re-send, carry on.  The program sees a delay. */
 
-/* The server's bytes are acknowledged every this many (its replay bound is
- * RGPU_REPLAY_DEFAULT_BYTES). */
-#define RGPU_CLIENT_ACK_BYTES (8u << 20)
+/* The server's bytes are acknowledged every this many, so that its replay
+ * buffer (bounded by RGPU_REPLAY_DEFAULT_BYTES) holds little more than what
+ * is in flight: 32 bytes per MiB received. */
+#define RGPU_CLIENT_ACK_BYTES (1u << 20)
 
 static void client_transport_opts(const rgpu_client_config *cfg, rgpu_transport_opts *o) {
   memset(o, 0, sizeof *o);

@@ -14,6 +14,9 @@ void rgpu_resend_free(rgpu_resend_buf *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* An empty buffer larger than this is given back after a large copy. */
+#define RGPU_RESEND_KEEP_BYTES (8u << 20)
+
 static void drop_to(rgpu_resend_buf *b, uint64_t off) {
   if (off <= b->base) return;
   if (off > b->total) off = b->total;
@@ -22,6 +25,11 @@ static void drop_to(rgpu_resend_buf *b, uint64_t off) {
   b->len -= n;
   b->base = off;
   if (b->len == 0) b->head = 0;
+  if (b->len == 0 && b->cap > RGPU_RESEND_KEEP_BYTES) {
+    free(b->data);
+    b->data = NULL;
+    b->cap = 0;
+  }
   while (b->nidx && b->idx[b->idx_head].end <= b->base) {
     b->idx_head++;
     b->nidx--;

@@ -125,9 +125,18 @@ int rgpu_replay_append(rgpu_replay *r, const struct iovec *iov, int n) {
   return ok;
 }
 
+/* An empty buffer larger than this is given back: one large copy must not
+ * pin its size for the rest of the session. */
+#define RGPU_REPLAY_KEEP_BYTES (8u << 20)
+
 void rgpu_replay_ack(rgpu_replay *r, uint64_t rx_bytes) {
   if (rx_bytes > r->total || rx_bytes <= r->base) return;
   drop_front(r, (size_t)(rx_bytes - r->base));
+  if (r->len == 0 && r->cap > RGPU_REPLAY_KEEP_BYTES) {
+    free(r->data);
+    r->data = NULL;
+    r->cap = r->head = 0;
+  }
 }
 
 int rgpu_replay_from(const rgpu_replay *r, uint64_t rx_bytes, const uint8_t **p, size_t *n) {

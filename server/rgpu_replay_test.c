@@ -167,11 +167,36 @@ static void test_steady_state(void **state) {
   rgpu_replay_free(&r);
 }
 
+/* After one large reply is acknowledged, its memory is given back. */
+static void test_shrink_after_large(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 0);
+  size_t n = 12u << 20;
+  uint8_t *big = calloc(1, n + RGPU_FRAME_HDR_SIZE);
+  size_t len = frame(big, RGPU_KIND_REPLY, 3, (uint32_t)n, 7);
+  struct iovec io = {big, len};
+  assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+  assert_true(r.cap >= len);
+  rgpu_replay_ack(&r, r.total);
+  assert_null(r.data);
+  assert_int_equal(r.cap, 0);
+  /* and the stream goes on */
+  assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+  const uint8_t *p;
+  size_t got;
+  assert_int_equal(rgpu_replay_from(&r, len, &p, &got), 0);
+  assert_int_equal(got, len);
+  assert_memory_equal(p, big, len);
+  free(big);
+  rgpu_replay_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_replay_from_offset), cmocka_unit_test(test_reply_cache),
       cmocka_unit_test(test_consumed),         cmocka_unit_test(test_bound),
-      cmocka_unit_test(test_disabled),           cmocka_unit_test(test_steady_state),
+      cmocka_unit_test(test_disabled),           cmocka_unit_test(test_steady_state), cmocka_unit_test(test_shrink_after_large),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
