@@ -14,8 +14,10 @@ void rgpu_resend_free(rgpu_resend_buf *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* An empty buffer larger than this is given back after a large copy. */
-#define RGPU_RESEND_KEEP_BYTES (8u << 20)
+/* An empty buffer larger than this is given back after a large copy; up to
+ * it is kept, so streaming copies do not fault fresh pages in every time
+ * (the buffer cycles within 2 x RGPU_RESEND_MAX_BYTES). */
+#define RGPU_RESEND_KEEP_BYTES (64u << 20)
 
 static void drop_to(rgpu_resend_buf *b, uint64_t off) {
   if (off <= b->base) return;
@@ -59,14 +61,12 @@ int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
   for (int i = 0; i < n; i++) nb += iov[i].iov_len;
   if (nb == 0) return 0;
   if (b->head + b->len + nb > b->cap) {
-    if (b->head) {
-      memmove(b->data, b->data + b->head, b->len);
-      b->head = 0;
-    }
-    if (b->len + nb > b->cap) {
-      size_t nc = b->cap ? b->cap : (256u << 10);
-      while (nc < b->len + nb) nc *= 2;
-      uint8_t *nd = realloc(b->data, nc);
+    /* Room for twice what is held: compacting (a copy of what is held)
+     * then happens at most once per that many appended bytes. */
+    size_t need = b->len + nb, nc = b->cap ? b->cap : (256u << 10);
+    while (nc < 2 * need) nc *= 2;
+    if (nc > b->cap) {
+      uint8_t *nd = malloc(nc);
       if (!nd) {
         b->oom = 1;
         b->total += nb;
@@ -75,9 +75,14 @@ int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
         b->nidx = b->idx_head = 0;
         return -1;
       }
+      if (b->len) memcpy(nd, b->data + b->head, b->len);
+      free(b->data);
       b->data = nd;
       b->cap = nc;
+    } else if (b->len) {
+      memmove(b->data, b->data + b->head, b->len);
     }
+    b->head = 0;
   }
   uint8_t *dst = b->data + b->head + b->len;
   for (int i = 0; i < n; i++) {

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* Held request bytes beyond which bulk sends wait for a confirmation. */
-#define RGPU_RESEND_MAX_BYTES (256u << 20)
+#define RGPU_RESEND_MAX_BYTES (32u << 20)
 
 typedef struct {
   uint64_t seq; /* request sequence */

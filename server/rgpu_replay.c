@@ -85,23 +85,27 @@ int rgpu_replay_append(rgpu_replay *r, const struct iovec *iov, int n) {
     drop_front(r, drop);
   }
   if (r->head + r->len + nb > r->cap) {
-    if (r->head) {
-      memmove(r->data, r->data + r->head, r->len);
-      r->head = 0;
-    }
-    if (r->len + nb > r->cap) {
-      size_t nc = r->cap ? r->cap : (1u << 20);
-      while (nc < r->len + nb) nc *= 2;
-      if (nc > r->max_bytes) nc = r->max_bytes;
-      uint8_t *nd = realloc(r->data, nc);
+    /* Room for twice what is kept, so that compacting (a copy of what is
+     * kept) happens at most once per that many appended bytes. */
+    size_t need = r->len + nb, nc = r->cap ? r->cap : (1u << 20);
+    while (nc < 2 * need && nc < r->max_bytes) nc *= 2;
+    if (nc > r->max_bytes) nc = r->max_bytes;
+    if (nc < need) nc = need;
+    if (nc > r->cap) {
+      uint8_t *nd = malloc(nc);
       if (!nd) {
         lose_all(r, nb);
         r->total += nb;
         return -1;
       }
+      if (r->len) memcpy(nd, r->data + r->head, r->len);
+      free(r->data);
       r->data = nd;
       r->cap = nc;
+    } else if (r->len) {
+      memmove(r->data, r->data + r->head, r->len);
     }
+    r->head = 0;
   }
   uint8_t *dst = r->data + r->head + r->len;
   for (int i = 0; i < n; i++) {
@@ -127,7 +131,7 @@ int rgpu_replay_append(rgpu_replay *r, const struct iovec *iov, int n) {
 
 /* An empty buffer larger than this is given back: one large copy must not
  * pin its size for the rest of the session. */
-#define RGPU_REPLAY_KEEP_BYTES (8u << 20)
+#define RGPU_REPLAY_KEEP_BYTES (32u << 20)
 
 void rgpu_replay_ack(rgpu_replay *r, uint64_t rx_bytes) {
   if (rx_bytes > r->total || rx_bytes <= r->base) return;

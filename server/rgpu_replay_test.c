@@ -172,7 +172,7 @@ static void test_shrink_after_large(void **state) {
   (void)state;
   rgpu_replay r;
   rgpu_replay_init(&r, 1, 0);
-  size_t n = 12u << 20;
+  size_t n = 40u << 20;
   uint8_t *big = calloc(1, n + RGPU_FRAME_HDR_SIZE);
   size_t len = frame(big, RGPU_KIND_REPLY, 3, (uint32_t)n, 7);
   struct iovec io = {big, len};
