@@ -51,14 +51,17 @@ def healthy(bindir, port):
                        capture_output=True, timeout=30)
     return r.returncode == 0
 
-def http(mport, data, timeout=5.0):
-    """Sends raw bytes to the metrics port; returns (status, body) or (0, b"")
-    if the server closed without an answer.  Raises on a hang."""
+def http(mport, data, timeout=10.0):
+    """Sends raw bytes to the metrics port, then half-closes (an incomplete
+    request then ends at once instead of at the server's 5 s request
+    timeout); returns (status, body) or (0, b"") if the server closed
+    without an answer.  Raises on a hang."""
     s = socket.create_connection(("127.0.0.1", mport), timeout=timeout)
     try:
         try:
             s.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
+            s.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError, OSError):
             pass
         got = b""
         while True:
