@@ -13,13 +13,17 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The listener forks workers while its TLS/QUIC relay threads may be in the
  * middle of a log line; a child inheriting the lock held would block on its
- * first log line forever.  Hold the lock across fork so it is never copied
- * mid-write, and release it on both sides. */
-static void log_before_fork(void) { pthread_mutex_lock(&log_lock); }
-static void log_after_fork(void) { pthread_mutex_unlock(&log_lock); }
+ * first log line forever.  The child gets a fresh lock (its only thread holds
+ * nothing).  No prepare handler on purpose: taking the lock before fork
+ * would order it against the transport's fork guard (rgpu_fork_guard.h) and
+ * a relay thread logging under that guard could deadlock the fork. */
+static void log_after_fork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  log_lock = fresh;
+}
 static pthread_once_t log_atfork_once = PTHREAD_ONCE_INIT;
 static void log_install_atfork(void) {
-  pthread_atfork(log_before_fork, log_after_fork, log_after_fork);
+  pthread_atfork(NULL, NULL, log_after_fork_child);
 }
 
 static int level_from_env(void) {
