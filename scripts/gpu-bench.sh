@@ -89,7 +89,10 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 left=$(( total - (SECONDS - start) - 20 ))
 [ $left -gt 60 ] || { echo "only ${left}s left after building: not enough for the full set" >&2; exit 1; }
-python3 bench/rgpu_bench.py --full --device cuda --bin "$bin" "${libarg[@]}" --progs "$progs" \
+# The full set unless the harness options name another (--quick, --smoke).
+set_opt=--full
+for a in "$@"; do case "$a" in --quick|--smoke|--full) set_opt="" ;; esac; done
+python3 bench/rgpu_bench.py $set_opt --device cuda --bin "$bin" "${libarg[@]}" --progs "$progs" \
   --out "$out" --budget-s "$left" "$@"
 rc=$?
 echo "results in $out: results.md results.csv $(cd "$out" && ls *.png 2>/dev/null | tr '\n' ' ')"
