@@ -2258,6 +2258,19 @@ cudaError_t rgpu_rt_graph_unsafe_call(void) {
   return bad ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
+/* Work on the legacy stream joins every blocking stream, so while one of
+ * them captures it is an implicit dependency: invalidates those captures
+ * and returns 1 (lock held). */
+static int legacy_joins_capture_locked(void) {
+  int hit = 0;
+  for (cap_seq *s = g_seqs; s; s = s->next)
+    if (s->blocking && !s->invalidated) {
+      s->invalidated = 1;
+      hit = 1;
+    }
+  return hit;
+}
+
 /* Adds a node with params p to the capture of `wire` (lock held).  Returns
  * 0 if the stream is not capturing (p untouched), 1 if handled (*out). */
 static int capture_node_locked(uint64_t wire, node_params *p, cudaError_t *out) {
@@ -2332,7 +2345,14 @@ int rgpu_rt_graph_take_memcpy(uint64_t dst, uint64_t src, size_t n, enum cudaMem
   pthread_mutex_lock(&g_cap_lock);
   int r = 0;
   if (!async && !cs_find(wire)) {
-    if (unsafe_prohibited_locked()) {
+    /* A synchronous copy on the legacy stream while a blocking stream
+     * captures is first of all an implicit dependency on that capture:
+     * CUDA 13 says cudaErrorStreamCaptureImplicit (measured on an H200),
+     * and only otherwise the global mode's "unsafe call". */
+    if (wire == 0 && legacy_joins_capture_locked()) {
+      *out = cudaErrorStreamCaptureImplicit;
+      r = 1;
+    } else if (unsafe_prohibited_locked()) {
       *out = cudaErrorStreamCaptureUnsupported;
       r = 1;
     }

