@@ -43,7 +43,12 @@ static void job_done(rgpu_job *j) {
   pthread_cond_broadcast(&w->jobs_cond);
   pthread_mutex_unlock(&w->jobs_lock);
   if (j->pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(j->pinned);
-  free(j->buf);
+  /* A pooled staging buffer goes back to the pool; any other is freed. */
+  rgpu_chunk_pool *pool = __atomic_load_n(&w->chunk_pool, __ATOMIC_ACQUIRE);
+  if (pool)
+    rgpu_chunk_pool_put(pool, j->buf);
+  else
+    free(j->buf);
   free(j);
 }
 

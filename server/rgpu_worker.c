@@ -209,6 +209,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   if (!w) return;
   rgpu_jobs_barrier(w, NULL);
   rgpu_worker_drop_device_state(w, -1, 1);
+  rgpu_worker_drop_chunk_pool(w);
   if (w->drv_state == 1) {
     for (int i = 0; i < w->device_count; i++) {
       if (!w->ctx[i]) continue;

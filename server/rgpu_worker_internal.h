@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "rgpu_chunk_pool.h"
 #include "rgpu_driver.h"
 #include "rgpu_messages.h"
 #include "rgpu_replay.h"
@@ -70,6 +71,9 @@ struct rgpu_worker {
   /* Resumable session (rgpu_worker.c, rgpu_replay.h): the replay buffer and
    * request count live under write_lock. */
   rgpu_replay replay;
+  /* Pinned-once staging buffers for background copies (rgpu_chunk_pool.h);
+   * made at the first copy that needs one, dropped with the context. */
+  rgpu_chunk_pool *chunk_pool;
   int lost;               /* the connection broke; waiting for RESUME */
   double lost_at;         /* CLOCK_MONOTONIC seconds */
   int handed_off;         /* a fresh worker passed its RESUME connection on */
@@ -178,5 +182,11 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev);
 /* Forgets (without driver calls) or destroys (with) everything of device
  * dev, or all devices with dev < 0. */
 void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy);
+
+/* The session's staging pool (rgpu_handlers.c): created on first use; drop
+ * it (unpinning its buffers) once no background job uses it any more,
+ * before a context reset or unloading the driver. */
+rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w);
+void rgpu_worker_drop_chunk_pool(rgpu_worker *w);
 
 #endif
