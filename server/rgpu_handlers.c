@@ -90,19 +90,26 @@ static CUcontext stream_ctx(rgpu_worker *w, uint64_t id) {
 /* Hands the reply of the current request to a job that waits for ev (or
  * the whole context with ev NULL and kind CTX_SYNC).  Returns 1 if taken;
  * 0 if the caller must wait itself (no connection, or no thread). */
-static int defer_to_job(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUevent ev, int own_ev,
-                        const void *ref, void *buf, size_t buf_len, void *pinned) {
+static int defer_to_job_on(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUstream stream,
+                           CUevent ev, int own_ev, const void *ref, void *buf, size_t buf_len,
+                           void *pinned) {
   if (!rgpu_jobs_enabled(w) || (kind != RGPU_JOB_RELEASE && !w->cur_need_reply)) return 0;
   rgpu_job *j = calloc(1, sizeof *j);
   if (!j) return 0;
   *j = (rgpu_job){.kind = kind, .opcode = w->cur_op, .seq = w->cur_seq, .ctx = ctx, .ev = ev,
-                  .own_ev = own_ev, .ref = ref, .buf = buf, .buf_len = buf_len, .pinned = pinned};
+                  .own_ev = own_ev, .ref = ref, .buf = buf, .buf_len = buf_len, .pinned = pinned,
+                  .stream = stream};
   if (rgpu_jobs_submit(w, j)) {
     free(j);
     return 0;
   }
   if (kind != RGPU_JOB_RELEASE) w->reply_taken = 1;
   return 1;
+}
+
+static int defer_to_job(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUevent ev, int own_ev,
+                        const void *ref, void *buf, size_t buf_len, void *pinned) {
+  return defer_to_job_on(w, kind, ctx, NULL, ev, own_ev, ref, buf, buf_len, pinned);
 }
 
 /* Page-locks [p, p+n) so that an async copy from/to it does not block the
@@ -492,8 +499,8 @@ static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
       release_staging(w, buf, pinned);
       return drv_fail(w, cr, "cuMemcpyDtoHAsync");
     }
-    if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, buf, (size_t)q.size,
-                     pinned))
+    if (defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, buf,
+                        (size_t)q.size, pinned))
       return CUDA_SUCCESS;
     CUresult sr = D->cuEventSynchronize(ev);
     D->cuEventDestroy(ev);

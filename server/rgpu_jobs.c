@@ -100,6 +100,7 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   j->w = w;
   pthread_mutex_lock(&w->jobs_lock);
   while (w->njobs >= RGPU_MAX_JOBS) pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
+  j->order = ++w->job_order;
   j->next = w->jobs;
   w->jobs = j;
   w->njobs++;
@@ -149,7 +150,39 @@ struct rgpu_host_call {
   rgpu_worker *w;
   uint64_t callback_id;
   int once;
+  /* For stream callbacks: where it was enqueued and the jobs submitted by
+   * then (order_known = 0 for graph host nodes, which have no order). */
+  CUstream stream;
+  uint64_t order;
+  int order_known;
 };
+
+/* A device-to-host copy's reply is sent by its job thread once the copy's
+ * marker completes, while the stream runs on and may reach a host callback
+ * at the same instant: without this wait the client could run the callback
+ * before the copy's bytes landed (a callback reading what an earlier
+ * cudaMemcpyAsync fetched saw stale data in 188 of 200 tries).  Waits for
+ * the earlier replies of this stream (and of the legacy stream, which the
+ * others wait for, or of every stream for a callback on the legacy one).
+ * Those copies are complete when the callback runs, so their jobs only
+ * have their send left: no wait here can depend on the callback. */
+static void wait_earlier_replies(rgpu_host_call *hc) {
+  rgpu_worker *w = hc->w;
+  if (!hc->order_known) return;
+  pthread_mutex_lock(&w->jobs_lock);
+  for (;;) {
+    int pending = 0;
+    for (rgpu_job *j = w->jobs; j; j = j->next)
+      if (j->kind == RGPU_JOB_WAIT_EVENT && j->buf && j->order <= hc->order &&
+          (j->stream == hc->stream || !j->stream || !hc->stream)) {
+        pending = 1;
+        break;
+      }
+    if (!pending) break;
+    pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
+  }
+  pthread_mutex_unlock(&w->jobs_lock);
+}
 
 rgpu_host_call *rgpu_host_call_new(rgpu_worker *w, uint64_t callback_id, int once) {
   /* Without a connection nobody could run the callback: refuse rather than
@@ -186,6 +219,7 @@ void CUDA_CB rgpu_host_call_run(void *user) {
   hs->sending++;
   pthread_mutex_unlock(&hs->lock);
 
+  wait_earlier_replies(hc);
   /* Device printf of the work before the callback goes first, so the
    * client's output keeps the stream's order. */
   rgpu_buf out, ev;
@@ -229,6 +263,11 @@ CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id
   if (!hc)
     return rgpu_worker_fail(w, rgpu_jobs_enabled(w) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED,
                             "host callbacks need a client connection (and server memory)");
+  hc->stream = s;
+  pthread_mutex_lock(&w->jobs_lock);
+  hc->order = w->job_order;
+  pthread_mutex_unlock(&w->jobs_lock);
+  hc->order_known = 1;
   CUresult r = w->drv.cuLaunchHostFunc(s, rgpu_host_call_run, hc);
   if (r != CUDA_SUCCESS) {
     free(hc);

@@ -66,6 +66,7 @@ struct rgpu_worker {
   pthread_cond_t jobs_cond;
   struct rgpu_job *jobs; /* in flight */
   int njobs;
+  uint64_t job_order; /* jobs submitted so far (under jobs_lock) */
   int write_failed;
 
   /* Resumable session (rgpu_worker.c, rgpu_replay.h): the replay buffer and
@@ -111,6 +112,11 @@ typedef struct rgpu_job {
   void *pinned;     /* cuMemHostRegister'ed inside buf: unregistered first */
   uint64_t dptr;    /* RGPU_JOB_FREE */
   size_t buf_len;
+  /* The stream a device-to-host reply was copied on (NULL: legacy) and the
+   * job's place in submission order: a host callback on that stream sends
+   * its HOST_CALL only after such earlier replies (rgpu_host_call_run). */
+  CUstream stream;
+  uint64_t order;
   pthread_t th;
   struct rgpu_job *next;
 } rgpu_job;
