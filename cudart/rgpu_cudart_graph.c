@@ -10,8 +10,11 @@
  * Host nodes (and host-to-host copies) must run in this process.  They
  * split the graph into levels: the device nodes of level L run as one
  * server-side graph, after the host nodes of level L, which run after the
- * device work of every earlier level has finished (a stream sync).  That
- * costs a round trip per level with host nodes, and none otherwise.
+ * device work of every earlier level has finished.  They are queued on the
+ * stream as host callbacks (no round trip), unless a host-to-device node of
+ * that or a later level takes host bytes at launch time, which a host node
+ * might produce: then the launch syncs the stream and runs them itself (a
+ * round trip per such level).
  *
  * Host memory inside node parameters is translated: a host-to-device copy
  * node sends the current bytes of its host source with every launch (in
@@ -2029,6 +2032,30 @@ static void run_host_node(const node_params *p) {
 
 static int capturing_wire(uint64_t wire);
 RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+
+/* A host node queued on the stream as a host callback: its own copy of the
+ * parameters, because the exec may be destroyed before the stream gets
+ * there (host and host-to-host copy parameters hold no owned memory). */
+typedef struct {
+  node_params p;
+} queued_host_node;
+
+static void CUDART_CB run_queued_host_node(void *user) {
+  queued_host_node *q = user;
+  run_host_node(&q->p);
+  free(q);
+}
+
+/* 1 if no level from L on sends host bytes with the launch: only then may
+ * level L's host nodes run later than the call (a host node may produce
+ * what a host-to-device node of its own or a later level reads, and those
+ * bytes are taken when cudaGraphLaunch is called). */
+static int host_nodes_may_queue(cudaGraphExec_t x, size_t L) {
+  for (size_t k = L; k < x->nlevels; k++)
+    if (x->lv[k].h2d_bytes || x->lv[k].nh2d_big) return 0;
+  return 1;
+}
 
 static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
   rgpu_client *c;
@@ -2048,7 +2075,23 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
   }
   for (size_t L = 0; L < x->nlevels; L++) {
     level_t *lv = &x->lv[L];
-    if (lv->nhost) {
+    if (lv->nhost && host_nodes_may_queue(x, L)) {
+      /* Queued on the stream as host callbacks (HOST_FUNC): no round trip;
+       * the server announces each only after the earlier device-to-host
+       * results of the stream have been sent. */
+      for (size_t k = 0; k < lv->nhost; k++) {
+        if (x->f[lv->host[k]].disabled) continue;
+        queued_host_node *q = malloc(sizeof *q);
+        if (!q) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+        q->p = x->f[lv->host[k]].p;
+        e = per_thread ? cudaLaunchHostFunc_ptsz(stream, run_queued_host_node, q)
+                       : cudaLaunchHostFunc(stream, run_queued_host_node, q);
+        if (e != cudaSuccess) {
+          free(q);
+          return e;
+        }
+      }
+    } else if (lv->nhost) {
       /* Host work runs here, after everything before it on the stream
        * (the public call, so earlier background copies land first). */
       e = per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream);
