@@ -119,9 +119,6 @@ static void *pin(rgpu_worker *w, void *p, size_t n) {
   if (!D->cuMemHostRegister || !D->cuMemHostUnregister || n == 0) return NULL;
   return D->cuMemHostRegister(p, n, 0) == CUDA_SUCCESS ? p : NULL;
 }
-static void unpin(rgpu_worker *w, void *pinned) {
-  if (pinned) D->cuMemHostUnregister(pinned);
-}
 
 /* Pinning per copy (cuMemHostRegister + Unregister) cost more than a small
  * copy itself on the H200: a 64-byte synchronous D2H took 197 us against
@@ -157,7 +154,7 @@ void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {
 /* A staging buffer of n bytes for a background copy: pooled and pinned
  * when it fits a chunk, else malloc'd and pinned for this copy (*pinned
  * then says what to unregister).  Released by the job (rgpu_jobs.c) or by
- * release_staging. */
+ * rgpu_worker_release_staging. */
 static void *get_staging(rgpu_worker *w, size_t n, void **pinned) {
   *pinned = NULL;
   rgpu_chunk_pool *pool = rgpu_worker_chunk_pool(w);
@@ -174,13 +171,6 @@ static void *get_staging(rgpu_worker *w, size_t n, void **pinned) {
   if (posix_memalign(&b, align, rounded)) return NULL;
   *pinned = pin(w, b, rounded);
   return b;
-}
-static void release_staging(rgpu_worker *w, void *buf, void *pinned) {
-  unpin(w, pinned);
-  if (w->chunk_pool)
-    rgpu_chunk_pool_put(w->chunk_pool, buf);
-  else
-    free(buf);
 }
 
 /* ---- session ------------------------------------------------------------ */
@@ -454,13 +444,13 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
-      release_staging(w, base, pinned);
+      rgpu_worker_release_staging(w, base, pinned);
       return drv_fail(w, cr, "cuMemcpyHtoDAsync");
     }
     if (!defer_to_job(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), ev, 1, NULL, base, 0, pinned)) {
       D->cuEventSynchronize(ev);
       D->cuEventDestroy(ev);
-      release_staging(w, base, pinned);
+      rgpu_worker_release_staging(w, base, pinned);
     }
   } else if (!s) {
     CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
@@ -496,7 +486,7 @@ static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
-      release_staging(w, buf, pinned);
+      rgpu_worker_release_staging(w, buf, pinned);
       return drv_fail(w, cr, "cuMemcpyDtoHAsync");
     }
     if (defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, buf,
@@ -505,11 +495,11 @@ static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
     CUresult sr = D->cuEventSynchronize(ev);
     D->cuEventDestroy(ev);
     if (sr != CUDA_SUCCESS) {
-      release_staging(w, buf, pinned);
+      rgpu_worker_release_staging(w, buf, pinned);
       return drv_fail(w, sr, "cuMemcpyDtoHAsync");
     }
     rgpu_buf_put(&w->rep, buf, (size_t)q.size);
-    release_staging(w, buf, pinned);
+    rgpu_worker_release_staging(w, buf, pinned);
     return CUDA_SUCCESS;
   }
   if (rgpu_buf_reserve(&w->rep, (size_t)q.size)) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");

@@ -42,14 +42,19 @@ static void job_done(rgpu_job *j) {
   w->njobs--;
   pthread_cond_broadcast(&w->jobs_cond);
   pthread_mutex_unlock(&w->jobs_lock);
-  if (j->pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(j->pinned);
-  /* A pooled staging buffer goes back to the pool; any other is freed. */
+  rgpu_worker_release_staging(w, j->buf, j->pinned);
+  free(j);
+}
+
+void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned) {
+  if (pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(pinned);
+  /* A pooled staging buffer goes back to the pool; any other is freed.
+   * Job threads read the pointer the session thread creates lazily. */
   rgpu_chunk_pool *pool = __atomic_load_n(&w->chunk_pool, __ATOMIC_ACQUIRE);
   if (pool)
-    rgpu_chunk_pool_put(pool, j->buf);
+    rgpu_chunk_pool_put(pool, buf);
   else
-    free(j->buf);
-  free(j);
+    free(buf);
 }
 
 static void *job_main(void *arg) {
