@@ -2302,16 +2302,15 @@ cudaError_t rgpu_rt_graph_unsafe_call(void) {
 }
 
 /* Work on the legacy stream joins every blocking stream, so while one of
- * them captures it is an implicit dependency: invalidates those captures
- * and returns 1 (lock held). */
+ * them captures it is an implicit dependency: invalidates that capture and
+ * returns 1 (lock held). */
 static int legacy_joins_capture_locked(void) {
-  int hit = 0;
   for (cap_seq *s = g_seqs; s; s = s->next)
     if (s->blocking && !s->invalidated) {
       s->invalidated = 1;
-      hit = 1;
+      return 1;
     }
-  return hit;
+  return 0;
 }
 
 /* Adds a node with params p to the capture of `wire` (lock held).  Returns
@@ -2319,16 +2318,10 @@ static int legacy_joins_capture_locked(void) {
 static int capture_node_locked(uint64_t wire, node_params *p, cudaError_t *out) {
   cap_stream *cs = cs_find(wire);
   if (!cs) {
-    /* Work on the legacy stream joins every blocking stream: while one of
-     * them is capturing that would be an implicit dependency. */
-    if (wire == 0) {
-      for (cap_seq *s = g_seqs; s; s = s->next)
-        if (s->blocking && !s->invalidated) {
-          s->invalidated = 1;
-          params_free(p);
-          *out = cudaErrorStreamCaptureImplicit;
-          return 1;
-        }
+    if (wire == 0 && legacy_joins_capture_locked()) {
+      params_free(p);
+      *out = cudaErrorStreamCaptureImplicit;
+      return 1;
     }
     return 0;
   }
