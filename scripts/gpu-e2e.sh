@@ -9,6 +9,8 @@
 set -u
 cd "$(dirname "$0")/.."
 use_pack=0 rebuild=1 out=${OUT:-/tmp/rgpu-gpu-e2e}
+# A program that hangs must not eat the device call: each run gets this long.
+limit=${RGPU_E2E_TIMEOUT_S:-60}
 while [ $# -gt 0 ]; do
   case "$1" in
     --pack) use_pack=1; shift ;;
@@ -67,13 +69,29 @@ for p in "${progs[@]}"; do
   exe=$E2E/$p
   [ -x "$exe" ] || { printf '| %s | missing | | missing | | |\n' "$p"; fails=$((fails+1)); continue; }
   t0=$(date +%s.%N)
-  LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} "$exe" >"$out/$p.native" 2>&1; nrc=$?
+  LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout "$limit" "$exe" >"$out/$p.native" 2>&1; nrc=$?
   t1=$(date +%s.%N)
-  RGPU_STATS=$out/$p.stats "$BIN/rgpu" run --server "$uri" -- "$exe" >"$out/$p.rgpu" 2>&1; rrc=$?
+  RGPU_STATS=$out/$p.stats "$BIN/rgpu" run --server "$uri" -- "$exe" >"$out/$p.rgpu" 2>&1 &
+  cpid=$! waited=0
+  while kill -0 $cpid 2>/dev/null && [ $waited -lt $((limit * 10)) ]; do sleep 0.1; waited=$((waited + 1)); done
+  if kill -0 $cpid 2>/dev/null; then
+    # Hung: keep the client's and the server sessions' stacks, then stop it.
+    if command -v gdb >/dev/null; then
+      for hp in $cpid $(pgrep -P $cpid) $(pgrep -P $spid); do
+        echo "=== pid $hp ($(cat /proc/$hp/comm 2>/dev/null))" >>"$out/$p.bt"
+        gdb -batch -p "$hp" -ex "thread apply all bt" >>"$out/$p.bt" 2>&1
+      done
+    fi
+    kill -9 $cpid $(pgrep -P $cpid) 2>/dev/null
+    wait $cpid 2>/dev/null
+    rrc=124
+  else
+    wait $cpid; rrc=$?
+  fi
   t2=$(date +%s.%N)
   rt=$(sed -n 's/.*"round_trips":\([0-9]*\).*/\1/p' "$out/$p.stats" 2>/dev/null)
-  n=$([ $nrc = 0 ] && echo pass || echo "FAIL($nrc)")
-  r=$([ $rrc = 0 ] && echo pass || echo "FAIL($rrc)")
+  n=$([ $nrc = 0 ] && echo pass || { [ $nrc = 124 ] && echo "TIMEOUT(${limit}s)" || echo "FAIL($nrc)"; })
+  r=$([ $rrc = 0 ] && echo pass || { [ $rrc = 124 ] && echo "TIMEOUT(${limit}s)" || echo "FAIL($rrc)"; })
   [ $rrc = 0 ] || fails=$((fails+1))
   printf '| %s | %s | %s | %s | %s | %s |\n' "$p" "$n" "$(awk "BEGIN{printf \"%.2f\", $t1-$t0}")" "$r" "$(awk "BEGIN{printf \"%.2f\", $t2-$t1}")" "${rt:-?}"
 done
@@ -81,6 +99,7 @@ echo
 for p in "${progs[@]}"; do
   if ! grep -q "^PASS" "$out/$p.rgpu" 2>/dev/null; then
     echo "--- $p through rgpu:"; tail -n 5 "$out/$p.rgpu" 2>/dev/null
+    [ -s "$out/$p.bt" ] && { echo "--- $p: client and server session stacks"; grep -E '^(===|Thread|#[0-9]+ )' "$out/$p.bt" | grep -vE ' in (__GI_|__futex|futex_)' | head -n 150; }
   fi
 done
 echo "--- server log tail:"; tail -n 5 "$out/server.err"

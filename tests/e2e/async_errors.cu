@@ -57,7 +57,10 @@ int main() {
   int *d2 = nullptr;
   EXPECT_ERR(cudaMalloc(&d2, 16), fault);
   // until a reset
-  CHECK(cudaDeviceReset());
+  // (CUDA 13 on an H200 resets but returns the sticky error; softgpu and
+  // older drivers return cudaSuccess)
+  cudaError_t reset = cudaDeviceReset();
+  EXPECT(reset == cudaSuccess || reset == fault);
   (void)cudaGetLastError();
   CHECK(cudaMalloc(&d, 64 * sizeof(int)));
   CHECK(cudaMemset(d, 0, 64 * sizeof(int)));

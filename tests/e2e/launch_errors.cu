@@ -37,7 +37,10 @@ int main(int argc, char **argv) {
   EXPECT_ERR(cudaMemset(d, 0, 4), e);
   EXPECT_ERR(cudaDeviceSynchronize(), e);
   // a reset recovers the device
-  CHECK(cudaDeviceReset());
+  // (CUDA 13 on an H200 resets but returns the sticky error; softgpu and
+  // older drivers return cudaSuccess)
+  cudaError_t reset = cudaDeviceReset();
+  EXPECT(reset == cudaSuccess || reset == e);
   (void)cudaGetLastError();
   CHECK(cudaMalloc(&d, 64));
   CHECK(cudaFree(d));
