@@ -104,6 +104,18 @@ void *rgpu_chunk_pool_get(rgpu_chunk_pool *p, size_t len, int *pinned) {
   return buf;
 }
 
+int rgpu_chunk_pool_owns(rgpu_chunk_pool *p, const void *buf, int *pinned) {
+  int found = 0;
+  pthread_mutex_lock(&p->mu);
+  for (unsigned i = 0; i < p->nslots_used && !found; i++)
+    if (buf && p->slots[i].p == buf) {
+      found = 1;
+      if (pinned) *pinned = p->slots[i].pinned;
+    }
+  pthread_mutex_unlock(&p->mu);
+  return found;
+}
+
 void rgpu_chunk_pool_put(rgpu_chunk_pool *p, void *buf) {
   if (!buf) return;
   pthread_mutex_lock(&p->mu);

@@ -58,6 +58,9 @@ rgpu_chunk_pool *rgpu_chunk_pool_new(const rgpu_chunk_pool_config *cfg);
 /* A buffer of at least len bytes (len > 0), or NULL when out of memory.
  * *pinned (optional) tells whether the driver knows it as pinned memory. */
 void *rgpu_chunk_pool_get(rgpu_chunk_pool *p, size_t len, int *pinned);
+/* 1 if buf is one of the pool's own buffers (handed out or cached);
+ * *pinned (optional) then tells whether it is pinned. */
+int rgpu_chunk_pool_owns(rgpu_chunk_pool *p, const void *buf, int *pinned);
 /* Gives a buffer from rgpu_chunk_pool_get back (NULL is ignored). */
 void rgpu_chunk_pool_put(rgpu_chunk_pool *p, void *buf);
 void rgpu_chunk_pool_get_stats(rgpu_chunk_pool *p, rgpu_chunk_pool_stats *out);

@@ -150,6 +150,30 @@ static void *hammer(void *arg) {
   return NULL;
 }
 
+/* owns() tells pooled buffers (and their pin state) from fallbacks: the
+ * worker uses it to skip pinning a frame read into pooled memory and to
+ * route a released buffer to the pool it came from. */
+static void test_owns(void **state) {
+  (void)state;
+  pin_log l = {0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  rgpu_chunk_pool_config cfg = {.chunk_bytes = 4096, .max_buffers = 1, .pin = fake_pin,
+                                .unpin = fake_unpin, .ctx = &l};
+  rgpu_chunk_pool *p = rgpu_chunk_pool_new(&cfg);
+  assert_non_null(p);
+  void *a = rgpu_chunk_pool_get(p, 100, NULL);
+  void *b = rgpu_chunk_pool_get(p, 100, NULL); /* exhausted: a fallback */
+  int pinned = 0;
+  assert_int_equal(rgpu_chunk_pool_owns(p, a, &pinned), 1);
+  assert_int_equal(pinned, 1);
+  assert_int_equal(rgpu_chunk_pool_owns(p, b, NULL), 0);
+  assert_int_equal(rgpu_chunk_pool_owns(p, NULL, NULL), 0);
+  rgpu_chunk_pool_put(p, b);
+  rgpu_chunk_pool_put(p, a);
+  assert_int_equal(rgpu_chunk_pool_owns(p, a, NULL), 1); /* cached: still the pool's */
+  rgpu_chunk_pool_free(p);
+  assert_int_equal(l.unpins, 1);
+}
+
 static void test_threads(void **state) {
   (void)state;
   pin_log l = {0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
@@ -181,6 +205,7 @@ int main(void) {
       cmocka_unit_test(test_reuse_pins_once),
       cmocka_unit_test(test_fallbacks),
       cmocka_unit_test(test_pin_failure_and_no_driver),
+      cmocka_unit_test(test_owns),
       cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

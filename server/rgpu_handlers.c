@@ -134,9 +134,19 @@ static void pool_unpin(void *ctx, void *p) {
   D->cuMemHostUnregister(p);
 }
 
+/* Large frames carry a chunk plus their message header: the pool's buffers
+ * hold both, so a whole H2D frame is read straight into pinned memory. */
+#define RGPU_FRAME_STAGING (RGPU_CHUNK_BYTES + 4096u)
+
+/* Sized for what is in flight at once, not for throughput: a stream
+ * blocked behind a host callback keeps every later copy's buffer until the
+ * client answers, and beyond the pool a copy falls back to pinning (or not
+ * pinning) memory per copy, which on a real GPU may wait for that very
+ * stream.  Pinned memory is only allocated when used: 32 x 4 MiB and
+ * 256 x 64 KiB at most per session. */
 rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
   if (!w->chunk_pool) {
-    rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_CHUNK_BYTES, .max_buffers = 8,
+    rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_FRAME_STAGING, .max_buffers = 32,
                                  .pin = pool_pin, .unpin = pool_unpin, .ctx = w};
     /* Job threads read the pointer (rgpu_jobs.c job_done). */
     __atomic_store_n(&w->chunk_pool, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
@@ -144,11 +154,49 @@ rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
   return w->chunk_pool;
 }
 
+static rgpu_chunk_pool *small_pool(rgpu_worker *w) {
+  if (!w->small_pool) {
+    rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_SMALL_STAGING, .max_buffers = 256,
+                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w};
+    __atomic_store_n(&w->small_pool, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
+  }
+  return w->small_pool;
+}
+
 void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {
-  if (!w->chunk_pool) return;
-  rgpu_chunk_pool *p = w->chunk_pool;
-  w->chunk_pool = NULL;
+  rgpu_chunk_pool *p = w->chunk_pool, *s = w->small_pool;
+  __atomic_store_n(&w->chunk_pool, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->small_pool, NULL, __ATOMIC_RELEASE);
   rgpu_chunk_pool_free(p);
+  rgpu_chunk_pool_free(s);
+}
+
+int rgpu_worker_frame_buffer(rgpu_worker *w, rgpu_buf *in, size_t len) {
+  if (len > RGPU_FRAME_STAGING || w->drv_state != 1) return 0;
+  rgpu_chunk_pool *pool = rgpu_worker_chunk_pool(w);
+  void *b = NULL;
+  if (pool && rgpu_chunk_pool_owns(pool, in->data, NULL)) {
+    b = in->data; /* still ours from the last frame */
+  } else if (pool) {
+    b = rgpu_chunk_pool_get(pool, len, NULL);
+    if (b && !rgpu_chunk_pool_owns(pool, b, NULL)) {
+      free(b); /* pool exhausted: its fallback is no better than the loop's */
+      b = NULL;
+    }
+  }
+  if (!b) return 0;
+  if (in->data != b) rgpu_buf_free(in);
+  in->data = b;
+  in->len = 0;
+  in->cap = len;
+  return 1;
+}
+
+void rgpu_worker_frame_buffer_done(rgpu_worker *w, rgpu_buf *in) {
+  if (in->data && w->chunk_pool && rgpu_chunk_pool_owns(w->chunk_pool, in->data, NULL)) {
+    rgpu_chunk_pool_put(w->chunk_pool, in->data);
+    rgpu_buf_init(in);
+  }
 }
 
 /* A staging buffer of n bytes for a background copy: pooled and pinned
@@ -157,8 +205,8 @@ void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {
  * rgpu_worker_release_staging. */
 static void *get_staging(rgpu_worker *w, size_t n, void **pinned) {
   *pinned = NULL;
-  rgpu_chunk_pool *pool = rgpu_worker_chunk_pool(w);
-  if (pool && n <= RGPU_CHUNK_BYTES) {
+  rgpu_chunk_pool *pool = n <= RGPU_SMALL_STAGING ? small_pool(w) : rgpu_worker_chunk_pool(w);
+  if (pool && n <= RGPU_FRAME_STAGING) {
     int pooled_pin = 0;
     void *b = rgpu_chunk_pool_get(pool, n, &pooled_pin);
     if (b && !pooled_pin) *pinned = pin(w, b, n); /* pool full: its fallback */
@@ -432,7 +480,9 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
       base = w->cur_in->data;
       src = q.data.data;
       rgpu_buf_init(w->cur_in);
-      pinned = pin(w, (void *)src, q.data.len);
+      int pooled_pin = 0;
+      if (!w->chunk_pool || !rgpu_chunk_pool_owns(w->chunk_pool, base, &pooled_pin) || !pooled_pin)
+        pinned = pin(w, (void *)src, q.data.len);
     } else {
       base = get_staging(w, q.data.len, &pinned);
       if (!base) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory staging a copy");
@@ -447,7 +497,8 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
       rgpu_worker_release_staging(w, base, pinned);
       return drv_fail(w, cr, "cuMemcpyHtoDAsync");
     }
-    if (!defer_to_job(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), ev, 1, NULL, base, 0, pinned)) {
+    if (!defer_to_job_on(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), s, ev, 1, NULL, base, 0,
+                         pinned)) {
       D->cuEventSynchronize(ev);
       D->cuEventDestroy(ev);
       rgpu_worker_release_staging(w, base, pinned);
@@ -821,7 +872,8 @@ static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
   if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
     CUevent ev = NULL;
     if (rgpu_worker_marker(w, s, &ev) == CUDA_SUCCESS) {
-      if (defer_to_job(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), ev, 1, NULL, NULL, 0, NULL))
+      if (defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, NULL,
+                          0, NULL))
         return CUDA_SUCCESS;
       D->cuEventDestroy(ev);
     }

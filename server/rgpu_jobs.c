@@ -7,8 +7,37 @@
 #include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
 
-/* Bounds the threads one session may hold; beyond it submit waits. */
+/* Bounds the threads of their own one session may hold (jobs that are not
+ * a wait for a point in a stream); beyond it submit waits. */
 #define RGPU_MAX_JOBS 64
+/* Completion queues: streams are spread over this many FIFO threads. */
+#define RGPU_JOB_QUEUES 8
+
+/* Why queues and not a thread per job: a session thread that must wait for
+ * a free job slot cannot read the HOST_CALL_DONE that a blocked stream
+ * waits for, and a real GPU blocks streams behind host callbacks for as
+ * long as the client takes (host_callback_data hung on the H200 with 64
+ * jobs in flight).  A queue never makes its submitter wait, costs no
+ * thread creation per copy, and cannot deadlock: its jobs wait for points
+ * in streams in submission order, so a job stuck behind an earlier one only
+ * waits for work submitted earlier still, never for a host callback that
+ * waits for it (rgpu_host_call_run waits only for earlier jobs).  Waits on
+ * the whole device (cuCtxSynchronize, cuMemFree) or on user events (which
+ * may be recorded again later) keep a thread of their own: they may wait
+ * for work submitted after them. */
+typedef struct rgpu_job_queue {
+  rgpu_worker *w;
+  rgpu_job *head, *tail;
+  pthread_cond_t cond; /* work arrived or stop (with w->jobs_lock) */
+  pthread_t th;
+  int started;
+} rgpu_job_queue;
+
+struct rgpu_job_queues {
+  rgpu_job_queue q[RGPU_JOB_QUEUES];
+  int stop;
+  int threaded; /* jobs on threads of their own */
+};
 
 int rgpu_jobs_enabled(const rgpu_worker *w) { return w->conn != NULL && w->drv_state == 1; }
 
@@ -50,15 +79,17 @@ void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned) {
   if (pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(pinned);
   /* A pooled staging buffer goes back to the pool; any other is freed.
    * Job threads read the pointer the session thread creates lazily. */
+  rgpu_chunk_pool *small = __atomic_load_n(&w->small_pool, __ATOMIC_ACQUIRE);
   rgpu_chunk_pool *pool = __atomic_load_n(&w->chunk_pool, __ATOMIC_ACQUIRE);
-  if (pool)
-    rgpu_chunk_pool_put(pool, buf);
+  if (small && rgpu_chunk_pool_owns(small, buf, NULL))
+    rgpu_chunk_pool_put(small, buf);
+  else if (pool)
+    rgpu_chunk_pool_put(pool, buf); /* frees what it does not own */
   else
     free(buf);
 }
 
-static void *job_main(void *arg) {
-  rgpu_job *j = arg;
+static void job_run(rgpu_job *j) {
   rgpu_worker *w = j->w;
   const rgpu_driver *d = &w->drv;
   CUresult r = d->cuCtxSetCurrent(j->ctx);
@@ -98,29 +129,127 @@ static void *job_main(void *arg) {
                rgpu_driver_error_name(d, r));
   }
   job_done(j);
+}
+
+static void *job_main(void *arg) {
+  rgpu_job *j = arg;
+  rgpu_worker *w = j->w;
+  job_run(j);
+  pthread_mutex_lock(&w->jobs_lock);
+  w->job_queues->threaded--;
+  pthread_cond_broadcast(&w->jobs_cond);
+  pthread_mutex_unlock(&w->jobs_lock);
   return NULL;
+}
+
+static void *queue_main(void *arg) {
+  rgpu_job_queue *q = arg;
+  rgpu_worker *w = q->w;
+  pthread_mutex_lock(&w->jobs_lock);
+  for (;;) {
+    while (!q->head && !w->job_queues->stop) pthread_cond_wait(&q->cond, &w->jobs_lock);
+    rgpu_job *j = q->head;
+    if (!j) break; /* stopped and empty */
+    q->head = j->qnext;
+    if (!q->head) q->tail = NULL;
+    j->qnext = NULL;
+    pthread_mutex_unlock(&w->jobs_lock);
+    job_run(j);
+    pthread_mutex_lock(&w->jobs_lock);
+  }
+  pthread_mutex_unlock(&w->jobs_lock);
+  return NULL;
+}
+
+static int start_thread(pthread_t *th, int detached, void *(*fn)(void *), void *arg) {
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  if (detached) pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 256 << 10);
+  int rc = pthread_create(th, &a, fn, arg);
+  pthread_attr_destroy(&a);
+  return rc;
+}
+
+/* A wait for an internal marker: a point in one stream, never re-recorded. */
+static int queueable(const rgpu_job *j) {
+  return j->own_ev && j->ev && (j->kind == RGPU_JOB_WAIT_EVENT || j->kind == RGPU_JOB_RELEASE);
+}
+
+/* The queue of j's stream (with jobs_lock held), its thread started on
+ * first use; NULL if no thread could be started. */
+static rgpu_job_queue *queue_for(rgpu_worker *w, const rgpu_job *j) {
+  uintptr_t key = (uintptr_t)j->stream;
+  rgpu_job_queue *q = &w->job_queues->q[(key >> 4 ^ key >> 12) % RGPU_JOB_QUEUES];
+  if (!q->started) {
+    q->w = w;
+    pthread_cond_init(&q->cond, NULL);
+    if (start_thread(&q->th, 0, queue_main, q)) {
+      pthread_cond_destroy(&q->cond);
+      return NULL;
+    }
+    q->started = 1;
+  }
+  return q;
 }
 
 int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   j->w = w;
+  j->qnext = NULL;
   pthread_mutex_lock(&w->jobs_lock);
-  while (w->njobs >= RGPU_MAX_JOBS) pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
+  if (!w->job_queues) {
+    w->job_queues = calloc(1, sizeof *w->job_queues);
+    if (!w->job_queues) {
+      pthread_mutex_unlock(&w->jobs_lock);
+      return -1;
+    }
+  }
+  struct rgpu_job_queues *qs = w->job_queues;
+  rgpu_job_queue *q = queueable(j) && !qs->stop ? queue_for(w, j) : NULL;
+  if (!q)
+    while (qs->threaded >= RGPU_MAX_JOBS) pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
   j->order = ++w->job_order;
   j->next = w->jobs;
   w->jobs = j;
   w->njobs++;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, 256 << 10);
-  int rc = pthread_create(&j->th, &a, job_main, j);
-  pthread_attr_destroy(&a);
-  if (rc) {
-    w->jobs = j->next;
-    w->njobs--;
+  int rc = 0;
+  if (q) {
+    if (q->tail)
+      q->tail->qnext = j;
+    else
+      q->head = j;
+    q->tail = j;
+    pthread_cond_signal(&q->cond);
+  } else {
+    qs->threaded++;
+    rc = start_thread(&j->th, 1, job_main, j);
+    if (rc) {
+      qs->threaded--;
+      w->jobs = j->next;
+      w->njobs--;
+    }
   }
   pthread_mutex_unlock(&w->jobs_lock);
   return rc;
+}
+
+void rgpu_jobs_stop(rgpu_worker *w) {
+  struct rgpu_job_queues *qs = w->job_queues;
+  if (!qs) return;
+  pthread_mutex_lock(&w->jobs_lock);
+  qs->stop = 1;
+  for (int i = 0; i < RGPU_JOB_QUEUES; i++)
+    if (qs->q[i].started) pthread_cond_broadcast(&qs->q[i].cond);
+  /* Threaded jobs touch qs until their very end. */
+  while (qs->threaded) pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
+  pthread_mutex_unlock(&w->jobs_lock);
+  for (int i = 0; i < RGPU_JOB_QUEUES; i++)
+    if (qs->q[i].started) {
+      pthread_join(qs->q[i].th, NULL);
+      pthread_cond_destroy(&qs->q[i].cond);
+    }
+  free(qs);
+  w->job_queues = NULL;
 }
 
 void rgpu_jobs_barrier(rgpu_worker *w, const void *ref) {

@@ -208,6 +208,7 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
 void rgpu_worker_free(rgpu_worker *w) {
   if (!w) return;
   rgpu_jobs_barrier(w, NULL);
+  rgpu_jobs_stop(w);
   rgpu_worker_drop_device_state(w, -1, 1);
   rgpu_worker_drop_chunk_pool(w);
   if (w->drv_state == 1) {
@@ -783,13 +784,16 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     const uint8_t *payload = NULL;
     w->cur_in = NULL;
+    rgpu_worker_frame_buffer_done(w, &in);
     if (rc == 0 && h.length <= RGPU_RDBUF_CAP / 2) {
       rc = rdbuf_fill(w, cur, &rb, h.length);
       payload = rb.p + rb.start;
       if (rc == 0) rb.start += h.length;
     } else if (rc == 0) {
       rgpu_buf_reset(&in);
-      if (rgpu_buf_reserve(&in, h.length)) {
+      /* Pinned pool memory when it fits: an H2D handler keeps the buffer
+       * as its copy's source without pinning it per copy. */
+      if (!rgpu_worker_frame_buffer(w, &in, h.length) && rgpu_buf_reserve(&in, h.length)) {
         rc = RGPU_PROTO_ENOMEM;
       } else {
         size_t have = rb.end - rb.start;
@@ -880,6 +884,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   w->conn = NULL;
   w->cur_in = NULL;
   free(rb.p);
+  rgpu_worker_frame_buffer_done(w, &in);
   rgpu_buf_free(&in);
   rgpu_buf_free(&out);
   return result;

@@ -67,6 +67,7 @@ struct rgpu_worker {
   struct rgpu_job *jobs; /* in flight */
   int njobs;
   uint64_t job_order; /* jobs submitted so far (under jobs_lock) */
+  struct rgpu_job_queues *job_queues; /* per-stream completion threads */
   int write_failed;
 
   /* Resumable session (rgpu_worker.c, rgpu_replay.h): the replay buffer and
@@ -75,6 +76,7 @@ struct rgpu_worker {
   /* Pinned-once staging buffers for background copies (rgpu_chunk_pool.h);
    * made at the first copy that needs one, dropped with the context. */
   rgpu_chunk_pool *chunk_pool;
+  rgpu_chunk_pool *small_pool; /* the same for copies up to RGPU_SMALL_STAGING */
   int lost;               /* the connection broke; waiting for RESUME */
   double lost_at;         /* CLOCK_MONOTONIC seconds */
   int handed_off;         /* a fresh worker passed its RESUME connection on */
@@ -88,8 +90,10 @@ struct rgpu_worker {
 /* ---- background completion (rgpu_jobs.c) ---------------------------------
  * Waiting for a stream, an event or a device-to-host copy must not stop the
  * session from reading later requests (other client threads, other
- * streams), so with a connection those waits run on short-lived threads
- * that send the reply themselves.  Work is always *enqueued* in order by
+ * streams), so with a connection those waits run on other threads that
+ * send the reply themselves: waits for a point in a stream on that stream's
+ * completion queue (one thread, FIFO), the rest on a thread of their own.
+ * Work is always *enqueued* in order by
  * the session thread (an internal event marks the point to wait for); only
  * the waiting moves. */
 typedef enum {
@@ -119,6 +123,7 @@ typedef struct rgpu_job {
   uint64_t order;
   pthread_t th;
   struct rgpu_job *next;
+  struct rgpu_job *qnext; /* in its completion queue (rgpu_jobs.c) */
 } rgpu_job;
 
 /* 1 if waits can move off the session thread (a connection is attached). */
@@ -128,6 +133,8 @@ int rgpu_jobs_enabled(const rgpu_worker *w);
 int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j);
 /* Waits until no job uses ref (NULL: until no job is in flight). */
 void rgpu_jobs_barrier(rgpu_worker *w, const void *ref);
+/* Ends the completion threads (after rgpu_jobs_barrier(w, NULL)). */
+void rgpu_jobs_stop(rgpu_worker *w);
 /* Sends frames on the connection under the write lock. */
 int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n);
 /* The same with write_lock held (rgpu_worker.c): records the frames in the
@@ -197,5 +204,14 @@ void rgpu_worker_drop_chunk_pool(rgpu_worker *w);
 /* Gives back a background copy's buffer: unregisters `pinned` (may be
  * NULL), returns a pooled buffer to the pool and frees any other. */
 void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned);
+/* Copies up to this size stage in the small pool. */
+#define RGPU_SMALL_STAGING (64u << 10)
+/* The socket loop's buffer for one large frame: a pooled, pinned buffer
+ * when len fits one (returns 1, in->data set, in->cap = len), else 0 and
+ * the loop allocates.  A handler may take in->data (rgpu_buf_init(in)) and
+ * give it back with rgpu_worker_release_staging; _done gives back what no
+ * handler took (call it before anything else uses `in`). */
+int rgpu_worker_frame_buffer(rgpu_worker *w, rgpu_buf *in, size_t len);
+void rgpu_worker_frame_buffer_done(rgpu_worker *w, rgpu_buf *in);
 
 #endif
