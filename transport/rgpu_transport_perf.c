@@ -40,6 +40,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Bulk I/O size: rgpu's own chunk (RGPU_CHUNK_BYTES, 4 MiB), so the raw
+ * figure is the transport's limit for the writes rgpu makes, not one
+ * lowered by smaller system calls. */
+#define PERF_BULK_IO (4u << 20)
+
 static int write_all(rgpu_conn *c, const void *p, size_t n) {
   struct iovec v = {(void *)p, n};
   return rgpu_conn_writev_all(c, &v, 1);
@@ -48,7 +53,7 @@ static int write_all(rgpu_conn *c, const void *p, size_t n) {
 static void *serve_conn(void *arg) {
   rgpu_conn *c = arg;
   perf_hdr h;
-  char *buf = malloc(1 << 20);
+  char *buf = malloc(PERF_BULK_IO);
   while (buf && rgpu_conn_read_exact(c, &h, sizeof h) == 0) {
     if (h.magic != PERF_MAGIC || h.msglen > (1u << 20)) {
       fprintf(stderr, "rgpu-transport-perf: bad request from %s\n", rgpu_conn_peer(c));
@@ -63,17 +68,17 @@ static void *serve_conn(void *arg) {
     } else if (h.mode == MODE_BULK) {
       uint64_t left = h.count;
       while (left && !rc) {
-        ssize_t r = rgpu_conn_read_some(c, buf, left < (1 << 20) ? left : (1 << 20));
+        ssize_t r = rgpu_conn_read_some(c, buf, left < PERF_BULK_IO ? left : PERF_BULK_IO);
         if (r <= 0) rc = -1;
         else left -= (uint64_t)r;
       }
       uint64_t ack = h.count;
       if (!rc) rc = write_all(c, &ack, sizeof ack);
     } else if (h.mode == MODE_DOWN) {
-      memset(buf, 0x5a, 1 << 20);
+      memset(buf, 0x5a, PERF_BULK_IO);
       uint64_t left = h.count;
       while (left && !rc) {
-        size_t n = left < (1 << 20) ? left : (1 << 20);
+        size_t n = left < PERF_BULK_IO ? left : PERF_BULK_IO;
         rc = write_all(c, buf, n);
         left -= n;
       }
@@ -194,7 +199,7 @@ int main(int argc, char **argv) {
   }
   if (!rc && (all || !strcmp(mode, "bulk"))) {
     perf_hdr h = {PERF_MAGIC, MODE_BULK, 0, 0, bytes};
-    size_t chunk = 1 << 20;
+    size_t chunk = PERF_BULK_IO;
     char *buf = malloc(chunk);
     memset(buf, 0xa5, chunk);
     double s = now_s();
@@ -219,7 +224,7 @@ int main(int argc, char **argv) {
   }
   if (!rc && (all || !strcmp(mode, "down"))) {
     perf_hdr h = {PERF_MAGIC, MODE_DOWN, 0, 0, bytes};
-    size_t chunk = 1 << 20;
+    size_t chunk = PERF_BULK_IO;
     char *buf = malloc(chunk);
     double s = now_s();
     rc = write_all(c, &h, sizeof h);

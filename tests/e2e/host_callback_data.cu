@@ -3,6 +3,8 @@
 // memory, 200 times.  rgpu completes such copies in the background, so the
 // server must not announce the callback before the copy's bytes are sent
 // (before the fix, 188 of 200 callbacks saw stale data).
+#include <unistd.h>
+
 #include "rgpu_check.h"
 
 struct Probe {
@@ -14,6 +16,11 @@ struct Probe {
 __global__ void set_value(int *d, int v, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) d[i] = v;
+}
+
+static void CUDART_CB slow_callback(void *p) {
+  usleep(100 * 1000);
+  *(volatile int *)p = 1;
 }
 
 static void CUDART_CB check_probe(void *p) {
@@ -47,6 +54,20 @@ int main() {
   for (int it = 0; it < iters; it++) bad += probes[it].bad;
   std::printf("callbacks that saw stale data: %d of %d\n", bad, iters);
   EXPECT(bad == 0);
+
+  // A backlog behind a slow callback: 300 copies queued after it on its
+  // stream wait (on a GPU) until it returns.  The server must keep reading
+  // meanwhile, or it never sees the callback's completion (a server that
+  // gave each waiting copy a thread of its own, 64 at most, hung here).
+  const int backlog = 300;
+  volatile int slow_done = 0;
+  set_value<<<4, 256, 0, s>>>(d, 7, n);
+  CHECK(cudaLaunchHostFunc(s, slow_callback, (void *)&slow_done));
+  for (int k = 0; k < backlog; k++)
+    CHECK(cudaMemcpyAsync(h + (k % slots) * 16, d + (k % n), sizeof(int) * 16, cudaMemcpyDeviceToHost, s));
+  CHECK(cudaStreamSynchronize(s));
+  EXPECT(slow_done == 1);
+  for (int k = 0; k < backlog; k++) EXPECT(h[(k % slots) * 16] == 7);
   CHECK(cudaFreeHost(h));
   CHECK(cudaFree(d));
   pass("host_callback_data");
