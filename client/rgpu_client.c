@@ -95,6 +95,7 @@ struct rgpu_client {
   int reconnect_s;          /* budget of one outage; 0 = no resume */
   int broken;               /* a write failed: the next lock holder resumes */
   int no_resume;            /* closing, or the server said SHUTDOWN */
+  uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
   rgpu_buf rxpre;           /* replayed frames read during RESUME, consumed first */
   size_t rxpre_off;
   uint64_t rx_count;        /* session bytes consumed (frames of the stream) */
@@ -762,7 +763,7 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
   rgpu_buf_init(&b);
   rgpu_msg_hello_req hello = {
       .proto_version = RGPU_PROTO_VERSION,
-      .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT,
+      .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT | (c->reconnect_s > 0 ? 0 : RGPU_CAP_NO_RESUME),
       .client_pid = (uint32_t)getpid(),
       .token = {cfg->token, strlen(cfg->token)},
       .resume_token = {NULL, 0},
@@ -1027,6 +1028,7 @@ static void client_frame_begin(rgpu_client *c) {
  * ran on the server. */
 static void client_frame_seen(rgpu_client *c, const rgpu_frame_hdr *h) {
   if (!h->seq || c->reconnect_s <= 0) return;
+  if (h->kind == RGPU_KIND_REPLY && h->seq == c->ckpt_seq) c->ckpt_seq = 0; /* read by any wait */
   if (h->kind != RGPU_KIND_REPLY && !(h->kind == RGPU_KIND_EVENT && h->opcode == RGPU_EVT_ASYNC_ERROR))
     return;
   pthread_mutex_lock(&c->wlock);
@@ -1050,17 +1052,29 @@ static void client_on_shutdown(rgpu_client *c) {
   __atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
 }
 
-/* Past RGPU_RESEND_MAX_BYTES of unconfirmed requests, one round trip makes
- * the server confirm them before more bulk data is kept. */
+/* The resend buffer must not grow without bound, so the server is asked to
+ * confirm what it ran: past half of RGPU_RESEND_MAX_BYTES of unconfirmed
+ * requests a PING goes out (its reply confirms everything before it), and
+ * only past the whole bound does the client wait for that reply.  By then
+ * the reply has normally arrived (half the bound later), so the pipe never
+ * drains; waiting for it right away cost a round trip per 32 MiB of H2D
+ * (35 round trips for four 256 MiB copies).  The wait counts as a round
+ * trip only if the reply was not there yet. */
 static int resend_checkpoint(rgpu_client *c) {
   if (c->reconnect_s <= 0 || !c->have_token) return 0;
   pthread_mutex_lock(&c->wlock);
   size_t held = rgpu_resend_held(&c->resend);
   pthread_mutex_unlock(&c->wlock);
+  if (held <= RGPU_RESEND_MAX_BYTES / 2) return 0;
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  if (!c->ckpt_seq) return send_frame(c, RGPU_OP_PING, 1, 1, NULL, 0, NULL, 0, &c->ckpt_seq);
   if (held <= RGPU_RESEND_MAX_BYTES) return 0;
-  uint64_t seq, first = rgpu_client_next_seq_locked(c);
-  int rc = send_frame(c, RGPU_OP_PING, 1, 1, NULL, 0, NULL, 0, &seq);
-  if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, NULL);
+  uint64_t seq = c->ckpt_seq;
+  struct pollfd pf = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
+  int arrived = c->rxpre_off < c->rxpre.len || rgpu_conn_pending(c->conn) > 0 || poll(&pf, 1, 0) > 0;
+  rgpu_client_reply r = {.continued = arrived};
+  int rc = rgpu_client_wait_any_locked(c, &seq, &r, 1, first, NULL);
+  c->ckpt_seq = 0;
   return rc;
 }
 

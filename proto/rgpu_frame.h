@@ -40,6 +40,9 @@ typedef enum {
 /* HELLO capability bits (both directions; the session uses the AND). */
 #define RGPU_CAP_ASYNC_ERRORS 0x1u /* server sends ASYNC_ERROR for failed unreplied requests */
 #define RGPU_CAP_OUTPUT 0x2u       /* server forwards device printf as OUTPUT events */
+/* Client to server only: this client never resumes (RGPU_RECONNECT_S=0), so
+ * it sends no ACKs and the server keeps no replay buffer for it. */
+#define RGPU_CAP_NO_RESUME 0x100u
 
 /* Request flags (aux of a request). */
 #define RGPU_REQ_NEED_REPLY 0x1u /* the client waits for a reply */

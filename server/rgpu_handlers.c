@@ -241,6 +241,9 @@ static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
     return FAIL(CUDA_ERROR_OPERATING_SYSTEM, "cannot generate a session token (getrandom failed)");
   }
   w->caps = q.caps & (RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT);
+  /* A client that will never resume never acknowledges either: keeping its
+   * replies would only fill the replay buffer and copy every byte into it. */
+  if (q.caps & RGPU_CAP_NO_RESUME) w->replay.enabled = 0;
   w->hello_done = 1;
   /* Authenticated: now (and only now) the driver is worth loading.  A
    * failure is reported on the first request that needs it. */

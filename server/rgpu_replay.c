@@ -88,8 +88,10 @@ int rgpu_replay_append(rgpu_replay *r, const struct iovec *iov, int n) {
     /* Room for twice what is kept, so that compacting (a copy of what is
      * kept) happens at most once per that many appended bytes. */
     size_t need = r->len + nb, nc = r->cap ? r->cap : (1u << 20);
-    while (nc < 2 * need && nc < r->max_bytes) nc *= 2;
-    if (nc > r->max_bytes) nc = r->max_bytes;
+    /* Up to twice the bound: a buffer kept full (a client that stopped
+     * acknowledging) otherwise compacts all it holds for every append. */
+    while (nc < 2 * need && nc < 2 * r->max_bytes) nc *= 2;
+    if (nc > 2 * r->max_bytes) nc = 2 * r->max_bytes;
     if (nc < need) nc = need;
     if (nc > r->cap) {
       uint8_t *nd = malloc(nc);

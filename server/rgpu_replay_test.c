@@ -167,6 +167,31 @@ static void test_steady_state(void **state) {
   rgpu_replay_free(&r);
 }
 
+/* A client that stops acknowledging keeps the buffer full: the newest
+ * bytes stay replayable, memory stays within twice the bound (room that
+ * makes compaction a copy per bound's worth of appends, not per append). */
+static void test_full_unacked(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 1u << 20);
+  uint8_t f[4200];
+  size_t n = 0;
+  for (int i = 0; i < 2000; i++) {
+    n = frame(f, RGPU_KIND_REPLY, (uint64_t)i + 1, 4096, (uint8_t)i);
+    struct iovec io = {f, n};
+    assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
+    assert_true(r.len <= (1u << 20));
+    assert_true(r.cap <= (2u << 20));
+  }
+  assert_true(r.dropped_unacked > 0);
+  const uint8_t *p = NULL;
+  size_t got = 0;
+  assert_int_equal(rgpu_replay_from(&r, r.total - n, &p, &got), 0);
+  assert_int_equal(got, n);
+  assert_memory_equal(p, f, n);
+  rgpu_replay_free(&r);
+}
+
 /* After one large reply is acknowledged, its memory is given back. */
 static void test_shrink_after_large(void **state) {
   (void)state;
@@ -196,7 +221,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_replay_from_offset), cmocka_unit_test(test_reply_cache),
       cmocka_unit_test(test_consumed),         cmocka_unit_test(test_bound),
-      cmocka_unit_test(test_disabled),           cmocka_unit_test(test_steady_state), cmocka_unit_test(test_shrink_after_large),
+      cmocka_unit_test(test_disabled),           cmocka_unit_test(test_steady_state),
+      cmocka_unit_test(test_full_unacked), cmocka_unit_test(test_shrink_after_large),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
