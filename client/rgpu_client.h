@@ -72,6 +72,10 @@ typedef struct {
   uint64_t bytes_received;
   uint64_t frames_sent;
   uint64_t flushes;        /* gathered writes of the send queue */
+  /* Waits for flow control while the pipe stays full (resend checkpoint,
+   * background reply bound): the link is busy, no round trip is idle, so
+   * they are not counted in round_trips. */
+  uint64_t flow_waits;
 } rgpu_client_counters;
 
 typedef struct rgpu_client rgpu_client;
@@ -229,6 +233,7 @@ typedef struct {
   int sync_every_call;
   uint64_t frames_sent;
   uint64_t flushes;
+  uint64_t flow_waits;
   int connected;
 } rgpu_client_stats;
 int rgpu_client_stats_json(const rgpu_client_stats *s, char *out, size_t cap);

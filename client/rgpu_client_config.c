@@ -201,9 +201,11 @@ int rgpu_client_stats_json(const rgpu_client_stats *s, char *out, size_t cap) {
   if (put_raw(out, cap, &pos, ",\"server\":")) return -1;
   if (put_json_str(out, cap, &pos, s->server ? s->server : "")) return -1;
   if (put_raw(out, cap, &pos,
-              ",\"sync_every_call\":%s,\"frames_sent\":%llu,\"flushes\":%llu,\"connected\":%s}",
+              ",\"sync_every_call\":%s,\"frames_sent\":%llu,\"flushes\":%llu,\"flow_waits\":%llu,"
+              "\"connected\":%s}",
               s->sync_every_call ? "true" : "false", (unsigned long long)s->frames_sent,
-              (unsigned long long)s->flushes, s->connected ? "true" : "false"))
+              (unsigned long long)s->flushes, (unsigned long long)s->flow_waits,
+              s->connected ? "true" : "false"))
     return -1;
   return (int)pos;
 }

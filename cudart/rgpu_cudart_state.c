@@ -170,6 +170,7 @@ __attribute__((destructor)) static void rgpu_rt_fini(void) {
         .sync_every_call = g_cfg.sync_every_call,
         .frames_sent = ctr.frames_sent,
         .flushes = ctr.flushes,
+        .flow_waits = ctr.flow_waits,
         .connected = c != NULL,
     };
     if (rgpu_client_stats_write(g_cfg.stats_path, &s))
