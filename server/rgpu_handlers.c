@@ -164,6 +164,10 @@ static rgpu_chunk_pool *small_pool(rgpu_worker *w) {
 }
 
 void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {
+  /* Replies the replay keeps by reference live in these buffers. */
+  pthread_mutex_lock(&w->write_lock);
+  rgpu_replay_copy_refs(&w->replay);
+  pthread_mutex_unlock(&w->write_lock);
   rgpu_chunk_pool *p = w->chunk_pool, *s = w->small_pool;
   __atomic_store_n(&w->chunk_pool, NULL, __ATOMIC_RELEASE);
   __atomic_store_n(&w->small_pool, NULL, __ATOMIC_RELEASE);

@@ -89,6 +89,13 @@ void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned) {
     free(buf);
 }
 
+/* Replies from this size on are kept by the replay by reference. */
+#define RGPU_REPLY_KEEP_MIN (64u << 10)
+
+static void release_kept_staging(void *ctx, void *buf) {
+  rgpu_worker_release_staging(ctx, buf, NULL);
+}
+
 static void job_run(rgpu_job *j) {
   rgpu_worker *w = j->w;
   const rgpu_driver *d = &w->drv;
@@ -120,7 +127,17 @@ static void job_run(rgpu_job *j) {
     rgpu_frame_hdr_encode(hdr, &h);
     rgpu_buf_put(&out, hdr, sizeof hdr);
     struct iovec iov[2] = {{out.data, out.len}, {(void *)tail, tail_len}};
-    if (!out.err) rgpu_worker_send(w, iov, tail_len ? 2 : 1);
+    if (!out.err && tail == j->buf && tail_len >= RGPU_REPLY_KEEP_MIN && !j->pinned) {
+      /* The replay keeps the staging buffer until the client has the bytes
+       * (no copy of every reply byte); it gives it back to its pool. */
+      pthread_mutex_lock(&w->write_lock);
+      rgpu_worker_send_locked_keep(w, iov, 2, 1, release_kept_staging, w, j->buf);
+      pthread_mutex_unlock(&w->write_lock);
+      rgpu_metrics_bytes_sent(iov, 2);
+      j->buf = NULL;
+    } else if (!out.err) {
+      rgpu_worker_send(w, iov, tail_len ? 2 : 1);
+    }
     rgpu_buf_free(&out);
   } else if (r != CUDA_SUCCESS) {
     /* The copy itself failed: report it like any unreplied failure. */

@@ -142,7 +142,7 @@ static void test_disabled(void **state) {
   struct iovec io = {f, n};
   assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
   assert_int_equal(r.total, n);
-  assert_null(r.data);
+  assert_int_equal(r.nsegs, 0);
   const uint8_t *p;
   size_t got;
   assert_int_equal(rgpu_replay_from(&r, 0, &p, &got), -1);
@@ -162,14 +162,14 @@ static void test_steady_state(void **state) {
     if (i % 4 == 3) rgpu_replay_ack(&r, r.total);
   }
   assert_int_equal(r.dropped_unacked, 0);
-  assert_true(r.cap <= (1u << 20));
+  assert_true(r.cap <= 3 * RGPU_REPLAY_BLOCK); /* the live block and two spares */
   assert_true(r.nidx <= 4);
   rgpu_replay_free(&r);
 }
 
 /* A client that stops acknowledging keeps the buffer full: the newest
- * bytes stay replayable, memory stays within twice the bound (room that
- * makes compaction a copy per bound's worth of appends, not per append). */
+ * bytes stay replayable and memory stays bounded (blocks are dropped
+ * whole, nothing is compacted). */
 static void test_full_unacked(void **state) {
   (void)state;
   rgpu_replay r;
@@ -181,7 +181,7 @@ static void test_full_unacked(void **state) {
     struct iovec io = {f, n};
     assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
     assert_true(r.len <= (1u << 20));
-    assert_true(r.cap <= (2u << 20));
+    assert_true(r.cap <= 4 * RGPU_REPLAY_BLOCK);
   }
   assert_true(r.dropped_unacked > 0);
   const uint8_t *p = NULL;
@@ -189,6 +189,90 @@ static void test_full_unacked(void **state) {
   assert_int_equal(rgpu_replay_from(&r, r.total - n, &p, &got), 0);
   assert_int_equal(got, n);
   assert_memory_equal(p, f, n);
+  rgpu_replay_free(&r);
+}
+
+typedef struct {
+  int released;
+  void *last;
+} release_log;
+
+static void note_release(void *ctx, void *buf) {
+  release_log *l = ctx;
+  l->released++;
+  l->last = buf;
+}
+
+/* A payload kept by reference: replayable byte-exact next to copied
+ * frames (a resume flattens them), given back once acknowledged, and given
+ * back at once when nothing is kept. */
+static void test_append_ref(void **state) {
+  (void)state;
+  rgpu_replay r;
+  rgpu_replay_init(&r, 1, 0);
+  release_log l = {0, NULL};
+  uint8_t small[64];
+  size_t ns = frame(small, RGPU_KIND_EVENT, 0, 20, 0x11);
+  struct iovec is = {small, ns};
+  assert_int_equal(rgpu_replay_append(&r, &is, 1), 0);
+  size_t plen = 300000;
+  uint8_t *payload = malloc(plen);
+  for (size_t i = 0; i < plen; i++) payload[i] = (uint8_t)(i * 7);
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, 0x22, (uint32_t)plen, 0, 42};
+  rgpu_frame_hdr_encode(hdr, &h);
+  struct iovec io[2] = {{hdr, sizeof hdr}, {payload, plen}};
+  assert_int_equal(rgpu_replay_append_ref(&r, io, 2, 1, note_release, &l, payload), 0);
+  assert_int_equal(l.released, 0);
+  assert_int_equal(r.kept_by_ref, plen);
+  assert_int_equal(rgpu_replay_append(&r, &is, 1), 0);
+
+  const uint8_t *p;
+  size_t n;
+  assert_int_equal(rgpu_replay_from(&r, 0, &p, &n), 0);
+  assert_int_equal(n, 2 * ns + sizeof hdr + plen);
+  assert_memory_equal(p, small, ns);
+  assert_memory_equal(p + ns, hdr, sizeof hdr);
+  assert_memory_equal(p + ns + sizeof hdr, payload, plen);
+  assert_memory_equal(p + ns + sizeof hdr + plen, small, ns);
+  assert_int_equal(rgpu_replay_find_reply(&r, 42, &p, &n), 0);
+  assert_int_equal(n, sizeof hdr + plen);
+  assert_memory_equal(p + sizeof hdr, payload, plen);
+  /* Acknowledged up to the middle of the payload: still kept. */
+  rgpu_replay_ack(&r, ns + sizeof hdr + plen / 2);
+  assert_int_equal(l.released, 0);
+  assert_int_equal(rgpu_replay_from(&r, ns + sizeof hdr + plen / 2, &p, &n), 0);
+  assert_memory_equal(p, payload + plen / 2, plen - plen / 2);
+  /* Past it: released, exactly once. */
+  rgpu_replay_ack(&r, ns + sizeof hdr + plen);
+  assert_int_equal(l.released, 1);
+  assert_ptr_equal(l.last, payload);
+  free(payload);
+  rgpu_replay_free(&r);
+  assert_int_equal(l.released, 1);
+
+  /* Resume off: released at once. */
+  rgpu_replay_init(&r, 0, 0);
+  uint8_t *p2 = malloc(16);
+  struct iovec i2[2] = {{hdr, sizeof hdr}, {p2, 16}};
+  assert_int_equal(rgpu_replay_append_ref(&r, i2, 2, 1, note_release, &l, p2), 0);
+  assert_int_equal(l.released, 2);
+  free(p2);
+  rgpu_replay_free(&r);
+
+  /* Evicted at the bound before any acknowledgement: released too. */
+  rgpu_replay_init(&r, 1, 4096);
+  uint8_t *p3 = malloc(2000);
+  rgpu_frame_hdr h3 = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, 0x22, 2000, 0, 43};
+  rgpu_frame_hdr_encode(hdr, &h3);
+  struct iovec i3[2] = {{hdr, sizeof hdr}, {p3, 2000}};
+  assert_int_equal(rgpu_replay_append_ref(&r, i3, 2, 1, note_release, &l, p3), 0);
+  uint8_t f[4100];
+  size_t nf = frame(f, RGPU_KIND_REPLY, 44, 4096 - RGPU_FRAME_HDR_SIZE, 1); /* the whole bound */
+  struct iovec iff = {f, nf};
+  assert_int_equal(rgpu_replay_append(&r, &iff, 1), 0);
+  assert_int_equal(l.released, 3);
+  free(p3);
   rgpu_replay_free(&r);
 }
 
@@ -204,7 +288,7 @@ static void test_shrink_after_large(void **state) {
   assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
   assert_true(r.cap >= len);
   rgpu_replay_ack(&r, r.total);
-  assert_null(r.data);
+  assert_int_equal(r.nsegs, 0);
   assert_int_equal(r.cap, 0);
   /* and the stream goes on */
   assert_int_equal(rgpu_replay_append(&r, &io, 1), 0);
@@ -222,7 +306,7 @@ int main(void) {
       cmocka_unit_test(test_replay_from_offset), cmocka_unit_test(test_reply_cache),
       cmocka_unit_test(test_consumed),         cmocka_unit_test(test_bound),
       cmocka_unit_test(test_disabled),           cmocka_unit_test(test_steady_state),
-      cmocka_unit_test(test_full_unacked), cmocka_unit_test(test_shrink_after_large),
+      cmocka_unit_test(test_full_unacked), cmocka_unit_test(test_append_ref), cmocka_unit_test(test_shrink_after_large),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

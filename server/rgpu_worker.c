@@ -449,6 +449,24 @@ int rgpu_worker_send_locked(rgpu_worker *w, const struct iovec *iov, int n) {
   return rc;
 }
 
+int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n, int keep,
+                                 rgpu_replay_release_fn release, void *ctx, void *buf) {
+  /* Written first, recorded after: the replay may release buf at once (no
+   * resume, a group beyond its bound); under write_lock nobody can observe
+   * the order. */
+  int rc = 0;
+  if (w->write_failed || !w->conn) {
+    rc = resumable(w) ? 0 : RGPU_T_ECLOSED;
+  } else if ((rc = rgpu_conn_writev_all(w->conn, iov, n)) != 0) {
+    w->write_failed = 1;
+    if (resumable(w)) rc = 0;
+  }
+  if (rgpu_replay_append_ref(&w->replay, iov, n, keep, release, ctx, buf) && w->replay.enabled)
+    RGPU_WARN("session=%llu out of memory in the replay buffer: a resume will fail",
+              (unsigned long long)w->cfg.session_id);
+  return rc;
+}
+
 /* Waits until c has bytes to read (1) or the listener sent a message
  * (RGPU_WORKER_ECTL); 0 on timeout.  timeout_ms < 0: no limit. */
 static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {

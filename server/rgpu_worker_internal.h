@@ -141,6 +141,11 @@ int rgpu_worker_send(rgpu_worker *w, const struct iovec *iov, int n);
  * replay buffer; while the session is resumable a failed write is not an
  * error (the frames reach the client after RESUME). */
 int rgpu_worker_send_locked(rgpu_worker *w, const struct iovec *iov, int n);
+/* The same for a reply whose iov[keep] lies in buf, a staging buffer the
+ * replay keeps instead of copying; buf is released with release(ctx, buf)
+ * (also when the write fails).  With write_lock held. */
+int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n, int keep,
+                                 rgpu_replay_release_fn release, void *ctx, void *buf);
 /* Appends pending device printf text as OUTPUT events (any thread). */
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
 /* An event that only marks a point in a stream (no timing). */
