@@ -717,6 +717,11 @@ static int wait_readable(rgpu_client *c, int timeout_ms) {
 
 int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
                         size_t errlen) {
+  return rgpu_client_connect_with(cfg, NULL, NULL, out, err, errlen);
+}
+
+int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
+                             void *ctx, rgpu_client **out, char *err, size_t errlen) {
   *out = NULL;
   if (!cfg->server[0]) {
     snprintf(err, errlen,
@@ -776,6 +781,10 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
   rgpu_client_reply r = {.payload = &pay};
   rgpu_client_lock(c);
   rc = rgpu_client_send_locked(c, RGPU_OP_HELLO, 1, b.data, b.len, NULL, 0, &seq);
+  size_t npre = 0;
+  uint64_t *pre_seqs = NULL;
+  rgpu_client_reply *pre_rs = NULL;
+  if (rc == 0 && with_hello) npre = with_hello(c, ctx, &pre_seqs, &pre_rs);
   if (rc == 0) {
     int to = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 5000;
     if (wait_readable(c, to) <= 0) {
@@ -787,6 +796,12 @@ int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *
         if (rc != 0) break;
       }
       if (rc == 1) rc = 0;
+      /* The requests sent with HELLO: same round trip.  A refused HELLO
+       * ran none of them (the server closes). */
+      for (size_t got = 0; rc == 0 && r.status == 0 && got < npre; got++) {
+        pre_rs[0].continued = 1;
+        rc = rgpu_client_wait_any_locked(c, pre_seqs, pre_rs, npre, pre_seqs[0], NULL);
+      }
     }
   }
   rgpu_client_unlock(c);

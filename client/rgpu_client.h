@@ -86,6 +86,7 @@ typedef struct rgpu_client rgpu_client;
  * rgpu_client_close. */
 int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
                         size_t errlen);
+
 /* Flushes queued requests, says GOODBYE (waiting at most a short while so
  * the server has run everything and its last output arrived) and closes. */
 void rgpu_client_close(rgpu_client *c);
@@ -125,6 +126,16 @@ typedef struct {
   int continued;
   int done; /* set when the reply arrived */
 } rgpu_client_reply;
+
+/* Called by rgpu_client_connect_with, client lock held, right after HELLO
+ * is written: requests sent here share HELLO's round trip (the server runs
+ * them only once HELLO succeeded).  Returns how many it sent, with their
+ * sequences and reply slots in *seqs / *rs (owned by the callee); connect
+ * reads those replies into the slots before it returns. */
+typedef size_t (*rgpu_client_hello_fn)(rgpu_client *c, void *ctx, uint64_t **seqs,
+                                       rgpu_client_reply **rs);
+int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
+                             void *ctx, rgpu_client **out, char *err, size_t errlen);
 
 void rgpu_client_lock(rgpu_client *c);
 void rgpu_client_unlock(rgpu_client *c);

@@ -88,6 +88,9 @@ int rgpu_rt_current_device(void);
 void rgpu_rt_set_current_device(int dev);
 /* Number of devices; fetched once. */
 cudaError_t rgpu_rt_device_count(rgpu_client *c, int *count);
+/* rgpu_client_hello_fn: asks for DRIVER_INFO and device 0's properties in
+ * HELLO's round trip (the first device query then uses their replies). */
+size_t rgpu_rt_device_prefetch(rgpu_client *c, void *ctx, uint64_t **seqs, rgpu_client_reply **rs);
 /* Cached properties and attributes of a device (fetched once per device). */
 typedef struct {
   int valid;

@@ -62,7 +62,7 @@ static void connect_once(void) {
     return;
   }
   rgpu_client *c = NULL;
-  if (rgpu_client_connect(&g_cfg, &c, err, sizeof err)) {
+  if (rgpu_client_connect_with(&g_cfg, rgpu_rt_device_prefetch, NULL, &c, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     return;
   }

@@ -87,6 +87,27 @@ static CUcontext stream_ctx(rgpu_worker *w, uint64_t id) {
   return dev >= 0 && dev < RGPU_MAX_DEVICES ? w->ctx[dev] : NULL;
 }
 
+/* A short copy or sync on an idle stream is done within microseconds:
+ * handing its reply to a completion thread costs a wake-up (5-35 us) that
+ * a local GPU does not pay.  So the session thread first polls the marker
+ * for this long and replies itself when it completed; otherwise (a busy
+ * stream, a host callback ahead) the job takes it and the session thread
+ * reads on. */
+#define RGPU_INLINE_WAIT_NS 20000
+
+static int marker_done_soon(rgpu_worker *w, CUevent ev) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    CUresult r = D->cuEventQuery(ev);
+    if (r == CUDA_SUCCESS) return 1;
+    if (r != CUDA_ERROR_NOT_READY) return 0; /* the job reports it */
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > RGPU_INLINE_WAIT_NS)
+      return 0;
+  }
+}
+
 /* Hands the reply of the current request to a job that waits for ev (or
  * the whole context with ev NULL and kind CTX_SYNC).  Returns 1 if taken;
  * 0 if the caller must wait itself (no connection, or no thread). */
@@ -547,7 +568,8 @@ static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
       rgpu_worker_release_staging(w, buf, pinned);
       return drv_fail(w, cr, "cuMemcpyDtoHAsync");
     }
-    if (defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, buf,
+    if (!marker_done_soon(w, ev) &&
+        defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, buf,
                         (size_t)q.size, pinned))
       return CUDA_SUCCESS;
     CUresult sr = D->cuEventSynchronize(ev);
@@ -879,7 +901,8 @@ static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
   if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
     CUevent ev = NULL;
     if (rgpu_worker_marker(w, s, &ev) == CUDA_SUCCESS) {
-      if (defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, NULL,
+      if (!marker_done_soon(w, ev) &&
+          defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, NULL,
                           0, NULL))
         return CUDA_SUCCESS;
       D->cuEventDestroy(ev);
