@@ -11,6 +11,7 @@
  * reply), plus a non-blocking poll used by cudaGetLastError. */
 #define _GNU_SOURCE
 #include "rgpu_client.h"
+#include "rgpu_client_internal.h"
 #include "rgpu_client_resume.h"
 
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_bulk_proto.h"
 #include "rgpu_frame.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
@@ -102,6 +104,9 @@ struct rgpu_client {
   uint64_t rx_frame_start;  /* rx_count where the frame being read began */
   uint64_t rx_acked;
   uint64_t resumes, resent_bytes, resent_frames, replayed_bytes;
+
+  /* Bulk streams of host threads (rgpu_client_bulk.c); NULL until used. */
+  struct rgpu_client_bulk *bulk;
 
   /* batch timer */
   pthread_t timer;
@@ -459,6 +464,8 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
   }
   if (h.kind != RGPU_KIND_REPLY) return client_fail(c, RGPU_PROTO_EKIND, "receive");
   if (!r) {
+    /* A bulk copy's confirmation whose thread is busy on its own stream. */
+    if (c->bulk) rgpu_client_bulk_note_reply(c, h.seq, h.aux);
     RGPU_DEBUG("discarding reply to request %llu nobody waits for", (unsigned long long)h.seq);
     return 0;
   }
@@ -768,7 +775,8 @@ int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn
   rgpu_buf_init(&b);
   rgpu_msg_hello_req hello = {
       .proto_version = RGPU_PROTO_VERSION,
-      .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT | (c->reconnect_s > 0 ? 0 : RGPU_CAP_NO_RESUME),
+      .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT | (c->reconnect_s > 0 ? 0 : RGPU_CAP_NO_RESUME) |
+              (rgpu_client_bulk_wanted(cfg->server) ? RGPU_CAP_BULK_STREAMS : 0),
       .client_pid = (uint32_t)getpid(),
       .token = {cfg->token, strlen(cfg->token)},
       .resume_token = {NULL, 0},
@@ -892,6 +900,7 @@ void rgpu_client_close(rgpu_client *c) {
       }
     }
   }
+  rgpu_client_bulk_free(c);
   if (c->conn) {
     rgpu_conn_shutdown(c->conn);
     rgpu_conn_close(c->conn);
@@ -927,6 +936,70 @@ void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   out->bytes_sent += c->now_bytes;
   pthread_mutex_unlock(&c->wlock);
   rgpu_client_unlock(c);
+}
+
+/* ---- for rgpu_client_bulk.c (rgpu_client_internal.h) --------------------- */
+
+rgpu_conn *rgpu_client_conn_locked(rgpu_client *c) {
+  return c->dead || c->broken ? NULL : c->conn;
+}
+uint64_t rgpu_client_generation_locked(rgpu_client *c) { return c->resumes; }
+struct rgpu_client_bulk **rgpu_client_bulk_slot(rgpu_client *c) { return &c->bulk; }
+
+void rgpu_client_count_round_trip_locked(rgpu_client *c) {
+  if (c->wait_hook) c->wait_hook();
+  c->ctr.round_trips++;
+}
+
+void rgpu_client_count_bulk_locked(rgpu_client *c, uint64_t sent, uint64_t received) {
+  c->ctr.bytes_sent += sent;
+  c->ctr.bytes_received += received;
+}
+
+uint64_t rgpu_client_take_seq_locked(rgpu_client *c) {
+  return __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED);
+}
+
+int rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
+                                 const void *fixed, size_t fixed_len, const struct iovec *twin,
+                                 int ntwin) {
+  if (c->dead) return RGPU_CLIENT_EDEAD;
+  size_t twin_len = 0;
+  for (int i = 0; i < ntwin; i++) twin_len += twin[i].iov_len;
+  if (twin_len > RGPU_CLIENT_INLINE_TAIL_BYTES) {
+    /* The twin is kept like an inline copy's data: the same bound. */
+    int crc = resend_checkpoint(c);
+    if (crc) return crc;
+  }
+  /* Earlier queued frames first, so the resend buffer keeps wire order. */
+  int rc = rgpu_client_flush_locked(c);
+  if (rc) return rc;
+  rgpu_frame_hdr h = {.version = RGPU_PROTO_VERSION,
+                      .kind = RGPU_KIND_REQUEST,
+                      .opcode = op,
+                      .length = (uint32_t)fixed_len,
+                      .aux = need_reply ? RGPU_REQ_NEED_REPLY : 0,
+                      .seq = seq};
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hdr, &h);
+  struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
+  c->ctr.frames_sent++;
+  pthread_mutex_lock(&c->wlock);
+  if (c->reconnect_s > 0 && !c->no_resume) rgpu_resend_append(&c->resend, twin, ntwin);
+  rc = 0;
+  if (!c->broken) {
+    rc = rgpu_conn_writev_all(c->conn, iov, fixed_len ? 2 : 1);
+    if (rc && client_can_resume(c)) {
+      c->broken = 1;
+      rc = 0;
+    }
+  }
+  pthread_mutex_unlock(&c->wlock);
+  if (rc) return client_fail(c, rc, "send");
+  if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
+  c->ctr.bytes_sent += sizeof hdr + fixed_len;
+  c->ctr.flushes++;
+  return 0;
 }
 
 /* ---- resumable sessions ---------------------------------------------------

@@ -15,6 +15,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_arena.h"
 #include "rgpu_cudart_graph.h"
+#include "rgpu_client_bulk.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -32,6 +33,11 @@ static int is_device_range(uint64_t p, uint64_t n, rgpu_range *out) {
 
 static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, size_t n,
                              uint64_t stream, int device) {
+  if (n >= RGPU_BULK_MIN_BYTES) {
+    /* quic://: the bytes on this thread's own stream (rgpu_client_bulk.h). */
+    int brc = rgpu_client_bulk_htod(c, device, dst, stream, src, n);
+    if (brc != 1) return brc ? rgpu_rt_sync_ret(c, brc) : cudaSuccess;
+  }
   size_t chunk = rgpu_client_chunk_bytes(c);
   int wait_each = rgpu_client_sync_every_call(c);
   rgpu_client_lock(c);
@@ -87,6 +93,16 @@ static cudaError_t copy_dtoh_background(rgpu_client *c, uint8_t *dst, uint64_t s
 
 static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
                              uint64_t stream, int device) {
+  if (n >= RGPU_BULK_MIN_BYTES) {
+    /* quic://: the reply on this thread's own stream (rgpu_client_bulk.h);
+     * what a failed stream did not deliver is copied inline below. */
+    size_t done = 0;
+    int brc = rgpu_client_bulk_dtoh(c, device, dst, src, n, stream, &done);
+    if (brc != 1) return rgpu_rt_sync_ret(c, brc);
+    dst += done;
+    src += done;
+    n -= done;
+  }
   size_t chunk = rgpu_client_chunk_bytes(c);
   size_t nchunks = (n + chunk - 1) / chunk;
   /* Bound the requests in flight so the replies not read yet never exceed

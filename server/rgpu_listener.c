@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_bulk.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -29,6 +30,7 @@ typedef struct {
   int ctl;            /* our end of the worker's control channel; -1 = none */
   int has_token;      /* the worker registered its session token */
   uint8_t token[32];
+  uint64_t qkey;      /* rgpu_conn_session_key of its current QUIC connection; 0 = none */
 } rgpu_child;
 
 static int sig_pipe[2] = {-1, -1};
@@ -102,6 +104,9 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
     if (ctl_send(kids[t].ctl, &fwd) == 0 &&
         rgpu_conn_send(kids[t].ctl, c, err, sizeof err) == 0) {
       ans.ok = 1;
+      /* Bulk streams of the new QUIC connection go to the session too. */
+      kids[t].qkey = rgpu_conn_session_key(c);
+      kids[k].qkey = 0; /* the fresh worker only passed it on */
       ans.session_id = kids[t].session_id;
       RGPU_INFO("session=%llu peer=%s event=reconnect", (unsigned long long)kids[t].session_id,
                 rgpu_conn_peer(c));
@@ -114,6 +119,27 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
   rgpu_conn_close(c); /* the target worker (or the fresh one) has its own copy */
 }
 
+/* An extra QUIC stream (a bulk lane, rgpu_bulk.h) goes to the worker that
+ * owns its connection; one nobody owns is closed (the client then falls
+ * back to stream 0). */
+static void route_stream(rgpu_child *kids, size_t nchild, rgpu_conn *c) {
+  uint64_t key = rgpu_conn_session_key(c);
+  char err[256];
+  for (size_t k = 0; key && k < nchild; k++) {
+    if (kids[k].qkey != key || kids[k].ctl < 0 || kids[k].refuser) continue;
+    rgpu_ctl_msg m = {.type = RGPU_CTL_STREAM, .session_id = kids[k].session_id};
+    if (ctl_send(kids[k].ctl, &m) == 0 && rgpu_conn_send(kids[k].ctl, c, err, sizeof err) == 0) {
+      RGPU_DEBUG("session=%llu event=bulk-stream index=%d", (unsigned long long)kids[k].session_id,
+                 rgpu_conn_stream_index(c));
+    } else {
+      RGPU_WARN("session=%llu bulk stream not routed: %s", (unsigned long long)kids[k].session_id,
+                err);
+    }
+    break;
+  }
+  rgpu_conn_close(c); /* the worker has its own copy */
+}
+
 static void format_uri(const rgpu_listener *l, const char *asked, char *out, size_t cap) {
   rgpu_uri u;
   char err[64];
@@ -123,6 +149,8 @@ static void format_uri(const rgpu_listener *l, const char *asked, char *out, siz
 }
 
 int rgpu_server_run(rgpu_server_opts *o) {
+  /* quic://: room for the bulk lanes, which route_stream hands on. */
+  if (o->topts.quic_max_streams == 0) o->topts.quic_max_streams = RGPU_BULK_DEFAULT_QUIC_STREAMS;
   rgpu_listener *ls[RGPU_SERVER_MAX_LISTEN];
   char lname[RGPU_SERVER_MAX_LISTEN][16];
   int nl = 0;
@@ -295,6 +323,10 @@ int rgpu_server_run(rgpu_server_opts *o) {
         continue;
       }
       accept_failures = 0;
+      if (rgpu_conn_stream_index(c) > 0) {
+        route_stream(kids, nchild, c);
+        continue;
+      }
       if (nchild == ncap) {
         rgpu_child *nk = realloc(kids, ncap * 2 * sizeof *kids);
         if (!nk) {
@@ -319,6 +351,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       memset(kid, 0, sizeof *kid);
       kid->session_id = sid;
       kid->refuser = full;
+      kid->qkey = rgpu_conn_session_key(c);
       snprintf(kid->peer, sizeof kid->peer, "%s", rgpu_conn_peer(c));
       snprintf(kid->transport, sizeof kid->transport, "%s", lname[i]);
       clock_gettime(CLOCK_MONOTONIC, &kid->start);

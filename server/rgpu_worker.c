@@ -1,4 +1,6 @@
 /* The session loop: frame in, frames out, strictly in arrival order. */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "rgpu_bulk.h"
 #include "rgpu_graph.h"
 #include "rgpu_worker_internal.h"
 
@@ -12,9 +14,13 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "rgpu_bulk_proto.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
+
+/* handle_frame: the frame was left unexecuted (a bulk wait, rgpu_bulk.h). */
+#define RGPU_WORKER_ABANDON 2
 
 const char *rgpu_device_kind_name(rgpu_device_kind k) {
   switch (k) {
@@ -313,6 +319,21 @@ static int finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgpu
   return 0;
 }
 
+/* Bulk streams are offered on quic:// sessions whose client asks for them
+ * (and that have a control channel for the listener to route lanes
+ * through).  HELLO's handler knows nothing of them, so the negotiated bit
+ * is added to its reply here (caps is the reply's second u32). */
+static void offer_bulk(rgpu_worker *w, const void *payload, size_t len) {
+  rgpu_msg_hello_req q;
+  if (rgpu_msg_hello_req_decode(payload, len, &q) != 0) return;
+  if (!(q.caps & RGPU_CAP_BULK_STREAMS) || strcmp(w->cfg.transport, "quic") != 0 ||
+      w->cfg.ctl_fd <= 0 || w->rep.len < 8)
+    return;
+  w->caps |= RGPU_CAP_BULK_STREAMS;
+  uint32_t caps = rgpu_bulk_get_u32(w->rep.data + 4) | RGPU_CAP_BULK_STREAMS;
+  rgpu_bulk_put_u32(w->rep.data + 4, caps);
+}
+
 /* Status of a query is an answer, not an error to latch. */
 static int is_query(uint16_t op) { return op == RGPU_OP_STREAM_QUERY || op == RGPU_OP_EVENT_QUERY; }
 
@@ -362,6 +383,20 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
   }
   int needs_ctx = 0;
   rgpu_handler_fn fn = rgpu_handler_for(h->opcode, &needs_ctx);
+  /* Bulk-stream copies (rgpu_bulk.h) run the inline copy handlers. */
+  if (h->opcode == RGPU_OP_MEMCPY_HTOD_BULK) {
+    fn = rgpu_bulk_h_htod;
+    needs_ctx = 1;
+  } else if (h->opcode == RGPU_OP_MEMCPY_DTOH_BULK) {
+    fn = rgpu_bulk_h_dtoh;
+    needs_ctx = 1;
+  } else if (h->opcode == RGPU_OP_MEM_FREE || h->opcode == RGPU_OP_DEVICE_RESET ||
+             h->opcode == RGPU_OP_GOODBYE) {
+    /* Like the jobs' barrier in those handlers: lane replies still being
+     * sent use the memory, the context, the connection. */
+    rgpu_bulk_barrier(w);
+  }
+  w->bulk_abandon = 0;
   CUresult status;
   if (!fn) {
     status = rgpu_worker_fail(w, CUDA_ERROR_NOT_SUPPORTED, "unknown request opcode 0x%04x",
@@ -374,6 +409,13 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
     status = needs_ctx ? rgpu_worker_ensure_ctx(w) : CUDA_SUCCESS;
     if (status == CUDA_SUCCESS) status = fn(w, payload, len);
   }
+  if (w->bulk_abandon) {
+    /* Not executed: no reply, not counted (the serve loop sees it). */
+    rgpu_buf_reset(&w->rep);
+    w->calls--;
+    return RGPU_WORKER_ABANDON;
+  }
+  if (h->opcode == RGPU_OP_HELLO && status == CUDA_SUCCESS && w->hello_done) offer_bulk(w, payload, len);
   if (status != CUDA_SUCCESS) rgpu_buf_reset(&w->rep);
   if (w->rep.err) {
     rgpu_buf_reset(&w->rep);
@@ -428,6 +470,19 @@ static double mono_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The bytes a frame counts for in the session stream (see serve). */
+static uint64_t twin_bytes(const rgpu_frame_hdr *h, const void *payload) {
+  if (h->kind == RGPU_KIND_REQUEST && h->opcode == RGPU_OP_MEMCPY_HTOD_BULK) {
+    rgpu_msg_memcpy_htod_bulk_req q;
+    if (rgpu_msg_memcpy_htod_bulk_req_decode(payload, h->length, &q) == 0)
+      return RGPU_FRAME_HDR_SIZE + 16 + q.len;
+  }
+  if (h->kind == RGPU_KIND_REQUEST && h->opcode == RGPU_OP_MEMCPY_DTOH_BULK &&
+      h->length == 28)
+    return RGPU_FRAME_HDR_SIZE + 24;
+  return RGPU_FRAME_HDR_SIZE + (uint64_t)h->length;
 }
 
 static int resumable(const rgpu_worker *w) {
@@ -597,6 +652,9 @@ static void send_shutdown(rgpu_worker *w, const char *text) {
  * again if the new connection broke at once) or 1 when the session must
  * end (the bytes it needs are gone). */
 static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
+  /* The lanes belonged to the old QUIC connection: the client re-sends
+   * what they carried inline, and opens new ones. */
+  rgpu_bulk_reset(w);
   pthread_mutex_lock(&w->write_lock);
   const uint8_t *p = NULL;
   size_t n = 0;
@@ -676,6 +734,17 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     }
     return 0;
   }
+  if (m.type == RGPU_CTL_STREAM) {
+    /* A bulk stream of this session's QUIC connection (rgpu_bulk.h). */
+    rgpu_conn *nc = NULL;
+    char err[256];
+    if (rgpu_conn_recv(w->cfg.ctl_fd, &nc, err, sizeof err)) {
+      RGPU_WARN("session=%llu bulk stream: %s", (unsigned long long)w->cfg.session_id, err);
+      return 0;
+    }
+    rgpu_bulk_adopt(w, nc);
+    return 0;
+  }
   if (m.type == RGPU_CTL_RESUME) {
     rgpu_conn *nc = NULL;
     char err[256];
@@ -692,6 +761,65 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     return adopt_conn(w, nc, m.rx_bytes, rb);
   }
   return 0;
+}
+
+int rgpu_worker_resumable(const rgpu_worker *w) { return resumable(w); }
+
+void rgpu_worker_bulk_abandon(rgpu_worker *w, int break_conn) {
+  w->bulk_abandon = break_conn ? 2 : 1;
+}
+
+int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg), void *arg) {
+  double idle_since = mono_s();
+  for (;;) {
+    int r = ready(w, arg);
+    if (r > 0) return 0;
+    if (r < 0) return RGPU_BULK_WAIT_GONE;
+    if (mono_s() - idle_since > RGPU_BULK_WAIT_IDLE_MS / 1000.0) {
+      RGPU_WARN("session=%llu bulk data did not arrive within %d s",
+                (unsigned long long)w->cfg.session_id, RGPU_BULK_WAIT_IDLE_MS / 1000);
+      return RGPU_BULK_WAIT_GONE;
+    }
+    struct pollfd pf[3];
+    int n = 0, ni = -1, ki = -1, ci = -1;
+    int nfd = rgpu_bulk_notify_fd(w);
+    if (nfd >= 0) {
+      pf[n] = (struct pollfd){nfd, POLLIN, 0};
+      ni = n++;
+    }
+    if (w->cfg.ctl_fd > 0) {
+      pf[n] = (struct pollfd){w->cfg.ctl_fd, POLLIN, 0};
+      ki = n++;
+    }
+    if (w->conn && !w->lost) {
+      /* Only a hang-up: stream 0 may well hold later requests. */
+      pf[n] = (struct pollfd){rgpu_conn_poll_fd(w->conn), POLLRDHUP, 0};
+      ci = n++;
+    }
+    int pr = poll(pf, (nfds_t)n, 200);
+    if (pr < 0 && errno != EINTR) return RGPU_BULK_WAIT_GONE;
+    if (pr <= 0) continue;
+    idle_since = mono_s();
+    if (ni >= 0 && pf[ni].revents) rgpu_bulk_notify_drain(w);
+    if (ki >= 0 && pf[ki].revents) {
+      rgpu_conn *before = w->conn;
+      if (handle_ctl(w, (rdbuf *)w->cur_rb)) {
+        w->bulk_end = 1;
+        rgpu_worker_bulk_abandon(w, 0);
+        return RGPU_BULK_WAIT_ABANDON;
+      }
+      if (w->conn != before) {
+        /* Resumed on a new connection: the client re-sends this frame. */
+        rgpu_worker_bulk_abandon(w, 0);
+        return RGPU_BULK_WAIT_ABANDON;
+      }
+    }
+    if (ci >= 0 && (pf[ci].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      if (ready(w, arg) > 0) return 0;
+      rgpu_worker_bulk_abandon(w, 0);
+      return RGPU_BULK_WAIT_ABANDON;
+    }
+  }
 }
 
 /* Disconnected: waits for RESUME until the grace period is over. */
@@ -777,6 +905,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   }
   w->conn = c;
   w->orig_conn = c;
+  w->cur_rb = &rb;
   for (;;) {
     if (w->lost) {
       if (await_resume(w, &rb)) break;
@@ -862,8 +991,32 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     int deferred = 0;
     int was_hello = w->hello_done;
     int action = handle_frame(w, &h, payload, h.length, &out, 1, &deferred);
-    /* Counted once executed, in wire order: RESUME re-sends from here. */
-    if (h.opcode != RGPU_OP_ACK) rgpu_replay_consumed(&w->replay, RGPU_FRAME_HDR_SIZE + h.length);
+    if (action == RGPU_WORKER_ABANDON) {
+      /* A bulk request that could not run: not counted, so the client
+       * re-sends it (as its inline twin) after a resume. */
+      int brk = w->bulk_abandon == 2;
+      w->bulk_abandon = 0;
+      if (w->bulk_end) break;
+      if (w->conn != cur) continue; /* resumed meanwhile: rb was reset */
+      if (brk && w->conn) {
+        /* The connection is fine but the bytes are gone: cut it so that
+         * the client resumes and sends the copy inline. */
+        int fd = rgpu_conn_raw_fd(w->conn);
+        if (fd >= 0) shutdown(fd, SHUT_RDWR);
+      }
+      if (resumable(w)) {
+        rb.start = rb.end = 0;
+        lose_conn(w, brk ? "bulk-lost" : "eof");
+        continue;
+      }
+      w->end_reason = "bulk-lost";
+      result = 1;
+      break;
+    }
+    /* Counted once executed, in wire order: RESUME re-sends from here.  A
+     * bulk request counts as its inline twin, which is what the client
+     * keeps for a re-send (rgpu_messages.def). */
+    if (h.opcode != RGPU_OP_ACK) rgpu_replay_consumed(&w->replay, twin_bytes(&h, payload));
     if (!was_hello && w->hello_done && w->cfg.ctl_fd > 0) {
       /* Before the reply leaves: the listener must know the token by the
        * time the client could present it. */
@@ -895,6 +1048,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
    * write to c: none may outlive this call. */
   rgpu_host_calls_shutdown(w);
   rgpu_jobs_barrier(w, NULL);
+  rgpu_bulk_shutdown(w);
+  w->cur_rb = NULL;
   if (w->conn && w->conn != c) {
     if (!w->write_failed) rgpu_conn_shutdown(w->conn);
     rgpu_conn_close(w->conn);

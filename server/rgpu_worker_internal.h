@@ -85,6 +85,12 @@ struct rgpu_worker {
 
   /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
   struct rgpu_host_calls *host_calls;
+
+  /* Bulk streams (rgpu_bulk.h); created when the first lane arrives. */
+  struct rgpu_bulk *bulk;
+  void *cur_rb;      /* the serve loop's read buffer, for control messages in a bulk wait */
+  int bulk_abandon;  /* set by a bulk handler: 1 leave the frame unexecuted, 2 and break the conn */
+  int bulk_end;      /* a control message during a bulk wait ended the session */
 };
 
 /* ---- background completion (rgpu_jobs.c) ---------------------------------
@@ -218,5 +224,23 @@ void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned);
  * handler took (call it before anything else uses `in`). */
 int rgpu_worker_frame_buffer(rgpu_worker *w, rgpu_buf *in, size_t len);
 void rgpu_worker_frame_buffer_done(rgpu_worker *w, rgpu_buf *in);
+
+/* ---- bulk streams (rgpu_worker.c, for rgpu_bulk.c) ------------------------
+ * Waits on the session thread until ready(w, arg) returns 1 (0: not yet,
+ * -1: never), watching the bulk notify descriptor, the control channel
+ * (lanes arrive through it; a RESUME replaces the connection) and the
+ * connection's hang-up.  Returns 0 (ready), RGPU_BULK_WAIT_GONE (never, or
+ * nothing happened for RGPU_BULK_WAIT_IDLE_MS) or RGPU_BULK_WAIT_ABANDON
+ * (the connection broke or was replaced, or the session must end: the
+ * frame must not be executed; the client re-sends it after a resume). */
+#define RGPU_BULK_WAIT_GONE 1
+#define RGPU_BULK_WAIT_ABANDON 2
+#define RGPU_BULK_WAIT_IDLE_MS 60000
+int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg), void *arg);
+/* The current frame is left unexecuted (and uncounted); with break_conn the
+ * connection is cut too, so that the client resumes and re-sends it. */
+void rgpu_worker_bulk_abandon(rgpu_worker *w, int break_conn);
+/* 1 when a broken connection would be resumed. */
+int rgpu_worker_resumable(const rgpu_worker *w);
 
 #endif

@@ -1,0 +1,316 @@
+/* Bulk streams, the client's side: see rgpu_client_bulk.h. */
+#include "rgpu_client_bulk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_client_internal.h"
+#include "rgpu_frame.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+#include "rgpu_transport.h"
+
+struct rgpu_client_bulk {
+  rgpu_client_lanes t;
+};
+
+/* ---- bookkeeping -------------------------------------------------------- */
+
+int rgpu_client_lanes_claim(rgpu_client_lanes *t, pthread_t self) {
+  int free_k = -1;
+  for (int k = 0; k < RGPU_BULK_MAX_LANES; k++) {
+    if (t->lane[k].used && pthread_equal(t->lane[k].owner, self)) return k;
+    if (!t->lane[k].used && free_k < 0) free_k = k;
+  }
+  if (free_k < 0) return -1;
+  memset(&t->lane[free_k], 0, sizeof t->lane[free_k]);
+  t->lane[free_k].used = 1;
+  t->lane[free_k].owner = self;
+  return free_k;
+}
+
+int rgpu_client_lanes_note(rgpu_client_lanes *t, uint64_t seq, uint32_t status) {
+  if (!seq) return 0;
+  for (int k = 0; k < RGPU_BULK_MAX_LANES; k++) {
+    rgpu_client_lane *l = &t->lane[k];
+    if (l->used && l->marker_seq == seq) {
+      l->marker_seen = 1;
+      l->marker_status = status;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* ---- hooks of rgpu_client.c --------------------------------------------- */
+
+int rgpu_client_bulk_wanted(const char *uri) {
+  if (!uri || strncmp(uri, "quic://", 7) != 0) return 0;
+  const char *e = getenv("RGPU_QUIC_STREAMS");
+  return !(e && e[0] == '0' && e[1] == 0);
+}
+
+void rgpu_client_bulk_note_reply(rgpu_client *c, uint64_t seq, uint32_t status) {
+  struct rgpu_client_bulk *b = *rgpu_client_bulk_slot(c);
+  if (b) rgpu_client_lanes_note(&b->t, seq, status);
+}
+
+void rgpu_client_bulk_free(rgpu_client *c) {
+  struct rgpu_client_bulk **slot = rgpu_client_bulk_slot(c);
+  if (!*slot) return;
+  for (int k = 0; k < RGPU_BULK_MAX_LANES; k++)
+    if ((*slot)->t.lane[k].conn) rgpu_conn_close((*slot)->t.lane[k].conn);
+  free(*slot);
+  *slot = NULL;
+}
+
+/* ---- lanes -------------------------------------------------------------- */
+
+/* The calling thread's lane, open in the current generation, or NULL (copy
+ * inline).  Lock held.  Only the owner thread touches its lane's conn, so
+ * it may use it without the lock afterwards. */
+static rgpu_client_lane *lane_get_locked(rgpu_client *c, int *index) {
+  if (!(rgpu_client_caps(c) & RGPU_CAP_BULK_STREAMS) || rgpu_client_sync_every_call(c)) return NULL;
+  rgpu_conn *conn = rgpu_client_conn_locked(c);
+  if (!conn) return NULL;
+  struct rgpu_client_bulk **slot = rgpu_client_bulk_slot(c);
+  if (!*slot && !(*slot = calloc(1, sizeof **slot))) return NULL;
+  int k = rgpu_client_lanes_claim(&(*slot)->t, pthread_self());
+  if (k < 0) return NULL;
+  rgpu_client_lane *l = &(*slot)->t.lane[k];
+  uint64_t gen = rgpu_client_generation_locked(c);
+  if (l->gen != gen) {
+    /* A resume replaced the connection: the old stream is dead. */
+    if (l->conn) rgpu_conn_close(l->conn);
+    l->conn = NULL;
+    l->broken = 0;
+    l->gen = gen;
+  }
+  if (l->broken) return NULL;
+  if (!l->conn) {
+    rgpu_conn *s = NULL;
+    char err[256] = "";
+    int rc = rgpu_conn_open_stream(conn, &s, err, sizeof err);
+    uint8_t pre[RGPU_BULK_PREAMBLE_SIZE];
+    rgpu_bulk_preamble_encode(pre, (uint32_t)k);
+    struct iovec iov = {pre, sizeof pre};
+    if (rc == 0) rc = rgpu_conn_writev_all(s, &iov, 1);
+    if (rc) {
+      RGPU_DEBUG("bulk stream %d: %s; copying on stream 0", k, err[0] ? err : "write failed");
+      if (s) rgpu_conn_close(s);
+      l->broken = 1;
+      return NULL;
+    }
+    l->conn = s;
+  }
+  *index = k;
+  return l;
+}
+
+static void put64(uint8_t *p, uint64_t v) { rgpu_bulk_put_u64(p, v); }
+
+static void req_hdr(uint8_t *out, uint16_t op, uint32_t len, int need_reply, uint64_t seq) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, len,
+                      need_reply ? RGPU_REQ_NEED_REPLY : 0, seq};
+  rgpu_frame_hdr_encode(out, &h);
+}
+
+int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
+                          const uint8_t *src, size_t n) {
+  rgpu_client_lock(c);
+  int k = -1;
+  rgpu_client_lane *l = lane_get_locked(c, &k);
+  struct rgpu_client_bulk *b = *rgpu_client_bulk_slot(c);
+  rgpu_client_unlock(c);
+  if (!l) return 1;
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  int rc = 0;
+  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    rgpu_client_lock(c);
+    uint64_t id = ++b->t.next_id;
+    uint64_t gen = l->gen;
+    int usable = !l->broken && l->conn && gen == rgpu_client_generation_locked(c);
+    rgpu_client_unlock(c);
+    /* The bytes first, on the lane, without the client lock: the other
+     * threads' calls go on meanwhile. */
+    if (usable) {
+      uint8_t ih[RGPU_BULK_ITEM_HDR_SIZE];
+      rgpu_bulk_item_encode(ih, id, len);
+      struct iovec iov[2] = {{ih, sizeof ih}, {(void *)(src + off), len}};
+      if (rgpu_conn_writev_all(l->conn, iov, 2)) {
+        RGPU_DEBUG("bulk stream %d failed; copying on stream 0", k);
+        l->broken = 1;
+        usable = 0;
+      }
+    }
+    rgpu_client_lock(c);
+    rc = rgpu_client_bind_device_locked(c, device);
+    uint8_t fixed[16];
+    put64(fixed, dst + off);
+    put64(fixed + 8, stream);
+    if (rc == 0 && usable && l->gen == rgpu_client_generation_locked(c)) {
+      rgpu_client_count_bulk_locked(c, RGPU_BULK_ITEM_HDR_SIZE + len, 0);
+      uint8_t bf[36];
+      put64(bf, dst + off);
+      put64(bf + 8, stream);
+      put64(bf + 16, id);
+      put64(bf + 24, len);
+      rgpu_bulk_put_u32(bf + 32, (uint32_t)k);
+      uint64_t seq = rgpu_client_take_seq_locked(c);
+      uint8_t th[RGPU_FRAME_HDR_SIZE];
+      req_hdr(th, RGPU_OP_MEMCPY_HTOD, (uint32_t)(16 + len), 0, seq);
+      struct iovec twin[3] = {{th, sizeof th}, {fixed, 16}, {(void *)(src + off), len}};
+      rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq, bf, sizeof bf, twin,
+                                        3);
+    } else if (rc == 0) {
+      /* The lane is gone (or a resume came between): this chunk inline. */
+      rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, 0, fixed, sizeof fixed, src + off, len,
+                                   NULL);
+    }
+    rgpu_client_unlock(c);
+  }
+  return rc;
+}
+
+/* Reads one reply frame of the lane into dst (len bytes expected).  0 and
+ * *status (with msg on failure), or <0 when the lane failed. */
+static int lane_read_reply(rgpu_conn *s, uint64_t seq, uint8_t *dst, size_t len,
+                           uint32_t *status, char *msg, size_t msglen, uint64_t *bytes) {
+  uint8_t hb[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr h;
+  int rc = rgpu_conn_read_exact(s, hb, sizeof hb);
+  if (rc) return rc;
+  rc = rgpu_frame_hdr_decode(hb, RGPU_FRAME_MAX_PAYLOAD, &h);
+  if (rc) return rc;
+  if (h.kind != RGPU_KIND_REPLY || h.seq != seq) return RGPU_PROTO_EINVAL;
+  *bytes += sizeof hb + h.length;
+  if (h.aux == 0) {
+    if (h.length != len) return RGPU_PROTO_EINVAL;
+    *status = 0;
+    return rgpu_conn_read_exact(s, dst, len);
+  }
+  /* The error text: what fits in msg, the rest read and dropped. */
+  size_t m = h.length < msglen - 1 ? h.length : msglen - 1;
+  rc = m ? rgpu_conn_read_exact(s, msg, m) : 0;
+  for (size_t left = h.length - m; rc == 0 && left;) {
+    char junk[256];
+    size_t k = left < sizeof junk ? left : sizeof junk;
+    rc = rgpu_conn_read_exact(s, junk, k);
+    left -= k;
+  }
+  if (rc) return rc;
+  msg[m] = 0;
+  for (size_t i = 0; i < m; i++)
+    if ((unsigned char)msg[i] < 0x20) msg[i] = ' ';
+  *status = h.aux;
+  return 0;
+}
+
+int rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src, size_t n,
+                          uint64_t stream, size_t *done_bytes) {
+  *done_bytes = 0;
+  rgpu_client_lock(c);
+  int k = -1;
+  rgpu_client_lane *l = lane_get_locked(c, &k);
+  if (!l) {
+    rgpu_client_unlock(c);
+    return 1;
+  }
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  size_t nchunks = (n + chunk - 1) / chunk;
+  /* As many requests in flight as the inline copy allows itself. */
+  enum { WINDOW = 16 };
+  uint64_t seqs[WINDOW];
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  rgpu_client_count_round_trip_locked(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  uint32_t status = 0;
+  char msg[256] = "";
+  size_t sent = 0, done = 0;
+  uint64_t last = 0;
+  int lane_failed = 0;
+  while (rc == 0 && done < nchunks && !lane_failed) {
+    /* Lock held: the next window of requests. */
+    for (; rc == 0 && sent < nchunks && sent < done + WINDOW; sent++) {
+      size_t off = sent * chunk, len = n - off < chunk ? n - off : chunk;
+      uint8_t bf[28], tf[24];
+      put64(bf, src + off);
+      put64(bf + 8, len);
+      put64(bf + 16, stream);
+      rgpu_bulk_put_u32(bf + 24, (uint32_t)k);
+      memcpy(tf, bf, 24);
+      uint64_t seq = rgpu_client_take_seq_locked(c);
+      uint8_t th[RGPU_FRAME_HDR_SIZE];
+      req_hdr(th, RGPU_OP_MEMCPY_DTOH, 24, 1, seq);
+      struct iovec twin[2] = {{th, sizeof th}, {tf, sizeof tf}};
+      rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_DTOH_BULK, 1, seq, bf, sizeof bf, twin,
+                                        2);
+      seqs[sent % WINDOW] = seq;
+      last = seq;
+      l->marker_seq = seq;
+      l->marker_seen = 0;
+    }
+    if (rc) break;
+    rgpu_client_unlock(c);
+    /* The replies, in order, from the lane: no lock, so the other threads
+     * keep using stream 0. */
+    uint64_t got = 0;
+    for (; done < sent; done++) {
+      size_t off = done * chunk, len = n - off < chunk ? n - off : chunk;
+      uint32_t st = 0;
+      char m[256];
+      if (lane_read_reply(l->conn, seqs[done % WINDOW], dst + off, len, &st, m, sizeof m, &got)) {
+        lane_failed = 1;
+        break;
+      }
+      if (st && !status) {
+        status = st;
+        snprintf(msg, sizeof msg, "%s", m);
+      }
+    }
+    rgpu_client_lock(c);
+    rgpu_client_count_bulk_locked(c, 0, got);
+  }
+  if (lane_failed) {
+    RGPU_DEBUG("bulk stream %d failed during a device-to-host copy; finishing on stream 0", k);
+    l->broken = 1;
+  }
+  /* The last request's confirmation on stream 0: everything before it
+   * (async errors of earlier work included) has then been read.  After a
+   * lane failure it may instead be the whole inline reply (the server had
+   * no lane, or ran the twin after a resume): it is read into its chunk. */
+  if (rc == 0 && last && !l->marker_seen) {
+    size_t li = sent - 1, off = li * chunk, len = n - off < chunk ? n - off : chunk;
+    rgpu_client_reply r = {.continued = 1};
+    if (lane_failed) {
+      r.dst = dst + off;
+      r.dst_cap = len;
+    }
+    rc = rgpu_client_wait_locked(c, last, first, &r);
+    if (rc == 0 && r.status && !status) {
+      status = r.status;
+      snprintf(msg, sizeof msg, "%s", r.msg);
+    }
+  } else if (rc == 0 && l->marker_seen && l->marker_status && !status) {
+    status = l->marker_status;
+  }
+  l->marker_seq = 0;
+  l->marker_seen = 0;
+  if (rc == 0 && !status) {
+    /* A synchronous copy also synchronizes with earlier work. */
+    rc = rgpu_client_drain_locked(c, stream ? stream : RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
+  }
+  rgpu_client_unlock(c);
+  if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
+  if (rc) return rc;
+  if (status) return (int)status;
+  if (lane_failed) {
+    /* What the lane did not deliver is copied again, inline (reading the
+     * device twice is harmless; losing bytes is not). */
+    *done_bytes = done * chunk;
+    return 1;
+  }
+  return 0;
+}
