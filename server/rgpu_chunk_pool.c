@@ -16,6 +16,9 @@ typedef struct {
 struct rgpu_chunk_pool {
   pthread_mutex_t mu;
   rgpu_chunk_pool_config cfg;
+  void *region; /* the preallocated buffers, one allocation */
+  unsigned region_count;
+  int region_pinned;
   pool_slot *slots; /* cfg.max_buffers entries; p == NULL: not allocated yet */
   unsigned nslots_used;
   rgpu_chunk_pool_stats st;
@@ -33,6 +36,23 @@ rgpu_chunk_pool *rgpu_chunk_pool_new(const rgpu_chunk_pool_config *cfg) {
     return NULL;
   }
   pthread_mutex_init(&p->mu, NULL);
+  unsigned pre = p->cfg.prealloc < p->cfg.max_buffers ? p->cfg.prealloc : p->cfg.max_buffers;
+  size_t rbytes = (size_t)pre * p->cfg.chunk_bytes;
+  if (pre && posix_memalign(&p->region, 4096, rbytes) == 0) {
+    memset(p->region, 0, rbytes); /* fault the pages in once, now */
+    p->region_pinned = p->cfg.pin && p->cfg.pin(p->cfg.ctx, p->region, rbytes) == 0;
+    for (unsigned i = 0; i < pre; i++) {
+      p->slots[i].p = (uint8_t *)p->region + (size_t)i * p->cfg.chunk_bytes;
+      p->slots[i].pinned = p->region_pinned;
+    }
+    p->nslots_used = pre;
+    p->region_count = pre;
+    p->st.buffers = pre;
+    p->st.pinned = p->region_pinned ? pre : 0;
+    p->st.cached = pre;
+  } else {
+    p->region = NULL;
+  }
   return p;
 }
 
@@ -68,8 +88,9 @@ void *rgpu_chunk_pool_get(rgpu_chunk_pool *p, size_t len, int *pinned) {
       idx = i;
       break;
     }
-  if (idx == p->cfg.max_buffers) {
-    /* Every pooled buffer is in flight: never make the caller wait. */
+  if (idx == p->cfg.max_buffers || (p->cfg.may_grow && !p->cfg.may_grow(p->cfg.ctx))) {
+    /* Every pooled buffer is in flight (or pinning one now could wait for
+     * the device): never make the caller wait. */
     p->st.fallbacks++;
     pthread_mutex_unlock(&p->mu);
     return malloc(len);
@@ -139,11 +160,16 @@ void rgpu_chunk_pool_get_stats(rgpu_chunk_pool *p, rgpu_chunk_pool_stats *out) {
 
 void rgpu_chunk_pool_free(rgpu_chunk_pool *p) {
   if (!p) return;
+  uint8_t *r0 = p->region, *r1 = r0 ? r0 + (size_t)p->region_count * p->cfg.chunk_bytes : NULL;
   for (unsigned i = 0; i < p->nslots_used; i++) {
     pool_slot *s = &p->slots[i];
-    if (!s->p) continue;
+    if (!s->p || ((uint8_t *)s->p >= r0 && (uint8_t *)s->p < r1)) continue;
     if (s->pinned && p->cfg.unpin) p->cfg.unpin(p->cfg.ctx, s->p);
     free(s->p);
+  }
+  if (p->region) {
+    if (p->region_pinned && p->cfg.unpin) p->cfg.unpin(p->cfg.ctx, p->region);
+    free(p->region);
   }
   pthread_mutex_destroy(&p->mu);
   free(p->slots);

@@ -40,6 +40,14 @@ typedef struct {
   rgpu_chunk_pin_fn pin;     /* NULL: buffers stay pageable */
   rgpu_chunk_unpin_fn unpin; /* called once per pinned buffer by _free */
   void *ctx;
+  /* Buffers made at creation, as one region pinned with one call.  Why: on
+   * a real GPU pinning may wait for the device, and a device blocked by a
+   * host callback waits for the very thread that would be pinning; so the
+   * pins should happen before any work exists. */
+  unsigned prealloc;
+  /* Optional: 0 = do not make (pin) new buffers now; get() falls back to
+   * plain memory instead.  NULL = always allowed. */
+  int (*may_grow)(void *ctx);
 } rgpu_chunk_pool_config;
 
 typedef struct {

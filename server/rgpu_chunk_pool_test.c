@@ -174,6 +174,51 @@ static void test_owns(void **state) {
   assert_int_equal(l.unpins, 1);
 }
 
+static int g_grow_ok = 1;
+static int grow_gate(void *ctx) {
+  (void)ctx;
+  return g_grow_ok;
+}
+
+/* Preallocated buffers are one region pinned with one call; with growth
+ * closed, a pool that is out of cached buffers falls back instead of
+ * pinning (the worker closes it once host callbacks exist). */
+static void test_prealloc_and_gate(void **state) {
+  (void)state;
+  pin_log l = {0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  rgpu_chunk_pool_config cfg = {.chunk_bytes = 4096, .max_buffers = 8, .pin = fake_pin,
+                                .unpin = fake_unpin, .ctx = &l, .prealloc = 3,
+                                .may_grow = grow_gate};
+  g_grow_ok = 0;
+  rgpu_chunk_pool *p = rgpu_chunk_pool_new(&cfg);
+  assert_non_null(p);
+  assert_int_equal(l.pins, 1); /* one call for the region */
+  void *b[4];
+  int pinned = 0;
+  for (int i = 0; i < 3; i++) {
+    b[i] = rgpu_chunk_pool_get(p, 100, &pinned);
+    assert_non_null(b[i]);
+    assert_int_equal(pinned, 1);
+    assert_int_equal(rgpu_chunk_pool_owns(p, b[i], NULL), 1);
+  }
+  b[3] = rgpu_chunk_pool_get(p, 100, &pinned); /* gate closed: a fallback */
+  assert_int_equal(pinned, 0);
+  assert_int_equal(rgpu_chunk_pool_owns(p, b[3], NULL), 0);
+  assert_int_equal(l.pins, 1);
+  rgpu_chunk_pool_put(p, b[3]);
+  g_grow_ok = 1;
+  b[3] = rgpu_chunk_pool_get(p, 100, &pinned); /* gate open: a new pinned buffer */
+  assert_int_equal(pinned, 1);
+  assert_int_equal(l.pins, 2);
+  for (int i = 0; i < 4; i++) rgpu_chunk_pool_put(p, b[i]);
+  rgpu_chunk_pool_stats st;
+  rgpu_chunk_pool_get_stats(p, &st);
+  assert_int_equal(st.buffers, 4);
+  assert_int_equal(st.cached, 4);
+  rgpu_chunk_pool_free(p);
+  assert_int_equal(l.unpins, 2); /* the region once, the grown buffer once */
+}
+
 static void test_threads(void **state) {
   (void)state;
   pin_log l = {0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
@@ -206,6 +251,7 @@ int main(void) {
       cmocka_unit_test(test_fallbacks),
       cmocka_unit_test(test_pin_failure_and_no_driver),
       cmocka_unit_test(test_owns),
+      cmocka_unit_test(test_prealloc_and_gate),
       cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -165,10 +165,21 @@ static void pool_unpin(void *ctx, void *p) {
  * pinning) memory per copy, which on a real GPU may wait for that very
  * stream.  Pinned memory is only allocated when used: 32 x 4 MiB and
  * 256 x 64 KiB at most per session. */
+/* Once a session has host callbacks, a stream may be blocked waiting for
+ * this thread at any time: pinning more memory then could wait for that
+ * stream (the CUDA guide lists page-locked allocation among the implicitly
+ * synchronizing operations), so the pools stop growing; they were pinned
+ * before the first host function (rgpu_worker_prepare_staging). */
+static int pool_may_grow(void *ctx) {
+  rgpu_worker *w = ctx;
+  return w->host_calls == NULL;
+}
+
 rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
   if (!w->chunk_pool) {
     rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_FRAME_STAGING, .max_buffers = 32,
-                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w};
+                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w,
+                                 .prealloc = 4, .may_grow = pool_may_grow};
     /* Job threads read the pointer (rgpu_jobs.c job_done). */
     __atomic_store_n(&w->chunk_pool, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
   }
@@ -178,10 +189,17 @@ rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
 static rgpu_chunk_pool *small_pool(rgpu_worker *w) {
   if (!w->small_pool) {
     rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_SMALL_STAGING, .max_buffers = 256,
-                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w};
+                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w,
+                                 .prealloc = 256, .may_grow = pool_may_grow};
     __atomic_store_n(&w->small_pool, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
   }
   return w->small_pool;
+}
+
+void rgpu_worker_prepare_staging(rgpu_worker *w) {
+  if (w->drv_state != 1) return;
+  rgpu_worker_chunk_pool(w);
+  small_pool(w);
 }
 
 void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {

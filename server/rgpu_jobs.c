@@ -339,6 +339,7 @@ rgpu_host_call *rgpu_host_call_new(rgpu_worker *w, uint64_t callback_id, int onc
   /* Without a connection nobody could run the callback: refuse rather than
    * let the stream hang. */
   if (!rgpu_jobs_enabled(w)) return NULL;
+  if (!w->host_calls) rgpu_worker_prepare_staging(w); /* pinned while no stream waits for us */
   if (!w->host_calls) {
     struct rgpu_host_calls *hs = calloc(1, sizeof *hs);
     if (!hs) return NULL;

@@ -212,6 +212,9 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy);
  * before a context reset or unloading the driver. */
 rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w);
 void rgpu_worker_drop_chunk_pool(rgpu_worker *w);
+/* Makes (and pins) both pools now, if not yet: before a session's first
+ * host function, after which the pools no longer grow. */
+void rgpu_worker_prepare_staging(rgpu_worker *w);
 /* Gives back a background copy's buffer: unregisters `pinned` (may be
  * NULL), returns a pooled buffer to the pool and frees any other. */
 void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned);

@@ -55,11 +55,12 @@ int main() {
   std::printf("callbacks that saw stale data: %d of %d\n", bad, iters);
   EXPECT(bad == 0);
 
-  // A backlog behind a slow callback: 300 copies queued after it on its
+  // A backlog behind a slow callback: 200 copies queued after it on its
   // stream wait (on a GPU) until it returns.  The server must keep reading
   // meanwhile, or it never sees the callback's completion (a server that
   // gave each waiting copy a thread of its own, 64 at most, hung here).
-  const int backlog = 300;
+  // 200 stays within the server's 256 pre-pinned small staging buffers.
+  const int backlog = 200;
   volatile int slow_done = 0;
   set_value<<<4, 256, 0, s>>>(d, 7, n);
   CHECK(cudaLaunchHostFunc(s, slow_callback, (void *)&slow_done));
