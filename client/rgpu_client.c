@@ -13,6 +13,7 @@
 #include "rgpu_client.h"
 #include "rgpu_client_internal.h"
 #include "rgpu_client_resume.h"
+#include "rgpu_copier.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -98,6 +99,8 @@ struct rgpu_client {
   int broken;               /* a write failed: the next lock holder resumes */
   int no_resume;            /* closing, or the server said SHUTDOWN */
   uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
+  rgpu_copier *copier;      /* copies bulk data into resend while it is written */
+  int copier_failed;
   rgpu_buf rxpre;           /* replayed frames read during RESUME, consumed first */
   size_t rxpre_off;
   uint64_t rx_count;        /* session bytes consumed (frames of the stream) */
@@ -1042,6 +1045,8 @@ static void client_resume_init(rgpu_client *c, const rgpu_client_config *cfg) {
 }
 
 static void client_resume_free(rgpu_client *c) {
+  rgpu_copier_free(c->copier);
+  c->copier = NULL;
   rgpu_resend_free(&c->resend);
   rgpu_buf_free(&c->rxpre);
   free(c->cfg);
@@ -1052,10 +1057,33 @@ static int client_can_resume(const rgpu_client *c) {
   return c->reconnect_s > 0 && c->have_token && !c->no_resume && !c->resend.oom && c->cfg;
 }
 
+/* Bulk data from this size on is copied into the resend buffer on the
+ * copier's thread while this one writes it (rgpu_copier.h). */
+#define RGPU_CLIENT_COPY_ASIDE_BYTES (1u << 20)
+
 static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
-  if (c->reconnect_s > 0 && !c->no_resume) rgpu_resend_append(&c->resend, iov, n);
+  int aside = 0;
+  if (c->reconnect_s > 0 && !c->no_resume) {
+    int big = n > 0 && iov[n - 1].iov_len >= RGPU_CLIENT_COPY_ASIDE_BYTES && !c->broken;
+    if (big && !c->copier && !c->copier_failed) {
+      c->copier = rgpu_copier_new();
+      c->copier_failed = c->copier == NULL;
+    }
+    if (big && c->copier) {
+      uint8_t *dst = NULL; /* stays NULL out of memory (the buffer notes it) */
+      rgpu_resend_append_aside(&c->resend, iov, n, n - 1, &dst);
+      if (dst) {
+        rgpu_copier_start(c->copier, dst, iov[n - 1].iov_base, iov[n - 1].iov_len);
+        aside = 1;
+      }
+    } else {
+      rgpu_resend_append(&c->resend, iov, n);
+    }
+  }
   if (c->broken) return 0; /* kept: it goes out after the resume */
   int rc = rgpu_conn_writev_all(c->conn, iov, n);
+  /* The caller's buffer may be reused once this returns. */
+  if (aside) rgpu_copier_wait(c->copier);
   if (rc && client_can_resume(c)) {
     c->broken = 1;
     return 0;

@@ -57,6 +57,12 @@ static int index_push(rgpu_resend_buf *b, uint64_t seq, uint64_t end) {
 }
 
 int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
+  return rgpu_resend_append_aside(b, iov, n, -1, NULL);
+}
+
+int rgpu_resend_append_aside(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
+                             uint8_t **aside_dst) {
+  if (aside_dst) *aside_dst = NULL;
   size_t nb = 0;
   for (int i = 0; i < n; i++) nb += iov[i].iov_len;
   if (nb == 0) return 0;
@@ -86,7 +92,10 @@ int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
   }
   uint8_t *dst = b->data + b->head + b->len;
   for (int i = 0; i < n; i++) {
-    if (iov[i].iov_len) memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+    if (i == aside && aside_dst)
+      *aside_dst = dst; /* the caller fills it (no frame header lies inside a tail) */
+    else if (iov[i].iov_len)
+      memcpy(dst, iov[i].iov_base, iov[i].iov_len);
     dst += iov[i].iov_len;
   }
   size_t pos = b->head + b->len, end = pos + nb;

@@ -50,6 +50,12 @@ void rgpu_resend_free(rgpu_resend_buf *b);
  * indexes them by sequence.  Returns 0 or -1 when out of memory (then oom
  * is set and a later resume fails instead of silently losing a request). */
 int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n);
+/* The same, except that iov[aside] (the last element, a frame's payload) is
+ * not copied: *aside_dst (NULL on failure) is where its bytes must go, and
+ * the caller copies them there before anything else uses the buffer (so a
+ * copy can overlap the socket write). */
+int rgpu_resend_append_aside(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
+                             uint8_t **aside_dst);
 /* Request seq was executed: drops it and everything written before it.
  * Unknown sequence numbers (already dropped, or not ours) change nothing. */
 void rgpu_resend_confirm(rgpu_resend_buf *b, uint64_t seq);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "rgpu_client_resume.h"
+#include "rgpu_copier.h"
 #include "rgpu_frame.h"
 
 static size_t frame(uint8_t *out, uint64_t seq, uint32_t len, uint8_t fill) {
@@ -134,6 +135,40 @@ static void test_backoff(void **state) {
   assert_int_equal(rgpu_resume_backoff_ms(-3), 100);
 }
 
+/* A payload copied aside (by the copier, while the frame is written):
+ * the frame is indexed like any other and, once the copy lands, the
+ * buffer re-sends exactly the bytes written. */
+static void test_append_aside_with_copier(void **state) {
+  (void)state;
+  rgpu_resend_buf b;
+  rgpu_resend_init(&b);
+  size_t plen = 3u << 20;
+  uint8_t *buf = malloc(RGPU_FRAME_HDR_SIZE + plen);
+  size_t n = frame(buf, 9, (uint32_t)plen, 0x5c);
+  for (size_t i = 0; i < plen; i++) buf[RGPU_FRAME_HDR_SIZE + i] = (uint8_t)(i * 13);
+  struct iovec io[2] = {{buf, RGPU_FRAME_HDR_SIZE}, {buf + RGPU_FRAME_HDR_SIZE, plen}};
+  uint8_t *dst = NULL;
+  assert_int_equal(rgpu_resend_append_aside(&b, io, 2, 1, &dst), 0);
+  assert_non_null(dst);
+  rgpu_copier *cp = rgpu_copier_new();
+  assert_non_null(cp);
+  rgpu_copier_start(cp, dst, io[1].iov_base, plen);
+  rgpu_copier_wait(cp);
+  const uint8_t *p;
+  size_t got, frames;
+  assert_int_equal(rgpu_resend_from(&b, 0, &p, &got, &frames), 0);
+  assert_int_equal(got, n);
+  assert_int_equal(frames, 1);
+  assert_memory_equal(p, buf, n);
+  /* The copier takes the next copy, and frees cleanly. */
+  rgpu_copier_start(cp, buf + RGPU_FRAME_HDR_SIZE, dst, 16);
+  rgpu_copier_free(cp);
+  rgpu_resend_confirm(&b, 9);
+  assert_int_equal(rgpu_resend_held(&b), 0);
+  free(buf);
+  rgpu_resend_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resend_after_partial_execution),
@@ -141,6 +176,7 @@ int main(void) {
       cmocka_unit_test(test_wire_order),
       cmocka_unit_test(test_steady_state),
       cmocka_unit_test(test_backoff),
+      cmocka_unit_test(test_append_aside_with_copier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
