@@ -82,7 +82,11 @@ progs=$(cd "$progs" && pwd)
 # The rgpu commit for the table: git where the tree has it, else what the
 # pack's build recorded, unless the caller set RGPU_COMMIT.
 if [ -z "${RGPU_COMMIT:-}" ]; then
-  RGPU_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat .gpu-pack/bench/COMMIT build/bench/COMMIT 2>/dev/null | head -n 1)
+  # The pack's record first: the device machine's copy of .git may be older
+  # than the tree the pack was built from (a run there said 55280e3 for a
+  # pack of 4e64165).
+  RGPU_COMMIT=$(cat "$progs/COMMIT" .gpu-pack/bench/COMMIT 2>/dev/null | head -n 1)
+  [ -n "$RGPU_COMMIT" ] || RGPU_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || cat build/bench/COMMIT 2>/dev/null | head -n 1)
   export RGPU_COMMIT
 fi
 
