@@ -79,8 +79,8 @@ if [ -z "$progs" ]; then
 fi
 progs=$(cd "$progs" && pwd)
 
-# The rgpu commit for the table: git where the tree has it, else what the
-# pack's build recorded, unless the caller set RGPU_COMMIT.
+# The rgpu commit for the table: what the workloads' build recorded, else
+# git, unless the caller set RGPU_COMMIT.
 if [ -z "${RGPU_COMMIT:-}" ]; then
   # The pack's record first: the device machine's copy of .git may be older
   # than the tree the pack was built from (a run there said 55280e3 for a
