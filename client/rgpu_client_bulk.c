@@ -116,6 +116,51 @@ static void req_hdr(uint8_t *out, uint16_t op, uint32_t len, int need_reply, uin
   rgpu_frame_hdr_encode(out, &h);
 }
 
+/* The worker's receipt for item id (a zero-length reply frame, opcode
+ * MEMCPY_HTOD_BULK, seq = id): its bytes are all staged there. */
+static int lane_read_ack(rgpu_conn *s, uint64_t id) {
+  uint8_t hb[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr h;
+  int rc = rgpu_conn_read_exact(s, hb, sizeof hb);
+  if (rc == 0) rc = rgpu_frame_hdr_decode(hb, 0, &h);
+  if (rc) return rc;
+  if (h.kind != RGPU_KIND_REPLY || h.opcode != RGPU_OP_MEMCPY_HTOD_BULK || h.seq != id || h.aux)
+    return RGPU_PROTO_EINVAL;
+  return 0;
+}
+
+/* Queues chunk [off, off+len) on stream 0: MEMCPY_HTOD_BULK when its bytes
+ * are staged in the worker (acked in this generation), else inline. */
+static int htod_request(rgpu_client *c, rgpu_client_lane *l, int k, int device, uint64_t dst,
+                        uint64_t stream, const uint8_t *src, size_t len, uint64_t id, int acked,
+                        uint64_t gen) {
+  rgpu_client_lock(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  uint8_t fixed[16];
+  put64(fixed, dst);
+  put64(fixed + 8, stream);
+  if (rc == 0 && acked && gen == rgpu_client_generation_locked(c)) {
+    rgpu_client_count_bulk_locked(c, RGPU_BULK_ITEM_HDR_SIZE + len, 0);
+    uint8_t bf[36];
+    put64(bf, dst);
+    put64(bf + 8, stream);
+    put64(bf + 16, id);
+    put64(bf + 24, len);
+    rgpu_bulk_put_u32(bf + 32, (uint32_t)k);
+    uint64_t seq = rgpu_client_take_seq_locked(c);
+    uint8_t th[RGPU_FRAME_HDR_SIZE];
+    req_hdr(th, RGPU_OP_MEMCPY_HTOD, (uint32_t)(16 + len), 0, seq);
+    struct iovec twin[3] = {{th, sizeof th}, {fixed, 16}, {(void *)src, len}};
+    rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq, bf, sizeof bf, twin, 3);
+  } else if (rc == 0) {
+    /* The lane is gone (or a resume came between): this chunk inline. */
+    rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, 0, fixed, sizeof fixed, src, len, NULL);
+  }
+  (void)l;
+  rgpu_client_unlock(c);
+  return rc;
+}
+
 int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
                           const uint8_t *src, size_t n) {
   rgpu_client_lock(c);
@@ -125,51 +170,44 @@ int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t str
   rgpu_client_unlock(c);
   if (!l) return 1;
   size_t chunk = rgpu_client_chunk_bytes(c);
+  size_t nch = (n + chunk - 1) / chunk;
+  uint64_t gen = l->gen;
+  /* The request of chunk j goes on stream 0 only once the worker has all
+   * of j's bytes (its receipt on the lane), so the session thread never
+   * waits for bytes in flight, which would hold every other thread's
+   * requests behind them.  Chunk j+1 is written before j's receipt is
+   * read, so the lane stays busy. */
+  uint64_t ids[2] = {0, 0};
+  int written[2] = {0, 0};
   int rc = 0;
-  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
-    size_t len = n - off < chunk ? n - off : chunk;
-    rgpu_client_lock(c);
-    uint64_t id = ++b->t.next_id;
-    uint64_t gen = l->gen;
-    int usable = !l->broken && l->conn && gen == rgpu_client_generation_locked(c);
-    rgpu_client_unlock(c);
-    /* The bytes first, on the lane, without the client lock: the other
-     * threads' calls go on meanwhile. */
-    if (usable) {
-      uint8_t ih[RGPU_BULK_ITEM_HDR_SIZE];
-      rgpu_bulk_item_encode(ih, id, len);
-      struct iovec iov[2] = {{ih, sizeof ih}, {(void *)(src + off), len}};
-      if (rgpu_conn_writev_all(l->conn, iov, 2)) {
-        RGPU_DEBUG("bulk stream %d failed; copying on stream 0", k);
-        l->broken = 1;
-        usable = 0;
+  for (size_t j = 0; rc == 0 && j <= nch; j++) {
+    if (j < nch) {
+      size_t off = j * chunk, len = n - off < chunk ? n - off : chunk;
+      rgpu_client_lock(c);
+      ids[j % 2] = ++b->t.next_id;
+      rgpu_client_unlock(c);
+      written[j % 2] = 0;
+      if (!l->broken && l->conn) {
+        /* The bytes on the lane, without the client lock: the other
+         * threads' calls go on meanwhile. */
+        uint8_t ih[RGPU_BULK_ITEM_HDR_SIZE];
+        rgpu_bulk_item_encode(ih, ids[j % 2], len);
+        struct iovec iov[2] = {{ih, sizeof ih}, {(void *)(src + off), len}};
+        if (rgpu_conn_writev_all(l->conn, iov, 2) == 0)
+          written[j % 2] = 1;
+        else
+          l->broken = 1;
       }
     }
-    rgpu_client_lock(c);
-    rc = rgpu_client_bind_device_locked(c, device);
-    uint8_t fixed[16];
-    put64(fixed, dst + off);
-    put64(fixed + 8, stream);
-    if (rc == 0 && usable && l->gen == rgpu_client_generation_locked(c)) {
-      rgpu_client_count_bulk_locked(c, RGPU_BULK_ITEM_HDR_SIZE + len, 0);
-      uint8_t bf[36];
-      put64(bf, dst + off);
-      put64(bf + 8, stream);
-      put64(bf + 16, id);
-      put64(bf + 24, len);
-      rgpu_bulk_put_u32(bf + 32, (uint32_t)k);
-      uint64_t seq = rgpu_client_take_seq_locked(c);
-      uint8_t th[RGPU_FRAME_HDR_SIZE];
-      req_hdr(th, RGPU_OP_MEMCPY_HTOD, (uint32_t)(16 + len), 0, seq);
-      struct iovec twin[3] = {{th, sizeof th}, {fixed, 16}, {(void *)(src + off), len}};
-      rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq, bf, sizeof bf, twin,
-                                        3);
-    } else if (rc == 0) {
-      /* The lane is gone (or a resume came between): this chunk inline. */
-      rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, 0, fixed, sizeof fixed, src + off, len,
-                                   NULL);
+    if (j == 0) continue;
+    size_t p = j - 1, off = p * chunk, len = n - off < chunk ? n - off : chunk;
+    int acked = written[p % 2] && !l->broken && lane_read_ack(l->conn, ids[p % 2]) == 0;
+    if (written[p % 2] && !acked && !l->broken) l->broken = 1;
+    if (l->broken) {
+      RGPU_DEBUG("bulk stream %d failed; copying on stream 0", k);
+      acked = 0;
     }
-    rgpu_client_unlock(c);
+    rc = htod_request(c, l, k, device, dst + off, stream, src + off, len, ids[p % 2], acked, gen);
   }
   return rc;
 }

@@ -95,6 +95,7 @@ typedef struct rgpu_bulk_lane {
   pthread_t reader, sender;
   int have_reader, have_sender;
   int refs;           /* threads still using conn */
+  pthread_mutex_t wl; /* one writer at a time: the reader's receipts, the sender's replies */
   struct rgpu_bulk_lane *next_all;
 } rgpu_bulk_lane;
 
@@ -242,6 +243,15 @@ static void *lane_reader(void *arg) {
       notify(b);
     }
     pthread_mutex_unlock(&b->lock);
+    /* The receipt: the client sends the request only now, so the session
+     * thread finds the bytes there and never waits for a transfer. */
+    uint8_t ack[RGPU_FRAME_HDR_SIZE];
+    rgpu_frame_hdr ah = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, RGPU_OP_MEMCPY_HTOD_BULK, 0, 0, id};
+    rgpu_frame_hdr_encode(ack, &ah);
+    struct iovec av = {ack, sizeof ack};
+    pthread_mutex_lock(&l->wl);
+    rc = rgpu_conn_writev_all(l->conn, &av, 1);
+    pthread_mutex_unlock(&l->wl);
   }
   pthread_mutex_lock(&b->lock);
   lane_mark_dead(l);
@@ -278,7 +288,12 @@ static void send_one(rgpu_bulk_lane *l, rgpu_bulk_send *s) {
   pthread_mutex_lock(&b->lock);
   int live = l->state == 1 && !l->closing;
   pthread_mutex_unlock(&b->lock);
-  int on_lane = live && rgpu_conn_writev_all(l->conn, iov, plen ? 2 : 1) == 0;
+  int on_lane = 0;
+  if (live) {
+    pthread_mutex_lock(&l->wl);
+    on_lane = rgpu_conn_writev_all(l->conn, iov, plen ? 2 : 1) == 0;
+    pthread_mutex_unlock(&l->wl);
+  }
   if (on_lane) {
     /* The confirmation on stream 0: counted, replayed after a resume. */
     uint8_t mk[RGPU_FRAME_HDR_SIZE];
@@ -328,6 +343,7 @@ void rgpu_bulk_adopt(rgpu_worker *w, rgpu_conn *c) {
   }
   l->b = b;
   l->conn = c;
+  pthread_mutex_init(&l->wl, NULL);
   pthread_mutex_lock(&b->lock);
   l->refs = 2;
   if (pthread_create(&l->reader, NULL, lane_reader, l) == 0) {
@@ -389,6 +405,7 @@ void rgpu_bulk_shutdown(rgpu_worker *w) {
     if (l->have_sender) pthread_join(l->sender, NULL);
     rgpu_bulk_lane *next = l->next_all;
     if (l->conn) rgpu_conn_close(l->conn);
+    pthread_mutex_destroy(&l->wl);
     free(l);
     l = next;
   }

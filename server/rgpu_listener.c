@@ -126,7 +126,11 @@ static void route_stream(rgpu_child *kids, size_t nchild, rgpu_conn *c) {
   uint64_t key = rgpu_conn_session_key(c);
   char err[256];
   for (size_t k = 0; key && k < nchild; k++) {
-    if (kids[k].qkey != key || kids[k].ctl < 0 || kids[k].refuser) continue;
+    /* Only a worker that owns a session (it registered its token after
+     * HELLO, before any lane could be opened): the short-lived worker that
+     * passes a RESUME on shares the key for a moment and must never get
+     * one (it would take the message for the answer it waits for). */
+    if (kids[k].qkey != key || kids[k].ctl < 0 || kids[k].refuser || !kids[k].has_token) continue;
     rgpu_ctl_msg m = {.type = RGPU_CTL_STREAM, .session_id = kids[k].session_id};
     if (ctl_send(kids[k].ctl, &m) == 0 && rgpu_conn_send(kids[k].ctl, c, err, sizeof err) == 0) {
       RGPU_DEBUG("session=%llu event=bulk-stream index=%d", (unsigned long long)kids[k].session_id,

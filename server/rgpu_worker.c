@@ -549,10 +549,35 @@ static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {
   }
 }
 
+/* A bulk stream the listener routed to us (RGPU_CTL_STREAM) is taken here,
+ * in the middle of a frame if need be: unlike a RESUME it does not change
+ * the session's byte stream, so the read must go on where it was.
+ * Returns 1 when one was taken. */
+static int ctl_take_stream(rgpu_worker *w) {
+  rgpu_ctl_msg m;
+  ssize_t r;
+  do {
+    r = recv(w->cfg.ctl_fd, &m, sizeof m, MSG_PEEK | MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r != (ssize_t)sizeof m || m.type != RGPU_CTL_STREAM) return 0;
+  do {
+    r = recv(w->cfg.ctl_fd, &m, sizeof m, 0);
+  } while (r < 0 && errno == EINTR);
+  rgpu_conn *nc = NULL;
+  char err[256];
+  if (rgpu_conn_recv(w->cfg.ctl_fd, &nc, err, sizeof err)) {
+    RGPU_WARN("session=%llu bulk stream: %s", (unsigned long long)w->cfg.session_id, err);
+    return 1;
+  }
+  rgpu_bulk_adopt(w, nc);
+  return 1;
+}
+
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
-  if (w->cfg.ctl_fd > 0) {
+  while (w->cfg.ctl_fd > 0) {
     int r = wait_input(w, c, -1);
-    if (r == RGPU_WORKER_ECTL) return RGPU_WORKER_ECTL;
+    if (r != RGPU_WORKER_ECTL) break;
+    if (!ctl_take_stream(w)) return RGPU_WORKER_ECTL;
   }
   return rgpu_conn_read_some(c, buf, len);
 }
