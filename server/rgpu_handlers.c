@@ -175,25 +175,24 @@ static int pool_may_grow(void *ctx) {
   return w->host_calls == NULL;
 }
 
-rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
-  if (!w->chunk_pool) {
-    rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_FRAME_STAGING, .max_buffers = 32,
-                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w,
-                                 .prealloc = 4, .may_grow = pool_may_grow};
-    /* Job threads read the pointer (rgpu_jobs.c job_done). */
-    __atomic_store_n(&w->chunk_pool, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
+/* *slot, made on first use.  Job threads read the pointer (rgpu_jobs.c). */
+static rgpu_chunk_pool *pool_in(rgpu_worker *w, rgpu_chunk_pool **slot, size_t chunk,
+                                unsigned max, unsigned prealloc) {
+  if (!*slot) {
+    rgpu_chunk_pool_config pc = {.chunk_bytes = chunk, .max_buffers = max, .pin = pool_pin,
+                                 .unpin = pool_unpin, .ctx = w, .prealloc = prealloc,
+                                 .may_grow = pool_may_grow};
+    __atomic_store_n(slot, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
   }
-  return w->chunk_pool;
+  return *slot;
+}
+
+rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
+  return pool_in(w, &w->chunk_pool, RGPU_FRAME_STAGING, 32, 4);
 }
 
 static rgpu_chunk_pool *small_pool(rgpu_worker *w) {
-  if (!w->small_pool) {
-    rgpu_chunk_pool_config pc = {.chunk_bytes = RGPU_SMALL_STAGING, .max_buffers = 256,
-                                 .pin = pool_pin, .unpin = pool_unpin, .ctx = w,
-                                 .prealloc = 256, .may_grow = pool_may_grow};
-    __atomic_store_n(&w->small_pool, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
-  }
-  return w->small_pool;
+  return pool_in(w, &w->small_pool, RGPU_SMALL_STAGING, 256, 256);
 }
 
 void rgpu_worker_prepare_staging(rgpu_worker *w) {
