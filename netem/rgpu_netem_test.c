@@ -248,7 +248,9 @@ static void test_jitter_order(void **state) {
    * previous one's due time. */
   ASSERT_IN(jnum(j, "rtt_ms", "min"), 11.9, 18.0);
   assert_true(jnum(j, "rtt_ms", "max") - jnum(j, "rtt_ms", "min") > 4.0);
-  ASSERT_IN(jnum(j, "rtt_ms", "max"), 20.0, 40.0); /* 28 + scheduling slack */
+  /* 28 ms + scheduling slack: a loaded 2-core CI machine once took 40.07,
+   * so the bound only catches a delay applied many times over. */
+  ASSERT_IN(jnum(j, "rtt_ms", "max"), 20.0, 100.0);
   j = run_probe("--delay-ms 10 --jitter-ms 4 --reorder",
                 "udp-ping --count 500 --interval-us 1000");
   assert_true(jnum(j, NULL, "reordered") > 10);
