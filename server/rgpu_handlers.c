@@ -163,8 +163,9 @@ static void pool_unpin(void *ctx, void *p) {
  * blocked behind a host callback keeps every later copy's buffer until the
  * client answers, and beyond the pool a copy falls back to pinning (or not
  * pinning) memory per copy, which on a real GPU may wait for that very
- * stream.  Pinned memory is only allocated when used: 32 x 4 MiB and
- * 256 x 64 KiB at most per session. */
+ * stream.  On a GPU, 256 x 16 KiB and 8 x 4 MiB are pinned when the pools
+ * are made (before any host function), and the chunk pool grows to 32
+ * buffers while no host callback exists; softgpu starts empty. */
 /* Once a session has host callbacks, a stream may be blocked waiting for
  * this thread at any time: pinning more memory then could wait for that
  * stream (the CUDA guide lists page-locked allocation among the implicitly
@@ -175,20 +176,24 @@ static int pool_may_grow(void *ctx) {
   return w->host_calls == NULL;
 }
 
-/* *slot, made on first use.  Job threads read the pointer (rgpu_jobs.c). */
+/* *slot, made on first use.  Job threads read the pointer (rgpu_jobs.c).
+ * softgpu pins nothing for real and never waits in it: its pools start
+ * empty and always grow, so a CI machine running many sessions does not
+ * hold the up-front buffers of each. */
 static rgpu_chunk_pool *pool_in(rgpu_worker *w, rgpu_chunk_pool **slot, size_t chunk,
                                 unsigned max, unsigned prealloc) {
   if (!*slot) {
+    int soft = w->drv.sgSetPrintHandler != NULL;
     rgpu_chunk_pool_config pc = {.chunk_bytes = chunk, .max_buffers = max, .pin = pool_pin,
-                                 .unpin = pool_unpin, .ctx = w, .prealloc = prealloc,
-                                 .may_grow = pool_may_grow};
+                                 .unpin = pool_unpin, .ctx = w, .prealloc = soft ? 0 : prealloc,
+                                 .may_grow = soft ? NULL : pool_may_grow};
     __atomic_store_n(slot, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
   }
   return *slot;
 }
 
 rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
-  return pool_in(w, &w->chunk_pool, RGPU_FRAME_STAGING, 32, 4);
+  return pool_in(w, &w->chunk_pool, RGPU_FRAME_STAGING, 32, 8);
 }
 
 static rgpu_chunk_pool *small_pool(rgpu_worker *w) {

@@ -219,7 +219,7 @@ void rgpu_worker_prepare_staging(rgpu_worker *w);
  * NULL), returns a pooled buffer to the pool and frees any other. */
 void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned);
 /* Copies up to this size stage in the small pool. */
-#define RGPU_SMALL_STAGING (64u << 10)
+#define RGPU_SMALL_STAGING (16u << 10)
 /* The socket loop's buffer for one large frame: a pooled, pinned buffer
  * when len fits one (returns 1, in->data set, in->cap = len), else 0 and
  * the loop allocates.  A handler may take in->data (rgpu_buf_init(in)) and
