@@ -41,18 +41,6 @@ static int child(int launches, int use_graph) {
   return 0;
 }
 
-static long stat_of(const std::string &path, const char *key) {
-  FILE *f = std::fopen(path.c_str(), "r");
-  if (!f) return -1;
-  char buf[4096];
-  size_t len = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[len] = 0;
-  std::string k = std::string("\"") + key + "\":";
-  const char *p = std::strstr(buf, k.c_str());
-  return p ? std::atol(p + k.size()) : -1;
-}
-
 static int run(int launches, int use_graph, long *frames, long *rts) {
   char path[] = "/tmp/rgpu-graph-stats-XXXXXX";
   int fd = mkstemp(path);
@@ -67,8 +55,8 @@ static int run(int launches, int use_graph, long *frames, long *rts) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  *frames = stat_of(path, "frames_sent");
-  *rts = stat_of(path, "round_trips");
+  *frames = rgpu_stat_of(path, "frames_sent");
+  *rts = rgpu_stat_of(path, "round_trips");
   unlink(path);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -38,3 +38,17 @@
   } while (0)
 
 static inline void pass(const char *name) { std::printf("PASS %s\n", name); }
+
+// A number from the RGPU_STATS file at path (one JSON object), or -1.
+static inline long rgpu_stat_of(const char *path, const char *key) {
+  FILE *f = std::fopen(path, "r");
+  if (!f) return -1;
+  char buf[4096];
+  size_t len = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[len] = 0;
+  char k[128];
+  std::snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = std::strstr(buf, k);
+  return p ? std::atol(p + std::strlen(k)) : -1;
+}
