@@ -221,18 +221,15 @@ void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {
 int rgpu_worker_frame_buffer(rgpu_worker *w, rgpu_buf *in, size_t len) {
   if (len > RGPU_FRAME_STAGING || w->drv_state != 1) return 0;
   rgpu_chunk_pool *pool = rgpu_worker_chunk_pool(w);
-  void *b = NULL;
-  if (pool && rgpu_chunk_pool_owns(pool, in->data, NULL)) {
-    b = in->data; /* still ours from the last frame */
-  } else if (pool) {
-    b = rgpu_chunk_pool_get(pool, len, NULL);
-    if (b && !rgpu_chunk_pool_owns(pool, b, NULL)) {
-      free(b); /* pool exhausted: its fallback is no better than the loop's */
-      b = NULL;
-    }
+  if (!pool) return 0;
+  rgpu_worker_frame_buffer_done(w, in); /* a pooled buffer no handler took */
+  void *b = rgpu_chunk_pool_get(pool, len, NULL);
+  if (b && !rgpu_chunk_pool_owns(pool, b, NULL)) {
+    free(b); /* pool exhausted: its fallback is no better than the loop's */
+    b = NULL;
   }
   if (!b) return 0;
-  if (in->data != b) rgpu_buf_free(in);
+  rgpu_buf_free(in);
   in->data = b;
   in->len = 0;
   in->cap = len;
