@@ -15,6 +15,10 @@ SCALARS = {
     "f32": ("float", 4), "f64": ("double", 8),
 }
 ARRAYS = {"u32[]": 4, "i32[]": 4, "u64[]": 8}
+# Attributes after a message's opcode, read by the other generators that
+# import parse() (the client's typed calls, the server's dispatch table).
+# Each one is documented in rgpu_messages.def's header.
+ATTRS = set()
 
 
 def parse(path):
@@ -26,10 +30,14 @@ def parse(path):
             continue
         parts = line.split()
         if parts[0] in ("message", "event"):
-            if len(parts) != 3:
-                sys.exit(f"{path}:{lineno}: expected '{parts[0]} NAME CODE'")
+            if len(parts) < 3:
+                sys.exit(f"{path}:{lineno}: expected '{parts[0]} NAME CODE [ATTR ...]'")
+            attrs = parts[3:]
+            for a in attrs:
+                if a not in ATTRS:
+                    sys.exit(f"{path}:{lineno}: unknown attribute {a} (known: {' '.join(sorted(ATTRS))})")
             cur = {"name": parts[1], "code": int(parts[2], 0),
-                   "event": parts[0] == "event",
+                   "event": parts[0] == "event", "attrs": set(attrs),
                    "req": [], "rep": [], "evt": []}
             msgs.append(cur)
             continue
