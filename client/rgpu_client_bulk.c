@@ -338,13 +338,19 @@ rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint
   }
   rgpu_client_unlock(c);
   if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
+  return rgpu_client_bulk_dtoh_outcome(rc, status, lane_failed, done * chunk, n, done_bytes);
+}
+
+rgpu_status rgpu_client_bulk_dtoh_outcome(rgpu_status rc, uint32_t server_status, int lane_failed,
+                                          size_t delivered, size_t n, size_t *done) {
+  *done = 0;
   if (rc) return rc;
   /* A server failure is the copy's result, whatever its value: never a
    * reason to copy again inline (CUDA_ERROR_INVALID_VALUE is 1). */
-  if (status) return (rgpu_status)status;
+  if (server_status) return (rgpu_status)server_status;
   /* After a lane failure, what the lane did not deliver is copied again,
    * inline, by the caller (reading the device twice is harmless; losing
    * bytes is not). */
-  *done_bytes = lane_failed ? done * chunk : n;
+  *done = lane_failed ? (delivered < n ? delivered : n) : n;
   return 0;
 }

@@ -65,6 +65,13 @@ typedef struct {
   uint64_t next_id;
 } rgpu_client_lanes;
 
+/* How a lane D2H copy ends: rc (the connection's result), server_status
+ * (the first failure a reply reported), whether the lane failed after
+ * delivering `delivered` of the n bytes.  Returns the copy's status and
+ * sets *done (rgpu_client_bulk_dtoh's contract above). */
+rgpu_status rgpu_client_bulk_dtoh_outcome(rgpu_status rc, uint32_t server_status, int lane_failed,
+                                          size_t delivered, size_t n, size_t *done);
+
 /* The lane of thread self (claimed on first use), or -1 when all are taken. */
 int rgpu_client_lanes_claim(rgpu_client_lanes *t, pthread_t self);
 /* A confirmation for seq arrived while its thread did not wait on stream 0:
