@@ -92,6 +92,15 @@ static void test_frames_match_encoders(void **state) {
   frame_bytes(&f, &got);
   assert_same(&ref, &got);
 
+  /* A request with variable fields, as one contiguous frame. */
+  rgpu_buf_reset(&enc), rgpu_buf_reset(&ref), rgpu_buf_reset(&got);
+  uint8_t token[32] = {9, 8, 7};
+  rgpu_msg_resume_req rq = {.session_token = {token, sizeof token}, .rx_bytes = 4242};
+  rgpu_msg_resume_req_encode(&enc, &rq);
+  reference_frame(RGPU_OP_RESUME, 0, 0, &enc, NULL, 0, &ref);
+  assert_int_equal(rgpu_frame_resume_buf(&got, 0, 0, &rq), 0);
+  assert_same(&ref, &got);
+
   rgpu_buf_free(&enc);
   rgpu_buf_free(&ref);
   rgpu_buf_free(&got);

@@ -1237,18 +1237,18 @@ static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) 
  * connection failed, try another. */
 static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline, char *msg,
                      size_t msglen) {
+  /* Sequence 0, outside the counted stream (rgpu_messages.def, RESUME). */
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_resume_req q = {.session_token = {c->session_token, sizeof c->session_token},
                            .rx_bytes = rx};
-  rgpu_msg_resume_req_encode(&b, &q);
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_RESUME, (uint32_t)b.len, 0, 0};
-  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
-  rgpu_frame_hdr_encode(hdr, &h);
-  struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
-  int rc = rgpu_conn_writev_all(nc, iov, 2);
+  int rc = rgpu_frame_resume_buf(&b, 0, 0, &q);
+  struct iovec iov = {b.data, b.len};
+  if (rc == 0) rc = rgpu_conn_writev_all(nc, &iov, 1);
   rgpu_buf_free(&b);
   if (rc) return rc;
+  rgpu_frame_hdr h;
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   /* The server answers within a few hundred ms unless the link is down. */
   double d = mono_s() + 10.0 < deadline ? mono_s() + 10.0 : deadline;
   rc = read_deadline(nc, hdr, sizeof hdr, d);

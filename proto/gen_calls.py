@@ -15,6 +15,8 @@ to the generated encoder.  Here each request message gets, once:
                                   encoded header+fields of a frame, for
                                   sequences that keep a frame themselves
                                   (bulk twins, ACK)
+  rgpu_frame_<op>_buf(&buf, need_reply, seq, &req) any request as one
+                                  contiguous frame (RESUME)
 
 The semantics are written once, in the header comment this script emits
 (GENERATED_DOC below), which is what a user of the API reads.
@@ -92,6 +94,12 @@ GENERATED_DOC = """\
  *   request's frame header and fields, encoded into f->head, and its tail
  *   by reference, for code that keeps or writes a frame itself (the resend
  *   twin of a bulk copy, ACK).  rgpu_call_frame_iov() gives its iovecs.
+ *
+ * rgpu_status rgpu_frame_name_buf(rgpu_buf *out, int need_reply, uint64_t seq,
+ *                                 const rgpu_msg_name_req *req);
+ *   (every request) The whole frame, tail included, appended to out (a
+ *   copy): for frames written outside the session's send path (RESUME).
+ *   Returns out->err.
  */"""
 
 
@@ -296,6 +304,26 @@ def gen(msgs, hpath, cpath):
                      "fixed_len, req->stream, dst, cap, seq);")
             encode_epilogue(c)
             c += ["  return rc;", "}", ""]
+
+        # rgpu_frame_<op>_buf: any request as one contiguous frame (a copy).
+        h.append(f"rgpu_status rgpu_frame_{n}_buf(rgpu_buf *out, int need_reply, uint64_t seq, "
+                 f"const {req_t} *req);")
+        c.append(f"rgpu_status rgpu_frame_{n}_buf(rgpu_buf *out, int need_reply, uint64_t seq, "
+                 f"const {req_t} *req) {{")
+        encode_prologue(c)
+        c.append("  rgpu_frame_hdr hdr = {.version = RGPU_PROTO_VERSION,")
+        c.append("                        .kind = RGPU_KIND_REQUEST,")
+        c.append(f"                        .opcode = {op},")
+        c.append("                        .length = (uint32_t)(fixed_len + tail_len),")
+        c.append("                        .aux = need_reply ? RGPU_REQ_NEED_REPLY : 0,")
+        c.append("                        .seq = seq};")
+        c.append("  uint8_t hb[RGPU_FRAME_HDR_SIZE];")
+        c.append("  rgpu_frame_hdr_encode(hb, &hdr);")
+        c.append("  rgpu_buf_put(out, hb, sizeof hb);")
+        c.append("  if (fixed_len) rgpu_buf_put(out, fixed, fixed_len);")
+        c.append("  if (tail_len) rgpu_buf_put(out, tail, tail_len);")
+        encode_epilogue(c)
+        c += ["  return out->err;", "}", ""]
 
         # rgpu_frame_<op>: the whole frame, for callers that keep it.
         if scalar:
