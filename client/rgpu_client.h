@@ -208,7 +208,8 @@ void rgpu_client_set_host_call_hook(rgpu_client *c,
 rgpu_status rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len);
 /* If the client lock is free: flushes the queue and handles every frame
  * already readable (so HOST_CALL events arrive while no thread waits).
- * Returns 1 when the lock was busy (whoever holds it reads), 0, or <0. */
+ * Returns 1 when the lock was busy (whoever holds it reads), 0, or <0: an
+ * int, not an rgpu_status, as the 1 is "busy" and never a CUresult. */
 int rgpu_client_try_pump(rgpu_client *c);
 /* The descriptor to poll(2) for incoming frames (-1 when closed). */
 int rgpu_client_poll_fd(rgpu_client *c);
