@@ -1,5 +1,6 @@
 /* Device management: count, current device, properties and attributes,
  * synchronize/reset, flags and limits, versions. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +9,17 @@
 #include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_mutex.h"
 
-static pthread_mutex_t g_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+/* g_dev_lock guards g_count, g_driver_version, g_devs (the pointers and a
+ * device until it is valid; a valid one is read without it) and
+ * g_dev_fetching.  It is never held across a round trip: the thread that
+ * fetches (DRIVER_INFO, DEVICE_PROPS) marks g_dev_fetching and drops it,
+ * and other threads that need a fetch wait on g_dev_fetch_done, so every
+ * answer is still asked for once. */
+static rgpu_mutex g_dev_lock = RGPU_MUTEX_INITIALIZER;
+static pthread_cond_t g_dev_fetch_done = PTHREAD_COND_INITIALIZER;
+static int g_dev_fetching;
 static int g_count = -1;
 static int g_driver_version;
 static rgpu_rt_device *g_devs[RGPU_MAX_DEVICES];
@@ -40,8 +50,9 @@ static cudaError_t fill_device(rgpu_rt_device *d, const rgpu_buf *pay) {
 /* DRIVER_INFO once: device count and driver version.  Device 0's
  * properties are asked for in the same write: nearly every program needs
  * them before its first launch (configuration checks), and on a 100 ms link
- * one round trip less at start-up is worth more than one small reply
- * (caller holds g_dev_lock). */
+ * one round trip less at start-up is worth more than one small reply.
+ * The caller holds g_dev_lock; the round trip is made with it dropped
+ * (begin_fetch/end_fetch). */
 /* The replies rgpu_rt_device_prefetch asked for with HELLO, read by
  * rgpu_client_connect_with before the client is published (so no lock);
  * the first fetch_driver_info takes them. */
@@ -75,8 +86,35 @@ size_t rgpu_rt_device_prefetch(rgpu_client *c, void *ctx, uint64_t **seqs, rgpu_
   return g_pre_n;
 }
 
+/* With g_dev_lock held: waits while another thread fetches.  Returns 1
+ * when `fetched` says the answer arrived meanwhile (nothing to do), else 0
+ * with this thread marked as the fetcher and the lock dropped. */
+static int begin_fetch(int (*fetched)(int), int arg) {
+  assert(rgpu_mutex_held(&g_dev_lock));
+  for (;;) {
+    if (fetched(arg)) return 1;
+    if (!g_dev_fetching) break;
+    rgpu_mutex_cond_wait(&g_dev_fetch_done, &g_dev_lock);
+  }
+  g_dev_fetching = 1;
+  rgpu_mutex_unlock(&g_dev_lock);
+  return 0;
+}
+
+/* After the round trip: takes g_dev_lock back and lets waiters look. */
+static void end_fetch(void) {
+  rgpu_mutex_lock(&g_dev_lock);
+  g_dev_fetching = 0;
+  pthread_cond_broadcast(&g_dev_fetch_done);
+}
+
+static int driver_info_known(int unused) {
+  (void)unused;
+  return g_count >= 0;
+}
+
 static cudaError_t fetch_driver_info(rgpu_client *c) {
-  if (g_count >= 0) return cudaSuccess;
+  if (begin_fetch(driver_info_known, 0)) return cudaSuccess;
   rgpu_buf req, pay0, pay1;
   rgpu_buf_init(&req);
   rgpu_buf_init(&pay0);
@@ -102,6 +140,7 @@ static cudaError_t fetch_driver_info(rgpu_client *c) {
     g_pre_n = 0;
     goto decode;
   }
+  assert(rgpu_mutex_not_held(&g_dev_lock)); /* a round trip */
   rgpu_client_lock(c);
   uint64_t first = rgpu_client_next_seq_locked(c);
   rc = rgpu_client_send_locked(c, RGPU_OP_DRIVER_INFO, 1, NULL, 0, NULL, 0, &seqs[0]);
@@ -116,6 +155,7 @@ static cudaError_t fetch_driver_info(rgpu_client *c) {
   }
   rgpu_client_unlock(c);
 decode:
+  end_fetch();
   if (rc == 0) rc = (int)rs[0].status;
   cudaError_t e = rgpu_rt_from_call(rc);
   if (e == cudaSuccess) {
@@ -141,15 +181,17 @@ decode:
 }
 
 cudaError_t rgpu_rt_device_count(rgpu_client *c, int *count) {
-  pthread_mutex_lock(&g_dev_lock);
+  rgpu_mutex_lock(&g_dev_lock);
   cudaError_t e = fetch_driver_info(c);
   if (e == cudaSuccess) *count = g_count;
-  pthread_mutex_unlock(&g_dev_lock);
+  rgpu_mutex_unlock(&g_dev_lock);
   return e;
 }
 
+static int device_known(int dev) { return g_devs[dev] && g_devs[dev]->valid; }
+
 cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
-  pthread_mutex_lock(&g_dev_lock);
+  rgpu_mutex_lock(&g_dev_lock);
   cudaError_t e = fetch_driver_info(c);
   if (e == cudaSuccess && (dev < 0 || dev >= g_count)) e = cudaErrorInvalidDevice;
   if (e == cudaSuccess && !g_devs[dev]) {
@@ -157,22 +199,34 @@ cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
     if (!d) e = cudaErrorMemoryAllocation;
     else g_devs[dev] = d;
   }
-  if (e == cudaSuccess && !g_devs[dev]->valid) {
-    rgpu_rt_device *d = g_devs[dev];
+  if (e == cudaSuccess && !begin_fetch(device_known, dev)) {
+    /* Filled into a buffer of our own while unlocked: g_devs[dev] is read
+     * by others as soon as it is valid. */
+    rgpu_rt_device *d = calloc(1, sizeof *d);
     rgpu_buf req, pay;
     rgpu_buf_init(&req);
     rgpu_buf_init(&pay);
     rgpu_msg_device_props_req m = {.device = (uint32_t)dev};
     rgpu_msg_device_props_req_encode(&req, &m);
     rgpu_client_reply r = {.payload = &pay};
-    int rc = rgpu_client_call(c, -1, RGPU_OP_DEVICE_PROPS, 0, req.data, req.len, NULL, 0, &r);
-    e = rgpu_rt_from_call(rc);
+    int rc = d ? rgpu_client_call(c, -1, RGPU_OP_DEVICE_PROPS, 0, req.data, req.len, NULL, 0, &r)
+               : 0;
+    e = d ? rgpu_rt_from_call(rc) : cudaErrorMemoryAllocation;
     if (e == cudaSuccess) e = fill_device(d, &pay);
     rgpu_buf_free(&req);
     rgpu_buf_free(&pay);
+    end_fetch();
+    if (e == cudaSuccess) {
+      /* Keeps what cudaSetDeviceFlags stored meanwhile (flags, epoch are not
+       * part of the reply). */
+      d->flags = g_devs[dev]->flags;
+      d->epoch = g_devs[dev]->epoch;
+      *g_devs[dev] = *d;
+    }
+    free(d);
   }
   if (e == cudaSuccess) *out = g_devs[dev];
-  pthread_mutex_unlock(&g_dev_lock);
+  rgpu_mutex_unlock(&g_dev_lock);
   return e;
 }
 
@@ -411,10 +465,10 @@ RGPU_API cudaError_t cudaDriverGetVersion(int *driverVersion) {
   /* Like NVIDIA's runtime without a driver: 0 and success. */
   *driverVersion = 0;
   if (!c || rgpu_client_is_dead(c)) return cudaSuccess;
-  pthread_mutex_lock(&g_dev_lock);
+  rgpu_mutex_lock(&g_dev_lock);
   e = fetch_driver_info(c);
   if (e == cudaSuccess) *driverVersion = g_driver_version;
-  pthread_mutex_unlock(&g_dev_lock);
+  rgpu_mutex_unlock(&g_dev_lock);
   return cudaSuccess;
 }
 
