@@ -140,7 +140,7 @@ static cudaError_t fetch_driver_info(rgpu_client *c) {
     g_pre_n = 0;
     goto decode;
   }
-  assert(rgpu_mutex_not_held(&g_dev_lock)); /* a round trip */
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   uint64_t first = rgpu_client_next_seq_locked(c);
   rc = rgpu_client_send_locked(c, RGPU_OP_DRIVER_INFO, 1, NULL, 0, NULL, 0, &seqs[0]);
@@ -209,6 +209,7 @@ cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
     rgpu_msg_device_props_req m = {.device = (uint32_t)dev};
     rgpu_msg_device_props_req_encode(&req, &m);
     rgpu_client_reply r = {.payload = &pay};
+    assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
     int rc = d ? rgpu_client_call(c, -1, RGPU_OP_DEVICE_PROPS, 0, req.data, req.len, NULL, 0, &r)
                : 0;
     e = d ? rgpu_rt_from_call(rc) : cudaErrorMemoryAllocation;
@@ -312,6 +313,7 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   rgpu_buf_init(&req);
   rgpu_msg_device_reset_req m = {.device = (uint32_t)dev};
   rgpu_msg_device_reset_req_encode(&req, &m);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   /* Copies still on their way land before the context they came from goes. */
   rgpu_client_drain_locked(c, RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);

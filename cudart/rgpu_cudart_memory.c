@@ -21,8 +21,8 @@
 #include "rgpu_messages.h"
 #include "rgpu_mutex.h"
 
-static rgpu_range_table g_dev_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
-static rgpu_range_table g_host_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+static rgpu_range_table g_dev_ranges = {RGPU_MUTEX_INITIALIZER, NULL, 0, 0};
+static rgpu_range_table g_host_ranges = {RGPU_MUTEX_INITIALIZER, NULL, 0, 0};
 
 rgpu_range_table *rgpu_rt_device_ranges(void) { return &g_dev_ranges; }
 rgpu_range_table *rgpu_rt_host_ranges(void) { return &g_host_ranges; }
@@ -364,7 +364,7 @@ void rgpu_rt_arena_forget_device(int dev) {
 
 /* MEM_ALLOC, waiting for the address: a CUresult or <0. */
 static int server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
-  assert(rgpu_mutex_not_held(&g_arena_lock)); /* a round trip */
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_buf b, pay;
   rgpu_buf_init(&b);
   rgpu_buf_init(&pay);
@@ -386,7 +386,7 @@ static int server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) 
 
 /* MEM_FREE, queued. */
 static int server_free(rgpu_client *c, int dev, uint64_t dptr) {
-  assert(rgpu_mutex_not_held(&g_arena_lock)); /* sends a frame */
+  assert(rgpu_mutex_held_count() == 0); /* sends a frame (a round trip in sync mode) */
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_mem_free_req m = {.dptr = dptr};
@@ -544,6 +544,7 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
 static void drain_host_range(void *p, size_t n) {
   rgpu_client *c = rgpu_rt_client_peek();
   if (!c) return;
+  assert(rgpu_mutex_held_count() == 0); /* waits for replies: no cudart lock held */
   rgpu_client_lock(c);
   rgpu_client_drain_dst_locked(c, p, n);
   rgpu_client_unlock(c);

@@ -5,6 +5,7 @@
  * The _ptsz entry points are what `--default-stream per-thread` programs
  * call: there stream 0 means the calling thread's own default stream,
  * created on the server the first time it is used. */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed
     memset(&local, 0, sizeof local);
     r = &local;
   }
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   int rc = device >= 0 ? rgpu_client_bind_device_locked(c, device) : 0;
   uint64_t first = rgpu_client_next_seq_locked(c), seq = 0;
