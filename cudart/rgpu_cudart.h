@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "rgpu_calls.h" /* typed client calls, generated from the message spec */
 #include "rgpu_client.h"
 #include "rgpu_cudart_locks.h"
 

@@ -19,7 +19,6 @@
 #include "rgpu_client_bulk.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
-#include "rgpu_mutex.h"
 
 static rgpu_range_table g_dev_ranges = {RGPU_MUTEX_INITIALIZER, NULL, 0, 0};
 static rgpu_range_table g_host_ranges = {RGPU_MUTEX_INITIALIZER, NULL, 0, 0};
@@ -365,37 +364,21 @@ void rgpu_rt_arena_forget_device(int dev) {
 }
 
 /* MEM_ALLOC, waiting for the address: a CUresult or <0. */
-static int server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
+static rgpu_status server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
-  rgpu_buf_init(&pay);
-  rgpu_msg_mem_alloc_req m = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &m);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r);
-  rgpu_buf_free(&b);
-  if (rc == 0) {
-    rgpu_msg_mem_alloc_rep rep;
-    if (rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &rep) || rep.dptr == 0)
-      rc = CUDA_ERROR_UNKNOWN;
-    else
-      *dptr = rep.dptr;
-  }
-  rgpu_buf_free(&pay);
+  rgpu_msg_mem_alloc_req req = {.size = size};
+  rgpu_msg_mem_alloc_rep rep;
+  rgpu_status rc = rgpu_call_mem_alloc(c, dev, 0, &req, &rep, NULL);
+  if (rc == 0 && rep.dptr == 0) rc = CUDA_ERROR_UNKNOWN; /* a malformed reply */
+  if (rc == 0) *dptr = rep.dptr;
   return rc;
 }
 
 /* MEM_FREE, queued. */
-static int server_free(rgpu_client *c, int dev, uint64_t dptr) {
+static rgpu_status server_free(rgpu_client *c, int dev, uint64_t dptr) {
   assert(rgpu_mutex_held_count() == 0); /* sends a frame (a round trip in sync mode) */
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_mem_free_req m = {.dptr = dptr};
-  rgpu_msg_mem_free_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
-  return rc;
+  rgpu_msg_mem_free_req req = {.dptr = dptr};
+  return rgpu_call_mem_free(c, dev, RGPU_CALL_ASYNC, &req, NULL, NULL);
 }
 
 /* Gives the server back the chunks nothing uses, so that a failing
@@ -427,7 +410,8 @@ static int arena_take(int dev, uint64_t size, uint64_t *p, int *dirty_fits) {
  * says whether *p is an arena block (1) or the arena cannot help and the
  * caller allocates on its own (0).  The status and the "served" answer are
  * apart because a CUresult may be any small integer. */
-static int arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p, int *served) {
+static rgpu_status arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p,
+                               int *served) {
   *served = 0;
   rgpu_mutex_lock(&g_arena_lock);
   int dirty = 0;
@@ -437,7 +421,8 @@ static int arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p, int 
      * work queued before the free may still use it, so synchronize (CUDA's
      * own cudaFree would have), which costs what a new chunk would. */
     rgpu_mutex_unlock(&g_arena_lock);
-    int src = rgpu_rt_sync_call(c, dev, RGPU_OP_CTX_SYNC, NULL, 0, RGPU_CLIENT_ALL_STREAMS, NULL);
+    rgpu_status src =
+        rgpu_rt_sync_call(c, dev, RGPU_OP_CTX_SYNC, NULL, 0, RGPU_CLIENT_ALL_STREAMS, NULL);
     if (src) return src;
     rgpu_mutex_lock(&g_arena_lock);
   }
@@ -453,12 +438,13 @@ static int arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p, int 
   rgpu_mutex_unlock(&g_arena_lock);
 
   uint64_t base = 0;
-  int arc = server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
+  rgpu_status arc = server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
 
   rgpu_mutex_lock(&g_arena_lock);
   g_chunk_fetching[dev] = 0;
   pthread_cond_broadcast(&g_arena_fetch_done);
-  int rc = 0, give_back = 0;
+  rgpu_status rc = 0;
+  int give_back = 0;
   if (arc == 0) {
     if (gen != g_arena_gen[dev]) {
       /* cudaDeviceReset meanwhile (a race the program owns: CUDA leaves a
@@ -498,7 +484,8 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   }
   int dev = rgpu_rt_current_device();
   uint64_t p = 0;
-  int rc = 0, served = 0;
+  rgpu_status rc = 0;
+  int served = 0;
   /* Small requests come from the arena; sync-every-call is the baseline
    * that asks the server for everything. */
   if (size <= RGPU_ARENA_MAX_SUB && dev >= 0 && dev < RGPU_MAX_DEVICES &&

@@ -277,12 +277,8 @@ RGPU_API void __cudaUnregisterFatBinary(void **fatCubinHandle) {
   pthread_mutex_unlock(&fb->lock);
   for (int d = 0; d < RGPU_MAX_DEVICES; d++) {
     if (!unload[d]) continue;
-    rgpu_buf b;
-    rgpu_buf_init(&b);
-    rgpu_msg_module_unload_req u = {.module_id = unload[d]};
-    rgpu_msg_module_unload_req_encode(&b, &u);
-    rgpu_client_call(c, d, RGPU_OP_MODULE_UNLOAD, 1, b.data, b.len, NULL, 0, NULL);
-    rgpu_buf_free(&b);
+    rgpu_msg_module_unload_req req = {.module_id = unload[d]};
+    rgpu_call_module_unload(c, d, RGPU_CALL_ASYNC, &req, NULL, NULL);
   }
 }
 
@@ -379,7 +375,8 @@ static int fallback_layout(rgpu_rt_fatbin *fb, const char *name, rgpu_param_layo
 #define RGPU_MODULE_LOADING 2
 
 static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev, uint32_t epoch,
-                                  uint64_t id, int rc, const rgpu_client_reply *r, rgpu_buf *pay);
+                                  uint64_t id, rgpu_status rc, const rgpu_client_reply *r,
+                                  rgpu_buf *pay);
 
 /* Loads fb on dev if needed; fb->lock held by the caller, on return too.
  * The MODULE_LOAD round trip is made with fb->lock dropped and the module
@@ -411,28 +408,28 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   for (size_t i = 0; i < fb->nfuncs; i++) fnames[i] = fb->funcs[i]->name;
   for (size_t i = 0; i < fb->nvars; i++) vnames[i] = fb->vars[i].name;
   uint64_t id = rgpu_rt_new_handle_id();
+  /* The names are the registration's own strings (never freed while the
+   * fatbin lives), so fnames/vnames stay valid with the lock dropped. */
   rgpu_msg_module_load_req req = {.module_id = id,
                                   .func_names = {.items = fnames, .count = (uint32_t)fb->nfuncs},
-                                  .var_names = {.items = vnames, .count = (uint32_t)fb->nvars}};
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
+                                  .var_names = {.items = vnames, .count = (uint32_t)fb->nvars},
+                                  .image = {.data = fb->image, .len = fb->size}};
+  rgpu_buf pay;
   rgpu_buf_init(&pay);
-  int rc = rgpu_msg_module_load_req_encode(&b, &req);
-  free(fnames);
-  free(vnames);
-  if (rc) {
-    rgpu_buf_free(&b);
-    return cudaErrorInvalidValue;
-  }
   rgpu_client_reply r = {.payload = &pay};
   m->state = RGPU_MODULE_LOADING;
   pthread_mutex_unlock(&fb->lock);
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
-  rc = rgpu_client_call(c, dev, RGPU_OP_MODULE_LOAD, 0, b.data, b.len, fb->image, fb->size, &r);
-  rgpu_buf_free(&b);
+  rgpu_status rc = rgpu_call_module_load(c, dev, 0, &req, NULL, &r);
+  free(fnames);
+  free(vnames);
   pthread_mutex_lock(&fb->lock);
   m->state = 0; /* module_install decides */
-  cudaError_t e = module_install(fb, m, dev, epoch, id, rc, &r, &pay);
+  cudaError_t e;
+  if (rgpu_status_layer(rc) == 2 && !rgpu_client_is_dead(c))
+    e = cudaErrorInvalidValue; /* the request did not encode (names over the limits): not sent */
+  else
+    e = module_install(fb, m, dev, epoch, id, rc, &r, &pay);
   rgpu_buf_free(&pay);
   pthread_cond_broadcast(&fb->load_done);
   return e;
@@ -440,7 +437,8 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
 
 /* The reply of MODULE_LOAD (rc: its status) into m, fb->lock held. */
 static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev, uint32_t epoch,
-                                  uint64_t id, int rc, const rgpu_client_reply *r, rgpu_buf *pay) {
+                                  uint64_t id, rgpu_status rc, const rgpu_client_reply *r,
+                                  rgpu_buf *pay) {
   if (rc < 0) {
     return rgpu_rt_from_call(rc);
   }
@@ -733,42 +731,35 @@ RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, cons
   uint64_t module_id = fb->mods[dev].module_id;
   pthread_mutex_unlock(&fb->lock);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
+  rgpu_buf pay;
   rgpu_buf_init(&pay);
-  rgpu_msg_func_get_attrs_req m = {.module_id = module_id, .func_index = f->index};
-  rgpu_msg_func_get_attrs_req_encode(&b, &m);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, dev, RGPU_OP_FUNC_GET_ATTRS, 0, b.data, b.len, NULL, 0, &r);
-  rgpu_buf_free(&b);
+  rgpu_msg_func_get_attrs_req req = {.module_id = module_id, .func_index = f->index};
+  rgpu_msg_func_get_attrs_rep rep;
+  rgpu_client_reply r = {.payload = &pay}; /* rep.attrs points into pay */
+  rgpu_status rc = rgpu_call_func_get_attrs(c, dev, 0, &req, &rep, &r);
   if (rc == 0) {
-    rgpu_msg_func_get_attrs_rep rep;
-    if (rgpu_msg_func_get_attrs_rep_decode(pay.data, pay.len, &rep) == 0) {
-      int32_t v[16] = {0};
-      for (uint32_t i = 0; i < rep.attrs.count && i < 16; i++) v[i] = rgpu_array_i32(&rep.attrs, i);
-      memset(attr, 0, sizeof *attr);
-      attr->maxThreadsPerBlock = v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
-      attr->sharedSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
-      attr->constSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES];
-      attr->localSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES];
-      attr->numRegs = v[CU_FUNC_ATTRIBUTE_NUM_REGS];
-      attr->ptxVersion = v[CU_FUNC_ATTRIBUTE_PTX_VERSION];
-      attr->binaryVersion = v[CU_FUNC_ATTRIBUTE_BINARY_VERSION];
-      attr->cacheModeCA = v[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA];
-      attr->maxDynamicSharedSizeBytes = f->max_dyn_shmem >= 0
-                                            ? f->max_dyn_shmem
-                                            : v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
-      attr->preferredShmemCarveout = v[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT];
-      attr->clusterDimMustBeSet = v[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET];
-      attr->requiredClusterWidth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
-      attr->requiredClusterHeight = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT];
-      attr->requiredClusterDepth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
-      attr->nonPortableClusterSizeAllowed = v[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED];
-      attr->clusterSchedulingPolicyPreference =
-          v[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE];
-    } else {
-      rc = CUDA_ERROR_UNKNOWN;
-    }
+    int32_t v[16] = {0};
+    for (uint32_t i = 0; i < rep.attrs.count && i < 16; i++) v[i] = rgpu_array_i32(&rep.attrs, i);
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+    attr->sharedSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+    attr->constSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES];
+    attr->localSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES];
+    attr->numRegs = v[CU_FUNC_ATTRIBUTE_NUM_REGS];
+    attr->ptxVersion = v[CU_FUNC_ATTRIBUTE_PTX_VERSION];
+    attr->binaryVersion = v[CU_FUNC_ATTRIBUTE_BINARY_VERSION];
+    attr->cacheModeCA = v[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA];
+    attr->maxDynamicSharedSizeBytes = f->max_dyn_shmem >= 0
+                                          ? f->max_dyn_shmem
+                                          : v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+    attr->preferredShmemCarveout = v[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT];
+    attr->clusterDimMustBeSet = v[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET];
+    attr->requiredClusterWidth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
+    attr->requiredClusterHeight = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT];
+    attr->requiredClusterDepth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
+    attr->nonPortableClusterSizeAllowed = v[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED];
+    attr->clusterSchedulingPolicyPreference =
+        v[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE];
   }
   rgpu_buf_free(&pay);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
