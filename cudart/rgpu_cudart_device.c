@@ -1,6 +1,5 @@
 /* Device management: count, current device, properties and attributes,
  * synchronize/reset, flags and limits, versions. */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

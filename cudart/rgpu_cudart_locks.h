@@ -56,6 +56,9 @@
 #ifndef RGPU_CUDART_LOCKS_H
 #define RGPU_CUDART_LOCKS_H
 
+/* Every cudart file has assert() through rgpu_cudart.h -> here. */
+#include <assert.h>
+
 #include "rgpu_mutex.h"
 
 #endif

@@ -7,7 +7,6 @@
  * need no reply; device-to-host chunks are all requested first and then
  * read back in order straight into the destination, so a large copy costs
  * one round trip, not one per chunk. */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

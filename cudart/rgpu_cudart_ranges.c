@@ -3,7 +3,6 @@
  * cudaMemcpyDefault and cudaPointerGetAttributes and let bad pointers fail
  * synchronously with cudaErrorInvalidValue, as on a local GPU, instead of
  * as a late asynchronous error. */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 

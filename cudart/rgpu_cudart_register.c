@@ -7,7 +7,6 @@
  * MODULE_LOAD sends the image with the names of all its kernels and
  * variables and gets back per-kernel parameter layouts and per-variable
  * addresses in one round trip. */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,6 @@
  * The _ptsz entry points are what `--default-stream per-thread` programs
  * call: there stream 0 means the calling thread's own default stream,
  * created on the server the first time it is used. */
-#include <assert.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
