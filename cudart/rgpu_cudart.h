@@ -15,7 +15,9 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "rgpu_calls.h" /* typed client calls, generated from the message spec */
 #include "rgpu_client.h"
+#include "rgpu_cudart_locks.h"
 
 #define RGPU_API __attribute__((visibility("default")))
 #define RGPU_MAX_DEVICES 64
@@ -36,7 +38,7 @@ int rgpu_cudart_is_sticky(cudaError_t e);
 /* The state machine of last/sticky/pending errors, kept apart from the
  * globals so that it can be unit-tested. */
 typedef struct {
-  pthread_mutex_t lock;
+  rgpu_mutex lock;
   cudaError_t sticky;  /* context-corrupting error, until reset */
   cudaError_t pending; /* async error reported by the server, not yet seen */
   int sticky_seen;     /* the sticky error was already reported once */
@@ -122,7 +124,7 @@ typedef struct {
 enum { RGPU_RANGE_DEVICE = 1, RGPU_RANGE_SYMBOL = 2, RGPU_RANGE_HOST = 3 };
 
 typedef struct {
-  pthread_mutex_t lock;
+  rgpu_mutex lock;
   rgpu_range *v; /* sorted by base, non-overlapping */
   size_t n, cap;
 } rgpu_range_table;

@@ -9,7 +9,15 @@
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
-static pthread_mutex_t g_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+/* g_dev_lock guards g_count, g_driver_version, g_devs (the pointers and a
+ * device until it is valid; a valid one is read without it) and
+ * g_dev_fetching.  It is never held across a round trip: the thread that
+ * fetches (DRIVER_INFO, DEVICE_PROPS) marks g_dev_fetching and drops it,
+ * and other threads that need a fetch wait on g_dev_fetch_done, so every
+ * answer is still asked for once. */
+static rgpu_mutex g_dev_lock = RGPU_MUTEX_INITIALIZER;
+static pthread_cond_t g_dev_fetch_done = PTHREAD_COND_INITIALIZER;
+static int g_dev_fetching;
 static int g_count = -1;
 static int g_driver_version;
 static rgpu_rt_device *g_devs[RGPU_MAX_DEVICES];
@@ -23,25 +31,20 @@ uint32_t rgpu_rt_device_epoch(int dev) {
                                               : 0;
 }
 
-static cudaError_t fill_device(rgpu_rt_device *d, const rgpu_buf *pay) {
-  rgpu_msg_device_props_rep p;
-  if (rgpu_msg_device_props_rep_decode(pay->data, pay->len, &p) != 0) {
-    RGPU_ERROR("malformed DEVICE_PROPS reply from the server");
-    return cudaErrorUnknown;
-  }
-  d->nattrs = p.attrs.count > RGPU_MAX_ATTRS ? RGPU_MAX_ATTRS : p.attrs.count;
-  for (uint32_t i = 0; i < d->nattrs; i++) d->attrs[i] = rgpu_array_i32(&p.attrs, i);
-  rgpu_cudart_build_props(&d->prop, p.name.data, p.name.len, p.uuid.data, p.uuid.len, p.total_mem,
-                          d->attrs, d->nattrs);
+static void fill_device(rgpu_rt_device *d, const rgpu_msg_device_props_rep *p) {
+  d->nattrs = p->attrs.count > RGPU_MAX_ATTRS ? RGPU_MAX_ATTRS : p->attrs.count;
+  for (uint32_t i = 0; i < d->nattrs; i++) d->attrs[i] = rgpu_array_i32(&p->attrs, i);
+  rgpu_cudart_build_props(&d->prop, p->name.data, p->name.len, p->uuid.data, p->uuid.len,
+                          p->total_mem, d->attrs, d->nattrs);
   d->valid = 1;
-  return cudaSuccess;
 }
 
 /* DRIVER_INFO once: device count and driver version.  Device 0's
  * properties are asked for in the same write: nearly every program needs
  * them before its first launch (configuration checks), and on a 100 ms link
- * one round trip less at start-up is worth more than one small reply
- * (caller holds g_dev_lock). */
+ * one round trip less at start-up is worth more than one small reply.
+ * The caller holds g_dev_lock; the round trip is made with it dropped
+ * (begin_fetch/end_fetch). */
 /* The replies rgpu_rt_device_prefetch asked for with HELLO, read by
  * rgpu_client_connect_with before the client is published (so no lock);
  * the first fetch_driver_info takes them. */
@@ -58,37 +61,56 @@ size_t rgpu_rt_device_prefetch(rgpu_client *c, void *ctx, uint64_t **seqs, rgpu_
     rgpu_buf_free(&g_pre_pay[i]);
     g_pre_rs[i].payload = &g_pre_pay[i];
   }
-  rgpu_buf req;
-  rgpu_buf_init(&req);
-  rgpu_msg_device_props_req m = {.device = 0};
-  rgpu_msg_device_props_req_encode(&req, &m);
-  if (rgpu_client_send_locked(c, RGPU_OP_DRIVER_INFO, 1, NULL, 0, NULL, 0, &g_pre_seqs[0]) == 0) {
+  rgpu_msg_device_props_req props0 = {.device = 0};
+  if (rgpu_send_driver_info_locked(c, 1, NULL, &g_pre_seqs[0]) == 0) {
     g_pre_n = 1;
-    if (!req.err &&
-        rgpu_client_send_locked(c, RGPU_OP_DEVICE_PROPS, 1, req.data, req.len, NULL, 0,
-                                &g_pre_seqs[1]) == 0)
-      g_pre_n = 2;
+    if (rgpu_send_device_props_locked(c, 1, &props0, &g_pre_seqs[1]) == 0) g_pre_n = 2;
   }
-  rgpu_buf_free(&req);
   *seqs = g_pre_seqs;
   *rs = g_pre_rs;
   return g_pre_n;
 }
 
+/* With g_dev_lock held: waits while another thread fetches.  Returns 1
+ * when `fetched` says the answer arrived meanwhile (nothing to do), else 0
+ * with this thread marked as the fetcher and the lock dropped. */
+static int begin_fetch(int (*fetched)(int), int arg) {
+  assert(rgpu_mutex_held(&g_dev_lock));
+  for (;;) {
+    if (fetched(arg)) return 1;
+    if (!g_dev_fetching) break;
+    rgpu_mutex_cond_wait(&g_dev_fetch_done, &g_dev_lock);
+  }
+  g_dev_fetching = 1;
+  rgpu_mutex_unlock(&g_dev_lock);
+  return 0;
+}
+
+/* After the round trip: takes g_dev_lock back and lets waiters look. */
+static void end_fetch(void) {
+  rgpu_mutex_lock(&g_dev_lock);
+  g_dev_fetching = 0;
+  pthread_cond_broadcast(&g_dev_fetch_done);
+}
+
+static int driver_info_known(int unused) {
+  (void)unused;
+  return g_count >= 0;
+}
+
 static cudaError_t fetch_driver_info(rgpu_client *c) {
-  if (g_count >= 0) return cudaSuccess;
-  rgpu_buf req, pay0, pay1;
-  rgpu_buf_init(&req);
+  if (begin_fetch(driver_info_known, 0)) return cudaSuccess;
+  rgpu_buf pay0, pay1;
   rgpu_buf_init(&pay0);
   rgpu_buf_init(&pay1);
-  rgpu_msg_device_props_req m = {.device = 0};
-  rgpu_msg_device_props_req_encode(&req, &m);
+  rgpu_msg_device_props_req props0 = {.device = 0};
   rgpu_client_reply rs[2];
   memset(rs, 0, sizeof rs);
   rs[0].payload = &pay0;
   rs[1].payload = &pay1;
   uint64_t seqs[2] = {0, 0};
-  int rc = 0, props_sent = 0;
+  rgpu_status rc = 0;
+  int props_sent = 0;
   if (g_pre_n && g_pre_rs[0].done) {
     /* Read with HELLO's reply: no round trip of its own. */
     props_sent = g_pre_n == 2 && g_pre_rs[1].done;
@@ -102,12 +124,11 @@ static cudaError_t fetch_driver_info(rgpu_client *c) {
     g_pre_n = 0;
     goto decode;
   }
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   uint64_t first = rgpu_client_next_seq_locked(c);
-  rc = rgpu_client_send_locked(c, RGPU_OP_DRIVER_INFO, 1, NULL, 0, NULL, 0, &seqs[0]);
-  props_sent = rc == 0 && !req.err &&
-               rgpu_client_send_locked(c, RGPU_OP_DEVICE_PROPS, 1, req.data, req.len, NULL, 0,
-                                       &seqs[1]) == 0;
+  rc = rgpu_send_driver_info_locked(c, 1, NULL, &seqs[0]);
+  props_sent = rc == 0 && rgpu_send_device_props_locked(c, 1, &props0, &seqs[1]) == 0;
   size_t nwait = props_sent ? 2 : 1;
   for (size_t got = 0; rc == 0 && got < nwait; got++) {
     size_t which = 0;
@@ -116,7 +137,8 @@ static cudaError_t fetch_driver_info(rgpu_client *c) {
   }
   rgpu_client_unlock(c);
 decode:
-  if (rc == 0) rc = (int)rs[0].status;
+  end_fetch();
+  if (rc == 0) rc = (rgpu_status)rs[0].status;
   cudaError_t e = rgpu_rt_from_call(rc);
   if (e == cudaSuccess) {
     rgpu_msg_driver_info_rep di;
@@ -130,26 +152,32 @@ decode:
   }
   /* Device 0's answer is a bonus: a failure (no device) is left for
    * rgpu_rt_device_get to ask again and report. */
+  rgpu_msg_device_props_rep props;
   if (e == cudaSuccess && props_sent && rs[1].done && rs[1].status == 0 && g_count > 0) {
-    if (!g_devs[0]) g_devs[0] = calloc(1, sizeof *g_devs[0]);
-    if (g_devs[0]) (void)fill_device(g_devs[0], &pay1);
+    if (rgpu_msg_device_props_rep_decode(pay1.data, pay1.len, &props) != 0) {
+      RGPU_ERROR("malformed DEVICE_PROPS reply from the server");
+    } else {
+      if (!g_devs[0]) g_devs[0] = calloc(1, sizeof *g_devs[0]);
+      if (g_devs[0]) fill_device(g_devs[0], &props);
+    }
   }
-  rgpu_buf_free(&req);
   rgpu_buf_free(&pay0);
   rgpu_buf_free(&pay1);
   return e;
 }
 
 cudaError_t rgpu_rt_device_count(rgpu_client *c, int *count) {
-  pthread_mutex_lock(&g_dev_lock);
+  rgpu_mutex_lock(&g_dev_lock);
   cudaError_t e = fetch_driver_info(c);
   if (e == cudaSuccess) *count = g_count;
-  pthread_mutex_unlock(&g_dev_lock);
+  rgpu_mutex_unlock(&g_dev_lock);
   return e;
 }
 
+static int device_known(int dev) { return g_devs[dev] && g_devs[dev]->valid; }
+
 cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
-  pthread_mutex_lock(&g_dev_lock);
+  rgpu_mutex_lock(&g_dev_lock);
   cudaError_t e = fetch_driver_info(c);
   if (e == cudaSuccess && (dev < 0 || dev >= g_count)) e = cudaErrorInvalidDevice;
   if (e == cudaSuccess && !g_devs[dev]) {
@@ -157,22 +185,32 @@ cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
     if (!d) e = cudaErrorMemoryAllocation;
     else g_devs[dev] = d;
   }
-  if (e == cudaSuccess && !g_devs[dev]->valid) {
-    rgpu_rt_device *d = g_devs[dev];
-    rgpu_buf req, pay;
-    rgpu_buf_init(&req);
+  if (e == cudaSuccess && !begin_fetch(device_known, dev)) {
+    /* Filled into a buffer of our own while unlocked: g_devs[dev] is read
+     * by others as soon as it is valid. */
+    rgpu_rt_device *d = calloc(1, sizeof *d);
+    rgpu_buf pay;
     rgpu_buf_init(&pay);
-    rgpu_msg_device_props_req m = {.device = (uint32_t)dev};
-    rgpu_msg_device_props_req_encode(&req, &m);
-    rgpu_client_reply r = {.payload = &pay};
-    int rc = rgpu_client_call(c, -1, RGPU_OP_DEVICE_PROPS, 0, req.data, req.len, NULL, 0, &r);
-    e = rgpu_rt_from_call(rc);
-    if (e == cudaSuccess) e = fill_device(d, &pay);
-    rgpu_buf_free(&req);
+    rgpu_msg_device_props_req req = {.device = (uint32_t)dev};
+    rgpu_msg_device_props_rep rep;
+    rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
+    assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+    rgpu_status rc = d ? rgpu_call_device_props(c, -1, 0, &req, &rep, &r) : 0;
+    e = d ? rgpu_rt_from_call(rc) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) fill_device(d, &rep);
     rgpu_buf_free(&pay);
+    end_fetch();
+    if (e == cudaSuccess) {
+      /* Keeps what cudaSetDeviceFlags stored meanwhile (flags, epoch are not
+       * part of the reply). */
+      d->flags = g_devs[dev]->flags;
+      d->epoch = g_devs[dev]->epoch;
+      *g_devs[dev] = *d;
+    }
+    free(d);
   }
   if (e == cudaSuccess) *out = g_devs[dev];
-  pthread_mutex_unlock(&g_dev_lock);
+  rgpu_mutex_unlock(&g_dev_lock);
   return e;
 }
 
@@ -254,24 +292,21 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   if (!c) return rgpu_rt_ret(e);
   if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
   int dev = rgpu_rt_current_device();
-  rgpu_buf req;
-  rgpu_buf_init(&req);
-  rgpu_msg_device_reset_req m = {.device = (uint32_t)dev};
-  rgpu_msg_device_reset_req_encode(&req, &m);
+  rgpu_msg_device_reset_req req = {.device = (uint32_t)dev};
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   /* Copies still on their way land before the context they came from goes. */
   rgpu_client_drain_locked(c, RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
   uint64_t seq;
   uint64_t first = rgpu_client_next_seq_locked(c);
-  int rc = rgpu_client_send_locked(c, RGPU_OP_DEVICE_RESET, 1, req.data, req.len, NULL, 0, &seq);
+  rgpu_status rc = rgpu_send_device_reset_locked(c, 1, &req, &seq);
   rgpu_client_reply r = {0};
   if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, &r);
-  if (rc == 0) rc = (int)r.status;
+  if (rc == 0) rc = (rgpu_status)r.status;
   /* The server's context of this device is new: send CTX_SET_DEVICE again
    * before the next request. */
   rgpu_client_unbind_device_locked(c);
   rgpu_client_unlock(c);
-  rgpu_buf_free(&req);
   /* Whatever the reset answered, everything the old context had is gone:
    * allocations, modules, streams and any error it had latched. */
   while (rgpu_client_take_async_error(c, NULL, NULL, NULL, 0)) {
@@ -411,10 +446,10 @@ RGPU_API cudaError_t cudaDriverGetVersion(int *driverVersion) {
   /* Like NVIDIA's runtime without a driver: 0 and success. */
   *driverVersion = 0;
   if (!c || rgpu_client_is_dead(c)) return cudaSuccess;
-  pthread_mutex_lock(&g_dev_lock);
+  rgpu_mutex_lock(&g_dev_lock);
   e = fetch_driver_info(c);
   if (e == cudaSuccess) *driverVersion = g_driver_version;
-  pthread_mutex_unlock(&g_dev_lock);
+  rgpu_mutex_unlock(&g_dev_lock);
   return cudaSuccess;
 }
 
@@ -423,24 +458,14 @@ RGPU_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!free_bytes || !total_bytes) return rgpu_rt_ret(cudaErrorInvalidValue);
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, rgpu_rt_current_device(), RGPU_OP_MEM_GET_INFO, 0, NULL, 0, NULL,
-                            0, &r);
-  e = rgpu_rt_from_call(rc);
+  rgpu_msg_mem_get_info_rep m;
+  e = rgpu_rt_from_call(rgpu_call_mem_get_info(c, rgpu_rt_current_device(), 0, NULL, &m, NULL));
   if (e == cudaSuccess) {
-    rgpu_msg_mem_get_info_rep m;
-    if (rgpu_msg_mem_get_info_rep_decode(pay.data, pay.len, &m) == 0) {
-      /* What the arena holds unused is free memory to the program. */
-      uint64_t f = m.free_bytes + rgpu_rt_arena_unused(rgpu_rt_current_device());
-      *free_bytes = (size_t)(f < m.total_bytes ? f : m.total_bytes);
-      *total_bytes = (size_t)m.total_bytes;
-    } else {
-      e = cudaErrorUnknown;
-    }
+    /* What the arena holds unused is free memory to the program. */
+    uint64_t f = m.free_bytes + rgpu_rt_arena_unused(rgpu_rt_current_device());
+    *free_bytes = (size_t)(f < m.total_bytes ? f : m.total_bytes);
+    *total_bytes = (size_t)m.total_bytes;
   }
-  rgpu_buf_free(&pay);
   return rgpu_rt_ret(e);
 }
 

@@ -7,7 +7,7 @@
 /* ---- error state machine ----------------------------------------------- */
 
 void rgpu_err_state_init(rgpu_err_state *s) {
-  pthread_mutex_init(&s->lock, NULL);
+  rgpu_mutex_init(&s->lock);
   s->sticky = cudaSuccess;
   s->pending = cudaSuccess;
   s->sticky_seen = 0;
@@ -15,17 +15,17 @@ void rgpu_err_state_init(rgpu_err_state *s) {
 
 void rgpu_err_state_async(rgpu_err_state *s, cudaError_t e) {
   if (e == cudaSuccess) return;
-  pthread_mutex_lock(&s->lock);
+  rgpu_mutex_lock(&s->lock);
   if (rgpu_cudart_is_sticky(e)) {
     if (s->sticky == cudaSuccess) s->sticky = e;
   } else if (s->pending == cudaSuccess) {
     s->pending = e;
   }
-  pthread_mutex_unlock(&s->lock);
+  rgpu_mutex_unlock(&s->lock);
 }
 
 cudaError_t rgpu_err_state_sync(rgpu_err_state *s, cudaError_t result) {
-  pthread_mutex_lock(&s->lock);
+  rgpu_mutex_lock(&s->lock);
   cudaError_t out = result;
   if (rgpu_cudart_is_sticky(result) && s->sticky == cudaSuccess) s->sticky = result;
   if (s->sticky != cudaSuccess) {
@@ -35,12 +35,12 @@ cudaError_t rgpu_err_state_sync(rgpu_err_state *s, cudaError_t result) {
     out = s->pending;
     s->pending = cudaSuccess;
   }
-  pthread_mutex_unlock(&s->lock);
+  rgpu_mutex_unlock(&s->lock);
   return out;
 }
 
 cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take) {
-  pthread_mutex_lock(&s->lock);
+  rgpu_mutex_lock(&s->lock);
   cudaError_t out = cudaSuccess;
   if (s->pending != cudaSuccess) {
     out = s->pending;
@@ -49,23 +49,23 @@ cudaError_t rgpu_err_state_poll(rgpu_err_state *s, int take) {
     out = s->sticky;
     if (take) s->sticky_seen = 1;
   }
-  pthread_mutex_unlock(&s->lock);
+  rgpu_mutex_unlock(&s->lock);
   return out;
 }
 
 cudaError_t rgpu_err_state_sticky(rgpu_err_state *s) {
-  pthread_mutex_lock(&s->lock);
+  rgpu_mutex_lock(&s->lock);
   cudaError_t e = s->sticky;
   if (e != cudaSuccess) s->sticky_seen = 1; /* the caller returns it */
-  pthread_mutex_unlock(&s->lock);
+  rgpu_mutex_unlock(&s->lock);
   return e;
 }
 
 void rgpu_err_state_reset(rgpu_err_state *s) {
-  pthread_mutex_lock(&s->lock);
+  rgpu_mutex_lock(&s->lock);
   s->sticky = cudaSuccess;
   s->pending = cudaSuccess;
   s->sticky_seen = 0;
-  pthread_mutex_unlock(&s->lock);
+  rgpu_mutex_unlock(&s->lock);
 }
 

@@ -19,8 +19,8 @@
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
-static rgpu_range_table g_dev_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
-static rgpu_range_table g_host_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+static rgpu_range_table g_dev_ranges = {RGPU_MUTEX_INITIALIZER, NULL, 0, 0};
+static rgpu_range_table g_host_ranges = {RGPU_MUTEX_INITIALIZER, NULL, 0, 0};
 
 rgpu_range_table *rgpu_rt_device_ranges(void) { return &g_dev_ranges; }
 rgpu_range_table *rgpu_rt_host_ranges(void) { return &g_host_ranges; }
@@ -319,114 +319,156 @@ RGPU_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
 
 /* ---- the allocation arena (rgpu_cudart_arena.h) ------------------------- */
 
-static pthread_mutex_t g_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+/* g_arena_lock guards g_arena, g_synced_seq, g_chunk_fetching and
+ * g_arena_gen.  It is a leaf (cudart/rgpu_cudart_locks.h): no other lock is
+ * taken and no frame is sent while it is held; the round trips of the
+ * arena (CTX_SYNC, MEM_ALLOC of a chunk, MEM_FREE of an empty one) happen
+ * with it dropped. */
+static rgpu_mutex g_arena_lock = RGPU_MUTEX_INITIALIZER;
+/* Signalled (under g_arena_lock) when a chunk fetch ends. */
+static pthread_cond_t g_arena_fetch_done = PTHREAD_COND_INITIALIZER;
 static rgpu_arena g_arena[RGPU_MAX_DEVICES];
 /* Per device: the sequence number of the latest CTX_SYNC that completed. */
 static uint64_t g_synced_seq[RGPU_MAX_DEVICES];
+/* Per device: a thread is fetching a chunk (MEM_ALLOC in flight, lock
+ * dropped).  Others that need a chunk wait for it instead of fetching one
+ * each, so concurrent cudaMalloc calls cost the round trips (and take the
+ * device memory) they did when the lock was held across the fetch. */
+static int g_chunk_fetching[RGPU_MAX_DEVICES];
+/* Per device: bumped by rgpu_rt_arena_forget_device, so that a chunk
+ * fetched across a cudaDeviceReset is not added to the new arena. */
+static uint32_t g_arena_gen[RGPU_MAX_DEVICES];
 
 void rgpu_rt_arena_synced(int dev, uint64_t seq) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
-  pthread_mutex_lock(&g_arena_lock);
+  rgpu_mutex_lock(&g_arena_lock);
   if (seq > g_synced_seq[dev]) g_synced_seq[dev] = seq;
-  pthread_mutex_unlock(&g_arena_lock);
+  rgpu_mutex_unlock(&g_arena_lock);
 }
 
 uint64_t rgpu_rt_arena_unused(int dev) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return 0;
-  pthread_mutex_lock(&g_arena_lock);
+  rgpu_mutex_lock(&g_arena_lock);
   uint64_t n = g_arena[dev].committed - g_arena[dev].in_use;
-  pthread_mutex_unlock(&g_arena_lock);
+  rgpu_mutex_unlock(&g_arena_lock);
   return n;
 }
 
 void rgpu_rt_arena_forget_device(int dev) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
-  pthread_mutex_lock(&g_arena_lock);
+  rgpu_mutex_lock(&g_arena_lock);
   rgpu_arena_free_all(&g_arena[dev]);
-  pthread_mutex_unlock(&g_arena_lock);
+  g_arena_gen[dev]++;
+  rgpu_mutex_unlock(&g_arena_lock);
 }
 
 /* MEM_ALLOC, waiting for the address: a CUresult or <0. */
-static int server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
-  rgpu_buf_init(&pay);
-  rgpu_msg_mem_alloc_req m = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &m);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r);
-  rgpu_buf_free(&b);
-  if (rc == 0) {
-    rgpu_msg_mem_alloc_rep rep;
-    if (rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &rep) || rep.dptr == 0)
-      rc = CUDA_ERROR_UNKNOWN;
-    else
-      *dptr = rep.dptr;
-  }
-  rgpu_buf_free(&pay);
+static rgpu_status server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  rgpu_msg_mem_alloc_req req = {.size = size};
+  rgpu_msg_mem_alloc_rep rep;
+  rgpu_status rc = rgpu_call_mem_alloc(c, dev, 0, &req, &rep, NULL);
+  if (rc == 0 && rep.dptr == 0) rc = CUDA_ERROR_UNKNOWN; /* a malformed reply */
+  if (rc == 0) *dptr = rep.dptr;
   return rc;
 }
 
 /* MEM_FREE, queued. */
-static int server_free(rgpu_client *c, int dev, uint64_t dptr) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_mem_free_req m = {.dptr = dptr};
-  rgpu_msg_mem_free_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, dev, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
-  return rc;
+static rgpu_status server_free(rgpu_client *c, int dev, uint64_t dptr) {
+  assert(rgpu_mutex_held_count() == 0); /* sends a frame (a round trip in sync mode) */
+  rgpu_msg_mem_free_req req = {.dptr = dptr};
+  return rgpu_call_mem_free(c, dev, RGPU_CALL_ASYNC, &req, NULL, NULL);
 }
 
-/* Gives the server back the chunks nothing uses (with g_arena_lock held),
- * so that a failing allocation fails only where it would on a local GPU. */
+/* Gives the server back the chunks nothing uses, so that a failing
+ * allocation fails only where it would on a local GPU.  One chunk at a
+ * time leaves the arena under the lock and is freed after it.  Returns how
+ * many went back. */
 static int release_empty_chunks(rgpu_client *c, int dev) {
   int n = 0;
-  uint64_t base;
-  while (rgpu_arena_take_empty_chunk(&g_arena[dev], &base) == 0) {
+  for (;;) {
+    uint64_t base;
+    rgpu_mutex_lock(&g_arena_lock);
+    int got = rgpu_arena_take_empty_chunk(&g_arena[dev], &base) == 0;
+    rgpu_mutex_unlock(&g_arena_lock);
+    if (!got) return n;
     server_free(c, dev, base);
     n++;
   }
-  return n;
 }
 
-/* A small allocation from the arena: 0 and *p (often without any round
- * trip), a CUresult/<0 that the caller must report, or 1 when the arena
- * cannot help (the caller allocates on its own). */
-static int arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p) {
-  pthread_mutex_lock(&g_arena_lock);
-  rgpu_arena *a = &g_arena[dev];
+/* A block from dev's arena that is clean as of the last completed
+ * synchronization: 1 and *p, or 0 (*dirty_fits as rgpu_arena_alloc). */
+static int arena_take(int dev, uint64_t size, uint64_t *p, int *dirty_fits) {
+  assert(rgpu_mutex_held(&g_arena_lock));
+  return rgpu_arena_alloc(&g_arena[dev], size, g_synced_seq[dev], p, dirty_fits) == 0;
+}
+
+/* A small allocation from the arena, often without any round trip.
+ * Returns 0 or a CUresult/<0 that the caller must report; on 0, *served
+ * says whether *p is an arena block (1) or the arena cannot help and the
+ * caller allocates on its own (0).  The status and the "served" answer are
+ * apart because a CUresult may be any small integer. */
+static rgpu_status arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *p,
+                               int *served) {
+  *served = 0;
+  rgpu_mutex_lock(&g_arena_lock);
   int dirty = 0;
-  int rc = rgpu_arena_alloc(a, size, g_synced_seq[dev], p, &dirty) == 0 ? 0 : 1;
-  if (rc && dirty) {
+  if (arena_take(dev, size, p, &dirty)) goto served;
+  if (dirty) {
     /* Only memory freed since the last device-wide synchronization fits:
      * work queued before the free may still use it, so synchronize (CUDA's
      * own cudaFree would have), which costs what a new chunk would. */
-    pthread_mutex_unlock(&g_arena_lock);
-    int src = rgpu_rt_sync_call(c, dev, RGPU_OP_CTX_SYNC, NULL, 0, RGPU_CLIENT_ALL_STREAMS, NULL);
-    pthread_mutex_lock(&g_arena_lock);
-    if (src) {
-      pthread_mutex_unlock(&g_arena_lock);
-      return src;
+    rgpu_mutex_unlock(&g_arena_lock);
+    rgpu_status src =
+        rgpu_rt_sync_call(c, dev, RGPU_OP_CTX_SYNC, NULL, 0, RGPU_CLIENT_ALL_STREAMS, NULL);
+    if (src) return src;
+    rgpu_mutex_lock(&g_arena_lock);
+  }
+  /* Another thread's chunk may be on its way: wait for it and try again,
+   * as the lock held across that fetch used to make us do. */
+  for (;;) {
+    if (arena_take(dev, size, p, NULL)) goto served;
+    if (!g_chunk_fetching[dev]) break;
+    rgpu_mutex_cond_wait(&g_arena_fetch_done, &g_arena_lock);
+  }
+  g_chunk_fetching[dev] = 1;
+  uint32_t gen = g_arena_gen[dev];
+  rgpu_mutex_unlock(&g_arena_lock);
+
+  uint64_t base = 0;
+  rgpu_status arc = server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
+
+  rgpu_mutex_lock(&g_arena_lock);
+  g_chunk_fetching[dev] = 0;
+  pthread_cond_broadcast(&g_arena_fetch_done);
+  rgpu_status rc = 0;
+  int give_back = 0;
+  if (arc == 0) {
+    if (gen != g_arena_gen[dev]) {
+      /* cudaDeviceReset meanwhile (a race the program owns: CUDA leaves a
+       * reset concurrent with other calls undefined).  Whether the chunk
+       * outlived the old context is unknown, so neither use nor free it;
+       * the caller allocates on its own. */
+      RGPU_DEBUG("arena chunk 0x%llx fetched across a device reset: dropped",
+                 (unsigned long long)base);
+    } else if (rgpu_arena_add_chunk(&g_arena[dev], base, RGPU_ARENA_CHUNK)) {
+      give_back = 1;
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (arena_take(dev, size, p, NULL)) {
+      *served = 1;
     }
-    rc = rgpu_arena_alloc(a, size, g_synced_seq[dev], p, NULL) == 0 ? 0 : 1;
-  }
-  if (rc) {
-    uint64_t base = 0;
-    int arc = server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
-    if (arc == 0) {
-      if (rgpu_arena_add_chunk(a, base, RGPU_ARENA_CHUNK)) {
-        server_free(c, dev, base);
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-      } else {
-        rc = rgpu_arena_alloc(a, size, g_synced_seq[dev], p, NULL) == 0 ? 0 : 1;
-      }
-    } else if (arc != CUDA_ERROR_OUT_OF_MEMORY) {
-      rc = arc; /* a dead connection, a sticky error: report it */
-    } /* out of memory for a whole chunk: maybe not for this request */
-  }
-  pthread_mutex_unlock(&g_arena_lock);
+  } else if (arc != CUDA_ERROR_OUT_OF_MEMORY) {
+    rc = arc; /* a dead connection, a sticky error: report it */
+  } /* out of memory for a whole chunk: maybe not for this request */
+  rgpu_mutex_unlock(&g_arena_lock);
+  if (give_back) server_free(c, dev, base);
   return rc;
+
+served:
+  *served = 1;
+  rgpu_mutex_unlock(&g_arena_lock);
+  return 0;
 }
 
 RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
@@ -441,21 +483,19 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   }
   int dev = rgpu_rt_current_device();
   uint64_t p = 0;
-  int rc = 1;
+  rgpu_status rc = 0;
+  int served = 0;
   /* Small requests come from the arena; sync-every-call is the baseline
    * that asks the server for everything. */
   if (size <= RGPU_ARENA_MAX_SUB && dev >= 0 && dev < RGPU_MAX_DEVICES &&
       !rgpu_client_sync_every_call(c))
-    rc = arena_alloc(c, dev, size, &p);
-  if (rc == 1) {
+    rc = arena_alloc(c, dev, size, &p, &served);
+  if (rc == 0 && !served) {
     rc = server_alloc(c, dev, size, &p);
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES) {
-      /* Exact: out of memory only if it still is with no idle chunk held. */
-      pthread_mutex_lock(&g_arena_lock);
-      int released = release_empty_chunks(c, dev);
-      pthread_mutex_unlock(&g_arena_lock);
-      if (released) rc = server_alloc(c, dev, size, &p);
-    }
+    /* Exact: out of memory only if it still is with no idle chunk held. */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
+        release_empty_chunks(c, dev))
+      rc = server_alloc(c, dev, size, &p);
   }
   if (rc) return rgpu_rt_sync_ret(c, rc);
   rgpu_range rg = {.base = p, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
@@ -478,9 +518,9 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
   rgpu_range_remove(&g_dev_ranges, r.base, NULL);
   if (r.device >= 0 && r.device < RGPU_MAX_DEVICES) {
     /* Arena memory goes back to the arena: nothing to send. */
-    pthread_mutex_lock(&g_arena_lock);
+    rgpu_mutex_lock(&g_arena_lock);
     int mine = rgpu_arena_release(&g_arena[r.device], r.base, rgpu_client_next_seq_locked(c)) == 0;
-    pthread_mutex_unlock(&g_arena_lock);
+    rgpu_mutex_unlock(&g_arena_lock);
     if (mine) return cudaSuccess;
   }
   int rc = server_free(c, r.device, r.base);
@@ -492,6 +532,7 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
 static void drain_host_range(void *p, size_t n) {
   rgpu_client *c = rgpu_rt_client_peek();
   if (!c) return;
+  assert(rgpu_mutex_held_count() == 0); /* waits for replies: no cudart lock held */
   rgpu_client_lock(c);
   rgpu_client_drain_dst_locked(c, p, n);
   rgpu_client_unlock(c);

@@ -10,18 +10,19 @@
 
 void rgpu_range_table_init(rgpu_range_table *t) {
   memset(t, 0, sizeof *t);
-  pthread_mutex_init(&t->lock, NULL);
+  rgpu_mutex_init(&t->lock);
 }
 
 void rgpu_range_table_free(rgpu_range_table *t) {
   free(t->v);
   t->v = NULL;
   t->n = t->cap = 0;
-  pthread_mutex_destroy(&t->lock);
+  rgpu_mutex_destroy(&t->lock);
 }
 
 /* Index of the first range with base > p. */
-static size_t upper(const rgpu_range_table *t, uint64_t p) {
+static size_t upper(rgpu_range_table *t, uint64_t p) {
+  assert(rgpu_mutex_held(&t->lock));
   size_t lo = 0, hi = t->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -35,7 +36,7 @@ static size_t upper(const rgpu_range_table *t, uint64_t p) {
 
 int rgpu_range_add(rgpu_range_table *t, const rgpu_range *r) {
   if (r->size == 0 || r->base + r->size < r->base) return -1;
-  pthread_mutex_lock(&t->lock);
+  rgpu_mutex_lock(&t->lock);
   size_t i = upper(t, r->base);
   int bad = 0;
   if (i > 0 && t->v[i - 1].base + t->v[i - 1].size > r->base) bad = 1;
@@ -55,12 +56,12 @@ int rgpu_range_add(rgpu_range_table *t, const rgpu_range *r) {
     t->v[i] = *r;
     t->n++;
   }
-  pthread_mutex_unlock(&t->lock);
+  rgpu_mutex_unlock(&t->lock);
   return bad ? -1 : 0;
 }
 
 int rgpu_range_remove(rgpu_range_table *t, uint64_t base, rgpu_range *out) {
-  pthread_mutex_lock(&t->lock);
+  rgpu_mutex_lock(&t->lock);
   size_t i = upper(t, base);
   int rc = -1;
   if (i > 0 && t->v[i - 1].base == base) {
@@ -69,14 +70,14 @@ int rgpu_range_remove(rgpu_range_table *t, uint64_t base, rgpu_range *out) {
     t->n--;
     rc = 0;
   }
-  pthread_mutex_unlock(&t->lock);
+  rgpu_mutex_unlock(&t->lock);
   return rc;
 }
 
 int rgpu_range_find(rgpu_range_table *t, uint64_t p, uint64_t len, rgpu_range *out) {
   if (len == 0) len = 1;
   if (p + len < p) return -1;
-  pthread_mutex_lock(&t->lock);
+  rgpu_mutex_lock(&t->lock);
   size_t i = upper(t, p);
   int rc = -1;
   if (i > 0) {
@@ -86,17 +87,17 @@ int rgpu_range_find(rgpu_range_table *t, uint64_t p, uint64_t len, rgpu_range *o
       rc = 0;
     }
   }
-  pthread_mutex_unlock(&t->lock);
+  rgpu_mutex_unlock(&t->lock);
   return rc;
 }
 
 void rgpu_range_remove_device(rgpu_range_table *t, int device, int kind) {
-  pthread_mutex_lock(&t->lock);
+  rgpu_mutex_lock(&t->lock);
   size_t w = 0;
   for (size_t i = 0; i < t->n; i++) {
     if (t->v[i].device == device && (kind == 0 || t->v[i].kind == kind)) continue;
     t->v[w++] = t->v[i];
   }
   t->n = w;
-  pthread_mutex_unlock(&t->lock);
+  rgpu_mutex_unlock(&t->lock);
 }

@@ -31,7 +31,7 @@ typedef struct {
 } rgpu_fatbin_wrapper;
 
 typedef struct {
-  int state; /* 0 not loaded, 1 loaded, -1 load failed */
+  int state; /* 0 not loaded, 1 loaded, -1 load failed, RGPU_MODULE_LOADING */
   cudaError_t error;
   uint32_t epoch;
   uint64_t module_id;
@@ -51,7 +51,13 @@ typedef struct {
 typedef struct rgpu_rt_fatbin {
   const void *image;
   size_t size;
+  /* Guards everything below.  Still a plain pthread mutex: the launch path
+   * (rgpu_rt_launch) takes it too and is being rewritten elsewhere; it
+   * becomes an rgpu_mutex when that lands (cudart/rgpu_cudart_locks.h). */
   pthread_mutex_t lock;
+  /* Broadcast (under lock) when a MODULE_LOAD of this fatbin ends: threads
+   * that need the module wait for the one loading it. */
+  pthread_cond_t load_done;
   rgpu_rt_func **funcs;
   size_t nfuncs, capf;
   rgpu_rt_var *vars;
@@ -86,7 +92,9 @@ typedef struct {
   size_t cap, n;
 } ptr_map;
 
-static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* g_reg_lock guards the two maps (a leaf: held only for a lookup or an
+ * insert). */
+static rgpu_mutex g_reg_lock = RGPU_MUTEX_INITIALIZER;
 static ptr_map g_funcs, g_vars;
 
 static size_t ptr_hash(const void *p) {
@@ -98,6 +106,7 @@ static size_t ptr_hash(const void *p) {
 }
 
 static int map_put(ptr_map *m, const void *key, void *val, uint32_t aux) {
+  assert(rgpu_mutex_held(&g_reg_lock));
   if ((m->n + 1) * 2 > m->cap) {
     size_t nc = m->cap ? m->cap * 2 : 256;
     map_slot *ns = calloc(nc, sizeof *ns);
@@ -120,6 +129,7 @@ static int map_put(ptr_map *m, const void *key, void *val, uint32_t aux) {
 }
 
 static map_slot *map_get(ptr_map *m, const void *key) {
+  assert(rgpu_mutex_held(&g_reg_lock));
   if (!m->cap || !key) return NULL;
   size_t j = ptr_hash(key) & (m->cap - 1);
   while (m->slots[j].key) {
@@ -136,6 +146,7 @@ RGPU_API void **__cudaRegisterFatBinary(void *fatCubin) {
   rgpu_rt_fatbin *fb = calloc(1, sizeof *fb);
   if (!fb) return NULL;
   pthread_mutex_init(&fb->lock, NULL);
+  pthread_cond_init(&fb->load_done, NULL);
   if (!w || (unsigned)w->magic != RGPU_FATBIN_WRAPPER_MAGIC_V ||
       (w->version != 1 && w->version != 2) || !w->data) {
     RGPU_WARN("ignoring a fatbinary with an unknown wrapper (magic 0x%x, version %d)",
@@ -196,9 +207,9 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
   f->max_dyn_shmem = -1;
   fb->funcs[fb->nfuncs++] = f;
   pthread_mutex_unlock(&fb->lock);
-  pthread_mutex_lock(&g_reg_lock);
+  rgpu_mutex_lock(&g_reg_lock);
   map_put(&g_funcs, hostFun, f, 0);
-  pthread_mutex_unlock(&g_reg_lock);
+  rgpu_mutex_unlock(&g_reg_lock);
 }
 
 RGPU_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
@@ -224,9 +235,9 @@ RGPU_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *devi
   uint32_t idx = (uint32_t)fb->nvars;
   fb->vars[fb->nvars++] = (rgpu_rt_var){hostVar, nm, size, constant};
   pthread_mutex_unlock(&fb->lock);
-  pthread_mutex_lock(&g_reg_lock);
+  rgpu_mutex_lock(&g_reg_lock);
   map_put(&g_vars, hostVar, fb, idx);
-  pthread_mutex_unlock(&g_reg_lock);
+  rgpu_mutex_unlock(&g_reg_lock);
 }
 
 RGPU_API void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress,
@@ -248,21 +259,26 @@ RGPU_API void __cudaUnregisterFatBinary(void **fatCubinHandle) {
   /* Runs from atexit (or dlclose): the image memory may go away after
    * this, so the fatbin is marked dead; the server drops its modules with
    * the session, and a library unloaded early gets MODULE_UNLOAD. */
+  /* The modules to unload are picked under the lock and sent after it (a
+   * sync-every-call session waits for each MODULE_UNLOAD). */
+  uint64_t unload[RGPU_MAX_DEVICES];
   pthread_mutex_lock(&fb->lock);
   fb->dead = 1;
   rgpu_client *c = rgpu_rt_client_peek();
-  for (int d = 0; c && d < RGPU_MAX_DEVICES; d++) {
+  for (int d = 0; d < RGPU_MAX_DEVICES; d++) {
     rgpu_rt_module *m = &fb->mods[d];
-    if (m->state != 1 || m->epoch != rgpu_rt_device_epoch(d) || rgpu_client_is_dead(c)) continue;
-    rgpu_buf b;
-    rgpu_buf_init(&b);
-    rgpu_msg_module_unload_req u = {.module_id = m->module_id};
-    rgpu_msg_module_unload_req_encode(&b, &u);
-    rgpu_client_call(c, d, RGPU_OP_MODULE_UNLOAD, 1, b.data, b.len, NULL, 0, NULL);
-    rgpu_buf_free(&b);
+    unload[d] = 0;
+    if (!c || m->state != 1 || m->epoch != rgpu_rt_device_epoch(d) || rgpu_client_is_dead(c))
+      continue;
+    unload[d] = m->module_id;
     m->state = 0;
   }
   pthread_mutex_unlock(&fb->lock);
+  for (int d = 0; d < RGPU_MAX_DEVICES; d++) {
+    if (!unload[d]) continue;
+    rgpu_msg_module_unload_req req = {.module_id = unload[d]};
+    rgpu_call_module_unload(c, d, RGPU_CALL_ASYNC, &req, NULL, NULL);
+  }
 }
 
 /* ---- per-thread launch configuration stack ------------------------------ */
@@ -301,10 +317,10 @@ RGPU_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, s
 /* ---- lazy module load --------------------------------------------------- */
 
 rgpu_rt_func *rgpu_rt_func_by_stub(const void *host_stub) {
-  pthread_mutex_lock(&g_reg_lock);
+  rgpu_mutex_lock(&g_reg_lock);
   map_slot *s = map_get(&g_funcs, host_stub);
   rgpu_rt_func *f = s ? s->val : NULL;
-  pthread_mutex_unlock(&g_reg_lock);
+  rgpu_mutex_unlock(&g_reg_lock);
   return f;
 }
 
@@ -354,14 +370,32 @@ static int fallback_layout(rgpu_rt_fatbin *fb, const char *name, rgpu_param_layo
 #endif
 }
 
-/* Loads fb on dev if needed; fb->lock held by the caller. */
+/* A MODULE_LOAD of the module is in flight (fb->lock dropped). */
+#define RGPU_MODULE_LOADING 2
+
+static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev, uint32_t epoch,
+                                  uint64_t id, rgpu_status rc, const rgpu_client_reply *r,
+                                  rgpu_buf *pay);
+
+/* Loads fb on dev if needed; fb->lock held by the caller, on return too.
+ * The MODULE_LOAD round trip is made with fb->lock dropped and the module
+ * marked loading; other threads that need it wait for that load instead of
+ * sending their own, so a module is still loaded once per device. */
 static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
-  if (fb->dead) return cudaErrorInvalidKernelImage;
   rgpu_rt_module *m = &fb->mods[dev];
-  uint32_t epoch = rgpu_rt_device_epoch(dev);
-  if (m->state != 0 && m->epoch != epoch) module_clear(fb, m);
-  if (m->state == 1) return cudaSuccess;
-  if (m->state == -1) return m->error;
+  uint32_t epoch;
+  for (;;) {
+    if (fb->dead) return cudaErrorInvalidKernelImage;
+    epoch = rgpu_rt_device_epoch(dev);
+    if (m->state == RGPU_MODULE_LOADING) {
+      pthread_cond_wait(&fb->load_done, &fb->lock);
+      continue;
+    }
+    if (m->state != 0 && m->epoch != epoch) module_clear(fb, m);
+    if (m->state == 1) return cudaSuccess;
+    if (m->state == -1) return m->error;
+    break;
+  }
 
   const char **fnames = calloc(fb->nfuncs + 1, sizeof *fnames);
   const char **vnames = calloc(fb->nvars + 1, sizeof *vnames);
@@ -373,31 +407,44 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   for (size_t i = 0; i < fb->nfuncs; i++) fnames[i] = fb->funcs[i]->name;
   for (size_t i = 0; i < fb->nvars; i++) vnames[i] = fb->vars[i].name;
   uint64_t id = rgpu_rt_new_handle_id();
+  /* The names are the registration's own strings (never freed while the
+   * fatbin lives), so fnames/vnames stay valid with the lock dropped. */
   rgpu_msg_module_load_req req = {.module_id = id,
                                   .func_names = {.items = fnames, .count = (uint32_t)fb->nfuncs},
-                                  .var_names = {.items = vnames, .count = (uint32_t)fb->nvars}};
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
+                                  .var_names = {.items = vnames, .count = (uint32_t)fb->nvars},
+                                  .image = {.data = fb->image, .len = fb->size}};
+  rgpu_buf pay;
   rgpu_buf_init(&pay);
-  int rc = rgpu_msg_module_load_req_encode(&b, &req);
+  rgpu_client_reply r = {.payload = &pay};
+  m->state = RGPU_MODULE_LOADING;
+  pthread_mutex_unlock(&fb->lock);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  rgpu_status rc = rgpu_call_module_load(c, dev, 0, &req, NULL, &r);
   free(fnames);
   free(vnames);
-  if (rc) {
-    rgpu_buf_free(&b);
-    return cudaErrorInvalidValue;
-  }
-  rgpu_client_reply r = {.payload = &pay};
-  rc = rgpu_client_call(c, dev, RGPU_OP_MODULE_LOAD, 0, b.data, b.len, fb->image, fb->size, &r);
-  rgpu_buf_free(&b);
+  pthread_mutex_lock(&fb->lock);
+  m->state = 0; /* module_install decides */
+  cudaError_t e;
+  if (rgpu_status_layer(rc) == 2 && !rgpu_client_is_dead(c))
+    e = cudaErrorInvalidValue; /* the request did not encode (names over the limits): not sent */
+  else
+    e = module_install(fb, m, dev, epoch, id, rc, &r, &pay);
+  rgpu_buf_free(&pay);
+  pthread_cond_broadcast(&fb->load_done);
+  return e;
+}
+
+/* The reply of MODULE_LOAD (rc: its status) into m, fb->lock held. */
+static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev, uint32_t epoch,
+                                  uint64_t id, rgpu_status rc, const rgpu_client_reply *r,
+                                  rgpu_buf *pay) {
   if (rc < 0) {
-    rgpu_buf_free(&pay);
     return rgpu_rt_from_call(rc);
   }
   if (rc > 0) {
     cudaError_t e = rgpu_cudart_from_cu(rc);
-    RGPU_WARN("the server could not load a module (%d%s%s)", rc, r.msg[0] ? ": " : "",
-              r.msg);
-    rgpu_buf_free(&pay);
+    RGPU_WARN("the server could not load a module (%d%s%s)", rc, r->msg[0] ? ": " : "",
+              r->msg);
     m->state = -1;
     m->error = e;
     m->epoch = epoch;
@@ -405,9 +452,8 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   }
   rgpu_msg_module_load_rep rep;
   cudaError_t e = cudaSuccess;
-  if (rgpu_msg_module_load_rep_decode(pay.data, pay.len, &rep)) {
+  if (rgpu_msg_module_load_rep_decode(pay->data, pay->len, &rep)) {
     RGPU_ERROR("malformed MODULE_LOAD reply from the server");
-    rgpu_buf_free(&pay);
     return cudaErrorUnknown;
   }
   m->module_id = id;
@@ -418,7 +464,6 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   m->var_size = calloc(fb->nvars + 1, sizeof *m->var_size);
   if (!m->layouts || !m->func_status || !m->var_dptr || !m->var_size) {
     module_clear(fb, m);
-    rgpu_buf_free(&pay);
     return cudaErrorMemoryAllocation;
   }
   /* The server's layouts are usable only if the arrays agree. */
@@ -487,7 +532,6 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
       }
     }
   }
-  rgpu_buf_free(&pay);
   if (e != cudaSuccess) {
     module_clear(fb, m);
     return e;
@@ -503,11 +547,11 @@ void rgpu_rt_modules_forget_device(int dev) {
 }
 
 cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, size_t *size) {
-  pthread_mutex_lock(&g_reg_lock);
+  rgpu_mutex_lock(&g_reg_lock);
   map_slot *s = map_get(&g_vars, symbol);
   rgpu_rt_fatbin *fb = s ? s->val : NULL;
   uint32_t idx = s ? s->aux : 0;
-  pthread_mutex_unlock(&g_reg_lock);
+  rgpu_mutex_unlock(&g_reg_lock);
   if (!fb) return cudaErrorInvalidSymbol;
   int dev = rgpu_rt_current_device();
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return cudaErrorInvalidDevice;
@@ -686,42 +730,35 @@ RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, cons
   uint64_t module_id = fb->mods[dev].module_id;
   pthread_mutex_unlock(&fb->lock);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
+  rgpu_buf pay;
   rgpu_buf_init(&pay);
-  rgpu_msg_func_get_attrs_req m = {.module_id = module_id, .func_index = f->index};
-  rgpu_msg_func_get_attrs_req_encode(&b, &m);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, dev, RGPU_OP_FUNC_GET_ATTRS, 0, b.data, b.len, NULL, 0, &r);
-  rgpu_buf_free(&b);
+  rgpu_msg_func_get_attrs_req req = {.module_id = module_id, .func_index = f->index};
+  rgpu_msg_func_get_attrs_rep rep;
+  rgpu_client_reply r = {.payload = &pay}; /* rep.attrs points into pay */
+  rgpu_status rc = rgpu_call_func_get_attrs(c, dev, 0, &req, &rep, &r);
   if (rc == 0) {
-    rgpu_msg_func_get_attrs_rep rep;
-    if (rgpu_msg_func_get_attrs_rep_decode(pay.data, pay.len, &rep) == 0) {
-      int32_t v[16] = {0};
-      for (uint32_t i = 0; i < rep.attrs.count && i < 16; i++) v[i] = rgpu_array_i32(&rep.attrs, i);
-      memset(attr, 0, sizeof *attr);
-      attr->maxThreadsPerBlock = v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
-      attr->sharedSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
-      attr->constSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES];
-      attr->localSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES];
-      attr->numRegs = v[CU_FUNC_ATTRIBUTE_NUM_REGS];
-      attr->ptxVersion = v[CU_FUNC_ATTRIBUTE_PTX_VERSION];
-      attr->binaryVersion = v[CU_FUNC_ATTRIBUTE_BINARY_VERSION];
-      attr->cacheModeCA = v[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA];
-      attr->maxDynamicSharedSizeBytes = f->max_dyn_shmem >= 0
-                                            ? f->max_dyn_shmem
-                                            : v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
-      attr->preferredShmemCarveout = v[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT];
-      attr->clusterDimMustBeSet = v[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET];
-      attr->requiredClusterWidth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
-      attr->requiredClusterHeight = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT];
-      attr->requiredClusterDepth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
-      attr->nonPortableClusterSizeAllowed = v[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED];
-      attr->clusterSchedulingPolicyPreference =
-          v[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE];
-    } else {
-      rc = CUDA_ERROR_UNKNOWN;
-    }
+    int32_t v[16] = {0};
+    for (uint32_t i = 0; i < rep.attrs.count && i < 16; i++) v[i] = rgpu_array_i32(&rep.attrs, i);
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+    attr->sharedSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+    attr->constSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES];
+    attr->localSizeBytes = (size_t)(uint32_t)v[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES];
+    attr->numRegs = v[CU_FUNC_ATTRIBUTE_NUM_REGS];
+    attr->ptxVersion = v[CU_FUNC_ATTRIBUTE_PTX_VERSION];
+    attr->binaryVersion = v[CU_FUNC_ATTRIBUTE_BINARY_VERSION];
+    attr->cacheModeCA = v[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA];
+    attr->maxDynamicSharedSizeBytes = f->max_dyn_shmem >= 0
+                                          ? f->max_dyn_shmem
+                                          : v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+    attr->preferredShmemCarveout = v[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT];
+    attr->clusterDimMustBeSet = v[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET];
+    attr->requiredClusterWidth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH];
+    attr->requiredClusterHeight = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT];
+    attr->requiredClusterDepth = v[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH];
+    attr->nonPortableClusterSizeAllowed = v[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED];
+    attr->clusterSchedulingPolicyPreference =
+        v[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE];
   }
   rgpu_buf_free(&pay);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;

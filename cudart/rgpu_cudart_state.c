@@ -16,7 +16,7 @@
 
 /* ---- globals ------------------------------------------------------------ */
 
-static rgpu_err_state g_err = {PTHREAD_MUTEX_INITIALIZER, cudaSuccess, cudaSuccess, 0};
+static rgpu_err_state g_err = {RGPU_MUTEX_INITIALIZER, cudaSuccess, cudaSuccess, 0};
 static __thread cudaError_t tl_last_error;
 static __thread int tl_call_waited;
 

@@ -32,6 +32,7 @@ int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed
     memset(&local, 0, sizeof local);
     r = &local;
   }
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   int rc = device >= 0 ? rgpu_client_bind_device_locked(c, device) : 0;
   uint64_t first = rgpu_client_next_seq_locked(c), seq = 0;
@@ -53,19 +54,22 @@ static cudaError_t post(rgpu_client *c, int dev, uint16_t op, rgpu_buf *b) {
   return rgpu_rt_sync_ret(c, rc);
 }
 
+/* The result of a request that may be queued (RGPU_CALL_ASYNC). */
+static cudaError_t queued_ret(rgpu_client *c, rgpu_status rc) {
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
 static cudaError_t per_thread_stream_id(rgpu_client *c, int dev, uint64_t *wire) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return cudaErrorInvalidDevice;
   per_thread_stream *p = &tl_ptds[dev];
   uint32_t epoch = rgpu_rt_device_epoch(dev);
   if (p->id == 0 || p->epoch != epoch) {
     uint64_t id = rgpu_rt_new_handle_id();
-    rgpu_buf b;
-    rgpu_buf_init(&b);
     /* Blocking like NVIDIA's per-thread stream: it synchronizes with the
      * legacy default stream. */
-    rgpu_msg_stream_create_req m = {.stream = id, .flags = 0, .priority = 0};
-    rgpu_msg_stream_create_req_encode(&b, &m);
-    cudaError_t e = post(c, dev, RGPU_OP_STREAM_CREATE, &b);
+    rgpu_msg_stream_create_req req = {.stream = id, .flags = 0, .priority = 0};
+    cudaError_t e =
+        queued_ret(c, rgpu_call_stream_create(c, dev, RGPU_CALL_ASYNC, &req, NULL, NULL));
     if (e != cudaSuccess) return e;
     p->id = id;
     p->epoch = epoch;
@@ -118,11 +122,8 @@ RGPU_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigne
   s->device = rgpu_rt_current_device();
   s->flags = flags;
   s->priority = priority;
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_stream_create_req m = {.stream = s->id, .flags = flags, .priority = priority};
-  rgpu_msg_stream_create_req_encode(&b, &m);
-  e = post(c, s->device, RGPU_OP_STREAM_CREATE, &b);
+  rgpu_msg_stream_create_req req = {.stream = s->id, .flags = flags, .priority = priority};
+  e = queued_ret(c, rgpu_call_stream_create(c, s->device, RGPU_CALL_ASYNC, &req, NULL, NULL));
   if (e != cudaSuccess) {
     s->magic = 0;
     free(s);
@@ -146,11 +147,8 @@ RGPU_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   if (is_special(stream) || stream->magic != RGPU_STREAM_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_stream_destroy_req m = {.stream = stream->id};
-  rgpu_msg_stream_destroy_req_encode(&b, &m);
-  e = post(c, stream->device, RGPU_OP_STREAM_DESTROY, &b);
+  rgpu_msg_stream_destroy_req req = {.stream = stream->id};
+  e = queued_ret(c, rgpu_call_stream_destroy(c, stream->device, RGPU_CALL_ASYNC, &req, NULL, NULL));
   stream->magic = 0;
   free(stream);
   return e;
@@ -318,11 +316,8 @@ RGPU_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int f
   ev->id = rgpu_rt_new_handle_id();
   ev->device = rgpu_rt_current_device();
   ev->flags = flags;
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_event_create_req m = {.event = ev->id, .flags = flags};
-  rgpu_msg_event_create_req_encode(&b, &m);
-  e = post(c, ev->device, RGPU_OP_EVENT_CREATE, &b);
+  rgpu_msg_event_create_req req = {.event = ev->id, .flags = flags};
+  e = queued_ret(c, rgpu_call_event_create(c, ev->device, RGPU_CALL_ASYNC, &req, NULL, NULL));
   if (e != cudaSuccess) {
     ev->magic = 0;
     free(ev);
@@ -342,11 +337,8 @@ RGPU_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (e != cudaSuccess) return e;
   if (!event || event->magic != RGPU_EVENT_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_event_destroy_req m = {.event = event->id};
-  rgpu_msg_event_destroy_req_encode(&b, &m);
-  e = post(c, event->device, RGPU_OP_EVENT_DESTROY, &b);
+  rgpu_msg_event_destroy_req req = {.event = event->id};
+  e = queued_ret(c, rgpu_call_event_destroy(c, event->device, RGPU_CALL_ASYNC, &req, NULL, NULL));
   event->magic = 0;
   free(event);
   return e;
@@ -428,23 +420,10 @@ RGPU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEven
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   if ((start->flags | end->flags) & cudaEventDisableTiming)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
-  rgpu_buf_init(&pay);
-  rgpu_msg_event_elapsed_req m = {.start_event = start->id, .end_event = end->id};
-  rgpu_msg_event_elapsed_req_encode(&b, &m);
-  rgpu_client_reply r = {.payload = &pay};
-  int rc = rgpu_client_call(c, start->device, RGPU_OP_EVENT_ELAPSED, 0, b.data, b.len, NULL, 0,
-                            &r);
-  rgpu_buf_free(&b);
-  if (rc == 0) {
-    rgpu_msg_event_elapsed_rep rep;
-    if (rgpu_msg_event_elapsed_rep_decode(pay.data, pay.len, &rep) == 0)
-      *ms = rep.ms;
-    else
-      rc = CUDA_ERROR_UNKNOWN;
-  }
-  rgpu_buf_free(&pay);
+  rgpu_msg_event_elapsed_req req = {.start_event = start->id, .end_event = end->id};
+  rgpu_msg_event_elapsed_rep rep;
+  rgpu_status rc = rgpu_call_event_elapsed(c, start->device, 0, &req, &rep, NULL);
+  if (rc == 0) *ms = rep.ms;
   if (rc == CUDA_ERROR_NOT_READY) return query_ret(c, rc);
   return rgpu_rt_sync_ret(c, rc);
 }

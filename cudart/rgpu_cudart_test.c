@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_errors.h"
 
@@ -195,6 +197,54 @@ static void test_ranges(void **state) {
   rgpu_range_table_free(&t);
 }
 
+/* The range table and the error state under several threads: each call
+ * takes and gives back its rgpu_mutex (in a debug build the held-assertions
+ * inside run on every lookup, and no lock is left held). */
+typedef struct {
+  rgpu_range_table *t;
+  rgpu_err_state *es;
+  uint64_t base;
+  int failures;
+} range_worker;
+
+static void *range_worker_main(void *arg) {
+  range_worker *w = arg;
+  for (uint64_t i = 0; i < 2000; i++) {
+    rgpu_range r = {.base = w->base + i * 0x1000, .size = 0x800, .device = 0,
+                    .kind = RGPU_RANGE_DEVICE};
+    rgpu_range got;
+    if (rgpu_range_add(w->t, &r)) w->failures++;
+    if (rgpu_range_find(w->t, r.base + 0x10, 16, &got) || got.base != r.base) w->failures++;
+    if (i % 2 && rgpu_range_remove(w->t, r.base, NULL)) w->failures++;
+    rgpu_err_state_async(w->es, cudaErrorLaunchFailure);
+    (void)rgpu_err_state_poll(w->es, 1);
+    if (rgpu_mutex_held_count() != 0) w->failures++;
+  }
+  return NULL;
+}
+
+static void test_ranges_threads(void **state) {
+  (void)state;
+  rgpu_range_table t;
+  rgpu_range_table_init(&t);
+  rgpu_err_state es;
+  rgpu_err_state_init(&es);
+  range_worker w[4];
+  pthread_t th[4];
+  for (int k = 0; k < 4; k++) {
+    w[k] = (range_worker){.t = &t, .es = &es, .base = 0x10000000ull * (uint64_t)(k + 1)};
+    assert_int_equal(pthread_create(&th[k], NULL, range_worker_main, &w[k]), 0);
+  }
+  for (int k = 0; k < 4; k++) {
+    pthread_join(th[k], NULL);
+    assert_int_equal(w[k].failures, 0);
+  }
+  assert_int_equal(t.n, 4 * 1000);
+  assert_true(rgpu_mutex_not_held(&t.lock));
+  assert_int_equal(rgpu_mutex_held_count(), 0);
+  rgpu_range_table_free(&t);
+}
+
 static void test_params(void **state) {
   /* _Z4oddkc3Oddsdc from cuda-abi.md: [#0@0:1 #1@8:16 #2@24:2 #3@32:8 #4@40:1] */
   uint32_t offs[] = {0, 8, 24, 32, 40};
@@ -254,6 +304,7 @@ int main(void) {
       cmocka_unit_test(test_errstate_sticky),
       cmocka_unit_test(test_props_builder),
       cmocka_unit_test(test_ranges),
+      cmocka_unit_test(test_ranges_threads),
       cmocka_unit_test(test_params),
       cmocka_unit_test(test_error_texts),
   };
