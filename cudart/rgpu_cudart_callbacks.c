@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "rgpu_cudart.h"
-#include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -199,7 +199,22 @@ static cudaError_t enqueue(cudaStream_t stream, int per_thread, cudaHostFn_t fn,
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (rgpu_rt_graph_take_host_func(wire, fn, user, scb != NULL, &e)) return rgpu_rt_ret(e);
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_HOST_FUNC, .stream = wire, .device = dev};
+  op.host.params = (struct cudaHostNodeParams){.fn = fn, .userData = user};
+  op.host.stream_cb = scb;
+  op.host.handle = stream;
+  return rgpu_rt_submit(c, &op);
+}
+
+/* The wire side of a host function: registered here, so that the server's
+ * HOST_CALL finds it, then queued as HOST_FUNC (no reply). */
+cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
+  cudaHostFn_t fn = op->host.params.fn;
+  void *user = op->host.params.userData;
+  cudaStreamCallback_t scb = op->host.stream_cb;
+  cudaStream_t stream = op->host.handle;
+  uint64_t wire = op->stream;
+  int dev = op->device;
   pthread_once(&g_once, start_once);
   if (!g_started) return rgpu_rt_ret(cudaErrorMemoryAllocation);
   rgpu_cb_rec *rec = calloc(1, sizeof *rec);

@@ -35,6 +35,7 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -61,28 +62,17 @@ enum { W_H2D = 1, W_D2H = 2, W_D2D = 3 };
 
 typedef struct {
   enum cudaGraphNodeType type;
-  /* kernel */
-  const void *func;
-  uint64_t module_id;
-  uint32_t func_index;
-  int device;
-  dim3 grid, block;
-  unsigned shmem;
-  uint8_t *params;
-  size_t plen;
+  /* Kernel, memcpy, memset, host and event nodes: the operation itself
+   * (rgpu_cudart_op.h), with the kernel's parameters owned by the node.
+   * Memcpy kinds are resolved (never cudaMemcpyDefault). */
+  rgpu_rt_op op;
+  /* kernel nodes, for cudaGraphKernelNodeGetParams */
+  const void *func; /* the host stub */
   uint32_t nparams;
   uint32_t *offsets;
-  void **argv; /* pointers into params, for GetParams */
-  /* memcpy: kind resolved (never cudaMemcpyDefault) */
-  struct cudaMemcpy3DParms cp;
-  /* memset */
-  struct cudaMemsetParams ms;
-  /* host */
-  struct cudaHostNodeParams host;
+  void **argv; /* pointers into op.launch.params */
   /* child graph: an owned clone */
   cudaGraph_t child;
-  /* event record / wait */
-  cudaEvent_t ev;
 } node_params;
 
 struct CUgraphNode_st {
@@ -164,11 +154,16 @@ static int is_device_ptr(const void *p, uint64_t len, rgpu_range *out) {
   return rgpu_range_find(rgpu_rt_device_ranges(), (uint64_t)(uintptr_t)p, len ? len : 1, out) == 0;
 }
 
+/* The op is a union: only a kernel node owns memory through it (its packed
+ * parameters). */
 static void params_free(node_params *p) {
-  free(p->params);
+  if (p->type == cudaGraphNodeTypeKernel) {
+    free(p->op.launch.params);
+    p->op.launch.params = NULL;
+    p->op.launch.plen = 0;
+  }
   free(p->offsets);
   free(p->argv);
-  p->params = NULL;
   p->offsets = NULL;
   p->argv = NULL;
   if (p->child) cudaGraphDestroy(p->child);
@@ -180,24 +175,27 @@ static cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origi
 /* Deep copy (the child graph is cloned). */
 static cudaError_t params_copy(node_params *dst, const node_params *src) {
   *dst = *src;
-  dst->params = NULL;
   dst->offsets = NULL;
   dst->argv = NULL;
   dst->child = NULL;
-  if (src->plen) {
-    dst->params = malloc(src->plen);
-    if (!dst->params) return cudaErrorMemoryAllocation;
-    memcpy(dst->params, src->params, src->plen);
-  }
-  if (src->nparams) {
-    dst->offsets = malloc(src->nparams * sizeof *dst->offsets);
-    dst->argv = malloc(src->nparams * sizeof *dst->argv);
-    if (!dst->offsets || !dst->argv) {
-      params_free(dst);
-      return cudaErrorMemoryAllocation;
+  if (src->type == cudaGraphNodeTypeKernel) {
+    dst->op.launch.params = NULL;
+    if (src->op.launch.plen) {
+      dst->op.launch.params = malloc(src->op.launch.plen);
+      if (!dst->op.launch.params) return cudaErrorMemoryAllocation;
+      memcpy(dst->op.launch.params, src->op.launch.params, src->op.launch.plen);
     }
-    memcpy(dst->offsets, src->offsets, src->nparams * sizeof *dst->offsets);
-    for (uint32_t i = 0; i < src->nparams; i++) dst->argv[i] = dst->params + dst->offsets[i];
+    if (src->nparams) {
+      dst->offsets = malloc(src->nparams * sizeof *dst->offsets);
+      dst->argv = malloc(src->nparams * sizeof *dst->argv);
+      if (!dst->offsets || !dst->argv) {
+        params_free(dst);
+        return cudaErrorMemoryAllocation;
+      }
+      memcpy(dst->offsets, src->offsets, src->nparams * sizeof *dst->offsets);
+      for (uint32_t i = 0; i < src->nparams; i++)
+        dst->argv[i] = dst->op.launch.params + dst->offsets[i];
+    }
   }
   if (src->child) {
     cudaError_t e = graph_clone(src->child, &dst->child, 1);
@@ -211,11 +209,7 @@ static cudaError_t params_copy(node_params *dst, const node_params *src) {
 
 /* ---- kernel parameters: packed through the launch path ------------------ */
 
-/* While set, rgpu_rt_launch hands its packed launch to us instead of
- * sending it: that is how explicit kernel nodes get the same checks and
- * parameter packing as a launch. */
-static __thread node_params *tl_kernel_sink;
-static __thread cudaError_t tl_sink_result;
+static cudaError_t kernel_params_set(node_params *p, const rgpu_rt_op *launch);
 
 static cudaError_t kernel_params_from(node_params *p, const struct cudaKernelNodeParams *kp) {
   if (!kp || !kp->func) return cudaErrorInvalidValue;
@@ -227,15 +221,24 @@ static cudaError_t kernel_params_from(node_params *p, const struct cudaKernelNod
   }
   rgpu_rt_func *f = rgpu_rt_func_by_stub(kp->func);
   if (!f) return cudaErrorInvalidDeviceFunction;
+  /* The launch path's own checks and packing, without sending: a kernel
+   * node is exactly the operation a launch on the legacy stream would be.
+   * rgpu_rt_enter counts the call and connects, as the launch did. */
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  uint8_t stackbuf[4096];
+  uint8_t *heap;
+  rgpu_rt_op op;
+  e = rgpu_rt_launch_prepare(c, f, kp->gridDim, kp->blockDim, kp->kernelParams, kp->sharedMemBytes,
+                             NULL, 0, stackbuf, sizeof stackbuf, &heap, &op);
+  if (e != cudaSuccess) {
+    free(heap);
+    return rgpu_rt_ret(e);
+  }
   node_params np;
-  memset(&np, 0, sizeof np);
-  np.type = cudaGraphNodeTypeKernel;
-  tl_kernel_sink = &np;
-  tl_sink_result = cudaErrorUnknown;
-  cudaError_t e = rgpu_rt_launch(f, kp->gridDim, kp->blockDim, kp->kernelParams, kp->sharedMemBytes,
-                                 NULL, 0);
-  tl_kernel_sink = NULL;
-  if (e == cudaSuccess) e = tl_sink_result;
+  e = kernel_params_set(&np, &op);
+  free(heap);
   if (e != cudaSuccess) {
     params_free(&np);
     return e;
@@ -246,25 +249,27 @@ static cudaError_t kernel_params_from(node_params *p, const struct cudaKernelNod
   return cudaSuccess;
 }
 
-/* Fills p from a launch: either for the sink or for a capture. */
-static cudaError_t kernel_params_set(node_params *p, rgpu_rt_func *f, uint64_t module_id,
-                                     uint32_t func_index, dim3 grid, dim3 block, size_t shmem,
-                                     const rgpu_param_layout *l, const void *params, size_t len) {
+/* A kernel node from a launch operation (a kernel node being added, or a
+ * launch captured): the node owns a copy of the packed parameters and
+ * records the layout's offsets for cudaGraphKernelNodeGetParams. */
+static cudaError_t kernel_params_set(node_params *p, const rgpu_rt_op *launch) {
   memset(p, 0, sizeof *p);
   p->type = cudaGraphNodeTypeKernel;
-  p->func = rgpu_rt_func_stub(f);
-  p->module_id = module_id;
-  p->func_index = func_index;
-  p->device = rgpu_rt_current_device();
-  p->grid = grid;
-  p->block = block;
-  p->shmem = (unsigned)shmem;
+  p->op = *launch;
+  p->op.stream = 0;
+  p->op.device = rgpu_rt_current_device();
+  p->op.launch.params = NULL;
+  p->op.launch.plen = 0;
+  p->op.launch.layout = NULL;
+  p->func = rgpu_rt_func_stub(launch->launch.kernel);
+  size_t len = launch->launch.plen;
   if (len) {
-    p->params = malloc(len);
-    if (!p->params) return cudaErrorMemoryAllocation;
-    memcpy(p->params, params, len);
+    p->op.launch.params = malloc(len);
+    if (!p->op.launch.params) return cudaErrorMemoryAllocation;
+    memcpy(p->op.launch.params, launch->launch.params, len);
   }
-  p->plen = len;
+  p->op.launch.plen = len;
+  const rgpu_param_layout *l = launch->launch.layout;
   if (l && l->nparams) {
     p->offsets = malloc(l->nparams * sizeof *p->offsets);
     p->argv = malloc(l->nparams * sizeof *p->argv);
@@ -272,7 +277,7 @@ static cudaError_t kernel_params_set(node_params *p, rgpu_rt_func *f, uint64_t m
     p->nparams = l->nparams;
     for (uint32_t i = 0; i < l->nparams; i++) {
       p->offsets[i] = l->offsets[i] < len ? l->offsets[i] : 0;
-      p->argv[i] = p->params + p->offsets[i];
+      p->argv[i] = p->op.launch.params + p->offsets[i];
     }
   }
   return cudaSuccess;
@@ -324,21 +329,11 @@ static cudaError_t memcpy_params_from(node_params *p, const struct cudaMemcpy3DP
   params_free(p);
   memset(p, 0, sizeof *p);
   p->type = cudaGraphNodeTypeMemcpy;
-  p->cp = *cp;
-  p->cp.kind = k;
-  p->device = rgpu_rt_current_device();
+  p->op.kind = RGPU_RT_OP_COPY;
+  p->op.copy.cp = *cp;
+  p->op.copy.cp.kind = k;
+  p->op.device = rgpu_rt_current_device();
   return cudaSuccess;
-}
-
-static struct cudaMemcpy3DParms params_1d(void *dst, const void *src, size_t n,
-                                          enum cudaMemcpyKind kind) {
-  struct cudaMemcpy3DParms cp;
-  memset(&cp, 0, sizeof cp);
-  cp.srcPtr = (struct cudaPitchedPtr){(void *)src, n, n, 1};
-  cp.dstPtr = (struct cudaPitchedPtr){dst, n, n, 1};
-  cp.extent = (struct cudaExtent){n, 1, 1};
-  cp.kind = kind;
-  return cp;
 }
 
 static cudaError_t symbol_params(node_params *p, int to_symbol, const void *symbol, void *host,
@@ -352,8 +347,8 @@ static cudaError_t symbol_params(node_params *p, int to_symbol, const void *symb
   if (e != cudaSuccess) return e;
   if (offset > size || count > size - offset) return cudaErrorInvalidValue;
   void *dev = (void *)(uintptr_t)(dptr + offset);
-  struct cudaMemcpy3DParms cp = to_symbol ? params_1d(dev, host, count, kind)
-                                          : params_1d(host, dev, count, kind);
+  struct cudaMemcpy3DParms cp = to_symbol ? rgpu_rt_copy_1d(dev, host, count, kind)
+                                          : rgpu_rt_copy_1d(host, dev, count, kind);
   return memcpy_params_from(p, &cp);
 }
 
@@ -369,14 +364,15 @@ static cudaError_t memset_params_from(node_params *p, const struct cudaMemsetPar
   params_free(p);
   memset(p, 0, sizeof *p);
   p->type = cudaGraphNodeTypeMemset;
-  p->ms = *ms;
-  p->device = rgpu_rt_current_device();
+  p->op.kind = RGPU_RT_OP_MEMSET;
+  p->op.fill = *ms;
+  p->op.device = rgpu_rt_current_device();
   return cudaSuccess;
 }
 
 static int is_host_side(const node_params *p) {
   return p->type == cudaGraphNodeTypeHost ||
-         (p->type == cudaGraphNodeTypeMemcpy && p->cp.kind == cudaMemcpyHostToHost);
+         (p->type == cudaGraphNodeTypeMemcpy && p->op.copy.cp.kind == cudaMemcpyHostToHost);
 }
 
 /* ---- graphs and nodes ---------------------------------------------------- */
@@ -595,7 +591,7 @@ RGPU_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaG
                                               size_t numDependencies, void *dst, const void *src,
                                               size_t count, enum cudaMemcpyKind kind) {
   ADD_NODE_BEGIN();
-  struct cudaMemcpy3DParms cp = params_1d(dst, src, count, kind);
+  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
   e = memcpy_params_from(&p, &cp);
   ADD_NODE_END();
 }
@@ -637,7 +633,7 @@ RGPU_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph
   ADD_NODE_BEGIN();
   e = pNodeParams && pNodeParams->fn ? cudaSuccess : cudaErrorInvalidValue;
   p.type = cudaGraphNodeTypeHost;
-  if (pNodeParams) p.host = *pNodeParams;
+  if (pNodeParams) p.op.host.params = *pNodeParams;
   ADD_NODE_END();
 }
 
@@ -667,7 +663,7 @@ RGPU_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cu
                                                  size_t numDependencies, cudaEvent_t event) {
   ADD_NODE_BEGIN();
   p.type = cudaGraphNodeTypeEventRecord;
-  p.ev = event;
+  p.op.event.event = event;
   e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
   ADD_NODE_END();
 }
@@ -677,7 +673,7 @@ RGPU_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cuda
                                                size_t numDependencies, cudaEvent_t event) {
   ADD_NODE_BEGIN();
   p.type = cudaGraphNodeTypeWaitEvent;
-  p.ev = event;
+  p.op.event.event = event;
   e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
   ADD_NODE_END();
 }
@@ -701,8 +697,8 @@ static cudaError_t generic_params(node_params *p, const struct cudaGraphNodePara
   case cudaGraphNodeTypeHost:
     if (!np->host.fn) return cudaErrorInvalidValue;
     p->type = cudaGraphNodeTypeHost;
-    p->host.fn = np->host.fn;
-    p->host.userData = np->host.userData;
+    p->op.host.params.fn = np->host.fn;
+    p->op.host.params.userData = np->host.userData;
     return cudaSuccess;
   case cudaGraphNodeTypeGraph:
     if (!valid_graph(np->graph.graph)) return cudaErrorInvalidValue;
@@ -714,7 +710,7 @@ static cudaError_t generic_params(node_params *p, const struct cudaGraphNodePara
     cudaEvent_t ev = np->type == cudaGraphNodeTypeEventRecord ? np->eventRecord.event : np->eventWait.event;
     if (!valid_event(ev)) return cudaErrorInvalidValue;
     p->type = np->type;
-    p->ev = ev;
+    p->op.event.event = ev;
     return cudaSuccess;
   }
   default: return cudaErrorNotSupported;
@@ -752,9 +748,9 @@ RGPU_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node,
   if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   pNodeParams->func = (void *)node->p.func;
-  pNodeParams->gridDim = node->p.grid;
-  pNodeParams->blockDim = node->p.block;
-  pNodeParams->sharedMemBytes = node->p.shmem;
+  pNodeParams->gridDim = node->p.op.launch.grid;
+  pNodeParams->blockDim = node->p.op.launch.block;
+  pNodeParams->sharedMemBytes = node->p.op.launch.shmem;
   pNodeParams->kernelParams = node->p.argv;
   pNodeParams->extra = NULL;
   return cudaSuccess;
@@ -774,7 +770,7 @@ RGPU_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node,
   cudaError_t e = want_type(node, cudaGraphNodeTypeMemcpy);
   if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pNodeParams = node->p.cp;
+  *pNodeParams = node->p.op.copy.cp;
   return cudaSuccess;
 }
 
@@ -789,7 +785,7 @@ RGPU_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node,
 RGPU_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst,
                                                     const void *src, size_t count,
                                                     enum cudaMemcpyKind kind) {
-  struct cudaMemcpy3DParms cp = params_1d(dst, src, count, kind);
+  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
   return cudaGraphMemcpyNodeSetParams(node, &cp);
 }
 
@@ -817,7 +813,7 @@ RGPU_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node,
   cudaError_t e = want_type(node, cudaGraphNodeTypeMemset);
   if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pNodeParams = node->p.ms;
+  *pNodeParams = node->p.op.fill;
   return cudaSuccess;
 }
 
@@ -835,7 +831,7 @@ RGPU_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node,
   cudaError_t e = want_type(node, cudaGraphNodeTypeHost);
   if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pNodeParams = node->p.host;
+  *pNodeParams = node->p.op.host.params;
   return cudaSuccess;
 }
 
@@ -845,7 +841,7 @@ RGPU_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node,
   cudaError_t e = want_type(node, cudaGraphNodeTypeHost);
   if (e == cudaSuccess && (!pNodeParams || !pNodeParams->fn)) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  node->p.host = *pNodeParams;
+  node->p.op.host.params = *pNodeParams;
   return cudaSuccess;
 }
 
@@ -863,7 +859,7 @@ static cudaError_t event_node_get(cudaGraphNode_t node, enum cudaGraphNodeType t
   cudaError_t e = want_type(node, t);
   if (e == cudaSuccess && !out) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *out = node->p.ev;
+  *out = node->p.op.event.event;
   return cudaSuccess;
 }
 
@@ -872,7 +868,7 @@ static cudaError_t event_node_set(cudaGraphNode_t node, enum cudaGraphNodeType t
   cudaError_t e = want_type(node, t);
   if (e == cudaSuccess && !valid_event(ev)) e = cudaErrorInvalidValue;
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  node->p.ev = ev;
+  node->p.op.event.event = ev;
   return cudaSuccess;
 }
 
@@ -1094,11 +1090,11 @@ static void dot_graph(FILE *f, cudaGraph_t g, const char *prefix, int verbose) {
       fprintf(f, "\"%sn%zu\" [shape=point];\n", prefix, i);
     } else if (n->p.type == cudaGraphNodeTypeKernel && verbose) {
       fprintf(f, "\"%sn%zu\" [label=\"%zu kernel\\ngrid (%u,%u,%u) block (%u,%u,%u)\\nshared %u params %zu B\"];\n",
-              prefix, i, i, n->p.grid.x, n->p.grid.y, n->p.grid.z, n->p.block.x, n->p.block.y,
-              n->p.block.z, n->p.shmem, n->p.plen);
+              prefix, i, i, n->p.op.launch.grid.x, n->p.op.launch.grid.y, n->p.op.launch.grid.z, n->p.op.launch.block.x, n->p.op.launch.block.y,
+              n->p.op.launch.block.z, n->p.op.launch.shmem, n->p.op.launch.plen);
     } else if (n->p.type == cudaGraphNodeTypeMemcpy && verbose) {
       fprintf(f, "\"%sn%zu\" [label=\"%zu memcpy kind %d\\n%zux%zux%zu\"];\n", prefix, i, i,
-              (int)n->p.cp.kind, n->p.cp.extent.width, n->p.cp.extent.height, n->p.cp.extent.depth);
+              (int)n->p.op.copy.cp.kind, n->p.op.copy.cp.extent.width, n->p.op.copy.cp.extent.height, n->p.op.copy.cp.extent.depth);
     } else {
       fprintf(f, "\"%sn%zu\" [label=\"%zu %s\"];\n", prefix, i, i, type_name(n->p.type));
     }
@@ -1267,17 +1263,17 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   switch (p->type) {
   case cudaGraphNodeTypeKernel:
     type = W_KERNEL;
-    w[0] = p->module_id;
-    w[1] = p->func_index;
-    w[2] = p->grid.x, w[3] = p->grid.y, w[4] = p->grid.z;
-    w[5] = p->block.x, w[6] = p->block.y, w[7] = p->block.z;
-    w[8] = p->shmem;
-    plen = (uint32_t)p->plen;
-    rgpu_buf_put(&x->params, p->params, p->plen);
+    w[0] = p->op.launch.module_id;
+    w[1] = p->op.launch.func_index;
+    w[2] = p->op.launch.grid.x, w[3] = p->op.launch.grid.y, w[4] = p->op.launch.grid.z;
+    w[5] = p->op.launch.block.x, w[6] = p->op.launch.block.y, w[7] = p->op.launch.block.z;
+    w[8] = p->op.launch.shmem;
+    plen = (uint32_t)p->op.launch.plen;
+    rgpu_buf_put(&x->params, p->op.launch.params, p->op.launch.plen);
     break;
   case cudaGraphNodeTypeMemcpy: {
     type = W_MEMCPY;
-    const struct cudaMemcpy3DParms *cp = &p->cp;
+    const struct cudaMemcpy3DParms *cp = &p->op.copy.cp;
     uint64_t sb = 0, ss = 0, db = 0, ds = 0;
     copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &sb, &ss);
     copy_extent(&cp->dstPtr, &cp->dstPos, &cp->extent, &db, &ds);
@@ -1307,17 +1303,17 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   }
   case cudaGraphNodeTypeMemset:
     type = W_MEMSET;
-    w[0] = (uint64_t)(uintptr_t)p->ms.dst;
-    w[1] = p->ms.height > 1 ? p->ms.pitch : p->ms.width * p->ms.elementSize;
-    w[2] = p->ms.value;
-    w[3] = p->ms.elementSize;
-    w[4] = p->ms.width;
-    w[5] = p->ms.height;
+    w[0] = (uint64_t)(uintptr_t)p->op.fill.dst;
+    w[1] = p->op.fill.height > 1 ? p->op.fill.pitch : p->op.fill.width * p->op.fill.elementSize;
+    w[2] = p->op.fill.value;
+    w[3] = p->op.fill.elementSize;
+    w[4] = p->op.fill.width;
+    w[5] = p->op.fill.height;
     break;
   case cudaGraphNodeTypeEventRecord:
   case cudaGraphNodeTypeWaitEvent:
     type = p->type == cudaGraphNodeTypeEventRecord ? W_EVENT_RECORD : W_EVENT_WAIT;
-    w[0] = valid_event(p->ev) ? p->ev->id : 0;
+    w[0] = valid_event(p->op.event.event) ? p->op.event.event->id : 0;
     break;
   default: break; /* empty, child entry */
   }
@@ -1370,7 +1366,7 @@ static int d2h_direct(cudaGraphExec_t x, size_t i, int *out) {
   for (size_t j = 0; j < x->nf && ok; j++) {
     const flat_node *g = &x->f[j];
     if (anc[j] || g->level != lvl || is_host_side(&g->p)) continue;
-    int reads_only = (g->p.type == cudaGraphNodeTypeMemcpy && g->p.cp.kind == cudaMemcpyDeviceToHost) ||
+    int reads_only = (g->p.type == cudaGraphNodeTypeMemcpy && g->p.op.copy.cp.kind == cudaMemcpyDeviceToHost) ||
                      g->p.type == cudaGraphNodeTypeEmpty || g->p.type == cudaGraphNodeTypeGraph ||
                      g->p.type == cudaGraphNodeTypeEventRecord || g->p.type == cudaGraphNodeTypeWaitEvent;
     if (!reads_only) ok = 0;
@@ -1408,8 +1404,8 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
     *list = nl;
     if (!is_host_side(&f->p)) f->sidx = (uint32_t)*cnt;
     nl[(*cnt)++] = (uint32_t)i;
-    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyHostToDevice) {
-      size_t nb = copy_bytes(&f->p.cp);
+    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.op.copy.cp.kind == cudaMemcpyHostToDevice) {
+      size_t nb = copy_bytes(&f->p.op.copy.cp);
       if (nb <= H2D_INLINE_MAX && L->h2d_bytes + nb <= H2D_INLINE_MAX) {
         L->h2d_bytes += nb;
       } else {
@@ -1423,7 +1419,7 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
         f->stage = (uint64_t)(uintptr_t)stage;
       }
     }
-    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.cp.kind == cudaMemcpyDeviceToHost) {
+    if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.op.copy.cp.kind == cudaMemcpyDeviceToHost) {
       uint32_t *nd = realloc(L->d2h, (L->nd2h + 1) * sizeof *nd);
       if (!nd) return cudaErrorMemoryAllocation;
       L->d2h = nd;
@@ -1438,7 +1434,7 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
         continue;
       }
       void *stage = NULL;
-      cudaError_t e = cudaMalloc(&stage, copy_bytes(&f->p.cp));
+      cudaError_t e = cudaMalloc(&stage, copy_bytes(&f->p.op.copy.cp));
       if (e != cudaSuccess) return e;
       f->stage = (uint64_t)(uintptr_t)stage;
     }
@@ -1644,7 +1640,7 @@ static int same_shape(const node_params *a, const node_params *b) {
   if (a->type != b->type) return 0;
   if (is_host_side(a) != is_host_side(b)) return 0;
   if (a->type == cudaGraphNodeTypeMemcpy)
-    return a->cp.kind == b->cp.kind && copy_bytes(&a->cp) == copy_bytes(&b->cp);
+    return a->op.copy.cp.kind == b->op.copy.cp.kind && copy_bytes(&a->op.copy.cp) == copy_bytes(&b->op.copy.cp);
   return 1;
 }
 
@@ -1699,7 +1695,7 @@ RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphEx
                                                         const void *src, size_t count,
                                                         enum cudaMemcpyKind kind) {
   EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  struct cudaMemcpy3DParms cp = params_1d(dst, src, count, kind);
+  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
   e = memcpy_params_from(&np, &cp);
   EXEC_SET_END();
 }
@@ -1736,7 +1732,7 @@ RGPU_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, 
   EXEC_SET_BEGIN(cudaGraphNodeTypeHost);
   e = pNodeParams && pNodeParams->fn ? cudaSuccess : cudaErrorInvalidValue;
   np.type = cudaGraphNodeTypeHost;
-  if (pNodeParams) np.host = *pNodeParams;
+  if (pNodeParams) np.op.host.params = *pNodeParams;
   EXEC_SET_END();
 }
 
@@ -1745,7 +1741,7 @@ static cudaError_t exec_event_set(cudaGraphExec_t hGraphExec, cudaGraphNode_t no
   EXEC_SET_BEGIN(t);
   e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
   np.type = t;
-  np.ev = event;
+  np.op.event.event = event;
   EXEC_SET_END();
 }
 
@@ -1783,7 +1779,7 @@ static cudaError_t exec_apply(cudaGraphExec_t x, size_t first, flat_node *nf, si
       *why = cudaGraphExecUpdateErrorParametersChanged;
       return cudaErrorGraphExecUpdateFailure;
     }
-    if (a->p.type == cudaGraphNodeTypeKernel && a->p.device != b->p.device) {
+    if (a->p.type == cudaGraphNodeTypeKernel && a->p.op.device != b->p.op.device) {
       *why = cudaGraphExecUpdateErrorUnsupportedFunctionChange;
       return cudaErrorGraphExecUpdateFailure;
     }
@@ -1940,9 +1936,9 @@ static void gather_h2d(cudaGraphExec_t x, level_t *L, uint8_t *out) {
   size_t off = 0;
   for (size_t k = 0; k < L->ndev; k++) {
     const node_params *p = &x->f[L->dev[k]].p;
-    if (p->type != cudaGraphNodeTypeMemcpy || p->cp.kind != cudaMemcpyHostToDevice) continue;
+    if (p->type != cudaGraphNodeTypeMemcpy || p->op.copy.cp.kind != cudaMemcpyHostToDevice) continue;
     if (x->f[L->dev[k]].stage) continue; /* sent ahead */
-    const struct cudaMemcpy3DParms *cp = &p->cp;
+    const struct cudaMemcpy3DParms *cp = &p->op.copy.cp;
     uint64_t base, span;
     copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &base, &span);
     size_t pitch = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
@@ -1960,7 +1956,7 @@ static void gather_h2d(cudaGraphExec_t x, level_t *L, uint8_t *out) {
  * completes in the background, into pageable memory it waits, as
  * cudaMemcpyAsync does). */
 static cudaError_t fetch_d2h(rgpu_client *c, const flat_node *f, uint64_t wire, int dev) {
-  const struct cudaMemcpy3DParms *cp = &f->p.cp;
+  const struct cudaMemcpy3DParms *cp = &f->p.op.copy.cp;
   uint64_t base, span;
   copy_extent(&cp->dstPtr, &cp->dstPos, &cp->extent, &base, &span);
   size_t w = cp->extent.width;
@@ -1990,7 +1986,7 @@ static cudaError_t fetch_d2h(rgpu_client *c, const flat_node *f, uint64_t wire, 
 /* A large host-to-device node's bytes, copied into its staging buffer on
  * the launch stream just before the launch. */
 static cudaError_t send_h2d(rgpu_client *c, const flat_node *f, uint64_t wire, int dev) {
-  const struct cudaMemcpy3DParms *cp = &f->p.cp;
+  const struct cudaMemcpy3DParms *cp = &f->p.op.copy.cp;
   uint64_t base, span;
   copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &base, &span);
   size_t w = cp->extent.width, n = copy_bytes(cp);
@@ -2013,10 +2009,10 @@ static cudaError_t send_h2d(rgpu_client *c, const flat_node *f, uint64_t wire, i
 
 static void run_host_node(const node_params *p) {
   if (p->type == cudaGraphNodeTypeHost) {
-    p->host.fn(p->host.userData);
+    p->op.host.params.fn(p->op.host.params.userData);
     return;
   }
-  const struct cudaMemcpy3DParms *cp = &p->cp;
+  const struct cudaMemcpy3DParms *cp = &p->op.copy.cp;
   uint64_t sb, ss, db, ds;
   copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &sb, &ss);
   copy_extent(&cp->dstPtr, &cp->dstPos, &cp->extent, &db, &ds);
@@ -2351,19 +2347,12 @@ static int capture_node(uint64_t wire, node_params *p, cudaError_t *out) {
   return r;
 }
 
-int rgpu_rt_graph_take_launch(uint64_t wire, rgpu_rt_func *f, uint64_t module_id,
-                              uint32_t func_index, dim3 grid, dim3 block, size_t shmem,
-                              const rgpu_param_layout *l, const void *params, size_t len,
-                              cudaError_t *out) {
-  node_params *sink = tl_kernel_sink;
-  if (sink) {
-    tl_sink_result = kernel_params_set(sink, f, module_id, func_index, grid, block, shmem, l, params, len);
-    *out = cudaSuccess;
-    return 1;
-  }
-  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+/* The capture side of each operation kind: 1 when taken (or refused
+ * because of a capture), *out the call's result; 0: send it. */
+static int take_launch(const rgpu_rt_op *op, cudaError_t *out) {
+  uint64_t wire = op->stream;
   node_params p;
-  cudaError_t e = kernel_params_set(&p, f, module_id, func_index, grid, block, shmem, l, params, len);
+  cudaError_t e = kernel_params_set(&p, op);
   if (e != cudaSuccess) {
     params_free(&p);
     if (!capturing_wire(wire)) return 0;
@@ -2375,9 +2364,9 @@ int rgpu_rt_graph_take_launch(uint64_t wire, rgpu_rt_func *f, uint64_t module_id
   return 0;
 }
 
-int rgpu_rt_graph_take_memcpy(uint64_t dst, uint64_t src, size_t n, enum cudaMemcpyKind kind,
-                              uint64_t wire, int async, cudaError_t *out) {
-  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+static int take_copy(const rgpu_rt_op *op, cudaError_t *out) {
+  uint64_t wire = op->stream;
+  int async = op->copy.async;
   pthread_mutex_lock(&g_cap_lock);
   int r = 0;
   if (!async && !cs_find(wire)) {
@@ -2394,12 +2383,12 @@ int rgpu_rt_graph_take_memcpy(uint64_t dst, uint64_t src, size_t n, enum cudaMem
     }
   }
   if (!r) {
-    struct cudaMemcpy3DParms cp = params_1d((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, kind);
     node_params p;
     memset(&p, 0, sizeof p);
     p.type = cudaGraphNodeTypeMemcpy;
-    p.cp = cp;
-    p.device = rgpu_rt_current_device();
+    p.op = *op;
+    p.op.stream = 0;
+    p.op.device = rgpu_rt_current_device();
     if (cs_find(wire) && !async) {
       /* A synchronous copy cannot be part of a graph. */
       cs_find(wire)->seq->invalidated = 1;
@@ -2413,25 +2402,21 @@ int rgpu_rt_graph_take_memcpy(uint64_t dst, uint64_t src, size_t n, enum cudaMem
   return r;
 }
 
-int rgpu_rt_graph_take_memset(uint64_t dst, size_t pitch, int value, size_t width, size_t height,
-                              uint64_t wire, cudaError_t *out) {
-  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+static int take_memset(const rgpu_rt_op *op, cudaError_t *out) {
   node_params p;
   memset(&p, 0, sizeof p);
   p.type = cudaGraphNodeTypeMemset;
-  p.ms.dst = (void *)(uintptr_t)dst;
-  p.ms.pitch = height > 1 ? pitch : width;
-  p.ms.value = (unsigned)(value & 0xff);
-  p.ms.elementSize = 1;
-  p.ms.width = width;
-  p.ms.height = height;
-  p.device = rgpu_rt_current_device();
-  return capture_node(wire, &p, out);
+  p.op = *op;
+  p.op.stream = 0;
+  /* A one-row node's pitch is its width (what the node reports). */
+  if (op->fill.height <= 1) p.op.fill.pitch = op->fill.width;
+  p.op.device = rgpu_rt_current_device();
+  return capture_node(op->stream, &p, out);
 }
 
-int rgpu_rt_graph_take_host_func(uint64_t wire, cudaHostFn_t fn, void *user, int stream_callback,
-                                 cudaError_t *out) {
-  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+static int take_host_func(const rgpu_rt_op *op, cudaError_t *out) {
+  uint64_t wire = op->stream;
+  int stream_callback = op->host.stream_cb != NULL;
   pthread_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
   pthread_mutex_unlock(&g_cap_lock);
@@ -2447,15 +2432,19 @@ int rgpu_rt_graph_take_host_func(uint64_t wire, cudaHostFn_t fn, void *user, int
   node_params p;
   memset(&p, 0, sizeof p);
   p.type = cudaGraphNodeTypeHost;
-  p.host.fn = fn;
-  p.host.userData = user;
+  p.op = *op;
+  p.op.stream = 0;
+  p.op.host.stream_cb = NULL;
+  p.op.host.handle = NULL;
   if (capture_node(wire, &p, out)) return 1;
   params_free(&p);
   return 0;
 }
 
-int rgpu_rt_graph_take_event_record(cudaEvent_t event, uint64_t wire, unsigned flags,
-                                    cudaError_t *out) {
+static int take_event_record(const rgpu_rt_op *op, cudaError_t *out) {
+  cudaEvent_t event = op->event.event;
+  uint64_t wire = op->stream;
+  unsigned flags = op->event.flags;
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) {
     if (g_nce) {
       pthread_mutex_lock(&g_cap_lock);
@@ -2479,7 +2468,7 @@ int rgpu_rt_graph_take_event_record(cudaEvent_t event, uint64_t wire, unsigned f
       node_params p;
       memset(&p, 0, sizeof p);
       p.type = cudaGraphNodeTypeEventRecord;
-      p.ev = event;
+      p.op.event.event = event;
       capture_node_locked(wire, &p, out);
       cs = cs_find(wire);
     }
@@ -2505,9 +2494,10 @@ int rgpu_rt_graph_take_event_record(cudaEvent_t event, uint64_t wire, unsigned f
   return r;
 }
 
-int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned flags,
-                                  cudaError_t *out) {
-  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+static int take_event_wait(const rgpu_rt_op *op, cudaError_t *out) {
+  cudaEvent_t event = op->event.event;
+  uint64_t wire = op->stream;
+  unsigned flags = op->event.flags;
   pthread_mutex_lock(&g_cap_lock);
   int r = 1;
   *out = cudaSuccess;
@@ -2523,7 +2513,7 @@ int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned fla
       node_params p;
       memset(&p, 0, sizeof p);
       p.type = cudaGraphNodeTypeWaitEvent;
-      p.ev = event;
+      p.op.event.event = event;
       capture_node_locked(wire, &p, out);
     } else {
       /* Waiting on work outside the capture would leave the graph. */
@@ -2556,6 +2546,21 @@ int rgpu_rt_graph_take_event_wait(uint64_t wire, cudaEvent_t event, unsigned fla
   }
   pthread_mutex_unlock(&g_cap_lock);
   return r;
+}
+
+int rgpu_rt_capture_take(const rgpu_rt_op *op, cudaError_t *out) {
+  /* Event records have to look even when nothing captures: a real record
+   * takes the event out of a finished capture. */
+  if (op->kind == RGPU_RT_OP_EVENT_RECORD) return take_event_record(op, out);
+  if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
+  switch (op->kind) {
+  case RGPU_RT_OP_LAUNCH: return take_launch(op, out);
+  case RGPU_RT_OP_COPY: return take_copy(op, out);
+  case RGPU_RT_OP_MEMSET: return take_memset(op, out);
+  case RGPU_RT_OP_EVENT_WAIT: return take_event_wait(op, out);
+  case RGPU_RT_OP_HOST_FUNC: return take_host_func(op, out);
+  default: return 0;
+  }
 }
 
 int rgpu_rt_graph_is_capturing(uint64_t wire) { return capturing_wire(wire); }
