@@ -32,20 +32,10 @@
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_graph_internal.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_graph_nodes.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
-/* Wire node types and the words per node (see server/rgpu_graph.h). */
-enum {
-  W_KERNEL = 1,
-  W_MEMCPY = 2,
-  W_MEMSET = 3,
-  W_EMPTY = 4,
-  W_EVENT_RECORD = 5,
-  W_EVENT_WAIT = 6
-};
-enum { W_H2D = 1, W_D2H = 2, W_D2D = 3 };
-#define NWORDS 12
 /* Host-to-device bytes a launch carries itself; larger copies go ahead of
  * it through a device staging buffer (so no size limit applies). */
 #define H2D_INLINE_MAX (1u << 20)
@@ -231,68 +221,83 @@ static void enc_flat(node_enc *x, const flat_node *f) {
 }
 
 static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
-  uint64_t w[NWORDS];
-  memset(w, 0, sizeof w);
-  uint32_t type = W_EMPTY;
+  /* The node's fields as the server sees them (proto/rgpu_graph_nodes.def);
+   * the generated codec turns them into the wire words. */
+  rgpu_gnode n;
+  memset(&n, 0, sizeof n);
+  n.type = RGPU_GNODE_EMPTY;
   uint32_t plen = 0;
   switch (p->type) {
-  case cudaGraphNodeTypeKernel:
-    type = W_KERNEL;
-    w[0] = p->op.launch.module_id;
-    w[1] = p->op.launch.func_index;
-    w[2] = p->op.launch.grid.x, w[3] = p->op.launch.grid.y, w[4] = p->op.launch.grid.z;
-    w[5] = p->op.launch.block.x, w[6] = p->op.launch.block.y, w[7] = p->op.launch.block.z;
-    w[8] = p->op.launch.shmem;
-    plen = (uint32_t)p->op.launch.plen;
-    rgpu_buf_put(&x->params, p->op.launch.params, p->op.launch.plen);
+  case cudaGraphNodeTypeKernel: {
+    const rgpu_rt_op *o = &p->op;
+    n.type = RGPU_GNODE_KERNEL;
+    n.kernel = (rgpu_gnode_kernel){.module_id = o->launch.module_id,
+                                   .func_index = o->launch.func_index,
+                                   .grid_x = o->launch.grid.x,
+                                   .grid_y = o->launch.grid.y,
+                                   .grid_z = o->launch.grid.z,
+                                   .block_x = o->launch.block.x,
+                                   .block_y = o->launch.block.y,
+                                   .block_z = o->launch.block.z,
+                                   .shared_bytes = o->launch.shmem};
+    plen = (uint32_t)o->launch.plen;
+    rgpu_buf_put(&x->params, o->launch.params, o->launch.plen);
     break;
+  }
   case cudaGraphNodeTypeMemcpy: {
-    type = W_MEMCPY;
+    n.type = RGPU_GNODE_MEMCPY;
     const struct cudaMemcpy3DParms *cp = &p->op.copy.cp;
+    rgpu_gnode_copy *c = &n.copy;
     uint64_t sb = 0, ss = 0, db = 0, ds = 0;
     graph_copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &sb, &ss);
     graph_copy_extent(&cp->dstPtr, &cp->dstPos, &cp->extent, &db, &ds);
-    w[0] = cp->kind == cudaMemcpyHostToDevice ? W_H2D : cp->kind == cudaMemcpyDeviceToHost ? W_D2H : W_D2D;
-    w[1] = w[0] == W_D2H ? 0 : db;
-    w[2] = w[0] == W_H2D ? 0 : sb;
-    w[3] = cp->extent.width, w[4] = cp->extent.height, w[5] = cp->extent.depth;
-    w[6] = cp->dstPtr.pitch ? cp->dstPtr.pitch : cp->extent.width;
-    w[7] = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
-    if (w[0] == W_D2H && stage) {
-      w[0] = W_D2D;
-      w[1] = stage;
-      w[6] = cp->extent.width;
-      w[7] = cp->extent.height;
+    c->dir = cp->kind == cudaMemcpyHostToDevice   ? RGPU_GCOPY_H2D
+             : cp->kind == cudaMemcpyDeviceToHost ? RGPU_GCOPY_D2H
+                                                  : RGPU_GCOPY_D2D;
+    c->dst = c->dir == RGPU_GCOPY_D2H ? 0 : db;
+    c->src = c->dir == RGPU_GCOPY_H2D ? 0 : sb;
+    c->width = cp->extent.width, c->height = cp->extent.height, c->depth = cp->extent.depth;
+    c->dst_pitch = cp->dstPtr.pitch ? cp->dstPtr.pitch : cp->extent.width;
+    c->dst_rows = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
+    if (c->dir == RGPU_GCOPY_D2H && stage) {
+      c->dir = RGPU_GCOPY_D2D;
+      c->dst = stage;
+      c->dst_pitch = cp->extent.width;
+      c->dst_rows = cp->extent.height;
     }
-    w[8] = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
-    w[9] = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
-    if (w[0] == W_H2D && stage) {
+    c->src_pitch = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
+    c->src_rows = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
+    if (c->dir == RGPU_GCOPY_H2D && stage) {
       /* A large host source goes ahead of the launch with an ordinary
        * (chunked) copy into its staging buffer. */
-      w[0] = W_D2D;
-      w[2] = stage;
-      w[8] = cp->extent.width;
-      w[9] = cp->extent.height;
+      c->dir = RGPU_GCOPY_D2D;
+      c->src = stage;
+      c->src_pitch = cp->extent.width;
+      c->src_rows = cp->extent.height;
     }
     break;
   }
-  case cudaGraphNodeTypeMemset:
-    type = W_MEMSET;
-    w[0] = (uint64_t)(uintptr_t)p->op.fill.dst;
-    w[1] = p->op.fill.height > 1 ? p->op.fill.pitch : p->op.fill.width * p->op.fill.elementSize;
-    w[2] = p->op.fill.value;
-    w[3] = p->op.fill.elementSize;
-    w[4] = p->op.fill.width;
-    w[5] = p->op.fill.height;
+  case cudaGraphNodeTypeMemset: {
+    const struct cudaMemsetParams *ms = &p->op.fill;
+    n.type = RGPU_GNODE_MEMSET;
+    n.fill = (rgpu_gnode_fill){.dst = (uint64_t)(uintptr_t)ms->dst,
+                               .pitch = ms->height > 1 ? ms->pitch : ms->width * ms->elementSize,
+                               .value = ms->value,
+                               .elem_size = ms->elementSize,
+                               .width = ms->width,
+                               .height = ms->height};
     break;
+  }
   case cudaGraphNodeTypeEventRecord:
   case cudaGraphNodeTypeWaitEvent:
-    type = p->type == cudaGraphNodeTypeEventRecord ? W_EVENT_RECORD : W_EVENT_WAIT;
-    w[0] = valid_event(p->op.event.event) ? p->op.event.event->id : 0;
+    n.type = p->type == cudaGraphNodeTypeEventRecord ? RGPU_GNODE_EVENT_RECORD : RGPU_GNODE_EVENT_WAIT;
+    n.event.event = valid_event(p->op.event.event) ? p->op.event.event->id : 0;
     break;
   default: break; /* empty, child entry */
   }
-  rgpu_buf_put_u32(&x->types, type);
+  uint64_t w[RGPU_GNODE_WORDS];
+  rgpu_gnode_encode(&n, w);
+  rgpu_buf_put_u32(&x->types, n.type);
   rgpu_buf_put(&x->words, w, sizeof w);
   rgpu_buf_put_u32(&x->plens, plen);
 }
