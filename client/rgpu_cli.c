@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_calls.h"
 #include "rgpu_client.h"
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
@@ -337,17 +338,18 @@ static int cmd_run(int argc, char **argv) {
 
 /* ---- rgpu info ---------------------------------------------------------- */
 
-static int info_call(rgpu_client *c, int dev, uint16_t op, const rgpu_buf *req, rgpu_buf *pay,
-                     const char *what) {
-  rgpu_client_reply r = {.payload = pay};
-  int rc = rgpu_client_call(c, dev, op, 0, req ? req->data : NULL, req ? req->len : 0, NULL, 0,
-                            &r);
-  if (rc) {
-    fprintf(stderr, "rgpu: %s failed: %s%s%s\n", what,
-            rc < 0 ? "connection lost" : "server error", r.msg[0] ? ": " : "", r.msg);
-    return -1;
-  }
-  return 0;
+/* A reply slot for the next request, reading its payload into pay. */
+static rgpu_client_reply *fresh(rgpu_client_reply *r, rgpu_buf *pay) {
+  *r = (rgpu_client_reply){.payload = pay};
+  return r;
+}
+
+/* Says why an info request failed; returns -1 for failure, 0 otherwise. */
+static int info_check(rgpu_status rc, const rgpu_client_reply *r, const char *what) {
+  if (!rc) return 0;
+  fprintf(stderr, "rgpu: %s failed: %s%s%s\n", what, rc < 0 ? "connection lost" : "server error",
+          r->msg[0] ? ": " : "", r->msg);
+  return -1;
 }
 
 static int cmd_info(int argc, char **argv) {
@@ -387,15 +389,16 @@ static int cmd_info(int argc, char **argv) {
     return 1;
   }
   int ret = 0;
-  rgpu_buf pay, req;
+  /* The replies' strings and arrays point into pay until the next call. */
+  rgpu_buf pay;
   rgpu_buf_init(&pay);
-  rgpu_buf_init(&req);
+  rgpu_client_reply r;
 
   printf("server     %s%s\n", rgpu_client_uri(c), have_private ? " (private, started for this command)" : "");
   printf("transport  %s\n", rgpu_client_transport(c));
-  if (info_call(c, -1, RGPU_OP_SERVER_STATUS, NULL, &pay, "SERVER_STATUS") == 0) {
-    rgpu_msg_server_status_rep s;
-    if (rgpu_msg_server_status_rep_decode(pay.data, pay.len, &s) == 0) {
+  rgpu_msg_server_status_rep s;
+  if (info_check(rgpu_call_server_status(c, -1, 0, NULL, &s, fresh(&r, &pay)), &r, "SERVER_STATUS") == 0) {
+    {
       char ver[65] = "";
       rgpu_str_copy(ver, sizeof ver, s.version.data, s.version.len < 64 ? s.version.len : 64);
       printf("version    %s (%s)\n", ver, rgpu_client_server_name(c));
@@ -412,9 +415,9 @@ static int cmd_info(int argc, char **argv) {
   }
   printf("device     %s\n", rgpu_client_device_kind(c));
   uint32_t count = 0;
-  if (info_call(c, -1, RGPU_OP_DRIVER_INFO, NULL, &pay, "DRIVER_INFO") == 0) {
-    rgpu_msg_driver_info_rep d;
-    if (rgpu_msg_driver_info_rep_decode(pay.data, pay.len, &d) == 0) {
+  rgpu_msg_driver_info_rep d;
+  if (info_check(rgpu_call_driver_info(c, -1, 0, NULL, &d, fresh(&r, &pay)), &r, "DRIVER_INFO") == 0) {
+    {
       printf("driver     %d.%d\n", d.driver_version / 1000, (d.driver_version % 1000) / 10);
       count = d.device_count;
       printf("devices    %u\n", count);
@@ -423,16 +426,9 @@ static int cmd_info(int argc, char **argv) {
     ret = 1;
   }
   for (uint32_t dev = 0; dev < count && dev < 64; dev++) {
-    rgpu_buf_reset(&req);
     rgpu_msg_device_props_req q = {.device = dev};
-    rgpu_msg_device_props_req_encode(&req, &q);
-    if (info_call(c, -1, RGPU_OP_DEVICE_PROPS, &req, &pay, "DEVICE_PROPS")) {
-      ret = 1;
-      continue;
-    }
     rgpu_msg_device_props_rep p;
-    if (rgpu_msg_device_props_rep_decode(pay.data, pay.len, &p)) {
-      fprintf(stderr, "rgpu: malformed DEVICE_PROPS reply\n");
+    if (info_check(rgpu_call_device_props(c, -1, 0, &q, &p, fresh(&r, &pay)), &r, "DEVICE_PROPS")) {
       ret = 1;
       continue;
     }
@@ -451,17 +447,16 @@ static int cmd_info(int argc, char **argv) {
            "%02x%02x%02x%02x%02x%02x\n",
            u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
            u[13], u[14], u[15]);
-    if (info_call(c, (int)dev, RGPU_OP_MEM_GET_INFO, NULL, &pay, "MEM_GET_INFO") == 0) {
-      rgpu_msg_mem_get_info_rep m;
-      if (rgpu_msg_mem_get_info_rep_decode(pay.data, pay.len, &m) == 0)
-        printf("  memory              %llu MiB total, %llu MiB free\n",
+    rgpu_msg_mem_get_info_rep m;
+    if (info_check(rgpu_call_mem_get_info(c, (int)dev, 0, NULL, &m, fresh(&r, &pay)), &r, "MEM_GET_INFO") ==
+        0) {
+      printf("  memory              %llu MiB total, %llu MiB free\n",
                (unsigned long long)(m.total_bytes >> 20), (unsigned long long)(m.free_bytes >> 20));
     } else {
       printf("  memory              %llu MiB total\n", (unsigned long long)(total >> 20));
     }
   }
   rgpu_buf_free(&pay);
-  rgpu_buf_free(&req);
   rgpu_client_close(c);
   if (have_private) server_stop(&ps);
   return ret;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "rgpu_bulk_proto.h"
+#include "rgpu_calls.h"
 #include "rgpu_frame.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
@@ -118,6 +119,27 @@ struct rgpu_client {
   pthread_cond_t timer_cv;
 };
 
+/* rgpu_status.h lists every local code once, by value: the transport's and
+ * the codecs' own definitions must agree with it. */
+#define RGPU_CHECK_CODE(name, v) _Static_assert(name == (v), #name " differs from rgpu_status.h")
+RGPU_CHECK_CODE(RGPU_T_EIO, -5);
+RGPU_CHECK_CODE(RGPU_T_EAUTH, -13);
+RGPU_CHECK_CODE(RGPU_T_EINVAL, -22);
+RGPU_CHECK_CODE(RGPU_T_ECLOSED, -32);
+RGPU_CHECK_CODE(RGPU_T_ENOTSUP, -95);
+RGPU_CHECK_CODE(RGPU_T_ETIMEDOUT, -110);
+RGPU_CHECK_CODE(RGPU_T_ECONNREFUSED, -111);
+RGPU_CHECK_CODE(RGPU_PROTO_ETRUNC, -1001);
+RGPU_CHECK_CODE(RGPU_PROTO_ETOOBIG, -1002);
+RGPU_CHECK_CODE(RGPU_PROTO_ETRAILING, -1003);
+RGPU_CHECK_CODE(RGPU_PROTO_EBADMAGIC, -1004);
+RGPU_CHECK_CODE(RGPU_PROTO_EVERSION, -1005);
+RGPU_CHECK_CODE(RGPU_PROTO_EKIND, -1006);
+RGPU_CHECK_CODE(RGPU_PROTO_EOPCODE, -1007);
+RGPU_CHECK_CODE(RGPU_PROTO_ENOMEM, -1008);
+RGPU_CHECK_CODE(RGPU_PROTO_EINVAL, -1009);
+#undef RGPU_CHECK_CODE
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -177,7 +199,7 @@ uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) {
 void rgpu_client_lock(rgpu_client *c) { pthread_mutex_lock(&c->lock); }
 void rgpu_client_unlock(rgpu_client *c) { pthread_mutex_unlock(&c->lock); }
 
-int rgpu_client_flush_locked(rgpu_client *c) {
+rgpu_status rgpu_client_flush_locked(rgpu_client *c) {
   if (c->dead) return RGPU_CLIENT_EDEAD;
   if (c->queue.len == 0) return 0;
   struct iovec iov = {.iov_base = c->queue.data, .iov_len = c->queue.len};
@@ -197,7 +219,7 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
                       const void *fixed, size_t fixed_len, const void *tail, size_t tail_len,
                       uint64_t *seq_out);
 
-int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
+rgpu_status rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
                             size_t fixed_len, const void *tail, size_t tail_len,
                             uint64_t *seq_out) {
   return send_frame(c, op, need_reply, need_reply, fixed, fixed_len, tail, tail_len, seq_out);
@@ -485,7 +507,7 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
   return (int)k + 1;
 }
 
-int rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
+rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
                                 size_t n, uint64_t first_seq, size_t *which) {
   int rc = rgpu_client_flush_locked(c);
   if (rc) return rc;
@@ -504,7 +526,7 @@ int rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_clien
   }
 }
 
-int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
+rgpu_status rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
                             rgpu_client_reply *r) {
   rgpu_client_reply scratch;
   if (!r) {
@@ -515,7 +537,7 @@ int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
   return rgpu_client_wait_any_locked(c, &seq, r, 1, first_seq, NULL);
 }
 
-int rgpu_client_poll_events(rgpu_client *c) {
+rgpu_status rgpu_client_poll_events(rgpu_client *c) {
   rgpu_client_lock(c);
   int rc = 0;
   while (!c->dead) {
@@ -544,7 +566,7 @@ static int bg_pending(const rgpu_client *c, uint64_t stream, uint64_t before_seq
   return 0;
 }
 
-int rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
+rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
                                        size_t fixed_len, uint64_t stream, void *dst, size_t cap,
                                        uint64_t *seq_out) {
   if (c->dead) return RGPU_CLIENT_EDEAD;
@@ -576,7 +598,7 @@ int rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *
   return 0;
 }
 
-int rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq) {
+rgpu_status rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq) {
   if (!bg_pending(c, stream, before_seq)) return 0;
   int rc = rgpu_client_flush_locked(c);
   while (rc == 0 && bg_pending(c, stream, before_seq)) {
@@ -586,7 +608,7 @@ int rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_se
   return rc < 0 ? rc : 0;
 }
 
-int rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n) {
+rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n) {
   uintptr_t lo = (uintptr_t)p, hi = lo + n;
   int rc = 0;
   for (;;) {
@@ -621,7 +643,7 @@ void rgpu_client_set_host_call_hook(rgpu_client *c,
   rgpu_client_unlock(c);
 }
 
-int rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len) {
+rgpu_status rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len) {
   if (__atomic_load_n(&c->dead, __ATOMIC_RELAXED)) return RGPU_CLIENT_EDEAD;
   if (fixed_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
   rgpu_frame_hdr h = {.version = RGPU_PROTO_VERSION,
@@ -661,21 +683,17 @@ int rgpu_client_try_pump(rgpu_client *c) {
 
 int rgpu_client_poll_fd(rgpu_client *c) { return c->conn ? rgpu_conn_poll_fd(c->conn) : -1; }
 
-int rgpu_client_bind_device_locked(rgpu_client *c, int device) {
+rgpu_status rgpu_client_bind_device_locked(rgpu_client *c, int device) {
   if (c->bound_device == device) return 0;
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_ctx_set_device_req m = {.device = (uint32_t)device};
-  rgpu_msg_ctx_set_device_req_encode(&b, &m);
-  int rc = rgpu_client_send_locked(c, RGPU_OP_CTX_SET_DEVICE, 0, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
+  rgpu_status rc = rgpu_send_ctx_set_device_locked(c, 0, &m, NULL);
   if (rc == 0) c->bound_device = device;
   return rc;
 }
 
 void rgpu_client_unbind_device_locked(rgpu_client *c) { c->bound_device = -1; }
 
-int rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
+rgpu_status rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
                      size_t fixed_len, const void *tail, size_t tail_len, rgpu_client_reply *r) {
   rgpu_client_reply local;
   if (!r) {
@@ -725,12 +743,12 @@ static int wait_readable(rgpu_client *c, int timeout_ms) {
   }
 }
 
-int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
+rgpu_status rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
                         size_t errlen) {
   return rgpu_client_connect_with(cfg, NULL, NULL, out, err, errlen);
 }
 
-int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
+rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
                              void *ctx, rgpu_client **out, char *err, size_t errlen) {
   *out = NULL;
   if (!cfg->server[0]) {
@@ -774,8 +792,6 @@ int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn
   }
   snprintf(c->transport, sizeof c->transport, "%s", rgpu_conn_transport_name(c->conn));
 
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_hello_req hello = {
       .proto_version = RGPU_PROTO_VERSION,
       .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT | (c->reconnect_s > 0 ? 0 : RGPU_CAP_NO_RESUME) |
@@ -785,13 +801,12 @@ int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn
       .resume_token = {NULL, 0},
       .client_name = {cfg->client_name, strlen(cfg->client_name)},
   };
-  rgpu_msg_hello_req_encode(&b, &hello);
   uint64_t seq;
   rgpu_buf pay;
   rgpu_buf_init(&pay);
   rgpu_client_reply r = {.payload = &pay};
   rgpu_client_lock(c);
-  rc = rgpu_client_send_locked(c, RGPU_OP_HELLO, 1, b.data, b.len, NULL, 0, &seq);
+  rc = rgpu_send_hello_locked(c, 1, &hello, &seq);
   size_t npre = 0;
   uint64_t *pre_seqs = NULL;
   rgpu_client_reply *pre_rs = NULL;
@@ -816,7 +831,6 @@ int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn
     }
   }
   rgpu_client_unlock(c);
-  rgpu_buf_free(&b);
   if (rc == 0 && r.status != 0) {
     snprintf(err, errlen, "rgpu: server %s refused the session: %s", cfg->server,
              r.msg[0] ? r.msg : "no reason given");
@@ -895,7 +909,7 @@ void rgpu_client_close(rgpu_client *c) {
   if (c->conn && !c->dead && c->session_id) {
     uint64_t seq;
     uint64_t first = c->next_seq;
-    if (rgpu_client_send_locked(c, RGPU_OP_GOODBYE, 1, NULL, 0, NULL, 0, &seq) == 0) {
+    if (rgpu_send_goodbye_locked(c, 1, NULL, &seq) == 0) {
       /* Bounded: a wedged server must not keep the program from exiting. */
       if (rgpu_client_flush_locked(c) == 0 && wait_readable(c, 10000) > 0) {
         rgpu_client_reply r = {0};
@@ -963,7 +977,7 @@ uint64_t rgpu_client_take_seq_locked(rgpu_client *c) {
   return __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED);
 }
 
-int rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
+rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
                                  const void *fixed, size_t fixed_len, const struct iovec *twin,
                                  int ntwin) {
   if (c->dead) return RGPU_CLIENT_EDEAD;
@@ -1127,13 +1141,14 @@ static void client_frame_begin(rgpu_client *c) {
   if (!c->have_token || c->reconnect_s <= 0 || c->broken ||
       c->rx_count - c->rx_acked < RGPU_CLIENT_ACK_BYTES)
     return;
-  uint8_t f[RGPU_FRAME_HDR_SIZE + 8];
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_ACK, 8, 0, 0};
-  rgpu_frame_hdr_encode(f, &h);
-  memcpy(f + RGPU_FRAME_HDR_SIZE, &c->rx_count, 8); /* u64, little-endian like the wire */
-  struct iovec iov = {f, sizeof f};
+  /* Sequence 0: never answered, outside the session's numbering. */
+  rgpu_call_frame f;
+  rgpu_msg_ack_req ack = {.rx_bytes = c->rx_count};
+  rgpu_frame_ack(&f, 0, 0, &ack);
+  struct iovec iov[2];
+  int niov = rgpu_call_frame_iov(&f, iov);
   pthread_mutex_lock(&c->wlock);
-  if (!c->broken && rgpu_conn_writev_all(c->conn, &iov, 1) == 0)
+  if (!c->broken && rgpu_conn_writev_all(c->conn, iov, niov) == 0)
     c->rx_acked = c->rx_count;
   else if (client_can_resume(c))
     c->broken = 1;
@@ -1184,7 +1199,7 @@ static int resend_checkpoint(rgpu_client *c) {
   pthread_mutex_unlock(&c->wlock);
   if (held <= RGPU_RESEND_MAX_BYTES / 2) return 0;
   uint64_t first = rgpu_client_next_seq_locked(c);
-  if (!c->ckpt_seq) return send_frame(c, RGPU_OP_PING, 1, 1, NULL, 0, NULL, 0, &c->ckpt_seq);
+  if (!c->ckpt_seq) return rgpu_send_ping_locked(c, 1, NULL, &c->ckpt_seq);
   if (held <= RGPU_RESEND_MAX_BYTES) return 0;
   uint64_t seq = c->ckpt_seq;
   c->ctr.flow_waits++;
@@ -1222,18 +1237,18 @@ static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) 
  * connection failed, try another. */
 static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline, char *msg,
                      size_t msglen) {
+  /* Sequence 0, outside the counted stream (rgpu_messages.def, RESUME). */
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_resume_req q = {.session_token = {c->session_token, sizeof c->session_token},
                            .rx_bytes = rx};
-  rgpu_msg_resume_req_encode(&b, &q);
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, RGPU_OP_RESUME, (uint32_t)b.len, 0, 0};
-  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
-  rgpu_frame_hdr_encode(hdr, &h);
-  struct iovec iov[2] = {{hdr, sizeof hdr}, {b.data, b.len}};
-  int rc = rgpu_conn_writev_all(nc, iov, 2);
+  int rc = rgpu_frame_resume_buf(&b, 0, 0, &q);
+  struct iovec iov = {b.data, b.len};
+  if (rc == 0) rc = rgpu_conn_writev_all(nc, &iov, 1);
   rgpu_buf_free(&b);
   if (rc) return rc;
+  rgpu_frame_hdr h;
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   /* The server answers within a few hundred ms unless the link is down. */
   double d = mono_s() + 10.0 < deadline ? mono_s() + 10.0 : deadline;
   rc = read_deadline(nc, hdr, sizeof hdr, d);

@@ -11,24 +11,32 @@
  * rgpu_client_lock() and rgpu_client_unlock() to keep several frames
  * together (a chunked copy, a device switch followed by a request).
  *
- * Return values: functions that exchange frames return a negative code
- * (RGPU_T_E* or RGPU_PROTO_E*) when the connection failed, after which the
- * client is dead and every later call fails fast with RGPU_CLIENT_EDEAD, or
- * a CUresult (>= 0) that the server (or the client's own checks) produced. */
+ * Return values: functions that exchange frames return an rgpu_status
+ * (common/rgpu_status.h): a negative code (RGPU_T_E* or RGPU_PROTO_E*) when
+ * the connection failed, after which the client is dead and every later
+ * call fails fast with RGPU_CLIENT_EDEAD, or a CUresult (>= 0) that the
+ * server (or the client's own checks) produced.  No function returns a
+ * sentinel in that space; "not taken"-style results are out-parameters.
+ *
+ * The typed calls generated from the message spec (rgpu_calls.h:
+ * rgpu_call_<op>, rgpu_send_<op>_locked, ...) are the way to send a
+ * request; the untyped rgpu_client_call / rgpu_client_send_locked below
+ * are the layer they are built on. */
 #ifndef RGPU_CLIENT_H
 #define RGPU_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rgpu_status.h"
 #include "rgpu_wire.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Returned once the connection has failed; the first failure was logged. */
-#define RGPU_CLIENT_EDEAD (-2001)
+/* RGPU_CLIENT_EDEAD (rgpu_status.h) is returned once the connection has
+ * failed; the first failure was logged. */
 
 /* Defaults of the tunables below. */
 #define RGPU_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS 5000
@@ -84,7 +92,7 @@ typedef struct rgpu_client rgpu_client;
  * code and a one-line reason in err ("cannot reach server tcp://h:1:
  * connection refused"); *out is NULL.  Allocates: release with
  * rgpu_client_close. */
-int rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
+rgpu_status rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
                         size_t errlen);
 
 /* Flushes queued requests, says GOODBYE (waiting at most a short while so
@@ -134,7 +142,7 @@ typedef struct {
  * reads those replies into the slots before it returns. */
 typedef size_t (*rgpu_client_hello_fn)(rgpu_client *c, void *ctx, uint64_t **seqs,
                                        rgpu_client_reply **rs);
-int rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
+rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
                              void *ctx, rgpu_client **out, char *err, size_t errlen);
 
 void rgpu_client_lock(rgpu_client *c);
@@ -144,23 +152,23 @@ void rgpu_client_unlock(rgpu_client *c);
  * the queue is full).  With need_reply the request asks for a reply and
  * *seq_out (optional) receives its sequence number; the caller must then
  * wait for it with rgpu_client_wait_locked.  Returns 0 or a negative code. */
-int rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
+rgpu_status rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply, const void *fixed,
                             size_t fixed_len, const void *tail, size_t tail_len,
                             uint64_t *seq_out);
 /* Writes everything queued. */
-int rgpu_client_flush_locked(rgpu_client *c);
+rgpu_status rgpu_client_flush_locked(rgpu_client *c);
 /* Flushes, then reads frames until the reply to `seq` arrived, handling
  * events on the way.  An ASYNC_ERROR for a request with sequence >=
  * first_seq (the first frame of the caller's operation; 0 = none) is taken
  * as this operation's own failure and put in r->status instead of being
  * latched.  Returns 0 (look at r->status) or a negative code. */
-int rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
+rgpu_status rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
                             rgpu_client_reply *r);
 /* Waits for the first of several outstanding replies (the server may
  * answer stream operations out of order): reads frames until a reply to a
  * seqs[k] whose rs[k].done is clear arrives, delivers it into rs[k], sets
  * rs[k].done and *which = k.  Async errors of the operation go to rs[0]. */
-int rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
+rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
                                 size_t n, uint64_t first_seq, size_t *which);
 /* The sequence number the next request frame will get. */
 uint64_t rgpu_client_next_seq_locked(const rgpu_client *c);
@@ -174,16 +182,16 @@ uint64_t rgpu_client_next_seq_locked(const rgpu_client *c);
  * for older ones (counted as a round trip). */
 #define RGPU_CLIENT_BG_MAX_BYTES (64u << 20)
 #define RGPU_CLIENT_ALL_STREAMS UINT64_MAX
-int rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
+rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
                                        size_t fixed_len, uint64_t stream, void *dst, size_t cap,
                                        uint64_t *seq_out);
 /* Reads until no background reply of `stream` (or of the legacy stream 0;
  * RGPU_CLIENT_ALL_STREAMS: any) with a sequence number below before_seq is
  * outstanding.  Used right after a synchronizing reply, so it is part of
  * that round trip and not counted again. */
-int rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq);
+rgpu_status rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq);
 /* Reads until no background reply writes into [p, p+n) (before freeing it). */
-int rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n);
+rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n);
 size_t rgpu_client_background_count(rgpu_client *c);
 
 /* ---- host callbacks -------------------------------------------------------
@@ -197,7 +205,7 @@ void rgpu_client_set_host_call_hook(rgpu_client *c,
                                     void (*hook)(void *ctx, uint64_t callback, uint64_t token),
                                     void *ctx);
 /* Writes one no-reply request frame at once, under the write lock only. */
-int rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len);
+rgpu_status rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed, size_t fixed_len);
 /* If the client lock is free: flushes the queue and handles every frame
  * already readable (so HOST_CALL events arrive while no thread waits).
  * Returns 1 when the lock was busy (whoever holds it reads), 0, or <0. */
@@ -207,7 +215,7 @@ int rgpu_client_poll_fd(rgpu_client *c);
 
 /* The session's current device on the server: sends CTX_SET_DEVICE (no
  * reply) when it differs from the last one sent. */
-int rgpu_client_bind_device_locked(rgpu_client *c, int device);
+rgpu_status rgpu_client_bind_device_locked(rgpu_client *c, int device);
 /* Forget the bound device (after DEVICE_RESET). */
 void rgpu_client_unbind_device_locked(rgpu_client *c);
 
@@ -216,7 +224,7 @@ void rgpu_client_unbind_device_locked(rgpu_client *c);
  * failures arrive later as latched async errors.  Otherwise waits; r may be
  * NULL when the reply has no fields of interest.  Returns a CUresult or a
  * negative code. */
-int rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
+rgpu_status rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
                      size_t fixed_len, const void *tail, size_t tail_len, rgpu_client_reply *r);
 
 /* Async errors reported by the server for requests that had no reply.
@@ -227,7 +235,7 @@ int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq
                                  size_t msglen);
 /* Polls the connection without blocking for events that already arrived
  * (so cudaGetLastError sees async errors that came in the meantime). */
-int rgpu_client_poll_events(rgpu_client *c);
+rgpu_status rgpu_client_poll_events(rgpu_client *c);
 
 /* The stats JSON the client writes at exit (RGPU_STATS): one object on one
  * line.  Pure function for testing: returns bytes written (excluding NUL)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_calls.h"
 #include "rgpu_client_internal.h"
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
@@ -108,14 +109,6 @@ static rgpu_client_lane *lane_get_locked(rgpu_client *c, int *index) {
   return l;
 }
 
-static void put64(uint8_t *p, uint64_t v) { rgpu_bulk_put_u64(p, v); }
-
-static void req_hdr(uint8_t *out, uint16_t op, uint32_t len, int need_reply, uint64_t seq) {
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, len,
-                      need_reply ? RGPU_REQ_NEED_REPLY : 0, seq};
-  rgpu_frame_hdr_encode(out, &h);
-}
-
 /* The worker's receipt for item id (a zero-length reply frame, opcode
  * MEMCPY_HTOD_BULK, seq = id): its bytes are all staged there. */
 static int lane_read_ack(rgpu_conn *s, uint64_t id) {
@@ -131,44 +124,45 @@ static int lane_read_ack(rgpu_conn *s, uint64_t id) {
 
 /* Queues chunk [off, off+len) on stream 0: MEMCPY_HTOD_BULK when its bytes
  * are staged in the worker (acked in this generation), else inline. */
-static int htod_request(rgpu_client *c, rgpu_client_lane *l, int k, int device, uint64_t dst,
+static rgpu_status htod_request(rgpu_client *c, rgpu_client_lane *l, int k, int device, uint64_t dst,
                         uint64_t stream, const uint8_t *src, size_t len, uint64_t id, int acked,
                         uint64_t gen) {
   rgpu_client_lock(c);
-  int rc = rgpu_client_bind_device_locked(c, device);
-  uint8_t fixed[16];
-  put64(fixed, dst);
-  put64(fixed + 8, stream);
+  rgpu_status rc = rgpu_client_bind_device_locked(c, device);
+  /* The inline copy of this chunk: sent as is when the lane cannot be used,
+   * else kept as the bulk request's resend twin. */
+  rgpu_msg_memcpy_htod_req inline_req = {.dst = dst, .stream = stream, .data = {src, len}};
   if (rc == 0 && acked && gen == rgpu_client_generation_locked(c)) {
     rgpu_client_count_bulk_locked(c, RGPU_BULK_ITEM_HDR_SIZE + len, 0);
-    uint8_t bf[36];
-    put64(bf, dst);
-    put64(bf + 8, stream);
-    put64(bf + 16, id);
-    put64(bf + 24, len);
-    rgpu_bulk_put_u32(bf + 32, (uint32_t)k);
+    rgpu_msg_memcpy_htod_bulk_req bulk_req = {
+        .dst = dst, .stream = stream, .bulk_id = id, .len = len, .lane = (uint32_t)k};
     uint64_t seq = rgpu_client_take_seq_locked(c);
-    uint8_t th[RGPU_FRAME_HDR_SIZE];
-    req_hdr(th, RGPU_OP_MEMCPY_HTOD, (uint32_t)(16 + len), 0, seq);
-    struct iovec twin[3] = {{th, sizeof th}, {fixed, 16}, {(void *)src, len}};
-    rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq, bf, sizeof bf, twin, 3);
+    rgpu_call_frame bulk, twin;
+    rgpu_frame_memcpy_htod_bulk(&bulk, 0, seq, &bulk_req);
+    rgpu_frame_memcpy_htod(&twin, 0, seq, &inline_req);
+    struct iovec twin_iov[2];
+    int ntwin = rgpu_call_frame_iov(&twin, twin_iov);
+    rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq,
+                                      rgpu_call_frame_fields(&bulk),
+                                      rgpu_call_frame_fields_len(&bulk), twin_iov, ntwin);
   } else if (rc == 0) {
     /* The lane is gone (or a resume came between): this chunk inline. */
-    rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, 0, fixed, sizeof fixed, src, len, NULL);
+    rc = rgpu_send_memcpy_htod_locked(c, 0, &inline_req, NULL);
   }
   (void)l;
   rgpu_client_unlock(c);
   return rc;
 }
 
-int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
-                          const uint8_t *src, size_t n) {
+rgpu_status rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
+                                  const uint8_t *src, size_t n, size_t *done_bytes) {
+  *done_bytes = 0;
   rgpu_client_lock(c);
   int k = -1;
   rgpu_client_lane *l = lane_get_locked(c, &k);
   struct rgpu_client_bulk *b = *rgpu_client_bulk_slot(c);
   rgpu_client_unlock(c);
-  if (!l) return 1;
+  if (!l) return 0; /* not taken: *done_bytes stays 0 */
   size_t chunk = rgpu_client_chunk_bytes(c);
   size_t nch = (n + chunk - 1) / chunk;
   uint64_t gen = l->gen;
@@ -179,7 +173,7 @@ int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t str
    * read, so the lane stays busy. */
   uint64_t ids[2] = {0, 0};
   int written[2] = {0, 0};
-  int rc = 0;
+  rgpu_status rc = 0;
   for (size_t j = 0; rc == 0 && j <= nch; j++) {
     if (j < nch) {
       size_t off = j * chunk, len = n - off < chunk ? n - off : chunk;
@@ -209,6 +203,8 @@ int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t str
     }
     rc = htod_request(c, l, k, device, dst + off, stream, src + off, len, ids[p % 2], acked, gen);
   }
+  /* Every chunk went out (on the lane or, where it failed, inline). */
+  if (rc == 0) *done_bytes = n;
   return rc;
 }
 
@@ -246,15 +242,15 @@ static int lane_read_reply(rgpu_conn *s, uint64_t seq, uint8_t *dst, size_t len,
   return 0;
 }
 
-int rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src, size_t n,
-                          uint64_t stream, size_t *done_bytes) {
+rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src,
+                                  size_t n, uint64_t stream, size_t *done_bytes) {
   *done_bytes = 0;
   rgpu_client_lock(c);
   int k = -1;
   rgpu_client_lane *l = lane_get_locked(c, &k);
   if (!l) {
     rgpu_client_unlock(c);
-    return 1;
+    return 0; /* not taken: *done_bytes stays 0 */
   }
   size_t chunk = rgpu_client_chunk_bytes(c);
   size_t nchunks = (n + chunk - 1) / chunk;
@@ -263,7 +259,7 @@ int rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src
   uint64_t seqs[WINDOW];
   uint64_t first = rgpu_client_next_seq_locked(c);
   rgpu_client_count_round_trip_locked(c);
-  int rc = rgpu_client_bind_device_locked(c, device);
+  rgpu_status rc = rgpu_client_bind_device_locked(c, device);
   uint32_t status = 0;
   char msg[256] = "";
   size_t sent = 0, done = 0;
@@ -273,18 +269,18 @@ int rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src
     /* Lock held: the next window of requests. */
     for (; rc == 0 && sent < nchunks && sent < done + WINDOW; sent++) {
       size_t off = sent * chunk, len = n - off < chunk ? n - off : chunk;
-      uint8_t bf[28], tf[24];
-      put64(bf, src + off);
-      put64(bf + 8, len);
-      put64(bf + 16, stream);
-      rgpu_bulk_put_u32(bf + 24, (uint32_t)k);
-      memcpy(tf, bf, 24);
+      rgpu_msg_memcpy_dtoh_bulk_req bulk_req = {
+          .src = src + off, .size = len, .stream = stream, .lane = (uint32_t)k};
+      rgpu_msg_memcpy_dtoh_req inline_req = {.src = src + off, .size = len, .stream = stream};
       uint64_t seq = rgpu_client_take_seq_locked(c);
-      uint8_t th[RGPU_FRAME_HDR_SIZE];
-      req_hdr(th, RGPU_OP_MEMCPY_DTOH, 24, 1, seq);
-      struct iovec twin[2] = {{th, sizeof th}, {tf, sizeof tf}};
-      rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_DTOH_BULK, 1, seq, bf, sizeof bf, twin,
-                                        2);
+      rgpu_call_frame bulk, twin;
+      rgpu_frame_memcpy_dtoh_bulk(&bulk, 1, seq, &bulk_req);
+      rgpu_frame_memcpy_dtoh(&twin, 1, seq, &inline_req);
+      struct iovec twin_iov[2];
+      int ntwin = rgpu_call_frame_iov(&twin, twin_iov);
+      rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_DTOH_BULK, 1, seq,
+                                        rgpu_call_frame_fields(&bulk),
+                                        rgpu_call_frame_fields_len(&bulk), twin_iov, ntwin);
       seqs[sent % WINDOW] = seq;
       last = seq;
       l->marker_seq = seq;
@@ -342,13 +338,19 @@ int rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src
   }
   rgpu_client_unlock(c);
   if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
+  return rgpu_client_bulk_dtoh_outcome(rc, status, lane_failed, done * chunk, n, done_bytes);
+}
+
+rgpu_status rgpu_client_bulk_dtoh_outcome(rgpu_status rc, uint32_t server_status, int lane_failed,
+                                          size_t delivered, size_t n, size_t *done) {
+  *done = 0;
   if (rc) return rc;
-  if (status) return (int)status;
-  if (lane_failed) {
-    /* What the lane did not deliver is copied again, inline (reading the
-     * device twice is harmless; losing bytes is not). */
-    *done_bytes = done * chunk;
-    return 1;
-  }
+  /* A server failure is the copy's result, whatever its value: never a
+   * reason to copy again inline (CUDA_ERROR_INVALID_VALUE is 1). */
+  if (server_status) return (rgpu_status)server_status;
+  /* After a lane failure, what the lane did not deliver is copied again,
+   * inline, by the caller (reading the device twice is harmless; losing
+   * bytes is not). */
+  *done = lane_failed ? (delivered < n ? delivered : n) : n;
   return 0;
 }

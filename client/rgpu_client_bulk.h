@@ -29,17 +29,22 @@
 extern "C" {
 #endif
 
+/* Both copies return an rgpu_status (the copy's result: 0, a CUresult, or a
+ * negative code) and say in *done how many leading bytes they took care
+ * of; the caller copies bytes [*done, n) inline.  *done is 0 when the lane
+ * path is not available (no lane, not quic://, sync_every_call), n when
+ * the copy was done, and in between after a lane failure.  A status is
+ * never a request to copy inline: a server error ends the copy. */
+
 /* Host-to-device copy of n bytes (n >= RGPU_BULK_MIN_BYTES makes sense)
- * through the calling thread's lane.  Returns 1 when the lane path is not
- * available (the caller copies inline), 0 when queued, or a negative code. */
-int rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
-                          const uint8_t *src, size_t n);
-/* Synchronous device-to-host copy through the lane.  Returns 1 when the
- * caller must copy inline the bytes from *done on (all of them when the
- * lane path is not available), else a CUresult (>= 0) or a negative code.
- * Drains the background replies the copy covers, as the inline copy does. */
-int rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src, size_t n,
-                          uint64_t stream, size_t *done);
+ * through the calling thread's lane; chunks whose lane write fails are
+ * queued inline here, so *done is 0 or n. */
+rgpu_status rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
+                                  const uint8_t *src, size_t n, size_t *done);
+/* Synchronous device-to-host copy through the lane.  Drains the background
+ * replies the copy covers, as the inline copy does. */
+rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src,
+                                  size_t n, uint64_t stream, size_t *done);
 
 /* ---- pure bookkeeping (unit-tested) --------------------------------------
  * Which thread owns which lane, and the one confirmation a lane's thread
@@ -59,6 +64,13 @@ typedef struct {
   rgpu_client_lane lane[RGPU_BULK_MAX_LANES];
   uint64_t next_id;
 } rgpu_client_lanes;
+
+/* How a lane D2H copy ends: rc (the connection's result), server_status
+ * (the first failure a reply reported), whether the lane failed after
+ * delivering `delivered` of the n bytes.  Returns the copy's status and
+ * sets *done (rgpu_client_bulk_dtoh's contract above). */
+rgpu_status rgpu_client_bulk_dtoh_outcome(rgpu_status rc, uint32_t server_status, int lane_failed,
+                                          size_t delivered, size_t n, size_t *done);
 
 /* The lane of thread self (claimed on first use), or -1 when all are taken. */
 int rgpu_client_lanes_claim(rgpu_client_lanes *t, pthread_t self);

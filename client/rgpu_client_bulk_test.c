@@ -97,12 +97,52 @@ static void test_wanted(void **state) {
   unsetenv("RGPU_QUIC_STREAMS");
 }
 
+/* The bug this guards against: "copy inline" used to be the return value 1,
+ * which is also CUDA_ERROR_INVALID_VALUE, so a server's error 1 on a lane
+ * copy made the caller silently copy again on stream 0.  The copy's status
+ * and "how much is left to copy inline" are now separate. */
+static void test_dtoh_server_error_is_not_inline(void **state) {
+  (void)state;
+  enum { N = 64 << 20 };
+  const uint32_t invalid_value = 1; /* CUDA_ERROR_INVALID_VALUE */
+  size_t done = 12345;
+  rgpu_status st = rgpu_client_bulk_dtoh_outcome(0, invalid_value, 0, N, N, &done);
+  assert_int_equal(st, 1);      /* reported as the error it is */
+  assert_int_equal(done, 0);    /* and nothing is to be copied inline */
+  /* Also when the lane broke after the error: the error wins. */
+  st = rgpu_client_bulk_dtoh_outcome(0, invalid_value, 1, N / 2, N, &done);
+  assert_int_equal(st, 1);
+  assert_int_equal(done, 0);
+  /* Other CUresults, and connection failures, likewise. */
+  assert_int_equal(rgpu_client_bulk_dtoh_outcome(0, 700, 0, N, N, &done), 700);
+  assert_int_equal(rgpu_client_bulk_dtoh_outcome(RGPU_CLIENT_EDEAD, 0, 0, 0, N, &done),
+                   RGPU_CLIENT_EDEAD);
+  assert_int_equal(done, 0);
+}
+
+static void test_dtoh_outcomes(void **state) {
+  (void)state;
+  enum { N = 64 << 20 };
+  size_t done = 0;
+  /* All bytes came on the lane: success, nothing left. */
+  assert_int_equal(rgpu_client_bulk_dtoh_outcome(0, 0, 0, N, N, &done), 0);
+  assert_int_equal(done, N);
+  /* The lane failed after 3 chunks: success so far, the rest inline. */
+  assert_int_equal(rgpu_client_bulk_dtoh_outcome(0, 0, 1, 3u << 22, N, &done), 0);
+  assert_int_equal(done, 3u << 22);
+  /* A count past the end (the last chunk is short) is clamped. */
+  assert_int_equal(rgpu_client_bulk_dtoh_outcome(0, 0, 1, N + 100, N, &done), 0);
+  assert_int_equal(done, N);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_claim),
       cmocka_unit_test(test_cap),
       cmocka_unit_test(test_note),
       cmocka_unit_test(test_wanted),
+      cmocka_unit_test(test_dtoh_server_error_is_not_inline),
+      cmocka_unit_test(test_dtoh_outcomes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,7 @@ void rgpu_client_count_bulk_locked(rgpu_client *c, uint64_t sent, uint64_t recei
  * the same sequence number, see rgpu_client_twin_hdr) in the resend buffer
  * in its place: after a resume the server runs the twin.  seq is the
  * frame's sequence number, taken with rgpu_client_take_seq_locked. */
-int rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
+rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
                                  const void *fixed, size_t fixed_len, const struct iovec *twin,
                                  int ntwin);
 uint64_t rgpu_client_take_seq_locked(rgpu_client *c);

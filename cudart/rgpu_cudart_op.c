@@ -37,8 +37,10 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
                              uint64_t stream, int device) {
   if (n >= RGPU_BULK_MIN_BYTES) {
     /* quic://: the bytes on this thread's own stream (rgpu_client_bulk.h). */
-    int brc = rgpu_client_bulk_htod(c, device, dst, stream, src, n);
-    if (brc != 1) return brc ? rgpu_rt_sync_ret(c, brc) : cudaSuccess;
+    size_t done = 0;
+    int brc = rgpu_client_bulk_htod(c, device, dst, stream, src, n, &done);
+    if (brc) return rgpu_rt_sync_ret(c, brc);
+    if (done == n) return cudaSuccess;
   }
   size_t chunk = rgpu_client_chunk_bytes(c);
   int wait_each = rgpu_client_sync_every_call(c);
@@ -100,7 +102,7 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
      * what a failed stream did not deliver is copied inline below. */
     size_t done = 0;
     int brc = rgpu_client_bulk_dtoh(c, device, dst, src, n, stream, &done);
-    if (brc != 1) return rgpu_rt_sync_ret(c, brc);
+    if (brc || done == n) return rgpu_rt_sync_ret(c, brc);
     dst += done;
     src += done;
     n -= done;

@@ -1,0 +1,313 @@
+/* The generated typed calls (rgpu_calls.h): their frames are byte for byte
+ * what the generated encoders produce (the wire did not change when the
+ * call sites moved to them), and rgpu_call_<op> against a scripted server
+ * on a unix socket sends one frame, decodes the reply and reports errors. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rgpu_calls.h"
+#include "rgpu_client.h"
+#include "rgpu_frame.h"
+#include "rgpu_messages.h"
+
+/* The frame the hand-written call sites used to build: header, encoder
+ * output, tail. */
+static void reference_frame(uint16_t op, int need_reply, uint64_t seq, const rgpu_buf *fields,
+                            const void *tail, size_t tail_len, rgpu_buf *out) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op,
+                      (uint32_t)(fields->len + tail_len), need_reply ? RGPU_REQ_NEED_REPLY : 0,
+                      seq};
+  uint8_t hb[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hb, &h);
+  rgpu_buf_put(out, hb, sizeof hb);
+  rgpu_buf_put(out, fields->data, fields->len);
+  if (tail_len) rgpu_buf_put(out, tail, tail_len);
+}
+
+static void frame_bytes(const rgpu_call_frame *f, rgpu_buf *out) {
+  struct iovec iov[2];
+  int n = rgpu_call_frame_iov(f, iov);
+  for (int i = 0; i < n; i++) rgpu_buf_put(out, iov[i].iov_base, iov[i].iov_len);
+}
+
+static void assert_same(const rgpu_buf *a, const rgpu_buf *b) {
+  assert_int_equal(a->len, b->len);
+  assert_memory_equal(a->data, b->data, a->len);
+}
+
+static void test_frames_match_encoders(void **state) {
+  (void)state;
+  rgpu_buf enc, ref, got;
+  rgpu_buf_init(&enc);
+  rgpu_buf_init(&ref);
+  rgpu_buf_init(&got);
+  rgpu_call_frame f;
+  static const uint8_t data[37] = {1, 2, 3, 4, 5};
+
+  rgpu_msg_memcpy_htod_req h = {.dst = 0x1000, .stream = 7, .data = {data, sizeof data}};
+  rgpu_msg_memcpy_htod_req_encode(&enc, &h);
+  reference_frame(RGPU_OP_MEMCPY_HTOD, 0, 99, &enc, data, sizeof data, &ref);
+  rgpu_frame_memcpy_htod(&f, 0, 99, &h);
+  frame_bytes(&f, &got);
+  assert_same(&ref, &got);
+  assert_ptr_equal(f.tail, data); /* by reference, not copied */
+
+  rgpu_buf_reset(&enc), rgpu_buf_reset(&ref), rgpu_buf_reset(&got);
+  rgpu_msg_memcpy_dtoh_bulk_req d = {.src = 0xabc, .size = 4 << 20, .stream = 3, .lane = 5};
+  rgpu_msg_memcpy_dtoh_bulk_req_encode(&enc, &d);
+  reference_frame(RGPU_OP_MEMCPY_DTOH_BULK, 1, 7, &enc, NULL, 0, &ref);
+  rgpu_frame_memcpy_dtoh_bulk(&f, 1, 7, &d);
+  frame_bytes(&f, &got);
+  assert_same(&ref, &got);
+  assert_int_equal(rgpu_call_frame_fields_len(&f), enc.len);
+  assert_memory_equal(rgpu_call_frame_fields(&f), enc.data, enc.len);
+
+  rgpu_buf_reset(&enc), rgpu_buf_reset(&ref), rgpu_buf_reset(&got);
+  rgpu_msg_launch_req l = {.module_id = 9, .func_index = 2, .grid_x = 3, .grid_y = 4, .grid_z = 5,
+                           .block_x = 6, .block_y = 7, .block_z = 8, .shared_bytes = 100,
+                           .stream = 11, .params = {data, 16}};
+  rgpu_msg_launch_req_encode(&enc, &l);
+  reference_frame(RGPU_OP_LAUNCH, 0, 1234, &enc, data, 16, &ref);
+  rgpu_frame_launch(&f, 0, 1234, &l);
+  frame_bytes(&f, &got);
+  assert_same(&ref, &got);
+
+  rgpu_buf_reset(&enc), rgpu_buf_reset(&ref), rgpu_buf_reset(&got);
+  rgpu_msg_ack_req a = {.rx_bytes = 0x123456789ull};
+  rgpu_msg_ack_req_encode(&enc, &a);
+  reference_frame(RGPU_OP_ACK, 0, 0, &enc, NULL, 0, &ref);
+  rgpu_frame_ack(&f, 0, 0, &a);
+  frame_bytes(&f, &got);
+  assert_same(&ref, &got);
+
+  /* A request with variable fields, as one contiguous frame. */
+  rgpu_buf_reset(&enc), rgpu_buf_reset(&ref), rgpu_buf_reset(&got);
+  uint8_t token[32] = {9, 8, 7};
+  rgpu_msg_resume_req rq = {.session_token = {token, sizeof token}, .rx_bytes = 4242};
+  rgpu_msg_resume_req_encode(&enc, &rq);
+  reference_frame(RGPU_OP_RESUME, 0, 0, &enc, NULL, 0, &ref);
+  assert_int_equal(rgpu_frame_resume_buf(&got, 0, 0, &rq), 0);
+  assert_same(&ref, &got);
+
+  rgpu_buf_free(&enc);
+  rgpu_buf_free(&ref);
+  rgpu_buf_free(&got);
+}
+
+/* ---- a scripted server -------------------------------------------------- */
+
+typedef struct {
+  int listen_fd;
+  /* What the server saw of the request under test, and how it answers. */
+  uint16_t op;
+  uint32_t aux;
+  uint8_t payload[256];
+  uint32_t payload_len;
+  uint32_t reply_status;
+  int malformed; /* answer MEM_ALLOC with a truncated payload */
+  int frames;    /* requests other than HELLO/GOODBYE/CTX_SET_DEVICE */
+} fake_server;
+
+static int read_all(int fd, void *p, size_t n) {
+  uint8_t *q = p;
+  while (n) {
+    ssize_t r = read(fd, q, n);
+    if (r <= 0) return -1;
+    q += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static void reply(int fd, uint16_t op, uint64_t seq, uint32_t status, const void *p, size_t n) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, op, (uint32_t)n, status, seq};
+  uint8_t hb[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hb, &h);
+  if (write(fd, hb, sizeof hb) != (ssize_t)sizeof hb) return;
+  if (n && write(fd, p, n) != (ssize_t)n) return;
+}
+
+static void *server_main(void *arg) {
+  fake_server *s = arg;
+  int fd = accept(s->listen_fd, NULL, NULL);
+  if (fd < 0) return NULL;
+  for (;;) {
+    uint8_t hb[RGPU_FRAME_HDR_SIZE];
+    rgpu_frame_hdr h;
+    if (read_all(fd, hb, sizeof hb) || rgpu_frame_hdr_decode(hb, 1 << 20, &h)) break;
+    uint8_t pay[4096];
+    if (h.length > sizeof pay || read_all(fd, pay, h.length)) break;
+    rgpu_buf b;
+    rgpu_buf_init(&b);
+    if (h.opcode == RGPU_OP_HELLO) {
+      rgpu_msg_hello_rep r = {.proto_version = RGPU_PROTO_VERSION, .caps = 0, .session_id = 1,
+                              .server_name = {"fake", 4}, .device_kind = {"test", 4}};
+      rgpu_msg_hello_rep_encode(&b, &r);
+      reply(fd, h.opcode, h.seq, 0, b.data, b.len);
+    } else if (h.opcode == RGPU_OP_GOODBYE) {
+      reply(fd, h.opcode, h.seq, 0, NULL, 0);
+      rgpu_buf_free(&b);
+      break;
+    } else if (h.opcode != RGPU_OP_CTX_SET_DEVICE) {
+      s->frames++;
+      s->op = h.opcode;
+      s->aux = h.aux;
+      s->payload_len = h.length < sizeof s->payload ? h.length : sizeof s->payload;
+      memcpy(s->payload, pay, s->payload_len);
+      if (h.aux & RGPU_REQ_NEED_REPLY) {
+        if (s->reply_status) {
+          reply(fd, h.opcode, h.seq, s->reply_status, "no such thing", 13);
+        } else if (h.opcode == RGPU_OP_MEM_ALLOC) {
+          rgpu_msg_mem_alloc_rep r = {.dptr = 0xd000};
+          rgpu_msg_mem_alloc_rep_encode(&b, &r);
+          reply(fd, h.opcode, h.seq, 0, b.data, s->malformed ? 3 : b.len);
+        } else {
+          reply(fd, h.opcode, h.seq, 0, NULL, 0);
+        }
+      }
+    }
+    rgpu_buf_free(&b);
+  }
+  close(fd);
+  return NULL;
+}
+
+typedef struct {
+  fake_server s;
+  pthread_t th;
+  char path[108];
+  rgpu_client *c;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  snprintf(f->path, sizeof f->path, "/tmp/rgpu-calls-test-%d.sock", (int)getpid());
+  unlink(f->path);
+  f->s.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", f->path);
+  if (bind(f->s.listen_fd, (struct sockaddr *)&a, sizeof a) || listen(f->s.listen_fd, 1))
+    return -1;
+  pthread_create(&f->th, NULL, server_main, &f->s);
+  rgpu_client_config cfg;
+  char err[256];
+  if (rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err)) return -1;
+  snprintf(cfg.server, sizeof cfg.server, "unix://%s", f->path);
+  cfg.reconnect_s = 0;
+  cfg.sync_every_call = 0;
+  if (rgpu_client_connect(&cfg, &f->c, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return -1;
+  }
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  rgpu_client_close(f->c);
+  pthread_join(f->th, NULL);
+  close(f->s.listen_fd);
+  unlink(f->path);
+  free(f);
+  return 0;
+}
+
+static void test_call_decodes_reply(void **state) {
+  fixture *f = *state;
+  rgpu_msg_mem_alloc_req q = {.size = 4096};
+  rgpu_msg_mem_alloc_rep a = {0};
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, &q, &a, NULL), 0);
+  assert_int_equal(a.dptr, 0xd000);
+  assert_int_equal(f->s.op, RGPU_OP_MEM_ALLOC);
+  assert_int_equal(f->s.aux, RGPU_REQ_NEED_REPLY);
+  assert_int_equal(f->s.payload_len, 8);
+  uint64_t size;
+  memcpy(&size, f->s.payload, 8);
+  assert_int_equal(size, 4096);
+}
+
+static void test_call_async_is_queued(void **state) {
+  fixture *f = *state;
+  rgpu_client_counters before, after;
+  rgpu_client_get_counters(f->c, &before);
+  rgpu_msg_mem_free_req q = {.dptr = 0xd000};
+  assert_int_equal(rgpu_call_mem_free(f->c, 0, RGPU_CALL_ASYNC, &q, NULL, NULL), 0);
+  rgpu_client_get_counters(f->c, &after);
+  assert_int_equal(after.round_trips, before.round_trips); /* no wait */
+  /* The next call that waits carries it, in order, without a reply. */
+  rgpu_msg_mem_alloc_req q2 = {.size = 1};
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, &q2, NULL, NULL), 0);
+  assert_int_equal(f->s.frames, 2);
+  rgpu_client_get_counters(f->c, &after);
+  assert_int_equal(after.round_trips, before.round_trips + 1);
+}
+
+static void test_call_server_error(void **state) {
+  fixture *f = *state;
+  f->s.reply_status = 1; /* CUDA_ERROR_INVALID_VALUE */
+  rgpu_client_reply r = {0};
+  rgpu_msg_mem_alloc_rep a = {.dptr = 77};
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, NULL, &a, &r), 1);
+  assert_int_equal(r.status, 1);
+  assert_string_equal(r.msg, "no such thing");
+  assert_int_equal(a.dptr, 77); /* not decoded */
+  f->s.reply_status = 0;
+}
+
+static void test_call_malformed_reply(void **state) {
+  fixture *f = *state;
+  f->s.malformed = 1;
+  rgpu_client_reply r = {0};
+  rgpu_msg_mem_alloc_rep a;
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, NULL, &a, &r), 999);
+  assert_non_null(strstr(r.msg, "malformed MEM_ALLOC"));
+  f->s.malformed = 0;
+}
+
+static void test_call_pointer_reply_needs_payload(void **state) {
+  fixture *f = *state;
+  int frames = f->s.frames;
+  rgpu_msg_device_props_rep p;
+  assert_int_equal(rgpu_call_device_props(f->c, -1, 0, NULL, &p, NULL), RGPU_CLIENT_EARG);
+  assert_int_equal(f->s.frames, frames); /* nothing was sent */
+  assert_string_equal(rgpu_status_name(RGPU_CLIENT_EARG), "RGPU_CLIENT_EARG");
+}
+
+static void test_status_ranges(void **state) {
+  (void)state;
+  assert_int_equal(rgpu_status_layer(-32), 1);
+  assert_int_equal(rgpu_status_layer(-1002), 2);
+  assert_int_equal(rgpu_status_layer(RGPU_CLIENT_EDEAD), 3);
+  assert_int_equal(rgpu_status_layer(1), 0);
+  assert_true(rgpu_status_is_cuda(1));
+  assert_string_equal(rgpu_status_str(0), "success");
+  assert_string_equal(rgpu_status_str(-32), "the server closed the connection");
+  assert_string_equal(rgpu_status_name(-1009), "RGPU_PROTO_EINVAL");
+  assert_null(rgpu_status_name(1));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_frames_match_encoders),
+      cmocka_unit_test(test_status_ranges),
+      cmocka_unit_test_setup_teardown(test_call_decodes_reply, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_call_async_is_queued, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_call_server_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_call_malformed_reply, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_call_pointer_reply_needs_payload, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
