@@ -27,6 +27,7 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_calls.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -229,13 +230,9 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
   pthread_cond_broadcast(&g_cond);
   pthread_mutex_unlock(&g_lock);
 
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_host_func_req m = {.stream = wire, .callback = rec->id};
-  rgpu_msg_host_func_req_encode(&b, &m);
   uint64_t id = rec->id;
-  int rc = rgpu_client_call(c, dev, RGPU_OP_HOST_FUNC, 1, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
+  rgpu_status rc = rgpu_call_host_func(c, dev, RGPU_CALL_ASYNC, &m, NULL, NULL);
   if (rc == 0) return cudaSuccess;
   /* Refused at once (sync-every-call mode, or the connection failed): the
    * server will never call it. */

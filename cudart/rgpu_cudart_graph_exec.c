@@ -32,6 +32,7 @@
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_graph_internal.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_calls.h"
 #include "rgpu_graph_nodes.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -422,18 +423,19 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
   return cudaSuccess;
 }
 
-static cudaError_t post_async(rgpu_client *c, int dev, uint16_t op, rgpu_buf *b) {
-  int rc = b->err ? CUDA_ERROR_OUT_OF_MEMORY
-                  : rgpu_client_call(c, dev, op, 1, b->data, b->len, NULL, 0, NULL);
+/* The result of a queued GRAPH_* request.  A request that cannot be encoded
+ * (no memory for its buffer) is CUDA_ERROR_OUT_OF_MEMORY, not a failed
+ * connection. */
+static cudaError_t queued_ret(rgpu_client *c, rgpu_status rc) {
+  if (rc == RGPU_PROTO_ENOMEM) rc = CUDA_ERROR_OUT_OF_MEMORY;
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
 static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
   node_enc enc;
   enc_init(&enc);
-  rgpu_buf edges, b;
+  rgpu_buf edges;
   rgpu_buf_init(&edges);
-  rgpu_buf_init(&b);
   for (size_t k = 0; k < L->ndev; k++) {
     const flat_node *f = &x->f[L->dev[k]];
     enc_flat(&enc, f);
@@ -462,12 +464,9 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
               "parameters (limits: 65536, 524288, 16 MiB)", L->ndev, edges.len / 8, enc.params.len);
     e = cudaErrorNotSupported;
   }
-  if (e == cudaSuccess) {
-    rgpu_msg_graph_exec_create_req_encode(&b, &m);
-    e = post_async(c, x->device, RGPU_OP_GRAPH_EXEC_CREATE, &b);
-  }
+  if (e == cudaSuccess)
+    e = queued_ret(c, rgpu_call_graph_exec_create(c, x->device, RGPU_CALL_ASYNC, &m, NULL, NULL));
   if (e != cudaSuccess) L->server_id = 0;
-  rgpu_buf_free(&b);
   rgpu_buf_free(&edges);
   enc_free(&enc);
   return e;
@@ -556,12 +555,9 @@ RGPU_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   if (e == cudaSuccess) {
     for (size_t i = 0; i < graphExec->nlevels; i++) {
       if (!graphExec->lv[i].server_id) continue;
-      rgpu_buf b;
-      rgpu_buf_init(&b);
       rgpu_msg_graph_exec_destroy_req m = {.exec_id = graphExec->lv[i].server_id};
-      rgpu_msg_graph_exec_destroy_req_encode(&b, &m);
-      cudaError_t e2 = post_async(c, graphExec->device, RGPU_OP_GRAPH_EXEC_DESTROY, &b);
-      rgpu_buf_free(&b);
+      cudaError_t e2 = queued_ret(
+          c, rgpu_call_graph_exec_destroy(c, graphExec->device, RGPU_CALL_ASYNC, &m, NULL, NULL));
       if (e == cudaSuccess) e = e2;
     }
   }
@@ -578,9 +574,8 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
   if (!n || !L->server_id) return cudaSuccess;
   node_enc enc;
   enc_init(&enc);
-  rgpu_buf ind, b;
+  rgpu_buf ind;
   rgpu_buf_init(&ind);
-  rgpu_buf_init(&b);
   for (size_t k = 0; k < n; k++) {
     const flat_node *f = &x->f[idx[k]];
     enc_flat(&enc, f);
@@ -597,11 +592,8 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
   cudaError_t e = cudaSuccess;
   if (enc.types.err || enc.words.err || enc.plens.err || enc.params.err || ind.err)
     e = cudaErrorMemoryAllocation;
-  if (e == cudaSuccess) {
-    rgpu_msg_graph_exec_update_req_encode(&b, &m);
-    e = post_async(c, x->device, RGPU_OP_GRAPH_EXEC_UPDATE, &b);
-  }
-  rgpu_buf_free(&b);
+  if (e == cudaSuccess)
+    e = queued_ret(c, rgpu_call_graph_exec_update(c, x->device, RGPU_CALL_ASYNC, &m, NULL, NULL));
   rgpu_buf_free(&ind);
   enc_free(&enc);
   return e;
@@ -1086,14 +1078,10 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
       if (!h2d) return rgpu_rt_ret(cudaErrorMemoryAllocation);
       gather_h2d(x, lv, h2d);
     }
-    rgpu_buf b;
-    rgpu_buf_init(&b);
-    rgpu_msg_graph_launch_req m = {.exec_id = lv->server_id, .stream = wire};
-    rgpu_msg_graph_launch_req_encode(&b, &m);
-    int rc = rgpu_client_call(c, sdev, RGPU_OP_GRAPH_LAUNCH, 1, b.data, b.len, h2d,
-                              lv->h2d_bytes, NULL);
+    rgpu_msg_graph_launch_req m = {.exec_id = lv->server_id, .stream = wire,
+                                   .h2d = {h2d, lv->h2d_bytes}};
+    rgpu_status rc = rgpu_call_graph_launch(c, sdev, RGPU_CALL_ASYNC, &m, NULL, NULL);
     free(h2d);
-    rgpu_buf_free(&b);
     if (rc) return rgpu_rt_sync_ret(c, rc);
     for (size_t k = 0; k < lv->nd2h; k++) {
       if (x->f[lv->d2h[k]].disabled) continue;

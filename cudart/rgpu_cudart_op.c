@@ -1,7 +1,8 @@
 /* rgpu_rt_submit and the wire side of every operation (rgpu_cudart_op.h).
  *
  * Submit asks the capture code first (a capturing stream turns the op into
- * a graph node); everything else is sent here, one sender per kind, with
+ * a graph node); everything else is sent here, one sender per kind, through
+ * the typed calls generated from the message spec (rgpu_calls.h), with
  * exactly the frames the entry points sent before the op value existed.
  *
  * Copies are cut into frames of at most the chunk size.  Host-to-device
@@ -16,6 +17,7 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_calls.h"
 #include "rgpu_client_bulk.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -50,13 +52,9 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
   uint32_t status = 0;
   for (size_t off = 0; rc == 0 && off < n; off += chunk) {
     size_t len = n - off < chunk ? n - off : chunk;
-    uint8_t fixed[16];
-    uint64_t d = dst + off;
-    memcpy(fixed, &d, 8);
-    memcpy(fixed + 8, &stream, 8);
+    rgpu_msg_memcpy_htod_req q = {.dst = dst + off, .stream = stream, .data = {src + off, len}};
     uint64_t seq;
-    rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, wait_each, fixed, sizeof fixed,
-                                 src + off, len, &seq);
+    rc = rgpu_send_memcpy_htod_locked(c, wait_each, &q, &seq);
     if (rc == 0 && wait_each) {
       rgpu_client_reply r = {0};
       rc = rgpu_client_wait_locked(c, seq, first, &r);
@@ -83,13 +81,8 @@ static cudaError_t copy_dtoh_background(rgpu_client *c, uint8_t *dst, uint64_t s
   int rc = rgpu_client_bind_device_locked(c, device);
   for (size_t off = 0; rc == 0 && off < n; off += chunk) {
     size_t len = n - off < chunk ? n - off : chunk;
-    uint8_t fixed[24];
-    uint64_t s = src + off, l = len;
-    memcpy(fixed, &s, 8);
-    memcpy(fixed + 8, &l, 8);
-    memcpy(fixed + 16, &stream, 8);
-    rc = rgpu_client_send_background_locked(c, RGPU_OP_MEMCPY_DTOH, fixed, sizeof fixed, stream,
-                                            dst + off, len, NULL);
+    rgpu_msg_memcpy_dtoh_req q = {.src = src + off, .size = len, .stream = stream};
+    rc = rgpu_send_memcpy_dtoh_background_locked(c, &q, dst + off, len, NULL);
   }
   rgpu_client_unlock(c);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
@@ -131,13 +124,8 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
       if (!rs[k].done) continue;
       size_t off = sent * chunk;
       size_t len = n - off < chunk ? n - off : chunk;
-      uint8_t fixed[24];
-      uint64_t s = src + off, l = len;
-      memcpy(fixed, &s, 8);
-      memcpy(fixed + 8, &l, 8);
-      memcpy(fixed + 16, &stream, 8);
-      rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_DTOH, 1, fixed, sizeof fixed, NULL, 0,
-                                   &seqs[k]);
+      rgpu_msg_memcpy_dtoh_req q = {.src = src + off, .size = len, .stream = stream};
+      rc = rgpu_send_memcpy_dtoh_locked(c, 1, &q, &seqs[k]);
       rs[k] = (rgpu_client_reply){.dst = dst + off, .dst_cap = len};
       chunk_of[k] = sent;
       sent++;
@@ -190,12 +178,8 @@ static cudaError_t send_copy(rgpu_client *c, const rgpu_rt_op *op) {
       return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
     return copy_dtoh(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
   case cudaMemcpyDeviceToDevice: {
-    rgpu_buf b;
-    rgpu_buf_init(&b);
     rgpu_msg_memcpy_dtod_req m = {.dst = dst, .src = src, .size = n, .stream = stream};
-    rgpu_msg_memcpy_dtod_req_encode(&b, &m);
-    int rc = rgpu_client_call(c, device, RGPU_OP_MEMCPY_DTOD, 1, b.data, b.len, NULL, 0, NULL);
-    rgpu_buf_free(&b);
+    rgpu_status rc = rgpu_call_memcpy_dtod(c, device, RGPU_CALL_ASYNC, &m, NULL, NULL);
     return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
   }
   default:
@@ -211,24 +195,19 @@ static cudaError_t send_memset(rgpu_client *c, const rgpu_rt_op *op) {
   uint64_t d = (uint64_t)(uintptr_t)ms->dst;
   size_t rows = ms->pitch == ms->width ? 1 : ms->height;
   size_t len = ms->pitch == ms->width ? ms->width * ms->height : ms->width;
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  int rc = 0;
+  rgpu_status rc = 0;
   for (size_t i = 0; i < rows && rc == 0; i++) {
-    rgpu_buf_reset(&b);
     rgpu_msg_memset_req m = {.dst = d + i * ms->pitch,
                              .value = ms->value & 0xff,
                              .elem_size = 1,
                              .count = len,
                              .stream = op->stream};
-    rgpu_msg_memset_req_encode(&b, &m);
-    rc = rgpu_client_call(c, op->device, RGPU_OP_MEMSET, 1, b.data, b.len, NULL, 0, NULL);
+    rc = rgpu_call_memset(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
   }
-  rgpu_buf_free(&b);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
-/* ---- launch, events ----------------------------------------------------- */
+/* ---- launch, events (queued, no reply) ---------------------------------- */
 
 static cudaError_t send_launch(rgpu_client *c, const rgpu_rt_op *op) {
   /* Fixed fields first (60 bytes), the packed parameters after them. */
@@ -241,40 +220,24 @@ static cudaError_t send_launch(rgpu_client *c, const rgpu_rt_op *op) {
                             .block_y = op->launch.block.y,
                             .block_z = op->launch.block.z,
                             .shared_bytes = op->launch.shmem,
-                            .stream = op->stream};
-  rgpu_buf fixed;
-  rgpu_buf_init(&fixed);
-  rgpu_msg_launch_req_encode(&fixed, &lr);
-  int rc = rgpu_client_call(c, op->device, RGPU_OP_LAUNCH, 1, fixed.data, fixed.len,
-                            op->launch.params, op->launch.plen, NULL);
-  rgpu_buf_free(&fixed);
+                            .stream = op->stream,
+                            .params = {op->launch.params, op->launch.plen}};
+  rgpu_status rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
-/* Queued, no reply: event record and stream wait. */
-static cudaError_t post(rgpu_client *c, int dev, uint16_t opcode, rgpu_buf *b) {
-  int rc = rgpu_client_call(c, dev, opcode, 1, b->data, b->len, NULL, 0, NULL);
-  rgpu_buf_free(b);
-  if (rc == 0) return cudaSuccess;
-  return rgpu_rt_sync_ret(c, rc);
-}
-
 static cudaError_t send_event_record(rgpu_client *c, const rgpu_rt_op *op) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_event_record_req m = {.event = op->event.event->id, .stream = op->stream};
-  rgpu_msg_event_record_req_encode(&b, &m);
-  return post(c, op->device, RGPU_OP_EVENT_RECORD, &b);
+  rgpu_status rc = rgpu_call_event_record(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
 static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
   /* cudaEventWaitExternal matters only to a capture: the server's wait is
    * a plain one. */
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_stream_wait_event_req m = {.stream = op->stream, .event = op->event.event->id, .flags = 0};
-  rgpu_msg_stream_wait_event_req_encode(&b, &m);
-  return post(c, op->device, RGPU_OP_STREAM_WAIT_EVENT, &b);
+  rgpu_status rc = rgpu_call_stream_wait_event(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
 /* ---- submit ------------------------------------------------------------- */
