@@ -625,46 +625,76 @@ static cudaError_t want_type(cudaGraphNode_t node, enum cudaGraphNodeType t) {
   return node->p.type == t ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-RGPU_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node,
-                                                  struct cudaKernelNodeParams *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeKernel);
-  if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  pNodeParams->func = (void *)node->p.func;
-  pNodeParams->gridDim = node->p.op.launch.grid;
-  pNodeParams->blockDim = node->p.op.launch.block;
-  pNodeParams->sharedMemBytes = node->p.op.launch.shmem;
-  pNodeParams->kernelParams = node->p.argv;
-  pNodeParams->extra = NULL;
+/* Per kind: a node's parameters as the API struct, and the struct checked
+ * and taken into the node (the rest of each accessor comes from the table
+ * in common/rgpu_graph_node_params.def). */
+static void get_Kernel(const node_params *p, struct cudaKernelNodeParams *out) {
+  out->func = (void *)p->func;
+  out->gridDim = p->op.launch.grid;
+  out->blockDim = p->op.launch.block;
+  out->sharedMemBytes = p->op.launch.shmem;
+  out->kernelParams = p->argv;
+  out->extra = NULL;
+}
+static cudaError_t set_Kernel(node_params *p, const struct cudaKernelNodeParams *in) {
+  return node_params_kernel(p, in);
+}
+static void get_Memcpy(const node_params *p, struct cudaMemcpy3DParms *out) { *out = p->op.copy.cp; }
+static cudaError_t set_Memcpy(node_params *p, const struct cudaMemcpy3DParms *in) {
+  return node_params_memcpy(p, in);
+}
+static void get_Memset(const node_params *p, struct cudaMemsetParams *out) { *out = p->op.fill; }
+static cudaError_t set_Memset(node_params *p, const struct cudaMemsetParams *in) {
+  return node_params_memset(p, in);
+}
+static void get_Host(const node_params *p, struct cudaHostNodeParams *out) {
+  *out = p->op.host.params;
+}
+static cudaError_t set_Host(node_params *p, const struct cudaHostNodeParams *in) {
+  if (!in || !in->fn) return cudaErrorInvalidValue;
+  p->op.host.params = *in;
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node,
-                                                  const struct cudaKernelNodeParams *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeKernel);
-  if (e == cudaSuccess) e = node_params_kernel(&node->p, pNodeParams);
-  return rgpu_rt_ret(e);
-}
-
-RGPU_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node,
-                                                  struct cudaMemcpy3DParms *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeMemcpy);
-  if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pNodeParams = node->p.op.copy.cp;
-  return cudaSuccess;
-}
-
-RGPU_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node,
-                                                  const struct cudaMemcpy3DParms *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeMemcpy);
-  if (e == cudaSuccess) e = node_params_memcpy(&node->p, pNodeParams);
-  return rgpu_rt_ret(e);
-}
+#define RGPU_GRAPH_NODE_PARAMS(Kind, rt_type, RtParams, drv_type, DrvParams, drv_suffix)      \
+  RGPU_API cudaError_t cudaGraph##Kind##NodeGetParams(cudaGraphNode_t node, RtParams *pNodeParams) { \
+    rgpu_rt_count_call();                                                                        \
+    cudaError_t e = want_type(node, rt_type);                                                    \
+    if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;                             \
+    if (e == cudaSuccess) get_##Kind(&node->p, pNodeParams);                                     \
+    return rgpu_rt_ret(e);                                                                       \
+  }                                                                                              \
+  RGPU_API cudaError_t cudaGraph##Kind##NodeSetParams(cudaGraphNode_t node,                      \
+                                                      const RtParams *pNodeParams) {             \
+    rgpu_rt_count_call();                                                                        \
+    cudaError_t e = want_type(node, rt_type);                                                    \
+    if (e == cudaSuccess) e = set_##Kind(&node->p, pNodeParams);                                 \
+    return rgpu_rt_ret(e);                                                                       \
+  }
+#define RGPU_GRAPH_NODE_EVENT(Kind, rt_type, drv_type)                                           \
+  RGPU_API cudaError_t cudaGraph##Kind##NodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) { \
+    rgpu_rt_count_call();                                                                        \
+    cudaError_t e = want_type(node, rt_type);                                                    \
+    if (e == cudaSuccess && !event_out) e = cudaErrorInvalidValue;                               \
+    if (e == cudaSuccess) *event_out = node->p.op.event.event;                                   \
+    return rgpu_rt_ret(e);                                                                       \
+  }                                                                                              \
+  RGPU_API cudaError_t cudaGraph##Kind##NodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {  \
+    rgpu_rt_count_call();                                                                        \
+    cudaError_t e = want_type(node, rt_type);                                                    \
+    if (e == cudaSuccess && !valid_event(event)) e = cudaErrorInvalidValue;                      \
+    if (e == cudaSuccess) node->p.op.event.event = event;                                        \
+    return rgpu_rt_ret(e);                                                                       \
+  }
+#define RGPU_GRAPH_NODE_CHILD(Kind, rt_type, drv_type)                                           \
+  RGPU_API cudaError_t cudaGraph##Kind##NodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph) { \
+    rgpu_rt_count_call();                                                                        \
+    cudaError_t e = want_type(node, rt_type);                                                    \
+    if (e == cudaSuccess && !pGraph) e = cudaErrorInvalidValue;                                  \
+    if (e == cudaSuccess) *pGraph = node->p.child;                                               \
+    return rgpu_rt_ret(e);                                                                       \
+  }
+#include "rgpu_graph_node_params.def"
 
 RGPU_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst,
                                                     const void *src, size_t count,
@@ -689,84 +719,6 @@ RGPU_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node
   if (e == cudaSuccess) e = node_params_symbol(&node->p, 0, symbol, dst, count, offset, kind);
   else rgpu_rt_count_call();
   return rgpu_rt_ret(e);
-}
-
-RGPU_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node,
-                                                  struct cudaMemsetParams *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeMemset);
-  if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pNodeParams = node->p.op.fill;
-  return cudaSuccess;
-}
-
-RGPU_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node,
-                                                  const struct cudaMemsetParams *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeMemset);
-  if (e == cudaSuccess) e = node_params_memset(&node->p, pNodeParams);
-  return rgpu_rt_ret(e);
-}
-
-RGPU_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node,
-                                                struct cudaHostNodeParams *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeHost);
-  if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pNodeParams = node->p.op.host.params;
-  return cudaSuccess;
-}
-
-RGPU_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node,
-                                                const struct cudaHostNodeParams *pNodeParams) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeHost);
-  if (e == cudaSuccess && (!pNodeParams || !pNodeParams->fn)) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  node->p.op.host.params = *pNodeParams;
-  return cudaSuccess;
-}
-
-RGPU_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, cudaGraphNodeTypeGraph);
-  if (e == cudaSuccess && !pGraph) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *pGraph = node->p.child;
-  return cudaSuccess;
-}
-
-static cudaError_t event_node_get(cudaGraphNode_t node, enum cudaGraphNodeType t, cudaEvent_t *out) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, t);
-  if (e == cudaSuccess && !out) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *out = node->p.op.event.event;
-  return cudaSuccess;
-}
-
-static cudaError_t event_node_set(cudaGraphNode_t node, enum cudaGraphNodeType t, cudaEvent_t ev) {
-  rgpu_rt_count_call();
-  cudaError_t e = want_type(node, t);
-  if (e == cudaSuccess && !valid_event(ev)) e = cudaErrorInvalidValue;
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  node->p.op.event.event = ev;
-  return cudaSuccess;
-}
-
-RGPU_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) {
-  return event_node_get(node, cudaGraphNodeTypeEventRecord, event_out);
-}
-RGPU_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
-  return event_node_set(node, cudaGraphNodeTypeEventRecord, event);
-}
-RGPU_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) {
-  return event_node_get(node, cudaGraphNodeTypeWaitEvent, event_out);
-}
-RGPU_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
-  return event_node_set(node, cudaGraphNodeTypeWaitEvent, event);
 }
 
 RGPU_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node,
