@@ -7,7 +7,6 @@
  * fork and join through events, the three capture modes and CUDA's errors
  * for calls that a capture forbids are kept here. */
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +14,6 @@
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_graph_internal.h"
 #include "rgpu_cudart_op.h"
-#include "rgpu_log.h"
-#include "rgpu_messages.h"
 
 /* ---- stream capture -------------------------------------------------------
  *
@@ -53,7 +50,7 @@ typedef struct {
 } cap_event;
 
 static pthread_mutex_t g_cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int g_capturing; /* streams capturing: the hooks' fast path */
+static atomic_int g_capturing; /* streams capturing: the fast path of every check here */
 static cap_seq *g_seqs;
 static cap_stream *g_cs;
 static size_t g_ncs, g_capcs;

@@ -23,16 +23,13 @@
  * graph can overwrite it, else from a device staging buffer the node
  * copies into.  So a launch is one message plus one per device-to-host
  * node, none of them waited for. */
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_calls.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_graph_internal.h"
-#include "rgpu_cudart_op.h"
-#include "rgpu_calls.h"
 #include "rgpu_graph_nodes.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"

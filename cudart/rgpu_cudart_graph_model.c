@@ -15,11 +15,8 @@
 #include <string.h>
 
 #include "rgpu_cudart.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_graph_internal.h"
-#include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
-#include "rgpu_messages.h"
 
 static atomic_ullong g_node_ids = 1;
 
