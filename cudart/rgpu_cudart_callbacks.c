@@ -26,7 +26,8 @@
 #include <time.h>
 
 #include "rgpu_cudart.h"
-#include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
+#include "rgpu_calls.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -199,7 +200,22 @@ static cudaError_t enqueue(cudaStream_t stream, int per_thread, cudaHostFn_t fn,
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (rgpu_rt_graph_take_host_func(wire, fn, user, scb != NULL, &e)) return rgpu_rt_ret(e);
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_HOST_FUNC, .stream = wire, .device = dev};
+  op.host.params = (struct cudaHostNodeParams){.fn = fn, .userData = user};
+  op.host.stream_cb = scb;
+  op.host.handle = stream;
+  return rgpu_rt_submit(c, &op);
+}
+
+/* The wire side of a host function: registered here, so that the server's
+ * HOST_CALL finds it, then queued as HOST_FUNC (no reply). */
+cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
+  cudaHostFn_t fn = op->host.params.fn;
+  void *user = op->host.params.userData;
+  cudaStreamCallback_t scb = op->host.stream_cb;
+  cudaStream_t stream = op->host.handle;
+  uint64_t wire = op->stream;
+  int dev = op->device;
   pthread_once(&g_once, start_once);
   if (!g_started) return rgpu_rt_ret(cudaErrorMemoryAllocation);
   rgpu_cb_rec *rec = calloc(1, sizeof *rec);
@@ -214,13 +230,9 @@ static cudaError_t enqueue(cudaStream_t stream, int per_thread, cudaHostFn_t fn,
   pthread_cond_broadcast(&g_cond);
   pthread_mutex_unlock(&g_lock);
 
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_host_func_req m = {.stream = wire, .callback = rec->id};
-  rgpu_msg_host_func_req_encode(&b, &m);
   uint64_t id = rec->id;
-  int rc = rgpu_client_call(c, dev, RGPU_OP_HOST_FUNC, 1, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
+  rgpu_status rc = rgpu_call_host_func(c, dev, RGPU_CALL_ASYNC, &m, NULL, NULL);
   if (rc == 0) return cudaSuccess;
   /* Refused at once (sync-every-call mode, or the connection failed): the
    * server will never call it. */

@@ -1,12 +1,9 @@
 /* Memory: device allocations (server), pinned host buffers (local), copies,
  * memsets, symbol copies and pointer attributes.
  *
- * Copies are cut into frames of at most the chunk size.  Host-to-device
- * chunks are queued or written before the call returns (the program may
- * reuse its buffer at once, as with pageable memory on a local GPU) and
- * need no reply; device-to-host chunks are all requested first and then
- * read back in order straight into the destination, so a large copy costs
- * one round trip, not one per chunk. */
+ * The copy and memset entry points check their arguments and submit one
+ * operation (rgpu_cudart_op.h); the copy engine that sends it is in
+ * rgpu_cudart_op.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +12,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_arena.h"
 #include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_client_bulk.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -29,175 +27,15 @@ static int is_device_range(uint64_t p, uint64_t n, rgpu_range *out) {
   return rgpu_range_find(&g_dev_ranges, p, n, out) == 0;
 }
 
-/* ---- the copy engine ---------------------------------------------------- */
-
-static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, size_t n,
-                             uint64_t stream, int device) {
-  if (n >= RGPU_BULK_MIN_BYTES) {
-    /* quic://: the bytes on this thread's own stream (rgpu_client_bulk.h). */
-    size_t done = 0;
-    int brc = rgpu_client_bulk_htod(c, device, dst, stream, src, n, &done);
-    if (brc) return rgpu_rt_sync_ret(c, brc);
-    if (done == n) return cudaSuccess;
-  }
-  size_t chunk = rgpu_client_chunk_bytes(c);
-  int wait_each = rgpu_client_sync_every_call(c);
-  rgpu_client_lock(c);
-  uint64_t first = rgpu_client_next_seq_locked(c);
-  int rc = rgpu_client_bind_device_locked(c, device);
-  uint32_t status = 0;
-  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
-    size_t len = n - off < chunk ? n - off : chunk;
-    uint8_t fixed[16];
-    uint64_t d = dst + off;
-    memcpy(fixed, &d, 8);
-    memcpy(fixed + 8, &stream, 8);
-    uint64_t seq;
-    rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, wait_each, fixed, sizeof fixed,
-                                 src + off, len, &seq);
-    if (rc == 0 && wait_each) {
-      rgpu_client_reply r = {0};
-      rc = rgpu_client_wait_locked(c, seq, first, &r);
-      if (rc == 0 && r.status) {
-        status = r.status;
-        break;
-      }
-    }
-  }
-  rgpu_client_unlock(c);
-  if (rc) return rgpu_rt_sync_ret(c, rc);
-  if (status) return rgpu_rt_sync_ret(c, (int)status);
-  return cudaSuccess;
-}
-
-/* cudaMemcpyAsync into pinned memory: every chunk is queued and its reply
- * is read into the destination whenever it arrives (during the next wait,
- * which drains what the synchronization covers), so it costs no round
- * trip.  Errors come back as asynchronous errors, as on a GPU. */
-static cudaError_t copy_dtoh_background(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
-                                        uint64_t stream, int device) {
-  size_t chunk = rgpu_client_chunk_bytes(c);
-  rgpu_client_lock(c);
-  int rc = rgpu_client_bind_device_locked(c, device);
-  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
-    size_t len = n - off < chunk ? n - off : chunk;
-    uint8_t fixed[24];
-    uint64_t s = src + off, l = len;
-    memcpy(fixed, &s, 8);
-    memcpy(fixed + 8, &l, 8);
-    memcpy(fixed + 16, &stream, 8);
-    rc = rgpu_client_send_background_locked(c, RGPU_OP_MEMCPY_DTOH, fixed, sizeof fixed, stream,
-                                            dst + off, len, NULL);
-  }
-  rgpu_client_unlock(c);
-  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
-}
-
-static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
-                             uint64_t stream, int device) {
-  if (n >= RGPU_BULK_MIN_BYTES) {
-    /* quic://: the reply on this thread's own stream (rgpu_client_bulk.h);
-     * what a failed stream did not deliver is copied inline below. */
-    size_t done = 0;
-    int brc = rgpu_client_bulk_dtoh(c, device, dst, src, n, stream, &done);
-    if (brc || done == n) return rgpu_rt_sync_ret(c, brc);
-    dst += done;
-    src += done;
-    n -= done;
-  }
-  size_t chunk = rgpu_client_chunk_bytes(c);
-  size_t nchunks = (n + chunk - 1) / chunk;
-  /* Bound the requests in flight so the replies not read yet never exceed
-   * what the kernel buffers plus one chunk.  Replies of a copy on a stream
-   * may come back in any order (the server completes them in the
-   * background), so each slot reads straight into its own chunk. */
-  enum { WINDOW = 16 };
-  size_t window = rgpu_client_sync_every_call(c) ? 1 : WINDOW;
-  uint64_t seqs[WINDOW];
-  rgpu_client_reply rs[WINDOW];
-  size_t chunk_of[WINDOW];
-  memset(rs, 0, sizeof rs);
-  for (size_t k = 0; k < WINDOW; k++) rs[k].done = 1; /* free slot */
-  rgpu_client_lock(c);
-  uint64_t first = rgpu_client_next_seq_locked(c);
-  int rc = rgpu_client_bind_device_locked(c, device);
-  uint32_t status = 0;
-  char msg[256] = "";
-  size_t sent = 0, done = 0, waits = 0;
-  while (rc == 0 && done < nchunks) {
-    for (size_t k = 0; rc == 0 && k < window && sent < nchunks; k++) {
-      if (!rs[k].done) continue;
-      size_t off = sent * chunk;
-      size_t len = n - off < chunk ? n - off : chunk;
-      uint8_t fixed[24];
-      uint64_t s = src + off, l = len;
-      memcpy(fixed, &s, 8);
-      memcpy(fixed + 8, &l, 8);
-      memcpy(fixed + 16, &stream, 8);
-      rc = rgpu_client_send_locked(c, RGPU_OP_MEMCPY_DTOH, 1, fixed, sizeof fixed, NULL, 0,
-                                   &seqs[k]);
-      rs[k] = (rgpu_client_reply){.dst = dst + off, .dst_cap = len};
-      chunk_of[k] = sent;
-      sent++;
-    }
-    if (rc) break;
-    size_t k = 0;
-    rs[0].continued = waits > 0;
-    rc = rgpu_client_wait_any_locked(c, seqs, rs, window, first, &k);
-    waits++;
-    if (rc) break;
-    size_t off = chunk_of[k] * chunk;
-    size_t len = n - off < chunk ? n - off : chunk;
-    if (rs[k].status && !status) {
-      status = rs[k].status;
-      memcpy(msg, rs[k].msg, sizeof msg);
-    } else if (!rs[k].status && rs[k].dst_len != len && !status) {
-      status = CUDA_ERROR_UNKNOWN;
-      snprintf(msg, sizeof msg, "short reply: %zu of %zu bytes", rs[k].dst_len, len);
-    }
-    done++;
-  }
-  /* A synchronous copy also synchronizes with earlier work: background
-   * copies it covers must have landed before it returns. */
-  if (rc == 0) rc = rgpu_client_drain_locked(c, stream ? stream : RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
-  rgpu_client_unlock(c);
-  if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
-  return rgpu_rt_sync_ret(c, rc ? rc : (int)status);
-}
-
-/* Async D2H may complete in the background only into page-locked memory:
- * into pageable memory CUDA's cudaMemcpyAsync is synchronous. */
-static int is_pinned(uint64_t p, size_t n) {
-  return rgpu_range_find(&g_host_ranges, p, n, NULL) == 0;
-}
+/* ---- copies (the wire side is rgpu_cudart_op.c) ------------------------ */
 
 cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
                            enum cudaMemcpyKind kind, uint64_t stream, int device, int async) {
   if (n == 0) return cudaSuccess;
-  cudaError_t ge;
-  if (rgpu_rt_graph_take_memcpy(dst, src, n, kind, stream, async, &ge)) return rgpu_rt_ret(ge);
-  switch (kind) {
-  case cudaMemcpyHostToHost:
-    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-    return cudaSuccess;
-  case cudaMemcpyHostToDevice:
-    return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device);
-  case cudaMemcpyDeviceToHost:
-    if (async && !rgpu_client_sync_every_call(c) && is_pinned(dst, n))
-      return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
-    return copy_dtoh(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
-  case cudaMemcpyDeviceToDevice: {
-    rgpu_buf b;
-    rgpu_buf_init(&b);
-    rgpu_msg_memcpy_dtod_req m = {.dst = dst, .src = src, .size = n, .stream = stream};
-    rgpu_msg_memcpy_dtod_req_encode(&b, &m);
-    int rc = rgpu_client_call(c, device, RGPU_OP_MEMCPY_DTOD, 1, b.data, b.len, NULL, 0, NULL);
-    rgpu_buf_free(&b);
-    return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
-  }
-  default:
-    return rgpu_rt_ret(cudaErrorInvalidMemcpyDirection);
-  }
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_COPY, .stream = stream, .device = device};
+  op.copy.cp = rgpu_rt_copy_1d((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, kind);
+  op.copy.async = async;
+  return rgpu_rt_submit(c, &op);
 }
 
 /* Resolves cudaMemcpyDefault and checks device-side pointers against the
@@ -283,19 +121,14 @@ static cudaError_t memset_common(void *devPtr, int value, size_t count, cudaStre
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (rgpu_rt_graph_take_memset((uint64_t)(uintptr_t)devPtr, count, value, count, 1, wire, &e))
-    return rgpu_rt_ret(e);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_memset_req m = {.dst = (uint64_t)(uintptr_t)devPtr,
-                           .value = (uint32_t)(value & 0xff),
-                           .elem_size = 1,
-                           .count = count,
-                           .stream = wire};
-  rgpu_msg_memset_req_encode(&b, &m);
-  int rc = rgpu_client_call(c, r.device, RGPU_OP_MEMSET, 1, b.data, b.len, NULL, 0, NULL);
-  rgpu_buf_free(&b);
-  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = r.device};
+  op.fill = (struct cudaMemsetParams){.dst = devPtr,
+                                      .pitch = count,
+                                      .value = (unsigned)(value & 0xff),
+                                      .elementSize = 1,
+                                      .width = count,
+                                      .height = 1};
+  return rgpu_rt_submit(c, &op);
 }
 
 RGPU_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
@@ -843,24 +676,14 @@ static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (rgpu_rt_graph_take_memset(d, pitch, value, width, height, wire, &e)) return rgpu_rt_ret(e);
-  size_t rows = pitch == width ? 1 : height;
-  size_t len = pitch == width ? width * height : width;
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  int rc = 0;
-  for (size_t i = 0; i < rows && rc == 0; i++) {
-    rgpu_buf_reset(&b);
-    rgpu_msg_memset_req m = {.dst = d + i * pitch,
-                             .value = (uint32_t)(value & 0xff),
-                             .elem_size = 1,
-                             .count = len,
-                             .stream = wire};
-    rgpu_msg_memset_req_encode(&b, &m);
-    rc = rgpu_client_call(c, r.device, RGPU_OP_MEMSET, 1, b.data, b.len, NULL, 0, NULL);
-  }
-  rgpu_buf_free(&b);
-  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = r.device};
+  op.fill = (struct cudaMemsetParams){.dst = devPtr,
+                                      .pitch = pitch,
+                                      .value = (unsigned)(value & 0xff),
+                                      .elementSize = 1,
+                                      .width = width,
+                                      .height = height};
+  return rgpu_rt_submit(c, &op);
 }
 
 RGPU_API cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width,

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "rgpu_cudart.h"
-#include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #if __has_include("rgpu_fatbin.h")
@@ -593,76 +593,76 @@ static cudaError_t check_config(const struct cudaDeviceProp *p, const rgpu_rt_fu
   return cudaSuccess;
 }
 
-cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
-                           cudaStream_t stream, int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!f || f->magic != RGPU_FUNC_MAGIC) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
+                                   void **args, size_t shmem, cudaStream_t stream, int per_thread,
+                                   uint8_t *stackbuf, size_t stack_cap, uint8_t **heap,
+                                   rgpu_rt_op *op) {
+  *heap = NULL;
+  if (!f || f->magic != RGPU_FUNC_MAGIC) return cudaErrorInvalidDeviceFunction;
   int dev = rgpu_rt_current_device();
   rgpu_rt_device *d;
-  e = rgpu_rt_device_get(c, dev, &d);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = rgpu_rt_device_get(c, dev, &d);
+  if (e != cudaSuccess) return e;
   e = check_config(&d->prop, f, grid, block, shmem);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (e != cudaSuccess) return e;
   uint64_t wire;
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (sdev != dev) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if (e != cudaSuccess) return e;
+  if (sdev != dev) return cudaErrorInvalidResourceHandle;
 
   rgpu_rt_fatbin *fb = f->fb;
   pthread_mutex_lock(&fb->lock);
   e = module_ensure(c, fb, dev);
   if (e != cudaSuccess) {
     pthread_mutex_unlock(&fb->lock);
-    return rgpu_rt_ret(e);
+    return e;
   }
   rgpu_rt_module *m = &fb->mods[dev];
   int32_t st = m->func_status[f->index];
   if (st != 0) {
     pthread_mutex_unlock(&fb->lock);
-    return rgpu_rt_ret(st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction
-                                                  : rgpu_cudart_from_cu(st));
+    return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
   }
   const rgpu_param_layout *l = &m->layouts[f->index];
-  uint64_t module_id = m->module_id;
-  uint8_t stackbuf[4096];
-  uint8_t *buf = l->total + 64 <= sizeof stackbuf ? stackbuf : malloc(l->total + 64);
+  uint8_t *buf = l->total + 64 <= stack_cap ? stackbuf : malloc(l->total + 64);
   if (!buf) {
     pthread_mutex_unlock(&fb->lock);
-    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+    return cudaErrorMemoryAllocation;
   }
-  /* Fixed fields first (60 bytes), the packed parameters after them. */
-  rgpu_msg_launch_req lr = {.module_id = module_id,
-                            .func_index = f->index,
-                            .grid_x = grid.x,
-                            .grid_y = grid.y,
-                            .grid_z = grid.z,
-                            .block_x = block.x,
-                            .block_y = block.y,
-                            .block_z = block.z,
-                            .shared_bytes = (uint32_t)shmem,
-                            .stream = wire};
+  if (buf != stackbuf) *heap = buf;
+  *op = (rgpu_rt_op){.kind = RGPU_RT_OP_LAUNCH, .stream = wire, .device = dev};
+  op->launch.kernel = f;
+  op->launch.module_id = m->module_id;
+  op->launch.func_index = f->index;
+  op->launch.grid = grid;
+  op->launch.block = block;
+  op->launch.shmem = (unsigned)shmem;
+  op->launch.layout = l;
   long packed = rgpu_cudart_pack_params(l, args, buf, l->total);
   pthread_mutex_unlock(&fb->lock);
-  if (packed < 0) {
-    if (buf != stackbuf) free(buf);
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  if (rgpu_rt_graph_take_launch(wire, f, module_id, f->index, grid, block, shmem, l, buf,
-                                (size_t)packed, &e)) {
-    if (buf != stackbuf) free(buf);
-    return rgpu_rt_ret(e);
-  }
-  rgpu_buf fixed;
-  rgpu_buf_init(&fixed);
-  rgpu_msg_launch_req_encode(&fixed, &lr);
-  int rc = rgpu_client_call(c, dev, RGPU_OP_LAUNCH, 1, fixed.data, fixed.len, buf, (size_t)packed,
-                            NULL);
-  rgpu_buf_free(&fixed);
-  if (buf != stackbuf) free(buf);
-  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  if (packed < 0) return cudaErrorInvalidValue;
+  op->launch.params = buf;
+  op->launch.plen = (size_t)packed;
+  return cudaSuccess;
+}
+
+cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
+                           cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  uint8_t stackbuf[4096];
+  uint8_t *heap;
+  rgpu_rt_op op;
+  e = rgpu_rt_launch_prepare(c, f, grid, block, args, shmem, stream, per_thread, stackbuf,
+                             sizeof stackbuf, &heap, &op);
+  if (e == cudaSuccess)
+    e = rgpu_rt_submit(c, &op);
+  else
+    e = rgpu_rt_ret(e);
+  free(heap);
+  return e;
 }
 
 /* The host stub a function was registered with (graph nodes report it). */

@@ -11,6 +11,7 @@
 
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_messages.h"
 
 static atomic_ullong g_next_id = 1;
@@ -222,12 +223,10 @@ static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, uns
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (rgpu_rt_graph_take_event_wait(wire, event, flags, &e)) return rgpu_rt_ret(e);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_stream_wait_event_req m = {.stream = wire, .event = event->id, .flags = 0};
-  rgpu_msg_stream_wait_event_req_encode(&b, &m);
-  return post(c, dev, RGPU_OP_STREAM_WAIT_EVENT, &b);
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_EVENT_WAIT, .stream = wire, .device = dev};
+  op.event.event = event;
+  op.event.flags = flags;
+  return rgpu_rt_submit(c, &op);
 }
 
 RGPU_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
@@ -357,12 +356,10 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (dev != event->device) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  if (rgpu_rt_graph_take_event_record(event, wire, flags, &e)) return rgpu_rt_ret(e);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_event_record_req m = {.event = event->id, .stream = wire};
-  rgpu_msg_event_record_req_encode(&b, &m);
-  return post(c, dev, RGPU_OP_EVENT_RECORD, &b);
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_EVENT_RECORD, .stream = wire, .device = dev};
+  op.event.event = event;
+  op.event.flags = flags;
+  return rgpu_rt_submit(c, &op);
 }
 
 RGPU_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {

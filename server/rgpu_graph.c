@@ -33,7 +33,7 @@ typedef struct {
 
 typedef struct {
   uint32_t type;
-  uint64_t w[RGPU_GRAPH_WORDS];
+  rgpu_gnode n; /* type and fields (proto/rgpu_graph_nodes.def) */
   uint8_t *params; /* aligned private copy */
   uint32_t plen;
   void *func;      /* CUfunction at validation, to notice an unload */
@@ -124,7 +124,7 @@ static int box_span(uint64_t width, uint64_t height, uint64_t depth, uint64_t pi
 }
 
 static uint64_t copy_bytes(const gnode *g) {
-  unsigned __int128 b = (unsigned __int128)g->w[3] * g->w[4] * g->w[5];
+  unsigned __int128 b = (unsigned __int128)g->n.copy.width * g->n.copy.height * g->n.copy.depth;
   return b > UINT64_MAX ? UINT64_MAX : (uint64_t)b;
 }
 
@@ -134,22 +134,24 @@ static uint64_t copy_bytes(const gnode *g) {
 static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
   switch (g->type) {
   case RGPU_GNODE_KERNEL: {
-    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->w[0]);
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->n.kernel.module_id);
     if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: unknown module id %llu", i,
-                        (unsigned long long)g->w[0]);
+                        (unsigned long long)g->n.kernel.module_id);
     rgpu_module_rec *m = e->ptr;
-    if (g->w[1] >= m->nfuncs || !m->funcs[g->w[1]])
+    if (g->n.kernel.func_index >= m->nfuncs || !m->funcs[g->n.kernel.func_index])
       return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: module %llu has no function %llu", i,
-                  (unsigned long long)g->w[0], (unsigned long long)g->w[1]);
-    if (!fresh && g->func != m->funcs[g->w[1]])
+                  (unsigned long long)g->n.kernel.module_id, (unsigned long long)g->n.kernel.func_index);
+    if (!fresh && g->func != m->funcs[g->n.kernel.func_index])
       return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: its module was unloaded", i);
-    g->func = m->funcs[g->w[1]];
-    for (int k = 2; k <= 7; k++)
-      if (g->w[k] == 0 || g->w[k] > UINT32_MAX)
+    g->func = m->funcs[g->n.kernel.func_index];
+    const rgpu_gnode_kernel *kn = &g->n.kernel;
+    const uint64_t dims[6] = {kn->grid_x, kn->grid_y, kn->grid_z, kn->block_x, kn->block_y, kn->block_z};
+    for (int k = 0; k < 6; k++)
+      if (dims[k] == 0 || dims[k] > UINT32_MAX)
         return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad grid or block size", i);
-    if (g->w[8] > UINT32_MAX) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad shared size", i);
+    if (g->n.kernel.shared_bytes > UINT32_MAX) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad shared size", i);
     if (m->params_known) {
-      uint64_t extent = rgpu_module_rec_param_extent(m, (uint32_t)g->w[1]);
+      uint64_t extent = rgpu_module_rec_param_extent(m, (uint32_t)g->n.kernel.func_index);
       if (g->plen != extent)
         return FAIL(CUDA_ERROR_INVALID_VALUE,
                     "graph node %u: %u bytes of parameters, the kernel takes %llu", i, g->plen,
@@ -158,21 +160,21 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
     return CUDA_SUCCESS;
   }
   case RGPU_GNODE_MEMCPY: {
-    uint64_t dir = g->w[0], ds = 0, ss = 0;
+    uint64_t dir = g->n.copy.dir, ds = 0, ss = 0;
     if (dir < RGPU_GCOPY_H2D || dir > RGPU_GCOPY_D2D)
       return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad copy direction %llu", i,
                   (unsigned long long)dir);
     if (g->plen) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: copy with parameters", i);
     if (dir != RGPU_GCOPY_D2H) {
-      if (box_span(g->w[3], g->w[4], g->w[5], g->w[6], g->w[7], &ds))
+      if (box_span(g->n.copy.width, g->n.copy.height, g->n.copy.depth, g->n.copy.dst_pitch, g->n.copy.dst_rows, &ds))
         return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad copy extent or pitch", i);
-      CUresult r = check_range(w, g->w[1], ds, "graph memcpy destination");
+      CUresult r = check_range(w, g->n.copy.dst, ds, "graph memcpy destination");
       if (r) return r;
     }
     if (dir != RGPU_GCOPY_H2D) {
-      if (box_span(g->w[3], g->w[4], g->w[5], g->w[8], g->w[9], &ss))
+      if (box_span(g->n.copy.width, g->n.copy.height, g->n.copy.depth, g->n.copy.src_pitch, g->n.copy.src_rows, &ss))
         return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad copy extent or pitch", i);
-      CUresult r = check_range(w, g->w[2], ss, "graph memcpy source");
+      CUresult r = check_range(w, g->n.copy.src, ss, "graph memcpy source");
       if (r) return r;
     }
     if (dir != RGPU_GCOPY_D2D && copy_bytes(g) > w->cfg.max_payload)
@@ -180,21 +182,21 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
     return CUDA_SUCCESS;
   }
   case RGPU_GNODE_MEMSET: {
-    uint64_t es = g->w[3], span = 0;
+    uint64_t es = g->n.fill.elem_size, span = 0;
     if (es != 1 && es != 2 && es != 4)
       return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: memset element size %llu", i,
                   (unsigned long long)es);
-    if (g->w[4] > UINT64_MAX / es || box_span(g->w[4] * es, g->w[5], 1, g->w[1], g->w[5], &span))
+    if (g->n.fill.width > UINT64_MAX / es || box_span(g->n.fill.width * es, g->n.fill.height, 1, g->n.fill.pitch, g->n.fill.height, &span))
       return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad memset extent or pitch", i);
-    if (g->w[0] % es) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: misaligned memset", i);
-    return check_range(w, g->w[0], span, "graph memset");
+    if (g->n.fill.dst % es) return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: misaligned memset", i);
+    return check_range(w, g->n.fill.dst, span, "graph memset");
   }
   case RGPU_GNODE_EMPTY: return CUDA_SUCCESS;
   case RGPU_GNODE_EVENT_RECORD:
   case RGPU_GNODE_EVENT_WAIT: {
-    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->events, g->w[0]);
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->events, g->n.event.event);
     if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: unknown event id %llu", i,
-                        (unsigned long long)g->w[0]);
+                        (unsigned long long)g->n.event.event);
     if (!fresh && g->ev != (CUevent)e->ptr)
       return FAIL(CUDA_ERROR_INVALID_HANDLE, "graph node %u: its event was destroyed", i);
     g->ev = (CUevent)e->ptr;
@@ -208,56 +210,56 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
 /* ---- driver-graph nodes ------------------------------------------------- */
 
 static void kernel_ptrs(rgpu_worker *w, const gnode *g, void **kp, uint32_t *np) {
-  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->w[0]);
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->n.kernel.module_id);
   rgpu_module_rec *m = e->ptr;
-  uint32_t fi = (uint32_t)g->w[1];
+  uint32_t fi = (uint32_t)g->n.kernel.func_index;
   *np = m->params_known ? m->nparams[fi] : 0;
   for (uint32_t k = 0; k < *np && k < MAX_KERNEL_PARAMS; k++)
     kp[k] = g->params + m->param_offsets[m->param_first[fi] + k];
 }
 
 static int params_known(rgpu_worker *w, const gnode *g) {
-  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->w[0]);
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->n.kernel.module_id);
   return e && ((rgpu_module_rec *)e->ptr)->params_known;
 }
 
 static void fill_memcpy3d(const gexec *x, const gnode *g, CUDA_MEMCPY3D *c) {
   memset(c, 0, sizeof *c);
-  c->WidthInBytes = g->w[3];
-  c->Height = g->w[4];
-  c->Depth = g->w[5];
-  if (g->w[0] == RGPU_GCOPY_H2D) {
+  c->WidthInBytes = g->n.copy.width;
+  c->Height = g->n.copy.height;
+  c->Depth = g->n.copy.depth;
+  if (g->n.copy.dir == RGPU_GCOPY_H2D) {
     c->srcMemoryType = CU_MEMORYTYPE_HOST;
     c->srcHost = x->h2d + g->stage;
-    c->srcPitch = g->w[3];
-    c->srcHeight = g->w[4];
+    c->srcPitch = g->n.copy.width;
+    c->srcHeight = g->n.copy.height;
   } else {
     c->srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    c->srcDevice = (CUdeviceptr)g->w[2];
-    c->srcPitch = g->w[8];
-    c->srcHeight = g->w[9];
+    c->srcDevice = (CUdeviceptr)g->n.copy.src;
+    c->srcPitch = g->n.copy.src_pitch;
+    c->srcHeight = g->n.copy.src_rows;
   }
-  if (g->w[0] == RGPU_GCOPY_D2H) {
+  if (g->n.copy.dir == RGPU_GCOPY_D2H) {
     c->dstMemoryType = CU_MEMORYTYPE_HOST;
     c->dstHost = x->d2h + g->stage;
-    c->dstPitch = g->w[3];
-    c->dstHeight = g->w[4];
+    c->dstPitch = g->n.copy.width;
+    c->dstHeight = g->n.copy.height;
   } else {
     c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c->dstDevice = (CUdeviceptr)g->w[1];
-    c->dstPitch = g->w[6];
-    c->dstHeight = g->w[7];
+    c->dstDevice = (CUdeviceptr)g->n.copy.dst;
+    c->dstPitch = g->n.copy.dst_pitch;
+    c->dstHeight = g->n.copy.dst_rows;
   }
 }
 
 static void fill_memset(const gnode *g, CUDA_MEMSET_NODE_PARAMS *m) {
   memset(m, 0, sizeof *m);
-  m->dst = (CUdeviceptr)g->w[0];
-  m->pitch = g->w[1];
-  m->value = (unsigned)g->w[2];
-  m->elementSize = (unsigned)g->w[3];
-  m->width = g->w[4];
-  m->height = g->w[5];
+  m->dst = (CUdeviceptr)g->n.fill.dst;
+  m->pitch = g->n.fill.pitch;
+  m->value = (unsigned)g->n.fill.value;
+  m->elementSize = (unsigned)g->n.fill.elem_size;
+  m->width = g->n.fill.width;
+  m->height = g->n.fill.height;
 }
 
 /* Adds (exec == NULL) or updates (in x->ge) driver node i. */
@@ -276,9 +278,9 @@ static CUresult driver_node(rgpu_worker *w, rgpu_graph_state *st, gexec *x, uint
     CUDA_KERNEL_NODE_PARAMS kn;
     memset(&kn, 0, sizeof kn);
     kn.func = (CUfunction)g->func;
-    kn.gridDimX = (unsigned)g->w[2], kn.gridDimY = (unsigned)g->w[3], kn.gridDimZ = (unsigned)g->w[4];
-    kn.blockDimX = (unsigned)g->w[5], kn.blockDimY = (unsigned)g->w[6], kn.blockDimZ = (unsigned)g->w[7];
-    kn.sharedMemBytes = (unsigned)g->w[8];
+    kn.gridDimX = (unsigned)g->n.kernel.grid_x, kn.gridDimY = (unsigned)g->n.kernel.grid_y, kn.gridDimZ = (unsigned)g->n.kernel.grid_z;
+    kn.blockDimX = (unsigned)g->n.kernel.block_x, kn.blockDimY = (unsigned)g->n.kernel.block_y, kn.blockDimZ = (unsigned)g->n.kernel.block_z;
+    kn.sharedMemBytes = (unsigned)g->n.kernel.shared_bytes;
     if (params_known(w, g))
       kn.kernelParams = np ? kp : NULL;
     else
@@ -331,9 +333,9 @@ static CUresult build_driver_graph(rgpu_worker *w, rgpu_graph_state *st, gexec *
 
 static CUresult replay_copy(rgpu_worker *w, gexec *x, const gnode *g, CUstream s) {
   const rgpu_driver *D = &w->drv;
-  uint64_t width = g->w[3], height = g->w[4], depth = g->w[5];
-  uint64_t dp = g->w[6], dr = g->w[7], sp = g->w[8], sr = g->w[9];
-  int dir = (int)g->w[0];
+  uint64_t width = g->n.copy.width, height = g->n.copy.height, depth = g->n.copy.depth;
+  uint64_t dp = g->n.copy.dst_pitch, dr = g->n.copy.dst_rows, sp = g->n.copy.src_pitch, sr = g->n.copy.src_rows;
+  int dir = (int)g->n.copy.dir;
   /* The host side is contiguous; the device side may be pitched. */
   if (dir == RGPU_GCOPY_H2D) sp = width, sr = height;
   if (dir == RGPU_GCOPY_D2H) dp = width, dr = height;
@@ -345,11 +347,11 @@ static CUresult replay_copy(rgpu_worker *w, gexec *x, const gnode *g, CUstream s
     uint64_t doff = z * dp * dr + y * dp, soff = z * sp * sr + y * sp;
     CUresult r;
     if (dir == RGPU_GCOPY_H2D)
-      r = D->cuMemcpyHtoDAsync((CUdeviceptr)(g->w[1] + doff), x->h2d + g->stage + soff, len, s);
+      r = D->cuMemcpyHtoDAsync((CUdeviceptr)(g->n.copy.dst + doff), x->h2d + g->stage + soff, len, s);
     else if (dir == RGPU_GCOPY_D2H)
-      r = D->cuMemcpyDtoHAsync(x->d2h + g->stage + doff, (CUdeviceptr)(g->w[2] + soff), len, s);
+      r = D->cuMemcpyDtoHAsync(x->d2h + g->stage + doff, (CUdeviceptr)(g->n.copy.src + soff), len, s);
     else
-      r = D->cuMemcpyDtoDAsync((CUdeviceptr)(g->w[1] + doff), (CUdeviceptr)(g->w[2] + soff), len, s);
+      r = D->cuMemcpyDtoDAsync((CUdeviceptr)(g->n.copy.dst + doff), (CUdeviceptr)(g->n.copy.src + soff), len, s);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -357,14 +359,14 @@ static CUresult replay_copy(rgpu_worker *w, gexec *x, const gnode *g, CUstream s
 
 static CUresult replay_memset(rgpu_worker *w, const gnode *g, CUstream s) {
   const rgpu_driver *D = &w->drv;
-  uint64_t es = g->w[3], width = g->w[4], height = g->w[5], pitch = g->w[1];
+  uint64_t es = g->n.fill.elem_size, width = g->n.fill.width, height = g->n.fill.height, pitch = g->n.fill.pitch;
   int flat = height == 1 || pitch == width * es;
   uint64_t rows = flat ? 1 : height, count = flat ? width * height : width;
   for (uint64_t y = 0; y < rows; y++) {
-    CUdeviceptr d = (CUdeviceptr)(g->w[0] + y * pitch);
-    CUresult r = es == 1   ? D->cuMemsetD8Async(d, (unsigned char)g->w[2], count, s)
-                 : es == 2 ? D->cuMemsetD16Async(d, (unsigned short)g->w[2], count, s)
-                           : D->cuMemsetD32Async(d, (unsigned)g->w[2], count, s);
+    CUdeviceptr d = (CUdeviceptr)(g->n.fill.dst + y * pitch);
+    CUresult r = es == 1   ? D->cuMemsetD8Async(d, (unsigned char)g->n.fill.value, count, s)
+                 : es == 2 ? D->cuMemsetD16Async(d, (unsigned short)g->n.fill.value, count, s)
+                           : D->cuMemsetD32Async(d, (unsigned)g->n.fill.value, count, s);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -384,16 +386,16 @@ static CUresult replay(rgpu_worker *w, gexec *x, CUstream s, uint32_t *failed) {
       uint32_t np = 0;
       kernel_ptrs(w, g, kp, &np);
       if (params_known(w, g)) {
-        r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->w[2], (unsigned)g->w[3],
-                              (unsigned)g->w[4], (unsigned)g->w[5], (unsigned)g->w[6],
-                              (unsigned)g->w[7], (unsigned)g->w[8], s, np ? kp : NULL, NULL);
+        r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->n.kernel.grid_x, (unsigned)g->n.kernel.grid_y,
+                              (unsigned)g->n.kernel.grid_z, (unsigned)g->n.kernel.block_x, (unsigned)g->n.kernel.block_y,
+                              (unsigned)g->n.kernel.block_z, (unsigned)g->n.kernel.shared_bytes, s, np ? kp : NULL, NULL);
       } else {
         size_t sz = g->plen;
         void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, g->params, CU_LAUNCH_PARAM_BUFFER_SIZE,
                          &sz, CU_LAUNCH_PARAM_END};
-        r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->w[2], (unsigned)g->w[3],
-                              (unsigned)g->w[4], (unsigned)g->w[5], (unsigned)g->w[6],
-                              (unsigned)g->w[7], (unsigned)g->w[8], s, NULL, g->plen ? extra : NULL);
+        r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->n.kernel.grid_x, (unsigned)g->n.kernel.grid_y,
+                              (unsigned)g->n.kernel.grid_z, (unsigned)g->n.kernel.block_x, (unsigned)g->n.kernel.block_y,
+                              (unsigned)g->n.kernel.block_z, (unsigned)g->n.kernel.shared_bytes, s, NULL, g->plen ? extra : NULL);
       }
       break;
     }
@@ -437,7 +439,9 @@ static CUresult decode_node(rgpu_worker *w, gnode *g, uint32_t i, const rgpu_arr
                             const uint8_t *params, size_t *poff, size_t ptotal) {
   memset(g, 0, sizeof *g);
   g->type = rgpu_array_u32(types, k);
-  for (int j = 0; j < RGPU_GRAPH_WORDS; j++) g->w[j] = rgpu_array_u64(words, k * RGPU_GRAPH_WORDS + (uint32_t)j);
+  uint64_t nw[RGPU_GNODE_WORDS];
+  for (int j = 0; j < RGPU_GNODE_WORDS; j++) nw[j] = rgpu_array_u64(words, k * RGPU_GNODE_WORDS + (uint32_t)j);
+  rgpu_gnode_decode(g->type, nw, &g->n);
   uint32_t pl = rgpu_array_u32(plens, k);
   if (pl > ptotal - *poff)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: parameters run past the buffer", i);
@@ -537,8 +541,8 @@ CUresult rgpu_graph_h_exec_create(rgpu_worker *w, const void *p, size_t n) {
   /* Staging for the host side of copies, in node order. */
   for (uint32_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
     gnode *g = &x->nodes[i];
-    if (g->type != RGPU_GNODE_MEMCPY || g->w[0] == RGPU_GCOPY_D2D) continue;
-    size_t *len = g->w[0] == RGPU_GCOPY_H2D ? &x->h2d_len : &x->d2h_len;
+    if (g->type != RGPU_GNODE_MEMCPY || g->n.copy.dir == RGPU_GCOPY_D2D) continue;
+    size_t *len = g->n.copy.dir == RGPU_GCOPY_H2D ? &x->h2d_len : &x->d2h_len;
     g->stage = *len;
     *len += (size_t)copy_bytes(g);
     if (*len > w->cfg.max_payload)
@@ -682,7 +686,7 @@ CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
     if (r == CUDA_SUCCESS && nw[k].type != old->type)
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes type", i);
     if (r == CUDA_SUCCESS && old->type == RGPU_GNODE_MEMCPY &&
-        (nw[k].w[0] != old->w[0] || (old->w[0] != RGPU_GCOPY_D2D && copy_bytes(&nw[k]) != copy_bytes(old))))
+        (nw[k].n.copy.dir != old->n.copy.dir || (old->n.copy.dir != RGPU_GCOPY_D2D && copy_bytes(&nw[k]) != copy_bytes(old))))
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes its copy direction or host size", i);
   }
   if (r == CUDA_SUCCESS && poff != q.params.len)

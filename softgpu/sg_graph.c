@@ -569,28 +569,6 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUg
   return r;
 }
 
-SG_EXPORT CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams) {
-  if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (!r) kern_get(&hNode->u.k, nodeParams);
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
-SG_EXPORT CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
-  sg_kern k;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (!r) r = kern_from_params(&k, nodeParams);
-  if (!r) {
-    kern_clear(&hNode->u.k);
-    hNode->u.k = k;
-  }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
 static CUresult ctx_arg(CUcontext c, sg_ctx **out) {
   if (c) {
     CUresult r = sg_ctx_usable(c);
@@ -620,24 +598,6 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgrap
   return r;
 }
 
-SG_EXPORT CUresult CUDAAPI cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams) {
-  if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_MEMCPY);
-  if (!r) *nodeParams = hNode->u.cp.p;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
-SG_EXPORT CUresult CUDAAPI cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams) {
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_MEMCPY);
-  if (!r) r = sg_memcpy3d_check(nodeParams);
-  if (!r) hNode->u.cp.p = *nodeParams;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
 SG_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode *dependencies, size_t numDependencies,
                                                 const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx) {
@@ -657,24 +617,6 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgrap
   return r;
 }
 
-SG_EXPORT CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams) {
-  if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_MEMSET);
-  if (!r) *nodeParams = hNode->u.ms.p;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
-SG_EXPORT CUresult CUDAAPI cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams) {
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_MEMSET);
-  if (!r) r = memset_check(nodeParams);
-  if (!r) hNode->u.ms.p = *nodeParams;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
 SG_EXPORT CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                               const CUgraphNode *dependencies, size_t numDependencies,
                                               const CUDA_HOST_NODE_PARAMS *nodeParams) {
@@ -686,24 +628,6 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph 
     n->u.host = *nodeParams;
     *phGraphNode = n;
   }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
-SG_EXPORT CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams) {
-  if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_HOST);
-  if (!r) *nodeParams = hNode->u.host;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
-SG_EXPORT CUresult CUDAAPI cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams) {
-  if (!nodeParams || !nodeParams->fn) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_HOST);
-  if (!r) hNode->u.host = *nodeParams;
   pthread_mutex_unlock(&sg_graph_lock);
   return r;
 }
@@ -734,15 +658,6 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CU
     copy->owner = n;
     *phGraphNode = n;
   }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
-}
-
-SG_EXPORT CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {
-  if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(hNode, CU_GRAPH_NODE_TYPE_GRAPH);
-  if (!r) *phGraph = hNode->u.child;
   pthread_mutex_unlock(&sg_graph_lock);
   return r;
 }
@@ -783,36 +698,92 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUg
   return add_event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
-static CUresult event_get(CUgraphNode n, CUgraphNodeType t, CUevent *out) {
-  if (!out) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(n, t);
-  if (!r) *out = n->u.ev;
-  pthread_mutex_unlock(&sg_graph_lock);
+/* ---- node parameters: the accessors, from one table ----------------------- */
+
+/* Per kind: a node's parameters as the API struct; a struct checked before
+ * the lock; the struct checked and taken into the node (sg_graph_lock
+ * held).  The accessors themselves come from the table in
+ * common/rgpu_graph_node_params.def. */
+static void get_Kernel(const sg_gnode *n, CUDA_KERNEL_NODE_PARAMS *out) { kern_get(&n->u.k, out); }
+static CUresult precheck_Kernel(const CUDA_KERNEL_NODE_PARAMS *in) { (void)in; return CUDA_SUCCESS; }
+static CUresult set_Kernel(sg_gnode *n, const CUDA_KERNEL_NODE_PARAMS *in) {
+  sg_kern k;
+  CUresult r = kern_from_params(&k, in);
+  if (r) return r;
+  kern_clear(&n->u.k);
+  n->u.k = k;
+  return CUDA_SUCCESS;
+}
+static void get_Memcpy(const sg_gnode *n, CUDA_MEMCPY3D *out) { *out = n->u.cp.p; }
+static CUresult precheck_Memcpy(const CUDA_MEMCPY3D *in) { (void)in; return CUDA_SUCCESS; }
+static CUresult set_Memcpy(sg_gnode *n, const CUDA_MEMCPY3D *in) {
+  CUresult r = sg_memcpy3d_check(in);
+  if (!r) n->u.cp.p = *in;
   return r;
 }
-
-static CUresult event_set(CUgraphNode n, CUgraphNodeType t, CUevent ev) {
-  if (!sg_handle_ok(ev, SG_H_EVENT)) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sg_graph_lock);
-  CUresult r = node_check(n, t);
-  if (!r) n->u.ev = ev;
-  pthread_mutex_unlock(&sg_graph_lock);
+static void get_Memset(const sg_gnode *n, CUDA_MEMSET_NODE_PARAMS *out) { *out = n->u.ms.p; }
+static CUresult precheck_Memset(const CUDA_MEMSET_NODE_PARAMS *in) { (void)in; return CUDA_SUCCESS; }
+static CUresult set_Memset(sg_gnode *n, const CUDA_MEMSET_NODE_PARAMS *in) {
+  CUresult r = memset_check(in);
+  if (!r) n->u.ms.p = *in;
   return r;
 }
+static void get_Host(const sg_gnode *n, CUDA_HOST_NODE_PARAMS *out) { *out = n->u.host; }
+static CUresult precheck_Host(const CUDA_HOST_NODE_PARAMS *in) {
+  return !in || !in->fn ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+static CUresult set_Host(sg_gnode *n, const CUDA_HOST_NODE_PARAMS *in) {
+  n->u.host = *in;
+  return CUDA_SUCCESS;
+}
 
-SG_EXPORT CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
-  return event_get(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event_out);
-}
-SG_EXPORT CUresult CUDAAPI cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event) {
-  return event_set(hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event);
-}
-SG_EXPORT CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
-  return event_get(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event_out);
-}
-SG_EXPORT CUresult CUDAAPI cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event) {
-  return event_set(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event);
-}
+#define RGPU_GRAPH_NODE_PARAMS(Kind, rt_type, RtParams, drv_type, DrvParams, drv_suffix)         \
+  SG_EXPORT CUresult CUDAAPI cuGraph##Kind##NodeGetParams##drv_suffix(CUgraphNode hNode,           \
+                                                                   DrvParams *nodeParams) {       \
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;                                             \
+    pthread_mutex_lock(&sg_graph_lock);                                                           \
+    CUresult r = node_check(hNode, drv_type);                                                     \
+    if (!r) get_##Kind(hNode, nodeParams);                                                        \
+    pthread_mutex_unlock(&sg_graph_lock);                                                         \
+    return r;                                                                                     \
+  }                                                                                               \
+  SG_EXPORT CUresult CUDAAPI cuGraph##Kind##NodeSetParams##drv_suffix(CUgraphNode hNode,           \
+                                                                   const DrvParams *nodeParams) { \
+    CUresult r = precheck_##Kind(nodeParams);                                                     \
+    if (r) return r;                                                                              \
+    pthread_mutex_lock(&sg_graph_lock);                                                           \
+    r = node_check(hNode, drv_type);                                                              \
+    if (!r) r = set_##Kind(hNode, nodeParams);                                                    \
+    pthread_mutex_unlock(&sg_graph_lock);                                                         \
+    return r;                                                                                     \
+  }
+#define RGPU_GRAPH_NODE_EVENT(Kind, rt_type, drv_type)                                             \
+  SG_EXPORT CUresult CUDAAPI cuGraph##Kind##NodeGetEvent(CUgraphNode hNode, CUevent *event_out) {  \
+    if (!event_out) return CUDA_ERROR_INVALID_VALUE;                                              \
+    pthread_mutex_lock(&sg_graph_lock);                                                           \
+    CUresult r = node_check(hNode, drv_type);                                                     \
+    if (!r) *event_out = hNode->u.ev;                                                             \
+    pthread_mutex_unlock(&sg_graph_lock);                                                         \
+    return r;                                                                                     \
+  }                                                                                               \
+  SG_EXPORT CUresult CUDAAPI cuGraph##Kind##NodeSetEvent(CUgraphNode hNode, CUevent event) {       \
+    if (!sg_handle_ok(event, SG_H_EVENT)) return CUDA_ERROR_INVALID_VALUE;                        \
+    pthread_mutex_lock(&sg_graph_lock);                                                           \
+    CUresult r = node_check(hNode, drv_type);                                                     \
+    if (!r) hNode->u.ev = event;                                                                  \
+    pthread_mutex_unlock(&sg_graph_lock);                                                         \
+    return r;                                                                                     \
+  }
+#define RGPU_GRAPH_NODE_CHILD(Kind, rt_type, drv_type)                                             \
+  SG_EXPORT CUresult CUDAAPI cuGraph##Kind##NodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {    \
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;                                                \
+    pthread_mutex_lock(&sg_graph_lock);                                                           \
+    CUresult r = node_check(hNode, drv_type);                                                     \
+    if (!r) *phGraph = hNode->u.child;                                                            \
+    pthread_mutex_unlock(&sg_graph_lock);                                                         \
+    return r;                                                                                     \
+  }
+#include "rgpu_graph_node_params.def"
 
 SG_EXPORT CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
   if (!type) return CUDA_ERROR_INVALID_VALUE;

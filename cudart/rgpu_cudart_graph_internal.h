@@ -1,0 +1,92 @@
+/* The client's graph model, shared by the three graph files:
+ *   rgpu_cudart_graph_model.c    graphs, nodes, edges, node parameters,
+ *                                clone, inspection, DOT output
+ *   rgpu_cudart_graph_exec.c     instantiation (flattening, levels, the
+ *                                server's node list), launch, updates
+ *   rgpu_cudart_graph_capture.c  stream capture: sequences, modes, CUDA's
+ *                                errors for illegal calls, capture of ops
+ * Nothing here is visible outside libcudart (hidden visibility). */
+#ifndef RGPU_CUDART_GRAPH_INTERNAL_H
+#define RGPU_CUDART_GRAPH_INTERNAL_H
+
+#include "rgpu_cudart.h"
+#include "rgpu_cudart_op.h"
+
+#define GRAPH_MAGIC 0x47525048u /* "GRPH" */
+#define NODE_MAGIC 0x474e4f44u  /* "GNOD" */
+#define EXEC_MAGIC 0x47455843u  /* "GEXC" */
+
+/* ---- node parameters ---------------------------------------------------- */
+
+typedef struct {
+  enum cudaGraphNodeType type;
+  /* Kernel, memcpy, memset, host and event nodes: the operation itself
+   * (rgpu_cudart_op.h), with the kernel's parameters owned by the node.
+   * Memcpy kinds are resolved (never cudaMemcpyDefault). */
+  rgpu_rt_op op;
+  /* kernel nodes, for cudaGraphKernelNodeGetParams */
+  const void *func; /* the host stub */
+  uint32_t nparams;
+  uint32_t *offsets;
+  void **argv; /* pointers into op.launch.params */
+  /* child graph: an owned clone */
+  cudaGraph_t child;
+} node_params;
+
+struct CUgraphNode_st {
+  uint32_t magic;
+  uint64_t id;
+  uint64_t origin_id; /* the node this one was cloned from, 0 if none */
+  struct CUgraph_st *g;
+  struct CUgraphNode_st **deps;
+  size_t ndeps, capd;
+  size_t pos; /* index in g->nodes, valid after index_nodes(g) */
+  node_params p;
+};
+
+struct CUgraph_st {
+  uint32_t magic;
+  struct CUgraphNode_st **nodes;
+  size_t n, cap;
+};
+
+static inline int valid_graph(cudaGraph_t g) { return g && g->magic == GRAPH_MAGIC; }
+static inline int valid_node(cudaGraphNode_t n) { return n && n->magic == NODE_MAGIC; }
+static inline int valid_event(cudaEvent_t ev) { return ev && ev->magic == RGPU_EVENT_MAGIC; }
+
+/* ---- rgpu_cudart_graph_model.c ------------------------------------------ */
+
+/* Grows *v (elements of elem bytes) to hold need; 0 or -1 (no memory). */
+int graph_grow(void **v, size_t *cap, size_t need, size_t elem);
+
+/* Node parameters: free, deep copy (the child graph is cloned). */
+void node_params_free(node_params *p);
+cudaError_t node_params_copy(node_params *dst, const node_params *src);
+/* Parameters from the API's structs, checked as CUDA checks them (p is
+ * replaced only on success). */
+cudaError_t node_params_kernel(node_params *p, const struct cudaKernelNodeParams *kp);
+cudaError_t node_params_memcpy(node_params *p, const struct cudaMemcpy3DParms *cp);
+cudaError_t node_params_symbol(node_params *p, int to_symbol, const void *symbol, void *host,
+                               size_t count, size_t offset, enum cudaMemcpyKind kind);
+cudaError_t node_params_memset(node_params *p, const struct cudaMemsetParams *ms);
+cudaError_t node_params_generic(node_params *p, const struct cudaGraphNodeParams *np);
+/* A kernel node from a launch operation (the node owns a copy of the
+ * packed parameters). */
+cudaError_t node_params_launch(node_params *p, const rgpu_rt_op *launch);
+/* Host nodes and host-to-host copies: they run in this process. */
+int node_params_host_side(const node_params *p);
+/* Start and span of a 3D copy's side; -1 when it does not fit. */
+int graph_copy_extent(const struct cudaPitchedPtr *pp, const struct cudaPos *pos,
+                      const struct cudaExtent *ex, uint64_t *base, uint64_t *span);
+
+cudaError_t graph_new(cudaGraph_t *out);
+void graph_free(cudaGraph_t g);
+/* Adds a node with params p (taken over on success). */
+cudaError_t graph_node_add(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                           size_t ndeps, node_params *p);
+/* keep_origin: the clone's nodes remember their originals (FindInClone). */
+cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origin);
+/* Node indices of g in a topological order; -1 on a cycle or no memory. */
+int graph_topo_order(cudaGraph_t g, size_t *order);
+
+#endif

@@ -1,0 +1,257 @@
+/* rgpu_rt_submit and the wire side of every operation (rgpu_cudart_op.h).
+ *
+ * Submit asks the capture code first (a capturing stream turns the op into
+ * a graph node); everything else is sent here, one sender per kind, through
+ * the typed calls generated from the message spec (rgpu_calls.h), with
+ * exactly the frames the entry points sent before the op value existed.
+ *
+ * Copies are cut into frames of at most the chunk size.  Host-to-device
+ * chunks are queued or written before the call returns (the program may
+ * reuse its buffer at once, as with pageable memory on a local GPU) and
+ * need no reply; device-to-host chunks are all requested first and then
+ * read back in order straight into the destination, so a large copy costs
+ * one round trip, not one per chunk. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_cudart_op.h"
+#include "rgpu_calls.h"
+#include "rgpu_client_bulk.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
+                                         enum cudaMemcpyKind kind) {
+  struct cudaMemcpy3DParms cp;
+  memset(&cp, 0, sizeof cp);
+  cp.srcPtr = (struct cudaPitchedPtr){(void *)src, n, n, 1};
+  cp.dstPtr = (struct cudaPitchedPtr){dst, n, n, 1};
+  cp.extent = (struct cudaExtent){n, 1, 1};
+  cp.kind = kind;
+  return cp;
+}
+
+/* ---- copy: the copy engine --------------------------------------------- */
+
+static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, size_t n,
+                             uint64_t stream, int device) {
+  if (n >= RGPU_BULK_MIN_BYTES) {
+    /* quic://: the bytes on this thread's own stream (rgpu_client_bulk.h). */
+    size_t done = 0;
+    int brc = rgpu_client_bulk_htod(c, device, dst, stream, src, n, &done);
+    if (brc) return rgpu_rt_sync_ret(c, brc);
+    if (done == n) return cudaSuccess;
+  }
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  int wait_each = rgpu_client_sync_every_call(c);
+  rgpu_client_lock(c);
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  uint32_t status = 0;
+  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    rgpu_msg_memcpy_htod_req q = {.dst = dst + off, .stream = stream, .data = {src + off, len}};
+    uint64_t seq;
+    rc = rgpu_send_memcpy_htod_locked(c, wait_each, &q, &seq);
+    if (rc == 0 && wait_each) {
+      rgpu_client_reply r = {0};
+      rc = rgpu_client_wait_locked(c, seq, first, &r);
+      if (rc == 0 && r.status) {
+        status = r.status;
+        break;
+      }
+    }
+  }
+  rgpu_client_unlock(c);
+  if (rc) return rgpu_rt_sync_ret(c, rc);
+  if (status) return rgpu_rt_sync_ret(c, (int)status);
+  return cudaSuccess;
+}
+
+/* cudaMemcpyAsync into pinned memory: every chunk is queued and its reply
+ * is read into the destination whenever it arrives (during the next wait,
+ * which drains what the synchronization covers), so it costs no round
+ * trip.  Errors come back as asynchronous errors, as on a GPU. */
+static cudaError_t copy_dtoh_background(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
+                                        uint64_t stream, int device) {
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  rgpu_client_lock(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  for (size_t off = 0; rc == 0 && off < n; off += chunk) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    rgpu_msg_memcpy_dtoh_req q = {.src = src + off, .size = len, .stream = stream};
+    rc = rgpu_send_memcpy_dtoh_background_locked(c, &q, dst + off, len, NULL);
+  }
+  rgpu_client_unlock(c);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t n,
+                             uint64_t stream, int device) {
+  if (n >= RGPU_BULK_MIN_BYTES) {
+    /* quic://: the reply on this thread's own stream (rgpu_client_bulk.h);
+     * what a failed stream did not deliver is copied inline below. */
+    size_t done = 0;
+    int brc = rgpu_client_bulk_dtoh(c, device, dst, src, n, stream, &done);
+    if (brc || done == n) return rgpu_rt_sync_ret(c, brc);
+    dst += done;
+    src += done;
+    n -= done;
+  }
+  size_t chunk = rgpu_client_chunk_bytes(c);
+  size_t nchunks = (n + chunk - 1) / chunk;
+  /* Bound the requests in flight so the replies not read yet never exceed
+   * what the kernel buffers plus one chunk.  Replies of a copy on a stream
+   * may come back in any order (the server completes them in the
+   * background), so each slot reads straight into its own chunk. */
+  enum { WINDOW = 16 };
+  size_t window = rgpu_client_sync_every_call(c) ? 1 : WINDOW;
+  uint64_t seqs[WINDOW];
+  rgpu_client_reply rs[WINDOW];
+  size_t chunk_of[WINDOW];
+  memset(rs, 0, sizeof rs);
+  for (size_t k = 0; k < WINDOW; k++) rs[k].done = 1; /* free slot */
+  rgpu_client_lock(c);
+  uint64_t first = rgpu_client_next_seq_locked(c);
+  int rc = rgpu_client_bind_device_locked(c, device);
+  uint32_t status = 0;
+  char msg[256] = "";
+  size_t sent = 0, done = 0, waits = 0;
+  while (rc == 0 && done < nchunks) {
+    for (size_t k = 0; rc == 0 && k < window && sent < nchunks; k++) {
+      if (!rs[k].done) continue;
+      size_t off = sent * chunk;
+      size_t len = n - off < chunk ? n - off : chunk;
+      rgpu_msg_memcpy_dtoh_req q = {.src = src + off, .size = len, .stream = stream};
+      rc = rgpu_send_memcpy_dtoh_locked(c, 1, &q, &seqs[k]);
+      rs[k] = (rgpu_client_reply){.dst = dst + off, .dst_cap = len};
+      chunk_of[k] = sent;
+      sent++;
+    }
+    if (rc) break;
+    size_t k = 0;
+    rs[0].continued = waits > 0;
+    rc = rgpu_client_wait_any_locked(c, seqs, rs, window, first, &k);
+    waits++;
+    if (rc) break;
+    size_t off = chunk_of[k] * chunk;
+    size_t len = n - off < chunk ? n - off : chunk;
+    if (rs[k].status && !status) {
+      status = rs[k].status;
+      memcpy(msg, rs[k].msg, sizeof msg);
+    } else if (!rs[k].status && rs[k].dst_len != len && !status) {
+      status = CUDA_ERROR_UNKNOWN;
+      snprintf(msg, sizeof msg, "short reply: %zu of %zu bytes", rs[k].dst_len, len);
+    }
+    done++;
+  }
+  /* A synchronous copy also synchronizes with earlier work: background
+   * copies it covers must have landed before it returns. */
+  if (rc == 0) rc = rgpu_client_drain_locked(c, stream ? stream : RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
+  rgpu_client_unlock(c);
+  if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
+  return rgpu_rt_sync_ret(c, rc ? rc : (int)status);
+}
+
+/* Async D2H may complete in the background only into page-locked memory:
+ * into pageable memory CUDA's cudaMemcpyAsync is synchronous. */
+static int is_pinned(uint64_t p, size_t n) {
+  return rgpu_range_find(rgpu_rt_host_ranges(), p, n, NULL) == 0;
+}
+
+static cudaError_t send_copy(rgpu_client *c, const rgpu_rt_op *op) {
+  uint64_t dst = (uint64_t)(uintptr_t)op->copy.cp.dstPtr.ptr;
+  uint64_t src = (uint64_t)(uintptr_t)op->copy.cp.srcPtr.ptr;
+  size_t n = op->copy.cp.extent.width;
+  uint64_t stream = op->stream;
+  int device = op->device;
+  switch (op->copy.cp.kind) {
+  case cudaMemcpyHostToHost:
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return cudaSuccess;
+  case cudaMemcpyHostToDevice:
+    return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device);
+  case cudaMemcpyDeviceToHost:
+    if (op->copy.async && !rgpu_client_sync_every_call(c) && is_pinned(dst, n))
+      return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
+    return copy_dtoh(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
+  case cudaMemcpyDeviceToDevice: {
+    rgpu_msg_memcpy_dtod_req m = {.dst = dst, .src = src, .size = n, .stream = stream};
+    rgpu_status rc = rgpu_call_memcpy_dtod(c, device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+    return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  }
+  default:
+    return rgpu_rt_ret(cudaErrorInvalidMemcpyDirection);
+  }
+}
+
+/* ---- memset ------------------------------------------------------------- */
+
+/* One MEMSET for a contiguous area, else one per row. */
+static cudaError_t send_memset(rgpu_client *c, const rgpu_rt_op *op) {
+  const struct cudaMemsetParams *ms = &op->fill;
+  uint64_t d = (uint64_t)(uintptr_t)ms->dst;
+  size_t rows = ms->pitch == ms->width ? 1 : ms->height;
+  size_t len = ms->pitch == ms->width ? ms->width * ms->height : ms->width;
+  rgpu_status rc = 0;
+  for (size_t i = 0; i < rows && rc == 0; i++) {
+    rgpu_msg_memset_req m = {.dst = d + i * ms->pitch,
+                             .value = ms->value & 0xff,
+                             .elem_size = 1,
+                             .count = len,
+                             .stream = op->stream};
+    rc = rgpu_call_memset(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  }
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+/* ---- launch, events (queued, no reply) ---------------------------------- */
+
+static cudaError_t send_launch(rgpu_client *c, const rgpu_rt_op *op) {
+  /* Fixed fields first (60 bytes), the packed parameters after them. */
+  rgpu_msg_launch_req lr = {.module_id = op->launch.module_id,
+                            .func_index = op->launch.func_index,
+                            .grid_x = op->launch.grid.x,
+                            .grid_y = op->launch.grid.y,
+                            .grid_z = op->launch.grid.z,
+                            .block_x = op->launch.block.x,
+                            .block_y = op->launch.block.y,
+                            .block_z = op->launch.block.z,
+                            .shared_bytes = op->launch.shmem,
+                            .stream = op->stream,
+                            .params = {op->launch.params, op->launch.plen}};
+  rgpu_status rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+static cudaError_t send_event_record(rgpu_client *c, const rgpu_rt_op *op) {
+  rgpu_msg_event_record_req m = {.event = op->event.event->id, .stream = op->stream};
+  rgpu_status rc = rgpu_call_event_record(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
+  /* cudaEventWaitExternal matters only to a capture: the server's wait is
+   * a plain one. */
+  rgpu_msg_stream_wait_event_req m = {.stream = op->stream, .event = op->event.event->id, .flags = 0};
+  rgpu_status rc = rgpu_call_stream_wait_event(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+/* ---- submit ------------------------------------------------------------- */
+
+cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
+  cudaError_t e;
+  if (rgpu_rt_capture_take(op, &e)) return rgpu_rt_ret(e);
+  switch (op->kind) {
+  case RGPU_RT_OP_LAUNCH: return send_launch(c, op);
+  case RGPU_RT_OP_COPY: return send_copy(c, op);
+  case RGPU_RT_OP_MEMSET: return send_memset(c, op);
+  case RGPU_RT_OP_EVENT_RECORD: return send_event_record(c, op);
+  case RGPU_RT_OP_EVENT_WAIT: return send_event_wait(c, op);
+  case RGPU_RT_OP_HOST_FUNC: return rgpu_rt_host_func_send(c, op);
+  default: return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+}

@@ -1,0 +1,100 @@
+/* One operation value for the work that goes onto a stream.
+ *
+ * Every entry point that puts work on a stream (kernel launch, copy,
+ * memset, event record, stream wait, host function) checks its arguments,
+ * fills one rgpu_rt_op and hands it to rgpu_rt_submit.  Submit decides
+ * where the operation goes: into the graph being captured on that stream
+ * (it becomes a node: graph nodes store this same value), or onto the wire
+ * (the request the server runs).  So there is one place that knows about
+ * capture and one place per kind that knows the wire format, instead of a
+ * capture hook in every path.
+ *
+ * An op built by an entry point borrows what it points at (the packed
+ * kernel parameters live in the caller's buffer); a graph node owns its
+ * copy (rgpu_cudart_graph_model.c deep-copies and frees it). */
+#ifndef RGPU_CUDART_OP_H
+#define RGPU_CUDART_OP_H
+
+#include "rgpu_cudart.h"
+
+typedef enum {
+  RGPU_RT_OP_NONE = 0,
+  RGPU_RT_OP_LAUNCH,
+  RGPU_RT_OP_COPY,
+  RGPU_RT_OP_MEMSET,
+  RGPU_RT_OP_EVENT_RECORD,
+  RGPU_RT_OP_EVENT_WAIT,
+  RGPU_RT_OP_HOST_FUNC
+} rgpu_rt_op_kind;
+
+typedef struct {
+  rgpu_rt_op_kind kind;
+  uint64_t stream; /* wire id of the stream it is issued on */
+  int device;      /* device whose connection carries it */
+  union {
+    struct {
+      rgpu_rt_func *kernel;
+      uint64_t module_id;
+      uint32_t func_index;
+      dim3 grid, block;
+      unsigned shmem;
+      uint8_t *params; /* packed, `plen` bytes */
+      size_t plen;
+      /* The kernel's parameter layout (capture records the offsets for
+       * cudaGraphKernelNodeGetParams); NULL in graph nodes. */
+      const rgpu_param_layout *layout;
+    } launch;
+    struct {
+      /* Kind resolved (never cudaMemcpyDefault).  The wire side sends 1D
+       * copies only (extent width x 1 x 1, dst/src at the pointers);
+       * graph copy nodes use the whole 3D form. */
+      struct cudaMemcpy3DParms cp;
+      int async; /* 0: the synchronous API (cannot be captured) */
+    } copy;
+    /* Byte memsets from the API (elementSize 1); graph nodes also 2, 4. */
+    struct cudaMemsetParams fill;
+    struct {
+      cudaEvent_t event;
+      unsigned flags; /* cudaEventRecordExternal / cudaEventWaitExternal */
+    } event;
+    struct {
+      struct cudaHostNodeParams params; /* fn and userData */
+      /* cudaStreamAddCallback (then params.fn is NULL): not capturable. */
+      cudaStreamCallback_t stream_cb;
+      cudaStream_t handle; /* the stream as the program named it, for stream_cb */
+    } host;
+  };
+} rgpu_rt_op;
+
+/* 1D copy parameters: n bytes from src to dst. */
+struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
+                                         enum cudaMemcpyKind kind);
+
+/* Captures the op (its stream is capturing) or sends it.  Returns what the
+ * API call returns, the thread's last error already recorded. */
+cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op);
+
+/* ---- the two sides of submit ------------------------------------------ */
+
+/* Capture side (rgpu_cudart_graph_capture.c): 1 when the op was taken by
+ * a capture (or refused because of one), with *out the call's result; 0
+ * means "send it".  Costs one relaxed atomic load while nothing captures. */
+int rgpu_rt_capture_take(const rgpu_rt_op *op, cudaError_t *out);
+
+/* Wire side of a host function (rgpu_cudart_callbacks.c: the callback
+ * registry that answers the server's HOST_CALL lives there). */
+cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op);
+
+/* ---- building a launch ------------------------------------------------- */
+
+/* Checks the configuration, loads the module and packs args into buf
+ * (buf_cap bytes; a larger kernel gets a malloc'd buffer: *heap is then
+ * set and the caller frees it after submit).  Errors are returned, not
+ * recorded (the caller does rgpu_rt_ret). */
+cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
+                                   void **args, size_t shmem, cudaStream_t stream, int per_thread,
+                                   uint8_t *buf, size_t buf_cap, uint8_t **heap, rgpu_rt_op *op);
+/* The host stub of a registered function (rgpu_cudart_register.c). */
+const void *rgpu_rt_func_stub(const rgpu_rt_func *f);
+
+#endif
