@@ -341,7 +341,4 @@ void sg_module_unref(sg_module *m);
 /* Unloads every module of c (c is idle). */
 void sg_ctx_release_modules(sg_ctx *c);
 
-/* ---- helpers ------------------------------------------------------------ */
-uint64_t sg_now_ns(void);
-
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sg_internal.h"
+#include "rgpu_clock.h"
 
 pthread_mutex_t sg_sched_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
@@ -131,7 +132,7 @@ static void *worker_main(void *arg) {
     if (op->type == SG_OP_RECORD) {
       sg_event *e = op->u.record.ev;
       if (e->gen == op->u.record.gen) {
-        e->time_ns = sg_now_ns();
+        e->time_ns = rgpu_clock_ns();
         e->has_time = 1;
       }
     }

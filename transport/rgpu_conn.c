@@ -37,12 +37,6 @@ int rgpu_t_errno_code(int e) {
   }
 }
 
-uint64_t rgpu_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int rgpu_wait_fd(int fd, short events, int timeout_ms) {
   struct pollfd p = {.fd = fd, .events = events};
   for (;;) {

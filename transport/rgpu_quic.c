@@ -37,6 +37,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_log.h"
 
 #ifndef UDP_SEGMENT
@@ -325,7 +326,7 @@ struct qconn {
   int send_blocked;
 };
 
-static uint64_t q_now(void) { return rgpu_now_ns(); }
+static uint64_t q_now(void) { return rgpu_clock_ns(); }
 
 static ngtcp2_conn *get_conn_cb(ngtcp2_crypto_conn_ref *ref) {
   return ((qconn *)ref->user_data)->conn;

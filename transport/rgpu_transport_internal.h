@@ -127,7 +127,4 @@ void rgpu_relay_queue_destroy(rgpu_relay_queue *q);
 int rgpu_relay_socketpair(int *relay_end, int *worker_end);
 void rgpu_relay_close_fd(int fd); /* unregister + close */
 
-/* Monotonic clock in nanoseconds. */
-uint64_t rgpu_now_ns(void);
-
 #endif
