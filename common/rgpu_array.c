@@ -4,17 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t rgpu_array_next_cap(size_t cap, size_t need, size_t elem_size, size_t first_cap) {
-  if (elem_size == 0) return 0;
-  size_t nc = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-  if (nc < first_cap) nc = first_cap;
-  if (nc < need) nc = need;
-  /* Doubling past what fits in memory is cut back to the largest count
-   * that does, so a reservation that is possible still succeeds. */
-  if (nc > SIZE_MAX / elem_size) nc = SIZE_MAX / elem_size;
-  return nc < need ? 0 : nc;
-}
-
 int rgpu_array_reserve(void *ptr_slot, size_t *cap, size_t need, size_t elem_size,
                        size_t first_cap) {
   if (need <= *cap) return 0;

@@ -18,6 +18,7 @@
 #define RGPU_ARRAY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Makes room for `need` elements of `elem_size` bytes in the array whose
@@ -30,8 +31,19 @@ int rgpu_array_reserve(void *ptr_slot, size_t *cap, size_t need, size_t elem_siz
 
 /* The capacity rgpu_array_reserve would grow to, or 0 on overflow; for
  * arrays grown with something other than realloc (several parallel arrays
- * sharing one count). */
-size_t rgpu_array_next_cap(size_t cap, size_t need, size_t elem_size, size_t first_cap);
+ * sharing one count, fields narrower than size_t).  Header-only, so
+ * targets that link nothing of rgpu can use it. */
+static inline size_t rgpu_array_next_cap(size_t cap, size_t need, size_t elem_size,
+                                         size_t first_cap) {
+  if (elem_size == 0) return 0;
+  size_t nc = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+  if (nc < first_cap) nc = first_cap;
+  if (nc < need) nc = need;
+  /* Doubling past what fits in memory is cut back to the largest count
+   * that does, so a reservation that is possible still succeeds. */
+  if (nc > SIZE_MAX / elem_size) nc = SIZE_MAX / elem_size;
+  return nc < need ? 0 : nc;
+}
 
 /* cap must be a size_t lvalue: _Generic turns another type into a compile
  * error instead of a silent write through a wrong-sized pointer. */

@@ -229,13 +229,14 @@ struct CUstream_st {
   uint64_t submitted;    /* seq of the last op queued */
   uint64_t completed;    /* seq of the last op finished */
   int inline_running;    /* a synchronous op runs on its caller's thread */
-  sg_op *head, *tail;
+  sg_op *head, *tail;    /* queued ops: an rgpu_fifo linked through next */
   pthread_cond_t work;
   pthread_t thread;
   sg_stream *next;       /* in ctx->streams */
   struct sg_capture *capture; /* stream capture it takes part in; sg_graph_lock */
   struct CUgraphNode_st **cap_deps; /* what its next captured node depends on */
-  int ncap_deps, cap_deps_cap;
+  int ncap_deps;
+  size_t cap_deps_cap;
 };
 
 struct CUevent_st {
