@@ -26,6 +26,7 @@
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
 
+#include "rgpu_array.h"
 #include "rgpu_clock.h"
 #include "rgpu_log.h"
 
@@ -546,14 +547,12 @@ static void *tls_relay_main(void *arg) {
   tls_server *sv = arg;
   struct pollfd *pfd = NULL;
   tls_sess **who = NULL;
-  size_t cap = 0;
+  size_t pfd_cap = 0, who_cap = 0;
   for (;;) {
     size_t need = 2 + 2 * (size_t)sv->nsessions;
-    if (need > cap) {
-      cap = need * 2;
-      pfd = realloc(pfd, cap * sizeof *pfd);
-      who = realloc(who, cap * sizeof *who);
-    }
+    /* Out of memory for the poll set ends the relay, as a failed poll does. */
+    if (RGPU_ARRAY_RESERVE(pfd, pfd_cap, need, 2 * need) || RGPU_ARRAY_RESERVE(who, who_cap, need, 2 * need))
+      break;
     size_t n = 0;
     pfd[n++] = (struct pollfd){.fd = sv->q.stop_r, .events = POLLIN};
     /* Past this many unfinished handshakes new clients wait in the kernel's
