@@ -110,7 +110,7 @@ typedef struct rgpu_relay_item {
 
 typedef struct {
   pthread_mutex_t mu;
-  rgpu_relay_item *head, *tail;
+  rgpu_relay_item *head, *tail; /* an rgpu_fifo linked through next, under mu */
   int notify_r, notify_w; /* accept queue */
   int stop_r, stop_w;     /* wakes the relay thread to exit */
 } rgpu_relay_queue;
