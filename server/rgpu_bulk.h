@@ -68,9 +68,8 @@ void rgpu_bulk_barrier(rgpu_worker *w);
 /* End of the session: closes the lanes and joins their threads. */
 void rgpu_bulk_shutdown(rgpu_worker *w);
 
-/* The handlers of MEMCPY_HTOD_BULK and MEMCPY_DTOH_BULK (rgpu_handler_fn). */
-CUresult rgpu_bulk_h_htod(rgpu_worker *w, const void *payload, size_t len);
-CUresult rgpu_bulk_h_dtoh(rgpu_worker *w, const void *payload, size_t len);
+/* The handlers of MEMCPY_HTOD_BULK and MEMCPY_DTOH_BULK (rgpu_h_memcpy_*_bulk)
+ * are declared in rgpu_dispatch.h. */
 
 /* ---- pure bookkeeping (unit-tested in rgpu_bulk_test.c) -----------------
  * Staged host-to-device items by bulk id. */

@@ -41,10 +41,7 @@ enum {
 };
 enum { RGPU_GCOPY_H2D = 1, RGPU_GCOPY_D2H = 2, RGPU_GCOPY_D2D = 3 };
 
-CUresult rgpu_graph_h_exec_create(rgpu_worker *w, const void *p, size_t n);
-CUresult rgpu_graph_h_exec_destroy(rgpu_worker *w, const void *p, size_t n);
-CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n);
-CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n);
+/* The GRAPH_* handlers (rgpu_h_graph_*) are declared in rgpu_dispatch.h. */
 
 /* Forgets (destroy = 0) or destroys the graphs of device dev (all: dev < 0;
  * then the bookkeeping is freed too). */

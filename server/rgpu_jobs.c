@@ -71,29 +71,15 @@ static void job_done(rgpu_job *j) {
   w->njobs--;
   pthread_cond_broadcast(&w->jobs_cond);
   pthread_mutex_unlock(&w->jobs_lock);
-  rgpu_worker_release_staging(w, j->buf, j->pinned);
+  rgpu_staging_release(w, j->buf, j->pinned);
   free(j);
-}
-
-void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned) {
-  if (pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(pinned);
-  /* A pooled staging buffer goes back to the pool; any other is freed.
-   * Job threads read the pointer the session thread creates lazily. */
-  rgpu_chunk_pool *small = __atomic_load_n(&w->small_pool, __ATOMIC_ACQUIRE);
-  rgpu_chunk_pool *pool = __atomic_load_n(&w->chunk_pool, __ATOMIC_ACQUIRE);
-  if (small && rgpu_chunk_pool_owns(small, buf, NULL))
-    rgpu_chunk_pool_put(small, buf);
-  else if (pool)
-    rgpu_chunk_pool_put(pool, buf); /* frees what it does not own */
-  else
-    free(buf);
 }
 
 /* Replies from this size on are kept by the replay by reference. */
 #define RGPU_REPLY_KEEP_MIN (64u << 10)
 
 static void release_kept_staging(void *ctx, void *buf) {
-  rgpu_worker_release_staging(ctx, buf, NULL);
+  rgpu_staging_release(ctx, buf, NULL);
 }
 
 static void job_run(rgpu_job *j) {
@@ -339,7 +325,7 @@ rgpu_host_call *rgpu_host_call_new(rgpu_worker *w, uint64_t callback_id, int onc
   /* Without a connection nobody could run the callback: refuse rather than
    * let the stream hang. */
   if (!rgpu_jobs_enabled(w)) return NULL;
-  if (!w->host_calls) rgpu_worker_prepare_staging(w); /* pinned while no stream waits for us */
+  if (!w->host_calls) rgpu_staging_prepare(w); /* pinned while no stream waits for us */
   if (!w->host_calls) {
     struct rgpu_host_calls *hs = calloc(1, sizeof *hs);
     if (!hs) return NULL;

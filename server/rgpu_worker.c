@@ -31,12 +31,33 @@ const char *rgpu_device_kind_name(rgpu_device_kind k) {
 }
 
 CUresult rgpu_worker_fail(rgpu_worker *w, CUresult status, const char *fmt, ...) {
+  char scratch[1];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  if (w->req)
+    vsnprintf(w->req->msg, sizeof w->req->msg, fmt, ap);
+  else
+    vsnprintf(scratch, sizeof scratch, fmt, ap); /* no request to report it to */
   va_end(ap);
   return status;
 }
+
+CUresult rgpu_req_fail(rgpu_req *rq, CUresult status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rq->msg, sizeof rq->msg, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+CUresult rgpu_req_malformed(rgpu_req *rq, int e) {
+  return rgpu_req_fail(rq, CUDA_ERROR_INVALID_VALUE, "malformed request: %s: %s",
+                       rgpu_op_name(rq->op), rgpu_proto_strerror(e));
+}
+
+CUresult rgpu_req_ensure_ctx(rgpu_req *rq) { return rgpu_worker_ensure_ctx(rq->w); }
+
+void rgpu_req_abandon(rgpu_req *rq, int break_conn) { rq->abandon = break_conn ? 2 : 1; }
 
 rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   /* Bulk copies malloc and free one RGPU_CHUNK_BYTES buffer per chunk (the
@@ -59,7 +80,7 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_handle_map_init(&w->streams);
   rgpu_handle_map_init(&w->events);
   rgpu_handle_map_init(&w->modules);
-  rgpu_buf_init(&w->rep);
+  rgpu_buf_init(&w->rep_buf);
   rgpu_buf_init(&w->pending_output);
   pthread_mutex_init(&w->out_lock, NULL);
   pthread_mutex_init(&w->write_lock, NULL);
@@ -216,7 +237,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_jobs_barrier(w, NULL);
   rgpu_jobs_stop(w);
   rgpu_worker_drop_device_state(w, -1, 1);
-  rgpu_worker_drop_chunk_pool(w);
+  rgpu_staging_drop(w);
   if (w->drv_state == 1) {
     for (int i = 0; i < w->device_count; i++) {
       if (!w->ctx[i]) continue;
@@ -232,7 +253,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_handle_map_free(&w->streams);
   rgpu_handle_map_free(&w->events);
   rgpu_handle_map_free(&w->modules);
-  rgpu_buf_free(&w->rep);
+  rgpu_buf_free(&w->rep_buf);
   rgpu_buf_free(&w->pending_output);
   rgpu_replay_free(&w->replay);
   pthread_mutex_destroy(&w->out_lock);
@@ -291,68 +312,60 @@ static void put_async_error(rgpu_buf *out, CUresult status, uint64_t seq, const 
 }
 
 /* Result of a request: reply if asked for, else an ASYNC_ERROR on failure. */
-/* With defer_rep the reply's payload stays in w->rep (the caller sends it
+/* With defer_rep the reply's payload stays in rq->rep (the caller sends it
  * as a second iovec, so bulk DTOH data is never copied). Returns 1 then. */
-static int finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgpu_buf *out,
-                  int need_reply, int defer_rep) {
+static int finish(rgpu_req *rq, CUresult status, rgpu_buf *out, int need_reply, int defer_rep) {
+  rgpu_worker *w = rq->w;
+  const rgpu_frame_hdr *h = &rq->hdr;
   rgpu_worker_flush_output(w, out);
   if (need_reply) {
     if (status == CUDA_SUCCESS && defer_rep) {
-      rgpu_frame_hdr rh = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h->opcode, (uint32_t)w->rep.len, 0,
-                           h->seq};
+      rgpu_frame_hdr rh = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h->opcode, (uint32_t)rq->rep->len,
+                           0, h->seq};
       uint8_t hdr[RGPU_FRAME_HDR_SIZE];
       rgpu_frame_hdr_encode(hdr, &rh);
       rgpu_buf_put(out, hdr, sizeof hdr);
       return 1;
     }
     if (status == CUDA_SUCCESS)
-      put_frame(out, RGPU_KIND_REPLY, h->opcode, 0, h->seq, w->rep.data, w->rep.len);
+      put_frame(out, RGPU_KIND_REPLY, h->opcode, 0, h->seq, rq->rep->data, rq->rep->len);
     else
-      put_frame(out, RGPU_KIND_REPLY, h->opcode, (uint32_t)status, h->seq, w->msg,
-                strlen(w->msg));
+      put_frame(out, RGPU_KIND_REPLY, h->opcode, (uint32_t)status, h->seq, rq->msg,
+                strlen(rq->msg));
   } else if (status != CUDA_SUCCESS) {
-    if (!w->msg[0])
-      snprintf(w->msg, sizeof w->msg, "%s failed: %s", rgpu_op_name(h->opcode),
+    if (!rq->msg[0])
+      snprintf(rq->msg, sizeof rq->msg, "%s failed: %s", rgpu_op_name(h->opcode),
                w->drv_state == 1 ? rgpu_driver_error_name(&w->drv, status) : "error");
-    put_async_error(out, status, h->seq, w->msg);
+    put_async_error(out, status, h->seq, rq->msg);
   }
   return 0;
 }
 
-/* Bulk streams are offered on quic:// sessions whose client asks for them
- * (and that have a control channel for the listener to route lanes
- * through).  HELLO's handler knows nothing of them, so the negotiated bit
- * is added to its reply here (caps is the reply's second u32). */
-static void offer_bulk(rgpu_worker *w, const void *payload, size_t len) {
-  rgpu_msg_hello_req q;
-  if (rgpu_msg_hello_req_decode(payload, len, &q) != 0) return;
-  if (!(q.caps & RGPU_CAP_BULK_STREAMS) || strcmp(w->cfg.transport, "quic") != 0 ||
-      w->cfg.ctl_fd <= 0 || w->rep.len < 8)
-    return;
-  w->caps |= RGPU_CAP_BULK_STREAMS;
-  uint32_t caps = rgpu_bulk_get_u32(w->rep.data + 4) | RGPU_CAP_BULK_STREAMS;
-  rgpu_bulk_put_u32(w->rep.data + 4, caps);
-}
-
-/* Status of a query is an answer, not an error to latch. */
-static int is_query(uint16_t op) { return op == RGPU_OP_STREAM_QUERY || op == RGPU_OP_EVENT_QUERY; }
-
-static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
-                        rgpu_buf *out, int defer_rep, int *deferred) {
+/* Runs one request frame into rq (which the caller provides, so that the
+ * serve loop can see an abandoned frame): dispatch through the generated
+ * table (rgpu_dispatch.h), then the reply or ASYNC_ERROR.  in: the buffer
+ * holding the payload when a handler may take it (rgpu_req.h), else NULL. */
+static int handle_frame(rgpu_worker *w, rgpu_req *rq, const rgpu_frame_hdr *h, const void *payload,
+                        size_t len, rgpu_buf *in, rgpu_buf *out, int defer_rep, int *deferred) {
   *deferred = 0;
   uint64_t t0_ns = rgpu_metrics_now_ns();
-  rgpu_buf_reset(&w->rep);
-  w->msg[0] = 0;
+  rgpu_buf_reset(&w->rep_buf);
   int need_reply = h->kind == RGPU_KIND_REQUEST && (h->aux & RGPU_REQ_NEED_REPLY);
-  w->cur_op = h->opcode;
-  w->cur_seq = h->seq;
-  w->cur_need_reply = need_reply;
-  w->reply_taken = 0;
+  rq->w = w;
+  rq->hdr = *h;
+  rq->op = h->opcode;
+  rq->seq = h->seq;
+  rq->need_reply = need_reply;
+  rq->rep = &w->rep_buf;
+  rq->msg[0] = 0;
+  rq->reply_taken = 0;
+  rq->in = in;
+  rq->abandon = 0;
   if (h->kind != RGPU_KIND_REQUEST) {
     /* A client never sends replies or events: the stream is confused. */
-    rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
-                     (unsigned)h->kind);
-    finish(w, h, CUDA_ERROR_INVALID_VALUE, out, 0, 0);
+    rgpu_req_fail(rq, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
+                  (unsigned)h->kind);
+    finish(rq, CUDA_ERROR_INVALID_VALUE, out, 0, 0);
     return RGPU_WORKER_CONTINUE;
   }
   if (h->opcode == RGPU_OP_ACK) {
@@ -369,69 +382,56 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
   w->calls++;
   if (!w->hello_done && h->opcode == RGPU_OP_HELLO && w->cfg.refuse_new[0]) {
     /* Server full or draining: a reply the client can show, then close. */
-    rgpu_worker_fail(w, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s", w->cfg.refuse_new);
-    finish(w, h, CUDA_ERROR_DEVICE_UNAVAILABLE, out, 1, 0);
+    rgpu_req_fail(rq, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s", w->cfg.refuse_new);
+    finish(rq, CUDA_ERROR_DEVICE_UNAVAILABLE, out, 1, 0);
     w->end_reason = "refused";
     return RGPU_WORKER_CLOSE;
   }
   if (!w->hello_done && h->opcode != RGPU_OP_HELLO) {
-    rgpu_worker_fail(w, CUDA_ERROR_NOT_INITIALIZED, "the first request of a session must be HELLO, got %s",
-                     rgpu_op_name(h->opcode) ? rgpu_op_name(h->opcode) : "an unknown opcode");
-    finish(w, h, CUDA_ERROR_NOT_INITIALIZED, out, 1, 0);
+    rgpu_req_fail(rq, CUDA_ERROR_NOT_INITIALIZED,
+                  "the first request of a session must be HELLO, got %s",
+                  rgpu_op_name(h->opcode) ? rgpu_op_name(h->opcode) : "an unknown opcode");
+    finish(rq, CUDA_ERROR_NOT_INITIALIZED, out, 1, 0);
     w->end_reason = "no-hello";
     return RGPU_WORKER_CLOSE;
   }
-  int needs_ctx = 0;
-  rgpu_handler_fn fn = rgpu_handler_for(h->opcode, &needs_ctx);
-  /* Bulk-stream copies (rgpu_bulk.h) run the inline copy handlers. */
-  if (h->opcode == RGPU_OP_MEMCPY_HTOD_BULK) {
-    fn = rgpu_bulk_h_htod;
-    needs_ctx = 1;
-  } else if (h->opcode == RGPU_OP_MEMCPY_DTOH_BULK) {
-    fn = rgpu_bulk_h_dtoh;
-    needs_ctx = 1;
-  } else if (h->opcode == RGPU_OP_MEM_FREE || h->opcode == RGPU_OP_DEVICE_RESET ||
-             h->opcode == RGPU_OP_GOODBYE) {
-    /* Like the jobs' barrier in those handlers: lane replies still being
-     * sent use the memory, the context, the connection. */
-    rgpu_bulk_barrier(w);
-  }
-  w->bulk_abandon = 0;
+  const rgpu_dispatch_entry *d = rgpu_dispatch_for(h->opcode);
+  unsigned flags = d ? d->flags : 0;
+  /* Like the jobs' barrier in those handlers: lane replies still being
+   * sent use the memory, the context, the connection. */
+  if (flags & RGPU_DISPATCH_BARRIER) rgpu_bulk_barrier(w);
   CUresult status;
-  if (!fn) {
-    status = rgpu_worker_fail(w, CUDA_ERROR_NOT_SUPPORTED, "unknown request opcode 0x%04x",
-                              (unsigned)h->opcode);
-  } else if (rgpu_msg_validate(h->opcode, 0, payload, len) != RGPU_PROTO_OK) {
-    int e = rgpu_msg_validate(h->opcode, 0, payload, len);
-    status = rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed request: %s: %s",
-                              rgpu_op_name(h->opcode), rgpu_proto_strerror(e));
-  } else {
-    status = needs_ctx ? rgpu_worker_ensure_ctx(w) : CUDA_SUCCESS;
-    if (status == CUDA_SUCCESS) status = fn(w, payload, len);
-  }
-  if (w->bulk_abandon) {
+  w->req = rq;
+  if (!d)
+    status = rgpu_req_fail(rq, CUDA_ERROR_NOT_SUPPORTED, "unknown request opcode 0x%04x",
+                           (unsigned)h->opcode);
+  else
+    status = d->run(rq, payload, len);
+  w->req = NULL;
+  if (rq->abandon) {
     /* Not executed: no reply, not counted (the serve loop sees it). */
-    rgpu_buf_reset(&w->rep);
+    rgpu_buf_reset(&w->rep_buf);
     w->calls--;
     return RGPU_WORKER_ABANDON;
   }
-  if (h->opcode == RGPU_OP_HELLO && status == CUDA_SUCCESS && w->hello_done) offer_bulk(w, payload, len);
-  if (status != CUDA_SUCCESS) rgpu_buf_reset(&w->rep);
-  if (w->rep.err) {
-    rgpu_buf_reset(&w->rep);
-    w->rep.err = 0;
-    status = rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory building the reply");
+  if (status != CUDA_SUCCESS) rgpu_buf_reset(&w->rep_buf);
+  if (w->rep_buf.err) {
+    rgpu_buf_reset(&w->rep_buf);
+    w->rep_buf.err = 0;
+    status = rgpu_req_fail(rq, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory building the reply");
   }
-  if (status == CUDA_ERROR_NOT_READY && is_query(h->opcode) && !need_reply) status = CUDA_SUCCESS;
-  if (status == CUDA_SUCCESS && w->reply_taken)
+  /* The status of a query is an answer, not an error to latch. */
+  if (status == CUDA_ERROR_NOT_READY && (flags & RGPU_DISPATCH_QUERY) && !need_reply)
+    status = CUDA_SUCCESS;
+  if (status == CUDA_SUCCESS && rq->reply_taken)
     rgpu_worker_flush_output(w, out); /* a background job replies */
   else
-    *deferred = finish(w, h, status, out, need_reply, defer_rep);
+    *deferred = finish(rq, status, out, need_reply, defer_rep);
   if (t0_ns)
     rgpu_metrics_request(h->opcode, (uint32_t)status, rgpu_metrics_now_ns() - t0_ns,
                          RGPU_FRAME_HDR_SIZE + len, w->allocs.malloc_bytes);
   if (status) rgpu_metrics_note_status(w->cfg.session_id, h->opcode, (uint32_t)status);
-  if (h->opcode == RGPU_OP_GOODBYE && status == CUDA_SUCCESS) {
+  if ((flags & RGPU_DISPATCH_ENDS) && status == CUDA_SUCCESS) {
     w->end_reason = "goodbye";
     return RGPU_WORKER_CLOSE;
   }
@@ -445,7 +445,8 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
 int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
                        rgpu_buf *out) {
   int deferred;
-  return handle_frame(w, h, payload, len, out, 0, &deferred);
+  rgpu_req rq;
+  return handle_frame(w, &rq, h, payload, len, NULL, out, 0, &deferred);
 }
 
 /* ---- the socket loop ---------------------------------------------------- */
@@ -790,11 +791,8 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
 
 int rgpu_worker_resumable(const rgpu_worker *w) { return resumable(w); }
 
-void rgpu_worker_bulk_abandon(rgpu_worker *w, int break_conn) {
-  w->bulk_abandon = break_conn ? 2 : 1;
-}
-
-int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg), void *arg) {
+int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg), void *arg) {
+  rgpu_worker *w = rq->w;
   double idle_since = mono_s();
   for (;;) {
     int r = ready(w, arg);
@@ -830,18 +828,18 @@ int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg
       rgpu_conn *before = w->conn;
       if (handle_ctl(w, (rdbuf *)w->cur_rb)) {
         w->bulk_end = 1;
-        rgpu_worker_bulk_abandon(w, 0);
+        rgpu_req_abandon(rq, 0);
         return RGPU_BULK_WAIT_ABANDON;
       }
       if (w->conn != before) {
         /* Resumed on a new connection: the client re-sends this frame. */
-        rgpu_worker_bulk_abandon(w, 0);
+        rgpu_req_abandon(rq, 0);
         return RGPU_BULK_WAIT_ABANDON;
       }
     }
     if (ci >= 0 && (pf[ci].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
       if (ready(w, arg) > 0) return 0;
-      rgpu_worker_bulk_abandon(w, 0);
+      rgpu_req_abandon(rq, 0);
       return RGPU_BULK_WAIT_ABANDON;
     }
   }
@@ -955,8 +953,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       if (rc == 0) rb.start += RGPU_FRAME_HDR_SIZE;
     }
     const uint8_t *payload = NULL;
-    w->cur_in = NULL;
-    rgpu_worker_frame_buffer_done(w, &in);
+    rgpu_buf *frame_in = NULL; /* set when the payload has a buffer of its own */
+    rgpu_staging_frame_buffer_done(w, &in);
     if (rc == 0 && h.length <= RGPU_RDBUF_CAP / 2) {
       rc = rdbuf_fill(w, cur, &rb, h.length);
       payload = rb.p + rb.start;
@@ -965,7 +963,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       rgpu_buf_reset(&in);
       /* Pinned pool memory when it fits: an H2D handler keeps the buffer
        * as its copy's source without pinning it per copy. */
-      if (!rgpu_worker_frame_buffer(w, &in, h.length) && rgpu_buf_reserve(&in, h.length)) {
+      if (!rgpu_staging_frame_buffer(w, &in, h.length) && rgpu_buf_reserve(&in, h.length)) {
         rc = RGPU_PROTO_ENOMEM;
       } else {
         size_t have = rb.end - rb.start;
@@ -975,7 +973,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
         rc = have < h.length ? read_exact_ctl(w, cur, in.data + have, h.length - have) : 0;
         in.len = h.length;
         payload = in.data;
-        w->cur_in = &in;
+        frame_in = &in;
       }
     }
     if (rc == RGPU_WORKER_ECTL) {
@@ -1015,12 +1013,12 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     rgpu_buf_reset(&out);
     int deferred = 0;
     int was_hello = w->hello_done;
-    int action = handle_frame(w, &h, payload, h.length, &out, 1, &deferred);
+    rgpu_req rq;
+    int action = handle_frame(w, &rq, &h, payload, h.length, frame_in, &out, 1, &deferred);
     if (action == RGPU_WORKER_ABANDON) {
       /* A bulk request that could not run: not counted, so the client
        * re-sends it (as its inline twin) after a resume. */
-      int brk = w->bulk_abandon == 2;
-      w->bulk_abandon = 0;
+      int brk = rq.abandon == 2;
       if (w->bulk_end) break;
       if (w->conn != cur) continue; /* resumed meanwhile: rb was reset */
       if (brk && w->conn) {
@@ -1056,8 +1054,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       break;
     }
     if (out.len) {
-      struct iovec iov[2] = {{out.data, out.len}, {w->rep.data, w->rep.len}};
-      if (rgpu_worker_send(w, iov, deferred && w->rep.len ? 2 : 1)) {
+      struct iovec iov[2] = {{out.data, out.len}, {w->rep_buf.data, w->rep_buf.len}};
+      if (rgpu_worker_send(w, iov, deferred && w->rep_buf.len ? 2 : 1)) {
         w->end_reason = "write-error";
         result = 1;
         break;
@@ -1080,9 +1078,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     rgpu_conn_close(w->conn);
   }
   w->conn = NULL;
-  w->cur_in = NULL;
   free(rb.p);
-  rgpu_worker_frame_buffer_done(w, &in);
+  rgpu_staging_frame_buffer_done(w, &in);
   rgpu_buf_free(&in);
   rgpu_buf_free(&out);
   return result;
