@@ -81,11 +81,11 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_handle_map_init(&w->events);
   rgpu_handle_map_init(&w->modules);
   rgpu_buf_init(&w->rep_buf);
-  rgpu_buf_init(&w->pending_output);
-  pthread_mutex_init(&w->out_lock, NULL);
+  rgpu_buf_init(&w->output.pending);
+  pthread_mutex_init(&w->output.lock, NULL);
   pthread_mutex_init(&w->write_lock, NULL);
-  pthread_mutex_init(&w->jobs_lock, NULL);
-  pthread_cond_init(&w->jobs_cond, NULL);
+  pthread_mutex_init(&w->jobs.lock, NULL);
+  pthread_cond_init(&w->jobs.cond, NULL);
   w->end_reason = "eof";
   rgpu_replay_init(&w->replay, w->cfg.grace_s > 0 && w->cfg.ctl_fd > 0, w->cfg.replay_bytes);
   return w;
@@ -95,12 +95,12 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
 
 static void print_handler(void *ctx, const char *text, size_t len) {
   rgpu_worker *w = ctx;
-  pthread_mutex_lock(&w->out_lock);
-  if (w->pending_output.len + len > RGPU_OUTPUT_MAX)
-    w->output_dropped += len;
+  pthread_mutex_lock(&w->output.lock);
+  if (w->output.pending.len + len > RGPU_OUTPUT_MAX)
+    w->output.dropped += len;
   else
-    rgpu_buf_put(&w->pending_output, text, len);
-  pthread_mutex_unlock(&w->out_lock);
+    rgpu_buf_put(&w->output.pending, text, len);
+  pthread_mutex_unlock(&w->output.lock);
 }
 
 static int try_load(rgpu_worker *w, const char *path, char *err, size_t errlen) {
@@ -254,18 +254,18 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_handle_map_free(&w->events);
   rgpu_handle_map_free(&w->modules);
   rgpu_buf_free(&w->rep_buf);
-  rgpu_buf_free(&w->pending_output);
+  rgpu_buf_free(&w->output.pending);
   rgpu_replay_free(&w->replay);
-  pthread_mutex_destroy(&w->out_lock);
+  pthread_mutex_destroy(&w->output.lock);
   pthread_mutex_destroy(&w->write_lock);
-  pthread_mutex_destroy(&w->jobs_lock);
-  pthread_cond_destroy(&w->jobs_cond);
+  pthread_mutex_destroy(&w->jobs.lock);
+  pthread_cond_destroy(&w->jobs.cond);
   free(w->param_buf);
   free(w);
 }
 
 uint64_t rgpu_worker_calls(const rgpu_worker *w) { return w->calls; }
-int rgpu_worker_handed_off(const rgpu_worker *w) { return w->handed_off; }
+int rgpu_worker_handed_off(const rgpu_worker *w) { return w->resume.handed_off; }
 const char *rgpu_worker_end_reason(const rgpu_worker *w) { return w->end_reason; }
 
 /* ---- frame building ----------------------------------------------------- */
@@ -281,23 +281,23 @@ static void put_frame(rgpu_buf *out, uint8_t kind, uint16_t op, uint32_t aux, ui
 
 /* Moves device printf text into OUTPUT events, in max_payload pieces. */
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out) {
-  pthread_mutex_lock(&w->out_lock);
+  pthread_mutex_lock(&w->output.lock);
   size_t off = 0;
-  while (off < w->pending_output.len) {
-    size_t n = w->pending_output.len - off;
+  while (off < w->output.pending.len) {
+    size_t n = w->output.pending.len - off;
     if (n > w->cfg.max_payload) n = w->cfg.max_payload;
-    put_frame(out, RGPU_KIND_EVENT, RGPU_EVT_OUTPUT, 0, 0, w->pending_output.data + off, n);
+    put_frame(out, RGPU_KIND_EVENT, RGPU_EVT_OUTPUT, 0, 0, w->output.pending.data + off, n);
     off += n;
   }
-  rgpu_buf_reset(&w->pending_output);
-  if (w->output_dropped) {
+  rgpu_buf_reset(&w->output.pending);
+  if (w->output.dropped) {
     char note[128];
     int n = snprintf(note, sizeof note, "\n[rgpu: %llu bytes of device printf output dropped]\n",
-                     (unsigned long long)w->output_dropped);
+                     (unsigned long long)w->output.dropped);
     put_frame(out, RGPU_KIND_EVENT, RGPU_EVT_OUTPUT, 0, 0, note, (size_t)n);
-    w->output_dropped = 0;
+    w->output.dropped = 0;
   }
-  pthread_mutex_unlock(&w->out_lock);
+  pthread_mutex_unlock(&w->output.lock);
 }
 
 static void put_async_error(rgpu_buf *out, CUresult status, uint64_t seq, const char *msg) {
@@ -650,8 +650,8 @@ static void lose_conn(rgpu_worker *w, const char *why) {
   pthread_mutex_lock(&w->write_lock);
   w->write_failed = 1;
   pthread_mutex_unlock(&w->write_lock);
-  w->lost = 1;
-  w->lost_at = mono_s();
+  w->resume.lost = 1;
+  w->resume.lost_at = mono_s();
   RGPU_INFO("session=%llu peer=%s event=disconnected reason=%s grace_s=%d tx_bytes=%llu "
             "rx_bytes=%llu",
             (unsigned long long)w->cfg.session_id, w->cfg.peer, why, w->cfg.grace_s,
@@ -717,7 +717,7 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
   /* Whatever was half-read from the old connection is re-sent by the
    * client (it starts at rx_consumed, a frame boundary). */
   rb->start = rb->end = 0;
-  if (old && old != w->orig_conn) {
+  if (old && old != w->resume.orig_conn) {
     rgpu_conn_close(old);
   } else if (old) {
     /* serve()'s caller closes the original conn; make it inert now. */
@@ -728,10 +728,10 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
   RGPU_INFO("session=%llu peer=%s event=resume outage_s=%.3f replayed_bytes=%zu rx_bytes=%llu "
             "resumes=%llu",
             (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc),
-            w->lost ? mono_s() - w->lost_at : 0.0, n,
+            w->resume.lost ? mono_s() - w->resume.lost_at : 0.0, n,
             (unsigned long long)w->replay.rx_consumed, (unsigned long long)w->replay.resumes);
-  w->lost = rc != 0;
-  if (w->lost) w->lost_at = mono_s();
+  w->resume.lost = rc != 0;
+  if (w->resume.lost) w->resume.lost_at = mono_s();
   return 0;
 }
 
@@ -753,8 +753,8 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     return 1;
   }
   if (m.type == RGPU_CTL_DRAIN) {
-    w->draining = 1;
-    if (w->lost) {
+    w->resume.draining = 1;
+    if (w->resume.lost) {
       w->end_reason = "drain";
       return 1;
     }
@@ -814,7 +814,7 @@ int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg),
       pf[n] = (struct pollfd){w->cfg.ctl_fd, POLLIN, 0};
       ki = n++;
     }
-    if (w->conn && !w->lost) {
+    if (w->conn && !w->resume.lost) {
       /* Only a hang-up: stream 0 may well hold later requests. */
       pf[n] = (struct pollfd){rgpu_conn_poll_fd(w->conn), POLLRDHUP, 0};
       ci = n++;
@@ -848,12 +848,12 @@ int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg),
 /* Disconnected: waits for RESUME until the grace period is over. */
 static int await_resume(rgpu_worker *w, rdbuf *rb) {
   for (;;) {
-    if (w->draining) {
+    if (w->resume.draining) {
       /* The server is stopping: nobody should wait for this client. */
       w->end_reason = "drain";
       return 1;
     }
-    double left = w->lost_at + (double)w->cfg.grace_s - mono_s();
+    double left = w->resume.lost_at + (double)w->cfg.grace_s - mono_s();
     if (left <= 0) {
       RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
                 (unsigned long long)w->cfg.session_id, w->cfg.grace_s);
@@ -902,7 +902,7 @@ static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, siz
                              "restarted)");
         why = whybuf;
       } else {
-        w->handed_off = 1;
+        w->resume.handed_off = 1;
         w->end_reason = "resume-handoff";
         RGPU_DEBUG("peer=%s event=resume-handoff session=%llu", w->cfg.peer,
                    (unsigned long long)a.session_id);
@@ -927,10 +927,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     return 1;
   }
   w->conn = c;
-  w->orig_conn = c;
+  w->resume.orig_conn = c;
   w->cur_rb = &rb;
   for (;;) {
-    if (w->lost) {
+    if (w->resume.lost) {
       if (await_resume(w, &rb)) break;
       continue;
     }

@@ -22,13 +22,42 @@
  * client told so): a runaway kernel must not exhaust the worker's memory. */
 #define RGPU_OUTPUT_MAX (16u << 20)
 
+/* Device printf text from the driver (softgpu may call its print handler
+ * from its own threads), waiting to go out as OUTPUT events. */
+typedef struct {
+  pthread_mutex_t lock;
+  rgpu_buf pending;
+  uint64_t dropped; /* bytes beyond RGPU_OUTPUT_MAX, reported in a note */
+} rgpu_worker_output;
+
+/* Background completion (rgpu_jobs.c): jobs in flight and their threads. */
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;     /* a job or a completion thread ended (with lock) */
+  struct rgpu_job *inflight;
+  int n;
+  uint64_t order;          /* jobs submitted so far (under lock) */
+  struct rgpu_job_queues *queues; /* per-stream completion threads */
+} rgpu_worker_jobs;
+
+/* A broken connection the session waits to be resumed on (rgpu_worker.c). */
+typedef struct {
+  int lost;               /* the connection broke; waiting for RESUME */
+  double lost_at;         /* CLOCK_MONOTONIC seconds */
+  int handed_off;         /* a fresh worker passed its RESUME connection on */
+  int draining;           /* RGPU_CTL_DRAIN: no waiting for a resume any more */
+  rgpu_conn *orig_conn;   /* the conn serve() was given (its caller closes it) */
+} rgpu_worker_resume;
+
 struct rgpu_worker {
   rgpu_worker_config cfg;
   int hello_done;
   uint32_t caps; /* negotiated: client's AND server's */
   uint8_t session_token[32];
+  uint64_t calls;
+  const char *end_reason;
 
-  /* Driver: loaded after an authenticated HELLO. */
+  /* Driver and contexts: loaded after an authenticated HELLO. */
   int drv_state; /* 0 not tried, 1 loaded, -1 failed */
   rgpu_driver drv;
   char drv_err[768];
@@ -51,39 +80,26 @@ struct rgpu_worker {
   void *param_buf;   /* aligned copy of LAUNCH parameters, reused */
   size_t param_cap;
 
-  /* Device printf: softgpu may call the handler from its own threads. */
-  pthread_mutex_t out_lock;
-  rgpu_buf pending_output;
-  uint64_t output_dropped;
+  rgpu_worker_output output;
 
-  uint64_t calls;
-  const char *end_reason;
-
-  /* Background completion (rgpu_jobs.c): only with a connection. */
+  /* The connection; jobs and lane threads write to it too. */
   rgpu_conn *conn;
   pthread_mutex_t write_lock; /* one frame group at a time on conn */
-  pthread_mutex_t jobs_lock;
-  pthread_cond_t jobs_cond;
-  struct rgpu_job *jobs; /* in flight */
-  int njobs;
-  uint64_t job_order; /* jobs submitted so far (under jobs_lock) */
-  struct rgpu_job_queues *job_queues; /* per-stream completion threads */
   int write_failed;
+
+  /* Background completion: only with a connection. */
+  rgpu_worker_jobs jobs;
+  /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
+  struct rgpu_host_calls *host_calls;
 
   /* Resumable session (rgpu_worker.c, rgpu_replay.h): the replay buffer and
    * request count live under write_lock. */
   rgpu_replay replay;
+  rgpu_worker_resume resume;
+
   /* Pinned-once staging buffers for background copies (rgpu_staging.h);
    * made at the first copy that needs one, dropped with the context. */
   rgpu_staging staging;
-  int lost;               /* the connection broke; waiting for RESUME */
-  double lost_at;         /* CLOCK_MONOTONIC seconds */
-  int handed_off;         /* a fresh worker passed its RESUME connection on */
-  int draining;           /* RGPU_CTL_DRAIN: no waiting for a resume any more */
-  rgpu_conn *orig_conn;   /* the conn serve() was given (its caller closes it) */
-
-  /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
-  struct rgpu_host_calls *host_calls;
 
   /* Bulk streams (rgpu_bulk.h); created when the first lane arrives. */
   struct rgpu_bulk *bulk;
