@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "rgpu_bulk_proto.h"
+#include "rgpu_fifo.h"
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -91,7 +92,7 @@ typedef struct rgpu_bulk_lane {
   uint32_t lane;      /* valid once live */
   int state;          /* 0: preamble not read yet, 1: live, 2: dead */
   int closing;        /* reset or shutdown: threads finish and exit */
-  rgpu_bulk_send *qhead, *qtail;
+  RGPU_FIFO(rgpu_bulk_send) sends; /* replies for the sender, through next */
   pthread_t reader, sender;
   int have_reader, have_sender;
   int refs;           /* threads still using conn */
@@ -317,11 +318,9 @@ static void *lane_sender(void *arg) {
   rgpu_bulk *b = l->b;
   pthread_mutex_lock(&b->lock);
   for (;;) {
-    while (!l->qhead && !l->closing) pthread_cond_wait(&b->cv, &b->lock);
-    rgpu_bulk_send *s = l->qhead;
+    while (rgpu_fifo_empty(&l->sends) && !l->closing) pthread_cond_wait(&b->cv, &b->lock);
+    rgpu_bulk_send *s = rgpu_fifo_pop(&l->sends, next);
     if (!s) break; /* closing and drained */
-    l->qhead = s->next;
-    if (!l->qhead) l->qtail = NULL;
     pthread_mutex_unlock(&b->lock);
     send_one(l, s);
     free(s);
@@ -514,11 +513,7 @@ static CUcontext ctx_of_stream(rgpu_worker *w, uint64_t id) {
 static void queue_send(rgpu_bulk_lane *l, rgpu_bulk_send *s) {
   rgpu_bulk *b = l->b;
   pthread_mutex_lock(&b->lock);
-  if (l->qtail)
-    l->qtail->next = s;
-  else
-    l->qhead = s;
-  l->qtail = s;
+  rgpu_fifo_push(&l->sends, s, next);
   b->pending_sends++;
   pthread_cond_broadcast(&b->cv);
   pthread_mutex_unlock(&b->lock);

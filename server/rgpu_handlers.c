@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
 #include "rgpu_bulk_proto.h"
 #include "rgpu_clock.h"
 #include "rgpu_dispatch.h"
@@ -535,21 +536,9 @@ CUresult rgpu_h_memset(rgpu_req *rq, const rgpu_msg_memset_req *q) {
 /* ---- modules and launches ----------------------------------------------- */
 
 /* Growable u32 array for the flattened parameter tables. */
-typedef struct {
-  uint32_t *v;
-  uint32_t n, cap;
-} u32vec;
-static int u32vec_push(u32vec *a, uint32_t x) {
-  if (a->n == a->cap) {
-    uint32_t nc = a->cap ? a->cap * 2 : 64;
-    uint32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
-    if (!nv) return -1;
-    a->v = nv;
-    a->cap = nc;
-  }
-  a->v[a->n++] = x;
-  return 0;
-}
+/* Parameter tables: at most 65536 functions x RGPU_MAX_KERNEL_PARAMS, so a
+ * count always fits the reply's u32 counts. */
+typedef RGPU_ARRAY(uint32_t) u32vec;
 
 /* Parameters per kernel are bounded by the 32 KiB parameter space. */
 #define RGPU_MAX_KERNEL_PARAMS 8192
@@ -606,8 +595,8 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
     for (uint32_t k = 0; k < RGPU_MAX_KERNEL_PARAMS; k++) {
       size_t off = 0, sz = 0;
       if (D->cuFuncGetParamInfo(f, k, &off, &sz) != CUDA_SUCCESS) break;
-      if (off > UINT32_MAX || sz > UINT32_MAX || u32vec_push(&offs, (uint32_t)off) ||
-          u32vec_push(&sizes, (uint32_t)sz)) {
+      if (off > UINT32_MAX || sz > UINT32_MAX || rgpu_array_push(&offs, (uint32_t)off) ||
+          rgpu_array_push(&sizes, (uint32_t)sz)) {
         status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory reading parameter tables");
         goto out;
       }
@@ -631,7 +620,7 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
     if (sz) rgpu_alloc_table_add(&w->allocs, dp, sz, RGPU_ALLOC_MODULE_GLOBAL, w->cur_dev, q->module_id);
   }
 
-  rec = rgpu_module_rec_new(nf, offs.n);
+  rec = rgpu_module_rec_new(nf, (uint32_t)offs.n);
   if (!rec || rgpu_handle_map_put(&w->modules, q->module_id, rec, w->cur_dev)) {
     status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a module");
     goto out;
@@ -652,8 +641,8 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
   rgpu_msg_module_load_rep rep = {
       .func_status = {fstat, nf},
       .func_nparams = {fnp, nf},
-      .param_offsets = {offs.v, offs.n},
-      .param_sizes = {sizes.v, sizes.n},
+      .param_offsets = {offs.v, (uint32_t)offs.n},
+      .param_sizes = {sizes.v, (uint32_t)sizes.n},
       .var_status = {vstat, nv},
       .var_dptrs = {vdp, nv},
       .var_sizes = {vsz, nv},

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_fifo.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
@@ -27,7 +28,7 @@
  * for work submitted after them. */
 typedef struct rgpu_job_queue {
   rgpu_worker *w;
-  rgpu_job *head, *tail;
+  rgpu_job *head, *tail; /* FIFO through qnext (rgpu_fifo.h) */
   pthread_cond_t cond; /* work arrived or stop (with w->jobs.lock) */
   pthread_t th;
   int started;
@@ -151,10 +152,8 @@ static void *queue_main(void *arg) {
   pthread_mutex_lock(&w->jobs.lock);
   for (;;) {
     while (!q->head && !w->jobs.queues->stop) pthread_cond_wait(&q->cond, &w->jobs.lock);
-    rgpu_job *j = q->head;
+    rgpu_job *j = rgpu_fifo_pop(q, qnext);
     if (!j) break; /* stopped and empty */
-    q->head = j->qnext;
-    if (!q->head) q->tail = NULL;
     j->qnext = NULL;
     pthread_mutex_unlock(&w->jobs.lock);
     job_run(j);
@@ -217,11 +216,7 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   w->jobs.n++;
   int rc = 0;
   if (q) {
-    if (q->tail)
-      q->tail->qnext = j;
-    else
-      q->head = j;
-    q->tail = j;
+    rgpu_fifo_push(q, j, qnext);
     pthread_cond_signal(&q->cond);
   } else {
     qs->threaded++;
