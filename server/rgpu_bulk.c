@@ -23,7 +23,8 @@ rgpu_bulk_item *rgpu_bulk_items_add(rgpu_bulk_items *t, uint64_t id, uint32_t la
   rgpu_bulk_item *it = calloc(1, sizeof *it);
   if (!it) return NULL;
   rgpu_buf_init(&it->buf);
-  if (rgpu_buf_reserve(&it->buf, 16 + len)) {
+  /* At least one byte, so that a staged item always has a buffer. */
+  if (rgpu_buf_reserve(&it->buf, len ? len : 1)) {
     free(it);
     return NULL;
   }
@@ -228,7 +229,7 @@ static void *lane_reader(void *arg) {
       rc = -1;
       break;
     }
-    rc = rgpu_conn_read_exact(l->conn, it->buf.data + 16, (size_t)len);
+    rc = rgpu_conn_read_exact(l->conn, it->buf.data, (size_t)len);
     if (rc) {
       rgpu_bulk_item_free(it);
       break;
@@ -493,9 +494,9 @@ CUresult rgpu_h_memcpy_htod_bulk(rgpu_req *rq, const rgpu_msg_memcpy_htod_bulk_r
   }
   /* Exactly an inline MEMCPY_HTOD {dst, stream, data}: the same handler,
    * which may take the buffer (as it takes a large frame's). */
-  it->buf.len = 16 + it->len;
+  it->buf.len = it->len;
   rgpu_msg_memcpy_htod_req inl = {.dst = q->dst, .stream = q->stream,
-                                  .data = {it->buf.data + 16, it->len}};
+                                  .data = {it->buf.data, it->len}};
   rgpu_buf *saved = rq->in;
   rq->in = &it->buf;
   CUresult r = rgpu_h_memcpy_htod(rq, &inl);

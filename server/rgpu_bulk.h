@@ -76,7 +76,7 @@ void rgpu_bulk_shutdown(rgpu_worker *w);
 typedef struct rgpu_bulk_item {
   uint64_t id;
   uint32_t lane;
-  rgpu_buf buf;     /* 16 reserved bytes (dst, stream of MEMCPY_HTOD), then the data */
+  rgpu_buf buf;     /* the data (MEMCPY_HTOD's handler may take buf.data) */
   size_t len;       /* data bytes announced */
   int done;         /* all of them arrived */
   struct rgpu_bulk_item *next;
