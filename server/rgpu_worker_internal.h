@@ -1,6 +1,6 @@
-/* State shared by the session loop (rgpu_worker.c), the handlers
- * (rgpu_handlers.c, rgpu_graph.c, rgpu_bulk.c), background jobs
- * (rgpu_jobs.c) and staging (rgpu_staging.c).  What one request may do is
+/* State shared by the session loop (rgpu_worker.c), the driver and contexts
+ * (rgpu_device.c), the handlers (rgpu_handlers.c, rgpu_graph.c,
+ * rgpu_bulk.c), background jobs (rgpu_jobs.c) and staging (rgpu_staging.c).  What one request may do is
  * in rgpu_req.h; the dispatch table is generated (rgpu_dispatch.h). */
 #ifndef RGPU_WORKER_INTERNAL_H
 #define RGPU_WORKER_INTERNAL_H
@@ -207,7 +207,7 @@ void rgpu_host_calls_free(rgpu_worker *w);
 CUresult rgpu_worker_fail(rgpu_worker *w, CUresult status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Loads the driver and makes a context current if needed. */
+/* Loads the driver and makes a context current if needed (rgpu_device.c). */
 CUresult rgpu_worker_ensure_driver(rgpu_worker *w);
 CUresult rgpu_worker_ensure_ctx(rgpu_worker *w);
 CUresult rgpu_worker_set_device(rgpu_worker *w, int dev);
