@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "rgpu_bulk_proto.h"
+#include "rgpu_fifo.h"
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -22,7 +23,8 @@ rgpu_bulk_item *rgpu_bulk_items_add(rgpu_bulk_items *t, uint64_t id, uint32_t la
   rgpu_bulk_item *it = calloc(1, sizeof *it);
   if (!it) return NULL;
   rgpu_buf_init(&it->buf);
-  if (rgpu_buf_reserve(&it->buf, 16 + len)) {
+  /* At least one byte, so that a staged item always has a buffer. */
+  if (rgpu_buf_reserve(&it->buf, len ? len : 1)) {
     free(it);
     return NULL;
   }
@@ -91,7 +93,7 @@ typedef struct rgpu_bulk_lane {
   uint32_t lane;      /* valid once live */
   int state;          /* 0: preamble not read yet, 1: live, 2: dead */
   int closing;        /* reset or shutdown: threads finish and exit */
-  rgpu_bulk_send *qhead, *qtail;
+  RGPU_FIFO(rgpu_bulk_send) sends; /* replies for the sender, through next */
   pthread_t reader, sender;
   int have_reader, have_sender;
   int refs;           /* threads still using conn */
@@ -227,7 +229,7 @@ static void *lane_reader(void *arg) {
       rc = -1;
       break;
     }
-    rc = rgpu_conn_read_exact(l->conn, it->buf.data + 16, (size_t)len);
+    rc = rgpu_conn_read_exact(l->conn, it->buf.data, (size_t)len);
     if (rc) {
       rgpu_bulk_item_free(it);
       break;
@@ -309,7 +311,7 @@ static void send_one(rgpu_bulk_lane *l, rgpu_bulk_send *s) {
     }
     rgpu_worker_send(w, iov, plen ? 2 : 1);
   }
-  if (s->buf) rgpu_worker_release_staging(w, s->buf, NULL);
+  if (s->buf) rgpu_staging_release(w, s->buf, NULL);
 }
 
 static void *lane_sender(void *arg) {
@@ -317,11 +319,9 @@ static void *lane_sender(void *arg) {
   rgpu_bulk *b = l->b;
   pthread_mutex_lock(&b->lock);
   for (;;) {
-    while (!l->qhead && !l->closing) pthread_cond_wait(&b->cv, &b->lock);
-    rgpu_bulk_send *s = l->qhead;
+    while (rgpu_fifo_empty(&l->sends) && !l->closing) pthread_cond_wait(&b->cv, &b->lock);
+    rgpu_bulk_send *s = rgpu_fifo_pop(&l->sends, next);
     if (!s) break; /* closing and drained */
-    l->qhead = s->next;
-    if (!l->qhead) l->qtail = NULL;
     pthread_mutex_unlock(&b->lock);
     send_one(l, s);
     free(s);
@@ -462,48 +462,45 @@ static int lane_ready(rgpu_worker *w, void *p) {
   return r;
 }
 
-CUresult rgpu_bulk_h_htod(rgpu_worker *w, const void *payload, size_t len) {
-  rgpu_msg_memcpy_htod_bulk_req q;
-  rgpu_msg_memcpy_htod_bulk_req_decode(payload, len, &q);
-  if (!(w->caps & RGPU_CAP_BULK_STREAMS) || q.lane >= RGPU_BULK_MAX_LANES || q.len == 0 ||
-      q.len > w->cfg.max_payload)
+CUresult rgpu_h_memcpy_htod_bulk(rgpu_req *rq, const rgpu_msg_memcpy_htod_bulk_req *q) {
+  rgpu_worker *w = rq->w;
+  if (!(w->caps & RGPU_CAP_BULK_STREAMS) || q->lane >= RGPU_BULK_MAX_LANES || q->len == 0 ||
+      q->len > w->cfg.max_payload)
     return rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE,
-                            "malformed MEMCPY_HTOD_BULK (lane %u, %llu bytes)", q.lane,
-                            (unsigned long long)q.len);
+                            "malformed MEMCPY_HTOD_BULK (lane %u, %llu bytes)", q->lane,
+                            (unsigned long long)q->len);
   if (!rgpu_bulk_get(w)) return rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
-  wait_arg a = {.id = q.bulk_id, .lane = q.lane};
-  int wr = rgpu_worker_bulk_wait(w, htod_ready, &a);
+  wait_arg a = {.id = q->bulk_id, .lane = q->lane};
+  int wr = rgpu_worker_bulk_wait(rq, htod_ready, &a);
   if (wr == RGPU_BULK_WAIT_ABANDON) return CUDA_SUCCESS;
   if (wr != 0) {
     /* The bytes are gone with their stream.  A resumable session makes the
      * client re-send the request inline (its twin); otherwise it fails. */
     if (rgpu_worker_resumable(w)) {
-      rgpu_worker_bulk_abandon(w, 1);
+      rgpu_req_abandon(rq, 1);
       return CUDA_SUCCESS;
     }
     return rgpu_worker_fail(w, CUDA_ERROR_UNKNOWN,
                             "the %llu bytes of host-to-device copy %llu were lost with their "
                             "bulk stream",
-                            (unsigned long long)q.len, (unsigned long long)q.bulk_id);
+                            (unsigned long long)q->len, (unsigned long long)q->bulk_id);
   }
   rgpu_bulk_item *it = a.it;
-  if (it->len != q.len) {
+  if (it->len != q->len) {
     rgpu_bulk_item_free(it);
     return rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE,
                             "MEMCPY_HTOD_BULK: bulk %llu has %zu bytes, the request says %llu",
-                            (unsigned long long)q.bulk_id, it->len, (unsigned long long)q.len);
+                            (unsigned long long)q->bulk_id, it->len, (unsigned long long)q->len);
   }
   /* Exactly an inline MEMCPY_HTOD {dst, stream, data}: the same handler,
    * which may take the buffer (as it takes a large frame's). */
-  rgpu_bulk_put_u64(it->buf.data, q.dst);
-  rgpu_bulk_put_u64(it->buf.data + 8, q.stream);
-  it->buf.len = 16 + it->len;
-  int needs_ctx = 0;
-  rgpu_handler_fn fn = rgpu_handler_for(RGPU_OP_MEMCPY_HTOD, &needs_ctx);
-  rgpu_buf *saved = w->cur_in;
-  w->cur_in = &it->buf;
-  CUresult r = fn(w, it->buf.data, it->buf.len);
-  w->cur_in = saved;
+  it->buf.len = it->len;
+  rgpu_msg_memcpy_htod_req inl = {.dst = q->dst, .stream = q->stream,
+                                  .data = {it->buf.data, it->len}};
+  rgpu_buf *saved = rq->in;
+  rq->in = &it->buf;
+  CUresult r = rgpu_h_memcpy_htod(rq, &inl);
+  rq->in = saved;
   rgpu_bulk_item_free(it);
   return r;
 }
@@ -517,85 +514,75 @@ static CUcontext ctx_of_stream(rgpu_worker *w, uint64_t id) {
 static void queue_send(rgpu_bulk_lane *l, rgpu_bulk_send *s) {
   rgpu_bulk *b = l->b;
   pthread_mutex_lock(&b->lock);
-  if (l->qtail)
-    l->qtail->next = s;
-  else
-    l->qhead = s;
-  l->qtail = s;
+  rgpu_fifo_push(&l->sends, s, next);
   b->pending_sends++;
   pthread_cond_broadcast(&b->cv);
   pthread_mutex_unlock(&b->lock);
 }
 
-CUresult rgpu_bulk_h_dtoh(rgpu_worker *w, const void *payload, size_t len) {
-  rgpu_msg_memcpy_dtoh_bulk_req q;
-  rgpu_msg_memcpy_dtoh_bulk_req_decode(payload, len, &q);
-  if (!(w->caps & RGPU_CAP_BULK_STREAMS) || q.lane >= RGPU_BULK_MAX_LANES || !w->cur_need_reply)
+CUresult rgpu_h_memcpy_dtoh_bulk(rgpu_req *rq, const rgpu_msg_memcpy_dtoh_bulk_req *q) {
+  rgpu_worker *w = rq->w;
+  if (!(w->caps & RGPU_CAP_BULK_STREAMS) || q->lane >= RGPU_BULK_MAX_LANES || !rq->need_reply)
     return rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed MEMCPY_DTOH_BULK (lane %u)",
-                            q.lane);
+                            q->lane);
   if (!rgpu_bulk_get(w)) return rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
-  wait_arg a = {.lane = q.lane};
-  int wr = rgpu_worker_bulk_wait(w, lane_ready, &a);
+  wait_arg a = {.lane = q->lane};
+  int wr = rgpu_worker_bulk_wait(rq, lane_ready, &a);
   if (wr == RGPU_BULK_WAIT_ABANDON) return CUDA_SUCCESS;
   if (wr != 0) {
     /* No lane: an ordinary MEMCPY_DTOH, its reply on stream 0 (the
      * client reads it there once its lane failed). */
-    uint8_t inl[24];
-    rgpu_bulk_put_u64(inl, q.src);
-    rgpu_bulk_put_u64(inl + 8, q.size);
-    rgpu_bulk_put_u64(inl + 16, q.stream);
-    int needs_ctx = 0;
-    rgpu_handler_fn fn = rgpu_handler_for(RGPU_OP_MEMCPY_DTOH, &needs_ctx);
-    return fn(w, inl, sizeof inl);
+    rgpu_msg_memcpy_dtoh_req inl = {.src = q->src, .size = q->size, .stream = q->stream};
+    return rgpu_h_memcpy_dtoh(rq, &inl);
   }
   rgpu_bulk_send *s = calloc(1, sizeof *s);
   if (!s) return rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
-  s->seq = w->cur_seq;
-  s->ctx = ctx_of_stream(w, q.stream);
-  const rgpu_handle_entry *se = q.stream ? rgpu_handle_map_get(&w->streams, q.stream) : NULL;
-  const rgpu_alloc *al = rgpu_alloc_table_lookup(&w->allocs, q.src, q.size);
-  if (q.size == 0 || q.size > w->cfg.max_payload) {
+  s->seq = rq->seq;
+  s->ctx = ctx_of_stream(w, q->stream);
+  const rgpu_handle_entry *se = q->stream ? rgpu_handle_map_get(&w->streams, q->stream) : NULL;
+  const rgpu_alloc *al = rgpu_alloc_table_lookup(&w->allocs, q->src, q->size);
+  if (q->size == 0 || q->size > w->cfg.max_payload) {
     s->status = CUDA_ERROR_INVALID_VALUE;
     snprintf(s->msg, sizeof s->msg, "cuMemcpyDtoH: %llu bytes (at most %u per request)",
-             (unsigned long long)q.size, w->cfg.max_payload);
+             (unsigned long long)q->size, w->cfg.max_payload);
   } else if (!al) {
     s->status = CUDA_ERROR_INVALID_VALUE;
     snprintf(s->msg, sizeof s->msg,
              "cuMemcpyDtoH: %llu bytes at 0x%llx are not inside a device allocation of this "
              "session",
-             (unsigned long long)q.size, (unsigned long long)q.src);
-  } else if (q.stream && !se) {
+             (unsigned long long)q->size, (unsigned long long)q->src);
+  } else if (q->stream && !se) {
     s->status = CUDA_ERROR_INVALID_HANDLE;
-    snprintf(s->msg, sizeof s->msg, "unknown stream id %llu", (unsigned long long)q.stream);
+    snprintf(s->msg, sizeof s->msg, "unknown stream id %llu", (unsigned long long)q->stream);
   } else {
     CUstream st = se ? (CUstream)se->ptr : NULL;
     int pooled_pin = 0;
-    rgpu_chunk_pool *pool = rgpu_worker_chunk_pool(w);
-    void *buf = pool && q.size <= RGPU_CHUNK_BYTES
-                    ? rgpu_chunk_pool_get(pool, (size_t)q.size, &pooled_pin)
+    rgpu_chunk_pool *pool = rgpu_staging_chunk_pool(w);
+    void *buf = pool && q->size <= RGPU_CHUNK_BYTES
+                    ? rgpu_chunk_pool_get(pool, (size_t)q->size, &pooled_pin)
                     : NULL;
-    if (!buf) buf = malloc((size_t)q.size);
+    if (!buf) buf = malloc((size_t)q->size);
     if (!buf) {
       s->status = CUDA_ERROR_OUT_OF_MEMORY;
       snprintf(s->msg, sizeof s->msg, "server out of memory");
     } else {
-      CUresult cr = w->drv.cuMemcpyDtoHAsync(buf, (CUdeviceptr)q.src, (size_t)q.size, st);
+      CUresult cr = w->drv.cuMemcpyDtoHAsync(buf, (CUdeviceptr)q->src, (size_t)q->size, st);
       CUevent ev = NULL;
       if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, st, &ev);
       if (cr != CUDA_SUCCESS) {
         w->drv.cuStreamSynchronize(st);
-        rgpu_worker_release_staging(w, buf, NULL);
+        rgpu_staging_release(w, buf, NULL);
         s->status = (uint32_t)cr;
         snprintf(s->msg, sizeof s->msg, "cuMemcpyDtoHAsync failed: %s",
                  rgpu_driver_error_name(&w->drv, cr));
       } else {
         s->buf = buf;
-        s->len = (size_t)q.size;
+        s->len = (size_t)q->size;
         s->ev = ev;
       }
     }
   }
   queue_send(a.l, s);
-  w->reply_taken = 1; /* the lane's sender replies */
+  rq->reply_taken = 1; /* the lane's sender replies */
   return CUDA_SUCCESS;
 }

@@ -68,16 +68,15 @@ void rgpu_bulk_barrier(rgpu_worker *w);
 /* End of the session: closes the lanes and joins their threads. */
 void rgpu_bulk_shutdown(rgpu_worker *w);
 
-/* The handlers of MEMCPY_HTOD_BULK and MEMCPY_DTOH_BULK (rgpu_handler_fn). */
-CUresult rgpu_bulk_h_htod(rgpu_worker *w, const void *payload, size_t len);
-CUresult rgpu_bulk_h_dtoh(rgpu_worker *w, const void *payload, size_t len);
+/* The handlers of MEMCPY_HTOD_BULK and MEMCPY_DTOH_BULK (rgpu_h_memcpy_*_bulk)
+ * are declared in rgpu_dispatch.h. */
 
 /* ---- pure bookkeeping (unit-tested in rgpu_bulk_test.c) -----------------
  * Staged host-to-device items by bulk id. */
 typedef struct rgpu_bulk_item {
   uint64_t id;
   uint32_t lane;
-  rgpu_buf buf;     /* 16 reserved bytes (dst, stream of MEMCPY_HTOD), then the data */
+  rgpu_buf buf;     /* the data (MEMCPY_HTOD's handler may take buf.data) */
   size_t len;       /* data bytes announced */
   int done;         /* all of them arrived */
   struct rgpu_bulk_item *next;

@@ -455,43 +455,42 @@ static CUresult decode_node(rgpu_worker *w, gnode *g, uint32_t i, const rgpu_arr
   return CUDA_SUCCESS;
 }
 
-CUresult rgpu_graph_h_exec_create(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_graph_exec_create_req q;
-  rgpu_msg_graph_exec_create_req_decode(p, n, &q);
+CUresult rgpu_h_graph_exec_create(rgpu_req *rq, const rgpu_msg_graph_exec_create_req *q) {
+  rgpu_worker *w = rq->w;
   rgpu_graph_state *st = state(w);
   if (!st) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for graphs");
-  if (q.exec_id == 0 || rgpu_handle_map_get(&st->execs, q.exec_id))
+  if (q->exec_id == 0 || rgpu_handle_map_get(&st->execs, q->exec_id))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph exec id %llu is 0 or already in use",
-                (unsigned long long)q.exec_id);
-  uint32_t nn = q.types.count;
-  if ((uint64_t)q.words.count != (uint64_t)nn * RGPU_GRAPH_WORDS || q.param_lens.count != nn ||
-      (q.edges.count & 1))
+                (unsigned long long)q->exec_id);
+  uint32_t nn = q->types.count;
+  if ((uint64_t)q->words.count != (uint64_t)nn * RGPU_GRAPH_WORDS || q->param_lens.count != nn ||
+      (q->edges.count & 1))
     return FAIL(CUDA_ERROR_INVALID_VALUE,
                 "graph: %u nodes need %u words and %u parameter lengths (got %u, %u) and edges pairs",
-                nn, nn * RGPU_GRAPH_WORDS, nn, q.words.count, q.param_lens.count);
+                nn, nn * RGPU_GRAPH_WORDS, nn, q->words.count, q->param_lens.count);
   gexec *x = calloc(1, sizeof *x);
   if (!x) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph");
-  x->id = q.exec_id;
+  x->id = q->exec_id;
   x->device = w->cur_dev;
   x->n = nn;
-  x->nedges = q.edges.count / 2;
+  x->nedges = q->edges.count / 2;
   x->nodes = calloc(nn ? nn : 1, sizeof *x->nodes);
   x->order = calloc(nn ? nn : 1, sizeof *x->order);
-  x->edges = calloc(q.edges.count ? q.edges.count : 1, sizeof *x->edges);
+  x->edges = calloc(q->edges.count ? q->edges.count : 1, sizeof *x->edges);
   uint32_t *indeg = calloc(nn ? nn : 1, sizeof *indeg);
   CUresult r = CUDA_SUCCESS;
   if (!x->nodes || !x->order || !x->edges || !indeg)
     r = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph");
   size_t poff = 0;
   for (uint32_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
-    r = decode_node(w, &x->nodes[i], i, &q.types, &q.words, &q.param_lens, i, q.params.data, &poff,
-                    q.params.len);
+    r = decode_node(w, &x->nodes[i], i, &q->types, &q->words, &q->param_lens, i, q->params.data, &poff,
+                    q->params.len);
     if (r == CUDA_SUCCESS) r = check_node(w, &x->nodes[i], i, 1);
   }
-  if (r == CUDA_SUCCESS && poff != q.params.len)
-    r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: %zu parameter bytes unused", q.params.len - poff);
-  for (uint32_t k = 0; r == CUDA_SUCCESS && k < q.edges.count; k++) {
-    x->edges[k] = rgpu_array_u32(&q.edges, k);
+  if (r == CUDA_SUCCESS && poff != q->params.len)
+    r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: %zu parameter bytes unused", q->params.len - poff);
+  for (uint32_t k = 0; r == CUDA_SUCCESS && k < q->edges.count; k++) {
+    x->edges[k] = rgpu_array_u32(&q->edges, k);
     if (x->edges[k] >= nn) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: edge to node %u of %u", x->edges[k], nn);
     if (r == CUDA_SUCCESS && (k & 1)) {
       if (x->edges[k] == x->edges[k - 1]) r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: self edge");
@@ -578,29 +577,27 @@ static gexec *get_exec(rgpu_worker *w, uint64_t id) {
   return e->ptr;
 }
 
-CUresult rgpu_graph_h_exec_destroy(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_graph_exec_destroy_req q;
-  rgpu_msg_graph_exec_destroy_req_decode(p, n, &q);
-  gexec *x = get_exec(w, q.exec_id);
+CUresult rgpu_h_graph_exec_destroy(rgpu_req *rq, const rgpu_msg_graph_exec_destroy_req *q) {
+  rgpu_worker *w = rq->w;
+  gexec *x = get_exec(w, q->exec_id);
   if (!x) return CUDA_ERROR_INVALID_HANDLE;
-  rgpu_handle_map_remove(&w->graphs->execs, q.exec_id, NULL);
+  rgpu_handle_map_remove(&w->graphs->execs, q->exec_id, NULL);
   exec_free(w, w->graphs, x, 1);
   return CUDA_SUCCESS;
 }
 
-CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_graph_launch_req q;
-  rgpu_msg_graph_launch_req_decode(p, n, &q);
-  gexec *x = get_exec(w, q.exec_id);
+CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
+  rgpu_worker *w = rq->w;
+  gexec *x = get_exec(w, q->exec_id);
   if (!x) return CUDA_ERROR_INVALID_HANDLE;
   const rgpu_driver *D = &w->drv;
-  if (q.h2d.len != x->h2d_len)
+  if (q->h2d.len != x->h2d_len)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph launch: %zu bytes of host data, the graph copies %zu",
-                q.h2d.len, x->h2d_len);
+                q->h2d.len, x->h2d_len);
   CUstream s = NULL;
-  if (q.stream) {
-    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, q.stream);
-    if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q.stream);
+  if (q->stream) {
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, q->stream);
+    if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q->stream);
     s = (CUstream)e->ptr;
   }
   /* What the graph touches may have been freed or unloaded since. */
@@ -613,7 +610,7 @@ CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
     /* The staging buffer is read by the previous launch until it ends. */
     if (x->last_pending) D->cuEventSynchronize(x->last);
     x->last_pending = 0;
-    memcpy(x->h2d, q.h2d.data, x->h2d_len);
+    memcpy(x->h2d, q->h2d.data, x->h2d_len);
   }
   CUresult r;
   uint32_t failed = 0;
@@ -643,19 +640,18 @@ CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n) {
     /* The results are the reply: wait for the stream here. */
     CUresult sr = D->cuStreamSynchronize(s);
     if (sr != CUDA_SUCCESS) return FAIL(sr, "graph launch: %s", ENAME(sr));
-    if (w->cur_need_reply) rgpu_buf_put(&w->rep, x->d2h, x->d2h_len);
+    if (rq->need_reply) rgpu_buf_put(rq->rep, x->d2h, x->d2h_len);
   }
   return CUDA_SUCCESS;
 }
 
-CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_graph_exec_update_req q;
-  rgpu_msg_graph_exec_update_req_decode(p, n, &q);
-  gexec *x = get_exec(w, q.exec_id);
+CUresult rgpu_h_graph_exec_update(rgpu_req *rq, const rgpu_msg_graph_exec_update_req *q) {
+  rgpu_worker *w = rq->w;
+  gexec *x = get_exec(w, q->exec_id);
   if (!x) return CUDA_ERROR_INVALID_HANDLE;
-  uint32_t cnt = q.indices.count;
-  if (q.types.count != cnt || (uint64_t)q.words.count != (uint64_t)cnt * RGPU_GRAPH_WORDS ||
-      q.param_lens.count != cnt)
+  uint32_t cnt = q->indices.count;
+  if (q->types.count != cnt || (uint64_t)q->words.count != (uint64_t)cnt * RGPU_GRAPH_WORDS ||
+      q->param_lens.count != cnt)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: array lengths disagree");
   /* Validate everything first, so a refused update changes nothing. */
   gnode *nw = calloc(cnt ? cnt : 1, sizeof *nw);
@@ -664,13 +660,13 @@ CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
   size_t poff = 0;
   uint32_t k = 0;
   for (; r == CUDA_SUCCESS && k < cnt; k++) {
-    uint32_t i = rgpu_array_u32(&q.indices, k);
+    uint32_t i = rgpu_array_u32(&q->indices, k);
     if (i >= x->n) {
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u of %u", i, x->n);
       break;
     }
-    r = decode_node(w, &nw[k], i, &q.types, &q.words, &q.param_lens, k, q.params.data, &poff,
-                    q.params.len);
+    r = decode_node(w, &nw[k], i, &q->types, &q->words, &q->param_lens, k, q->params.data, &poff,
+                    q->params.len);
     const gnode *old = &x->nodes[i];
     /* An empty node in place of a kernel, copy or memset disables it
      * (cudaGraphNodeSetEnabled); its own type enables it again. */
@@ -689,10 +685,10 @@ CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n) {
         (nw[k].n.copy.dir != old->n.copy.dir || (old->n.copy.dir != RGPU_GCOPY_D2D && copy_bytes(&nw[k]) != copy_bytes(old))))
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes its copy direction or host size", i);
   }
-  if (r == CUDA_SUCCESS && poff != q.params.len)
+  if (r == CUDA_SUCCESS && poff != q->params.len)
     r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: parameter bytes unused");
   for (uint32_t j = 0; r == CUDA_SUCCESS && j < cnt; j++) {
-    uint32_t i = rgpu_array_u32(&q.indices, j);
+    uint32_t i = rgpu_array_u32(&q->indices, j);
     gnode *g = &x->nodes[i];
     if (nw[j].disabled) {
       if (!g->disabled && x->ge) {

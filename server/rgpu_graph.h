@@ -22,10 +22,7 @@
 
 #define RGPU_GRAPH_WORDS RGPU_GNODE_WORDS
 
-CUresult rgpu_graph_h_exec_create(rgpu_worker *w, const void *p, size_t n);
-CUresult rgpu_graph_h_exec_destroy(rgpu_worker *w, const void *p, size_t n);
-CUresult rgpu_graph_h_launch(rgpu_worker *w, const void *p, size_t n);
-CUresult rgpu_graph_h_exec_update(rgpu_worker *w, const void *p, size_t n);
+/* The GRAPH_* handlers (rgpu_h_graph_*) are declared in rgpu_dispatch.h. */
 
 /* Forgets (destroy = 0) or destroys the graphs of device dev (all: dev < 0;
  * then the bookkeeping is freed too). */

@@ -1,18 +1,22 @@
 /* One function per request opcode.
  *
- * Every handler decodes its (already validated) payload, checks every
- * client-supplied pointer, size and handle against this session's tables,
- * and only then calls the driver.  Reply fields go to w->rep; a failure
- * returns its CUresult with a sentence in w->msg. */
+ * The generated dispatch (rgpu_dispatch.h) hands every handler its decoded
+ * request; the handler checks every client-supplied pointer, size and
+ * handle against this session's tables, and only then calls the driver.
+ * The contract (replies, failures, deferring) is in rgpu_req.h. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
+#include "rgpu_bulk_proto.h"
 #include "rgpu_clock.h"
-#include "rgpu_log.h"
+#include "rgpu_dispatch.h"
 #include "rgpu_graph.h"
+#include "rgpu_log.h"
+#include "rgpu_staging.h"
 #include "rgpu_worker_internal.h"
 
 #ifndef RGPU_VERSION
@@ -106,174 +110,42 @@ static int marker_done_soon(rgpu_worker *w, CUevent ev) {
   }
 }
 
-/* Hands the reply of the current request to a job that waits for ev (or
- * the whole context with ev NULL and kind CTX_SYNC).  Returns 1 if taken;
- * 0 if the caller must wait itself (no connection, or no thread). */
-static int defer_to_job_on(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUstream stream,
+/* Hands the reply of request rq to a job that waits for ev (or the whole
+ * context with ev NULL and kind CTX_SYNC).  Returns 1 if taken; 0 if the
+ * caller must wait itself (no connection, or no thread). */
+static int defer_to_job_on(rgpu_req *rq, rgpu_job_kind kind, CUcontext ctx, CUstream stream,
                            CUevent ev, int own_ev, const void *ref, void *buf, size_t buf_len,
                            void *pinned) {
-  if (!rgpu_jobs_enabled(w) || (kind != RGPU_JOB_RELEASE && !w->cur_need_reply)) return 0;
+  rgpu_worker *w = rq->w;
+  if (!rgpu_jobs_enabled(w) || (kind != RGPU_JOB_RELEASE && !rq->need_reply)) return 0;
   rgpu_job *j = calloc(1, sizeof *j);
   if (!j) return 0;
-  *j = (rgpu_job){.kind = kind, .opcode = w->cur_op, .seq = w->cur_seq, .ctx = ctx, .ev = ev,
+  *j = (rgpu_job){.kind = kind, .opcode = rq->op, .seq = rq->seq, .ctx = ctx, .ev = ev,
                   .own_ev = own_ev, .ref = ref, .buf = buf, .buf_len = buf_len, .pinned = pinned,
                   .stream = stream};
   if (rgpu_jobs_submit(w, j)) {
     free(j);
     return 0;
   }
-  if (kind != RGPU_JOB_RELEASE) w->reply_taken = 1;
+  if (kind != RGPU_JOB_RELEASE) rq->reply_taken = 1;
   return 1;
 }
 
-static int defer_to_job(rgpu_worker *w, rgpu_job_kind kind, CUcontext ctx, CUevent ev, int own_ev,
+static int defer_to_job(rgpu_req *rq, rgpu_job_kind kind, CUcontext ctx, CUevent ev, int own_ev,
                         const void *ref, void *buf, size_t buf_len, void *pinned) {
-  return defer_to_job_on(w, kind, ctx, NULL, ev, own_ev, ref, buf, buf_len, pinned);
-}
-
-/* Page-locks [p, p+n) so that an async copy from/to it does not block the
- * session thread; returns p, or NULL when the driver cannot (the copy then
- * still works, synchronously). */
-static void *pin(rgpu_worker *w, void *p, size_t n) {
-  if (!D->cuMemHostRegister || !D->cuMemHostUnregister || n == 0) return NULL;
-  return D->cuMemHostRegister(p, n, 0) == CUDA_SUCCESS ? p : NULL;
-}
-
-/* Pinning per copy (cuMemHostRegister + Unregister) cost more than a small
- * copy itself on the H200: a 64-byte synchronous D2H took 197 us against
- * 35 us before copies went through pinned staging.  The pool pins each
- * chunk buffer once per session. */
-static int pool_pin(void *ctx, void *p, size_t n) {
-  rgpu_worker *w = ctx;
-  if (!D->cuMemHostRegister || !D->cuMemHostUnregister) return -1;
-  return D->cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS ? 0 : -1;
-}
-static void pool_unpin(void *ctx, void *p) {
-  rgpu_worker *w = ctx;
-  D->cuMemHostUnregister(p);
-}
-
-/* Large frames carry a chunk plus their message header: the pool's buffers
- * hold both, so a whole H2D frame is read straight into pinned memory. */
-#define RGPU_FRAME_STAGING (RGPU_CHUNK_BYTES + 4096u)
-
-/* Sized for what is in flight at once, not for throughput: a stream
- * blocked behind a host callback keeps every later copy's buffer until the
- * client answers, and beyond the pool a copy falls back to pinning (or not
- * pinning) memory per copy, which on a real GPU may wait for that very
- * stream.  On a GPU, 256 x 16 KiB and 8 x 4 MiB are pinned when the pools
- * are made (before any host function), and the chunk pool grows to 32
- * buffers while no host callback exists; softgpu starts empty. */
-/* Once a session has host callbacks, a stream may be blocked waiting for
- * this thread at any time: pinning more memory then could wait for that
- * stream (the CUDA guide lists page-locked allocation among the implicitly
- * synchronizing operations), so the pools stop growing; they were pinned
- * before the first host function (rgpu_worker_prepare_staging). */
-static int pool_may_grow(void *ctx) {
-  rgpu_worker *w = ctx;
-  return w->host_calls == NULL;
-}
-
-/* *slot, made on first use.  Job threads read the pointer (rgpu_jobs.c).
- * softgpu pins nothing for real and never waits in it: its pools start
- * empty and always grow, so a CI machine running many sessions does not
- * hold the up-front buffers of each. */
-static rgpu_chunk_pool *pool_in(rgpu_worker *w, rgpu_chunk_pool **slot, size_t chunk,
-                                unsigned max, unsigned prealloc) {
-  if (!*slot) {
-    int soft = w->drv.sgSetPrintHandler != NULL;
-    rgpu_chunk_pool_config pc = {.chunk_bytes = chunk, .max_buffers = max, .pin = pool_pin,
-                                 .unpin = pool_unpin, .ctx = w, .prealloc = soft ? 0 : prealloc,
-                                 .may_grow = soft ? NULL : pool_may_grow};
-    __atomic_store_n(slot, rgpu_chunk_pool_new(&pc), __ATOMIC_RELEASE);
-  }
-  return *slot;
-}
-
-rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w) {
-  return pool_in(w, &w->chunk_pool, RGPU_FRAME_STAGING, 32, 8);
-}
-
-static rgpu_chunk_pool *small_pool(rgpu_worker *w) {
-  return pool_in(w, &w->small_pool, RGPU_SMALL_STAGING, 256, 256);
-}
-
-void rgpu_worker_prepare_staging(rgpu_worker *w) {
-  if (w->drv_state != 1) return;
-  rgpu_worker_chunk_pool(w);
-  small_pool(w);
-}
-
-void rgpu_worker_drop_chunk_pool(rgpu_worker *w) {
-  /* Replies the replay keeps by reference live in these buffers. */
-  pthread_mutex_lock(&w->write_lock);
-  rgpu_replay_copy_refs(&w->replay);
-  pthread_mutex_unlock(&w->write_lock);
-  rgpu_chunk_pool *p = w->chunk_pool, *s = w->small_pool;
-  __atomic_store_n(&w->chunk_pool, NULL, __ATOMIC_RELEASE);
-  __atomic_store_n(&w->small_pool, NULL, __ATOMIC_RELEASE);
-  rgpu_chunk_pool_free(p);
-  rgpu_chunk_pool_free(s);
-}
-
-int rgpu_worker_frame_buffer(rgpu_worker *w, rgpu_buf *in, size_t len) {
-  if (len > RGPU_FRAME_STAGING || w->drv_state != 1) return 0;
-  rgpu_chunk_pool *pool = rgpu_worker_chunk_pool(w);
-  if (!pool) return 0;
-  rgpu_worker_frame_buffer_done(w, in); /* a pooled buffer no handler took */
-  void *b = rgpu_chunk_pool_get(pool, len, NULL);
-  if (b && !rgpu_chunk_pool_owns(pool, b, NULL)) {
-    free(b); /* pool exhausted: its fallback is no better than the loop's */
-    b = NULL;
-  }
-  if (!b) return 0;
-  rgpu_buf_free(in);
-  in->data = b;
-  in->len = 0;
-  in->cap = len;
-  return 1;
-}
-
-void rgpu_worker_frame_buffer_done(rgpu_worker *w, rgpu_buf *in) {
-  if (in->data && w->chunk_pool && rgpu_chunk_pool_owns(w->chunk_pool, in->data, NULL)) {
-    rgpu_chunk_pool_put(w->chunk_pool, in->data);
-    rgpu_buf_init(in);
-  }
-}
-
-/* A staging buffer of n bytes for a background copy: pooled and pinned
- * when it fits a chunk, else malloc'd and pinned for this copy (*pinned
- * then says what to unregister).  Released by the job (rgpu_jobs.c) or by
- * rgpu_worker_release_staging. */
-static void *get_staging(rgpu_worker *w, size_t n, void **pinned) {
-  *pinned = NULL;
-  rgpu_chunk_pool *pool = n <= RGPU_SMALL_STAGING ? small_pool(w) : rgpu_worker_chunk_pool(w);
-  if (pool && n <= RGPU_FRAME_STAGING) {
-    int pooled_pin = 0;
-    void *b = rgpu_chunk_pool_get(pool, n, &pooled_pin);
-    if (b && !pooled_pin) *pinned = pin(w, b, n); /* pool full: its fallback */
-    return b;
-  }
-  long pg = sysconf(_SC_PAGESIZE);
-  size_t align = pg > 0 ? (size_t)pg : 4096;
-  size_t rounded = (n + align - 1) / align * align;
-  void *b = NULL;
-  if (posix_memalign(&b, align, rounded)) return NULL;
-  *pinned = pin(w, b, rounded);
-  return b;
+  return defer_to_job_on(rq, kind, ctx, NULL, ev, own_ev, ref, buf, buf_len, pinned);
 }
 
 /* ---- session ------------------------------------------------------------ */
 
-static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_hello_req q;
-  rgpu_msg_hello_req_decode(p, n, &q);
+CUresult rgpu_h_hello(rgpu_req *rq, const rgpu_msg_hello_req *q) {
+  rgpu_worker *w = rq->w;
   if (w->hello_done) return FAIL(CUDA_ERROR_INVALID_VALUE, "HELLO sent twice in one session");
-  if (q.proto_version != RGPU_PROTO_VERSION)
+  if (q->proto_version != RGPU_PROTO_VERSION)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED,
                 "protocol version mismatch: client speaks %u, server speaks %u; upgrade the older side",
-                q.proto_version, RGPU_PROTO_VERSION);
-  if (w->cfg.token_required && !rgpu_auth_token_equal(w->cfg.token, q.token.data, q.token.len)) {
+                q->proto_version, RGPU_PROTO_VERSION);
+  if (w->cfg.token_required && !rgpu_auth_token_equal(w->cfg.token, q->token.data, q->token.len)) {
     RGPU_WARN("session=%llu peer=%s event=auth-failed", (unsigned long long)w->cfg.session_id,
               w->cfg.peer);
     return FAIL(CUDA_ERROR_NOT_PERMITTED, "authentication failed: bad or missing token");
@@ -282,15 +154,21 @@ static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
     /* Without getrandom the token could be guessed: refuse, do not weaken. */
     return FAIL(CUDA_ERROR_OPERATING_SYSTEM, "cannot generate a session token (getrandom failed)");
   }
-  w->caps = q.caps & (RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT);
+  w->caps = q->caps & (RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT);
+  /* Bulk streams are offered on quic:// sessions whose client asks for
+   * them and that have a control channel for the listener to route lanes
+   * through (rgpu_bulk.h). */
+  if ((q->caps & RGPU_CAP_BULK_STREAMS) && strcmp(w->cfg.transport, "quic") == 0 &&
+      w->cfg.ctl_fd > 0)
+    w->caps |= RGPU_CAP_BULK_STREAMS;
   /* A client that will never resume never acknowledges either: keeping its
    * replies would only fill the replay buffer and copy every byte into it. */
-  if (q.caps & RGPU_CAP_NO_RESUME) w->replay.enabled = 0;
+  if (q->caps & RGPU_CAP_NO_RESUME) w->replay.enabled = 0;
   w->hello_done = 1;
   /* Authenticated: now (and only now) the driver is worth loading.  A
    * failure is reported on the first request that needs it. */
   rgpu_worker_ensure_driver(w);
-  w->msg[0] = 0;
+  rq->msg[0] = 0;
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   const char *kind = w->drv_state == 1 ? (w->drv.is_softgpu ? "softgpu" : "cuda")
@@ -304,24 +182,26 @@ static CUresult h_hello(rgpu_worker *w, const void *p, size_t n) {
       .device_kind = {kind, strlen(kind)},
       .max_payload = w->cfg.max_payload,
   };
-  rgpu_msg_hello_rep_encode(&w->rep, &r);
+  rgpu_msg_hello_rep_encode(rq->rep, &r);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_goodbye(rgpu_worker *w, const void *p, size_t n) {
+CUresult rgpu_h_goodbye(rgpu_req *rq, const rgpu_msg_goodbye_req *q) {
+  rgpu_worker *w = rq->w;
+  (void)q;
   /* Every earlier reply goes out before GOODBYE's. */
   rgpu_jobs_barrier(w, NULL);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_ping(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_ping_req q;
-  rgpu_msg_ping_req_decode(p, n, &q);
-  rgpu_buf_put(&w->rep, q.data.data, q.data.len);
+CUresult rgpu_h_ping(rgpu_req *rq, const rgpu_msg_ping_req *q) {
+  rgpu_buf_put(rq->rep, q->data.data, q->data.len);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_server_status(rgpu_worker *w, const void *p, size_t n) {
+CUresult rgpu_h_server_status(rgpu_req *rq, const rgpu_msg_server_status_req *q) {
+  rgpu_worker *w = rq->w;
+  (void)q;
   uint64_t now = rgpu_wall_s();
   rgpu_msg_server_status_rep r = {
       .version = {RGPU_VERSION, strlen(RGPU_VERSION)},
@@ -330,32 +210,33 @@ static CUresult h_server_status(rgpu_worker *w, const void *p, size_t n) {
       .uptime_s = now > w->cfg.server_start ? now - w->cfg.server_start : 0,
       .session_quota_bytes = w->cfg.mem_quota,
   };
-  rgpu_msg_server_status_rep_encode(&w->rep, &r);
+  rgpu_msg_server_status_rep_encode(rq->rep, &r);
   return CUDA_SUCCESS;
 }
 
 /* ---- devices ------------------------------------------------------------ */
 
-static CUresult h_driver_info(rgpu_worker *w, const void *p, size_t n) {
+CUresult rgpu_h_driver_info(rgpu_req *rq, const rgpu_msg_driver_info_req *q) {
+  rgpu_worker *w = rq->w;
+  (void)q;
   CUresult r = rgpu_worker_ensure_driver(w);
   if (r) return r;
   int ver = 0;
   CHECK_DRV(D->cuDriverGetVersion(&ver), "cuDriverGetVersion");
   rgpu_msg_driver_info_rep rep = {.driver_version = ver, .device_count = (uint32_t)w->device_count};
-  rgpu_msg_driver_info_rep_encode(&w->rep, &rep);
+  rgpu_msg_driver_info_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_device_props(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_device_props_req q;
-  rgpu_msg_device_props_req_decode(p, n, &q);
+CUresult rgpu_h_device_props(rgpu_req *rq, const rgpu_msg_device_props_req *q) {
+  rgpu_worker *w = rq->w;
   CUresult r = rgpu_worker_ensure_driver(w);
   if (r) return r;
-  if (q.device >= (uint32_t)w->device_count)
-    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist (%d device%s)", q.device,
+  if (q->device >= (uint32_t)w->device_count)
+    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist (%d device%s)", q->device,
                 w->device_count, w->device_count == 1 ? "" : "s");
   CUdevice dev;
-  CHECK_DRV(D->cuDeviceGet(&dev, (int)q.device), "cuDeviceGet");
+  CHECK_DRV(D->cuDeviceGet(&dev, (int)q->device), "cuDeviceGet");
   char name[256] = "";
   CHECK_DRV(D->cuDeviceGetName(name, sizeof name - 1, dev), "cuDeviceGetName");
   CUuuid uuid;
@@ -377,35 +258,35 @@ static CUresult h_device_props(rgpu_worker *w, const void *p, size_t n) {
       .total_mem = total,
       .attrs = {attrs, NATTR},
   };
-  rgpu_msg_device_props_rep_encode(&w->rep, &rep);
+  rgpu_msg_device_props_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_ctx_set_device(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_ctx_set_device_req q;
-  rgpu_msg_ctx_set_device_req_decode(p, n, &q);
-  if (q.device > INT32_MAX) return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q.device);
-  return rgpu_worker_set_device(w, (int)q.device);
+CUresult rgpu_h_ctx_set_device(rgpu_req *rq, const rgpu_msg_ctx_set_device_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->device > INT32_MAX) return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q->device);
+  return rgpu_worker_set_device(w, (int)q->device);
 }
 
-static CUresult h_ctx_sync(rgpu_worker *w, const void *p, size_t n) {
-  if (defer_to_job(w, RGPU_JOB_CTX_SYNC, w->ctx[w->cur_dev], NULL, 0, NULL, NULL, 0, NULL))
+CUresult rgpu_h_ctx_sync(rgpu_req *rq, const rgpu_msg_ctx_sync_req *q) {
+  rgpu_worker *w = rq->w;
+  (void)q;
+  if (defer_to_job(rq, RGPU_JOB_CTX_SYNC, w->ctx[w->cur_dev], NULL, 0, NULL, NULL, 0, NULL))
     return CUDA_SUCCESS;
   CHECK_DRV(D->cuCtxSynchronize(), "cuCtxSynchronize");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_device_reset(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_device_reset_req q;
-  rgpu_msg_device_reset_req_decode(p, n, &q);
+CUresult rgpu_h_device_reset(rgpu_req *rq, const rgpu_msg_device_reset_req *q) {
+  rgpu_worker *w = rq->w;
   CUresult r = rgpu_worker_ensure_driver(w);
   if (r) return r;
-  if (q.device >= (uint32_t)w->device_count)
-    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q.device);
-  int dev = (int)q.device;
+  if (q->device >= (uint32_t)w->device_count)
+    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist", q->device);
+  int dev = (int)q->device;
   rgpu_jobs_barrier(w, NULL);
   /* Host registrations die with the context: unpin the pool first. */
-  rgpu_worker_drop_chunk_pool(w);
+  rgpu_staging_drop(w);
   /* The reset destroys every resource of the context; only our tables need
    * forgetting. */
   rgpu_worker_drop_device_state(w, dev, 0);
@@ -428,7 +309,9 @@ static CUresult h_device_reset(rgpu_worker *w, const void *p, size_t n) {
 
 /* ---- memory ------------------------------------------------------------- */
 
-static CUresult h_mem_get_info(rgpu_worker *w, const void *p, size_t n) {
+CUresult rgpu_h_mem_get_info(rgpu_req *rq, const rgpu_msg_mem_get_info_req *q) {
+  rgpu_worker *w = rq->w;
+  (void)q;
   size_t fr = 0, tot = 0;
   CHECK_DRV(D->cuMemGetInfo(&fr, &tot), "cuMemGetInfo");
   uint64_t f = fr, t = tot;
@@ -439,76 +322,73 @@ static CUresult h_mem_get_info(rgpu_worker *w, const void *p, size_t n) {
     if (qfree < f) f = qfree;
   }
   rgpu_msg_mem_get_info_rep rep = {.free_bytes = f, .total_bytes = t};
-  rgpu_msg_mem_get_info_rep_encode(&w->rep, &rep);
+  rgpu_msg_mem_get_info_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_mem_alloc(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_mem_alloc_req q;
-  rgpu_msg_mem_alloc_req_decode(p, n, &q);
-  if (q.size == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: size 0");
+CUresult rgpu_h_mem_alloc(rgpu_req *rq, const rgpu_msg_mem_alloc_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->size == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: size 0");
   if (w->cfg.mem_quota &&
-      (q.size > w->cfg.mem_quota || w->allocs.malloc_bytes > w->cfg.mem_quota - q.size))
+      (q->size > w->cfg.mem_quota || w->allocs.malloc_bytes > w->cfg.mem_quota - q->size))
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY,
                 "session memory quota exceeded: %llu bytes in use, %llu requested, quota %llu",
-                (unsigned long long)w->allocs.malloc_bytes, (unsigned long long)q.size,
+                (unsigned long long)w->allocs.malloc_bytes, (unsigned long long)q->size,
                 (unsigned long long)w->cfg.mem_quota);
-  if (q.size > SIZE_MAX) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large");
+  if (q->size > SIZE_MAX) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large");
   CUdeviceptr dp = 0;
-  CHECK_DRV(D->cuMemAlloc(&dp, (size_t)q.size), "cuMemAlloc");
-  int rc = rgpu_alloc_table_add(&w->allocs, dp, q.size, RGPU_ALLOC_MALLOC, w->cur_dev, 0);
+  CHECK_DRV(D->cuMemAlloc(&dp, (size_t)q->size), "cuMemAlloc");
+  int rc = rgpu_alloc_table_add(&w->allocs, dp, q->size, RGPU_ALLOC_MALLOC, w->cur_dev, 0);
   if (rc) {
     D->cuMemFree(dp);
     return FAIL(rc == RGPU_SESS_ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN,
                 "cannot track the allocation at 0x%llx (%d)", (unsigned long long)dp, rc);
   }
   rgpu_msg_mem_alloc_rep rep = {.dptr = dp};
-  rgpu_msg_mem_alloc_rep_encode(&w->rep, &rep);
+  rgpu_msg_mem_alloc_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 
-static CUresult h_mem_free(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_mem_free_req q;
-  rgpu_msg_mem_free_req_decode(p, n, &q);
-  const rgpu_alloc *a = rgpu_alloc_table_find(&w->allocs, q.dptr);
+CUresult rgpu_h_mem_free(rgpu_req *rq, const rgpu_msg_mem_free_req *q) {
+  rgpu_worker *w = rq->w;
+  const rgpu_alloc *a = rgpu_alloc_table_find(&w->allocs, q->dptr);
   if (!a || a->kind != RGPU_ALLOC_MALLOC)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx was not returned by cuMemAlloc in this session",
-                (unsigned long long)q.dptr);
+                (unsigned long long)q->dptr);
   if (w->host_calls && rgpu_jobs_enabled(w) && a->device >= 0 && a->device < RGPU_MAX_DEVICES) {
     /* cuMemFree waits for the device, which may wait for a host callback
      * whose HOST_CALL_DONE only this thread can read: free in the
      * background (the table forgets it now, so later requests see it gone). */
     rgpu_job *j = calloc(1, sizeof *j);
     if (j) {
-      *j = (rgpu_job){.kind = RGPU_JOB_FREE, .opcode = w->cur_op, .seq = w->cur_seq,
-                      .ctx = w->ctx[a->device], .dptr = q.dptr};
-      rgpu_alloc_table_remove(&w->allocs, q.dptr, NULL);
+      *j = (rgpu_job){.kind = RGPU_JOB_FREE, .opcode = rq->op, .seq = rq->seq,
+                      .ctx = w->ctx[a->device], .dptr = q->dptr};
+      rgpu_alloc_table_remove(&w->allocs, q->dptr, NULL);
       if (rgpu_jobs_submit(w, j) == 0) return CUDA_SUCCESS;
       free(j);
       /* No thread: free here, as below. */
-      CUresult r = D->cuMemFree((CUdeviceptr)q.dptr);
+      CUresult r = D->cuMemFree((CUdeviceptr)q->dptr);
       if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuMemFree");
       return CUDA_SUCCESS;
     }
   }
   /* Background copies may still use it (cudaFree synchronises anyway). */
   rgpu_jobs_barrier(w, NULL);
-  CUresult r = D->cuMemFree((CUdeviceptr)q.dptr);
+  CUresult r = D->cuMemFree((CUdeviceptr)q->dptr);
   /* Forget it even if the driver complains (sticky context error): the
    * memory is gone with the context anyway. */
-  rgpu_alloc_table_remove(&w->allocs, q.dptr, NULL);
+  rgpu_alloc_table_remove(&w->allocs, q->dptr, NULL);
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuMemFree");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_memcpy_htod_req q;
-  rgpu_msg_memcpy_htod_req_decode(p, n, &q);
-  if (q.data.len == 0) return CUDA_SUCCESS;
-  CUresult r = check_range(w, q.dst, q.data.len, "cuMemcpyHtoD");
+CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->data.len == 0) return CUDA_SUCCESS;
+  CUresult r = check_range(w, q->dst, q->data.len, "cuMemcpyHtoD");
   if (r) return r;
   CUstream s = NULL;
-  if ((r = get_stream(w, q.stream, &s))) return r;
+  if ((r = get_stream(w, q->stream, &s))) return r;
   if (rgpu_jobs_enabled(w)) {
     /* Also on the legacy stream: the session thread must never block on a
      * stream that may be waiting for a host callback, whose HOST_CALL_DONE
@@ -519,137 +399,134 @@ static CUresult h_memcpy_htod(rgpu_worker *w, const void *p, size_t n) {
     void *base;
     const void *src;
     void *pinned = NULL;
-    if (w->cur_in && w->cur_in->data) {
-      base = w->cur_in->data;
-      src = q.data.data;
-      rgpu_buf_init(w->cur_in);
+    if (rq->in && rq->in->data) {
+      base = rq->in->data;
+      src = q->data.data;
+      rgpu_buf_init(rq->in);
       int pooled_pin = 0;
-      if (!w->chunk_pool || !rgpu_chunk_pool_owns(w->chunk_pool, base, &pooled_pin) || !pooled_pin)
-        pinned = pin(w, (void *)src, q.data.len);
+      if (!w->staging.chunk || !rgpu_chunk_pool_owns(w->staging.chunk, base, &pooled_pin) || !pooled_pin)
+        pinned = rgpu_staging_pin(w, (void *)src, q->data.len);
     } else {
-      base = get_staging(w, q.data.len, &pinned);
+      base = rgpu_staging_get(w, q->data.len, &pinned);
       if (!base) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory staging a copy");
-      memcpy(base, q.data.data, q.data.len);
+      memcpy(base, q->data.data, q->data.len);
       src = base;
     }
-    CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, src, q.data.len, s);
+    CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, src, q->data.len, s);
     CUevent ev = NULL;
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
-      rgpu_worker_release_staging(w, base, pinned);
+      rgpu_staging_release(w, base, pinned);
       return drv_fail(w, cr, "cuMemcpyHtoDAsync");
     }
-    if (!defer_to_job_on(w, RGPU_JOB_RELEASE, stream_ctx(w, q.stream), s, ev, 1, NULL, base, 0,
+    if (!defer_to_job_on(rq, RGPU_JOB_RELEASE, stream_ctx(w, q->stream), s, ev, 1, NULL, base, 0,
                          pinned)) {
       D->cuEventSynchronize(ev);
       D->cuEventDestroy(ev);
-      rgpu_worker_release_staging(w, base, pinned);
+      rgpu_staging_release(w, base, pinned);
     }
   } else if (!s) {
-    CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q.dst, q.data.data, q.data.len), "cuMemcpyHtoD");
+    CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q->dst, q->data.data, q->data.len), "cuMemcpyHtoD");
   } else {
     /* The source is this frame's buffer, reused for the next frame: wait
      * for the copy before returning. */
-    CHECK_DRV(D->cuMemcpyHtoDAsync((CUdeviceptr)q.dst, q.data.data, q.data.len, s),
+    CHECK_DRV(D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, q->data.data, q->data.len, s),
               "cuMemcpyHtoDAsync");
     CHECK_DRV(D->cuStreamSynchronize(s), "cuMemcpyHtoDAsync");
   }
   return CUDA_SUCCESS;
 }
 
-static CUresult h_memcpy_dtoh(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_memcpy_dtoh_req q;
-  rgpu_msg_memcpy_dtoh_req_decode(p, n, &q);
-  if (q.size > w->cfg.max_payload)
+CUresult rgpu_h_memcpy_dtoh(rgpu_req *rq, const rgpu_msg_memcpy_dtoh_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->size > w->cfg.max_payload)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemcpyDtoH: %llu bytes exceed the %u-byte frame limit; split the copy",
-                (unsigned long long)q.size, w->cfg.max_payload);
-  if (q.size == 0) return CUDA_SUCCESS;
-  CUresult r = check_range(w, q.src, q.size, "cuMemcpyDtoH");
+                (unsigned long long)q->size, w->cfg.max_payload);
+  if (q->size == 0) return CUDA_SUCCESS;
+  CUresult r = check_range(w, q->src, q->size, "cuMemcpyDtoH");
   if (r) return r;
   CUstream s = NULL;
-  if ((r = get_stream(w, q.stream, &s))) return r;
-  if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
+  if ((r = get_stream(w, q->stream, &s))) return r;
+  if (rgpu_jobs_enabled(w) && rq->need_reply) {
     /* Enqueued now, in stream order; the reply leaves when it is done (the
      * legacy stream too: see h_memcpy_htod). */
     void *pinned = NULL;
-    void *buf = get_staging(w, (size_t)q.size, &pinned);
+    void *buf = rgpu_staging_get(w, (size_t)q->size, &pinned);
     if (!buf) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
     CUevent ev = NULL;
-    CUresult cr = D->cuMemcpyDtoHAsync(buf, (CUdeviceptr)q.src, (size_t)q.size, s);
+    CUresult cr = D->cuMemcpyDtoHAsync(buf, (CUdeviceptr)q->src, (size_t)q->size, s);
     if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
-      rgpu_worker_release_staging(w, buf, pinned);
+      rgpu_staging_release(w, buf, pinned);
       return drv_fail(w, cr, "cuMemcpyDtoHAsync");
     }
     if (!marker_done_soon(w, ev) &&
-        defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, buf,
-                        (size_t)q.size, pinned))
+        defer_to_job_on(rq, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q->stream), s, ev, 1, NULL, buf,
+                        (size_t)q->size, pinned))
       return CUDA_SUCCESS;
     CUresult sr = D->cuEventSynchronize(ev);
     D->cuEventDestroy(ev);
     if (sr != CUDA_SUCCESS) {
-      rgpu_worker_release_staging(w, buf, pinned);
+      rgpu_staging_release(w, buf, pinned);
       return drv_fail(w, sr, "cuMemcpyDtoHAsync");
     }
-    rgpu_buf_put(&w->rep, buf, (size_t)q.size);
-    rgpu_worker_release_staging(w, buf, pinned);
+    rgpu_buf_put(rq->rep, buf, (size_t)q->size);
+    rgpu_staging_release(w, buf, pinned);
     return CUDA_SUCCESS;
   }
-  if (rgpu_buf_reserve(&w->rep, (size_t)q.size)) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
-  void *dst = w->rep.data + w->rep.len;
+  if (rgpu_buf_reserve(rq->rep, (size_t)q->size)) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
+  void *dst = rq->rep->data + rq->rep->len;
   if (!s) {
-    CHECK_DRV(D->cuMemcpyDtoH(dst, (CUdeviceptr)q.src, (size_t)q.size), "cuMemcpyDtoH");
+    CHECK_DRV(D->cuMemcpyDtoH(dst, (CUdeviceptr)q->src, (size_t)q->size), "cuMemcpyDtoH");
   } else {
-    CHECK_DRV(D->cuMemcpyDtoHAsync(dst, (CUdeviceptr)q.src, (size_t)q.size, s), "cuMemcpyDtoHAsync");
+    CHECK_DRV(D->cuMemcpyDtoHAsync(dst, (CUdeviceptr)q->src, (size_t)q->size, s), "cuMemcpyDtoHAsync");
     CHECK_DRV(D->cuStreamSynchronize(s), "cuMemcpyDtoHAsync");
   }
-  w->rep.len += (size_t)q.size;
+  rq->rep->len += (size_t)q->size;
   return CUDA_SUCCESS;
 }
 
-static CUresult h_memcpy_dtod(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_memcpy_dtod_req q;
-  rgpu_msg_memcpy_dtod_req_decode(p, n, &q);
-  if (q.size == 0) return CUDA_SUCCESS;
-  CUresult r = check_range(w, q.dst, q.size, "cuMemcpyDtoD (destination)");
-  if (!r) r = check_range(w, q.src, q.size, "cuMemcpyDtoD (source)");
+CUresult rgpu_h_memcpy_dtod(rgpu_req *rq, const rgpu_msg_memcpy_dtod_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->size == 0) return CUDA_SUCCESS;
+  CUresult r = check_range(w, q->dst, q->size, "cuMemcpyDtoD (destination)");
+  if (!r) r = check_range(w, q->src, q->size, "cuMemcpyDtoD (source)");
   if (r) return r;
   CUstream s = NULL;
-  if ((r = get_stream(w, q.stream, &s))) return r;
+  if ((r = get_stream(w, q->stream, &s))) return r;
   if (!s)
-    CHECK_DRV(D->cuMemcpyDtoD((CUdeviceptr)q.dst, (CUdeviceptr)q.src, (size_t)q.size), "cuMemcpyDtoD");
+    CHECK_DRV(D->cuMemcpyDtoD((CUdeviceptr)q->dst, (CUdeviceptr)q->src, (size_t)q->size), "cuMemcpyDtoD");
   else
-    CHECK_DRV(D->cuMemcpyDtoDAsync((CUdeviceptr)q.dst, (CUdeviceptr)q.src, (size_t)q.size, s),
+    CHECK_DRV(D->cuMemcpyDtoDAsync((CUdeviceptr)q->dst, (CUdeviceptr)q->src, (size_t)q->size, s),
               "cuMemcpyDtoDAsync");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_memset(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_memset_req q;
-  rgpu_msg_memset_req_decode(p, n, &q);
-  if (q.elem_size != 1 && q.elem_size != 2 && q.elem_size != 4)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "memset: element size %u (must be 1, 2 or 4)", q.elem_size);
-  if (q.count == 0) return CUDA_SUCCESS;
-  if (q.count > UINT64_MAX / q.elem_size)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "memset: %llu elements overflow", (unsigned long long)q.count);
-  CUresult r = check_range(w, q.dst, q.count * q.elem_size, "memset");
+CUresult rgpu_h_memset(rgpu_req *rq, const rgpu_msg_memset_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->elem_size != 1 && q->elem_size != 2 && q->elem_size != 4)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "memset: element size %u (must be 1, 2 or 4)", q->elem_size);
+  if (q->count == 0) return CUDA_SUCCESS;
+  if (q->count > UINT64_MAX / q->elem_size)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "memset: %llu elements overflow", (unsigned long long)q->count);
+  CUresult r = check_range(w, q->dst, q->count * q->elem_size, "memset");
   if (r) return r;
   CUstream s = NULL;
-  if ((r = get_stream(w, q.stream, &s))) return r;
-  CUdeviceptr d = (CUdeviceptr)q.dst;
-  size_t c = (size_t)q.count;
-  switch (q.elem_size) {
+  if ((r = get_stream(w, q->stream, &s))) return r;
+  CUdeviceptr d = (CUdeviceptr)q->dst;
+  size_t c = (size_t)q->count;
+  switch (q->elem_size) {
     case 1:
-      r = s ? D->cuMemsetD8Async(d, (unsigned char)q.value, c, s) : D->cuMemsetD8(d, (unsigned char)q.value, c);
+      r = s ? D->cuMemsetD8Async(d, (unsigned char)q->value, c, s) : D->cuMemsetD8(d, (unsigned char)q->value, c);
       break;
     case 2:
-      r = s ? D->cuMemsetD16Async(d, (unsigned short)q.value, c, s)
-            : D->cuMemsetD16(d, (unsigned short)q.value, c);
+      r = s ? D->cuMemsetD16Async(d, (unsigned short)q->value, c, s)
+            : D->cuMemsetD16(d, (unsigned short)q->value, c);
       break;
     default:
-      r = s ? D->cuMemsetD32Async(d, q.value, c, s) : D->cuMemsetD32(d, q.value, c);
+      r = s ? D->cuMemsetD32Async(d, q->value, c, s) : D->cuMemsetD32(d, q->value, c);
       break;
   }
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuMemsetD*");
@@ -659,46 +536,33 @@ static CUresult h_memset(rgpu_worker *w, const void *p, size_t n) {
 /* ---- modules and launches ----------------------------------------------- */
 
 /* Growable u32 array for the flattened parameter tables. */
-typedef struct {
-  uint32_t *v;
-  uint32_t n, cap;
-} u32vec;
-static int u32vec_push(u32vec *a, uint32_t x) {
-  if (a->n == a->cap) {
-    uint32_t nc = a->cap ? a->cap * 2 : 64;
-    uint32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
-    if (!nv) return -1;
-    a->v = nv;
-    a->cap = nc;
-  }
-  a->v[a->n++] = x;
-  return 0;
-}
+/* Parameter tables: at most 65536 functions x RGPU_MAX_KERNEL_PARAMS, so a
+ * count always fits the reply's u32 counts. */
+typedef RGPU_ARRAY(uint32_t) u32vec;
 
 /* Parameters per kernel are bounded by the 32 KiB parameter space. */
 #define RGPU_MAX_KERNEL_PARAMS 8192
 
-static CUresult h_module_load(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_module_load_req q;
-  rgpu_msg_module_load_req_decode(p, n, &q);
-  if (q.module_id == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "module id 0 is reserved");
-  if (rgpu_handle_map_get(&w->modules, q.module_id))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "module id %llu is already loaded", (unsigned long long)q.module_id);
-  if (q.image.len == 0) return FAIL(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: empty image");
+CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->module_id == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "module id 0 is reserved");
+  if (rgpu_handle_map_get(&w->modules, q->module_id))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "module id %llu is already loaded", (unsigned long long)q->module_id);
+  if (q->image.len == 0) return FAIL(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: empty image");
 
   /* The image sits unaligned in the frame and a PTX image need not be
    * NUL-terminated there; the driver wants both. */
-  size_t alen = (q.image.len + 1 + 63) & ~(size_t)63;
+  size_t alen = (q->image.len + 1 + 63) & ~(size_t)63;
   unsigned char *img = aligned_alloc(64, alen);
   if (!img) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory copying the module image");
-  memcpy(img, q.image.data, q.image.len);
-  memset(img + q.image.len, 0, alen - q.image.len);
+  memcpy(img, q->image.data, q->image.len);
+  memset(img + q->image.len, 0, alen - q->image.len);
   CUmodule mod = NULL;
   CUresult r = D->cuModuleLoadData(&mod, img);
   free(img);
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleLoadData");
 
-  uint32_t nf = q.func_names.count, nv = q.var_names.count;
+  uint32_t nf = q->func_names.count, nv = q->var_names.count;
   int32_t *fstat = calloc(nf ? nf : 1, sizeof *fstat);
   uint32_t *fnp = calloc(nf ? nf : 1, sizeof *fnp);
   CUfunction *fns = calloc(nf ? nf : 1, sizeof *fns);
@@ -716,7 +580,7 @@ static CUresult h_module_load(rgpu_worker *w, const void *p, size_t n) {
   rgpu_strlist_iter it;
   const char *s;
   size_t sl;
-  rgpu_strlist_iter_init(&it, &q.func_names);
+  rgpu_strlist_iter_init(&it, &q->func_names);
   for (uint32_t i = 0; i < nf && rgpu_strlist_next(&it, &s, &sl); i++) {
     if (rgpu_str_copy(name, sizeof name, s, sl)) {
       fstat[i] = CUDA_ERROR_INVALID_VALUE;
@@ -731,15 +595,15 @@ static CUresult h_module_load(rgpu_worker *w, const void *p, size_t n) {
     for (uint32_t k = 0; k < RGPU_MAX_KERNEL_PARAMS; k++) {
       size_t off = 0, sz = 0;
       if (D->cuFuncGetParamInfo(f, k, &off, &sz) != CUDA_SUCCESS) break;
-      if (off > UINT32_MAX || sz > UINT32_MAX || u32vec_push(&offs, (uint32_t)off) ||
-          u32vec_push(&sizes, (uint32_t)sz)) {
+      if (off > UINT32_MAX || sz > UINT32_MAX || rgpu_array_push(&offs, (uint32_t)off) ||
+          rgpu_array_push(&sizes, (uint32_t)sz)) {
         status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory reading parameter tables");
         goto out;
       }
       fnp[i]++;
     }
   }
-  rgpu_strlist_iter_init(&it, &q.var_names);
+  rgpu_strlist_iter_init(&it, &q->var_names);
   for (uint32_t i = 0; i < nv && rgpu_strlist_next(&it, &s, &sl); i++) {
     if (rgpu_str_copy(name, sizeof name, s, sl)) {
       vstat[i] = CUDA_ERROR_INVALID_VALUE;
@@ -753,11 +617,11 @@ static CUresult h_module_load(rgpu_worker *w, const void *p, size_t n) {
     vdp[i] = dp;
     vsz[i] = sz;
     /* Symbol copies (cudaMemcpyToSymbol) then validate like any other. */
-    if (sz) rgpu_alloc_table_add(&w->allocs, dp, sz, RGPU_ALLOC_MODULE_GLOBAL, w->cur_dev, q.module_id);
+    if (sz) rgpu_alloc_table_add(&w->allocs, dp, sz, RGPU_ALLOC_MODULE_GLOBAL, w->cur_dev, q->module_id);
   }
 
-  rec = rgpu_module_rec_new(nf, offs.n);
-  if (!rec || rgpu_handle_map_put(&w->modules, q.module_id, rec, w->cur_dev)) {
+  rec = rgpu_module_rec_new(nf, (uint32_t)offs.n);
+  if (!rec || rgpu_handle_map_put(&w->modules, q->module_id, rec, w->cur_dev)) {
     status = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a module");
     goto out;
   }
@@ -777,17 +641,17 @@ static CUresult h_module_load(rgpu_worker *w, const void *p, size_t n) {
   rgpu_msg_module_load_rep rep = {
       .func_status = {fstat, nf},
       .func_nparams = {fnp, nf},
-      .param_offsets = {offs.v, offs.n},
-      .param_sizes = {sizes.v, sizes.n},
+      .param_offsets = {offs.v, (uint32_t)offs.n},
+      .param_sizes = {sizes.v, (uint32_t)sizes.n},
       .var_status = {vstat, nv},
       .var_dptrs = {vdp, nv},
       .var_sizes = {vsz, nv},
   };
-  rgpu_msg_module_load_rep_encode(&w->rep, &rep);
+  rgpu_msg_module_load_rep_encode(rq->rep, &rep);
   rec = NULL; /* owned by the handle map now */
 out:
   if (status != CUDA_SUCCESS) {
-    rgpu_alloc_table_remove_matching(&w->allocs, -1, q.module_id, NULL, NULL);
+    rgpu_alloc_table_remove_matching(&w->allocs, -1, q->module_id, NULL, NULL);
     D->cuModuleUnload(mod);
     rgpu_module_rec_free(rec);
   }
@@ -802,32 +666,30 @@ out:
   return status;
 }
 
-static CUresult h_module_unload(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_module_unload_req q;
-  rgpu_msg_module_unload_req_decode(p, n, &q);
+CUresult rgpu_h_module_unload(rgpu_req *rq, const rgpu_msg_module_unload_req *q) {
+  rgpu_worker *w = rq->w;
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->modules, q.module_id, &e))
-    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)q.module_id);
+  if (rgpu_handle_map_remove(&w->modules, q->module_id, &e))
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)q->module_id);
   rgpu_module_rec *m = e.ptr;
   rgpu_jobs_barrier(w, NULL);
-  rgpu_alloc_table_remove_matching(&w->allocs, -1, q.module_id, NULL, NULL);
+  rgpu_alloc_table_remove_matching(&w->allocs, -1, q->module_id, NULL, NULL);
   CUresult r = D->cuModuleUnload((CUmodule)m->module);
   rgpu_module_rec_free(m);
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleUnload");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_launch(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_launch_req q;
-  rgpu_msg_launch_req_decode(p, n, &q);
+CUresult rgpu_h_launch(rgpu_req *rq, const rgpu_msg_launch_req *q) {
+  rgpu_worker *w = rq->w;
   rgpu_module_rec *m = NULL;
   CUfunction f = NULL;
-  CUresult r = get_func(w, q.module_id, q.func_index, &m, &f);
+  CUresult r = get_func(w, q->module_id, q->func_index, &m, &f);
   if (r) return r;
   CUstream s = NULL;
-  if ((r = get_stream(w, q.stream, &s))) return r;
+  if ((r = get_stream(w, q->stream, &s))) return r;
   /* An aligned private copy: the driver reads parameters in place. */
-  size_t plen = q.params.len;
+  size_t plen = q->params.len;
   if (plen > w->param_cap) {
     size_t cap = (plen + 63) & ~(size_t)63;
     void *nb = aligned_alloc(64, cap);
@@ -836,37 +698,36 @@ static CUresult h_launch(rgpu_worker *w, const void *p, size_t n) {
     w->param_buf = nb;
     w->param_cap = cap;
   }
-  if (plen) memcpy(w->param_buf, q.params.data, plen);
+  if (plen) memcpy(w->param_buf, q->params.data, plen);
   if (m->params_known) {
-    uint32_t np = m->nparams[q.func_index];
-    uint64_t extent = rgpu_module_rec_param_extent(m, q.func_index);
+    uint32_t np = m->nparams[q->func_index];
+    uint64_t extent = rgpu_module_rec_param_extent(m, q->func_index);
     if (plen != extent)
       return FAIL(CUDA_ERROR_INVALID_VALUE,
                   "launch: %zu bytes of parameters sent, the kernel's %u parameters take %llu", plen,
                   np, (unsigned long long)extent);
     void *kp[RGPU_MAX_KERNEL_PARAMS];
     for (uint32_t k = 0; k < np; k++)
-      kp[k] = (unsigned char *)w->param_buf + m->param_offsets[m->param_first[q.func_index] + k];
-    r = D->cuLaunchKernel(f, q.grid_x, q.grid_y, q.grid_z, q.block_x, q.block_y, q.block_z,
-                          q.shared_bytes, s, np ? kp : NULL, NULL);
+      kp[k] = (unsigned char *)w->param_buf + m->param_offsets[m->param_first[q->func_index] + k];
+    r = D->cuLaunchKernel(f, q->grid_x, q->grid_y, q->grid_z, q->block_x, q->block_y, q->block_z,
+                          q->shared_bytes, s, np ? kp : NULL, NULL);
   } else {
     /* No layout from the driver: hand the packed buffer over whole. */
     size_t sz = plen;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, w->param_buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
                      CU_LAUNCH_PARAM_END};
-    r = D->cuLaunchKernel(f, q.grid_x, q.grid_y, q.grid_z, q.block_x, q.block_y, q.block_z,
-                          q.shared_bytes, s, NULL, plen ? extra : NULL);
+    r = D->cuLaunchKernel(f, q->grid_x, q->grid_y, q->grid_z, q->block_x, q->block_y, q->block_z,
+                          q->shared_bytes, s, NULL, plen ? extra : NULL);
   }
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuLaunchKernel");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_func_get_attrs(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_func_get_attrs_req q;
-  rgpu_msg_func_get_attrs_req_decode(p, n, &q);
+CUresult rgpu_h_func_get_attrs(rgpu_req *rq, const rgpu_msg_func_get_attrs_req *q) {
+  rgpu_worker *w = rq->w;
   rgpu_module_rec *m = NULL;
   CUfunction f = NULL;
-  CUresult r = get_func(w, q.module_id, q.func_index, &m, &f);
+  CUresult r = get_func(w, q->module_id, q->func_index, &m, &f);
   if (r) return r;
   enum { NATTR = CU_FUNC_ATTRIBUTE_MAX < 64 ? CU_FUNC_ATTRIBUTE_MAX : 64 };
   int32_t attrs[NATTR];
@@ -876,48 +737,45 @@ static CUresult h_func_get_attrs(rgpu_worker *w, const void *p, size_t n) {
     attrs[i] = v;
   }
   rgpu_msg_func_get_attrs_rep rep = {.attrs = {attrs, NATTR}};
-  rgpu_msg_func_get_attrs_rep_encode(&w->rep, &rep);
+  rgpu_msg_func_get_attrs_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 
 /* ---- streams and events ------------------------------------------------- */
 
-static CUresult h_stream_create(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_stream_create_req q;
-  rgpu_msg_stream_create_req_decode(p, n, &q);
-  if (q.stream == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id 0 is the default stream");
-  if (rgpu_handle_map_get(&w->streams, q.stream))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id %llu already exists", (unsigned long long)q.stream);
+CUresult rgpu_h_stream_create(rgpu_req *rq, const rgpu_msg_stream_create_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->stream == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id 0 is the default stream");
+  if (rgpu_handle_map_get(&w->streams, q->stream))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id %llu already exists", (unsigned long long)q->stream);
   CUstream s = NULL;
-  CHECK_DRV(D->cuStreamCreateWithPriority(&s, q.flags, q.priority), "cuStreamCreateWithPriority");
-  if (rgpu_handle_map_put(&w->streams, q.stream, s, w->cur_dev)) {
+  CHECK_DRV(D->cuStreamCreateWithPriority(&s, q->flags, q->priority), "cuStreamCreateWithPriority");
+  if (rgpu_handle_map_put(&w->streams, q->stream, s, w->cur_dev)) {
     D->cuStreamDestroy(s);
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a stream");
   }
   return CUDA_SUCCESS;
 }
 
-static CUresult h_stream_destroy(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_stream_destroy_req q;
-  rgpu_msg_stream_destroy_req_decode(p, n, &q);
+CUresult rgpu_h_stream_destroy(rgpu_req *rq, const rgpu_msg_stream_destroy_req *q) {
+  rgpu_worker *w = rq->w;
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->streams, q.stream, &e))
-    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q.stream);
+  if (rgpu_handle_map_remove(&w->streams, q->stream, &e))
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q->stream);
   CHECK_DRV(D->cuStreamDestroy((CUstream)e.ptr), "cuStreamDestroy");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_stream_sync_req q;
-  rgpu_msg_stream_sync_req_decode(p, n, &q);
+CUresult rgpu_h_stream_sync(rgpu_req *rq, const rgpu_msg_stream_sync_req *q) {
+  rgpu_worker *w = rq->w;
   CUstream s = NULL;
-  CUresult r = get_stream(w, q.stream, &s);
+  CUresult r = get_stream(w, q->stream, &s);
   if (r) return r;
-  if (rgpu_jobs_enabled(w) && w->cur_need_reply) {
+  if (rgpu_jobs_enabled(w) && rq->need_reply) {
     CUevent ev = NULL;
     if (rgpu_worker_marker(w, s, &ev) == CUDA_SUCCESS) {
       if (!marker_done_soon(w, ev) &&
-          defer_to_job_on(w, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q.stream), s, ev, 1, NULL, NULL,
+          defer_to_job_on(rq, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q->stream), s, ev, 1, NULL, NULL,
                           0, NULL))
         return CUDA_SUCCESS;
       D->cuEventDestroy(ev);
@@ -927,11 +785,10 @@ static CUresult h_stream_sync(rgpu_worker *w, const void *p, size_t n) {
   return CUDA_SUCCESS;
 }
 
-static CUresult h_stream_query(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_stream_query_req q;
-  rgpu_msg_stream_query_req_decode(p, n, &q);
+CUresult rgpu_h_stream_query(rgpu_req *rq, const rgpu_msg_stream_query_req *q) {
+  rgpu_worker *w = rq->w;
   CUstream s = NULL;
-  CUresult r = get_stream(w, q.stream, &s);
+  CUresult r = get_stream(w, q->stream, &s);
   if (r) return r;
   r = D->cuStreamQuery(s);
   if (r == CUDA_ERROR_NOT_READY) return r;
@@ -939,90 +796,82 @@ static CUresult h_stream_query(rgpu_worker *w, const void *p, size_t n) {
   return CUDA_SUCCESS;
 }
 
-static CUresult h_stream_wait_event(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_stream_wait_event_req q;
-  rgpu_msg_stream_wait_event_req_decode(p, n, &q);
+CUresult rgpu_h_stream_wait_event(rgpu_req *rq, const rgpu_msg_stream_wait_event_req *q) {
+  rgpu_worker *w = rq->w;
   CUstream s = NULL;
   CUevent e = NULL;
-  CUresult r = get_stream(w, q.stream, &s);
-  if (!r) r = get_event(w, q.event, &e);
+  CUresult r = get_stream(w, q->stream, &s);
+  if (!r) r = get_event(w, q->event, &e);
   if (r) return r;
-  CHECK_DRV(D->cuStreamWaitEvent(s, e, q.flags), "cuStreamWaitEvent");
+  CHECK_DRV(D->cuStreamWaitEvent(s, e, q->flags), "cuStreamWaitEvent");
   return CUDA_SUCCESS;
 }
 
 /* Host callbacks: see rgpu_host_call_* in rgpu_worker_internal.h. */
-static CUresult h_host_func(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_host_func_req q;
-  rgpu_msg_host_func_req_decode(p, n, &q);
+CUresult rgpu_h_host_func(rgpu_req *rq, const rgpu_msg_host_func_req *q) {
+  rgpu_worker *w = rq->w;
   CUstream s = NULL;
-  CUresult r = get_stream(w, q.stream, &s);
+  CUresult r = get_stream(w, q->stream, &s);
   if (r) return r;
-  return rgpu_host_call_enqueue(w, s, q.callback);
+  return rgpu_host_call_enqueue(w, s, q->callback);
 }
 
-static CUresult h_host_call_done(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_host_call_done_req q;
-  rgpu_msg_host_call_done_req_decode(p, n, &q);
-  return rgpu_host_call_done(w, q.token);
+CUresult rgpu_h_host_call_done(rgpu_req *rq, const rgpu_msg_host_call_done_req *q) {
+  rgpu_worker *w = rq->w;
+  return rgpu_host_call_done(w, q->token);
 }
 
-static CUresult h_event_create(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_event_create_req q;
-  rgpu_msg_event_create_req_decode(p, n, &q);
-  if (q.event == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "event id 0 is reserved");
-  if (rgpu_handle_map_get(&w->events, q.event))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "event id %llu already exists", (unsigned long long)q.event);
+CUresult rgpu_h_event_create(rgpu_req *rq, const rgpu_msg_event_create_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->event == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "event id 0 is reserved");
+  if (rgpu_handle_map_get(&w->events, q->event))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "event id %llu already exists", (unsigned long long)q->event);
   CUevent e = NULL;
-  CHECK_DRV(D->cuEventCreate(&e, q.flags), "cuEventCreate");
-  if (rgpu_handle_map_put(&w->events, q.event, e, w->cur_dev)) {
+  CHECK_DRV(D->cuEventCreate(&e, q->flags), "cuEventCreate");
+  if (rgpu_handle_map_put(&w->events, q->event, e, w->cur_dev)) {
     D->cuEventDestroy(e);
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording an event");
   }
   return CUDA_SUCCESS;
 }
 
-static CUresult h_event_destroy(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_event_destroy_req q;
-  rgpu_msg_event_destroy_req_decode(p, n, &q);
+CUresult rgpu_h_event_destroy(rgpu_req *rq, const rgpu_msg_event_destroy_req *q) {
+  rgpu_worker *w = rq->w;
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->events, q.event, &e))
-    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)q.event);
+  if (rgpu_handle_map_remove(&w->events, q->event, &e))
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)q->event);
   rgpu_jobs_barrier(w, e.ptr); /* an EVENT_SYNC may still wait on it */
   CHECK_DRV(D->cuEventDestroy((CUevent)e.ptr), "cuEventDestroy");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_event_record(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_event_record_req q;
-  rgpu_msg_event_record_req_decode(p, n, &q);
+CUresult rgpu_h_event_record(rgpu_req *rq, const rgpu_msg_event_record_req *q) {
+  rgpu_worker *w = rq->w;
   CUevent e = NULL;
   CUstream s = NULL;
-  CUresult r = get_event(w, q.event, &e);
-  if (!r) r = get_stream(w, q.stream, &s);
+  CUresult r = get_event(w, q->event, &e);
+  if (!r) r = get_stream(w, q->stream, &s);
   if (r) return r;
   CHECK_DRV(D->cuEventRecord(e, s), "cuEventRecord");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_event_sync(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_event_sync_req q;
-  rgpu_msg_event_sync_req_decode(p, n, &q);
+CUresult rgpu_h_event_sync(rgpu_req *rq, const rgpu_msg_event_sync_req *q) {
+  rgpu_worker *w = rq->w;
   CUevent e = NULL;
-  CUresult r = get_event(w, q.event, &e);
+  CUresult r = get_event(w, q->event, &e);
   if (r) return r;
-  const rgpu_handle_entry *he = rgpu_handle_map_get(&w->events, q.event);
+  const rgpu_handle_entry *he = rgpu_handle_map_get(&w->events, q->event);
   CUcontext ctx = he && he->device >= 0 ? w->ctx[he->device] : NULL;
-  if (ctx && defer_to_job(w, RGPU_JOB_WAIT_EVENT, ctx, e, 0, e, NULL, 0, NULL)) return CUDA_SUCCESS;
+  if (ctx && defer_to_job(rq, RGPU_JOB_WAIT_EVENT, ctx, e, 0, e, NULL, 0, NULL)) return CUDA_SUCCESS;
   CHECK_DRV(D->cuEventSynchronize(e), "cuEventSynchronize");
   return CUDA_SUCCESS;
 }
 
-static CUresult h_event_query(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_event_query_req q;
-  rgpu_msg_event_query_req_decode(p, n, &q);
+CUresult rgpu_h_event_query(rgpu_req *rq, const rgpu_msg_event_query_req *q) {
+  rgpu_worker *w = rq->w;
   CUevent e = NULL;
-  CUresult r = get_event(w, q.event, &e);
+  CUresult r = get_event(w, q->event, &e);
   if (r) return r;
   r = D->cuEventQuery(e);
   if (r == CUDA_ERROR_NOT_READY) return r;
@@ -1030,63 +879,15 @@ static CUresult h_event_query(rgpu_worker *w, const void *p, size_t n) {
   return CUDA_SUCCESS;
 }
 
-static CUresult h_event_elapsed(rgpu_worker *w, const void *p, size_t n) {
-  rgpu_msg_event_elapsed_req q;
-  rgpu_msg_event_elapsed_req_decode(p, n, &q);
+CUresult rgpu_h_event_elapsed(rgpu_req *rq, const rgpu_msg_event_elapsed_req *q) {
+  rgpu_worker *w = rq->w;
   CUevent a = NULL, b = NULL;
-  CUresult r = get_event(w, q.start_event, &a);
-  if (!r) r = get_event(w, q.end_event, &b);
+  CUresult r = get_event(w, q->start_event, &a);
+  if (!r) r = get_event(w, q->end_event, &b);
   if (r) return r;
   float ms = 0;
   CHECK_DRV(D->cuEventElapsedTime(&ms, a, b), "cuEventElapsedTime");
   rgpu_msg_event_elapsed_rep rep = {.ms = ms};
-  rgpu_msg_event_elapsed_rep_encode(&w->rep, &rep);
+  rgpu_msg_event_elapsed_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
-}
-
-/* ---- dispatch ----------------------------------------------------------- */
-
-rgpu_handler_fn rgpu_handler_for(uint16_t op, int *needs_ctx) {
-  *needs_ctx = 1;
-  switch (op) {
-    case RGPU_OP_HELLO: *needs_ctx = 0; return h_hello;
-    case RGPU_OP_GOODBYE: *needs_ctx = 0; return h_goodbye;
-    case RGPU_OP_PING: *needs_ctx = 0; return h_ping;
-    case RGPU_OP_SERVER_STATUS: *needs_ctx = 0; return h_server_status;
-    case RGPU_OP_DRIVER_INFO: *needs_ctx = 0; return h_driver_info;
-    case RGPU_OP_DEVICE_PROPS: *needs_ctx = 0; return h_device_props;
-    case RGPU_OP_CTX_SET_DEVICE: *needs_ctx = 0; return h_ctx_set_device;
-    case RGPU_OP_DEVICE_RESET: *needs_ctx = 0; return h_device_reset;
-    case RGPU_OP_CTX_SYNC: return h_ctx_sync;
-    case RGPU_OP_MEM_GET_INFO: return h_mem_get_info;
-    case RGPU_OP_MEM_ALLOC: return h_mem_alloc;
-    case RGPU_OP_MEM_FREE: return h_mem_free;
-    case RGPU_OP_MEMCPY_HTOD: return h_memcpy_htod;
-    case RGPU_OP_MEMCPY_DTOH: return h_memcpy_dtoh;
-    case RGPU_OP_MEMCPY_DTOD: return h_memcpy_dtod;
-    case RGPU_OP_MEMSET: return h_memset;
-    case RGPU_OP_MODULE_LOAD: return h_module_load;
-    case RGPU_OP_MODULE_UNLOAD: return h_module_unload;
-    case RGPU_OP_LAUNCH: return h_launch;
-    case RGPU_OP_FUNC_GET_ATTRS: return h_func_get_attrs;
-    case RGPU_OP_STREAM_CREATE: return h_stream_create;
-    case RGPU_OP_STREAM_DESTROY: return h_stream_destroy;
-    case RGPU_OP_STREAM_SYNC: return h_stream_sync;
-    case RGPU_OP_STREAM_QUERY: return h_stream_query;
-    case RGPU_OP_STREAM_WAIT_EVENT: return h_stream_wait_event;
-    case RGPU_OP_HOST_FUNC: return h_host_func;
-    /* Never waits and needs no context: it only releases a waiting stream. */
-    case RGPU_OP_HOST_CALL_DONE: *needs_ctx = 0; return h_host_call_done;
-    case RGPU_OP_EVENT_CREATE: return h_event_create;
-    case RGPU_OP_EVENT_DESTROY: return h_event_destroy;
-    case RGPU_OP_EVENT_RECORD: return h_event_record;
-    case RGPU_OP_EVENT_SYNC: return h_event_sync;
-    case RGPU_OP_EVENT_QUERY: return h_event_query;
-    case RGPU_OP_EVENT_ELAPSED: return h_event_elapsed;
-    case RGPU_OP_GRAPH_EXEC_CREATE: return rgpu_graph_h_exec_create;
-    case RGPU_OP_GRAPH_EXEC_DESTROY: return rgpu_graph_h_exec_destroy;
-    case RGPU_OP_GRAPH_LAUNCH: return rgpu_graph_h_launch;
-    case RGPU_OP_GRAPH_EXEC_UPDATE: return rgpu_graph_h_exec_update;
-    default: *needs_ctx = 0; return NULL;
-  }
 }

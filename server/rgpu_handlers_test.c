@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include "rgpu_dispatch.h"
 #include "rgpu_messages.h"
 #include "rgpu_worker.h"
 
@@ -666,6 +667,50 @@ static void test_cuda_fatbin_launch(void **state) {
   fatbin_flow("libcuda.so.1", RGPU_DEVICE_CUDA, "kernels_ptx.fatbin", 0);
 }
 
+/* The generated dispatch table: every request opcode has a handler except
+ * the frames the session loop keeps (RESUME, ACK), and the flags the loop
+ * acts on are those the hand-written dispatch had. */
+static void test_dispatch_table(void **state) {
+  (void)state;
+  for (uint32_t op = 0; op < 0x200; op++) {
+    const rgpu_dispatch_entry *d = rgpu_dispatch_for((uint16_t)op);
+    int loop = op == RGPU_OP_RESUME || op == RGPU_OP_ACK;
+    if (rgpu_op_is_request((uint16_t)op) && !loop) {
+      assert_non_null(d);
+      assert_int_equal(d->op, op);
+      assert_string_equal(d->name, rgpu_op_name((uint16_t)op));
+      assert_non_null(d->run);
+    } else {
+      assert_null(d);
+    }
+  }
+  static const uint16_t noctx[] = {RGPU_OP_HELLO, RGPU_OP_GOODBYE, RGPU_OP_PING,
+                                   RGPU_OP_SERVER_STATUS, RGPU_OP_DRIVER_INFO,
+                                   RGPU_OP_DEVICE_PROPS, RGPU_OP_CTX_SET_DEVICE,
+                                   RGPU_OP_DEVICE_RESET, RGPU_OP_HOST_CALL_DONE};
+  int n_noctx = 0, n_barrier = 0, n_query = 0, n_ends = 0;
+  for (uint32_t op = 0; op < 0x200; op++) {
+    const rgpu_dispatch_entry *d = rgpu_dispatch_for((uint16_t)op);
+    if (!d) continue;
+    n_noctx += !!(d->flags & RGPU_DISPATCH_NOCTX);
+    n_barrier += !!(d->flags & RGPU_DISPATCH_BARRIER);
+    n_query += !!(d->flags & RGPU_DISPATCH_QUERY);
+    n_ends += !!(d->flags & RGPU_DISPATCH_ENDS);
+  }
+  for (size_t i = 0; i < sizeof noctx / sizeof noctx[0]; i++)
+    assert_true(rgpu_dispatch_for(noctx[i])->flags & RGPU_DISPATCH_NOCTX);
+  assert_int_equal(n_noctx, (int)(sizeof noctx / sizeof noctx[0]));
+  assert_true(rgpu_dispatch_for(RGPU_OP_MEM_FREE)->flags & RGPU_DISPATCH_BARRIER);
+  assert_true(rgpu_dispatch_for(RGPU_OP_DEVICE_RESET)->flags & RGPU_DISPATCH_BARRIER);
+  assert_true(rgpu_dispatch_for(RGPU_OP_GOODBYE)->flags & RGPU_DISPATCH_BARRIER);
+  assert_int_equal(n_barrier, 3);
+  assert_true(rgpu_dispatch_for(RGPU_OP_STREAM_QUERY)->flags & RGPU_DISPATCH_QUERY);
+  assert_true(rgpu_dispatch_for(RGPU_OP_EVENT_QUERY)->flags & RGPU_DISPATCH_QUERY);
+  assert_int_equal(n_query, 2);
+  assert_true(rgpu_dispatch_for(RGPU_OP_GOODBYE)->flags & RGPU_DISPATCH_ENDS);
+  assert_int_equal(n_ends, 1);
+}
+
 int main(int argc, char **argv) {
   static char path[1024];
   char self[900];
@@ -678,6 +723,7 @@ int main(int argc, char **argv) {
   snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
   snprintf(fatbins, sizeof fatbins, "%s/../softgpu/testdata", self);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dispatch_table),
       cmocka_unit_test(test_basic_fake_driver),
       cmocka_unit_test(test_hello_first_and_auth),
       cmocka_unit_test(test_bad_driver_path),

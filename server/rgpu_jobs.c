@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_fifo.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
@@ -27,8 +28,8 @@
  * for work submitted after them. */
 typedef struct rgpu_job_queue {
   rgpu_worker *w;
-  rgpu_job *head, *tail;
-  pthread_cond_t cond; /* work arrived or stop (with w->jobs_lock) */
+  rgpu_job *head, *tail; /* FIFO through qnext (rgpu_fifo.h) */
+  pthread_cond_t cond; /* work arrived or stop (with w->jobs.lock) */
   pthread_t th;
   int started;
 } rgpu_job_queue;
@@ -62,38 +63,24 @@ CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out) {
 
 static void job_done(rgpu_job *j) {
   rgpu_worker *w = j->w;
-  pthread_mutex_lock(&w->jobs_lock);
-  for (rgpu_job **pp = &w->jobs; *pp; pp = &(*pp)->next)
+  pthread_mutex_lock(&w->jobs.lock);
+  for (rgpu_job **pp = &w->jobs.inflight; *pp; pp = &(*pp)->next)
     if (*pp == j) {
       *pp = j->next;
       break;
     }
-  w->njobs--;
-  pthread_cond_broadcast(&w->jobs_cond);
-  pthread_mutex_unlock(&w->jobs_lock);
-  rgpu_worker_release_staging(w, j->buf, j->pinned);
+  w->jobs.n--;
+  pthread_cond_broadcast(&w->jobs.cond);
+  pthread_mutex_unlock(&w->jobs.lock);
+  rgpu_staging_release(w, j->buf, j->pinned);
   free(j);
-}
-
-void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned) {
-  if (pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(pinned);
-  /* A pooled staging buffer goes back to the pool; any other is freed.
-   * Job threads read the pointer the session thread creates lazily. */
-  rgpu_chunk_pool *small = __atomic_load_n(&w->small_pool, __ATOMIC_ACQUIRE);
-  rgpu_chunk_pool *pool = __atomic_load_n(&w->chunk_pool, __ATOMIC_ACQUIRE);
-  if (small && rgpu_chunk_pool_owns(small, buf, NULL))
-    rgpu_chunk_pool_put(small, buf);
-  else if (pool)
-    rgpu_chunk_pool_put(pool, buf); /* frees what it does not own */
-  else
-    free(buf);
 }
 
 /* Replies from this size on are kept by the replay by reference. */
 #define RGPU_REPLY_KEEP_MIN (64u << 10)
 
 static void release_kept_staging(void *ctx, void *buf) {
-  rgpu_worker_release_staging(ctx, buf, NULL);
+  rgpu_staging_release(ctx, buf, NULL);
 }
 
 static void job_run(rgpu_job *j) {
@@ -152,29 +139,27 @@ static void *job_main(void *arg) {
   rgpu_job *j = arg;
   rgpu_worker *w = j->w;
   job_run(j);
-  pthread_mutex_lock(&w->jobs_lock);
-  w->job_queues->threaded--;
-  pthread_cond_broadcast(&w->jobs_cond);
-  pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
+  w->jobs.queues->threaded--;
+  pthread_cond_broadcast(&w->jobs.cond);
+  pthread_mutex_unlock(&w->jobs.lock);
   return NULL;
 }
 
 static void *queue_main(void *arg) {
   rgpu_job_queue *q = arg;
   rgpu_worker *w = q->w;
-  pthread_mutex_lock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
   for (;;) {
-    while (!q->head && !w->job_queues->stop) pthread_cond_wait(&q->cond, &w->jobs_lock);
-    rgpu_job *j = q->head;
+    while (!q->head && !w->jobs.queues->stop) pthread_cond_wait(&q->cond, &w->jobs.lock);
+    rgpu_job *j = rgpu_fifo_pop(q, qnext);
     if (!j) break; /* stopped and empty */
-    q->head = j->qnext;
-    if (!q->head) q->tail = NULL;
     j->qnext = NULL;
-    pthread_mutex_unlock(&w->jobs_lock);
+    pthread_mutex_unlock(&w->jobs.lock);
     job_run(j);
-    pthread_mutex_lock(&w->jobs_lock);
+    pthread_mutex_lock(&w->jobs.lock);
   }
-  pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_unlock(&w->jobs.lock);
   return NULL;
 }
 
@@ -193,11 +178,11 @@ static int queueable(const rgpu_job *j) {
   return j->own_ev && j->ev && (j->kind == RGPU_JOB_WAIT_EVENT || j->kind == RGPU_JOB_RELEASE);
 }
 
-/* The queue of j's stream (with jobs_lock held), its thread started on
+/* The queue of j's stream (with w->jobs.lock held), its thread started on
  * first use; NULL if no thread could be started. */
 static rgpu_job_queue *queue_for(rgpu_worker *w, const rgpu_job *j) {
   uintptr_t key = (uintptr_t)j->stream;
-  rgpu_job_queue *q = &w->job_queues->q[(key >> 4 ^ key >> 12) % RGPU_JOB_QUEUES];
+  rgpu_job_queue *q = &w->jobs.queues->q[(key >> 4 ^ key >> 12) % RGPU_JOB_QUEUES];
   if (!q->started) {
     q->w = w;
     pthread_cond_init(&q->cond, NULL);
@@ -213,71 +198,67 @@ static rgpu_job_queue *queue_for(rgpu_worker *w, const rgpu_job *j) {
 int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   j->w = w;
   j->qnext = NULL;
-  pthread_mutex_lock(&w->jobs_lock);
-  if (!w->job_queues) {
-    w->job_queues = calloc(1, sizeof *w->job_queues);
-    if (!w->job_queues) {
-      pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
+  if (!w->jobs.queues) {
+    w->jobs.queues = calloc(1, sizeof *w->jobs.queues);
+    if (!w->jobs.queues) {
+      pthread_mutex_unlock(&w->jobs.lock);
       return -1;
     }
   }
-  struct rgpu_job_queues *qs = w->job_queues;
+  struct rgpu_job_queues *qs = w->jobs.queues;
   rgpu_job_queue *q = queueable(j) && !qs->stop ? queue_for(w, j) : NULL;
   if (!q)
-    while (qs->threaded >= RGPU_MAX_JOBS) pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
-  j->order = ++w->job_order;
-  j->next = w->jobs;
-  w->jobs = j;
-  w->njobs++;
+    while (qs->threaded >= RGPU_MAX_JOBS) pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
+  j->order = ++w->jobs.order;
+  j->next = w->jobs.inflight;
+  w->jobs.inflight = j;
+  w->jobs.n++;
   int rc = 0;
   if (q) {
-    if (q->tail)
-      q->tail->qnext = j;
-    else
-      q->head = j;
-    q->tail = j;
+    rgpu_fifo_push(q, j, qnext);
     pthread_cond_signal(&q->cond);
   } else {
     qs->threaded++;
     rc = start_thread(&j->th, 1, job_main, j);
     if (rc) {
       qs->threaded--;
-      w->jobs = j->next;
-      w->njobs--;
+      w->jobs.inflight = j->next;
+      w->jobs.n--;
     }
   }
-  pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_unlock(&w->jobs.lock);
   return rc;
 }
 
 void rgpu_jobs_stop(rgpu_worker *w) {
-  struct rgpu_job_queues *qs = w->job_queues;
+  struct rgpu_job_queues *qs = w->jobs.queues;
   if (!qs) return;
-  pthread_mutex_lock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
   qs->stop = 1;
   for (int i = 0; i < RGPU_JOB_QUEUES; i++)
     if (qs->q[i].started) pthread_cond_broadcast(&qs->q[i].cond);
   /* Threaded jobs touch qs until their very end. */
-  while (qs->threaded) pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
-  pthread_mutex_unlock(&w->jobs_lock);
+  while (qs->threaded) pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
+  pthread_mutex_unlock(&w->jobs.lock);
   for (int i = 0; i < RGPU_JOB_QUEUES; i++)
     if (qs->q[i].started) {
       pthread_join(qs->q[i].th, NULL);
       pthread_cond_destroy(&qs->q[i].cond);
     }
   free(qs);
-  w->job_queues = NULL;
+  w->jobs.queues = NULL;
 }
 
 void rgpu_jobs_barrier(rgpu_worker *w, const void *ref) {
-  pthread_mutex_lock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
   for (;;) {
     int busy = 0;
-    for (rgpu_job *j = w->jobs; j && !busy; j = j->next) busy = ref == NULL || j->ref == ref;
+    for (rgpu_job *j = w->jobs.inflight; j && !busy; j = j->next) busy = ref == NULL || j->ref == ref;
     if (!busy) break;
-    pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
+    pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
   }
-  pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_unlock(&w->jobs.lock);
 }
 
 /* ---- host callbacks ------------------------------------------------------ */
@@ -320,26 +301,26 @@ struct rgpu_host_call {
 static void wait_earlier_replies(rgpu_host_call *hc) {
   rgpu_worker *w = hc->w;
   if (!hc->order_known) return;
-  pthread_mutex_lock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
   for (;;) {
     int pending = 0;
-    for (rgpu_job *j = w->jobs; j; j = j->next)
+    for (rgpu_job *j = w->jobs.inflight; j; j = j->next)
       if (j->kind == RGPU_JOB_WAIT_EVENT && j->buf && j->order <= hc->order &&
           (j->stream == hc->stream || !j->stream || !hc->stream)) {
         pending = 1;
         break;
       }
     if (!pending) break;
-    pthread_cond_wait(&w->jobs_cond, &w->jobs_lock);
+    pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
   }
-  pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_unlock(&w->jobs.lock);
 }
 
 rgpu_host_call *rgpu_host_call_new(rgpu_worker *w, uint64_t callback_id, int once) {
   /* Without a connection nobody could run the callback: refuse rather than
    * let the stream hang. */
   if (!rgpu_jobs_enabled(w)) return NULL;
-  if (!w->host_calls) rgpu_worker_prepare_staging(w); /* pinned while no stream waits for us */
+  if (!w->host_calls) rgpu_staging_prepare(w); /* pinned while no stream waits for us */
   if (!w->host_calls) {
     struct rgpu_host_calls *hs = calloc(1, sizeof *hs);
     if (!hs) return NULL;
@@ -416,9 +397,9 @@ CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id
     return rgpu_worker_fail(w, rgpu_jobs_enabled(w) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED,
                             "host callbacks need a client connection (and server memory)");
   hc->stream = s;
-  pthread_mutex_lock(&w->jobs_lock);
-  hc->order = w->job_order;
-  pthread_mutex_unlock(&w->jobs_lock);
+  pthread_mutex_lock(&w->jobs.lock);
+  hc->order = w->jobs.order;
+  pthread_mutex_unlock(&w->jobs.lock);
   hc->order_known = 1;
   CUresult r = w->drv.cuLaunchHostFunc(s, rgpu_host_call_run, hc);
   if (r != CUDA_SUCCESS) {

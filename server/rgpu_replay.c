@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
 #include "rgpu_frame.h"
 
 void rgpu_replay_init(rgpu_replay *r, int enabled, size_t max_bytes) {
@@ -89,39 +90,16 @@ static void lose_all(rgpu_replay *r, size_t nb) {
   r->nidx = r->idx_head = 0;
 }
 
-/* Room for one more element at the end of a queue kept as an array with
- * a moving head: slides it to the front, or doubles the array. */
-static int queue_room(void **arr, size_t *head, size_t n, size_t *cap, size_t elem,
-                      size_t first_cap) {
-  if (*head + n < *cap) return 0;
-  if (*head > 0) {
-    memmove(*arr, (uint8_t *)*arr + *head * elem, n * elem);
-    *head = 0;
-    return 0;
-  }
-  size_t nc = *cap ? *cap * 2 : first_cap;
-  void *na = realloc(*arr, nc * elem);
-  if (!na) return -1;
-  *arr = na;
-  *cap = nc;
-  return 0;
-}
-
 static int index_push(rgpu_replay *r, uint64_t seq, uint64_t off, uint64_t len) {
-  void *a = r->idx;
-  int rc = queue_room(&a, &r->idx_head, r->nidx, &r->idx_cap, sizeof *r->idx, 64);
-  r->idx = a;
-  if (rc) return -1;
+  /* An array FIFO with a moving head (rgpu_array.h). */
+  if (RGPU_ARRAY_QUEUE_ROOM(r->idx, r->idx_head, r->nidx, r->idx_cap, 64)) return -1;
   r->idx[r->idx_head + r->nidx++] = (rgpu_replay_reply){seq, off, len};
   return 0;
 }
 
 /* A new segment at the end (NULL when out of memory). */
 static rgpu_replay_seg *seg_push(rgpu_replay *r) {
-  void *a = r->segs;
-  int rc = queue_room(&a, &r->seg_head, r->nsegs, &r->seg_cap, sizeof *r->segs, 16);
-  r->segs = a;
-  if (rc) return NULL;
+  if (RGPU_ARRAY_QUEUE_ROOM(r->segs, r->seg_head, r->nsegs, r->seg_cap, 16)) return NULL;
   rgpu_replay_seg *s = seg_at(r, r->nsegs++);
   memset(s, 0, sizeof *s);
   return s;

@@ -3,92 +3,76 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
+#include "rgpu_interval.h"
+
 /* ---- allocations -------------------------------------------------------- */
+
+/* The sorted interval table of common/ (binary search on dptr). */
+RGPU_INTERVAL_TABLE_DEFINE(alloc_tab, rgpu_alloc_table, rgpu_alloc, dptr, size, 16)
 
 void rgpu_alloc_table_init(rgpu_alloc_table *t) { memset(t, 0, sizeof *t); }
 
 void rgpu_alloc_table_free(rgpu_alloc_table *t) {
-  free(t->v);
+  alloc_tab_free(t);
   memset(t, 0, sizeof *t);
-}
-
-/* Index of the first entry with dptr > p (upper bound). */
-static size_t alloc_upper(const rgpu_alloc_table *t, uint64_t p) {
-  size_t lo = 0, hi = t->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (t->v[mid].dptr <= p)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
 }
 
 int rgpu_alloc_table_add(rgpu_alloc_table *t, uint64_t dptr, uint64_t size,
                          rgpu_alloc_kind kind, int device, uint64_t module_id) {
-  if (size == 0 || dptr == 0 || dptr + size < dptr) return RGPU_SESS_EINVAL;
-  size_t i = alloc_upper(t, dptr);
-  /* Neighbours: the entry before must end at or before dptr, the one after
-   * must start at or after dptr+size. */
-  if (i > 0 && t->v[i - 1].dptr + t->v[i - 1].size > dptr) return RGPU_SESS_EEXIST;
-  if (i < t->n && t->v[i].dptr < dptr + size) return RGPU_SESS_EEXIST;
-  if (t->n == t->cap) {
-    size_t nc = t->cap ? t->cap * 2 : 16;
-    rgpu_alloc *nv = realloc(t->v, nc * sizeof *nv);
-    if (!nv) return RGPU_SESS_ENOMEM;
-    t->v = nv;
-    t->cap = nc;
+  if (dptr == 0) return RGPU_SESS_EINVAL;
+  rgpu_alloc a = {dptr, size, kind, device, module_id};
+  switch (alloc_tab_insert(t, &a, NULL)) {
+    case RGPU_INTERVAL_OK: break;
+    case RGPU_INTERVAL_EOVERLAP: return RGPU_SESS_EEXIST;
+    case RGPU_INTERVAL_ENOMEM: return RGPU_SESS_ENOMEM;
+    default: return RGPU_SESS_EINVAL; /* empty or wrapping */
   }
-  memmove(&t->v[i + 1], &t->v[i], (t->n - i) * sizeof *t->v);
-  t->v[i] = (rgpu_alloc){dptr, size, kind, device, module_id};
-  t->n++;
   if (kind == RGPU_ALLOC_MALLOC) t->malloc_bytes += size;
   return 0;
 }
 
 const rgpu_alloc *rgpu_alloc_table_find(const rgpu_alloc_table *t, uint64_t dptr) {
-  size_t i = alloc_upper(t, dptr);
-  if (i > 0 && t->v[i - 1].dptr == dptr) return &t->v[i - 1];
-  return NULL;
+  return alloc_tab_find_start(t, dptr);
 }
 
 const rgpu_alloc *rgpu_alloc_table_lookup(const rgpu_alloc_table *t, uint64_t ptr, uint64_t len) {
   if (ptr + len < ptr) return NULL;
-  size_t i = alloc_upper(t, ptr);
-  if (i == 0) return NULL;
-  const rgpu_alloc *a = &t->v[i - 1];
-  uint64_t off = ptr - a->dptr; /* ptr >= a->dptr by construction */
-  if (off >= a->size) return NULL;
-  if (len > a->size - off) return NULL;
-  return a;
+  return alloc_tab_find_range(t, ptr, len);
 }
 
 int rgpu_alloc_table_remove(rgpu_alloc_table *t, uint64_t dptr, rgpu_alloc *out) {
-  size_t i = alloc_upper(t, dptr);
-  if (i == 0 || t->v[i - 1].dptr != dptr) return RGPU_SESS_ENOENT;
-  i--;
-  if (out) *out = t->v[i];
-  if (t->v[i].kind == RGPU_ALLOC_MALLOC) t->malloc_bytes -= t->v[i].size;
-  memmove(&t->v[i], &t->v[i + 1], (t->n - i - 1) * sizeof *t->v);
-  t->n--;
+  rgpu_alloc a;
+  if (alloc_tab_remove(t, dptr, &a)) return RGPU_SESS_ENOENT;
+  if (out) *out = a;
+  if (a.kind == RGPU_ALLOC_MALLOC) t->malloc_bytes -= a.size;
   return 0;
+}
+
+typedef struct {
+  rgpu_alloc_table *t;
+  int device;
+  uint64_t module_id;
+  void (*fn)(void *ctx, const rgpu_alloc *a);
+  void *ctx;
+} alloc_match;
+
+/* remove_if's predicate: a matching entry is reported and uncounted here,
+ * before the table drops it. */
+static int alloc_matches(void *p, const rgpu_alloc *a) {
+  alloc_match *m = p;
+  int match = (m->device < 0 || a->device == m->device) &&
+              (m->module_id == 0 || a->module_id == m->module_id);
+  if (!match) return 0;
+  if (m->fn) m->fn(m->ctx, a);
+  if (a->kind == RGPU_ALLOC_MALLOC) m->t->malloc_bytes -= a->size;
+  return 1;
 }
 
 void rgpu_alloc_table_remove_matching(rgpu_alloc_table *t, int device, uint64_t module_id,
                                       void (*fn)(void *ctx, const rgpu_alloc *a), void *ctx) {
-  size_t w = 0;
-  for (size_t r = 0; r < t->n; r++) {
-    const rgpu_alloc *a = &t->v[r];
-    int match = (device < 0 || a->device == device) && (module_id == 0 || a->module_id == module_id);
-    if (match) {
-      if (fn) fn(ctx, a);
-      if (a->kind == RGPU_ALLOC_MALLOC) t->malloc_bytes -= a->size;
-    } else {
-      t->v[w++] = *a;
-    }
-  }
-  t->n = w;
+  alloc_match m = {t, device, module_id, fn, ctx};
+  alloc_tab_remove_if(t, alloc_matches, &m);
 }
 
 /* ---- handles ------------------------------------------------------------ */
@@ -117,13 +101,7 @@ int rgpu_handle_map_put(rgpu_handle_map *m, uint64_t id, void *ptr, int device) 
   if (id == 0) return RGPU_SESS_EINVAL;
   size_t i = handle_lower(m, id);
   if (i < m->n && m->v[i].id == id) return RGPU_SESS_EEXIST;
-  if (m->n == m->cap) {
-    size_t nc = m->cap ? m->cap * 2 : 16;
-    rgpu_handle_entry *nv = realloc(m->v, nc * sizeof *nv);
-    if (!nv) return RGPU_SESS_ENOMEM;
-    m->v = nv;
-    m->cap = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(m->v, m->cap, m->n + 1, 16)) return RGPU_SESS_ENOMEM;
   memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof *m->v);
   m->v[i] = (rgpu_handle_entry){id, ptr, device};
   m->n++;

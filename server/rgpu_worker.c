@@ -1,4 +1,8 @@
-/* The session loop: frame in, frames out, strictly in arrival order. */
+/* The session loop and its connection: frames in, dispatch (rgpu_dispatch.h),
+ * frames out, strictly in arrival order; resume, the listener's control
+ * channel and bulk waits.  Driver and contexts: rgpu_device.c; staging
+ * buffers: rgpu_staging.c; handlers: rgpu_handlers.c and the files of their
+ * concern. */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "rgpu_bulk.h"
 #include "rgpu_graph.h"
@@ -23,21 +27,34 @@
 /* handle_frame: the frame was left unexecuted (a bulk wait, rgpu_bulk.h). */
 #define RGPU_WORKER_ABANDON 2
 
-const char *rgpu_device_kind_name(rgpu_device_kind k) {
-  switch (k) {
-    case RGPU_DEVICE_CUDA: return "cuda";
-    case RGPU_DEVICE_SOFTGPU: return "softgpu";
-    default: return "auto";
-  }
-}
-
 CUresult rgpu_worker_fail(rgpu_worker *w, CUresult status, const char *fmt, ...) {
+  char scratch[1];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  if (w->req)
+    vsnprintf(w->req->msg, sizeof w->req->msg, fmt, ap);
+  else
+    vsnprintf(scratch, sizeof scratch, fmt, ap); /* no request to report it to */
   va_end(ap);
   return status;
 }
+
+CUresult rgpu_req_fail(rgpu_req *rq, CUresult status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rq->msg, sizeof rq->msg, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+CUresult rgpu_req_malformed(rgpu_req *rq, int e) {
+  return rgpu_req_fail(rq, CUDA_ERROR_INVALID_VALUE, "malformed request: %s: %s",
+                       rgpu_op_name(rq->op), rgpu_proto_strerror(e));
+}
+
+CUresult rgpu_req_ensure_ctx(rgpu_req *rq) { return rgpu_worker_ensure_ctx(rq->w); }
+
+void rgpu_req_abandon(rgpu_req *rq, int break_conn) { rq->abandon = break_conn ? 2 : 1; }
 
 rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   /* Bulk copies malloc and free one RGPU_CHUNK_BYTES buffer per chunk (the
@@ -60,156 +77,15 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_handle_map_init(&w->streams);
   rgpu_handle_map_init(&w->events);
   rgpu_handle_map_init(&w->modules);
-  rgpu_buf_init(&w->rep);
-  rgpu_buf_init(&w->pending_output);
-  pthread_mutex_init(&w->out_lock, NULL);
+  rgpu_buf_init(&w->rep_buf);
+  rgpu_buf_init(&w->output.pending);
+  pthread_mutex_init(&w->output.lock, NULL);
   pthread_mutex_init(&w->write_lock, NULL);
-  pthread_mutex_init(&w->jobs_lock, NULL);
-  pthread_cond_init(&w->jobs_cond, NULL);
+  pthread_mutex_init(&w->jobs.lock, NULL);
+  pthread_cond_init(&w->jobs.cond, NULL);
   w->end_reason = "eof";
   rgpu_replay_init(&w->replay, w->cfg.grace_s > 0 && w->cfg.ctl_fd > 0, w->cfg.replay_bytes);
   return w;
-}
-
-/* ---- driver and contexts ------------------------------------------------ */
-
-static void print_handler(void *ctx, const char *text, size_t len) {
-  rgpu_worker *w = ctx;
-  pthread_mutex_lock(&w->out_lock);
-  if (w->pending_output.len + len > RGPU_OUTPUT_MAX)
-    w->output_dropped += len;
-  else
-    rgpu_buf_put(&w->pending_output, text, len);
-  pthread_mutex_unlock(&w->out_lock);
-}
-
-static int try_load(rgpu_worker *w, const char *path, char *err, size_t errlen) {
-  if (rgpu_driver_load(&w->drv, path, err, errlen)) return -1;
-  CUresult r = w->drv.cuInit(0);
-  if (r != CUDA_SUCCESS) {
-    snprintf(err, errlen, "CUDA driver %s: cuInit failed: %s", path,
-             rgpu_driver_error_name(&w->drv, r));
-    return -1;
-  }
-  int n = 0;
-  r = w->drv.cuDeviceGetCount(&n);
-  if (r != CUDA_SUCCESS || n < 1) {
-    snprintf(err, errlen, "CUDA driver %s: no device (%s)", path,
-             r != CUDA_SUCCESS ? rgpu_driver_error_name(&w->drv, r) : "count 0");
-    return -1;
-  }
-  w->device_count = n > RGPU_MAX_DEVICES ? RGPU_MAX_DEVICES : n;
-  return 0;
-}
-
-CUresult rgpu_worker_ensure_driver(rgpu_worker *w) {
-  if (w->drv_state == 1) return CUDA_SUCCESS;
-  if (w->drv_state < 0)
-    return rgpu_worker_fail(w, CUDA_ERROR_NO_DEVICE, "%s", w->drv_err);
-  char err[512] = "";
-  int ok = -1;
-  if (w->cfg.device == RGPU_DEVICE_CUDA || w->cfg.device == RGPU_DEVICE_AUTO)
-    ok = try_load(w, "libcuda.so.1", err, sizeof err);
-  if (ok && w->cfg.device != RGPU_DEVICE_CUDA) {
-    char err2[512] = "";
-    ok = try_load(w, w->cfg.softgpu_lib, err2, sizeof err2);
-    if (ok) {
-      if (w->cfg.device == RGPU_DEVICE_AUTO)
-        snprintf(w->drv_err, sizeof w->drv_err, "no usable driver: %s; %s", err, err2);
-      else
-        snprintf(w->drv_err, sizeof w->drv_err, "%s", err2);
-    }
-  } else if (ok) {
-    snprintf(w->drv_err, sizeof w->drv_err, "%s", err);
-  }
-  if (ok) {
-    w->drv_state = -1;
-    RGPU_ERROR("session=%llu %s", (unsigned long long)w->cfg.session_id, w->drv_err);
-    return rgpu_worker_fail(w, CUDA_ERROR_NO_DEVICE, "%s", w->drv_err);
-  }
-  w->drv_state = 1;
-  if (w->drv.sgSetPrintHandler && (w->caps & RGPU_CAP_OUTPUT))
-    w->drv.sgSetPrintHandler(print_handler, w);
-  RGPU_INFO("session=%llu driver=%s devices=%d%s", (unsigned long long)w->cfg.session_id,
-            w->drv.path, w->device_count, w->drv.is_softgpu ? " (softgpu)" : "");
-  return CUDA_SUCCESS;
-}
-
-CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
-  CUresult r = rgpu_worker_ensure_driver(w);
-  if (r) return r;
-  if (dev < 0 || dev >= w->device_count)
-    return rgpu_worker_fail(w, CUDA_ERROR_INVALID_DEVICE, "device %d does not exist (%d device%s)",
-                            dev, w->device_count, w->device_count == 1 ? "" : "s");
-  if (!w->ctx[dev]) {
-    CUdevice d;
-    r = w->drv.cuDeviceGet(&d, dev);
-    if (r == CUDA_SUCCESS) r = w->drv.cuDevicePrimaryCtxRetain(&w->ctx[dev], d);
-    if (r != CUDA_SUCCESS) {
-      w->ctx[dev] = NULL;
-      return rgpu_worker_fail(w, r, "cannot retain the primary context of device %d: %s", dev,
-                              rgpu_driver_error_name(&w->drv, r));
-    }
-  }
-  if (w->cur_dev != dev) {
-    r = w->drv.cuCtxSetCurrent(w->ctx[dev]);
-    if (r != CUDA_SUCCESS)
-      return rgpu_worker_fail(w, r, "cannot make device %d current: %s", dev,
-                              rgpu_driver_error_name(&w->drv, r));
-    w->cur_dev = dev;
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult rgpu_worker_ensure_ctx(rgpu_worker *w) {
-  if (w->drv_state == 1 && w->cur_dev >= 0) return CUDA_SUCCESS;
-  return rgpu_worker_set_device(w, w->cur_dev >= 0 ? w->cur_dev : 0);
-}
-
-typedef struct {
-  rgpu_worker *w;
-  int destroy;
-} drop_ctx;
-
-static void drop_stream(void *p, const rgpu_handle_entry *e) {
-  drop_ctx *d = p;
-  if (d->destroy) d->w->drv.cuStreamDestroy((CUstream)e->ptr);
-}
-static void drop_event(void *p, const rgpu_handle_entry *e) {
-  drop_ctx *d = p;
-  if (d->destroy) d->w->drv.cuEventDestroy((CUevent)e->ptr);
-}
-static void drop_module(void *p, const rgpu_handle_entry *e) {
-  drop_ctx *d = p;
-  rgpu_module_rec *m = e->ptr;
-  if (d->destroy && m->module) d->w->drv.cuModuleUnload((CUmodule)m->module);
-  rgpu_module_rec_free(m);
-}
-static void drop_alloc(void *p, const rgpu_alloc *a) {
-  drop_ctx *d = p;
-  if (d->destroy && a->kind == RGPU_ALLOC_MALLOC) d->w->drv.cuMemFree((CUdeviceptr)a->dptr);
-}
-
-void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
-  drop_ctx d = {w, destroy && w->drv_state == 1};
-  /* Resources must be destroyed inside their own context. */
-  if (d.destroy && dev >= 0 && dev < RGPU_MAX_DEVICES && w->ctx[dev])
-    w->drv.cuCtxSetCurrent(w->ctx[dev]);
-  if (d.destroy && dev < 0) {
-    for (int i = 0; i < w->device_count; i++)
-      if (w->ctx[i]) {
-        w->drv.cuCtxSetCurrent(w->ctx[i]);
-        rgpu_worker_drop_device_state(w, i, destroy);
-      }
-    d.destroy = 0; /* anything left has no context: forget it */
-  }
-  rgpu_graph_drop_device(w, dev, d.destroy); /* first: graphs use the rest */
-  rgpu_handle_map_remove_matching(&w->streams, dev, drop_stream, &d);
-  rgpu_handle_map_remove_matching(&w->events, dev, drop_event, &d);
-  rgpu_handle_map_remove_matching(&w->modules, dev, drop_module, &d);
-  rgpu_alloc_table_remove_matching(&w->allocs, dev, 0, drop_alloc, &d);
-  if (d.destroy && w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES && w->ctx[w->cur_dev])
-    w->drv.cuCtxSetCurrent(w->ctx[w->cur_dev]);
 }
 
 void rgpu_worker_free(rgpu_worker *w) {
@@ -217,7 +93,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_jobs_barrier(w, NULL);
   rgpu_jobs_stop(w);
   rgpu_worker_drop_device_state(w, -1, 1);
-  rgpu_worker_drop_chunk_pool(w);
+  rgpu_staging_drop(w);
   if (w->drv_state == 1) {
     for (int i = 0; i < w->device_count; i++) {
       if (!w->ctx[i]) continue;
@@ -233,19 +109,19 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_handle_map_free(&w->streams);
   rgpu_handle_map_free(&w->events);
   rgpu_handle_map_free(&w->modules);
-  rgpu_buf_free(&w->rep);
-  rgpu_buf_free(&w->pending_output);
+  rgpu_buf_free(&w->rep_buf);
+  rgpu_buf_free(&w->output.pending);
   rgpu_replay_free(&w->replay);
-  pthread_mutex_destroy(&w->out_lock);
+  pthread_mutex_destroy(&w->output.lock);
   pthread_mutex_destroy(&w->write_lock);
-  pthread_mutex_destroy(&w->jobs_lock);
-  pthread_cond_destroy(&w->jobs_cond);
+  pthread_mutex_destroy(&w->jobs.lock);
+  pthread_cond_destroy(&w->jobs.cond);
   free(w->param_buf);
   free(w);
 }
 
 uint64_t rgpu_worker_calls(const rgpu_worker *w) { return w->calls; }
-int rgpu_worker_handed_off(const rgpu_worker *w) { return w->handed_off; }
+int rgpu_worker_handed_off(const rgpu_worker *w) { return w->resume.handed_off; }
 const char *rgpu_worker_end_reason(const rgpu_worker *w) { return w->end_reason; }
 
 /* ---- frame building ----------------------------------------------------- */
@@ -261,23 +137,23 @@ static void put_frame(rgpu_buf *out, uint8_t kind, uint16_t op, uint32_t aux, ui
 
 /* Moves device printf text into OUTPUT events, in max_payload pieces. */
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out) {
-  pthread_mutex_lock(&w->out_lock);
+  pthread_mutex_lock(&w->output.lock);
   size_t off = 0;
-  while (off < w->pending_output.len) {
-    size_t n = w->pending_output.len - off;
+  while (off < w->output.pending.len) {
+    size_t n = w->output.pending.len - off;
     if (n > w->cfg.max_payload) n = w->cfg.max_payload;
-    put_frame(out, RGPU_KIND_EVENT, RGPU_EVT_OUTPUT, 0, 0, w->pending_output.data + off, n);
+    put_frame(out, RGPU_KIND_EVENT, RGPU_EVT_OUTPUT, 0, 0, w->output.pending.data + off, n);
     off += n;
   }
-  rgpu_buf_reset(&w->pending_output);
-  if (w->output_dropped) {
+  rgpu_buf_reset(&w->output.pending);
+  if (w->output.dropped) {
     char note[128];
     int n = snprintf(note, sizeof note, "\n[rgpu: %llu bytes of device printf output dropped]\n",
-                     (unsigned long long)w->output_dropped);
+                     (unsigned long long)w->output.dropped);
     put_frame(out, RGPU_KIND_EVENT, RGPU_EVT_OUTPUT, 0, 0, note, (size_t)n);
-    w->output_dropped = 0;
+    w->output.dropped = 0;
   }
-  pthread_mutex_unlock(&w->out_lock);
+  pthread_mutex_unlock(&w->output.lock);
 }
 
 static void put_async_error(rgpu_buf *out, CUresult status, uint64_t seq, const char *msg) {
@@ -292,68 +168,60 @@ static void put_async_error(rgpu_buf *out, CUresult status, uint64_t seq, const 
 }
 
 /* Result of a request: reply if asked for, else an ASYNC_ERROR on failure. */
-/* With defer_rep the reply's payload stays in w->rep (the caller sends it
+/* With defer_rep the reply's payload stays in rq->rep (the caller sends it
  * as a second iovec, so bulk DTOH data is never copied). Returns 1 then. */
-static int finish(rgpu_worker *w, const rgpu_frame_hdr *h, CUresult status, rgpu_buf *out,
-                  int need_reply, int defer_rep) {
+static int finish(rgpu_req *rq, CUresult status, rgpu_buf *out, int need_reply, int defer_rep) {
+  rgpu_worker *w = rq->w;
+  const rgpu_frame_hdr *h = &rq->hdr;
   rgpu_worker_flush_output(w, out);
   if (need_reply) {
     if (status == CUDA_SUCCESS && defer_rep) {
-      rgpu_frame_hdr rh = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h->opcode, (uint32_t)w->rep.len, 0,
-                           h->seq};
+      rgpu_frame_hdr rh = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, h->opcode, (uint32_t)rq->rep->len,
+                           0, h->seq};
       uint8_t hdr[RGPU_FRAME_HDR_SIZE];
       rgpu_frame_hdr_encode(hdr, &rh);
       rgpu_buf_put(out, hdr, sizeof hdr);
       return 1;
     }
     if (status == CUDA_SUCCESS)
-      put_frame(out, RGPU_KIND_REPLY, h->opcode, 0, h->seq, w->rep.data, w->rep.len);
+      put_frame(out, RGPU_KIND_REPLY, h->opcode, 0, h->seq, rq->rep->data, rq->rep->len);
     else
-      put_frame(out, RGPU_KIND_REPLY, h->opcode, (uint32_t)status, h->seq, w->msg,
-                strlen(w->msg));
+      put_frame(out, RGPU_KIND_REPLY, h->opcode, (uint32_t)status, h->seq, rq->msg,
+                strlen(rq->msg));
   } else if (status != CUDA_SUCCESS) {
-    if (!w->msg[0])
-      snprintf(w->msg, sizeof w->msg, "%s failed: %s", rgpu_op_name(h->opcode),
+    if (!rq->msg[0])
+      snprintf(rq->msg, sizeof rq->msg, "%s failed: %s", rgpu_op_name(h->opcode),
                w->drv_state == 1 ? rgpu_driver_error_name(&w->drv, status) : "error");
-    put_async_error(out, status, h->seq, w->msg);
+    put_async_error(out, status, h->seq, rq->msg);
   }
   return 0;
 }
 
-/* Bulk streams are offered on quic:// sessions whose client asks for them
- * (and that have a control channel for the listener to route lanes
- * through).  HELLO's handler knows nothing of them, so the negotiated bit
- * is added to its reply here (caps is the reply's second u32). */
-static void offer_bulk(rgpu_worker *w, const void *payload, size_t len) {
-  rgpu_msg_hello_req q;
-  if (rgpu_msg_hello_req_decode(payload, len, &q) != 0) return;
-  if (!(q.caps & RGPU_CAP_BULK_STREAMS) || strcmp(w->cfg.transport, "quic") != 0 ||
-      w->cfg.ctl_fd <= 0 || w->rep.len < 8)
-    return;
-  w->caps |= RGPU_CAP_BULK_STREAMS;
-  uint32_t caps = rgpu_bulk_get_u32(w->rep.data + 4) | RGPU_CAP_BULK_STREAMS;
-  rgpu_bulk_put_u32(w->rep.data + 4, caps);
-}
-
-/* Status of a query is an answer, not an error to latch. */
-static int is_query(uint16_t op) { return op == RGPU_OP_STREAM_QUERY || op == RGPU_OP_EVENT_QUERY; }
-
-static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
-                        rgpu_buf *out, int defer_rep, int *deferred) {
+/* Runs one request frame into rq (which the caller provides, so that the
+ * serve loop can see an abandoned frame): dispatch through the generated
+ * table (rgpu_dispatch.h), then the reply or ASYNC_ERROR.  in: the buffer
+ * holding the payload when a handler may take it (rgpu_req.h), else NULL. */
+static int handle_frame(rgpu_worker *w, rgpu_req *rq, const rgpu_frame_hdr *h, const void *payload,
+                        size_t len, rgpu_buf *in, rgpu_buf *out, int defer_rep, int *deferred) {
   *deferred = 0;
   uint64_t t0_ns = rgpu_metrics_now_ns();
-  rgpu_buf_reset(&w->rep);
-  w->msg[0] = 0;
+  rgpu_buf_reset(&w->rep_buf);
   int need_reply = h->kind == RGPU_KIND_REQUEST && (h->aux & RGPU_REQ_NEED_REPLY);
-  w->cur_op = h->opcode;
-  w->cur_seq = h->seq;
-  w->cur_need_reply = need_reply;
-  w->reply_taken = 0;
+  rq->w = w;
+  rq->hdr = *h;
+  rq->op = h->opcode;
+  rq->seq = h->seq;
+  rq->need_reply = need_reply;
+  rq->rep = &w->rep_buf;
+  rq->msg[0] = 0;
+  rq->reply_taken = 0;
+  rq->in = in;
+  rq->abandon = 0;
   if (h->kind != RGPU_KIND_REQUEST) {
     /* A client never sends replies or events: the stream is confused. */
-    rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
-                     (unsigned)h->kind);
-    finish(w, h, CUDA_ERROR_INVALID_VALUE, out, 0, 0);
+    rgpu_req_fail(rq, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
+                  (unsigned)h->kind);
+    finish(rq, CUDA_ERROR_INVALID_VALUE, out, 0, 0);
     return RGPU_WORKER_CONTINUE;
   }
   if (h->opcode == RGPU_OP_ACK) {
@@ -370,69 +238,56 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
   w->calls++;
   if (!w->hello_done && h->opcode == RGPU_OP_HELLO && w->cfg.refuse_new[0]) {
     /* Server full or draining: a reply the client can show, then close. */
-    rgpu_worker_fail(w, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s", w->cfg.refuse_new);
-    finish(w, h, CUDA_ERROR_DEVICE_UNAVAILABLE, out, 1, 0);
+    rgpu_req_fail(rq, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s", w->cfg.refuse_new);
+    finish(rq, CUDA_ERROR_DEVICE_UNAVAILABLE, out, 1, 0);
     w->end_reason = "refused";
     return RGPU_WORKER_CLOSE;
   }
   if (!w->hello_done && h->opcode != RGPU_OP_HELLO) {
-    rgpu_worker_fail(w, CUDA_ERROR_NOT_INITIALIZED, "the first request of a session must be HELLO, got %s",
-                     rgpu_op_name(h->opcode) ? rgpu_op_name(h->opcode) : "an unknown opcode");
-    finish(w, h, CUDA_ERROR_NOT_INITIALIZED, out, 1, 0);
+    rgpu_req_fail(rq, CUDA_ERROR_NOT_INITIALIZED,
+                  "the first request of a session must be HELLO, got %s",
+                  rgpu_op_name(h->opcode) ? rgpu_op_name(h->opcode) : "an unknown opcode");
+    finish(rq, CUDA_ERROR_NOT_INITIALIZED, out, 1, 0);
     w->end_reason = "no-hello";
     return RGPU_WORKER_CLOSE;
   }
-  int needs_ctx = 0;
-  rgpu_handler_fn fn = rgpu_handler_for(h->opcode, &needs_ctx);
-  /* Bulk-stream copies (rgpu_bulk.h) run the inline copy handlers. */
-  if (h->opcode == RGPU_OP_MEMCPY_HTOD_BULK) {
-    fn = rgpu_bulk_h_htod;
-    needs_ctx = 1;
-  } else if (h->opcode == RGPU_OP_MEMCPY_DTOH_BULK) {
-    fn = rgpu_bulk_h_dtoh;
-    needs_ctx = 1;
-  } else if (h->opcode == RGPU_OP_MEM_FREE || h->opcode == RGPU_OP_DEVICE_RESET ||
-             h->opcode == RGPU_OP_GOODBYE) {
-    /* Like the jobs' barrier in those handlers: lane replies still being
-     * sent use the memory, the context, the connection. */
-    rgpu_bulk_barrier(w);
-  }
-  w->bulk_abandon = 0;
+  const rgpu_dispatch_entry *d = rgpu_dispatch_for(h->opcode);
+  unsigned flags = d ? d->flags : 0;
+  /* Like the jobs' barrier in those handlers: lane replies still being
+   * sent use the memory, the context, the connection. */
+  if (flags & RGPU_DISPATCH_BARRIER) rgpu_bulk_barrier(w);
   CUresult status;
-  if (!fn) {
-    status = rgpu_worker_fail(w, CUDA_ERROR_NOT_SUPPORTED, "unknown request opcode 0x%04x",
-                              (unsigned)h->opcode);
-  } else if (rgpu_msg_validate(h->opcode, 0, payload, len) != RGPU_PROTO_OK) {
-    int e = rgpu_msg_validate(h->opcode, 0, payload, len);
-    status = rgpu_worker_fail(w, CUDA_ERROR_INVALID_VALUE, "malformed request: %s: %s",
-                              rgpu_op_name(h->opcode), rgpu_proto_strerror(e));
-  } else {
-    status = needs_ctx ? rgpu_worker_ensure_ctx(w) : CUDA_SUCCESS;
-    if (status == CUDA_SUCCESS) status = fn(w, payload, len);
-  }
-  if (w->bulk_abandon) {
+  w->req = rq;
+  if (!d)
+    status = rgpu_req_fail(rq, CUDA_ERROR_NOT_SUPPORTED, "unknown request opcode 0x%04x",
+                           (unsigned)h->opcode);
+  else
+    status = d->run(rq, payload, len);
+  w->req = NULL;
+  if (rq->abandon) {
     /* Not executed: no reply, not counted (the serve loop sees it). */
-    rgpu_buf_reset(&w->rep);
+    rgpu_buf_reset(&w->rep_buf);
     w->calls--;
     return RGPU_WORKER_ABANDON;
   }
-  if (h->opcode == RGPU_OP_HELLO && status == CUDA_SUCCESS && w->hello_done) offer_bulk(w, payload, len);
-  if (status != CUDA_SUCCESS) rgpu_buf_reset(&w->rep);
-  if (w->rep.err) {
-    rgpu_buf_reset(&w->rep);
-    w->rep.err = 0;
-    status = rgpu_worker_fail(w, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory building the reply");
+  if (status != CUDA_SUCCESS) rgpu_buf_reset(&w->rep_buf);
+  if (w->rep_buf.err) {
+    rgpu_buf_reset(&w->rep_buf);
+    w->rep_buf.err = 0;
+    status = rgpu_req_fail(rq, CUDA_ERROR_OUT_OF_MEMORY, "server out of memory building the reply");
   }
-  if (status == CUDA_ERROR_NOT_READY && is_query(h->opcode) && !need_reply) status = CUDA_SUCCESS;
-  if (status == CUDA_SUCCESS && w->reply_taken)
+  /* The status of a query is an answer, not an error to latch. */
+  if (status == CUDA_ERROR_NOT_READY && (flags & RGPU_DISPATCH_QUERY) && !need_reply)
+    status = CUDA_SUCCESS;
+  if (status == CUDA_SUCCESS && rq->reply_taken)
     rgpu_worker_flush_output(w, out); /* a background job replies */
   else
-    *deferred = finish(w, h, status, out, need_reply, defer_rep);
+    *deferred = finish(rq, status, out, need_reply, defer_rep);
   if (t0_ns)
     rgpu_metrics_request(h->opcode, (uint32_t)status, rgpu_metrics_now_ns() - t0_ns,
                          RGPU_FRAME_HDR_SIZE + len, w->allocs.malloc_bytes);
   if (status) rgpu_metrics_note_status(w->cfg.session_id, h->opcode, (uint32_t)status);
-  if (h->opcode == RGPU_OP_GOODBYE && status == CUDA_SUCCESS) {
+  if ((flags & RGPU_DISPATCH_ENDS) && status == CUDA_SUCCESS) {
     w->end_reason = "goodbye";
     return RGPU_WORKER_CLOSE;
   }
@@ -446,7 +301,8 @@ static int handle_frame(rgpu_worker *w, const rgpu_frame_hdr *h, const void *pay
 int rgpu_worker_handle(rgpu_worker *w, const rgpu_frame_hdr *h, const void *payload, size_t len,
                        rgpu_buf *out) {
   int deferred;
-  return handle_frame(w, h, payload, len, out, 0, &deferred);
+  rgpu_req rq;
+  return handle_frame(w, &rq, h, payload, len, NULL, out, 0, &deferred);
 }
 
 /* ---- the socket loop ---------------------------------------------------- */
@@ -644,8 +500,8 @@ static void lose_conn(rgpu_worker *w, const char *why) {
   pthread_mutex_lock(&w->write_lock);
   w->write_failed = 1;
   pthread_mutex_unlock(&w->write_lock);
-  w->lost = 1;
-  w->lost_at = rgpu_clock_s();
+  w->resume.lost = 1;
+  w->resume.lost_at = rgpu_clock_s();
   RGPU_INFO("session=%llu peer=%s event=disconnected reason=%s grace_s=%d tx_bytes=%llu "
             "rx_bytes=%llu",
             (unsigned long long)w->cfg.session_id, w->cfg.peer, why, w->cfg.grace_s,
@@ -711,7 +567,7 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
   /* Whatever was half-read from the old connection is re-sent by the
    * client (it starts at rx_consumed, a frame boundary). */
   rb->start = rb->end = 0;
-  if (old && old != w->orig_conn) {
+  if (old && old != w->resume.orig_conn) {
     rgpu_conn_close(old);
   } else if (old) {
     /* serve()'s caller closes the original conn; make it inert now. */
@@ -722,10 +578,10 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
   RGPU_INFO("session=%llu peer=%s event=resume outage_s=%.3f replayed_bytes=%zu rx_bytes=%llu "
             "resumes=%llu",
             (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc),
-            w->lost ? rgpu_clock_s() - w->lost_at : 0.0, n,
+            w->resume.lost ? rgpu_clock_s() - w->resume.lost_at : 0.0, n,
             (unsigned long long)w->replay.rx_consumed, (unsigned long long)w->replay.resumes);
-  w->lost = rc != 0;
-  if (w->lost) w->lost_at = rgpu_clock_s();
+  w->resume.lost = rc != 0;
+  if (w->resume.lost) w->resume.lost_at = rgpu_clock_s();
   return 0;
 }
 
@@ -747,8 +603,8 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
     return 1;
   }
   if (m.type == RGPU_CTL_DRAIN) {
-    w->draining = 1;
-    if (w->lost) {
+    w->resume.draining = 1;
+    if (w->resume.lost) {
       w->end_reason = "drain";
       return 1;
     }
@@ -785,11 +641,8 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
 
 int rgpu_worker_resumable(const rgpu_worker *w) { return resumable(w); }
 
-void rgpu_worker_bulk_abandon(rgpu_worker *w, int break_conn) {
-  w->bulk_abandon = break_conn ? 2 : 1;
-}
-
-int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg), void *arg) {
+int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg), void *arg) {
+  rgpu_worker *w = rq->w;
   double idle_since = rgpu_clock_s();
   for (;;) {
     int r = ready(w, arg);
@@ -811,7 +664,7 @@ int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg
       pf[n] = (struct pollfd){w->cfg.ctl_fd, POLLIN, 0};
       ki = n++;
     }
-    if (w->conn && !w->lost) {
+    if (w->conn && !w->resume.lost) {
       /* Only a hang-up: stream 0 may well hold later requests. */
       pf[n] = (struct pollfd){rgpu_conn_poll_fd(w->conn), POLLRDHUP, 0};
       ci = n++;
@@ -825,18 +678,18 @@ int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg
       rgpu_conn *before = w->conn;
       if (handle_ctl(w, (rdbuf *)w->cur_rb)) {
         w->bulk_end = 1;
-        rgpu_worker_bulk_abandon(w, 0);
+        rgpu_req_abandon(rq, 0);
         return RGPU_BULK_WAIT_ABANDON;
       }
       if (w->conn != before) {
         /* Resumed on a new connection: the client re-sends this frame. */
-        rgpu_worker_bulk_abandon(w, 0);
+        rgpu_req_abandon(rq, 0);
         return RGPU_BULK_WAIT_ABANDON;
       }
     }
     if (ci >= 0 && (pf[ci].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
       if (ready(w, arg) > 0) return 0;
-      rgpu_worker_bulk_abandon(w, 0);
+      rgpu_req_abandon(rq, 0);
       return RGPU_BULK_WAIT_ABANDON;
     }
   }
@@ -845,12 +698,12 @@ int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg
 /* Disconnected: waits for RESUME until the grace period is over. */
 static int await_resume(rgpu_worker *w, rdbuf *rb) {
   for (;;) {
-    if (w->draining) {
+    if (w->resume.draining) {
       /* The server is stopping: nobody should wait for this client. */
       w->end_reason = "drain";
       return 1;
     }
-    double left = w->lost_at + (double)w->cfg.grace_s - rgpu_clock_s();
+    double left = w->resume.lost_at + (double)w->cfg.grace_s - rgpu_clock_s();
     if (left <= 0) {
       RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
                 (unsigned long long)w->cfg.session_id, w->cfg.grace_s);
@@ -899,7 +752,7 @@ static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, siz
                              "restarted)");
         why = whybuf;
       } else {
-        w->handed_off = 1;
+        w->resume.handed_off = 1;
         w->end_reason = "resume-handoff";
         RGPU_DEBUG("peer=%s event=resume-handoff session=%llu", w->cfg.peer,
                    (unsigned long long)a.session_id);
@@ -924,10 +777,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     return 1;
   }
   w->conn = c;
-  w->orig_conn = c;
+  w->resume.orig_conn = c;
   w->cur_rb = &rb;
   for (;;) {
-    if (w->lost) {
+    if (w->resume.lost) {
       if (await_resume(w, &rb)) break;
       continue;
     }
@@ -950,8 +803,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       if (rc == 0) rb.start += RGPU_FRAME_HDR_SIZE;
     }
     const uint8_t *payload = NULL;
-    w->cur_in = NULL;
-    rgpu_worker_frame_buffer_done(w, &in);
+    rgpu_buf *frame_in = NULL; /* set when the payload has a buffer of its own */
+    rgpu_staging_frame_buffer_done(w, &in);
     if (rc == 0 && h.length <= RGPU_RDBUF_CAP / 2) {
       rc = rdbuf_fill(w, cur, &rb, h.length);
       payload = rb.p + rb.start;
@@ -960,7 +813,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       rgpu_buf_reset(&in);
       /* Pinned pool memory when it fits: an H2D handler keeps the buffer
        * as its copy's source without pinning it per copy. */
-      if (!rgpu_worker_frame_buffer(w, &in, h.length) && rgpu_buf_reserve(&in, h.length)) {
+      if (!rgpu_staging_frame_buffer(w, &in, h.length) && rgpu_buf_reserve(&in, h.length)) {
         rc = RGPU_PROTO_ENOMEM;
       } else {
         size_t have = rb.end - rb.start;
@@ -970,7 +823,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
         rc = have < h.length ? read_exact_ctl(w, cur, in.data + have, h.length - have) : 0;
         in.len = h.length;
         payload = in.data;
-        w->cur_in = &in;
+        frame_in = &in;
       }
     }
     if (rc == RGPU_WORKER_ECTL) {
@@ -1010,12 +863,12 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     rgpu_buf_reset(&out);
     int deferred = 0;
     int was_hello = w->hello_done;
-    int action = handle_frame(w, &h, payload, h.length, &out, 1, &deferred);
+    rgpu_req rq;
+    int action = handle_frame(w, &rq, &h, payload, h.length, frame_in, &out, 1, &deferred);
     if (action == RGPU_WORKER_ABANDON) {
       /* A bulk request that could not run: not counted, so the client
        * re-sends it (as its inline twin) after a resume. */
-      int brk = w->bulk_abandon == 2;
-      w->bulk_abandon = 0;
+      int brk = rq.abandon == 2;
       if (w->bulk_end) break;
       if (w->conn != cur) continue; /* resumed meanwhile: rb was reset */
       if (brk && w->conn) {
@@ -1051,8 +904,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       break;
     }
     if (out.len) {
-      struct iovec iov[2] = {{out.data, out.len}, {w->rep.data, w->rep.len}};
-      if (rgpu_worker_send(w, iov, deferred && w->rep.len ? 2 : 1)) {
+      struct iovec iov[2] = {{out.data, out.len}, {w->rep_buf.data, w->rep_buf.len}};
+      if (rgpu_worker_send(w, iov, deferred && w->rep_buf.len ? 2 : 1)) {
         w->end_reason = "write-error";
         result = 1;
         break;
@@ -1075,9 +928,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     rgpu_conn_close(w->conn);
   }
   w->conn = NULL;
-  w->cur_in = NULL;
   free(rb.p);
-  rgpu_worker_frame_buffer_done(w, &in);
+  rgpu_staging_frame_buffer_done(w, &in);
   rgpu_buf_free(&in);
   rgpu_buf_free(&out);
   return result;

@@ -1,14 +1,20 @@
-/* State shared by rgpu_worker.c (session loop) and rgpu_handlers.c. */
+/* State shared by the session loop (rgpu_worker.c), the driver and contexts
+ * (rgpu_device.c), the handlers (rgpu_handlers.c, rgpu_graph.c,
+ * rgpu_bulk.c), background jobs (rgpu_jobs.c) and staging (rgpu_staging.c).  What one request may do is
+ * in rgpu_req.h; the dispatch table is generated (rgpu_dispatch.h). */
 #ifndef RGPU_WORKER_INTERNAL_H
 #define RGPU_WORKER_INTERNAL_H
 
 #include <pthread.h>
 
 #include "rgpu_chunk_pool.h"
+#include "rgpu_dispatch.h"
 #include "rgpu_driver.h"
 #include "rgpu_messages.h"
 #include "rgpu_replay.h"
+#include "rgpu_req.h"
 #include "rgpu_session.h"
+#include "rgpu_staging.h"
 #include "rgpu_worker.h"
 
 #define RGPU_MAX_DEVICES 64
@@ -16,13 +22,42 @@
  * client told so): a runaway kernel must not exhaust the worker's memory. */
 #define RGPU_OUTPUT_MAX (16u << 20)
 
+/* Device printf text from the driver (softgpu may call its print handler
+ * from its own threads), waiting to go out as OUTPUT events. */
+typedef struct {
+  pthread_mutex_t lock;
+  rgpu_buf pending;
+  uint64_t dropped; /* bytes beyond RGPU_OUTPUT_MAX, reported in a note */
+} rgpu_worker_output;
+
+/* Background completion (rgpu_jobs.c): jobs in flight and their threads. */
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;     /* a job or a completion thread ended (with lock) */
+  struct rgpu_job *inflight;
+  int n;
+  uint64_t order;          /* jobs submitted so far (under lock) */
+  struct rgpu_job_queues *queues; /* per-stream completion threads */
+} rgpu_worker_jobs;
+
+/* A broken connection the session waits to be resumed on (rgpu_worker.c). */
+typedef struct {
+  int lost;               /* the connection broke; waiting for RESUME */
+  double lost_at;         /* CLOCK_MONOTONIC seconds */
+  int handed_off;         /* a fresh worker passed its RESUME connection on */
+  int draining;           /* RGPU_CTL_DRAIN: no waiting for a resume any more */
+  rgpu_conn *orig_conn;   /* the conn serve() was given (its caller closes it) */
+} rgpu_worker_resume;
+
 struct rgpu_worker {
   rgpu_worker_config cfg;
   int hello_done;
   uint32_t caps; /* negotiated: client's AND server's */
   uint8_t session_token[32];
+  uint64_t calls;
+  const char *end_reason;
 
-  /* Driver: loaded after an authenticated HELLO. */
+  /* Driver and contexts: loaded after an authenticated HELLO. */
   int drv_state; /* 0 not tried, 1 loaded, -1 failed */
   rgpu_driver drv;
   char drv_err[768];
@@ -37,59 +72,38 @@ struct rgpu_worker {
   rgpu_handle_map modules; /* ptr: rgpu_module_rec * */
   struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
 
-  /* Per-request scratch, reused. */
-  rgpu_buf rep;      /* reply payload of the request being handled */
-  char msg[1024];    /* error message of the request being handled */
-  void *param_buf;   /* aligned copy of LAUNCH parameters */
+  /* Request handling (rgpu_req.h). */
+  rgpu_req *req;     /* the request being handled (NULL between requests):
+                      * rgpu_worker_fail writes its message */
+  rgpu_buf rep_buf;  /* storage of req->rep, reused; the loop sends it after
+                      * handle_frame returned (a second iovec, not copied) */
+  void *param_buf;   /* aligned copy of LAUNCH parameters, reused */
   size_t param_cap;
 
-  /* Device printf: softgpu may call the handler from its own threads. */
-  pthread_mutex_t out_lock;
-  rgpu_buf pending_output;
-  uint64_t output_dropped;
+  rgpu_worker_output output;
 
-  uint64_t calls;
-  const char *end_reason;
-
-  /* The request being handled (for handlers that hand their reply to a
-   * background job). */
-  uint16_t cur_op;
-  uint64_t cur_seq;
-  int cur_need_reply;
-  int reply_taken;   /* a job sends the reply; the loop must not */
-  rgpu_buf *cur_in;  /* the loop's input buffer, which a handler may take */
-
-  /* Background completion (rgpu_jobs.c): only with a connection. */
+  /* The connection; jobs and lane threads write to it too. */
   rgpu_conn *conn;
   pthread_mutex_t write_lock; /* one frame group at a time on conn */
-  pthread_mutex_t jobs_lock;
-  pthread_cond_t jobs_cond;
-  struct rgpu_job *jobs; /* in flight */
-  int njobs;
-  uint64_t job_order; /* jobs submitted so far (under jobs_lock) */
-  struct rgpu_job_queues *job_queues; /* per-stream completion threads */
   int write_failed;
+
+  /* Background completion: only with a connection. */
+  rgpu_worker_jobs jobs;
+  /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
+  struct rgpu_host_calls *host_calls;
 
   /* Resumable session (rgpu_worker.c, rgpu_replay.h): the replay buffer and
    * request count live under write_lock. */
   rgpu_replay replay;
-  /* Pinned-once staging buffers for background copies (rgpu_chunk_pool.h);
-   * made at the first copy that needs one, dropped with the context. */
-  rgpu_chunk_pool *chunk_pool;
-  rgpu_chunk_pool *small_pool; /* the same for copies up to RGPU_SMALL_STAGING */
-  int lost;               /* the connection broke; waiting for RESUME */
-  double lost_at;         /* CLOCK_MONOTONIC seconds */
-  int handed_off;         /* a fresh worker passed its RESUME connection on */
-  int draining;           /* RGPU_CTL_DRAIN: no waiting for a resume any more */
-  rgpu_conn *orig_conn;   /* the conn serve() was given (its caller closes it) */
+  rgpu_worker_resume resume;
 
-  /* Host callbacks in flight (rgpu_jobs.c); created on first HOST_FUNC. */
-  struct rgpu_host_calls *host_calls;
+  /* Pinned-once staging buffers for background copies (rgpu_staging.h);
+   * made at the first copy that needs one, dropped with the context. */
+  rgpu_staging staging;
 
   /* Bulk streams (rgpu_bulk.h); created when the first lane arrives. */
   struct rgpu_bulk *bulk;
   void *cur_rb;      /* the serve loop's read buffer, for control messages in a bulk wait */
-  int bulk_abandon;  /* set by a bulk handler: 1 leave the frame unexecuted, 2 and break the conn */
   int bulk_end;      /* a control message during a bulk wait ended the session */
 };
 
@@ -176,7 +190,7 @@ void rgpu_host_call_free(rgpu_host_call *hc);
 /* The CUhostFn: userData is an rgpu_host_call. */
 void CUDA_CB rgpu_host_call_run(void *user);
 /* cuLaunchHostFunc(s, rgpu_host_call_run, one-shot record); a CUresult, with
- * a message in w->msg on failure. */
+ * a message in the request's message on failure. */
 CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id);
 /* HOST_CALL_DONE: releases the stream waiting on token.  CUDA_ERROR_INVALID_VALUE
  * for a token no host function waits for. */
@@ -187,19 +201,13 @@ void rgpu_host_calls_shutdown(rgpu_worker *w);
 /* Frees the bookkeeping (after the driver state is gone). */
 void rgpu_host_calls_free(rgpu_worker *w);
 
-/* Handler of one request opcode: decodes payload, appends reply fields (and
- * tail) to w->rep, returns a CUresult; on failure may write w->msg. */
-typedef CUresult (*rgpu_handler_fn)(rgpu_worker *w, const void *payload, size_t len);
-
-/* The handler for op, or NULL if the opcode is unknown. needs_driver is set
- * for requests that must have a loaded driver and a current context. */
-rgpu_handler_fn rgpu_handler_for(uint16_t op, int *needs_ctx);
-
-/* Formats w->msg (printf-style). Returns status, for `return fail(...)`. */
+/* Formats the message of the request being handled (w->req->msg; dropped
+ * between requests), printf-style, for the helpers that only have the
+ * worker.  Returns status, for `return fail(...)`. */
 CUresult rgpu_worker_fail(rgpu_worker *w, CUresult status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Loads the driver and makes a context current if needed. */
+/* Loads the driver and makes a context current if needed (rgpu_device.c). */
 CUresult rgpu_worker_ensure_driver(rgpu_worker *w);
 CUresult rgpu_worker_ensure_ctx(rgpu_worker *w);
 CUresult rgpu_worker_set_device(rgpu_worker *w, int dev);
@@ -207,42 +215,18 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev);
  * dev, or all devices with dev < 0. */
 void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy);
 
-/* The session's staging pool (rgpu_handlers.c): created on first use; drop
- * it (unpinning its buffers) once no background job uses it any more,
- * before a context reset or unloading the driver. */
-rgpu_chunk_pool *rgpu_worker_chunk_pool(rgpu_worker *w);
-void rgpu_worker_drop_chunk_pool(rgpu_worker *w);
-/* Makes (and pins) both pools now, if not yet: before a session's first
- * host function, after which the pools no longer grow. */
-void rgpu_worker_prepare_staging(rgpu_worker *w);
-/* Gives back a background copy's buffer: unregisters `pinned` (may be
- * NULL), returns a pooled buffer to the pool and frees any other. */
-void rgpu_worker_release_staging(rgpu_worker *w, void *buf, void *pinned);
-/* Copies up to this size stage in the small pool. */
-#define RGPU_SMALL_STAGING (16u << 10)
-/* The socket loop's buffer for one large frame: a pooled, pinned buffer
- * when len fits one (returns 1, in->data set, in->cap = len), else 0 and
- * the loop allocates.  A handler may take in->data (rgpu_buf_init(in)) and
- * give it back with rgpu_worker_release_staging; _done gives back what no
- * handler took (call it before anything else uses `in`). */
-int rgpu_worker_frame_buffer(rgpu_worker *w, rgpu_buf *in, size_t len);
-void rgpu_worker_frame_buffer_done(rgpu_worker *w, rgpu_buf *in);
-
 /* ---- bulk streams (rgpu_worker.c, for rgpu_bulk.c) ------------------------
  * Waits on the session thread until ready(w, arg) returns 1 (0: not yet,
  * -1: never), watching the bulk notify descriptor, the control channel
  * (lanes arrive through it; a RESUME replaces the connection) and the
  * connection's hang-up.  Returns 0 (ready), RGPU_BULK_WAIT_GONE (never, or
  * nothing happened for RGPU_BULK_WAIT_IDLE_MS) or RGPU_BULK_WAIT_ABANDON
- * (the connection broke or was replaced, or the session must end: the
- * frame must not be executed; the client re-sends it after a resume). */
+ * (the connection broke or was replaced, or the session must end: rq is
+ * abandoned, rgpu_req_abandon; the client re-sends it after a resume). */
 #define RGPU_BULK_WAIT_GONE 1
 #define RGPU_BULK_WAIT_ABANDON 2
 #define RGPU_BULK_WAIT_IDLE_MS 60000
-int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg), void *arg);
-/* The current frame is left unexecuted (and uncounted); with break_conn the
- * connection is cut too, so that the client resumes and re-sends it. */
-void rgpu_worker_bulk_abandon(rgpu_worker *w, int break_conn);
+int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg), void *arg);
 /* 1 when a broken connection would be resumed. */
 int rgpu_worker_resumable(const rgpu_worker *w);
 
