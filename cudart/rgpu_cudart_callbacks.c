@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "rgpu_clock.h"
+#include "rgpu_fifo.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_calls.h"
@@ -54,7 +55,7 @@ typedef struct rgpu_cb_call {
 static rgpu_mutex g_lock = RGPU_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond; /* (g_lock) a call queued, a record added, stop */
 static rgpu_cb_rec *g_waiting;     /* sent, not yet called */
-static rgpu_cb_call *g_head, *g_tail; /* called by the server, not yet run */
+static RGPU_FIFO(rgpu_cb_call) g_calls; /* called by the server, not yet run */
 static size_t g_outstanding;       /* registered and not yet answered */
 static int g_stop;
 static int g_started;
@@ -86,9 +87,7 @@ static void on_host_call(void *ctx, uint64_t callback, uint64_t token) {
                       (unsigned long long)callback);
   if (call) {
     *call = (rgpu_cb_call){.rec = rec, .token = token, .callback = callback};
-    if (g_tail) g_tail->next = call;
-    else g_head = call;
-    g_tail = call;
+    rgpu_fifo_push(&g_calls, call, next);
     pthread_cond_broadcast(&g_cond);
   } else {
     /* Without memory the stream would wait forever: keep its record for
@@ -113,7 +112,7 @@ static void *callback_main(void *arg) {
   (void)arg;
   rgpu_mutex_lock(&g_lock);
   for (;;) {
-    while (!g_head && !g_stop) {
+    while (rgpu_fifo_empty(&g_calls) && !g_stop) {
       rgpu_client *c = rgpu_rt_client_peek();
       if (!g_outstanding || !c || rgpu_client_is_dead(c)) {
         rgpu_mutex_cond_wait(&g_cond, &g_lock);
@@ -126,7 +125,7 @@ static void *callback_main(void *arg) {
       assert(rgpu_mutex_held_count() == 0);
       int busy = rgpu_client_try_pump(c) == 1;
       rgpu_mutex_lock(&g_lock);
-      if (g_head || g_stop) break;
+      if (!rgpu_fifo_empty(&g_calls) || g_stop) break;
       if (busy) {
         /* Someone else reads and will hand us the event. */
         struct timespec ts = rgpu_clock_timespec_in(RGPU_NS_PER_MS);
@@ -139,10 +138,8 @@ static void *callback_main(void *arg) {
         rgpu_mutex_lock(&g_lock);
       }
     }
-    if (!g_head) break; /* stopping and nothing left to run */
-    rgpu_cb_call *call = g_head;
-    g_head = call->next;
-    if (!g_head) g_tail = NULL;
+    if (rgpu_fifo_empty(&g_calls)) break; /* stopping and nothing left to run */
+    rgpu_cb_call *call = rgpu_fifo_pop(&g_calls, next);
     rgpu_mutex_unlock(&g_lock);
 
     rgpu_cb_rec *rec = call->rec;

@@ -85,14 +85,14 @@ static void ce_remove(uint64_t ev) {
 }
 
 static int set_deps(cudaGraphNode_t **v, size_t *n, size_t *cap, cudaGraphNode_t *src, size_t ns) {
-  if (graph_grow((void **)v, cap, ns ? ns : 1, sizeof **v)) return -1;
+  if (rgpu_array_reserve(v, cap, ns ? ns : 1, sizeof **v, 8)) return -1;
   if (ns) memcpy(*v, src, ns * sizeof *src);
   *n = ns;
   return 0;
 }
 
 static cudaError_t cs_join(uint64_t wire, cap_seq *seq, cudaGraphNode_t *deps, size_t ndeps) {
-  if (graph_grow((void **)&g_cs, &g_capcs, g_ncs + 1, sizeof *g_cs)) return cudaErrorMemoryAllocation;
+  if (RGPU_ARRAY_RESERVE(g_cs, g_capcs, g_ncs + 1, 8)) return cudaErrorMemoryAllocation;
   cap_stream *cs = &g_cs[g_ncs];
   memset(cs, 0, sizeof *cs);
   cs->wire = wire;
@@ -338,7 +338,7 @@ static int take_event_record(const rgpu_rt_op *op, cudaError_t *out) {
     }
     if (*out == cudaSuccess) {
       cap_event *ce = ce_find(event->id);
-      if (!ce && !graph_grow((void **)&g_ce, &g_capce, g_nce + 1, sizeof *g_ce)) {
+      if (!ce && !RGPU_ARRAY_RESERVE(g_ce, g_capce, g_nce + 1, 8)) {
         ce = &g_ce[g_nce++];
         memset(ce, 0, sizeof *ce);
         ce->event = event->id;
@@ -402,7 +402,7 @@ static int take_event_wait(const rgpu_rt_op *op, cudaError_t *out) {
       int dup = 0;
       for (size_t k = 0; k < cs->ndeps; k++) dup |= cs->deps[k] == ce->deps[i];
       if (dup) continue;
-      if (graph_grow((void **)&cs->deps, &cs->cap, cs->ndeps + 1, sizeof *cs->deps))
+      if (RGPU_ARRAY_RESERVE(cs->deps, cs->cap, cs->ndeps + 1, 8))
         *out = cudaErrorMemoryAllocation;
       else
         cs->deps[cs->ndeps++] = ce->deps[i];
@@ -637,7 +637,7 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
       if (deps) *deps = cs->deps;
       if (ndeps) *ndeps = cs->ndeps;
       if (edges) {
-        if (!graph_grow((void **)&cs->edges, &cs->edges_cap, cs->ndeps ? cs->ndeps : 1, sizeof *cs->edges))
+        if (!RGPU_ARRAY_RESERVE(cs->edges, cs->edges_cap, cs->ndeps ? cs->ndeps : 1, 8))
           memset(cs->edges, 0, cs->edges_cap * sizeof *cs->edges);
         *edges = cs->edges;
       }
@@ -703,7 +703,7 @@ static cudaError_t update_capture_deps(cudaStream_t stream, int per_thread, cuda
       int dup = 0;
       for (size_t k = 0; k < cs->ndeps; k++) dup |= cs->deps[k] == deps[i];
       if (dup) continue;
-      if (graph_grow((void **)&cs->deps, &cs->cap, cs->ndeps + 1, sizeof *cs->deps))
+      if (RGPU_ARRAY_RESERVE(cs->deps, cs->cap, cs->ndeps + 1, 8))
         e = cudaErrorMemoryAllocation;
       else
         cs->deps[cs->ndeps++] = deps[i];

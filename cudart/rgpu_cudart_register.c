@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
@@ -187,17 +188,11 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
     return;
   }
   rgpu_mutex_lock(&fb->lock);
-  if (fb->nfuncs == fb->capf) {
-    size_t nc = fb->capf ? fb->capf * 2 : 16;
-    rgpu_rt_func **nf = realloc(fb->funcs, nc * sizeof *nf);
-    if (!nf) {
-      rgpu_mutex_unlock(&fb->lock);
-      free(f);
-      free(nm);
-      return;
-    }
-    fb->funcs = nf;
-    fb->capf = nc;
+  if (RGPU_ARRAY_RESERVE(fb->funcs, fb->capf, fb->nfuncs + 1, 16)) {
+    rgpu_mutex_unlock(&fb->lock);
+    free(f);
+    free(nm);
+    return;
   }
   f->magic = RGPU_FUNC_MAGIC;
   f->fb = fb;
@@ -221,16 +216,10 @@ RGPU_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *devi
   char *nm = strdup(name);
   if (!nm) return;
   rgpu_mutex_lock(&fb->lock);
-  if (fb->nvars == fb->capv) {
-    size_t nc = fb->capv ? fb->capv * 2 : 16;
-    rgpu_rt_var *nv = realloc(fb->vars, nc * sizeof *nv);
-    if (!nv) {
-      rgpu_mutex_unlock(&fb->lock);
-      free(nm);
-      return;
-    }
-    fb->vars = nv;
-    fb->capv = nc;
+  if (RGPU_ARRAY_RESERVE(fb->vars, fb->capv, fb->nvars + 1, 16)) {
+    rgpu_mutex_unlock(&fb->lock);
+    free(nm);
+    return;
   }
   uint32_t idx = (uint32_t)fb->nvars;
   fb->vars[fb->nvars++] = (rgpu_rt_var){hostVar, nm, size, constant};
