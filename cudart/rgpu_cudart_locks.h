@@ -49,8 +49,9 @@
  *                          waiters: g_arena_fetch_done
  *      g_reg_lock          host stub / variable -> registration maps
  *      rgpu_err_state.lock sticky and pending errors
- *      g_cap_lock          stream capture state (rgpu_cudart_graph*.c,
- *                          owned by the graph code; a pthread mutex there)
+ *      g_cap_lock          stream capture state (rgpu_cudart_graph_capture.c):
+ *                          adding a captured node to its graph is memory
+ *                          work only
  *      client write lock   inside the client core, under 2. or alone
  *
  * No lock is held while user code runs (host callbacks, the program's own
