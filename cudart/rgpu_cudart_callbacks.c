@@ -10,8 +10,8 @@
  * by an application thread that holds the client lock while it waits for
  * that very stream.  That thread only queues the call (hook below); the
  * callback thread runs it and answers with rgpu_send_host_call_done_now,
- * which does not need the client lock.  While callbacks are outstanding and nobody
- * else reads, the callback thread reads the connection itself
+ * which does not need the client lock.  While callbacks are outstanding
+ * and nobody else reads, the callback thread reads the connection itself
  * (rgpu_client_try_pump), so a program that spins on a flag its callback
  * sets still makes progress.
  *
