@@ -178,13 +178,23 @@ struct CUevent_st {
   unsigned flags;
 };
 
-/* A request that waits (stream/event/device synchronize, query): like
- * rgpu_client_call without async, and then reads the background D2H
- * replies issued before it on drain_stream (RGPU_CLIENT_ALL_STREAMS: all),
- * so their data is in place when the synchronization returns.  The drain
- * happens only when the call succeeded.  Returns a CUresult or <0. */
-int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed,
-                      size_t fixed_len, uint64_t drain_stream, rgpu_client_reply *r);
+/* The requests that wait for the server's streams (rgpu_rt_sync_call). */
+typedef enum {
+  RGPU_RT_SYNC_DEVICE,       /* CTX_SYNC (handle unused) */
+  RGPU_RT_SYNC_STREAM,       /* STREAM_SYNC, handle = wire stream id */
+  RGPU_RT_QUERY_STREAM,      /* STREAM_QUERY, handle = wire stream id */
+  RGPU_RT_SYNC_EVENT,        /* EVENT_SYNC, handle = event id */
+  RGPU_RT_QUERY_EVENT,       /* EVENT_QUERY, handle = event id */
+} rgpu_rt_sync_kind;
+
+/* A request that waits (stream/event/device synchronize, query): under one
+ * client lock it binds device (< 0: leave it), sends the typed request,
+ * waits for its reply and then reads the background D2H replies issued
+ * before it on drain_stream (0 or RGPU_CLIENT_ALL_STREAMS: all), so their
+ * data is in place when the synchronization returns.  The drain happens
+ * only when the request succeeded.  Returns 0, a CUresult or < 0. */
+rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
+                              uint64_t handle, uint64_t drain_stream);
 
 /* A new client-chosen handle id (nonzero, unique in the process). */
 uint64_t rgpu_rt_new_handle_id(void);

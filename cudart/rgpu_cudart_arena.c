@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
+
 void rgpu_arena_init(rgpu_arena *a) { memset(a, 0, sizeof *a); }
 
 void rgpu_arena_free_all(rgpu_arena *a) {
@@ -15,13 +17,7 @@ void rgpu_arena_free_all(rgpu_arena *a) {
 }
 
 int rgpu_arena_add_chunk(rgpu_arena *a, uint64_t base, uint64_t size) {
-  if (a->n == a->cap) {
-    size_t nc = a->cap ? a->cap * 2 : 8;
-    rgpu_arena_chunk *v = realloc(a->c, nc * sizeof *v);
-    if (!v) return -1;
-    a->c = v;
-    a->cap = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(a->c, a->cap, a->n + 1, 8)) return -1;
   rgpu_arena_block *b = malloc(8 * sizeof *b);
   if (!b) return -1;
   b[0] = (rgpu_arena_block){.off = 0, .size = size, .free_seq = 0, .used = 0};
@@ -31,13 +27,7 @@ int rgpu_arena_add_chunk(rgpu_arena *a, uint64_t base, uint64_t size) {
 }
 
 static int insert_block(rgpu_arena_chunk *ch, size_t at, rgpu_arena_block blk) {
-  if (ch->n == ch->cap) {
-    size_t nc = ch->cap * 2;
-    rgpu_arena_block *v = realloc(ch->b, nc * sizeof *v);
-    if (!v) return -1;
-    ch->b = v;
-    ch->cap = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(ch->b, ch->cap, ch->n + 1, 8)) return -1;
   memmove(&ch->b[at + 1], &ch->b[at], (ch->n - at) * sizeof *ch->b);
   ch->b[at] = blk;
   ch->n++;

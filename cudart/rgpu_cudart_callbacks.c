@@ -9,9 +9,9 @@
  * dedicated thread, never on an application thread: the event is often read
  * by an application thread that holds the client lock while it waits for
  * that very stream.  That thread only queues the call (hook below); the
- * callback thread runs it and answers with rgpu_client_send_now, which does
- * not need the client lock.  While callbacks are outstanding and nobody
- * else reads, the callback thread reads the connection itself
+ * callback thread runs it and answers with rgpu_send_host_call_done_now,
+ * which does not need the client lock.  While callbacks are outstanding
+ * and nobody else reads, the callback thread reads the connection itself
  * (rgpu_client_try_pump), so a program that spins on a flag its callback
  * sets still makes progress.
  *
@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "rgpu_clock.h"
+#include "rgpu_fifo.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_calls.h"
@@ -48,10 +49,13 @@ typedef struct rgpu_cb_call {
   struct rgpu_cb_call *next;
 } rgpu_cb_call;
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cond;
+/* Guards the lists and counters below.  Taken under the client lock (the
+ * hook), so it is third in cudart's lock order (rgpu_cudart_locks.h): never
+ * held while the client is pumped, a frame is sent or a callback runs. */
+static rgpu_mutex g_lock = RGPU_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond; /* (g_lock) a call queued, a record added, stop */
 static rgpu_cb_rec *g_waiting;     /* sent, not yet called */
-static rgpu_cb_call *g_head, *g_tail; /* called by the server, not yet run */
+static RGPU_FIFO(rgpu_cb_call) g_calls; /* called by the server, not yet run */
 static size_t g_outstanding;       /* registered and not yet answered */
 static int g_stop;
 static int g_started;
@@ -61,25 +65,29 @@ static __thread int tl_in_callback;
 
 int rgpu_rt_in_host_callback(void) { return tl_in_callback; }
 
+/* Unlinks and returns the record of callback id from g_waiting (NULL: none). */
+static rgpu_cb_rec *waiting_take(uint64_t id) {
+  assert(rgpu_mutex_held(&g_lock));
+  for (rgpu_cb_rec **pp = &g_waiting; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == id) {
+      rgpu_cb_rec *rec = *pp;
+      *pp = rec->next;
+      return rec;
+    }
+  return NULL;
+}
+
 /* Called with the client lock held, from whichever thread reads. */
 static void on_host_call(void *ctx, uint64_t callback, uint64_t token) {
   (void)ctx;
   rgpu_cb_call *call = calloc(1, sizeof *call);
-  pthread_mutex_lock(&g_lock);
-  rgpu_cb_rec *rec = NULL;
-  for (rgpu_cb_rec **pp = &g_waiting; *pp; pp = &(*pp)->next)
-    if ((*pp)->id == callback) {
-      rec = *pp;
-      *pp = rec->next;
-      break;
-    }
+  rgpu_mutex_lock(&g_lock);
+  rgpu_cb_rec *rec = waiting_take(callback);
   if (!rec) RGPU_WARN("server called unknown host callback %llu; answering without running it",
                       (unsigned long long)callback);
   if (call) {
     *call = (rgpu_cb_call){.rec = rec, .token = token, .callback = callback};
-    if (g_tail) g_tail->next = call;
-    else g_head = call;
-    g_tail = call;
+    rgpu_fifo_push(&g_calls, call, next);
     pthread_cond_broadcast(&g_cond);
   } else {
     /* Without memory the stream would wait forever: keep its record for
@@ -87,55 +95,56 @@ static void on_host_call(void *ctx, uint64_t callback, uint64_t token) {
     RGPU_ERROR("out of memory queueing host callback %llu", (unsigned long long)callback);
     free(rec);
   }
-  pthread_mutex_unlock(&g_lock);
+  rgpu_mutex_unlock(&g_lock);
 }
 
+/* HOST_CALL_DONE releases the server's stream.  Written at once under the
+ * client's write lock only (no reply, no client lock: an application
+ * thread may hold that lock while it waits for this very stream). */
 static void answer(rgpu_client *c, uint64_t token) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
+  assert(rgpu_mutex_not_held(&g_lock));
   rgpu_msg_host_call_done_req m = {.token = token};
-  rgpu_msg_host_call_done_req_encode(&b, &m);
-  if (!b.err && rgpu_client_send_now(c, RGPU_OP_HOST_CALL_DONE, b.data, b.len) != 0)
+  if (rgpu_send_host_call_done_now(c, &m) != 0)
     RGPU_DEBUG("could not answer host callback (connection lost)");
-  rgpu_buf_free(&b);
 }
 
 static void *callback_main(void *arg) {
   (void)arg;
-  pthread_mutex_lock(&g_lock);
+  rgpu_mutex_lock(&g_lock);
   for (;;) {
-    while (!g_head && !g_stop) {
+    while (rgpu_fifo_empty(&g_calls) && !g_stop) {
       rgpu_client *c = rgpu_rt_client_peek();
       if (!g_outstanding || !c || rgpu_client_is_dead(c)) {
-        pthread_cond_wait(&g_cond, &g_lock);
+        rgpu_mutex_cond_wait(&g_cond, &g_lock);
         continue;
       }
       /* Outstanding callbacks: make sure their events get read even when no
        * application thread waits. */
-      pthread_mutex_unlock(&g_lock);
+      rgpu_mutex_unlock(&g_lock);
+      /* The pump may call on_host_call, which takes g_lock. */
+      assert(rgpu_mutex_held_count() == 0);
       int busy = rgpu_client_try_pump(c) == 1;
-      pthread_mutex_lock(&g_lock);
-      if (g_head || g_stop) break;
+      rgpu_mutex_lock(&g_lock);
+      if (!rgpu_fifo_empty(&g_calls) || g_stop) break;
       if (busy) {
         /* Someone else reads and will hand us the event. */
         struct timespec ts = rgpu_clock_timespec_in(RGPU_NS_PER_MS);
-        pthread_cond_timedwait(&g_cond, &g_lock, &ts);
+        rgpu_mutex_cond_timedwait(&g_cond, &g_lock, &ts);
       } else {
         int fd = rgpu_client_poll_fd(c);
-        pthread_mutex_unlock(&g_lock);
+        rgpu_mutex_unlock(&g_lock);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (fd >= 0) poll(&p, 1, 1);
-        pthread_mutex_lock(&g_lock);
+        rgpu_mutex_lock(&g_lock);
       }
     }
-    if (!g_head) break; /* stopping and nothing left to run */
-    rgpu_cb_call *call = g_head;
-    g_head = call->next;
-    if (!g_head) g_tail = NULL;
-    pthread_mutex_unlock(&g_lock);
+    if (rgpu_fifo_empty(&g_calls)) break; /* stopping and nothing left to run */
+    rgpu_cb_call *call = rgpu_fifo_pop(&g_calls, next);
+    rgpu_mutex_unlock(&g_lock);
 
     rgpu_cb_rec *rec = call->rec;
     int known = rec != NULL;
+    assert(rgpu_mutex_held_count() == 0); /* user code runs next: no lock of ours held */
     if (rec) {
       tl_in_callback = 1;
       if (rec->host_fn)
@@ -149,10 +158,10 @@ static void *callback_main(void *arg) {
     free(rec);
     free(call);
 
-    pthread_mutex_lock(&g_lock);
+    rgpu_mutex_lock(&g_lock);
     if (known && g_outstanding) g_outstanding--;
   }
-  pthread_mutex_unlock(&g_lock);
+  rgpu_mutex_unlock(&g_lock);
   return NULL;
 }
 
@@ -168,10 +177,10 @@ static void start_once(void) {
 
 void rgpu_rt_callbacks_stop(void) {
   if (!g_started) return;
-  pthread_mutex_lock(&g_lock);
+  rgpu_mutex_lock(&g_lock);
   g_stop = 1;
   pthread_cond_broadcast(&g_cond);
-  pthread_mutex_unlock(&g_lock);
+  rgpu_mutex_unlock(&g_lock);
   pthread_join(g_thread, NULL);
   g_started = 0;
   for (rgpu_cb_rec *r = g_waiting, *n; r; r = n) {
@@ -214,12 +223,12 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
   *rec = (rgpu_cb_rec){.id = rgpu_rt_new_handle_id(), .host_fn = fn, .stream_cb = scb,
                        .stream = stream, .user = user};
   rgpu_client_set_host_call_hook(c, on_host_call, NULL);
-  pthread_mutex_lock(&g_lock);
+  rgpu_mutex_lock(&g_lock);
   rec->next = g_waiting;
   g_waiting = rec;
   g_outstanding++;
   pthread_cond_broadcast(&g_cond);
-  pthread_mutex_unlock(&g_lock);
+  rgpu_mutex_unlock(&g_lock);
 
   rgpu_msg_host_func_req m = {.stream = wire, .callback = rec->id};
   uint64_t id = rec->id;
@@ -227,16 +236,11 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (rc == 0) return cudaSuccess;
   /* Refused at once (sync-every-call mode, or the connection failed): the
    * server will never call it. */
-  pthread_mutex_lock(&g_lock);
-  for (rgpu_cb_rec **pp = &g_waiting; *pp; pp = &(*pp)->next)
-    if ((*pp)->id == id) {
-      rgpu_cb_rec *dead = *pp;
-      *pp = dead->next;
-      free(dead);
-      if (g_outstanding) g_outstanding--;
-      break;
-    }
-  pthread_mutex_unlock(&g_lock);
+  rgpu_mutex_lock(&g_lock);
+  rgpu_cb_rec *dead = waiting_take(id);
+  if (dead && g_outstanding) g_outstanding--;
+  rgpu_mutex_unlock(&g_lock);
+  free(dead);
   return rgpu_rt_sync_ret(c, rc);
 }
 

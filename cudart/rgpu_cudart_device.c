@@ -280,8 +280,8 @@ RGPU_API cudaError_t cudaDeviceSynchronize(void) {
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
-  int rc = rgpu_rt_sync_call(c, rgpu_rt_current_device(), RGPU_OP_CTX_SYNC, NULL, 0,
-                             RGPU_CLIENT_ALL_STREAMS, NULL);
+  rgpu_status rc = rgpu_rt_sync_call(c, rgpu_rt_current_device(), RGPU_RT_SYNC_DEVICE, 0,
+                                     RGPU_CLIENT_ALL_STREAMS);
   return rgpu_rt_sync_ret(c, rc);
 }
 

@@ -49,7 +49,11 @@ typedef struct {
   size_t ndeps;
 } cap_event;
 
-static pthread_mutex_t g_cap_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Guards the capture state below (g_capturing is read without it as the
+ * fast path).  A leaf in cudart's lock order (rgpu_cudart_locks.h): only
+ * the graph model's own memory work happens under it, never a round trip
+ * or another lock. */
+static rgpu_mutex g_cap_lock = RGPU_MUTEX_INITIALIZER;
 static atomic_int g_capturing; /* streams capturing: the fast path of every check here */
 static cap_seq *g_seqs;
 static cap_stream *g_cs;
@@ -60,24 +64,28 @@ static unsigned long long g_next_seq = 1;
 static __thread enum cudaStreamCaptureMode tl_mode = cudaStreamCaptureModeGlobal;
 
 static cap_stream *cs_find(uint64_t wire) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   for (size_t i = 0; i < g_ncs; i++)
     if (g_cs[i].wire == wire) return &g_cs[i];
   return NULL;
 }
 
 static cap_seq *seq_by_id(unsigned long long id) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   for (cap_seq *s = g_seqs; s; s = s->next)
     if (s->id == id) return s;
   return NULL;
 }
 
 static cap_event *ce_find(uint64_t ev) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   for (size_t i = 0; i < g_nce; i++)
     if (g_ce[i].event == ev) return &g_ce[i];
   return NULL;
 }
 
 static void ce_remove(uint64_t ev) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   cap_event *e = ce_find(ev);
   if (!e) return;
   free(e->deps);
@@ -85,14 +93,15 @@ static void ce_remove(uint64_t ev) {
 }
 
 static int set_deps(cudaGraphNode_t **v, size_t *n, size_t *cap, cudaGraphNode_t *src, size_t ns) {
-  if (graph_grow((void **)v, cap, ns ? ns : 1, sizeof **v)) return -1;
+  if (rgpu_array_reserve(v, cap, ns ? ns : 1, sizeof **v, 8)) return -1;
   if (ns) memcpy(*v, src, ns * sizeof *src);
   *n = ns;
   return 0;
 }
 
 static cudaError_t cs_join(uint64_t wire, cap_seq *seq, cudaGraphNode_t *deps, size_t ndeps) {
-  if (graph_grow((void **)&g_cs, &g_capcs, g_ncs + 1, sizeof *g_cs)) return cudaErrorMemoryAllocation;
+  assert(rgpu_mutex_held(&g_cap_lock));
+  if (RGPU_ARRAY_RESERVE(g_cs, g_capcs, g_ncs + 1, 8)) return cudaErrorMemoryAllocation;
   cap_stream *cs = &g_cs[g_ncs];
   memset(cs, 0, sizeof *cs);
   cs->wire = wire;
@@ -104,6 +113,7 @@ static cudaError_t cs_join(uint64_t wire, cap_seq *seq, cudaGraphNode_t *deps, s
 }
 
 static void cs_leave(cap_stream *cs) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   free(cs->deps);
   free(cs->edges);
   *cs = g_cs[--g_ncs];
@@ -113,6 +123,7 @@ static void cs_leave(cap_stream *cs) {
 /* Ends a sequence: its streams stop capturing; the graph is returned or
  * destroyed. */
 static void seq_end(cap_seq *seq) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   for (size_t i = 0; i < g_ncs;) {
     if (g_cs[i].seq == seq)
       cs_leave(&g_cs[i]);
@@ -129,9 +140,9 @@ static void seq_end(cap_seq *seq) {
 
 static int capturing_wire(uint64_t wire) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return 0;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   int r = cs_find(wire) != NULL;
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return r;
 }
 
@@ -139,6 +150,7 @@ static int capturing_wire(uint64_t wire) {
  * malloc) is prohibited for this thread now: CUDA's rules for the modes.
  * Invalidates the captures it would interfere with.  Lock held. */
 static int unsafe_prohibited_locked(void) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   if (tl_mode == cudaStreamCaptureModeRelaxed) return 0;
   int hit = 0;
   pthread_t me = pthread_self();
@@ -155,9 +167,9 @@ static int unsafe_prohibited_locked(void) {
 
 cudaError_t rgpu_rt_graph_unsafe_call(void) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return cudaSuccess;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   int bad = unsafe_prohibited_locked();
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return bad ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
@@ -165,6 +177,7 @@ cudaError_t rgpu_rt_graph_unsafe_call(void) {
  * them captures it is an implicit dependency: invalidates that capture and
  * returns 1 (lock held). */
 static int legacy_joins_capture_locked(void) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   for (cap_seq *s = g_seqs; s; s = s->next)
     if (s->blocking && !s->invalidated) {
       s->invalidated = 1;
@@ -176,6 +189,7 @@ static int legacy_joins_capture_locked(void) {
 /* Adds a node with params p to the capture of `wire` (lock held).  Returns
  * 0 if the stream is not capturing (p untouched), 1 if handled (*out). */
 static int capture_node_locked(uint64_t wire, node_params *p, cudaError_t *out) {
+  assert(rgpu_mutex_held(&g_cap_lock));
   cap_stream *cs = cs_find(wire);
   if (!cs) {
     if (wire == 0 && legacy_joins_capture_locked()) {
@@ -205,9 +219,9 @@ static int capture_node_locked(uint64_t wire, node_params *p, cudaError_t *out) 
 }
 
 static int capture_node(uint64_t wire, node_params *p, cudaError_t *out) {
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   int r = capture_node_locked(wire, p, out);
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return r;
 }
 
@@ -231,7 +245,7 @@ static int take_launch(const rgpu_rt_op *op, cudaError_t *out) {
 static int take_copy(const rgpu_rt_op *op, cudaError_t *out) {
   uint64_t wire = op->stream;
   int async = op->copy.async;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   int r = 0;
   if (!async && !cs_find(wire)) {
     /* A synchronous copy on the legacy stream while a blocking stream
@@ -262,7 +276,7 @@ static int take_copy(const rgpu_rt_op *op, cudaError_t *out) {
       r = capture_node_locked(wire, &p, out);
     }
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return r;
 }
 
@@ -281,15 +295,15 @@ static int take_memset(const rgpu_rt_op *op, cudaError_t *out) {
 static int take_host_func(const rgpu_rt_op *op, cudaError_t *out) {
   uint64_t wire = op->stream;
   int stream_callback = op->host.stream_cb != NULL;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   if (!cs) return 0;
   if (stream_callback) {
     /* cudaStreamAddCallback cannot be captured (it passes a status). */
-    pthread_mutex_lock(&g_cap_lock);
+    rgpu_mutex_lock(&g_cap_lock);
     if ((cs = cs_find(wire))) cs->seq->invalidated = 1;
-    pthread_mutex_unlock(&g_cap_lock);
+    rgpu_mutex_unlock(&g_cap_lock);
     *out = cudaErrorStreamCaptureUnsupported;
     return 1;
   }
@@ -311,13 +325,13 @@ static int take_event_record(const rgpu_rt_op *op, cudaError_t *out) {
   unsigned flags = op->event.flags;
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) {
     if (g_nce) {
-      pthread_mutex_lock(&g_cap_lock);
+      rgpu_mutex_lock(&g_cap_lock);
       ce_remove(event->id);
-      pthread_mutex_unlock(&g_cap_lock);
+      rgpu_mutex_unlock(&g_cap_lock);
     }
     return 0;
   }
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   int r = 0;
   cap_stream *cs = cs_find(wire);
   if (!cs) {
@@ -338,7 +352,7 @@ static int take_event_record(const rgpu_rt_op *op, cudaError_t *out) {
     }
     if (*out == cudaSuccess) {
       cap_event *ce = ce_find(event->id);
-      if (!ce && !graph_grow((void **)&g_ce, &g_capce, g_nce + 1, sizeof *g_ce)) {
+      if (!ce && !RGPU_ARRAY_RESERVE(g_ce, g_capce, g_nce + 1, 8)) {
         ce = &g_ce[g_nce++];
         memset(ce, 0, sizeof *ce);
         ce->event = event->id;
@@ -354,7 +368,7 @@ static int take_event_record(const rgpu_rt_op *op, cudaError_t *out) {
       }
     }
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return r;
 }
 
@@ -362,7 +376,7 @@ static int take_event_wait(const rgpu_rt_op *op, cudaError_t *out) {
   cudaEvent_t event = op->event.event;
   uint64_t wire = op->stream;
   unsigned flags = op->event.flags;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   int r = 1;
   *out = cudaSuccess;
   cap_stream *cs = cs_find(wire);
@@ -402,13 +416,13 @@ static int take_event_wait(const rgpu_rt_op *op, cudaError_t *out) {
       int dup = 0;
       for (size_t k = 0; k < cs->ndeps; k++) dup |= cs->deps[k] == ce->deps[i];
       if (dup) continue;
-      if (graph_grow((void **)&cs->deps, &cs->cap, cs->ndeps + 1, sizeof *cs->deps))
+      if (RGPU_ARRAY_RESERVE(cs->deps, cs->cap, cs->ndeps + 1, 8))
         *out = cudaErrorMemoryAllocation;
       else
         cs->deps[cs->ndeps++] = ce->deps[i];
     }
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return r;
 }
 
@@ -431,16 +445,16 @@ int rgpu_rt_graph_is_capturing(uint64_t wire) { return capturing_wire(wire); }
 
 cudaError_t rgpu_rt_graph_check_event(cudaEvent_t event) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return cudaSuccess;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   cap_event *ce = ce_find(event->id);
   int live = ce && seq_by_id(ce->seq_id) != NULL;
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return live ? cudaErrorCapturedEvent : cudaSuccess;
 }
 
 cudaError_t rgpu_rt_graph_check_sync(uint64_t wire) {
   if (!atomic_load_explicit(&g_capturing, memory_order_relaxed)) return cudaSuccess;
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   cudaError_t e = cudaSuccess;
   cap_stream *cs = cs_find(wire);
   if (cs) {
@@ -452,7 +466,7 @@ cudaError_t rgpu_rt_graph_check_sync(uint64_t wire) {
      * CUDA does not document it as unsafe. */
     e = cudaErrorStreamCaptureUnsupported;
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return e;
 }
 
@@ -475,9 +489,9 @@ static cudaError_t begin_capture(cudaStream_t stream, int per_thread, cudaGraph_
   if (wire == 0) return rgpu_rt_ret(cudaErrorStreamCaptureUnsupported);
   cap_seq *seq = calloc(1, sizeof *seq);
   if (!seq) return rgpu_rt_ret(cudaErrorMemoryAllocation);
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   if (cs_find(wire)) {
-    pthread_mutex_unlock(&g_cap_lock);
+    rgpu_mutex_unlock(&g_cap_lock);
     free(seq);
     return rgpu_rt_ret(cudaErrorIllegalState);
   }
@@ -502,7 +516,7 @@ static cudaError_t begin_capture(cudaStream_t stream, int per_thread, cudaGraph_
     if (seq->own_graph && seq->graph) graph_free(seq->graph);
     free(seq);
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return rgpu_rt_ret(e);
 }
 
@@ -561,21 +575,21 @@ static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t 
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
   if (!cs) {
-    pthread_mutex_unlock(&g_cap_lock);
+    rgpu_mutex_unlock(&g_cap_lock);
     return rgpu_rt_ret(cudaErrorIllegalState);
   }
   cap_seq *seq = cs->seq;
   if (seq->origin != wire) {
     /* Ending on a forked stream: CUDA invalidates the whole capture. */
     seq->invalidated = 1;
-    pthread_mutex_unlock(&g_cap_lock);
+    rgpu_mutex_unlock(&g_cap_lock);
     return rgpu_rt_ret(cudaErrorStreamCaptureUnmatched);
   }
   if (seq->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(seq->thread, pthread_self())) {
-    pthread_mutex_unlock(&g_cap_lock);
+    rgpu_mutex_unlock(&g_cap_lock);
     return rgpu_rt_ret(cudaErrorStreamCaptureWrongThread);
   }
   /* Every forked stream must have been joined back into the origin. */
@@ -590,7 +604,7 @@ static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t 
   int own = seq->own_graph;
   if (seq->invalidated && result == cudaSuccess) result = cudaErrorStreamCaptureInvalidated;
   seq_end(seq);
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   if (result != cudaSuccess) {
     if (own) graph_free(g);
     *pGraph = NULL;
@@ -620,7 +634,7 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = atomic_load(&g_capturing) ? cs_find(wire) : NULL;
   if (!cs && wire == 0) {
     /* Asking about the legacy stream while a blocking stream captures. */
@@ -637,13 +651,13 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
       if (deps) *deps = cs->deps;
       if (ndeps) *ndeps = cs->ndeps;
       if (edges) {
-        if (!graph_grow((void **)&cs->edges, &cs->edges_cap, cs->ndeps ? cs->ndeps : 1, sizeof *cs->edges))
+        if (!RGPU_ARRAY_RESERVE(cs->edges, cs->edges_cap, cs->ndeps ? cs->ndeps : 1, 8))
           memset(cs->edges, 0, cs->edges_cap * sizeof *cs->edges);
         *edges = cs->edges;
       }
     }
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return rgpu_rt_ret(e);
 }
 
@@ -692,7 +706,7 @@ static cudaError_t update_capture_deps(cudaStream_t stream, int per_thread, cuda
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  pthread_mutex_lock(&g_cap_lock);
+  rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
   if (!cs) e = cudaErrorIllegalState;
   for (size_t i = 0; e == cudaSuccess && i < n; i++)
@@ -703,13 +717,13 @@ static cudaError_t update_capture_deps(cudaStream_t stream, int per_thread, cuda
       int dup = 0;
       for (size_t k = 0; k < cs->ndeps; k++) dup |= cs->deps[k] == deps[i];
       if (dup) continue;
-      if (graph_grow((void **)&cs->deps, &cs->cap, cs->ndeps + 1, sizeof *cs->deps))
+      if (RGPU_ARRAY_RESERVE(cs->deps, cs->cap, cs->ndeps + 1, 8))
         e = cudaErrorMemoryAllocation;
       else
         cs->deps[cs->ndeps++] = deps[i];
     }
   }
-  pthread_mutex_unlock(&g_cap_lock);
+  rgpu_mutex_unlock(&g_cap_lock);
   return rgpu_rt_ret(e);
 }
 

@@ -57,14 +57,14 @@ typedef struct {
 typedef struct {
   uint64_t server_id; /* 0: no device nodes in this level */
   uint32_t *host;     /* flat indices of host nodes, in order */
-  size_t nhost;
+  size_t nhost, cap_host;
   uint32_t *dev;      /* flat indices of device nodes, in order */
-  size_t ndev;
+  size_t ndev, cap_dev;
   size_t h2d_bytes;
   uint32_t *d2h; /* flat indices of device-to-host copies, in order */
   uint32_t *h2d_big; /* host-to-device copies sent ahead through staging */
-  size_t nh2d_big;
-  size_t nd2h;
+  size_t nh2d_big, cap_h2d_big;
+  size_t nd2h, cap_d2h;
 } level_t;
 
 struct CUgraphExec_st {
@@ -96,7 +96,7 @@ static void flat_free(flat_node *v, size_t n) {
 
 static cudaError_t flat_push(flat_list *fl, const node_params *p, uint64_t orig_id,
                              const uint32_t *deps, size_t ndeps, uint32_t *idx) {
-  if (graph_grow((void **)&fl->v, &fl->cap, fl->n + 1, sizeof *fl->v)) return cudaErrorMemoryAllocation;
+  if (RGPU_ARRAY_RESERVE(fl->v, fl->cap, fl->n + 1, 8)) return cudaErrorMemoryAllocation;
   flat_node *f = &fl->v[fl->n];
   memset(f, 0, sizeof *f);
   if (p->type != cudaGraphNodeTypeGraph) {
@@ -135,7 +135,7 @@ static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int dep
     size_t i = order[oi];
     cudaGraphNode_t n = g->nodes[i];
     size_t nd = 0;
-    if (graph_grow((void **)&deps, &capdeps, n->ndeps + 1, sizeof *deps)) {
+    if (RGPU_ARRAY_RESERVE(deps, capdeps, n->ndeps + 1, 8)) {
       e = cudaErrorMemoryAllocation;
       break;
     }
@@ -375,22 +375,21 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
   for (size_t i = 0; i < x->nf; i++) {
     flat_node *f = &x->f[i];
     level_t *L = &x->lv[f->level];
-    uint32_t **list = node_params_host_side(&f->p) ? &L->host : &L->dev;
-    size_t *cnt = node_params_host_side(&f->p) ? &L->nhost : &L->ndev;
-    uint32_t *nl = realloc(*list, (*cnt + 1) * sizeof *nl);
-    if (!nl) return cudaErrorMemoryAllocation;
-    *list = nl;
-    if (!node_params_host_side(&f->p)) f->sidx = (uint32_t)*cnt;
-    nl[(*cnt)++] = (uint32_t)i;
+    int host = node_params_host_side(&f->p);
+    uint32_t **list = host ? &L->host : &L->dev;
+    size_t *cnt = host ? &L->nhost : &L->ndev;
+    size_t *cap = host ? &L->cap_host : &L->cap_dev;
+    if (rgpu_array_reserve(list, cap, *cnt + 1, sizeof **list, 8)) return cudaErrorMemoryAllocation;
+    if (!host) f->sidx = (uint32_t)*cnt;
+    (*list)[(*cnt)++] = (uint32_t)i;
     if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.op.copy.cp.kind == cudaMemcpyHostToDevice) {
       size_t nb = copy_bytes(&f->p.op.copy.cp);
       if (nb <= H2D_INLINE_MAX && L->h2d_bytes + nb <= H2D_INLINE_MAX) {
         L->h2d_bytes += nb;
       } else {
-        uint32_t *nh = realloc(L->h2d_big, (L->nh2d_big + 1) * sizeof *nh);
-        if (!nh) return cudaErrorMemoryAllocation;
-        L->h2d_big = nh;
-        nh[L->nh2d_big++] = (uint32_t)i;
+        if (RGPU_ARRAY_RESERVE(L->h2d_big, L->cap_h2d_big, L->nh2d_big + 1, 8))
+          return cudaErrorMemoryAllocation;
+        L->h2d_big[L->nh2d_big++] = (uint32_t)i;
         void *stage = NULL;
         cudaError_t e = cudaMalloc(&stage, nb);
         if (e != cudaSuccess) return e;
@@ -398,10 +397,8 @@ static cudaError_t assign_levels(cudaGraphExec_t x) {
       }
     }
     if (f->p.type == cudaGraphNodeTypeMemcpy && f->p.op.copy.cp.kind == cudaMemcpyDeviceToHost) {
-      uint32_t *nd = realloc(L->d2h, (L->nd2h + 1) * sizeof *nd);
-      if (!nd) return cudaErrorMemoryAllocation;
-      L->d2h = nd;
-      nd[L->nd2h++] = (uint32_t)i;
+      if (RGPU_ARRAY_RESERVE(L->d2h, L->cap_d2h, L->nd2h + 1, 8)) return cudaErrorMemoryAllocation;
+      L->d2h[L->nd2h++] = (uint32_t)i;
       int direct = 0;
       if (d2h_direct(x, i, &direct)) return cudaErrorMemoryAllocation;
       if (direct) {
@@ -790,7 +787,7 @@ RGPU_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraph
    * so its dependency indices compare directly with the exec's. */
   flat_list fl = {0};
   cudaError_t e = cudaSuccess;
-  if (graph_grow((void **)&fl.v, &fl.cap, first + 1, sizeof *fl.v)) e = cudaErrorMemoryAllocation;
+  if (RGPU_ARRAY_RESERVE(fl.v, fl.cap, first + 1, 8)) e = cudaErrorMemoryAllocation;
   if (e == cudaSuccess) {
     memset(fl.v, 0, first * sizeof *fl.v);
     fl.n = first;

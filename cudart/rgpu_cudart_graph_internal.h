@@ -9,6 +9,7 @@
 #ifndef RGPU_CUDART_GRAPH_INTERNAL_H
 #define RGPU_CUDART_GRAPH_INTERNAL_H
 
+#include "rgpu_array.h" /* RGPU_ARRAY_RESERVE: the graph files' growing lists */
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
 
@@ -55,9 +56,6 @@ static inline int valid_node(cudaGraphNode_t n) { return n && n->magic == NODE_M
 static inline int valid_event(cudaEvent_t ev) { return ev && ev->magic == RGPU_EVENT_MAGIC; }
 
 /* ---- rgpu_cudart_graph_model.c ------------------------------------------ */
-
-/* Grows *v (elements of elem bytes) to hold need; 0 or -1 (no memory). */
-int graph_grow(void **v, size_t *cap, size_t need, size_t elem);
 
 /* Node parameters: free, deep copy (the child graph is cloned). */
 void node_params_free(node_params *p);

@@ -22,17 +22,6 @@ static atomic_ullong g_node_ids = 1;
 
 /* ---- small helpers ------------------------------------------------------ */
 
-int graph_grow(void **v, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t nc = *cap ? *cap * 2 : 8;
-  while (nc < need) nc *= 2;
-  void *nv = realloc(*v, nc * elem);
-  if (!nv) return -1;
-  *v = nv;
-  *cap = nc;
-  return 0;
-}
-
 
 static int is_device_ptr(const void *p, uint64_t len, rgpu_range *out) {
   return rgpu_range_find(rgpu_rt_device_ranges(), (uint64_t)(uintptr_t)p, len ? len : 1, out) == 0;
@@ -289,7 +278,7 @@ static int has_dep(cudaGraphNode_t n, cudaGraphNode_t d) {
 
 static cudaError_t add_dep(cudaGraphNode_t n, cudaGraphNode_t d) {
   if (has_dep(n, d)) return cudaSuccess;
-  if (graph_grow((void **)&n->deps, &n->capd, n->ndeps + 1, sizeof *n->deps)) return cudaErrorMemoryAllocation;
+  if (RGPU_ARRAY_RESERVE(n->deps, n->capd, n->ndeps + 1, 8)) return cudaErrorMemoryAllocation;
   n->deps[n->ndeps++] = d;
   return cudaSuccess;
 }
@@ -304,7 +293,7 @@ cudaError_t graph_node_add(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphN
       if (deps[j] == deps[i]) return cudaErrorInvalidValue; /* CUDA refuses duplicates */
   }
   struct CUgraphNode_st *n = calloc(1, sizeof *n);
-  if (!n || graph_grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
+  if (!n || RGPU_ARRAY_RESERVE(g->nodes, g->cap, g->n + 1, 8)) {
     free(n);
     return cudaErrorMemoryAllocation;
   }

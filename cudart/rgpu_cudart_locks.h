@@ -23,21 +23,23 @@
  *   1. fb->lock            per registered fatbin (rgpu_cudart_register.c):
  *                          its kernels, variables and per-device modules;
  *                          waiters for a module being loaded use
- *                          fb->load_done.  Still a pthread mutex: the launch
- *                          path takes it too and is being rewritten with
- *                          the operation value; it becomes an rgpu_mutex
- *                          (with held-assertions) when that lands.
+ *                          fb->load_done.  Held by the launch path
+ *                          (rgpu_rt_launch_prepare) while it packs the
+ *                          parameters; module_ensure, module_install,
+ *                          module_clear and the cubin fallback assert it.
  *   2. client lock         rgpu_client_lock() (client/rgpu_client.c): the
  *                          session's frame order and reply reading.  The
  *                          client core calls cudart hooks with it held:
  *                          on_host_call (takes 3.), rgpu_rt_device_prefetch
- *                          and on_wait (take nothing).
+ *                          and on_wait (take nothing).  A pthread mutex of
+ *                          the client core, so rgpu_mutex_held_count()
+ *                          does not count it.
  *   3. g_lock              host callbacks (rgpu_cudart_callbacks.c): the
  *                          registered and the called-but-not-run callbacks.
  *                          The callback thread drops it before it pumps the
- *                          client (rgpu_client_try_pump) and before it runs
- *                          a callback.  A pthread mutex until the host
- *                          function path is rewritten (as 1.).
+ *                          client (rgpu_client_try_pump, which may call
+ *                          on_host_call), before it answers (HOST_CALL_DONE)
+ *                          and before it runs a callback; both are asserted.
  *   4. leaves, held only for memory work, nothing taken under them:
  *      rgpu_range_table.lock  device/host address ranges (under 1. when a
  *                             module's symbols are added)
@@ -47,8 +49,9 @@
  *                          waiters: g_arena_fetch_done
  *      g_reg_lock          host stub / variable -> registration maps
  *      rgpu_err_state.lock sticky and pending errors
- *      g_cap_lock          stream capture state (rgpu_cudart_graph*.c,
- *                          owned by the graph code; a pthread mutex there)
+ *      g_cap_lock          stream capture state (rgpu_cudart_graph_capture.c):
+ *                          adding a captured node to its graph is memory
+ *                          work only
  *      client write lock   inside the client core, under 2. or alone
  *
  * No lock is held while user code runs (host callbacks, the program's own

@@ -254,7 +254,7 @@ static rgpu_status arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t 
      * own cudaFree would have), which costs what a new chunk would. */
     rgpu_mutex_unlock(&g_arena_lock);
     rgpu_status src =
-        rgpu_rt_sync_call(c, dev, RGPU_OP_CTX_SYNC, NULL, 0, RGPU_CLIENT_ALL_STREAMS, NULL);
+        rgpu_rt_sync_call(c, dev, RGPU_RT_SYNC_DEVICE, 0, RGPU_CLIENT_ALL_STREAMS);
     if (src) return src;
     rgpu_mutex_lock(&g_arena_lock);
   }

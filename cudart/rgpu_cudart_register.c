@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
@@ -51,10 +52,10 @@ typedef struct {
 typedef struct rgpu_rt_fatbin {
   const void *image;
   size_t size;
-  /* Guards everything below.  Still a plain pthread mutex: the launch path
-   * (rgpu_rt_launch) takes it too and is being rewritten elsewhere; it
-   * becomes an rgpu_mutex when that lands (cudart/rgpu_cudart_locks.h). */
-  pthread_mutex_t lock;
+  /* Guards everything below; first in cudart's lock order
+   * (cudart/rgpu_cudart_locks.h): the range-table lock and g_dev_lock may be
+   * taken under it, and it is dropped for the MODULE_LOAD round trip. */
+  rgpu_mutex lock;
   /* Broadcast (under lock) when a MODULE_LOAD of this fatbin ends: threads
    * that need the module wait for the one loading it. */
   pthread_cond_t load_done;
@@ -145,7 +146,7 @@ RGPU_API void **__cudaRegisterFatBinary(void *fatCubin) {
   rgpu_fatbin_wrapper *w = fatCubin;
   rgpu_rt_fatbin *fb = calloc(1, sizeof *fb);
   if (!fb) return NULL;
-  pthread_mutex_init(&fb->lock, NULL);
+  rgpu_mutex_init(&fb->lock);
   pthread_cond_init(&fb->load_done, NULL);
   if (!w || (unsigned)w->magic != RGPU_FATBIN_WRAPPER_MAGIC_V ||
       (w->version != 1 && w->version != 2) || !w->data) {
@@ -186,18 +187,12 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
     free(nm);
     return;
   }
-  pthread_mutex_lock(&fb->lock);
-  if (fb->nfuncs == fb->capf) {
-    size_t nc = fb->capf ? fb->capf * 2 : 16;
-    rgpu_rt_func **nf = realloc(fb->funcs, nc * sizeof *nf);
-    if (!nf) {
-      pthread_mutex_unlock(&fb->lock);
-      free(f);
-      free(nm);
-      return;
-    }
-    fb->funcs = nf;
-    fb->capf = nc;
+  rgpu_mutex_lock(&fb->lock);
+  if (RGPU_ARRAY_RESERVE(fb->funcs, fb->capf, fb->nfuncs + 1, 16)) {
+    rgpu_mutex_unlock(&fb->lock);
+    free(f);
+    free(nm);
+    return;
   }
   f->magic = RGPU_FUNC_MAGIC;
   f->fb = fb;
@@ -206,7 +201,7 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
   f->name = nm;
   f->max_dyn_shmem = -1;
   fb->funcs[fb->nfuncs++] = f;
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   rgpu_mutex_lock(&g_reg_lock);
   map_put(&g_funcs, hostFun, f, 0);
   rgpu_mutex_unlock(&g_reg_lock);
@@ -220,21 +215,15 @@ RGPU_API void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *devi
   if (!fb || !name || !hostVar) return;
   char *nm = strdup(name);
   if (!nm) return;
-  pthread_mutex_lock(&fb->lock);
-  if (fb->nvars == fb->capv) {
-    size_t nc = fb->capv ? fb->capv * 2 : 16;
-    rgpu_rt_var *nv = realloc(fb->vars, nc * sizeof *nv);
-    if (!nv) {
-      pthread_mutex_unlock(&fb->lock);
-      free(nm);
-      return;
-    }
-    fb->vars = nv;
-    fb->capv = nc;
+  rgpu_mutex_lock(&fb->lock);
+  if (RGPU_ARRAY_RESERVE(fb->vars, fb->capv, fb->nvars + 1, 16)) {
+    rgpu_mutex_unlock(&fb->lock);
+    free(nm);
+    return;
   }
   uint32_t idx = (uint32_t)fb->nvars;
   fb->vars[fb->nvars++] = (rgpu_rt_var){hostVar, nm, size, constant};
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   rgpu_mutex_lock(&g_reg_lock);
   map_put(&g_vars, hostVar, fb, idx);
   rgpu_mutex_unlock(&g_reg_lock);
@@ -262,7 +251,7 @@ RGPU_API void __cudaUnregisterFatBinary(void **fatCubinHandle) {
   /* The modules to unload are picked under the lock and sent after it (a
    * sync-every-call session waits for each MODULE_UNLOAD). */
   uint64_t unload[RGPU_MAX_DEVICES];
-  pthread_mutex_lock(&fb->lock);
+  rgpu_mutex_lock(&fb->lock);
   fb->dead = 1;
   rgpu_client *c = rgpu_rt_client_peek();
   for (int d = 0; d < RGPU_MAX_DEVICES; d++) {
@@ -273,7 +262,7 @@ RGPU_API void __cudaUnregisterFatBinary(void **fatCubinHandle) {
     unload[d] = m->module_id;
     m->state = 0;
   }
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   for (int d = 0; d < RGPU_MAX_DEVICES; d++) {
     if (!unload[d]) continue;
     rgpu_msg_module_unload_req req = {.module_id = unload[d]};
@@ -325,6 +314,7 @@ rgpu_rt_func *rgpu_rt_func_by_stub(const void *host_stub) {
 }
 
 static void module_clear(rgpu_rt_fatbin *fb, rgpu_rt_module *m) {
+  assert(rgpu_mutex_held(&fb->lock));
   if (m->layouts) {
     for (size_t i = 0; i < fb->nfuncs; i++) {
       free(m->layouts[i].offsets);
@@ -342,6 +332,7 @@ static void module_clear(rgpu_rt_fatbin *fb, rgpu_rt_module *m) {
  * not describe. */
 static int fallback_layout(rgpu_rt_fatbin *fb, const char *name, rgpu_param_layout *out) {
 #ifdef RGPU_HAVE_FATBIN
+  assert(rgpu_mutex_held(&fb->lock)); /* fb->fallback is parsed once, under it */
   if (fb->fallback_state == 0) {
     rgpu_fatbin f;
     fb->fallback_state = -1;
@@ -382,13 +373,14 @@ static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev
  * marked loading; other threads that need it wait for that load instead of
  * sending their own, so a module is still loaded once per device. */
 static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
+  assert(rgpu_mutex_held(&fb->lock));
   rgpu_rt_module *m = &fb->mods[dev];
   uint32_t epoch;
   for (;;) {
     if (fb->dead) return cudaErrorInvalidKernelImage;
     epoch = rgpu_rt_device_epoch(dev);
     if (m->state == RGPU_MODULE_LOADING) {
-      pthread_cond_wait(&fb->load_done, &fb->lock);
+      rgpu_mutex_cond_wait(&fb->load_done, &fb->lock);
       continue;
     }
     if (m->state != 0 && m->epoch != epoch) module_clear(fb, m);
@@ -417,12 +409,12 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   rgpu_buf_init(&pay);
   rgpu_client_reply r = {.payload = &pay};
   m->state = RGPU_MODULE_LOADING;
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_status rc = rgpu_call_module_load(c, dev, 0, &req, NULL, &r);
   free(fnames);
   free(vnames);
-  pthread_mutex_lock(&fb->lock);
+  rgpu_mutex_lock(&fb->lock);
   m->state = 0; /* module_install decides */
   cudaError_t e;
   if (rgpu_status_layer(rc) == 2 && !rgpu_client_is_dead(c))
@@ -438,6 +430,7 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
 static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev, uint32_t epoch,
                                   uint64_t id, rgpu_status rc, const rgpu_client_reply *r,
                                   rgpu_buf *pay) {
+  assert(rgpu_mutex_held(&fb->lock));
   if (rc < 0) {
     return rgpu_rt_from_call(rc);
   }
@@ -555,7 +548,7 @@ cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, s
   if (!fb) return cudaErrorInvalidSymbol;
   int dev = rgpu_rt_current_device();
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return cudaErrorInvalidDevice;
-  pthread_mutex_lock(&fb->lock);
+  rgpu_mutex_lock(&fb->lock);
   cudaError_t e = module_ensure(c, fb, dev);
   if (e == cudaSuccess) {
     if (fb->mods[dev].var_dptr[idx] == 0) {
@@ -565,7 +558,7 @@ cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, s
       *size = (size_t)fb->mods[dev].var_size[idx];
     }
   }
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   return e;
 }
 
@@ -612,22 +605,22 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
   if (sdev != dev) return cudaErrorInvalidResourceHandle;
 
   rgpu_rt_fatbin *fb = f->fb;
-  pthread_mutex_lock(&fb->lock);
+  rgpu_mutex_lock(&fb->lock);
   e = module_ensure(c, fb, dev);
   if (e != cudaSuccess) {
-    pthread_mutex_unlock(&fb->lock);
+    rgpu_mutex_unlock(&fb->lock);
     return e;
   }
   rgpu_rt_module *m = &fb->mods[dev];
   int32_t st = m->func_status[f->index];
   if (st != 0) {
-    pthread_mutex_unlock(&fb->lock);
+    rgpu_mutex_unlock(&fb->lock);
     return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
   }
   const rgpu_param_layout *l = &m->layouts[f->index];
   uint8_t *buf = l->total + 64 <= stack_cap ? stackbuf : malloc(l->total + 64);
   if (!buf) {
-    pthread_mutex_unlock(&fb->lock);
+    rgpu_mutex_unlock(&fb->lock);
     return cudaErrorMemoryAllocation;
   }
   if (buf != stackbuf) *heap = buf;
@@ -640,7 +633,7 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
   op->launch.shmem = (unsigned)shmem;
   op->launch.layout = l;
   long packed = rgpu_cudart_pack_params(l, args, buf, l->total);
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   if (packed < 0) return cudaErrorInvalidValue;
   op->launch.params = buf;
   op->launch.plen = (size_t)packed;
@@ -725,10 +718,10 @@ RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, cons
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   int dev = rgpu_rt_current_device();
   rgpu_rt_fatbin *fb = f->fb;
-  pthread_mutex_lock(&fb->lock);
+  rgpu_mutex_lock(&fb->lock);
   e = module_ensure(c, fb, dev);
   uint64_t module_id = fb->mods[dev].module_id;
-  pthread_mutex_unlock(&fb->lock);
+  rgpu_mutex_unlock(&fb->lock);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_buf pay;
   rgpu_buf_init(&pay);

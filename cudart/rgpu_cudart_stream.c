@@ -26,33 +26,47 @@ typedef struct {
 } per_thread_stream;
 static __thread per_thread_stream tl_ptds[RGPU_MAX_DEVICES];
 
-int rgpu_rt_sync_call(rgpu_client *c, int device, uint16_t op, const void *fixed,
-                      size_t fixed_len, uint64_t drain_stream, rgpu_client_reply *r) {
-  rgpu_client_reply local;
-  if (!r) {
-    memset(&local, 0, sizeof local);
-    r = &local;
+/* The frame of a synchronizing request, client lock held. */
+static rgpu_status sync_send_locked(rgpu_client *c, rgpu_rt_sync_kind kind, uint64_t handle,
+                                    uint64_t *seq) {
+  switch (kind) {
+  case RGPU_RT_SYNC_DEVICE: return rgpu_send_ctx_sync_locked(c, 1, NULL, seq);
+  case RGPU_RT_SYNC_STREAM: {
+    rgpu_msg_stream_sync_req q = {.stream = handle};
+    return rgpu_send_stream_sync_locked(c, 1, &q, seq);
   }
+  case RGPU_RT_QUERY_STREAM: {
+    rgpu_msg_stream_query_req q = {.stream = handle};
+    return rgpu_send_stream_query_locked(c, 1, &q, seq);
+  }
+  case RGPU_RT_SYNC_EVENT: {
+    rgpu_msg_event_sync_req q = {.event = handle};
+    return rgpu_send_event_sync_locked(c, 1, &q, seq);
+  }
+  case RGPU_RT_QUERY_EVENT: {
+    rgpu_msg_event_query_req q = {.event = handle};
+    return rgpu_send_event_query_locked(c, 1, &q, seq);
+  }
+  }
+  return RGPU_CLIENT_EARG;
+}
+
+rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
+                              uint64_t handle, uint64_t drain_stream) {
+  rgpu_client_reply r = {0};
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
-  int rc = device >= 0 ? rgpu_client_bind_device_locked(c, device) : 0;
+  rgpu_status rc = device >= 0 ? rgpu_client_bind_device_locked(c, device) : 0;
   uint64_t first = rgpu_client_next_seq_locked(c), seq = 0;
-  if (rc == 0) rc = rgpu_client_send_locked(c, op, 1, fixed, fixed_len, NULL, 0, &seq);
-  if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, r);
-  if (rc == 0) rc = (int)r->status;
+  if (rc == 0) rc = sync_send_locked(c, kind, handle, &seq);
+  if (rc == 0) rc = rgpu_client_wait_locked(c, seq, first, &r);
+  if (rc == 0) rc = (rgpu_status)r.status;
   /* The legacy stream synchronizes with every blocking stream. */
   if (drain_stream == 0) drain_stream = RGPU_CLIENT_ALL_STREAMS;
   if (rc == 0) rc = rgpu_client_drain_locked(c, drain_stream, seq);
   rgpu_client_unlock(c);
-  if (rc == 0 && op == RGPU_OP_CTX_SYNC) rgpu_rt_arena_synced(device, seq);
+  if (rc == 0 && kind == RGPU_RT_SYNC_DEVICE) rgpu_rt_arena_synced(device, seq);
   return rc;
-}
-
-static cudaError_t post(rgpu_client *c, int dev, uint16_t op, rgpu_buf *b) {
-  int rc = rgpu_client_call(c, dev, op, 1, b->data, b->len, NULL, 0, NULL);
-  rgpu_buf_free(b);
-  if (rc == 0) return cudaSuccess;
-  return rgpu_rt_sync_ret(c, rc);
 }
 
 /* The result of a request that may be queued (RGPU_CALL_ASYNC). */
@@ -164,13 +178,7 @@ static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_stream_sync_req m = {.stream = wire};
-  rgpu_msg_stream_sync_req_encode(&b, &m);
-  int rc = rgpu_rt_sync_call(c, dev, RGPU_OP_STREAM_SYNC, b.data, b.len, wire, NULL);
-  rgpu_buf_free(&b);
-  return rgpu_rt_sync_ret(c, rc);
+  return rgpu_rt_sync_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_SYNC_STREAM, wire, wire));
 }
 
 RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return stream_sync(stream, 0); }
@@ -198,13 +206,7 @@ static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_stream_query_req m = {.stream = wire};
-  rgpu_msg_stream_query_req_encode(&b, &m);
-  int rc = rgpu_rt_sync_call(c, dev, RGPU_OP_STREAM_QUERY, b.data, b.len, wire, NULL);
-  rgpu_buf_free(&b);
-  return query_ret(c, rc);
+  return query_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_QUERY_STREAM, wire, wire));
 }
 
 RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(stream, 0); }
@@ -382,30 +384,25 @@ RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream
   return event_record(event, stream, flags, 1);
 }
 
-static cudaError_t event_wait_call(cudaEvent_t event, uint16_t op, int query) {
+static cudaError_t event_wait_call(cudaEvent_t event, rgpu_rt_sync_kind kind) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!event || event->magic != RGPU_EVENT_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   if ((e = rgpu_rt_graph_check_event(event)) != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  rgpu_msg_event_sync_req m = {.event = event->id}; /* same layout as EVENT_QUERY */
-  rgpu_msg_event_sync_req_encode(&b, &m);
   /* The event's stream is not tracked here: drain every stream's earlier
    * copies (more waiting than needed at worst, never missing data). */
-  int rc = rgpu_rt_sync_call(c, event->device, op, b.data, b.len, RGPU_CLIENT_ALL_STREAMS, NULL);
-  rgpu_buf_free(&b);
-  return query ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
+  rgpu_status rc = rgpu_rt_sync_call(c, event->device, kind, event->id, RGPU_CLIENT_ALL_STREAMS);
+  return kind == RGPU_RT_QUERY_EVENT ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
 }
 
 RGPU_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event_wait_call(event, RGPU_OP_EVENT_SYNC, 0);
+  return event_wait_call(event, RGPU_RT_SYNC_EVENT);
 }
 
 RGPU_API cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return event_wait_call(event, RGPU_OP_EVENT_QUERY, 1);
+  return event_wait_call(event, RGPU_RT_QUERY_EVENT);
 }
 
 RGPU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {

@@ -194,6 +194,15 @@ static void test_ranges(void **state) {
   assert_int_equal(rgpu_range_find(&t, 0x100000 + 77 * 0x100, 1, NULL), -1);
   assert_int_equal(rgpu_range_find(&t, 0x100000 + 78 * 0x100, 1, NULL), 0);
   assert_int_equal(rgpu_range_find(&t, 0x3000, 1, NULL), -1); /* b was device 1 */
+  /* A range that wraps the address space is refused; the kind filter of
+   * remove_device drops only that kind. */
+  rgpu_range wrap = {.base = UINT64_MAX - 0x10, .size = 0x20, .kind = RGPU_RANGE_DEVICE};
+  assert_int_equal(rgpu_range_add(&t, &wrap), -1);
+  rgpu_range sym = {.base = 0x9000, .size = 0x10, .device = 0, .kind = RGPU_RANGE_SYMBOL};
+  assert_int_equal(rgpu_range_add(&t, &sym), 0);
+  rgpu_range_remove_device(&t, 0, RGPU_RANGE_SYMBOL);
+  assert_int_equal(rgpu_range_find(&t, 0x9000, 1, NULL), -1);
+  assert_int_equal(rgpu_range_find(&t, 0x100000 + 78 * 0x100, 1, NULL), 0);
   rgpu_range_table_free(&t);
 }
 
