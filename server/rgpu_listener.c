@@ -180,6 +180,8 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   rgpu_worker_config *cfg = &a.cfg;
   cfg->ctl_fd = fds[WORKER_FD_CTL] > 0 ? fds[WORKER_FD_CTL] : 0;
   uint64_t sid = cfg->session_id;
+  /* The refusal line is the server's, as when the listener forked. */
+  rgpu_log_set_component("server");
   if (a.full)
     RGPU_WARN("peer=%s transport=%s event=refused reason=%s sessions=%u", cfg->peer,
               cfg->transport, a.draining ? "draining" : "server-full", a.active);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <cuda.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -411,6 +412,89 @@ static void test_bulk_and_tls(void **state) {
   unlink(key);
 }
 
+/* The process whose parent is `parent` (the fork server is the listener's
+ * only child once it serves), or -1. */
+static pid_t find_child(pid_t parent) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  pid_t found = -1;
+  struct dirent *e;
+  while ((e = readdir(d)) && found < 0) {
+    char path[300], buf[512];
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* pid (comm) state ppid ...: comm may hold spaces, so from the last ')'. */
+    const char *rp = strrchr(buf, ')');
+    char st;
+    int ppid;
+    if (rp && sscanf(rp + 1, " %c %d", &st, &ppid) == 2 && ppid == parent && st != 'Z')
+      found = (pid_t)atoi(e->d_name);
+  }
+  closedir(d);
+  return found;
+}
+
+/* Reads the server's log until `what` appears (5 s at most). */
+static int log_wait_for(server *s, const char *what) {
+  static char logbuf[65536];
+  size_t len = 0;
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    struct pollfd pf = {s->err_fd, POLLIN, 0};
+    poll(&pf, 1, 100);
+    ssize_t r;
+    while (len < sizeof logbuf - 1 && (r = read(s->err_fd, logbuf + len, sizeof logbuf - 1 - len)) > 0)
+      len += (size_t)r;
+    logbuf[len] = 0;
+    if (strstr(logbuf, what)) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - t0.tv_sec >= 5) {
+      print_message("log so far:\n%s\n", logbuf);
+      return 0;
+    }
+  }
+}
+
+/* A dead fork server: the listener says so, stops accepting, lets the
+ * running session finish and exits 1; it never hangs. */
+static void test_forkserver_death(void **state) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--drain-s", "20", NULL};
+  server s;
+  server_start(&s, 1, args);
+  client c;
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(hello(&c, NULL), 0);
+  pid_t fs = find_child(s.pid);
+  assert_true(fs > 0);
+  assert_int_equal(kill(fs, SIGKILL), 0);
+  assert_true(log_wait_for(&s, "event=forkserver-died"));
+  /* The running session is untouched... */
+  assert_int_equal(ping(&c), 0);
+  /* ...but nothing new is accepted. */
+  rgpu_conn *nc = NULL;
+  char err[256];
+  assert_int_not_equal(rgpu_conn_connect(s.uris[0], NULL, &nc, err, sizeof err), 0);
+  /* The session ends with its client; then the listener exits 1 by itself. */
+  client_close(&c);
+  int st = -1;
+  for (int i = 0; i < 500; i++) {
+    if (waitpid(s.pid, &st, WNOHANG) == s.pid) break;
+    st = -1;
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  assert_true(st != -1);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  close(s.err_fd);
+}
+
 /* Waits that run on background threads still answer every request. */
 static void stream_waits_on(const char *lib, const char *device) {
   const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--softgpu-lib", lib, "--device", device, NULL};
@@ -674,6 +758,7 @@ int main(void) {
       cmocka_unit_test(test_stream_waits_softgpu),
       cmocka_unit_test(test_stream_waits_cuda),
       cmocka_unit_test(test_bulk_and_tls),
+      cmocka_unit_test(test_forkserver_death),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
