@@ -34,8 +34,10 @@ typedef struct {
   uint64_t qkey;      /* rgpu_conn_session_key of its current QUIC connection; 0 = none */
 } rgpu_child;
 
-/* What the fork server hands the child function for one session (it
- * travels as bytes; its descriptors travel beside it, see WORKER_FD_*). */
+/* What the fork server hands the child function for one session.  It
+ * travels as bytes to another process, so rgpu_worker_config must stay
+ * plain data (arrays, no pointers); its descriptors travel beside it as
+ * SCM_RIGHTS (WORKER_FD_*). */
 typedef struct {
   rgpu_worker_config cfg; /* ctl_fd is filled in from WORKER_FD_CTL */
   int metrics_slot;       /* -1 = counted in totals only */
