@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +53,10 @@ struct rgpu_forkserver {
 };
 
 /* ---- the fork server process ------------------------------------------- */
+
+/* The process name the fork server was started with: `ps` shows the fork
+ * server as "rgpu-forksrv", its children get this one back. */
+static char start_comm[17];
 
 static void on_sigchld(int sig) { (void)sig; /* only interrupts ppoll */ }
 
@@ -138,6 +143,7 @@ static pid_t do_spawn(int sock, rgpu_forkserver_child_fn child, const sigset_t *
       /* The worker: the caller's signal state, nothing of the channel. */
       signal(SIGCHLD, SIG_DFL);
       sigprocmask(SIG_SETMASK, child_mask, NULL);
+      prctl(PR_SET_NAME, start_comm, 0, 0, 0);
       close(sock);
       free(kids->pids);
       _exit(child(buf + sizeof h, h.arg_len, c, fds, RGPU_FORKSERVER_MAX_FDS));
@@ -161,6 +167,8 @@ static pid_t do_spawn(int sock, rgpu_forkserver_child_fn child, const sigset_t *
 /* The fork server's whole life.  Never returns. */
 static void forkserver_main(int sock, rgpu_forkserver_child_fn child, const sigset_t *child_mask) {
   rgpu_log_set_component("forkserver");
+  prctl(PR_GET_NAME, start_comm, 0, 0, 0);
+  prctl(PR_SET_NAME, "rgpu-forksrv", 0, 0, 0);
   /* Shutdown is the listener's business: a SIGTERM or ^C sent to the
    * process group must not take the fork server (or, inherited, the
    * workers) down; the listener's closing the channel ends it. */
