@@ -89,7 +89,7 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
     r = recv(kids[k].ctl, &m, sizeof m, MSG_DONTWAIT);
   } while (r < 0 && errno == EINTR);
   if (r == 0) {
-    /* The worker is exiting; it is reaped by SIGCHLD. */
+    /* The worker is exiting; the fork server reports its exit. */
     close(kids[k].ctl);
     kids[k].ctl = -1;
     return;
@@ -329,14 +329,16 @@ int rgpu_server_run(rgpu_server_opts *o) {
        * the server. */
       fs_dead = 2;
       exit_status = 1;
-      RGPU_ERROR("event=forkserver-died pid=%d reason=\"%s\": no new session can start; "
-                 "closing the listeners and draining %u session%s",
-                 (int)rgpu_forkserver_pid(fs), rgpu_forkserver_death(fs), active,
-                 active == 1 ? "" : "s");
+      /* Closed before the line is logged: whoever reads it finds the
+       * ports already refusing. */
       for (int i = 0; i < nl; i++) {
         rgpu_listener_close(ls[i]);
         ls[i] = NULL;
       }
+      RGPU_ERROR("event=forkserver-died pid=%d reason=\"%s\": no new session can start; "
+                 "listeners closed, draining %u session%s",
+                 (int)rgpu_forkserver_pid(fs), rgpu_forkserver_death(fs), active,
+                 active == 1 ? "" : "s");
       /* Its reports are over: a worker whose control channel is already
        * closed has exited (channels close only with their worker). */
       for (size_t k = 0; k < nchild;) {
