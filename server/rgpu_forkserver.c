@@ -357,7 +357,7 @@ int rgpu_forkserver_spawn(rgpu_forkserver *fs, const void *arg, size_t len, cons
                           const int *fds, int nfds, pid_t *pid, char *err, size_t errlen) {
   *pid = -1;
   if (!fs || len > RGPU_FORKSERVER_MAX_ARG || nfds > RGPU_FORKSERVER_MAX_FDS || nfds < 0 ||
-      (len && !arg) || !c) {
+      (len && !arg) || !c || rgpu_conn_raw_fd(c) < 0) {
     snprintf(err, errlen, "fork server: bad spawn request");
     return RGPU_FORKSERVER_EINVAL;
   }
