@@ -11,12 +11,13 @@ static const char *log_component = "rgpu";
 static int log_level = -1; /* -1: not read from the environment yet */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The listener forks workers while its TLS/QUIC relay threads may be in the
- * middle of a log line; a child inheriting the lock held would block on its
- * first log line forever.  The child gets a fresh lock (its only thread holds
- * nothing).  No prepare handler on purpose: taking the lock before fork
- * would order it against the transport's fork guard (rgpu_fork_guard.h) and
- * a relay thread logging under that guard could deadlock the fork. */
+/* A program that forks while another of its threads (a TLS/QUIC relay of
+ * the client library) is in the middle of a log line would leave the lock
+ * held in the child, which then blocks on its first log line forever.  The
+ * child gets a fresh lock (its only thread holds nothing).  No prepare
+ * handler on purpose: taking the lock before fork would order it against
+ * whatever locks other libraries' prepare handlers take.  (rgpu-server
+ * itself forks its workers from a single-threaded fork server.) */
 static void log_after_fork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   log_lock = fresh;

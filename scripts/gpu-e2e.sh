@@ -77,7 +77,8 @@ for p in "${progs[@]}"; do
   if kill -0 $cpid 2>/dev/null; then
     # Hung: keep the client's and the server sessions' stacks, then stop it.
     if command -v gdb >/dev/null; then
-      for hp in $cpid $(pgrep -P $cpid) $(pgrep -P $spid); do
+      # The server's children are its fork server; theirs are the session workers.
+      for hp in $cpid $(pgrep -P $cpid) $(pgrep -P "$(pgrep -d, -P $spid)"); do
         echo "=== pid $hp ($(cat /proc/$hp/comm 2>/dev/null))" >>"$out/$p.bt"
         gdb -batch -p "$hp" -ex "thread apply all bt" >>"$out/$p.bt" 2>&1
       done

@@ -16,6 +16,7 @@
 
 #include "rgpu_bulk.h"
 #include "rgpu_clock.h"
+#include "rgpu_forkserver.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -33,6 +34,20 @@ typedef struct {
   uint8_t token[32];
   uint64_t qkey;      /* rgpu_conn_session_key of its current QUIC connection; 0 = none */
 } rgpu_child;
+
+/* What the fork server hands the child function for one session.  It
+ * travels as bytes to another process, so rgpu_worker_config must stay
+ * plain data (arrays, no pointers); its descriptors travel beside it as
+ * SCM_RIGHTS (WORKER_FD_*). */
+typedef struct {
+  rgpu_worker_config cfg; /* ctl_fd is filled in from WORKER_FD_CTL */
+  int metrics_slot;       /* -1 = counted in totals only */
+  int full;               /* a refuser: answers HELLO with cfg.refuse_new */
+  int draining;
+  uint32_t active;        /* sessions at spawn time, for the refusal line */
+} worker_spawn_arg;
+
+enum { WORKER_FD_CTL = 0, WORKER_FD_METRICS = 1, WORKER_NFDS = 2 };
 
 static int sig_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requested; /* number of SIGTERM/SIGINT */
@@ -69,7 +84,7 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
     r = recv(kids[k].ctl, &m, sizeof m, MSG_DONTWAIT);
   } while (r < 0 && errno == EINTR);
   if (r == 0) {
-    /* The worker is exiting; it is reaped by SIGCHLD. */
+    /* The worker is exiting; the fork server reports its exit. */
     close(kids[k].ctl);
     kids[k].ctl = -1;
     return;
@@ -147,7 +162,83 @@ static void format_uri(const rgpu_listener *l, const char *asked, char *out, siz
   snprintf(out, cap, "%s://%s", scheme, rgpu_listener_address(l));
 }
 
+/* One session, in a process the fork server forked (rgpu_forkserver.h):
+ * the worker's whole life.  It owns c and fds. */
+static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const int *fds, int nfds) {
+  if (len != sizeof(worker_spawn_arg) || nfds < WORKER_NFDS) return 1;
+  worker_spawn_arg a;
+  memcpy(&a, argp, sizeof a);
+  signal(SIGCHLD, SIG_DFL);
+  /* Drain is the listener's business: a SIGTERM sent to the whole process
+   * group (systemd, a shell) must not cut sessions short. */
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
+  signal(SIGPIPE, SIG_IGN);
+  rgpu_worker_config *cfg = &a.cfg;
+  cfg->ctl_fd = fds[WORKER_FD_CTL] > 0 ? fds[WORKER_FD_CTL] : 0;
+  uint64_t sid = cfg->session_id;
+  /* The refusal line is the server's, as when the listener forked. */
+  rgpu_log_set_component("server");
+  if (a.full)
+    RGPU_WARN("peer=%s transport=%s event=refused reason=%s sessions=%u", cfg->peer,
+              cfg->transport, a.draining ? "draining" : "server-full", a.active);
+  rgpu_log_set_component("worker");
+  if (fds[WORKER_FD_METRICS] >= 0) {
+    rgpu_metrics_enter_worker_fd(fds[WORKER_FD_METRICS], a.metrics_slot);
+    close(fds[WORKER_FD_METRICS]);
+  }
+  uint64_t t0 = rgpu_clock_ns();
+  rgpu_worker *w = rgpu_worker_new(cfg);
+  int status = 1;
+  uint64_t calls = 0;
+  const char *reason = "oom";
+  if (w) {
+    status = rgpu_worker_serve(w, c);
+    calls = rgpu_worker_calls(w);
+    reason = rgpu_worker_end_reason(w);
+  }
+  int handed = w && rgpu_worker_handed_off(w);
+  if (!a.full && !handed)
+    rgpu_log(status ? RGPU_LOG_WARN : RGPU_LOG_INFO,
+             "session=%llu peer=%s transport=%s event=end status=%s reason=%s calls=%llu "
+             "duration_s=%.3f",
+             (unsigned long long)sid, cfg->peer, cfg->transport, status ? "error" : "ok", reason,
+             (unsigned long long)calls, rgpu_clock_elapsed_s(t0));
+  /* A connection handed to its session's worker lives on there: close our
+   * descriptor only. */
+  if (!handed) rgpu_conn_shutdown(c);
+  rgpu_metrics_session_end_reason(handed ? "handed-off" : reason);
+  rgpu_worker_free(w);
+  rgpu_conn_close(c);
+  return status;
+}
+
+int rgpu_server_start_forkserver(rgpu_server_opts *o, char *err, size_t errlen) {
+  if (o->forkserver) return 0;
+  return rgpu_forkserver_start(worker_child_main, &o->forkserver, err, errlen);
+}
+
+/* SIGKILL for a worker: through the fork server, which knows whether the
+ * pid is still its child; once it is gone, directly (the orphaned worker
+ * is ours still; its pid could only have been recycled had it exited,
+ * which a control channel at EOF would have told us). */
+static void kill_worker(rgpu_forkserver *fs, pid_t pid) {
+  if (rgpu_forkserver_kill(fs, pid, SIGKILL)) kill(pid, SIGKILL);
+}
+
 int rgpu_server_run(rgpu_server_opts *o) {
+  /* main() starts the fork server before anything can make a thread; a
+   * caller that did not gets one here, before this function's own relay
+   * and metrics threads. */
+  {
+    char ferr[256];
+    if (rgpu_server_start_forkserver(o, ferr, sizeof ferr)) {
+      fprintf(stderr, "rgpu-server: %s\n", ferr);
+      return 1;
+    }
+  }
+  rgpu_forkserver *fs = o->forkserver;
+  int exit_status = 0, fs_dead = 0;
   /* quic://: room for the bulk lanes, which route_stream hands on. */
   if (o->topts.quic_max_streams == 0) o->topts.quic_max_streams = RGPU_BULK_DEFAULT_QUIC_STREAMS;
   rgpu_listener *ls[RGPU_SERVER_MAX_LISTEN];
@@ -170,7 +261,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
   }
   if (nl == 0) {
     fprintf(stderr, "rgpu-server: nothing to listen on (give --listen URI)\n");
-    return 1;
+    goto fail;
   }
 
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -222,6 +313,36 @@ int rgpu_server_run(rgpu_server_opts *o) {
   size_t pfd_cap = 0;
 
   for (;;) {
+    if (fs_dead == 1) {
+      /* No worker can start any more.  Restarting it would mean forking
+       * from this multithreaded process, the very hazard it exists to
+       * avoid; so stop taking connections and let the running sessions
+       * finish as in a drain, then exit 1 for the supervisor to restart
+       * the server. */
+      fs_dead = 2;
+      exit_status = 1;
+      /* Closed before the line is logged: whoever reads it finds the
+       * ports already refusing. */
+      for (int i = 0; i < nl; i++) {
+        rgpu_listener_close(ls[i]);
+        ls[i] = NULL;
+      }
+      RGPU_ERROR("event=forkserver-died pid=%d reason=\"%s\": no new session can start; "
+                 "listeners closed, draining %u session%s",
+                 (int)rgpu_forkserver_pid(fs), rgpu_forkserver_death(fs), active,
+                 active == 1 ? "" : "s");
+      /* Its reports are over: a worker whose control channel is already
+       * closed has exited (channels close only with their worker). */
+      for (size_t k = 0; k < nchild;) {
+        if (kids[k].ctl >= 0) {
+          k++;
+          continue;
+        }
+        if (kids[k].refuser) refusers--; else active--;
+        kids[k] = kids[--nchild];
+      }
+      if (!stop_requested) stop_requested = 1;
+    }
     if (stop_requested && !draining) {
       /* Drain: refuse new sessions, let running ones finish (and resume). */
       draining = 1;
@@ -238,8 +359,11 @@ int rgpu_server_run(rgpu_server_opts *o) {
     if (draining && !shutdown_sent &&
         (active == 0 || stop_requested > 1 || rgpu_clock_elapsed_s(drain_t0) * 1000.0 >= drain_ms))
       break;
-    if (nl + 1 + nchild > pfd_cap) {
-      size_t nc = (size_t)nl + 1 + nchild + 16;
+    /* pfd: the signal pipe, the listeners, the fork server, the workers'
+     * control channels. */
+    size_t kbase = (size_t)nl + 2;
+    if (kbase + nchild > pfd_cap) {
+      size_t nc = kbase + nchild + 16;
       struct pollfd *np = realloc(pfd, nc * sizeof *np);
       if (!np) break;
       pfd = np;
@@ -248,13 +372,16 @@ int rgpu_server_run(rgpu_server_opts *o) {
     pfd[0].fd = sig_pipe[0];
     pfd[0].events = POLLIN;
     for (int i = 0; i < nl; i++) {
-      pfd[i + 1].fd = rgpu_listener_poll_fd(ls[i]);
+      pfd[i + 1].fd = ls[i] ? rgpu_listener_poll_fd(ls[i]) : -1;
       pfd[i + 1].events = POLLIN;
+      pfd[i + 1].revents = 0;
     }
+    pfd[nl + 1].fd = rgpu_forkserver_poll_fd(fs); /* exit reports; -1 once it is gone */
+    pfd[nl + 1].events = POLLIN;
     for (size_t k = 0; k < nchild; k++) {
-      pfd[nl + 1 + k].fd = kids[k].ctl;
-      pfd[nl + 1 + k].events = POLLIN;
-      pfd[nl + 1 + k].revents = 0;
+      pfd[kbase + k].fd = kids[k].ctl;
+      pfd[kbase + k].events = POLLIN;
+      pfd[kbase + k].revents = 0;
     }
     int timeout = -1;
     if (draining) {
@@ -262,7 +389,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       timeout = left > 0 ? (int)left + 1 : 0;
     }
     size_t npoll_kids = nchild;
-    int pr = poll(pfd, (nfds_t)nl + 1 + npoll_kids, timeout);
+    int pr = poll(pfd, (nfds_t)(kbase + npoll_kids), timeout);
     if (pr < 0 && errno != EINTR) {
       RGPU_ERROR("poll: %s", strerror(errno));
       break;
@@ -270,11 +397,14 @@ int rgpu_server_run(rgpu_server_opts *o) {
     char drain[64];
     while (read(sig_pipe[0], drain, sizeof drain) > 0) {
     }
-    /* Reap every finished worker. */
+    /* Every finished worker: the fork server reaped it and says how it
+     * ended. */
     for (;;) {
       int st;
-      pid_t pid = waitpid(-1, &st, WNOHANG);
-      if (pid <= 0) break;
+      pid_t pid;
+      int er = rgpu_forkserver_next_exit(fs, &pid, &st);
+      if (er < 0 && !fs_dead) fs_dead = 1;
+      if (er <= 0) break;
       rgpu_metrics_reaped(metrics, pid, st);
       for (size_t k = 0; k < nchild; k++) {
         if (kids[k].pid != pid) continue;
@@ -293,19 +423,26 @@ int rgpu_server_run(rgpu_server_opts *o) {
         break;
       }
     }
+    if (fs_dead == 1) continue; /* said and handled at the top */
     if (pr <= 0) continue;
     /* Control messages (index k is still valid: reaping above moved kids,
      * so match by descriptor). */
     for (size_t p = 0; p < npoll_kids; p++) {
-      if (!pfd[nl + 1 + p].revents || pfd[nl + 1 + p].fd < 0) continue;
+      if (!pfd[kbase + p].revents || pfd[kbase + p].fd < 0) continue;
       for (size_t k = 0; k < nchild; k++)
-        if (kids[k].ctl == pfd[nl + 1 + p].fd) {
+        if (kids[k].ctl == pfd[kbase + p].fd) {
           handle_worker_msg(kids, nchild, k);
+          /* Without a fork server no exit report comes: the channel's
+           * end is the worker's. */
+          if (fs_dead && kids[k].ctl < 0) {
+            if (kids[k].refuser) refusers--; else active--;
+            kids[k] = kids[--nchild];
+          }
           break;
         }
     }
-    for (int i = 0; i < nl; i++) {
-      if (!(pfd[i + 1].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+    for (int i = 0; i < nl && !fs_dead; i++) {
+      if (!ls[i] || !(pfd[i + 1].revents & (POLLIN | POLLERR | POLLHUP))) continue;
       rgpu_conn *c = NULL;
       char err[512];
       int rc = rgpu_listener_accept(ls[i], &c, err, sizeof err);
@@ -369,60 +506,30 @@ int rgpu_server_run(rgpu_server_opts *o) {
       snprintf(o->worker.peer, sizeof o->worker.peer, "%s", kid->peer);
       snprintf(o->worker.transport, sizeof o->worker.transport, "%s", kid->transport);
 
-      pid_t pid = fork();
-      if (pid < 0) {
-        RGPU_ERROR("fork: %s (session refused)", strerror(errno));
+      worker_spawn_arg arg;
+      memset(&arg, 0, sizeof arg);
+      arg.cfg = o->worker;
+      arg.cfg.ctl_fd = 0; /* the child's own number comes with the descriptor */
+      arg.metrics_slot = mslot;
+      arg.full = full;
+      arg.draining = draining;
+      arg.active = active;
+      int wfds[WORKER_NFDS];
+      wfds[WORKER_FD_CTL] = sp[1];
+      wfds[WORKER_FD_METRICS] = mslot >= 0 ? rgpu_metrics_slots_fd(metrics) : -1;
+      pid_t pid = -1;
+      char ferr[256];
+      int src = rgpu_forkserver_spawn(fs, &arg, sizeof arg, c, wfds, WORKER_NFDS, &pid, ferr,
+                                      sizeof ferr);
+      if (src) {
+        RGPU_ERROR("fork: %s (session refused)", ferr);
         rgpu_metrics_session_pid(metrics, mslot, -1);
         rgpu_conn_close(c);
         if (sp[0] >= 0) close(sp[0]);
         if (sp[1] >= 0) close(sp[1]);
+        o->worker.ctl_fd = 0;
+        if (src == RGPU_FORKSERVER_EDEAD) fs_dead = 1;
         continue;
-      }
-      if (pid == 0) {
-        /* Worker: nothing of the listener survives but the connection and
-         * its own control channel. */
-        signal(SIGCHLD, SIG_DFL);
-        /* Drain is the listener's business: a SIGTERM sent to the whole
-         * process group (systemd, a shell) must not cut sessions short. */
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
-        close(sig_pipe[0]);
-        close(sig_pipe[1]);
-        for (int k = 0; k < nl; k++) rgpu_listener_close(ls[k]);
-        for (size_t k = 0; k < nchild; k++)
-          if (kids[k].ctl >= 0) close(kids[k].ctl);
-        if (sp[0] >= 0) close(sp[0]);
-        free(kids);
-        free(pfd);
-        if (full)
-          RGPU_WARN("peer=%s transport=%s event=refused reason=%s sessions=%u", o->worker.peer,
-                    o->worker.transport, draining ? "draining" : "server-full", active);
-        rgpu_log_set_component("worker");
-        rgpu_metrics_enter_worker(metrics, mslot);
-        uint64_t t0 = rgpu_clock_ns();
-        rgpu_worker *w = rgpu_worker_new(&o->worker);
-        int status = 1;
-        uint64_t calls = 0;
-        const char *reason = "oom";
-        if (w) {
-          status = rgpu_worker_serve(w, c);
-          calls = rgpu_worker_calls(w);
-          reason = rgpu_worker_end_reason(w);
-        }
-        int handed = w && rgpu_worker_handed_off(w);
-        if (!full && !handed)
-          rgpu_log(status ? RGPU_LOG_WARN : RGPU_LOG_INFO,
-                   "session=%llu peer=%s transport=%s event=end status=%s reason=%s calls=%llu "
-                   "duration_s=%.3f",
-                   (unsigned long long)sid, o->worker.peer, o->worker.transport,
-                   status ? "error" : "ok", reason, (unsigned long long)calls, rgpu_clock_elapsed_s(t0));
-        /* A connection handed to its session's worker lives on there:
-         * close our descriptor only. */
-        if (!handed) rgpu_conn_shutdown(c);
-        rgpu_metrics_session_end_reason(handed ? "handed-off" : reason);
-        rgpu_worker_free(w);
-        rgpu_conn_close(c);
-        _exit(status);
       }
       kid->pid = pid;
       rgpu_metrics_session_pid(metrics, mslot, pid);
@@ -443,21 +550,24 @@ int rgpu_server_run(rgpu_server_opts *o) {
    * client reports it), free their state and exit. */
   RGPU_INFO("shutting down: %u active session%s", active, active == 1 ? "" : "s");
   for (int i = 0; i < nl; i++) rgpu_listener_close(ls[i]);
+  nl = 0;
   for (size_t k = 0; k < nchild; k++) {
     rgpu_ctl_msg m = {.type = RGPU_CTL_SHUTDOWN};
     snprintf(m.text, sizeof m.text, "the server is shutting down (drain period of %d s over)",
              drain_ms / 1000);
     /* A worker without a channel (socketpair failed) still ends on SIGKILL below. */
-    if (kids[k].ctl < 0 || ctl_send(kids[k].ctl, &m)) kill(kids[k].pid, SIGKILL);
+    if (kids[k].ctl < 0 || ctl_send(kids[k].ctl, &m)) kill_worker(fs, kids[k].pid);
   }
   shutdown_sent = 1;
   (void)shutdown_sent;
   int grace = o->shutdown_timeout_ms > 0 ? o->shutdown_timeout_ms : 5000;
   uint64_t t0 = rgpu_clock_ns();
+  int killed = 0;
   while (nchild > 0) {
     int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
+    pid_t pid;
+    int er = rgpu_forkserver_next_exit(fs, &pid, &st);
+    if (er > 0) {
       for (size_t k = 0; k < nchild; k++)
         if (kids[k].pid == pid) {
           if (kids[k].ctl >= 0) close(kids[k].ctl);
@@ -466,19 +576,36 @@ int rgpu_server_run(rgpu_server_opts *o) {
         }
       continue;
     }
-    if (pid < 0 && errno == ECHILD) break;
-    if (rgpu_clock_elapsed_s(t0) * 1000.0 > grace) {
+    if (er < 0) {
+      /* No fork server, no reports: a worker has ended when its control
+       * channel has (ctl-less ones only end by the SIGKILL below). */
+      for (size_t k = 0; k < nchild;) {
+        char b[sizeof(rgpu_ctl_msg)];
+        ssize_t r = kids[k].ctl >= 0 ? recv(kids[k].ctl, b, sizeof b, MSG_DONTWAIT) : -1;
+        if (r == 0 || (r < 0 && kids[k].ctl >= 0 && errno != EAGAIN && errno != EINTR) ||
+            (killed && kids[k].ctl < 0)) {
+          if (kids[k].ctl >= 0) close(kids[k].ctl);
+          kids[k] = kids[--nchild];
+          continue;
+        }
+        if (r > 0) continue; /* a late message: read on, to the end */
+        k++;
+      }
+      if (nchild == 0) break;
+    }
+    double waited_ms = rgpu_clock_elapsed_s(t0) * 1000.0;
+    if (!killed && waited_ms > grace) {
       for (size_t k = 0; k < nchild; k++) {
         RGPU_WARN("session=%llu did not stop within %d ms: killing", (unsigned long long)kids[k].session_id,
                   grace);
-        kill(kids[k].pid, SIGKILL);
+        kill_worker(fs, kids[k].pid);
       }
-      while (waitpid(-1, &st, 0) > 0) {
-      }
-      break;
+      killed = 1;
     }
-    struct timespec nap = {0, 20 * 1000 * 1000};
-    nanosleep(&nap, NULL);
+    /* SIGKILL takes effect at once; the reports come right behind it. */
+    if (killed && waited_ms > grace + 2000.0) break;
+    struct pollfd pf = {rgpu_forkserver_poll_fd(fs), POLLIN, 0};
+    poll(&pf, 1, 20);
   }
   for (size_t k = 0; k < nchild; k++)
     if (kids[k].ctl >= 0) close(kids[k].ctl);
@@ -487,9 +614,14 @@ int rgpu_server_run(rgpu_server_opts *o) {
   rgpu_metrics_close(metrics);
   close(sig_pipe[0]);
   close(sig_pipe[1]);
-  return 0;
+  /* Workers still running (only after a failed SIGKILL) outlive it. */
+  rgpu_forkserver_stop(fs);
+  o->forkserver = NULL;
+  return exit_status;
 
 fail:
   for (int i = 0; i < nl; i++) rgpu_listener_close(ls[i]);
+  rgpu_forkserver_stop(fs);
+  o->forkserver = NULL;
   return 1;
 }

@@ -1,11 +1,15 @@
 /* rgpu_listener: the rgpu-server process that accepts sessions.
  *
  * It never touches CUDA: it polls every listening transport, enforces the
- * session limit and forks one worker process per accepted connection, so a
- * crash, a faulting kernel or a hostile client ends one session only. */
+ * session limit and has one worker process started per accepted
+ * connection, so a crash, a faulting kernel or a hostile client ends one
+ * session only.  The listener runs threads (TLS/QUIC relays, metrics), so
+ * it never forks a worker itself: the fork server (rgpu_forkserver.h),
+ * started before any thread, forks them and reports their exits. */
 #ifndef RGPU_LISTENER_H
 #define RGPU_LISTENER_H
 
+#include "rgpu_forkserver.h"
 #include "rgpu_transport.h"
 #include "rgpu_worker.h"
 
@@ -22,14 +26,24 @@ typedef struct {
   int drain_s;                  /* SIGTERM/SIGINT: wait this long for sessions to end, then
                                  * tell the rest SHUTDOWN; < 0 = default 30 */
   const char *metrics;          /* tcp://HOST:PORT for GET /metrics (rgpu_metrics.h); NULL = off */
+  rgpu_forkserver *forkserver;  /* from rgpu_server_start_forkserver; NULL: rgpu_server_run
+                                 * starts one first.  rgpu_server_run stops it. */
 } rgpu_server_opts;
+
+/* Starts the fork server that forks this server's workers (no-op if
+ * o->forkserver is set).  Call it while the process has a single thread:
+ * main() does, right after parsing the command line.  0, or -1 with a
+ * sentence in err. */
+int rgpu_server_start_forkserver(rgpu_server_opts *o, char *err, size_t errlen);
 
 /* Opens the listeners, prints the "listening on" line(s) to stderr and
  * serves until SIGTERM/SIGINT.  Then it drains: new HELLOs are refused
  * ("shutting down") but RESUMEs of running sessions are still routed;
  * sessions that have not ended after drain_s get a SHUTDOWN event and
- * end; a second signal skips the wait.  Returns the process exit status (0
- * after an orderly shutdown, 1 if a listener could not be opened). */
+ * end; a second signal skips the wait.  If the fork server dies, the
+ * listener logs it, closes its listeners and drains the same way.  Returns
+ * the process exit status (0 after an orderly shutdown, 1 if a listener
+ * could not be opened or the fork server died). */
 int rgpu_server_run(rgpu_server_opts *o);
 
 #endif

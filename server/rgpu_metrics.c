@@ -62,6 +62,7 @@ typedef struct {
 struct rgpu_metrics {
   rgpu_metrics_slot *slots; /* shared mapping of RGPU_METRICS_SLOTS */
   size_t map_len;
+  int slots_fd; /* the memfd behind slots: workers map it (rgpu_metrics_enter_worker_fd) */
   int lfd;
   int wake[2]; /* close: wakes the thread */
   char addr[300];
@@ -213,6 +214,19 @@ void rgpu_metrics_enter_worker(rgpu_metrics *m, int slot) {
   g_self = NULL;
   if (!m || slot < 0 || slot >= RGPU_METRICS_SLOTS) return;
   g_self = &m->slots[slot];
+}
+
+int rgpu_metrics_slots_fd(const rgpu_metrics *m) { return m ? m->slots_fd : -1; }
+
+int rgpu_metrics_enter_worker_fd(int slots_fd, int slot) {
+  g_self = NULL;
+  if (slots_fd < 0 || slot < 0 || slot >= RGPU_METRICS_SLOTS) return -1;
+  size_t len = sizeof(rgpu_metrics_slot) * RGPU_METRICS_SLOTS;
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, slots_fd, 0);
+  if (p == MAP_FAILED) return -1;
+  /* Mapped for the rest of the worker's life: the process exits with it. */
+  g_self = &((rgpu_metrics_slot *)p)[slot];
+  return 0;
 }
 
 static void fold(rgpu_metrics_counts *dst, const rgpu_metrics_counts *src) {
@@ -733,12 +747,21 @@ int rgpu_metrics_open(const char *uri, rgpu_metrics **out, char *err, size_t err
     return -1;
   }
   m->lfd = -1;
+  m->slots_fd = -1;
   m->wake[0] = m->wake[1] = -1;
   for (int i = 0; i < RGPU_METRICS_MAX_CONNS; i++) m->conns[i].fd = -1;
   pthread_mutex_init(&m->lock, NULL);
   m->started_ns = rgpu_clock_ns();
   m->map_len = sizeof(rgpu_metrics_slot) * RGPU_METRICS_SLOTS;
-  m->slots = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  /* A memfd, not an anonymous mapping: workers are forked by the fork
+   * server (rgpu_forkserver.h), which started before this mapping existed,
+   * so each worker maps the slots from this descriptor. */
+  m->slots_fd = memfd_create("rgpu-metrics", MFD_CLOEXEC);
+  if (m->slots_fd < 0 || ftruncate(m->slots_fd, (off_t)m->map_len)) {
+    snprintf(err, errlen, "metrics: memfd of %zu bytes: %s", m->map_len, strerror(errno));
+    goto fail;
+  }
+  m->slots = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, m->slots_fd, 0);
   if (m->slots == MAP_FAILED) {
     m->slots = NULL;
     snprintf(err, errlen, "metrics: mmap of %zu bytes: %s", m->map_len, strerror(errno));
@@ -801,6 +824,7 @@ fail:
   if (m->wake[0] >= 0) close(m->wake[0]);
   if (m->wake[1] >= 0) close(m->wake[1]);
   if (m->slots) munmap(m->slots, m->map_len);
+  if (m->slots_fd >= 0) close(m->slots_fd);
   pthread_mutex_destroy(&m->lock);
   free(m);
   return -1;
@@ -822,6 +846,7 @@ void rgpu_metrics_close(rgpu_metrics *m) {
   close(m->wake[0]);
   close(m->wake[1]);
   munmap(m->slots, m->map_len);
+  close(m->slots_fd);
   pthread_mutex_destroy(&m->lock);
   free(m);
 }

@@ -2,9 +2,10 @@
  * (version 0.0.4) over HTTP/1.1 at GET /metrics.
  *
  * Sessions run in forked worker processes, so their counts cannot live in
- * the listener's memory.  The listener maps one shared anonymous segment
- * before it forks anything: an array of per-session slots.  It hands a free
- * slot to each new worker; the worker adds to its own slot only (relaxed
+ * the listener's memory.  The listener maps one shared segment (a memfd):
+ * an array of per-session slots.  It hands the memfd and a free slot to each
+ * new worker (through the fork server, rgpu_forkserver.h), which maps it;
+ * the worker adds to its own slot only (relaxed
  * atomics, no locks shared across processes, so a worker that dies in the
  * middle of an update cannot wedge anyone).  When the listener reaps a worker
  * it folds the slot into its own totals and frees the slot, so counters are
@@ -15,8 +16,9 @@
  * in RGPU_METRICS_MAX_REQUEST bytes, at most RGPU_METRICS_MAX_CONNS are open
  * at once, and every response closes its connection.  A slow or hostile
  * scraper therefore costs one socket for a few seconds, never the accept
- * loop.  The thread's descriptors are closed in every forked worker
- * (pthread_atfork), so workers never hold the metrics port.
+ * loop.  Workers are not forked from the listener, so they never hold the
+ * metrics port (the thread's descriptors are also closed in any child a
+ * fork of the listener makes, by pthread_atfork).
  *
  * Without rgpu_metrics_open() every call here is a cheap no-op, so the
  * worker code, its tests and the fuzzer need no special case. */
@@ -67,6 +69,13 @@ void rgpu_metrics_refused(rgpu_metrics *m, const char *reason);
 /* ---- worker side (no-op unless the process is a worker with a slot) ------ */
 /* In the forked child, before serving: makes `slot` this process's own. */
 void rgpu_metrics_enter_worker(rgpu_metrics *m, int slot);
+/* The listener's memfd of the slots, for workers forked elsewhere; -1 for
+ * m == NULL. */
+int rgpu_metrics_slots_fd(const rgpu_metrics *m);
+/* In a worker forked by the fork server: maps the slots from slots_fd (the
+ * caller still closes it) and makes `slot` this process's own.  0, or -1
+ * (no fd, no slot, mmap failed: the worker counts nothing). */
+int rgpu_metrics_enter_worker_fd(int slots_fd, int slot);
 /* CLOCK_MONOTONIC in ns when this process counts requests, else 0 (so a
  * worker without metrics does not pay for the clock). */
 uint64_t rgpu_metrics_now_ns(void);

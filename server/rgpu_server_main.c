@@ -241,6 +241,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rgpu-server: --cert and --key go together\n");
     return 2;
   }
+  /* Before anything that may start a thread (the CUDA probe below loads
+   * libcuda; rgpu_server_run starts relay and metrics threads): workers are
+   * forked from this still single-threaded process (rgpu_forkserver.h).
+   * Parsing the command line above starts none. */
+  {
+    char err[256];
+    if (rgpu_server_start_forkserver(&o, err, sizeof err)) {
+      fprintf(stderr, "rgpu-server: %s\n", err);
+      return 1;
+    }
+  }
   if (token_file) {
     char err[512];
     if (rgpu_auth_load_token(token_file, o.worker.token, sizeof o.worker.token, err, sizeof err)) {

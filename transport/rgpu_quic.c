@@ -14,7 +14,6 @@
  * application consumes data; stream data is not copied, so send buffers stay
  * put until acknowledged; the pacer must not be armed before the first RTT
  * sample; GSO and GRO have no helpers. */
-#include "rgpu_fork_guard.h"
 #include "rgpu_tls_internal.h"
 
 #include <arpa/inet.h>
@@ -1168,7 +1167,6 @@ static int client_all_sent(qconn *q) {
 }
 
 static void *client_main(void *arg) {
-  rgpu_fork_guard_enter(); /* held except while parked in poll */
   qclient *cl = arg;
   qconn *q = cl->q;
   chunk_pool_on = 1;
@@ -1210,9 +1208,7 @@ static void *client_main(void *arg) {
       ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
       tsp = &ts;
     }
-    rgpu_fork_guard_leave();
     int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
-    rgpu_fork_guard_enter();
     if (r < 0 && errno != EINTR) break;
     if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, sizeof cl->rxbuf, client_pkt, q);
     if (pfd[1].revents) {
@@ -1235,7 +1231,6 @@ static void *client_main(void *arg) {
   cl->exited = 1;
   pthread_cond_broadcast(&cl->cv);
   pthread_mutex_unlock(&cl->mu);
-  rgpu_fork_guard_leave();
   return NULL;
 }
 
@@ -1661,7 +1656,6 @@ static int server_conn_finished(qconn *q) {
 }
 
 static void *server_main(void *arg) {
-  rgpu_fork_guard_enter(); /* held except while parked in poll */
   qserver *sv = arg;
   chunk_pool_on = 1;
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -1700,9 +1694,7 @@ static void *server_main(void *arg) {
       ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
       tsp = &ts;
     }
-    rgpu_fork_guard_leave();
     int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
-    rgpu_fork_guard_enter();
     if (r < 0 && errno != EINTR) {
       RGPU_ERROR("quic relay: poll: %s", strerror(errno));
       break;
@@ -1735,7 +1727,6 @@ static void *server_main(void *arg) {
   free(pfd);
   free(who);
   chunk_pool_drain();
-  rgpu_fork_guard_leave();
   return NULL;
 }
 

@@ -8,7 +8,6 @@
  * client that fails the handshake (wrong certificate, plain TCP, no client
  * certificate when one is required) never reaches the accept queue, so it
  * costs the server nothing but the handshake. */
-#include "rgpu_fork_guard.h"
 #include "rgpu_tls_internal.h"
 
 #include <arpa/inet.h>
@@ -543,7 +542,6 @@ static int sess_pump(tls_sess *x) {
 }
 
 static void *tls_relay_main(void *arg) {
-  rgpu_fork_guard_enter(); /* held except while parked in poll */
   tls_server *sv = arg;
   struct pollfd *pfd = NULL;
   tls_sess **who = NULL;
@@ -591,9 +589,7 @@ static void *tls_relay_main(void *arg) {
       timeout = 0;
     else if (next != UINT64_MAX)
       timeout = next <= now ? 0 : (int)((next - now) / 1000000 + 1);
-    rgpu_fork_guard_leave();
     int pr = poll(pfd, n, timeout);
-    rgpu_fork_guard_enter();
     if (pr < 0 && errno != EINTR) {
       RGPU_ERROR("tls relay: poll: %s", strerror(errno));
       break;
@@ -641,7 +637,6 @@ static void *tls_relay_main(void *arg) {
   }
   free(pfd);
   free(who);
-  rgpu_fork_guard_leave();
   return NULL;
 }
 

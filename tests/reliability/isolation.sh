@@ -23,7 +23,8 @@ run "$T/quota" > "$T/q"; grep -q "total=67108864" "$T/q" && grep -q cudaErrorMem
 run "$T/iso" hold 4 > "$T/a" & A=$!; sleep 1.5
 run "$T/iso" poke "$(head -1 "$T/a")" | tail -1 || fail=1
 run "$T/iso" hold 5 > "$T/b" & BP=$!; sleep 1.5  # killed at 1.5 s; the program notices after its sleep
-W=$(pgrep -P $SP | sort -n | tail -1)  # newest child = the victim session (A and the poke started earlier)
+# Workers are children of the fork server, the listener's child (server/README.md).
+W=$(pgrep -P "$(pgrep -d, -P $SP)" | sort -n | tail -1)  # newest worker = the victim session (A and the poke started earlier)
 kill -9 "$W" && echo "killed newest worker $W"
 wait $BP; echo "victim session exit code $? (nonzero expected)"
 wait $A || fail=1; tail -1 "$T/a"

@@ -37,9 +37,11 @@ RGPU_LOG=${SOAK_LOG:-warn} "$B/bin/rgpu-server" --listen tcp://127.0.0.1:$P --de
 export RGPU_LIBDIR=$B/lib
 for _ in $(seq 50); do grep -q "listening on" "$T/server.log" 2>/dev/null && break; sleep 0.1; done
 rss() { awk '/VmRSS/{print $2}' /proc/$1/status 2>/dev/null || echo 0; }
+# The session workers: children of the fork server, the listener's child.
+workers() { local fs; fs=$(pgrep -d, -P $SP) && pgrep -P "$fs"; }
 # Every second: workers alive, listener RSS, workers' summed RSS (kB).
 ( while :; do
-    ws=$(pgrep -P $SP); n=0; sum=0
+    ws=$(workers); n=0; sum=0
     for w in $ws; do r=$(rss $w); sum=$((sum + r)); n=$((n + 1)); done
     echo "$(date +%s) $n $(rss $SP) $sum"; sleep 1
   done > "$T/samples" ) & SAMP=$!
@@ -76,11 +78,11 @@ for round in $(seq $R); do
     echo "soak: FAIL workers' memory in round $round ($late kB) exceeds round 1 ($late1 kB) by more than $GROW%"
     fails=$((fails + 1))
   fi
-  for _ in $(seq 50); do [ -z "$(pgrep -P $SP)" ] && break; sleep 0.2; done
+  for _ in $(seq 50); do [ -z "$(workers)" ] && break; sleep 0.2; done
   rss_round+=("$(rss $SP)")
 done
 kill $SAMP 2>/dev/null; SAMP=""
-left=$(pgrep -c -P $SP); peak=$(awk '$2 > m {m = $2} END {print m + 0}' "$T/samples")
+left=$(workers | wc -l); peak=$(awk '$2 > m {m = $2} END {print m + 0}' "$T/samples")
 wpeak=$(awk '$4 > m {m = $4} END {print m + 0}' "$T/samples")
 metrics=$(curl -s --max-time 5 "http://127.0.0.1:$MP/metrics" 2>/dev/null | grep -E '^rgpu_sessions_(total|active) |^rgpu_calls_total_all |^rgpu_errors_all ' | tr '\n' ' ')
 r1=${rss_round[0]}; r2=${rss_round[$((R - 1))]}
