@@ -5,6 +5,7 @@
  *
  *     assert(rgpu_mutex_held(&g_arena_lock));
  *     assert(rgpu_mutex_not_held(&g_arena_lock));
+ *     assert(rgpu_mutex_held_count() == 0);   (before a round trip)
  *
  * Without NDEBUG (the Debug/ASan build) lock and unlock record the owning
  * thread, so the assertions check something; locking a mutex the thread
@@ -38,6 +39,13 @@ typedef struct {
  * unit (the address of a thread-local object in rgpu_mutex.c). */
 uintptr_t rgpu_mutex_self(void);
 
+/* How many rgpu_mutexes the calling thread holds (debug builds; 0 with
+ * NDEBUG), for "no lock is held across this round trip". */
+int rgpu_mutex_held_count(void);
+/* Bookkeeping of the debug lock/unlock (rgpu_mutex.c). */
+void rgpu_mutex_count_acquired(void);
+void rgpu_mutex_count_released(void);
+
 void rgpu_mutex_init(rgpu_mutex *mu);
 void rgpu_mutex_destroy(rgpu_mutex *mu);
 
@@ -45,11 +53,11 @@ void rgpu_mutex_destroy(rgpu_mutex *mu);
 
 static inline void rgpu_mutex_lock(rgpu_mutex *mu) { pthread_mutex_lock(&mu->m); }
 static inline void rgpu_mutex_unlock(rgpu_mutex *mu) { pthread_mutex_unlock(&mu->m); }
-static inline int rgpu_mutex_held(rgpu_mutex *mu) {
+static inline int rgpu_mutex_held(const rgpu_mutex *mu) {
   (void)mu;
   return 1;
 }
-static inline int rgpu_mutex_not_held(rgpu_mutex *mu) {
+static inline int rgpu_mutex_not_held(const rgpu_mutex *mu) {
   (void)mu;
   return 1;
 }
@@ -63,18 +71,23 @@ static inline int rgpu_mutex_cond_timedwait(pthread_cond_t *cv, rgpu_mutex *mu,
 
 #else /* !NDEBUG: owner tracking */
 
-static inline int rgpu_mutex_held(rgpu_mutex *mu) {
-  return atomic_load_explicit(&mu->owner, memory_order_relaxed) == rgpu_mutex_self();
+/* Relaxed is enough: only the calling thread ever stores its own token,
+ * so it reads back what it stored itself or something else. */
+static inline int rgpu_mutex_held(const rgpu_mutex *mu) {
+  return atomic_load_explicit((_Atomic uintptr_t *)&mu->owner, memory_order_relaxed) ==
+         rgpu_mutex_self();
 }
-static inline int rgpu_mutex_not_held(rgpu_mutex *mu) { return !rgpu_mutex_held(mu); }
+static inline int rgpu_mutex_not_held(const rgpu_mutex *mu) { return !rgpu_mutex_held(mu); }
 
 static inline void rgpu_mutex_lock(rgpu_mutex *mu) {
   assert(rgpu_mutex_not_held(mu) && "rgpu_mutex is not recursive");
   pthread_mutex_lock(&mu->m);
   atomic_store_explicit(&mu->owner, rgpu_mutex_self(), memory_order_relaxed);
+  rgpu_mutex_count_acquired();
 }
 static inline void rgpu_mutex_unlock(rgpu_mutex *mu) {
   assert(rgpu_mutex_held(mu) && "unlocking an rgpu_mutex this thread does not hold");
+  rgpu_mutex_count_released();
   atomic_store_explicit(&mu->owner, 0, memory_order_relaxed);
   pthread_mutex_unlock(&mu->m);
 }

@@ -28,7 +28,7 @@ typedef struct {
 /* Another thread never sees a mutex held by the main thread as its own. */
 static void *probe_other(void *arg) {
   probe *p = arg;
-  p->held_seen = rgpu_mutex_held(p->mu);
+  p->held_seen = rgpu_mutex_held(p->mu) || rgpu_mutex_held_count() != 0;
   return NULL;
 }
 #endif
@@ -47,6 +47,7 @@ static void test_static_and_dynamic(void **state) {
     rgpu_mutex_lock(mu);
     assert_true(rgpu_mutex_held(mu));
 #ifndef NDEBUG
+    assert_int_equal(rgpu_mutex_held_count(), 1);
     assert_false(rgpu_mutex_not_held(mu));
     probe p = {.mu = mu, .held_seen = -1};
     pthread_t t;
@@ -56,6 +57,7 @@ static void test_static_and_dynamic(void **state) {
 #endif
     rgpu_mutex_unlock(mu);
     assert_true(rgpu_mutex_not_held(mu));
+    assert_int_equal(rgpu_mutex_held_count(), 0);
   }
   rgpu_mutex_destroy(&dyn);
 }
