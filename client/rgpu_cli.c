@@ -25,6 +25,7 @@
 
 #include "rgpu_calls.h"
 #include "rgpu_client.h"
+#include "rgpu_clock.h"
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -183,8 +184,7 @@ static int server_start(private_server *s) {
     _exit(127);
   }
   s->pid = pid;
-  struct timespec t0, now;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uint64_t t0 = rgpu_clock_ns();
   for (;;) {
     if (log_says_listening(s->log)) return 0;
     int st;
@@ -196,8 +196,7 @@ static int server_start(private_server *s) {
       server_stop(s);
       return -1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double el = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+    double el = rgpu_clock_elapsed_s(t0);
     if (el > 10.0) {
       fprintf(stderr, "rgpu: the local rgpu-server did not listen on %s within 10 s; its output:\n",
               s->uri);

@@ -26,6 +26,7 @@
 
 #include "rgpu_bulk_proto.h"
 #include "rgpu_calls.h"
+#include "rgpu_clock.h"
 #include "rgpu_frame.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
@@ -139,12 +140,6 @@ RGPU_CHECK_CODE(RGPU_PROTO_EOPCODE, -1007);
 RGPU_CHECK_CODE(RGPU_PROTO_ENOMEM, -1008);
 RGPU_CHECK_CODE(RGPU_PROTO_EINVAL, -1009);
 #undef RGPU_CHECK_CODE
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *conn_err_text(int rc) {
   switch (rc) {
@@ -276,7 +271,7 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
   if (flush_now || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0)
     return rgpu_client_flush_locked(c);
   if (was_empty) {
-    c->queued_since_ns = now_ns();
+    c->queued_since_ns = rgpu_clock_ns();
     if (!c->timer_started) {
       c->timer_stop = 0;
       if (pthread_create(&c->timer, NULL, timer_main, c) == 0)
@@ -300,16 +295,12 @@ static void *timer_main(void *arg) {
       continue;
     }
     uint64_t due = c->queued_since_ns + (uint64_t)c->batch_us * 1000ull;
-    uint64_t now = now_ns();
+    uint64_t now = rgpu_clock_ns();
     if (now >= due) {
       rgpu_client_flush_locked(c);
       continue;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (due - now);
-    ts.tv_sec = (time_t)(wake / 1000000000ull);
-    ts.tv_nsec = (long)(wake % 1000000000ull);
+    struct timespec ts = rgpu_clock_timespec_in(due - now);
     pthread_cond_timedwait(&c->timer_cv, &c->lock, &ts);
   }
   pthread_mutex_unlock(&c->lock);
@@ -1209,14 +1200,13 @@ static int resend_checkpoint(rgpu_client *c) {
   return rc;
 }
 
-static double mono_s(void) { return (double)now_ns() / 1e9; }
 
 /* Reads exactly n bytes from conn within the deadline. */
 static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) {
   uint8_t *p = buf;
   while (n) {
     if (rgpu_conn_pending(conn) == 0) {
-      int ms = (int)((deadline - mono_s()) * 1000.0);
+      int ms = (int)((deadline - rgpu_clock_s()) * 1000.0);
       if (ms <= 0) return RGPU_T_ETIMEDOUT;
       struct pollfd pf = {rgpu_conn_poll_fd(conn), POLLIN, 0};
       int pr = poll(&pf, 1, ms);
@@ -1250,7 +1240,7 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
   rgpu_frame_hdr h;
   uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   /* The server answers within a few hundred ms unless the link is down. */
-  double d = mono_s() + 10.0 < deadline ? mono_s() + 10.0 : deadline;
+  double d = rgpu_clock_s() + 10.0 < deadline ? rgpu_clock_s() + 10.0 : deadline;
   rc = read_deadline(nc, hdr, sizeof hdr, d);
   if (rc == 0) rc = rgpu_frame_hdr_decode(hdr, 65536, &h);
   if (rc) return rc < -1000 ? 1 : rc;
@@ -1314,7 +1304,7 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
 /* rx: the server bytes consumed completely (a frame broken off half-way
  * comes again). */
 static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx) {
-  double t0 = mono_s();
+  double t0 = rgpu_clock_s();
   double deadline = t0 + c->reconnect_s;
   pthread_mutex_lock(&c->wlock);
   c->broken = 1; /* nobody writes to the old connection any more */
@@ -1329,7 +1319,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
   char msg[512] = "";
   int attempt = 0, refused = 0;
   for (;; attempt++) {
-    double left = deadline - mono_s();
+    double left = deadline - rgpu_clock_s();
     if (left <= 0) break;
     int to = c->cfg->connect_timeout_ms > 0 ? c->cfg->connect_timeout_ms : 5000;
     if (to > left * 1000.0) to = (int)(left * 1000.0) + 1;
@@ -1348,7 +1338,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
         pthread_mutex_unlock(&c->wlock);
         RGPU_WARN("resumed session %llu after %.1f s (%d attempt%s; re-sent %llu bytes, %llu "
                   "bytes replayed by the server)",
-                  (unsigned long long)c->session_id, mono_s() - t0, attempt + 1,
+                  (unsigned long long)c->session_id, rgpu_clock_s() - t0, attempt + 1,
                   attempt ? "s" : "", (unsigned long long)c->resent_bytes,
                   (unsigned long long)c->replayed_bytes);
         return 0;
@@ -1362,7 +1352,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
     RGPU_DEBUG("reconnect attempt %d to %s: %s", attempt + 1, c->cfg->server,
                terr[0] ? terr : conn_err_text(rc));
     double nap = rgpu_resume_backoff_ms(attempt) / 1000.0;
-    left = deadline - mono_s();
+    left = deadline - rgpu_clock_s();
     if (left <= 0) break;
     if (nap > left) nap = left;
     struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};

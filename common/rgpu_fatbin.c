@@ -10,6 +10,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "rgpu_array.h"
+
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t rd32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -325,12 +327,9 @@ int rgpu_fatbin_elf_params(const void *elf, size_t len, rgpu_fatbin_param_table 
     if (rd32(sh + 4) == SHT_NOBITS_) continue;
     uint64_t off = rd64(sh + 24), size = rd64(sh + 32);
     if (off > len || size > len - off) { rgpu_fatbin_param_table_free(out); return RGPU_FATBIN_ERR_TRUNCATED; }
-    if (out->nkernels == cap) {
-      size_t ncap = cap ? cap * 2 : 8;
-      rgpu_fatbin_kernel *nk = realloc(out->kernels, ncap * sizeof *nk);
-      if (!nk) { rgpu_fatbin_param_table_free(out); return RGPU_FATBIN_ERR_NOMEM; }
-      out->kernels = nk;
-      cap = ncap;
+    if (RGPU_ARRAY_RESERVE(out->kernels, cap, out->nkernels + 1, 8)) {
+      rgpu_fatbin_param_table_free(out);
+      return RGPU_FATBIN_ERR_NOMEM;
     }
     rgpu_fatbin_kernel *k = &out->kernels[out->nkernels];
     memset(k, 0, sizeof *k);
@@ -496,13 +495,7 @@ static int ptx_entry(ptx_lexer *lx, rgpu_fatbin_kernel *k) {
     uint64_t off = (end + align - 1) / align * align;
     if (off + size > PTX_MAX_PARAM_BYTES) return RGPU_FATBIN_ERR_TOO_LARGE;
     if (k->nparams == PTX_MAX_PARAMS) return RGPU_FATBIN_ERR_CORRUPT;
-    if (k->nparams == cap) {
-      size_t ncap = cap ? cap * 2 : 8;
-      rgpu_fatbin_param *np = realloc(k->params, ncap * sizeof *np);
-      if (!np) return RGPU_FATBIN_ERR_NOMEM;
-      k->params = np;
-      cap = ncap;
-    }
+    if (RGPU_ARRAY_RESERVE(k->params, cap, k->nparams + 1, 8)) return RGPU_FATBIN_ERR_NOMEM;
     k->params[k->nparams].offset = (uint32_t)off;
     k->params[k->nparams].size = (uint32_t)size;
     k->nparams++;
@@ -520,15 +513,9 @@ int rgpu_fatbin_ptx_params(const char *ptx, size_t len, rgpu_fatbin_param_table 
   size_t cap = 0;
   while (ptx_next(&lx, &t)) {
     if (!tok_is(t, ".entry")) continue;
-    if (out->nkernels == cap) {
-      size_t ncap = cap ? cap * 2 : 8;
-      rgpu_fatbin_kernel *nk = realloc(out->kernels, ncap * sizeof *nk);
-      if (!nk) {
-        rgpu_fatbin_param_table_free(out);
-        return RGPU_FATBIN_ERR_NOMEM;
-      }
-      out->kernels = nk;
-      cap = ncap;
+    if (RGPU_ARRAY_RESERVE(out->kernels, cap, out->nkernels + 1, 8)) {
+      rgpu_fatbin_param_table_free(out);
+      return RGPU_FATBIN_ERR_NOMEM;
     }
     rgpu_fatbin_kernel *k = &out->kernels[out->nkernels++];
     memset(k, 0, sizeof *k);

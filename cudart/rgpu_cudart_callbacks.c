@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
@@ -98,15 +99,6 @@ static void answer(rgpu_client *c, uint64_t token) {
   rgpu_buf_free(&b);
 }
 
-static void deadline_in(struct timespec *ts, long ns) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_nsec += ns;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
 static void *callback_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&g_lock);
@@ -125,8 +117,7 @@ static void *callback_main(void *arg) {
       if (g_head || g_stop) break;
       if (busy) {
         /* Someone else reads and will hand us the event. */
-        struct timespec ts;
-        deadline_in(&ts, 1000000L);
+        struct timespec ts = rgpu_clock_timespec_in(RGPU_NS_PER_MS);
         pthread_cond_timedwait(&g_cond, &g_lock, &ts);
       } else {
         int fd = rgpu_client_poll_fd(c);

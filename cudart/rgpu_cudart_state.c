@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_errors.h"
 #include "rgpu_cudart_unsupported.h"
@@ -22,7 +23,7 @@ static __thread int tl_call_waited;
 
 static atomic_ullong g_calls;
 static atomic_ullong g_calls_waited;
-static struct timespec g_start;
+static uint64_t g_start_ns;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static rgpu_client *g_client;
@@ -33,7 +34,7 @@ static int g_cfg_loaded;
 rgpu_err_state *rgpu_rt_err_state(void) { return &g_err; }
 
 __attribute__((constructor)) static void rgpu_rt_init(void) {
-  clock_gettime(CLOCK_MONOTONIC, &g_start);
+  g_start_ns = rgpu_clock_ns();
   rgpu_log_set_component("client");
 }
 
@@ -153,8 +154,6 @@ __attribute__((destructor)) static void rgpu_rt_fini(void) {
     rgpu_client_close(c);
   }
   if (g_cfg_loaded && g_cfg.stats_path[0]) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     unsigned long long calls = atomic_load(&g_calls);
     unsigned long long waited = atomic_load(&g_calls_waited);
     rgpu_client_stats s = {
@@ -163,8 +162,7 @@ __attribute__((destructor)) static void rgpu_rt_fini(void) {
         .round_trips = ctr.round_trips,
         .bytes_sent = ctr.bytes_sent,
         .bytes_received = ctr.bytes_received,
-        .wall_s = (double)(now.tv_sec - g_start.tv_sec) +
-                  (double)(now.tv_nsec - g_start.tv_nsec) / 1e9,
+        .wall_s = rgpu_clock_elapsed_s(g_start_ns),
         .transport = transport,
         .server = server[0] ? server : g_cfg.server,
         .sync_every_call = g_cfg.sync_every_call,

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_log.h"
 #include "rgpu_netem_config.h"
 #include "rgpu_netem_pipe.h"
@@ -35,12 +36,6 @@
 #define EXIT_NOEXEC 127
 
 extern char **environ;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- forwarding -------------------------------------------------------- */
 
@@ -60,7 +55,7 @@ static void *fwd_main(void *arg) {
                           {.fd = f->stop_fd, .events = POLLIN}};
   uint8_t scratch[65536];
   for (;;) {
-    uint64_t t = now_ns();
+    uint64_t t = rgpu_clock_ns();
     rgpu_netem_slot *s;
     while ((s = rgpu_netem_pipe_pop(&f->pipe, t))) {
       if (write(f->out_fd, s->data, s->len) != (ssize_t)s->len)
@@ -70,7 +65,7 @@ static void *fwd_main(void *arg) {
     uint64_t due = rgpu_netem_pipe_next_due(&f->pipe);
     struct timespec ts, *tsp = NULL;
     if (due != UINT64_MAX) {
-      t = now_ns();
+      t = rgpu_clock_ns();
       uint64_t wait = due > t ? due - t : 0;
       ts.tv_sec = (time_t)(wait / 1000000000ull);
       ts.tv_nsec = (long)(wait % 1000000000ull);
@@ -94,7 +89,7 @@ static void *fwd_main(void *arg) {
         r = read(f->in_fd, slot->data, f->pipe.slot_size);
         if (r > 0) {
           slot->len = (uint32_t)r;
-          rgpu_netem_pipe_submit(&f->pipe, slot, now_ns());
+          rgpu_netem_pipe_submit(&f->pipe, slot, rgpu_clock_ns());
           continue;
         }
         rgpu_netem_pipe_put_slot(&f->pipe, slot);
@@ -220,10 +215,10 @@ static void reap(child *srv, child *cli) {
  * first terminating signal received (0 if none). */
 static int wait_child(const sigset_t *set, child *srv, child *cli, child *c,
                       uint64_t timeout_ns) {
-  uint64_t end = now_ns() + timeout_ns;
+  uint64_t end = rgpu_clock_ns() + timeout_ns;
   int got = 0;
   while (!c->done) {
-    uint64_t t = now_ns();
+    uint64_t t = rgpu_clock_ns();
     if (t >= end) break;
     uint64_t w = end - t;
     if (w > 50000000ull) w = 50000000ull;
@@ -341,7 +336,7 @@ static int run_emulator(rgpu_netem_options *o, int have_pidns) {
     dirs[d].started = 1;
   }
 
-  uint64_t t_start = now_ns();
+  uint64_t t_start = rgpu_clock_ns();
   child srv = {.pid = -1}, cli = {.pid = -1};
   int rc = EXIT_SETUP, interrupted = 0;
   char **senv = make_env("server", 0);
@@ -361,9 +356,9 @@ static int run_emulator(rgpu_netem_options *o, int have_pidns) {
 
   /* Wait until the server is ready, serving signals meanwhile. */
   if (o->ready != RGPU_NETEM_READY_NONE) {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = rgpu_clock_ns();
     for (;;) {
-      uint64_t t = now_ns();
+      uint64_t t = rgpu_clock_ns();
       if (o->ready == RGPU_NETEM_READY_DELAY) {
         if (t - t0 >= o->ready_delay_ns) break;
       } else {
@@ -397,7 +392,7 @@ static int run_emulator(rgpu_netem_options *o, int have_pidns) {
     }
   }
 
-  uint64_t epoch = now_ns();
+  uint64_t epoch = rgpu_clock_ns();
   atomic_store_explicit(&o->outages.epoch_ns, epoch, memory_order_release);
   char **cenv = make_env("client", epoch);
   if (!cenv) {
@@ -454,7 +449,7 @@ out:
   for (int d = 0; d < 2; d++)
     if (dirs[d].started) pthread_join(dirs[d].thread, NULL);
   if (o->stats_path)
-    write_stats(o, dirs, (now_ns() - t_start) / 1e9, &srv, &cli);
+    write_stats(o, dirs, (rgpu_clock_ns() - t_start) / 1e9, &srv, &cli);
   for (int d = 0; d < 2; d++) rgpu_netem_pipe_free(&dirs[d].pipe);
   free(senv);
   rgpu_netem_side_close(&cs);

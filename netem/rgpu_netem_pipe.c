@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
+
 /* ---- random numbers ---------------------------------------------------- */
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -166,13 +168,7 @@ static bool heap_less(const rgpu_netem_slot *a, const rgpu_netem_slot *b) {
 }
 
 static bool heap_push(rgpu_netem_pipe *p, rgpu_netem_slot *s) {
-  if (p->heap_len == p->heap_cap) {
-    size_t cap = p->heap_cap ? p->heap_cap * 2 : 256;
-    rgpu_netem_slot **h = realloc(p->heap, cap * sizeof *h);
-    if (!h) return false;
-    p->heap = h;
-    p->heap_cap = cap;
-  }
+  if (RGPU_ARRAY_RESERVE(p->heap, p->heap_cap, p->heap_len + 1, 256)) return false;
   size_t i = p->heap_len++;
   while (i > 0) {
     size_t parent = (i - 1) / 2;

@@ -28,14 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
+
 #define PROBE_MAGIC 0x52474e50u /* "RGNP" */
 #define MAX_COUNT 10000000u
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *fmt, const char *arg) {
   fprintf(stderr, "rgpu-netem-probe: ");
@@ -187,10 +183,10 @@ static void *tcp_conn(void *arg) {
     while ((n = read(fd, buf, sizeof buf)) > 0)
       if (write_full(fd, buf, (size_t)n)) break;
   } else if (n > 0 && buf[0] == 'B') {
-    uint64_t bytes = (uint64_t)n - 1, first = now_ns(), last = first;
+    uint64_t bytes = (uint64_t)n - 1, first = rgpu_clock_ns(), last = first;
     while ((n = read(fd, buf, sizeof buf)) > 0) {
       bytes += (uint64_t)n;
-      last = now_ns();
+      last = rgpu_clock_ns();
     }
     /* Measured at the receiver, from the first to the last byte, so that
      * data still queued in the emulator when the sender stops counts. */
@@ -270,7 +266,7 @@ static int run_udp_ping(const opts *o) {
   char *buf = calloc(1, 65536);
   if (!sent || !rtt || !got || !buf) die("%s", "out of memory");
   const char *ep = getenv("RGPU_NETEM_EPOCH_NS");
-  uint64_t start = now_ns();
+  uint64_t start = rgpu_clock_ns();
   uint64_t epoch = ep ? strtoull(ep, NULL, 10) : start;
   if (!epoch || epoch > start) epoch = start;
   uint64_t interval = o->interval_us * 1000ull;
@@ -278,22 +274,22 @@ static int run_udp_ping(const opts *o) {
   uint32_t max_seq_seen = 0;
   uint64_t bytes = 0, first_rx = 0, last_rx = 0, end_wait = 0;
   for (;;) {
-    uint64_t t = now_ns();
+    uint64_t t = rgpu_clock_ns();
     while (next < n && t >= start + next * interval) {
       probe_hdr *h = (probe_hdr *)buf;
       h->magic = PROBE_MAGIC;
       h->seq = (uint32_t)next;
-      h->sent_ns = now_ns();
+      h->sent_ns = rgpu_clock_ns();
       sent[next] = h->sent_ns;
       if (send(fd, buf, (size_t)o->size, 0) < 0 && errno != ECONNREFUSED &&
           errno != ENOBUFS && errno != EAGAIN)
         fprintf(stderr, "rgpu-netem-probe: send: %s\n", strerror(errno));
       next++;
-      if (next == n) end_wait = now_ns() + o->wait_ms * 1000000ull;
+      if (next == n) end_wait = rgpu_clock_ns() + o->wait_ms * 1000000ull;
     }
-    if (next == n && (received == n || now_ns() >= end_wait)) break;
+    if (next == n && (received == n || rgpu_clock_ns() >= end_wait)) break;
     uint64_t wake = next < n ? start + next * interval : end_wait;
-    t = now_ns();
+    t = rgpu_clock_ns();
     uint64_t w = wake > t ? wake - t : 0;
     struct timespec ts = {.tv_sec = (time_t)(w / 1000000000ull), .tv_nsec = (long)(w % 1000000000ull)};
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -301,7 +297,7 @@ static int run_udp_ping(const opts *o) {
     for (;;) {
       ssize_t r = recv(fd, buf, 65536, MSG_DONTWAIT);
       if (r < 0) break;
-      uint64_t tr = now_ns();
+      uint64_t tr = rgpu_clock_ns();
       probe_hdr *h = (probe_hdr *)buf;
       if ((size_t)r < sizeof *h || h->magic != PROBE_MAGIC || h->seq >= n) continue;
       if (got[h->seq]) {
@@ -373,7 +369,7 @@ static int run_udp_ping(const opts *o) {
 
 static int tcp_connect(const opts *o) {
   struct sockaddr_in sa = target(o->to);
-  uint64_t give_up = now_ns() + 5000000000ull;
+  uint64_t give_up = rgpu_clock_ns() + 5000000000ull;
   for (;;) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -386,7 +382,7 @@ static int tcp_connect(const opts *o) {
     int e = errno;
     close(fd);
     /* The server may still be starting when no ready-wait was given. */
-    if (e != ECONNREFUSED || now_ns() > give_up) {
+    if (e != ECONNREFUSED || rgpu_clock_ns() > give_up) {
       fprintf(stderr, "rgpu-netem-probe: connect %s: %s\n", o->to, strerror(e));
       exit(1);
     }
@@ -402,9 +398,9 @@ static int run_tcp_ping(const opts *o) {
   if (!buf || !rtt) die("%s", "out of memory");
   if (write_full(fd, "E", 1)) die("%s", "tcp-ping: write failed");
   for (size_t i = 0; i < n; i++) {
-    uint64_t t = now_ns();
+    uint64_t t = rgpu_clock_ns();
     if (write_full(fd, buf, len) || read_full(fd, buf, len)) die("%s", "tcp-ping: connection lost");
-    rtt[i] = (double)(now_ns() - t) / 1e6;
+    rtt[i] = (double)(rgpu_clock_ns() - t) / 1e6;
   }
   close(fd);
   FILE *f = outfile(o);
@@ -421,8 +417,8 @@ static int run_tcp_bulk(const opts *o) {
   int fd = tcp_connect(o);
   static char buf[1 << 16];
   buf[0] = 'B';
-  uint64_t start = now_ns(), stop = start + (uint64_t)(o->seconds * 1e9), sent = 0;
-  while (now_ns() < stop) {
+  uint64_t start = rgpu_clock_ns(), stop = start + (uint64_t)(o->seconds * 1e9), sent = 0;
+  while (rgpu_clock_ns() < stop) {
     ssize_t w = write(fd, buf, sizeof buf);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) die("%s", "tcp-bulk: connection lost");
@@ -437,7 +433,7 @@ static int run_tcp_bulk(const opts *o) {
   fprintf(f, "{\"mode\": \"tcp-bulk\", \"sent_bytes\": %" PRIu64 ", \"bytes\": %" PRIu64
              ", \"seconds\": %.6f, \"goodput_mbit\": %.3f, \"sender_wall_s\": %.6f}\n",
           sent, rep[0], secs, secs > 0 ? (double)rep[0] * 8 / secs / 1e6 : 0.0,
-          (double)(now_ns() - start) / 1e9);
+          (double)(rgpu_clock_ns() - start) / 1e9);
   if (f != stdout) fclose(f);
   close(fd);
   return 0;

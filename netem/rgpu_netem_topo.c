@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
+
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -232,14 +234,9 @@ static int scan_proc_net(int fd, int tcp, unsigned port) {
   char *buf = malloc(cap);
   if (!buf) return -1;
   for (;;) {
-    if (len + 4096 > cap) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        free(buf);
-        return -1;
-      }
-      buf = nb;
-      cap *= 2;
+    if (RGPU_ARRAY_RESERVE(buf, cap, len + 4096, 0)) {
+      free(buf);
+      return -1;
     }
     ssize_t n = read(fd, buf + len, cap - len - 1);
     if (n < 0) {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_log.h"
 #include "rgpu_graph.h"
 #include "rgpu_worker_internal.h"
@@ -96,15 +97,12 @@ static CUcontext stream_ctx(rgpu_worker *w, uint64_t id) {
 #define RGPU_INLINE_WAIT_NS 20000
 
 static int marker_done_soon(rgpu_worker *w, CUevent ev) {
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uint64_t t0 = rgpu_clock_ns();
   for (;;) {
     CUresult r = D->cuEventQuery(ev);
     if (r == CUDA_SUCCESS) return 1;
     if (r != CUDA_ERROR_NOT_READY) return 0; /* the job reports it */
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > RGPU_INLINE_WAIT_NS)
-      return 0;
+    if (rgpu_clock_elapsed_ns(t0) > RGPU_INLINE_WAIT_NS) return 0;
   }
 }
 
@@ -324,9 +322,7 @@ static CUresult h_ping(rgpu_worker *w, const void *p, size_t n) {
 }
 
 static CUresult h_server_status(rgpu_worker *w, const void *p, size_t n) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t now = (uint64_t)ts.tv_sec;
+  uint64_t now = rgpu_wall_s();
   rgpu_msg_server_status_rep r = {
       .version = {RGPU_VERSION, strlen(RGPU_VERSION)},
       .sessions_active = w->cfg.sessions_active,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "rgpu_bulk.h"
+#include "rgpu_clock.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -26,7 +27,7 @@ typedef struct {
   int refuser; /* a short-lived child that only tells a client "server full" */
   char peer[128];
   char transport[16];
-  struct timespec start;
+  uint64_t start_ns; /* rgpu_clock_ns() at accept */
   int ctl;            /* our end of the worker's control channel; -1 = none */
   int has_token;      /* the worker registered its session token */
   uint8_t token[32];
@@ -42,12 +43,6 @@ static void on_signal(int sig) {
   char b = (char)sig;
   (void)!write(sig_pipe[1], &b, 1);
   errno = saved;
-}
-
-static double seconds_since(const struct timespec *t0) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 /* Constant time: a session token is a secret. */
@@ -210,14 +205,12 @@ int rgpu_server_run(rgpu_server_opts *o) {
   }
   fflush(stderr);
 
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  o->worker.server_start = (uint64_t)ts.tv_sec;
+  o->worker.server_start = rgpu_wall_s();
   o->worker.max_sessions = o->max_sessions;
   o->worker.grace_s = o->grace_s;
   int drain_ms = (o->drain_s < 0 ? 30 : o->drain_s) * 1000;
   int draining = 0, shutdown_sent = 0;
-  struct timespec drain_t0 = {0, 0};
+  uint64_t drain_t0 = 0;
 
   size_t ncap = 16, nchild = 0;
   rgpu_child *kids = calloc(ncap, sizeof *kids);
@@ -232,7 +225,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
     if (stop_requested && !draining) {
       /* Drain: refuse new sessions, let running ones finish (and resume). */
       draining = 1;
-      clock_gettime(CLOCK_MONOTONIC, &drain_t0);
+      drain_t0 = rgpu_clock_ns();
       snprintf(o->worker.refuse_new, sizeof o->worker.refuse_new,
                "the server is shutting down; try again later");
       RGPU_INFO("event=drain sessions=%u drain_s=%d", active, drain_ms / 1000);
@@ -243,7 +236,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       }
     }
     if (draining && !shutdown_sent &&
-        (active == 0 || stop_requested > 1 || seconds_since(&drain_t0) * 1000.0 >= drain_ms))
+        (active == 0 || stop_requested > 1 || rgpu_clock_elapsed_s(drain_t0) * 1000.0 >= drain_ms))
       break;
     if (nl + 1 + nchild > pfd_cap) {
       size_t nc = (size_t)nl + 1 + nchild + 16;
@@ -265,7 +258,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
     }
     int timeout = -1;
     if (draining) {
-      double left = drain_ms - seconds_since(&drain_t0) * 1000.0;
+      double left = drain_ms - rgpu_clock_elapsed_s(drain_t0) * 1000.0;
       timeout = left > 0 ? (int)left + 1 : 0;
     }
     size_t npoll_kids = nchild;
@@ -293,7 +286,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
           if (WIFSIGNALED(st))
             RGPU_WARN("session=%llu peer=%s transport=%s event=end status=signal:%d duration_s=%.3f",
                       (unsigned long long)kids[k].session_id, kids[k].peer, kids[k].transport,
-                      WTERMSIG(st), seconds_since(&kids[k].start));
+                      WTERMSIG(st), rgpu_clock_elapsed_s(kids[k].start_ns));
         }
         if (kids[k].ctl >= 0) close(kids[k].ctl);
         kids[k] = kids[--nchild];
@@ -358,7 +351,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       kid->qkey = rgpu_conn_session_key(c);
       snprintf(kid->peer, sizeof kid->peer, "%s", rgpu_conn_peer(c));
       snprintf(kid->transport, sizeof kid->transport, "%s", lname[i]);
-      clock_gettime(CLOCK_MONOTONIC, &kid->start);
+      kid->start_ns = rgpu_clock_ns();
       int sp[2] = {-1, -1};
       if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
         RGPU_WARN("socketpair: %s (session without resume)", strerror(errno));
@@ -406,8 +399,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
                     o->worker.transport, draining ? "draining" : "server-full", active);
         rgpu_log_set_component("worker");
         rgpu_metrics_enter_worker(metrics, mslot);
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t t0 = rgpu_clock_ns();
         rgpu_worker *w = rgpu_worker_new(&o->worker);
         int status = 1;
         uint64_t calls = 0;
@@ -423,7 +415,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
                    "session=%llu peer=%s transport=%s event=end status=%s reason=%s calls=%llu "
                    "duration_s=%.3f",
                    (unsigned long long)sid, o->worker.peer, o->worker.transport,
-                   status ? "error" : "ok", reason, (unsigned long long)calls, seconds_since(&t0));
+                   status ? "error" : "ok", reason, (unsigned long long)calls, rgpu_clock_elapsed_s(t0));
         /* A connection handed to its session's worker lives on there:
          * close our descriptor only. */
         if (!handed) rgpu_conn_shutdown(c);
@@ -461,8 +453,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
   shutdown_sent = 1;
   (void)shutdown_sent;
   int grace = o->shutdown_timeout_ms > 0 ? o->shutdown_timeout_ms : 5000;
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uint64_t t0 = rgpu_clock_ns();
   while (nchild > 0) {
     int st;
     pid_t pid = waitpid(-1, &st, WNOHANG);
@@ -476,7 +467,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       continue;
     }
     if (pid < 0 && errno == ECHILD) break;
-    if (seconds_since(&t0) * 1000.0 > grace) {
+    if (rgpu_clock_elapsed_s(t0) * 1000.0 > grace) {
       for (size_t k = 0; k < nchild; k++) {
         RGPU_WARN("session=%llu did not stop within %d ms: killing", (unsigned long long)kids[k].session_id,
                   grace);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #include "rgpu_transport.h"
@@ -73,11 +74,11 @@ struct rgpu_metrics {
   reason_count ended[END_REASONS];
   reason_count refused[8];
   uint64_t scrapes, http_errors;
-  struct timespec started;
+  uint64_t started_ns;
   /* HTTP connections of the thread (fds closed in forked children). */
   struct {
     int fd;
-    struct timespec deadline;
+    uint64_t deadline_ns;
     char req[RGPU_METRICS_MAX_REQUEST];
     size_t req_len;
     rgpu_buf resp;
@@ -176,9 +177,7 @@ int rgpu_metrics_note_status(uint64_t session_id, uint16_t opcode, uint32_t stat
 
 uint64_t rgpu_metrics_now_ns(void) {
   if (!g_self) return 0;
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+  return rgpu_clock_ns();
 }
 
 void rgpu_metrics_bytes_sent(const struct iovec *iov, int n) {
@@ -379,9 +378,7 @@ int rgpu_metrics_render(rgpu_metrics *m, rgpu_buf *out) {
   http_errors = m->http_errors;
   pthread_mutex_unlock(&m->lock);
 
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  double up = (double)(now.tv_sec - m->started.tv_sec) + (double)(now.tv_nsec - m->started.tv_nsec) / 1e9;
+  double up = rgpu_clock_elapsed_s(m->started_ns);
 
   help(out, "rgpu_up_seconds", "gauge", "Seconds since the metrics endpoint started.");
   putf(out, "rgpu_up_seconds %.3f\n", up);
@@ -572,13 +569,6 @@ static void build_response(rgpu_metrics *m, int code, int head, rgpu_buf *out) {
   rgpu_buf_free(&body);
 }
 
-static int ms_until(const struct timespec *t) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  long long ms = (long long)(t->tv_sec - now.tv_sec) * 1000 + (t->tv_nsec - now.tv_nsec) / 1000000;
-  return ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms;
-}
-
 static void conn_close(rgpu_metrics *m, int i) {
   pthread_mutex_lock(&m->lock);
   close(m->conns[i].fd);
@@ -623,8 +613,7 @@ static void accept_all(rgpu_metrics *m) {
       close(fd);
       continue;
     }
-    clock_gettime(CLOCK_MONOTONIC, &m->conns[slot].deadline);
-    m->conns[slot].deadline.tv_sec += RGPU_METRICS_REQ_TIMEOUT_MS / 1000;
+    m->conns[slot].deadline_ns = rgpu_deadline_in_ms(RGPU_METRICS_REQ_TIMEOUT_MS);
     m->conns[slot].req_len = 0;
     m->conns[slot].writing = 0;
   }
@@ -695,7 +684,7 @@ static void *http_thread(void *arg) {
     idx[n++] = -2;
     for (int i = 0; i < RGPU_METRICS_MAX_CONNS; i++) {
       if (m->conns[i].fd < 0) continue;
-      int left = ms_until(&m->conns[i].deadline);
+      int left = rgpu_deadline_left_ms(m->conns[i].deadline_ns, 60000);
       if (left == 0) {
         /* Slow or silent client: drop it. */
         pthread_mutex_lock(&m->lock);
@@ -747,7 +736,7 @@ int rgpu_metrics_open(const char *uri, rgpu_metrics **out, char *err, size_t err
   m->wake[0] = m->wake[1] = -1;
   for (int i = 0; i < RGPU_METRICS_MAX_CONNS; i++) m->conns[i].fd = -1;
   pthread_mutex_init(&m->lock, NULL);
-  clock_gettime(CLOCK_MONOTONIC, &m->started);
+  m->started_ns = rgpu_clock_ns();
   m->map_len = sizeof(rgpu_metrics_slot) * RGPU_METRICS_SLOTS;
   m->slots = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m->slots == MAP_FAILED) {

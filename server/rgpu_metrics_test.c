@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_messages.h"
 #include "rgpu_metrics.h"
 
@@ -280,12 +281,6 @@ static int exchange(const char *addr, const void *req, size_t len, char *body, s
   return code;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void test_http_endpoint(void **state) {
   (void)state;
   rgpu_metrics *m;
@@ -326,15 +321,15 @@ static void test_http_endpoint(void **state) {
     if (i % 2) send(idle[i], "GET /metrics HTTP/1.1\r\nHo", 25, MSG_NOSIGNAL);
   }
   usleep(200000);
-  double t0 = now_s();
+  double t0 = rgpu_clock_s();
   code = exchange(addr, get, sizeof get - 1, body, sizeof body);
   assert_int_equal(code, 503);
-  assert_true(now_s() - t0 < 1.0);
+  assert_true(rgpu_clock_s() - t0 < 1.0);
   for (int i = 0; i < RGPU_METRICS_MAX_CONNS; i++) close(idle[i]);
   usleep(200000);
-  t0 = now_s();
+  t0 = rgpu_clock_s();
   assert_int_equal(exchange(addr, get, sizeof get - 1, body, sizeof body), 200);
-  assert_true(now_s() - t0 < 1.0);
+  assert_true(rgpu_clock_s() - t0 < 1.0);
   assert_non_null(strstr(body, "rgpu_metrics_http_errors_total "));
   rgpu_metrics_close(m);
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "rgpu_bulk_proto.h"
+#include "rgpu_clock.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
@@ -466,12 +467,6 @@ typedef struct {
   size_t start, end;
 } rdbuf;
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The bytes a frame counts for in the session stream (see serve). */
 static uint64_t twin_bytes(const rgpu_frame_hdr *h, const void *payload) {
   if (h->kind == RGPU_KIND_REQUEST && h->opcode == RGPU_OP_MEMCPY_HTOD_BULK) {
@@ -650,7 +645,7 @@ static void lose_conn(rgpu_worker *w, const char *why) {
   w->write_failed = 1;
   pthread_mutex_unlock(&w->write_lock);
   w->lost = 1;
-  w->lost_at = mono_s();
+  w->lost_at = rgpu_clock_s();
   RGPU_INFO("session=%llu peer=%s event=disconnected reason=%s grace_s=%d tx_bytes=%llu "
             "rx_bytes=%llu",
             (unsigned long long)w->cfg.session_id, w->cfg.peer, why, w->cfg.grace_s,
@@ -727,10 +722,10 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
   RGPU_INFO("session=%llu peer=%s event=resume outage_s=%.3f replayed_bytes=%zu rx_bytes=%llu "
             "resumes=%llu",
             (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc),
-            w->lost ? mono_s() - w->lost_at : 0.0, n,
+            w->lost ? rgpu_clock_s() - w->lost_at : 0.0, n,
             (unsigned long long)w->replay.rx_consumed, (unsigned long long)w->replay.resumes);
   w->lost = rc != 0;
-  if (w->lost) w->lost_at = mono_s();
+  if (w->lost) w->lost_at = rgpu_clock_s();
   return 0;
 }
 
@@ -795,12 +790,12 @@ void rgpu_worker_bulk_abandon(rgpu_worker *w, int break_conn) {
 }
 
 int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg), void *arg) {
-  double idle_since = mono_s();
+  double idle_since = rgpu_clock_s();
   for (;;) {
     int r = ready(w, arg);
     if (r > 0) return 0;
     if (r < 0) return RGPU_BULK_WAIT_GONE;
-    if (mono_s() - idle_since > RGPU_BULK_WAIT_IDLE_MS / 1000.0) {
+    if (rgpu_clock_s() - idle_since > RGPU_BULK_WAIT_IDLE_MS / 1000.0) {
       RGPU_WARN("session=%llu bulk data did not arrive within %d s",
                 (unsigned long long)w->cfg.session_id, RGPU_BULK_WAIT_IDLE_MS / 1000);
       return RGPU_BULK_WAIT_GONE;
@@ -824,7 +819,7 @@ int rgpu_worker_bulk_wait(rgpu_worker *w, int (*ready)(rgpu_worker *w, void *arg
     int pr = poll(pf, (nfds_t)n, 200);
     if (pr < 0 && errno != EINTR) return RGPU_BULK_WAIT_GONE;
     if (pr <= 0) continue;
-    idle_since = mono_s();
+    idle_since = rgpu_clock_s();
     if (ni >= 0 && pf[ni].revents) rgpu_bulk_notify_drain(w);
     if (ki >= 0 && pf[ki].revents) {
       rgpu_conn *before = w->conn;
@@ -855,7 +850,7 @@ static int await_resume(rgpu_worker *w, rdbuf *rb) {
       w->end_reason = "drain";
       return 1;
     }
-    double left = w->lost_at + (double)w->cfg.grace_s - mono_s();
+    double left = w->lost_at + (double)w->cfg.grace_s - rgpu_clock_s();
     if (left <= 0) {
       RGPU_INFO("session=%llu event=grace-expired grace_s=%d: freeing the session",
                 (unsigned long long)w->cfg.session_id, w->cfg.grace_s);

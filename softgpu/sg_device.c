@@ -20,12 +20,6 @@ static sg_device *devices;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
 
-uint64_t sg_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int sg_parse_size(const char *s, uint64_t *out) {
   if (!s || !*s) return -1;
   char *end;

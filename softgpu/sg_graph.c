@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "sg_graph.h"
+#include "rgpu_array.h"
+#include "rgpu_fifo.h"
 
 pthread_mutex_t sg_graph_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -357,25 +359,13 @@ static int has_dep(const sg_gnode *n, const sg_gnode *d) {
 }
 
 static CUresult dep_push(sg_gnode *n, sg_gnode *d) {
-  if (n->ndeps == n->capdeps) {
-    int nc = n->capdeps ? 2 * n->capdeps : 4;
-    sg_gnode **nd = realloc(n->deps, (size_t)nc * sizeof *nd);
-    if (!nd) return CUDA_ERROR_OUT_OF_MEMORY;
-    n->deps = nd;
-    n->capdeps = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(n->deps, n->capdeps, (size_t)n->ndeps + 1, 4)) return CUDA_ERROR_OUT_OF_MEMORY;
   n->deps[n->ndeps++] = d;
   return CUDA_SUCCESS;
 }
 
 CUresult sg_graph_add(sg_graph *g, CUgraphNodeType t, sg_gnode *const *deps, size_t ndeps, sg_gnode **out) {
-  if (g->n == g->cap) {
-    int nc = g->cap ? 2 * g->cap : 8;
-    sg_gnode **nn = realloc(g->nodes, (size_t)nc * sizeof *nn);
-    if (!nn) return CUDA_ERROR_OUT_OF_MEMORY;
-    g->nodes = nn;
-    g->cap = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(g->nodes, g->cap, (size_t)g->n + 1, 8)) return CUDA_ERROR_OUT_OF_MEMORY;
   sg_gnode *n = calloc(1, sizeof *n);
   if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
   n->g = g;
@@ -1180,16 +1170,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
 
 /* ---- launch ------------------------------------------------------------- */
 
-typedef struct {
-  sg_op *head, *tail;
-} chain;
-
-static void chain_push(chain *c, sg_op *op) {
-  op->next = NULL;
-  if (c->tail) c->tail->next = op;
-  else c->head = op;
-  c->tail = op;
-}
+typedef RGPU_FIFO(sg_op) chain; /* ops linked through next, handed to sg_submit_chain */
 
 /* Appends the ops of g (sorted) to c.  sg_graph_lock held. */
 static CUresult build_ops(const sg_graph *g, chain *c) {
@@ -1290,7 +1271,7 @@ static CUresult build_ops(const sg_graph *g, chain *c) {
     default:
       break; /* empty */
     }
-    if (op) chain_push(c, op);
+    if (op) rgpu_fifo_push(c, op, next);
   }
   return CUDA_SUCCESS;
 }
@@ -1323,7 +1304,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStrea
     /* An empty graph still orders like one op: queue a no-op. */
     sg_op *op = sg_op_new(SG_OP_NOP);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-    chain_push(&c, op);
+    rgpu_fifo_push(&c, op, next);
   }
   return sg_submit_chain(s, c.head);
 }

@@ -31,7 +31,8 @@ struct CUgraphNode_st {
   CUgraphNodeType type;
   int idx;               /* position in g->nodes (creation order) */
   sg_gnode **deps;
-  int ndeps, capdeps;
+  int ndeps;
+  size_t capdeps;
   sg_gnode *orig;        /* in a clone or exec: the node it was copied from */
   sg_gnode *upd;         /* in an exec: the node of the last cuGraphExecUpdate graph */
   int disabled;          /* in an exec: cuGraphNodeSetEnabled(0) */
@@ -53,7 +54,8 @@ struct CUgraphNode_st {
 
 struct CUgraph_st {
   sg_gnode **nodes;
-  int n, cap;
+  int n;
+  size_t cap;
   sg_gnode *owner;       /* the child-graph node embedding it, or NULL */
   sg_gnode **order;      /* exec graphs: topological order, set at instantiation */
 };

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sg_graph.h"
+#include "rgpu_array.h"
 
 atomic_int sg_captures_active;
 
@@ -29,7 +30,8 @@ typedef struct sg_capture {
   pthread_t thread;
   sg_ctx *ctx;
   sg_stream **streams;       /* every stream taking part, origin first */
-  int nstreams, capstreams;
+  int nstreams;
+  size_t capstreams;
   CUgraphEdgeData *edge_zero; /* what GetCaptureInfo hands out as edge data */
   int nedge_zero;
   struct sg_capture *next;
@@ -46,12 +48,7 @@ static sg_capture *capture_by_id(uint64_t id) {
 }
 
 static CUresult deps_set(sg_stream *s, sg_gnode *const *nodes, int n) {
-  if (n > s->cap_deps_cap) {
-    sg_gnode **nd = realloc(s->cap_deps, (size_t)n * sizeof *nd);
-    if (!nd) return CUDA_ERROR_OUT_OF_MEMORY;
-    s->cap_deps = nd;
-    s->cap_deps_cap = n;
-  }
+  if (RGPU_ARRAY_RESERVE(s->cap_deps, s->cap_deps_cap, (size_t)n, 4)) return CUDA_ERROR_OUT_OF_MEMORY;
   if (n) memmove(s->cap_deps, nodes, (size_t)n * sizeof *nodes);
   s->ncap_deps = n;
   return CUDA_SUCCESS;
@@ -62,26 +59,15 @@ static CUresult deps_merge(sg_stream *s, sg_gnode *const *nodes, int n) {
     int have = 0;
     for (int j = 0; j < s->ncap_deps && !have; j++) have = s->cap_deps[j] == nodes[i];
     if (have) continue;
-    if (s->ncap_deps == s->cap_deps_cap) {
-      int nc = s->cap_deps_cap ? 2 * s->cap_deps_cap : 4;
-      sg_gnode **nd = realloc(s->cap_deps, (size_t)nc * sizeof *nd);
-      if (!nd) return CUDA_ERROR_OUT_OF_MEMORY;
-      s->cap_deps = nd;
-      s->cap_deps_cap = nc;
-    }
+    if (RGPU_ARRAY_RESERVE(s->cap_deps, s->cap_deps_cap, (size_t)s->ncap_deps + 1, 4))
+      return CUDA_ERROR_OUT_OF_MEMORY;
     s->cap_deps[s->ncap_deps++] = nodes[i];
   }
   return CUDA_SUCCESS;
 }
 
 static CUresult join(sg_capture *c, sg_stream *s) {
-  if (c->nstreams == c->capstreams) {
-    int nc = c->capstreams ? 2 * c->capstreams : 4;
-    sg_stream **ns = realloc(c->streams, (size_t)nc * sizeof *ns);
-    if (!ns) return CUDA_ERROR_OUT_OF_MEMORY;
-    c->streams = ns;
-    c->capstreams = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(c->streams, c->capstreams, (size_t)c->nstreams + 1, 4)) return CUDA_ERROR_OUT_OF_MEMORY;
   c->streams[c->nstreams++] = s;
   sg_stream_ref(s); /* a stream destroyed mid-capture stays readable */
   s->capture = c;

@@ -229,13 +229,14 @@ struct CUstream_st {
   uint64_t submitted;    /* seq of the last op queued */
   uint64_t completed;    /* seq of the last op finished */
   int inline_running;    /* a synchronous op runs on its caller's thread */
-  sg_op *head, *tail;
+  sg_op *head, *tail;    /* queued ops: an rgpu_fifo linked through next */
   pthread_cond_t work;
   pthread_t thread;
   sg_stream *next;       /* in ctx->streams */
   struct sg_capture *capture; /* stream capture it takes part in; sg_graph_lock */
   struct CUgraphNode_st **cap_deps; /* what its next captured node depends on */
-  int ncap_deps, cap_deps_cap;
+  int ncap_deps;
+  size_t cap_deps_cap;
 };
 
 struct CUevent_st {
@@ -340,8 +341,5 @@ void sg_module_run_launch(sg_op *op);
 void sg_module_unref(sg_module *m);
 /* Unloads every module of c (c is idle). */
 void sg_ctx_release_modules(sg_ctx *c);
-
-/* ---- helpers ------------------------------------------------------------ */
-uint64_t sg_now_ns(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rgpu_interval.h"
 #include "sg_internal.h"
 
 #define SG_ALIGN 256u
@@ -21,9 +22,16 @@
 
 /* ---- the table ---------------------------------------------------------- */
 
+/* Sorted by base, non-overlapping: rgpu_interval.h's binary search, inlined
+ * for sg_alloc (every checked access looks up here). */
+typedef struct {
+  sg_alloc *v;
+  size_t n, cap;
+} sg_alloc_table;
+RGPU_INTERVAL_TABLE_DEFINE(sg_alloc_table, sg_alloc_table, sg_alloc, base, size, 64)
+
 static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
-static sg_alloc *tab;
-static size_t tab_n, tab_cap;
+static sg_alloc_table tab;
 static uint64_t next_id = 1;
 
 static pthread_rwlock_t use_lock;
@@ -49,69 +57,35 @@ static void reclaim_begin(void) {
 }
 static void reclaim_end(void) { pthread_rwlock_unlock(&use_lock); }
 
-/* Index of the first entry with base > addr. */
-static size_t upper_bound(uint64_t addr) {
-  size_t lo = 0, hi = tab_n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (tab[mid].base <= addr) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+/* Caller holds tab_lock (any mode).  Entries never have size 0 (every
+ * allocation path refuses it first). */
+static sg_alloc *find_locked(uint64_t addr) { return sg_alloc_table_find(&tab, addr); }
 
-/* Caller holds tab_lock (any mode). */
-static sg_alloc *find_locked(uint64_t addr) {
-  size_t i = upper_bound(addr);
-  if (i == 0) return NULL;
-  sg_alloc *a = &tab[i - 1];
-  /* size 0 entries do not exist; addr == base+size is one past the end. */
-  if (addr - a->base < a->size) return a;
-  return NULL;
-}
-
+/* Enters a and gives it (and the stored copy) the next buffer id. */
 static int tab_insert(sg_alloc *a) {
   pthread_rwlock_wrlock(&tab_lock);
-  if (tab_n == tab_cap) {
-    size_t ncap = tab_cap ? tab_cap * 2 : 64;
-    sg_alloc *nt = realloc(tab, ncap * sizeof *nt);
-    if (!nt) {
-      pthread_rwlock_unlock(&tab_lock);
-      return -1;
-    }
-    tab = nt;
-    tab_cap = ncap;
-  }
-  size_t i = upper_bound(a->base);
+  sg_alloc *stored;
+  int rc = sg_alloc_table_insert(&tab, a, &stored);
+  if (rc == RGPU_INTERVAL_OK) a->id = stored->id = next_id++;
+  pthread_rwlock_unlock(&tab_lock);
   /* The kernel never hands out overlapping mappings; an overlap means a
    * bookkeeping bug, and refusing is safer than corrupting the table. */
-  if ((i > 0 && tab[i - 1].base + tab[i - 1].size > a->base) ||
-      (i < tab_n && a->base + a->size > tab[i].base)) {
-    pthread_rwlock_unlock(&tab_lock);
+  if (rc == RGPU_INTERVAL_EOVERLAP)
     RGPU_ERROR("allocation table overlap at 0x%llx", (unsigned long long)a->base);
-    return -1;
-  }
-  memmove(&tab[i + 1], &tab[i], (tab_n - i) * sizeof *tab);
-  a->id = next_id++;
-  tab[i] = *a;
-  tab_n++;
-  pthread_rwlock_unlock(&tab_lock);
-  return 0;
+  return rc == RGPU_INTERVAL_OK ? 0 : -1;
 }
 
 /* Removes the entry starting exactly at base of one of `kinds` (bit mask of
  * 1<<kind).  Caller holds the use lock exclusively. */
 static int tab_remove(uint64_t base, unsigned kinds, sg_alloc *out) {
   pthread_rwlock_wrlock(&tab_lock);
-  size_t i = upper_bound(base);
-  if (i == 0 || tab[i - 1].base != base || !(kinds & (1u << tab[i - 1].kind))) {
+  sg_alloc *e = sg_alloc_table_find_start(&tab, base);
+  if (!e || !(kinds & (1u << e->kind))) {
     pthread_rwlock_unlock(&tab_lock);
     return -1;
   }
-  i--;
-  if (out) *out = tab[i];
-  memmove(&tab[i], &tab[i + 1], (tab_n - i - 1) * sizeof *tab);
-  tab_n--;
+  if (out) *out = *e;
+  sg_alloc_table_remove_at(&tab, (size_t)(e - tab.v));
   pthread_rwlock_unlock(&tab_lock);
   return 0;
 }
@@ -265,24 +239,35 @@ CUresult sg_mem_free_device(uint64_t dptr) {
   return free_common(dptr, 1u << SG_MEM_DEVICE | 1u << SG_MEM_GLOBAL);
 }
 
+/* Entries sg_mem_release_ctx frees: the context's own, except VMM
+ * mappings (their address ranges are released with the reservation). */
+static int owned_by(const sg_ctx *c, const sg_alloc *a) { return a->ctx == c && a->kind != SG_MEM_VMM; }
+
+typedef struct {
+  const sg_ctx *ctx;
+  sg_alloc *v; /* room for every owned entry, or NULL */
+  size_t n;
+} release_list;
+
+static int take_owned(void *ctx, const sg_alloc *a) {
+  release_list *l = ctx;
+  if (!owned_by(l->ctx, a)) return 0;
+  /* Without memory for the list we leak rather than free under the lock. */
+  if (l->v) l->v[l->n++] = *a;
+  return 1;
+}
+
 void sg_mem_release_ctx(sg_ctx *c) {
   reclaim_begin();
   pthread_rwlock_wrlock(&tab_lock);
-  size_t j = 0, nrel = 0;
-  sg_alloc *rel = NULL;
-  for (size_t i = 0; i < tab_n; i++)
-    if (tab[i].ctx == c && tab[i].kind != SG_MEM_VMM) nrel++;
-  if (nrel) rel = malloc(nrel * sizeof *rel);
-  nrel = 0;
-  for (size_t i = 0; i < tab_n; i++) {
-    if (tab[i].ctx == c && tab[i].kind != SG_MEM_VMM) {
-      if (rel) rel[nrel++] = tab[i];
-      /* Without memory for the list we leak rather than free under the lock. */
-      continue;
-    }
-    tab[j++] = tab[i];
-  }
-  tab_n = j;
+  release_list l = {c, NULL, 0};
+  for (size_t i = 0; i < tab.n; i++)
+    if (owned_by(c, &tab.v[i])) l.n++;
+  if (l.n) l.v = malloc(l.n * sizeof *l.v);
+  l.n = 0;
+  sg_alloc_table_remove_if(&tab, take_owned, &l);
+  size_t nrel = l.n;
+  sg_alloc *rel = l.v;
   pthread_rwlock_unlock(&tab_lock);
   reclaim_end();
   for (size_t i = 0; i < nrel; i++) release_entry(&rel[i]);

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "sg_internal.h"
+#include "rgpu_clock.h"
+#include "rgpu_fifo.h"
 
 pthread_mutex_t sg_sched_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
@@ -111,11 +113,10 @@ static void *worker_main(void *arg) {
   sg_stream *s = arg;
   pthread_mutex_lock(&sg_sched_lock);
   for (;;) {
-    while (!s->head || s->inline_running) pthread_cond_wait(&s->work, &sg_sched_lock);
-    sg_op *op = s->head;
+    while (rgpu_fifo_empty(s) || s->inline_running) pthread_cond_wait(&s->work, &sg_sched_lock);
+    sg_op *op = rgpu_fifo_peek(s);
     while (!waits_done(op)) pthread_cond_wait(&progress, &sg_sched_lock);
-    s->head = op->next;
-    if (!s->head) s->tail = NULL;
+    (void)rgpu_fifo_pop(s, next); /* op: only this thread takes from s */
     int exit_now = op->type == SG_OP_EXIT;
     if (!exit_now && op->type != SG_OP_RECORD && op->type != SG_OP_NOP) {
       pthread_mutex_unlock(&sg_sched_lock);
@@ -131,7 +132,7 @@ static void *worker_main(void *arg) {
     if (op->type == SG_OP_RECORD) {
       sg_event *e = op->u.record.ev;
       if (e->gen == op->u.record.gen) {
-        e->time_ns = sg_now_ns();
+        e->time_ns = rgpu_clock_ns();
         e->has_time = 1;
       }
     }
@@ -278,12 +279,7 @@ static CUresult prepare_locked(sg_stream *s, sg_op *op) {
   return CUDA_SUCCESS;
 }
 
-static void append_locked(sg_stream *s, sg_op *op) {
-  op->next = NULL;
-  if (s->tail) s->tail->next = op;
-  else s->head = op;
-  s->tail = op;
-}
+static void append_locked(sg_stream *s, sg_op *op) { rgpu_fifo_push(s, op, next); }
 
 CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
   sg_ctx *c = s->ctx;
@@ -303,7 +299,7 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
     return cr;
   }
   uint64_t seq = op->seq;
-  if (wait && !op->nwaits && !op->nmore && !s->head && s->completed + 1 == seq &&
+  if (wait && !op->nwaits && !op->nmore && rgpu_fifo_empty(s) && s->completed + 1 == seq &&
       (op->type == SG_OP_COPY || op->type == SG_OP_MEMSET || op->type == SG_OP_NOP)) {
     /* Idle stream, nothing to wait for: run a synchronous copy or memset
      * right here instead of paying two thread hand-offs.  The worker holds
@@ -393,9 +389,7 @@ static void stream_stop_locked(sg_stream *s) {
   sg_op *op = sg_op_new(SG_OP_EXIT);
   if (!op) return; /* the worker then lives on; nothing else is at risk */
   op->seq = ++s->submitted;
-  if (s->tail) s->tail->next = op;
-  else s->head = op;
-  s->tail = op;
+  append_locked(s, op);
   pthread_cond_signal(&s->work);
 }
 

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
+
 int rgpu_t_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
     va_list ap;
@@ -35,12 +37,6 @@ int rgpu_t_errno_code(int e) {
   case EPERM: return RGPU_T_EAUTH;
   default: return RGPU_T_EIO;
   }
-}
-
-uint64_t rgpu_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int rgpu_wait_fd(int fd, short events, int timeout_ms) {
@@ -300,15 +296,9 @@ void rgpu_relay_fd_register(int fd) {
   if (fd < 0) return;
   pthread_once(&relay_once, relay_init);
   pthread_mutex_lock(&relay_lock);
-  if (relay_nfds == relay_cap) {
-    size_t nc = relay_cap ? relay_cap * 2 : 64;
-    int *n = realloc(relay_fds, nc * sizeof *n);
-    if (n) {
-      relay_fds = n;
-      relay_cap = nc;
-    }
-  }
-  if (relay_nfds < relay_cap) relay_fds[relay_nfds++] = fd;
+  /* Without memory the fd stays unregistered (a forked child then keeps
+   * it open), as before. */
+  if (!RGPU_ARRAY_RESERVE(relay_fds, relay_cap, relay_nfds + 1, 64)) relay_fds[relay_nfds++] = fd;
   pthread_mutex_unlock(&relay_lock);
 }
 

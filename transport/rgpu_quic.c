@@ -37,6 +37,9 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include "rgpu_array.h"
+#include "rgpu_clock.h"
+#include "rgpu_fifo.h"
 #include "rgpu_log.h"
 
 #ifndef UDP_SEGMENT
@@ -70,9 +73,7 @@ typedef struct qchunk {
   uint8_t data[Q_CHUNK];
 } qchunk;
 
-typedef struct {
-  qchunk *head, *tail;
-} qqueue;
+typedef RGPU_FIFO(qchunk) qqueue; /* linked through next */
 
 /* Chunks come and go at line rate; a small per-I/O-thread cache keeps
  * malloc, page faults and zeroing out of the data path.  Only I/O threads
@@ -102,12 +103,8 @@ static void chunk_pool_drain(void) {
 }
 
 static void qqueue_free(qqueue *q) {
-  while (q->head) {
-    qchunk *n = q->head->next;
-    chunk_put(q->head);
-    q->head = n;
-  }
-  q->tail = NULL;
+  qchunk *c;
+  while ((c = rgpu_fifo_pop(q, next))) chunk_put(c);
 }
 
 static qchunk *qqueue_append_chunk(qqueue *q, uint64_t off) {
@@ -119,14 +116,9 @@ static qchunk *qqueue_append_chunk(qqueue *q, uint64_t off) {
     c = malloc(sizeof *c);
   }
   if (!c) return NULL;
-  c->next = NULL;
   c->off = off;
   c->len = c->pos = 0;
-  if (q->tail)
-    q->tail->next = c;
-  else
-    q->head = c;
-  q->tail = c;
+  rgpu_fifo_push(q, c, next);
   return c;
 }
 
@@ -325,7 +317,6 @@ struct qconn {
   int send_blocked;
 };
 
-static uint64_t q_now(void) { return rgpu_now_ns(); }
 
 static ngtcp2_conn *get_conn_cb(ngtcp2_crypto_conn_ref *ref) {
   return ((qconn *)ref->user_data)->conn;
@@ -433,8 +424,8 @@ static void q_consumed(qconn *q, qstream *s, size_t n) {
 }
 
 static void qs_deliver(qconn *q, qstream *s) {
-  while (s->recvq.head && s->app_fd >= 0 && !s->app_gone) {
-    qchunk *c = s->recvq.head;
+  while (!rgpu_fifo_empty(&s->recvq) && s->app_fd >= 0 && !s->app_gone) {
+    qchunk *c = rgpu_fifo_peek(&s->recvq);
     ssize_t w = send(s->app_fd, c->data + c->pos, c->len - c->pos, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -444,21 +435,15 @@ static void qs_deliver(qconn *q, qstream *s) {
     }
     c->pos += (size_t)w;
     q_consumed(q, s, (size_t)w);
-    if (c->pos == c->len) {
-      s->recvq.head = c->next;
-      if (!s->recvq.head) s->recvq.tail = NULL;
-      chunk_put(c);
-    }
+    if (c->pos == c->len) chunk_put(rgpu_fifo_pop(&s->recvq, next));
   }
   if (s->app_gone) {
     /* Nobody reads any more: give the credit back so the peer is not stuck. */
-    while (s->recvq.head) {
-      qchunk *c = s->recvq.head;
+    qchunk *c;
+    while ((c = rgpu_fifo_pop(&s->recvq, next))) {
       q_consumed(q, s, c->len - c->pos);
-      s->recvq.head = c->next;
       chunk_put(c);
     }
-    s->recvq.tail = NULL;
   }
   if (!s->recvq.head && s->peer_fin && !s->app_wr_closed && s->app_fd >= 0) {
     shutdown(s->app_fd, SHUT_WR);
@@ -524,11 +509,8 @@ static int acked_cb(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t le
   if (offset + len > s->acked_off) s->acked_off = offset + len;
   /* Free what is acknowledged, but never the chunk being sent or filled. */
   while (s->sendq.head && s->sendq.head->off + s->sendq.head->len <= s->acked_off &&
-         s->sendq.head != s->send_cur && s->sendq.head != s->sendq.tail) {
-    qchunk *c = s->sendq.head;
-    s->sendq.head = c->next;
-    chunk_put(c);
-  }
+         s->sendq.head != s->send_cur && s->sendq.head != s->sendq.tail)
+    chunk_put(rgpu_fifo_pop(&s->sendq, next));
   return 0;
 }
 
@@ -614,7 +596,7 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
                           const rgpu_transport_opts *o, ngtcp2_cc_algo cc, int server,
                           int max_streams) {
   ngtcp2_settings_default(s);
-  s->initial_ts = q_now();
+  s->initial_ts = rgpu_clock_ns();
   s->cc_algo = cc;
   s->max_window = Q_MAX_CONN_WINDOW;
   s->max_stream_window = Q_MAX_STREAM_WINDOW;
@@ -786,7 +768,7 @@ static void q_write(qconn *q) {
     }
   }
   q->send_blocked = 0;
-  uint64_t ts = q_now();
+  uint64_t ts = rgpu_clock_ns();
   size_t maxlen = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
   if (maxlen > Q_MAX_PKT) maxlen = Q_MAX_PKT;
   size_t max_pkts = ngtcp2_conn_get_send_quantum(q->conn) / maxlen;
@@ -881,7 +863,7 @@ static void q_send_close(qconn *q) {
   uint8_t pkt[Q_MAX_PKT];
   ngtcp2_pkt_info pi;
   ngtcp2_ssize n = ngtcp2_conn_write_connection_close(q->conn, &q->ps.path, &pi, pkt, sizeof pkt,
-                                                      &ce, q_now());
+                                                      &ce, rgpu_clock_ns());
   if (n <= 0) return;
   q->batch.n = q->batch.len = 0;
   for (int i = 0; i < 3; i++) {
@@ -900,14 +882,14 @@ static void q_read_packet(qconn *q, const struct sockaddr *local, socklen_t loca
       .remote = {(ngtcp2_sockaddr *)from, fromlen},
   };
   ngtcp2_pkt_info pi = {0};
-  int rv = ngtcp2_conn_read_pkt(q->conn, &path, &pi, data, len, q_now());
+  int rv = ngtcp2_conn_read_pkt(q->conn, &path, &pi, data, len, rgpu_clock_ns());
   if (rv != 0) q_fail_liberr(q, rv, q->is_server ? "client" : "connection to");
   for (qstream *s = q->streams; s; s = s->next) s->blocked = 0;
 }
 
 static void q_expiry(qconn *q) {
   if (q->dead || q->closing) return;
-  uint64_t now = q_now();
+  uint64_t now = rgpu_clock_ns();
   if (ngtcp2_conn_get_expiry(q->conn) <= now) {
     int rv = ngtcp2_conn_handle_expiry(q->conn, now);
     if (rv != 0) q_fail_liberr(q, rv, "connection");
@@ -1048,12 +1030,6 @@ static uint64_t q_next_expiry(qconn *q) {
   return ngtcp2_conn_get_expiry(q->conn);
 }
 
-static void ts_from_deadline(struct timespec *ts, uint64_t deadline) {
-  uint64_t now = q_now();
-  uint64_t d = deadline > now ? deadline - now : 0;
-  ts->tv_sec = (time_t)(d / 1000000000ull);
-  ts->tv_nsec = (long)(d % 1000000000ull);
-}
 
 
 /* ---- client ------------------------------------------------------------------ */
@@ -1114,7 +1090,7 @@ static int client_do_migrate(qclient *cl, void *arg, char *err, size_t errlen) {
   getsockname(fd, (struct sockaddr *)&local, &ll);
   ngtcp2_path np = {.local = {(ngtcp2_sockaddr *)&local, ll},
                     .remote = {(ngtcp2_sockaddr *)&remote, rl}};
-  int lib = ngtcp2_conn_initiate_immediate_migration(q->conn, &np, q_now());
+  int lib = ngtcp2_conn_initiate_immediate_migration(q->conn, &np, rgpu_clock_ns());
   if (lib) {
     close(fd);
     return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC migrate: %s", ngtcp2_strerror(lib));
@@ -1201,14 +1177,14 @@ static void *client_main(void *arg) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
   uint64_t linger = 0;
-  size_t cap = 0;
+  size_t pfd_cap = 0, who_cap = 0;
   struct pollfd *pfd = NULL;
   void **who = NULL;
   for (;;) {
     client_serve_cmd(cl);
     if (atomic_load(&cl->stop) && !linger) {
       /* Give data the app wrote before closing a moment to be acknowledged. */
-      linger = q_now() + 1000000000ull;
+      linger = rgpu_clock_ns() + 1000000000ull;
     }
     q_service_streams(q);
     q_write(q);
@@ -1218,13 +1194,11 @@ static void *client_main(void *arg) {
       q->closing = 1;
       break;
     }
-    if (linger && (client_all_sent(q) || q_now() >= linger)) break;
+    if (linger && (client_all_sent(q) || rgpu_clock_ns() >= linger)) break;
     size_t need = 2 + (size_t)q->nstreams;
-    if (need > cap) {
-      cap = need * 2;
-      pfd = realloc(pfd, cap * sizeof *pfd);
-      who = realloc(who, cap * sizeof *who);
-    }
+    /* Out of memory for the poll set ends the relay, as a failed poll does. */
+    if (RGPU_ARRAY_RESERVE(pfd, pfd_cap, need, 2 * need) || RGPU_ARRAY_RESERVE(who, who_cap, need, 2 * need))
+      break;
     size_t n = 0;
     pfd[n++] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
     pfd[n++] = (struct pollfd){.fd = cl->stop_r, .events = POLLIN};
@@ -1233,7 +1207,7 @@ static void *client_main(void *arg) {
     if (linger && linger < exp) exp = linger;
     struct timespec ts, *tsp = NULL;
     if (exp != UINT64_MAX) {
-      ts_from_deadline(&ts, exp);
+      ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
       tsp = &ts;
     }
     rgpu_fork_guard_leave();
@@ -1377,7 +1351,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   if (u->port == 0)
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "connect to %s: port 0 is not a server port", u->host);
   int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000;
-  uint64_t deadline = q_now() + (uint64_t)timeout_ms * 1000000ull;
+  uint64_t deadline = rgpu_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
 
   qclient *cl = calloc(1, sizeof *cl);
   if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
@@ -1454,7 +1428,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   while (!q->hs_confirmed) {
     q_write(q);
     if (q->dead || q->closing) break;
-    uint64_t now = q_now();
+    uint64_t now = rgpu_clock_ns();
     if (now >= deadline) {
       q_set_error(q, RGPU_T_ETIMEDOUT,
                   "QUIC connect to %s:%u: no handshake within %d ms (is a quic:// listener there? "
@@ -1463,8 +1437,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
     }
     uint64_t exp = q_next_expiry(q);
     if (exp > deadline) exp = deadline;
-    struct timespec ts;
-    ts_from_deadline(&ts, exp);
+    struct timespec ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp));
     struct pollfd p = {.fd = cl->ep.fd, .events = POLLIN};
     int r = ppoll(&p, 1, &ts, NULL);
     if (r < 0 && errno != EINTR) break;
@@ -1698,15 +1671,13 @@ static void *server_main(void *arg) {
   uint8_t *rx = malloc(65536);
   struct pollfd *pfd = NULL;
   void **who = NULL;
-  size_t cap = 0;
+  size_t pfd_cap = 0, who_cap = 0;
   for (;;) {
     size_t need = 2;
     for (qconn *q = sv->conns; q; q = q->next) need += (size_t)q->nstreams;
-    if (need > cap) {
-      cap = need * 2;
-      pfd = realloc(pfd, cap * sizeof *pfd);
-      who = realloc(who, cap * sizeof *who);
-    }
+    /* Out of memory for the poll set ends the relay, as a failed poll does. */
+    if (RGPU_ARRAY_RESERVE(pfd, pfd_cap, need, 2 * need) || RGPU_ARRAY_RESERVE(who, who_cap, need, 2 * need))
+      break;
     size_t n = 0;
     int any_blocked = 0;
     uint64_t exp = UINT64_MAX;
@@ -1722,11 +1693,11 @@ static void *server_main(void *arg) {
     int waiting_primary = 0;
     for (qconn *q = sv->conns; q; q = q->next)
       if (q->primary_fd >= 0) waiting_primary = 1;
-    uint64_t cap_ns = q_now() + (waiting_primary ? 100000000ull : UINT64_MAX / 2);
+    uint64_t cap_ns = rgpu_clock_ns() + (waiting_primary ? 100000000ull : UINT64_MAX / 2);
     if (cap_ns < exp) exp = cap_ns;
     struct timespec ts, *tsp = NULL;
     if (exp != UINT64_MAX) {
-      ts_from_deadline(&ts, exp);
+      ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
       tsp = &ts;
     }
     rgpu_fork_guard_leave();

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rgpu_fifo.h"
+
 void rgpu_relay_close_fd(int fd) {
   if (fd < 0) return;
   rgpu_relay_fd_unregister(fd);
@@ -49,11 +51,7 @@ void rgpu_relay_queue_push(rgpu_relay_queue *q, int worker_fd, const char *peer,
   it->session_key = session_key;
   it->stream_index = stream_index;
   pthread_mutex_lock(&q->mu);
-  if (q->tail)
-    q->tail->next = it;
-  else
-    q->head = it;
-  q->tail = it;
+  rgpu_fifo_push(q, it, next);
   pthread_mutex_unlock(&q->mu);
   char one = 1;
   while (write(q->notify_w, &one, 1) < 0 && errno == EINTR) {
@@ -74,11 +72,7 @@ int rgpu_relay_queue_pop(rgpu_relay_queue *q, const char *name, rgpu_conn **out,
     return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "%s listener is closed", name);
   }
   pthread_mutex_lock(&q->mu);
-  rgpu_relay_item *it = q->head;
-  if (it) {
-    q->head = it->next;
-    if (!q->head) q->tail = NULL;
-  }
+  rgpu_relay_item *it = rgpu_fifo_pop(q, next);
   pthread_mutex_unlock(&q->mu);
   if (!it) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "%s accept queue out of step", name);
   /* From here on the worker end belongs to the caller, who may fork a
@@ -96,14 +90,11 @@ int rgpu_relay_queue_pop(rgpu_relay_queue *q, const char *name, rgpu_conn **out,
 }
 
 void rgpu_relay_queue_destroy(rgpu_relay_queue *q) {
-  rgpu_relay_item *it = q->head;
-  while (it) {
-    rgpu_relay_item *n = it->next;
+  rgpu_relay_item *it;
+  while ((it = rgpu_fifo_pop(q, next))) {
     rgpu_relay_close_fd(it->fd);
     free(it);
-    it = n;
   }
-  q->head = q->tail = NULL;
   rgpu_relay_close_fd(q->notify_r);
   rgpu_relay_close_fd(q->notify_w);
   rgpu_relay_close_fd(q->stop_r);

@@ -16,6 +16,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
+
 int rgpu_set_nonblock(int fd, int on) {
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0) return -1;
@@ -108,7 +110,7 @@ static int connect_with_deadline(int fd, const struct sockaddr *sa, socklen_t sl
   if (r < 0 && errno != EINPROGRESS && errno != EINTR) return errno;
   if (r < 0) {
     for (;;) {
-      uint64_t now = rgpu_now_ns();
+      uint64_t now = rgpu_clock_ns();
       if (now >= deadline_ns) return ETIMEDOUT;
       int ms = (int)((deadline_ns - now + 999999) / 1000000);
       int pr = rgpu_wait_fd(fd, POLLOUT, ms);
@@ -137,7 +139,7 @@ static const char *connect_errtext(int e) {
 int rgpu_tcp_connect_socket(const rgpu_uri *u, const rgpu_transport_opts *o,
                             char *peer, size_t peerlen, char *err, size_t errlen) {
   int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000;
-  uint64_t deadline = rgpu_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  uint64_t deadline = rgpu_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
   if (u->scheme == RGPU_URI_UNIX) {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     snprintf(sun.sun_path, sizeof sun.sun_path, "%s", u->path);

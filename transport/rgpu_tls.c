@@ -26,6 +26,8 @@
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
 
+#include "rgpu_array.h"
+#include "rgpu_clock.h"
 #include "rgpu_log.h"
 
 /* TLS 1.3 only; QUIC additionally needs compat mode off, harmless for TCP. */
@@ -292,7 +294,7 @@ int rgpu_tls_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn 
     free(t);
     return rc;
   }
-  uint64_t t0 = rgpu_now_ns();
+  uint64_t t0 = rgpu_clock_ns();
   int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000;
   char peer[128];
   int fd = rgpu_tcp_connect_socket(u, o, peer, sizeof peer, err, errlen);
@@ -313,7 +315,7 @@ int rgpu_tls_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn 
   gnutls_datum_t alpn = {(unsigned char *)RGPU_ALPN, sizeof RGPU_ALPN - 1};
   gnutls_alpn_set_protocols(t->s, &alpn, 1, 0);
   tls_set_fd(t->s, fd);
-  int left = timeout_ms - (int)((rgpu_now_ns() - t0) / 1000000);
+  int left = timeout_ms - (int)((rgpu_clock_ns() - t0) / 1000000);
   gnutls_handshake_set_timeout(t->s, (unsigned)(left > 100 ? left : 100));
   int g;
   do {
@@ -420,7 +422,7 @@ static void sess_new(tls_server *sv, int fd, const char *peer) {
   gnutls_datum_t alpn = {(unsigned char *)RGPU_ALPN, sizeof RGPU_ALPN - 1};
   gnutls_alpn_set_protocols(x->s, &alpn, 1, 0);
   tls_set_fd(x->s, fd);
-  x->deadline_ns = rgpu_now_ns() + (uint64_t)sv->hs_timeout_ms * 1000000ull;
+  x->deadline_ns = rgpu_clock_ns() + (uint64_t)sv->hs_timeout_ms * 1000000ull;
   x->next = sv->sessions;
   sv->sessions = x;
   sv->nsessions++;
@@ -533,7 +535,7 @@ static int sess_pump(tls_sess *x) {
       shutdown(x->tcp, SHUT_WR);
       x->bye_sent = 1;
       /* A client that never answers our close must not linger forever. */
-      x->deadline_ns = rgpu_now_ns() + 5000000000ull;
+      x->deadline_ns = rgpu_clock_ns() + 5000000000ull;
     }
   }
   if (x->tls_eof && x->down_len == 0 && x->rel_eof && x->up_len == 0 && x->bye_sent) return -1;
@@ -545,14 +547,12 @@ static void *tls_relay_main(void *arg) {
   tls_server *sv = arg;
   struct pollfd *pfd = NULL;
   tls_sess **who = NULL;
-  size_t cap = 0;
+  size_t pfd_cap = 0, who_cap = 0;
   for (;;) {
     size_t need = 2 + 2 * (size_t)sv->nsessions;
-    if (need > cap) {
-      cap = need * 2;
-      pfd = realloc(pfd, cap * sizeof *pfd);
-      who = realloc(who, cap * sizeof *who);
-    }
+    /* Out of memory for the poll set ends the relay, as a failed poll does. */
+    if (RGPU_ARRAY_RESERVE(pfd, pfd_cap, need, 2 * need) || RGPU_ARRAY_RESERVE(who, who_cap, need, 2 * need))
+      break;
     size_t n = 0;
     pfd[n++] = (struct pollfd){.fd = sv->q.stop_r, .events = POLLIN};
     /* Past this many unfinished handshakes new clients wait in the kernel's
@@ -560,7 +560,7 @@ static void *tls_relay_main(void *arg) {
     int handshaking = 0;
     for (tls_sess *x = sv->sessions; x; x = x->next) handshaking += x->state == SESS_HANDSHAKE;
     pfd[n++] = (struct pollfd){.fd = handshaking < 256 ? sv->lfd : -1, .events = POLLIN};
-    uint64_t now = rgpu_now_ns(), next = UINT64_MAX;
+    uint64_t now = rgpu_clock_ns(), next = UINT64_MAX;
     int immediate = 0;
     for (tls_sess *x = sv->sessions; x; x = x->next) {
       if (x->deadline_ns && x->deadline_ns < next) next = x->deadline_ns;
@@ -614,7 +614,7 @@ static void *tls_relay_main(void *arg) {
     }
     /* Every session is pumped each round: cheap at the scale of one server's
      * clients, and it cannot miss data GnuTLS already buffered. */
-    now = rgpu_now_ns();
+    now = rgpu_clock_ns();
     tls_sess **pp = &sv->sessions;
     while (*pp) {
       tls_sess *x = *pp;

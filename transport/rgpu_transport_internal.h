@@ -110,7 +110,7 @@ typedef struct rgpu_relay_item {
 
 typedef struct {
   pthread_mutex_t mu;
-  rgpu_relay_item *head, *tail;
+  rgpu_relay_item *head, *tail; /* an rgpu_fifo linked through next, under mu */
   int notify_r, notify_w; /* accept queue */
   int stop_r, stop_w;     /* wakes the relay thread to exit */
 } rgpu_relay_queue;
@@ -126,8 +126,5 @@ void rgpu_relay_queue_destroy(rgpu_relay_queue *q);
  * blocking; both registered for closing in forked children. */
 int rgpu_relay_socketpair(int *relay_end, int *worker_end);
 void rgpu_relay_close_fd(int fd); /* unregister + close */
-
-/* Monotonic clock in nanoseconds. */
-uint64_t rgpu_now_ns(void);
 
 #endif

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_transport.h"
 
 enum { MODE_PING = 1, MODE_BULK = 2, MODE_DOWN = 3 };
@@ -33,12 +34,6 @@ typedef struct {
   uint64_t count; /* ping iterations, or bulk bytes */
 } perf_hdr;
 #define PERF_MAGIC 0x50544752u
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Bulk I/O size: rgpu's own chunk (RGPU_CHUNK_BYTES, 4 MiB), so the raw
  * figure is the transport's limit for the writes rgpu makes, not one
@@ -159,13 +154,13 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  double t0 = now_s();
+  double t0 = rgpu_clock_s();
   rgpu_conn *c;
   if (rgpu_conn_connect(client, &o, &c, err, sizeof err)) {
     fprintf(stderr, "rgpu-transport-perf: %s\n", err);
     return 1;
   }
-  double connect_ms = (now_s() - t0) * 1e3;
+  double connect_ms = (rgpu_clock_s() - t0) * 1e3;
   const char *tn = rgpu_conn_transport_name(c);
   if (json)
     printf("{\"transport\":\"%s\",\"test\":\"connect\",\"ms\":%.3f}\n", tn, connect_ms);
@@ -179,10 +174,10 @@ int main(int argc, char **argv) {
     double *lat = malloc(sizeof(double) * (size_t)iters);
     rc = write_all(c, &h, sizeof h);
     for (long i = 0; i < iters && !rc; i++) {
-      double s = now_s();
+      double s = rgpu_clock_s();
       rc = write_all(c, buf, (size_t)size);
       if (!rc) rc = rgpu_conn_read_exact(c, buf, (size_t)size);
-      lat[i] = (now_s() - s) * 1e6;
+      lat[i] = (rgpu_clock_s() - s) * 1e6;
     }
     if (!rc) {
       qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
@@ -202,7 +197,7 @@ int main(int argc, char **argv) {
     size_t chunk = PERF_BULK_IO;
     char *buf = malloc(chunk);
     memset(buf, 0xa5, chunk);
-    double s = now_s();
+    double s = rgpu_clock_s();
     rc = write_all(c, &h, sizeof h);
     for (unsigned long long left = bytes; left && !rc;) {
       size_t n = left < chunk ? (size_t)left : chunk;
@@ -211,7 +206,7 @@ int main(int argc, char **argv) {
     }
     uint64_t ack = 0;
     if (!rc) rc = rgpu_conn_read_exact(c, &ack, sizeof ack);
-    double el = now_s() - s;
+    double el = rgpu_clock_s() - s;
     if (!rc) {
       if (json)
         printf("{\"transport\":\"%s\",\"test\":\"bulk\",\"bytes\":%llu,\"seconds\":%.4f,"
@@ -226,14 +221,14 @@ int main(int argc, char **argv) {
     perf_hdr h = {PERF_MAGIC, MODE_DOWN, 0, 0, bytes};
     size_t chunk = PERF_BULK_IO;
     char *buf = malloc(chunk);
-    double s = now_s();
+    double s = rgpu_clock_s();
     rc = write_all(c, &h, sizeof h);
     for (unsigned long long left = bytes; left && !rc;) {
       ssize_t r = rgpu_conn_read_some(c, buf, left < chunk ? (size_t)left : chunk);
       if (r <= 0) rc = r ? (int)r : RGPU_T_ECLOSED;
       else left -= (unsigned long long)r;
     }
-    double el = now_s() - s;
+    double el = rgpu_clock_s() - s;
     if (!rc) {
       if (json)
         printf("{\"transport\":\"%s\",\"test\":\"down\",\"bytes\":%llu,\"seconds\":%.4f,"

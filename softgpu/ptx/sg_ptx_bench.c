@@ -10,16 +10,11 @@
 #include <unistd.h>
 
 #include "sg_ptx_testenv.h"
+#include "rgpu_clock.h"
 
 #ifndef SG_PTX_CORPUS_DIR
 #define SG_PTX_CORPUS_DIR "."
 #endif
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static const char *loop_ptx =
     ".version 8.0\n.target sm_75\n.address_size 64\n"
@@ -63,9 +58,9 @@ static int bench_loop(int workers) {
   sg_ptx_launch_cfg cfg = {{blocks, 1, 1}, {threads, 1, 1}, 0, p.buf, p.size};
   sg_ptx_stats st;
   sg_ptx_fault f;
-  double t0 = now_s();
+  double t0 = rgpu_clock_s();
   int rc = sg_ptx_launch_ex(k, &cfg, &te.env, &f, &st);
-  double dt = now_s() - t0;
+  double dt = rgpu_clock_s() - t0;
   if (rc) { fprintf(stderr, "launch: %s\n", f.message); return 1; }
   printf("alu loop   %2d worker(s): %10.0f thread insns in %.3f s = %7.1f M insns/s total, %7.1f M insns/s per worker\n",
          workers, (double)st.thread_insns, dt, st.thread_insns / dt / 1e6, st.thread_insns / dt / 1e6 / workers);
@@ -88,9 +83,9 @@ static int bench_matmul(sg_ptx_module *m, int workers, int n, int check) {
   sg_ptx_launch_cfg cfg = {{(unsigned)(n + 15) / 16, (unsigned)(n + 15) / 16, 1}, {16, 16, 1}, 0, p.buf, p.size};
   sg_ptx_stats st;
   sg_ptx_fault f;
-  double t0 = now_s();
+  double t0 = rgpu_clock_s();
   int rc = sg_ptx_launch_ex(k, &cfg, &te.env, &f, &st);
-  double dt = now_s() - t0;
+  double dt = rgpu_clock_s() - t0;
   if (rc) { fprintf(stderr, "launch: %s\n", f.message); return 1; }
   printf("matmul %dx%d f32, 16x16 tiles, %2d worker(s): %.3f s, %.0f M thread insns, %.1f M insns/s per worker\n", n, n,
          workers, dt, st.thread_insns / 1e6, st.thread_insns / dt / 1e6 / workers);

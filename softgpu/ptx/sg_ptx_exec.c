@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
+
 #define FULL 0xffffffffu
 #define NOPC 0xffffffffu
 #define NCACHE 4
@@ -960,17 +962,6 @@ static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I
 
 /* ---------------------------------------------------------------- warp loop */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-static uint64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Runs warp w until none of its lanes can run (exited or at a barrier).
  * Returns 0, or -1 after recording a fault. */
 static int run_warp(worker *W, warp *w, int widx) {
@@ -1003,7 +994,7 @@ static int run_warp(worker *W, warp *w, int widx) {
        * then yield so that the block's other warps run too (a warp may be
        * spinning on a flag that another warp of the block sets). */
       if (atomic_load(&L->failed)) { rc = -1; goto out; }
-      if (L->deadline_ns && now_ns() > L->deadline_ns) {
+      if (L->deadline_ns && rgpu_clock_ns() > L->deadline_ns) {
         char what[96];
         snprintf(what, sizeof what, "launch exceeded its %u ms time limit", L->env->timeout_ms);
         record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_LAUNCH_TIMEOUT, 0, &code[pc], what);
@@ -1030,7 +1021,7 @@ static int run_warp(worker *W, warp *w, int widx) {
       }
       case SG_OP_MOV_TIMER: {
         uint64_t *D = DREG(I->d[0]);
-        uint64_t t = I->mod == SG_TIMER_GLOBALTIMER ? wall_ns() : now_ns();
+        uint64_t t = I->mod == SG_TIMER_GLOBALTIMER ? rgpu_wall_ns() : rgpu_clock_ns();
         if (I->mod == SG_TIMER_CLOCK) t &= 0xffffffffu;
         LANES({ D[l] = t; });
         break;
@@ -2215,7 +2206,7 @@ int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const
   L->fparam_stride = (k->mod->fparam_bytes + 15u) & ~15u;
   L->stack_depth = k->mod->max_call_depth + 1;
   pthread_mutex_init(&L->lock, NULL);
-  if (env && env->timeout_ms) L->deadline_ns = now_ns() + (uint64_t)env->timeout_ms * 1000000ull;
+  if (env && env->timeout_ms) L->deadline_ns = rgpu_clock_ns() + (uint64_t)env->timeout_ms * 1000000ull;
 
   int nworkers = env ? env->nworkers : 0;
   if (nworkers <= 0) {

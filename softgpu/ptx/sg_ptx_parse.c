@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
+
 /* ---------------------------------------------------------------- lexer */
 
 enum { TK_EOF = 0, TK_ID, TK_NUM, TK_STR, TK_PUNCT };
@@ -83,15 +85,20 @@ typedef struct {
   uint32_t nkflag, capkflag;
 } parser;
 
-#define GROW(arr, n, cap)                                                       \
-  do {                                                                          \
-    if ((n) >= (cap)) {                                                         \
-      size_t nc_ = (cap) ? (size_t)(cap) * 2 : 16;                              \
-      void *np_ = realloc((arr), nc_ * sizeof(*(arr)));                         \
-      if (!np_) abort_oom();                                                    \
-      (arr) = np_;                                                              \
-      (cap) = nc_;                                                              \
-    }                                                                           \
+/* Doubling from 16 by rgpu_array_next_cap, overflow-checked; the fields are
+ * int or uint32_t, so a capacity that no longer fits its field is out of
+ * memory too (instead of wrapping to a small or negative one). */
+#define GROW(arr, n, cap)                                                             \
+  do {                                                                                \
+    if ((n) >= (cap)) {                                                               \
+      size_t nc_ = rgpu_array_next_cap((size_t)(cap), (size_t)(n) + 1, sizeof(*(arr)), 16); \
+      __typeof__(cap) cap_ = (__typeof__(cap))nc_;                                    \
+      if (nc_ == 0 || (size_t)cap_ != nc_) abort_oom();                               \
+      void *np_ = realloc((arr), nc_ * sizeof(*(arr)));                               \
+      if (!np_) abort_oom();                                                          \
+      (arr) = np_;                                                                    \
+      (cap) = cap_;                                                                   \
+    }                                                                                 \
   } while (0)
 
 /* Allocation failure unwinds to sg_ptx_module_parse, which frees the
