@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -21,6 +23,7 @@
 #include "rgpu_client.h"
 #include "rgpu_frame.h"
 #include "rgpu_messages.h"
+#include "rgpu_mutex.h"
 
 /* The frame the hand-written call sites used to build: header, encoder
  * output, tail. */
@@ -299,6 +302,100 @@ static void test_status_ranges(void **state) {
   assert_null(rgpu_status_name(1));
 }
 
+/* ---- lock invariants (rgpu_client_internal.h) ---------------------------- */
+
+static rgpu_client *g_hook_client;
+static int g_hook_saw_lock = -1;
+
+static void record_lock_in_hook(void) { g_hook_saw_lock = rgpu_client_lock_held(g_hook_client); }
+
+typedef struct {
+  rgpu_client *c;
+  int held;
+  int pump;
+} other_thread;
+
+static void *look_from_other_thread(void *arg) {
+  other_thread *o = arg;
+  o->held = rgpu_client_lock_held(o->c);
+  o->pump = rgpu_client_try_pump(o->c);
+  return NULL;
+}
+
+#ifndef NDEBUG
+static rgpu_client *g_child_client;
+static rgpu_mutex g_other_lock = RGPU_MUTEX_INITIALIZER;
+
+static int in_child(void (*fn)(void)) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(5);
+    fn();
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+/* Each aborts at its first line, before any frame is written. */
+static void flush_without_lock(void) { rgpu_client_flush_locked(g_child_client); }
+static void bind_without_lock(void) { rgpu_client_bind_device_locked(g_child_client, 3); }
+static void wait_holding_another_lock(void) {
+  rgpu_mutex_lock(&g_other_lock);
+  rgpu_client_lock(g_child_client);
+  rgpu_client_wait_locked(g_child_client, rgpu_client_next_seq_locked(g_child_client), 0, NULL);
+}
+static void lock_twice(void) {
+  rgpu_client_lock(g_child_client);
+  rgpu_client_lock(g_child_client);
+}
+#endif
+
+static void test_lock_invariants(void **state) {
+  fixture *f = *state;
+  /* Hooks the client calls while it waits run with its lock held. */
+  g_hook_client = f->c;
+  rgpu_client_set_wait_hook(f->c, record_lock_in_hook);
+  rgpu_msg_mem_alloc_req q = {.size = 64};
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, &q, NULL, NULL), 0);
+  assert_int_equal(g_hook_saw_lock, 1);
+  rgpu_client_set_wait_hook(f->c, NULL);
+
+  rgpu_client_lock(f->c);
+  assert_true(rgpu_client_lock_held(f->c));
+  other_thread o = {.c = f->c, .held = -1, .pump = -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, look_from_other_thread, &o), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(o.pump, 1); /* busy: the lock holder reads */
+  rgpu_client_unlock(f->c);
+  assert_true(rgpu_client_lock_not_held(f->c));
+#ifdef NDEBUG
+  assert_int_equal(o.held, 1); /* release builds cannot tell */
+#else
+  assert_int_equal(o.held, 0);
+  assert_false(rgpu_client_lock_held(f->c));
+  assert_int_equal(rgpu_client_try_pump(f->c), 0); /* free: pumped and released */
+  assert_true(rgpu_client_lock_not_held(f->c));
+  assert_int_equal(rgpu_mutex_held_count(), 0);
+
+  /* Misuse aborts in debug builds instead of racing or deadlocking. */
+  g_child_client = f->c;
+  void (*misuse[])(void) = {flush_without_lock, bind_without_lock, wait_holding_another_lock,
+                            lock_twice};
+  for (size_t i = 0; i < sizeof misuse / sizeof misuse[0]; i++) {
+    int st = in_child(misuse[i]);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+  }
+  /* Nothing of that reached the server: the session goes on. */
+  int frames = f->s.frames;
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, &q, NULL, NULL), 0);
+  assert_int_equal(f->s.frames, frames + 1);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_frames_match_encoders),
@@ -308,6 +405,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_call_server_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_malformed_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_pointer_reply_needs_payload, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_invariants, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
