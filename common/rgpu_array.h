@@ -51,6 +51,18 @@ static inline size_t rgpu_array_next_cap(size_t cap, size_t need, size_t elem_si
   rgpu_array_reserve(&(v), _Generic(&(cap), size_t *: &(cap)), (need), sizeof *(v), \
                      (first_cap))
 
+/* Array FIFO: live elements v[head .. head+n), taken from the front by
+ * head++ and pushed at v[head + n].  Makes room for one more push: slides
+ * the live part to the front when the dead prefix is at least half the
+ * capacity (each element then moves at most once per doubling, so pushes
+ * stay amortized O(1)), else grows like rgpu_array_reserve.  Returns 0, or
+ * -1 with everything unchanged. */
+int rgpu_array_queue_room(void *ptr_slot, size_t *head, size_t n, size_t *cap, size_t elem_size,
+                          size_t first_cap);
+#define RGPU_ARRAY_QUEUE_ROOM(v, head, n, cap, first_cap)                                     \
+  rgpu_array_queue_room(&(v), _Generic(&(head), size_t *: &(head)), (n),                     \
+                        _Generic(&(cap), size_t *: &(cap)), sizeof *(v), (first_cap))
+
 #define RGPU_ARRAY(T) \
   struct {            \
     T *v;             \

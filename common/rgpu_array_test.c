@@ -64,11 +64,50 @@ static void test_typed_array_push(void **state) {
   assert_int_equal(a.cap, 0);
 }
 
+static void test_array_queue(void **state) {
+  (void)state;
+  uint64_t *v = NULL;
+  size_t head = 0, n = 0, cap = 0;
+  uint64_t next_in = 0, next_out = 0;
+  /* Push 3, pop 2, many times: the queue stays short, so the array must
+   * stop growing (slides reuse the dead prefix) and order must hold. */
+  for (int round = 0; round < 10000; round++) {
+    for (int k = 0; k < 3; k++) {
+      assert_int_equal(RGPU_ARRAY_QUEUE_ROOM(v, head, n, cap, 8), 0);
+      assert_true(head + n < cap);
+      v[head + n++] = next_in++;
+    }
+    for (int k = 0; k < 2; k++) {
+      assert_int_equal(v[head], next_out++);
+      head++;
+      n--;
+    }
+  }
+  assert_int_equal(n, 10000);
+  assert_true(cap <= 4 * 16384); /* grew with the live count, not the total pushed */
+  while (n) {
+    assert_int_equal(v[head++], next_out++);
+    n--;
+  }
+  assert_int_equal(next_out, next_in);
+  /* A queue emptied by pops and refilled slides instead of growing. */
+  size_t cap_before = cap;
+  for (uint64_t i = 0; i < cap_before; i++) {
+    assert_int_equal(RGPU_ARRAY_QUEUE_ROOM(v, head, n, cap, 8), 0);
+    v[head + n++] = i;
+  }
+  assert_int_equal(cap, cap_before);
+  assert_int_equal(head, 0);
+  assert_int_equal(v[0], 0);
+  free(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reserve_grows_and_keeps),
       cmocka_unit_test(test_overflow_refused),
       cmocka_unit_test(test_typed_array_push),
+      cmocka_unit_test(test_array_queue),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

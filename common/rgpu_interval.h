@@ -57,7 +57,7 @@ enum {
 };
 
 #define RGPU_INTERVAL_TABLE_DEFINE(P, Table, T, START, LEN, FIRST_CAP)                         \
-  __attribute__((unused)) static inline size_t P##_upper(const Table *t, uint64_t addr) {      \
+  static inline size_t P##_upper(const Table *t, uint64_t addr) {                              \
     size_t lo = 0, hi = t->n;                                                                  \
     while (lo < hi) {                                                                          \
       size_t mid = lo + (hi - lo) / 2;                                                         \
@@ -66,35 +66,35 @@ enum {
     }                                                                                          \
     return lo;                                                                                 \
   }                                                                                            \
-  __attribute__((unused)) static inline T *P##_find(const Table *t, uint64_t addr) {           \
+  static inline T *P##_find(const Table *t, uint64_t addr) {                                   \
     size_t i = P##_upper(t, addr);                                                             \
     if (i == 0) return NULL;                                                                   \
     T *e = &t->v[i - 1];                                                                       \
-    /* addr >= start here, so the subtraction cannot wrap; start + length is   \
+    /* addr >= start here, so the subtraction cannot wrap; start + length is                   \
      * one past the end. */                                                                    \
     return addr - e->START < e->LEN ? e : NULL;                                                \
   }                                                                                            \
-  __attribute__((unused)) static inline T *P##_find_range(const Table *t, uint64_t addr,       \
+  static inline T *P##_find_range(const Table *t, uint64_t addr,                               \
                                                           uint64_t len) {                      \
     T *e = P##_find(t, addr);                                                                  \
     return e && len <= e->LEN - (addr - e->START) ? e : NULL;                                  \
   }                                                                                            \
-  __attribute__((unused)) static inline T *P##_find_start(const Table *t, uint64_t start) {    \
+  static inline T *P##_find_start(const Table *t, uint64_t start) {                            \
     size_t i = P##_upper(t, start);                                                            \
     return i > 0 && t->v[i - 1].START == start ? &t->v[i - 1] : NULL;                          \
   }                                                                                            \
   /* [start, start+len) against the neighbours of its insertion point. */                      \
-  __attribute__((unused)) static inline int P##_overlaps_at(const Table *t, size_t i,          \
+  static inline int P##_overlaps_at(const Table *t, size_t i,                                  \
                                                             uint64_t start, uint64_t len) {    \
     if (i > 0 && t->v[i - 1].START + t->v[i - 1].LEN > start) return 1;                        \
     if (i < t->n && t->v[i].START - start < len) return 1;                                     \
     return 0;                                                                                  \
   }                                                                                            \
-  __attribute__((unused)) static inline int P##_overlaps(const Table *t, uint64_t start,       \
+  static inline int P##_overlaps(const Table *t, uint64_t start,                               \
                                                          uint64_t len) {                       \
     return len > 0 && P##_overlaps_at(t, P##_upper(t, start), start, len);                     \
   }                                                                                            \
-  __attribute__((unused)) static inline int P##_insert(Table *t, const T *e, T **out) {        \
+  static inline int P##_insert(Table *t, const T *e, T **out) {                                \
     uint64_t start = e->START, len = e->LEN;                                                   \
     if (len == 0 || start + len < start) return RGPU_INTERVAL_EINVAL;                          \
     size_t i = P##_upper(t, start);                                                            \
@@ -106,18 +106,18 @@ enum {
     if (out) *out = &t->v[i];                                                                  \
     return RGPU_INTERVAL_OK;                                                                   \
   }                                                                                            \
-  __attribute__((unused)) static inline void P##_remove_at(Table *t, size_t i) {               \
+  static inline void P##_remove_at(Table *t, size_t i) {                                       \
     memmove(&t->v[i], &t->v[i + 1], (t->n - i - 1) * sizeof *t->v);                            \
     t->n--;                                                                                    \
   }                                                                                            \
-  __attribute__((unused)) static inline int P##_remove(Table *t, uint64_t start, T *out) {     \
+  static inline int P##_remove(Table *t, uint64_t start, T *out) {                             \
     T *e = P##_find_start(t, start);                                                           \
     if (!e) return -1;                                                                         \
     if (out) *out = *e;                                                                        \
     P##_remove_at(t, (size_t)(e - t->v));                                                      \
     return 0;                                                                                  \
   }                                                                                            \
-  __attribute__((unused)) static inline void P##_remove_if(                                    \
+  static inline void P##_remove_if(                                                            \
       Table *t, int (*pred)(void *ctx, const T *e), void *ctx) {                               \
     size_t w = 0;                                                                              \
     for (size_t r = 0; r < t->n; r++) {                                                        \
@@ -127,7 +127,7 @@ enum {
     }                                                                                          \
     t->n = w;                                                                                  \
   }                                                                                            \
-  __attribute__((unused)) static inline void P##_free(Table *t) {                              \
+  static inline void P##_free(Table *t) {                                                      \
     free(t->v);                                                                                \
     t->v = NULL;                                                                               \
     t->n = t->cap = 0;                                                                         \
