@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
 #include "rgpu_bulk_proto.h"
 #include "rgpu_calls.h"
 #include "rgpu_clock.h"
@@ -606,13 +607,8 @@ rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, cons
       if (rc < 0) return rc;
     }
   }
-  if (c->nbg == c->capbg) {
-    size_t nc = c->capbg ? c->capbg * 2 : 16;
-    rgpu_bg_reply *nb = realloc(c->bg, nc * sizeof *nb);
-    if (!nb) return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
-    c->bg = nb;
-    c->capbg = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(c->bg, c->capbg, c->nbg + 1, 16))
+    return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
   uint64_t seq;
   int rc = send_frame(c, op, 1, 0, fixed, fixed_len, NULL, 0, &seq);
   if (rc) return rc;
@@ -1424,7 +1420,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
     left = deadline - rgpu_clock_s();
     if (left <= 0) break;
     if (nap > left) nap = left;
-    struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
+    struct timespec ts = rgpu_ns_timespec((uint64_t)(nap * 1e9));
     nanosleep(&ts, NULL);
   }
   c->no_resume = 1;
