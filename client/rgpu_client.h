@@ -10,7 +10,8 @@
  * lock itself, except the *_locked ones, which a caller uses between
  * rgpu_client_lock() and rgpu_client_unlock() to keep several frames
  * together (a chunked copy, a device switch followed by a request).
- * Debug builds assert that the lock is held in every *_locked function.
+ * Debug builds assert that the lock is held in every *_locked function
+ * (but rgpu_client_next_seq_locked, an atomic read; see there).
  *
  * Return values: functions that exchange frames return an rgpu_status
  * (common/rgpu_status.h): a negative code (RGPU_T_E* or RGPU_PROTO_E*) when
