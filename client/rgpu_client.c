@@ -105,7 +105,8 @@ struct rgpu_client {
   int have_token;
   int reconnect_s;          /* budget of one outage; 0 = no resume */
   int broken;               /* a write failed: the next lock holder resumes */
-  int no_resume;            /* closing, or the server said SHUTDOWN */
+  int no_resume;            /* closing, or the server said SHUTDOWN; written holding
+                             * both locks, so a holder of either may read it */
   uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
   rgpu_copier *copier;      /* copies bulk data into resend while it is written */
   int copier_failed;
@@ -932,7 +933,9 @@ void rgpu_client_close(rgpu_client *c) {
   rgpu_client_lock(c);
   /* The program is ending: a connection that breaks now is not worth a
    * reconnect loop (whatever it waited for has been waited for). */
+  rgpu_mutex_lock(&c->wlock);
   c->no_resume = 1;
+  rgpu_mutex_unlock(&c->wlock);
   /* Copies nobody synchronized with: their destinations may be gone. */
   for (size_t i = 0; i < c->nbg; i++) c->bg[i].dst = NULL;
   if (c->conn && !c->dead && c->session_id) {
@@ -1108,8 +1111,7 @@ static void client_resume_free(rgpu_client *c) {
 }
 
 static int client_can_resume(const rgpu_client *c) {
-  /* no_resume is set under either lock (shutdown event: lock; a failed
-   * resume: both); a reader holds at least one. */
+  /* no_resume is written holding both locks: a reader needs one. */
   assert(rgpu_mutex_held(&c->lock) || rgpu_mutex_held(&c->wlock));
   return c->reconnect_s > 0 && c->have_token && !c->no_resume && !c->resend.oom && c->cfg;
 }
@@ -1227,7 +1229,9 @@ static void client_on_shutdown(rgpu_client *c) {
   if (!c->dead)
     RGPU_ERROR("server %s ended session %llu: %s; CUDA calls will fail from now on", c->uri,
                (unsigned long long)c->session_id, text);
+  rgpu_mutex_lock(&c->wlock); /* a host-callback thread may be writing */
   c->no_resume = 1;
+  rgpu_mutex_unlock(&c->wlock);
   __atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
 }
 
