@@ -1,7 +1,10 @@
 /* The generated typed calls (rgpu_calls.h): their frames are byte for byte
  * what the generated encoders produce (the wire did not change when the
  * call sites moved to them), and rgpu_call_<op> against a scripted server
- * on a unix socket sends one frame, decodes the reply and reports errors. */
+ * on a unix socket sends one frame, decodes the reply and reports errors.
+ * The same server drives the client core's read path through what only a
+ * busy or misbehaving server sends (events during a wait, out-of-order and
+ * oversized replies, SHUTDOWN), and the lock invariants are checked. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -13,6 +16,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -21,6 +26,7 @@
 #include "rgpu_client.h"
 #include "rgpu_frame.h"
 #include "rgpu_messages.h"
+#include "rgpu_mutex.h"
 
 /* The frame the hand-written call sites used to build: header, encoder
  * output, tail. */
@@ -118,6 +124,17 @@ typedef struct {
   uint32_t reply_status;
   int malformed; /* answer MEM_ALLOC with a truncated payload */
   int frames;    /* requests other than HELLO/GOODBYE/CTX_SET_DEVICE */
+  /* How the next requests that want a reply are answered (client paths
+   * that only a misbehaving or busy server takes). */
+  enum {
+    ANSWER_PLAIN,
+    ANSWER_HOST_CALL_FIRST, /* a HOST_CALL event, then the reply */
+    ANSWER_OWN_ERROR_FIRST, /* an ASYNC_ERROR for this very request, then success */
+    ANSWER_REVERSED,        /* two requests answered second first */
+    ANSWER_OVERSIZE,        /* MEMCPY_DTOH: 8 bytes more than asked */
+    ANSWER_SHUTDOWN,        /* a SHUTDOWN event, then the connection closes */
+  } answer;
+  uint64_t held_seq; /* ANSWER_REVERSED: the first request, not answered yet */
 } fake_server;
 
 static int read_all(int fd, void *p, size_t n) {
@@ -137,6 +154,66 @@ static void reply(int fd, uint16_t op, uint64_t seq, uint32_t status, const void
   rgpu_frame_hdr_encode(hb, &h);
   if (write(fd, hb, sizeof hb) != (ssize_t)sizeof hb) return;
   if (n && write(fd, p, n) != (ssize_t)n) return;
+}
+
+static void event(int fd, uint16_t op, uint64_t seq, uint32_t aux, const rgpu_buf *b) {
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_EVENT, op, (uint32_t)b->len, aux, seq};
+  uint8_t hb[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr_encode(hb, &h);
+  if (write(fd, hb, sizeof hb) != (ssize_t)sizeof hb) return;
+  if (b->len && write(fd, b->data, b->len) != (ssize_t)b->len) return;
+}
+
+/* A reply in one of the ways of fake_server.answer; 1: close the
+ * connection now. */
+static int answer(fake_server *s, int fd, const rgpu_frame_hdr *h, const uint8_t *pay) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  int close_now = 0;
+  switch (s->answer) {
+  case ANSWER_HOST_CALL_FIRST: {
+    rgpu_msg_host_call_evt ev = {.callback = 7, .token = 9};
+    rgpu_msg_host_call_evt_encode(&b, &ev);
+    event(fd, RGPU_EVT_HOST_CALL, 0, 0, &b);
+    reply(fd, h->opcode, h->seq, 0, NULL, 0);
+    break;
+  }
+  case ANSWER_OWN_ERROR_FIRST: {
+    rgpu_msg_async_error_evt ev = {.message = {"it broke", 8}};
+    rgpu_msg_async_error_evt_encode(&b, &ev);
+    event(fd, RGPU_EVT_ASYNC_ERROR, h->seq, 700, &b);
+    reply(fd, h->opcode, h->seq, 0, NULL, 0);
+    break;
+  }
+  case ANSWER_REVERSED:
+    if (!s->held_seq) {
+      s->held_seq = h->seq;
+    } else {
+      reply(fd, h->opcode, h->seq, 0, "2nd", 3);
+      reply(fd, h->opcode, s->held_seq, 0, "1st", 3);
+      s->held_seq = 0;
+    }
+    break;
+  case ANSWER_OVERSIZE: {
+    rgpu_msg_memcpy_dtoh_req q;
+    uint8_t junk[64] = {0};
+    if (rgpu_msg_memcpy_dtoh_req_decode(pay, h->length, &q) == 0 && q.size + 8 <= sizeof junk)
+      reply(fd, h->opcode, h->seq, 0, junk, q.size + 8);
+    s->answer = ANSWER_PLAIN;
+    break;
+  }
+  case ANSWER_SHUTDOWN: {
+    rgpu_msg_shutdown_evt ev = {.message = {"draining", 8}};
+    rgpu_msg_shutdown_evt_encode(&b, &ev);
+    event(fd, RGPU_EVT_SHUTDOWN, 0, 0, &b);
+    close_now = 1;
+    break;
+  }
+  default:
+    break;
+  }
+  rgpu_buf_free(&b);
+  return close_now;
 }
 
 static void *server_main(void *arg) {
@@ -166,7 +243,12 @@ static void *server_main(void *arg) {
       s->aux = h.aux;
       s->payload_len = h.length < sizeof s->payload ? h.length : sizeof s->payload;
       memcpy(s->payload, pay, s->payload_len);
-      if (h.aux & RGPU_REQ_NEED_REPLY) {
+      if ((h.aux & RGPU_REQ_NEED_REPLY) && s->answer != ANSWER_PLAIN) {
+        if (answer(s, fd, &h, pay)) {
+          rgpu_buf_free(&b);
+          break;
+        }
+      } else if (h.aux & RGPU_REQ_NEED_REPLY) {
         if (s->reply_status) {
           reply(fd, h.opcode, h.seq, s->reply_status, "no such thing", 13);
         } else if (h.opcode == RGPU_OP_MEM_ALLOC) {
@@ -299,6 +381,207 @@ static void test_status_ranges(void **state) {
   assert_null(rgpu_status_name(1));
 }
 
+/* ---- events and replies a busy or misbehaving server sends ------------- */
+
+static int g_host_calls;
+static uint64_t g_host_callback, g_host_token;
+static int g_host_saw_lock = -1;
+
+static void host_call_hook(void *ctx, uint64_t callback, uint64_t token) {
+  g_host_calls++;
+  g_host_callback = callback;
+  g_host_token = token;
+  g_host_saw_lock = rgpu_client_lock_held(ctx);
+}
+
+/* A HOST_CALL event read while waiting for a reply goes to the hook, with
+ * the client lock held (the hook must only queue the call). */
+static void test_host_call_event_reaches_hook(void **state) {
+  fixture *f = *state;
+  rgpu_client_set_host_call_hook(f->c, host_call_hook, f->c);
+  f->s.answer = ANSWER_HOST_CALL_FIRST;
+  rgpu_msg_mem_free_req q = {.dptr = 1};
+  assert_int_equal(rgpu_call_mem_free(f->c, 0, 0, &q, NULL, NULL), 0);
+  f->s.answer = ANSWER_PLAIN;
+  assert_int_equal(g_host_calls, 1);
+  assert_int_equal(g_host_callback, 7);
+  assert_int_equal(g_host_token, 9);
+  assert_int_equal(g_host_saw_lock, 1);
+}
+
+/* An ASYNC_ERROR for a frame of the operation being waited for is that
+ * operation's result, not a latched error for a later call. */
+static void test_own_async_error_is_the_result(void **state) {
+  fixture *f = *state;
+  f->s.answer = ANSWER_OWN_ERROR_FIRST;
+  rgpu_client_reply r = {0};
+  rgpu_msg_mem_free_req q = {.dptr = 1};
+  assert_int_equal(rgpu_call_mem_free(f->c, 0, 0, &q, NULL, &r), 700);
+  f->s.answer = ANSWER_PLAIN;
+  assert_string_equal(r.msg, "it broke");
+  uint32_t st = 0;
+  assert_int_equal(rgpu_client_take_async_error(f->c, &st, NULL, NULL, 0), 0);
+}
+
+/* Replies to outstanding requests may come in any order: each lands in
+ * its own slot, and the wait says which arrived. */
+static void test_wait_any_out_of_order(void **state) {
+  fixture *f = *state;
+  f->s.answer = ANSWER_REVERSED;
+  rgpu_buf p0, p1;
+  rgpu_buf_init(&p0);
+  rgpu_buf_init(&p1);
+  rgpu_client_reply rs[2] = {{.payload = &p0}, {.payload = &p1}};
+  uint64_t seqs[2];
+  rgpu_msg_mem_free_req q = {.dptr = 1};
+  rgpu_client_lock(f->c);
+  uint64_t first = rgpu_client_next_seq_locked(f->c);
+  assert_int_equal(rgpu_send_mem_free_locked(f->c, 1, &q, &seqs[0]), 0);
+  assert_int_equal(rgpu_send_mem_free_locked(f->c, 1, &q, &seqs[1]), 0);
+  size_t which = 9;
+  assert_int_equal(rgpu_client_wait_any_locked(f->c, seqs, rs, 2, first, &which), 0);
+  assert_int_equal(which, 1);
+  assert_true(rs[1].done && !rs[0].done);
+  rs[0].continued = 1;
+  assert_int_equal(rgpu_client_wait_any_locked(f->c, seqs, rs, 2, first, &which), 0);
+  assert_int_equal(which, 0);
+  /* Nothing left to wait for: a caller bug, reported, not a hang. */
+  assert_int_equal(rgpu_client_wait_any_locked(f->c, seqs, rs, 2, first, &which),
+                   RGPU_PROTO_EINVAL);
+  rgpu_client_unlock(f->c);
+  f->s.answer = ANSWER_PLAIN;
+  assert_int_equal(p0.len, 3);
+  assert_memory_equal(p0.data, "1st", 3);
+  assert_memory_equal(p1.data, "2nd", 3);
+  rgpu_buf_free(&p0);
+  rgpu_buf_free(&p1);
+}
+
+/* A copy reply larger than its destination: reported as the copy's
+ * failure, nothing written past the buffer, and the stream stays in sync
+ * for the next call. */
+static void test_oversize_copy_reply(void **state) {
+  fixture *f = *state;
+  f->s.answer = ANSWER_OVERSIZE;
+  uint8_t dst[8] = {0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee};
+  rgpu_client_reply r = {.dst = dst, .dst_cap = 4};
+  rgpu_msg_memcpy_dtoh_req q = {.src = 0xd000, .size = 4};
+  assert_int_equal(rgpu_call_memcpy_dtoh(f->c, 0, 0, &q, NULL, &r), 999);
+  assert_non_null(strstr(r.msg, "12 bytes for a 4-byte copy"));
+  assert_int_equal(dst[0], 0xee);
+  assert_int_equal(dst[4], 0xee);
+  rgpu_msg_mem_alloc_rep a = {0};
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, NULL, &a, NULL), 0);
+  assert_int_equal(a.dptr, 0xd000);
+}
+
+/* SHUTDOWN ends the session: no resume, the call fails, later ones fail
+ * fast without writing anything. */
+static void test_shutdown_event_ends_session(void **state) {
+  fixture *f = *state;
+  f->s.answer = ANSWER_SHUTDOWN;
+  rgpu_msg_mem_free_req q = {.dptr = 1};
+  assert_true(rgpu_call_mem_free(f->c, 0, 0, &q, NULL, NULL) < 0);
+  assert_true(rgpu_client_is_dead(f->c));
+  assert_int_equal(rgpu_call_mem_free(f->c, 0, 0, &q, NULL, NULL), RGPU_CLIENT_EDEAD);
+  assert_int_equal(rgpu_call_mem_free(f->c, 0, RGPU_CALL_ASYNC, &q, NULL, NULL),
+                   RGPU_CLIENT_EDEAD);
+}
+
+/* ---- lock invariants (rgpu_client_internal.h) ---------------------------- */
+
+static rgpu_client *g_hook_client;
+static int g_hook_saw_lock = -1;
+
+static void record_lock_in_hook(void) { g_hook_saw_lock = rgpu_client_lock_held(g_hook_client); }
+
+typedef struct {
+  rgpu_client *c;
+  int held;
+  int pump;
+} other_thread;
+
+static void *look_from_other_thread(void *arg) {
+  other_thread *o = arg;
+  o->held = rgpu_client_lock_held(o->c);
+  o->pump = rgpu_client_try_pump(o->c);
+  return NULL;
+}
+
+#ifndef NDEBUG
+static rgpu_client *g_child_client;
+static rgpu_mutex g_other_lock = RGPU_MUTEX_INITIALIZER;
+
+static int in_child(void (*fn)(void)) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(5);
+    fn();
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+/* Each aborts at its first line, before any frame is written. */
+static void flush_without_lock(void) { rgpu_client_flush_locked(g_child_client); }
+static void bind_without_lock(void) { rgpu_client_bind_device_locked(g_child_client, 3); }
+static void wait_holding_another_lock(void) {
+  rgpu_mutex_lock(&g_other_lock);
+  rgpu_client_lock(g_child_client);
+  rgpu_client_wait_locked(g_child_client, rgpu_client_next_seq_locked(g_child_client), 0, NULL);
+}
+static void lock_twice(void) {
+  rgpu_client_lock(g_child_client);
+  rgpu_client_lock(g_child_client);
+}
+#endif
+
+static void test_lock_invariants(void **state) {
+  fixture *f = *state;
+  /* Hooks the client calls while it waits run with its lock held. */
+  g_hook_client = f->c;
+  rgpu_client_set_wait_hook(f->c, record_lock_in_hook);
+  rgpu_msg_mem_alloc_req q = {.size = 64};
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, &q, NULL, NULL), 0);
+  assert_int_equal(g_hook_saw_lock, 1);
+  rgpu_client_set_wait_hook(f->c, NULL);
+
+  rgpu_client_lock(f->c);
+  assert_true(rgpu_client_lock_held(f->c));
+  other_thread o = {.c = f->c, .held = -1, .pump = -1};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, look_from_other_thread, &o), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(o.pump, 1); /* busy: the lock holder reads */
+  rgpu_client_unlock(f->c);
+  assert_true(rgpu_client_lock_not_held(f->c));
+#ifdef NDEBUG
+  assert_int_equal(o.held, 1); /* release builds cannot tell */
+#else
+  assert_int_equal(o.held, 0);
+  assert_false(rgpu_client_lock_held(f->c));
+  assert_int_equal(rgpu_client_try_pump(f->c), 0); /* free: pumped and released */
+  assert_true(rgpu_client_lock_not_held(f->c));
+  assert_int_equal(rgpu_mutex_held_count(), 0);
+
+  /* Misuse aborts in debug builds instead of racing or deadlocking. */
+  g_child_client = f->c;
+  void (*misuse[])(void) = {flush_without_lock, bind_without_lock, wait_holding_another_lock,
+                            lock_twice};
+  for (size_t i = 0; i < sizeof misuse / sizeof misuse[0]; i++) {
+    int st = in_child(misuse[i]);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+  }
+  /* Nothing of that reached the server: the session goes on. */
+  int frames = f->s.frames;
+  assert_int_equal(rgpu_call_mem_alloc(f->c, 0, 0, &q, NULL, NULL), 0);
+  assert_int_equal(f->s.frames, frames + 1);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_frames_match_encoders),
@@ -308,6 +591,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_call_server_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_malformed_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_pointer_reply_needs_payload, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_invariants, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_call_event_reaches_hook, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_own_async_error_is_the_result, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_wait_any_out_of_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_oversize_copy_reply, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_shutdown_event_ends_session, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include "rgpu_client_resume.h"
 #include "rgpu_copier.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
 #include "rgpu_bulk_proto.h"
 #include "rgpu_calls.h"
 #include "rgpu_clock.h"
@@ -31,6 +33,7 @@
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_mutex.h"
 #include "rgpu_transport.h"
 
 /* A device-to-host copy whose reply is read whenever it arrives, straight
@@ -43,12 +46,15 @@ typedef struct {
 } rgpu_bg_reply;
 
 struct rgpu_client {
-  pthread_mutex_t lock;
+  /* The client lock (rgpu_client_lock): frame order, the queue, reply
+   * reading and everything below not said otherwise.  The order of the
+   * client's locks and how they relate to cudart's: rgpu_client_internal.h. */
+  rgpu_mutex lock;
   /* Held around every write on conn.  Taken alone (without `lock`) only by
    * rgpu_client_send_now, so that a host-callback thread can answer the
    * server while an application thread holds `lock` waiting for a stream
    * that waits for that very callback.  Order: lock, then wlock. */
-  pthread_mutex_t wlock;
+  rgpu_mutex wlock;
   rgpu_conn *conn;
   char uri[1024];
   char transport[16];
@@ -99,7 +105,8 @@ struct rgpu_client {
   int have_token;
   int reconnect_s;          /* budget of one outage; 0 = no resume */
   int broken;               /* a write failed: the next lock holder resumes */
-  int no_resume;            /* closing, or the server said SHUTDOWN */
+  int no_resume;            /* closing, or the server said SHUTDOWN; written holding
+                             * both locks, so a holder of either may read it */
   uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
   rgpu_copier *copier;      /* copies bulk data into resend while it is written */
   int copier_failed;
@@ -119,6 +126,17 @@ struct rgpu_client {
   int timer_stop;
   pthread_cond_t timer_cv;
 };
+
+/* Lock invariants, checked in debug builds (rgpu_mutex.h): a function
+ * that reads or writes state under a lock starts by saying so. */
+#define ASSERT_CLIENT_LOCK(c) assert(rgpu_mutex_held(&(c)->lock))
+#define ASSERT_WRITE_LOCK(c) assert(rgpu_mutex_held(&(c)->wlock))
+/* Before waiting for the server: the client lock is the only lock this
+ * thread holds (rgpu_client_internal.h), except while connecting (HELLO
+ * and the requests sent with it, inside cudart's pthread_once; the session
+ * id is set once HELLO's reply is in). */
+#define ASSERT_ONLY_CLIENT_LOCK(c) \
+  assert(rgpu_mutex_held(&(c)->lock) && (rgpu_mutex_held_count() == 1 || !(c)->session_id))
 
 /* rgpu_status.h lists every local code once, by value: the transport's and
  * the codecs' own definitions must agree with it. */
@@ -173,6 +191,7 @@ static int resend_checkpoint(rgpu_client *c);
  * instead (only ever from a read path, which holds the lock): 0 then means
  * "nothing was delivered, read on". */
 static int client_fail(rgpu_client *c, int rc, const char *what) {
+  ASSERT_CLIENT_LOCK(c);
   if (!c->dead && rc < 0 && rc > -1000 && client_can_resume(c))
     return client_resume(c, rc, what, c->rx_frame_start) == 0 ? 0 : RGPU_CLIENT_EDEAD;
   if (!c->dead) {
@@ -187,20 +206,25 @@ static int client_fail(rgpu_client *c, int rc, const char *what) {
 
 static void *timer_main(void *arg);
 
+/* No lock assertion: an atomic load, which cudaFree uses without the lock
+ * as "every frame from here on comes later" (rgpu_client.h). */
 uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) {
   return __atomic_load_n(&c->next_seq, __ATOMIC_RELAXED);
 }
 
-void rgpu_client_lock(rgpu_client *c) { pthread_mutex_lock(&c->lock); }
-void rgpu_client_unlock(rgpu_client *c) { pthread_mutex_unlock(&c->lock); }
+void rgpu_client_lock(rgpu_client *c) { rgpu_mutex_lock(&c->lock); }
+void rgpu_client_unlock(rgpu_client *c) { rgpu_mutex_unlock(&c->lock); }
+int rgpu_client_lock_held(const rgpu_client *c) { return rgpu_mutex_held(&c->lock); }
+int rgpu_client_lock_not_held(const rgpu_client *c) { return rgpu_mutex_not_held(&c->lock); }
 
 rgpu_status rgpu_client_flush_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->dead) return RGPU_CLIENT_EDEAD;
   if (c->queue.len == 0) return 0;
   struct iovec iov = {.iov_base = c->queue.data, .iov_len = c->queue.len};
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   int rc = client_write(c, &iov, 1);
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
   if (rc) return client_fail(c, rc, "send");
   if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
   c->ctr.bytes_sent += c->queue.len;
@@ -223,6 +247,7 @@ rgpu_status rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply,
 static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now,
                       const void *fixed, size_t fixed_len, const void *tail, size_t tail_len,
                       uint64_t *seq_out) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->dead) return RGPU_CLIENT_EDEAD;
   if (fixed_len + tail_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
   if (tail_len > RGPU_CLIENT_INLINE_TAIL_BYTES) {
@@ -250,9 +275,9 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
     iov[n++] = (struct iovec){hdr, sizeof hdr};
     if (fixed_len) iov[n++] = (struct iovec){(void *)fixed, fixed_len};
     iov[n++] = (struct iovec){(void *)tail, tail_len};
-    pthread_mutex_lock(&c->wlock);
+    rgpu_mutex_lock(&c->wlock);
     int rc = client_write(c, iov, n);
-    pthread_mutex_unlock(&c->wlock);
+    rgpu_mutex_unlock(&c->wlock);
     if (rc) return client_fail(c, rc, "send");
     if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
     c->ctr.bytes_sent += c->queue.len + sizeof hdr + fixed_len + tail_len;
@@ -288,10 +313,10 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
  * then stopped talking about still reaches the GPU soon. */
 static void *timer_main(void *arg) {
   rgpu_client *c = arg;
-  pthread_mutex_lock(&c->lock);
+  rgpu_mutex_lock(&c->lock);
   while (!c->timer_stop) {
     if (c->queue.len == 0 || c->dead) {
-      pthread_cond_wait(&c->timer_cv, &c->lock);
+      rgpu_mutex_cond_wait(&c->timer_cv, &c->lock);
       continue;
     }
     uint64_t due = c->queued_since_ns + (uint64_t)c->batch_us * 1000ull;
@@ -301,14 +326,15 @@ static void *timer_main(void *arg) {
       continue;
     }
     struct timespec ts = rgpu_clock_timespec_in(due - now);
-    pthread_cond_timedwait(&c->timer_cv, &c->lock, &ts);
+    rgpu_mutex_cond_timedwait(&c->timer_cv, &c->lock, &ts);
   }
-  pthread_mutex_unlock(&c->lock);
+  rgpu_mutex_unlock(&c->lock);
   return NULL;
 }
 
 /* Keeps the first async error until taken (see rgpu_client_take_async_error). */
 static void latch_async(rgpu_client *c, uint32_t status, uint64_t seq, const char *text) {
+  ASSERT_CLIENT_LOCK(c);
   if (!c->async_pending) {
     c->async_pending = 1;
     c->async_status = status;
@@ -322,6 +348,7 @@ static void latch_async(rgpu_client *c, uint32_t status, uint64_t seq, const cha
 
 static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first_seq,
                          rgpu_client_reply *r) {
+  ASSERT_CLIENT_LOCK(c);
   if (h->opcode == RGPU_EVT_HOST_CALL) {
     rgpu_msg_host_call_evt ev;
     if (rgpu_msg_host_call_evt_decode(c->rx.data, c->rx.len, &ev) != 0) {
@@ -375,6 +402,7 @@ static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first
 }
 
 static long bg_find(const rgpu_client *c, uint64_t seq) {
+  ASSERT_CLIENT_LOCK(c);
   for (size_t i = 0; i < c->nbg; i++)
     if (c->bg[i].seq == seq) return (long)i;
   return -1;
@@ -384,6 +412,7 @@ static long bg_find(const rgpu_client *c, uint64_t seq) {
  * destination when it is what was asked, else latched as an async error,
  * which CUDA reports at the next synchronizing call. */
 static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
+  ASSERT_CLIENT_LOCK(c);
   rgpu_bg_reply e = c->bg[i];
   int rc;
   /* The entry goes only once its payload is in: after a resume the reply
@@ -426,6 +455,7 @@ static int read_bg_reply(rgpu_client *c, const rgpu_frame_hdr *h, size_t i) {
  * rs[0]. */
 static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs, size_t n,
                     uint64_t first_seq) {
+  ASSERT_CLIENT_LOCK(c);
   rgpu_frame_hdr h;
   client_frame_begin(c);
   int rc = client_read_hdr(c, &h);
@@ -500,6 +530,7 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
 
 rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
                                 size_t n, uint64_t first_seq, size_t *which) {
+  ASSERT_ONLY_CLIENT_LOCK(c);
   int rc = rgpu_client_flush_locked(c);
   if (rc) return rc;
   int pending = 0;
@@ -519,6 +550,7 @@ rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rg
 
 rgpu_status rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
                             rgpu_client_reply *r) {
+  ASSERT_CLIENT_LOCK(c);
   rgpu_client_reply scratch;
   if (!r) {
     memset(&scratch, 0, sizeof scratch);
@@ -546,6 +578,7 @@ rgpu_status rgpu_client_poll_events(rgpu_client *c) {
 /* ---- background D2H replies ------------------------------------------- */
 
 static int bg_pending(const rgpu_client *c, uint64_t stream, uint64_t before_seq) {
+  ASSERT_CLIENT_LOCK(c);
   for (size_t i = 0; i < c->nbg; i++) {
     const rgpu_bg_reply *e = &c->bg[i];
     /* The legacy stream (0) orders with every blocking stream: count it in
@@ -560,10 +593,12 @@ static int bg_pending(const rgpu_client *c, uint64_t stream, uint64_t before_seq
 rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, const void *fixed,
                                        size_t fixed_len, uint64_t stream, void *dst, size_t cap,
                                        uint64_t *seq_out) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->dead) return RGPU_CLIENT_EDEAD;
   /* Bound the reply bytes the server may have to push at a client that is
    * not reading: beyond it, wait for the oldest (an honest round trip). */
   if (c->bg_bytes && c->bg_bytes + cap > RGPU_CLIENT_BG_MAX_BYTES) {
+    ASSERT_ONLY_CLIENT_LOCK(c);
     int rc = rgpu_client_flush_locked(c);
     if (rc) return rc;
     if (c->wait_hook) c->wait_hook();
@@ -573,13 +608,8 @@ rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, cons
       if (rc < 0) return rc;
     }
   }
-  if (c->nbg == c->capbg) {
-    size_t nc = c->capbg ? c->capbg * 2 : 16;
-    rgpu_bg_reply *nb = realloc(c->bg, nc * sizeof *nb);
-    if (!nb) return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
-    c->bg = nb;
-    c->capbg = nc;
-  }
+  if (RGPU_ARRAY_RESERVE(c->bg, c->capbg, c->nbg + 1, 16))
+    return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
   uint64_t seq;
   int rc = send_frame(c, op, 1, 0, fixed, fixed_len, NULL, 0, &seq);
   if (rc) return rc;
@@ -590,7 +620,9 @@ rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, cons
 }
 
 rgpu_status rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq) {
+  ASSERT_CLIENT_LOCK(c);
   if (!bg_pending(c, stream, before_seq)) return 0;
+  ASSERT_ONLY_CLIENT_LOCK(c);
   int rc = rgpu_client_flush_locked(c);
   while (rc == 0 && bg_pending(c, stream, before_seq)) {
     rc = read_one(c, NULL, NULL, 0, 0);
@@ -600,6 +632,7 @@ rgpu_status rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t b
 }
 
 rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n) {
+  ASSERT_CLIENT_LOCK(c);
   uintptr_t lo = (uintptr_t)p, hi = lo + n;
   int rc = 0;
   for (;;) {
@@ -609,6 +642,7 @@ rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n
       busy = c->bg[i].dst && d < hi && d + c->bg[i].cap > lo;
     }
     if (!busy || rc) break;
+    ASSERT_ONLY_CLIENT_LOCK(c);
     rc = rgpu_client_flush_locked(c);
     if (rc == 0) rc = read_one(c, NULL, NULL, 0, 0);
     if (rc > 0) rc = 0;
@@ -646,19 +680,19 @@ rgpu_status rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed,
   uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   rgpu_frame_hdr_encode(hdr, &h);
   struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   int rc = client_write(c, iov, fixed_len ? 2 : 1);
   if (rc == 0) {
     c->now_frames++;
     c->now_bytes += sizeof hdr + fixed_len;
   }
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
   /* A failed write is seen (and logged) by the next call under the lock. */
   return rc ? RGPU_CLIENT_EDEAD : 0;
 }
 
 int rgpu_client_try_pump(rgpu_client *c) {
-  if (pthread_mutex_trylock(&c->lock) != 0) return 1;
+  if (rgpu_mutex_trylock(&c->lock) != 0) return 1;
   int rc = rgpu_client_flush_locked(c);
   while (rc == 0 && !c->dead) {
     if (c->rxpre_off >= c->rxpre.len && rgpu_conn_pending(c->conn) == 0) {
@@ -675,6 +709,7 @@ int rgpu_client_try_pump(rgpu_client *c) {
 int rgpu_client_poll_fd(rgpu_client *c) { return c->conn ? rgpu_conn_poll_fd(c->conn) : -1; }
 
 rgpu_status rgpu_client_bind_device_locked(rgpu_client *c, int device) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->bound_device == device) return 0;
   rgpu_msg_ctx_set_device_req m = {.device = (uint32_t)device};
   rgpu_status rc = rgpu_send_ctx_set_device_locked(c, 0, &m, NULL);
@@ -682,7 +717,10 @@ rgpu_status rgpu_client_bind_device_locked(rgpu_client *c, int device) {
   return rc;
 }
 
-void rgpu_client_unbind_device_locked(rgpu_client *c) { c->bound_device = -1; }
+void rgpu_client_unbind_device_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  c->bound_device = -1;
+}
 
 rgpu_status rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_async, const void *fixed,
                      size_t fixed_len, const void *tail, size_t tail_len, rgpu_client_reply *r) {
@@ -725,6 +763,7 @@ int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq
 /* Waits (bounded) for the first bytes of a reply so that a server that
  * accepts but never answers cannot hang the program in HELLO. */
 static int wait_readable(rgpu_client *c, int timeout_ms) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->rxpre_off < c->rxpre.len || rgpu_conn_pending(c->conn)) return 1;
   struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
   for (;;) {
@@ -752,8 +791,8 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
     snprintf(err, errlen, "rgpu: out of memory");
     return RGPU_PROTO_ENOMEM;
   }
-  pthread_mutex_init(&c->lock, NULL);
-  pthread_mutex_init(&c->wlock, NULL);
+  rgpu_mutex_init(&c->lock);
+  rgpu_mutex_init(&c->wlock);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -894,7 +933,9 @@ void rgpu_client_close(rgpu_client *c) {
   rgpu_client_lock(c);
   /* The program is ending: a connection that breaks now is not worth a
    * reconnect loop (whatever it waited for has been waited for). */
+  rgpu_mutex_lock(&c->wlock);
   c->no_resume = 1;
+  rgpu_mutex_unlock(&c->wlock);
   /* Copies nobody synchronized with: their destinations may be gone. */
   for (size_t i = 0; i < c->nbg; i++) c->bg[i].dst = NULL;
   if (c->conn && !c->dead && c->session_id) {
@@ -920,8 +961,8 @@ void rgpu_client_close(rgpu_client *c) {
   client_resume_free(c);
   rgpu_client_unlock(c);
   pthread_cond_destroy(&c->timer_cv);
-  pthread_mutex_destroy(&c->wlock);
-  pthread_mutex_destroy(&c->lock);
+  rgpu_mutex_destroy(&c->wlock);
+  rgpu_mutex_destroy(&c->lock);
   free(c);
 }
 
@@ -939,38 +980,49 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hoo
 void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   rgpu_client_lock(c);
   *out = c->ctr;
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   out->frames_sent += c->now_frames;
   out->bytes_sent += c->now_bytes;
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
   rgpu_client_unlock(c);
 }
 
 /* ---- for rgpu_client_bulk.c (rgpu_client_internal.h) --------------------- */
 
 rgpu_conn *rgpu_client_conn_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   return c->dead || c->broken ? NULL : c->conn;
 }
-uint64_t rgpu_client_generation_locked(rgpu_client *c) { return c->resumes; }
-struct rgpu_client_bulk **rgpu_client_bulk_slot(rgpu_client *c) { return &c->bulk; }
+uint64_t rgpu_client_generation_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  return c->resumes;
+}
+struct rgpu_client_bulk **rgpu_client_bulk_slot(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  return &c->bulk;
+}
 
 void rgpu_client_count_round_trip_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->wait_hook) c->wait_hook();
   c->ctr.round_trips++;
 }
 
 void rgpu_client_count_bulk_locked(rgpu_client *c, uint64_t sent, uint64_t received) {
+  ASSERT_CLIENT_LOCK(c);
   c->ctr.bytes_sent += sent;
   c->ctr.bytes_received += received;
 }
 
 uint64_t rgpu_client_take_seq_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   return __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED);
 }
 
 rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
                                  const void *fixed, size_t fixed_len, const struct iovec *twin,
                                  int ntwin) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->dead) return RGPU_CLIENT_EDEAD;
   size_t twin_len = 0;
   for (int i = 0; i < ntwin; i++) twin_len += twin[i].iov_len;
@@ -992,7 +1044,7 @@ rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_r
   rgpu_frame_hdr_encode(hdr, &h);
   struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
   c->ctr.frames_sent++;
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   if (c->reconnect_s > 0 && !c->no_resume) rgpu_resend_append(&c->resend, twin, ntwin);
   rc = 0;
   if (!c->broken) {
@@ -1002,7 +1054,7 @@ rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_r
       rc = 0;
     }
   }
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
   if (rc) return client_fail(c, rc, "send");
   if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
   c->ctr.bytes_sent += sizeof hdr + fixed_len;
@@ -1059,6 +1111,8 @@ static void client_resume_free(rgpu_client *c) {
 }
 
 static int client_can_resume(const rgpu_client *c) {
+  /* no_resume is written holding both locks: a reader needs one. */
+  assert(rgpu_mutex_held(&c->lock) || rgpu_mutex_held(&c->wlock));
   return c->reconnect_s > 0 && c->have_token && !c->no_resume && !c->resend.oom && c->cfg;
 }
 
@@ -1067,6 +1121,7 @@ static int client_can_resume(const rgpu_client *c) {
 #define RGPU_CLIENT_COPY_ASIDE_BYTES (1u << 20)
 
 static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
+  ASSERT_WRITE_LOCK(c);
   int aside = 0;
   if (c->reconnect_s > 0 && !c->no_resume) {
     int big = n > 0 && iov[n - 1].iov_len >= RGPU_CLIENT_COPY_ASIDE_BYTES && !c->broken;
@@ -1097,6 +1152,7 @@ static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
 }
 
 static int client_read_exact(rgpu_client *c, void *buf, size_t n) {
+  ASSERT_CLIENT_LOCK(c);
   uint8_t *p = buf;
   size_t have = c->rxpre.len - c->rxpre_off;
   if (have) {
@@ -1128,6 +1184,7 @@ static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h) {
 /* At a frame boundary: remember where, and acknowledge the server's bytes
  * now and then (written at once; it is outside the counted stream). */
 static void client_frame_begin(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   c->rx_frame_start = c->rx_count;
   if (!c->have_token || c->reconnect_s <= 0 || c->broken ||
       c->rx_count - c->rx_acked < RGPU_CLIENT_ACK_BYTES)
@@ -1138,27 +1195,29 @@ static void client_frame_begin(rgpu_client *c) {
   rgpu_frame_ack(&f, 0, 0, &ack);
   struct iovec iov[2];
   int niov = rgpu_call_frame_iov(&f, iov);
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   if (!c->broken && rgpu_conn_writev_all(c->conn, iov, niov) == 0)
     c->rx_acked = c->rx_count;
   else if (client_can_resume(c))
     c->broken = 1;
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
 }
 
 /* A reply or async error for request S: S and everything written before it
  * ran on the server. */
 static void client_frame_seen(rgpu_client *c, const rgpu_frame_hdr *h) {
+  ASSERT_CLIENT_LOCK(c);
   if (!h->seq || c->reconnect_s <= 0) return;
   if (h->kind == RGPU_KIND_REPLY && h->seq == c->ckpt_seq) c->ckpt_seq = 0; /* read by any wait */
   if (h->kind != RGPU_KIND_REPLY && !(h->kind == RGPU_KIND_EVENT && h->opcode == RGPU_EVT_ASYNC_ERROR))
     return;
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   rgpu_resend_confirm(&c->resend, h->seq);
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
 }
 
 static void client_on_shutdown(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   rgpu_msg_shutdown_evt ev;
   char text[256] = "the server is shutting down";
   if (rgpu_msg_shutdown_evt_decode(c->rx.data, c->rx.len, &ev) == 0 && ev.message.len)
@@ -1170,7 +1229,9 @@ static void client_on_shutdown(rgpu_client *c) {
   if (!c->dead)
     RGPU_ERROR("server %s ended session %llu: %s; CUDA calls will fail from now on", c->uri,
                (unsigned long long)c->session_id, text);
+  rgpu_mutex_lock(&c->wlock); /* a host-callback thread may be writing */
   c->no_resume = 1;
+  rgpu_mutex_unlock(&c->wlock);
   __atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
 }
 
@@ -1184,10 +1245,11 @@ static void client_on_shutdown(rgpu_client *c) {
  * flight meanwhile, so a wait here is flow control (flow_waits), not an
  * idle round trip. */
 static int resend_checkpoint(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
   if (c->reconnect_s <= 0 || !c->have_token) return 0;
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   size_t held = rgpu_resend_held(&c->resend);
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
   if (held <= RGPU_RESEND_MAX_BYTES / 2) return 0;
   uint64_t first = rgpu_client_next_seq_locked(c);
   if (!c->ckpt_seq) return rgpu_send_ping_locked(c, 1, NULL, &c->ckpt_seq);
@@ -1227,6 +1289,10 @@ static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) 
  * connection failed, try another. */
 static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline, char *msg,
                      size_t msglen) {
+  /* Swaps the connection and fills rxpre (client lock: the read side),
+   * reads the resend buffer (write lock). */
+  ASSERT_CLIENT_LOCK(c);
+  ASSERT_WRITE_LOCK(c);
   /* Sequence 0, outside the counted stream (rgpu_messages.def, RESUME). */
   rgpu_buf b;
   rgpu_buf_init(&b);
@@ -1304,9 +1370,12 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
 /* rx: the server bytes consumed completely (a frame broken off half-way
  * comes again). */
 static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx) {
+  /* Only a lock holder resumes (a read path, or a write under the lock
+   * that left `broken`); rgpu_client_send_now never does. */
+  ASSERT_CLIENT_LOCK(c);
   double t0 = rgpu_clock_s();
   double deadline = t0 + c->reconnect_s;
-  pthread_mutex_lock(&c->wlock);
+  rgpu_mutex_lock(&c->wlock);
   c->broken = 1; /* nobody writes to the old connection any more */
   RGPU_WARN("connection to server %s lost (%s: %s); resuming session %llu (for up to %d s)",
             c->uri, what, conn_err_text(rc0), (unsigned long long)c->session_id, c->reconnect_s);
@@ -1335,7 +1404,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
         c->rx_count = c->rx_frame_start = rx;
         c->rx_acked = rx;
         c->resumes++;
-        pthread_mutex_unlock(&c->wlock);
+        rgpu_mutex_unlock(&c->wlock);
         RGPU_WARN("resumed session %llu after %.1f s (%d attempt%s; re-sent %llu bytes, %llu "
                   "bytes replayed by the server)",
                   (unsigned long long)c->session_id, rgpu_clock_s() - t0, attempt + 1,
@@ -1355,12 +1424,12 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
     left = deadline - rgpu_clock_s();
     if (left <= 0) break;
     if (nap > left) nap = left;
-    struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
+    struct timespec ts = rgpu_ns_timespec((uint64_t)(nap * 1e9));
     nanosleep(&ts, NULL);
   }
   c->no_resume = 1;
   __atomic_store_n(&c->dead, 1, __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&c->wlock);
+  rgpu_mutex_unlock(&c->wlock);
   if (refused)
     RGPU_ERROR("server %s refused to resume session %llu: %s; CUDA calls will fail from now on",
                c->uri, (unsigned long long)c->session_id, msg[0] ? msg : "no reason given");

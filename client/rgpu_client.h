@@ -10,6 +10,8 @@
  * lock itself, except the *_locked ones, which a caller uses between
  * rgpu_client_lock() and rgpu_client_unlock() to keep several frames
  * together (a chunked copy, a device switch followed by a request).
+ * Debug builds assert that the lock is held in every *_locked function
+ * (but rgpu_client_next_seq_locked, an atomic read; see there).
  *
  * Return values: functions that exchange frames return an rgpu_status
  * (common/rgpu_status.h): a negative code (RGPU_T_E* or RGPU_PROTO_E*) when
@@ -145,8 +147,16 @@ typedef size_t (*rgpu_client_hello_fn)(rgpu_client *c, void *ctx, uint64_t **seq
 rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_hello_fn with_hello,
                              void *ctx, rgpu_client **out, char *err, size_t errlen);
 
+/* The client lock.  Not recursive; where it sits among cudart's locks:
+ * rgpu_client_internal.h (client) and cudart/rgpu_cudart_locks.h. */
 void rgpu_client_lock(rgpu_client *c);
 void rgpu_client_unlock(rgpu_client *c);
+/* For assertions only, e.g. assert(rgpu_client_lock_held(c)) in a hook the
+ * client calls with its lock held.  Debug builds (no NDEBUG) track the
+ * owner and answer for the calling thread; release builds cannot tell and
+ * both answer 1, so never branch on them. */
+int rgpu_client_lock_held(const rgpu_client *c);
+int rgpu_client_lock_not_held(const rgpu_client *c);
 
 /* Queues one request frame (or writes it at once when the tail is large or
  * the queue is full).  With need_reply the request asks for a reply and
@@ -170,7 +180,9 @@ rgpu_status rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first
  * rs[k].done and *which = k.  Async errors of the operation go to rs[0]. */
 rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
                                 size_t n, uint64_t first_seq, size_t *which);
-/* The sequence number the next request frame will get. */
+/* The sequence number the next request frame will get.  An atomic read:
+ * without the lock it is a lower bound (every frame sent later gets this
+ * number or a higher one), which is what cudaFree's arena needs. */
 uint64_t rgpu_client_next_seq_locked(const rgpu_client *c);
 
 /* ---- background replies (asynchronous device-to-host copies) ----------

@@ -1,6 +1,7 @@
 /* Bulk streams, the client's side: see rgpu_client_bulk.h. */
 #include "rgpu_client_bulk.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,12 @@
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_mutex.h"
 #include "rgpu_transport.h"
+
+/* A lane is written and read by its owner thread holding no lock at all
+ * (rgpu_client_internal.h): the other threads' calls go on meanwhile. */
+#define ASSERT_NO_LOCK_HELD(c) assert(rgpu_client_lock_not_held(c) && rgpu_mutex_held_count() == 0)
 
 struct rgpu_client_bulk {
   rgpu_client_lanes t;
@@ -53,11 +59,13 @@ int rgpu_client_bulk_wanted(const char *uri) {
 }
 
 void rgpu_client_bulk_note_reply(rgpu_client *c, uint64_t seq, uint32_t status) {
+  RGPU_CLIENT_ASSERT_LOCKED(c);
   struct rgpu_client_bulk *b = *rgpu_client_bulk_slot(c);
   if (b) rgpu_client_lanes_note(&b->t, seq, status);
 }
 
 void rgpu_client_bulk_free(rgpu_client *c) {
+  RGPU_CLIENT_ASSERT_LOCKED(c);
   struct rgpu_client_bulk **slot = rgpu_client_bulk_slot(c);
   if (!*slot) return;
   for (int k = 0; k < RGPU_BULK_MAX_LANES; k++)
@@ -72,6 +80,7 @@ void rgpu_client_bulk_free(rgpu_client *c) {
  * inline).  Lock held.  Only the owner thread touches its lane's conn, so
  * it may use it without the lock afterwards. */
 static rgpu_client_lane *lane_get_locked(rgpu_client *c, int *index) {
+  RGPU_CLIENT_ASSERT_LOCKED(c);
   if (!(rgpu_client_caps(c) & RGPU_CAP_BULK_STREAMS) || rgpu_client_sync_every_call(c)) return NULL;
   rgpu_conn *conn = rgpu_client_conn_locked(c);
   if (!conn) return NULL;
@@ -184,6 +193,7 @@ rgpu_status rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint
       if (!l->broken && l->conn) {
         /* The bytes on the lane, without the client lock: the other
          * threads' calls go on meanwhile. */
+        ASSERT_NO_LOCK_HELD(c);
         uint8_t ih[RGPU_BULK_ITEM_HDR_SIZE];
         rgpu_bulk_item_encode(ih, ids[j % 2], len);
         struct iovec iov[2] = {{ih, sizeof ih}, {(void *)(src + off), len}};
@@ -195,6 +205,7 @@ rgpu_status rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint
     }
     if (j == 0) continue;
     size_t p = j - 1, off = p * chunk, len = n - off < chunk ? n - off : chunk;
+    ASSERT_NO_LOCK_HELD(c); /* the receipt is a wait for the worker */
     int acked = written[p % 2] && !l->broken && lane_read_ack(l->conn, ids[p % 2]) == 0;
     if (written[p % 2] && !acked && !l->broken) l->broken = 1;
     if (l->broken) {
@@ -290,6 +301,7 @@ rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint
     rgpu_client_unlock(c);
     /* The replies, in order, from the lane: no lock, so the other threads
      * keep using stream 0. */
+    ASSERT_NO_LOCK_HELD(c);
     uint64_t got = 0;
     for (; done < sent; done++) {
       size_t off = done * chunk, len = n - off < chunk ? n - off : chunk;

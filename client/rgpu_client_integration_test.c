@@ -21,6 +21,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "rgpu_calls.h"
 #include "rgpu_client.h"
 #include "rgpu_frame.h"
 #include "rgpu_messages.h"
@@ -107,7 +108,8 @@ static void test_core_hello_ping(void **state) {
   char back[sizeof data];
   memset(back, 0, sizeof back);
   rgpu_client_reply r = {.dst = back, .dst_cap = sizeof back};
-  int rc = rgpu_client_call(c, -1, RGPU_OP_PING, 0, NULL, 0, data, sizeof data, &r);
+  rgpu_msg_ping_req ping = {.data = {data, sizeof data}};
+  int rc = rgpu_call_ping(c, -1, 0, &ping, NULL, &r);
   assert_int_equal(rc, 0);
   assert_int_equal(r.dst_len, sizeof data);
   assert_memory_equal(back, data, sizeof data);
@@ -121,25 +123,21 @@ static void test_core_hello_ping(void **state) {
 static void test_core_async_error_latched(void **state) {
   NEED_SERVER();
   rgpu_client *c = connect_core(0);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_mem_free_req m = {.dptr = 0xdead0000};
-  rgpu_msg_mem_free_req_encode(&b, &m);
   /* No reply asked: the failure must come back as an ASYNC_ERROR event. */
-  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_MEM_FREE, 1, b.data, b.len, NULL, 0, NULL), 0);
+  assert_int_equal(rgpu_call_mem_free(c, 0, RGPU_CALL_ASYNC, &m, NULL, NULL), 0);
   uint32_t st = 0;
   assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, NULL, 0), 0);
   /* A synchronizing request lets it arrive; it is latched, not the sync's. */
-  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
   char msg[256];
   assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, msg, sizeof msg), 1);
   assert_true(st != 0);
   assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, NULL, 0), 0);
   /* The same request with a reply gets the error as its own status. */
   rgpu_client_reply r = {0};
-  int rc = rgpu_client_call(c, 0, RGPU_OP_MEM_FREE, 0, b.data, b.len, NULL, 0, &r);
+  int rc = rgpu_call_mem_free(c, 0, 0, &m, NULL, &r);
   assert_true(rc > 0);
-  rgpu_buf_free(&b);
   rgpu_client_close(c);
 }
 
@@ -149,34 +147,20 @@ static void test_core_async_error_latched(void **state) {
 static void test_core_background_d2h(void **state) {
   NEED_SERVER();
   rgpu_client *c = connect_core(0);
-  rgpu_buf b, pay;
-  rgpu_buf_init(&b);
-  rgpu_buf_init(&pay);
   rgpu_msg_mem_alloc_req am = {.size = 4096};
-  rgpu_msg_mem_alloc_req_encode(&b, &am);
-  rgpu_client_reply r = {.payload = &pay};
-  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_MEM_ALLOC, 0, b.data, b.len, NULL, 0, &r), 0);
   rgpu_msg_mem_alloc_rep ar;
-  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(pay.data, pay.len, &ar), 0);
+  assert_int_equal(rgpu_call_mem_alloc(c, 0, 0, &am, &ar, NULL), 0);
   unsigned char src[4096], dst[3][1024];
   for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i * 7 + 1);
   memset(dst, 0, sizeof dst);
   rgpu_client_counters before, after;
   rgpu_client_get_counters(c, &before);
   rgpu_client_lock(c);
-  uint8_t fixed[24];
-  uint64_t stream = 0;
-  memcpy(fixed, &ar.dptr, 8);
-  memcpy(fixed + 8, &stream, 8);
-  assert_int_equal(rgpu_client_send_locked(c, RGPU_OP_MEMCPY_HTOD, 0, fixed, 16, src, sizeof src, NULL), 0);
+  rgpu_msg_memcpy_htod_req h = {.dst = ar.dptr, .stream = 0, .data = {src, sizeof src}};
+  assert_int_equal(rgpu_send_memcpy_htod_locked(c, 0, &h, NULL), 0);
   for (int k = 0; k < 3; k++) {
-    uint64_t s = ar.dptr + 1024u * (uint64_t)k, l = 1024;
-    memcpy(fixed, &s, 8);
-    memcpy(fixed + 8, &l, 8);
-    memcpy(fixed + 16, &stream, 8);
-    assert_int_equal(rgpu_client_send_background_locked(c, RGPU_OP_MEMCPY_DTOH, fixed, 24, 0,
-                                                        dst[k], 1024, NULL),
-                     0);
+    rgpu_msg_memcpy_dtoh_req d = {.src = ar.dptr + 1024u * (uint64_t)k, .size = 1024, .stream = 0};
+    assert_int_equal(rgpu_send_memcpy_dtoh_background_locked(c, &d, dst[k], 1024, NULL), 0);
   }
   rgpu_client_unlock(c);
   assert_int_equal(rgpu_client_background_count(c), 3);
@@ -186,7 +170,7 @@ static void test_core_background_d2h(void **state) {
   rgpu_client_lock(c);
   uint64_t seq = 0, first = rgpu_client_next_seq_locked(c);
   rgpu_client_reply sr = {0};
-  assert_int_equal(rgpu_client_send_locked(c, RGPU_OP_CTX_SYNC, 1, NULL, 0, NULL, 0, &seq), 0);
+  assert_int_equal(rgpu_send_ctx_sync_locked(c, 1, NULL, &seq), 0);
   assert_int_equal(rgpu_client_wait_locked(c, seq, first, &sr), 0);
   assert_int_equal(rgpu_client_drain_locked(c, RGPU_CLIENT_ALL_STREAMS, seq), 0);
   rgpu_client_unlock(c);
@@ -195,23 +179,17 @@ static void test_core_background_d2h(void **state) {
   rgpu_client_get_counters(c, &after);
   assert_int_equal(after.round_trips, before.round_trips + 1);
   /* HOST_FUNC on a driver without cuLaunchHostFunc: an error reply. */
-  rgpu_buf_reset(&b);
   rgpu_msg_host_func_req hm = {.stream = 0, .callback = 77};
-  rgpu_msg_host_func_req_encode(&b, &hm);
   rgpu_client_reply hr = {0};
-  int rc = rgpu_client_call(c, 0, RGPU_OP_HOST_FUNC, 0, b.data, b.len, NULL, 0, &hr);
+  int rc = rgpu_call_host_func(c, 0, 0, &hm, NULL, &hr);
   assert_int_equal(rc, CUDA_ERROR_NOT_SUPPORTED);
   /* A stray HOST_CALL_DONE is an async error, not a crash. */
-  rgpu_buf_reset(&b);
   rgpu_msg_host_call_done_req dm = {.token = 12345};
-  rgpu_msg_host_call_done_req_encode(&b, &dm);
-  assert_int_equal(rgpu_client_send_now(c, RGPU_OP_HOST_CALL_DONE, b.data, b.len), 0);
-  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(rgpu_send_host_call_done_now(c, &dm), 0);
+  assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
   uint32_t st = 0;
   assert_int_equal(rgpu_client_take_async_error(c, &st, NULL, NULL, 0), 1);
   assert_int_equal(st, CUDA_ERROR_INVALID_VALUE);
-  rgpu_buf_free(&b);
-  rgpu_buf_free(&pay);
   rgpu_client_close(c);
 }
 
@@ -220,23 +198,17 @@ static void test_core_batching(void **state) {
   rgpu_client *c = connect_core(0);
   rgpu_client_counters before, after;
   rgpu_client_get_counters(c, &before);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   for (int i = 0; i < 200; i++) {
-    rgpu_buf_reset(&b);
     rgpu_msg_event_create_req m = {.event = 1000 + (uint64_t)i, .flags = 0};
-    rgpu_msg_event_create_req_encode(&b, &m);
-    assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_EVENT_CREATE, 1, b.data, b.len, NULL, 0, NULL),
-                     0);
+    assert_int_equal(rgpu_call_event_create(c, 0, RGPU_CALL_ASYNC, &m, NULL, NULL), 0);
   }
-  assert_int_equal(rgpu_client_call(c, 0, RGPU_OP_CTX_SYNC, 0, NULL, 0, NULL, 0, NULL), 0);
+  assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
   rgpu_client_get_counters(c, &after);
   /* 200 creates + sync: far fewer writes than frames, one round trip. */
   assert_int_equal(after.round_trips - before.round_trips, 1);
   assert_true(after.frames_sent - before.frames_sent >= 201);
   assert_true(after.flushes - before.flushes < 50);
   assert_int_equal(rgpu_client_take_async_error(c, NULL, NULL, NULL, 0), 0);
-  rgpu_buf_free(&b);
   rgpu_client_close(c);
 }
 

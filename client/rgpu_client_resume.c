@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
 #include "rgpu_frame.h"
 
 void rgpu_resend_init(rgpu_resend_buf *b) { memset(b, 0, sizeof *b); }
@@ -39,19 +40,10 @@ static void drop_to(rgpu_resend_buf *b, uint64_t off) {
   if (b->nidx == 0) b->idx_head = 0;
 }
 
+/* The frame index is an array FIFO: confirmations take from the front
+ * (idx_head), appends push at the back. */
 static int index_push(rgpu_resend_buf *b, uint64_t seq, uint64_t end) {
-  if (b->idx_head + b->nidx == b->idx_cap) {
-    if (b->idx_head > b->idx_cap / 2) {
-      memmove(b->idx, b->idx + b->idx_head, b->nidx * sizeof *b->idx);
-      b->idx_head = 0;
-    } else {
-      size_t nc = b->idx_cap ? b->idx_cap * 2 : 256;
-      rgpu_resend_frame *ni = realloc(b->idx, nc * sizeof *ni);
-      if (!ni) return -1;
-      b->idx = ni;
-      b->idx_cap = nc;
-    }
-  }
+  if (RGPU_ARRAY_QUEUE_ROOM(b->idx, b->idx_head, b->nidx, b->idx_cap, 256)) return -1;
   b->idx[b->idx_head + b->nidx++] = (rgpu_resend_frame){seq, end};
   return 0;
 }

@@ -125,6 +125,39 @@ static void test_steady_state(void **state) {
   rgpu_resend_free(&b);
 }
 
+/* Confirmations that lag behind by a window: the frame index takes from
+ * its front while appends go on at the back, so it slides instead of
+ * growing, and still names exactly the unconfirmed frames. */
+static void test_index_window(void **state) {
+  (void)state;
+  rgpu_resend_buf b;
+  rgpu_resend_init(&b);
+  uint8_t f[64];
+  enum { WINDOW = 100, FRAMES = 10000 };
+  for (uint64_t s = 1; s <= FRAMES; s++) {
+    size_t n = frame(f, s, 16, (uint8_t)s);
+    struct iovec io = {f, n};
+    assert_int_equal(rgpu_resend_append(&b, &io, 1), 0);
+    if (s > WINDOW) rgpu_resend_confirm(&b, s - WINDOW);
+    assert_int_equal(b.nidx, s > WINDOW ? WINDOW : s);
+    assert_int_equal(b.idx[b.idx_head].seq, s > WINDOW ? s - WINDOW + 1 : 1);
+  }
+  assert_int_equal(b.idx_cap, 256); /* the first capacity was never outgrown */
+  const uint8_t *p;
+  size_t n, frames;
+  assert_int_equal(rgpu_resend_from(&b, b.base, &p, &n, &frames), 0);
+  assert_int_equal(frames, WINDOW);
+  assert_int_equal(n, (size_t)WINDOW * (RGPU_FRAME_HDR_SIZE + 16));
+  rgpu_frame_hdr h;
+  assert_int_equal(rgpu_frame_hdr_decode(p, 1 << 20, &h), 0);
+  assert_int_equal(h.seq, FRAMES - WINDOW + 1);
+  rgpu_resend_confirm(&b, FRAMES);
+  assert_int_equal(b.nidx, 0);
+  assert_int_equal(rgpu_resend_held(&b), 0);
+  assert_int_equal(b.oom, 0);
+  rgpu_resend_free(&b);
+}
+
 static void test_backoff(void **state) {
   (void)state;
   assert_int_equal(rgpu_resume_backoff_ms(0), 100);
@@ -175,6 +208,7 @@ int main(void) {
       cmocka_unit_test(test_confirm_by_reply),
       cmocka_unit_test(test_wire_order),
       cmocka_unit_test(test_steady_state),
+      cmocka_unit_test(test_index_window),
       cmocka_unit_test(test_backoff),
       cmocka_unit_test(test_append_aside_with_copier),
   };

@@ -53,6 +53,7 @@ void rgpu_mutex_destroy(rgpu_mutex *mu);
 
 static inline void rgpu_mutex_lock(rgpu_mutex *mu) { pthread_mutex_lock(&mu->m); }
 static inline void rgpu_mutex_unlock(rgpu_mutex *mu) { pthread_mutex_unlock(&mu->m); }
+static inline int rgpu_mutex_trylock(rgpu_mutex *mu) { return pthread_mutex_trylock(&mu->m); }
 static inline int rgpu_mutex_held(const rgpu_mutex *mu) {
   (void)mu;
   return 1;
@@ -84,6 +85,18 @@ static inline void rgpu_mutex_lock(rgpu_mutex *mu) {
   pthread_mutex_lock(&mu->m);
   atomic_store_explicit(&mu->owner, rgpu_mutex_self(), memory_order_relaxed);
   rgpu_mutex_count_acquired();
+}
+/* 0 when taken, else pthread_mutex_trylock's error (EBUSY: another thread
+ * holds it).  Trying a mutex the thread holds itself is a bug, as with
+ * rgpu_mutex_lock. */
+static inline int rgpu_mutex_trylock(rgpu_mutex *mu) {
+  assert(rgpu_mutex_not_held(mu) && "rgpu_mutex is not recursive");
+  int rc = pthread_mutex_trylock(&mu->m);
+  if (rc == 0) {
+    atomic_store_explicit(&mu->owner, rgpu_mutex_self(), memory_order_relaxed);
+    rgpu_mutex_count_acquired();
+  }
+  return rc;
 }
 static inline void rgpu_mutex_unlock(rgpu_mutex *mu) {
   assert(rgpu_mutex_held(mu) && "unlocking an rgpu_mutex this thread does not hold");

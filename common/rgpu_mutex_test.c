@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -60,6 +61,36 @@ static void test_static_and_dynamic(void **state) {
     assert_int_equal(rgpu_mutex_held_count(), 0);
   }
   rgpu_mutex_destroy(&dyn);
+}
+
+/* trylock: busy while another thread holds the mutex, and when it takes
+ * the mutex the caller owns it like after rgpu_mutex_lock. */
+static rgpu_mutex g_try_lock = RGPU_MUTEX_INITIALIZER;
+
+static void *try_other(void *arg) {
+  int *rc = arg;
+  *rc = rgpu_mutex_trylock(&g_try_lock);
+  if (*rc == 0) rgpu_mutex_unlock(&g_try_lock);
+  return NULL;
+}
+
+static void test_trylock(void **state) {
+  (void)state;
+  rgpu_mutex_lock(&g_try_lock);
+  int other = -1;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, try_other, &other), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(other, EBUSY);
+  rgpu_mutex_unlock(&g_try_lock);
+
+  assert_int_equal(rgpu_mutex_trylock(&g_try_lock), 0);
+  assert_true(rgpu_mutex_held(&g_try_lock));
+#ifndef NDEBUG
+  assert_int_equal(rgpu_mutex_held_count(), 1);
+#endif
+  rgpu_mutex_unlock(&g_try_lock);
+  assert_int_equal(rgpu_mutex_held_count(), 0);
 }
 
 /* Mutual exclusion still holds: N threads each add to a counter under the
@@ -171,6 +202,7 @@ static void test_misuse_aborts(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_static_and_dynamic),
+      cmocka_unit_test(test_trylock),
       cmocka_unit_test(test_exclusion),
       cmocka_unit_test(test_cond_wait_moves_owner),
       cmocka_unit_test(test_misuse_aborts),
