@@ -63,8 +63,14 @@ for f in "$E2E"/*; do
   n=$(basename "$f")
   [ -x "$f" ] && [ -f "$f" ] && [ "$n" != no_server ] && progs+=("$n")
 done
-printf '\n| program | native | native s | rgpu (tcp, real GPU) | rgpu s | round trips |\n|---|---|---|---|---|---|\n'
-fails=0
+# What a program printed, natively and through rgpu, must be the same text
+# (device printf included): rgpu's own log lines and lines with timings
+# are left out, and lines are compared sorted (blocks print in any order).
+normalized_output() {
+  grep -avE '^rgpu[-:[ ]|[0-9.]+ ?(ns|us|µs|ms|s|GB/s|MB/s|GFLOP/s)([^a-zA-Z]|$)' "$1" 2>/dev/null | sort
+}
+printf '\n| program | native | native s | rgpu (tcp, real GPU) | rgpu s | round trips | output |\n|---|---|---|---|---|---|---|\n'
+fails=0 differ=()
 for p in "${progs[@]}"; do
   exe=$E2E/$p
   [ -x "$exe" ] || { printf '| %s | missing | | missing | | |\n' "$p"; fails=$((fails+1)); continue; }
@@ -94,7 +100,13 @@ for p in "${progs[@]}"; do
   n=$([ $nrc = 0 ] && echo pass || { [ $nrc = 124 ] && echo "TIMEOUT(${limit}s)" || echo "FAIL($nrc)"; })
   r=$([ $rrc = 0 ] && echo pass || { [ $rrc = 124 ] && echo "TIMEOUT(${limit}s)" || echo "FAIL($rrc)"; })
   [ $rrc = 0 ] || fails=$((fails+1))
-  printf '| %s | %s | %s | %s | %s | %s |\n' "$p" "$n" "$(awk "BEGIN{printf \"%.2f\", $t1-$t0}")" "$r" "$(awk "BEGIN{printf \"%.2f\", $t2-$t1}")" "${rt:-?}"
+  same=same
+  if ! cmp -s <(normalized_output "$out/$p.native") <(normalized_output "$out/$p.rgpu"); then
+    same=DIFFERS differ+=("$p")
+    # A difference counts where the program passes natively.
+    [ $nrc = 0 ] && [ $rrc = 0 ] && fails=$((fails+1))
+  fi
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$p" "$n" "$(awk "BEGIN{printf \"%.2f\", $t1-$t0}")" "$r" "$(awk "BEGIN{printf \"%.2f\", $t2-$t1}")" "${rt:-?}" "$same"
 done
 echo
 for p in "${progs[@]}"; do
@@ -102,6 +114,10 @@ for p in "${progs[@]}"; do
     echo "--- $p through rgpu:"; tail -n 5 "$out/$p.rgpu" 2>/dev/null
     [ -s "$out/$p.bt" ] && { echo "--- $p: client and server session stacks"; grep -E '^(===|Thread|#[0-9]+ )' "$out/$p.bt" | grep -vE ' in (__GI_|__futex|futex_)' | head -n 150; }
   fi
+done
+for p in "${differ[@]}"; do
+  echo "--- $p: output natively (<) and through rgpu (>), normalized:"
+  diff <(normalized_output "$out/$p.native") <(normalized_output "$out/$p.rgpu") | head -n 12
 done
 echo "--- server log tail:"; tail -n 5 "$out/server.err"
 exit $fails

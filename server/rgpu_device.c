@@ -2,6 +2,7 @@
  * softgpu) after an authenticated HELLO, retaining and switching the primary
  * contexts, and forgetting or destroying what the session made on a device
  * (DEVICE_RESET, the end of the session). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,12 +22,7 @@ const char *rgpu_device_kind_name(rgpu_device_kind k) {
 
 static void print_handler(void *ctx, const char *text, size_t len) {
   rgpu_worker *w = ctx;
-  pthread_mutex_lock(&w->output.lock);
-  if (w->output.pending.len + len > RGPU_OUTPUT_MAX)
-    w->output.dropped += len;
-  else
-    rgpu_buf_put(&w->output.pending, text, len);
-  pthread_mutex_unlock(&w->output.lock);
+  rgpu_output_append(&w->output, text, len);
 }
 
 static int try_load(rgpu_worker *w, const char *path, char *err, size_t errlen) {
@@ -76,6 +72,10 @@ CUresult rgpu_worker_ensure_driver(rgpu_worker *w) {
   w->drv_state = 1;
   if (w->drv.sgSetPrintHandler && (w->caps & RGPU_CAP_OUTPUT))
     w->drv.sgSetPrintHandler(print_handler, w);
+  else if (!w->drv.is_softgpu && w->cfg.own_process && (w->caps & RGPU_CAP_OUTPUT) &&
+           rgpu_output_capture_start(&w->output) != 0)
+    RGPU_WARN("session=%llu device printf output stays on the server's stdout: %s",
+              (unsigned long long)w->cfg.session_id, strerror(errno));
   RGPU_INFO("session=%llu driver=%s devices=%d%s", (unsigned long long)w->cfg.session_id,
             w->drv.path, w->device_count, w->drv.is_softgpu ? " (softgpu)" : "");
   return CUDA_SUCCESS;

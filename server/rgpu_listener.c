@@ -176,6 +176,7 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   signal(SIGPIPE, SIG_IGN);
   rgpu_worker_config *cfg = &a.cfg;
   cfg->ctl_fd = fds[WORKER_FD_CTL] > 0 ? fds[WORKER_FD_CTL] : 0;
+  cfg->own_process = 1;
   uint64_t sid = cfg->session_id;
   /* The refusal line is the server's, as when the listener forked. */
   rgpu_log_set_component("server");

@@ -78,8 +78,7 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_handle_map_init(&w->events);
   rgpu_handle_map_init(&w->modules);
   rgpu_buf_init(&w->rep_buf);
-  rgpu_buf_init(&w->output.pending);
-  pthread_mutex_init(&w->output.lock, NULL);
+  rgpu_output_init(&w->output);
   pthread_mutex_init(&w->write_lock, NULL);
   pthread_mutex_init(&w->jobs.lock, NULL);
   pthread_cond_init(&w->jobs.cond, NULL);
@@ -105,14 +104,13 @@ void rgpu_worker_free(rgpu_worker *w) {
     rgpu_driver_unload(&w->drv);
   }
   rgpu_host_calls_free(w);
+  rgpu_output_free(&w->output);
   rgpu_alloc_table_free(&w->allocs);
   rgpu_handle_map_free(&w->streams);
   rgpu_handle_map_free(&w->events);
   rgpu_handle_map_free(&w->modules);
   rgpu_buf_free(&w->rep_buf);
-  rgpu_buf_free(&w->output.pending);
   rgpu_replay_free(&w->replay);
-  pthread_mutex_destroy(&w->output.lock);
   pthread_mutex_destroy(&w->write_lock);
   pthread_mutex_destroy(&w->jobs.lock);
   pthread_cond_destroy(&w->jobs.cond);
@@ -138,6 +136,7 @@ static void put_frame(rgpu_buf *out, uint8_t kind, uint16_t op, uint32_t aux, ui
 /* Moves device printf text into OUTPUT events, in max_payload pieces. */
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out) {
   pthread_mutex_lock(&w->output.lock);
+  rgpu_output_capture_drain(&w->output);
   size_t off = 0;
   while (off < w->output.pending.len) {
     size_t n = w->output.pending.len - off;

@@ -50,6 +50,10 @@ typedef struct {
   int ctl_fd;                 /* SOCK_SEQPACKET to the listener; <= 0 = none */
   size_t replay_bytes;        /* bound of the replay buffer; 0 = RGPU_REPLAY_DEFAULT_BYTES */
   char refuse_new[128];       /* non-empty: HELLO is refused with this text (full, draining) */
+  /* The worker owns its process (forked per session): with a real driver,
+   * fd 1 may become the pipe that carries device printf to the client
+   * (rgpu_output.h).  0 in-process (tests), where fd 1 is not ours. */
+  int own_process;
 } rgpu_worker_config;
 
 /* Messages between the listener and a worker on cfg.ctl_fd (one datagram

@@ -11,6 +11,7 @@
 #include "rgpu_dispatch.h"
 #include "rgpu_driver.h"
 #include "rgpu_messages.h"
+#include "rgpu_output.h"
 #include "rgpu_replay.h"
 #include "rgpu_req.h"
 #include "rgpu_session.h"
@@ -18,17 +19,6 @@
 #include "rgpu_worker.h"
 
 #define RGPU_MAX_DEVICES 64
-/* Device printf text waiting to be sent beyond this is dropped (and the
- * client told so): a runaway kernel must not exhaust the worker's memory. */
-#define RGPU_OUTPUT_MAX (16u << 20)
-
-/* Device printf text from the driver (softgpu may call its print handler
- * from its own threads), waiting to go out as OUTPUT events. */
-typedef struct {
-  pthread_mutex_t lock;
-  rgpu_buf pending;
-  uint64_t dropped; /* bytes beyond RGPU_OUTPUT_MAX, reported in a note */
-} rgpu_worker_output;
 
 /* Background completion (rgpu_jobs.c): jobs in flight and their threads. */
 typedef struct {
