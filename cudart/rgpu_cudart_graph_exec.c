@@ -626,44 +626,39 @@ static cudaError_t exec_set_node(cudaGraphExec_t x, flat_node *f, node_params *n
   return send_update(c, x, &x->lv[f->level], &idx, 1);
 }
 
-#define EXEC_SET_BEGIN(T)                                                  \
+/* Every cudaGraphExec*NodeSetParams shares one body: the node must be in
+ * the executable graph with type T; FILL (an expression over np and the
+ * caller's parameters, yielding a cudaError_t) fills a zeroed node_params
+ * that then replaces the node's, or is freed when FILL fails. */
+#define EXEC_SET(T, FILL)                                                  \
   rgpu_rt_count_call();                                                    \
   if (!valid_exec(hGraphExec) || !valid_node(node)) return rgpu_rt_ret(cudaErrorInvalidValue); \
   flat_node *f = exec_find(hGraphExec, node);                              \
   if (!f || f->p.type != (T)) return rgpu_rt_ret(cudaErrorInvalidValue);   \
   node_params np;                                                          \
   memset(&np, 0, sizeof np);                                               \
-  cudaError_t e
-
-#define EXEC_SET_END()                                 \
-  if (e != cudaSuccess) {                              \
-    node_params_free(&np);                                  \
-    return rgpu_rt_ret(e);                             \
-  }                                                    \
+  cudaError_t e = (FILL);                                                  \
+  if (e != cudaSuccess) {                                                  \
+    node_params_free(&np);                                                 \
+    return rgpu_rt_ret(e);                                                 \
+  }                                                                        \
   return rgpu_rt_ret(exec_set_node(hGraphExec, f, &np))
 
 RGPU_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                       const struct cudaKernelNodeParams *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeKernel);
-  e = node_params_kernel(&np, pNodeParams);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeKernel, node_params_kernel(&np, pNodeParams));
 }
 
 RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                       const struct cudaMemcpy3DParms *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  e = node_params_memcpy(&np, pNodeParams);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_memcpy(&np, pNodeParams));
 }
 
 RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec,
                                                         cudaGraphNode_t node, void *dst,
                                                         const void *src, size_t count,
                                                         enum cudaMemcpyKind kind) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
-  e = node_params_memcpy(&np, &cp);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_memcpy_1d(&np, dst, src, count, kind));
 }
 
 RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec,
@@ -671,9 +666,8 @@ RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hG
                                                               const void *symbol, const void *src,
                                                               size_t count, size_t offset,
                                                               enum cudaMemcpyKind kind) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  e = node_params_symbol(&np, 1, symbol, (void *)src, count, offset, kind);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemcpy,
+           node_params_symbol(&np, 1, symbol, (void *)src, count, offset, kind));
 }
 
 RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec,
@@ -681,34 +675,22 @@ RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t 
                                                                 const void *symbol, size_t count,
                                                                 size_t offset,
                                                                 enum cudaMemcpyKind kind) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  e = node_params_symbol(&np, 0, symbol, dst, count, offset, kind);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_symbol(&np, 0, symbol, dst, count, offset, kind));
 }
 
 RGPU_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                       const struct cudaMemsetParams *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemset);
-  e = node_params_memset(&np, pNodeParams);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemset, node_params_memset(&np, pNodeParams));
 }
 
 RGPU_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                     const struct cudaHostNodeParams *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeHost);
-  e = pNodeParams && pNodeParams->fn ? cudaSuccess : cudaErrorInvalidValue;
-  np.type = cudaGraphNodeTypeHost;
-  if (pNodeParams) np.op.host.params = *pNodeParams;
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeHost, node_params_host(&np, pNodeParams));
 }
 
 static cudaError_t exec_event_set(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                   enum cudaGraphNodeType t, cudaEvent_t event) {
-  EXEC_SET_BEGIN(t);
-  e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
-  np.type = t;
-  np.op.event.event = event;
-  EXEC_SET_END();
+  EXEC_SET(t, node_params_event(&np, t, event));
 }
 
 RGPU_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec,
