@@ -527,34 +527,29 @@ RGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaS
 RGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   return begin_capture(stream, 1, NULL, NULL, 0, mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
-                                                   const cudaGraphNode_t *dependencies,
-                                                   const cudaGraphEdgeData *dependencyData,
-                                                   size_t numDependencies,
-                                                   enum cudaStreamCaptureMode mode) {
+/* Capture into an existing graph: the legacy and per-thread entry points
+ * differ only in per_thread.  Edge data is ignored: only default edges
+ * exist without programmatic launches. */
+#define BEGIN_CAPTURE_TO_GRAPH_ARGS                                                     \
+  cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies,          \
+      const cudaGraphEdgeData *dependencyData, size_t numDependencies,                  \
+      enum cudaStreamCaptureMode mode
+static cudaError_t begin_capture_to_graph(int per_thread, BEGIN_CAPTURE_TO_GRAPH_ARGS) {
   (void)dependencyData;
   if (!graph) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidValue);
   }
-  return begin_capture(stream, 0, graph, dependencies, numDependencies, mode);
+  return begin_capture(stream, per_thread, graph, dependencies, numDependencies, mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
-                                                        const cudaGraphNode_t *dependencies,
-                                                        const cudaGraphEdgeData *dependencyData,
-                                                        size_t numDependencies,
-                                                        enum cudaStreamCaptureMode mode);
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
-                                                        const cudaGraphNode_t *dependencies,
-                                                        const cudaGraphEdgeData *dependencyData,
-                                                        size_t numDependencies,
-                                                        enum cudaStreamCaptureMode mode) {
-  (void)dependencyData;
-  if (!graph) {
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  return begin_capture(stream, 1, graph, dependencies, numDependencies, mode);
+RGPU_API cudaError_t cudaStreamBeginCaptureToGraph(BEGIN_CAPTURE_TO_GRAPH_ARGS) {
+  return begin_capture_to_graph(0, stream, graph, dependencies, dependencyData, numDependencies,
+                                mode);
+}
+RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(BEGIN_CAPTURE_TO_GRAPH_ARGS);
+RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(BEGIN_CAPTURE_TO_GRAPH_ARGS) {
+  return begin_capture_to_graph(1, stream, graph, dependencies, dependencyData, numDependencies,
+                                mode);
 }
 
 /* Whether node n is one of roots or an ancestor of one. */
