@@ -169,15 +169,25 @@ RGPU_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return e;
 }
 
+/* What synchronize and query do before their round trip: connect, resolve
+ * the stream, and refuse while it is capturing.  The error returned is
+ * already final (recorded as the last error where CUDA records it). */
+static cudaError_t stream_enter_sync(cudaStream_t stream, int per_thread, rgpu_client **c,
+                                     uint64_t *wire, int *dev) {
+  cudaError_t e = rgpu_rt_enter(c);
+  if (e != cudaSuccess) return e;
+  e = rgpu_rt_stream_resolve(*c, stream, per_thread, wire, dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_graph_check_sync(*wire)) != cudaSuccess) return rgpu_rt_ret(e);
+  return cudaSuccess;
+}
+
 static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
   rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
   uint64_t wire;
   int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = stream_enter_sync(stream, per_thread, &c, &wire, &dev);
+  if (e != cudaSuccess) return e;
   return rgpu_rt_sync_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_SYNC_STREAM, wire, wire));
 }
 
@@ -199,13 +209,10 @@ static cudaError_t query_ret(rgpu_client *c, int rc) {
 
 static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
   rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
   uint64_t wire;
   int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = stream_enter_sync(stream, per_thread, &c, &wire, &dev);
+  if (e != cudaSuccess) return e;
   return query_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_QUERY_STREAM, wire, wire));
 }
 
