@@ -561,15 +561,24 @@ static int reaches(cudaGraphNode_t *roots, size_t nroots, cudaGraphNode_t n, int
   return 0;
 }
 
-static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t *pGraph) {
+/* The prologue of end and info: connect, refuse a missing out-parameter
+ * (out_given 0), and resolve the stream to its wire id.  The error
+ * returned is already final. */
+static cudaError_t capture_stream_wire(cudaStream_t stream, int per_thread, int out_given,
+                                       uint64_t *wire) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if (!pGraph) return rgpu_rt_ret(cudaErrorInvalidValue);
-  uint64_t wire;
+  if (!out_given) return rgpu_rt_ret(cudaErrorInvalidValue);
   int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, wire, &dev);
+  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
+}
+
+static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t *pGraph) {
+  uint64_t wire;
+  cudaError_t e = capture_stream_wire(stream, per_thread, pGraph != NULL, &wire);
+  if (e != cudaSuccess) return e;
   rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
   if (!cs) {
@@ -621,14 +630,9 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
                                 enum cudaStreamCaptureStatus *status, unsigned long long *id,
                                 cudaGraph_t *graph, const cudaGraphNode_t **deps,
                                 const cudaGraphEdgeData **edges, size_t *ndeps) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!status) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
-  int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = capture_stream_wire(stream, per_thread, status != NULL, &wire);
+  if (e != cudaSuccess) return e;
   rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = atomic_load(&g_capturing) ? cs_find(wire) : NULL;
   if (!cs && wire == 0) {
