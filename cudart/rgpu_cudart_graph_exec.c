@@ -630,6 +630,7 @@ static cudaError_t exec_set_node(cudaGraphExec_t x, flat_node *f, node_params *n
  * the executable graph with type T; FILL (an expression over np and the
  * caller's parameters, yielding a cudaError_t) fills a zeroed node_params
  * that then replaces the node's, or is freed when FILL fails. */
+#define EXEC_SET_ARGS cudaGraphExec_t hGraphExec, cudaGraphNode_t node
 #define EXEC_SET(T, FILL)                                                  \
   rgpu_rt_count_call();                                                    \
   if (!valid_exec(hGraphExec) || !valid_node(node)) return rgpu_rt_ret(cudaErrorInvalidValue); \
@@ -644,52 +645,44 @@ static cudaError_t exec_set_node(cudaGraphExec_t x, flat_node *f, node_params *n
   }                                                                        \
   return rgpu_rt_ret(exec_set_node(hGraphExec, f, &np))
 
-RGPU_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                      const struct cudaKernelNodeParams *pNodeParams) {
+RGPU_API cudaError_t cudaGraphExecKernelNodeSetParams(EXEC_SET_ARGS, const struct cudaKernelNodeParams *pNodeParams) {
   EXEC_SET(cudaGraphNodeTypeKernel, node_params_kernel(&np, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                      const struct cudaMemcpy3DParms *pNodeParams) {
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams(EXEC_SET_ARGS, const struct cudaMemcpy3DParms *pNodeParams) {
   EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_memcpy(&np, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec,
-                                                        cudaGraphNode_t node, void *dst,
-                                                        const void *src, size_t count,
-                                                        enum cudaMemcpyKind kind) {
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(EXEC_SET_ARGS, void *dst, const void *src,
+                                                        size_t count, enum cudaMemcpyKind kind) {
   EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_memcpy_1d(&np, dst, src, count, kind));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec,
-                                                              cudaGraphNode_t node,
-                                                              const void *symbol, const void *src,
-                                                              size_t count, size_t offset,
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(EXEC_SET_ARGS, const void *symbol,
+                                                              const void *src, size_t count,
+                                                              size_t offset,
                                                               enum cudaMemcpyKind kind) {
   EXEC_SET(cudaGraphNodeTypeMemcpy,
            node_params_symbol(&np, 1, symbol, (void *)src, count, offset, kind));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec,
-                                                                cudaGraphNode_t node, void *dst,
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(EXEC_SET_ARGS, void *dst,
                                                                 const void *symbol, size_t count,
                                                                 size_t offset,
                                                                 enum cudaMemcpyKind kind) {
   EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_symbol(&np, 0, symbol, dst, count, offset, kind));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                      const struct cudaMemsetParams *pNodeParams) {
+RGPU_API cudaError_t cudaGraphExecMemsetNodeSetParams(EXEC_SET_ARGS, const struct cudaMemsetParams *pNodeParams) {
   EXEC_SET(cudaGraphNodeTypeMemset, node_params_memset(&np, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                    const struct cudaHostNodeParams *pNodeParams) {
+RGPU_API cudaError_t cudaGraphExecHostNodeSetParams(EXEC_SET_ARGS, const struct cudaHostNodeParams *pNodeParams) {
   EXEC_SET(cudaGraphNodeTypeHost, node_params_host(&np, pNodeParams));
 }
 
-static cudaError_t exec_event_set(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                  enum cudaGraphNodeType t, cudaEvent_t event) {
+static cudaError_t exec_event_set(EXEC_SET_ARGS, enum cudaGraphNodeType t,
+                                  cudaEvent_t event) {
   EXEC_SET(t, node_params_event(&np, t, event));
 }
 
