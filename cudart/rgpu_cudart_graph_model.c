@@ -789,18 +789,29 @@ RGPU_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node,
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
-                                              const cudaGraphNode_t *to,
-                                              const cudaGraphEdgeData *edgeData,
-                                              size_t numDependencies) {
+/* Add and remove take the same edge list and check it the same way, but
+ * for the edge's presence: an added edge must be new (and not a self
+ * loop), a removed one must exist.  Nothing changes unless every edge
+ * passes. */
+#define GRAPH_EDGE_ARGS                                                                     \
+  cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to,                \
+      const cudaGraphEdgeData *edgeData, size_t numDependencies
+static int edges_valid(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                       size_t n, int adding) {
+  if (!valid_graph(graph) || (n && (!from || !to))) return 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!valid_node(from[i]) || !valid_node(to[i]) || to[i]->g != graph) return 0;
+    if (adding ? from[i]->g != graph || from[i] == to[i] || has_dep(to[i], from[i])
+               : !has_dep(to[i], from[i]))
+      return 0;
+  }
+  return 1;
+}
+
+RGPU_API cudaError_t cudaGraphAddDependencies(GRAPH_EDGE_ARGS) {
   (void)edgeData;
   rgpu_rt_count_call();
-  if (!valid_graph(graph) || (numDependencies && (!from || !to)))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  for (size_t i = 0; i < numDependencies; i++)
-    if (!valid_node(from[i]) || !valid_node(to[i]) || from[i]->g != graph || to[i]->g != graph ||
-        from[i] == to[i] || has_dep(to[i], from[i]))
-      return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!edges_valid(graph, from, to, numDependencies, 1)) return rgpu_rt_ret(cudaErrorInvalidValue);
   for (size_t i = 0; i < numDependencies; i++) {
     cudaError_t e = add_dep(to[i], from[i]);
     if (e != cudaSuccess) return rgpu_rt_ret(e);
@@ -817,17 +828,10 @@ static void remove_dep(cudaGraphNode_t n, cudaGraphNode_t d) {
     }
 }
 
-RGPU_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
-                                                 const cudaGraphNode_t *to,
-                                                 const cudaGraphEdgeData *edgeData,
-                                                 size_t numDependencies) {
+RGPU_API cudaError_t cudaGraphRemoveDependencies(GRAPH_EDGE_ARGS) {
   (void)edgeData;
   rgpu_rt_count_call();
-  if (!valid_graph(graph) || (numDependencies && (!from || !to)))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  for (size_t i = 0; i < numDependencies; i++)
-    if (!valid_node(from[i]) || !valid_node(to[i]) || to[i]->g != graph || !has_dep(to[i], from[i]))
-      return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!edges_valid(graph, from, to, numDependencies, 0)) return rgpu_rt_ret(cudaErrorInvalidValue);
   for (size_t i = 0; i < numDependencies; i++) remove_dep(to[i], from[i]);
   return cudaSuccess;
 }
