@@ -229,15 +229,7 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   case cudaGraphNodeTypeKernel: {
     const rgpu_rt_op *o = &p->op;
     n.type = RGPU_GNODE_KERNEL;
-    n.kernel = (rgpu_gnode_kernel){.module_id = o->launch.module_id,
-                                   .func_index = o->launch.func_index,
-                                   .grid_x = o->launch.grid.x,
-                                   .grid_y = o->launch.grid.y,
-                                   .grid_z = o->launch.grid.z,
-                                   .block_x = o->launch.block.x,
-                                   .block_y = o->launch.block.y,
-                                   .block_z = o->launch.block.z,
-                                   .shared_bytes = o->launch.shmem};
+    n.kernel = (rgpu_gnode_kernel){RGPU_RT_LAUNCH_FIXED_FIELDS(o)};
     plen = (uint32_t)o->launch.plen;
     rgpu_buf_put(&x->params, o->launch.params, o->launch.plen);
     break;

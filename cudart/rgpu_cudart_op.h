@@ -66,6 +66,17 @@ typedef struct {
   };
 } rgpu_rt_op;
 
+/* The kernel's fixed fields in a designated initializer: the LAUNCH
+ * request and the graph's kernel node (rgpu_gnode_kernel) name them alike,
+ * so both are filled from one list.  op: a const rgpu_rt_op * of kind
+ * launch. */
+#define RGPU_RT_LAUNCH_FIXED_FIELDS(op)                                                     \
+  .module_id = (op)->launch.module_id, .func_index = (op)->launch.func_index,               \
+  .grid_x = (op)->launch.grid.x, .grid_y = (op)->launch.grid.y,                             \
+  .grid_z = (op)->launch.grid.z, .block_x = (op)->launch.block.x,                           \
+  .block_y = (op)->launch.block.y, .block_z = (op)->launch.block.z,                         \
+  .shared_bytes = (op)->launch.shmem
+
 /* 1D copy parameters: n bytes from src to dst. */
 struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
                                          enum cudaMemcpyKind kind);
