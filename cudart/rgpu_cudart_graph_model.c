@@ -82,6 +82,12 @@ cudaError_t node_params_copy(node_params *dst, const node_params *src) {
 /* ---- kernel parameters: packed through the launch path ------------------ */
 
 
+/* rgpu_rt_launch_with's use for a kernel node: the node copies the op. */
+static cudaError_t copy_launch(rgpu_client *c, const rgpu_rt_op *op, void *np) {
+  (void)c;
+  return node_params_launch(np, op);
+}
+
 cudaError_t node_params_kernel(node_params *p, const struct cudaKernelNodeParams *kp) {
   if (!kp || !kp->func) return cudaErrorInvalidValue;
   if (kp->extra && !kp->kernelParams) {
@@ -94,22 +100,11 @@ cudaError_t node_params_kernel(node_params *p, const struct cudaKernelNodeParams
   if (!f) return cudaErrorInvalidDeviceFunction;
   /* The launch path's own checks and packing, without sending: a kernel
    * node is exactly the operation a launch on the legacy stream would be.
-   * rgpu_rt_enter counts the call and connects, as the launch did. */
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  uint8_t stackbuf[4096];
-  uint8_t *heap;
-  rgpu_rt_op op;
-  e = rgpu_rt_launch_prepare(c, f, kp->gridDim, kp->blockDim, kp->kernelParams, kp->sharedMemBytes,
-                             NULL, 0, stackbuf, sizeof stackbuf, &heap, &op);
-  if (e != cudaSuccess) {
-    free(heap);
-    return rgpu_rt_ret(e);
-  }
+   * rgpu_rt_launch_with counts the call and connects, as the launch did. */
   node_params np;
-  e = node_params_launch(&np, &op);
-  free(heap);
+  memset(&np, 0, sizeof np); /* freed below also when the launch fails before the copy */
+  cudaError_t e = rgpu_rt_launch_with(f, kp->gridDim, kp->blockDim, kp->kernelParams,
+                                      kp->sharedMemBytes, NULL, 0, copy_launch, &np);
   if (e != cudaSuccess) {
     node_params_free(&np);
     return e;
