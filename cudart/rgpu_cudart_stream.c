@@ -220,22 +220,34 @@ RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(
 RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
 RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return stream_query(stream, 1); }
 
-static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
-                                     int per_thread) {
+/* Recording an event on a stream and making a stream wait for one are the
+ * same operation but for its kind: each accepts only its own "external"
+ * flag, and a record must be on a stream of the event's device. */
+static cudaError_t submit_event_op(rgpu_rt_op_kind kind, cudaEvent_t event, cudaStream_t stream,
+                                   unsigned flags, int per_thread) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!event || event->magic != RGPU_EVENT_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  if (flags & ~(unsigned)cudaEventWaitExternal) return rgpu_rt_ret(cudaErrorInvalidValue);
+  unsigned allowed = kind == RGPU_RT_OP_EVENT_RECORD ? (unsigned)cudaEventRecordExternal
+                                                     : (unsigned)cudaEventWaitExternal;
+  if (flags & ~allowed) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_EVENT_WAIT, .stream = wire, .device = dev};
+  if (kind == RGPU_RT_OP_EVENT_RECORD && dev != event->device)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_rt_op op = {.kind = kind, .stream = wire, .device = dev};
   op.event.event = event;
   op.event.flags = flags;
   return rgpu_rt_submit(c, &op);
+}
+
+static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
+                                     int per_thread) {
+  return submit_event_op(RGPU_RT_OP_EVENT_WAIT, event, stream, flags, per_thread);
 }
 
 RGPU_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
@@ -354,21 +366,7 @@ RGPU_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned flags,
                                 int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!event || event->magic != RGPU_EVENT_MAGIC)
-    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  if (flags & ~(unsigned)cudaEventRecordExternal) return rgpu_rt_ret(cudaErrorInvalidValue);
-  uint64_t wire;
-  int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (dev != event->device) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_EVENT_RECORD, .stream = wire, .device = dev};
-  op.event.event = event;
-  op.event.flags = flags;
-  return rgpu_rt_submit(c, &op);
+  return submit_event_op(RGPU_RT_OP_EVENT_RECORD, event, stream, flags, per_thread);
 }
 
 RGPU_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
