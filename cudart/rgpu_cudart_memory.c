@@ -108,27 +108,14 @@ RGPU_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t cou
 
 /* ---- memset ------------------------------------------------------------- */
 
+static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t width,
+                                   size_t height, cudaStream_t stream, int per_thread);
+
+/* A 1D memset is the one-row 2D memset (pitch = width = count): the same
+ * checks, the same MEMSET op. */
 static cudaError_t memset_common(void *devPtr, int value, size_t count, cudaStream_t stream,
                                  int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (count == 0) return cudaSuccess;
-  rgpu_range r;
-  if (!is_device_range((uint64_t)(uintptr_t)devPtr, count, &r))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  uint64_t wire;
-  int sdev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = r.device};
-  op.fill = (struct cudaMemsetParams){.dst = devPtr,
-                                      .pitch = count,
-                                      .value = (unsigned)(value & 0xff),
-                                      .elementSize = 1,
-                                      .width = count,
-                                      .height = 1};
-  return rgpu_rt_submit(c, &op);
+  return memset2d_common(devPtr, count, value, count, 1, stream, per_thread);
 }
 
 RGPU_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
