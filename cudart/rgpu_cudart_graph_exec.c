@@ -218,6 +218,24 @@ static void enc_flat(node_enc *x, const flat_node *f) {
   }
 }
 
+/* One side of a copy node as the wire carries it: its device address (0
+ * for a host side, which the client moves itself), pitch and rows (the
+ * extent's where the API left them 0); a staged host side is the staging
+ * buffer, packed. */
+static void gcopy_side(const struct cudaPitchedPtr *pp, const struct cudaExtent *ex,
+                       uint64_t dev_addr, int host_side, uint64_t stage, uint64_t *addr,
+                       uint64_t *pitch, uint64_t *rows) {
+  if (host_side && stage) {
+    *addr = stage;
+    *pitch = ex->width;
+    *rows = ex->height;
+    return;
+  }
+  *addr = host_side ? 0 : dev_addr;
+  *pitch = pp->pitch ? pp->pitch : ex->width;
+  *rows = pp->ysize ? pp->ysize : ex->height;
+}
+
 static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   /* The node's fields as the server sees them (proto/rgpu_graph_nodes.def);
    * the generated codec turns them into the wire words. */
@@ -244,27 +262,14 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
     c->dir = cp->kind == cudaMemcpyHostToDevice   ? RGPU_GCOPY_H2D
              : cp->kind == cudaMemcpyDeviceToHost ? RGPU_GCOPY_D2H
                                                   : RGPU_GCOPY_D2D;
-    c->dst = c->dir == RGPU_GCOPY_D2H ? 0 : db;
-    c->src = c->dir == RGPU_GCOPY_H2D ? 0 : sb;
     c->width = cp->extent.width, c->height = cp->extent.height, c->depth = cp->extent.depth;
-    c->dst_pitch = cp->dstPtr.pitch ? cp->dstPtr.pitch : cp->extent.width;
-    c->dst_rows = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
-    if (c->dir == RGPU_GCOPY_D2H && stage) {
-      c->dir = RGPU_GCOPY_D2D;
-      c->dst = stage;
-      c->dst_pitch = cp->extent.width;
-      c->dst_rows = cp->extent.height;
-    }
-    c->src_pitch = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
-    c->src_rows = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
-    if (c->dir == RGPU_GCOPY_H2D && stage) {
-      /* A large host source goes ahead of the launch with an ordinary
-       * (chunked) copy into its staging buffer. */
-      c->dir = RGPU_GCOPY_D2D;
-      c->src = stage;
-      c->src_pitch = cp->extent.width;
-      c->src_rows = cp->extent.height;
-    }
+    /* A staged host side is the device staging buffer instead (a large
+     * host source goes ahead of the launch with an ordinary, chunked copy
+     * into it), and the copy becomes device to device. */
+    int host_dst = c->dir == RGPU_GCOPY_D2H, host_src = c->dir == RGPU_GCOPY_H2D;
+    if (stage && (host_dst || host_src)) c->dir = RGPU_GCOPY_D2D;
+    gcopy_side(&cp->dstPtr, &cp->extent, db, host_dst, stage, &c->dst, &c->dst_pitch, &c->dst_rows);
+    gcopy_side(&cp->srcPtr, &cp->extent, sb, host_src, stage, &c->src, &c->src_pitch, &c->src_rows);
     break;
   }
   case cudaGraphNodeTypeMemset: {
