@@ -569,42 +569,36 @@ static CUresult ctx_arg(CUcontext c, sg_ctx **out) {
   return sg_current(out);
 }
 
+/* Copy and memset nodes run in a context (ctx, or the current one): the
+ * node takes the checked parameters (CHECK, a CUresult expression) and the
+ * context into its union member MEMBER.  The names are the driver API's
+ * parameter names of cuGraphAdd{Memcpy,Memset}Node. */
+#define ADD_CTX_NODE(CHECK, TYPE, MEMBER, PARAMS)                                             \
+  sg_ctx *c;                                                                                  \
+  CUresult r = ctx_arg(ctx, &c);                                                              \
+  if (r) return r;                                                                            \
+  pthread_mutex_lock(&sg_graph_lock);                                                         \
+  r = (CHECK);                                                                                \
+  sg_gnode *n = NULL;                                                                         \
+  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, (TYPE), &n);      \
+  if (!r) {                                                                                   \
+    n->u.MEMBER.p = *(PARAMS);                                                                \
+    n->u.MEMBER.ctx = c;                                                                      \
+    *phGraphNode = n;                                                                         \
+  }                                                                                           \
+  pthread_mutex_unlock(&sg_graph_lock);                                                       \
+  return r
+
 SG_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode *dependencies, size_t numDependencies,
                                                 const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  r = sg_memcpy3d_check(copyParams);
-  sg_gnode *n = NULL;
-  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMCPY, &n);
-  if (!r) {
-    n->u.cp.p = *copyParams;
-    n->u.cp.ctx = c;
-    *phGraphNode = n;
-  }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  ADD_CTX_NODE(sg_memcpy3d_check(copyParams), CU_GRAPH_NODE_TYPE_MEMCPY, cp, copyParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode *dependencies, size_t numDependencies,
                                                 const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  r = memset_check(memsetParams);
-  sg_gnode *n = NULL;
-  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET, &n);
-  if (!r) {
-    n->u.ms.p = *memsetParams;
-    n->u.ms.ctx = c;
-    *phGraphNode = n;
-  }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  ADD_CTX_NODE(memset_check(memsetParams), CU_GRAPH_NODE_TYPE_MEMSET, ms, memsetParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
