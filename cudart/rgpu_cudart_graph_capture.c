@@ -523,8 +523,7 @@ static cudaError_t begin_capture(cudaStream_t stream, int per_thread, cudaGraph_
 RGPU_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   return begin_capture(stream, 0, NULL, NULL, 0, mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
-RGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+RGPU_API_PTSZ(cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)) {
   return begin_capture(stream, 1, NULL, NULL, 0, mode);
 }
 /* Capture into an existing graph: the legacy and per-thread entry points
@@ -546,8 +545,7 @@ RGPU_API cudaError_t cudaStreamBeginCaptureToGraph(BEGIN_CAPTURE_TO_GRAPH_ARGS) 
   return begin_capture_to_graph(0, stream, graph, dependencies, dependencyData, numDependencies,
                                 mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(BEGIN_CAPTURE_TO_GRAPH_ARGS);
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(BEGIN_CAPTURE_TO_GRAPH_ARGS) {
+RGPU_API_PTSZ(cudaError_t cudaStreamBeginCaptureToGraph_ptsz(BEGIN_CAPTURE_TO_GRAPH_ARGS)) {
   return begin_capture_to_graph(1, stream, graph, dependencies, dependencyData, numDependencies,
                                 mode);
 }
@@ -621,8 +619,7 @@ static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t 
 RGPU_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
   return end_capture(stream, 0, pGraph);
 }
-RGPU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
-RGPU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph) {
+RGPU_API_PTSZ(cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)) {
   return end_capture(stream, 1, pGraph);
 }
 
@@ -663,10 +660,8 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
 RGPU_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus) {
   return capture_info(stream, 0, pCaptureStatus, NULL, NULL, NULL, NULL, NULL);
 }
-RGPU_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                                enum cudaStreamCaptureStatus *pCaptureStatus);
-RGPU_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                                enum cudaStreamCaptureStatus *pCaptureStatus) {
+RGPU_API_PTSZ(cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                                     enum cudaStreamCaptureStatus *pCaptureStatus)) {
   return capture_info(stream, 1, pCaptureStatus, NULL, NULL, NULL, NULL, NULL);
 }
 
@@ -679,18 +674,12 @@ RGPU_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
   return capture_info(stream, 0, captureStatus_out, id_out, graph_out, dependencies_out,
                       edgeData_out, numDependencies_out);
 }
-RGPU_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-                                                   enum cudaStreamCaptureStatus *captureStatus_out,
-                                                   unsigned long long *id_out, cudaGraph_t *graph_out,
-                                                   const cudaGraphNode_t **dependencies_out,
-                                                   const cudaGraphEdgeData **edgeData_out,
-                                                   size_t *numDependencies_out);
-RGPU_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-                                                   enum cudaStreamCaptureStatus *captureStatus_out,
-                                                   unsigned long long *id_out, cudaGraph_t *graph_out,
-                                                   const cudaGraphNode_t **dependencies_out,
-                                                   const cudaGraphEdgeData **edgeData_out,
-                                                   size_t *numDependencies_out) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                                        enum cudaStreamCaptureStatus *captureStatus_out,
+                                                        unsigned long long *id_out, cudaGraph_t *graph_out,
+                                                        const cudaGraphNode_t **dependencies_out,
+                                                        const cudaGraphEdgeData **edgeData_out,
+                                                        size_t *numDependencies_out)) {
   return capture_info(stream, 1, captureStatus_out, id_out, graph_out, dependencies_out,
                       edgeData_out, numDependencies_out);
 }
@@ -732,16 +721,11 @@ RGPU_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cu
   (void)dependencyData;
   return update_capture_deps(stream, 0, dependencies, numDependencies, flags);
 }
-RGPU_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
-                                                              cudaGraphNode_t *dependencies,
-                                                              const cudaGraphEdgeData *dependencyData,
-                                                              size_t numDependencies,
-                                                              unsigned int flags);
-RGPU_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
-                                                              cudaGraphNode_t *dependencies,
-                                                              const cudaGraphEdgeData *dependencyData,
-                                                              size_t numDependencies,
-                                                              unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
+                                                                   cudaGraphNode_t *dependencies,
+                                                                   const cudaGraphEdgeData *dependencyData,
+                                                                   size_t numDependencies,
+                                                                   unsigned int flags)) {
   (void)dependencyData;
   return update_capture_deps(stream, 1, dependencies, numDependencies, flags);
 }

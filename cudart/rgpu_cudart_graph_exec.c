@@ -523,12 +523,9 @@ RGPU_API cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec,
                                                     cudaGraphInstantiateParams *instantiateParams) {
   return instantiate_with_params(pGraphExec, graph, instantiateParams, 0);
 }
-RGPU_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
-                                                         cudaGraph_t graph,
-                                                         cudaGraphInstantiateParams *instantiateParams);
-RGPU_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
-                                                         cudaGraph_t graph,
-                                                         cudaGraphInstantiateParams *instantiateParams) {
+RGPU_API_PTSZ(cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
+                                                              cudaGraph_t graph,
+                                                              cudaGraphInstantiateParams *instantiateParams)) {
   return instantiate_with_params(pGraphExec, graph, instantiateParams, 1);
 }
 
@@ -1061,8 +1058,7 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
 RGPU_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return launch(graphExec, stream, 0);
 }
-RGPU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-RGPU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)) {
   return launch(graphExec, stream, 1);
 }
 
@@ -1079,8 +1075,7 @@ static cudaError_t upload(cudaGraphExec_t x, cudaStream_t stream, int per_thread
 RGPU_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return upload(graphExec, stream, 0);
 }
-RGPU_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-RGPU_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)) {
   return upload(graphExec, stream, 1);
 }
 

@@ -703,10 +703,8 @@ RGPU_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 block
   return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 0);
 }
 
-RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
-                                           void **args, size_t sharedMem, cudaStream_t stream);
-RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
-                                           void **args, size_t sharedMem, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+                                                void **args, size_t sharedMem, cudaStream_t stream)) {
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) {
     /* CUDA 13 answers a pointer that is no registered kernel with

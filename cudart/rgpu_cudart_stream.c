@@ -192,8 +192,7 @@ static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
 }
 
 RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return stream_sync(stream, 0); }
-RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
-RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)) {
   return stream_sync(stream, 1);
 }
 
@@ -217,8 +216,7 @@ static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
 }
 
 RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(stream, 0); }
-RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
-RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return stream_query(stream, 1); }
+RGPU_API_PTSZ(cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)) { return stream_query(stream, 1); }
 
 /* Recording an event on a stream and making a stream wait for one are the
  * same operation but for its kind: each accepts only its own "external"
@@ -254,10 +252,8 @@ RGPU_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                          unsigned int flags) {
   return stream_wait_event(stream, event, flags, 0);
 }
-RGPU_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
-                                              unsigned int flags);
-RGPU_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
-                                              unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                                   unsigned int flags)) {
   return stream_wait_event(stream, event, flags, 1);
 }
 
@@ -280,24 +276,21 @@ RGPU_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags) {
   if (!flags) return rgpu_rt_ret(cudaErrorInvalidValue);
   return stream_get(s, flags, NULL, NULL);
 }
-RGPU_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags);
-RGPU_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags)) {
   return cudaStreamGetFlags(s, flags);
 }
 RGPU_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority) {
   if (!priority) return rgpu_rt_ret(cudaErrorInvalidValue);
   return stream_get(s, NULL, priority, NULL);
 }
-RGPU_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority);
-RGPU_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority)) {
   return cudaStreamGetPriority(s, priority);
 }
 RGPU_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) {
   if (!device) return rgpu_rt_ret(cudaErrorInvalidValue);
   return stream_get(s, NULL, NULL, device);
 }
-RGPU_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device);
-RGPU_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device)) {
   return cudaStreamGetDevice(s, device);
 }
 
@@ -372,8 +365,7 @@ static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned
 RGPU_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return event_record(event, stream, 0, 0);
 }
-RGPU_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
-RGPU_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)) {
   return event_record(event, stream, 0, 1);
 }
 /* cudaEventRecordExternal only matters during stream capture, which rgpu
@@ -382,10 +374,8 @@ RGPU_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t st
                                               unsigned int flags) {
   return event_record(event, stream, flags, 0);
 }
-RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
-                                                   unsigned int flags);
-RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
-                                                   unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+                                                        unsigned int flags)) {
   return event_record(event, stream, flags, 1);
 }
 
