@@ -987,15 +987,22 @@ static int host_nodes_may_queue(cudaGraphExec_t x, size_t L) {
   return 1;
 }
 
-static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
+/* What launch and upload do first: connect, check the executable graph,
+ * resolve the stream.  The error returned is already final. */
+static cudaError_t exec_on_stream(cudaGraphExec_t x, cudaStream_t stream, int per_thread,
+                                  rgpu_client **c, uint64_t *wire, int *sdev) {
+  cudaError_t e = rgpu_rt_enter(c);
   if (e != cudaSuccess) return e;
   if (!valid_exec(x)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return rgpu_rt_ret(rgpu_rt_stream_resolve(*c, stream, per_thread, wire, sdev));
+}
+
+static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
   uint64_t wire;
   int sdev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = exec_on_stream(x, stream, per_thread, &c, &wire, &sdev);
+  if (e != cudaSuccess) return e;
   if (sdev != x->device) return rgpu_rt_ret(cudaErrorInvalidValue);
   if (rgpu_rt_graph_is_capturing(wire)) {
     static int logged;
@@ -1065,12 +1072,9 @@ RGPU_API_PTSZ(cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaSt
 /* The graph is on the server since instantiation: nothing to upload. */
 static cudaError_t upload(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
   rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!valid_exec(x)) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
   int sdev;
-  return rgpu_rt_ret(rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev));
+  return exec_on_stream(x, stream, per_thread, &c, &wire, &sdev);
 }
 RGPU_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return upload(graphExec, stream, 0);
