@@ -169,33 +169,6 @@ RGPU_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return e;
 }
 
-/* What synchronize and query do before their round trip: connect, resolve
- * the stream, and refuse while it is capturing.  The error returned is
- * already final (recorded as the last error where CUDA records it). */
-static cudaError_t stream_enter_sync(cudaStream_t stream, int per_thread, rgpu_client **c,
-                                     uint64_t *wire, int *dev) {
-  cudaError_t e = rgpu_rt_enter(c);
-  if (e != cudaSuccess) return e;
-  e = rgpu_rt_stream_resolve(*c, stream, per_thread, wire, dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if ((e = rgpu_rt_graph_check_sync(*wire)) != cudaSuccess) return rgpu_rt_ret(e);
-  return cudaSuccess;
-}
-
-static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
-  rgpu_client *c;
-  uint64_t wire;
-  int dev;
-  cudaError_t e = stream_enter_sync(stream, per_thread, &c, &wire, &dev);
-  if (e != cudaSuccess) return e;
-  return rgpu_rt_sync_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_SYNC_STREAM, wire, wire));
-}
-
-RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return stream_sync(stream, 0); }
-RGPU_API_PTSZ(cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)) {
-  return stream_sync(stream, 1);
-}
-
 /* Queries answer cudaErrorNotReady without making it the last error. */
 static cudaError_t query_ret(rgpu_client *c, int rc) {
   if (rc == CUDA_ERROR_NOT_READY) {
@@ -206,17 +179,33 @@ static cudaError_t query_ret(rgpu_client *c, int rc) {
   return rgpu_rt_sync_ret(c, rc);
 }
 
-static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
+/* Synchronize and query: the same round trip (refused while the stream
+ * captures) but for its kind and how the answer is returned. */
+static cudaError_t stream_wait_call(cudaStream_t stream, int per_thread, rgpu_rt_sync_kind kind) {
   rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
   uint64_t wire;
   int dev;
-  cudaError_t e = stream_enter_sync(stream, per_thread, &c, &wire, &dev);
-  if (e != cudaSuccess) return e;
-  return query_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_QUERY_STREAM, wire, wire));
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_status rc = rgpu_rt_sync_call(c, dev, kind, wire, wire);
+  return kind == RGPU_RT_QUERY_STREAM ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
 }
 
-RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(stream, 0); }
-RGPU_API_PTSZ(cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)) { return stream_query(stream, 1); }
+RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return stream_wait_call(stream, 0, RGPU_RT_SYNC_STREAM);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)) {
+  return stream_wait_call(stream, 1, RGPU_RT_SYNC_STREAM);
+}
+RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return stream_wait_call(stream, 0, RGPU_RT_QUERY_STREAM);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)) {
+  return stream_wait_call(stream, 1, RGPU_RT_QUERY_STREAM);
+}
 
 /* Recording an event on a stream and making a stream wait for one are the
  * same operation but for its kind: each accepts only its own "external"
