@@ -1326,35 +1326,30 @@ SG_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphE
   return r;
 }
 
+/* The executable-graph form of ADD_CTX_NODE: the node of type TYPE takes
+ * the checked parameters, which must name the context it was created in. */
+#define EXEC_SET_CTX_NODE(TYPE, CHECK, MEMBER, PARAMS)                                         \
+  sg_ctx *c;                                                                                  \
+  CUresult r = ctx_arg(ctx, &c);                                                              \
+  if (r) return r;                                                                            \
+  pthread_mutex_lock(&sg_graph_lock);                                                         \
+  sg_gnode *m;                                                                                \
+  r = exec_node_get(hGraphExec, hNode, (TYPE), &m);                                           \
+  if (!r) r = (CHECK);                                                                        \
+  if (!r && c != m->u.MEMBER.ctx) r = CUDA_ERROR_INVALID_VALUE;                               \
+  if (!r) m->u.MEMBER.p = *(PARAMS);                                                          \
+  pthread_mutex_unlock(&sg_graph_lock);                                                       \
+  return r
+
 SG_EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                           const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  sg_gnode *m;
-  r = exec_node_get(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &m);
-  if (!r) r = sg_memcpy3d_check(copyParams);
-  if (!r && c != m->u.cp.ctx) r = CUDA_ERROR_INVALID_VALUE;
-  if (!r) m->u.cp.p = *copyParams;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  EXEC_SET_CTX_NODE(CU_GRAPH_NODE_TYPE_MEMCPY, sg_memcpy3d_check(copyParams), cp, copyParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                           const CUDA_MEMSET_NODE_PARAMS *memsetParams,
                                                           CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  sg_gnode *m;
-  r = exec_node_get(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMSET, &m);
-  if (!r) r = memset_check(memsetParams);
-  if (!r && c != m->u.ms.ctx) r = CUDA_ERROR_INVALID_VALUE;
-  if (!r) m->u.ms.p = *memsetParams;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  EXEC_SET_CTX_NODE(CU_GRAPH_NODE_TYPE_MEMSET, memset_check(memsetParams), ms, memsetParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
