@@ -20,6 +20,10 @@
 #include "rgpu_cudart_locks.h"
 
 #define RGPU_API __attribute__((visibility("default")))
+/* Defines a per-thread-default-stream entry point (name_ptsz): CUDA's
+ * headers declare those only under --default-stream per-thread, so the
+ * definition brings its own prototype.  Use: RGPU_API_PTSZ(sig) { body } */
+#define RGPU_API_PTSZ(...) RGPU_API __VA_ARGS__; RGPU_API __VA_ARGS__
 #define RGPU_MAX_DEVICES 64
 /* Attribute values cached per device, indexed by CUdevice_attribute. */
 #define RGPU_MAX_ATTRS 1024

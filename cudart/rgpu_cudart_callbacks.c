@@ -247,10 +247,8 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
 RGPU_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
   return enqueue(stream, 0, fn, NULL, userData);
 }
-RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
-                                             void *userData);
-RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
-                                             void *userData) {
+RGPU_API_PTSZ(cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn,
+                                                  void *userData)) {
   return enqueue(stream, 1, fn, NULL, userData);
 }
 
@@ -270,11 +268,8 @@ RGPU_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallba
                                            void *userData, unsigned int flags) {
   return add_callback(stream, callback, userData, flags, 0);
 }
-RGPU_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream,
-                                                cudaStreamCallback_t callback, void *userData,
-                                                unsigned int flags);
-RGPU_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream,
-                                                cudaStreamCallback_t callback, void *userData,
-                                                unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream,
+                                                     cudaStreamCallback_t callback, void *userData,
+                                                     unsigned int flags)) {
   return add_callback(stream, callback, userData, flags, 1);
 }

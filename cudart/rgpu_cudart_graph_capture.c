@@ -523,38 +523,31 @@ static cudaError_t begin_capture(cudaStream_t stream, int per_thread, cudaGraph_
 RGPU_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   return begin_capture(stream, 0, NULL, NULL, 0, mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
-RGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+RGPU_API_PTSZ(cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)) {
   return begin_capture(stream, 1, NULL, NULL, 0, mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
-                                                   const cudaGraphNode_t *dependencies,
-                                                   const cudaGraphEdgeData *dependencyData,
-                                                   size_t numDependencies,
-                                                   enum cudaStreamCaptureMode mode) {
+/* Capture into an existing graph: the legacy and per-thread entry points
+ * differ only in per_thread.  Edge data is ignored: only default edges
+ * exist without programmatic launches. */
+#define BEGIN_CAPTURE_TO_GRAPH_ARGS                                                     \
+  cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies,          \
+      const cudaGraphEdgeData *dependencyData, size_t numDependencies,                  \
+      enum cudaStreamCaptureMode mode
+static cudaError_t begin_capture_to_graph(int per_thread, BEGIN_CAPTURE_TO_GRAPH_ARGS) {
   (void)dependencyData;
   if (!graph) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidValue);
   }
-  return begin_capture(stream, 0, graph, dependencies, numDependencies, mode);
+  return begin_capture(stream, per_thread, graph, dependencies, numDependencies, mode);
 }
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
-                                                        const cudaGraphNode_t *dependencies,
-                                                        const cudaGraphEdgeData *dependencyData,
-                                                        size_t numDependencies,
-                                                        enum cudaStreamCaptureMode mode);
-RGPU_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
-                                                        const cudaGraphNode_t *dependencies,
-                                                        const cudaGraphEdgeData *dependencyData,
-                                                        size_t numDependencies,
-                                                        enum cudaStreamCaptureMode mode) {
-  (void)dependencyData;
-  if (!graph) {
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  return begin_capture(stream, 1, graph, dependencies, numDependencies, mode);
+RGPU_API cudaError_t cudaStreamBeginCaptureToGraph(BEGIN_CAPTURE_TO_GRAPH_ARGS) {
+  return begin_capture_to_graph(0, stream, graph, dependencies, dependencyData, numDependencies,
+                                mode);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamBeginCaptureToGraph_ptsz(BEGIN_CAPTURE_TO_GRAPH_ARGS)) {
+  return begin_capture_to_graph(1, stream, graph, dependencies, dependencyData, numDependencies,
+                                mode);
 }
 
 /* Whether node n is one of roots or an ancestor of one. */
@@ -566,15 +559,24 @@ static int reaches(cudaGraphNode_t *roots, size_t nroots, cudaGraphNode_t n, int
   return 0;
 }
 
-static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t *pGraph) {
+/* The prologue of end and info: connect, refuse a missing out-parameter
+ * (out_given 0), and resolve the stream to its wire id.  The error
+ * returned is already final. */
+static cudaError_t capture_stream_wire(cudaStream_t stream, int per_thread, int out_given,
+                                       uint64_t *wire) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if (!pGraph) return rgpu_rt_ret(cudaErrorInvalidValue);
-  uint64_t wire;
+  if (!out_given) return rgpu_rt_ret(cudaErrorInvalidValue);
   int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, wire, &dev);
+  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
+}
+
+static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t *pGraph) {
+  uint64_t wire;
+  cudaError_t e = capture_stream_wire(stream, per_thread, pGraph != NULL, &wire);
+  if (e != cudaSuccess) return e;
   rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
   if (!cs) {
@@ -617,8 +619,7 @@ static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t 
 RGPU_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
   return end_capture(stream, 0, pGraph);
 }
-RGPU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
-RGPU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph) {
+RGPU_API_PTSZ(cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)) {
   return end_capture(stream, 1, pGraph);
 }
 
@@ -626,14 +627,9 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
                                 enum cudaStreamCaptureStatus *status, unsigned long long *id,
                                 cudaGraph_t *graph, const cudaGraphNode_t **deps,
                                 const cudaGraphEdgeData **edges, size_t *ndeps) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!status) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
-  int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = capture_stream_wire(stream, per_thread, status != NULL, &wire);
+  if (e != cudaSuccess) return e;
   rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = atomic_load(&g_capturing) ? cs_find(wire) : NULL;
   if (!cs && wire == 0) {
@@ -664,10 +660,8 @@ static cudaError_t capture_info(cudaStream_t stream, int per_thread,
 RGPU_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus) {
   return capture_info(stream, 0, pCaptureStatus, NULL, NULL, NULL, NULL, NULL);
 }
-RGPU_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                                enum cudaStreamCaptureStatus *pCaptureStatus);
-RGPU_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
-                                                enum cudaStreamCaptureStatus *pCaptureStatus) {
+RGPU_API_PTSZ(cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                                     enum cudaStreamCaptureStatus *pCaptureStatus)) {
   return capture_info(stream, 1, pCaptureStatus, NULL, NULL, NULL, NULL, NULL);
 }
 
@@ -680,18 +674,12 @@ RGPU_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
   return capture_info(stream, 0, captureStatus_out, id_out, graph_out, dependencies_out,
                       edgeData_out, numDependencies_out);
 }
-RGPU_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-                                                   enum cudaStreamCaptureStatus *captureStatus_out,
-                                                   unsigned long long *id_out, cudaGraph_t *graph_out,
-                                                   const cudaGraphNode_t **dependencies_out,
-                                                   const cudaGraphEdgeData **edgeData_out,
-                                                   size_t *numDependencies_out);
-RGPU_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
-                                                   enum cudaStreamCaptureStatus *captureStatus_out,
-                                                   unsigned long long *id_out, cudaGraph_t *graph_out,
-                                                   const cudaGraphNode_t **dependencies_out,
-                                                   const cudaGraphEdgeData **edgeData_out,
-                                                   size_t *numDependencies_out) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                                        enum cudaStreamCaptureStatus *captureStatus_out,
+                                                        unsigned long long *id_out, cudaGraph_t *graph_out,
+                                                        const cudaGraphNode_t **dependencies_out,
+                                                        const cudaGraphEdgeData **edgeData_out,
+                                                        size_t *numDependencies_out)) {
   return capture_info(stream, 1, captureStatus_out, id_out, graph_out, dependencies_out,
                       edgeData_out, numDependencies_out);
 }
@@ -733,16 +721,11 @@ RGPU_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cu
   (void)dependencyData;
   return update_capture_deps(stream, 0, dependencies, numDependencies, flags);
 }
-RGPU_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
-                                                              cudaGraphNode_t *dependencies,
-                                                              const cudaGraphEdgeData *dependencyData,
-                                                              size_t numDependencies,
-                                                              unsigned int flags);
-RGPU_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
-                                                              cudaGraphNode_t *dependencies,
-                                                              const cudaGraphEdgeData *dependencyData,
-                                                              size_t numDependencies,
-                                                              unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
+                                                                   cudaGraphNode_t *dependencies,
+                                                                   const cudaGraphEdgeData *dependencyData,
+                                                                   size_t numDependencies,
+                                                                   unsigned int flags)) {
   (void)dependencyData;
   return update_capture_deps(stream, 1, dependencies, numDependencies, flags);
 }

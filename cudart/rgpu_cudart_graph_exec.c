@@ -218,6 +218,24 @@ static void enc_flat(node_enc *x, const flat_node *f) {
   }
 }
 
+/* One side of a copy node as the wire carries it: its device address (0
+ * for a host side, which the client moves itself), pitch and rows (the
+ * extent's where the API left them 0); a staged host side is the staging
+ * buffer, packed. */
+static void gcopy_side(const struct cudaPitchedPtr *pp, const struct cudaExtent *ex,
+                       uint64_t dev_addr, int host_side, uint64_t stage, uint64_t *addr,
+                       uint64_t *pitch, uint64_t *rows) {
+  if (host_side && stage) {
+    *addr = stage;
+    *pitch = ex->width;
+    *rows = ex->height;
+    return;
+  }
+  *addr = host_side ? 0 : dev_addr;
+  *pitch = pp->pitch ? pp->pitch : ex->width;
+  *rows = pp->ysize ? pp->ysize : ex->height;
+}
+
 static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   /* The node's fields as the server sees them (proto/rgpu_graph_nodes.def);
    * the generated codec turns them into the wire words. */
@@ -229,15 +247,7 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
   case cudaGraphNodeTypeKernel: {
     const rgpu_rt_op *o = &p->op;
     n.type = RGPU_GNODE_KERNEL;
-    n.kernel = (rgpu_gnode_kernel){.module_id = o->launch.module_id,
-                                   .func_index = o->launch.func_index,
-                                   .grid_x = o->launch.grid.x,
-                                   .grid_y = o->launch.grid.y,
-                                   .grid_z = o->launch.grid.z,
-                                   .block_x = o->launch.block.x,
-                                   .block_y = o->launch.block.y,
-                                   .block_z = o->launch.block.z,
-                                   .shared_bytes = o->launch.shmem};
+    n.kernel = (rgpu_gnode_kernel){RGPU_RT_LAUNCH_FIXED_FIELDS(o)};
     plen = (uint32_t)o->launch.plen;
     rgpu_buf_put(&x->params, o->launch.params, o->launch.plen);
     break;
@@ -252,27 +262,14 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
     c->dir = cp->kind == cudaMemcpyHostToDevice   ? RGPU_GCOPY_H2D
              : cp->kind == cudaMemcpyDeviceToHost ? RGPU_GCOPY_D2H
                                                   : RGPU_GCOPY_D2D;
-    c->dst = c->dir == RGPU_GCOPY_D2H ? 0 : db;
-    c->src = c->dir == RGPU_GCOPY_H2D ? 0 : sb;
     c->width = cp->extent.width, c->height = cp->extent.height, c->depth = cp->extent.depth;
-    c->dst_pitch = cp->dstPtr.pitch ? cp->dstPtr.pitch : cp->extent.width;
-    c->dst_rows = cp->dstPtr.ysize ? cp->dstPtr.ysize : cp->extent.height;
-    if (c->dir == RGPU_GCOPY_D2H && stage) {
-      c->dir = RGPU_GCOPY_D2D;
-      c->dst = stage;
-      c->dst_pitch = cp->extent.width;
-      c->dst_rows = cp->extent.height;
-    }
-    c->src_pitch = cp->srcPtr.pitch ? cp->srcPtr.pitch : cp->extent.width;
-    c->src_rows = cp->srcPtr.ysize ? cp->srcPtr.ysize : cp->extent.height;
-    if (c->dir == RGPU_GCOPY_H2D && stage) {
-      /* A large host source goes ahead of the launch with an ordinary
-       * (chunked) copy into its staging buffer. */
-      c->dir = RGPU_GCOPY_D2D;
-      c->src = stage;
-      c->src_pitch = cp->extent.width;
-      c->src_rows = cp->extent.height;
-    }
+    /* A staged host side is the device staging buffer instead (a large
+     * host source goes ahead of the launch with an ordinary, chunked copy
+     * into it), and the copy becomes device to device. */
+    int host_dst = c->dir == RGPU_GCOPY_D2H, host_src = c->dir == RGPU_GCOPY_H2D;
+    if (stage && (host_dst || host_src)) c->dir = RGPU_GCOPY_D2D;
+    gcopy_side(&cp->dstPtr, &cp->extent, db, host_dst, stage, &c->dst, &c->dst_pitch, &c->dst_rows);
+    gcopy_side(&cp->srcPtr, &cp->extent, sb, host_src, stage, &c->src, &c->src_pitch, &c->src_rows);
     break;
   }
   case cudaGraphNodeTypeMemset: {
@@ -526,12 +523,9 @@ RGPU_API cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec,
                                                     cudaGraphInstantiateParams *instantiateParams) {
   return instantiate_with_params(pGraphExec, graph, instantiateParams, 0);
 }
-RGPU_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
-                                                         cudaGraph_t graph,
-                                                         cudaGraphInstantiateParams *instantiateParams);
-RGPU_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
-                                                         cudaGraph_t graph,
-                                                         cudaGraphInstantiateParams *instantiateParams) {
+RGPU_API_PTSZ(cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec,
+                                                              cudaGraph_t graph,
+                                                              cudaGraphInstantiateParams *instantiateParams)) {
   return instantiate_with_params(pGraphExec, graph, instantiateParams, 1);
 }
 
@@ -626,89 +620,64 @@ static cudaError_t exec_set_node(cudaGraphExec_t x, flat_node *f, node_params *n
   return send_update(c, x, &x->lv[f->level], &idx, 1);
 }
 
-#define EXEC_SET_BEGIN(T)                                                  \
+/* Every cudaGraphExec*NodeSetParams shares one body: the node must be in
+ * the executable graph with type T; FILL (an expression over np and the
+ * caller's parameters, yielding a cudaError_t) fills a zeroed node_params
+ * that then replaces the node's, or is freed when FILL fails. */
+#define EXEC_SET_ARGS cudaGraphExec_t hGraphExec, cudaGraphNode_t node
+#define EXEC_SET(T, FILL)                                                  \
   rgpu_rt_count_call();                                                    \
   if (!valid_exec(hGraphExec) || !valid_node(node)) return rgpu_rt_ret(cudaErrorInvalidValue); \
   flat_node *f = exec_find(hGraphExec, node);                              \
   if (!f || f->p.type != (T)) return rgpu_rt_ret(cudaErrorInvalidValue);   \
   node_params np;                                                          \
   memset(&np, 0, sizeof np);                                               \
-  cudaError_t e
-
-#define EXEC_SET_END()                                 \
-  if (e != cudaSuccess) {                              \
-    node_params_free(&np);                                  \
-    return rgpu_rt_ret(e);                             \
-  }                                                    \
+  cudaError_t e = (FILL);                                                  \
+  if (e != cudaSuccess) {                                                  \
+    node_params_free(&np);                                                 \
+    return rgpu_rt_ret(e);                                                 \
+  }                                                                        \
   return rgpu_rt_ret(exec_set_node(hGraphExec, f, &np))
 
-RGPU_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                      const struct cudaKernelNodeParams *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeKernel);
-  e = node_params_kernel(&np, pNodeParams);
-  EXEC_SET_END();
+RGPU_API cudaError_t cudaGraphExecKernelNodeSetParams(EXEC_SET_ARGS, const struct cudaKernelNodeParams *pNodeParams) {
+  EXEC_SET(cudaGraphNodeTypeKernel, node_params_kernel(&np, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                      const struct cudaMemcpy3DParms *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  e = node_params_memcpy(&np, pNodeParams);
-  EXEC_SET_END();
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams(EXEC_SET_ARGS, const struct cudaMemcpy3DParms *pNodeParams) {
+  EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_memcpy(&np, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec,
-                                                        cudaGraphNode_t node, void *dst,
-                                                        const void *src, size_t count,
-                                                        enum cudaMemcpyKind kind) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
-  e = node_params_memcpy(&np, &cp);
-  EXEC_SET_END();
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(EXEC_SET_ARGS, void *dst, const void *src,
+                                                        size_t count, enum cudaMemcpyKind kind) {
+  EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_memcpy_1d(&np, dst, src, count, kind));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec,
-                                                              cudaGraphNode_t node,
-                                                              const void *symbol, const void *src,
-                                                              size_t count, size_t offset,
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(EXEC_SET_ARGS, const void *symbol,
+                                                              const void *src, size_t count,
+                                                              size_t offset,
                                                               enum cudaMemcpyKind kind) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  e = node_params_symbol(&np, 1, symbol, (void *)src, count, offset, kind);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemcpy,
+           node_params_symbol(&np, 1, symbol, (void *)src, count, offset, kind));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec,
-                                                                cudaGraphNode_t node, void *dst,
+RGPU_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(EXEC_SET_ARGS, void *dst,
                                                                 const void *symbol, size_t count,
                                                                 size_t offset,
                                                                 enum cudaMemcpyKind kind) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemcpy);
-  e = node_params_symbol(&np, 0, symbol, dst, count, offset, kind);
-  EXEC_SET_END();
+  EXEC_SET(cudaGraphNodeTypeMemcpy, node_params_symbol(&np, 0, symbol, dst, count, offset, kind));
 }
 
-RGPU_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                      const struct cudaMemsetParams *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeMemset);
-  e = node_params_memset(&np, pNodeParams);
-  EXEC_SET_END();
+RGPU_API cudaError_t cudaGraphExecMemsetNodeSetParams(EXEC_SET_ARGS, const struct cudaMemsetParams *pNodeParams) {
+  EXEC_SET(cudaGraphNodeTypeMemset, node_params_memset(&np, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                                    const struct cudaHostNodeParams *pNodeParams) {
-  EXEC_SET_BEGIN(cudaGraphNodeTypeHost);
-  e = pNodeParams && pNodeParams->fn ? cudaSuccess : cudaErrorInvalidValue;
-  np.type = cudaGraphNodeTypeHost;
-  if (pNodeParams) np.op.host.params = *pNodeParams;
-  EXEC_SET_END();
+RGPU_API cudaError_t cudaGraphExecHostNodeSetParams(EXEC_SET_ARGS, const struct cudaHostNodeParams *pNodeParams) {
+  EXEC_SET(cudaGraphNodeTypeHost, node_params_host(&np, pNodeParams));
 }
 
-static cudaError_t exec_event_set(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-                                  enum cudaGraphNodeType t, cudaEvent_t event) {
-  EXEC_SET_BEGIN(t);
-  e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
-  np.type = t;
-  np.op.event.event = event;
-  EXEC_SET_END();
+static cudaError_t exec_event_set(EXEC_SET_ARGS, enum cudaGraphNodeType t,
+                                  cudaEvent_t event) {
+  EXEC_SET(t, node_params_event(&np, t, event));
 }
 
 RGPU_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec,
@@ -1018,15 +987,22 @@ static int host_nodes_may_queue(cudaGraphExec_t x, size_t L) {
   return 1;
 }
 
-static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
+/* What launch and upload do first: connect, check the executable graph,
+ * resolve the stream.  The error returned is already final. */
+static cudaError_t exec_on_stream(cudaGraphExec_t x, cudaStream_t stream, int per_thread,
+                                  rgpu_client **c, uint64_t *wire, int *sdev) {
+  cudaError_t e = rgpu_rt_enter(c);
   if (e != cudaSuccess) return e;
   if (!valid_exec(x)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return rgpu_rt_ret(rgpu_rt_stream_resolve(*c, stream, per_thread, wire, sdev));
+}
+
+static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
+  rgpu_client *c;
   uint64_t wire;
   int sdev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  cudaError_t e = exec_on_stream(x, stream, per_thread, &c, &wire, &sdev);
+  if (e != cudaSuccess) return e;
   if (sdev != x->device) return rgpu_rt_ret(cudaErrorInvalidValue);
   if (rgpu_rt_graph_is_capturing(wire)) {
     static int logged;
@@ -1089,26 +1065,21 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
 RGPU_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return launch(graphExec, stream, 0);
 }
-RGPU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-RGPU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)) {
   return launch(graphExec, stream, 1);
 }
 
 /* The graph is on the server since instantiation: nothing to upload. */
 static cudaError_t upload(cudaGraphExec_t x, cudaStream_t stream, int per_thread) {
   rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!valid_exec(x)) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
   int sdev;
-  return rgpu_rt_ret(rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev));
+  return exec_on_stream(x, stream, per_thread, &c, &wire, &sdev);
 }
 RGPU_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return upload(graphExec, stream, 0);
 }
-RGPU_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
-RGPU_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)) {
   return upload(graphExec, stream, 1);
 }
 

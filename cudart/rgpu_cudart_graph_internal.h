@@ -68,6 +68,13 @@ cudaError_t node_params_symbol(node_params *p, int to_symbol, const void *symbol
                                size_t count, size_t offset, enum cudaMemcpyKind kind);
 cudaError_t node_params_memset(node_params *p, const struct cudaMemsetParams *ms);
 cudaError_t node_params_generic(node_params *p, const struct cudaGraphNodeParams *np);
+/* The single-purpose fills that the add, set and generic forms share. */
+cudaError_t node_params_memcpy_1d(node_params *p, void *dst, const void *src, size_t count,
+                                  enum cudaMemcpyKind kind);
+cudaError_t node_params_host(node_params *p, const struct cudaHostNodeParams *hp);
+cudaError_t node_params_event(node_params *p, enum cudaGraphNodeType type, cudaEvent_t event);
+cudaError_t node_params_child(node_params *p, cudaGraph_t child); /* clones child */
+cudaError_t node_params_empty(node_params *p);
 /* A kernel node from a launch operation (the node owns a copy of the
  * packed parameters). */
 cudaError_t node_params_launch(node_params *p, const rgpu_rt_op *launch);

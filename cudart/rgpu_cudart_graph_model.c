@@ -82,6 +82,12 @@ cudaError_t node_params_copy(node_params *dst, const node_params *src) {
 /* ---- kernel parameters: packed through the launch path ------------------ */
 
 
+/* rgpu_rt_launch_with's use for a kernel node: the node copies the op. */
+static cudaError_t copy_launch(rgpu_client *c, const rgpu_rt_op *op, void *np) {
+  (void)c;
+  return node_params_launch(np, op);
+}
+
 cudaError_t node_params_kernel(node_params *p, const struct cudaKernelNodeParams *kp) {
   if (!kp || !kp->func) return cudaErrorInvalidValue;
   if (kp->extra && !kp->kernelParams) {
@@ -94,22 +100,11 @@ cudaError_t node_params_kernel(node_params *p, const struct cudaKernelNodeParams
   if (!f) return cudaErrorInvalidDeviceFunction;
   /* The launch path's own checks and packing, without sending: a kernel
    * node is exactly the operation a launch on the legacy stream would be.
-   * rgpu_rt_enter counts the call and connects, as the launch did. */
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  uint8_t stackbuf[4096];
-  uint8_t *heap;
-  rgpu_rt_op op;
-  e = rgpu_rt_launch_prepare(c, f, kp->gridDim, kp->blockDim, kp->kernelParams, kp->sharedMemBytes,
-                             NULL, 0, stackbuf, sizeof stackbuf, &heap, &op);
-  if (e != cudaSuccess) {
-    free(heap);
-    return rgpu_rt_ret(e);
-  }
+   * rgpu_rt_launch_with counts the call and connects, as the launch did. */
   node_params np;
-  e = node_params_launch(&np, &op);
-  free(heap);
+  memset(&np, 0, sizeof np); /* freed below also when the launch fails before the copy */
+  cudaError_t e = rgpu_rt_launch_with(f, kp->gridDim, kp->blockDim, kp->kernelParams,
+                                      kp->sharedMemBytes, NULL, 0, copy_launch, &np);
   if (e != cudaSuccess) {
     node_params_free(&np);
     return e;
@@ -218,9 +213,8 @@ cudaError_t node_params_symbol(node_params *p, int to_symbol, const void *symbol
   if (e != cudaSuccess) return e;
   if (offset > size || count > size - offset) return cudaErrorInvalidValue;
   void *dev = (void *)(uintptr_t)(dptr + offset);
-  struct cudaMemcpy3DParms cp = to_symbol ? rgpu_rt_copy_1d(dev, host, count, kind)
-                                          : rgpu_rt_copy_1d(host, dev, count, kind);
-  return node_params_memcpy(p, &cp);
+  return to_symbol ? node_params_memcpy_1d(p, dev, host, count, kind)
+                   : node_params_memcpy_1d(p, host, dev, count, kind);
 }
 
 cudaError_t node_params_memset(node_params *p, const struct cudaMemsetParams *ms) {
@@ -238,6 +232,37 @@ cudaError_t node_params_memset(node_params *p, const struct cudaMemsetParams *ms
   p->op.kind = RGPU_RT_OP_MEMSET;
   p->op.fill = *ms;
   p->op.device = rgpu_rt_current_device();
+  return cudaSuccess;
+}
+
+cudaError_t node_params_memcpy_1d(node_params *p, void *dst, const void *src, size_t count,
+                                  enum cudaMemcpyKind kind) {
+  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
+  return node_params_memcpy(p, &cp);
+}
+
+cudaError_t node_params_host(node_params *p, const struct cudaHostNodeParams *hp) {
+  if (!hp || !hp->fn) return cudaErrorInvalidValue;
+  p->type = cudaGraphNodeTypeHost;
+  p->op.host.params = *hp;
+  return cudaSuccess;
+}
+
+cudaError_t node_params_event(node_params *p, enum cudaGraphNodeType type, cudaEvent_t event) {
+  if (!valid_event(event)) return cudaErrorInvalidValue;
+  p->type = type;
+  p->op.event.event = event;
+  return cudaSuccess;
+}
+
+cudaError_t node_params_child(node_params *p, cudaGraph_t child) {
+  if (!valid_graph(child)) return cudaErrorInvalidValue;
+  p->type = cudaGraphNodeTypeGraph;
+  return graph_clone(child, &p->child, 1);
+}
+
+cudaError_t node_params_empty(node_params *p) {
+  p->type = cudaGraphNodeTypeEmpty;
   return cudaSuccess;
 }
 
@@ -427,125 +452,74 @@ RGPU_API cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *pNode, cudaGraphN
   return rgpu_rt_ret(cudaErrorInvalidValue);
 }
 
-#define ADD_NODE_BEGIN()                               \
-  rgpu_rt_count_call();                                \
-  if (!pGraphNode) return rgpu_rt_ret(cudaErrorInvalidValue); \
-  node_params p;                                       \
-  memset(&p, 0, sizeof p);                             \
-  cudaError_t e
-
-#define ADD_NODE_END()                                            \
+/* Every cudaGraphAdd*Node shares the first four parameters and one body:
+ * fill a zeroed node_params with FILL (an expression that may use p, the
+ * graph and the caller's own parameters and yields a cudaError_t), then
+ * add the node; p is freed whenever it does not end up in the graph. */
+#define ADD_NODE_ARGS                                                                       \
+  cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies,     \
+      size_t numDependencies
+#define ADD_NODE(FILL)                                                                      \
+  rgpu_rt_count_call();                                                                     \
+  if (!pGraphNode) return rgpu_rt_ret(cudaErrorInvalidValue);                               \
+  node_params p;                                                                            \
+  memset(&p, 0, sizeof p);                                                                  \
+  cudaError_t e = (FILL);                                                                   \
   if (e == cudaSuccess) e = graph_node_add(pGraphNode, graph, pDependencies, numDependencies, &p); \
-  if (e != cudaSuccess) node_params_free(&p);                          \
+  if (e != cudaSuccess) node_params_free(&p);                                               \
   return rgpu_rt_ret(e)
 
-RGPU_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                            const cudaGraphNode_t *pDependencies,
-                                            size_t numDependencies,
+RGPU_API cudaError_t cudaGraphAddKernelNode(ADD_NODE_ARGS,
                                             const struct cudaKernelNodeParams *pNodeParams) {
-  ADD_NODE_BEGIN();
-  e = valid_graph(graph) ? node_params_kernel(&p, pNodeParams) : cudaErrorInvalidValue;
-  ADD_NODE_END();
+  ADD_NODE(valid_graph(graph) ? node_params_kernel(&p, pNodeParams) : cudaErrorInvalidValue);
 }
 
-RGPU_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                            const cudaGraphNode_t *pDependencies,
-                                            size_t numDependencies,
+RGPU_API cudaError_t cudaGraphAddMemcpyNode(ADD_NODE_ARGS,
                                             const struct cudaMemcpy3DParms *pCopyParams) {
-  ADD_NODE_BEGIN();
-  e = node_params_memcpy(&p, pCopyParams);
-  ADD_NODE_END();
+  ADD_NODE(node_params_memcpy(&p, pCopyParams));
 }
 
-RGPU_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                              const cudaGraphNode_t *pDependencies,
-                                              size_t numDependencies, void *dst, const void *src,
+RGPU_API cudaError_t cudaGraphAddMemcpyNode1D(ADD_NODE_ARGS, void *dst, const void *src,
                                               size_t count, enum cudaMemcpyKind kind) {
-  ADD_NODE_BEGIN();
-  struct cudaMemcpy3DParms cp = rgpu_rt_copy_1d(dst, src, count, kind);
-  e = node_params_memcpy(&p, &cp);
-  ADD_NODE_END();
+  ADD_NODE(node_params_memcpy_1d(&p, dst, src, count, kind));
 }
 
-RGPU_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                                    const cudaGraphNode_t *pDependencies,
-                                                    size_t numDependencies, const void *symbol,
+RGPU_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(ADD_NODE_ARGS, const void *symbol,
                                                     const void *src, size_t count, size_t offset,
                                                     enum cudaMemcpyKind kind) {
-  ADD_NODE_BEGIN();
-  e = node_params_symbol(&p, 1, symbol, (void *)src, count, offset, kind);
-  ADD_NODE_END();
+  ADD_NODE(node_params_symbol(&p, 1, symbol, (void *)src, count, offset, kind));
 }
 
-RGPU_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t *pGraphNode,
-                                                      cudaGraph_t graph,
-                                                      const cudaGraphNode_t *pDependencies,
-                                                      size_t numDependencies, void *dst,
+RGPU_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(ADD_NODE_ARGS, void *dst,
                                                       const void *symbol, size_t count,
                                                       size_t offset, enum cudaMemcpyKind kind) {
-  ADD_NODE_BEGIN();
-  e = node_params_symbol(&p, 0, symbol, dst, count, offset, kind);
-  ADD_NODE_END();
+  ADD_NODE(node_params_symbol(&p, 0, symbol, dst, count, offset, kind));
 }
 
-RGPU_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                            const cudaGraphNode_t *pDependencies,
-                                            size_t numDependencies,
+RGPU_API cudaError_t cudaGraphAddMemsetNode(ADD_NODE_ARGS,
                                             const struct cudaMemsetParams *pMemsetParams) {
-  ADD_NODE_BEGIN();
-  e = node_params_memset(&p, pMemsetParams);
-  ADD_NODE_END();
+  ADD_NODE(node_params_memset(&p, pMemsetParams));
 }
 
-RGPU_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                          const cudaGraphNode_t *pDependencies,
-                                          size_t numDependencies,
+RGPU_API cudaError_t cudaGraphAddHostNode(ADD_NODE_ARGS,
                                           const struct cudaHostNodeParams *pNodeParams) {
-  ADD_NODE_BEGIN();
-  e = pNodeParams && pNodeParams->fn ? cudaSuccess : cudaErrorInvalidValue;
-  p.type = cudaGraphNodeTypeHost;
-  if (pNodeParams) p.op.host.params = *pNodeParams;
-  ADD_NODE_END();
+  ADD_NODE(node_params_host(&p, pNodeParams));
 }
 
-RGPU_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                                const cudaGraphNode_t *pDependencies,
-                                                size_t numDependencies, cudaGraph_t childGraph) {
-  ADD_NODE_BEGIN();
-  p.type = cudaGraphNodeTypeGraph;
-  e = valid_graph(childGraph) && childGraph != graph ? graph_clone(childGraph, &p.child, 1)
-                                                     : cudaErrorInvalidValue;
-  ADD_NODE_END();
+RGPU_API cudaError_t cudaGraphAddChildGraphNode(ADD_NODE_ARGS, cudaGraph_t childGraph) {
+  ADD_NODE(childGraph != graph ? node_params_child(&p, childGraph) : cudaErrorInvalidValue);
 }
 
-RGPU_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                           const cudaGraphNode_t *pDependencies,
-                                           size_t numDependencies) {
-  ADD_NODE_BEGIN();
-  p.type = cudaGraphNodeTypeEmpty;
-  e = cudaSuccess;
-  ADD_NODE_END();
+RGPU_API cudaError_t cudaGraphAddEmptyNode(ADD_NODE_ARGS) {
+  ADD_NODE(node_params_empty(&p));
 }
 
-
-RGPU_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                                 const cudaGraphNode_t *pDependencies,
-                                                 size_t numDependencies, cudaEvent_t event) {
-  ADD_NODE_BEGIN();
-  p.type = cudaGraphNodeTypeEventRecord;
-  p.op.event.event = event;
-  e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
-  ADD_NODE_END();
+RGPU_API cudaError_t cudaGraphAddEventRecordNode(ADD_NODE_ARGS, cudaEvent_t event) {
+  ADD_NODE(node_params_event(&p, cudaGraphNodeTypeEventRecord, event));
 }
 
-RGPU_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
-                                               const cudaGraphNode_t *pDependencies,
-                                               size_t numDependencies, cudaEvent_t event) {
-  ADD_NODE_BEGIN();
-  p.type = cudaGraphNodeTypeWaitEvent;
-  p.op.event.event = event;
-  e = valid_event(event) ? cudaSuccess : cudaErrorInvalidValue;
-  ADD_NODE_END();
+RGPU_API cudaError_t cudaGraphAddEventWaitNode(ADD_NODE_ARGS, cudaEvent_t event) {
+  ADD_NODE(node_params_event(&p, cudaGraphNodeTypeWaitEvent, event));
 }
 
 /* The generic (CUDA 12.2+) form. */
@@ -564,25 +538,14 @@ cudaError_t node_params_generic(node_params *p, const struct cudaGraphNodeParams
                                   np->memset.elementSize, np->memset.width, np->memset.height};
     return node_params_memset(p, &ms);
   }
-  case cudaGraphNodeTypeHost:
-    if (!np->host.fn) return cudaErrorInvalidValue;
-    p->type = cudaGraphNodeTypeHost;
-    p->op.host.params.fn = np->host.fn;
-    p->op.host.params.userData = np->host.userData;
-    return cudaSuccess;
-  case cudaGraphNodeTypeGraph:
-    if (!valid_graph(np->graph.graph)) return cudaErrorInvalidValue;
-    p->type = cudaGraphNodeTypeGraph;
-    return graph_clone(np->graph.graph, &p->child, 1);
-  case cudaGraphNodeTypeEmpty: p->type = cudaGraphNodeTypeEmpty; return cudaSuccess;
-  case cudaGraphNodeTypeEventRecord:
-  case cudaGraphNodeTypeWaitEvent: {
-    cudaEvent_t ev = np->type == cudaGraphNodeTypeEventRecord ? np->eventRecord.event : np->eventWait.event;
-    if (!valid_event(ev)) return cudaErrorInvalidValue;
-    p->type = np->type;
-    p->op.event.event = ev;
-    return cudaSuccess;
+  case cudaGraphNodeTypeHost: {
+    struct cudaHostNodeParams hp = {np->host.fn, np->host.userData};
+    return node_params_host(p, &hp);
   }
+  case cudaGraphNodeTypeGraph: return node_params_child(p, np->graph.graph);
+  case cudaGraphNodeTypeEmpty: return node_params_empty(p);
+  case cudaGraphNodeTypeEventRecord: return node_params_event(p, np->type, np->eventRecord.event);
+  case cudaGraphNodeTypeWaitEvent: return node_params_event(p, np->type, np->eventWait.event);
   default: return cudaErrorNotSupported;
   }
 }
@@ -592,9 +555,7 @@ RGPU_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t g
                                       const cudaGraphEdgeData *dependencyData,
                                       size_t numDependencies, struct cudaGraphNodeParams *nodeParams) {
   (void)dependencyData; /* only default edges exist without programmatic launches */
-  ADD_NODE_BEGIN();
-  e = node_params_generic(&p, nodeParams);
-  ADD_NODE_END();
+  ADD_NODE(node_params_generic(&p, nodeParams));
 }
 
 /* ---- public API: node inspection and parameters ------------------------- */
@@ -637,9 +598,7 @@ static void get_Host(const node_params *p, struct cudaHostNodeParams *out) {
   *out = p->op.host.params;
 }
 static cudaError_t set_Host(node_params *p, const struct cudaHostNodeParams *in) {
-  if (!in || !in->fn) return cudaErrorInvalidValue;
-  p->op.host.params = *in;
-  return cudaSuccess;
+  return node_params_host(p, in);
 }
 
 #define RGPU_GRAPH_NODE_PARAMS(Kind, rt_type, RtParams, drv_type, DrvParams, drv_suffix)      \
@@ -825,18 +784,29 @@ RGPU_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node,
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
-                                              const cudaGraphNode_t *to,
-                                              const cudaGraphEdgeData *edgeData,
-                                              size_t numDependencies) {
+/* Add and remove take the same edge list and check it the same way, but
+ * for the edge's presence: an added edge must be new (and not a self
+ * loop), a removed one must exist.  Nothing changes unless every edge
+ * passes. */
+#define GRAPH_EDGE_ARGS                                                                     \
+  cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to,                \
+      const cudaGraphEdgeData *edgeData, size_t numDependencies
+static int edges_valid(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                       size_t n, int adding) {
+  if (!valid_graph(graph) || (n && (!from || !to))) return 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!valid_node(from[i]) || !valid_node(to[i]) || to[i]->g != graph) return 0;
+    if (adding ? from[i]->g != graph || from[i] == to[i] || has_dep(to[i], from[i])
+               : !has_dep(to[i], from[i]))
+      return 0;
+  }
+  return 1;
+}
+
+RGPU_API cudaError_t cudaGraphAddDependencies(GRAPH_EDGE_ARGS) {
   (void)edgeData;
   rgpu_rt_count_call();
-  if (!valid_graph(graph) || (numDependencies && (!from || !to)))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  for (size_t i = 0; i < numDependencies; i++)
-    if (!valid_node(from[i]) || !valid_node(to[i]) || from[i]->g != graph || to[i]->g != graph ||
-        from[i] == to[i] || has_dep(to[i], from[i]))
-      return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!edges_valid(graph, from, to, numDependencies, 1)) return rgpu_rt_ret(cudaErrorInvalidValue);
   for (size_t i = 0; i < numDependencies; i++) {
     cudaError_t e = add_dep(to[i], from[i]);
     if (e != cudaSuccess) return rgpu_rt_ret(e);
@@ -853,17 +823,10 @@ static void remove_dep(cudaGraphNode_t n, cudaGraphNode_t d) {
     }
 }
 
-RGPU_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
-                                                 const cudaGraphNode_t *to,
-                                                 const cudaGraphEdgeData *edgeData,
-                                                 size_t numDependencies) {
+RGPU_API cudaError_t cudaGraphRemoveDependencies(GRAPH_EDGE_ARGS) {
   (void)edgeData;
   rgpu_rt_count_call();
-  if (!valid_graph(graph) || (numDependencies && (!from || !to)))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  for (size_t i = 0; i < numDependencies; i++)
-    if (!valid_node(from[i]) || !valid_node(to[i]) || to[i]->g != graph || !has_dep(to[i], from[i]))
-      return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!edges_valid(graph, from, to, numDependencies, 0)) return rgpu_rt_ret(cudaErrorInvalidValue);
   for (size_t i = 0; i < numDependencies; i++) remove_dep(to[i], from[i]);
   return cudaSuccess;
 }

@@ -99,36 +99,21 @@ RGPU_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
   return memcpy_common(dst, src, count, kind, stream, 0, 1);
 }
-RGPU_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
-                                          enum cudaMemcpyKind kind, cudaStream_t stream);
-RGPU_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
-                                          enum cudaMemcpyKind kind, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+                                               enum cudaMemcpyKind kind, cudaStream_t stream)) {
   return memcpy_common(dst, src, count, kind, stream, 1, 1);
 }
 
 /* ---- memset ------------------------------------------------------------- */
 
+static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t width,
+                                   size_t height, cudaStream_t stream, int per_thread);
+
+/* A 1D memset is the one-row 2D memset (pitch = width = count): the same
+ * checks, the same MEMSET op. */
 static cudaError_t memset_common(void *devPtr, int value, size_t count, cudaStream_t stream,
                                  int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (count == 0) return cudaSuccess;
-  rgpu_range r;
-  if (!is_device_range((uint64_t)(uintptr_t)devPtr, count, &r))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  uint64_t wire;
-  int sdev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = r.device};
-  op.fill = (struct cudaMemsetParams){.dst = devPtr,
-                                      .pitch = count,
-                                      .value = (unsigned)(value & 0xff),
-                                      .elementSize = 1,
-                                      .width = count,
-                                      .height = 1};
-  return rgpu_rt_submit(c, &op);
+  return memset2d_common(devPtr, count, value, count, 1, stream, per_thread);
 }
 
 RGPU_API cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
@@ -141,10 +126,8 @@ RGPU_API cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count) {
 RGPU_API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
   return memset_common(devPtr, value, count, stream, 0);
 }
-RGPU_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
-                                          cudaStream_t stream);
-RGPU_API cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
-                                          cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count,
+                                               cudaStream_t stream)) {
   return memset_common(devPtr, value, count, stream, 1);
 }
 
@@ -504,12 +487,9 @@ RGPU_API cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src
                                              cudaStream_t stream) {
   return symbol_copy(1, symbol, (void *)src, count, offset, kind, stream, 0, 1);
 }
-RGPU_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src,
-                                                  size_t count, size_t offset,
-                                                  enum cudaMemcpyKind kind, cudaStream_t stream);
-RGPU_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src,
-                                                  size_t count, size_t offset,
-                                                  enum cudaMemcpyKind kind, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src,
+                                                       size_t count, size_t offset,
+                                                       enum cudaMemcpyKind kind, cudaStream_t stream)) {
   return symbol_copy(1, symbol, (void *)src, count, offset, kind, stream, 1, 1);
 }
 RGPU_API cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count,
@@ -517,12 +497,9 @@ RGPU_API cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, si
                                                cudaStream_t stream) {
   return symbol_copy(0, symbol, dst, count, offset, kind, stream, 0, 1);
 }
-RGPU_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
-                                                    size_t offset, enum cudaMemcpyKind kind,
-                                                    cudaStream_t stream);
-RGPU_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
-                                                    size_t offset, enum cudaMemcpyKind kind,
-                                                    cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count,
+                                                         size_t offset, enum cudaMemcpyKind kind,
+                                                         cudaStream_t stream)) {
   return symbol_copy(0, symbol, dst, count, offset, kind, stream, 1, 1);
 }
 
@@ -651,12 +628,9 @@ RGPU_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src
                                        cudaStream_t stream) {
   return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 0, 1);
 }
-RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
-                                            size_t spitch, size_t width, size_t height,
-                                            enum cudaMemcpyKind kind, cudaStream_t stream);
-RGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
-                                            size_t spitch, size_t width, size_t height,
-                                            enum cudaMemcpyKind kind, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
+                                                 size_t spitch, size_t width, size_t height,
+                                                 enum cudaMemcpyKind kind, cudaStream_t stream)) {
   return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1);
 }
 
@@ -700,10 +674,8 @@ RGPU_API cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, si
                                        size_t height, cudaStream_t stream) {
   return memset2d_common(devPtr, pitch, value, width, height, stream, 0);
 }
-RGPU_API cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width,
-                                            size_t height, cudaStream_t stream);
-RGPU_API cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width,
-                                            size_t height, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width,
+                                                 size_t height, cudaStream_t stream)) {
   return memset2d_common(devPtr, pitch, value, width, height, stream, 1);
 }
 

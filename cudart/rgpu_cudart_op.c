@@ -211,15 +211,7 @@ static cudaError_t send_memset(rgpu_client *c, const rgpu_rt_op *op) {
 
 static cudaError_t send_launch(rgpu_client *c, const rgpu_rt_op *op) {
   /* Fixed fields first (60 bytes), the packed parameters after them. */
-  rgpu_msg_launch_req lr = {.module_id = op->launch.module_id,
-                            .func_index = op->launch.func_index,
-                            .grid_x = op->launch.grid.x,
-                            .grid_y = op->launch.grid.y,
-                            .grid_z = op->launch.grid.z,
-                            .block_x = op->launch.block.x,
-                            .block_y = op->launch.block.y,
-                            .block_z = op->launch.block.z,
-                            .shared_bytes = op->launch.shmem,
+  rgpu_msg_launch_req lr = {RGPU_RT_LAUNCH_FIXED_FIELDS(op),
                             .stream = op->stream,
                             .params = {op->launch.params, op->launch.plen}};
   rgpu_status rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);

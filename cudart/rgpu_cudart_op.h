@@ -66,6 +66,17 @@ typedef struct {
   };
 } rgpu_rt_op;
 
+/* The kernel's fixed fields in a designated initializer: the LAUNCH
+ * request and the graph's kernel node (rgpu_gnode_kernel) name them alike,
+ * so both are filled from one list.  op: a const rgpu_rt_op * of kind
+ * launch. */
+#define RGPU_RT_LAUNCH_FIXED_FIELDS(op)                                                     \
+  .module_id = (op)->launch.module_id, .func_index = (op)->launch.func_index,               \
+  .grid_x = (op)->launch.grid.x, .grid_y = (op)->launch.grid.y,                             \
+  .grid_z = (op)->launch.grid.z, .block_x = (op)->launch.block.x,                           \
+  .block_y = (op)->launch.block.y, .block_z = (op)->launch.block.z,                         \
+  .shared_bytes = (op)->launch.shmem
+
 /* 1D copy parameters: n bytes from src to dst. */
 struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
                                          enum cudaMemcpyKind kind);
@@ -94,6 +105,14 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op);
 cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream, int per_thread,
                                    uint8_t *buf, size_t buf_cap, uint8_t **heap, rgpu_rt_op *op);
+/* Connects, prepares the launch (its packed parameters in a stack buffer
+ * or on the heap) and hands the op to use, freeing the buffer after.  A
+ * failed prepare returns its error recorded; otherwise what use returns.
+ * Launches submit the op; kernel graph nodes copy it. */
+typedef cudaError_t (*rgpu_rt_launch_use)(rgpu_client *c, const rgpu_rt_op *op, void *ctx);
+cudaError_t rgpu_rt_launch_with(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
+                                cudaStream_t stream, int per_thread, rgpu_rt_launch_use use,
+                                void *ctx);
 /* The host stub of a registered function (rgpu_cudart_register.c). */
 const void *rgpu_rt_func_stub(const rgpu_rt_func *f);
 

@@ -640,8 +640,9 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
   return cudaSuccess;
 }
 
-cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
-                           cudaStream_t stream, int per_thread) {
+cudaError_t rgpu_rt_launch_with(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
+                                cudaStream_t stream, int per_thread, rgpu_rt_launch_use use,
+                                void *ctx) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -651,11 +652,21 @@ cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, 
   e = rgpu_rt_launch_prepare(c, f, grid, block, args, shmem, stream, per_thread, stackbuf,
                              sizeof stackbuf, &heap, &op);
   if (e == cudaSuccess)
-    e = rgpu_rt_submit(c, &op);
+    e = use(c, &op, ctx);
   else
     e = rgpu_rt_ret(e);
   free(heap);
   return e;
+}
+
+static cudaError_t submit_launch(rgpu_client *c, const rgpu_rt_op *op, void *ctx) {
+  (void)ctx;
+  return rgpu_rt_submit(c, op);
+}
+
+cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
+                           cudaStream_t stream, int per_thread) {
+  return rgpu_rt_launch_with(f, grid, block, args, shmem, stream, per_thread, submit_launch, NULL);
 }
 
 /* The host stub a function was registered with (graph nodes report it). */
@@ -692,10 +703,8 @@ RGPU_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 block
   return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 0);
 }
 
-RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
-                                           void **args, size_t sharedMem, cudaStream_t stream);
-RGPU_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
-                                           void **args, size_t sharedMem, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+                                                void **args, size_t sharedMem, cudaStream_t stream)) {
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) {
     /* CUDA 13 answers a pointer that is no registered kernel with

@@ -169,24 +169,6 @@ RGPU_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return e;
 }
 
-static cudaError_t stream_sync(cudaStream_t stream, int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  uint64_t wire;
-  int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
-  return rgpu_rt_sync_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_SYNC_STREAM, wire, wire));
-}
-
-RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return stream_sync(stream, 0); }
-RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
-RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
-  return stream_sync(stream, 1);
-}
-
 /* Queries answer cudaErrorNotReady without making it the last error. */
 static cudaError_t query_ret(rgpu_client *c, int rc) {
   if (rc == CUDA_ERROR_NOT_READY) {
@@ -197,7 +179,9 @@ static cudaError_t query_ret(rgpu_client *c, int rc) {
   return rgpu_rt_sync_ret(c, rc);
 }
 
-static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
+/* Synchronize and query: the same round trip (refused while the stream
+ * captures) but for its kind and how the answer is returned. */
+static cudaError_t stream_wait_call(cudaStream_t stream, int per_thread, rgpu_rt_sync_kind kind) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -206,39 +190,59 @@ static cudaError_t stream_query(cudaStream_t stream, int per_thread) {
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
-  return query_ret(c, rgpu_rt_sync_call(c, dev, RGPU_RT_QUERY_STREAM, wire, wire));
+  rgpu_status rc = rgpu_rt_sync_call(c, dev, kind, wire, wire);
+  return kind == RGPU_RT_QUERY_STREAM ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
 }
 
-RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(stream, 0); }
-RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
-RGPU_API cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return stream_query(stream, 1); }
+RGPU_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return stream_wait_call(stream, 0, RGPU_RT_SYNC_STREAM);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)) {
+  return stream_wait_call(stream, 1, RGPU_RT_SYNC_STREAM);
+}
+RGPU_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return stream_wait_call(stream, 0, RGPU_RT_QUERY_STREAM);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)) {
+  return stream_wait_call(stream, 1, RGPU_RT_QUERY_STREAM);
+}
 
-static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
-                                     int per_thread) {
+/* Recording an event on a stream and making a stream wait for one are the
+ * same operation but for its kind: each accepts only its own "external"
+ * flag, and a record must be on a stream of the event's device. */
+static cudaError_t submit_event_op(rgpu_rt_op_kind kind, cudaEvent_t event, cudaStream_t stream,
+                                   unsigned flags, int per_thread) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!event || event->magic != RGPU_EVENT_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  if (flags & ~(unsigned)cudaEventWaitExternal) return rgpu_rt_ret(cudaErrorInvalidValue);
+  unsigned allowed = kind == RGPU_RT_OP_EVENT_RECORD ? (unsigned)cudaEventRecordExternal
+                                                     : (unsigned)cudaEventWaitExternal;
+  if (flags & ~allowed) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
   int dev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_EVENT_WAIT, .stream = wire, .device = dev};
+  if (kind == RGPU_RT_OP_EVENT_RECORD && dev != event->device)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  rgpu_rt_op op = {.kind = kind, .stream = wire, .device = dev};
   op.event.event = event;
   op.event.flags = flags;
   return rgpu_rt_submit(c, &op);
+}
+
+static cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned flags,
+                                     int per_thread) {
+  return submit_event_op(RGPU_RT_OP_EVENT_WAIT, event, stream, flags, per_thread);
 }
 
 RGPU_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                          unsigned int flags) {
   return stream_wait_event(stream, event, flags, 0);
 }
-RGPU_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
-                                              unsigned int flags);
-RGPU_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
-                                              unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                                   unsigned int flags)) {
   return stream_wait_event(stream, event, flags, 1);
 }
 
@@ -261,24 +265,21 @@ RGPU_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags) {
   if (!flags) return rgpu_rt_ret(cudaErrorInvalidValue);
   return stream_get(s, flags, NULL, NULL);
 }
-RGPU_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags);
-RGPU_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned int *flags)) {
   return cudaStreamGetFlags(s, flags);
 }
 RGPU_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority) {
   if (!priority) return rgpu_rt_ret(cudaErrorInvalidValue);
   return stream_get(s, NULL, priority, NULL);
 }
-RGPU_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority);
-RGPU_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int *priority)) {
   return cudaStreamGetPriority(s, priority);
 }
 RGPU_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device) {
   if (!device) return rgpu_rt_ret(cudaErrorInvalidValue);
   return stream_get(s, NULL, NULL, device);
 }
-RGPU_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device);
-RGPU_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device) {
+RGPU_API_PTSZ(cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device)) {
   return cudaStreamGetDevice(s, device);
 }
 
@@ -347,28 +348,13 @@ RGPU_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 static cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned flags,
                                 int per_thread) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!event || event->magic != RGPU_EVENT_MAGIC)
-    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  if (flags & ~(unsigned)cudaEventRecordExternal) return rgpu_rt_ret(cudaErrorInvalidValue);
-  uint64_t wire;
-  int dev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (dev != event->device) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_EVENT_RECORD, .stream = wire, .device = dev};
-  op.event.event = event;
-  op.event.flags = flags;
-  return rgpu_rt_submit(c, &op);
+  return submit_event_op(RGPU_RT_OP_EVENT_RECORD, event, stream, flags, per_thread);
 }
 
 RGPU_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return event_record(event, stream, 0, 0);
 }
-RGPU_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
-RGPU_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+RGPU_API_PTSZ(cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)) {
   return event_record(event, stream, 0, 1);
 }
 /* cudaEventRecordExternal only matters during stream capture, which rgpu
@@ -377,10 +363,8 @@ RGPU_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t st
                                               unsigned int flags) {
   return event_record(event, stream, flags, 0);
 }
-RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
-                                                   unsigned int flags);
-RGPU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
-                                                   unsigned int flags) {
+RGPU_API_PTSZ(cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream,
+                                                        unsigned int flags)) {
   return event_record(event, stream, flags, 1);
 }
 

@@ -197,12 +197,26 @@ def gen(msgs, hpath, cpath):
             c.append(f"      if (part == 1) {{ rgpu_msg_{lname}_rep x; return rgpu_msg_{lname}_rep_decode(p, n, &x); }}")
         c.append("      return RGPU_PROTO_EKIND;")
     c += ["    default: return RGPU_PROTO_EOPCODE;", "  }", "}", ""]
-    h += ["#ifdef __cplusplus", "}", "#endif", "#endif", ""]
+    write_outputs(hpath, h, cpath, c)
+
+
+# Shared by every generator that reads rgpu_messages.def (gen_calls.py,
+# server/gen_dispatch.py): how the header is closed, how the pair is
+# written, and the command line.
+def write_outputs(hpath, h, cpath, c, extern_c=True):
+    """Closes the header (its extern "C" block when extern_c) and writes both files."""
+    h += ["#ifdef __cplusplus", "}", "#endif"] if extern_c else [""]
+    h += ["#endif", ""]
     open(hpath, "w").write("\n".join(h))
     open(cpath, "w").write("\n".join(c))
 
 
-if __name__ == "__main__":
+def main(gen, script):
+    """argv: rgpu_messages.def out.h out.c; gen(messages, hpath, cpath) writes them."""
     if len(sys.argv) != 4:
-        sys.exit("usage: gen_messages.py rgpu_messages.def out.h out.c")
+        sys.exit(f"usage: {script} rgpu_messages.def out.h out.c")
     gen(parse(sys.argv[1]), sys.argv[2], sys.argv[3])
+
+
+if __name__ == "__main__":
+    main(gen, "gen_messages.py")

@@ -26,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proto"))
-from gen_messages import parse  # noqa: E402
+from gen_messages import main, write_outputs  # noqa: E402
 
 FLAGS = [("noctx", "RGPU_DISPATCH_NOCTX", "no current context is made for it"),
          ("barrier", "RGPU_DISPATCH_BARRIER", "bulk-lane work finishes first"),
@@ -78,12 +78,8 @@ def gen(msgs, hpath, cpath):
               f"\"{m['name']}\", run_{lname}}};",
               "      return &e;", "    }"]
     c += ["    default: return NULL;", "  }", "}", ""]
-    h += ["", "#endif", ""]
-    open(hpath, "w").write("\n".join(h))
-    open(cpath, "w").write("\n".join(c))
+    write_outputs(hpath, h, cpath, c, extern_c=False)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        sys.exit("usage: gen_dispatch.py rgpu_messages.def out.h out.c")
-    gen(parse(sys.argv[1]), sys.argv[2], sys.argv[3])
+    main(gen, "gen_dispatch.py")

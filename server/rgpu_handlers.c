@@ -38,29 +38,62 @@ static CUresult drv_fail(rgpu_worker *w, CUresult r, const char *what) {
 
 /* ---- lookups ------------------------------------------------------------ */
 
-static CUresult get_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
-  if (id == 0) {
-    *out = NULL;
-    return CUDA_SUCCESS;
-  }
-  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, id);
-  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)id);
-  *out = (CUstream)e->ptr;
+/* Streams, events and modules are named by ids the client chose; kind
+ * ("stream", "event", "module") names the id in the failure message. */
+static CUresult unknown_id(rgpu_worker *w, const char *kind, uint64_t id) {
+  return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown %s id %llu", kind, (unsigned long long)id);
+}
+
+static CUresult get_handle(rgpu_worker *w, const rgpu_handle_map *map, const char *kind,
+                           uint64_t id, void **out) {
+  const rgpu_handle_entry *e = rgpu_handle_map_get(map, id);
+  if (!e) return unknown_id(w, kind, id);
+  *out = e->ptr;
   return CUDA_SUCCESS;
 }
 
-static CUresult get_event(rgpu_worker *w, uint64_t id, CUevent *out) {
-  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->events, id);
-  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)id);
-  *out = (CUevent)e->ptr;
+static CUresult take_handle(rgpu_worker *w, rgpu_handle_map *map, const char *kind, uint64_t id,
+                            rgpu_handle_entry *out) {
+  return rgpu_handle_map_remove(map, id, out) ? unknown_id(w, kind, id) : CUDA_SUCCESS;
+}
+
+/* A create's id: not 0 (zero_msg says why) and not in use yet. */
+static CUresult check_new_id(rgpu_worker *w, const rgpu_handle_map *map, const char *kind,
+                             uint64_t id, const char *zero_msg) {
+  if (id == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "%s", zero_msg);
+  if (rgpu_handle_map_get(map, id))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s id %llu already exists", kind, (unsigned long long)id);
   return CUDA_SUCCESS;
+}
+
+/* A query's driver result: NOT_READY passes through unlogged (it is an
+ * answer, not a failure). */
+static CUresult query_result(rgpu_worker *w, CUresult r, const char *what) {
+  if (r == CUDA_ERROR_NOT_READY) return r;
+  if (r != CUDA_SUCCESS) return drv_fail(w, r, what);
+  return CUDA_SUCCESS;
+}
+
+static CUresult get_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
+  void *p = NULL;
+  CUresult r = id == 0 ? CUDA_SUCCESS : get_handle(w, &w->streams, "stream", id, &p);
+  if (r == CUDA_SUCCESS) *out = (CUstream)p;
+  return r;
+}
+
+static CUresult get_event(rgpu_worker *w, uint64_t id, CUevent *out) {
+  void *p = NULL;
+  CUresult r = get_handle(w, &w->events, "event", id, &p);
+  if (r == CUDA_SUCCESS) *out = (CUevent)p;
+  return r;
 }
 
 static CUresult get_func(rgpu_worker *w, uint64_t module_id, uint32_t fi, rgpu_module_rec **mrec,
                          CUfunction *f) {
-  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, module_id);
-  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)module_id);
-  rgpu_module_rec *m = e->ptr;
+  void *p = NULL;
+  CUresult r = get_handle(w, &w->modules, "module", module_id, &p);
+  if (r) return r;
+  rgpu_module_rec *m = p;
   if (fi >= m->nfuncs)
     return FAIL(CUDA_ERROR_INVALID_HANDLE, "module %llu has no function index %u (it has %u)",
                 (unsigned long long)module_id, fi, m->nfuncs);
@@ -669,12 +702,12 @@ out:
 CUresult rgpu_h_module_unload(rgpu_req *rq, const rgpu_msg_module_unload_req *q) {
   rgpu_worker *w = rq->w;
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->modules, q->module_id, &e))
-    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)q->module_id);
+  CUresult r = take_handle(w, &w->modules, "module", q->module_id, &e);
+  if (r) return r;
   rgpu_module_rec *m = e.ptr;
   rgpu_jobs_barrier(w, NULL);
   rgpu_alloc_table_remove_matching(&w->allocs, -1, q->module_id, NULL, NULL);
-  CUresult r = D->cuModuleUnload((CUmodule)m->module);
+  r = D->cuModuleUnload((CUmodule)m->module);
   rgpu_module_rec_free(m);
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleUnload");
   return CUDA_SUCCESS;
@@ -745,9 +778,8 @@ CUresult rgpu_h_func_get_attrs(rgpu_req *rq, const rgpu_msg_func_get_attrs_req *
 
 CUresult rgpu_h_stream_create(rgpu_req *rq, const rgpu_msg_stream_create_req *q) {
   rgpu_worker *w = rq->w;
-  if (q->stream == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id 0 is the default stream");
-  if (rgpu_handle_map_get(&w->streams, q->stream))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "stream id %llu already exists", (unsigned long long)q->stream);
+  CUresult r = check_new_id(w, &w->streams, "stream", q->stream, "stream id 0 is the default stream");
+  if (r) return r;
   CUstream s = NULL;
   CHECK_DRV(D->cuStreamCreateWithPriority(&s, q->flags, q->priority), "cuStreamCreateWithPriority");
   if (rgpu_handle_map_put(&w->streams, q->stream, s, w->cur_dev)) {
@@ -760,8 +792,8 @@ CUresult rgpu_h_stream_create(rgpu_req *rq, const rgpu_msg_stream_create_req *q)
 CUresult rgpu_h_stream_destroy(rgpu_req *rq, const rgpu_msg_stream_destroy_req *q) {
   rgpu_worker *w = rq->w;
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->streams, q->stream, &e))
-    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q->stream);
+  CUresult r = take_handle(w, &w->streams, "stream", q->stream, &e);
+  if (r) return r;
   CHECK_DRV(D->cuStreamDestroy((CUstream)e.ptr), "cuStreamDestroy");
   return CUDA_SUCCESS;
 }
@@ -790,10 +822,7 @@ CUresult rgpu_h_stream_query(rgpu_req *rq, const rgpu_msg_stream_query_req *q) {
   CUstream s = NULL;
   CUresult r = get_stream(w, q->stream, &s);
   if (r) return r;
-  r = D->cuStreamQuery(s);
-  if (r == CUDA_ERROR_NOT_READY) return r;
-  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuStreamQuery");
-  return CUDA_SUCCESS;
+  return query_result(w, D->cuStreamQuery(s), "cuStreamQuery");
 }
 
 CUresult rgpu_h_stream_wait_event(rgpu_req *rq, const rgpu_msg_stream_wait_event_req *q) {
@@ -823,9 +852,8 @@ CUresult rgpu_h_host_call_done(rgpu_req *rq, const rgpu_msg_host_call_done_req *
 
 CUresult rgpu_h_event_create(rgpu_req *rq, const rgpu_msg_event_create_req *q) {
   rgpu_worker *w = rq->w;
-  if (q->event == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "event id 0 is reserved");
-  if (rgpu_handle_map_get(&w->events, q->event))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "event id %llu already exists", (unsigned long long)q->event);
+  CUresult r = check_new_id(w, &w->events, "event", q->event, "event id 0 is reserved");
+  if (r) return r;
   CUevent e = NULL;
   CHECK_DRV(D->cuEventCreate(&e, q->flags), "cuEventCreate");
   if (rgpu_handle_map_put(&w->events, q->event, e, w->cur_dev)) {
@@ -838,8 +866,8 @@ CUresult rgpu_h_event_create(rgpu_req *rq, const rgpu_msg_event_create_req *q) {
 CUresult rgpu_h_event_destroy(rgpu_req *rq, const rgpu_msg_event_destroy_req *q) {
   rgpu_worker *w = rq->w;
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->events, q->event, &e))
-    return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown event id %llu", (unsigned long long)q->event);
+  CUresult r = take_handle(w, &w->events, "event", q->event, &e);
+  if (r) return r;
   rgpu_jobs_barrier(w, e.ptr); /* an EVENT_SYNC may still wait on it */
   CHECK_DRV(D->cuEventDestroy((CUevent)e.ptr), "cuEventDestroy");
   return CUDA_SUCCESS;
@@ -873,10 +901,7 @@ CUresult rgpu_h_event_query(rgpu_req *rq, const rgpu_msg_event_query_req *q) {
   CUevent e = NULL;
   CUresult r = get_event(w, q->event, &e);
   if (r) return r;
-  r = D->cuEventQuery(e);
-  if (r == CUDA_ERROR_NOT_READY) return r;
-  if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuEventQuery");
-  return CUDA_SUCCESS;
+  return query_result(w, D->cuEventQuery(e), "cuEventQuery");
 }
 
 CUresult rgpu_h_event_elapsed(rgpu_req *rq, const rgpu_msg_event_elapsed_req *q) {

@@ -569,42 +569,36 @@ static CUresult ctx_arg(CUcontext c, sg_ctx **out) {
   return sg_current(out);
 }
 
+/* Copy and memset nodes run in a context (ctx, or the current one): the
+ * node takes the checked parameters (CHECK, a CUresult expression) and the
+ * context into its union member MEMBER.  The names are the driver API's
+ * parameter names of cuGraphAdd{Memcpy,Memset}Node. */
+#define ADD_CTX_NODE(CHECK, TYPE, MEMBER, PARAMS)                                             \
+  sg_ctx *c;                                                                                  \
+  CUresult r = ctx_arg(ctx, &c);                                                              \
+  if (r) return r;                                                                            \
+  pthread_mutex_lock(&sg_graph_lock);                                                         \
+  r = (CHECK);                                                                                \
+  sg_gnode *n = NULL;                                                                         \
+  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, (TYPE), &n);      \
+  if (!r) {                                                                                   \
+    n->u.MEMBER.p = *(PARAMS);                                                                \
+    n->u.MEMBER.ctx = c;                                                                      \
+    *phGraphNode = n;                                                                         \
+  }                                                                                           \
+  pthread_mutex_unlock(&sg_graph_lock);                                                       \
+  return r
+
 SG_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode *dependencies, size_t numDependencies,
                                                 const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  r = sg_memcpy3d_check(copyParams);
-  sg_gnode *n = NULL;
-  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMCPY, &n);
-  if (!r) {
-    n->u.cp.p = *copyParams;
-    n->u.cp.ctx = c;
-    *phGraphNode = n;
-  }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  ADD_CTX_NODE(sg_memcpy3d_check(copyParams), CU_GRAPH_NODE_TYPE_MEMCPY, cp, copyParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode *dependencies, size_t numDependencies,
                                                 const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  r = memset_check(memsetParams);
-  sg_gnode *n = NULL;
-  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET, &n);
-  if (!r) {
-    n->u.ms.p = *memsetParams;
-    n->u.ms.ctx = c;
-    *phGraphNode = n;
-  }
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  ADD_CTX_NODE(memset_check(memsetParams), CU_GRAPH_NODE_TYPE_MEMSET, ms, memsetParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -1332,35 +1326,30 @@ SG_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphE
   return r;
 }
 
+/* The executable-graph form of ADD_CTX_NODE: the node of type TYPE takes
+ * the checked parameters, which must name the context it was created in. */
+#define EXEC_SET_CTX_NODE(TYPE, CHECK, MEMBER, PARAMS)                                         \
+  sg_ctx *c;                                                                                  \
+  CUresult r = ctx_arg(ctx, &c);                                                              \
+  if (r) return r;                                                                            \
+  pthread_mutex_lock(&sg_graph_lock);                                                         \
+  sg_gnode *m;                                                                                \
+  r = exec_node_get(hGraphExec, hNode, (TYPE), &m);                                           \
+  if (!r) r = (CHECK);                                                                        \
+  if (!r && c != m->u.MEMBER.ctx) r = CUDA_ERROR_INVALID_VALUE;                               \
+  if (!r) m->u.MEMBER.p = *(PARAMS);                                                          \
+  pthread_mutex_unlock(&sg_graph_lock);                                                       \
+  return r
+
 SG_EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                           const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  sg_gnode *m;
-  r = exec_node_get(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &m);
-  if (!r) r = sg_memcpy3d_check(copyParams);
-  if (!r && c != m->u.cp.ctx) r = CUDA_ERROR_INVALID_VALUE;
-  if (!r) m->u.cp.p = *copyParams;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  EXEC_SET_CTX_NODE(CU_GRAPH_NODE_TYPE_MEMCPY, sg_memcpy3d_check(copyParams), cp, copyParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                           const CUDA_MEMSET_NODE_PARAMS *memsetParams,
                                                           CUcontext ctx) {
-  sg_ctx *c;
-  CUresult r = ctx_arg(ctx, &c);
-  if (r) return r;
-  pthread_mutex_lock(&sg_graph_lock);
-  sg_gnode *m;
-  r = exec_node_get(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMSET, &m);
-  if (!r) r = memset_check(memsetParams);
-  if (!r && c != m->u.ms.ctx) r = CUDA_ERROR_INVALID_VALUE;
-  if (!r) m->u.ms.p = *memsetParams;
-  pthread_mutex_unlock(&sg_graph_lock);
-  return r;
+  EXEC_SET_CTX_NODE(CU_GRAPH_NODE_TYPE_MEMSET, memset_check(memsetParams), ms, memsetParams);
 }
 
 SG_EXPORT CUresult CUDAAPI cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
