@@ -760,6 +760,13 @@ int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq
   return had;
 }
 
+int rgpu_client_async_error_pending(rgpu_client *c) {
+  rgpu_client_lock(c);
+  int had = c->async_pending;
+  rgpu_client_unlock(c);
+  return had;
+}
+
 /* Waits (bounded) for the first bytes of a reply so that a server that
  * accepts but never answers cannot hang the program in HELLO. */
 static int wait_readable(rgpu_client *c, int timeout_ms) {

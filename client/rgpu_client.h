@@ -246,6 +246,8 @@ rgpu_status rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_
  * Returns 1 and fills the outputs when one was pending (and clears it). */
 int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq, char *msg,
                                  size_t msglen);
+/* 1 while an async error is latched and not yet taken (nothing cleared). */
+int rgpu_client_async_error_pending(rgpu_client *c);
 /* Polls the connection without blocking for events that already arrived
  * (so cudaGetLastError sees async errors that came in the meantime). */
 rgpu_status rgpu_client_poll_events(rgpu_client *c);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rgpu_array.h"
 #include "rgpu_clock.h"
 #include "rgpu_fifo.h"
 #include "rgpu_cudart.h"
@@ -41,6 +42,37 @@ typedef struct rgpu_cb_rec {
   void *user;
   struct rgpu_cb_rec *next;
 } rgpu_cb_rec;
+
+/* ---- back-pressure ------------------------------------------------------
+ * A real driver takes only so much work behind a host function that has not
+ * returned: measured on the H200 (driver 580), enqueueing blocks after
+ * about 1,022 copies behind one blocked host function, or after 57 groups
+ * of (kernel, copy, event, host function).  On the server that enqueue is
+ * made by the session thread, the only reader of the HOST_CALL_DONE that
+ * would unblock the stream: tests/e2e/host_callback_data (64 host functions
+ * per synchronization) wedged its session that way.  So the client bounds
+ * what a stream holds behind its oldest unanswered host function, well
+ * inside the driver's limit (each request is at most two driver operations
+ * on the server: the operation and its completion marker), and an
+ * application thread that would go past it waits, holding no lock, until
+ * that host function has run, as it would wait inside a local driver's
+ * enqueue. */
+#define RGPU_HOST_FUNCS_PER_STREAM 24
+#define RGPU_OPS_BEHIND_HOST_FUNC 256
+
+typedef struct rgpu_cb_pending {
+  uint64_t stream; /* wire id */
+  uint64_t at;     /* the stream's operation count when it was queued */
+  uint64_t id;     /* callback id */
+  struct rgpu_cb_pending *next;
+} rgpu_cb_pending;
+
+/* Operations submitted to a stream while it has unanswered host functions. */
+typedef struct {
+  uint64_t stream;
+  uint64_t ops;
+  size_t pending;
+} rgpu_cb_stream;
 
 typedef struct rgpu_cb_call {
   rgpu_cb_rec *rec; /* NULL: unknown id, answer without running anything */
@@ -59,11 +91,121 @@ static RGPU_FIFO(rgpu_cb_call) g_calls; /* called by the server, not yet run */
 static size_t g_outstanding;       /* registered and not yet answered */
 static int g_stop;
 static int g_started;
+/* (g_lock) unanswered host functions in submission order, and the streams
+ * that have some */
+static rgpu_cb_pending *g_pending;
+static rgpu_cb_stream *g_streams;
+static size_t g_nstreams, g_cap_streams;
 static pthread_t g_thread;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int tl_in_callback;
 
 int rgpu_rt_in_host_callback(void) { return tl_in_callback; }
+
+static rgpu_cb_stream *stream_state(uint64_t stream, int create) {
+  assert(rgpu_mutex_held(&g_lock));
+  for (size_t i = 0; i < g_nstreams; i++)
+    if (g_streams[i].stream == stream) return &g_streams[i];
+  if (!create || RGPU_ARRAY_RESERVE(g_streams, g_cap_streams, g_nstreams + 1, 8) != 0) return NULL;
+  g_streams[g_nstreams] = (rgpu_cb_stream){.stream = stream};
+  return &g_streams[g_nstreams++];
+}
+
+/* Records host function `id` on `stream` as unanswered.  0, or -1 (no
+ * memory: the function is then not bounded, as before). */
+static int pending_add(uint64_t stream, uint64_t id) {
+  assert(rgpu_mutex_held(&g_lock));
+  rgpu_cb_stream *st = stream_state(stream, 1);
+  rgpu_cb_pending *p = st ? calloc(1, sizeof *p) : NULL;
+  if (!p) return -1;
+  *p = (rgpu_cb_pending){.stream = stream, .at = st->ops, .id = id};
+  rgpu_cb_pending **pp = &g_pending;
+  while (*pp) pp = &(*pp)->next;
+  *pp = p;
+  st->pending++;
+  return 0;
+}
+
+/* Host function `id` was answered (or will never run): its stream may take
+ * more work. */
+static void pending_remove(uint64_t id) {
+  assert(rgpu_mutex_held(&g_lock));
+  for (rgpu_cb_pending **pp = &g_pending; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == id) {
+      rgpu_cb_pending *p = *pp;
+      *pp = p->next;
+      rgpu_cb_stream *st = stream_state(p->stream, 0);
+      if (st && st->pending && --st->pending == 0) *st = g_streams[--g_nstreams];
+      free(p);
+      pthread_cond_broadcast(&g_cond);
+      return;
+    }
+}
+
+/* 1 while `stream` holds as much behind its oldest unanswered host function
+ * as the bounds above allow. */
+static int stream_full(const rgpu_cb_stream *st) {
+  assert(rgpu_mutex_held(&g_lock));
+  if (st->pending >= RGPU_HOST_FUNCS_PER_STREAM) return 1;
+  for (const rgpu_cb_pending *p = g_pending; p; p = p->next)
+    if (p->stream == st->stream) return st->ops - p->at >= RGPU_OPS_BEHIND_HOST_FUNC;
+  return 0;
+}
+
+static int context_failed(rgpu_client *c) {
+  assert(rgpu_mutex_not_held(&g_lock));
+  rgpu_err_state *es = rgpu_rt_err_state();
+  rgpu_mutex_lock(&es->lock);
+  int sticky = es->sticky != cudaSuccess;
+  rgpu_mutex_unlock(&es->lock);
+  return sticky || rgpu_client_async_error_pending(c);
+}
+
+void rgpu_rt_host_pending_forget(void) {
+  rgpu_mutex_lock(&g_lock);
+  for (rgpu_cb_pending *p = g_pending, *n; p; p = n) {
+    n = p->next;
+    free(p);
+  }
+  g_pending = NULL;
+  g_nstreams = 0;
+  pthread_cond_broadcast(&g_cond);
+  rgpu_mutex_unlock(&g_lock);
+}
+
+void rgpu_rt_host_backpressure(rgpu_client *c, uint64_t stream) {
+  /* A callback cannot wait for itself; CUDA calls from one are refused
+   * anyway (cudaErrorNotPermitted). */
+  if (!g_started || tl_in_callback) return;
+  assert(rgpu_mutex_held_count() == 0);
+  rgpu_mutex_lock(&g_lock);
+  rgpu_cb_stream *st = stream_state(stream, 0);
+  int flushed = 0;
+  while (st && stream_full(st) && !g_stop && !rgpu_client_is_dead(c)) {
+    rgpu_mutex_unlock(&g_lock);
+    /* After a fault in the context the server's stream never reaches its
+     * host functions (cuLaunchHostFunc's rule) and later work fails at
+     * once: nothing is left to wait for. */
+    if (context_failed(c)) {
+      rgpu_mutex_lock(&g_lock);
+      break;
+    }
+    if (!flushed) {
+      /* The server must see the host functions we wait for; the callback
+       * thread reads their HOST_CALLs while this thread waits. */
+      rgpu_client_lock(c);
+      (void)rgpu_client_flush_locked(c);
+      rgpu_client_unlock(c);
+      flushed = 1;
+    }
+    rgpu_mutex_lock(&g_lock);
+    struct timespec ts = rgpu_clock_timespec_in(10 * RGPU_NS_PER_MS);
+    rgpu_mutex_cond_timedwait(&g_cond, &g_lock, &ts);
+    st = stream_state(stream, 0);
+  }
+  if (st) st->ops++;
+  rgpu_mutex_unlock(&g_lock);
+}
 
 /* Unlinks and returns the record of callback id from g_waiting (NULL: none). */
 static rgpu_cb_rec *waiting_take(uint64_t id) {
@@ -144,6 +286,7 @@ static void *callback_main(void *arg) {
 
     rgpu_cb_rec *rec = call->rec;
     int known = rec != NULL;
+    uint64_t call_id = call->callback;
     assert(rgpu_mutex_held_count() == 0); /* user code runs next: no lock of ours held */
     if (rec) {
       tl_in_callback = 1;
@@ -160,6 +303,7 @@ static void *callback_main(void *arg) {
 
     rgpu_mutex_lock(&g_lock);
     if (known && g_outstanding) g_outstanding--;
+    pending_remove(call_id);
   }
   rgpu_mutex_unlock(&g_lock);
   return NULL;
@@ -188,6 +332,14 @@ void rgpu_rt_callbacks_stop(void) {
     free(r);
   }
   g_waiting = NULL;
+  for (rgpu_cb_pending *p = g_pending, *n; p; p = n) {
+    n = p->next;
+    free(p);
+  }
+  g_pending = NULL;
+  free(g_streams);
+  g_streams = NULL;
+  g_nstreams = g_cap_streams = 0;
 }
 
 static cudaError_t enqueue(cudaStream_t stream, int per_thread, cudaHostFn_t fn,
@@ -227,6 +379,7 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
   rec->next = g_waiting;
   g_waiting = rec;
   g_outstanding++;
+  (void)pending_add(wire, rec->id);
   pthread_cond_broadcast(&g_cond);
   rgpu_mutex_unlock(&g_lock);
 
@@ -239,6 +392,7 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
   rgpu_mutex_lock(&g_lock);
   rgpu_cb_rec *dead = waiting_take(id);
   if (dead && g_outstanding) g_outstanding--;
+  pending_remove(id);
   rgpu_mutex_unlock(&g_lock);
   free(dead);
   return rgpu_rt_sync_ret(c, rc);

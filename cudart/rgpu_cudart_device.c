@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "rgpu_cudart.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -316,6 +317,7 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
   rgpu_rt_arena_forget_device(dev);
   rgpu_rt_modules_forget_device(dev);
+  rgpu_rt_host_pending_forget();
   return rgpu_rt_ret(rgpu_rt_from_call(rc));
 }
 

@@ -237,6 +237,8 @@ static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
 cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
   cudaError_t e;
   if (rgpu_rt_capture_take(op, &e)) return rgpu_rt_ret(e);
+  /* A stream behind an unanswered host function takes only so much. */
+  rgpu_rt_host_backpressure(c, op->stream);
   switch (op->kind) {
   case RGPU_RT_OP_LAUNCH: return send_launch(c, op);
   case RGPU_RT_OP_COPY: return send_copy(c, op);
