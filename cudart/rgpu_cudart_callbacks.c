@@ -59,6 +59,9 @@ typedef struct rgpu_cb_rec {
  * enqueue. */
 #define RGPU_HOST_FUNCS_PER_STREAM 24
 #define RGPU_OPS_BEHIND_HOST_FUNC 256
+/* Whether the driver's bound is per stream or per context was not
+ * measured: all streams together stay inside it too. */
+#define RGPU_HOST_FUNCS_TOTAL 48
 
 typedef struct rgpu_cb_pending {
   uint64_t stream; /* wire id */
@@ -96,6 +99,7 @@ static int g_started;
 static rgpu_cb_pending *g_pending;
 static rgpu_cb_stream *g_streams;
 static size_t g_nstreams, g_cap_streams;
+static size_t g_npending; /* entries of g_pending */
 static pthread_t g_thread;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int tl_in_callback;
@@ -123,6 +127,7 @@ static int pending_add(uint64_t stream, uint64_t id) {
   while (*pp) pp = &(*pp)->next;
   *pp = p;
   st->pending++;
+  g_npending++;
   return 0;
 }
 
@@ -134,6 +139,7 @@ static void pending_remove(uint64_t id) {
     if ((*pp)->id == id) {
       rgpu_cb_pending *p = *pp;
       *pp = p->next;
+      g_npending--;
       rgpu_cb_stream *st = stream_state(p->stream, 0);
       if (st && st->pending && --st->pending == 0) *st = g_streams[--g_nstreams];
       free(p);
@@ -142,13 +148,16 @@ static void pending_remove(uint64_t id) {
     }
 }
 
-/* 1 while `stream` holds as much behind its oldest unanswered host function
- * as the bounds above allow. */
-static int stream_full(const rgpu_cb_stream *st) {
+/* 1 while one more operation on `stream` (`host_fn`: a host function)
+ * would go past the bounds above. */
+static int stream_full(uint64_t stream, int host_fn) {
   assert(rgpu_mutex_held(&g_lock));
-  if (st->pending >= RGPU_HOST_FUNCS_PER_STREAM) return 1;
+  if (host_fn && g_npending >= RGPU_HOST_FUNCS_TOTAL) return 1;
+  const rgpu_cb_stream *st = stream_state(stream, 0);
+  if (!st) return 0;
+  if (host_fn && st->pending >= RGPU_HOST_FUNCS_PER_STREAM) return 1;
   for (const rgpu_cb_pending *p = g_pending; p; p = p->next)
-    if (p->stream == st->stream) return st->ops - p->at >= RGPU_OPS_BEHIND_HOST_FUNC;
+    if (p->stream == stream) return st->ops - p->at >= RGPU_OPS_BEHIND_HOST_FUNC;
   return 0;
 }
 
@@ -169,19 +178,19 @@ void rgpu_rt_host_pending_forget(void) {
   }
   g_pending = NULL;
   g_nstreams = 0;
+  g_npending = 0;
   pthread_cond_broadcast(&g_cond);
   rgpu_mutex_unlock(&g_lock);
 }
 
-void rgpu_rt_host_backpressure(rgpu_client *c, uint64_t stream) {
+void rgpu_rt_host_backpressure(rgpu_client *c, uint64_t stream, int host_fn) {
   /* A callback cannot wait for itself; CUDA calls from one are refused
    * anyway (cudaErrorNotPermitted). */
   if (!g_started || tl_in_callback) return;
   assert(rgpu_mutex_held_count() == 0);
   rgpu_mutex_lock(&g_lock);
-  rgpu_cb_stream *st = stream_state(stream, 0);
   int flushed = 0;
-  while (st && stream_full(st) && !g_stop && !rgpu_client_is_dead(c)) {
+  while (stream_full(stream, host_fn) && !g_stop && !rgpu_client_is_dead(c)) {
     rgpu_mutex_unlock(&g_lock);
     /* After a fault in the context the server's stream never reaches its
      * host functions (cuLaunchHostFunc's rule) and later work fails at
@@ -201,8 +210,8 @@ void rgpu_rt_host_backpressure(rgpu_client *c, uint64_t stream) {
     rgpu_mutex_lock(&g_lock);
     struct timespec ts = rgpu_clock_timespec_in(10 * RGPU_NS_PER_MS);
     rgpu_mutex_cond_timedwait(&g_cond, &g_lock, &ts);
-    st = stream_state(stream, 0);
   }
+  rgpu_cb_stream *st = stream_state(stream, 0);
   if (st) st->ops++;
   rgpu_mutex_unlock(&g_lock);
 }
@@ -337,6 +346,7 @@ void rgpu_rt_callbacks_stop(void) {
     free(p);
   }
   g_pending = NULL;
+  g_npending = 0;
   free(g_streams);
   g_streams = NULL;
   g_nstreams = g_cap_streams = 0;

@@ -238,7 +238,7 @@ cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
   cudaError_t e;
   if (rgpu_rt_capture_take(op, &e)) return rgpu_rt_ret(e);
   /* A stream behind an unanswered host function takes only so much. */
-  rgpu_rt_host_backpressure(c, op->stream);
+  rgpu_rt_host_backpressure(c, op->stream, op->kind == RGPU_RT_OP_HOST_FUNC);
   switch (op->kind) {
   case RGPU_RT_OP_LAUNCH: return send_launch(c, op);
   case RGPU_RT_OP_COPY: return send_copy(c, op);

@@ -98,7 +98,7 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op);
 /* Before an operation goes onto `stream` (rgpu_rt_submit): waits, holding
  * no lock, while the stream holds as much as a driver takes behind its
  * oldest unanswered host function (rgpu_cudart_callbacks.c says why). */
-void rgpu_rt_host_backpressure(rgpu_client *c, uint64_t stream);
+void rgpu_rt_host_backpressure(rgpu_client *c, uint64_t stream, int host_fn);
 /* cudaDeviceReset: the context's unanswered host functions will never run. */
 void rgpu_rt_host_pending_forget(void);
 
