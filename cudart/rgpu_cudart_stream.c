@@ -51,11 +51,31 @@ static rgpu_status sync_send_locked(rgpu_client *c, rgpu_rt_sync_kind kind, uint
   return RGPU_CLIENT_EARG;
 }
 
+/* (client lock) For each device, the sequence number the next frame had
+ * right after its last successful device-wide synchronization: while no
+ * frame has left since, the device has nothing in flight that the program
+ * gave it (no launch, copy, host function or free), so a
+ * cudaDeviceSynchronize answers at once, without a round trip: every error
+ * of earlier work arrived before that synchronization's reply.  0 = none. */
+static uint64_t g_idle_next[RGPU_MAX_DEVICES];
+
 rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
                               uint64_t handle, uint64_t drain_stream) {
   rgpu_client_reply r = {0};
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
+  int idle_known = kind == RGPU_RT_SYNC_DEVICE && device >= 0 && device < RGPU_MAX_DEVICES &&
+                   !rgpu_client_sync_every_call(c);
+  if (idle_known && g_idle_next[device] != 0 &&
+      g_idle_next[device] == rgpu_client_next_seq_locked(c)) {
+    /* (That sync also drained every background reply, and a new one would
+     * be a new frame.) */
+    uint64_t next = rgpu_client_next_seq_locked(c);
+    rgpu_client_unlock(c);
+    /* Frees since then were made with nothing in flight (rgpu_cudart_arena). */
+    rgpu_rt_arena_synced(device, next + 1);
+    return 0;
+  }
   rgpu_status rc = device >= 0 ? rgpu_client_bind_device_locked(c, device) : 0;
   uint64_t first = rgpu_client_next_seq_locked(c), seq = 0;
   if (rc == 0) rc = sync_send_locked(c, kind, handle, &seq);
@@ -64,6 +84,7 @@ rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind
   /* The legacy stream synchronizes with every blocking stream. */
   if (drain_stream == 0) drain_stream = RGPU_CLIENT_ALL_STREAMS;
   if (rc == 0) rc = rgpu_client_drain_locked(c, drain_stream, seq);
+  if (idle_known) g_idle_next[device] = rc == 0 ? rgpu_client_next_seq_locked(c) : 0;
   rgpu_client_unlock(c);
   if (rc == 0 && kind == RGPU_RT_SYNC_DEVICE) rgpu_rt_arena_synced(device, seq);
   return rc;

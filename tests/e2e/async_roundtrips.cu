@@ -55,6 +55,11 @@ int main(int argc, char **argv) {
     CHECK(cudaStreamWaitEvent(t, ev, 0));
     CHECK(cudaMemcpyAsync(d2, d, bytes, cudaMemcpyDeviceToDevice, t));
     CHECK(cudaGetLastError());
+  } else {
+    // One queued call, so that sync #2 has work to wait for in both modes:
+    // a cudaDeviceSynchronize with nothing sent since the last one is
+    // answered by the client without a round trip.
+    CHECK(cudaMemsetAsync(d2, 0, 4, t));
   }
   CHECK(cudaDeviceSynchronize());  // sync #2
 
