@@ -1021,8 +1021,10 @@ static int run_warp(worker *W, warp *w, int widx) {
       }
       case SG_OP_MOV_TIMER: {
         uint64_t *D = DREG(I->d[0]);
-        uint64_t t = I->mod == SG_TIMER_GLOBALTIMER ? rgpu_wall_ns() : rgpu_clock_ns();
-        if (I->mod == SG_TIMER_CLOCK) t &= 0xffffffffu;
+        int global = I->mod == SG_TIMER_GLOBALTIMER || I->mod == SG_TIMER_GLOBALTIMER_LO || I->mod == SG_TIMER_GLOBALTIMER_HI;
+        uint64_t t = global ? rgpu_wall_ns() : rgpu_clock_ns();
+        if (I->mod == SG_TIMER_CLOCK || I->mod == SG_TIMER_GLOBALTIMER_LO) t &= 0xffffffffu;
+        else if (I->mod == SG_TIMER_CLOCK_HI || I->mod == SG_TIMER_GLOBALTIMER_HI) t >>= 32;
         LANES({ D[l] = t; });
         break;
       }

@@ -86,7 +86,8 @@ enum { SG_MATCH_ANY = 1, SG_MATCH_ALL };
 /* cvta direction (mod). */
 enum { SG_CVTA_TO_GENERIC = 1, SG_CVTA_FROM_GENERIC };
 /* timer kinds (mod of MOV_TIMER). */
-enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER };
+enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER, SG_TIMER_CLOCK_HI,
+       SG_TIMER_GLOBALTIMER_LO, SG_TIMER_GLOBALTIMER_HI };
 
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */

@@ -611,6 +611,39 @@ static const struct { const char *name; int sr; } sreg_names[] = {
   {"%total_smem_size", SG_SR_TOTAL_SMEM},
 };
 
+/* The PTX ISA's other predefined special registers.  softgpu never launches
+ * thread-block clusters (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH is 0), so every
+ * block is its own cluster of one: the cluster registers are constants or
+ * alias the grid's.  Registers whose values belong to a real driver or to
+ * hardware counters are refused by name, with the reason. */
+static int predefined_sreg(parser *P, const token *t, opnd *o) {
+  static const struct { const char *name; int sr; } cluster_alias[] = {
+    {"%clusterid.x", SG_SR_CTAID_X}, {"%clusterid.y", SG_SR_CTAID_Y}, {"%clusterid.z", SG_SR_CTAID_Z},
+    {"%nclusterid.x", SG_SR_NCTAID_X}, {"%nclusterid.y", SG_SR_NCTAID_Y}, {"%nclusterid.z", SG_SR_NCTAID_Z},
+    {"%aggr_smem_size", SG_SR_TOTAL_SMEM},
+  };
+  static const struct { const char *name; int64_t value; } cluster_const[] = {
+    {"%cluster_ctaid.x", 0}, {"%cluster_ctaid.y", 0}, {"%cluster_ctaid.z", 0},
+    {"%cluster_nctaid.x", 1}, {"%cluster_nctaid.y", 1}, {"%cluster_nctaid.z", 1},
+    {"%cluster_ctarank", 0}, {"%cluster_nctarank", 1}, {"%is_explicit_cluster", 0},
+  };
+  for (size_t i = 0; i < sizeof cluster_alias / sizeof cluster_alias[0]; i++)
+    if (tok_is(t, cluster_alias[i].name)) { o->kind = PO_SREG; o->sub = cluster_alias[i].sr; o->reg = SG_SBIT | (uint32_t)cluster_alias[i].sr; return 0; }
+  for (size_t i = 0; i < sizeof cluster_const / sizeof cluster_const[0]; i++)
+    if (tok_is(t, cluster_const[i].name)) { o->kind = PO_IMM; o->imm = cluster_const[i].value; o->immf = 0; return 0; }
+  const char *why = NULL;
+  if (t->len > 7 && !memcmp(t->p, "%envreg", 7)) why = "driver-defined environment registers (%envreg<N>) are not supported by softgpu";
+  else if (t->len > 3 && !memcmp(t->p, "%pm", 3)) why = "performance-monitor counters (%pm<N>) are not supported by softgpu";
+  else if (t->len > 19 && !memcmp(t->p, "%reserved_smem_offs", 19)) why = "reserved shared memory (%reserved_smem_offset_*) is not supported by softgpu";
+  else if (tok_is(t, "%current_graph_exec")) why = "device-side graph launch (%current_graph_exec) is not supported by softgpu";
+  if (why) {
+    fail(P, CUDA_ERROR_NOT_SUPPORTED, t->line, "special register '%.*s': %s", (int)t->len, t->p, why);
+    return -1;
+  }
+  fail(P, CUDA_ERROR_INVALID_PTX, t->line, "unknown register '%.*s'", (int)t->len, t->p);
+  return -1;
+}
+
 static int resolve_name(parser *P, const token *t, opnd *o) {
   o->tok = t;
   uint32_t idx;
@@ -628,11 +661,16 @@ static int resolve_name(parser *P, const token *t, opnd *o) {
     if (tok_is(t, "%clock")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK; return 0; }
     if (tok_is(t, "%clock64")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK64; return 0; }
     if (tok_is(t, "%globaltimer")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER; return 0; }
-    fail(P, CUDA_ERROR_INVALID_PTX, t->line, "unknown register '%.*s'", (int)t->len, t->p);
-    return -1;
+    if (tok_is(t, "%clock_hi")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK_HI; return 0; }
+    if (tok_is(t, "%globaltimer_lo")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER_LO; return 0; }
+    if (tok_is(t, "%globaltimer_hi")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER_HI; return 0; }
+    return predefined_sreg(P, t, o);
   }
   s = find_msym(P, t->p, t->len);
   if (s) { o->kind = PO_SYM; o->s = s; return 0; }
+  /* WARP_SZ is the PTX ISA's predefined constant for the warp width (what
+   * device code's warpSize compiles to); a module cannot redefine it. */
+  if (tok_is(t, "WARP_SZ")) { o->kind = PO_IMM; o->imm = 32; o->immf = 0; return 0; }
   o->kind = PO_NAME;
   return 0;
 }

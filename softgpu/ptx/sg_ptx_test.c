@@ -785,6 +785,55 @@ static void test_printf_format(void **state) {
 
 /* ------------------------------------------------------------ errors */
 
+/* The PTX ISA's predefined identifiers: WARP_SZ (device code's warpSize),
+ * the cluster registers (every softgpu block is a cluster of one), the
+ * timer halves; driver-defined ones are refused with their reason. */
+static void test_predefined_identifiers(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, WARP_SZ; add.u32 %r2, %r1, WARP_SZ;\n"
+         "mov.u32 %r3, %clusterid.x; mov.u32 %r4, %nclusterid.x; mov.u32 %r5, %cluster_ctarank;\n"
+         "mov.u32 %r6, %cluster_nctarank; mov.u32 %r7, %cluster_nctaid.x; mov.u32 %r8, %cluster_ctaid.y;\n"
+         "mov.pred %p1, %is_explicit_cluster; selp.u32 %r9, 1, 0, %p1;\n"
+         "mov.u32 %r10, %clock_hi; mov.u32 %r11, %globaltimer_hi; mov.u32 %r12, %nwarpid;\n"
+         "mov.u32 %r13, %warpid; mov.u32 %r14, %nsmid; mov.u32 %r15, %total_smem_size;\n"
+         "mov.u32 %r16, %tid.x; setp.eq.u32 %p2, %r16, 40; @!%p2 bra END;\n"
+         "st.v4.u32 [%rd0], {%r1, %r2, %r3, %r4};\n"
+         "st.v4.u32 [%rd0+16], {%r5, %r6, %r7, %r8};\n"
+         "st.v4.u32 [%rd0+32], {%r9, %r11, %r12, %r13};\n"
+         "st.u32 [%rd0+48], %r14;\n"
+         "END:\n",
+         64);
+  assert_int_equal(s.o32[0], 32);
+  assert_int_equal(s.o32[1], 64);
+  assert_int_equal(s.o32[2], 0);
+  assert_int_equal(s.o32[3], 1);
+  assert_int_equal(s.o32[4], 0);
+  assert_int_equal(s.o32[5], 1);
+  assert_int_equal(s.o32[6], 1);
+  assert_int_equal(s.o32[7], 0);
+  assert_int_equal(s.o32[8], 0);
+  assert_true(s.o32[9] > 0); /* wall-clock ns since 1970 exceed 2^32 */
+  assert_int_equal(s.o32[10], 2);
+  assert_int_equal(s.o32[11], 1);
+  assert_int_equal(s.o32[12], 1);
+  snip_done(&s);
+  sg_ptx_module *m = NULL;
+  char err[256];
+  const char *envreg = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %envreg3;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(envreg, strlen(envreg), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "%envreg3"));
+  assert_non_null(strstr(err, "environment"));
+  const char *pm = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %pm2;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(pm, strlen(pm), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "performance"));
+  const char *bogus = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %bogus;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(bogus, strlen(bogus), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  assert_non_null(strstr(err, "unknown register '%bogus'"));
+  (void)state;
+}
+
 static void test_parse_errors(void **state) {
   sg_ptx_module *m = NULL;
   char err[256];
@@ -1066,6 +1115,7 @@ int main(void) {
     cmocka_unit_test(test_concurrent_launches),
     cmocka_unit_test(test_shared_layout),
     cmocka_unit_test(test_warp_spin),
+    cmocka_unit_test(test_predefined_identifiers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
