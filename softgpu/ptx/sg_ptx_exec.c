@@ -14,6 +14,7 @@
 #include <cuda.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,11 @@ typedef struct {
   uint32_t red_popc, red_and, red_or;
   uint64_t insns;
   uint64_t warp_insns;
+  /* warp instructions left in the worker's time slice; kept across
+   * run_warp calls so that warps that yield often (nanosleep) still reach
+   * the fault and deadline checks */
+  uint32_t slice_left;
+  int napped;        /* a warp yielded at nanosleep in this scheduling round */
   void *scr; /* the thread's scratch (see get_scratch) */
 } worker;
 
@@ -962,6 +968,12 @@ static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I
 
 /* ---------------------------------------------------------------- warp loop */
 
+/* Warp instructions a worker runs between looks at other workers' faults
+ * and the deadline, and before the warp in hand gives way to the block's
+ * others: short enough to stop within milliseconds, long enough that
+ * switching warps costs nothing. */
+#define SLICE_INSNS (1u << 16)
+
 /* Runs warp w until none of its lanes can run (exited or at a barrier).
  * Returns 0, or -1 after recording a fault. */
 static int run_warp(worker *W, warp *w, int widx) {
@@ -974,9 +986,7 @@ static int run_warp(worker *W, warp *w, int widx) {
   uint32_t pc = w->pc, group = w->group;
   int rc = 0;
   const int hw_fma = have_hw_fma();
-  /* warp instructions in this time slice: short enough to stop within
-   * milliseconds, long enough that switching warps costs nothing */
-  uint32_t until_check = 1u << 16;
+  uint32_t until_check = W->slice_left;
 
 #define SYNC_OUT() do { w->pc = pc; w->group = group; } while (0)
 #define RESCHED()                                                              \
@@ -993,6 +1003,7 @@ static int run_warp(worker *W, warp *w, int widx) {
       /* Time slice over: look at other workers' faults and the deadline,
        * then yield so that the block's other warps run too (a warp may be
        * spinning on a flag that another warp of the block sets). */
+      until_check = SLICE_INSNS;
       if (atomic_load(&L->failed)) { rc = -1; goto out; }
       if (L->deadline_ns && rgpu_clock_ns() > L->deadline_ns) {
         char what[96];
@@ -1026,7 +1037,13 @@ static int run_warp(worker *W, warp *w, int widx) {
         if (I->mod == SG_TIMER_CLOCK || I->mod == SG_TIMER_GLOBALTIMER_LO) t &= 0xffffffffu;
         else if (I->mod == SG_TIMER_CLOCK_HI || I->mod == SG_TIMER_GLOBALTIMER_HI) t >>= 32;
         LANES({ D[l] = t; });
-        break;
+        /* Reading a clock is a yield point too: timed spin-waits (libcu++'s
+         * barrier spins 40 us on %globaltimer before its first nanosleep)
+         * wait for another warp of the block, which must get to run. */
+        if (!m) break;
+        pc++;
+        if (pc == w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+        goto out;
       }
       case SG_OP_PACK: {
         uint64_t *D = DREG(I->d[0]);
@@ -1716,6 +1733,16 @@ static int run_warp(worker *W, warp *w, int widx) {
         LANES({ D[l] = acc; });
         break;
       }
+      case SG_OP_NANOSLEEP: {
+        /* A yield point: the warp gives way to its block's other warps (the
+         * one a spin-wait waits for), after reconverging as any instruction
+         * does. */
+        if (!m) break;
+        pc++;
+        if (pc == w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+        W->napped = 1;
+        goto out;
+      }
       case SG_OP_ACTIVEMASK: {
         uint64_t *D = DREG(I->d[0]);
         uint32_t g = group;
@@ -1848,6 +1875,7 @@ static int run_warp(worker *W, warp *w, int widx) {
   }
 out:
   SYNC_OUT();
+  W->slice_left = until_check;
   W->insns += insns;
   W->warp_insns += winsns;
   return rc;
@@ -2033,12 +2061,19 @@ static int run_block(worker *W, uint64_t bid) {
      * warp still runnable) */
     for (int any = 1; any;) {
       any = 0;
+      int progressed = 0;
       for (unsigned wi = 0; wi < L->nwarps; wi++) {
         warp *w = &W->warps[wi];
         if (!w->group) continue;
         any = 1;
+        W->napped = 0;
         if (run_warp(W, w, (int)wi)) return -1;
+        if (!W->napped) progressed = 1;
       }
+      /* Every warp that ran stopped at nanosleep: the block waits for
+       * something outside it (another block, the host), so let the other
+       * workers' threads have the CPU. */
+      if (any && !progressed) sched_yield();
     }
     int waiting = 0;
     for (unsigned wi = 0; wi < L->nwarps; wi++) if (W->warps[wi].live & W->warps[wi].blocked) waiting = 1;
@@ -2064,6 +2099,7 @@ static int run_block(worker *W, uint64_t bid) {
 
 static void run_blocks(worker *W) {
   launch *L = W->L;
+  W->slice_left = SLICE_INSNS;
   if (setup_block_memory(W)) {
     record_fault(W, 0, 0, CUDA_ERROR_OUT_OF_MEMORY, 0, NULL, "out of memory for block state");
     free_block_memory(W);

@@ -1543,8 +1543,15 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     I->op = SG_OP_BAR;
     return 0;
   }
+  if (!strcmp(b, "nanosleep")) {
+    /* The duration is only a hint (the ISA allows any delay up to 2x, or
+     * none): the warp yields to its block's other warps instead, which is
+     * what a spin-wait with nanosleep is waiting for. */
+    I->op = SG_OP_NANOSLEEP;
+    return 0;
+  }
   if (!strcmp(b, "membar") || !strcmp(b, "fence") || !strcmp(b, "prefetch") || !strcmp(b, "prefetchu") ||
-      !strcmp(b, "nanosleep") || !strcmp(b, "pmevent")) {
+      !strcmp(b, "pmevent")) {
     I->op = SG_OP_NOP;
     return 0;
   }

@@ -834,6 +834,65 @@ static void test_predefined_identifiers(void **state) {
   (void)state;
 }
 
+/* nanosleep and clock reads are yield points: a warp spinning on a flag
+ * that another warp of its block sets gives way at once instead of burning
+ * a 65,536-instruction slice; a spin that never ends still meets the
+ * launch's time limit. */
+static int spin_launch(snip *s, const char *body, unsigned threads, sg_ptx_stats *st) {
+  static char text[8192];
+  snprintf(text, sizeof text, "%s%s%s%s%s", HDR ".visible .entry k(.param .u64 out, .param .u64 in)\n{\n", REGS,
+           "ld.param.u64 %rd0, [out];\nld.param.u64 %rd1, [in];\n", body, "\nret;\n}\n");
+  int rc = sg_ptx_module_parse(text, strlen(text), &s->m, s->err, sizeof s->err);
+  if (rc) return rc;
+  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(s->m, "k");
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &s->out, 8);
+  te_param(&p, k, 1, &s->in, 8);
+  sg_ptx_launch_cfg cfg = {{1, 1, 1}, {threads, 1, 1}, 0, p.buf, p.size};
+  return sg_ptx_launch_ex(k, &cfg, &s->te.env, &s->fault, st);
+}
+
+static void test_nanosleep_yields(void **state) {
+  /* warp 0 spins (volatile load + nanosleep / a clock read) on a flag that
+   * warp 1 sets after a 1000-iteration loop */
+  static const char *spins[] = {
+    "SPIN: ld.volatile.shared.u32 %r3, [flag]; setp.eq.u32 %p3, %r3, 0; @!%p3 bra GOT; nanosleep.u32 100; bra SPIN;\n",
+    "SPIN: ld.volatile.shared.u32 %r3, [flag]; setp.eq.u32 %p3, %r3, 0; @!%p3 bra GOT; mov.u64 %rd5, %globaltimer; bra SPIN;\n",
+  };
+  for (int v = 0; v < 2; v++) {
+    snip s;
+    snip_init(&s);
+    s.te.env.timeout_ms = 5000;
+    char body[2048];
+    snprintf(body, sizeof body,
+             ".shared .align 4 .u32 flag;\n"
+             "mov.u32 %%r1, %%tid.x; setp.lt.u32 %%p1, %%r1, 32; @%%p1 bra SPIN;\n"
+             "mov.u32 %%r2, 0; W: add.u32 %%r2, %%r2, 1; setp.lt.u32 %%p2, %%r2, 1000; @%%p2 bra W;\n"
+             "st.volatile.shared.u32 [flag], %%r2; bra DONE;\n"
+             "%s"
+             "GOT: mul.wide.u32 %%rd2, %%r1, 4; add.s64 %%rd3, %%rd0, %%rd2; st.u32 [%%rd3], %%r3;\n"
+             "DONE: ret;\n", spins[v]);
+    sg_ptx_stats st;
+    int rc = spin_launch(&s, body, 64, &st);
+    if (rc) fail_msg("%d %s %s", rc, s.err, s.fault.message);
+    for (int t = 0; t < 32; t++) assert_int_equal(s.o32[t], 1000);
+    /* warp 1 needs ~3000 warp instructions; a spin without yields would
+     * add at least one whole slice (65,536) */
+    if (st.warp_insns > 20000) fail_msg("variant %d: %llu warp instructions", v, (unsigned long long)st.warp_insns);
+    snip_done(&s);
+  }
+  /* an endless nanosleep spin still stops at the time limit */
+  snip s;
+  snip_init(&s);
+  s.te.env.timeout_ms = 200;
+  sg_ptx_stats st;
+  int rc = spin_launch(&s, "L: nanosleep.u32 1000; bra L;\n", 64, &st);
+  assert_int_equal(rc, CUDA_ERROR_LAUNCH_TIMEOUT);
+  snip_done(&s);
+  (void)state;
+}
+
 static void test_parse_errors(void **state) {
   sg_ptx_module *m = NULL;
   char err[256];
@@ -1116,6 +1175,7 @@ int main(void) {
     cmocka_unit_test(test_shared_layout),
     cmocka_unit_test(test_warp_spin),
     cmocka_unit_test(test_predefined_identifiers),
+    cmocka_unit_test(test_nanosleep_yields),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
