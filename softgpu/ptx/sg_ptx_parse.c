@@ -1092,6 +1092,16 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     return decode_call(P, optok, guard, gneg);
   }
 
+  /* Tensor-core instructions work on fragments of 8 and more registers
+   * whose lane layout is the hardware's; softgpu does not model them.  Say
+   * so by name, before their operands would fail as over-long vectors. */
+  if (!strcmp(b, "wmma") || !strcmp(b, "mma") || !strcmp(b, "wgmma") || !strcmp(b, "ldmatrix") ||
+      !strcmp(b, "stmatrix") || !strcmp(b, "movmatrix") || !strncmp(b, "tcgen05", 7)) {
+    fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
+         "tensor-core instruction '%.*s' is not supported by softgpu (no wmma/mma emulation)", (int)optok->len, optok->p);
+    return -1;
+  }
+
   opnd ops[8];
   int nops = 0;
   if (!is_punct(peek(P), ';')) {

@@ -828,6 +828,10 @@ static void test_predefined_identifiers(void **state) {
   const char *pm = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %pm2;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(pm, strlen(pm), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "performance"));
+  const char *wmma = HDR ".visible .entry k(.param .u64 a)\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [a];\n"
+      "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m16n16k16.global.f16'"));
   const char *bogus = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %bogus;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(bogus, strlen(bogus), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
   assert_non_null(strstr(err, "unknown register '%bogus'"));
