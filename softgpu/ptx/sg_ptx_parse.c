@@ -631,9 +631,22 @@ static int predefined_sreg(parser *P, const token *t, opnd *o) {
     if (tok_is(t, cluster_alias[i].name)) { o->kind = PO_SREG; o->sub = cluster_alias[i].sr; o->reg = SG_SBIT | (uint32_t)cluster_alias[i].sr; return 0; }
   for (size_t i = 0; i < sizeof cluster_const / sizeof cluster_const[0]; i++)
     if (tok_is(t, cluster_const[i].name)) { o->kind = PO_IMM; o->imm = cluster_const[i].value; o->immf = 0; return 0; }
+  /* %envreg0..31 hold what the driver passes a launch; cooperative groups
+   * read the grid-sync workspace pointer from %envreg1/%envreg2 in every
+   * cg::this_grid().  softgpu has no cooperative launch, so they are 0: the
+   * workspace is null and grid_group::is_valid() is false, as in any
+   * non-cooperative launch on a GPU. */
+  if (t->len > 7 && t->len <= 9 && !memcmp(t->p, "%envreg", 7)) {
+    unsigned n = 0;
+    int ok = 1;
+    for (size_t i = 7; i < t->len; i++) {
+      if (t->p[i] < '0' || t->p[i] > '9') ok = 0;
+      else n = n * 10 + (unsigned)(t->p[i] - '0');
+    }
+    if (ok && n < 32 && !(t->len == 9 && t->p[7] == '0')) { o->kind = PO_IMM; o->imm = 0; o->immf = 0; return 0; }
+  }
   const char *why = NULL;
-  if (t->len > 7 && !memcmp(t->p, "%envreg", 7)) why = "driver-defined environment registers (%envreg<N>) are not supported by softgpu";
-  else if (t->len > 3 && !memcmp(t->p, "%pm", 3)) why = "performance-monitor counters (%pm<N>) are not supported by softgpu";
+  if (t->len > 3 && !memcmp(t->p, "%pm", 3)) why = "performance-monitor counters (%pm<N>) are not supported by softgpu";
   else if (t->len > 19 && !memcmp(t->p, "%reserved_smem_offs", 19)) why = "reserved shared memory (%reserved_smem_offset_*) is not supported by softgpu";
   else if (tok_is(t, "%current_graph_exec")) why = "device-side graph launch (%current_graph_exec) is not supported by softgpu";
   if (why) {

@@ -34,6 +34,19 @@ __global__ void reduce_kernel(const T *in, T *out, size_t n) {
   }
 }
 
+// The same with the grid-stride loop written on cg::this_grid(), whose
+// PTX reads the grid workspace from %envreg1/%envreg2 (softgpu once refused
+// the module: "unknown register '%envreg2'").
+template <typename T>
+__global__ void reduce_grid_kernel(const T *in, T *out, size_t n) {
+  cg::grid_group grid = cg::this_grid();
+  cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cg::this_thread_block());
+  T sum = 0;
+  for (size_t i = grid.thread_rank(); i < n; i += grid.size()) sum += in[i];
+  sum = cg::reduce(tile, sum, cg::plus<T>());
+  if (tile.thread_rank() == 0) atomicAdd(out, sum);
+}
+
 // The tile's vote/ballot and coalesced-group reductions beside it: count the
 // odd elements, each odd element's thread joining a coalesced group.
 __global__ void count_odd(const int *in, unsigned *out, size_t n) {
@@ -49,6 +62,23 @@ __global__ void count_odd(const int *in, unsigned *out, size_t n) {
     }
   }
   if (tile.thread_rank() == 0) atomicAdd(out, cnt);
+}
+
+template <typename T>
+static int check_grid(const std::vector<T> &h, const T *din, T *dout, size_t n, int blocks, int threads) {
+  T want = 0;
+  for (size_t i = 0; i < n; i++) want += h[i];
+  CHECK(cudaMemset(dout, 0, sizeof(T)));
+  reduce_grid_kernel<T><<<blocks, threads>>>(din, dout, n);
+  CHECK(cudaGetLastError());
+  T got = 0;
+  CHECK(cudaMemcpy(&got, dout, sizeof(T), cudaMemcpyDeviceToHost));
+  if (got != want) {
+    std::fprintf(stderr, "FAIL this_grid n=%zu <<<%d,%d>>>: got %.17g, want %.17g\n", n, blocks, threads, (double)got,
+                 (double)want);
+    return 1;
+  }
+  return 0;
 }
 
 template <typename T, bool USE_CG_REDUCE>
@@ -107,6 +137,8 @@ int main() {
     bad |= check<unsigned long long, true>("u64 cg::reduce", hu, du, duo, n, blocks, threads);
     bad |= check<int, true>("int cg::reduce 1 block", hi, di, dio, n, 1, 1024);
     bad |= check<int, false>("int shfl_down 96 threads", hi, di, dio, n, 3, 96);
+    bad |= check_grid<int>(hi, di, dio, n, blocks, threads);
+    bad |= check_grid<unsigned long long>(hu, du, duo, n, 5, 128);
     bad |= check<double, false>("double shfl_down", hd, dd, ddo, n, blocks, threads);
     bad |= check<double, true>("double cg::reduce", hd, dd, ddo, n, blocks, threads);
     if (n <= 4096) { // float sums stay exact below 2^24
