@@ -41,6 +41,10 @@ typedef struct {
   uint32_t lane_pc[32];
   uint8_t sp[32];
   uint32_t pc, group, live, blocked, other_min;
+  /* lanes waiting at a warp-synchronous instruction (shfl/vote/match/redux/
+   * bar.warp.sync) for lanes of its member mask that are elsewhere, and
+   * lanes let go without them because nothing else could run */
+  uint32_t wsync, sync_forced;
   uint32_t cc;             /* carry flag of each lane (add.cc/addc) */
   const sg_insn *red_insn; /* bar.red this warp waits in */
   uint32_t red_mask;
@@ -369,20 +373,47 @@ static void set_group_pc(warp *w, uint32_t mask, uint32_t pc) {
 /* Picks the runnable lanes at the lowest PC. lane_pc must be current for
  * every live lane. */
 static void resched(warp *w) {
-  uint32_t cand = w->live & ~w->blocked;
-  if (!cand) { w->group = 0; w->other_min = NOPC; return; }
+  uint32_t waiting = w->wsync & w->live;
+  uint32_t cand = w->live & ~w->blocked & ~waiting;
+  int release = 0;
+  if (!cand) {
+    if (!waiting) { w->group = 0; w->other_min = NOPC; return; }
+    /* Every lane that could run waits at a warp-synchronous instruction
+     * for lanes that cannot come (exited paths aside, they wait at a block
+     * barrier or at another such instruction): let the lowest waiting
+     * group go on with the members that did arrive. */
+    cand = waiting;
+    release = 1;
+  }
   uint32_t minpc = NOPC;
   for (uint32_t c = cand; c;) { int l = __builtin_ctz(c); c &= c - 1; if (w->lane_pc[l] < minpc) minpc = w->lane_pc[l]; }
   uint32_t grp = 0, other = NOPC;
-  for (uint32_t c = cand; c;) {
+  for (uint32_t c = cand | waiting; c;) {
     int l = __builtin_ctz(c);
     c &= c - 1;
+    /* lanes waiting at this pc join the group that reached it */
     if (w->lane_pc[l] == minpc) grp |= 1u << l;
     else if (w->lane_pc[l] < other) other = w->lane_pc[l];
   }
+  if (waiting) w->wsync &= ~grp;
+  if (release) w->sync_forced |= grp;
   w->pc = minpc;
   w->group = grp;
   w->other_min = other;
+}
+
+/* A warp-synchronous instruction waits until every live lane of its member
+ * mask executes it (PTX ISA: "wait until all non-exited threads
+ * corresponding to membermask have executed" it).  Min-PC scheduling runs
+ * the lowest-PC group first, so lanes of the mask that took a branch to
+ * code placed later in the function are not here yet: the group must wait
+ * for them instead of reading their stale registers.  Returns 1 when the
+ * group must wait. */
+static inline int warp_sync_must_wait(warp *w, uint32_t group, uint32_t member) {
+  uint32_t missing = member & w->live & ~group;
+  uint32_t forced = w->sync_forced & group;
+  w->sync_forced &= ~group;
+  return missing && !forced;
 }
 
 /* ---------------------------------------------------------------- ops */
@@ -995,6 +1026,14 @@ static int run_warp(worker *W, warp *w, int widx) {
     pc = w->pc;                                                                \
     group = w->group;                                                          \
     if (!group) goto out;                                                      \
+  } while (0)
+/* The group waits at this warp-synchronous instruction (see
+ * warp_sync_must_wait); used as `WAIT_WARP_SYNC(); continue;`. */
+#define WAIT_WARP_SYNC()                                                       \
+  do {                                                                         \
+    w->wsync |= group;                                                         \
+    set_group_pc(w, group, pc);                                                \
+    RESCHED();                                                                 \
   } while (0)
 #define FAULT_MEM(code_, addr_, size_) do { mem_fault(W, widx, l, (code_), (addr_), (size_), I); rc = -1; goto out; } while (0)
 
@@ -1650,6 +1689,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         continue;
       }
       case SG_OP_SHFL: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[3])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
         uint64_t tmp[32];
         uint32_t pv = 0;
@@ -1676,6 +1716,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       }
       case SG_OP_VOTE: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[1])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         uint32_t p = PRED(I->s[0]);
         if (I->flags & SG_F_CNEG) p = ~p;
         const uint64_t *Mk = REG(I->s[1]);
@@ -1691,6 +1732,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       }
       case SG_OP_MATCH: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[1])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         const uint64_t *A = REG(I->s[0]);
         unsigned sz = tsize(I->type);
         uint64_t *D = DREG(I->d[0]);
@@ -1710,6 +1752,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       }
       case SG_OP_REDUX: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[1])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         const uint64_t *A = REG(I->s[0]);
         uint32_t member = m;
         if (m) member &= (uint32_t)REG(I->s[1])[__builtin_ctz(m)];
@@ -1733,6 +1776,9 @@ static int run_warp(worker *W, warp *w, int widx) {
         LANES({ D[l] = acc; });
         break;
       }
+      case SG_OP_WARPSYNC:
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[0])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
+        break;
       case SG_OP_NANOSLEEP: {
         /* A yield point: the warp gives way to its block's other warps (the
          * one a spin-wait waits for), after reconverging as any instruction
@@ -2042,6 +2088,8 @@ static int run_block(worker *W, uint64_t bid) {
     unsigned n = nt - first < 32 ? nt - first : 32;
     w->live = n == 32 ? FULL : ((1u << n) - 1);
     w->blocked = 0;
+    w->wsync = 0;
+    w->sync_forced = 0;
     w->red_insn = NULL;
     w->red_mask = 0;
     w->cc = 0;

@@ -1546,7 +1546,13 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
         I->mod = mod_is(m, ".popc") ? 1 : mod_is(m, ".and") ? 2 : 3;
       } else return unsupported(P, optok);
     }
-    if (warp) { I->op = SG_OP_NOP; return 0; } /* lanes of a warp already run in lock-step */
+    if (warp) {
+      /* bar.warp.sync membermask: the lanes of the mask converge here */
+      if (red || nops != 1) return unsupported(P, optok);
+      I->op = SG_OP_WARPSYNC;
+      I->s[0] = src_index(P, &ops[0], SG_T_B32);
+      return P->failed ? -1 : 0;
+    }
     if (red) {
       /* bar.red.popc.u32 d, a, {b,} p */
       if (!I->mod || nops < 3) return unsupported(P, optok);

@@ -897,6 +897,69 @@ static void test_nanosleep_yields(void **state) {
   (void)state;
 }
 
+/* Warp-synchronous instructions wait for the lanes of their member mask:
+ * here lanes 0..15 branch to a block placed after the shuffle (as nvcc
+ * places cold blocks) and come back, so min-PC scheduling reaches the
+ * shuffle first with lanes 16..31 only.  They must wait, not read lanes
+ * 0..15's stale registers.  Same for vote, match, redux and bar.warp.sync. */
+static void test_warp_sync_converges(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %laneid; mov.u32 %r2, %r1; setp.lt.u32 %p1, %r1, 16;\n"
+         "@%p1 bra COLD;\n"
+         "MERGE: shfl.sync.bfly.b32 %r3, %r2, 16, 0x1f, -1;\n"
+         "setp.ge.u32 %p2, %r2, 100; vote.sync.ballot.b32 %r4, %p2, -1;\n"
+         "redux.sync.add.u32 %r5, %r2, -1;\n"
+         "mul.wide.u32 %rd2, %r1, 16; add.s64 %rd3, %rd0, %rd2;\n"
+         "st.v4.u32 [%rd3], {%r3, %r4, %r5, %r1};\n"
+         "bra END;\n"
+         "COLD: add.u32 %r2, %r2, 100; bra MERGE;\n"
+         "END:\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    const uint32_t *o = s.o32 + l * 4;
+    unsigned src = l ^ 16;
+    assert_int_equal(o[0], src < 16 ? src + 100 : src);
+    assert_int_equal(o[1], 0xffffu);
+    assert_int_equal(o[2], 31 * 32 / 2 + 1600);
+  }
+  snip_done(&s);
+  /* __syncwarp (bar.warp.sync) after a cold block: the store before it
+   * reaches shared memory before any lane of the mask reads it */
+  snip_init(&s);
+  RUN_OK(&s,
+         ".shared .align 4 .b8 buf[128];\n"
+         "mov.u32 %r1, %laneid; setp.lt.u32 %p1, %r1, 16; mov.u32 %r2, %r1;\n"
+         "@%p1 bra COLD;\n"
+         "MERGE: shl.b32 %r5, %r1, 2; mov.u32 %r6, buf; add.u32 %r7, %r6, %r5; st.shared.u32 [%r7], %r2;\n"
+         "bar.warp.sync -1;\n"
+         "xor.b32 %r8, %r1, 16; shl.b32 %r9, %r8, 2; add.u32 %r10, %r6, %r9; ld.shared.u32 %r11, [%r10];\n"
+         "mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd0, %rd2; st.u32 [%rd3], %r11;\n"
+         "bra END;\n"
+         "COLD: mul.lo.u32 %r2, %r2, 3; bra MERGE;\n"
+         "END:\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    unsigned src = l ^ 16;
+    assert_int_equal(s.o32[l], src < 16 ? src * 3 : src);
+  }
+  snip_done(&s);
+  /* lanes that can never come (they wait at a block barrier) do not hang
+   * the warp: the group goes on with the members that arrived */
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %tid.x; setp.lt.u32 %p1, %r1, 16; @%p1 bra LOW;\n"
+         "shfl.sync.idx.b32 %r3, %r1, 16, 0x1f, -1; bra OUT;\n"
+         "LOW: bar.sync 0; mov.u32 %r3, 7;\n"
+         "OUT: mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd0, %rd2; st.u32 [%rd3], %r3;\n",
+         32);
+  assert_int_equal(s.o32[0], 7);
+  assert_int_equal(s.o32[20], 16);
+  snip_done(&s);
+  (void)state;
+}
+
 static void test_parse_errors(void **state) {
   sg_ptx_module *m = NULL;
   char err[256];
@@ -1180,6 +1243,7 @@ int main(void) {
     cmocka_unit_test(test_warp_spin),
     cmocka_unit_test(test_predefined_identifiers),
     cmocka_unit_test(test_nanosleep_yields),
+    cmocka_unit_test(test_warp_sync_converges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
