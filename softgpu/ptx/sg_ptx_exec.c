@@ -375,15 +375,17 @@ static void set_group_pc(warp *w, uint32_t mask, uint32_t pc) {
 static void resched(warp *w) {
   uint32_t waiting = w->wsync & w->live;
   uint32_t cand = w->live & ~w->blocked & ~waiting;
-  int release = 0;
   if (!cand) {
     if (!waiting) { w->group = 0; w->other_min = NOPC; return; }
     /* Every lane that could run waits at a warp-synchronous instruction
-     * for lanes that cannot come (exited paths aside, they wait at a block
-     * barrier or at another such instruction): let the lowest waiting
-     * group go on with the members that did arrive. */
+     * for lanes that cannot come (they wait at a block barrier, or at
+     * another such instruction in the other arm of a branch): let them all
+     * go on with the members that did arrive, in min-PC order, so that
+     * they still reconverge where their paths meet. */
+    w->sync_forced |= waiting;
+    w->wsync = 0;
     cand = waiting;
-    release = 1;
+    waiting = 0;
   }
   uint32_t minpc = NOPC;
   for (uint32_t c = cand; c;) { int l = __builtin_ctz(c); c &= c - 1; if (w->lane_pc[l] < minpc) minpc = w->lane_pc[l]; }
@@ -396,7 +398,6 @@ static void resched(warp *w) {
     else if (w->lane_pc[l] < other) other = w->lane_pc[l];
   }
   if (waiting) w->wsync &= ~grp;
-  if (release) w->sync_forced |= grp;
   w->pc = minpc;
   w->group = grp;
   w->other_min = other;

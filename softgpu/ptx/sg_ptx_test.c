@@ -957,6 +957,21 @@ static void test_warp_sync_converges(void **state) {
   assert_int_equal(s.o32[0], 7);
   assert_int_equal(s.o32[20], 16);
   snip_done(&s);
+  /* a full-mask shuffle in each arm of a branch: both arms go on, and the
+   * lanes still reconverge where the arms meet */
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %laneid; setp.lt.u32 %p1, %r1, 16; @%p1 bra THEN;\n"
+         "shfl.sync.idx.b32 %r3, %r1, 20, 0x1f, -1; bra MERGE;\n"
+         "THEN: shfl.sync.idx.b32 %r3, %r1, 3, 0x1f, -1;\n"
+         "MERGE: activemask.b32 %r4;\n"
+         "mul.wide.u32 %rd2, %r1, 8; add.s64 %rd3, %rd0, %rd2; st.v2.u32 [%rd3], {%r3, %r4};\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    assert_int_equal(s.o32[2 * l], l < 16 ? 3 : 20);
+    assert_int_equal(s.o32[2 * l + 1], 0xffffffffu);
+  }
+  snip_done(&s);
   (void)state;
 }
 
