@@ -1000,6 +1000,89 @@ static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I
 
 /* ---------------------------------------------------------------- warp loop */
 
+/* ---------------------------------------------------------------- wmma */
+
+/* Element e (row-major 16x16) of a fragment: register index k of the
+ * instruction's slot and the half (f16) within it; see decode_wmma. */
+static inline void wmma_place(int nregs, int is_f32, unsigned e, unsigned *lane, unsigned *k, unsigned *half) {
+  if (is_f32) { *lane = e / 8; *k = e % 8; *half = 0; return; }
+  unsigned slot = e >> 1;
+  *lane = slot / (unsigned)nregs;
+  *k = slot % (unsigned)nregs;
+  *half = e & 1;
+}
+
+/* Reads fragment element e (as float) / writes it to every lane that holds
+ * it (a and b fragments of 8 f16 registers hold each element twice). */
+static float wmma_get(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e) {
+  unsigned lane, k, h;
+  wmma_place(nregs, is_f32, e, &lane, &k, &h);
+  uint64_t v = R[(size_t)regs[k] * 32 + lane];
+  return is_f32 ? f32_of(v) : sg_half_to_float((uint16_t)(v >> (16 * h)));
+}
+static void wmma_set_bits(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e, uint32_t bits) {
+  unsigned lane, k, h;
+  unsigned copies = (!is_f32 && nregs == 8) ? 2 : 1;
+  for (unsigned c = 0; c < copies; c++) {
+    wmma_place(nregs, is_f32, e + 256 * c, &lane, &k, &h);
+    uint64_t *p = &R[(size_t)regs[k] * 32 + lane];
+    if (is_f32) *p = bits;
+    else *p = (*p & ~(0xffffull << (16 * h)) & 0xffffffffull) | ((uint64_t)(bits & 0xffff) << (16 * h));
+  }
+}
+
+/* One warp's wmma.load / wmma.mma / wmma.store (all 32 lanes, converged).
+ * The address and stride are the first lane's (the ISA requires them to be
+ * the same in every lane).  Returns 0, or -1 after recording a fault. */
+static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
+  const struct sg_ptx_module *mod = W->L->m;
+  const uint64_t *K = mod->kpool;
+  uint64_t *R = w->R;
+  const uint32_t *slot = mod->wregs + I->aux;
+  if (I->op == SG_OP_WMMA_MMA) {
+    float a[256], b[256];
+    for (unsigned e = 0; e < 256; e++) {
+      a[e] = wmma_get(R, slot + SG_WMMA_FRAG, 8, 0, e);
+      b[e] = wmma_get(R, slot + 2 * SG_WMMA_FRAG, 8, 0, e);
+    }
+    int c32 = I->type2 == SG_T_F32, d32 = I->type == SG_T_F32;
+    float d[256];
+    for (unsigned i = 0; i < 16; i++)
+      for (unsigned j = 0; j < 16; j++) {
+        float acc = wmma_get(R, slot + 3 * SG_WMMA_FRAG, c32 ? 8 : 4, c32, i * 16 + j);
+        for (unsigned k = 0; k < 16; k++) acc = fmaf(a[i * 16 + k], b[k * 16 + j], acc);
+        d[i * 16 + j] = acc;
+      }
+    /* d may share registers with c: write only after every read */
+    for (unsigned e = 0; e < 256; e++)
+      wmma_set_bits(R, slot, d32 ? 8 : 4, d32, e, d32 ? (uint32_t)of_f32(d[e]) : sg_double_to_half(d[e]));
+    return 0;
+  }
+  uint64_t base = (((I->base) & SG_KBIT) ? K + (size_t)(I->base & ~SG_KBIT) * 32 : R + (size_t)I->base * 32)[0] + (uint64_t)I->off;
+  uint64_t stride = (((I->s[0]) & SG_KBIT) ? K + (size_t)(I->s[0] & ~SG_KBIT) * 32 : R + (size_t)I->s[0] * 32)[0] & 0xffffffffu;
+  int is_f32 = I->type == SG_T_F32;
+  unsigned esz = is_f32 ? 4 : 2;
+  int col = I->mod2 & 1;
+  for (unsigned e = 0; e < 256; e++) {
+    uint64_t r = e / 16, c = e % 16;
+    uint64_t addr = base + (col ? c * stride + r : r * stride + c) * esz;
+    uint8_t *p = xlate(W, w, 0, I->space, addr, esz);
+    if (!p) { mem_fault(W, widx, 0, CUDA_ERROR_ILLEGAL_ADDRESS, addr, esz, I); return -1; }
+    if (I->op == SG_OP_WMMA_LOAD) {
+      uint32_t bits = 0;
+      memcpy(&bits, p, esz);
+      wmma_set_bits(R, slot, I->vec, is_f32, e, bits);
+    } else {
+      unsigned lane, k, h;
+      wmma_place(I->vec, is_f32, e, &lane, &k, &h);
+      uint64_t v = R[(size_t)slot[k] * 32 + lane] >> (16 * h);
+      uint32_t bits = (uint32_t)v;
+      memcpy(p, &bits, esz);
+    }
+  }
+  return 0;
+}
+
 /* Warp instructions a worker runs between looks at other workers' faults
  * and the deadline, and before the warp in hand gives way to the block's
  * others: short enough to stop within milliseconds, long enough that
@@ -1777,6 +1860,18 @@ static int run_warp(worker *W, warp *w, int widx) {
         LANES({ D[l] = acc; });
         break;
       }
+      case SG_OP_WMMA_LOAD:
+      case SG_OP_WMMA_MMA:
+      case SG_OP_WMMA_STORE:
+        if (warp_sync_must_wait(w, group, FULL)) { WAIT_WARP_SYNC(); continue; }
+        if (m != FULL) {
+          record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, I,
+                       "wmma needs all 32 lanes of the warp (full warps, converged, unpredicated)");
+          rc = -1;
+          goto out;
+        }
+        if (wmma_exec(W, w, widx, I)) { rc = -1; goto out; }
+        break;
       case SG_OP_WARPSYNC:
         if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[0])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         break;

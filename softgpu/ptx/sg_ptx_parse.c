@@ -589,7 +589,7 @@ typedef struct {
   int base_kind;    /* PO_ADDR: PO_REG, PO_SYM, PO_IMM */
   int64_t off;
   int nvec;
-  uint32_t vec[4];
+  uint32_t vec[8];
   const token *tok;
   int sub;          /* PO_SREG/PO_TIMER index */
   int reg_type;
@@ -752,7 +752,7 @@ static int parse_operand(parser *P, opnd *o) {
         if (!P->failed) fail(P, CUDA_ERROR_INVALID_PTX, r->line, "vector elements must be registers");
         return -1;
       }
-      if (o->nvec >= 4) { fail(P, CUDA_ERROR_NOT_SUPPORTED, r->line, "vectors of more than 4 elements are not supported"); return -1; }
+      if (o->nvec >= 8) { fail(P, CUDA_ERROR_NOT_SUPPORTED, r->line, "vectors of more than 8 elements are not supported"); return -1; }
       o->vec[o->nvec++] = ro.kind == PO_SINK ? SG_NOREG : ro.reg;
       if (accept(P, ',')) continue;
       break;
@@ -1092,6 +1092,96 @@ static int decode_call(parser *P, const token *optok, uint32_t guard, int gneg) 
   return 0;
 }
 
+/* Copies a fragment operand's registers into the module's wregs slot. */
+static int wmma_frag(parser *P, const token *optok, const opnd *o, int want, uint32_t *slot) {
+  if (o->kind != PO_VEC || o->nvec != want) {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%.*s: expected a fragment of %d registers", (int)optok->len, optok->p, want);
+    return -1;
+  }
+  for (int k = 0; k < want; k++) {
+    if (o->vec[k] == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'_' in a wmma fragment"); return -1; }
+    slot[k] = o->vec[k];
+  }
+  return 0;
+}
+
+/* wmma.load / wmma.mma / wmma.store of the m16n16k16 shape with f16
+ * inputs and f16 or f32 accumulators (what nvcuda::wmma emits for half);
+ * other shapes and element types are refused by name.  The fragment
+ * layout across lanes is softgpu's own (the ISA leaves it unspecified):
+ * element e of a 16x16 matrix, row-major, is half (e & 1) of register
+ * (e >> 1) % n of lane (e >> 1) / n for f16 fragments of n registers (a and
+ * b repeat in lanes 16..31), and register e % 8 of lane e / 8 for f32. */
+static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = 0;
+  for (size_t i = 0, st = 0; i <= optok->len && nw < 16; i++) {
+    if (i == optok->len || optok->p[i] == '.') {
+      size_t n = i - st < 15 ? i - st : 15;
+      memcpy(words[nw], optok->p + st, n);
+      words[nw++][n] = 0;
+      st = i + 1;
+    }
+  }
+  int kind = nw > 1 ? (!strcmp(words[1], "load") ? 1 : !strcmp(words[1], "mma") ? 2 : !strcmp(words[1], "store") ? 3 : 0) : 0;
+  int matrix = -1, nlayout = 0, layouts = 0, shape_ok = 0, space = SG_SP_GENERIC, ntypes = 0, types[2] = {0, 0}, bad = 0;
+  for (int i = 2; i < nw; i++) {
+    const char *x = words[i];
+    if (!strcmp(x, "sync") || !strcmp(x, "aligned")) continue;
+    if (kind == 1 && i == 2 && (!strcmp(x, "a") || !strcmp(x, "b") || !strcmp(x, "c"))) { matrix = x[0] - 'a'; continue; }
+    if (kind == 3 && i == 2 && !strcmp(x, "d")) { matrix = SG_WMMA_C; continue; }
+    if (!strcmp(x, "row") || !strcmp(x, "col")) { if (x[0] == 'c') layouts |= 1 << nlayout; nlayout++; continue; }
+    if (!strcmp(x, "m16n16k16")) { shape_ok = 1; continue; }
+    if (!strcmp(x, "global")) { space = SG_SP_GLOBAL; continue; }
+    if (!strcmp(x, "shared")) { space = SG_SP_SHARED; continue; }
+    if ((!strcmp(x, "f16") || !strcmp(x, "f32")) && ntypes < 2) { types[ntypes++] = x[1] == '1' ? SG_T_F16 : SG_T_F32; continue; }
+    bad = 1;
+  }
+  int want_layouts = kind == 2 ? 2 : 1;
+  if (!kind || bad || !shape_ok || nlayout != want_layouts || (kind != 2 && matrix < 0) ||
+      ntypes != (kind == 2 ? 2 : 1) || (kind == 1 && matrix != SG_WMMA_C && types[0] != SG_T_F16)) {
+    fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
+         "tensor-core instruction '%.*s' is not supported by softgpu (only wmma m16n16k16 with f16 inputs and "
+         "f16/f32 accumulators)", (int)optok->len, optok->p);
+    return -1;
+  }
+  struct sg_ptx_module *m = P->m;
+  uint32_t at = m->nwregs;
+  for (int k = 0; k < SG_WMMA_REGS; k++) { GROW(m->wregs, m->nwregs, m->capwregs); m->wregs[m->nwregs++] = SG_NOREG; }
+  uint32_t *slot = m->wregs + at;
+  I->aux = at;
+  I->mod2 = (uint8_t)layouts;
+  I->s[0] = kconst(P, 16);
+  if (kind == 2) {
+    /* wmma.mma d, a, b, c: types are d's then c's */
+    if (need_ops(P, optok, nops, 4)) return -1;
+    I->op = SG_OP_WMMA_MMA;
+    I->type = (uint8_t)types[0];
+    I->type2 = (uint8_t)types[1];
+    if (wmma_frag(P, optok, &ops[0], types[0] == SG_T_F32 ? 8 : 4, slot) ||
+        wmma_frag(P, optok, &ops[1], 8, slot + SG_WMMA_FRAG) ||
+        wmma_frag(P, optok, &ops[2], 8, slot + 2 * SG_WMMA_FRAG) ||
+        wmma_frag(P, optok, &ops[3], types[1] == SG_T_F32 ? 8 : 4, slot + 3 * SG_WMMA_FRAG))
+      return -1;
+    return 0;
+  }
+  if (nops != 2 && nops != 3) return need_ops(P, optok, nops, 3);
+  I->op = kind == 1 ? SG_OP_WMMA_LOAD : SG_OP_WMMA_STORE;
+  I->mod = (uint8_t)matrix;
+  I->type = (uint8_t)types[0];
+  I->space = (uint8_t)space;
+  int nregs = matrix != SG_WMMA_C ? 8 : types[0] == SG_T_F32 ? 8 : 4;
+  I->vec = (uint8_t)nregs;
+  const opnd *frag = kind == 1 ? &ops[0] : &ops[1];
+  const opnd *addr = kind == 1 ? &ops[1] : &ops[0];
+  int kparam;
+  if (set_address(P, I, addr, &kparam)) return -1;
+  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "wmma on a parameter"); return -1; }
+  if (nops == 3) I->s[0] = src_index(P, &ops[2], SG_T_U32);
+  if (wmma_frag(P, optok, frag, nregs, slot)) return -1;
+  return P->failed ? -1 : 0;
+}
+
 static int decode_insn(parser *P, uint32_t guard, int gneg) {
   token *optok = next(P);
   opinfo oi;
@@ -1108,7 +1198,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   /* Tensor-core instructions work on fragments of 8 and more registers
    * whose lane layout is the hardware's; softgpu does not model them.  Say
    * so by name, before their operands would fail as over-long vectors. */
-  if (!strcmp(b, "wmma") || !strcmp(b, "mma") || !strcmp(b, "wgmma") || !strcmp(b, "ldmatrix") ||
+  if (!strcmp(b, "mma") || !strcmp(b, "wgmma") || !strcmp(b, "ldmatrix") ||
       !strcmp(b, "stmatrix") || !strcmp(b, "movmatrix") || !strncmp(b, "tcgen05", 7)) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
          "tensor-core instruction '%.*s' is not supported by softgpu (no wmma/mma emulation)", (int)optok->len, optok->p);
@@ -1142,6 +1232,8 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   if (oi.sat) I->flags |= SG_F_SAT;
   if (oi.nan) I->flags |= SG_F_NAN;
   I->vec = (uint8_t)oi.vec;
+
+  if (!strcmp(b, "wmma")) return decode_wmma(P, optok, ops, nops, I);
 
   /* ---- simple arithmetic: op d, a, b [, c] */
   static const struct { const char *n; int op; int nsrc; } arith[] = {
@@ -1314,6 +1406,10 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       I->d[0] = pred_index(P, &ops[0]);
       I->s[0] = pred_index(P, &ops[1]);
       return P->failed ? -1 : 0;
+    }
+    if ((ops[0].kind == PO_VEC && ops[0].nvec > 4) || (ops[1].kind == PO_VEC && ops[1].nvec > 4)) {
+      fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line, "mov with a vector of more than 4 elements is not supported");
+      return -1;
     }
     if (ops[0].kind == PO_VEC) { /* mov.b32 {a,b}, r: unpack */
       I->op = SG_OP_UNPACK;
@@ -2278,6 +2374,8 @@ static int finish(parser *P) {
       for (int k = 0; k < 4; k++) { I->d[k] = reloc_reg(f, I->d[k]); I->s[k] = reloc_reg(f, I->s[k]); }
       I->base = reloc_reg(f, I->base);
       if (I->guard != SG_NOREG) I->guard = reloc_reg(f, I->guard);
+      if (I->op == SG_OP_WMMA_LOAD || I->op == SG_OP_WMMA_MMA || I->op == SG_OP_WMMA_STORE)
+        for (int k = 0; k < SG_WMMA_REGS; k++) m->wregs[I->aux + k] = reloc_reg(f, m->wregs[I->aux + k]);
       if (I->flags & SG_F_FPREL) I->off = (int64_t)((uint64_t)I->off + f->fpbase);
       if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
         sg_call_info *ci = &m->calls[I->aux];
@@ -2376,6 +2474,7 @@ void sg_ptx_module_free(sg_ptx_module *m) {
   free(m->funcs);
   free(m->entries);
   free(m->globals);
+  free(m->wregs);
   free(m->code);
   free(m->kvals);
   free(m->kpool);

@@ -829,9 +829,16 @@ static void test_predefined_identifiers(void **state) {
   assert_int_equal(sg_ptx_module_parse(pm, strlen(pm), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "performance"));
   const char *wmma = HDR ".visible .entry k(.param .u64 a)\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [a];\n"
-      "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
+      "wmma.load.a.sync.aligned.row.m8n32k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m16n16k16.global.f16'"));
+  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m8n32k16.global.f16'"));
+  const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<5>;\n"
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r3}, {%f1, %f2, %f3, %f4};\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(mma, strlen(mma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync"));
+  const char *mov8 = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\n"
+      "mov.b64 %rd1, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8};\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(mov8, strlen(mov8), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   const char *bogus = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %bogus;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(bogus, strlen(bogus), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
   assert_non_null(strstr(err, "unknown register '%bogus'"));
@@ -971,6 +978,45 @@ static void test_warp_sync_converges(void **state) {
     assert_int_equal(s.o32[2 * l], l < 16 ? 3 : 20);
     assert_int_equal(s.o32[2 * l + 1], 0xffffffffu);
   }
+  snip_done(&s);
+  (void)state;
+}
+
+/* wmma: an identity A times B is B (row-major A from global, column-major
+ * B, f32 accumulator stored row-major); a warp of 16 threads cannot run it. */
+static void test_wmma(void **state) {
+  static const char *body =
+      "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
+      "mov.u32 %r31, 0;\n"
+      "ID: mul.lo.u32 %r32, %r31, 17; mul.wide.u32 %rd5, %r32, 2; add.s64 %rd6, %rd1, %rd5;\n"
+      "mov.b16 %h1, 0x3c00; st.global.b16 [%rd6], %h1;\n" /* A = identity (in[0..511]) */
+      "add.u32 %r31, %r31, 1; setp.lt.u32 %p2, %r31, 16; @%p2 bra ID;\n"
+      "FILL: mov.u32 %r31, %r30;\n"
+      "BL: cvt.rn.f16.u32 %h2, %r31; mul.wide.u32 %rd5, %r31, 2; add.s64 %rd6, %rd1, %rd5;\n"
+      "st.global.b16 [%rd6+512], %h2;\n" /* B (column-major) element n*16+k = n*16+k */
+      "add.u32 %r31, %r31, 32; setp.lt.u32 %p2, %r31, 256; @%p2 bra BL;\n"
+      "bar.sync 0;\n"
+      "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\n"
+      "add.s64 %rd7, %rd1, 512;\n"
+      "wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {%r9, %r10, %r11, %r12, %r13, %r14, %r15, %r16}, [%rd7], 16;\n"
+      "mov.f32 %f1, 0f00000000; mov.f32 %f2, 0f00000000; mov.f32 %f3, 0f00000000; mov.f32 %f4, 0f00000000;\n"
+      "mov.f32 %f5, 0f00000000; mov.f32 %f6, 0f00000000; mov.f32 %f7, 0f00000000; mov.f32 %f8, 0f00000000;\n"
+      "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%f11, %f12, %f13, %f14, %f15, %f16, %f17, %f18}, "
+      "{%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, {%r9, %r10, %r11, %r12, %r13, %r14, %r15, %r16}, "
+      "{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};\n"
+      "wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd0], {%f11, %f12, %f13, %f14, %f15, %f16, %f17, %f18}, 16;\n";
+  snip s;
+  snip_init(&s);
+  memset(s.inh, 0, 4096);
+  RUN_OK(&s, body, 32);
+  /* D = I * B: D(k, n) = B(k, n) = n*16+k (B stored column-major) */
+  for (unsigned k = 0; k < 16; k++)
+    for (unsigned n = 0; n < 16; n++) assert_true(s.of[k * 16 + n] == (float)(n * 16 + k));
+  snip_done(&s);
+  snip_init(&s);
+  int rc = snip_run_cfg(&s, body, 1, 16, 0);
+  assert_int_equal(rc, CUDA_ERROR_ILLEGAL_INSTRUCTION);
+  assert_non_null(strstr(s.fault.message, "all 32 lanes"));
   snip_done(&s);
   (void)state;
 }
@@ -1259,6 +1305,7 @@ int main(void) {
     cmocka_unit_test(test_predefined_identifiers),
     cmocka_unit_test(test_nanosleep_yields),
     cmocka_unit_test(test_warp_sync_converges),
+    cmocka_unit_test(test_wmma),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
