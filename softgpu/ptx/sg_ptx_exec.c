@@ -14,6 +14,7 @@
 #include <cuda.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,10 @@ typedef struct {
   uint32_t lane_pc[32];
   uint8_t sp[32];
   uint32_t pc, group, live, blocked, other_min;
+  /* lanes waiting at a warp-synchronous instruction (shfl/vote/match/redux/
+   * bar.warp.sync) for lanes of its member mask that are elsewhere, and
+   * lanes let go without them because nothing else could run */
+  uint32_t wsync, sync_forced;
   uint32_t cc;             /* carry flag of each lane (add.cc/addc) */
   const sg_insn *red_insn; /* bar.red this warp waits in */
   uint32_t red_mask;
@@ -60,6 +65,11 @@ typedef struct {
   uint32_t red_popc, red_and, red_or;
   uint64_t insns;
   uint64_t warp_insns;
+  /* warp instructions left in the worker's time slice; kept across
+   * run_warp calls so that warps that yield often (nanosleep) still reach
+   * the fault and deadline checks */
+  uint32_t slice_left;
+  int napped;        /* a warp yielded at nanosleep in this scheduling round */
   void *scr; /* the thread's scratch (see get_scratch) */
 } worker;
 
@@ -363,20 +373,48 @@ static void set_group_pc(warp *w, uint32_t mask, uint32_t pc) {
 /* Picks the runnable lanes at the lowest PC. lane_pc must be current for
  * every live lane. */
 static void resched(warp *w) {
-  uint32_t cand = w->live & ~w->blocked;
-  if (!cand) { w->group = 0; w->other_min = NOPC; return; }
+  uint32_t waiting = w->wsync & w->live;
+  uint32_t cand = w->live & ~w->blocked & ~waiting;
+  if (!cand) {
+    if (!waiting) { w->group = 0; w->other_min = NOPC; return; }
+    /* Every lane that could run waits at a warp-synchronous instruction
+     * for lanes that cannot come (they wait at a block barrier, or at
+     * another such instruction in the other arm of a branch): let them all
+     * go on with the members that did arrive, in min-PC order, so that
+     * they still reconverge where their paths meet. */
+    w->sync_forced |= waiting;
+    w->wsync = 0;
+    cand = waiting;
+    waiting = 0;
+  }
   uint32_t minpc = NOPC;
   for (uint32_t c = cand; c;) { int l = __builtin_ctz(c); c &= c - 1; if (w->lane_pc[l] < minpc) minpc = w->lane_pc[l]; }
   uint32_t grp = 0, other = NOPC;
-  for (uint32_t c = cand; c;) {
+  for (uint32_t c = cand | waiting; c;) {
     int l = __builtin_ctz(c);
     c &= c - 1;
+    /* lanes waiting at this pc join the group that reached it */
     if (w->lane_pc[l] == minpc) grp |= 1u << l;
     else if (w->lane_pc[l] < other) other = w->lane_pc[l];
   }
+  if (waiting) w->wsync &= ~grp;
   w->pc = minpc;
   w->group = grp;
   w->other_min = other;
+}
+
+/* A warp-synchronous instruction waits until every live lane of its member
+ * mask executes it (PTX ISA: "wait until all non-exited threads
+ * corresponding to membermask have executed" it).  Min-PC scheduling runs
+ * the lowest-PC group first, so lanes of the mask that took a branch to
+ * code placed later in the function are not here yet: the group must wait
+ * for them instead of reading their stale registers.  Returns 1 when the
+ * group must wait. */
+static inline int warp_sync_must_wait(warp *w, uint32_t group, uint32_t member) {
+  uint32_t missing = member & w->live & ~group;
+  uint32_t forced = w->sync_forced & group;
+  w->sync_forced &= ~group;
+  return missing && !forced;
 }
 
 /* ---------------------------------------------------------------- ops */
@@ -962,6 +1000,95 @@ static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I
 
 /* ---------------------------------------------------------------- warp loop */
 
+/* ---------------------------------------------------------------- wmma */
+
+/* Element e (row-major 16x16) of a fragment: register index k of the
+ * instruction's slot and the half (f16) within it; see decode_wmma. */
+static inline void wmma_place(int nregs, int is_f32, unsigned e, unsigned *lane, unsigned *k, unsigned *half) {
+  if (is_f32) { *lane = e / 8; *k = e % 8; *half = 0; return; }
+  unsigned slot = e >> 1;
+  *lane = slot / (unsigned)nregs;
+  *k = slot % (unsigned)nregs;
+  *half = e & 1;
+}
+
+/* Reads fragment element e (as float) / writes it to every lane that holds
+ * it (a and b fragments of 8 f16 registers hold each element twice). */
+static float wmma_get(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e) {
+  unsigned lane, k, h;
+  wmma_place(nregs, is_f32, e, &lane, &k, &h);
+  uint64_t v = R[(size_t)regs[k] * 32 + lane];
+  return is_f32 ? f32_of(v) : sg_half_to_float((uint16_t)(v >> (16 * h)));
+}
+static void wmma_set_bits(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e, uint32_t bits) {
+  unsigned lane, k, h;
+  unsigned copies = (!is_f32 && nregs == 8) ? 2 : 1;
+  for (unsigned c = 0; c < copies; c++) {
+    wmma_place(nregs, is_f32, e + 256 * c, &lane, &k, &h);
+    uint64_t *p = &R[(size_t)regs[k] * 32 + lane];
+    if (is_f32) *p = bits;
+    else *p = (*p & ~(0xffffull << (16 * h)) & 0xffffffffull) | ((uint64_t)(bits & 0xffff) << (16 * h));
+  }
+}
+
+/* One warp's wmma.load / wmma.mma / wmma.store (all 32 lanes, converged).
+ * The address and stride are the first lane's (the ISA requires them to be
+ * the same in every lane).  Returns 0, or -1 after recording a fault. */
+static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
+  const struct sg_ptx_module *mod = W->L->m;
+  const uint64_t *K = mod->kpool;
+  uint64_t *R = w->R;
+  const uint32_t *slot = mod->wregs + I->aux;
+  if (I->op == SG_OP_WMMA_MMA) {
+    float a[256], b[256];
+    for (unsigned e = 0; e < 256; e++) {
+      a[e] = wmma_get(R, slot + SG_WMMA_FRAG, 8, 0, e);
+      b[e] = wmma_get(R, slot + 2 * SG_WMMA_FRAG, 8, 0, e);
+    }
+    int c32 = I->type2 == SG_T_F32, d32 = I->type == SG_T_F32;
+    float d[256];
+    for (unsigned i = 0; i < 16; i++)
+      for (unsigned j = 0; j < 16; j++) {
+        float acc = wmma_get(R, slot + 3 * SG_WMMA_FRAG, c32 ? 8 : 4, c32, i * 16 + j);
+        for (unsigned k = 0; k < 16; k++) acc = fmaf(a[i * 16 + k], b[k * 16 + j], acc);
+        d[i * 16 + j] = acc;
+      }
+    /* d may share registers with c: write only after every read */
+    for (unsigned e = 0; e < 256; e++)
+      wmma_set_bits(R, slot, d32 ? 8 : 4, d32, e, d32 ? (uint32_t)of_f32(d[e]) : sg_double_to_half(d[e]));
+    return 0;
+  }
+  uint64_t base = (((I->base) & SG_KBIT) ? K + (size_t)(I->base & ~SG_KBIT) * 32 : R + (size_t)I->base * 32)[0] + (uint64_t)I->off;
+  uint64_t stride = (((I->s[0]) & SG_KBIT) ? K + (size_t)(I->s[0] & ~SG_KBIT) * 32 : R + (size_t)I->s[0] * 32)[0] & 0xffffffffu;
+  int is_f32 = I->type == SG_T_F32;
+  unsigned esz = is_f32 ? 4 : 2;
+  int col = I->mod2 & 1;
+  for (unsigned e = 0; e < 256; e++) {
+    uint64_t r = e / 16, c = e % 16;
+    uint64_t addr = base + (col ? c * stride + r : r * stride + c) * esz;
+    uint8_t *p = xlate(W, w, 0, I->space, addr, esz);
+    if (!p) { mem_fault(W, widx, 0, CUDA_ERROR_ILLEGAL_ADDRESS, addr, esz, I); return -1; }
+    if (I->op == SG_OP_WMMA_LOAD) {
+      uint32_t bits = 0;
+      memcpy(&bits, p, esz);
+      wmma_set_bits(R, slot, I->vec, is_f32, e, bits);
+    } else {
+      unsigned lane, k, h;
+      wmma_place(I->vec, is_f32, e, &lane, &k, &h);
+      uint64_t v = R[(size_t)slot[k] * 32 + lane] >> (16 * h);
+      uint32_t bits = (uint32_t)v;
+      memcpy(p, &bits, esz);
+    }
+  }
+  return 0;
+}
+
+/* Warp instructions a worker runs between looks at other workers' faults
+ * and the deadline, and before the warp in hand gives way to the block's
+ * others: short enough to stop within milliseconds, long enough that
+ * switching warps costs nothing. */
+#define SLICE_INSNS (1u << 16)
+
 /* Runs warp w until none of its lanes can run (exited or at a barrier).
  * Returns 0, or -1 after recording a fault. */
 static int run_warp(worker *W, warp *w, int widx) {
@@ -974,9 +1101,7 @@ static int run_warp(worker *W, warp *w, int widx) {
   uint32_t pc = w->pc, group = w->group;
   int rc = 0;
   const int hw_fma = have_hw_fma();
-  /* warp instructions in this time slice: short enough to stop within
-   * milliseconds, long enough that switching warps costs nothing */
-  uint32_t until_check = 1u << 16;
+  uint32_t until_check = W->slice_left;
 
 #define SYNC_OUT() do { w->pc = pc; w->group = group; } while (0)
 #define RESCHED()                                                              \
@@ -986,6 +1111,14 @@ static int run_warp(worker *W, warp *w, int widx) {
     group = w->group;                                                          \
     if (!group) goto out;                                                      \
   } while (0)
+/* The group waits at this warp-synchronous instruction (see
+ * warp_sync_must_wait); used as `WAIT_WARP_SYNC(); continue;`. */
+#define WAIT_WARP_SYNC()                                                       \
+  do {                                                                         \
+    w->wsync |= group;                                                         \
+    set_group_pc(w, group, pc);                                                \
+    RESCHED();                                                                 \
+  } while (0)
 #define FAULT_MEM(code_, addr_, size_) do { mem_fault(W, widx, l, (code_), (addr_), (size_), I); rc = -1; goto out; } while (0)
 
   while (group) {
@@ -993,6 +1126,7 @@ static int run_warp(worker *W, warp *w, int widx) {
       /* Time slice over: look at other workers' faults and the deadline,
        * then yield so that the block's other warps run too (a warp may be
        * spinning on a flag that another warp of the block sets). */
+      until_check = SLICE_INSNS;
       if (atomic_load(&L->failed)) { rc = -1; goto out; }
       if (L->deadline_ns && rgpu_clock_ns() > L->deadline_ns) {
         char what[96];
@@ -1021,10 +1155,18 @@ static int run_warp(worker *W, warp *w, int widx) {
       }
       case SG_OP_MOV_TIMER: {
         uint64_t *D = DREG(I->d[0]);
-        uint64_t t = I->mod == SG_TIMER_GLOBALTIMER ? rgpu_wall_ns() : rgpu_clock_ns();
-        if (I->mod == SG_TIMER_CLOCK) t &= 0xffffffffu;
+        int global = I->mod == SG_TIMER_GLOBALTIMER || I->mod == SG_TIMER_GLOBALTIMER_LO || I->mod == SG_TIMER_GLOBALTIMER_HI;
+        uint64_t t = global ? rgpu_wall_ns() : rgpu_clock_ns();
+        if (I->mod == SG_TIMER_CLOCK || I->mod == SG_TIMER_GLOBALTIMER_LO) t &= 0xffffffffu;
+        else if (I->mod == SG_TIMER_CLOCK_HI || I->mod == SG_TIMER_GLOBALTIMER_HI) t >>= 32;
         LANES({ D[l] = t; });
-        break;
+        /* Reading a clock is a yield point too: timed spin-waits (libcu++'s
+         * barrier spins 40 us on %globaltimer before its first nanosleep)
+         * wait for another warp of the block, which must get to run. */
+        if (!m) break;
+        pc++;
+        if (pc == w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+        goto out;
       }
       case SG_OP_PACK: {
         uint64_t *D = DREG(I->d[0]);
@@ -1631,6 +1773,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         continue;
       }
       case SG_OP_SHFL: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[3])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         const uint64_t *A = REG(I->s[0]), *Bv = REG(I->s[1]), *C = REG(I->s[2]);
         uint64_t tmp[32];
         uint32_t pv = 0;
@@ -1657,6 +1800,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       }
       case SG_OP_VOTE: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[1])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         uint32_t p = PRED(I->s[0]);
         if (I->flags & SG_F_CNEG) p = ~p;
         const uint64_t *Mk = REG(I->s[1]);
@@ -1672,6 +1816,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       }
       case SG_OP_MATCH: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[1])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         const uint64_t *A = REG(I->s[0]);
         unsigned sz = tsize(I->type);
         uint64_t *D = DREG(I->d[0]);
@@ -1691,6 +1836,7 @@ static int run_warp(worker *W, warp *w, int widx) {
         break;
       }
       case SG_OP_REDUX: {
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[1])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
         const uint64_t *A = REG(I->s[0]);
         uint32_t member = m;
         if (m) member &= (uint32_t)REG(I->s[1])[__builtin_ctz(m)];
@@ -1713,6 +1859,31 @@ static int run_warp(worker *W, warp *w, int widx) {
         uint64_t *D = DREG(I->d[0]);
         LANES({ D[l] = acc; });
         break;
+      }
+      case SG_OP_WMMA_LOAD:
+      case SG_OP_WMMA_MMA:
+      case SG_OP_WMMA_STORE:
+        if (warp_sync_must_wait(w, group, FULL)) { WAIT_WARP_SYNC(); continue; }
+        if (m != FULL) {
+          record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, I,
+                       "wmma needs all 32 lanes of the warp (full warps, converged, unpredicated)");
+          rc = -1;
+          goto out;
+        }
+        if (wmma_exec(W, w, widx, I)) { rc = -1; goto out; }
+        break;
+      case SG_OP_WARPSYNC:
+        if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[0])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
+        break;
+      case SG_OP_NANOSLEEP: {
+        /* A yield point: the warp gives way to its block's other warps (the
+         * one a spin-wait waits for), after reconverging as any instruction
+         * does. */
+        if (!m) break;
+        pc++;
+        if (pc == w->other_min) { set_group_pc(w, group, pc); RESCHED(); }
+        W->napped = 1;
+        goto out;
       }
       case SG_OP_ACTIVEMASK: {
         uint64_t *D = DREG(I->d[0]);
@@ -1846,6 +2017,7 @@ static int run_warp(worker *W, warp *w, int widx) {
   }
 out:
   SYNC_OUT();
+  W->slice_left = until_check;
   W->insns += insns;
   W->warp_insns += winsns;
   return rc;
@@ -2012,6 +2184,8 @@ static int run_block(worker *W, uint64_t bid) {
     unsigned n = nt - first < 32 ? nt - first : 32;
     w->live = n == 32 ? FULL : ((1u << n) - 1);
     w->blocked = 0;
+    w->wsync = 0;
+    w->sync_forced = 0;
     w->red_insn = NULL;
     w->red_mask = 0;
     w->cc = 0;
@@ -2031,12 +2205,19 @@ static int run_block(worker *W, uint64_t bid) {
      * warp still runnable) */
     for (int any = 1; any;) {
       any = 0;
+      int progressed = 0;
       for (unsigned wi = 0; wi < L->nwarps; wi++) {
         warp *w = &W->warps[wi];
         if (!w->group) continue;
         any = 1;
+        W->napped = 0;
         if (run_warp(W, w, (int)wi)) return -1;
+        if (!W->napped) progressed = 1;
       }
+      /* Every warp that ran stopped at nanosleep: the block waits for
+       * something outside it (another block, the host), so let the other
+       * workers' threads have the CPU. */
+      if (any && !progressed) sched_yield();
     }
     int waiting = 0;
     for (unsigned wi = 0; wi < L->nwarps; wi++) if (W->warps[wi].live & W->warps[wi].blocked) waiting = 1;
@@ -2062,6 +2243,7 @@ static int run_block(worker *W, uint64_t bid) {
 
 static void run_blocks(worker *W) {
   launch *L = W->L;
+  W->slice_left = SLICE_INSNS;
   if (setup_block_memory(W)) {
     record_fault(W, 0, 0, CUDA_ERROR_OUT_OF_MEMORY, 0, NULL, "out of memory for block state");
     free_block_memory(W);

@@ -54,6 +54,8 @@ typedef enum {
   SG_OP_BRA, SG_OP_CALL, SG_OP_RET, SG_OP_EXIT, SG_OP_BAR, SG_OP_BAR_RED,
   SG_OP_SHFL, SG_OP_VOTE, SG_OP_MATCH, SG_OP_ACTIVEMASK, SG_OP_VPRINTF,
   SG_OP_TRAP, SG_OP_ADDC, SG_OP_LOP3, SG_OP_CVT_PACK, SG_OP_SHF, SG_OP_MADC, SG_OP_BMSK, SG_OP_SZEXT, SG_OP_REDUX,
+  SG_OP_NANOSLEEP, SG_OP_WARPSYNC,
+  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE,
   SG_OP_COUNT
 } sg_opcode;
 
@@ -86,7 +88,15 @@ enum { SG_MATCH_ANY = 1, SG_MATCH_ALL };
 /* cvta direction (mod). */
 enum { SG_CVTA_TO_GENERIC = 1, SG_CVTA_FROM_GENERIC };
 /* timer kinds (mod of MOV_TIMER). */
-enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER };
+enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER, SG_TIMER_CLOCK_HI,
+       SG_TIMER_GLOBALTIMER_LO, SG_TIMER_GLOBALTIMER_HI };
+
+/* wmma (m16n16k16 only): the fragment's registers live in the module's
+ * wregs table; mod = matrix (load: 0 a, 1 b, 2 c), mod2 = layout bits
+ * (1: first matrix column-major, 2: second column-major). */
+#define SG_WMMA_FRAG 8
+#define SG_WMMA_REGS (4 * SG_WMMA_FRAG)
+enum { SG_WMMA_A = 0, SG_WMMA_B, SG_WMMA_C };
 
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */
@@ -188,6 +198,10 @@ struct sg_ptx_module {
   int nkpatches, capkpatches;
   sg_call_info *calls;
   int ncalls, capcalls;
+  /* fragment registers of wmma instructions (their aux): SG_WMMA_REGS per
+   * instruction, slots D, A, B, C of SG_WMMA_FRAG each */
+  uint32_t *wregs;
+  uint32_t nwregs, capwregs;
   /* module-wide per-thread layout */
   uint32_t nregs, npreds, local_bytes, fparam_bytes;
   uint32_t max_call_depth; /* longest chain of device-function calls */

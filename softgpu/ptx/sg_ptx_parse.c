@@ -589,7 +589,7 @@ typedef struct {
   int base_kind;    /* PO_ADDR: PO_REG, PO_SYM, PO_IMM */
   int64_t off;
   int nvec;
-  uint32_t vec[4];
+  uint32_t vec[8];
   const token *tok;
   int sub;          /* PO_SREG/PO_TIMER index */
   int reg_type;
@@ -611,6 +611,52 @@ static const struct { const char *name; int sr; } sreg_names[] = {
   {"%total_smem_size", SG_SR_TOTAL_SMEM},
 };
 
+/* The PTX ISA's other predefined special registers.  softgpu never launches
+ * thread-block clusters (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH is 0), so every
+ * block is its own cluster of one: the cluster registers are constants or
+ * alias the grid's.  Registers whose values belong to a real driver or to
+ * hardware counters are refused by name, with the reason. */
+static int predefined_sreg(parser *P, const token *t, opnd *o) {
+  static const struct { const char *name; int sr; } cluster_alias[] = {
+    {"%clusterid.x", SG_SR_CTAID_X}, {"%clusterid.y", SG_SR_CTAID_Y}, {"%clusterid.z", SG_SR_CTAID_Z},
+    {"%nclusterid.x", SG_SR_NCTAID_X}, {"%nclusterid.y", SG_SR_NCTAID_Y}, {"%nclusterid.z", SG_SR_NCTAID_Z},
+    {"%aggr_smem_size", SG_SR_TOTAL_SMEM},
+  };
+  static const struct { const char *name; int64_t value; } cluster_const[] = {
+    {"%cluster_ctaid.x", 0}, {"%cluster_ctaid.y", 0}, {"%cluster_ctaid.z", 0},
+    {"%cluster_nctaid.x", 1}, {"%cluster_nctaid.y", 1}, {"%cluster_nctaid.z", 1},
+    {"%cluster_ctarank", 0}, {"%cluster_nctarank", 1}, {"%is_explicit_cluster", 0},
+  };
+  for (size_t i = 0; i < sizeof cluster_alias / sizeof cluster_alias[0]; i++)
+    if (tok_is(t, cluster_alias[i].name)) { o->kind = PO_SREG; o->sub = cluster_alias[i].sr; o->reg = SG_SBIT | (uint32_t)cluster_alias[i].sr; return 0; }
+  for (size_t i = 0; i < sizeof cluster_const / sizeof cluster_const[0]; i++)
+    if (tok_is(t, cluster_const[i].name)) { o->kind = PO_IMM; o->imm = cluster_const[i].value; o->immf = 0; return 0; }
+  /* %envreg0..31 hold what the driver passes a launch; cooperative groups
+   * read the grid-sync workspace pointer from %envreg1/%envreg2 in every
+   * cg::this_grid().  softgpu has no cooperative launch, so they are 0: the
+   * workspace is null and grid_group::is_valid() is false, as in any
+   * non-cooperative launch on a GPU. */
+  if (t->len > 7 && t->len <= 9 && !memcmp(t->p, "%envreg", 7)) {
+    unsigned n = 0;
+    int ok = 1;
+    for (size_t i = 7; i < t->len; i++) {
+      if (t->p[i] < '0' || t->p[i] > '9') ok = 0;
+      else n = n * 10 + (unsigned)(t->p[i] - '0');
+    }
+    if (ok && n < 32 && !(t->len == 9 && t->p[7] == '0')) { o->kind = PO_IMM; o->imm = 0; o->immf = 0; return 0; }
+  }
+  const char *why = NULL;
+  if (t->len > 3 && !memcmp(t->p, "%pm", 3)) why = "performance-monitor counters (%pm<N>) are not supported by softgpu";
+  else if (t->len > 19 && !memcmp(t->p, "%reserved_smem_offs", 19)) why = "reserved shared memory (%reserved_smem_offset_*) is not supported by softgpu";
+  else if (tok_is(t, "%current_graph_exec")) why = "device-side graph launch (%current_graph_exec) is not supported by softgpu";
+  if (why) {
+    fail(P, CUDA_ERROR_NOT_SUPPORTED, t->line, "special register '%.*s': %s", (int)t->len, t->p, why);
+    return -1;
+  }
+  fail(P, CUDA_ERROR_INVALID_PTX, t->line, "unknown register '%.*s'", (int)t->len, t->p);
+  return -1;
+}
+
 static int resolve_name(parser *P, const token *t, opnd *o) {
   o->tok = t;
   uint32_t idx;
@@ -628,11 +674,16 @@ static int resolve_name(parser *P, const token *t, opnd *o) {
     if (tok_is(t, "%clock")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK; return 0; }
     if (tok_is(t, "%clock64")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK64; return 0; }
     if (tok_is(t, "%globaltimer")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER; return 0; }
-    fail(P, CUDA_ERROR_INVALID_PTX, t->line, "unknown register '%.*s'", (int)t->len, t->p);
-    return -1;
+    if (tok_is(t, "%clock_hi")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK_HI; return 0; }
+    if (tok_is(t, "%globaltimer_lo")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER_LO; return 0; }
+    if (tok_is(t, "%globaltimer_hi")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER_HI; return 0; }
+    return predefined_sreg(P, t, o);
   }
   s = find_msym(P, t->p, t->len);
   if (s) { o->kind = PO_SYM; o->s = s; return 0; }
+  /* WARP_SZ is the PTX ISA's predefined constant for the warp width (what
+   * device code's warpSize compiles to); a module cannot redefine it. */
+  if (tok_is(t, "WARP_SZ")) { o->kind = PO_IMM; o->imm = 32; o->immf = 0; return 0; }
   o->kind = PO_NAME;
   return 0;
 }
@@ -701,7 +752,7 @@ static int parse_operand(parser *P, opnd *o) {
         if (!P->failed) fail(P, CUDA_ERROR_INVALID_PTX, r->line, "vector elements must be registers");
         return -1;
       }
-      if (o->nvec >= 4) { fail(P, CUDA_ERROR_NOT_SUPPORTED, r->line, "vectors of more than 4 elements are not supported"); return -1; }
+      if (o->nvec >= 8) { fail(P, CUDA_ERROR_NOT_SUPPORTED, r->line, "vectors of more than 8 elements are not supported"); return -1; }
       o->vec[o->nvec++] = ro.kind == PO_SINK ? SG_NOREG : ro.reg;
       if (accept(P, ',')) continue;
       break;
@@ -1041,6 +1092,96 @@ static int decode_call(parser *P, const token *optok, uint32_t guard, int gneg) 
   return 0;
 }
 
+/* Copies a fragment operand's registers into the module's wregs slot. */
+static int wmma_frag(parser *P, const token *optok, const opnd *o, int want, uint32_t *slot) {
+  if (o->kind != PO_VEC || o->nvec != want) {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%.*s: expected a fragment of %d registers", (int)optok->len, optok->p, want);
+    return -1;
+  }
+  for (int k = 0; k < want; k++) {
+    if (o->vec[k] == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'_' in a wmma fragment"); return -1; }
+    slot[k] = o->vec[k];
+  }
+  return 0;
+}
+
+/* wmma.load / wmma.mma / wmma.store of the m16n16k16 shape with f16
+ * inputs and f16 or f32 accumulators (what nvcuda::wmma emits for half);
+ * other shapes and element types are refused by name.  The fragment
+ * layout across lanes is softgpu's own (the ISA leaves it unspecified):
+ * element e of a 16x16 matrix, row-major, is half (e & 1) of register
+ * (e >> 1) % n of lane (e >> 1) / n for f16 fragments of n registers (a and
+ * b repeat in lanes 16..31), and register e % 8 of lane e / 8 for f32. */
+static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = 0;
+  for (size_t i = 0, st = 0; i <= optok->len && nw < 16; i++) {
+    if (i == optok->len || optok->p[i] == '.') {
+      size_t n = i - st < 15 ? i - st : 15;
+      memcpy(words[nw], optok->p + st, n);
+      words[nw++][n] = 0;
+      st = i + 1;
+    }
+  }
+  int kind = nw > 1 ? (!strcmp(words[1], "load") ? 1 : !strcmp(words[1], "mma") ? 2 : !strcmp(words[1], "store") ? 3 : 0) : 0;
+  int matrix = -1, nlayout = 0, layouts = 0, shape_ok = 0, space = SG_SP_GENERIC, ntypes = 0, types[2] = {0, 0}, bad = 0;
+  for (int i = 2; i < nw; i++) {
+    const char *x = words[i];
+    if (!strcmp(x, "sync") || !strcmp(x, "aligned")) continue;
+    if (kind == 1 && i == 2 && (!strcmp(x, "a") || !strcmp(x, "b") || !strcmp(x, "c"))) { matrix = x[0] - 'a'; continue; }
+    if (kind == 3 && i == 2 && !strcmp(x, "d")) { matrix = SG_WMMA_C; continue; }
+    if (!strcmp(x, "row") || !strcmp(x, "col")) { if (x[0] == 'c') layouts |= 1 << nlayout; nlayout++; continue; }
+    if (!strcmp(x, "m16n16k16")) { shape_ok = 1; continue; }
+    if (!strcmp(x, "global")) { space = SG_SP_GLOBAL; continue; }
+    if (!strcmp(x, "shared")) { space = SG_SP_SHARED; continue; }
+    if ((!strcmp(x, "f16") || !strcmp(x, "f32")) && ntypes < 2) { types[ntypes++] = x[1] == '1' ? SG_T_F16 : SG_T_F32; continue; }
+    bad = 1;
+  }
+  int want_layouts = kind == 2 ? 2 : 1;
+  if (!kind || bad || !shape_ok || nlayout != want_layouts || (kind != 2 && matrix < 0) ||
+      ntypes != (kind == 2 ? 2 : 1) || (kind == 1 && matrix != SG_WMMA_C && types[0] != SG_T_F16)) {
+    fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
+         "tensor-core instruction '%.*s' is not supported by softgpu (only wmma m16n16k16 with f16 inputs and "
+         "f16/f32 accumulators)", (int)optok->len, optok->p);
+    return -1;
+  }
+  struct sg_ptx_module *m = P->m;
+  uint32_t at = m->nwregs;
+  for (int k = 0; k < SG_WMMA_REGS; k++) { GROW(m->wregs, m->nwregs, m->capwregs); m->wregs[m->nwregs++] = SG_NOREG; }
+  uint32_t *slot = m->wregs + at;
+  I->aux = at;
+  I->mod2 = (uint8_t)layouts;
+  I->s[0] = kconst(P, 16);
+  if (kind == 2) {
+    /* wmma.mma d, a, b, c: types are d's then c's */
+    if (need_ops(P, optok, nops, 4)) return -1;
+    I->op = SG_OP_WMMA_MMA;
+    I->type = (uint8_t)types[0];
+    I->type2 = (uint8_t)types[1];
+    if (wmma_frag(P, optok, &ops[0], types[0] == SG_T_F32 ? 8 : 4, slot) ||
+        wmma_frag(P, optok, &ops[1], 8, slot + SG_WMMA_FRAG) ||
+        wmma_frag(P, optok, &ops[2], 8, slot + 2 * SG_WMMA_FRAG) ||
+        wmma_frag(P, optok, &ops[3], types[1] == SG_T_F32 ? 8 : 4, slot + 3 * SG_WMMA_FRAG))
+      return -1;
+    return 0;
+  }
+  if (nops != 2 && nops != 3) return need_ops(P, optok, nops, 3);
+  I->op = kind == 1 ? SG_OP_WMMA_LOAD : SG_OP_WMMA_STORE;
+  I->mod = (uint8_t)matrix;
+  I->type = (uint8_t)types[0];
+  I->space = (uint8_t)space;
+  int nregs = matrix != SG_WMMA_C ? 8 : types[0] == SG_T_F32 ? 8 : 4;
+  I->vec = (uint8_t)nregs;
+  const opnd *frag = kind == 1 ? &ops[0] : &ops[1];
+  const opnd *addr = kind == 1 ? &ops[1] : &ops[0];
+  int kparam;
+  if (set_address(P, I, addr, &kparam)) return -1;
+  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "wmma on a parameter"); return -1; }
+  if (nops == 3) I->s[0] = src_index(P, &ops[2], SG_T_U32);
+  if (wmma_frag(P, optok, frag, nregs, slot)) return -1;
+  return P->failed ? -1 : 0;
+}
+
 static int decode_insn(parser *P, uint32_t guard, int gneg) {
   token *optok = next(P);
   opinfo oi;
@@ -1052,6 +1193,16 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   if (!strcmp(b, "call")) {
     if (oi.nwords) return unsupported(P, optok);
     return decode_call(P, optok, guard, gneg);
+  }
+
+  /* Tensor-core instructions work on fragments of 8 and more registers
+   * whose lane layout is the hardware's; softgpu does not model them.  Say
+   * so by name, before their operands would fail as over-long vectors. */
+  if (!strcmp(b, "mma") || !strcmp(b, "wgmma") || !strcmp(b, "ldmatrix") ||
+      !strcmp(b, "stmatrix") || !strcmp(b, "movmatrix") || !strncmp(b, "tcgen05", 7)) {
+    fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
+         "tensor-core instruction '%.*s' is not supported by softgpu (no wmma/mma emulation)", (int)optok->len, optok->p);
+    return -1;
   }
 
   opnd ops[8];
@@ -1081,6 +1232,8 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   if (oi.sat) I->flags |= SG_F_SAT;
   if (oi.nan) I->flags |= SG_F_NAN;
   I->vec = (uint8_t)oi.vec;
+
+  if (!strcmp(b, "wmma")) return decode_wmma(P, optok, ops, nops, I);
 
   /* ---- simple arithmetic: op d, a, b [, c] */
   static const struct { const char *n; int op; int nsrc; } arith[] = {
@@ -1253,6 +1406,10 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
       I->d[0] = pred_index(P, &ops[0]);
       I->s[0] = pred_index(P, &ops[1]);
       return P->failed ? -1 : 0;
+    }
+    if ((ops[0].kind == PO_VEC && ops[0].nvec > 4) || (ops[1].kind == PO_VEC && ops[1].nvec > 4)) {
+      fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line, "mov with a vector of more than 4 elements is not supported");
+      return -1;
     }
     if (ops[0].kind == PO_VEC) { /* mov.b32 {a,b}, r: unpack */
       I->op = SG_OP_UNPACK;
@@ -1485,7 +1642,13 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
         I->mod = mod_is(m, ".popc") ? 1 : mod_is(m, ".and") ? 2 : 3;
       } else return unsupported(P, optok);
     }
-    if (warp) { I->op = SG_OP_NOP; return 0; } /* lanes of a warp already run in lock-step */
+    if (warp) {
+      /* bar.warp.sync membermask: the lanes of the mask converge here */
+      if (red || nops != 1) return unsupported(P, optok);
+      I->op = SG_OP_WARPSYNC;
+      I->s[0] = src_index(P, &ops[0], SG_T_B32);
+      return P->failed ? -1 : 0;
+    }
     if (red) {
       /* bar.red.popc.u32 d, a, {b,} p */
       if (!I->mod || nops < 3) return unsupported(P, optok);
@@ -1505,8 +1668,15 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
     I->op = SG_OP_BAR;
     return 0;
   }
+  if (!strcmp(b, "nanosleep")) {
+    /* The duration is only a hint (the ISA allows any delay up to 2x, or
+     * none): the warp yields to its block's other warps instead, which is
+     * what a spin-wait with nanosleep is waiting for. */
+    I->op = SG_OP_NANOSLEEP;
+    return 0;
+  }
   if (!strcmp(b, "membar") || !strcmp(b, "fence") || !strcmp(b, "prefetch") || !strcmp(b, "prefetchu") ||
-      !strcmp(b, "nanosleep") || !strcmp(b, "pmevent")) {
+      !strcmp(b, "pmevent")) {
     I->op = SG_OP_NOP;
     return 0;
   }
@@ -2204,6 +2374,8 @@ static int finish(parser *P) {
       for (int k = 0; k < 4; k++) { I->d[k] = reloc_reg(f, I->d[k]); I->s[k] = reloc_reg(f, I->s[k]); }
       I->base = reloc_reg(f, I->base);
       if (I->guard != SG_NOREG) I->guard = reloc_reg(f, I->guard);
+      if (I->op == SG_OP_WMMA_LOAD || I->op == SG_OP_WMMA_MMA || I->op == SG_OP_WMMA_STORE)
+        for (int k = 0; k < SG_WMMA_REGS; k++) m->wregs[I->aux + k] = reloc_reg(f, m->wregs[I->aux + k]);
       if (I->flags & SG_F_FPREL) I->off = (int64_t)((uint64_t)I->off + f->fpbase);
       if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
         sg_call_info *ci = &m->calls[I->aux];
@@ -2302,6 +2474,7 @@ void sg_ptx_module_free(sg_ptx_module *m) {
   free(m->funcs);
   free(m->entries);
   free(m->globals);
+  free(m->wregs);
   free(m->code);
   free(m->kvals);
   free(m->kpool);

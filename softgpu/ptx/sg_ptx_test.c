@@ -785,6 +785,242 @@ static void test_printf_format(void **state) {
 
 /* ------------------------------------------------------------ errors */
 
+/* The PTX ISA's predefined identifiers: WARP_SZ (device code's warpSize),
+ * the cluster registers (every softgpu block is a cluster of one), the
+ * timer halves; driver-defined ones are refused with their reason. */
+static void test_predefined_identifiers(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, WARP_SZ; add.u32 %r2, %r1, WARP_SZ;\n"
+         "mov.u32 %r3, %clusterid.x; mov.u32 %r4, %nclusterid.x; mov.u32 %r5, %cluster_ctarank;\n"
+         "mov.u32 %r6, %cluster_nctarank; mov.u32 %r7, %cluster_nctaid.x; mov.u32 %r8, %cluster_ctaid.y;\n"
+         "mov.pred %p1, %is_explicit_cluster; selp.u32 %r9, 1, 0, %p1;\n"
+         "mov.u32 %r10, %clock_hi; mov.u32 %r11, %globaltimer_hi; mov.u32 %r12, %nwarpid;\n"
+         "mov.u32 %r13, %warpid; mov.u32 %r14, %nsmid; mov.u32 %r15, %total_smem_size;\n"
+         "mov.u32 %r17, %envreg1; mov.u32 %r18, %envreg31; or.b32 %r14, %r14, %r17; or.b32 %r14, %r14, %r18;\n"
+         "mov.u32 %r16, %tid.x; setp.eq.u32 %p2, %r16, 40; @!%p2 bra END;\n"
+         "st.v4.u32 [%rd0], {%r1, %r2, %r3, %r4};\n"
+         "st.v4.u32 [%rd0+16], {%r5, %r6, %r7, %r8};\n"
+         "st.v4.u32 [%rd0+32], {%r9, %r11, %r12, %r13};\n"
+         "st.u32 [%rd0+48], %r14;\n"
+         "END:\n",
+         64);
+  assert_int_equal(s.o32[0], 32);
+  assert_int_equal(s.o32[1], 64);
+  assert_int_equal(s.o32[2], 0);
+  assert_int_equal(s.o32[3], 1);
+  assert_int_equal(s.o32[4], 0);
+  assert_int_equal(s.o32[5], 1);
+  assert_int_equal(s.o32[6], 1);
+  assert_int_equal(s.o32[7], 0);
+  assert_int_equal(s.o32[8], 0);
+  assert_true(s.o32[9] > 0); /* wall-clock ns since 1970 exceed 2^32 */
+  assert_int_equal(s.o32[10], 2);
+  assert_int_equal(s.o32[11], 1);
+  assert_int_equal(s.o32[12], 1);
+  snip_done(&s);
+  sg_ptx_module *m = NULL;
+  char err[256];
+  const char *envreg = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %envreg32;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(envreg, strlen(envreg), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  assert_non_null(strstr(err, "%envreg32"));
+  const char *pm = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %pm2;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(pm, strlen(pm), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "performance"));
+  const char *wmma = HDR ".visible .entry k(.param .u64 a)\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [a];\n"
+      "wmma.load.a.sync.aligned.row.m8n32k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m8n32k16.global.f16'"));
+  const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<5>;\n"
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r3}, {%f1, %f2, %f3, %f4};\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(mma, strlen(mma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync"));
+  const char *mov8 = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\n"
+      "mov.b64 %rd1, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8};\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(mov8, strlen(mov8), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  const char *bogus = HDR ".visible .entry k()\n{\n.reg .b32 %r<2>;\nmov.u32 %r1, %bogus;\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(bogus, strlen(bogus), &m, err, sizeof err), CUDA_ERROR_INVALID_PTX);
+  assert_non_null(strstr(err, "unknown register '%bogus'"));
+  (void)state;
+}
+
+/* nanosleep and clock reads are yield points: a warp spinning on a flag
+ * that another warp of its block sets gives way at once instead of burning
+ * a 65,536-instruction slice; a spin that never ends still meets the
+ * launch's time limit. */
+static int spin_launch(snip *s, const char *body, unsigned threads, sg_ptx_stats *st) {
+  static char text[8192];
+  snprintf(text, sizeof text, "%s%s%s%s%s", HDR ".visible .entry k(.param .u64 out, .param .u64 in)\n{\n", REGS,
+           "ld.param.u64 %rd0, [out];\nld.param.u64 %rd1, [in];\n", body, "\nret;\n}\n");
+  int rc = sg_ptx_module_parse(text, strlen(text), &s->m, s->err, sizeof s->err);
+  if (rc) return rc;
+  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(s->m, "k");
+  te_params p;
+  te_params_init(&p, k);
+  te_param(&p, k, 0, &s->out, 8);
+  te_param(&p, k, 1, &s->in, 8);
+  sg_ptx_launch_cfg cfg = {{1, 1, 1}, {threads, 1, 1}, 0, p.buf, p.size};
+  return sg_ptx_launch_ex(k, &cfg, &s->te.env, &s->fault, st);
+}
+
+static void test_nanosleep_yields(void **state) {
+  /* warp 0 spins (volatile load + nanosleep / a clock read) on a flag that
+   * warp 1 sets after a 1000-iteration loop */
+  static const char *spins[] = {
+    "SPIN: ld.volatile.shared.u32 %r3, [flag]; setp.eq.u32 %p3, %r3, 0; @!%p3 bra GOT; nanosleep.u32 100; bra SPIN;\n",
+    "SPIN: ld.volatile.shared.u32 %r3, [flag]; setp.eq.u32 %p3, %r3, 0; @!%p3 bra GOT; mov.u64 %rd5, %globaltimer; bra SPIN;\n",
+  };
+  for (int v = 0; v < 2; v++) {
+    snip s;
+    snip_init(&s);
+    s.te.env.timeout_ms = 5000;
+    char body[2048];
+    snprintf(body, sizeof body,
+             ".shared .align 4 .u32 flag;\n"
+             "mov.u32 %%r1, %%tid.x; setp.lt.u32 %%p1, %%r1, 32; @%%p1 bra SPIN;\n"
+             "mov.u32 %%r2, 0; W: add.u32 %%r2, %%r2, 1; setp.lt.u32 %%p2, %%r2, 1000; @%%p2 bra W;\n"
+             "st.volatile.shared.u32 [flag], %%r2; bra DONE;\n"
+             "%s"
+             "GOT: mul.wide.u32 %%rd2, %%r1, 4; add.s64 %%rd3, %%rd0, %%rd2; st.u32 [%%rd3], %%r3;\n"
+             "DONE: ret;\n", spins[v]);
+    sg_ptx_stats st;
+    int rc = spin_launch(&s, body, 64, &st);
+    if (rc) fail_msg("%d %s %s", rc, s.err, s.fault.message);
+    for (int t = 0; t < 32; t++) assert_int_equal(s.o32[t], 1000);
+    /* warp 1 needs ~3000 warp instructions; a spin without yields would
+     * add at least one whole slice (65,536) */
+    if (st.warp_insns > 20000) fail_msg("variant %d: %llu warp instructions", v, (unsigned long long)st.warp_insns);
+    snip_done(&s);
+  }
+  /* an endless nanosleep spin still stops at the time limit */
+  snip s;
+  snip_init(&s);
+  s.te.env.timeout_ms = 200;
+  sg_ptx_stats st;
+  int rc = spin_launch(&s, "L: nanosleep.u32 1000; bra L;\n", 64, &st);
+  assert_int_equal(rc, CUDA_ERROR_LAUNCH_TIMEOUT);
+  snip_done(&s);
+  (void)state;
+}
+
+/* Warp-synchronous instructions wait for the lanes of their member mask:
+ * here lanes 0..15 branch to a block placed after the shuffle (as nvcc
+ * places cold blocks) and come back, so min-PC scheduling reaches the
+ * shuffle first with lanes 16..31 only.  They must wait, not read lanes
+ * 0..15's stale registers.  Same for vote, match, redux and bar.warp.sync. */
+static void test_warp_sync_converges(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %laneid; mov.u32 %r2, %r1; setp.lt.u32 %p1, %r1, 16;\n"
+         "@%p1 bra COLD;\n"
+         "MERGE: shfl.sync.bfly.b32 %r3, %r2, 16, 0x1f, -1;\n"
+         "setp.ge.u32 %p2, %r2, 100; vote.sync.ballot.b32 %r4, %p2, -1;\n"
+         "redux.sync.add.u32 %r5, %r2, -1;\n"
+         "mul.wide.u32 %rd2, %r1, 16; add.s64 %rd3, %rd0, %rd2;\n"
+         "st.v4.u32 [%rd3], {%r3, %r4, %r5, %r1};\n"
+         "bra END;\n"
+         "COLD: add.u32 %r2, %r2, 100; bra MERGE;\n"
+         "END:\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    const uint32_t *o = s.o32 + l * 4;
+    unsigned src = l ^ 16;
+    assert_int_equal(o[0], src < 16 ? src + 100 : src);
+    assert_int_equal(o[1], 0xffffu);
+    assert_int_equal(o[2], 31 * 32 / 2 + 1600);
+  }
+  snip_done(&s);
+  /* __syncwarp (bar.warp.sync) after a cold block: the store before it
+   * reaches shared memory before any lane of the mask reads it */
+  snip_init(&s);
+  RUN_OK(&s,
+         ".shared .align 4 .b8 buf[128];\n"
+         "mov.u32 %r1, %laneid; setp.lt.u32 %p1, %r1, 16; mov.u32 %r2, %r1;\n"
+         "@%p1 bra COLD;\n"
+         "MERGE: shl.b32 %r5, %r1, 2; mov.u32 %r6, buf; add.u32 %r7, %r6, %r5; st.shared.u32 [%r7], %r2;\n"
+         "bar.warp.sync -1;\n"
+         "xor.b32 %r8, %r1, 16; shl.b32 %r9, %r8, 2; add.u32 %r10, %r6, %r9; ld.shared.u32 %r11, [%r10];\n"
+         "mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd0, %rd2; st.u32 [%rd3], %r11;\n"
+         "bra END;\n"
+         "COLD: mul.lo.u32 %r2, %r2, 3; bra MERGE;\n"
+         "END:\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    unsigned src = l ^ 16;
+    assert_int_equal(s.o32[l], src < 16 ? src * 3 : src);
+  }
+  snip_done(&s);
+  /* lanes that can never come (they wait at a block barrier) do not hang
+   * the warp: the group goes on with the members that arrived */
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %tid.x; setp.lt.u32 %p1, %r1, 16; @%p1 bra LOW;\n"
+         "shfl.sync.idx.b32 %r3, %r1, 16, 0x1f, -1; bra OUT;\n"
+         "LOW: bar.sync 0; mov.u32 %r3, 7;\n"
+         "OUT: mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd0, %rd2; st.u32 [%rd3], %r3;\n",
+         32);
+  assert_int_equal(s.o32[0], 7);
+  assert_int_equal(s.o32[20], 16);
+  snip_done(&s);
+  /* a full-mask shuffle in each arm of a branch: both arms go on, and the
+   * lanes still reconverge where the arms meet */
+  snip_init(&s);
+  RUN_OK(&s,
+         "mov.u32 %r1, %laneid; setp.lt.u32 %p1, %r1, 16; @%p1 bra THEN;\n"
+         "shfl.sync.idx.b32 %r3, %r1, 20, 0x1f, -1; bra MERGE;\n"
+         "THEN: shfl.sync.idx.b32 %r3, %r1, 3, 0x1f, -1;\n"
+         "MERGE: activemask.b32 %r4;\n"
+         "mul.wide.u32 %rd2, %r1, 8; add.s64 %rd3, %rd0, %rd2; st.v2.u32 [%rd3], {%r3, %r4};\n",
+         32);
+  for (unsigned l = 0; l < 32; l++) {
+    assert_int_equal(s.o32[2 * l], l < 16 ? 3 : 20);
+    assert_int_equal(s.o32[2 * l + 1], 0xffffffffu);
+  }
+  snip_done(&s);
+  (void)state;
+}
+
+/* wmma: an identity A times B is B (row-major A from global, column-major
+ * B, f32 accumulator stored row-major); a warp of 16 threads cannot run it. */
+static void test_wmma(void **state) {
+  static const char *body =
+      "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
+      "mov.u32 %r31, 0;\n"
+      "ID: mul.lo.u32 %r32, %r31, 17; mul.wide.u32 %rd5, %r32, 2; add.s64 %rd6, %rd1, %rd5;\n"
+      "mov.b16 %h1, 0x3c00; st.global.b16 [%rd6], %h1;\n" /* A = identity (in[0..511]) */
+      "add.u32 %r31, %r31, 1; setp.lt.u32 %p2, %r31, 16; @%p2 bra ID;\n"
+      "FILL: mov.u32 %r31, %r30;\n"
+      "BL: cvt.rn.f16.u32 %h2, %r31; mul.wide.u32 %rd5, %r31, 2; add.s64 %rd6, %rd1, %rd5;\n"
+      "st.global.b16 [%rd6+512], %h2;\n" /* B (column-major) element n*16+k = n*16+k */
+      "add.u32 %r31, %r31, 32; setp.lt.u32 %p2, %r31, 256; @%p2 bra BL;\n"
+      "bar.sync 0;\n"
+      "wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\n"
+      "add.s64 %rd7, %rd1, 512;\n"
+      "wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {%r9, %r10, %r11, %r12, %r13, %r14, %r15, %r16}, [%rd7], 16;\n"
+      "mov.f32 %f1, 0f00000000; mov.f32 %f2, 0f00000000; mov.f32 %f3, 0f00000000; mov.f32 %f4, 0f00000000;\n"
+      "mov.f32 %f5, 0f00000000; mov.f32 %f6, 0f00000000; mov.f32 %f7, 0f00000000; mov.f32 %f8, 0f00000000;\n"
+      "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%f11, %f12, %f13, %f14, %f15, %f16, %f17, %f18}, "
+      "{%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, {%r9, %r10, %r11, %r12, %r13, %r14, %r15, %r16}, "
+      "{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};\n"
+      "wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd0], {%f11, %f12, %f13, %f14, %f15, %f16, %f17, %f18}, 16;\n";
+  snip s;
+  snip_init(&s);
+  memset(s.inh, 0, 4096);
+  RUN_OK(&s, body, 32);
+  /* D = I * B: D(k, n) = B(k, n) = n*16+k (B stored column-major) */
+  for (unsigned k = 0; k < 16; k++)
+    for (unsigned n = 0; n < 16; n++) assert_true(s.of[k * 16 + n] == (float)(n * 16 + k));
+  snip_done(&s);
+  snip_init(&s);
+  int rc = snip_run_cfg(&s, body, 1, 16, 0);
+  assert_int_equal(rc, CUDA_ERROR_ILLEGAL_INSTRUCTION);
+  assert_non_null(strstr(s.fault.message, "all 32 lanes"));
+  snip_done(&s);
+  (void)state;
+}
+
 static void test_parse_errors(void **state) {
   sg_ptx_module *m = NULL;
   char err[256];
@@ -1066,6 +1302,10 @@ int main(void) {
     cmocka_unit_test(test_concurrent_launches),
     cmocka_unit_test(test_shared_layout),
     cmocka_unit_test(test_warp_spin),
+    cmocka_unit_test(test_predefined_identifiers),
+    cmocka_unit_test(test_nanosleep_yields),
+    cmocka_unit_test(test_warp_sync_converges),
+    cmocka_unit_test(test_wmma),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
