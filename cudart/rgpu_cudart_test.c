@@ -33,6 +33,21 @@ static void test_errmap(void **state) {
                    cudaErrorDeviceUninitialized);
   assert_int_equal(rgpu_cudart_from_cu(12345), cudaErrorUnknown);
   assert_int_equal(rgpu_cudart_from_cu(-1), cudaErrorUnknown);
+  /* Every kernel fault keeps its own name (issue 14: an illegal address must
+   * not come back as another fault), and mapping is idempotent for them, so
+   * a code mapped twice on some path still names the same fault. */
+  const int faults[] = {CUDA_ERROR_ILLEGAL_ADDRESS,  CUDA_ERROR_INVALID_ADDRESS_SPACE,
+                        CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+                        CUDA_ERROR_INVALID_PC,       CUDA_ERROR_LAUNCH_FAILED,
+                        CUDA_ERROR_ASSERT,           CUDA_ERROR_HARDWARE_STACK_ERROR};
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+    cudaError_t e = rgpu_cudart_from_cu(faults[i]);
+    assert_int_equal((int)e, faults[i]);
+    assert_int_equal(rgpu_cudart_from_cu((int)e), e);
+    assert_true(rgpu_cudart_is_sticky(e));
+  }
+  assert_int_not_equal(rgpu_cudart_from_cu(CUDA_ERROR_ILLEGAL_ADDRESS),
+                       rgpu_cudart_from_cu(CUDA_ERROR_INVALID_ADDRESS_SPACE));
 }
 
 static void test_sticky_set(void **state) {
