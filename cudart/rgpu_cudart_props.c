@@ -22,8 +22,11 @@
  * (rgpu_cudart_stubbed_names) the attribute is 0, and as soon as rgpu
  * implements it the server's value shows again.  That keeps the table in
  * step with what the runtime delivers without anyone having to remember it.
- * NULL marks a physical limit: a remote GPU cannot reach the client's
- * memory, whatever rgpu implements. */
+ * NULL marks a capability that is 0 whatever the stubs say: a physical
+ * limit (a remote GPU cannot reach the client's memory) or one whose
+ * functions are written by hand but still refuse (cudaHostGetDevicePointer
+ * answers cudaErrorNotSupported for rgpu's pinned memory: no zero-copy).
+ * Whoever makes such a capability work changes its row. */
 typedef struct {
   int attr;
   const char *delivered_by;
@@ -31,8 +34,9 @@ typedef struct {
 } rgpu_undelivered_cap;
 
 static const rgpu_undelivered_cap k_undelivered[] = {
-    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, "cudaHostGetDevicePointer",
-     "zero-copy: kernels would read the client's pinned memory"},
+    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, NULL,
+     "no zero-copy: kernels cannot read the client's pinned memory (cudaHostAllocMapped and "
+     "cudaHostGetDevicePointer refuse)"},
     {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "cudaMallocManaged", "managed memory"},
     {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, NULL,
      "the client's CPU and a remote GPU cannot touch one page coherently; 0 tells programs to "

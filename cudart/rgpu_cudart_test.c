@@ -184,7 +184,7 @@ static void test_undelivered_mask(void **state) {
   (void)state;
   int32_t attrs[RGPU_MAX_ATTRS];
   for (int i = 0; i < RGPU_MAX_ATTRS; i++) attrs[i] = 1;
-  const char *const all_stubbed[] = {"cudaHostGetDevicePointer", "cudaMallocManaged",
+  const char *const all_stubbed[] = {"cudaMallocManaged",
                                      "cudaLaunchCooperativeKernel", "cudaMallocAsync",
                                      "cudaMemPoolExportToShareableHandle",
                                      "cudaIpcGetEventHandle", "cudaImportExternalSemaphore", NULL};
@@ -210,7 +210,7 @@ static void test_undelivered_mask(void **state) {
   /* Once a function is implemented, its capability shows again; the
    * physical limits do not. */
   for (int i = 0; i < RGPU_MAX_ATTRS; i++) attrs[i] = 1;
-  const char *const pools_done[] = {"cudaHostGetDevicePointer", "cudaMallocManaged", NULL};
+  const char *const pools_done[] = {"cudaMallocManaged", NULL};
   rgpu_cudart_mask_undelivered(attrs, RGPU_MAX_ATTRS, fake_stubbed, (void *)pools_done);
   assert_int_equal(attrs[cudaDevAttrMemoryPoolsSupported], 1);
   assert_int_equal(attrs[cudaDevAttrCooperativeLaunch], 1);
