@@ -105,6 +105,17 @@ typedef struct {
 cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out);
 uint32_t rgpu_rt_device_epoch(int dev);
 
+/* Logs, at error level, that the server refused a module (MODULE_LOAD
+ * failed with CUresult code): the module is named by its first kernel
+ * (nkernels in all) and reason is the reply's text, the driver's own words
+ * (issue 14: the client said only CUDA_ERROR_INVALID_PTX).  Called once per
+ * module and device: a refused module is not sent again. */
+void rgpu_rt_report_module_refused(const char *first_kernel, size_t nkernels, int code,
+                                   const char *reason);
+/* The same line, formatted into buf (for tests). */
+void rgpu_rt_format_module_refused(char *buf, size_t len, const char *first_kernel,
+                                   size_t nkernels, int code, const char *reason);
+
 /* ---- cudaDeviceProp from attributes (rgpu_cudart_props.c, pure) -------- */
 
 void rgpu_cudart_build_props(struct cudaDeviceProp *p, const char *name, size_t name_len,

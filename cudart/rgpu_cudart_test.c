@@ -241,6 +241,22 @@ static void test_undelivered_mask(void **state) {
   assert_int_equal(rgpu_cudart_undelivered_attr(rgpu_cudart_undelivered_count(), NULL, NULL), -1);
 }
 
+static void test_module_refused_line(void **state) {
+  (void)state;
+  char buf[512];
+  rgpu_rt_format_module_refused(buf, sizeof buf, "_Z1kPi", 3, 218,
+                                "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: unknown symbol 'WARP_SZ'");
+  assert_string_equal(buf, "the server refused the module of kernel _Z1kPi (and 2 more): "
+                           "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: unknown symbol 'WARP_SZ'");
+  rgpu_rt_format_module_refused(buf, sizeof buf, "_Z1kPi", 1, 218, "");
+  assert_string_equal(buf, "the server refused the module of kernel _Z1kPi: CUresult 218");
+  rgpu_rt_format_module_refused(buf, sizeof buf, NULL, 0, 200, NULL);
+  assert_string_equal(buf, "the server refused the module without kernels: CUresult 200");
+  /* Cut, still terminated. */
+  rgpu_rt_format_module_refused(buf, 20, "_Z1kPi", 1, 218, "x");
+  assert_int_equal(strlen(buf), 19);
+}
+
 static void test_ranges(void **state) {
   rgpu_range_table t;
   rgpu_range_table_init(&t);
@@ -396,6 +412,7 @@ int main(void) {
       cmocka_unit_test(test_errstate_sticky),
       cmocka_unit_test(test_props_builder),
       cmocka_unit_test(test_undelivered_mask),
+      cmocka_unit_test(test_module_refused_line),
       cmocka_unit_test(test_ranges),
       cmocka_unit_test(test_ranges_threads),
       cmocka_unit_test(test_params),
