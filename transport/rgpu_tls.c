@@ -361,6 +361,7 @@ typedef struct tls_sess {
   int wfd;   /* worker end until queued */
   gnutls_session_t s;
   uint64_t deadline_ns; /* handshake deadline, then the close-grace deadline */
+  uint64_t started_ns;  /* accepted at */
   char peer[128];
   /* client -> worker */
   char *down;
@@ -385,7 +386,15 @@ typedef struct {
   int th_started;
   tls_sess *sessions;
   int nsessions;
+  int evict_when_full; /* this round may evict stale handshakes for new clients */
+  uint64_t evictions;  /* handshakes evicted so far (logged in bursts) */
 } tls_server;
+
+/* Unfinished handshakes the relay holds at most. */
+#define TLS_MAX_HANDSHAKES 256
+/* A pending handshake this old gives its slot to a new client when all are
+ * taken. */
+#define TLS_HS_EVICT_AGE_MS 1000
 
 static void sess_free(tls_sess *x) {
   if (x->s) {
@@ -421,7 +430,8 @@ static void sess_new(tls_server *sv, int fd, const char *peer) {
   gnutls_datum_t alpn = {(unsigned char *)RGPU_ALPN, sizeof RGPU_ALPN - 1};
   gnutls_alpn_set_protocols(x->s, &alpn, 1, 0);
   tls_set_fd(x->s, fd);
-  x->deadline_ns = rgpu_clock_ns() + (uint64_t)sv->hs_timeout_ms * 1000000ull;
+  x->started_ns = rgpu_clock_ns();
+  x->deadline_ns = x->started_ns + (uint64_t)sv->hs_timeout_ms * 1000000ull;
   x->next = sv->sessions;
   sv->sessions = x;
   sv->nsessions++;
@@ -541,6 +551,34 @@ static int sess_pump(tls_sess *x) {
   return 0;
 }
 
+/* With every handshake slot taken, drops the oldest pending handshake if it
+ * is old enough to be evicted, so that one more client can be accepted.
+ * Returns 0 when a slot is free (or was freed), -1 when none can be. */
+static int tls_evict_oldest_handshake(tls_server *sv) {
+  int handshaking = 0;
+  tls_sess **oldest = NULL;
+  for (tls_sess **pp = &sv->sessions; *pp; pp = &(*pp)->next) {
+    if ((*pp)->state != SESS_HANDSHAKE) continue;
+    handshaking++;
+    if (!oldest || (*pp)->started_ns < (*oldest)->started_ns) oldest = pp;
+  }
+  if (handshaking < TLS_MAX_HANDSHAKES) return 0;
+  uint64_t now = rgpu_clock_ns();
+  if (!oldest || now < (*oldest)->started_ns + (uint64_t)TLS_HS_EVICT_AGE_MS * 1000000ull)
+    return -1;
+  tls_sess *x = *oldest;
+  *oldest = x->next;
+  sv->nsessions--;
+  /* One line per 256 evictions: a flood must not flood the log too. */
+  if (sv->evictions++ % TLS_MAX_HANDSHAKES == 0)
+    RGPU_WARN("tls: all %d handshake slots are taken by clients that do not finish their "
+              "handshake (%s, %.1f s); the oldest give their slot to new clients (%llu so far)",
+              TLS_MAX_HANDSHAKES, x->peer, (double)(now - x->started_ns) / 1e9,
+              (unsigned long long)sv->evictions);
+  sess_free(x);
+  return 0;
+}
+
 static void *tls_relay_main(void *arg) {
   tls_server *sv = arg;
   struct pollfd *pfd = NULL;
@@ -553,12 +591,33 @@ static void *tls_relay_main(void *arg) {
       break;
     size_t n = 0;
     pfd[n++] = (struct pollfd){.fd = sv->q.stop_r, .events = POLLIN};
-    /* Past this many unfinished handshakes new clients wait in the kernel's
-     * backlog, so a flood of silent connections cannot exhaust memory. */
+    /* Unfinished handshakes are bounded (memory), but silent peers must not
+     * hold every slot until their deadline (issue 14: 256 of them locked
+     * real clients out for the whole timeout, and forever if renewed).
+     * When the slots are full, the oldest handshake gives its slot to a new
+     * client once it is older than TLS_HS_EVICT_AGE_MS: a real client's
+     * handshake takes a few round trips, far less than that; only a stream
+     * of new connections faster than 256 per second can still crowd out
+     * another client, which is load, not a slowloris. */
     int handshaking = 0;
-    for (tls_sess *x = sv->sessions; x; x = x->next) handshaking += x->state == SESS_HANDSHAKE;
-    pfd[n++] = (struct pollfd){.fd = handshaking < 256 ? sv->lfd : -1, .events = POLLIN};
+    tls_sess *oldest = NULL;
     uint64_t now = rgpu_clock_ns(), next = UINT64_MAX;
+    for (tls_sess *x = sv->sessions; x; x = x->next) {
+      if (x->state != SESS_HANDSHAKE) continue;
+      handshaking++;
+      if (!oldest || x->started_ns < oldest->started_ns) oldest = x;
+    }
+    int can_accept = handshaking < TLS_MAX_HANDSHAKES;
+    if (!can_accept && oldest) {
+      uint64_t evictable = oldest->started_ns + (uint64_t)TLS_HS_EVICT_AGE_MS * 1000000ull;
+      if (now >= evictable) {
+        can_accept = 1;
+        sv->evict_when_full = 1;
+      } else if (evictable < next) {
+        next = evictable; /* wake when it can be evicted */
+      }
+    }
+    pfd[n++] = (struct pollfd){.fd = can_accept ? sv->lfd : -1, .events = POLLIN};
     int immediate = 0;
     for (tls_sess *x = sv->sessions; x; x = x->next) {
       if (x->deadline_ns && x->deadline_ns < next) next = x->deadline_ns;
@@ -597,6 +656,7 @@ static void *tls_relay_main(void *arg) {
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) {
       for (int k = 0; k < 32; k++) {
+        if (sv->evict_when_full && tls_evict_oldest_handshake(sv) < 0) break;
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(sv->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -607,6 +667,7 @@ static void *tls_relay_main(void *arg) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         sess_new(sv, fd, peer);
       }
+      sv->evict_when_full = 0;
     }
     /* Every session is pumped each round: cheap at the scale of one server's
      * clients, and it cannot miss data GnuTLS already buffered. */

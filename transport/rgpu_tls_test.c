@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_transport_testutil.h"
 
 static char srv_dir[64], other_dir[64], cli_dir[64];
@@ -274,6 +275,37 @@ static void test_handshake_timeout(void **state) {
   rgpu_listener_close(l);
 }
 
+/* 256 peers that open a connection and never speak take every handshake
+ * slot; a real client must still get in (issue 14), long before their 30 s
+ * deadline: a slot older than a second goes to the new client. */
+static void test_silent_handshakes_do_not_lock_out(void **state) {
+  rgpu_transport_opts o = {.cert_file = srv_cert, .key_file = srv_key,
+                           .handshake_timeout_ms = 30000};
+  rgpu_listener *l;
+  char err[256], uri[64], turi[64];
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "tls://127.0.0.1:%u", rgpu_listener_port(l));
+  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  enum { SILENT = 300 };
+  rgpu_conn *silent[SILENT];
+  for (int i = 0; i < SILENT; i++)
+    assert_int_equal(rgpu_conn_connect(turi, NULL, &silent[i], err, sizeof err), 0);
+  usleep(1200 * 1000); /* every slot is now older than the eviction age */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert, .connect_timeout_ms = 5000};
+  rgpu_conn *c;
+  uint64_t t0 = rgpu_clock_ns();
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  if (rc) fail_msg("a real client was locked out by silent handshakes: %s", err);
+  assert_true(rgpu_clock_elapsed_s(t0) < 5.0);
+  assert_int_equal(tu_echo_check(c, 1 << 16, 4096, 5), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  for (int i = 0; i < SILENT; i++) rgpu_conn_close(silent[i]);
+  rgpu_listener_close(l);
+}
+
 static void test_parallel_clients(void **state) {
   char uri[64];
   rgpu_listener *l = open_server(NULL, uri, sizeof uri);
@@ -301,6 +333,7 @@ int main(void) {
       cmocka_unit_test(test_wrong_ca),      cmocka_unit_test(test_plain_tcp_to_tls_port),
       cmocka_unit_test(test_mtls),          cmocka_unit_test(test_listener_needs_cert),
       cmocka_unit_test(test_fork_worker),   cmocka_unit_test(test_handshake_timeout),
+      cmocka_unit_test(test_silent_handshakes_do_not_lock_out),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
