@@ -111,6 +111,16 @@ int rgpu_tls_server_creds(const rgpu_transport_opts *o, gnutls_certificate_crede
                     o->cert_file, o->key_file, gnutls_strerror(r));
     goto fail;
   }
+  char when[512];
+  int dates = rgpu_tls_cert_check_dates(o->cert_file, time(NULL), when, sizeof when);
+  if (dates < 0) {
+    r = rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "%s", when);
+    goto fail;
+  }
+  if (dates == 1) {
+    /* Logged once per listener: clients with a right clock refuse it. */
+    RGPU_WARN("%s", when);
+  }
   if (o->client_ca_file && *o->client_ca_file) {
     if ((r = file_readable("client CA file", o->client_ca_file, err, errlen))) goto fail;
     r = gnutls_certificate_set_x509_trust_file(cred, o->client_ca_file, GNUTLS_X509_FMT_PEM);
@@ -125,6 +135,63 @@ int rgpu_tls_server_creds(const rgpu_transport_opts *o, gnutls_certificate_crede
 fail:
   gnutls_certificate_free_credentials(cred);
   return r;
+}
+
+static void utc_date(time_t t, char *out, size_t cap) {
+  struct tm tm;
+  if (t == (time_t)-1 || !gmtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm))
+    snprintf(out, cap, "an unreadable date");
+}
+
+int rgpu_tls_cert_check_dates(const char *cert_file, time_t now, char *err, size_t errlen) {
+  pthread_once(&gnutls_once, gnutls_init_once);
+  gnutls_datum_t pem = {0};
+  int g = gnutls_load_file(cert_file, &pem);
+  if (g < 0)
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "server certificate '%s': %s", cert_file,
+                       gnutls_strerror(g));
+  gnutls_x509_crt_t crt;
+  if (gnutls_x509_crt_init(&crt) < 0) {
+    gnutls_free(pem.data);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  }
+  /* The first certificate of the file is the server's own (a chain follows). */
+  g = gnutls_x509_crt_import(crt, &pem, GNUTLS_X509_FMT_PEM);
+  gnutls_free(pem.data);
+  if (g < 0) {
+    gnutls_x509_crt_deinit(crt);
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "server certificate '%s': %s", cert_file,
+                       gnutls_strerror(g));
+  }
+  time_t from = gnutls_x509_crt_get_activation_time(crt);
+  time_t until = gnutls_x509_crt_get_expiration_time(crt);
+  gnutls_x509_crt_deinit(crt);
+  char f[64], u[64], n[64];
+  utc_date(from, f, sizeof f);
+  utc_date(until, u, sizeof u);
+  utc_date(now, n, sizeof n);
+  if (until != (time_t)-1 && now > until)
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL,
+                       "server certificate '%s' expired on %s (valid from %s; now %s): every "
+                       "client would refuse it; make a new one (`rgpu-server --gen-cert DIR` for "
+                       "a self-signed pair)",
+                       cert_file, u, f, n);
+  if (from != (time_t)-1 && now < from) {
+    snprintf(err, errlen,
+             "server certificate '%s' is not valid before %s (until %s; now %s): clients refuse "
+             "it until then; is this machine's clock right?",
+             cert_file, f, u, n);
+    return 1;
+  }
+  return 0;
+}
+
+int rgpu_bytes_look_like_tls(const unsigned char *p, size_t n) {
+  /* A TLS record: content type change_cipher_spec (20), alert (21),
+   * handshake (22) or application data (23), then version 3.x (SSL 3.0 to
+   * TLS 1.3 all put 3,0..4 on the wire).  An rgpu frame starts "RGP1". */
+  if (n < 3) return 0;
+  return p[0] >= 20 && p[0] <= 23 && p[1] == 3 && p[2] <= 4;
 }
 
 int rgpu_tls_describe_failure(gnutls_session_t s, int gerr, const char *what, char *err,

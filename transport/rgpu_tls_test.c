@@ -306,6 +306,54 @@ static void test_silent_handshakes_do_not_lock_out(void **state) {
   rgpu_listener_close(l);
 }
 
+/* Certificate dates (issue 14): expired is refused with the dates, not yet
+ * valid is a warning; a listener does not start on an expired one.  The
+ * generated pair is valid from an hour ago for ten years, so "now" moves. */
+static void test_cert_dates(void **state) {
+  char err[512];
+  time_t now = time(NULL);
+  assert_int_equal(rgpu_tls_cert_check_dates(srv_cert, now, err, sizeof err), 0);
+  assert_int_equal(rgpu_tls_cert_check_dates(srv_cert, now + 11 * 365 * 24 * 3600L, err, sizeof err),
+                   RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "expired on "));
+  assert_non_null(strstr(err, " UTC"));
+  assert_non_null(strstr(err, "--gen-cert"));
+  assert_int_equal(rgpu_tls_cert_check_dates(srv_cert, now - 2 * 24 * 3600L, err, sizeof err), 1);
+  assert_non_null(strstr(err, "is not valid before "));
+  assert_int_equal(rgpu_tls_cert_check_dates("/nonexistent/cert.pem", now, err, sizeof err),
+                   RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "/nonexistent/cert.pem"));
+}
+
+/* The first bytes of a TLS server's answer are told apart from an rgpu
+ * frame, so a client speaking tcp:// to a tls:// port can say so. */
+static void test_tls_bytes(void **state) {
+  const unsigned char alert[] = {21, 3, 3, 0, 2, 2, 50};
+  const unsigned char hello[] = {22, 3, 1, 0, 100};
+  const unsigned char rgpu[] = {'R', 'G', 'P', '1', 0};
+  assert_true(rgpu_bytes_look_like_tls(alert, sizeof alert));
+  assert_true(rgpu_bytes_look_like_tls(hello, sizeof hello));
+  assert_false(rgpu_bytes_look_like_tls(rgpu, sizeof rgpu));
+  assert_false(rgpu_bytes_look_like_tls(alert, 2));
+  /* What our listener really sends to a plain-tcp HELLO. */
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  char turi[64];
+  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  rgpu_conn *t;
+  assert_int_equal(rgpu_conn_connect(turi, NULL, &t, err, sizeof err), 0);
+  char junk[64];
+  memset(junk, 'R', sizeof junk);
+  struct iovec v = {junk, sizeof junk};
+  assert_int_equal(rgpu_conn_writev_all(t, &v, 1), 0);
+  unsigned char buf[64];
+  ssize_t r = rgpu_conn_read_some(t, buf, sizeof buf);
+  assert_true(r >= 3);
+  assert_true(rgpu_bytes_look_like_tls(buf, (size_t)r));
+  rgpu_conn_close(t);
+  rgpu_listener_close(l);
+}
+
 static void test_parallel_clients(void **state) {
   char uri[64];
   rgpu_listener *l = open_server(NULL, uri, sizeof uri);
@@ -334,6 +382,7 @@ int main(void) {
       cmocka_unit_test(test_mtls),          cmocka_unit_test(test_listener_needs_cert),
       cmocka_unit_test(test_fork_worker),   cmocka_unit_test(test_handshake_timeout),
       cmocka_unit_test(test_silent_handshakes_do_not_lock_out),
+      cmocka_unit_test(test_cert_dates),    cmocka_unit_test(test_tls_bytes),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
