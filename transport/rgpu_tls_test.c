@@ -10,6 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+
 #include "rgpu_clock.h"
 #include "rgpu_transport_testutil.h"
 
@@ -325,6 +328,67 @@ static void test_cert_dates(void **state) {
   assert_non_null(strstr(err, "/nonexistent/cert.pem"));
 }
 
+/* A self-signed pair valid from `from` to `until`, as dir/cert.pem + key.pem. */
+static void write_pair_with_dates(const char *dir, time_t from, time_t until) {
+  gnutls_x509_privkey_t key;
+  gnutls_x509_crt_t crt;
+  assert_int_equal(gnutls_x509_privkey_init(&key), 0);
+  assert_int_equal(gnutls_x509_privkey_generate(key, GNUTLS_PK_ECDSA,
+                                                GNUTLS_CURVE_TO_BITS(GNUTLS_ECC_CURVE_SECP256R1), 0),
+                   0);
+  assert_int_equal(gnutls_x509_crt_init(&crt), 0);
+  gnutls_x509_crt_set_version(crt, 3);
+  unsigned char serial[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  gnutls_x509_crt_set_serial(crt, serial, sizeof serial);
+  gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, "localhost", 9);
+  gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_DNSNAME, "localhost", 9, GNUTLS_FSAN_SET);
+  gnutls_x509_crt_set_activation_time(crt, from);
+  gnutls_x509_crt_set_expiration_time(crt, until);
+  gnutls_x509_crt_set_key(crt, key);
+  assert_int_equal(gnutls_x509_crt_sign2(crt, crt, key, GNUTLS_DIG_SHA256, 0), 0);
+  char path[128];
+  unsigned char buf[8192];
+  size_t len = sizeof buf;
+  assert_int_equal(gnutls_x509_crt_export(crt, GNUTLS_X509_FMT_PEM, buf, &len), 0);
+  snprintf(path, sizeof path, "%s/cert.pem", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fwrite(buf, 1, len, f);
+  fclose(f);
+  len = sizeof buf;
+  assert_int_equal(gnutls_x509_privkey_export(key, GNUTLS_X509_FMT_PEM, buf, &len), 0);
+  snprintf(path, sizeof path, "%s/key.pem", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fwrite(buf, 1, len, f);
+  fclose(f);
+  gnutls_x509_crt_deinit(crt);
+  gnutls_x509_privkey_deinit(key);
+}
+
+/* A listener does not start on an expired certificate, and says so with the
+ * dates; one not yet valid starts (a warning). */
+static void test_listener_refuses_expired_cert(void **state) {
+  char dir[64] = "/tmp/rgpu_tls_test_XXXXXX", cert[128], key[128], err[512] = "";
+  assert_non_null(mkdtemp(dir));
+  snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+  snprintf(key, sizeof key, "%s/key.pem", dir);
+  time_t now = time(NULL);
+  write_pair_with_dates(dir, now - 2 * 365 * 24 * 3600L, now - 365 * 24 * 3600L);
+  rgpu_transport_opts o = {.cert_file = cert, .key_file = key};
+  rgpu_listener *l = NULL;
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "expired on "));
+  assert_non_null(strstr(err, cert));
+  err[0] = 0;
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &o, &l, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "expired on "));
+  write_pair_with_dates(dir, now + 24 * 3600L, now + 365 * 24 * 3600L);
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), 0);
+  rgpu_listener_close(l);
+  rmdir_pair(dir);
+}
+
 /* The first bytes of a TLS server's answer are told apart from an rgpu
  * frame, so a client speaking tcp:// to a tls:// port can say so. */
 static void test_tls_bytes(void **state) {
@@ -383,6 +447,7 @@ int main(void) {
       cmocka_unit_test(test_fork_worker),   cmocka_unit_test(test_handshake_timeout),
       cmocka_unit_test(test_silent_handshakes_do_not_lock_out),
       cmocka_unit_test(test_cert_dates),    cmocka_unit_test(test_tls_bytes),
+      cmocka_unit_test(test_listener_refuses_expired_cert),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
