@@ -45,7 +45,8 @@ static void usage(FILE *f) {
           "  run    runs PROGRAM (built with nvcc -cudart shared) with rgpu's libcudart.so.13,\n"
           "         on the GPU of the server at URI (tcp://HOST:PORT, tls://, quic://, unix:///PATH).\n"
           "         With no --server and no RGPU_SERVER, a private local server on softgpu (the\n"
-          "         CPU implementation) is started for the run.\n"
+          "         CPU implementation) is started for the run; when PROGRAM fails, that\n"
+          "         server's log is kept in $TMPDIR (or /tmp) and its last lines are shown.\n"
           "         --sync-every-call  wait for the server after every request (baseline mode)\n"
           "         --stats PATH       write call/round-trip/byte counts as JSON at exit\n"
           "  info   shows the server's version, sessions and devices.\n"
@@ -100,6 +101,45 @@ static int log_says_listening(const char *path) {
   while (!ok && fgets(line, sizeof line, f)) ok = strstr(line, "listening on") != NULL;
   fclose(f);
   return ok;
+}
+
+/* The last n lines of path, to f. */
+static void print_tail(const char *path, FILE *to, int n) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  enum { TAIL_MAX = 64 };
+  char lines[TAIL_MAX][512];
+  if (n > TAIL_MAX) n = TAIL_MAX;
+  long total = 0;
+  while (fgets(lines[total % n], sizeof lines[0], f)) {
+    /* A line longer than the buffer continues in the next slot: rare in a
+     * log, and only cuts how much context is shown. */
+    total++;
+  }
+  fclose(f);
+  for (long i = total > n ? total - n : 0; i < total; i++) {
+    const char *l = lines[i % n];
+    fputs(l, to);
+    if (!*l || l[strlen(l) - 1] != '\n') fputc('\n', to);
+  }
+}
+
+/* Moves the private server's log (it lives in the private directory that
+ * server_stop removes) to a file of its own in TMPDIR.  Returns 0 with its
+ * name in out. */
+static int keep_server_log(private_server *s, char *out, size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(out, cap, "%s/rgpu-server-XXXXXX.log", tmp && *tmp ? tmp : "/tmp");
+  int fd = mkstemps(out, 4);
+  if (fd < 0) return -1;
+  close(fd);
+  /* rename replaces the placeholder mkstemps made, atomically. */
+  if (rename(s->log, out)) {
+    unlink(out);
+    return -1;
+  }
+  s->log[0] = '\0';
+  return 0;
 }
 
 static void server_stop(private_server *s) {
@@ -321,18 +361,42 @@ static int cmd_run(int argc, char **argv) {
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
+  int rc = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
   if (have_private) {
     int sst;
+    int server_died = 0;
     if (waitpid(ps.pid, &sst, WNOHANG) == ps.pid) {
       ps.pid = 0;
+      server_died = 1;
       fprintf(stderr, "rgpu: the local rgpu-server ended during the run; its output:\n");
       print_file(ps.log, stderr);
     }
+    /* Stopped first, so the log is complete (the session's end is in it). */
+    int keep = rc != 0 && !server_died;
+    if (keep && ps.pid > 0) {
+      kill(ps.pid, SIGTERM);
+      for (int k = 0; k < 300; k++) { /* 3 s, as server_stop */
+        pid_t r = waitpid(ps.pid, &sst, WNOHANG);
+        if (r == ps.pid || (r < 0 && errno == ECHILD)) {
+          ps.pid = 0; /* reaped: server_stop must not signal the number again */
+          break;
+        }
+        usleep(10000);
+      }
+    }
+    /* A failed run keeps the server's side of the story: why a module was
+     * refused, which request faulted.  The private server's log would
+     * otherwise go with its directory (issue 14). */
+    char kept[PATH_MAX];
+    if (keep && keep_server_log(&ps, kept, sizeof kept) == 0) {
+      fprintf(stderr, "rgpu: %s exited with status %d; the private rgpu-server's log is kept in %s; "
+                      "its last lines:\n",
+              prog[0], rc, kept);
+      print_tail(kept, stderr, 20);
+    }
     server_stop(&ps);
   }
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return 1;
+  return rc;
 }
 
 /* ---- rgpu info ---------------------------------------------------------- */

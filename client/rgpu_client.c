@@ -103,6 +103,7 @@ struct rgpu_client {
   rgpu_client_config *cfg;  /* copy, for reconnecting */
   uint8_t session_token[32];
   int have_token;
+  int peer_spoke_tls; /* the answer to HELLO began like a TLS record */
   int reconnect_s;          /* budget of one outage; 0 = no resume */
   int broken;               /* a write failed: the next lock holder resumes */
   int no_resume;            /* closing, or the server said SHUTDOWN; written holding
@@ -828,6 +829,14 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
     return rc;
   }
   snprintf(c->transport, sizeof c->transport, "%s", rgpu_conn_transport_name(c->conn));
+  /* A token over tcp:// to another machine can be read by anyone on the
+   * path (issue 14); once per process, reconnections included. */
+  static int clear_token_warned;
+  if (cfg->token[0] && rgpu_uri_is_clear_text_network(cfg->server) &&
+      !__atomic_exchange_n(&clear_token_warned, 1, __ATOMIC_RELAXED))
+    RGPU_WARN("RGPU_TOKEN is sent in clear over %s: anyone on the network path can read it; "
+              "use tls:// or quic://",
+              cfg->server);
 
   rgpu_msg_hello_req hello = {
       .proto_version = RGPU_PROTO_VERSION,
@@ -875,7 +884,14 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
     rgpu_client_close(c);
     return RGPU_T_EAUTH;
   }
-  if (rc) {
+  if (rc && c->peer_spoke_tls) {
+    /* The HELLO, token included, went out in clear to a TLS server. */
+    snprintf(err, errlen,
+             "rgpu: cannot reach server %s: it answered in TLS: this looks like a TLS port: use "
+             "tls://%s%s",
+             cfg->server, strstr(cfg->server, "://") ? strstr(cfg->server, "://") + 3 : cfg->server,
+             cfg->token[0] ? " (the token was sent in clear: consider it seen)" : "");
+  } else if (rc) {
     /* A peer that closes on our HELLO is most often a tls:// or quic://
      * port spoken to in plain tcp://, or not an rgpu server at all. */
     snprintf(err, errlen, "rgpu: cannot reach server %s: %s during handshake", cfg->server,
@@ -883,6 +899,8 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
              : !strncmp(cfg->server, "tcp://", 6)
                  ? "connection closed by the peer (is it a tls:// port, or not an rgpu-server?)"
                  : "connection failed");
+  }
+  if (rc) {
     rgpu_buf_free(&pay);
     rgpu_client_close(c);
     return rc < 0 ? rc : RGPU_T_EIO;
@@ -1182,8 +1200,12 @@ static int client_read_exact(rgpu_client *c, void *buf, size_t n) {
 }
 
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h) {
-  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
+  uint8_t hdr[RGPU_FRAME_HDR_SIZE] = {0};
   int rc = client_read_exact(c, hdr, sizeof hdr);
+  /* Before HELLO is answered: a TLS alert or ServerHello instead of a frame
+   * is a tls:// port spoken to in tcp:// (a short alert ends in EOF, so the
+   * bytes are looked at whether or not the header was complete). */
+  if (!c->session_id && rgpu_bytes_look_like_tls(hdr, sizeof hdr)) c->peer_spoke_tls = 1;
   if (rc) return rc;
   return rgpu_frame_hdr_decode(hdr, RGPU_FRAME_MAX_PAYLOAD, h);
 }

@@ -109,11 +109,32 @@ typedef struct {
 cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out);
 uint32_t rgpu_rt_device_epoch(int dev);
 
+/* Logs, at error level, that the server refused a module (MODULE_LOAD
+ * failed with CUresult code): the module is named by its first kernel
+ * (nkernels in all) and reason is the reply's text, the driver's own words
+ * (issue 14: the client said only CUDA_ERROR_INVALID_PTX).  Called once per
+ * module and device: a refused module is not sent again. */
+void rgpu_rt_report_module_refused(const char *first_kernel, size_t nkernels, int code,
+                                   const char *reason);
+/* The same line, formatted into buf (for tests). */
+void rgpu_rt_format_module_refused(char *buf, size_t len, const char *first_kernel,
+                                   size_t nkernels, int code, const char *reason);
+
 /* ---- cudaDeviceProp from attributes (rgpu_cudart_props.c, pure) -------- */
 
 void rgpu_cudart_build_props(struct cudaDeviceProp *p, const char *name, size_t name_len,
                              const uint8_t *uuid, size_t uuid_len, uint64_t total_mem,
                              const int32_t *attrs, uint32_t nattrs);
+/* Sets to 0 the attributes of capabilities rgpu does not deliver (the table
+ * in rgpu_cudart_props.c says which and why).  is_stubbed(fn) says whether
+ * runtime function fn is a NotSupported stub; an attribute delivered by a
+ * function that is not is left as the server reported it. */
+void rgpu_cudart_mask_undelivered(int32_t *attrs, uint32_t nattrs,
+                                  int (*is_stubbed)(const char *fn, void *ctx), void *ctx);
+size_t rgpu_cudart_undelivered_count(void);
+/* Row i of the table: the attribute (-1 past the end), its function (NULL:
+ * never delivered) and the reason. */
+int rgpu_cudart_undelivered_attr(size_t i, const char **delivered_by, const char **why);
 
 /* ---- address ranges (rgpu_cudart_ranges.c, pure) ----------------------- */
 

@@ -32,9 +32,23 @@ uint32_t rgpu_rt_device_epoch(int dev) {
                                               : 0;
 }
 
+/* The generated NotSupported stubs (rgpu_cudart_stubs.c, linked into the
+ * library with this file). */
+extern const char *const rgpu_cudart_stubbed_names[];
+
+static int runtime_fn_is_stubbed(const char *fn, void *ctx) {
+  (void)ctx;
+  for (const char *const *s = rgpu_cudart_stubbed_names; *s; s++)
+    if (strcmp(*s, fn) == 0) return 1;
+  return 0;
+}
+
 static void fill_device(rgpu_rt_device *d, const rgpu_msg_device_props_rep *p) {
   d->nattrs = p->attrs.count > RGPU_MAX_ATTRS ? RGPU_MAX_ATTRS : p->attrs.count;
   for (uint32_t i = 0; i < d->nattrs; i++) d->attrs[i] = rgpu_array_i32(&p->attrs, i);
+  /* Before the struct is built, so cudaGetDeviceProperties and
+   * cudaDeviceGetAttribute give the same answer. */
+  rgpu_cudart_mask_undelivered(d->attrs, d->nattrs, runtime_fn_is_stubbed, NULL);
   rgpu_cudart_build_props(&d->prop, p->name.data, p->name.len, p->uuid.data, p->uuid.len,
                           p->total_mem, d->attrs, d->nattrs);
   d->valid = 1;

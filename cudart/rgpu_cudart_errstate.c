@@ -2,7 +2,10 @@
  * context is corrupt) wins over everything until reset; an asynchronous
  * error reported by the server waits for the next synchronizing call or
  * cudaGetLastError, and is reported once. */
+#include <stdio.h>
+
 #include "rgpu_cudart.h"
+#include "rgpu_log.h"
 
 /* ---- error state machine ----------------------------------------------- */
 
@@ -69,3 +72,27 @@ void rgpu_err_state_reset(rgpu_err_state *s) {
   rgpu_mutex_unlock(&s->lock);
 }
 
+
+/* ---- a module the server refused ---------------------------------------- */
+
+void rgpu_rt_format_module_refused(char *buf, size_t len, const char *first_kernel,
+                                   size_t nkernels, int code, const char *reason) {
+  char what[256];
+  if (!first_kernel) snprintf(what, sizeof what, "without kernels");
+  else if (nkernels > 1)
+    snprintf(what, sizeof what, "of kernel %s (and %zu more)", first_kernel, nkernels - 1);
+  else snprintf(what, sizeof what, "of kernel %s", first_kernel);
+  /* The reply's text names the driver call and code; without one (an
+   * older server), the code is all there is. */
+  if (reason && reason[0]) snprintf(buf, len, "the server refused the module %s: %s", what, reason);
+  else snprintf(buf, len, "the server refused the module %s: CUresult %d", what, code);
+}
+
+void rgpu_rt_report_module_refused(const char *first_kernel, size_t nkernels, int code,
+                                   const char *reason) {
+  char line[1024];
+  rgpu_rt_format_module_refused(line, sizeof line, first_kernel, nkernels, code, reason);
+  /* Error level: the program's kernels will not run, whatever it does next,
+   * and a program that does not check its launches prints wrong numbers. */
+  RGPU_ERROR("%s", line);
+}

@@ -9,6 +9,96 @@
 
 #include "rgpu_cudart.h"
 
+/* Capabilities rgpu does not deliver.
+ *
+ * The server copies its device's attributes as they are, but a program that
+ * reads canMapHostMemory = 1 calls cudaHostAlloc(..., Mapped) and fails on
+ * cudaErrorNotSupported instead of taking the fallback it has for a device
+ * without the capability.  So an attribute whose feature rgpu does not
+ * provide is reported as 0, as CUDA reports a device that lacks it.
+ *
+ * delivered_by names the runtime function without which the capability is
+ * not there: while that function is one of the generated NotSupported stubs
+ * (rgpu_cudart_stubbed_names) the attribute is 0, and as soon as rgpu
+ * implements it the server's value shows again.  That keeps the table in
+ * step with what the runtime delivers without anyone having to remember it.
+ * NULL marks a capability that is 0 whatever the stubs say: a physical
+ * limit (a remote GPU cannot reach the client's memory) or one whose
+ * functions are written by hand but still refuse (cudaHostGetDevicePointer
+ * answers cudaErrorNotSupported for rgpu's pinned memory: no zero-copy).
+ * Whoever makes such a capability work changes its row. */
+typedef struct {
+  int attr;
+  const char *delivered_by;
+  const char *why;
+} rgpu_undelivered_cap;
+
+static const rgpu_undelivered_cap k_undelivered[] = {
+    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, NULL,
+     "no zero-copy: kernels cannot read the client's pinned memory (cudaHostAllocMapped and "
+     "cudaHostGetDevicePointer refuse)"},
+    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "cudaMallocManaged", "managed memory"},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, NULL,
+     "the client's CPU and a remote GPU cannot touch one page coherently; 0 tells programs to "
+     "synchronize before host access, as on a device without it"},
+    {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, NULL,
+     "the client's CPU cannot load from device memory"},
+    {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, NULL,
+     "a remote GPU cannot read the client's pageable memory"},
+    {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, NULL,
+     "a remote GPU cannot use the client's page tables"},
+    {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, NULL,
+     "no coherent link between the client's CPU and the GPU"},
+    {CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED, NULL,
+     "no coherent link between the client's CPU and the GPU"},
+    {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, NULL,
+     "registered client memory never has the same address on the GPU"},
+    {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, "cudaLaunchCooperativeKernel",
+     "cooperative launch"},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, "cudaMallocAsync",
+     "stream-ordered allocation"},
+    {CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, "cudaMemPoolExportToShareableHandle",
+     "pools shared with other processes"},
+    {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, NULL,
+     "host memory pools would be the GPU machine's memory, not the client's"},
+    {CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, NULL,
+     "host memory pools would be the GPU machine's memory, not the client's"},
+    {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED, NULL,
+     "IPC between the client and other processes of the GPU machine"},
+    {CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, "cudaIpcGetEventHandle", "IPC events"},
+    {CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, "cudaImportExternalSemaphore",
+     "external semaphores"},
+    {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, NULL,
+     "the client's devices cannot DMA into a remote GPU"},
+    {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, NULL,
+     "the client's devices cannot DMA into a remote GPU"},
+    {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, NULL,
+     "the client's devices cannot DMA into a remote GPU"},
+    {CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, NULL,
+     "the client's devices cannot DMA into a remote GPU"},
+};
+
+size_t rgpu_cudart_undelivered_count(void) {
+  return sizeof k_undelivered / sizeof k_undelivered[0];
+}
+
+int rgpu_cudart_undelivered_attr(size_t i, const char **delivered_by, const char **why) {
+  if (i >= rgpu_cudart_undelivered_count()) return -1;
+  if (delivered_by) *delivered_by = k_undelivered[i].delivered_by;
+  if (why) *why = k_undelivered[i].why;
+  return k_undelivered[i].attr;
+}
+
+void rgpu_cudart_mask_undelivered(int32_t *attrs, uint32_t n,
+                                  int (*is_stubbed)(const char *fn, void *ctx), void *ctx) {
+  for (size_t i = 0; i < rgpu_cudart_undelivered_count(); i++) {
+    const rgpu_undelivered_cap *u = &k_undelivered[i];
+    if (u->attr < 0 || (uint32_t)u->attr >= n) continue;
+    if (u->delivered_by && !is_stubbed(u->delivered_by, ctx)) continue;
+    attrs[u->attr] = 0;
+  }
+}
+
 static int32_t A(const int32_t *attrs, uint32_t n, int a) {
   return (a >= 0 && (uint32_t)a < n) ? attrs[a] : 0;
 }

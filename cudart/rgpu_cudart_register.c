@@ -436,8 +436,7 @@ static cudaError_t module_install(rgpu_rt_fatbin *fb, rgpu_rt_module *m, int dev
   }
   if (rc > 0) {
     cudaError_t e = rgpu_cudart_from_cu(rc);
-    RGPU_WARN("the server could not load a module (%d%s%s)", rc, r->msg[0] ? ": " : "",
-              r->msg);
+    rgpu_rt_report_module_refused(fb->nfuncs ? fb->funcs[0]->name : NULL, fb->nfuncs, rc, r->msg);
     m->state = -1;
     m->error = e;
     m->epoch = epoch;

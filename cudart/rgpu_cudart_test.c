@@ -33,6 +33,21 @@ static void test_errmap(void **state) {
                    cudaErrorDeviceUninitialized);
   assert_int_equal(rgpu_cudart_from_cu(12345), cudaErrorUnknown);
   assert_int_equal(rgpu_cudart_from_cu(-1), cudaErrorUnknown);
+  /* Every kernel fault keeps its own name (issue 14: an illegal address must
+   * not come back as another fault), and mapping is idempotent for them, so
+   * a code mapped twice on some path still names the same fault. */
+  const int faults[] = {CUDA_ERROR_ILLEGAL_ADDRESS,  CUDA_ERROR_INVALID_ADDRESS_SPACE,
+                        CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+                        CUDA_ERROR_INVALID_PC,       CUDA_ERROR_LAUNCH_FAILED,
+                        CUDA_ERROR_ASSERT,           CUDA_ERROR_HARDWARE_STACK_ERROR};
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+    cudaError_t e = rgpu_cudart_from_cu(faults[i]);
+    assert_int_equal((int)e, faults[i]);
+    assert_int_equal(rgpu_cudart_from_cu((int)e), e);
+    assert_true(rgpu_cudart_is_sticky(e));
+  }
+  assert_int_not_equal(rgpu_cudart_from_cu(CUDA_ERROR_ILLEGAL_ADDRESS),
+                       rgpu_cudart_from_cu(CUDA_ERROR_INVALID_ADDRESS_SPACE));
 }
 
 static void test_sticky_set(void **state) {
@@ -156,6 +171,90 @@ static void test_props_builder(void **state) {
   rgpu_cudart_build_props(&p, longname, sizeof longname, NULL, 0, 1, attrs, RGPU_MAX_ATTRS);
   assert_int_equal(strlen(p.name), 255);
   assert_int_equal(sizeof(struct cudaDeviceProp), 1008);
+}
+
+/* A fake stub list: only what the test names is "stubbed". */
+static int fake_stubbed(const char *fn, void *ctx) {
+  for (const char *const *s = ctx; *s; s++)
+    if (strcmp(*s, fn) == 0) return 1;
+  return 0;
+}
+
+static void test_undelivered_mask(void **state) {
+  (void)state;
+  int32_t attrs[RGPU_MAX_ATTRS];
+  for (int i = 0; i < RGPU_MAX_ATTRS; i++) attrs[i] = 1;
+  const char *const all_stubbed[] = {"cudaMallocManaged",
+                                     "cudaLaunchCooperativeKernel", "cudaMallocAsync",
+                                     "cudaMemPoolExportToShareableHandle",
+                                     "cudaIpcGetEventHandle", "cudaImportExternalSemaphore", NULL};
+  rgpu_cudart_mask_undelivered(attrs, RGPU_MAX_ATTRS, fake_stubbed, (void *)all_stubbed);
+  /* The ones issue 14 saw programs trip on. */
+  assert_int_equal(attrs[cudaDevAttrCanMapHostMemory], 0);
+  assert_int_equal(attrs[cudaDevAttrManagedMemory], 0);
+  assert_int_equal(attrs[cudaDevAttrConcurrentManagedAccess], 0);
+  assert_int_equal(attrs[cudaDevAttrPageableMemoryAccess], 0);
+  assert_int_equal(attrs[cudaDevAttrPageableMemoryAccessUsesHostPageTables], 0);
+  assert_int_equal(attrs[cudaDevAttrDirectManagedMemAccessFromHost], 0);
+  assert_int_equal(attrs[cudaDevAttrCooperativeLaunch], 0);
+  assert_int_equal(attrs[cudaDevAttrMemoryPoolsSupported], 0);
+  assert_int_equal(attrs[cudaDevAttrCanUseHostPointerForRegisteredMem], 0);
+  assert_int_equal(attrs[cudaDevAttrHostNativeAtomicSupported], 0);
+  /* What rgpu delivers stays as the server says. */
+  assert_int_equal(attrs[cudaDevAttrUnifiedAddressing], 1);
+  assert_int_equal(attrs[cudaDevAttrHostRegisterSupported], 1);
+  assert_int_equal(attrs[cudaDevAttrConcurrentKernels], 1);
+  assert_int_equal(attrs[cudaDevAttrWarpSize], 1);
+  assert_int_equal(attrs[cudaDevAttrClusterLaunch], 1);
+
+  /* Once a function is implemented, its capability shows again; the
+   * physical limits do not. */
+  for (int i = 0; i < RGPU_MAX_ATTRS; i++) attrs[i] = 1;
+  const char *const pools_done[] = {"cudaMallocManaged", NULL};
+  rgpu_cudart_mask_undelivered(attrs, RGPU_MAX_ATTRS, fake_stubbed, (void *)pools_done);
+  assert_int_equal(attrs[cudaDevAttrMemoryPoolsSupported], 1);
+  assert_int_equal(attrs[cudaDevAttrCooperativeLaunch], 1);
+  assert_int_equal(attrs[cudaDevAttrCanMapHostMemory], 0);
+  assert_int_equal(attrs[cudaDevAttrPageableMemoryAccess], 0);
+
+  /* The struct built from masked attributes agrees with them. */
+  struct cudaDeviceProp p;
+  rgpu_cudart_build_props(&p, "x", 1, NULL, 0, 1, attrs, RGPU_MAX_ATTRS);
+  assert_int_equal(p.canMapHostMemory, 0);
+  assert_int_equal(p.managedMemory, 0);
+  assert_int_equal(p.memoryPoolsSupported, 1);
+  assert_int_equal(p.pageableMemoryAccess, 0);
+
+  /* A short array (older server) is not written past its end. */
+  int32_t few[20];
+  for (int i = 0; i < 20; i++) few[i] = 7;
+  rgpu_cudart_mask_undelivered(few, 19, fake_stubbed, (void *)all_stubbed);
+  assert_int_equal(few[19], 7);
+
+  /* Every row has a reason and a real attribute. */
+  for (size_t i = 0; i < rgpu_cudart_undelivered_count(); i++) {
+    const char *why = NULL;
+    int a = rgpu_cudart_undelivered_attr(i, NULL, &why);
+    assert_true(a > 0 && a < (int)cudaDevAttrMax);
+    assert_non_null(why);
+  }
+  assert_int_equal(rgpu_cudart_undelivered_attr(rgpu_cudart_undelivered_count(), NULL, NULL), -1);
+}
+
+static void test_module_refused_line(void **state) {
+  (void)state;
+  char buf[512];
+  rgpu_rt_format_module_refused(buf, sizeof buf, "_Z1kPi", 3, 218,
+                                "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: unknown symbol 'WARP_SZ'");
+  assert_string_equal(buf, "the server refused the module of kernel _Z1kPi (and 2 more): "
+                           "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: unknown symbol 'WARP_SZ'");
+  rgpu_rt_format_module_refused(buf, sizeof buf, "_Z1kPi", 1, 218, "");
+  assert_string_equal(buf, "the server refused the module of kernel _Z1kPi: CUresult 218");
+  rgpu_rt_format_module_refused(buf, sizeof buf, NULL, 0, 200, NULL);
+  assert_string_equal(buf, "the server refused the module without kernels: CUresult 200");
+  /* Cut, still terminated. */
+  rgpu_rt_format_module_refused(buf, 20, "_Z1kPi", 1, 218, "x");
+  assert_int_equal(strlen(buf), 19);
 }
 
 static void test_ranges(void **state) {
@@ -312,6 +411,8 @@ int main(void) {
       cmocka_unit_test(test_errstate_own_error_first),
       cmocka_unit_test(test_errstate_sticky),
       cmocka_unit_test(test_props_builder),
+      cmocka_unit_test(test_undelivered_mask),
+      cmocka_unit_test(test_module_refused_line),
       cmocka_unit_test(test_ranges),
       cmocka_unit_test(test_ranges_threads),
       cmocka_unit_test(test_params),

@@ -48,6 +48,10 @@ typedef struct {
   /* softgpu extensions (softgpu/softgpu.h); NULL with the real driver. */
   CUresult (*sgSetPrintHandler)(rgpu_sg_print_fn fn, void *ctx);
   int (*sgIsSoftgpu)(void);
+  /* Optional: MODULE_LOAD uses it for the JIT's error log, so a refused
+   * module reaches the client with the driver's reason; without it plain
+   * cuModuleLoadData. */
+  __typeof__(&cuModuleLoadDataEx) cuModuleLoadDataEx;
 } rgpu_driver;
 
 /* dlopen()s path and resolves every function.  Returns 0, or -1 with a

@@ -591,8 +591,24 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
   memcpy(img, q->image.data, q->image.len);
   memset(img + q->image.len, 0, alen - q->image.len);
   CUmodule mod = NULL;
-  CUresult r = D->cuModuleLoadData(&mod, img);
+  /* The JIT's error log says why a module is refused (softgpu: "unknown
+   * symbol 'WARP_SZ'"); the code alone (CUDA_ERROR_INVALID_PTX) does not, and
+   * the reply's text is all the client gets to show. */
+  char jit_err[1024] = "";
+  CUresult r;
+  if (D->cuModuleLoadDataEx) {
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {jit_err, (void *)(uintptr_t)sizeof jit_err};
+    r = D->cuModuleLoadDataEx(&mod, img, 2, opts, vals);
+  } else {
+    r = D->cuModuleLoadData(&mod, img);
+  }
   free(img);
+  jit_err[sizeof jit_err - 1] = 0;
+  for (size_t n = strlen(jit_err); n && (jit_err[n - 1] == '\n' || jit_err[n - 1] == ' '); n--)
+    jit_err[n - 1] = 0;
+  if (r != CUDA_SUCCESS && jit_err[0])
+    return FAIL(r, "cuModuleLoadData: %s: %s", ENAME(r), jit_err);
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleLoadData");
 
   uint32_t nf = q->func_names.count, nv = q->var_names.count;

@@ -10,6 +10,7 @@
 #include "rgpu_frame.h"
 #include "rgpu_listener.h"
 #include "rgpu_log.h"
+#include "rgpu_transport.h"
 
 #ifndef RGPU_VERSION
 #define RGPU_VERSION "0.0.0"
@@ -259,6 +260,13 @@ int main(int argc, char **argv) {
       return 2;
     }
     o.worker.token_required = 1;
+    /* Clients send the token in their HELLO: over tcp:// to the network
+     * anyone on the path reads it (issue 14). */
+    for (int i = 0; i < o.nlisten; i++)
+      if (rgpu_uri_is_clear_text_network(o.listen[i]))
+        RGPU_WARN("--token-file with %s: clients send the token in clear over it, anyone on the "
+                  "network path can read it; listen on tls:// or quic:// instead",
+                  o.listen[i]);
   }
   rgpu_driver_softgpu_path(sglib, o.worker.softgpu_lib, sizeof o.worker.softgpu_lib);
   if (!device_set)

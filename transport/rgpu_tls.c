@@ -111,6 +111,16 @@ int rgpu_tls_server_creds(const rgpu_transport_opts *o, gnutls_certificate_crede
                     o->cert_file, o->key_file, gnutls_strerror(r));
     goto fail;
   }
+  char when[512];
+  int dates = rgpu_tls_cert_check_dates(o->cert_file, time(NULL), when, sizeof when);
+  if (dates < 0) {
+    r = rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "%s", when);
+    goto fail;
+  }
+  if (dates == 1) {
+    /* Logged once per listener: clients with a right clock refuse it. */
+    RGPU_WARN("%s", when);
+  }
   if (o->client_ca_file && *o->client_ca_file) {
     if ((r = file_readable("client CA file", o->client_ca_file, err, errlen))) goto fail;
     r = gnutls_certificate_set_x509_trust_file(cred, o->client_ca_file, GNUTLS_X509_FMT_PEM);
@@ -125,6 +135,63 @@ int rgpu_tls_server_creds(const rgpu_transport_opts *o, gnutls_certificate_crede
 fail:
   gnutls_certificate_free_credentials(cred);
   return r;
+}
+
+static void utc_date(time_t t, char *out, size_t cap) {
+  struct tm tm;
+  if (t == (time_t)-1 || !gmtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm))
+    snprintf(out, cap, "an unreadable date");
+}
+
+int rgpu_tls_cert_check_dates(const char *cert_file, time_t now, char *err, size_t errlen) {
+  pthread_once(&gnutls_once, gnutls_init_once);
+  gnutls_datum_t pem = {0};
+  int g = gnutls_load_file(cert_file, &pem);
+  if (g < 0)
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "server certificate '%s': %s", cert_file,
+                       gnutls_strerror(g));
+  gnutls_x509_crt_t crt;
+  if (gnutls_x509_crt_init(&crt) < 0) {
+    gnutls_free(pem.data);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  }
+  /* The first certificate of the file is the server's own (a chain follows). */
+  g = gnutls_x509_crt_import(crt, &pem, GNUTLS_X509_FMT_PEM);
+  gnutls_free(pem.data);
+  if (g < 0) {
+    gnutls_x509_crt_deinit(crt);
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "server certificate '%s': %s", cert_file,
+                       gnutls_strerror(g));
+  }
+  time_t from = gnutls_x509_crt_get_activation_time(crt);
+  time_t until = gnutls_x509_crt_get_expiration_time(crt);
+  gnutls_x509_crt_deinit(crt);
+  char f[64], u[64], n[64];
+  utc_date(from, f, sizeof f);
+  utc_date(until, u, sizeof u);
+  utc_date(now, n, sizeof n);
+  if (until != (time_t)-1 && now > until)
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL,
+                       "server certificate '%s' expired on %s (valid from %s; now %s): every "
+                       "client would refuse it; make a new one (`rgpu-server --gen-cert DIR` for "
+                       "a self-signed pair)",
+                       cert_file, u, f, n);
+  if (from != (time_t)-1 && now < from) {
+    snprintf(err, errlen,
+             "server certificate '%s' is not valid before %s (until %s; now %s): clients refuse "
+             "it until then; is this machine's clock right?",
+             cert_file, f, u, n);
+    return 1;
+  }
+  return 0;
+}
+
+int rgpu_bytes_look_like_tls(const unsigned char *p, size_t n) {
+  /* A TLS record: content type change_cipher_spec (20), alert (21),
+   * handshake (22) or application data (23), then version 3.x (SSL 3.0 to
+   * TLS 1.3 all put 3,0..4 on the wire).  An rgpu frame starts "RGP1". */
+  if (n < 3) return 0;
+  return p[0] >= 20 && p[0] <= 23 && p[1] == 3 && p[2] <= 4;
 }
 
 int rgpu_tls_describe_failure(gnutls_session_t s, int gerr, const char *what, char *err,
@@ -361,6 +428,7 @@ typedef struct tls_sess {
   int wfd;   /* worker end until queued */
   gnutls_session_t s;
   uint64_t deadline_ns; /* handshake deadline, then the close-grace deadline */
+  uint64_t started_ns;  /* accepted at */
   char peer[128];
   /* client -> worker */
   char *down;
@@ -385,7 +453,15 @@ typedef struct {
   int th_started;
   tls_sess *sessions;
   int nsessions;
+  int evict_when_full; /* this round may evict stale handshakes for new clients */
+  uint64_t evictions;  /* handshakes evicted so far (logged in bursts) */
 } tls_server;
+
+/* Unfinished handshakes the relay holds at most. */
+#define TLS_MAX_HANDSHAKES 256
+/* A pending handshake this old gives its slot to a new client when all are
+ * taken. */
+#define TLS_HS_EVICT_AGE_MS 1000
 
 static void sess_free(tls_sess *x) {
   if (x->s) {
@@ -421,7 +497,8 @@ static void sess_new(tls_server *sv, int fd, const char *peer) {
   gnutls_datum_t alpn = {(unsigned char *)RGPU_ALPN, sizeof RGPU_ALPN - 1};
   gnutls_alpn_set_protocols(x->s, &alpn, 1, 0);
   tls_set_fd(x->s, fd);
-  x->deadline_ns = rgpu_clock_ns() + (uint64_t)sv->hs_timeout_ms * 1000000ull;
+  x->started_ns = rgpu_clock_ns();
+  x->deadline_ns = x->started_ns + (uint64_t)sv->hs_timeout_ms * 1000000ull;
   x->next = sv->sessions;
   sv->sessions = x;
   sv->nsessions++;
@@ -541,6 +618,34 @@ static int sess_pump(tls_sess *x) {
   return 0;
 }
 
+/* With every handshake slot taken, drops the oldest pending handshake if it
+ * is old enough to be evicted, so that one more client can be accepted.
+ * Returns 0 when a slot is free (or was freed), -1 when none can be. */
+static int tls_evict_oldest_handshake(tls_server *sv) {
+  int handshaking = 0;
+  tls_sess **oldest = NULL;
+  for (tls_sess **pp = &sv->sessions; *pp; pp = &(*pp)->next) {
+    if ((*pp)->state != SESS_HANDSHAKE) continue;
+    handshaking++;
+    if (!oldest || (*pp)->started_ns < (*oldest)->started_ns) oldest = pp;
+  }
+  if (handshaking < TLS_MAX_HANDSHAKES) return 0;
+  uint64_t now = rgpu_clock_ns();
+  if (!oldest || now < (*oldest)->started_ns + (uint64_t)TLS_HS_EVICT_AGE_MS * 1000000ull)
+    return -1;
+  tls_sess *x = *oldest;
+  *oldest = x->next;
+  sv->nsessions--;
+  /* One line per 256 evictions: a flood must not flood the log too. */
+  if (sv->evictions++ % TLS_MAX_HANDSHAKES == 0)
+    RGPU_WARN("tls: all %d handshake slots are taken by clients that do not finish their "
+              "handshake (%s, %.1f s); the oldest give their slot to new clients (%llu so far)",
+              TLS_MAX_HANDSHAKES, x->peer, (double)(now - x->started_ns) / 1e9,
+              (unsigned long long)sv->evictions);
+  sess_free(x);
+  return 0;
+}
+
 static void *tls_relay_main(void *arg) {
   tls_server *sv = arg;
   struct pollfd *pfd = NULL;
@@ -553,12 +658,33 @@ static void *tls_relay_main(void *arg) {
       break;
     size_t n = 0;
     pfd[n++] = (struct pollfd){.fd = sv->q.stop_r, .events = POLLIN};
-    /* Past this many unfinished handshakes new clients wait in the kernel's
-     * backlog, so a flood of silent connections cannot exhaust memory. */
+    /* Unfinished handshakes are bounded (memory), but silent peers must not
+     * hold every slot until their deadline (issue 14: 256 of them locked
+     * real clients out for the whole timeout, and forever if renewed).
+     * When the slots are full, the oldest handshake gives its slot to a new
+     * client once it is older than TLS_HS_EVICT_AGE_MS: a real client's
+     * handshake takes a few round trips, far less than that; only a stream
+     * of new connections faster than 256 per second can still crowd out
+     * another client, which is load, not a slowloris. */
     int handshaking = 0;
-    for (tls_sess *x = sv->sessions; x; x = x->next) handshaking += x->state == SESS_HANDSHAKE;
-    pfd[n++] = (struct pollfd){.fd = handshaking < 256 ? sv->lfd : -1, .events = POLLIN};
+    tls_sess *oldest = NULL;
     uint64_t now = rgpu_clock_ns(), next = UINT64_MAX;
+    for (tls_sess *x = sv->sessions; x; x = x->next) {
+      if (x->state != SESS_HANDSHAKE) continue;
+      handshaking++;
+      if (!oldest || x->started_ns < oldest->started_ns) oldest = x;
+    }
+    int can_accept = handshaking < TLS_MAX_HANDSHAKES;
+    if (!can_accept && oldest) {
+      uint64_t evictable = oldest->started_ns + (uint64_t)TLS_HS_EVICT_AGE_MS * 1000000ull;
+      if (now >= evictable) {
+        can_accept = 1;
+        sv->evict_when_full = 1;
+      } else if (evictable < next) {
+        next = evictable; /* wake when it can be evicted */
+      }
+    }
+    pfd[n++] = (struct pollfd){.fd = can_accept ? sv->lfd : -1, .events = POLLIN};
     int immediate = 0;
     for (tls_sess *x = sv->sessions; x; x = x->next) {
       if (x->deadline_ns && x->deadline_ns < next) next = x->deadline_ns;
@@ -597,6 +723,7 @@ static void *tls_relay_main(void *arg) {
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) {
       for (int k = 0; k < 32; k++) {
+        if (sv->evict_when_full && tls_evict_oldest_handshake(sv) < 0) break;
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(sv->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -607,6 +734,7 @@ static void *tls_relay_main(void *arg) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         sess_new(sv, fd, peer);
       }
+      sv->evict_when_full = 0;
     }
     /* Every session is pumped each round: cheap at the scale of one server's
      * clients, and it cannot miss data GnuTLS already buffered. */

@@ -10,6 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+
+#include "rgpu_clock.h"
 #include "rgpu_transport_testutil.h"
 
 static char srv_dir[64], other_dir[64], cli_dir[64];
@@ -274,6 +278,146 @@ static void test_handshake_timeout(void **state) {
   rgpu_listener_close(l);
 }
 
+/* 256 peers that open a connection and never speak take every handshake
+ * slot; a real client must still get in (issue 14), long before their 30 s
+ * deadline: a slot older than a second goes to the new client. */
+static void test_silent_handshakes_do_not_lock_out(void **state) {
+  rgpu_transport_opts o = {.cert_file = srv_cert, .key_file = srv_key,
+                           .handshake_timeout_ms = 30000};
+  rgpu_listener *l;
+  char err[256], uri[64], turi[64];
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "tls://127.0.0.1:%u", rgpu_listener_port(l));
+  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  enum { SILENT = 300 };
+  rgpu_conn *silent[SILENT];
+  for (int i = 0; i < SILENT; i++)
+    assert_int_equal(rgpu_conn_connect(turi, NULL, &silent[i], err, sizeof err), 0);
+  usleep(1200 * 1000); /* every slot is now older than the eviction age */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert, .connect_timeout_ms = 5000};
+  rgpu_conn *c;
+  uint64_t t0 = rgpu_clock_ns();
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  if (rc) fail_msg("a real client was locked out by silent handshakes: %s", err);
+  assert_true(rgpu_clock_elapsed_s(t0) < 5.0);
+  assert_int_equal(tu_echo_check(c, 1 << 16, 4096, 5), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  for (int i = 0; i < SILENT; i++) rgpu_conn_close(silent[i]);
+  rgpu_listener_close(l);
+}
+
+/* Certificate dates (issue 14): expired is refused with the dates, not yet
+ * valid is a warning; a listener does not start on an expired one.  The
+ * generated pair is valid from an hour ago for ten years, so "now" moves. */
+static void test_cert_dates(void **state) {
+  char err[512];
+  time_t now = time(NULL);
+  assert_int_equal(rgpu_tls_cert_check_dates(srv_cert, now, err, sizeof err), 0);
+  assert_int_equal(rgpu_tls_cert_check_dates(srv_cert, now + 11 * 365 * 24 * 3600L, err, sizeof err),
+                   RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "expired on "));
+  assert_non_null(strstr(err, " UTC"));
+  assert_non_null(strstr(err, "--gen-cert"));
+  assert_int_equal(rgpu_tls_cert_check_dates(srv_cert, now - 2 * 24 * 3600L, err, sizeof err), 1);
+  assert_non_null(strstr(err, "is not valid before "));
+  assert_int_equal(rgpu_tls_cert_check_dates("/nonexistent/cert.pem", now, err, sizeof err),
+                   RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "/nonexistent/cert.pem"));
+}
+
+/* A self-signed pair valid from `from` to `until`, as dir/cert.pem + key.pem. */
+static void write_pair_with_dates(const char *dir, time_t from, time_t until) {
+  gnutls_x509_privkey_t key;
+  gnutls_x509_crt_t crt;
+  assert_int_equal(gnutls_x509_privkey_init(&key), 0);
+  assert_int_equal(gnutls_x509_privkey_generate(key, GNUTLS_PK_ECDSA,
+                                                GNUTLS_CURVE_TO_BITS(GNUTLS_ECC_CURVE_SECP256R1), 0),
+                   0);
+  assert_int_equal(gnutls_x509_crt_init(&crt), 0);
+  gnutls_x509_crt_set_version(crt, 3);
+  unsigned char serial[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  gnutls_x509_crt_set_serial(crt, serial, sizeof serial);
+  gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, "localhost", 9);
+  gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_DNSNAME, "localhost", 9, GNUTLS_FSAN_SET);
+  gnutls_x509_crt_set_activation_time(crt, from);
+  gnutls_x509_crt_set_expiration_time(crt, until);
+  gnutls_x509_crt_set_key(crt, key);
+  assert_int_equal(gnutls_x509_crt_sign2(crt, crt, key, GNUTLS_DIG_SHA256, 0), 0);
+  char path[128];
+  unsigned char buf[8192];
+  size_t len = sizeof buf;
+  assert_int_equal(gnutls_x509_crt_export(crt, GNUTLS_X509_FMT_PEM, buf, &len), 0);
+  snprintf(path, sizeof path, "%s/cert.pem", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fwrite(buf, 1, len, f);
+  fclose(f);
+  len = sizeof buf;
+  assert_int_equal(gnutls_x509_privkey_export(key, GNUTLS_X509_FMT_PEM, buf, &len), 0);
+  snprintf(path, sizeof path, "%s/key.pem", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fwrite(buf, 1, len, f);
+  fclose(f);
+  gnutls_x509_crt_deinit(crt);
+  gnutls_x509_privkey_deinit(key);
+}
+
+/* A listener does not start on an expired certificate, and says so with the
+ * dates; one not yet valid starts (a warning). */
+static void test_listener_refuses_expired_cert(void **state) {
+  char dir[64] = "/tmp/rgpu_tls_test_XXXXXX", cert[128], key[128], err[512] = "";
+  assert_non_null(mkdtemp(dir));
+  snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+  snprintf(key, sizeof key, "%s/key.pem", dir);
+  time_t now = time(NULL);
+  write_pair_with_dates(dir, now - 2 * 365 * 24 * 3600L, now - 365 * 24 * 3600L);
+  rgpu_transport_opts o = {.cert_file = cert, .key_file = key};
+  rgpu_listener *l = NULL;
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "expired on "));
+  assert_non_null(strstr(err, cert));
+  err[0] = 0;
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &o, &l, err, sizeof err), RGPU_T_EINVAL);
+  assert_non_null(strstr(err, "expired on "));
+  write_pair_with_dates(dir, now + 24 * 3600L, now + 365 * 24 * 3600L);
+  assert_int_equal(rgpu_listener_open("tls://127.0.0.1:0", &o, &l, err, sizeof err), 0);
+  rgpu_listener_close(l);
+  rmdir_pair(dir);
+}
+
+/* The first bytes of a TLS server's answer are told apart from an rgpu
+ * frame, so a client speaking tcp:// to a tls:// port can say so. */
+static void test_tls_bytes(void **state) {
+  const unsigned char alert[] = {21, 3, 3, 0, 2, 2, 50};
+  const unsigned char hello[] = {22, 3, 1, 0, 100};
+  const unsigned char rgpu[] = {'R', 'G', 'P', '1', 0};
+  assert_true(rgpu_bytes_look_like_tls(alert, sizeof alert));
+  assert_true(rgpu_bytes_look_like_tls(hello, sizeof hello));
+  assert_false(rgpu_bytes_look_like_tls(rgpu, sizeof rgpu));
+  assert_false(rgpu_bytes_look_like_tls(alert, 2));
+  /* What our listener really sends to a plain-tcp HELLO. */
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  char turi[64];
+  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  rgpu_conn *t;
+  assert_int_equal(rgpu_conn_connect(turi, NULL, &t, err, sizeof err), 0);
+  char junk[64];
+  memset(junk, 'R', sizeof junk);
+  struct iovec v = {junk, sizeof junk};
+  assert_int_equal(rgpu_conn_writev_all(t, &v, 1), 0);
+  unsigned char buf[64];
+  ssize_t r = rgpu_conn_read_some(t, buf, sizeof buf);
+  assert_true(r >= 3);
+  assert_true(rgpu_bytes_look_like_tls(buf, (size_t)r));
+  rgpu_conn_close(t);
+  rgpu_listener_close(l);
+}
+
 static void test_parallel_clients(void **state) {
   char uri[64];
   rgpu_listener *l = open_server(NULL, uri, sizeof uri);
@@ -301,6 +445,9 @@ int main(void) {
       cmocka_unit_test(test_wrong_ca),      cmocka_unit_test(test_plain_tcp_to_tls_port),
       cmocka_unit_test(test_mtls),          cmocka_unit_test(test_listener_needs_cert),
       cmocka_unit_test(test_fork_worker),   cmocka_unit_test(test_handshake_timeout),
+      cmocka_unit_test(test_silent_handshakes_do_not_lock_out),
+      cmocka_unit_test(test_cert_dates),    cmocka_unit_test(test_tls_bytes),
+      cmocka_unit_test(test_listener_refuses_expired_cert),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

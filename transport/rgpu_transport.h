@@ -14,6 +14,7 @@
 #define RGPU_TRANSPORT_H
 
 #include <stddef.h>
+#include <time.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -160,6 +161,21 @@ void rgpu_listener_close(rgpu_listener *l);
  * created mode 0600.  Clients pin cert.pem with opts->ca_file. */
 int rgpu_tls_generate_self_signed(const char *dir, const char *hostnames,
                                   char *err, size_t errlen);
+
+/* A server certificate's validity against `now` (issue 14: a server used to
+ * start on an expired certificate without a word, and every client then
+ * failed verification).  Returns 0 when valid; RGPU_T_EINVAL when expired;
+ * 1 when not yet valid (the server's clock may be behind: a warning, not a
+ * refusal); in both cases err holds a sentence with the dates. */
+int rgpu_tls_cert_check_dates(const char *cert_file, time_t now, char *err, size_t errlen);
+
+/* Whether the first bytes a peer sent are a TLS record (an alert or a
+ * handshake such as a ServerHello): a tls:// port spoken to in tcp://. */
+int rgpu_bytes_look_like_tls(const unsigned char *p, size_t n);
+
+/* Whether uri is tcp:// to a host other than the loopback: what goes over it
+ * (a token included) can be read on the network. */
+int rgpu_uri_is_clear_text_network(const char *uri);
 
 #ifdef __cplusplus
 }

@@ -122,3 +122,14 @@ int rgpu_uri_parse(const char *text, rgpu_uri *out, char *err, size_t errlen) {
                        "URI '%s': unexpected path or query after HOST:PORT", text);
   return parse_hostport(text, rest, out, err, errlen);
 }
+
+int rgpu_uri_is_clear_text_network(const char *uri) {
+  rgpu_uri u;
+  char err[256];
+  if (!uri || rgpu_uri_parse(uri, &u, err, sizeof err) || u.scheme != RGPU_URI_TCP) return 0;
+  /* The loopback never leaves the machine: nobody on a network can read it. */
+  if (strcmp(u.host, "localhost") == 0 || strcmp(u.host, "::1") == 0 ||
+      strncmp(u.host, "127.", 4) == 0 || strcmp(u.host, "::ffff:127.0.0.1") == 0)
+    return 0;
+  return 1;
+}

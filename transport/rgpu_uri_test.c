@@ -6,6 +6,21 @@
 
 #include "rgpu_transport.h"
 
+static void test_clear_text_network(void **state) {
+  assert_true(rgpu_uri_is_clear_text_network("tcp://gpu-box.example:7000"));
+  assert_true(rgpu_uri_is_clear_text_network("tcp://10.1.2.3:7000"));
+  assert_true(rgpu_uri_is_clear_text_network("tcp://0.0.0.0:7000"));
+  assert_true(rgpu_uri_is_clear_text_network("tcp://[::]:7000"));
+  assert_false(rgpu_uri_is_clear_text_network("tcp://127.0.0.1:7000"));
+  assert_false(rgpu_uri_is_clear_text_network("tcp://localhost:7000"));
+  assert_false(rgpu_uri_is_clear_text_network("tcp://[::1]:7000"));
+  assert_false(rgpu_uri_is_clear_text_network("tls://gpu-box.example:7000"));
+  assert_false(rgpu_uri_is_clear_text_network("quic://gpu-box.example:7000"));
+  assert_false(rgpu_uri_is_clear_text_network("unix:///tmp/x.sock"));
+  assert_false(rgpu_uri_is_clear_text_network("garbage"));
+  assert_false(rgpu_uri_is_clear_text_network(NULL));
+}
+
 static void test_good(void **state) {
   rgpu_uri u;
   char err[256];
@@ -62,6 +77,6 @@ static void test_bad(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bad)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_clear_text_network), cmocka_unit_test(test_bad)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

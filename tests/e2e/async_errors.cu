@@ -31,22 +31,27 @@ int main() {
   CHECK(cudaDeviceSynchronize());
 
   // an asynchronous fault: the launch succeeds ...
+  // The store goes to address 0x10: the lowest page is mapped in no process,
+  // so every GPU reports the same fault there (an H200 natively:
+  // cudaErrorIllegalAddress, client/probe/h200-results.txt; softgpu too).
+  // A store far past an allocation is not that: what lies there depends on
+  // the process (an rgpu worker has pinned staging pools and other sessions'
+  // chunks around its allocations), and an H200 answered
+  // cudaErrorInvalidAddressSpace for such an address in the worker while
+  // the same program natively got cudaErrorIllegalAddress.
   int *d;
   CHECK(cudaMalloc(&d, 64 * sizeof(int)));
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
-  write_at<<<1, 1, 0, s>>>(d, 1ll << 28);
+  write_at<<<1, 1, 0, s>>>(nullptr, 4);
   // ... cudaGetLastError right after it does not wait for it (an H200
-  // says cudaSuccess here too) ...
+  // says cudaSuccess here) ...
   cudaError_t e = cudaGetLastError();
-  EXPECT(e == cudaSuccess || e == cudaErrorIllegalAddress || e == cudaErrorInvalidAddressSpace);
-  // ... the next synchronization reports it.  softgpu says
-  // cudaErrorIllegalAddress; an H200 says cudaErrorInvalidAddressSpace for
-  // this address (nothing is mapped there): either is a fault, and from
-  // here on the same code must come back everywhere.
+  EXPECT(e == cudaSuccess || e == cudaErrorIllegalAddress);
+  // ... the next synchronization reports it ...
   cudaError_t fault = cudaStreamSynchronize(s);
   std::printf("fault: %s\n", cudaGetErrorName(fault));
-  EXPECT(fault == cudaErrorIllegalAddress || fault == cudaErrorInvalidAddressSpace);
+  EXPECT_ERR(fault, cudaErrorIllegalAddress);
   // ... and cudaGetLastError once more, then no longer (CUDA 13 on an H200)
   EXPECT_ERR(cudaGetLastError(), fault);
   EXPECT_ERR(cudaGetLastError(), cudaSuccess);
@@ -56,20 +61,21 @@ int main() {
   EXPECT_ERR(cudaDeviceSynchronize(), fault);
   int *d2 = nullptr;
   EXPECT_ERR(cudaMalloc(&d2, 16), fault);
-  // until a reset
-  // (CUDA 13 on an H200 resets but returns the sticky error; softgpu and
-  // older drivers return cudaSuccess)
+  // ... until a reset.  CUDA 13 on an H200 resets but may return the sticky
+  // error; softgpu returns cudaSuccess.
   cudaError_t reset = cudaDeviceReset();
   EXPECT(reset == cudaSuccess || reset == fault);
   (void)cudaGetLastError();
-  if (reset != cudaSuccess) {
-    // The H200 then refuses new contexts (cudaErrorDevicesUnavailable
-    // natively) until the GPU itself is reset: nothing left to check.
-    std::printf("cudaDeviceReset: %s; recovery not checked\n", cudaGetErrorName(reset));
+  // After such a fault an H200 natively refuses the new context
+  // (cudaErrorDevicesUnavailable) until the GPU itself is reset; anywhere
+  // else the device works again, fully.  Nothing is printed about which:
+  // the output must read the same natively and through rgpu.
+  cudaError_t again = cudaMalloc(&d, 64 * sizeof(int));
+  if (again == cudaErrorDevicesUnavailable) {
     pass("async_errors");
     return 0;
   }
-  CHECK(cudaMalloc(&d, 64 * sizeof(int)));
+  CHECK(again);
   CHECK(cudaMemset(d, 0, 64 * sizeof(int)));
   nothing<<<1, 1>>>();
   CHECK(cudaGetLastError());
