@@ -78,6 +78,13 @@ struct rgpu_rt_func {
   const void *host_stub;
   char *name;
   int max_dyn_shmem; /* cudaFuncAttributeMaxDynamicSharedMemorySize, -1 = unset */
+  int carveout;      /* cudaFuncAttributePreferredSharedMemoryCarveout, -2 = unset */
+  /* The module id whose server function has the attributes above (0: not
+   * sent yet).  A launch sends them first when it differs, so a set costs
+   * no round trip and a module reloaded after cudaDeviceReset gets them
+   * again.  Atomic: launches of one function may race (both then send the
+   * same values, which is harmless). */
+  uint64_t attrs_module;
 };
 
 /* ---- pointer -> entry map (host stubs and host shadows of variables) ---- */
@@ -200,6 +207,7 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
   f->host_stub = hostFun;
   f->name = nm;
   f->max_dyn_shmem = -1;
+  f->carveout = -2;
   fb->funcs[fb->nfuncs++] = f;
   rgpu_mutex_unlock(&fb->lock);
   rgpu_mutex_lock(&g_reg_lock);
@@ -586,6 +594,32 @@ static cudaError_t check_config(const struct cudaDeviceProp *p, const rgpu_rt_fu
   return cudaSuccess;
 }
 
+/* The attributes cudaFuncSetAttribute recorded, queued to the server ahead
+ * of the launch (or the graph node) that needs them: FUNC_SET_ATTR, no
+ * reply, so neither the set nor the launch waits.  No cudart lock held. */
+static cudaError_t send_func_attrs(rgpu_client *c, rgpu_rt_func *f, int dev, uint64_t module_id) {
+  if (__atomic_load_n(&f->attrs_module, __ATOMIC_ACQUIRE) == module_id) return cudaSuccess;
+  int shmem = __atomic_load_n(&f->max_dyn_shmem, __ATOMIC_RELAXED);
+  int carveout = __atomic_load_n(&f->carveout, __ATOMIC_RELAXED);
+  if (shmem < 0 && carveout < -1) return cudaSuccess; /* nothing was set */
+  rgpu_status rc = 0;
+  if (shmem >= 0) {
+    rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
+                                    .attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    .value = shmem};
+    rc = rgpu_call_func_set_attr(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  }
+  if (rc == 0 && carveout >= -1) {
+    rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
+                                    .attr = CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    .value = carveout};
+    rc = rgpu_call_func_set_attr(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  }
+  if (rc) return rgpu_rt_from_call(rc);
+  __atomic_store_n(&f->attrs_module, module_id, __ATOMIC_RELEASE);
+  return cudaSuccess;
+}
+
 cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream, int per_thread,
                                    uint8_t *stackbuf, size_t stack_cap, uint8_t **heap,
@@ -633,11 +667,12 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
   op->launch.shmem = (unsigned)shmem;
   op->launch.layout = l;
   long packed = rgpu_cudart_pack_params(l, args, buf, l->total);
+  uint64_t module_id = m->module_id;
   rgpu_mutex_unlock(&fb->lock);
   if (packed < 0) return cudaErrorInvalidValue;
   op->launch.params = buf;
   op->launch.plen = (size_t)packed;
-  return cudaSuccess;
+  return send_func_attrs(c, f, dev, module_id);
 }
 
 cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
@@ -773,11 +808,18 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
      * to large dynamic shared memory from the launch's shared_bytes. */
     if (value < 0 || (size_t)value > d->prop.sharedMemPerBlockOptin)
       return rgpu_rt_ret(cudaErrorInvalidValue);
-    f->max_dyn_shmem = value;
+    /* Recorded for the launch check; the next launch sends it to the
+     * server (FUNC_SET_ATTR, queued), where the driver needs it before it
+     * accepts more than 48 KiB of dynamic shared memory. */
+    __atomic_store_n(&f->max_dyn_shmem, value, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->attrs_module, 0, __ATOMIC_RELEASE);
     return cudaSuccess;
   case cudaFuncAttributePreferredSharedMemoryCarveout:
-    /* A hint the driver may ignore; accepting it changes no result. */
+    /* A hint (the driver may ignore it); forwarded the same way so that
+     * cudaFuncGetAttributes reports it back. */
     if (value < -1 || value > 100) return rgpu_rt_ret(cudaErrorInvalidValue);
+    __atomic_store_n(&f->carveout, value, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->attrs_module, 0, __ATOMIC_RELEASE);
     return cudaSuccess;
   default: {
     static int logged;
