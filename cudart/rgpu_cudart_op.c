@@ -222,7 +222,19 @@ static cudaError_t send_launch(rgpu_client *c, const rgpu_rt_op *op) {
                             .shared_bytes = op->launch.shmem,
                             .stream = op->stream,
                             .params = {op->launch.params, op->launch.plen}};
-  rgpu_status rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);
+  rgpu_status rc;
+  if (op->launch.cooperative) {
+    /* The same fields; the server runs it with cuLaunchCooperativeKernel. */
+    rgpu_msg_launch_cooperative_req cr = {.module_id = lr.module_id, .func_index = lr.func_index,
+                                          .grid_x = lr.grid_x, .grid_y = lr.grid_y,
+                                          .grid_z = lr.grid_z, .block_x = lr.block_x,
+                                          .block_y = lr.block_y, .block_z = lr.block_z,
+                                          .shared_bytes = lr.shared_bytes, .stream = lr.stream,
+                                          .params = lr.params};
+    rc = rgpu_call_launch_cooperative(c, op->device, RGPU_CALL_ASYNC, &cr, NULL, NULL);
+  } else {
+    rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);
+  }
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 

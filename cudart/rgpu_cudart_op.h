@@ -43,6 +43,9 @@ typedef struct {
       /* The kernel's parameter layout (capture records the offsets for
        * cudaGraphKernelNodeGetParams); NULL in graph nodes. */
       const rgpu_param_layout *layout;
+      /* cudaLaunchCooperativeKernel: sent as LAUNCH_COOPERATIVE.  Never
+       * set in a graph node (a capture refuses cooperative launches). */
+      int cooperative;
     } launch;
     struct {
       /* Kind resolved (never cudaMemcpyDefault).  The wire side sends 1D
@@ -94,6 +97,12 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op);
 cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream, int per_thread,
                                    uint8_t *buf, size_t buf_cap, uint8_t **heap, rgpu_rt_op *op);
+/* Blocks of blockSize threads with dynamicSMemSize bytes of dynamic shared
+ * memory that fit on one multiprocessor, estimated from the properties
+ * (registers not counted): cudaOccupancyMaxActiveBlocksPerMultiprocessor's
+ * answer and the cooperative launch check. */
+int rgpu_rt_occupancy_estimate(const struct cudaDeviceProp *p, int blockSize,
+                               size_t dynamicSMemSize);
 /* The host stub of a registered function (rgpu_cudart_register.c). */
 const void *rgpu_rt_func_stub(const rgpu_rt_func *f);
 

@@ -830,6 +830,26 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
   }
 }
 
+int rgpu_rt_occupancy_estimate(const struct cudaDeviceProp *p, int blockSize,
+                               size_t dynamicSMemSize) {
+  if (blockSize <= 0 || blockSize > p->maxThreadsPerBlock) return 0;
+  /* An estimate from threads, block slots and shared memory; registers are
+   * not counted (that needs the kernel's register use from the server). */
+  int warp = p->warpSize > 0 ? p->warpSize : 32;
+  int warps_per_block = (blockSize + warp - 1) / warp;
+  int max_warps = p->maxThreadsPerMultiProcessor / warp;
+  int by_threads = warps_per_block ? max_warps / warps_per_block : 0;
+  int by_slots = p->maxBlocksPerMultiProcessor > 0 ? p->maxBlocksPerMultiProcessor : by_threads;
+  int n = by_threads < by_slots ? by_threads : by_slots;
+  if (dynamicSMemSize) {
+    size_t per_sm = p->sharedMemPerMultiprocessor;
+    size_t per_block = dynamicSMemSize + p->reservedSharedMemPerBlock;
+    int by_smem = per_block ? (int)(per_sm / per_block) : n;
+    if (by_smem < n) n = by_smem;
+  }
+  return n < 0 ? 0 : n;
+}
+
 RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
   if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride) {
@@ -852,25 +872,6 @@ RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlock
   rgpu_rt_device *d;
   e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  const struct cudaDeviceProp *p = &d->prop;
-  if (blockSize > p->maxThreadsPerBlock) {
-    *numBlocks = 0;
-    return cudaSuccess;
-  }
-  /* An estimate from threads, block slots and shared memory; registers are
-   * not counted (that needs the kernel's register use from the server). */
-  int warp = p->warpSize > 0 ? p->warpSize : 32;
-  int warps_per_block = (blockSize + warp - 1) / warp;
-  int max_warps = p->maxThreadsPerMultiProcessor / warp;
-  int by_threads = warps_per_block ? max_warps / warps_per_block : 0;
-  int by_slots = p->maxBlocksPerMultiProcessor > 0 ? p->maxBlocksPerMultiProcessor : by_threads;
-  int n = by_threads < by_slots ? by_threads : by_slots;
-  if (dynamicSMemSize) {
-    size_t per_sm = p->sharedMemPerMultiprocessor;
-    size_t per_block = dynamicSMemSize + p->reservedSharedMemPerBlock;
-    int by_smem = per_block ? (int)(per_sm / per_block) : n;
-    if (by_smem < n) n = by_smem;
-  }
-  *numBlocks = n < 0 ? 0 : n;
+  *numBlocks = rgpu_rt_occupancy_estimate(&d->prop, blockSize, dynamicSMemSize);
   return cudaSuccess;
 }
