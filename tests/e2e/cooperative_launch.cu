@@ -66,7 +66,7 @@ int main() {
     int too_many = per_sm * sms * 4 + 1;
     EXPECT_ERR(cudaLaunchCooperativeKernel((const void *)two_phase, dim3(too_many), dim3(128), args, 0, 0),
                cudaErrorCooperativeLaunchTooLarge);
-    CHECK(cudaGetLastError() == cudaErrorCooperativeLaunchTooLarge ? cudaSuccess : cudaErrorUnknown);
+    EXPECT_ERR(cudaGetLastError(), cudaErrorCooperativeLaunchTooLarge);
     std::printf("cooperative launch: supported\n");
   } else {
     EXPECT_ERR(cudaLaunchCooperativeKernel((const void *)two_phase, dim3(nblocks), dim3(128), args, 0, 0),
