@@ -8,9 +8,9 @@
  *   CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH; softgpu runs a grid's blocks one
  *   after another per worker thread, so it offers no grid-wide sync and
  *   reports 0: cudaErrorNotSupported here, before anything is sent), and
- *   the grid must be co-resident (occupancy estimate x multiprocessors, else
- *   cudaErrorCooperativeLaunchTooLarge; the driver checks again exactly and
- *   its refusal arrives as an asynchronous error).  The op goes out as
+ *   the grid must be co-resident (the driver's occupancy, asked once per
+ *   configuration and cached, x multiprocessors, else
+ *   cudaErrorCooperativeLaunchTooLarge at the call, as on a local GPU).  The op goes out as
  *   LAUNCH_COOPERATIVE, queued.  A capturing stream refuses it (a graph
  *   kernel node here has no cooperative flag): the capture is invalidated.
  * - cudaLaunchKernelEx's attributes: cooperative as above; hints that change
@@ -28,7 +28,7 @@
 #include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
 
-static cudaError_t check_cooperative(rgpu_client *c, const rgpu_rt_op *op) {
+static cudaError_t check_cooperative(rgpu_client *c, rgpu_rt_func *f, const rgpu_rt_op *op) {
   rgpu_rt_device *d;
   cudaError_t e = rgpu_rt_device_get(c, op->device, &d);
   if (e != cudaSuccess) return e;
@@ -42,7 +42,9 @@ static cudaError_t check_cooperative(rgpu_client *c, const rgpu_rt_op *op) {
   }
   uint64_t threads = (uint64_t)op->launch.block.x * op->launch.block.y * op->launch.block.z;
   uint64_t blocks = (uint64_t)op->launch.grid.x * op->launch.grid.y * op->launch.grid.z;
-  int per_sm = rgpu_rt_occupancy_estimate(&d->prop, (int)threads, op->launch.shmem);
+  int per_sm = 0;
+  e = rgpu_rt_occupancy(c, f, op->device, (int)threads, op->launch.shmem, 0, &per_sm);
+  if (e != cudaSuccess) return e;
   if (blocks > (uint64_t)per_sm * (uint64_t)d->prop.multiProcessorCount)
     return cudaErrorCooperativeLaunchTooLarge;
   return cudaSuccess;
@@ -64,7 +66,7 @@ static cudaError_t launch_ex(rgpu_rt_func *f, dim3 grid, dim3 block, void **args
       e = rgpu_rt_graph_check_sync(op.stream);
       if (e == cudaSuccess) e = cudaErrorStreamCaptureUnsupported;
     } else {
-      e = check_cooperative(c, &op);
+      e = check_cooperative(c, f, &op);
     }
     op.launch.cooperative = 1;
   }

@@ -103,6 +103,12 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
  * answer and the cooperative launch check. */
 int rgpu_rt_occupancy_estimate(const struct cudaDeviceProp *p, int blockSize,
                                size_t dynamicSMemSize);
+/* The driver's exact occupancy for f on dev (OCCUPANCY: one round trip per
+ * new configuration, cached per function; the estimate above where the
+ * server's driver has no calculator).  Errors are returned, not recorded.
+ * No cudart lock held. */
+cudaError_t rgpu_rt_occupancy(rgpu_client *c, rgpu_rt_func *f, int dev, int block_size,
+                              size_t smem, unsigned flags, int *out);
 /* The host stub of a registered function (rgpu_cudart_register.c). */
 const void *rgpu_rt_func_stub(const rgpu_rt_func *f);
 

@@ -85,6 +85,18 @@ struct rgpu_rt_func {
    * again.  Atomic: launches of one function may race (both then send the
    * same values, which is harmless). */
   uint64_t attrs_module;
+  /* The server's occupancy answers (OCCUPANCY), most recent configurations
+   * first to go; guarded by fb->lock.  Programs ask for the same few
+   * configurations again and again (cudaOccupancyMaxPotentialBlockSize
+   * walks every block size): one round trip each, once. */
+  struct {
+    uint64_t module_id; /* 0: empty slot */
+    int block;
+    size_t smem;
+    unsigned flags;
+    int n;
+  } occ[16];
+  unsigned occ_next;
 };
 
 /* ---- pointer -> entry map (host stubs and host shadows of variables) ---- */
@@ -802,6 +814,13 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
   rgpu_rt_device *d;
   e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize ||
+      attr == cudaFuncAttributePreferredSharedMemoryCarveout) {
+    /* The carveout changes how many blocks fit: ask the driver again. */
+    rgpu_mutex_lock(&f->fb->lock);
+    memset(f->occ, 0, sizeof f->occ);
+    rgpu_mutex_unlock(&f->fb->lock);
+  }
   switch (attr) {
   case cudaFuncAttributeMaxDynamicSharedMemorySize:
     /* Kept on the client for the launch check; the server opts a kernel in
@@ -850,13 +869,79 @@ int rgpu_rt_occupancy_estimate(const struct cudaDeviceProp *p, int blockSize,
   return n < 0 ? 0 : n;
 }
 
+cudaError_t rgpu_rt_occupancy(rgpu_client *c, rgpu_rt_func *f, int dev, int block_size,
+                              size_t smem, unsigned flags, int *out) {
+  rgpu_rt_device *d;
+  cudaError_t e = rgpu_rt_device_get(c, dev, &d);
+  if (e != cudaSuccess) return e;
+  if (block_size > d->prop.maxThreadsPerBlock) {
+    *out = 0;
+    return cudaSuccess;
+  }
+  rgpu_rt_fatbin *fb = f->fb;
+  rgpu_mutex_lock(&fb->lock);
+  e = module_ensure(c, fb, dev);
+  if (e != cudaSuccess) {
+    rgpu_mutex_unlock(&fb->lock);
+    return e;
+  }
+  rgpu_rt_module *m = &fb->mods[dev];
+  int32_t st = m->func_status[f->index];
+  uint64_t module_id = m->module_id;
+  if (st != 0) {
+    rgpu_mutex_unlock(&fb->lock);
+    return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
+  }
+  for (size_t i = 0; i < sizeof f->occ / sizeof f->occ[0]; i++) {
+    if (f->occ[i].module_id == module_id && f->occ[i].block == block_size &&
+        f->occ[i].smem == smem && f->occ[i].flags == flags) {
+      *out = f->occ[i].n;
+      rgpu_mutex_unlock(&fb->lock);
+      return cudaSuccess;
+    }
+  }
+  rgpu_mutex_unlock(&fb->lock);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  /* The function's attributes (dynamic shared memory opt-in) change what
+   * fits: they go first. */
+  if ((e = send_func_attrs(c, f, dev, module_id)) != cudaSuccess) return e;
+  rgpu_msg_occupancy_req q = {.module_id = module_id, .func_index = f->index,
+                              .block_size = block_size, .dyn_smem = smem, .flags = flags};
+  rgpu_msg_occupancy_rep rep = {0};
+  rgpu_status rc = rgpu_call_occupancy(c, dev, 0, &q, &rep, NULL);
+  if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+    /* A driver without the calculator: the estimate (registers not counted). */
+    *out = rgpu_rt_occupancy_estimate(&d->prop, block_size, smem);
+    return cudaSuccess;
+  }
+  if (rc) return rgpu_rt_from_call(rc);
+  rgpu_mutex_lock(&fb->lock);
+  unsigned slot = f->occ_next++ % (unsigned)(sizeof f->occ / sizeof f->occ[0]);
+  f->occ[slot].module_id = module_id;
+  f->occ[slot].block = block_size;
+  f->occ[slot].smem = smem;
+  f->occ[slot].flags = flags;
+  f->occ[slot].n = rep.num_blocks;
+  rgpu_mutex_unlock(&fb->lock);
+  *out = rep.num_blocks < 0 ? 0 : rep.num_blocks;
+  return cudaSuccess;
+}
+
 RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
   if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidValue);
   }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  e = rgpu_rt_occupancy(c, f, rgpu_rt_current_device(), blockSize, dynamicSMemSize, flags,
+                        numBlocks);
+  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
 }
 
 RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
@@ -869,9 +954,6 @@ RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlock
   if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
-  rgpu_rt_device *d;
-  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  *numBlocks = rgpu_rt_occupancy_estimate(&d->prop, blockSize, dynamicSMemSize);
-  return cudaSuccess;
+  e = rgpu_rt_occupancy(c, f, rgpu_rt_current_device(), blockSize, dynamicSMemSize, 0, numBlocks);
+  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
 }

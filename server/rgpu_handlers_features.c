@@ -1,5 +1,5 @@
-/* Handlers for the function attributes and cooperative launches
- * (FUNC_SET_ATTR, LAUNCH_COOPERATIVE; proto/rgpu_messages.def).
+/* Handlers for the function attributes, occupancy and cooperative launches
+ * (FUNC_SET_ATTR, OCCUPANCY, LAUNCH_COOPERATIVE; proto/rgpu_messages.def).
  *
  * Apart from rgpu_handlers.c so that the session-lifetime work there and
  * these runtime features change independently.  The contract is
@@ -94,5 +94,23 @@ CUresult rgpu_h_launch_cooperative(rgpu_req *rq, const rgpu_msg_launch_cooperati
                                    q->block_z, q->shared_bytes, s, np ? kp : NULL);
   if (r != CUDA_SUCCESS)
     return FAIL(r, "cuLaunchCooperativeKernel: %s", rgpu_driver_error_name(D, r));
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_occupancy(rgpu_req *rq, const rgpu_msg_occupancy_req *q) {
+  rgpu_worker *w = rq->w;
+  rgpu_module_rec *m;
+  CUfunction f;
+  CUresult r = lookup_func(w, q->module_id, q->func_index, &m, &f);
+  if (r) return r;
+  if (!D->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver has no occupancy calculator");
+  int n = 0;
+  r = D->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, q->block_size, (size_t)q->dyn_smem,
+                                                              q->flags);
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: %s", rgpu_driver_error_name(D, r));
+  rgpu_msg_occupancy_rep rep = {.num_blocks = n};
+  rgpu_msg_occupancy_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
