@@ -16,4 +16,12 @@ cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPt
  * work.  cudaErrorInvalidValue (recorded) for an unknown pointer. */
 cudaError_t rgpu_rt_dev_free(rgpu_client *c, void *devPtr);
 
+/* Stream-ordered pools (rgpu_cudart_mempool.c): gives back every freed
+ * block dev's pools keep for same-stream reuse (queued frees); 1 if there
+ * were any.  An allocation about to fail calls it and tries again, so
+ * kept blocks never cause an out-of-memory a local GPU would not have. */
+int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev);
+/* cudaDeviceReset: the kept blocks' memory went with the context. */
+void rgpu_rt_mempool_forget_device(int dev);
+
 #endif

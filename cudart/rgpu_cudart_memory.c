@@ -190,6 +190,7 @@ uint64_t rgpu_rt_arena_unused(int dev) {
 
 void rgpu_rt_arena_forget_device(int dev) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
+  rgpu_rt_mempool_forget_device(dev);
   rgpu_mutex_lock(&g_arena_lock);
   rgpu_arena_free_all(&g_arena[dev]);
   g_arena_gen[dev]++;
@@ -320,6 +321,13 @@ cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPt
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
         release_empty_chunks(c, dev))
       rc = server_alloc(c, dev, size, &p);
+    /* Blocks stream-ordered pools keep for reuse: given back, then once more
+     * (their arena chunks may have emptied too). */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
+        rgpu_rt_mempool_release_cached(c, dev)) {
+      release_empty_chunks(c, dev);
+      rc = server_alloc(c, dev, size, &p);
+    }
   }
   if (rc) return rgpu_rt_sync_ret(c, rc);
   rgpu_range rg = {.base = p, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};

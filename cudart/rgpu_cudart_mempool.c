@@ -12,11 +12,23 @@
  * stream), never looser, so no kernel still queued before the free can see
  * its memory handed out again.
  *
+ * Same-stream reuse, as CUDA's pools do: a block freed with cudaFreeAsync
+ * on stream S stays in its pool, tagged with S, and a later
+ * cudaMallocAsync on S from that pool takes it back without a server call:
+ * everything issued on S before the free has run before anything issued
+ * on S after the allocation, and work on other streams must (by CUDA's
+ * rules) have been ordered before the free by the program.  So a pipeline
+ * that allocates and frees its temporaries every step costs no round trip
+ * after its first step (a large block is otherwise one MEM_ALLOC each).
+ * A pool keeps at most max(release threshold, 32 MiB) of such blocks; the
+ * rest go back at once.  Kept blocks are given back when an allocation
+ * would fail without them (rgpu_rt_mempool_release_cached: exact
+ * out-of-memory), by cudaMemPoolTrimTo and cudaMemPoolDestroy, and forgotten
+ * at cudaDeviceReset (their memory went with the context).
+ *
  * Pools are client objects: they carry the attributes a program sets and
  * reads (release threshold, reuse flags) and count the bytes allocated
- * from them (used/reserved current and high).  Memory does not stay
- * reserved in a pool beyond what the arena holds for everyone, so
- * cudaMemPoolTrimTo has nothing to give back.  Not supported (logged,
+ * from them (used, and reserved = used + kept, current and high).  Not supported (logged,
  * cudaErrorNotSupported): shareable handles (IPC export/import), and
  * capturing cudaMallocAsync/cudaFreeAsync into a graph (graph memory nodes):
  * the capture is invalidated with cudaErrorStreamCaptureUnsupported. */
@@ -39,6 +51,8 @@ struct CUmemPool_st {
   uint64_t release_threshold;
   uint64_t used, used_high, reserved_high;
   uint64_t live; /* allocations not freed yet */
+  uint64_t kept; /* bytes of freed blocks kept for same-stream reuse */
+  struct kept_block *kept_list;
   int destroyed; /* cudaMemPoolDestroy'd with live allocations: freed with the last */
 };
 
@@ -56,9 +70,18 @@ typedef struct alloc_rec {
   struct alloc_rec *next;
 } alloc_rec;
 enum { ALLOC_BUCKETS = 1024 };
+/* A freed block kept for reuse on the stream that freed it. */
+typedef struct kept_block {
+  uint64_t ptr, size;
+  uint64_t stream; /* wire id */
+  struct kept_block *next;
+} kept_block;
+#define KEEP_MIN_BYTES (32ull << 20)
 static alloc_rec *g_allocs[ALLOC_BUCKETS];
 
 static size_t bucket_of(uint64_t p) { return (size_t)((p >> 8) ^ (p >> 20)) % ALLOC_BUCKETS; }
+
+static int register_pool_locked(struct CUmemPool_st *p);
 
 static struct CUmemPool_st *default_pool_locked(int dev) {
   assert(rgpu_mutex_held(&g_pool_lock));
@@ -68,6 +91,9 @@ static struct CUmemPool_st *default_pool_locked(int dev) {
     *p = (struct CUmemPool_st){.magic = POOL_MAGIC, .device = dev, .is_default = 1,
                                .reuse_follow_events = 1, .reuse_opportunistic = 1,
                                .reuse_internal = 1};
+    /* Without the registration its kept blocks are only never given back
+     * on out-of-memory: still correct, so a failure here is ignored. */
+    (void)register_pool_locked(p);
   }
   return p;
 }
@@ -89,6 +115,116 @@ static cudaError_t check_device(rgpu_client *c, int dev) {
 
 static void note_unsupported(const char *what) {
   RGPU_WARN("%s is not supported by rgpu (a remote GPU): cudaErrorNotSupported", what);
+}
+
+static void record_alloc_locked(struct CUmemPool_st *pool, alloc_rec *rec) {
+  assert(rgpu_mutex_held(&g_pool_lock));
+  size_t b = bucket_of(rec->ptr);
+  rec->next = g_allocs[b];
+  g_allocs[b] = rec;
+  pool->used += rec->size;
+  pool->live++;
+  if (pool->used > pool->used_high) pool->used_high = pool->used;
+  if (pool->used + pool->kept > pool->reserved_high) pool->reserved_high = pool->used + pool->kept;
+}
+
+/* A kept block of pool freed on `stream` that fits size without wasting
+ * more than a quarter of it: taken off the list, or NULL. */
+static kept_block *take_kept_locked(struct CUmemPool_st *pool, uint64_t stream, uint64_t size) {
+  assert(rgpu_mutex_held(&g_pool_lock));
+  for (kept_block **link = &pool->kept_list; *link; link = &(*link)->next) {
+    kept_block *k = *link;
+    if (k->stream == stream && k->size >= size && k->size - size <= k->size / 4) {
+      *link = k->next;
+      pool->kept -= k->size;
+      return k;
+    }
+  }
+  return NULL;
+}
+
+/* Detaches pool's kept blocks beyond keep_bytes (all with 0): the caller
+ * frees them with the lock dropped. */
+static kept_block *detach_kept_locked(struct CUmemPool_st *pool, uint64_t keep_bytes) {
+  assert(rgpu_mutex_held(&g_pool_lock));
+  kept_block *out = NULL;
+  while (pool->kept > keep_bytes && pool->kept_list) {
+    kept_block *k = pool->kept_list;
+    pool->kept_list = k->next;
+    pool->kept -= k->size;
+    k->next = out;
+    out = k;
+  }
+  return out;
+}
+
+static void free_detached(rgpu_client *c, kept_block *list) {
+  while (list) {
+    kept_block *next = list->next;
+    rgpu_rt_dev_free(c, (void *)(uintptr_t)list->ptr);
+    free(list);
+    list = next;
+  }
+}
+
+/* Every pool this process made: the defaults and the created ones. */
+static struct CUmemPool_st **g_pools;
+static size_t g_npools, g_cap_pools;
+
+int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev) {
+  kept_block *all = NULL;
+  rgpu_mutex_lock(&g_pool_lock);
+  for (size_t i = 0; i < g_npools; i++) {
+    if (g_pools[i]->device != dev) continue;
+    kept_block *l = detach_kept_locked(g_pools[i], 0);
+    while (l) {
+      kept_block *n = l->next;
+      l->next = all;
+      all = l;
+      l = n;
+    }
+  }
+  rgpu_mutex_unlock(&g_pool_lock);
+  int any = all != NULL;
+  free_detached(c, all);
+  return any;
+}
+
+void rgpu_rt_mempool_forget_device(int dev) {
+  rgpu_mutex_lock(&g_pool_lock);
+  for (size_t i = 0; i < g_npools; i++) {
+    if (g_pools[i]->device != dev) continue;
+    /* The memory went with the context: drop the records, free nothing. */
+    kept_block *l = detach_kept_locked(g_pools[i], 0);
+    while (l) {
+      kept_block *n = l->next;
+      free(l);
+      l = n;
+    }
+  }
+  rgpu_mutex_unlock(&g_pool_lock);
+}
+
+static int register_pool_locked(struct CUmemPool_st *p) {
+  assert(rgpu_mutex_held(&g_pool_lock));
+  if (g_npools == g_cap_pools) {
+    size_t cap = g_cap_pools ? g_cap_pools * 2 : 16;
+    struct CUmemPool_st **np = realloc(g_pools, cap * sizeof *np);
+    if (!np) return -1;
+    g_pools = np;
+    g_cap_pools = cap;
+  }
+  g_pools[g_npools++] = p;
+  return 0;
+}
+
+static void unregister_pool_locked(struct CUmemPool_st *p) {
+  assert(rgpu_mutex_held(&g_pool_lock));
+  for (size_t i = 0; i < g_npools; i++)
+    if (g_pools[i] == p) {
+      g_pools[i] = g_pools[--g_npools];
+      return;
+    }
 }
 
 /* ---- allocation ---------------------------------------------------------- */
@@ -120,13 +256,27 @@ static cudaError_t malloc_async(void **ptr, size_t size, struct CUmemPool_st *po
   }
   if (!pool) pool = current_pool_locked(sdev);
   int dev = pool->device;
-  rgpu_mutex_unlock(&g_pool_lock);
   if (size == 0) {
+    rgpu_mutex_unlock(&g_pool_lock);
     *ptr = NULL;
     return cudaSuccess;
   }
   alloc_rec *rec = malloc(sizeof *rec);
-  if (!rec) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  if (!rec) {
+    rgpu_mutex_unlock(&g_pool_lock);
+    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  }
+  /* Same-stream reuse first: no server call at all. */
+  kept_block *k = rgpu_client_sync_every_call(c) ? NULL : take_kept_locked(pool, wire, size);
+  if (k) {
+    *rec = (alloc_rec){.ptr = k->ptr, .size = k->size, .pool = pool};
+    record_alloc_locked(pool, rec);
+    rgpu_mutex_unlock(&g_pool_lock);
+    *ptr = (void *)(uintptr_t)k->ptr;
+    free(k);
+    return cudaSuccess;
+  }
+  rgpu_mutex_unlock(&g_pool_lock);
   void *p = NULL;
   e = rgpu_rt_dev_alloc(c, dev, size, &p); /* records its own error */
   if (e != cudaSuccess) {
@@ -135,13 +285,7 @@ static cudaError_t malloc_async(void **ptr, size_t size, struct CUmemPool_st *po
   }
   rgpu_mutex_lock(&g_pool_lock);
   *rec = (alloc_rec){.ptr = (uint64_t)(uintptr_t)p, .size = size, .pool = pool};
-  size_t b = bucket_of(rec->ptr);
-  rec->next = g_allocs[b];
-  g_allocs[b] = rec;
-  pool->used += size;
-  pool->live++;
-  if (pool->used > pool->used_high) pool->used_high = pool->used;
-  if (pool->used > pool->reserved_high) pool->reserved_high = pool->used;
+  record_alloc_locked(pool, rec);
   rgpu_mutex_unlock(&g_pool_lock);
   *ptr = p;
   return cudaSuccess;
@@ -194,6 +338,23 @@ static cudaError_t free_async(void *devPtr, cudaStream_t stream, int per_thread)
   while (*link && (*link)->ptr != p) link = &(*link)->next;
   alloc_rec *rec = *link;
   if (rec) *link = rec->next;
+  if (rec && !rec->pool->destroyed && !rgpu_client_sync_every_call(c)) {
+    struct CUmemPool_st *pool = rec->pool;
+    uint64_t limit = pool->release_threshold > KEEP_MIN_BYTES ? pool->release_threshold : KEEP_MIN_BYTES;
+    kept_block *k = pool->kept + rec->size <= limit ? malloc(sizeof *k) : NULL;
+    if (k) {
+      /* Kept for this stream: the memory stays allocated (and in the
+       * client's range table) until it is reused or given back. */
+      *k = (kept_block){.ptr = rec->ptr, .size = rec->size, .stream = wire, .next = pool->kept_list};
+      pool->kept_list = k;
+      pool->kept += rec->size;
+      pool->used -= rec->size;
+      pool->live--;
+      rgpu_mutex_unlock(&g_pool_lock);
+      free(rec);
+      return cudaSuccess;
+    }
+  }
   rgpu_mutex_unlock(&g_pool_lock);
   e = rgpu_rt_dev_free(c, devPtr);
   if (rec) {
@@ -280,12 +441,21 @@ RGPU_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cuda
   *p = (struct CUmemPool_st){.magic = POOL_MAGIC, .device = props->location.id,
                              .reuse_follow_events = 1, .reuse_opportunistic = 1,
                              .reuse_internal = 1};
+  rgpu_mutex_lock(&g_pool_lock);
+  int rc = register_pool_locked(p);
+  rgpu_mutex_unlock(&g_pool_lock);
+  if (rc) {
+    free(p);
+    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  }
   *memPool = (cudaMemPool_t)p;
   return cudaSuccess;
 }
 
 RGPU_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
-  rgpu_rt_count_call();
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
   struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
   rgpu_mutex_lock(&g_pool_lock);
   if (!valid_pool(p) || p->is_default) {
@@ -295,9 +465,12 @@ RGPU_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
   /* A pool current to its device: the default one becomes current. */
   if (g_current_pool[p->device] == p) g_current_pool[p->device] = NULL;
   p->destroyed = 1;
-  p->magic = p->live ? p->magic : 0;
+  kept_block *kept = detach_kept_locked(p, 0);
+  unregister_pool_locked(p);
   int free_now = p->live == 0;
+  if (free_now) p->magic = 0;
   rgpu_mutex_unlock(&g_pool_lock);
+  free_detached(c, kept);
   /* With allocations still live the record stays for their frees (CUDA
    * frees their memory when they are freed). */
   if (free_now) free(p);
@@ -323,7 +496,7 @@ RGPU_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMem
      * current value. */
     case cudaMemPoolAttrReservedMemHigh:
       if (*(uint64_t *)value != 0) e = cudaErrorInvalidValue;
-      else p->reserved_high = p->used;
+      else p->reserved_high = p->used + p->kept;
       break;
     case cudaMemPoolAttrUsedMemHigh:
       if (*(uint64_t *)value != 0) e = cudaErrorInvalidValue;
@@ -351,8 +524,7 @@ RGPU_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMem
     case cudaMemPoolReuseAllowOpportunistic: *(int *)value = p->reuse_opportunistic; break;
     case cudaMemPoolReuseAllowInternalDependencies: *(int *)value = p->reuse_internal; break;
     case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
-    /* Nothing stays reserved beyond what is in use (see the top). */
-    case cudaMemPoolAttrReservedMemCurrent: *(uint64_t *)value = p->used; break;
+    case cudaMemPoolAttrReservedMemCurrent: *(uint64_t *)value = p->used + p->kept; break;
     case cudaMemPoolAttrReservedMemHigh: *(uint64_t *)value = p->reserved_high; break;
     case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
     case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
@@ -364,12 +536,17 @@ RGPU_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMem
 }
 
 RGPU_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
-  rgpu_rt_count_call();
-  (void)minBytesToKeep; /* nothing is held back by a pool (see the top) */
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
   rgpu_mutex_lock(&g_pool_lock);
-  int ok = valid_pool((struct CUmemPool_st *)memPool);
+  int ok = valid_pool(p);
+  kept_block *kept = ok ? detach_kept_locked(p, minBytesToKeep) : NULL;
   rgpu_mutex_unlock(&g_pool_lock);
-  return ok ? cudaSuccess : rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!ok) return rgpu_rt_ret(cudaErrorInvalidValue);
+  free_detached(c, kept); /* queued frees, no round trip */
+  return cudaSuccess;
 }
 
 RGPU_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
