@@ -559,11 +559,12 @@ RGPU_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cu
   rgpu_mutex_unlock(&g_pool_lock);
   if (!ok || (count && !descList)) return rgpu_rt_ret(cudaErrorInvalidValue);
   for (size_t i = 0; i < count; i++) {
-    /* The owning device always has read-write access; peers would need
-     * peer access, which rgpu does not offer. */
+    /* The owning device always has read-write access and it cannot be
+     * revoked (the driver answers CUDA_ERROR_INVALID_DEVICE); peers would
+     * need peer access, which rgpu does not offer. */
     if (descList[i].location.type != cudaMemLocationTypeDevice) return rgpu_rt_ret(cudaErrorInvalidValue);
     if (descList[i].location.id != dev) return rgpu_rt_ret(cudaErrorInvalidDevice);
-    if (descList[i].flags != cudaMemAccessFlagsProtReadWrite) return rgpu_rt_ret(cudaErrorInvalidValue);
+    if (descList[i].flags != cudaMemAccessFlagsProtReadWrite) return rgpu_rt_ret(cudaErrorInvalidDevice);
   }
   return cudaSuccess;
 }
