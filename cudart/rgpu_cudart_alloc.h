@@ -21,6 +21,10 @@ cudaError_t rgpu_rt_dev_free(rgpu_client *c, void *devPtr);
  * were any.  An allocation about to fail calls it and tries again, so
  * kept blocks never cause an out-of-memory a local GPU would not have. */
 int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev);
+/* cudaFree(p): 1 if p is a block a pool keeps (the program freed it
+ * already with cudaFreeAsync: cudaErrorInvalidValue); else forgets p's
+ * pool record if it has one (pool allocations may be freed by cudaFree). */
+int rgpu_rt_mempool_on_free(uint64_t p);
 /* cudaDeviceReset: the kept blocks' memory went with the context. */
 void rgpu_rt_mempool_forget_device(int dev);
 

@@ -377,6 +377,7 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!devPtr) return cudaSuccess;
+  if (rgpu_rt_mempool_on_free((uint64_t)(uintptr_t)devPtr)) return rgpu_rt_ret(cudaErrorInvalidValue);
   return rgpu_rt_dev_free(c, devPtr);
 }
 

@@ -205,6 +205,29 @@ void rgpu_rt_mempool_forget_device(int dev) {
   rgpu_mutex_unlock(&g_pool_lock);
 }
 
+int rgpu_rt_mempool_on_free(uint64_t p) {
+  rgpu_mutex_lock(&g_pool_lock);
+  for (size_t i = 0; i < g_npools; i++)
+    for (kept_block *k = g_pools[i]->kept_list; k; k = k->next)
+      if (k->ptr == p) {
+        rgpu_mutex_unlock(&g_pool_lock);
+        return 1; /* freed already (cudaFreeAsync): the program's double free */
+      }
+  alloc_rec **link = &g_allocs[bucket_of(p)];
+  while (*link && (*link)->ptr != p) link = &(*link)->next;
+  alloc_rec *rec = *link;
+  struct CUmemPool_st *dead = NULL;
+  if (rec) {
+    *link = rec->next;
+    rec->pool->used -= rec->size;
+    if (--rec->pool->live == 0 && rec->pool->destroyed) dead = rec->pool;
+  }
+  rgpu_mutex_unlock(&g_pool_lock);
+  free(rec);
+  free(dead);
+  return 0;
+}
+
 static int register_pool_locked(struct CUmemPool_st *p) {
   assert(rgpu_mutex_held(&g_pool_lock));
   if (g_npools == g_cap_pools) {
