@@ -11,15 +11,20 @@
  *   the grid must be co-resident (the driver's occupancy, asked once per
  *   configuration and cached, x multiprocessors, else
  *   cudaErrorCooperativeLaunchTooLarge at the call, as on a local GPU).  The op goes out as
- *   LAUNCH_COOPERATIVE, queued.  A capturing stream refuses it (a graph
+ *   LAUNCH_EX, queued.  A capturing stream refuses it (a graph
  *   kernel node here has no cooperative flag): the capture is invalidated.
- * - cudaLaunchKernelEx's attributes: cooperative as above; hints that change
- *   no result (priority, access policy window, synchronization policy,
- *   memory sync domains, programmatic stream serialization, which only
- *   allows overlap, and the carveout) are accepted and ignored; 1x1x1
- *   clusters are plain launches; anything that needs what rgpu lacks
- *   (larger clusters, programmatic or completion events, device-updatable
- *   nodes) is cudaErrorNotSupported, logged once. */
+ * - cudaLaunchKernelEx's attributes: cooperative as above; a thread block
+ *   cluster (cudaLaunchAttributeClusterDimension) where the device offers
+ *   cluster launch (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, else
+ *   cudaErrorNotSupported; softgpu has none), sent as LAUNCH_EX for the
+ *   server's cuLaunchKernelEx, whose driver checks the cluster's shape
+ *   (its refusal is an asynchronous error); 1x1x1 clusters are plain
+ *   launches.  Hints that change no result (priority, access policy window,
+ *   synchronization policy, memory sync domains, programmatic stream
+ *   serialization, which only allows overlap, preferred clusters, the
+ *   carveout) are accepted and ignored; what rgpu lacks (programmatic or
+ *   completion events, device-updatable nodes) is cudaErrorNotSupported,
+ *   logged once. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -50,8 +55,23 @@ static cudaError_t check_cooperative(rgpu_client *c, rgpu_rt_func *f, const rgpu
   return cudaSuccess;
 }
 
+static cudaError_t check_cluster(rgpu_client *c, const rgpu_rt_op *op) {
+  rgpu_rt_device *d;
+  cudaError_t e = rgpu_rt_device_get(c, op->device, &d);
+  if (e != cudaSuccess) return e;
+  if (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH >= d->nattrs || !d->attrs[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH]) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("thread block clusters: the server's device does not offer them "
+                "(clusterLaunch is 0): cudaErrorNotSupported");
+    return cudaErrorNotSupported;
+  }
+  return cudaSuccess;
+}
+
 static cudaError_t launch_ex(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
-                             cudaStream_t stream, int per_thread, int cooperative) {
+                             cudaStream_t stream, int per_thread, int cooperative,
+                             const unsigned cluster[3]) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -60,15 +80,19 @@ static cudaError_t launch_ex(rgpu_rt_func *f, dim3 grid, dim3 block, void **args
   rgpu_rt_op op;
   e = rgpu_rt_launch_prepare(c, f, grid, block, args, shmem, stream, per_thread, stackbuf,
                              sizeof stackbuf, &heap, &op);
-  if (e == cudaSuccess && cooperative) {
+  int has_cluster = cluster && (cluster[0] > 1 || cluster[1] > 1 || cluster[2] > 1);
+  if (e == cudaSuccess && (cooperative || has_cluster)) {
     if (rgpu_rt_graph_is_capturing(op.stream)) {
       /* Invalidates the capture, as for any call it cannot take. */
       e = rgpu_rt_graph_check_sync(op.stream);
       if (e == cudaSuccess) e = cudaErrorStreamCaptureUnsupported;
     } else {
-      e = check_cooperative(c, f, &op);
+      if (has_cluster) e = check_cluster(c, &op);
+      if (e == cudaSuccess && cooperative) e = check_cooperative(c, f, &op);
     }
-    op.launch.cooperative = 1;
+    op.launch.cooperative = cooperative;
+    if (has_cluster)
+      for (int i = 0; i < 3; i++) op.launch.cluster[i] = cluster[i] ? cluster[i] : 1;
   }
   if (e == cudaSuccess)
     e = rgpu_rt_submit(c, &op);
@@ -80,7 +104,7 @@ static cudaError_t launch_ex(rgpu_rt_func *f, dim3 grid, dim3 block, void **args
 
 static cudaError_t launch_by_stub(const void *func, dim3 grid, dim3 block, void **args,
                                   size_t shmem, cudaStream_t stream, int per_thread,
-                                  int cooperative) {
+                                  int cooperative, const unsigned cluster[3]) {
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) {
     /* CUDA 13's answer for a pointer that is no registered kernel
@@ -88,13 +112,13 @@ static cudaError_t launch_by_stub(const void *func, dim3 grid, dim3 block, void 
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   }
-  return launch_ex(f, grid, block, args, shmem, stream, per_thread, cooperative);
+  return launch_ex(f, grid, block, args, shmem, stream, per_thread, cooperative, cluster);
 }
 
 RGPU_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
                                                  void **args, size_t sharedMem,
                                                  cudaStream_t stream) {
-  return launch_by_stub(func, gridDim, blockDim, args, sharedMem, stream, 0, 1);
+  return launch_by_stub(func, gridDim, blockDim, args, sharedMem, stream, 0, 1, NULL);
 }
 RGPU_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim,
                                                       dim3 blockDim, void **args,
@@ -102,12 +126,15 @@ RGPU_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gri
 RGPU_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim,
                                                       dim3 blockDim, void **args,
                                                       size_t sharedMem, cudaStream_t stream) {
-  return launch_by_stub(func, gridDim, blockDim, args, sharedMem, stream, 1, 1);
+  return launch_by_stub(func, gridDim, blockDim, args, sharedMem, stream, 1, 1, NULL);
 }
 
-/* The attributes of a cudaLaunchKernelEx: *cooperative, or an error. */
-static cudaError_t read_launch_attrs(const cudaLaunchConfig_t *config, int *cooperative) {
+/* The attributes of a cudaLaunchKernelEx: *cooperative and cluster (zeros:
+ * none), or an error. */
+static cudaError_t read_launch_attrs(const cudaLaunchConfig_t *config, int *cooperative,
+                                     unsigned cluster[3]) {
   *cooperative = 0;
+  cluster[0] = cluster[1] = cluster[2] = 0;
   if (config->numAttrs && !config->attrs) return cudaErrorInvalidValue;
   for (unsigned i = 0; i < config->numAttrs; i++) {
     const cudaLaunchAttribute *a = &config->attrs[i];
@@ -121,11 +148,14 @@ static cudaError_t read_launch_attrs(const cudaLaunchConfig_t *config, int *coop
     case cudaLaunchAttributeMemSyncDomain:
     case cudaLaunchAttributePreferredSharedMemoryCarveout:
     case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+    case cudaLaunchAttributePreferredClusterDimension:
       break;
     case cudaLaunchAttributeCooperative: *cooperative = a->val.cooperative != 0; break;
     case cudaLaunchAttributeClusterDimension:
-      if (a->val.clusterDim.x <= 1 && a->val.clusterDim.y <= 1 && a->val.clusterDim.z <= 1) break;
-      __attribute__((fallthrough)); /* real clusters */
+      cluster[0] = a->val.clusterDim.x;
+      cluster[1] = a->val.clusterDim.y;
+      cluster[2] = a->val.clusterDim.z;
+      break;
     default: {
       static int logged;
       if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
@@ -144,13 +174,14 @@ static cudaError_t launch_kernel_ex(const cudaLaunchConfig_t *config, const void
     return rgpu_rt_ret(cudaErrorInvalidValue);
   }
   int cooperative;
-  cudaError_t e = read_launch_attrs(config, &cooperative);
+  unsigned cluster[3];
+  cudaError_t e = read_launch_attrs(config, &cooperative, cluster);
   if (e != cudaSuccess) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(e);
   }
   return launch_by_stub(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
-                        config->stream, per_thread, cooperative);
+                        config->stream, per_thread, cooperative, cluster);
 }
 
 RGPU_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,

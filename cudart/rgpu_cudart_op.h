@@ -43,9 +43,11 @@ typedef struct {
       /* The kernel's parameter layout (capture records the offsets for
        * cudaGraphKernelNodeGetParams); NULL in graph nodes. */
       const rgpu_param_layout *layout;
-      /* cudaLaunchCooperativeKernel: sent as LAUNCH_COOPERATIVE.  Never
-       * set in a graph node (a capture refuses cooperative launches). */
+      /* cudaLaunchCooperativeKernel / cudaLaunchKernelEx: a cooperative
+       * launch, a thread block cluster (0 = none): sent as LAUNCH_EX.
+       * Never set in a graph node (a capture refuses such launches). */
       int cooperative;
+      unsigned cluster[3];
     } launch;
     struct {
       /* Kind resolved (never cudaMemcpyDefault).  The wire side sends 1D

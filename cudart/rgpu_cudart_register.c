@@ -840,10 +840,35 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
     __atomic_store_n(&f->carveout, value, __ATOMIC_RELAXED);
     __atomic_store_n(&f->attrs_module, 0, __ATOMIC_RELEASE);
     return cudaSuccess;
+  case cudaFuncAttributeRequiredClusterWidth:
+  case cudaFuncAttributeRequiredClusterHeight:
+  case cudaFuncAttributeRequiredClusterDepth:
+  case cudaFuncAttributeNonPortableClusterSizeAllowed:
+  case cudaFuncAttributeClusterSchedulingPolicyPreference: {
+    /* Cluster settings: only where the device launches clusters (softgpu
+     * does not).  Rare, so sent at once (queued) rather than kept for the
+     * launch: the module is loaded first if it is not yet, which its
+     * first launch would have done anyway. */
+    if (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH >= d->nattrs ||
+        !d->attrs[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH])
+      return rgpu_rt_ret(cudaErrorNotSupported);
+    int dev = rgpu_rt_current_device();
+    rgpu_rt_fatbin *fb = f->fb;
+    rgpu_mutex_lock(&fb->lock);
+    e = module_ensure(c, fb, dev);
+    uint64_t module_id = fb->mods[dev].module_id;
+    rgpu_mutex_unlock(&fb->lock);
+    if (e != cudaSuccess) return rgpu_rt_ret(e);
+    /* cudaFuncAttribute and CUfunction_attribute number these alike. */
+    rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
+                                    .attr = (int32_t)attr, .value = value};
+    rgpu_status rc = rgpu_call_func_set_attr(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+    return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  }
   default: {
     static int logged;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("cudaFuncSetAttribute(%d) is not supported yet", (int)attr);
+      RGPU_WARN("cudaFuncSetAttribute(%d) is not supported", (int)attr);
     return rgpu_rt_ret(cudaErrorNotSupported);
   }
   }

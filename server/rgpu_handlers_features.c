@@ -1,5 +1,5 @@
 /* Handlers for the function attributes, occupancy and cooperative launches
- * (FUNC_SET_ATTR, OCCUPANCY, LAUNCH_COOPERATIVE; proto/rgpu_messages.def).
+ * (FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX; proto/rgpu_messages.def).
  *
  * Apart from rgpu_handlers.c so that the session-lifetime work there and
  * these runtime features change independently.  The contract is
@@ -37,11 +37,17 @@ CUresult rgpu_h_func_set_attr(rgpu_req *rq, const rgpu_msg_func_set_attr_req *q)
   CUfunction f;
   CUresult r = lookup_func(w, q->module_id, q->func_index, &m, &f);
   if (r) return r;
-  /* Only the two attributes a program may set; the others are read-only
-   * or cluster settings rgpu does not offer. */
-  if (q->attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
-      q->attr != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "function attribute %d cannot be set", q->attr);
+  /* Only what a program may set; the rest are read-only. */
+  switch (q->attr) {
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+  case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+  case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+  case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: break;
+  default: return FAIL(CUDA_ERROR_INVALID_VALUE, "function attribute %d cannot be set", q->attr);
+  }
   if (!D->cuFuncSetAttribute)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver has no cuFuncSetAttribute");
   r = D->cuFuncSetAttribute(f, (CUfunction_attribute)q->attr, q->value);
@@ -51,7 +57,7 @@ CUresult rgpu_h_func_set_attr(rgpu_req *rq, const rgpu_msg_func_set_attr_req *q)
   return CUDA_SUCCESS;
 }
 
-CUresult rgpu_h_launch_cooperative(rgpu_req *rq, const rgpu_msg_launch_cooperative_req *q) {
+CUresult rgpu_h_launch_ex(rgpu_req *rq, const rgpu_msg_launch_ex_req *q) {
   rgpu_worker *w = rq->w;
   rgpu_module_rec *m;
   CUfunction f;
@@ -63,19 +69,23 @@ CUresult rgpu_h_launch_cooperative(rgpu_req *rq, const rgpu_msg_launch_cooperati
     if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q->stream);
     s = (CUstream)e->ptr;
   }
-  if (!D->cuLaunchCooperativeKernel)
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver has no cuLaunchCooperativeKernel");
-  /* cuLaunchCooperativeKernel takes kernelParams only (no `extra`), so the
-   * parameter layout must be known. */
+  int cluster = q->cluster_x > 1 || q->cluster_y > 1 || q->cluster_z > 1;
+  if (cluster ? !D->cuLaunchKernelEx : !q->cooperative || !D->cuLaunchCooperativeKernel)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver cannot launch %s",
+                cluster ? "thread block clusters" : "cooperative kernels");
+  /* Neither cuLaunchCooperativeKernel nor the cluster path takes the
+   * packed `extra` form here, so the parameter layout must be known. */
   if (!m->params_known)
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cooperative launch: no parameter layout for the kernel");
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "launch: no parameter layout for the kernel");
   size_t plen = q->params.len;
   uint64_t extent = rgpu_module_rec_param_extent(m, q->func_index);
   uint32_t np = m->nparams[q->func_index];
   if (plen != extent)
     return FAIL(CUDA_ERROR_INVALID_VALUE,
-                "cooperative launch: %zu bytes of parameters sent, the kernel's %u parameters take %llu",
+                "launch: %zu bytes of parameters sent, the kernel's %u parameters take %llu",
                 plen, np, (unsigned long long)extent);
+  if (np > COOP_MAX_PARAMS)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "launch: %u parameters", np);
   if (plen > w->param_cap) {
     size_t cap = (plen + 63) & ~(size_t)63;
     void *nb = aligned_alloc(64, cap);
@@ -85,15 +95,30 @@ CUresult rgpu_h_launch_cooperative(rgpu_req *rq, const rgpu_msg_launch_cooperati
     w->param_cap = cap;
   }
   if (plen) memcpy(w->param_buf, q->params.data, plen);
-  if (np > COOP_MAX_PARAMS)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "cooperative launch: %u parameters", np);
   void *kp[COOP_MAX_PARAMS];
   for (uint32_t k = 0; k < np; k++)
     kp[k] = (unsigned char *)w->param_buf + m->param_offsets[m->param_first[q->func_index] + k];
-  r = D->cuLaunchCooperativeKernel(f, q->grid_x, q->grid_y, q->grid_z, q->block_x, q->block_y,
-                                   q->block_z, q->shared_bytes, s, np ? kp : NULL);
-  if (r != CUDA_SUCCESS)
-    return FAIL(r, "cuLaunchCooperativeKernel: %s", rgpu_driver_error_name(D, r));
+  if (!cluster) {
+    r = D->cuLaunchCooperativeKernel(f, q->grid_x, q->grid_y, q->grid_z, q->block_x, q->block_y,
+                                     q->block_z, q->shared_bytes, s, np ? kp : NULL);
+    if (r != CUDA_SUCCESS)
+      return FAIL(r, "cuLaunchCooperativeKernel: %s", rgpu_driver_error_name(D, r));
+    return CUDA_SUCCESS;
+  }
+  CUlaunchAttribute attrs[2];
+  memset(attrs, 0, sizeof attrs);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[0].value.clusterDim.x = q->cluster_x ? q->cluster_x : 1;
+  attrs[0].value.clusterDim.y = q->cluster_y ? q->cluster_y : 1;
+  attrs[0].value.clusterDim.z = q->cluster_z ? q->cluster_z : 1;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attrs[1].value.cooperative = 1;
+  CUlaunchConfig cfg = {.gridDimX = q->grid_x, .gridDimY = q->grid_y, .gridDimZ = q->grid_z,
+                        .blockDimX = q->block_x, .blockDimY = q->block_y, .blockDimZ = q->block_z,
+                        .sharedMemBytes = q->shared_bytes, .hStream = s, .attrs = attrs,
+                        .numAttrs = q->cooperative ? 2u : 1u};
+  r = D->cuLaunchKernelEx(&cfg, f, np ? kp : NULL, NULL);
+  if (r != CUDA_SUCCESS) return FAIL(r, "cuLaunchKernelEx: %s", rgpu_driver_error_name(D, r));
   return CUDA_SUCCESS;
 }
 

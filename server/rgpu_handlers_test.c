@@ -460,7 +460,7 @@ static void test_modules_and_launch(void **state) {
   harness_free(t);
 }
 
-/* FUNC_SET_ATTR, OCCUPANCY, LAUNCH_COOPERATIVE (server/rgpu_handlers_features.c):
+/* FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX (server/rgpu_handlers_features.c):
  * ids checked first, read-only attributes refused, and a driver without the
  * functions (the fake one) answers NOT_SUPPORTED instead of crashing. */
 static void test_features_fake_driver(void **state) {
@@ -496,16 +496,22 @@ static void test_features_fake_driver(void **state) {
   send_req(t, RGPU_OP_OCCUPANCY, 1, &b, NULL, 0);
   assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE);
   rgpu_buf_reset(&b);
-  rgpu_msg_launch_cooperative_req cq = {.module_id = 3, .func_index = 0, .grid_x = 1, .grid_y = 1,
-                                        .grid_z = 1, .block_x = 16, .block_y = 1, .block_z = 1,
-                                        .stream = 77};
-  rgpu_msg_launch_cooperative_req_encode(&b, &cq);
-  send_req(t, RGPU_OP_LAUNCH_COOPERATIVE, 1, &b, NULL, 0);
+  rgpu_msg_launch_ex_req cq = {.module_id = 3, .func_index = 0, .grid_x = 1, .grid_y = 1,
+                               .grid_z = 1, .block_x = 16, .block_y = 1, .block_z = 1,
+                               .stream = 77, .cooperative = 1};
+  rgpu_msg_launch_ex_req_encode(&b, &cq);
+  send_req(t, RGPU_OP_LAUNCH_EX, 1, &b, NULL, 0);
   assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE); /* unknown stream */
   rgpu_buf_reset(&b);
   cq.stream = 0;
-  rgpu_msg_launch_cooperative_req_encode(&b, &cq);
-  send_req(t, RGPU_OP_LAUNCH_COOPERATIVE, 1, &b, NULL, 0);
+  rgpu_msg_launch_ex_req_encode(&b, &cq);
+  send_req(t, RGPU_OP_LAUNCH_EX, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_reset(&b);
+  cq.cooperative = 0;
+  cq.cluster_x = 2;
+  rgpu_msg_launch_ex_req_encode(&b, &cq);
+  send_req(t, RGPU_OP_LAUNCH_EX, 1, &b, NULL, 0);
   assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
   rgpu_buf_free(&b);
   harness_free(t);

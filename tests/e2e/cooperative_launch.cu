@@ -52,7 +52,7 @@ int main() {
   cfg.blockDim = dim3(128);
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  std::vector<int> h(nblocks);
+  std::vector<int> h(nblocks < 4 ? 4 : nblocks);
   const int want = nblocks * (nblocks + 1) / 2;
   if (coop) {
     CHECK(cudaLaunchCooperativeKernel((const void *)two_phase, dim3(nblocks), dim3(128), args, 0, 0));
@@ -89,6 +89,28 @@ int main() {
   CHECK(cudaLaunchKernelExC(&plain, (const void *)phase1, args1));
   CHECK(cudaMemcpy(h.data(), partial, nblocks * sizeof(int), cudaMemcpyDeviceToHost));
   for (int b = 0; b < nblocks; b++) EXPECT(h[b] == b + 1);
+  // A thread block cluster (2 blocks) where the device launches clusters.
+  int clusters = 0;
+  CHECK(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, dev));
+  cudaLaunchAttribute cl;
+  cl.id = cudaLaunchAttributeClusterDimension;
+  cl.val.clusterDim.x = 2;
+  cl.val.clusterDim.y = 1;
+  cl.val.clusterDim.z = 1;
+  cudaLaunchConfig_t ccfg = {};
+  ccfg.gridDim = dim3(4);
+  ccfg.blockDim = dim3(128);
+  ccfg.attrs = &cl;
+  ccfg.numAttrs = 1;
+  CHECK(cudaMemset(partial, 0, 4 * sizeof(int)));
+  if (clusters) {
+    CHECK(cudaLaunchKernelExC(&ccfg, (const void *)phase1, args1));
+    CHECK(cudaMemcpy(h.data(), partial, 4 * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int b = 0; b < 4; b++) EXPECT(h[b] == b + 1);
+  } else {
+    EXPECT_ERR(cudaLaunchKernelExC(&ccfg, (const void *)phase1, args1), cudaErrorNotSupported);
+    EXPECT_ERR(cudaGetLastError(), cudaErrorNotSupported);
+  }
   CHECK(cudaFree(partial));
   CHECK(cudaFree(out));
   pass("cooperative_launch");
