@@ -205,14 +205,21 @@ void rgpu_rt_mempool_forget_device(int dev) {
   rgpu_mutex_unlock(&g_pool_lock);
 }
 
-int rgpu_rt_mempool_on_free(uint64_t p) {
-  rgpu_mutex_lock(&g_pool_lock);
+/* Whether p is a block a pool keeps: freed already (a double free). */
+static int is_kept_locked(uint64_t p) {
+  assert(rgpu_mutex_held(&g_pool_lock));
   for (size_t i = 0; i < g_npools; i++)
     for (kept_block *k = g_pools[i]->kept_list; k; k = k->next)
-      if (k->ptr == p) {
-        rgpu_mutex_unlock(&g_pool_lock);
-        return 1; /* freed already (cudaFreeAsync): the program's double free */
-      }
+      if (k->ptr == p) return 1;
+  return 0;
+}
+
+int rgpu_rt_mempool_on_free(uint64_t p) {
+  rgpu_mutex_lock(&g_pool_lock);
+  if (is_kept_locked(p)) {
+    rgpu_mutex_unlock(&g_pool_lock);
+    return 1; /* freed already (cudaFreeAsync): the program's double free */
+  }
   alloc_rec **link = &g_allocs[bucket_of(p)];
   while (*link && (*link)->ptr != p) link = &(*link)->next;
   alloc_rec *rec = *link;
@@ -361,6 +368,12 @@ static cudaError_t free_async(void *devPtr, cudaStream_t stream, int per_thread)
   while (*link && (*link)->ptr != p) link = &(*link)->next;
   alloc_rec *rec = *link;
   if (rec) *link = rec->next;
+  if (!rec && is_kept_locked(p)) {
+    /* Freed twice: handing it to the allocator now would let two owners
+     * reuse one block. */
+    rgpu_mutex_unlock(&g_pool_lock);
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
   if (rec && !rec->pool->destroyed && !rgpu_client_sync_every_call(c)) {
     struct CUmemPool_st *pool = rec->pool;
     uint64_t limit = pool->release_threshold > KEEP_MIN_BYTES ? pool->release_threshold : KEEP_MIN_BYTES;
