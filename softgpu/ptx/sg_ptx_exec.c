@@ -1976,7 +1976,6 @@ static int setup_block_memory(worker *W) {
       R[SG_SR_GRIDID * 32 + l] = 1;
       R[SG_SR_DYN_SMEM * 32 + l] = L->cfg.dynamic_shared;
       R[SG_SR_TOTAL_SMEM * 32 + l] = W->shared_size;
-      R[SG_SR_ENVREG * 32 + l] = 0;
     }
   }
   return 0;

@@ -26,11 +26,6 @@ enum {
   SG_SR_LANEMASK_EQ, SG_SR_LANEMASK_LT, SG_SR_LANEMASK_LE,
   SG_SR_LANEMASK_GT, SG_SR_LANEMASK_GE,
   SG_SR_SMID, SG_SR_NSMID, SG_SR_GRIDID, SG_SR_DYN_SMEM, SG_SR_TOTAL_SMEM,
-  /* %envreg0..31, all one slot reading 0: the driver puts the grid-sync
-   * workspace of a cooperative launch there, and softgpu offers no
-   * cooperative launch (cooperative_groups' grid.sync code is only reached
-   * in one).  Accepting them lets such a module load for its other kernels. */
-  SG_SR_ENVREG,
   SG_SR_COUNT
 };
 

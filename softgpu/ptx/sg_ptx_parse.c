@@ -625,14 +625,6 @@ static int resolve_name(parser *P, const token *t, opnd *o) {
   if (t->p[0] == '%') {
     for (size_t i = 0; i < sizeof sreg_names / sizeof sreg_names[0]; i++)
       if (tok_is(t, sreg_names[i].name)) { o->kind = PO_SREG; o->sub = sreg_names[i].sr; o->reg = SG_SBIT | (uint32_t)sreg_names[i].sr; return 0; }
-    if (t->len > 7 && t->len <= 9 && memcmp(t->p, "%envreg", 7) == 0) {
-      int n = 0, ok = 1;
-      for (size_t k = 7; k < t->len; k++) {
-        if (t->p[k] < '0' || t->p[k] > '9') ok = 0;
-        else n = n * 10 + (t->p[k] - '0');
-      }
-      if (ok && n < 32) { o->kind = PO_SREG; o->sub = SG_SR_ENVREG; o->reg = SG_SBIT | (uint32_t)SG_SR_ENVREG; return 0; }
-    }
     if (tok_is(t, "%clock")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK; return 0; }
     if (tok_is(t, "%clock64")) { o->kind = PO_TIMER; o->sub = SG_TIMER_CLOCK64; return 0; }
     if (tok_is(t, "%globaltimer")) { o->kind = PO_TIMER; o->sub = SG_TIMER_GLOBALTIMER; return 0; }

@@ -1,22 +1,30 @@
 // Cooperative launch (issue 14): where the device reports cooperativeLaunch
-// the grid-wide sync kernel runs through cudaLaunchCooperativeKernel and
+// the grid-wide barrier kernel runs through cudaLaunchCooperativeKernel and
 // cudaLaunchKernelEx(cudaLaunchAttributeCooperative) and gives the right
 // sums, and an oversized grid is refused; where it does not (softgpu), both
 // calls answer cudaErrorNotSupported, so a program can take its fallback.
 // The output is the same natively and through rgpu on the same device.
 #include "rgpu_check.h"
-#include <cooperative_groups.h>
 #include <vector>
-namespace cg = cooperative_groups;
 
-// Phase 1 writes per-block values, grid.sync, phase 2 reads every block's.
-__global__ void two_phase(int *partial, int *out, int nblocks) {
-  cg::grid_group grid = cg::this_grid();
-  if (threadIdx.x == 0) partial[blockIdx.x] = blockIdx.x + 1;
-  grid.sync();
+// Phase 1 writes per-block values, a grid-wide barrier, phase 2 reads every
+// block's.  The barrier is written by hand (one atomic counter, reset before
+// each launch) rather than with cooperative_groups: it is correct exactly
+// when every block is resident at once, which is what a cooperative launch
+// guarantees, and the module stays loadable everywhere.
+__global__ void two_phase(int *partial, int *out, int nblocks, unsigned *arrived) {
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = blockIdx.x + 1;
+    __threadfence();
+    atomicAdd(arrived, 1u);
+    while (atomicAdd(arrived, 0u) < (unsigned)nblocks) {
+    }
+    __threadfence();
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
     int s = 0;
-    for (int b = 0; b < nblocks; b++) s += partial[b];
+    for (int b = 0; b < nblocks; b++) s += ((volatile int *)partial)[b];
     out[blockIdx.x] = s;
   }
 }
@@ -41,9 +49,12 @@ int main() {
   EXPECT(per_sm >= 1);
   int nblocks = sms < 8 ? sms : 8;
   int *partial, *out;
+  unsigned *arrived;
   CHECK(cudaMalloc(&partial, 4096 * sizeof(int)));
   CHECK(cudaMalloc(&out, 4096 * sizeof(int)));
-  void *args[] = {&partial, &out, &nblocks};
+  CHECK(cudaMalloc(&arrived, sizeof(unsigned)));
+  CHECK(cudaMemset(arrived, 0, sizeof(unsigned)));
+  void *args[] = {&partial, &out, &nblocks, &arrived};
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeCooperative;
   attr.val.cooperative = 1;
@@ -59,6 +70,7 @@ int main() {
     CHECK(cudaMemcpy(h.data(), out, nblocks * sizeof(int), cudaMemcpyDeviceToHost));
     for (int b = 0; b < nblocks; b++) EXPECT(h[b] == want);
     CHECK(cudaMemset(out, 0, nblocks * sizeof(int)));
+    CHECK(cudaMemset(arrived, 0, sizeof(unsigned)));
     CHECK(cudaLaunchKernelExC(&cfg, (const void *)two_phase, args));
     CHECK(cudaMemcpy(h.data(), out, nblocks * sizeof(int), cudaMemcpyDeviceToHost));
     for (int b = 0; b < nblocks; b++) EXPECT(h[b] == want);
@@ -117,6 +129,7 @@ int main() {
   }
   CHECK(cudaFree(partial));
   CHECK(cudaFree(out));
+  CHECK(cudaFree(arrived));
   pass("cooperative_launch");
   return 0;
 }
