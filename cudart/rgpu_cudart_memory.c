@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rgpu_cudart.h"
+#include "rgpu_cudart_alloc.h"
 #include "rgpu_cudart_arena.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
@@ -172,6 +173,7 @@ uint64_t rgpu_rt_arena_unused(int dev) {
 
 void rgpu_rt_arena_forget_device(int dev) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
+  rgpu_rt_mempool_forget_device(dev);
   rgpu_mutex_lock(&g_arena_lock);
   rgpu_arena_free_all(&g_arena[dev]);
   g_arena_gen[dev]++;
@@ -287,17 +289,7 @@ served:
   return 0;
 }
 
-RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
-  if (!devPtr) return rgpu_rt_ret(cudaErrorInvalidValue);
-  if (size == 0) {
-    *devPtr = NULL;
-    return cudaSuccess;
-  }
-  int dev = rgpu_rt_current_device();
+cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPtr) {
   uint64_t p = 0;
   rgpu_status rc = 0;
   int served = 0;
@@ -312,6 +304,13 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
         release_empty_chunks(c, dev))
       rc = server_alloc(c, dev, size, &p);
+    /* Blocks stream-ordered pools keep for reuse: given back, then once more
+     * (their arena chunks may have emptied too). */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
+        rgpu_rt_mempool_release_cached(c, dev)) {
+      release_empty_chunks(c, dev);
+      rc = server_alloc(c, dev, size, &p);
+    }
   }
   if (rc) return rgpu_rt_sync_ret(c, rc);
   rgpu_range rg = {.base = p, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
@@ -322,25 +321,47 @@ RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaFree(void *devPtr) {
+RGPU_API cudaError_t cudaMalloc(void **devPtr, size_t size) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if (!devPtr) return cudaSuccess;
+  if ((e = rgpu_rt_graph_unsafe_call()) != cudaSuccess) return rgpu_rt_ret(e);
+  if (!devPtr) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (size == 0) {
+    *devPtr = NULL;
+    return cudaSuccess;
+  }
+  return rgpu_rt_dev_alloc(c, rgpu_rt_current_device(), size, devPtr);
+}
+
+cudaError_t rgpu_rt_dev_free(rgpu_client *c, void *devPtr) {
   rgpu_range r;
   if (rgpu_range_find(&g_dev_ranges, (uint64_t)(uintptr_t)devPtr, 1, &r) ||
       r.base != (uint64_t)(uintptr_t)devPtr || r.kind != RGPU_RANGE_DEVICE)
     return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_range_remove(&g_dev_ranges, r.base, NULL);
   if (r.device >= 0 && r.device < RGPU_MAX_DEVICES) {
-    /* Arena memory goes back to the arena: nothing to send. */
+    /* Arena memory goes back to the arena: nothing to send.  It is handed
+     * out again only after a device-wide synchronization issued after
+     * this point completed, so work queued before the free (on any
+     * stream) is done with it. */
     rgpu_mutex_lock(&g_arena_lock);
     int mine = rgpu_arena_release(&g_arena[r.device], r.base, rgpu_client_next_seq_locked(c)) == 0;
     rgpu_mutex_unlock(&g_arena_lock);
     if (mine) return cudaSuccess;
   }
+  /* MEM_FREE is queued; the server frees after the device's earlier work. */
   int rc = server_free(c, r.device, r.base);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaFree(void *devPtr) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!devPtr) return cudaSuccess;
+  if (rgpu_rt_mempool_on_free((uint64_t)(uintptr_t)devPtr)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return rgpu_rt_dev_free(c, devPtr);
 }
 
 /* Background copies into host memory about to be released land first (CUDA's
@@ -726,4 +747,23 @@ RGPU_API cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost) {
     return rgpu_rt_ret(cudaErrorInvalidValue);
   *pFlags = r.flags & 0x7fffffffu;
   return cudaSuccess;
+}
+
+/* Zero-copy: a remote GPU cannot reach the client's memory, so rgpu reports
+ * canMapHostMemory = 0 and, like CUDA on such a device, gives no device
+ * pointer for host memory.  cudaHostAlloc(..., cudaHostAllocMapped) still
+ * returns page-locked memory (the flag takes effect only where mapping is
+ * possible); asking for its device pointer is the unsupported capability,
+ * anything else is not mapped host memory at all. */
+RGPU_API cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags) {
+  rgpu_rt_count_call();
+  if (!pDevice || flags != 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_range r;
+  if (rgpu_range_find(&g_host_ranges, (uint64_t)(uintptr_t)pHost, 1, &r))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  static int logged;
+  if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+    RGPU_WARN("cudaHostGetDevicePointer: host memory cannot be mapped into a remote GPU "
+              "(canMapHostMemory is 0): cudaErrorNotSupported");
+  return rgpu_rt_ret(cudaErrorNotSupported);
 }

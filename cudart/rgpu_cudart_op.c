@@ -214,7 +214,25 @@ static cudaError_t send_launch(rgpu_client *c, const rgpu_rt_op *op) {
   rgpu_msg_launch_req lr = {RGPU_RT_LAUNCH_FIXED_FIELDS(op),
                             .stream = op->stream,
                             .params = {op->launch.params, op->launch.plen}};
-  rgpu_status rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);
+  rgpu_status rc;
+  if (op->launch.cooperative || op->launch.cluster[0] > 1 || op->launch.cluster[1] > 1 ||
+      op->launch.cluster[2] > 1) {
+    /* The same fields and what LAUNCH cannot say (cuLaunchCooperativeKernel
+     * or cuLaunchKernelEx on the server). */
+    rgpu_msg_launch_ex_req xr = {.module_id = lr.module_id, .func_index = lr.func_index,
+                                 .grid_x = lr.grid_x, .grid_y = lr.grid_y, .grid_z = lr.grid_z,
+                                 .block_x = lr.block_x, .block_y = lr.block_y,
+                                 .block_z = lr.block_z, .shared_bytes = lr.shared_bytes,
+                                 .stream = lr.stream,
+                                 .cooperative = op->launch.cooperative ? 1u : 0u,
+                                 .cluster_x = op->launch.cluster[0],
+                                 .cluster_y = op->launch.cluster[1],
+                                 .cluster_z = op->launch.cluster[2],
+                                 .params = lr.params};
+    rc = rgpu_call_launch_ex(c, op->device, RGPU_CALL_ASYNC, &xr, NULL, NULL);
+  } else {
+    rc = rgpu_call_launch(c, op->device, RGPU_CALL_ASYNC, &lr, NULL, NULL);
+  }
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 

@@ -43,6 +43,11 @@ typedef struct {
       /* The kernel's parameter layout (capture records the offsets for
        * cudaGraphKernelNodeGetParams); NULL in graph nodes. */
       const rgpu_param_layout *layout;
+      /* cudaLaunchCooperativeKernel / cudaLaunchKernelEx: a cooperative
+       * launch, a thread block cluster (0 = none): sent as LAUNCH_EX.
+       * Never set in a graph node (a capture refuses such launches). */
+      int cooperative;
+      unsigned cluster[3];
     } launch;
     struct {
       /* Kind resolved (never cudaMemcpyDefault).  The wire side sends 1D
@@ -119,6 +124,18 @@ typedef cudaError_t (*rgpu_rt_launch_use)(rgpu_client *c, const rgpu_rt_op *op, 
 cudaError_t rgpu_rt_launch_with(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
                                 cudaStream_t stream, int per_thread, rgpu_rt_launch_use use,
                                 void *ctx);
+/* Blocks of blockSize threads with dynamicSMemSize bytes of dynamic shared
+ * memory that fit on one multiprocessor, estimated from the properties
+ * (registers not counted): cudaOccupancyMaxActiveBlocksPerMultiprocessor's
+ * answer and the cooperative launch check. */
+int rgpu_rt_occupancy_estimate(const struct cudaDeviceProp *p, int blockSize,
+                               size_t dynamicSMemSize);
+/* The driver's exact occupancy for f on dev (OCCUPANCY: one round trip per
+ * new configuration, cached per function; the estimate above where the
+ * server's driver has no calculator).  Errors are returned, not recorded.
+ * No cudart lock held. */
+cudaError_t rgpu_rt_occupancy(rgpu_client *c, rgpu_rt_func *f, int dev, int block_size,
+                              size_t smem, unsigned flags, int *out);
 /* The host stub of a registered function (rgpu_cudart_register.c). */
 const void *rgpu_rt_func_stub(const rgpu_rt_func *f);
 

@@ -78,6 +78,25 @@ struct rgpu_rt_func {
   const void *host_stub;
   char *name;
   int max_dyn_shmem; /* cudaFuncAttributeMaxDynamicSharedMemorySize, -1 = unset */
+  int carveout;      /* cudaFuncAttributePreferredSharedMemoryCarveout, -2 = unset */
+  /* The module id whose server function has the attributes above (0: not
+   * sent yet).  A launch sends them first when it differs, so a set costs
+   * no round trip and a module reloaded after cudaDeviceReset gets them
+   * again.  Atomic: launches of one function may race (both then send the
+   * same values, which is harmless). */
+  uint64_t attrs_module;
+  /* The server's occupancy answers (OCCUPANCY), most recent configurations
+   * first to go; guarded by fb->lock.  Programs ask for the same few
+   * configurations again and again (cudaOccupancyMaxPotentialBlockSize
+   * walks every block size): one round trip each, once. */
+  struct {
+    uint64_t module_id; /* 0: empty slot */
+    int block;
+    size_t smem;
+    unsigned flags;
+    int n;
+  } occ[16];
+  unsigned occ_next;
 };
 
 /* ---- pointer -> entry map (host stubs and host shadows of variables) ---- */
@@ -200,6 +219,7 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
   f->host_stub = hostFun;
   f->name = nm;
   f->max_dyn_shmem = -1;
+  f->carveout = -2;
   fb->funcs[fb->nfuncs++] = f;
   rgpu_mutex_unlock(&fb->lock);
   rgpu_mutex_lock(&g_reg_lock);
@@ -585,6 +605,32 @@ static cudaError_t check_config(const struct cudaDeviceProp *p, const rgpu_rt_fu
   return cudaSuccess;
 }
 
+/* The attributes cudaFuncSetAttribute recorded, queued to the server ahead
+ * of the launch (or the graph node) that needs them: FUNC_SET_ATTR, no
+ * reply, so neither the set nor the launch waits.  No cudart lock held. */
+static cudaError_t send_func_attrs(rgpu_client *c, rgpu_rt_func *f, int dev, uint64_t module_id) {
+  if (__atomic_load_n(&f->attrs_module, __ATOMIC_ACQUIRE) == module_id) return cudaSuccess;
+  int shmem = __atomic_load_n(&f->max_dyn_shmem, __ATOMIC_RELAXED);
+  int carveout = __atomic_load_n(&f->carveout, __ATOMIC_RELAXED);
+  if (shmem < 0 && carveout < -1) return cudaSuccess; /* nothing was set */
+  rgpu_status rc = 0;
+  if (shmem >= 0) {
+    rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
+                                    .attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    .value = shmem};
+    rc = rgpu_call_func_set_attr(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  }
+  if (rc == 0 && carveout >= -1) {
+    rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
+                                    .attr = CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    .value = carveout};
+    rc = rgpu_call_func_set_attr(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  }
+  if (rc) return rgpu_rt_from_call(rc);
+  __atomic_store_n(&f->attrs_module, module_id, __ATOMIC_RELEASE);
+  return cudaSuccess;
+}
+
 cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream, int per_thread,
                                    uint8_t *stackbuf, size_t stack_cap, uint8_t **heap,
@@ -632,11 +678,12 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
   op->launch.shmem = (unsigned)shmem;
   op->launch.layout = l;
   long packed = rgpu_cudart_pack_params(l, args, buf, l->total);
+  uint64_t module_id = m->module_id;
   rgpu_mutex_unlock(&fb->lock);
   if (packed < 0) return cudaErrorInvalidValue;
   op->launch.params = buf;
   op->launch.plen = (size_t)packed;
-  return cudaSuccess;
+  return send_func_attrs(c, f, dev, module_id);
 }
 
 cudaError_t rgpu_rt_launch_with(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
@@ -775,54 +822,69 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
   rgpu_rt_device *d;
   e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize ||
+      attr == cudaFuncAttributePreferredSharedMemoryCarveout) {
+    /* The carveout changes how many blocks fit: ask the driver again. */
+    rgpu_mutex_lock(&f->fb->lock);
+    memset(f->occ, 0, sizeof f->occ);
+    rgpu_mutex_unlock(&f->fb->lock);
+  }
   switch (attr) {
   case cudaFuncAttributeMaxDynamicSharedMemorySize:
     /* Kept on the client for the launch check; the server opts a kernel in
      * to large dynamic shared memory from the launch's shared_bytes. */
     if (value < 0 || (size_t)value > d->prop.sharedMemPerBlockOptin)
       return rgpu_rt_ret(cudaErrorInvalidValue);
-    f->max_dyn_shmem = value;
+    /* Recorded for the launch check; the next launch sends it to the
+     * server (FUNC_SET_ATTR, queued), where the driver needs it before it
+     * accepts more than 48 KiB of dynamic shared memory. */
+    __atomic_store_n(&f->max_dyn_shmem, value, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->attrs_module, 0, __ATOMIC_RELEASE);
     return cudaSuccess;
   case cudaFuncAttributePreferredSharedMemoryCarveout:
-    /* A hint the driver may ignore; accepting it changes no result. */
+    /* A hint (the driver may ignore it); forwarded the same way so that
+     * cudaFuncGetAttributes reports it back. */
     if (value < -1 || value > 100) return rgpu_rt_ret(cudaErrorInvalidValue);
+    __atomic_store_n(&f->carveout, value, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->attrs_module, 0, __ATOMIC_RELEASE);
     return cudaSuccess;
+  case cudaFuncAttributeRequiredClusterWidth:
+  case cudaFuncAttributeRequiredClusterHeight:
+  case cudaFuncAttributeRequiredClusterDepth:
+  case cudaFuncAttributeNonPortableClusterSizeAllowed:
+  case cudaFuncAttributeClusterSchedulingPolicyPreference: {
+    /* Cluster settings: only where the device launches clusters (softgpu
+     * does not).  Rare, so sent at once (queued) rather than kept for the
+     * launch: the module is loaded first if it is not yet, which its
+     * first launch would have done anyway. */
+    if (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH >= d->nattrs ||
+        !d->attrs[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH])
+      return rgpu_rt_ret(cudaErrorNotSupported);
+    int dev = rgpu_rt_current_device();
+    rgpu_rt_fatbin *fb = f->fb;
+    rgpu_mutex_lock(&fb->lock);
+    e = module_ensure(c, fb, dev);
+    uint64_t module_id = fb->mods[dev].module_id;
+    rgpu_mutex_unlock(&fb->lock);
+    if (e != cudaSuccess) return rgpu_rt_ret(e);
+    /* cudaFuncAttribute and CUfunction_attribute number these alike. */
+    rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
+                                    .attr = (int32_t)attr, .value = value};
+    rgpu_status rc = rgpu_call_func_set_attr(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+    return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  }
   default: {
     static int logged;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("cudaFuncSetAttribute(%d) is not supported yet", (int)attr);
+      RGPU_WARN("cudaFuncSetAttribute(%d) is not supported", (int)attr);
     return rgpu_rt_ret(cudaErrorNotSupported);
   }
   }
 }
 
-RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride) {
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
-}
-
-RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
-                                                                   const void *func,
-                                                                   int blockSize,
-                                                                   size_t dynamicSMemSize) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
-  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
-  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
-  rgpu_rt_device *d;
-  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  const struct cudaDeviceProp *p = &d->prop;
-  if (blockSize > p->maxThreadsPerBlock) {
-    *numBlocks = 0;
-    return cudaSuccess;
-  }
+int rgpu_rt_occupancy_estimate(const struct cudaDeviceProp *p, int blockSize,
+                               size_t dynamicSMemSize) {
+  if (blockSize <= 0 || blockSize > p->maxThreadsPerBlock) return 0;
   /* An estimate from threads, block slots and shared memory; registers are
    * not counted (that needs the kernel's register use from the server). */
   int warp = p->warpSize > 0 ? p->warpSize : 32;
@@ -837,6 +899,94 @@ RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlock
     int by_smem = per_block ? (int)(per_sm / per_block) : n;
     if (by_smem < n) n = by_smem;
   }
-  *numBlocks = n < 0 ? 0 : n;
+  return n < 0 ? 0 : n;
+}
+
+cudaError_t rgpu_rt_occupancy(rgpu_client *c, rgpu_rt_func *f, int dev, int block_size,
+                              size_t smem, unsigned flags, int *out) {
+  rgpu_rt_device *d;
+  cudaError_t e = rgpu_rt_device_get(c, dev, &d);
+  if (e != cudaSuccess) return e;
+  if (block_size > d->prop.maxThreadsPerBlock) {
+    *out = 0;
+    return cudaSuccess;
+  }
+  rgpu_rt_fatbin *fb = f->fb;
+  rgpu_mutex_lock(&fb->lock);
+  e = module_ensure(c, fb, dev);
+  if (e != cudaSuccess) {
+    rgpu_mutex_unlock(&fb->lock);
+    return e;
+  }
+  rgpu_rt_module *m = &fb->mods[dev];
+  int32_t st = m->func_status[f->index];
+  uint64_t module_id = m->module_id;
+  if (st != 0) {
+    rgpu_mutex_unlock(&fb->lock);
+    return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
+  }
+  for (size_t i = 0; i < sizeof f->occ / sizeof f->occ[0]; i++) {
+    if (f->occ[i].module_id == module_id && f->occ[i].block == block_size &&
+        f->occ[i].smem == smem && f->occ[i].flags == flags) {
+      *out = f->occ[i].n;
+      rgpu_mutex_unlock(&fb->lock);
+      return cudaSuccess;
+    }
+  }
+  rgpu_mutex_unlock(&fb->lock);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  /* The function's attributes (dynamic shared memory opt-in) change what
+   * fits: they go first. */
+  if ((e = send_func_attrs(c, f, dev, module_id)) != cudaSuccess) return e;
+  rgpu_msg_occupancy_req q = {.module_id = module_id, .func_index = f->index,
+                              .block_size = block_size, .dyn_smem = smem, .flags = flags};
+  rgpu_msg_occupancy_rep rep = {0};
+  rgpu_status rc = rgpu_call_occupancy(c, dev, 0, &q, &rep, NULL);
+  if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+    /* A driver without the calculator: the estimate (registers not counted). */
+    *out = rgpu_rt_occupancy_estimate(&d->prop, block_size, smem);
+    return cudaSuccess;
+  }
+  if (rc) return rgpu_rt_from_call(rc);
+  rgpu_mutex_lock(&fb->lock);
+  unsigned slot = f->occ_next++ % (unsigned)(sizeof f->occ / sizeof f->occ[0]);
+  f->occ[slot].module_id = module_id;
+  f->occ[slot].block = block_size;
+  f->occ[slot].smem = smem;
+  f->occ[slot].flags = flags;
+  f->occ[slot].n = rep.num_blocks;
+  rgpu_mutex_unlock(&fb->lock);
+  *out = rep.num_blocks < 0 ? 0 : rep.num_blocks;
   return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
+  if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  e = rgpu_rt_occupancy(c, f, rgpu_rt_current_device(), blockSize, dynamicSMemSize, flags,
+                        numBlocks);
+  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
+                                                                   const void *func,
+                                                                   int blockSize,
+                                                                   size_t dynamicSMemSize) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  e = rgpu_rt_occupancy(c, f, rgpu_rt_current_device(), blockSize, dynamicSMemSize, 0, numBlocks);
+  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
 }

@@ -47,6 +47,22 @@ seeds['device'] = b''.join([
     F(0x10, b''), F(0x11, u32(0)), F(0x12, u32(0)), F(0x13, b''), F(0x04, b''),
     F(0x03, b'ping'), F(0x14, u32(0)), F(0x02, b''),
 ])
+# (Last, so that the
+# sequence numbers of the seeds above stay as they were.)  Function attributes, occupancy, a cooperative and a cluster launch (issue 14), plus
+# an attribute that may not be set.
+seeds['features'] = b''.join([
+    F(0x20, u64(256)), F(0x20, u64(256)), F(0x20, u64(256)),
+    F(0x30, mod),
+    F(0x34, u64(9) + u32(0) + i32(8) + i32(65536)),
+    F(0x34, u64(9) + u32(0) + i32(9) + i32(50)),
+    F(0x34, u64(9) + u32(0) + i32(0) + i32(1)),
+    F(0x36, u64(9) + u32(0) + i32(128) + u64(0) + u32(0)),
+    F(0x35, u64(9) + u32(0) + u32(1) * 3 + u32(64) + u32(1) * 2 + u32(0) + u64(0)
+      + u32(1) + u32(0) * 3 + params),
+    F(0x35, u64(9) + u32(0) + u32(2) + u32(1) * 2 + u32(64) + u32(1) * 2 + u32(0) + u64(0)
+      + u32(0) + u32(2) + u32(1) * 2 + params),
+    F(0x31, u64(9)),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data

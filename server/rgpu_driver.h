@@ -32,8 +32,13 @@
 /* cuMemHostRegister/Unregister page-lock the server's staging buffers so
  * that copies on a stream are truly asynchronous (into pageable memory the
  * driver would block the session thread). */
+/* cuFuncSetAttribute (FUNC_SET_ATTR), cuLaunchCooperativeKernel and
+ * cuLaunchKernelEx (LAUNCH_EX), cuOccupancy... (OCCUPANCY): a driver
+ * without them answers NOT_SUPPORTED. */
 #define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchHostFunc) \
-  X(cuMemHostRegister) X(cuMemHostUnregister)
+  X(cuMemHostRegister) X(cuMemHostUnregister) X(cuFuncSetAttribute)           \
+  X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx)                            \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

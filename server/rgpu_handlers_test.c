@@ -460,6 +460,63 @@ static void test_modules_and_launch(void **state) {
   harness_free(t);
 }
 
+/* FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX (server/rgpu_handlers_features.c):
+ * ids checked first, read-only attributes refused, and a driver without the
+ * functions (the fake one) answers NOT_SUPPORTED instead of crashing. */
+static void test_features_fake_driver(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  hello(t, NULL, 0);
+  load_stub_module(t, 3, 0);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_func_set_attr_req aq = {.module_id = 3, .func_index = 0,
+                                   .attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   .value = 100000};
+  rgpu_msg_func_set_attr_req_encode(&b, &aq);
+  send_req(t, RGPU_OP_FUNC_SET_ATTR, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_reset(&b);
+  aq.attr = CU_FUNC_ATTRIBUTE_NUM_REGS; /* read-only */
+  rgpu_msg_func_set_attr_req_encode(&b, &aq);
+  send_req(t, RGPU_OP_FUNC_SET_ATTR, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_reset(&b);
+  aq.module_id = 99;
+  rgpu_msg_func_set_attr_req_encode(&b, &aq);
+  send_req(t, RGPU_OP_FUNC_SET_ATTR, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE);
+  rgpu_buf_reset(&b);
+  rgpu_msg_occupancy_req oq = {.module_id = 3, .func_index = 0, .block_size = 128};
+  rgpu_msg_occupancy_req_encode(&b, &oq);
+  send_req(t, RGPU_OP_OCCUPANCY, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_reset(&b);
+  oq.func_index = 7; /* no such function */
+  rgpu_msg_occupancy_req_encode(&b, &oq);
+  send_req(t, RGPU_OP_OCCUPANCY, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE);
+  rgpu_buf_reset(&b);
+  rgpu_msg_launch_ex_req cq = {.module_id = 3, .func_index = 0, .grid_x = 1, .grid_y = 1,
+                               .grid_z = 1, .block_x = 16, .block_y = 1, .block_z = 1,
+                               .stream = 77, .cooperative = 1};
+  rgpu_msg_launch_ex_req_encode(&b, &cq);
+  send_req(t, RGPU_OP_LAUNCH_EX, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_HANDLE); /* unknown stream */
+  rgpu_buf_reset(&b);
+  cq.stream = 0;
+  rgpu_msg_launch_ex_req_encode(&b, &cq);
+  send_req(t, RGPU_OP_LAUNCH_EX, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_reset(&b);
+  cq.cooperative = 0;
+  cq.cluster_x = 2;
+  rgpu_msg_launch_ex_req_encode(&b, &cq);
+  send_req(t, RGPU_OP_LAUNCH_EX, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_free(&b);
+  harness_free(t);
+}
+
 static void test_memset_dtod_reset(void **state) {
   harness *t = harness_new(driver_path, NULL, 0);
   hello(t, NULL, 0);
@@ -731,6 +788,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_quota),
       cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_modules_and_launch),
+      cmocka_unit_test(test_features_fake_driver),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),
       cmocka_unit_test(test_softgpu_fatbin_launch),

@@ -1,0 +1,141 @@
+/* Handlers for the function attributes, occupancy and cooperative launches
+ * (FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX; proto/rgpu_messages.def).
+ *
+ * Apart from rgpu_handlers.c so that the session-lifetime work there and
+ * these runtime features change independently.  The contract is
+ * server/rgpu_req.h's: every id is checked against the session's tables
+ * before the driver sees it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_dispatch.h"
+#include "rgpu_log.h"
+#include "rgpu_worker_internal.h"
+
+#define D (&w->drv)
+#define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
+
+/* The most parameters a launch names (the limit rgpu_h_launch has). */
+enum { COOP_MAX_PARAMS = 8192 };
+
+static CUresult lookup_func(rgpu_worker *w, uint64_t module_id, uint32_t fi,
+                            rgpu_module_rec **mrec, CUfunction *f) {
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, module_id);
+  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown module id %llu", (unsigned long long)module_id);
+  rgpu_module_rec *m = e->ptr;
+  if (fi >= m->nfuncs || !m->funcs[fi])
+    return FAIL(fi >= m->nfuncs ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_NOT_FOUND,
+                "module %llu has no function index %u", (unsigned long long)module_id, fi);
+  *mrec = m;
+  *f = (CUfunction)m->funcs[fi];
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_func_set_attr(rgpu_req *rq, const rgpu_msg_func_set_attr_req *q) {
+  rgpu_worker *w = rq->w;
+  rgpu_module_rec *m;
+  CUfunction f;
+  CUresult r = lookup_func(w, q->module_id, q->func_index, &m, &f);
+  if (r) return r;
+  /* Only what a program may set; the rest are read-only. */
+  switch (q->attr) {
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+  case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+  case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+  case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: break;
+  default: return FAIL(CUDA_ERROR_INVALID_VALUE, "function attribute %d cannot be set", q->attr);
+  }
+  if (!D->cuFuncSetAttribute)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver has no cuFuncSetAttribute");
+  r = D->cuFuncSetAttribute(f, (CUfunction_attribute)q->attr, q->value);
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "cuFuncSetAttribute(%d, %d): %s", q->attr, q->value,
+                rgpu_driver_error_name(D, r));
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_launch_ex(rgpu_req *rq, const rgpu_msg_launch_ex_req *q) {
+  rgpu_worker *w = rq->w;
+  rgpu_module_rec *m;
+  CUfunction f;
+  CUresult r = lookup_func(w, q->module_id, q->func_index, &m, &f);
+  if (r) return r;
+  CUstream s = NULL;
+  if (q->stream) {
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, q->stream);
+    if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q->stream);
+    s = (CUstream)e->ptr;
+  }
+  int cluster = q->cluster_x > 1 || q->cluster_y > 1 || q->cluster_z > 1;
+  if (cluster ? !D->cuLaunchKernelEx : !q->cooperative || !D->cuLaunchCooperativeKernel)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver cannot launch %s",
+                cluster ? "thread block clusters" : "cooperative kernels");
+  /* Neither cuLaunchCooperativeKernel nor the cluster path takes the
+   * packed `extra` form here, so the parameter layout must be known. */
+  if (!m->params_known)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "launch: no parameter layout for the kernel");
+  size_t plen = q->params.len;
+  uint64_t extent = rgpu_module_rec_param_extent(m, q->func_index);
+  uint32_t np = m->nparams[q->func_index];
+  if (plen != extent)
+    return FAIL(CUDA_ERROR_INVALID_VALUE,
+                "launch: %zu bytes of parameters sent, the kernel's %u parameters take %llu",
+                plen, np, (unsigned long long)extent);
+  if (np > COOP_MAX_PARAMS)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "launch: %u parameters", np);
+  if (plen > w->param_cap) {
+    size_t cap = (plen + 63) & ~(size_t)63;
+    void *nb = aligned_alloc(64, cap);
+    if (!nb) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for launch parameters");
+    free(w->param_buf);
+    w->param_buf = nb;
+    w->param_cap = cap;
+  }
+  if (plen) memcpy(w->param_buf, q->params.data, plen);
+  void *kp[COOP_MAX_PARAMS];
+  for (uint32_t k = 0; k < np; k++)
+    kp[k] = (unsigned char *)w->param_buf + m->param_offsets[m->param_first[q->func_index] + k];
+  if (!cluster) {
+    r = D->cuLaunchCooperativeKernel(f, q->grid_x, q->grid_y, q->grid_z, q->block_x, q->block_y,
+                                     q->block_z, q->shared_bytes, s, np ? kp : NULL);
+    if (r != CUDA_SUCCESS)
+      return FAIL(r, "cuLaunchCooperativeKernel: %s", rgpu_driver_error_name(D, r));
+    return CUDA_SUCCESS;
+  }
+  CUlaunchAttribute attrs[2];
+  memset(attrs, 0, sizeof attrs);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[0].value.clusterDim.x = q->cluster_x ? q->cluster_x : 1;
+  attrs[0].value.clusterDim.y = q->cluster_y ? q->cluster_y : 1;
+  attrs[0].value.clusterDim.z = q->cluster_z ? q->cluster_z : 1;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attrs[1].value.cooperative = 1;
+  CUlaunchConfig cfg = {.gridDimX = q->grid_x, .gridDimY = q->grid_y, .gridDimZ = q->grid_z,
+                        .blockDimX = q->block_x, .blockDimY = q->block_y, .blockDimZ = q->block_z,
+                        .sharedMemBytes = q->shared_bytes, .hStream = s, .attrs = attrs,
+                        .numAttrs = q->cooperative ? 2u : 1u};
+  r = D->cuLaunchKernelEx(&cfg, f, np ? kp : NULL, NULL);
+  if (r != CUDA_SUCCESS) return FAIL(r, "cuLaunchKernelEx: %s", rgpu_driver_error_name(D, r));
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_occupancy(rgpu_req *rq, const rgpu_msg_occupancy_req *q) {
+  rgpu_worker *w = rq->w;
+  rgpu_module_rec *m;
+  CUfunction f;
+  CUresult r = lookup_func(w, q->module_id, q->func_index, &m, &f);
+  if (r) return r;
+  if (!D->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the driver has no occupancy calculator");
+  int n = 0;
+  r = D->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, q->block_size, (size_t)q->dyn_smem,
+                                                              q->flags);
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: %s", rgpu_driver_error_name(D, r));
+  rgpu_msg_occupancy_rep rep = {.num_blocks = n};
+  rgpu_msg_occupancy_rep_encode(rq->rep, &rep);
+  return CUDA_SUCCESS;
+}
