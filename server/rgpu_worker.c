@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rgpu_bulk_proto.h"
 #include "rgpu_clock.h"
@@ -397,6 +398,51 @@ static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {
     if (ki >= 0 && pf[ki].revents) return RGPU_WORKER_ECTL;
     return 1;
   }
+}
+
+/* Runs the HOST_CALL_DONE frames among the complete frames not yet
+ * handled (rb->start on); the others wait for their turn.  -1 when the
+ * frames cannot be parsed ahead (a bad header, a payload the loop would
+ * read into a buffer of its own). */
+static int scan_ahead(rgpu_worker *w, const rdbuf *rb) {
+  size_t pos = rb->start;
+  while (rb->end - pos >= RGPU_FRAME_HDR_SIZE) {
+    rgpu_frame_hdr h;
+    if (rgpu_frame_hdr_decode(rb->p + pos, w->cfg.max_payload, &h)) return -1;
+    if (h.length > RGPU_RDBUF_CAP / 2) return -1;
+    if (rb->end - pos - RGPU_FRAME_HDR_SIZE < h.length) break; /* not all there yet */
+    if (h.kind == RGPU_KIND_REQUEST && h.opcode == RGPU_OP_HOST_CALL_DONE) {
+      rgpu_msg_host_call_done_req q;
+      if (rgpu_msg_host_call_done_req_decode(rb->p + pos + RGPU_FRAME_HDR_SIZE, h.length, &q) == 0)
+        rgpu_host_call_done_early(w, q.token);
+    }
+    pos += RGPU_FRAME_HDR_SIZE + h.length;
+  }
+  return 0;
+}
+
+int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd) {
+  rdbuf *rb = w->cur_rb;
+  rgpu_conn *c = w->conn;
+  if (!rb || !c || w->resume.lost) return -1;
+  if (scan_ahead(w, rb)) return -1;
+  if (rgpu_conn_pending(c) == 0) {
+    struct pollfd pf[2] = {{rgpu_conn_poll_fd(c), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    int pr = poll(pf, 2, 1000);
+    if (pr < 0 && errno != EINTR) return -1;
+    if (pr > 0 && pf[1].revents) {
+      uint64_t v;
+      ssize_t rd = read(wake_fd, &v, sizeof v);
+      (void)rd;
+    }
+    if (pr <= 0 || !pf[0].revents) return 0; /* a job ended, or a second passed */
+  }
+  /* Only the free tail: the frames before rb->end stay where they are. */
+  if (rb->end >= RGPU_RDBUF_CAP) return -1;
+  ssize_t n = rgpu_conn_read_some(c, rb->p + rb->end, RGPU_RDBUF_CAP - rb->end);
+  if (n <= 0) return RGPU_T_ECLOSED; /* the loop sees the same when it gets there */
+  rb->end += (size_t)n;
+  return scan_ahead(w, rb);
 }
 
 /* A bulk stream the listener routed to us (RGPU_CTL_STREAM) is taken here,
