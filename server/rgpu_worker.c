@@ -470,8 +470,17 @@ static int ctl_take_stream(rgpu_worker *w) {
 }
 
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
-  while (w->cfg.ctl_fd > 0) {
-    int r = wait_input(w, c, -1);
+  while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
+    int timeout_ms = -1;
+    if (w->read_deadline > 0) {
+      /* Before HELLO: a peer that sends part of a frame and then nothing
+       * must not keep a worker (slowloris). */
+      double left = w->read_deadline - rgpu_clock_s();
+      if (left <= 0) return RGPU_T_ETIMEDOUT;
+      timeout_ms = (int)(left * 1000.0) + 1;
+    }
+    int r = wait_input(w, c, timeout_ms);
+    if (r == 0) return RGPU_T_ETIMEDOUT;
     if (r != RGPU_WORKER_ECTL) break;
     if (!ctl_take_stream(w)) return RGPU_WORKER_ECTL;
   }
@@ -811,6 +820,30 @@ static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, siz
   return 0;
 }
 
+/* After REGISTER: the listener's ADMIT (1), or a refusal with its text in
+ * why (0).  A DRAIN that overtakes it is noted; no answer in time is a
+ * refusal. */
+static int await_admission(rgpu_worker *w, char *why, size_t cap) {
+  snprintf(why, cap, "the server did not admit the session");
+  for (int tries = 0; tries < 8; tries++) {
+    struct pollfd pf = {w->cfg.ctl_fd, POLLIN, 0};
+    int pr;
+    while ((pr = poll(&pf, 1, 5000)) < 0 && errno == EINTR) {
+    }
+    rgpu_ctl_msg a;
+    if (pr <= 0 || ctl_recv(w, &a) != 1) return 0;
+    if (a.type == RGPU_CTL_DRAIN) {
+      w->resume.draining = 1;
+      continue;
+    }
+    if (a.type != RGPU_CTL_ADMIT) continue;
+    if (a.ok) return 1;
+    snprintf(why, cap, "%s", a.text[0] ? a.text : "server full; try again later");
+    return 0;
+  }
+  return 0;
+}
+
 int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   rgpu_buf in, out;
   rgpu_buf_init(&in);
@@ -824,6 +857,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   w->conn = c;
   w->resume.orig_conn = c;
   w->cur_rb = &rb;
+  int hello_s = w->cfg.hello_timeout_s > 0 ? w->cfg.hello_timeout_s : RGPU_HELLO_TIMEOUT_MS / 1000;
+  double hello_deadline = rgpu_clock_s() + hello_s;
   for (;;) {
     if (w->resume.lost) {
       if (await_resume(w, &rb)) break;
@@ -831,17 +866,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     rgpu_conn *cur = w->conn;
     rgpu_frame_hdr h;
-    /* A connection that never says HELLO must not hold a worker forever. */
-    if (!w->hello_done && rb.start == rb.end && rgpu_conn_pending(cur) == 0) {
-      int pr = wait_input(w, cur, RGPU_HELLO_TIMEOUT_MS);
-      if (pr == 0) {
-        RGPU_WARN("session=%llu peer=%s closing: no HELLO within %d s",
-                  (unsigned long long)w->cfg.session_id, w->cfg.peer, RGPU_HELLO_TIMEOUT_MS / 1000);
-        w->end_reason = "hello-timeout";
-        result = 1;
-        break;
-      }
-    }
+    /* A connection that never says HELLO must not hold a worker forever:
+     * the whole first frame (HELLO or RESUME), not only its first byte,
+     * must arrive in time (read_some_ctl). */
+    w->read_deadline = w->hello_done ? 0 : hello_deadline;
     int rc = rdbuf_fill(w, cur, &rb, RGPU_FRAME_HDR_SIZE);
     if (rc == 0) {
       rc = rgpu_frame_hdr_decode(rb.p + rb.start, w->cfg.max_payload, &h);
@@ -885,6 +913,13 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     if (rc == RGPU_T_ECLOSED) {
       w->end_reason = "eof";
+      break;
+    }
+    if (rc == RGPU_T_ETIMEDOUT && !w->hello_done) {
+      RGPU_WARN("session=%llu peer=%s closing: no complete HELLO within %d s",
+                (unsigned long long)w->cfg.session_id, w->cfg.peer, hello_s);
+      w->end_reason = "hello-timeout";
+      result = 1;
       break;
     }
     if (rc) {
@@ -941,6 +976,21 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       rgpu_ctl_msg m = {.type = RGPU_CTL_REGISTER, .session_id = w->cfg.session_id};
       memcpy(m.token, w->session_token, sizeof m.token);
       ctl_send(w, &m);
+      /* A session counts against --max-sessions only from here on (workers
+       * before authentication have a bound of their own): the listener
+       * admits it or not. */
+      char why[sizeof m.text];
+      if (w->cfg.max_sessions && !await_admission(w, why, sizeof why)) {
+        RGPU_INFO("session=%llu peer=%s event=refused reason=\"%s\"",
+                  (unsigned long long)w->cfg.session_id, w->cfg.peer, why);
+        rgpu_buf_reset(&out);
+        put_frame(&out, RGPU_KIND_REPLY, h.opcode, CUDA_ERROR_DEVICE_UNAVAILABLE, h.seq, why,
+                  strlen(why));
+        deferred = 0;
+        action = RGPU_WORKER_CLOSE;
+        w->hello_done = 0; /* the session never began */
+        w->end_reason = "refused";
+      }
     }
     if (out.err) {
       RGPU_ERROR("session=%llu out of memory building a reply", (unsigned long long)w->cfg.session_id);

@@ -50,6 +50,11 @@ typedef struct {
   int ctl_fd;                 /* SOCK_SEQPACKET to the listener; <= 0 = none */
   size_t replay_bytes;        /* bound of the replay buffer; 0 = RGPU_REPLAY_DEFAULT_BYTES */
   char refuse_new[128];       /* non-empty: HELLO is refused with this text (full, draining) */
+  int hello_timeout_s;        /* the whole first frame must arrive within it; 0 = 10 s */
+  /* After the session ended (GOODBYE, EOF, grace period over), the device
+   * must drain within this many seconds or the worker exits without its
+   * orderly cleanup (an endless kernel); 0 = 10 s, < 0 = wait forever. */
+  int session_end_timeout_s;
   /* The worker owns its process (forked per session): with a real driver,
    * fd 1 may become the pipe that carries device printf to the client
    * (rgpu_output.h).  0 in-process (tests), where fd 1 is not ours. */
@@ -59,7 +64,8 @@ typedef struct {
 /* Messages between the listener and a worker on cfg.ctl_fd (one datagram
  * each; RESUME_REQ and RESUME are followed by an rgpu_conn_send of the new
  * connection).  Worker -> listener: REGISTER (the session token, after
- * HELLO), RESUME_REQ (a fresh connection presented token; rx_bytes).
+ * HELLO; with max_sessions set it waits for ADMIT), RESUME_REQ (a fresh
+ * connection presented token; rx_bytes).
  * Listener -> worker: RESUME_ANS (ok: the connection went to its session),
  * RESUME (take this connection over), SHUTDOWN (end the session: text),
  * DRAIN (the server stops: end as soon as the client is gone). */
@@ -69,7 +75,11 @@ enum {
   RGPU_CTL_RESUME_ANS = 3,
   RGPU_CTL_RESUME = 4,
   RGPU_CTL_SHUTDOWN = 5,
-  RGPU_CTL_DRAIN = 6 /* the server drains: a disconnected session ends now */
+  RGPU_CTL_DRAIN = 6, /* the server drains: a disconnected session ends now */
+  /* 7 is RGPU_CTL_STREAM (rgpu_bulk.h).  Listener -> worker, the answer to
+   * REGISTER when the server has --max-sessions: ok = 1, the session counts
+   * from now on; ok = 0, refused (text: why), as a HELLO to a full server. */
+  RGPU_CTL_ADMIT = 8
 };
 typedef struct {
   uint32_t type;

@@ -96,6 +96,7 @@ struct rgpu_worker {
   /* Bulk streams (rgpu_bulk.h); created when the first lane arrives. */
   struct rgpu_bulk *bulk;
   void *cur_rb;      /* the serve loop's read buffer, for control messages in a bulk wait */
+  double read_deadline; /* rgpu_clock_s() by which a read must complete (the first frame); 0 = none */
   int bulk_end;      /* a control message during a bulk wait ended the session */
 };
 
