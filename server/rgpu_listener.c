@@ -195,8 +195,15 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   memcpy(&a, argp, sizeof a);
   signal(SIGCHLD, SIG_DFL);
   /* Drain is the listener's business: a SIGTERM sent to the whole process
-   * group (systemd, a shell) must not cut sessions short. */
-  signal(SIGTERM, SIG_IGN);
+   * group (systemd, a shell) must not cut sessions short, but neither may
+   * it be ignored forever: the worker exits after the drain period and
+   * the session end timeout (rgpu_worker_on_sigterm). */
+  struct sigaction term;
+  memset(&term, 0, sizeof term);
+  term.sa_handler = rgpu_worker_on_sigterm;
+  sigemptyset(&term.sa_mask);
+  term.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &term, NULL);
   signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
   signal(SIGPIPE, SIG_IGN);
   rgpu_worker_config *cfg = &a.cfg;
@@ -215,6 +222,7 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   }
   uint64_t t0 = rgpu_clock_ns();
   rgpu_worker *w = rgpu_worker_new(cfg);
+  rgpu_worker_watchdog_start(w);
   int status = 1;
   uint64_t calls = 0;
   const char *reason = "oom";
@@ -326,6 +334,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
   o->worker.max_sessions = o->max_sessions;
   o->worker.grace_s = o->grace_s;
   int drain_ms = (o->drain_s < 0 ? 30 : o->drain_s) * 1000;
+  o->worker.drain_s = drain_ms / 1000;
   int draining = 0, shutdown_sent = 0;
   uint64_t drain_t0 = 0;
 

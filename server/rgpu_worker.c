@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,91 @@
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
+
+/* ---- bounded end (own process only; rgpu_worker.h) --------------------- */
+
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static double wd_deadline;         /* rgpu_clock_s(); 0 = not armed (wd_lock) */
+static const char *wd_why = "";    /* what armed it (wd_lock) */
+static int wd_started;
+static volatile sig_atomic_t wd_sigterm;
+static rgpu_worker_config wd_cfg;  /* a copy: the worker may be freed while the thread runs */
+
+static int end_timeout_s(const rgpu_worker_config *cfg) {
+  return cfg->session_end_timeout_s > 0 ? cfg->session_end_timeout_s : 10;
+}
+
+/* Arms the deadline `after_s` from now (an earlier one stays). */
+static void watchdog_arm(double after_s, const char *why) {
+  pthread_mutex_lock(&wd_lock);
+  double d = rgpu_clock_s() + after_s;
+  if (wd_started && (wd_deadline == 0 || d < wd_deadline)) {
+    wd_deadline = d;
+    wd_why = why;
+  }
+  pthread_mutex_unlock(&wd_lock);
+}
+
+/* The session ended: from now on the device has session_end_timeout_s to drain. */
+static void session_ended(rgpu_worker *w, const char *why) {
+  if (w->cfg.own_process) watchdog_arm(end_timeout_s(&w->cfg), why);
+}
+
+void rgpu_worker_on_sigterm(int sig) {
+  (void)sig;
+  wd_sigterm = 1;
+}
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  int listener_gone = 0, term_seen = 0;
+  for (;;) {
+    /* Polls the control channel for a hang-up only (the session thread
+     * reads its messages): a listener that died leaves no one to stop us. */
+    struct pollfd pf = {wd_cfg.ctl_fd > 0 && !listener_gone ? wd_cfg.ctl_fd : -1, POLLRDHUP, 0};
+    int pr = poll(&pf, 1, 100);
+    if (pr > 0 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR)) && !listener_gone) {
+      listener_gone = 1;
+      watchdog_arm(end_timeout_s(&wd_cfg), "listener-gone");
+    }
+    if (wd_sigterm && !term_seen) {
+      term_seen = 1;
+      int drain = wd_cfg.drain_s > 0 ? wd_cfg.drain_s : 0;
+      watchdog_arm((double)drain + end_timeout_s(&wd_cfg), "sigterm");
+    }
+    pthread_mutex_lock(&wd_lock);
+    double d = wd_deadline;
+    const char *why = wd_why;
+    pthread_mutex_unlock(&wd_lock);
+    if (d > 0 && rgpu_clock_s() >= d) {
+      RGPU_ERROR("session=%llu peer=%s event=end-timeout reason=%s: the session is over but its "
+                 "device did not drain within %d s (a kernel that does not end?); exiting "
+                 "without cleanup (--session-end-timeout-s)",
+                 (unsigned long long)wd_cfg.session_id, wd_cfg.peer, why, end_timeout_s(&wd_cfg));
+      _exit(3);
+    }
+  }
+  return NULL;
+}
+
+void rgpu_worker_watchdog_start(rgpu_worker *w) {
+  if (!w || !w->cfg.own_process || w->cfg.session_end_timeout_s < 0) return;
+  pthread_mutex_lock(&wd_lock);
+  if (!wd_started) {
+    wd_cfg = w->cfg;
+    pthread_t th;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &a, watchdog_main, NULL);
+    pthread_attr_destroy(&a);
+    wd_started = rc == 0;
+    if (rc)
+      RGPU_WARN("session=%llu no watchdog thread (%s): the session's end is not bounded",
+                (unsigned long long)w->cfg.session_id, strerror(rc));
+  }
+  pthread_mutex_unlock(&wd_lock);
+}
 
 /* handle_frame: the frame was left unexecuted (a bulk wait, rgpu_bulk.h). */
 #define RGPU_WORKER_ABANDON 2
@@ -255,6 +342,8 @@ static int handle_frame(rgpu_worker *w, rgpu_req *rq, const rgpu_frame_hdr *h, c
   unsigned flags = d ? d->flags : 0;
   /* Like the jobs' barrier in those handlers: lane replies still being
    * sent use the memory, the context, the connection. */
+  /* GOODBYE may wait for the device (its barrier): bounded from here. */
+  if (flags & RGPU_DISPATCH_ENDS) session_ended(w, "goodbye");
   if (flags & RGPU_DISPATCH_BARRIER) rgpu_bulk_barrier(w);
   CUresult status;
   w->req = rq;
@@ -1012,6 +1101,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     if (w->write_failed && resumable(w)) lose_conn(w, "write-error");
   }
+  /* What follows, and rgpu_worker_free, wait for the device: bounded. */
+  session_ended(w, w->end_reason);
   /* Host functions waiting for a client that is gone return now; jobs
    * write to c: none may outlive this call. */
   rgpu_host_calls_shutdown(w);

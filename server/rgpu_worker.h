@@ -55,6 +55,8 @@ typedef struct {
    * must drain within this many seconds or the worker exits without its
    * orderly cleanup (an endless kernel); 0 = 10 s, < 0 = wait forever. */
   int session_end_timeout_s;
+  int drain_s;                /* the listener's drain period: SIGTERM ends the worker after
+                               * drain_s + session_end_timeout_s at the latest */
   /* The worker owns its process (forked per session): with a real driver,
    * fd 1 may become the pipe that carries device printf to the client
    * (rgpu_output.h).  0 in-process (tests), where fd 1 is not ours. */
@@ -91,6 +93,17 @@ typedef struct {
 } rgpu_ctl_msg;
 
 typedef struct rgpu_worker rgpu_worker;
+
+/* A worker in a process of its own (cfg.own_process) ends in bounded time
+ * whatever its device does: rgpu_worker_watchdog_start starts a thread that
+ * exits the process (status 3, no cleanup: the last resort) when the
+ * session ended (GOODBYE, EOF, grace period over) and the device has not
+ * drained within cfg.session_end_timeout_s, when the listener is gone (its
+ * control channel hung up) and the same time passed, or drain_s +
+ * session_end_timeout_s after a SIGTERM (rgpu_worker_on_sigterm, the
+ * handler to install: the listener's drain comes first). */
+void rgpu_worker_watchdog_start(rgpu_worker *w);
+void rgpu_worker_on_sigterm(int sig);
 
 /* Allocates a session (no driver is loaded until an authenticated HELLO).
  * Returns NULL on out of memory.  Free with rgpu_worker_free. */
