@@ -106,6 +106,7 @@ struct rgpu_client {
   int peer_spoke_tls; /* the answer to HELLO began like a TLS record */
   int reconnect_s;          /* budget of one outage; 0 = no resume */
   int broken;               /* a write failed: the next lock holder resumes */
+  int closing;              /* in rgpu_client_close: HOST_CALLs are answered unrun (lock) */
   int no_resume;            /* closing, or the server said SHUTDOWN; written holding
                              * both locks, so a holder of either may read it */
   uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
@@ -356,11 +357,20 @@ static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first
       RGPU_WARN("malformed HOST_CALL event from the server; ignored");
       return;
     }
-    if (c->host_call_hook)
+    if (c->host_call_hook && !c->closing) {
       c->host_call_hook(c->host_call_ctx, ev.callback, ev.token);
-    else
+      return;
+    }
+    /* Nothing here can run it any more (the program is exiting, or no hook
+     * was registered): answer at once, or the server's stream, and with it
+     * GOODBYE, waits for it forever. */
+    if (!c->closing)
       RGPU_WARN("server asked for host callback %llu, but none was registered",
                 (unsigned long long)ev.callback);
+    rgpu_msg_host_call_done_req m = {.token = ev.token};
+    if (rgpu_send_host_call_done_now(c, &m) != 0)
+      RGPU_DEBUG("could not answer host callback %llu (connection lost)",
+                 (unsigned long long)ev.callback);
     return;
   }
   if (h->opcode == RGPU_EVT_SHUTDOWN) {
@@ -768,6 +778,9 @@ int rgpu_client_async_error_pending(rgpu_client *c) {
   return had;
 }
 
+/* How long the program's exit waits for GOODBYE's reply, in all. */
+#define RGPU_CLIENT_GOODBYE_WAIT_S 10
+
 /* Waits (bounded) for the first bytes of a reply so that a server that
  * accepts but never answers cannot hang the program in HELLO. */
 static int wait_readable(rgpu_client *c, int timeout_ms) {
@@ -966,11 +979,23 @@ void rgpu_client_close(rgpu_client *c) {
   if (c->conn && !c->dead && c->session_id) {
     uint64_t seq;
     uint64_t first = c->next_seq;
-    if (rgpu_send_goodbye_locked(c, 1, NULL, &seq) == 0) {
-      /* Bounded: a wedged server must not keep the program from exiting. */
-      if (rgpu_client_flush_locked(c) == 0 && wait_readable(c, 10000) > 0) {
-        rgpu_client_reply r = {0};
-        rgpu_client_wait_locked(c, seq, first, &r);
+    /* Host callbacks the server calls from now on are answered without
+     * running (cudart's callback thread is gone at exit). */
+    c->closing = 1;
+    if (rgpu_send_goodbye_locked(c, 1, NULL, &seq) == 0 && rgpu_client_flush_locked(c) == 0) {
+      /* Bounded as a whole, not only until the first byte: a wedged server
+       * (or one that keeps sending events) must not keep the program from
+       * exiting. */
+      double deadline = rgpu_clock_s() + RGPU_CLIENT_GOODBYE_WAIT_S;
+      rgpu_client_reply r = {0};
+      for (;;) {
+        int ms = (int)((deadline - rgpu_clock_s()) * 1000.0);
+        if (ms <= 0 || wait_readable(c, ms) <= 0) {
+          RGPU_WARN("the server did not answer GOODBYE within %d s; closing anyway",
+                    RGPU_CLIENT_GOODBYE_WAIT_S);
+          break;
+        }
+        if (read_one(c, &seq, &r, 1, first) != 0) break; /* answered, or the connection failed */
       }
     }
   }

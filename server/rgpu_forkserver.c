@@ -249,6 +249,7 @@ int rgpu_forkserver_start(rgpu_forkserver_child_fn child, rgpu_forkserver **out,
   }
   sigset_t mask;
   sigprocmask(SIG_SETMASK, NULL, &mask);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(err, errlen, "fork server: fork: %s", strerror(errno));
@@ -258,6 +259,10 @@ int rgpu_forkserver_start(rgpu_forkserver_child_fn child, rgpu_forkserver **out,
     return -1;
   }
   if (pid == 0) {
+    /* Never outlive the server (its workers notice the listener's end on
+     * their control channels). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != parent) _exit(1);
     close(sp[0]);
     forkserver_main(sp[1], child, &mask);
   }

@@ -349,7 +349,7 @@ CUresult rgpu_h_mem_get_info(rgpu_req *rq, const rgpu_msg_mem_get_info_req *q) {
   CHECK_DRV(D->cuMemGetInfo(&fr, &tot), "cuMemGetInfo");
   uint64_t f = fr, t = tot;
   if (w->cfg.mem_quota) {
-    uint64_t used = w->allocs.malloc_bytes;
+    uint64_t used = w->allocs.malloc_bytes + w->allocs.module_bytes;
     uint64_t qfree = used < w->cfg.mem_quota ? w->cfg.mem_quota - used : 0;
     if (w->cfg.mem_quota < t) t = w->cfg.mem_quota;
     if (qfree < f) f = qfree;
@@ -362,11 +362,11 @@ CUresult rgpu_h_mem_get_info(rgpu_req *rq, const rgpu_msg_mem_get_info_req *q) {
 CUresult rgpu_h_mem_alloc(rgpu_req *rq, const rgpu_msg_mem_alloc_req *q) {
   rgpu_worker *w = rq->w;
   if (q->size == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: size 0");
-  if (w->cfg.mem_quota &&
-      (q->size > w->cfg.mem_quota || w->allocs.malloc_bytes > w->cfg.mem_quota - q->size))
+  uint64_t held = w->allocs.malloc_bytes + w->allocs.module_bytes; /* globals count too */
+  if (w->cfg.mem_quota && (q->size > w->cfg.mem_quota || held > w->cfg.mem_quota - q->size))
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY,
                 "session memory quota exceeded: %llu bytes in use, %llu requested, quota %llu",
-                (unsigned long long)w->allocs.malloc_bytes, (unsigned long long)q->size,
+                (unsigned long long)held, (unsigned long long)q->size,
                 (unsigned long long)w->cfg.mem_quota);
   if (q->size > SIZE_MAX) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large");
   CUdeviceptr dp = 0;
@@ -652,6 +652,7 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
       fnp[i]++;
     }
   }
+  uint64_t held_before = w->allocs.malloc_bytes + w->allocs.module_bytes;
   rgpu_strlist_iter_init(&it, &q->var_names);
   for (uint32_t i = 0; i < nv && rgpu_strlist_next(&it, &s, &sl); i++) {
     if (rgpu_str_copy(name, sizeof name, s, sl)) {
@@ -667,6 +668,16 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
     vsz[i] = sz;
     /* Symbol copies (cudaMemcpyToSymbol) then validate like any other. */
     if (sz) rgpu_alloc_table_add(&w->allocs, dp, sz, RGPU_ALLOC_MODULE_GLOBAL, w->cur_dev, q->module_id);
+  }
+  /* A module's __device__ variables are device memory the session holds:
+   * a 512 MiB array must not load under a 64 MiB quota. */
+  if (w->cfg.mem_quota && w->allocs.malloc_bytes + w->allocs.module_bytes > w->cfg.mem_quota) {
+    status = FAIL(CUDA_ERROR_OUT_OF_MEMORY,
+                  "session memory quota exceeded: the module's __device__ variables need more "
+                  "than the %llu bytes left of the quota %llu",
+                  (unsigned long long)(w->cfg.mem_quota > held_before ? w->cfg.mem_quota - held_before : 0),
+                  (unsigned long long)w->cfg.mem_quota);
+    goto out;
   }
 
   rec = rgpu_module_rec_new(nf, (uint32_t)offs.n);

@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "rgpu_fifo.h"
 #include "rgpu_log.h"
@@ -71,6 +74,11 @@ static void job_done(rgpu_job *j) {
     }
   w->jobs.n--;
   pthread_cond_broadcast(&w->jobs.cond);
+  if (w->jobs.readers && w->jobs.wake_fd > 0) {
+    uint64_t one = 1;
+    ssize_t wr = write(w->jobs.wake_fd, &one, sizeof one);
+    (void)wr; /* a full counter still wakes the reader */
+  }
   pthread_mutex_unlock(&w->jobs.lock);
   rgpu_staging_release(w, j->buf, j->pinned);
   free(j);
@@ -248,16 +256,67 @@ void rgpu_jobs_stop(rgpu_worker *w) {
     }
   free(qs);
   w->jobs.queues = NULL;
+  if (w->jobs.wake_fd > 0) close(w->jobs.wake_fd);
+  w->jobs.wake_fd = 0;
+}
+
+static int jobs_busy(rgpu_worker *w, const void *ref) {
+  for (rgpu_job *j = w->jobs.inflight; j; j = j->next)
+    if (ref == NULL || j->ref == ref) return 1;
+  return 0;
 }
 
 void rgpu_jobs_barrier(rgpu_worker *w, const void *ref) {
+  /* Inside a handler (the session thread) with host callbacks about, a job
+   * may wait for a stream that waits for a HOST_CALL_DONE only this thread
+   * can read (GOODBYE, module unload, event destroy or device reset behind
+   * a copy queued after a pending host function wedged the worker forever):
+   * keep reading the connection while waiting. */
+  int reading = w->req != NULL && w->host_calls != NULL && w->conn != NULL;
+  int client_gone = 0;
   pthread_mutex_lock(&w->jobs.lock);
-  for (;;) {
-    int busy = 0;
-    for (rgpu_job *j = w->jobs.inflight; j && !busy; j = j->next) busy = ref == NULL || j->ref == ref;
-    if (!busy) break;
-    pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
+  if (reading && w->jobs.wake_fd <= 0) {
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->jobs.wake_fd = fd > 0 ? fd : 0;
+    if (fd == 0) close(fd); /* 0 means none here; never our stdin */
+    if (w->jobs.wake_fd <= 0) reading = 0;
   }
+  if (reading) w->jobs.readers++;
+  while (jobs_busy(w, ref)) {
+    if (reading) {
+      pthread_mutex_unlock(&w->jobs.lock);
+      int r = rgpu_worker_read_ahead(w, w->jobs.wake_fd);
+      if (r == RGPU_T_ECLOSED) client_gone = 1;
+      if (r) {
+        if (!client_gone)
+          RGPU_WARN("session=%llu cannot read ahead while waiting for background work: a host "
+                    "callback's answer may be out of reach",
+                    (unsigned long long)w->cfg.session_id);
+        pthread_mutex_lock(&w->jobs.lock);
+        w->jobs.readers--;
+        reading = 0;
+        continue;
+      }
+      pthread_mutex_lock(&w->jobs.lock);
+    } else if (client_gone) {
+      /* Nobody will answer the host functions: release them (again and
+       * again: the stream may reach more of them). */
+      pthread_mutex_unlock(&w->jobs.lock);
+      rgpu_host_calls_release_waiting(w);
+      pthread_mutex_lock(&w->jobs.lock);
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 50 * 1000 * 1000;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+      if (jobs_busy(w, ref)) pthread_cond_timedwait(&w->jobs.cond, &w->jobs.lock, &ts);
+    } else {
+      pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
+    }
+  }
+  if (reading) w->jobs.readers--;
   pthread_mutex_unlock(&w->jobs.lock);
 }
 
@@ -276,6 +335,12 @@ struct rgpu_host_calls {
   int shutdown;
   int sending; /* host functions between their shutdown check and their send */
   rgpu_host_wait *waits;
+  /* Tokens whose HOST_CALL_DONE a reading barrier ran ahead of its turn. */
+  uint64_t *early;
+  size_t n_early, cap_early;
+  /* Host functions released without their client (the client went away in
+   * a reading barrier): a late HOST_CALL_DONE for them is no error. */
+  uint64_t released_upto;
 };
 
 struct rgpu_host_call {
@@ -409,12 +474,60 @@ CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id
   return CUDA_SUCCESS;
 }
 
+/* With hs->lock held: 1 if token was run early (and forgets it). */
+static int take_early(struct rgpu_host_calls *hs, uint64_t token) {
+  for (size_t i = 0; i < hs->n_early; i++)
+    if (hs->early[i] == token) {
+      hs->early[i] = hs->early[--hs->n_early];
+      return 1;
+    }
+  return 0;
+}
+
+void rgpu_host_call_done_early(rgpu_worker *w, uint64_t token) {
+  struct rgpu_host_calls *hs = w->host_calls;
+  if (!hs) return;
+  pthread_mutex_lock(&hs->lock);
+  int seen = 0;
+  for (size_t i = 0; i < hs->n_early && !seen; i++) seen = hs->early[i] == token;
+  if (!seen && hs->n_early == hs->cap_early) {
+    size_t cap = hs->cap_early ? hs->cap_early * 2 : 16;
+    uint64_t *ne = realloc(hs->early, cap * sizeof *ne);
+    if (ne) {
+      hs->early = ne;
+      hs->cap_early = cap;
+    }
+  }
+  /* Without room to remember it, leave it to its turn (rgpu_host_call_done). */
+  if (!seen && hs->n_early < hs->cap_early) {
+    for (rgpu_host_wait *p = hs->waits; p; p = p->next)
+      if (p->token == token && !p->done) {
+        p->done = 1;
+        hs->early[hs->n_early++] = token;
+        pthread_cond_broadcast(&hs->cond);
+        break;
+      }
+  }
+  pthread_mutex_unlock(&hs->lock);
+}
+
+void rgpu_host_calls_release_waiting(rgpu_worker *w) {
+  struct rgpu_host_calls *hs = w->host_calls;
+  if (!hs) return;
+  pthread_mutex_lock(&hs->lock);
+  for (rgpu_host_wait *p = hs->waits; p; p = p->next) p->done = 1;
+  hs->released_upto = hs->next_token;
+  pthread_cond_broadcast(&hs->cond);
+  pthread_mutex_unlock(&hs->lock);
+}
+
 CUresult rgpu_host_call_done(rgpu_worker *w, uint64_t token) {
   struct rgpu_host_calls *hs = w->host_calls;
   int found = 0;
   if (hs) {
     pthread_mutex_lock(&hs->lock);
-    for (rgpu_host_wait *p = hs->waits; p; p = p->next)
+    found = take_early(hs, token) || (token != 0 && token <= hs->released_upto);
+    for (rgpu_host_wait *p = hs->waits; p && !found; p = p->next)
       if (p->token == token && !p->done) {
         p->done = 1;
         found = 1;
@@ -446,6 +559,7 @@ void rgpu_host_calls_free(rgpu_worker *w) {
   if (!hs) return;
   pthread_mutex_destroy(&hs->lock);
   pthread_cond_destroy(&hs->cond);
+  free(hs->early);
   free(hs);
   w->host_calls = NULL;
 }

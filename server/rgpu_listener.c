@@ -31,6 +31,8 @@ typedef struct {
   uint64_t start_ns; /* rgpu_clock_ns() at accept */
   int ctl;            /* our end of the worker's control channel; -1 = none */
   int has_token;      /* the worker registered its session token */
+  int authed;         /* admitted after an authenticated HELLO: counts against --max-sessions */
+  int evicted;        /* killed before authenticating, to make room (--max-pending-auth) */
   uint8_t token[32];
   uint64_t qkey;      /* rgpu_conn_session_key of its current QUIC connection; 0 = none */
 } rgpu_child;
@@ -76,8 +78,14 @@ static int ctl_send(int fd, const rgpu_ctl_msg *m) {
   }
 }
 
+/* Sessions admitted (authenticated HELLO), against --max-sessions. */
+typedef struct {
+  uint32_t max_sessions;
+  uint32_t authed;
+} admission;
+
 /* A message from worker kids[k] on its control channel. */
-static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
+static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k, admission *adm) {
   rgpu_ctl_msg m;
   ssize_t r;
   do {
@@ -91,8 +99,25 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k) {
   }
   if (r != (ssize_t)sizeof m) return;
   if (m.type == RGPU_CTL_REGISTER) {
+    if (kids[k].authed || kids[k].refuser) return;
+    /* Only now does the session count: a peer that never authenticates
+     * must not take a real client's slot (the workers before HELLO have
+     * --max-pending-auth). */
+    if (adm->max_sessions && adm->authed >= adm->max_sessions) {
+      rgpu_ctl_msg no = {.type = RGPU_CTL_ADMIT, .ok = 0};
+      snprintf(no.text, sizeof no.text, "server full (%u sessions); try again later",
+               adm->max_sessions);
+      ctl_send(kids[k].ctl, &no);
+      return;
+    }
     memcpy(kids[k].token, m.token, 32);
     kids[k].has_token = 1;
+    kids[k].authed = 1;
+    adm->authed++;
+    if (adm->max_sessions) {
+      rgpu_ctl_msg yes = {.type = RGPU_CTL_ADMIT, .ok = 1, .session_id = kids[k].session_id};
+      ctl_send(kids[k].ctl, &yes);
+    }
     return;
   }
   if (m.type != RGPU_CTL_RESUME_REQ) return;
@@ -170,8 +195,15 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   memcpy(&a, argp, sizeof a);
   signal(SIGCHLD, SIG_DFL);
   /* Drain is the listener's business: a SIGTERM sent to the whole process
-   * group (systemd, a shell) must not cut sessions short. */
-  signal(SIGTERM, SIG_IGN);
+   * group (systemd, a shell) must not cut sessions short, but neither may
+   * it be ignored forever: the worker exits after the drain period and
+   * the session end timeout (rgpu_worker_on_sigterm). */
+  struct sigaction term;
+  memset(&term, 0, sizeof term);
+  term.sa_handler = rgpu_worker_on_sigterm;
+  sigemptyset(&term.sa_mask);
+  term.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &term, NULL);
   signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
   signal(SIGPIPE, SIG_IGN);
   rgpu_worker_config *cfg = &a.cfg;
@@ -190,6 +222,7 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   }
   uint64_t t0 = rgpu_clock_ns();
   rgpu_worker *w = rgpu_worker_new(cfg);
+  rgpu_worker_watchdog_start(w);
   int status = 1;
   uint64_t calls = 0;
   const char *reason = "oom";
@@ -301,13 +334,20 @@ int rgpu_server_run(rgpu_server_opts *o) {
   o->worker.max_sessions = o->max_sessions;
   o->worker.grace_s = o->grace_s;
   int drain_ms = (o->drain_s < 0 ? 30 : o->drain_s) * 1000;
+  o->worker.drain_s = drain_ms / 1000;
   int draining = 0, shutdown_sent = 0;
   uint64_t drain_t0 = 0;
 
   size_t ncap = 16, nchild = 0;
   rgpu_child *kids = calloc(ncap, sizeof *kids);
   if (!kids) goto fail;
+  /* active: session workers (before and after HELLO); adm.authed: those
+   * admitted after an authenticated HELLO; active - adm.authed are pending
+   * authentication (bounded by --max-pending-auth). */
   uint32_t active = 0, refusers = 0;
+  admission adm = {.max_sessions = o->max_sessions};
+  uint32_t max_pending = o->max_pending_auth ? o->max_pending_auth : 16;
+  unsigned pending_refused = 0;
   uint64_t next_session = 1;
   unsigned accept_failures = 0;
   struct pollfd *pfd = NULL;
@@ -340,6 +380,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
           continue;
         }
         if (kids[k].refuser) refusers--; else active--;
+        if (kids[k].authed) adm.authed--;
         kids[k] = kids[--nchild];
       }
       if (!stop_requested) stop_requested = 1;
@@ -413,6 +454,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
           refusers--;
         } else {
           active--;
+          if (kids[k].authed) adm.authed--;
           /* The worker logs its own orderly end; only deaths are ours. */
           if (WIFSIGNALED(st))
             RGPU_WARN("session=%llu peer=%s transport=%s event=end status=signal:%d duration_s=%.3f",
@@ -432,11 +474,12 @@ int rgpu_server_run(rgpu_server_opts *o) {
       if (!pfd[kbase + p].revents || pfd[kbase + p].fd < 0) continue;
       for (size_t k = 0; k < nchild; k++)
         if (kids[k].ctl == pfd[kbase + p].fd) {
-          handle_worker_msg(kids, nchild, k);
+          handle_worker_msg(kids, nchild, k, &adm);
           /* Without a fork server no exit report comes: the channel's
            * end is the worker's. */
           if (fs_dead && kids[k].ctl < 0) {
             if (kids[k].refuser) refusers--; else active--;
+            if (kids[k].authed) adm.authed--;
             kids[k] = kids[--nchild];
           }
           break;
@@ -473,8 +516,29 @@ int rgpu_server_run(rgpu_server_opts *o) {
       }
       /* Full or draining: a short-lived worker still answers, so that a
        * HELLO gets a reason and a RESUME still reaches its session. */
-      int full = draining || (o->max_sessions && active >= o->max_sessions);
-      if (full) rgpu_metrics_refused(metrics, refusers >= 16 ? "flood" : draining ? "draining" : "server-full");
+      int full = draining || (o->max_sessions && adm.authed >= o->max_sessions);
+      if (!full) {
+        /* Workers before authentication are bounded apart from the
+         * sessions, and the oldest makes room for the newest: peers that
+         * stay silent (or send half a HELLO) can neither lock real
+         * clients out nor pile up. */
+        uint32_t pending = 0;
+        size_t oldest = nchild;
+        for (size_t k = 0; k < nchild; k++) {
+          if (kids[k].refuser || kids[k].authed || kids[k].evicted) continue;
+          pending++;
+          if (oldest == nchild || kids[k].start_ns < kids[oldest].start_ns) oldest = k;
+        }
+        if (pending >= max_pending && oldest < nchild) {
+          if (pending_refused++ % 100 == 0)
+            RGPU_WARN("peer=%s transport=%s event=evicted reason=pending-auth pending=%u "
+                      "(--max-pending-auth %u)", kids[oldest].peer, kids[oldest].transport,
+                      pending, max_pending);
+          rgpu_metrics_refused(metrics, "pending-auth");
+          kids[oldest].evicted = 1;
+          kill_worker(fs, kids[oldest].pid);
+        }
+      }
       if (full && refusers >= 16) {
         /* Under a flood, a bare close is all a full server can afford. */
         rgpu_conn_close(c);

@@ -20,7 +20,8 @@ typedef struct {
   int nlisten;
   rgpu_transport_opts topts;    /* cert/key/client CA for tls:// and quic:// */
   rgpu_worker_config worker;    /* template for every session */
-  uint32_t max_sessions;        /* 0 = unlimited */
+  uint32_t max_sessions;        /* 0 = unlimited; counts sessions after an authenticated HELLO */
+  uint32_t max_pending_auth;    /* workers before HELLO at once; 0 = 16 */
   int shutdown_timeout_ms;      /* after SHUTDOWN, how long workers get before SIGKILL; 0 = 5000 */
   int grace_s;                  /* keep a disconnected session for resume; 0 = no resume */
   int drain_s;                  /* SIGTERM/SIGINT: wait this long for sessions to end, then

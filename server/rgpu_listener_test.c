@@ -328,6 +328,70 @@ static void test_max_sessions(void **state) {
   client_close(&a);
 }
 
+/* 1 if the server closes c within ms milliseconds (anything it sends
+ * first is read and dropped). */
+static int closed_within(client *cl, int ms) {
+  uint64_t t0 = rgpu_clock_ns();
+  for (;;) {
+    int left = ms - (int)(rgpu_clock_elapsed_s(t0) * 1000.0);
+    if (left <= 0) return 0;
+    struct pollfd pf = {rgpu_conn_poll_fd(cl->c), POLLIN, 0};
+    if (poll(&pf, 1, left) <= 0) continue;
+    char b[256];
+    ssize_t r = rgpu_conn_read_some(cl->c, b, sizeof b);
+    if (r <= 0) return 1;
+  }
+}
+
+/* Pre-auth slowloris (issue 14): a peer that sends one byte and then
+ * nothing must neither keep its worker past the HELLO deadline nor take a
+ * real client's --max-sessions slot; such workers are bounded apart
+ * (--max-pending-auth), beyond which connections are closed at once. */
+static void test_slowloris(void **state) {
+  const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--max-sessions", "2",
+                        "--max-pending-auth", "2", "--hello-timeout-s", "2",
+                        "--grace-s", "0", NULL};
+  server s;
+  server_start(&s, 1, args);
+  client p1, p2, a, b, c;
+  struct iovec one = {"\x01", 1};
+  client_connect(&p1, s.uris[0]);
+  assert_int_equal(rgpu_conn_writev_all(p1.c, &one, 1), 0);
+  client_connect(&p2, s.uris[0]);
+  assert_int_equal(rgpu_conn_writev_all(p2.c, &one, 1), 0);
+  /* The silent peers' workers do not count as sessions; the oldest makes
+   * room for a newcomer. */
+  uint64_t t0 = rgpu_clock_ns();
+  client_connect(&a, s.uris[0]);
+  assert_int_equal(hello(&a, NULL), 0);
+  assert_true(closed_within(&p1, 1000));
+  /* A partial first frame meets the HELLO deadline too. */
+  assert_true(closed_within(&p2, 6000));
+  assert_true(rgpu_clock_elapsed_s(t0) < 6.0);
+  client_close(&p1);
+  client_close(&p2);
+  /* Many at once: never more than two wait, the newest get their turn. */
+  client p[4];
+  for (int i = 0; i < 4; i++) {
+    client_connect(&p[i], s.uris[0]);
+    assert_int_equal(rgpu_conn_writev_all(p[i].c, &one, 1), 0);
+  }
+  assert_true(closed_within(&p[0], 1000));
+  assert_true(closed_within(&p[1], 1000));
+  for (int i = 0; i < 4; i++) client_close(&p[i]);
+  /* Authenticated sessions fill the slots as before. */
+  client_connect(&b, s.uris[0]);
+  assert_int_equal(hello(&b, NULL), 0);
+  client_connect(&c, s.uris[0]);
+  assert_int_equal(hello(&c, NULL), CUDA_ERROR_DEVICE_UNAVAILABLE);
+  client_close(&c);
+  assert_int_equal(ping(&a), 0);
+  assert_int_equal(ping(&b), 0);
+  client_close(&a);
+  client_close(&b);
+  assert_int_equal(server_stop(&s), 0);
+}
+
 /* 4 MiB each way (one RGPU_CHUNK_BYTES chunk): the reply's tail goes out as
  * its own iovec. */
 static void bulk_roundtrip(client *c) {
@@ -747,6 +811,7 @@ int main(void) {
       cmocka_unit_test(test_token),
       cmocka_unit_test(test_isolation_and_garbage),
       cmocka_unit_test(test_max_sessions),
+      cmocka_unit_test(test_slowloris),
       cmocka_unit_test(test_cli_errors),
       cmocka_unit_test(test_stream_waits),
       cmocka_unit_test(test_batch),

@@ -36,7 +36,13 @@ static void usage(FILE *f) {
           "  --token-file FILE   require clients to present the first line of FILE\n"
           "  --cert FILE --key FILE  certificate and key for tls:// and quic://\n"
           "  --client-ca FILE    require client certificates signed by this CA\n"
-          "  --max-sessions N    refuse sessions beyond N (default: unlimited)\n"
+          "  --max-sessions N    refuse sessions beyond N (default: unlimited); a session\n"
+          "                      counts once its HELLO is authenticated\n"
+          "  --max-pending-auth N  connections not yet authenticated at once (default 16);\n"
+          "                      beyond it the oldest of them is closed\n"
+          "  --hello-timeout-s N the whole first frame must arrive within N s (default 10)\n"
+          "  --session-end-timeout-s N  after a session ended, give its device N s to\n"
+          "                      drain (an endless kernel), then exit the worker (default 10)\n"
           "  --mem-quota BYTES   device memory per session, suffix K/M/G (default: unlimited)\n"
           "  --max-payload BYTES largest frame payload accepted (default and max: %u)\n"
           "  --grace-s N         keep a disconnected session N s for the client to resume\n"
@@ -90,7 +96,8 @@ int main(int argc, char **argv) {
   enum {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
-    OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT
+    OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
+    OPT_END_TIMEOUT
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
@@ -106,6 +113,9 @@ int main(int argc, char **argv) {
       {"gen-cert", required_argument, 0, OPT_GENCERT},
       {"grace-s", required_argument, 0, OPT_GRACE},
       {"drain-s", required_argument, 0, OPT_DRAIN},
+      {"max-pending-auth", required_argument, 0, OPT_MAXPENDING},
+      {"hello-timeout-s", required_argument, 0, OPT_HELLO_TIMEOUT},
+      {"session-end-timeout-s", required_argument, 0, OPT_END_TIMEOUT},
       {"metrics", required_argument, 0, OPT_METRICS},
       {"metrics-port", required_argument, 0, OPT_METRICS_PORT},
       {"foreground", no_argument, 0, OPT_FG},
@@ -157,6 +167,28 @@ int main(int argc, char **argv) {
         }
         o.max_sessions = (uint32_t)v;
         break;
+      case OPT_MAXPENDING:
+        if (parse_bytes(optarg, &v) || v == 0 || v > 65536 || strpbrk(optarg, "kKmMgGtT")) {
+          fprintf(stderr, "rgpu-server: --max-pending-auth %s: expected a number (1 .. 65536)\n",
+                  optarg);
+          return 2;
+        }
+        o.max_pending_auth = (uint32_t)v;
+        break;
+      case OPT_HELLO_TIMEOUT:
+      case OPT_END_TIMEOUT: {
+        char *end;
+        errno = 0;
+        long n = strtol(optarg, &end, 10);
+        if (errno || end == optarg || *end || n < 1 || n > 86400) {
+          fprintf(stderr, "rgpu-server: --%s %s: expected seconds (1 .. 86400)\n",
+                  c == OPT_HELLO_TIMEOUT ? "hello-timeout-s" : "session-end-timeout-s", optarg);
+          return 2;
+        }
+        if (c == OPT_HELLO_TIMEOUT) o.worker.hello_timeout_s = (int)n;
+        else o.worker.session_end_timeout_s = (int)n;
+        break;
+      }
       case OPT_QUOTA:
         if (parse_bytes(optarg, &v)) {
           fprintf(stderr, "rgpu-server: --mem-quota %s: expected bytes, e.g. 512M or 2G\n", optarg);

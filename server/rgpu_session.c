@@ -29,6 +29,7 @@ int rgpu_alloc_table_add(rgpu_alloc_table *t, uint64_t dptr, uint64_t size,
     default: return RGPU_SESS_EINVAL; /* empty or wrapping */
   }
   if (kind == RGPU_ALLOC_MALLOC) t->malloc_bytes += size;
+  if (kind == RGPU_ALLOC_MODULE_GLOBAL) t->module_bytes += size;
   return 0;
 }
 
@@ -46,6 +47,7 @@ int rgpu_alloc_table_remove(rgpu_alloc_table *t, uint64_t dptr, rgpu_alloc *out)
   if (alloc_tab_remove(t, dptr, &a)) return RGPU_SESS_ENOENT;
   if (out) *out = a;
   if (a.kind == RGPU_ALLOC_MALLOC) t->malloc_bytes -= a.size;
+  if (a.kind == RGPU_ALLOC_MODULE_GLOBAL) t->module_bytes -= a.size;
   return 0;
 }
 
@@ -66,6 +68,7 @@ static int alloc_matches(void *p, const rgpu_alloc *a) {
   if (!match) return 0;
   if (m->fn) m->fn(m->ctx, a);
   if (a->kind == RGPU_ALLOC_MALLOC) m->t->malloc_bytes -= a->size;
+  if (a->kind == RGPU_ALLOC_MODULE_GLOBAL) m->t->module_bytes -= a->size;
   return 1;
 }
 

@@ -36,7 +36,10 @@ typedef struct {
 typedef struct {
   rgpu_alloc *v;
   size_t n, cap;
-  uint64_t malloc_bytes; /* sum of RGPU_ALLOC_MALLOC sizes (the quota's measure) */
+  uint64_t malloc_bytes; /* sum of RGPU_ALLOC_MALLOC sizes */
+  /* Sum of RGPU_ALLOC_MODULE_GLOBAL sizes: __device__ variables hold device
+   * memory too; the quota measures malloc_bytes + module_bytes. */
+  uint64_t module_bytes;
 } rgpu_alloc_table;
 
 enum {

@@ -6,6 +6,26 @@
 
 #include "rgpu_session.h"
 
+/* Module globals are device memory the quota counts (issue 14): added,
+ * removed one by one and with their module. */
+static void test_module_bytes(void **state) {
+  (void)state;
+  rgpu_alloc_table t;
+  rgpu_alloc_table_init(&t);
+  assert_int_equal(rgpu_alloc_table_add(&t, 0x1000, 0x100, RGPU_ALLOC_MALLOC, 0, 0), 0);
+  assert_int_equal(rgpu_alloc_table_add(&t, 0x2000, 0x80, RGPU_ALLOC_MODULE_GLOBAL, 0, 7), 0);
+  assert_int_equal(rgpu_alloc_table_add(&t, 0x3000, 0x40, RGPU_ALLOC_MODULE_GLOBAL, 0, 7), 0);
+  assert_int_equal(rgpu_alloc_table_add(&t, 0x4000, 0x20, RGPU_ALLOC_MODULE_GLOBAL, 0, 8), 0);
+  assert_int_equal(t.malloc_bytes, 0x100);
+  assert_int_equal(t.module_bytes, 0xe0);
+  assert_int_equal(rgpu_alloc_table_remove(&t, 0x4000, NULL), 0);
+  assert_int_equal(t.module_bytes, 0xc0);
+  rgpu_alloc_table_remove_matching(&t, -1, 7, NULL, NULL);
+  assert_int_equal(t.module_bytes, 0);
+  assert_int_equal(t.malloc_bytes, 0x100);
+  rgpu_alloc_table_free(&t);
+}
+
 static void test_alloc_lookup(void **state) {
   rgpu_alloc_table t;
   rgpu_alloc_table_init(&t);
@@ -129,6 +149,7 @@ static void test_module_rec(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_lookup),
+      cmocka_unit_test(test_module_bytes),
       cmocka_unit_test(test_alloc_overlap),
       cmocka_unit_test(test_alloc_remove_matching),
       cmocka_unit_test(test_handles),

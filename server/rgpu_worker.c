@@ -11,18 +11,106 @@
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rgpu_bulk_proto.h"
 #include "rgpu_clock.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
+
+/* ---- bounded end (own process only; rgpu_worker.h) --------------------- */
+
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static double wd_deadline;         /* rgpu_clock_s(); 0 = not armed (wd_lock) */
+static const char *wd_why = "";    /* what armed it (wd_lock) */
+static int wd_started;
+static volatile sig_atomic_t wd_sigterm;
+static rgpu_worker_config wd_cfg;  /* a copy: the worker may be freed while the thread runs */
+
+static int end_timeout_s(const rgpu_worker_config *cfg) {
+  return cfg->session_end_timeout_s > 0 ? cfg->session_end_timeout_s : 10;
+}
+
+/* Arms the deadline `after_s` from now (an earlier one stays). */
+static void watchdog_arm(double after_s, const char *why) {
+  pthread_mutex_lock(&wd_lock);
+  double d = rgpu_clock_s() + after_s;
+  if (wd_started && (wd_deadline == 0 || d < wd_deadline)) {
+    wd_deadline = d;
+    wd_why = why;
+  }
+  pthread_mutex_unlock(&wd_lock);
+}
+
+/* The session ended: from now on the device has session_end_timeout_s to drain. */
+static void session_ended(rgpu_worker *w, const char *why) {
+  if (w->cfg.own_process) watchdog_arm(end_timeout_s(&w->cfg), why);
+}
+
+void rgpu_worker_on_sigterm(int sig) {
+  (void)sig;
+  wd_sigterm = 1;
+}
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  int listener_gone = 0, term_seen = 0;
+  for (;;) {
+    /* Polls the control channel for a hang-up only (the session thread
+     * reads its messages): a listener that died leaves no one to stop us. */
+    struct pollfd pf = {wd_cfg.ctl_fd > 0 && !listener_gone ? wd_cfg.ctl_fd : -1, POLLRDHUP, 0};
+    int pr = poll(&pf, 1, 100);
+    if (pr > 0 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR)) && !listener_gone) {
+      listener_gone = 1;
+      watchdog_arm(end_timeout_s(&wd_cfg), "listener-gone");
+    }
+    if (wd_sigterm && !term_seen) {
+      term_seen = 1;
+      int drain = wd_cfg.drain_s > 0 ? wd_cfg.drain_s : 0;
+      watchdog_arm((double)drain + end_timeout_s(&wd_cfg), "sigterm");
+    }
+    pthread_mutex_lock(&wd_lock);
+    double d = wd_deadline;
+    const char *why = wd_why;
+    pthread_mutex_unlock(&wd_lock);
+    if (d > 0 && rgpu_clock_s() >= d) {
+      RGPU_ERROR("session=%llu peer=%s event=end-timeout reason=%s: the session is over but its "
+                 "device did not drain within %d s (a kernel that does not end?); exiting "
+                 "without cleanup (--session-end-timeout-s)",
+                 (unsigned long long)wd_cfg.session_id, wd_cfg.peer, why, end_timeout_s(&wd_cfg));
+      _exit(3);
+    }
+  }
+  return NULL;
+}
+
+void rgpu_worker_watchdog_start(rgpu_worker *w) {
+  if (!w || !w->cfg.own_process || w->cfg.session_end_timeout_s < 0) return;
+  pthread_mutex_lock(&wd_lock);
+  if (!wd_started) {
+    wd_cfg = w->cfg;
+    pthread_t th;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &a, watchdog_main, NULL);
+    pthread_attr_destroy(&a);
+    wd_started = rc == 0;
+    if (rc)
+      RGPU_WARN("session=%llu no watchdog thread (%s): the session's end is not bounded",
+                (unsigned long long)w->cfg.session_id, strerror(rc));
+  }
+  pthread_mutex_unlock(&wd_lock);
+}
 
 /* handle_frame: the frame was left unexecuted (a bulk wait, rgpu_bulk.h). */
 #define RGPU_WORKER_ABANDON 2
@@ -254,6 +342,8 @@ static int handle_frame(rgpu_worker *w, rgpu_req *rq, const rgpu_frame_hdr *h, c
   unsigned flags = d ? d->flags : 0;
   /* Like the jobs' barrier in those handlers: lane replies still being
    * sent use the memory, the context, the connection. */
+  /* GOODBYE may wait for the device (its barrier): bounded from here. */
+  if (flags & RGPU_DISPATCH_ENDS) session_ended(w, "goodbye");
   if (flags & RGPU_DISPATCH_BARRIER) rgpu_bulk_barrier(w);
   CUresult status;
   w->req = rq;
@@ -399,6 +489,51 @@ static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {
   }
 }
 
+/* Runs the HOST_CALL_DONE frames among the complete frames not yet
+ * handled (rb->start on); the others wait for their turn.  -1 when the
+ * frames cannot be parsed ahead (a bad header, a payload the loop would
+ * read into a buffer of its own). */
+static int scan_ahead(rgpu_worker *w, const rdbuf *rb) {
+  size_t pos = rb->start;
+  while (rb->end - pos >= RGPU_FRAME_HDR_SIZE) {
+    rgpu_frame_hdr h;
+    if (rgpu_frame_hdr_decode(rb->p + pos, w->cfg.max_payload, &h)) return -1;
+    if (h.length > RGPU_RDBUF_CAP / 2) return -1;
+    if (rb->end - pos - RGPU_FRAME_HDR_SIZE < h.length) break; /* not all there yet */
+    if (h.kind == RGPU_KIND_REQUEST && h.opcode == RGPU_OP_HOST_CALL_DONE) {
+      rgpu_msg_host_call_done_req q;
+      if (rgpu_msg_host_call_done_req_decode(rb->p + pos + RGPU_FRAME_HDR_SIZE, h.length, &q) == 0)
+        rgpu_host_call_done_early(w, q.token);
+    }
+    pos += RGPU_FRAME_HDR_SIZE + h.length;
+  }
+  return 0;
+}
+
+int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd) {
+  rdbuf *rb = w->cur_rb;
+  rgpu_conn *c = w->conn;
+  if (!rb || !c || w->resume.lost) return -1;
+  if (scan_ahead(w, rb)) return -1;
+  if (rgpu_conn_pending(c) == 0) {
+    struct pollfd pf[2] = {{rgpu_conn_poll_fd(c), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    int pr = poll(pf, 2, 1000);
+    if (pr < 0 && errno != EINTR) return -1;
+    if (pr > 0 && pf[1].revents) {
+      uint64_t v;
+      ssize_t rd = read(wake_fd, &v, sizeof v);
+      (void)rd;
+    }
+    if (pr <= 0 || !pf[0].revents) return 0; /* a job ended, or a second passed */
+  }
+  /* Only the free tail: the frames before rb->end stay where they are. */
+  if (rb->end >= RGPU_RDBUF_CAP) return -1;
+  ssize_t n = rgpu_conn_read_some(c, rb->p + rb->end, RGPU_RDBUF_CAP - rb->end);
+  if (n <= 0) return RGPU_T_ECLOSED; /* the loop sees the same when it gets there */
+  rb->end += (size_t)n;
+  return scan_ahead(w, rb);
+}
+
 /* A bulk stream the listener routed to us (RGPU_CTL_STREAM) is taken here,
  * in the middle of a frame if need be: unlike a RESUME it does not change
  * the session's byte stream, so the read must go on where it was.
@@ -424,8 +559,17 @@ static int ctl_take_stream(rgpu_worker *w) {
 }
 
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
-  while (w->cfg.ctl_fd > 0) {
-    int r = wait_input(w, c, -1);
+  while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
+    int timeout_ms = -1;
+    if (w->read_deadline > 0) {
+      /* Before HELLO: a peer that sends part of a frame and then nothing
+       * must not keep a worker (slowloris). */
+      double left = w->read_deadline - rgpu_clock_s();
+      if (left <= 0) return RGPU_T_ETIMEDOUT;
+      timeout_ms = (int)(left * 1000.0) + 1;
+    }
+    int r = wait_input(w, c, timeout_ms);
+    if (r == 0) return RGPU_T_ETIMEDOUT;
     if (r != RGPU_WORKER_ECTL) break;
     if (!ctl_take_stream(w)) return RGPU_WORKER_ECTL;
   }
@@ -765,6 +909,30 @@ static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, siz
   return 0;
 }
 
+/* After REGISTER: the listener's ADMIT (1), or a refusal with its text in
+ * why (0).  A DRAIN that overtakes it is noted; no answer in time is a
+ * refusal. */
+static int await_admission(rgpu_worker *w, char *why, size_t cap) {
+  snprintf(why, cap, "the server did not admit the session");
+  for (int tries = 0; tries < 8; tries++) {
+    struct pollfd pf = {w->cfg.ctl_fd, POLLIN, 0};
+    int pr;
+    while ((pr = poll(&pf, 1, 5000)) < 0 && errno == EINTR) {
+    }
+    rgpu_ctl_msg a;
+    if (pr <= 0 || ctl_recv(w, &a) != 1) return 0;
+    if (a.type == RGPU_CTL_DRAIN) {
+      w->resume.draining = 1;
+      continue;
+    }
+    if (a.type != RGPU_CTL_ADMIT) continue;
+    if (a.ok) return 1;
+    snprintf(why, cap, "%s", a.text[0] ? a.text : "server full; try again later");
+    return 0;
+  }
+  return 0;
+}
+
 int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   rgpu_buf in, out;
   rgpu_buf_init(&in);
@@ -778,6 +946,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   w->conn = c;
   w->resume.orig_conn = c;
   w->cur_rb = &rb;
+  int hello_s = w->cfg.hello_timeout_s > 0 ? w->cfg.hello_timeout_s : RGPU_HELLO_TIMEOUT_MS / 1000;
+  double hello_deadline = rgpu_clock_s() + hello_s;
   for (;;) {
     if (w->resume.lost) {
       if (await_resume(w, &rb)) break;
@@ -785,17 +955,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     rgpu_conn *cur = w->conn;
     rgpu_frame_hdr h;
-    /* A connection that never says HELLO must not hold a worker forever. */
-    if (!w->hello_done && rb.start == rb.end && rgpu_conn_pending(cur) == 0) {
-      int pr = wait_input(w, cur, RGPU_HELLO_TIMEOUT_MS);
-      if (pr == 0) {
-        RGPU_WARN("session=%llu peer=%s closing: no HELLO within %d s",
-                  (unsigned long long)w->cfg.session_id, w->cfg.peer, RGPU_HELLO_TIMEOUT_MS / 1000);
-        w->end_reason = "hello-timeout";
-        result = 1;
-        break;
-      }
-    }
+    /* A connection that never says HELLO must not hold a worker forever:
+     * the whole first frame (HELLO or RESUME), not only its first byte,
+     * must arrive in time (read_some_ctl). */
+    w->read_deadline = w->hello_done ? 0 : hello_deadline;
     int rc = rdbuf_fill(w, cur, &rb, RGPU_FRAME_HDR_SIZE);
     if (rc == 0) {
       rc = rgpu_frame_hdr_decode(rb.p + rb.start, w->cfg.max_payload, &h);
@@ -839,6 +1002,13 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     if (rc == RGPU_T_ECLOSED) {
       w->end_reason = "eof";
+      break;
+    }
+    if (rc == RGPU_T_ETIMEDOUT && !w->hello_done) {
+      RGPU_WARN("session=%llu peer=%s closing: no complete HELLO within %d s",
+                (unsigned long long)w->cfg.session_id, w->cfg.peer, hello_s);
+      w->end_reason = "hello-timeout";
+      result = 1;
       break;
     }
     if (rc) {
@@ -895,6 +1065,21 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       rgpu_ctl_msg m = {.type = RGPU_CTL_REGISTER, .session_id = w->cfg.session_id};
       memcpy(m.token, w->session_token, sizeof m.token);
       ctl_send(w, &m);
+      /* A session counts against --max-sessions only from here on (workers
+       * before authentication have a bound of their own): the listener
+       * admits it or not. */
+      char why[sizeof m.text];
+      if (w->cfg.max_sessions && !await_admission(w, why, sizeof why)) {
+        RGPU_INFO("session=%llu peer=%s event=refused reason=\"%s\"",
+                  (unsigned long long)w->cfg.session_id, w->cfg.peer, why);
+        rgpu_buf_reset(&out);
+        put_frame(&out, RGPU_KIND_REPLY, h.opcode, CUDA_ERROR_DEVICE_UNAVAILABLE, h.seq, why,
+                  strlen(why));
+        deferred = 0;
+        action = RGPU_WORKER_CLOSE;
+        w->hello_done = 0; /* the session never began */
+        w->end_reason = "refused";
+      }
     }
     if (out.err) {
       RGPU_ERROR("session=%llu out of memory building a reply", (unsigned long long)w->cfg.session_id);
@@ -916,6 +1101,8 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     }
     if (w->write_failed && resumable(w)) lose_conn(w, "write-error");
   }
+  /* What follows, and rgpu_worker_free, wait for the device: bounded. */
+  session_ended(w, w->end_reason);
   /* Host functions waiting for a client that is gone return now; jobs
    * write to c: none may outlive this call. */
   rgpu_host_calls_shutdown(w);

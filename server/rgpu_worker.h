@@ -50,6 +50,13 @@ typedef struct {
   int ctl_fd;                 /* SOCK_SEQPACKET to the listener; <= 0 = none */
   size_t replay_bytes;        /* bound of the replay buffer; 0 = RGPU_REPLAY_DEFAULT_BYTES */
   char refuse_new[128];       /* non-empty: HELLO is refused with this text (full, draining) */
+  int hello_timeout_s;        /* the whole first frame must arrive within it; 0 = 10 s */
+  /* After the session ended (GOODBYE, EOF, grace period over), the device
+   * must drain within this many seconds or the worker exits without its
+   * orderly cleanup (an endless kernel); 0 = 10 s, < 0 = wait forever. */
+  int session_end_timeout_s;
+  int drain_s;                /* the listener's drain period: SIGTERM ends the worker after
+                               * drain_s + session_end_timeout_s at the latest */
   /* The worker owns its process (forked per session): with a real driver,
    * fd 1 may become the pipe that carries device printf to the client
    * (rgpu_output.h).  0 in-process (tests), where fd 1 is not ours. */
@@ -59,7 +66,8 @@ typedef struct {
 /* Messages between the listener and a worker on cfg.ctl_fd (one datagram
  * each; RESUME_REQ and RESUME are followed by an rgpu_conn_send of the new
  * connection).  Worker -> listener: REGISTER (the session token, after
- * HELLO), RESUME_REQ (a fresh connection presented token; rx_bytes).
+ * HELLO; with max_sessions set it waits for ADMIT), RESUME_REQ (a fresh
+ * connection presented token; rx_bytes).
  * Listener -> worker: RESUME_ANS (ok: the connection went to its session),
  * RESUME (take this connection over), SHUTDOWN (end the session: text),
  * DRAIN (the server stops: end as soon as the client is gone). */
@@ -69,7 +77,11 @@ enum {
   RGPU_CTL_RESUME_ANS = 3,
   RGPU_CTL_RESUME = 4,
   RGPU_CTL_SHUTDOWN = 5,
-  RGPU_CTL_DRAIN = 6 /* the server drains: a disconnected session ends now */
+  RGPU_CTL_DRAIN = 6, /* the server drains: a disconnected session ends now */
+  /* 7 is RGPU_CTL_STREAM (rgpu_bulk.h).  Listener -> worker, the answer to
+   * REGISTER when the server has --max-sessions: ok = 1, the session counts
+   * from now on; ok = 0, refused (text: why), as a HELLO to a full server. */
+  RGPU_CTL_ADMIT = 8
 };
 typedef struct {
   uint32_t type;
@@ -81,6 +93,17 @@ typedef struct {
 } rgpu_ctl_msg;
 
 typedef struct rgpu_worker rgpu_worker;
+
+/* A worker in a process of its own (cfg.own_process) ends in bounded time
+ * whatever its device does: rgpu_worker_watchdog_start starts a thread that
+ * exits the process (status 3, no cleanup: the last resort) when the
+ * session ended (GOODBYE, EOF, grace period over) and the device has not
+ * drained within cfg.session_end_timeout_s, when the listener is gone (its
+ * control channel hung up) and the same time passed, or drain_s +
+ * session_end_timeout_s after a SIGTERM (rgpu_worker_on_sigterm, the
+ * handler to install: the listener's drain comes first). */
+void rgpu_worker_watchdog_start(rgpu_worker *w);
+void rgpu_worker_on_sigterm(int sig);
 
 /* Allocates a session (no driver is loaded until an authenticated HELLO).
  * Returns NULL on out of memory.  Free with rgpu_worker_free. */

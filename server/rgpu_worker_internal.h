@@ -28,6 +28,8 @@ typedef struct {
   int n;
   uint64_t order;          /* jobs submitted so far (under lock) */
   struct rgpu_job_queues *queues; /* per-stream completion threads */
+  int wake_fd;             /* eventfd a reading barrier polls beside the connection (0: none) */
+  int readers;             /* reading barriers waiting (under lock): job_done signals wake_fd */
 } rgpu_worker_jobs;
 
 /* A broken connection the session waits to be resumed on (rgpu_worker.c). */
@@ -94,6 +96,7 @@ struct rgpu_worker {
   /* Bulk streams (rgpu_bulk.h); created when the first lane arrives. */
   struct rgpu_bulk *bulk;
   void *cur_rb;      /* the serve loop's read buffer, for control messages in a bulk wait */
+  double read_deadline; /* rgpu_clock_s() by which a read must complete (the first frame); 0 = none */
   int bulk_end;      /* a control message during a bulk wait ended the session */
 };
 
@@ -141,8 +144,19 @@ int rgpu_jobs_enabled(const rgpu_worker *w);
 /* Starts job j (allocated by the caller with malloc; the job frees it).
  * On failure returns nonzero and the caller keeps ownership. */
 int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j);
-/* Waits until no job uses ref (NULL: until no job is in flight). */
+/* Waits until no job uses ref (NULL: until no job is in flight).  Called
+ * by a handler (on the session thread) while host callbacks exist, it keeps
+ * reading the connection meanwhile and runs the HOST_CALL_DONEs it finds
+ * (rgpu_worker_read_ahead): a job may wait for a stream that waits for a
+ * host callback, whose HOST_CALL_DONE only this thread reads. */
 void rgpu_jobs_barrier(rgpu_worker *w, const void *ref);
+/* For a reading barrier (rgpu_worker.c): waits until the connection has
+ * bytes or wake_fd is signalled, reads what fits behind the frames not yet
+ * handled (never moving them: the running handler may point into them) and
+ * runs the HOST_CALL_DONE frames found there early (rgpu_host_call_done_early).
+ * 0: go on; RGPU_T_ECLOSED: the client is gone; -1: nothing more can be read
+ * ahead (no connection, the read buffer full, a frame too large for it). */
+int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd);
 /* Ends the completion threads (after rgpu_jobs_barrier(w, NULL)). */
 void rgpu_jobs_stop(rgpu_worker *w);
 /* Sends frames on the connection under the write lock. */
@@ -185,6 +199,13 @@ CUresult rgpu_host_call_enqueue(rgpu_worker *w, CUstream s, uint64_t callback_id
 /* HOST_CALL_DONE: releases the stream waiting on token.  CUDA_ERROR_INVALID_VALUE
  * for a token no host function waits for. */
 CUresult rgpu_host_call_done(rgpu_worker *w, uint64_t token);
+/* A HOST_CALL_DONE read ahead of its turn (by a reading barrier): releases
+ * the stream now and remembers the token, so that the frame, when the
+ * session loop reaches it in order, is a success with nothing left to do. */
+void rgpu_host_call_done_early(rgpu_worker *w, uint64_t token);
+/* The client went away during a reading barrier: the host functions that
+ * wait for it now return without their callback (streams can drain). */
+void rgpu_host_calls_release_waiting(rgpu_worker *w);
 /* The session is ending: every waiting host function returns at once
  * (without its client callback), so streams can drain and be destroyed. */
 void rgpu_host_calls_shutdown(rgpu_worker *w);
