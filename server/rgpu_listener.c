@@ -552,7 +552,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       kid->refuser = full;
       kid->qkey = rgpu_conn_session_key(c);
       snprintf(kid->peer, sizeof kid->peer, "%s", rgpu_conn_peer(c));
-      snprintf(kid->transport, sizeof kid->transport, "%s", lname[i]);
+      snprintf(kid->transport, sizeof kid->transport, "%.15s", lname[i]); /* tcp, quic, ... */
       kid->start_ns = rgpu_clock_ns();
       int sp[2] = {-1, -1};
       if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
