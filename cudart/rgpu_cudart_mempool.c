@@ -513,62 +513,67 @@ RGPU_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
-                                             void *value) {
+/* One attribute of a live pool, read or written under g_pool_lock. */
+typedef cudaError_t (*pool_attr_access_fn)(struct CUmemPool_st *p, enum cudaMemPoolAttr attr, void *value);
+
+/* Set and Get share their checks and locking: only the switch differs. */
+static cudaError_t pool_attribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value,
+                                  pool_attr_access_fn access_locked) {
   rgpu_rt_count_call();
   struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
   if (!value) return rgpu_rt_ret(cudaErrorInvalidValue);
-  cudaError_t e = cudaSuccess;
   rgpu_mutex_lock(&g_pool_lock);
-  if (!valid_pool(p)) {
-    e = cudaErrorInvalidValue;
-  } else {
-    switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies: p->reuse_follow_events = *(int *)value != 0; break;
-    case cudaMemPoolReuseAllowOpportunistic: p->reuse_opportunistic = *(int *)value != 0; break;
-    case cudaMemPoolReuseAllowInternalDependencies: p->reuse_internal = *(int *)value != 0; break;
-    case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(uint64_t *)value; break;
-    /* The high watermarks may only be reset (to 0); they restart at the
-     * current value. */
-    case cudaMemPoolAttrReservedMemHigh:
-      if (*(uint64_t *)value != 0) e = cudaErrorInvalidValue;
-      else p->reserved_high = p->used + p->kept;
-      break;
-    case cudaMemPoolAttrUsedMemHigh:
-      if (*(uint64_t *)value != 0) e = cudaErrorInvalidValue;
-      else p->used_high = p->used;
-      break;
-    default: e = cudaErrorInvalidValue; break; /* the current values are read-only */
-    }
-  }
+  cudaError_t e = valid_pool(p) ? access_locked(p, attr, value) : cudaErrorInvalidValue;
   rgpu_mutex_unlock(&g_pool_lock);
   return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
 }
 
+static cudaError_t set_pool_attr_locked(struct CUmemPool_st *p, enum cudaMemPoolAttr attr, void *value) {
+  cudaError_t e = cudaSuccess;
+  switch (attr) {
+  case cudaMemPoolReuseFollowEventDependencies: p->reuse_follow_events = *(int *)value != 0; break;
+  case cudaMemPoolReuseAllowOpportunistic: p->reuse_opportunistic = *(int *)value != 0; break;
+  case cudaMemPoolReuseAllowInternalDependencies: p->reuse_internal = *(int *)value != 0; break;
+  case cudaMemPoolAttrReleaseThreshold: p->release_threshold = *(uint64_t *)value; break;
+  /* The high watermarks may only be reset (to 0); they restart at the
+   * current value. */
+  case cudaMemPoolAttrReservedMemHigh:
+    if (*(uint64_t *)value != 0) e = cudaErrorInvalidValue;
+    else p->reserved_high = p->used + p->kept;
+    break;
+  case cudaMemPoolAttrUsedMemHigh:
+    if (*(uint64_t *)value != 0) e = cudaErrorInvalidValue;
+    else p->used_high = p->used;
+    break;
+  default: e = cudaErrorInvalidValue; break; /* the current values are read-only */
+  }
+  return e;
+}
+
+static cudaError_t get_pool_attr_locked(struct CUmemPool_st *p, enum cudaMemPoolAttr attr, void *value) {
+  cudaError_t e = cudaSuccess;
+  switch (attr) {
+  case cudaMemPoolReuseFollowEventDependencies: *(int *)value = p->reuse_follow_events; break;
+  case cudaMemPoolReuseAllowOpportunistic: *(int *)value = p->reuse_opportunistic; break;
+  case cudaMemPoolReuseAllowInternalDependencies: *(int *)value = p->reuse_internal; break;
+  case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
+  case cudaMemPoolAttrReservedMemCurrent: *(uint64_t *)value = p->used + p->kept; break;
+  case cudaMemPoolAttrReservedMemHigh: *(uint64_t *)value = p->reserved_high; break;
+  case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
+  case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
+  default: e = cudaErrorInvalidValue; break;
+  }
+  return e;
+}
+
+RGPU_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                             void *value) {
+  return pool_attribute(memPool, attr, value, set_pool_attr_locked);
+}
+
 RGPU_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
                                              void *value) {
-  rgpu_rt_count_call();
-  struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
-  if (!value) return rgpu_rt_ret(cudaErrorInvalidValue);
-  cudaError_t e = cudaSuccess;
-  rgpu_mutex_lock(&g_pool_lock);
-  if (!valid_pool(p)) {
-    e = cudaErrorInvalidValue;
-  } else {
-    switch (attr) {
-    case cudaMemPoolReuseFollowEventDependencies: *(int *)value = p->reuse_follow_events; break;
-    case cudaMemPoolReuseAllowOpportunistic: *(int *)value = p->reuse_opportunistic; break;
-    case cudaMemPoolReuseAllowInternalDependencies: *(int *)value = p->reuse_internal; break;
-    case cudaMemPoolAttrReleaseThreshold: *(uint64_t *)value = p->release_threshold; break;
-    case cudaMemPoolAttrReservedMemCurrent: *(uint64_t *)value = p->used + p->kept; break;
-    case cudaMemPoolAttrReservedMemHigh: *(uint64_t *)value = p->reserved_high; break;
-    case cudaMemPoolAttrUsedMemCurrent: *(uint64_t *)value = p->used; break;
-    case cudaMemPoolAttrUsedMemHigh: *(uint64_t *)value = p->used_high; break;
-    default: e = cudaErrorInvalidValue; break;
-    }
-  }
-  rgpu_mutex_unlock(&g_pool_lock);
-  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
+  return pool_attribute(memPool, attr, value, get_pool_attr_locked);
 }
 
 RGPU_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
@@ -585,14 +590,23 @@ RGPU_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToK
   return cudaSuccess;
 }
 
+/* 1 with the pool's device in *dev for a live pool, else 0 with *dev = -1.
+ * The access calls check the pool and read its device under the lock, then
+ * do the rest unlocked. */
+static int pool_device(const struct CUmemPool_st *p, int *dev) {
+  rgpu_mutex_lock(&g_pool_lock);
+  int ok = valid_pool(p);
+  *dev = ok ? p->device : -1;
+  rgpu_mutex_unlock(&g_pool_lock);
+  return ok;
+}
+
 RGPU_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList,
                                           size_t count) {
   rgpu_rt_count_call();
   struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
-  rgpu_mutex_lock(&g_pool_lock);
-  int ok = valid_pool(p);
-  int dev = ok ? p->device : -1;
-  rgpu_mutex_unlock(&g_pool_lock);
+  int dev;
+  int ok = pool_device(p, &dev);
   if (!ok || (count && !descList)) return rgpu_rt_ret(cudaErrorInvalidValue);
   for (size_t i = 0; i < count; i++) {
     /* The owning device always has read-write access and it cannot be
@@ -611,10 +625,8 @@ RGPU_API cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMe
   struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
   if (!flags || !location || location->type != cudaMemLocationTypeDevice)
     return rgpu_rt_ret(cudaErrorInvalidValue);
-  rgpu_mutex_lock(&g_pool_lock);
-  int ok = valid_pool(p);
-  int dev = ok ? p->device : -1;
-  rgpu_mutex_unlock(&g_pool_lock);
+  int dev;
+  int ok = pool_device(p, &dev);
   if (!ok) return rgpu_rt_ret(cudaErrorInvalidValue);
   *flags = location->id == dev ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
   return cudaSuccess;
