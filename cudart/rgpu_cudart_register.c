@@ -583,6 +583,39 @@ cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, s
 
 /* ---- launch ------------------------------------------------------------- */
 
+/* Loads f's module on dev and finds f in it, for the launch and occupancy
+ * paths. On success it returns with f->fb->lock held (the caller unlocks)
+ * and *mod set; on failure the lock is released: a kernel the module lacks
+ * is cudaErrorInvalidDeviceFunction, other load errors map from the driver. */
+static cudaError_t lock_func_module(rgpu_client *c, rgpu_rt_func *f, int dev, rgpu_rt_module **mod) {
+  rgpu_rt_fatbin *fb = f->fb;
+  rgpu_mutex_lock(&fb->lock);
+  cudaError_t e = module_ensure(c, fb, dev);
+  if (e != cudaSuccess) {
+    rgpu_mutex_unlock(&fb->lock);
+    return e;
+  }
+  rgpu_rt_module *m = &fb->mods[dev];
+  int32_t st = m->func_status[f->index];
+  if (st != 0) {
+    rgpu_mutex_unlock(&fb->lock);
+    return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
+  }
+  *mod = m;
+  return cudaSuccess;
+}
+
+/* The server's id of f's module on dev, loading it first: the function
+ * attribute calls name the function by (module id, index). */
+static cudaError_t func_module_id(rgpu_client *c, rgpu_rt_func *f, int dev, uint64_t *module_id) {
+  rgpu_rt_fatbin *fb = f->fb;
+  rgpu_mutex_lock(&fb->lock);
+  cudaError_t e = module_ensure(c, fb, dev);
+  *module_id = fb->mods[dev].module_id;
+  rgpu_mutex_unlock(&fb->lock);
+  return e;
+}
+
 static cudaError_t check_config(const struct cudaDeviceProp *p, const rgpu_rt_func *f, dim3 g,
                                 dim3 b, size_t shmem) {
   /* CUDA 13 answers cudaErrorInvalidValue for every configuration error:
@@ -650,18 +683,9 @@ cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, d
   if (sdev != dev) return cudaErrorInvalidResourceHandle;
 
   rgpu_rt_fatbin *fb = f->fb;
-  rgpu_mutex_lock(&fb->lock);
-  e = module_ensure(c, fb, dev);
-  if (e != cudaSuccess) {
-    rgpu_mutex_unlock(&fb->lock);
-    return e;
-  }
-  rgpu_rt_module *m = &fb->mods[dev];
-  int32_t st = m->func_status[f->index];
-  if (st != 0) {
-    rgpu_mutex_unlock(&fb->lock);
-    return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
-  }
+  rgpu_rt_module *m;
+  e = lock_func_module(c, f, dev, &m);
+  if (e != cudaSuccess) return e;
   const rgpu_param_layout *l = &m->layouts[f->index];
   uint8_t *buf = l->total + 64 <= stack_cap ? stackbuf : malloc(l->total + 64);
   if (!buf) {
@@ -772,11 +796,8 @@ RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, cons
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   int dev = rgpu_rt_current_device();
-  rgpu_rt_fatbin *fb = f->fb;
-  rgpu_mutex_lock(&fb->lock);
-  e = module_ensure(c, fb, dev);
-  uint64_t module_id = fb->mods[dev].module_id;
-  rgpu_mutex_unlock(&fb->lock);
+  uint64_t module_id;
+  e = func_module_id(c, f, dev, &module_id);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_buf pay;
   rgpu_buf_init(&pay);
@@ -861,11 +882,8 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
         !d->attrs[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH])
       return rgpu_rt_ret(cudaErrorNotSupported);
     int dev = rgpu_rt_current_device();
-    rgpu_rt_fatbin *fb = f->fb;
-    rgpu_mutex_lock(&fb->lock);
-    e = module_ensure(c, fb, dev);
-    uint64_t module_id = fb->mods[dev].module_id;
-    rgpu_mutex_unlock(&fb->lock);
+    uint64_t module_id;
+    e = func_module_id(c, f, dev, &module_id);
     if (e != cudaSuccess) return rgpu_rt_ret(e);
     /* cudaFuncAttribute and CUfunction_attribute number these alike. */
     rgpu_msg_func_set_attr_req q = {.module_id = module_id, .func_index = f->index,
@@ -912,19 +930,10 @@ cudaError_t rgpu_rt_occupancy(rgpu_client *c, rgpu_rt_func *f, int dev, int bloc
     return cudaSuccess;
   }
   rgpu_rt_fatbin *fb = f->fb;
-  rgpu_mutex_lock(&fb->lock);
-  e = module_ensure(c, fb, dev);
-  if (e != cudaSuccess) {
-    rgpu_mutex_unlock(&fb->lock);
-    return e;
-  }
-  rgpu_rt_module *m = &fb->mods[dev];
-  int32_t st = m->func_status[f->index];
+  rgpu_rt_module *m;
+  e = lock_func_module(c, f, dev, &m);
+  if (e != cudaSuccess) return e;
   uint64_t module_id = m->module_id;
-  if (st != 0) {
-    rgpu_mutex_unlock(&fb->lock);
-    return st == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rgpu_cudart_from_cu(st);
-  }
   for (size_t i = 0; i < sizeof f->occ / sizeof f->occ[0]; i++) {
     if (f->occ[i].module_id == module_id && f->occ[i].block == block_size &&
         f->occ[i].smem == smem && f->occ[i].flags == flags) {
