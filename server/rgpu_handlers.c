@@ -88,6 +88,22 @@ static CUresult get_event(rgpu_worker *w, uint64_t id, CUevent *out) {
   return r;
 }
 
+/* The launches hand the driver pointers into a private copy of the
+ * parameters: aligned to 64 (the strictest parameter alignment), kept in the
+ * worker and grown in steps of 64 so that a session's launches reuse it. */
+CUresult rgpu_worker_copy_params(rgpu_worker *w, const void *data, size_t len) {
+  if (len > w->param_cap) {
+    size_t cap = (len + 63) & ~(size_t)63;
+    void *nb = aligned_alloc(64, cap);
+    if (!nb) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for launch parameters");
+    free(w->param_buf);
+    w->param_buf = nb;
+    w->param_cap = cap;
+  }
+  if (len) memcpy(w->param_buf, data, len);
+  return CUDA_SUCCESS;
+}
+
 static CUresult get_func(rgpu_worker *w, uint64_t module_id, uint32_t fi, rgpu_module_rec **mrec,
                          CUfunction *f) {
   void *p = NULL;
@@ -750,15 +766,7 @@ CUresult rgpu_h_launch(rgpu_req *rq, const rgpu_msg_launch_req *q) {
   if ((r = get_stream(w, q->stream, &s))) return r;
   /* An aligned private copy: the driver reads parameters in place. */
   size_t plen = q->params.len;
-  if (plen > w->param_cap) {
-    size_t cap = (plen + 63) & ~(size_t)63;
-    void *nb = aligned_alloc(64, cap);
-    if (!nb) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for launch parameters");
-    free(w->param_buf);
-    w->param_buf = nb;
-    w->param_cap = cap;
-  }
-  if (plen) memcpy(w->param_buf, q->params.data, plen);
+  if ((r = rgpu_worker_copy_params(w, q->params.data, plen))) return r;
   if (m->params_known) {
     uint32_t np = m->nparams[q->func_index];
     uint64_t extent = rgpu_module_rec_param_extent(m, q->func_index);

@@ -86,15 +86,7 @@ CUresult rgpu_h_launch_ex(rgpu_req *rq, const rgpu_msg_launch_ex_req *q) {
                 plen, np, (unsigned long long)extent);
   if (np > COOP_MAX_PARAMS)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "launch: %u parameters", np);
-  if (plen > w->param_cap) {
-    size_t cap = (plen + 63) & ~(size_t)63;
-    void *nb = aligned_alloc(64, cap);
-    if (!nb) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for launch parameters");
-    free(w->param_buf);
-    w->param_buf = nb;
-    w->param_cap = cap;
-  }
-  if (plen) memcpy(w->param_buf, q->params.data, plen);
+  if ((r = rgpu_worker_copy_params(w, q->params.data, plen))) return r;
   void *kp[COOP_MAX_PARAMS];
   for (uint32_t k = 0; k < np; k++)
     kp[k] = (unsigned char *)w->param_buf + m->param_offsets[m->param_first[q->func_index] + k];

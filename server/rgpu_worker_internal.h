@@ -174,6 +174,10 @@ int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n,
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
 /* An event that only marks a point in a stream (no timing). */
 CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out);
+/* Copies a launch's parameters into w->param_buf (grown as needed; what
+ * the driver reads them from).  CUDA_ERROR_OUT_OF_MEMORY with a message when
+ * it cannot grow (rgpu_handlers.c). */
+CUresult rgpu_worker_copy_params(rgpu_worker *w, const void *data, size_t len);
 
 /* ---- host callbacks (rgpu_jobs.c) -----------------------------------------
  * A host function in a stream that runs in the *client*: when the stream
