@@ -18,6 +18,7 @@
 
 #include "rgpu_clock.h"
 #include "rgpu_log.h"
+#include "rgpu_signal.h"
 
 /* One datagram on the channel; SPAWN carries arg_len argument bytes after
  * the header and the descriptors named by fd_mask (SCM_RIGHTS), and is
@@ -183,12 +184,7 @@ static void forkserver_main(int sock, rgpu_forkserver_child_fn child, const sigs
   sigaddset(&block, SIGCHLD);
   sigprocmask(SIG_BLOCK, &block, &wait_mask);
   sigdelset(&wait_mask, SIGCHLD);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigchld;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_NOCLDSTOP;
-  sigaction(SIGCHLD, &sa, NULL);
+  rgpu_signal_handle(SIGCHLD, on_sigchld, SA_NOCLDSTOP);
 
   unsigned char *buf = malloc(sizeof(fs_msg) + RGPU_FORKSERVER_MAX_ARG);
   if (!buf) _exit(1);

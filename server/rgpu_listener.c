@@ -21,6 +21,7 @@
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #include "rgpu_metrics.h"
+#include "rgpu_signal.h"
 
 typedef struct {
   pid_t pid;
@@ -198,12 +199,7 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
    * group (systemd, a shell) must not cut sessions short, but neither may
    * it be ignored forever: the worker exits after the drain period and
    * the session end timeout (rgpu_worker_on_sigterm). */
-  struct sigaction term;
-  memset(&term, 0, sizeof term);
-  term.sa_handler = rgpu_worker_on_sigterm;
-  sigemptyset(&term.sa_mask);
-  term.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &term, NULL);
+  rgpu_signal_handle(SIGTERM, rgpu_worker_on_sigterm, SA_RESTART);
   signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
   signal(SIGPIPE, SIG_IGN);
   rgpu_worker_config *cfg = &a.cfg;
@@ -302,14 +298,9 @@ int rgpu_server_run(rgpu_server_opts *o) {
     fprintf(stderr, "rgpu-server: pipe: %s\n", strerror(errno));
     goto fail;
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGCHLD, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  rgpu_signal_handle(SIGCHLD, on_signal, SA_RESTART);
+  rgpu_signal_handle(SIGTERM, on_signal, SA_RESTART);
+  rgpu_signal_handle(SIGINT, on_signal, SA_RESTART);
   signal(SIGPIPE, SIG_IGN);
 
   /* Bound before printing: scripts wait for this line, then connect. */
