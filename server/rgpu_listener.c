@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
 #include "rgpu_bulk.h"
 #include "rgpu_clock.h"
 #include "rgpu_forkserver.h"
@@ -395,13 +396,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
     /* pfd: the signal pipe, the listeners, the fork server, the workers'
      * control channels. */
     size_t kbase = (size_t)nl + 2;
-    if (kbase + nchild > pfd_cap) {
-      size_t nc = kbase + nchild + 16;
-      struct pollfd *np = realloc(pfd, nc * sizeof *np);
-      if (!np) break;
-      pfd = np;
-      pfd_cap = nc;
-    }
+    if (RGPU_ARRAY_RESERVE(pfd, pfd_cap, kbase + nchild, kbase + 16)) break;
     pfd[0].fd = sig_pipe[0];
     pfd[0].events = POLLIN;
     for (int i = 0; i < nl; i++) {
@@ -496,14 +491,9 @@ int rgpu_server_run(rgpu_server_opts *o) {
         route_stream(kids, nchild, c);
         continue;
       }
-      if (nchild == ncap) {
-        rgpu_child *nk = realloc(kids, ncap * 2 * sizeof *kids);
-        if (!nk) {
-          rgpu_conn_close(c);
-          continue;
-        }
-        kids = nk;
-        ncap *= 2;
+      if (RGPU_ARRAY_RESERVE(kids, ncap, nchild + 1, 16)) {
+        rgpu_conn_close(c);
+        continue;
       }
       /* Full or draining: a short-lived worker still answers, so that a
        * HELLO gets a reason and a RESUME still reaches its session. */
