@@ -64,11 +64,31 @@ static void read_line(int fd, char *buf, size_t cap) {
   buf[r] = 0;
 }
 
-static void test_spawn_fds_and_exit(void **state) {
-  (void)state;
+/* A fork server whose children run echo_child. */
+static rgpu_forkserver *start_echo_forkserver(void) {
   rgpu_forkserver *fs;
   char err[256];
   assert_int_equal(rgpu_forkserver_start(echo_child, &fs, err, sizeof err), 0);
+  return fs;
+}
+
+/* Spawns a child with argument "0" on a fresh connection and waits for its
+ * line, so that it is running.  Returns its pid; *peer is our end of its
+ * connection and *c the end the spawn passed on (still ours to close). */
+static pid_t spawn_running_child(rgpu_forkserver *fs, int *peer, rgpu_conn **c) {
+  char err[256];
+  make_conn(peer, c);
+  pid_t pid;
+  assert_int_equal(rgpu_forkserver_spawn(fs, "0", 1, *c, NULL, 0, &pid, err, sizeof err), 0);
+  char line[256];
+  read_line(*peer, line, sizeof line);
+  return pid;
+}
+
+static void test_spawn_fds_and_exit(void **state) {
+  (void)state;
+  rgpu_forkserver *fs = start_echo_forkserver();
+  char err[256];
   assert_true(rgpu_forkserver_alive(fs));
   assert_true(rgpu_forkserver_pid(fs) > 0);
 
@@ -126,9 +146,7 @@ static void test_spawn_fds_and_exit(void **state) {
 
 static void test_kill_only_own_children(void **state) {
   (void)state;
-  rgpu_forkserver *fs;
-  char err[256];
-  assert_int_equal(rgpu_forkserver_start(echo_child, &fs, err, sizeof err), 0);
+  rgpu_forkserver *fs = start_echo_forkserver();
   /* A process that is not the fork server's child must not be signalled. */
   pid_t bystander = fork();
   if (bystander == 0) {
@@ -137,12 +155,8 @@ static void test_kill_only_own_children(void **state) {
   }
   int peer;
   rgpu_conn *c;
-  make_conn(&peer, &c);
-  pid_t pid;
-  assert_int_equal(rgpu_forkserver_spawn(fs, "0", 1, c, NULL, 0, &pid, err, sizeof err), 0);
+  pid_t pid = spawn_running_child(fs, &peer, &c);
   rgpu_conn_close(c);
-  char line[256];
-  read_line(peer, line, sizeof line);
   assert_int_equal(rgpu_forkserver_kill(fs, bystander, SIGKILL), 0);
   assert_int_equal(rgpu_forkserver_kill(fs, pid, SIGKILL), 0);
   pid_t ep;
@@ -164,17 +178,11 @@ static void test_kill_only_own_children(void **state) {
 
 static void test_dead_forkserver(void **state) {
   (void)state;
-  rgpu_forkserver *fs;
-  char err[256];
-  assert_int_equal(rgpu_forkserver_start(echo_child, &fs, err, sizeof err), 0);
+  rgpu_forkserver *fs = start_echo_forkserver();
   /* A child that outlives the fork server. */
   int peer;
   rgpu_conn *c;
-  make_conn(&peer, &c);
-  pid_t pid;
-  assert_int_equal(rgpu_forkserver_spawn(fs, "0", 1, c, NULL, 0, &pid, err, sizeof err), 0);
-  char line[256];
-  read_line(peer, line, sizeof line);
+  pid_t pid = spawn_running_child(fs, &peer, &c);
   kill(rgpu_forkserver_pid(fs), SIGKILL);
   pid_t ep;
   int st;
@@ -184,6 +192,7 @@ static void test_dead_forkserver(void **state) {
   assert_int_equal(rgpu_forkserver_poll_fd(fs), -1);
   /* Nothing blocks: spawn and kill answer at once. */
   struct timespec t0, t1;
+  char err[256];
   clock_gettime(CLOCK_MONOTONIC, &t0);
   assert_int_equal(rgpu_forkserver_spawn(fs, "0", 1, c, NULL, 0, &pid, err, sizeof err),
                    RGPU_FORKSERVER_EDEAD);
@@ -200,17 +209,11 @@ static void test_dead_forkserver(void **state) {
 
 static void test_stop_leaves_children(void **state) {
   (void)state;
-  rgpu_forkserver *fs;
-  char err[256];
-  assert_int_equal(rgpu_forkserver_start(echo_child, &fs, err, sizeof err), 0);
+  rgpu_forkserver *fs = start_echo_forkserver();
   int peer;
   rgpu_conn *c;
-  make_conn(&peer, &c);
-  pid_t pid;
-  assert_int_equal(rgpu_forkserver_spawn(fs, "0", 1, c, NULL, 0, &pid, err, sizeof err), 0);
+  pid_t pid = spawn_running_child(fs, &peer, &c);
   rgpu_conn_close(c);
-  char line[256];
-  read_line(peer, line, sizeof line);
   pid_t fs_pid = rgpu_forkserver_pid(fs);
   rgpu_forkserver_stop(fs); /* reaps the fork server itself */
   assert_int_equal(kill(fs_pid, 0), -1);
