@@ -132,10 +132,10 @@ static void test_wrong_ca(void **state) {
   rgpu_listener_close(l);
 }
 
-static void test_plain_tcp_to_tls_port(void **state) {
-  char uri[64], err[256];
-  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
-  char turi[64];
+/* Connects over plain TCP to the TLS listener l and sends 64 bytes that
+ * are no TLS handshake (the start of an rgpu HELLO); returns the conn. */
+static rgpu_conn *plain_tcp_bytes_to(rgpu_listener *l) {
+  char turi[64], err[256];
   snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
   rgpu_conn *t;
   assert_int_equal(rgpu_conn_connect(turi, NULL, &t, err, sizeof err), 0);
@@ -143,6 +143,13 @@ static void test_plain_tcp_to_tls_port(void **state) {
   memset(hello, 'R', sizeof hello);
   struct iovec v = {hello, sizeof hello};
   assert_int_equal(rgpu_conn_writev_all(t, &v, 1), 0);
+  return t;
+}
+
+static void test_plain_tcp_to_tls_port(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_conn *t = plain_tcp_bytes_to(l);
   char buf[256];
   ssize_t r;
   /* Whatever the server sends back (an alert at most), it ends with EOF. */
@@ -400,16 +407,9 @@ static void test_tls_bytes(void **state) {
   assert_false(rgpu_bytes_look_like_tls(rgpu, sizeof rgpu));
   assert_false(rgpu_bytes_look_like_tls(alert, 2));
   /* What our listener really sends to a plain-tcp HELLO. */
-  char uri[64], err[256];
+  char uri[64];
   rgpu_listener *l = open_server(NULL, uri, sizeof uri);
-  char turi[64];
-  snprintf(turi, sizeof turi, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
-  rgpu_conn *t;
-  assert_int_equal(rgpu_conn_connect(turi, NULL, &t, err, sizeof err), 0);
-  char junk[64];
-  memset(junk, 'R', sizeof junk);
-  struct iovec v = {junk, sizeof junk};
-  assert_int_equal(rgpu_conn_writev_all(t, &v, 1), 0);
+  rgpu_conn *t = plain_tcp_bytes_to(l);
   unsigned char buf[64];
   ssize_t r = rgpu_conn_read_some(t, buf, sizeof buf);
   assert_true(r >= 3);
