@@ -32,17 +32,27 @@ typedef struct {
   char err[512];
 } snip;
 
-static int snip_run_cfg(snip *s, const char *body, unsigned blocks, unsigned threads, size_t dyn) {
+/* Parses body as the kernel k(out, in) (out in %rd0, in in %rd1) into
+ * s->m and fills *p with s->out and s->in; returns 0 or the parse error. */
+static int snip_parse(snip *s, const char *body, const sg_ptx_kernel **kernel, te_params *p) {
   static char text[65536];
   snprintf(text, sizeof text, "%s%s%s%s%s", HDR ".visible .entry k(.param .u64 out, .param .u64 in)\n{\n", REGS,
            "ld.param.u64 %rd0, [out];\nld.param.u64 %rd1, [in];\n", body, "\nret;\n}\n");
   int rc = sg_ptx_module_parse(text, strlen(text), &s->m, s->err, sizeof s->err);
   if (rc) return rc;
   const sg_ptx_kernel *k = sg_ptx_module_find_kernel(s->m, "k");
+  te_params_init(p, k);
+  te_param(p, k, 0, &s->out, 8);
+  te_param(p, k, 1, &s->in, 8);
+  *kernel = k;
+  return 0;
+}
+
+static int snip_run_cfg(snip *s, const char *body, unsigned blocks, unsigned threads, size_t dyn) {
+  const sg_ptx_kernel *k;
   te_params p;
-  te_params_init(&p, k);
-  te_param(&p, k, 0, &s->out, 8);
-  te_param(&p, k, 1, &s->in, 8);
+  int rc = snip_parse(s, body, &k, &p);
+  if (rc) return rc;
   return te_launch(&s->te, k, blocks, 1, 1, threads, 1, 1, dyn, &p, &s->fault);
 }
 
@@ -850,16 +860,10 @@ static void test_predefined_identifiers(void **state) {
  * a 65,536-instruction slice; a spin that never ends still meets the
  * launch's time limit. */
 static int spin_launch(snip *s, const char *body, unsigned threads, sg_ptx_stats *st) {
-  static char text[8192];
-  snprintf(text, sizeof text, "%s%s%s%s%s", HDR ".visible .entry k(.param .u64 out, .param .u64 in)\n{\n", REGS,
-           "ld.param.u64 %rd0, [out];\nld.param.u64 %rd1, [in];\n", body, "\nret;\n}\n");
-  int rc = sg_ptx_module_parse(text, strlen(text), &s->m, s->err, sizeof s->err);
-  if (rc) return rc;
-  const sg_ptx_kernel *k = sg_ptx_module_find_kernel(s->m, "k");
+  const sg_ptx_kernel *k;
   te_params p;
-  te_params_init(&p, k);
-  te_param(&p, k, 0, &s->out, 8);
-  te_param(&p, k, 1, &s->in, 8);
+  int rc = snip_parse(s, body, &k, &p);
+  if (rc) return rc;
   sg_ptx_launch_cfg cfg = {{1, 1, 1}, {threads, 1, 1}, 0, p.buf, p.size};
   return sg_ptx_launch_ex(k, &cfg, &s->te.env, &s->fault, st);
 }
