@@ -415,28 +415,27 @@ RGPU_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream) {
 
 /* ---- pools --------------------------------------------------------------- */
 
-RGPU_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) {
+/* cudaDeviceGetDefaultMemPool and cudaDeviceGetMemPool: the same checks,
+ * then one of the device's pools, picked under g_pool_lock. */
+static cudaError_t device_pool(cudaMemPool_t *memPool, int device,
+                               struct CUmemPool_st *(*pick_locked)(int dev)) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!memPool) return rgpu_rt_ret(cudaErrorInvalidValue);
   if ((e = check_device(c, device)) != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_mutex_lock(&g_pool_lock);
-  *memPool = (cudaMemPool_t)default_pool_locked(device);
+  *memPool = (cudaMemPool_t)pick_locked(device);
   rgpu_mutex_unlock(&g_pool_lock);
   return cudaSuccess;
 }
 
+RGPU_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) {
+  return device_pool(memPool, device, default_pool_locked);
+}
+
 RGPU_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!memPool) return rgpu_rt_ret(cudaErrorInvalidValue);
-  if ((e = check_device(c, device)) != cudaSuccess) return rgpu_rt_ret(e);
-  rgpu_mutex_lock(&g_pool_lock);
-  *memPool = (cudaMemPool_t)current_pool_locked(device);
-  rgpu_mutex_unlock(&g_pool_lock);
-  return cudaSuccess;
+  return device_pool(memPool, device, current_pool_locked);
 }
 
 RGPU_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
