@@ -969,12 +969,10 @@ cudaError_t rgpu_rt_occupancy(rgpu_client *c, rgpu_rt_func *f, int dev, int bloc
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
-  if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride) {
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
+/* The occupancy calls with and without flags, once the flags are known
+ * valid: the kernel's active blocks per SM on the current device. */
+static cudaError_t max_active_blocks(int *numBlocks, const void *func, int blockSize,
+                                     size_t dynamicSMemSize, unsigned flags) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -986,16 +984,18 @@ RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
   return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
 }
 
+RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int *numBlocks, const void *func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
+  if (flags & ~(unsigned)cudaOccupancyDisableCachingOverride) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, flags);
+}
+
 RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
                                                                    const void *func,
                                                                    int blockSize,
                                                                    size_t dynamicSMemSize) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
-  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
-  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
-  e = rgpu_rt_occupancy(c, f, rgpu_rt_current_device(), blockSize, dynamicSMemSize, 0, numBlocks);
-  return e != cudaSuccess ? rgpu_rt_ret(e) : cudaSuccess;
+  return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, 0);
 }
