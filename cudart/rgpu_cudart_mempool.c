@@ -329,23 +329,26 @@ RGPU_API cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream
   return malloc_async(devPtr, size, NULL, hStream, 1);
 }
 
-RGPU_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
-                                             cudaStream_t stream) {
+/* A named pool is required here: NULL would mean the current pool to
+ * malloc_async. */
+static cudaError_t malloc_from_pool_async(void **ptr, size_t size, cudaMemPool_t memPool,
+                                          cudaStream_t stream, int per_thread) {
   if (!memPool) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidValue);
   }
-  return malloc_async(ptr, size, (struct CUmemPool_st *)memPool, stream, 0);
+  return malloc_async(ptr, size, (struct CUmemPool_st *)memPool, stream, per_thread);
+}
+
+RGPU_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                             cudaStream_t stream) {
+  return malloc_from_pool_async(ptr, size, memPool, stream, 0);
 }
 RGPU_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                                   cudaStream_t stream);
 RGPU_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                                   cudaStream_t stream) {
-  if (!memPool) {
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  return malloc_async(ptr, size, (struct CUmemPool_st *)memPool, stream, 1);
+  return malloc_from_pool_async(ptr, size, memPool, stream, 1);
 }
 
 static cudaError_t free_async(void *devPtr, cudaStream_t stream, int per_thread) {
