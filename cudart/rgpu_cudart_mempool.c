@@ -171,9 +171,12 @@ static void free_detached(rgpu_client *c, kept_block *list) {
 static struct CUmemPool_st **g_pools;
 static size_t g_npools, g_cap_pools;
 
-int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev) {
+/* Takes every block that dev's pools keep, as one list (each pool's blocks
+ * pushed in turn onto its front, so the order is the reverse of the
+ * pools' own). */
+static kept_block *detach_device_kept_locked(int dev) {
+  assert(rgpu_mutex_held(&g_pool_lock));
   kept_block *all = NULL;
-  rgpu_mutex_lock(&g_pool_lock);
   for (size_t i = 0; i < g_npools; i++) {
     if (g_pools[i]->device != dev) continue;
     kept_block *l = detach_kept_locked(g_pools[i], 0);
@@ -184,6 +187,12 @@ int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev) {
       l = n;
     }
   }
+  return all;
+}
+
+int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev) {
+  rgpu_mutex_lock(&g_pool_lock);
+  kept_block *all = detach_device_kept_locked(dev);
   rgpu_mutex_unlock(&g_pool_lock);
   int any = all != NULL;
   free_detached(c, all);
@@ -192,17 +201,14 @@ int rgpu_rt_mempool_release_cached(rgpu_client *c, int dev) {
 
 void rgpu_rt_mempool_forget_device(int dev) {
   rgpu_mutex_lock(&g_pool_lock);
-  for (size_t i = 0; i < g_npools; i++) {
-    if (g_pools[i]->device != dev) continue;
-    /* The memory went with the context: drop the records, free nothing. */
-    kept_block *l = detach_kept_locked(g_pools[i], 0);
-    while (l) {
-      kept_block *n = l->next;
-      free(l);
-      l = n;
-    }
-  }
+  kept_block *l = detach_device_kept_locked(dev);
   rgpu_mutex_unlock(&g_pool_lock);
+  /* The memory went with the context: drop the records, free nothing. */
+  while (l) {
+    kept_block *n = l->next;
+    free(l);
+    l = n;
+  }
 }
 
 /* Whether p is a block a pool keeps: freed already (a double free). */
