@@ -87,6 +87,7 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
   if (dev < 0 || dev >= w->device_count)
     return rgpu_worker_fail(w, CUDA_ERROR_INVALID_DEVICE, "device %d does not exist (%d device%s)",
                             dev, w->device_count, w->device_count == 1 ? "" : "s");
+  int fresh = 0;
   if (!w->ctx[dev]) {
     CUdevice d;
     r = w->drv.cuDeviceGet(&d, dev);
@@ -96,8 +97,9 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
       return rgpu_worker_fail(w, r, "cannot retain the primary context of device %d: %s", dev,
                               rgpu_driver_error_name(&w->drv, r));
     }
+    fresh = 1;
   }
-  if (w->cur_dev != dev) {
+  if (w->cur_dev != dev || fresh) {
     r = w->drv.cuCtxSetCurrent(w->ctx[dev]);
     if (r != CUDA_SUCCESS)
       return rgpu_worker_fail(w, r, "cannot make device %d current: %s", dev,
@@ -108,7 +110,9 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
 }
 
 CUresult rgpu_worker_ensure_ctx(rgpu_worker *w) {
-  if (w->drv_state == 1 && w->cur_dev >= 0) return CUDA_SUCCESS;
+  /* No context after a reset whose new one the driver refused: ask again,
+   * so the program sees the driver's answer (a local cudart would). */
+  if (w->drv_state == 1 && w->cur_dev >= 0 && w->ctx[w->cur_dev]) return CUDA_SUCCESS;
   return rgpu_worker_set_device(w, w->cur_dev >= 0 ? w->cur_dev : 0);
 }
 

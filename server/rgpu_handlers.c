@@ -341,18 +341,27 @@ CUresult rgpu_h_device_reset(rgpu_req *rq, const rgpu_msg_device_reset_req *q) {
   rgpu_worker_drop_device_state(w, dev, 0);
   CUdevice d;
   CHECK_DRV(D->cuDeviceGet(&d, dev), "cuDeviceGet");
-  CHECK_DRV(D->cuDevicePrimaryCtxReset(d), "cuDevicePrimaryCtxReset");
+  /* After a fault CUDA 13 resets and still returns the sticky error (the
+   * H200): the old context is gone either way. */
+  CUresult reset_r = D->cuDevicePrimaryCtxReset(d);
   /* Whether our retain survives a reset differs between drivers (softgpu
    * drops it and reports the old handle as destroyed), so retain the primary
    * context afresh: the program expects a working device right after
    * cudaDeviceReset.  An extra reference on a driver that kept ours is
-   * released with the worker's process. */
+   * released with the worker's process.  A driver that refuses the new
+   * context (the H200 after a fault: CUDA_ERROR_DEVICE_UNAVAILABLE) leaves
+   * no context: the next request asks again and reports the driver's
+   * answer, where a local cudart reports it too. */
   if (w->ctx[dev]) {
     CUcontext fresh = NULL;
-    CHECK_DRV(D->cuDevicePrimaryCtxRetain(&fresh, d), "cuDevicePrimaryCtxRetain");
-    w->ctx[dev] = fresh;
-    if (w->cur_dev == dev) CHECK_DRV(D->cuCtxSetCurrent(fresh), "cuCtxSetCurrent");
+    CUresult rr = D->cuDevicePrimaryCtxRetain(&fresh, d);
+    w->ctx[dev] = rr == CUDA_SUCCESS ? fresh : NULL;
+    if (rr == CUDA_SUCCESS && w->cur_dev == dev)
+      CHECK_DRV(D->cuCtxSetCurrent(fresh), "cuCtxSetCurrent");
+    else if (rr != CUDA_SUCCESS && w->cur_dev == dev)
+      D->cuCtxSetCurrent(NULL);
   }
+  if (reset_r != CUDA_SUCCESS) return drv_fail(w, reset_r, "cuDevicePrimaryCtxReset");
   return CUDA_SUCCESS;
 }
 
