@@ -64,8 +64,10 @@ for f in "$E2E"/*; do
   [ -x "$f" ] && [ -f "$f" ] && [ "$n" != no_server ] && progs+=("$n")
 done
 # What a program printed, natively and through rgpu, must be the same text
-# (device printf included): rgpu's own log lines and lines with timings
-# are left out, and lines are compared sorted (blocks print in any order).
+# (device printf included): rgpu's own lines (its log, and a program's
+# "rgpu-stats:" measurements, which only exist through rgpu) and lines with
+# timings are left out, and lines are compared sorted (blocks print in any
+# order).
 normalized_output() {
   grep -avE '^rgpu[-:[ ]|[0-9.]+ ?(ns|us|µs|ms|s|GB/s|MB/s|GFLOP/s)([^a-zA-Z]|$)' "$1" 2>/dev/null | sort
 }

@@ -67,16 +67,16 @@ int main(int argc, char **argv) {
   EXPECT(run(10, 1, &f10, &r10) == 0);
   if (f10 < 0) {
     // Run natively (no rgpu, so no RGPU_STATS file): nothing to count.
-    std::printf("SKIP graphs_launch_stats: not running through rgpu\n");
+    std::printf("rgpu-stats: not running through rgpu, frames not counted\n");
     pass("graphs_launch_stats");
     return 0;
   }
   EXPECT(run(1010, 1, &f1010, &r1010) == 0);
   EXPECT(run(10, 0, &p10, &q10) == 0);
   EXPECT(run(110, 0, &p110, &q110) == 0);
-  std::printf("graph: 10 launches %ld frames %ld round trips; 1010 launches %ld frames %ld round trips\n",
+  std::printf("rgpu-stats: graph: 10 launches %ld frames %ld round trips; 1010 launches %ld frames %ld round trips\n",
               f10, r10, f1010, r1010);
-  std::printf("direct: 10 steps %ld frames; 110 steps %ld frames\n", p10, p110);
+  std::printf("rgpu-stats: direct: 10 steps %ld frames; 110 steps %ld frames\n", p10, p110);
   EXPECT(f10 > 0 && f1010 - f10 == 1000);
   // In sync-every-call mode each launch waits for its reply: one round trip.
   const char *sec = std::getenv("RGPU_SYNC_EVERY_CALL");

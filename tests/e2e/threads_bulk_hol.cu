@@ -126,7 +126,7 @@ static int run(const char *streams, long *rts) {
   if (pid == 0) {
     setenv("RGPU_STATS", path, 1);
     setenv("RGPU_QUIC_STREAMS", streams, 1);
-    std::printf("streams=%s: ", streams);
+    std::printf("rgpu-stats: streams=%s: ", streams);
     std::fflush(stdout);
     execl("/proc/self/exe", "threads_bulk_hol", "--child", (char *)nullptr);
     _exit(127);
@@ -144,9 +144,9 @@ int main(int argc, char **argv) {
   EXPECT(run("0", &off) == 0);
   EXPECT(run("1", &on) == 0);
   if (off < 0) {
-    std::printf("SKIP round-trip check: not running through rgpu\n");
+    std::printf("rgpu-stats: not running through rgpu, round trips not checked\n");
   } else {
-    std::printf("round trips: streams off %ld, on %ld\n", off, on);
+    std::printf("rgpu-stats: round trips: streams off %ld, on %ld\n", off, on);
     EXPECT(on >= 0 && on <= off);
   }
   pass("threads_bulk_hol");
