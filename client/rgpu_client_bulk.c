@@ -131,6 +131,17 @@ static int lane_read_ack(rgpu_conn *s, uint64_t id) {
   return 0;
 }
 
+/* A bulk request and its inline twin under one sequence number: the bulk
+ * frame is sent, the twin kept to re-send inline after a resume. */
+static rgpu_status send_bulk_with_twin_locked(rgpu_client *c, uint16_t op, int need_reply,
+                                              uint64_t seq, const rgpu_call_frame *bulk,
+                                              const rgpu_call_frame *twin) {
+  struct iovec twin_iov[2];
+  int ntwin = rgpu_call_frame_iov(twin, twin_iov);
+  return rgpu_client_send_twin_locked(c, op, need_reply, seq, rgpu_call_frame_fields(bulk),
+                                      rgpu_call_frame_fields_len(bulk), twin_iov, ntwin);
+}
+
 /* Queues chunk [off, off+len) on stream 0: MEMCPY_HTOD_BULK when its bytes
  * are staged in the worker (acked in this generation), else inline. */
 static rgpu_status htod_request(rgpu_client *c, rgpu_client_lane *l, int k, int device, uint64_t dst,
@@ -149,11 +160,7 @@ static rgpu_status htod_request(rgpu_client *c, rgpu_client_lane *l, int k, int 
     rgpu_call_frame bulk, twin;
     rgpu_frame_memcpy_htod_bulk(&bulk, 0, seq, &bulk_req);
     rgpu_frame_memcpy_htod(&twin, 0, seq, &inline_req);
-    struct iovec twin_iov[2];
-    int ntwin = rgpu_call_frame_iov(&twin, twin_iov);
-    rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq,
-                                      rgpu_call_frame_fields(&bulk),
-                                      rgpu_call_frame_fields_len(&bulk), twin_iov, ntwin);
+    rc = send_bulk_with_twin_locked(c, RGPU_OP_MEMCPY_HTOD_BULK, 0, seq, &bulk, &twin);
   } else if (rc == 0) {
     /* The lane is gone (or a resume came between): this chunk inline. */
     rc = rgpu_send_memcpy_htod_locked(c, 0, &inline_req, NULL);
@@ -287,11 +294,7 @@ rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint
       rgpu_call_frame bulk, twin;
       rgpu_frame_memcpy_dtoh_bulk(&bulk, 1, seq, &bulk_req);
       rgpu_frame_memcpy_dtoh(&twin, 1, seq, &inline_req);
-      struct iovec twin_iov[2];
-      int ntwin = rgpu_call_frame_iov(&twin, twin_iov);
-      rc = rgpu_client_send_twin_locked(c, RGPU_OP_MEMCPY_DTOH_BULK, 1, seq,
-                                        rgpu_call_frame_fields(&bulk),
-                                        rgpu_call_frame_fields_len(&bulk), twin_iov, ntwin);
+      rc = send_bulk_with_twin_locked(c, RGPU_OP_MEMCPY_DTOH_BULK, 1, seq, &bulk, &twin);
       seqs[sent % WINDOW] = seq;
       last = seq;
       l->marker_seq = seq;
