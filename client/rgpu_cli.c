@@ -281,6 +281,34 @@ static int find_libdir(char *out, size_t cap) {
   return 0;
 }
 
+/* The facades `rgpu run` makes win by SONAME, in load order: libcudart
+ * first (it holds the session; the others are forwarders into it).  A
+ * facade the build did not make is skipped; libcudart must be there
+ * (find_libdir checked). */
+static const char *const k_facades[] = {
+    "libcudart.so.13", "libcuda.so.1",      "libnvidia-ml.so.1",
+    "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9",
+};
+
+/* Writes "DIR/libcudart.so.13:DIR/libcuda.so.1:..." into out: 0, or -1
+ * (with a message) when it does not fit. */
+static int facade_preload_list(const char *libdir, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < sizeof k_facades / sizeof k_facades[0]; i++) {
+    char lib[PATH_MAX + 32];
+    snprintf(lib, sizeof lib, "%s/%s", libdir, k_facades[i]);
+    if (access(lib, R_OK)) continue;
+    int w = snprintf(out + n, cap - n, "%s%s", n ? ":" : "", lib);
+    if (w < 0 || (size_t)w >= cap - n) {
+      fprintf(stderr, "rgpu: the library path %s is too long for LD_PRELOAD\n", libdir);
+      return -1;
+    }
+    n += (size_t)w;
+  }
+  return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
   const char *server = NULL, *stats = NULL;
   int sync_every = 0;
@@ -338,11 +366,17 @@ static int cmd_run(int argc, char **argv) {
     const char *old = getenv("LD_LIBRARY_PATH");
     snprintf(buf, sizeof buf, "%s%s%s", libdir, old && *old ? ":" : "", old ? old : "");
     setenv("LD_LIBRARY_PATH", buf, 1);
-    /* LD_PRELOAD also beats a DT_RPATH pointing at NVIDIA's library. */
+    /* LD_PRELOAD also beats a DT_RPATH pointing at NVIDIA's library (torch's
+     * wheels carry one), and a library dlopen()ed by SONAME later finds the
+     * preloaded copy first.  Every facade the build made is preloaded. */
+    char pre[8 * PATH_MAX];
+    if (facade_preload_list(libdir, pre, sizeof pre)) _exit(126);
     old = getenv("LD_PRELOAD");
-    snprintf(buf, sizeof buf, "%s/libcudart.so.13%s%s", libdir, old && *old ? ":" : "",
-             old ? old : "");
-    setenv("LD_PRELOAD", buf, 1);
+    char *pbuf = malloc(strlen(pre) + (old ? strlen(old) : 0) + 2);
+    if (!pbuf) _exit(126);
+    sprintf(pbuf, "%s%s%s", pre, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_PRELOAD", pbuf, 1);
+    free(pbuf);
     if (sync_every) setenv("RGPU_SYNC_EVERY_CALL", "1", 1);
     if (stats) setenv("RGPU_STATS", stats, 1);
     execvp(prog[0], prog);
