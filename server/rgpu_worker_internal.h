@@ -135,7 +135,7 @@ typedef struct rgpu_job {
   CUstream stream;
   uint64_t order;
   pthread_t th;
-  struct rgpu_job *next;
+  struct rgpu_job *next, *prev; /* w->jobs.inflight, under w->jobs.lock */
   struct rgpu_job *qnext; /* in its completion queue (rgpu_jobs.c) */
 } rgpu_job;
 

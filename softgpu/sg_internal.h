@@ -249,7 +249,7 @@ struct CUevent_st {
   uint64_t seq;
   uint64_t time_ns;      /* CLOCK_MONOTONIC when the latest record completed */
   int has_time;
-  sg_event *next;        /* in ctx->events */
+  sg_event *next, *prev; /* in ctx->events (doubly linked: destroy is O(1)) */
   /* A record in a capturing stream (sg_graph_lock): the capture and the
    * nodes a later wait on the event depends on. */
   uint64_t cap_id;       /* 0: none; stale once that capture ended */

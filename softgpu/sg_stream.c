@@ -583,6 +583,7 @@ SG_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags) {
   }
   pthread_mutex_lock(&sg_sched_lock);
   e->next = c->events;
+  if (e->next) e->next->prev = e;
   c->events = e;
   pthread_mutex_unlock(&sg_sched_lock);
   *phEvent = e;
@@ -598,9 +599,15 @@ SG_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
   if (r) return r;
   sg_handle_del(hEvent);
   pthread_mutex_lock(&sg_sched_lock);
-  sg_event **pp = &hEvent->ctx->events;
-  while (*pp && *pp != hEvent) pp = &(*pp)->next;
-  if (*pp) *pp = hEvent->next;
+  /* Unlinked in O(1): servers create and destroy an event per queued copy,
+   * newest first in the list and oldest first destroyed, so a walk made
+   * 20,000 queued copies quadratic (70 % of the server's time). */
+  if (hEvent->prev)
+    hEvent->prev->next = hEvent->next;
+  else
+    hEvent->ctx->events = hEvent->next;
+  if (hEvent->next) hEvent->next->prev = hEvent->prev;
+  hEvent->next = hEvent->prev = NULL;
   event_unref_locked(hEvent);
   pthread_mutex_unlock(&sg_sched_lock);
   return CUDA_SUCCESS;
