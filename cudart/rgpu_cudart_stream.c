@@ -5,6 +5,7 @@
  * The _ptsz entry points are what `--default-stream per-thread` programs
  * call: there stream 0 means the calling thread's own default stream,
  * created on the server the first time it is used. */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,15 @@ static rgpu_status sync_send_locked(rgpu_client *c, rgpu_rt_sync_kind kind, uint
  * cudaDeviceSynchronize answers at once, without a round trip: every error
  * of earlier work arrived before that synchronization's reply.  0 = none. */
 static uint64_t g_idle_next[RGPU_MAX_DEVICES];
+
+void rgpu_rt_idle_after_wait_locked(rgpu_client *c, int device, uint64_t first, int ok) {
+  assert(rgpu_client_lock_held(c));
+  if (device < 0 || device >= RGPU_MAX_DEVICES || rgpu_client_sync_every_call(c)) return;
+  if (g_idle_next[device] == 0 || g_idle_next[device] != first) return;
+  /* Only this request left since the device was idle, and it is complete:
+   * the device is idle again.  A failure may have been a fault: unknown. */
+  g_idle_next[device] = ok ? rgpu_client_next_seq_locked(c) : 0;
+}
 
 rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
                               uint64_t handle, uint64_t drain_stream) {

@@ -94,7 +94,15 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
     if (r == CUDA_SUCCESS) r = w->drv.cuDevicePrimaryCtxRetain(&w->ctx[dev], d);
     if (r != CUDA_SUCCESS) {
       w->ctx[dev] = NULL;
-      return rgpu_worker_fail(w, r, "cannot retain the primary context of device %d: %s", dev,
+      /* After a fault and a reset the H200 refuses the new primary context
+       * with the fault's own code (CUDA_ERROR_ILLEGAL_ADDRESS, measured in a
+       * worker), and a local cudart reports that refusal as
+       * cudaErrorDevicesUnavailable (measured natively): the device is
+       * unusable until the GPU itself is reset.  The program must see what
+       * it sees locally, so a context refused for a fault is
+       * CUDA_ERROR_DEVICE_UNAVAILABLE; the driver's code stays in the text. */
+      CUresult seen = rgpu_driver_is_fault(r) ? CUDA_ERROR_DEVICE_UNAVAILABLE : r;
+      return rgpu_worker_fail(w, seen, "cannot retain the primary context of device %d: %s", dev,
                               rgpu_driver_error_name(&w->drv, r));
     }
     fresh = 1;

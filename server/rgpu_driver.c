@@ -102,3 +102,16 @@ int rgpu_driver_probe_cuda(void) {
   }
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
+
+const char *rgpu_driver_fault_name(CUresult r) {
+  switch ((int)r) {
+    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 702: return "CUDA_ERROR_LAUNCH_TIMEOUT";
+    case 715: return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
+    case 716: return "CUDA_ERROR_MISALIGNED_ADDRESS";
+    case 717: return "CUDA_ERROR_INVALID_ADDRESS_SPACE";
+    case 718: return "CUDA_ERROR_INVALID_PC";
+    case 719: return "CUDA_ERROR_LAUNCH_FAILED";
+    default: return NULL;
+  }
+}

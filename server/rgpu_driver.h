@@ -64,6 +64,13 @@ typedef struct {
 int rgpu_driver_load(rgpu_driver *d, const char *path, char *err, size_t errlen);
 void rgpu_driver_unload(rgpu_driver *d);
 
+/* The name of a status that a device fault leaves sticky in its context
+ * (a kernel's illegal address, illegal instruction, ...), or NULL for any
+ * other status.  The table is rgpu's, not the driver's: the listener uses
+ * it too, and it never loads a driver. */
+const char *rgpu_driver_fault_name(CUresult r);
+static inline int rgpu_driver_is_fault(CUresult r) { return rgpu_driver_fault_name(r) != NULL; }
+
 /* The driver's name for a status ("CUDA_ERROR_INVALID_VALUE"), never NULL. */
 const char *rgpu_driver_error_name(const rgpu_driver *d, CUresult r);
 

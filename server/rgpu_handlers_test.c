@@ -557,6 +557,21 @@ static void test_memset_dtod_reset(void **state) {
   send_req(t, RGPU_OP_DEVICE_RESET, 1, &b, NULL, 0);
   assert_int_equal(reply_status(t), 0);
   assert_int_equal(dtoh(t, b2, back, 4), CUDA_ERROR_INVALID_VALUE);
+  /* A driver that refuses the new context for a fault (the H200 after a
+   * fault and a reset) is reported as a local cudart reports it:
+   * CUDA_ERROR_DEVICE_UNAVAILABLE (cudaErrorDevicesUnavailable), for every
+   * request until the driver gives a context again. */
+  setenv("RGPU_TEST_DRIVER_REFUSE_CTX", "700", 1);
+  rgpu_buf_reset(&b);
+  rgpu_buf_put_u32(&b, 0);
+  send_req(t, RGPU_OP_DEVICE_RESET, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), 0);
+  assert_int_equal(dtoh(t, b2, back, 4), CUDA_ERROR_DEVICE_UNAVAILABLE);
+  assert_int_equal(dtoh(t, b2, back, 4), CUDA_ERROR_DEVICE_UNAVAILABLE);
+  /* Any other refusal keeps the driver's code. */
+  setenv("RGPU_TEST_DRIVER_REFUSE_CTX", "2", 1);
+  assert_int_equal(dtoh(t, b2, back, 4), CUDA_ERROR_OUT_OF_MEMORY);
+  unsetenv("RGPU_TEST_DRIVER_REFUSE_CTX");
   rgpu_buf_reset(&b);
   rgpu_buf_put_u32(&b, 3);
   send_req(t, RGPU_OP_CTX_SET_DEVICE, 1, &b, NULL, 0);

@@ -1,6 +1,7 @@
 /* Prometheus metrics of rgpu-server: shared slots written by workers, an
  * HTTP thread in the listener that renders them.  See rgpu_metrics.h. */
 #define _GNU_SOURCE
+#include "rgpu_driver.h"
 #include "rgpu_metrics.h"
 
 #include <errno.h>
@@ -149,21 +150,8 @@ static void count_error(rgpu_metrics_counts *c, uint32_t code, uint64_t n) {
   add(&c->err_other, n);
 }
 
-static const char *fault_name(uint32_t s) {
-  switch (s) {
-    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
-    case 702: return "CUDA_ERROR_LAUNCH_TIMEOUT";
-    case 715: return "CUDA_ERROR_ILLEGAL_INSTRUCTION";
-    case 716: return "CUDA_ERROR_MISALIGNED_ADDRESS";
-    case 717: return "CUDA_ERROR_INVALID_ADDRESS_SPACE";
-    case 718: return "CUDA_ERROR_INVALID_PC";
-    case 719: return "CUDA_ERROR_LAUNCH_FAILED";
-    default: return NULL;
-  }
-}
-
 int rgpu_metrics_note_status(uint64_t session_id, uint16_t opcode, uint32_t status) {
-  const char *name = fault_name(status);
+  const char *name = rgpu_driver_fault_name((CUresult)status);
   if (!name) return 0;
   /* One worker process is one session: later requests repeat the sticky
    * error, one line is the event. */

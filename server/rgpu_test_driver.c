@@ -182,6 +182,11 @@ API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
 }
 API CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   NEED_INIT;
+  /* RGPU_TEST_DRIVER_REFUSE_CTX=code: refuse the context with that code,
+   * as an H200 refuses a new primary context after a fault and a reset
+   * (CUDA_ERROR_ILLEGAL_ADDRESS). */
+  const char *refuse = getenv("RGPU_TEST_DRIVER_REFUSE_CTX");
+  if (refuse && *refuse) return (CUresult)atoi(refuse);
   *c = (CUcontext)&ctx_dummy;
   return CUDA_SUCCESS;
 }
