@@ -303,6 +303,7 @@ struct qconn {
   int primary_done;    /* stream 0 has ended */
 
   int handshake_done;
+  uint64_t created_ns;  /* server: when its first packet came (handshake slots) */
   int hs_confirmed;
   int closing;         /* stop: send CONNECTION_CLOSE and drop */
   int dead;            /* drop without sending */
@@ -353,6 +354,7 @@ struct qserver {
   int nconns;
   pthread_t th;
   int th_started;
+  uint64_t evictions; /* unfinished handshakes evicted so far (logged in bursts) */
 };
 
 static void q_set_error(qconn *q, int code, const char *fmt, ...)
@@ -1603,6 +1605,36 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
   return q;
 }
 
+/* With every handshake slot taken (RGPU_T_MAX_PENDING_HANDSHAKES
+ * connections whose handshake has not finished), drops the oldest one if it
+ * is old enough, so that one more client can start.  Peers that send a
+ * first flight and then nothing (or whose source address was made up) held
+ * a slot for the whole 10 s handshake timeout, and 4,096 of them locked
+ * every client out.  Returns 0 when a new connection may be made, -1 when
+ * none can: the packet is dropped and the client retransmits. */
+static int server_handshake_room(qserver *sv) {
+  int pending = 0;
+  qconn *oldest = NULL;
+  for (qconn *q = sv->conns; q; q = q->next) {
+    if (q->handshake_done || q->dead || q->closing) continue;
+    pending++;
+    if (!oldest || q->created_ns < oldest->created_ns) oldest = q;
+  }
+  if (pending < RGPU_T_MAX_PENDING_HANDSHAKES) return 0;
+  uint64_t now = rgpu_clock_ns();
+  if (!oldest || now < oldest->created_ns + (uint64_t)RGPU_T_HS_EVICT_AGE_MS * 1000000ull)
+    return -1;
+  /* Dropped without a word (q->dead): the relay loop frees it; telling a
+   * peer that never answers costs a packet for nothing. */
+  oldest->dead = 1;
+  if (sv->evictions++ % RGPU_T_MAX_PENDING_HANDSHAKES == 0)
+    RGPU_WARN("quic: all %d handshake slots are taken by peers that do not finish their "
+              "handshake (%s, %.1f s); the oldest give their slot to new clients (%llu so far)",
+              RGPU_T_MAX_PENDING_HANDSHAKES, oldest->peer,
+              (double)(now - oldest->created_ns) / 1e9, (unsigned long long)sv->evictions);
+  return 0;
+}
+
 static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
                        const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
                        size_t len) {
@@ -1612,9 +1644,13 @@ static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locall
     return; /* version negotiation is not offered: v1 only */
   qconn *q = server_find(sv, vc.dcid, vc.dcidlen);
   if (!q) {
-    if (sv->nconns >= 4096) return;
+    /* Only a well-formed Initial may take (or free) a handshake slot: junk
+     * datagrams must not evict real clients' handshakes. */
+    ngtcp2_pkt_hd hd;
+    if (sv->nconns >= 4096 || ngtcp2_accept(&hd, pkt, len) != 0 || server_handshake_room(sv)) return;
     q = server_new_conn(sv, local, locallen, from, fromlen, pkt, len);
     if (!q) return;
+    q->created_ns = rgpu_clock_ns();
   }
   q_read_packet(q, local, locallen, from, fromlen, pkt, len);
 }

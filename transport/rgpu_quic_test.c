@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -159,6 +160,132 @@ static void test_wrong_ca(void **state) {
   assert_int_equal(tu_echo_check(c, 1 << 20, 1000, 9), 0);
   rgpu_conn_close(c);
   tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+/* ---- silent handshakes (issue 14) ------------------------------------- */
+
+/* A UDP relay that forwards only the first datagram of each client flow to
+ * the server, from a socket of its own per flow, and drops everything else:
+ * each client through it leaves the server a handshake that never goes on
+ * (what a flood of spoofed or silent peers does). */
+typedef struct {
+  int fd;               /* where clients send */
+  struct sockaddr_in server;
+  int ups[512];         /* one upstream socket per flow, kept open */
+  struct sockaddr_in seen[512];
+  int nflows;
+  volatile int stop;
+  pthread_t th;
+} first_flight_relay;
+
+static void *first_flight_main(void *arg) {
+  first_flight_relay *r = arg;
+  unsigned char buf[65536];
+  while (!r->stop) {
+    struct pollfd p = {r->fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    struct sockaddr_in from;
+    socklen_t fl = sizeof from;
+    ssize_t n = recvfrom(r->fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+    if (n <= 0) continue;
+    int known = 0;
+    for (int i = 0; i < r->nflows && !known; i++)
+      known = r->seen[i].sin_port == from.sin_port;
+    if (known || r->nflows >= 512) continue;
+    int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (u < 0) continue;
+    r->seen[r->nflows] = from;
+    r->ups[r->nflows++] = u;
+    sendto(u, buf, (size_t)n, 0, (struct sockaddr *)&r->server, sizeof r->server);
+  }
+  return NULL;
+}
+
+typedef struct {
+  const char *uri;
+  int n;
+} silent_clients;
+
+static void *silent_clients_main(void *arg) {
+  silent_clients *sc = arg;
+  for (int i = 0; i < sc->n; i++) {
+    rgpu_transport_opts o = {.ca_file = srv_cert, .connect_timeout_ms = 150};
+    rgpu_conn *c = NULL;
+    char err[256];
+    if (rgpu_conn_connect(sc->uri, &o, &c, err, sizeof err) == 0) rgpu_conn_close(c);
+  }
+  return NULL;
+}
+
+static void test_silent_handshakes_bounded(void **state) {
+  /* A long handshake deadline: without the slot bound, silent peers would
+   * hold their connections for all of it. */
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key,
+                            .handshake_timeout_ms = 30000};
+  rgpu_listener *l;
+  char err[256], uri[64], relay_uri[64];
+  if (rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err)) fail_msg("listen: %s", err);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", rgpu_listener_port(l));
+
+  first_flight_relay *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  r->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(bind(r->fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t al = sizeof a;
+  getsockname(r->fd, (struct sockaddr *)&a, &al);
+  snprintf(relay_uri, sizeof relay_uri, "quic://127.0.0.1:%u", ntohs(a.sin_port));
+  r->server = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(rgpu_listener_port(l)),
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  assert_int_equal(pthread_create(&r->th, NULL, first_flight_main, r), 0);
+
+  /* The server's warning (one line per 256 evictions) goes to stderr:
+   * catch it in a file. */
+  char logpath[] = "/tmp/rgpu-quic-silent-XXXXXX";
+  int logfd = mkstemp(logpath);
+  assert_true(logfd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(logfd, 2);
+
+  /* 300 silent handshakes, more than the 256 slots. */
+  enum { THREADS = 20, PER = 15 };
+  pthread_t th[THREADS];
+  silent_clients sc = {relay_uri, PER};
+  for (int i = 0; i < THREADS; i++) pthread_create(&th[i], NULL, silent_clients_main, &sc);
+  for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+  int flows = r->nflows;
+
+  /* A real client still gets in (its first Initial may be dropped while no
+   * slot is old enough; it retransmits) and its session works. */
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert, .connect_timeout_ms = 8000};
+  rgpu_conn *c;
+  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  if (rc) fail_msg("a real client was locked out by %d silent handshakes: %s", flows, err);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 3), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+
+  char text[8192] = "";
+  ssize_t n = pread(logfd, text, sizeof text - 1, 0);
+  text[n > 0 ? n : 0] = 0;
+  close(logfd);
+  unlink(logpath);
+  assert_true(flows > 256);
+  /* The bound was reached and the oldest gave way, with one line for it. */
+  assert_non_null(strstr(text, "handshake slots are taken"));
+
+  r->stop = 1;
+  pthread_join(r->th, NULL);
+  for (int i = 0; i < r->nflows; i++) close(r->ups[i]);
+  close(r->fd);
+  free(r);
   rgpu_listener_close(l);
 }
 
@@ -662,6 +789,7 @@ int main(void) {
       cmocka_unit_test(test_migration), cmocka_unit_test(test_idle_and_keepalive),
       cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
       cmocka_unit_test(test_default_keepalive), cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_stream_routed_to_worker), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
+      cmocka_unit_test(test_silent_handshakes_bounded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -457,11 +457,8 @@ typedef struct {
   uint64_t evictions;  /* handshakes evicted so far (logged in bursts) */
 } tls_server;
 
-/* Unfinished handshakes the relay holds at most. */
-#define TLS_MAX_HANDSHAKES 256
-/* A pending handshake this old gives its slot to a new client when all are
- * taken. */
-#define TLS_HS_EVICT_AGE_MS 1000
+#define TLS_MAX_HANDSHAKES RGPU_T_MAX_PENDING_HANDSHAKES
+#define TLS_HS_EVICT_AGE_MS RGPU_T_HS_EVICT_AGE_MS
 
 static void sess_free(tls_sess *x) {
   if (x->s) {

@@ -14,6 +14,12 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
+/* Unfinished handshakes a TLS or QUIC relay holds at most, and the age from
+ * which the oldest of them gives its slot to a new client when all are
+ * taken (issue 14: silent peers must not lock real clients out). */
+#define RGPU_T_MAX_PENDING_HANDSHAKES 256
+#define RGPU_T_HS_EVICT_AGE_MS 1000
+
 /* Every conn is a vtable plus a file descriptor.  For tcp/unix and the
  * relayed server side of tls/quic the fd is the stream itself; the TLS client
  * keeps the TCP socket there and routes I/O through GnuTLS; the QUIC client
