@@ -219,7 +219,10 @@ static int server_start(private_server *s) {
     if (devnull >= 0) dup2(devnull, 0);
     /* Our own library must not be preloaded into the server. */
     unsetenv("LD_PRELOAD");
-    execl(server_bin, server_bin, "--listen", s->uri, "--device", "softgpu", (char *)NULL);
+    /* No image cache: this server is on this machine, images cross no
+     * network, and a run should leave nothing behind in /var/tmp. */
+    execl(server_bin, server_bin, "--listen", s->uri, "--device", "softgpu", "--image-cache", "off",
+          (char *)NULL);
     fprintf(stderr, "rgpu: cannot run %s: %s\n", server_bin, strerror(errno));
     _exit(127);
   }

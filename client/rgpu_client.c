@@ -854,7 +854,8 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
   rgpu_msg_hello_req hello = {
       .proto_version = RGPU_PROTO_VERSION,
       .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT | (c->reconnect_s > 0 ? 0 : RGPU_CAP_NO_RESUME) |
-              (rgpu_client_bulk_wanted(cfg->server) ? RGPU_CAP_BULK_STREAMS : 0),
+              (rgpu_client_bulk_wanted(cfg->server) ? RGPU_CAP_BULK_STREAMS : 0) |
+              RGPU_CAP_IMAGE_CACHE, /* cudart/rgpu_cudart_image.c names images by hash */
       .client_pid = (uint32_t)getpid(),
       .token = {cfg->token, strlen(cfg->token)},
       .resume_token = {NULL, 0},

@@ -269,6 +269,11 @@ typedef struct {
   uint64_t flushes;
   uint64_t flow_waits;
   int connected;
+  /* Kernel images (issue 15): sent whole, their bytes, and module loads
+   * the server's image cache served without them. */
+  uint64_t images_sent;
+  uint64_t image_bytes_sent;
+  uint64_t image_cache_hits;
 } rgpu_client_stats;
 int rgpu_client_stats_json(const rgpu_client_stats *s, char *out, size_t cap);
 /* Writes the JSON to path (replacing it).  Returns 0 or -1 with errno. */

@@ -117,7 +117,10 @@ static void test_stats_json(void **state) {
                          .transport = "tcp",
                          .server = "tcp://h:1/\"x\"",
                          .sync_every_call = 0,
-                         .connected = 1};
+                         .connected = 1,
+                         .images_sent = 2,
+                         .image_bytes_sent = 4096,
+                         .image_cache_hits = 5};
   char buf[1024];
   int n = rgpu_client_stats_json(&s, buf, sizeof buf);
   assert_true(n > 0);
@@ -131,6 +134,7 @@ static void test_stats_json(void **state) {
   assert_non_null(strstr(buf, "\"transport\":\"tcp\""));
   assert_non_null(strstr(buf, "\"server\":\"tcp://h:1/\\\"x\\\"\""));
   assert_non_null(strstr(buf, "\"sync_every_call\":false"));
+  assert_non_null(strstr(buf, "\"images_sent\":2,\"image_bytes_sent\":4096,\"image_cache_hits\":5}"));
   assert_int_equal(buf[0], '{');
   assert_int_equal(buf[n - 1], '}');
   /* Too small a buffer fails cleanly. */

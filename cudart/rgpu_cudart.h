@@ -120,6 +120,26 @@ void rgpu_rt_report_module_refused(const char *first_kernel, size_t nkernels, in
 void rgpu_rt_format_module_refused(char *buf, size_t len, const char *first_kernel,
                                    size_t nkernels, int code, const char *reason);
 
+/* ---- kernel images (rgpu_cudart_image.c, issue 15) ---------------------- */
+
+/* Loads image[0..len) as module module_id on device dev: MODULE_LOAD with
+ * the image cut to what the device runs and named by its SHA-256, so that
+ * a server that has it cached needs no image at all (one round trip), and
+ * one that has not gets it in a second one.  func_names/var_names: the
+ * kernels and variables whose handles the reply reports.  r (may be NULL)
+ * receives the reply as from rgpu_call_module_load (r->payload: its
+ * fields).  Returns what rgpu_call_module_load returns; never
+ * RGPU_STATUS_IMAGE_NOT_CACHED.  No cudart lock may be held (round trips).
+ * The one way images go to the server: cudart's lazy module loading and
+ * the driver facade's cuModuleLoadData. */
+rgpu_status rgpu_rt_image_load(rgpu_client *c, int dev, uint64_t module_id, const void *image,
+                               size_t len, const char *const *func_names, uint32_t nfuncs,
+                               const char *const *var_names, uint32_t nvars,
+                               rgpu_client_reply *r);
+/* This process's counts for RGPU_STATS. */
+void rgpu_rt_image_counters(uint64_t *images_sent, uint64_t *image_bytes_sent,
+                            uint64_t *image_cache_hits);
+
 /* ---- cudaDeviceProp from attributes (rgpu_cudart_props.c, pure) -------- */
 
 void rgpu_cudart_build_props(struct cudaDeviceProp *p, const char *name, size_t name_len,

@@ -420,18 +420,18 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   for (size_t i = 0; i < fb->nvars; i++) vnames[i] = fb->vars[i].name;
   uint64_t id = rgpu_rt_new_handle_id();
   /* The names are the registration's own strings (never freed while the
-   * fatbin lives), so fnames/vnames stay valid with the lock dropped. */
-  rgpu_msg_module_load_req req = {.module_id = id,
-                                  .func_names = {.items = fnames, .count = (uint32_t)fb->nfuncs},
-                                  .var_names = {.items = vnames, .count = (uint32_t)fb->nvars},
-                                  .image = {.data = fb->image, .len = fb->size}};
+   * fatbin lives), so fnames/vnames stay valid with the lock dropped; so
+   * are the image and the counts (registration ended before main). */
+  uint32_t nfuncs = (uint32_t)fb->nfuncs, nvars = (uint32_t)fb->nvars;
   rgpu_buf pay;
   rgpu_buf_init(&pay);
   rgpu_client_reply r = {.payload = &pay};
   m->state = RGPU_MODULE_LOADING;
   rgpu_mutex_unlock(&fb->lock);
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
-  rgpu_status rc = rgpu_call_module_load(c, dev, 0, &req, NULL, &r);
+  /* The image goes only if the server has not cached it (rgpu_cudart_image.c). */
+  rgpu_status rc =
+      rgpu_rt_image_load(c, dev, id, fb->image, fb->size, fnames, nfuncs, vnames, nvars, &r);
   free(fnames);
   free(vnames);
   rgpu_mutex_lock(&fb->lock);

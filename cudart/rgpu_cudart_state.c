@@ -171,6 +171,7 @@ __attribute__((destructor)) static void rgpu_rt_fini(void) {
         .flow_waits = ctr.flow_waits,
         .connected = c != NULL,
     };
+    rgpu_rt_image_counters(&s.images_sent, &s.image_bytes_sent, &s.image_cache_hits);
     if (rgpu_client_stats_write(g_cfg.stats_path, &s))
       fprintf(stderr, "rgpu: cannot write RGPU_STATS file %s: %m\n", g_cfg.stats_path);
   }

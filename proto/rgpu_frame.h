@@ -43,6 +43,16 @@ typedef enum {
 /* Client to server only: this client never resumes (RGPU_RECONNECT_S=0), so
  * it sends no ACKs and the server keeps no replay buffer for it. */
 #define RGPU_CAP_NO_RESUME 0x100u
+/* The server keeps kernel images in its image cache (issue 15): MODULE_LOAD
+ * may name an image by its hash alone. */
+#define RGPU_CAP_IMAGE_CACHE 0x8u
+
+/* Reply statuses (frame aux) that are not CUresults: above every CUresult
+ * (CUDA_ERROR_UNKNOWN is 999), never returned to a program.
+ * RGPU_STATUS_IMAGE_NOT_CACHED: a MODULE_LOAD named an image by its hash
+ * and the server does not have it (or its copy failed verification):
+ * send the request again with the image. */
+#define RGPU_STATUS_IMAGE_NOT_CACHED 0x10001u
 
 /* Request flags (aux of a request). */
 #define RGPU_REQ_NEED_REPLY 0x1u /* the client waits for a reply */

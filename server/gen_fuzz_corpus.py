@@ -27,7 +27,7 @@ seeds['memory'] = b''.join([
     F(0x25, u64(BASE) + u32(7) + u32(4) + u64(64) + u64(0)),
     F(0x15, b''), F(0x21, u64(BASE + 512)), F(0x21, u64(BASE)),
 ])
-mod = u64(9) + strlist([b'vecadd', b'hello', b'nope']) + strlist([b'gvar']) + b'STUB'
+mod = u64(9) + strlist([b'vecadd', b'hello', b'nope']) + strlist([b'gvar']) + u32(0) + b'STUB'  # u32(0): no image_hash
 params = u64(BASE) + u64(BASE + 512) + u64(BASE + 1024) + i32(64)
 seeds['module'] = b''.join([
     F(0x20, u64(256)), F(0x20, u64(256)), F(0x20, u64(256)),

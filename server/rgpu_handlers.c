@@ -213,6 +213,10 @@ CUresult rgpu_h_hello(rgpu_req *rq, const rgpu_msg_hello_req *q) {
   /* A client that will never resume never acknowledges either: keeping its
    * replies would only fill the replay buffer and copy every byte into it. */
   if (q->caps & RGPU_CAP_NO_RESUME) w->replay.enabled = 0;
+  /* Images by hash only where the cache can be used (else every module
+   * would cost a second round trip for nothing). */
+  if ((q->caps & RGPU_CAP_IMAGE_CACHE) && rgpu_worker_image_cache(w))
+    w->caps |= RGPU_CAP_IMAGE_CACHE;
   w->hello_done = 1;
   /* Authenticated: now (and only now) the driver is worth loading.  A
    * failure is reported on the first request that needs it. */
@@ -606,15 +610,34 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
   if (q->module_id == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "module id 0 is reserved");
   if (rgpu_handle_map_get(&w->modules, q->module_id))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "module id %llu is already loaded", (unsigned long long)q->module_id);
-  if (q->image.len == 0) return FAIL(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: empty image");
+  if (q->image_hash.len != 0 && q->image_hash.len != 32)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "module load: image hash of %zu bytes (SHA-256 has 32)",
+                q->image_hash.len);
+  /* Named by its hash alone: the image cache has it, or the client is told
+   * to send it (rgpu_handlers_image.c). */
+  const void *image = q->image.data;
+  size_t image_len = q->image.len;
+  void *cached = NULL;
+  if (image_len == 0 && q->image_hash.len) {
+    CUresult cr = rgpu_worker_image_lookup(w, q->image_hash.data, &cached, &image_len);
+    if (cr != CUDA_SUCCESS) return cr;
+    image = cached;
+  }
+  if (image_len == 0) {
+    free(cached);
+    return FAIL(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: empty image");
+  }
 
   /* The image sits unaligned in the frame and a PTX image need not be
    * NUL-terminated there; the driver wants both. */
-  size_t alen = (q->image.len + 1 + 63) & ~(size_t)63;
+  size_t alen = (image_len + 1 + 63) & ~(size_t)63;
   unsigned char *img = aligned_alloc(64, alen);
+  if (img) {
+    memcpy(img, image, image_len);
+    memset(img + image_len, 0, alen - image_len);
+  }
+  free(cached);
   if (!img) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory copying the module image");
-  memcpy(img, q->image.data, q->image.len);
-  memset(img + q->image.len, 0, alen - q->image.len);
   CUmodule mod = NULL;
   /* The JIT's error log says why a module is refused (softgpu: "unknown
    * symbol 'WARP_SZ'"); the code alone (CUDA_ERROR_INVALID_PTX) does not, and
@@ -635,6 +658,10 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
   if (r != CUDA_SUCCESS && jit_err[0])
     return FAIL(r, "cuModuleLoadData: %s: %s", ENAME(r), jit_err);
   if (r != CUDA_SUCCESS) return drv_fail(w, r, "cuModuleLoadData");
+  /* An image the driver accepted, sent whole: the next process need not. */
+  if (q->image.len)
+    rgpu_worker_image_store(w, q->image.data, q->image.len,
+                            q->image_hash.len ? q->image_hash.data : NULL);
 
   uint32_t nf = q->func_names.count, nv = q->var_names.count;
   int32_t *fstat = calloc(nf ? nf : 1, sizeof *fstat);

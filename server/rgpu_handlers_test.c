@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 
 #include "rgpu_dispatch.h"
+#include "rgpu_image_cache.h"
 #include "rgpu_messages.h"
 #include "rgpu_worker.h"
 
@@ -37,6 +38,7 @@ static char softgpu_lib[1024]; /* beside the test binary, so the tree can move *
 static char fatbins[1024];
 
 static rgpu_device_kind next_kind = RGPU_DEVICE_SOFTGPU;
+static char next_image_cache[512]; /* the next harness's --image-cache ("" = none) */
 
 static harness *harness_new(const char *lib, const char *token, uint64_t quota) {
   harness *t = calloc(1, sizeof *t);
@@ -50,6 +52,8 @@ static harness *harness_new(const char *lib, const char *token, uint64_t quota) 
     snprintf(cfg.token, sizeof cfg.token, "%s", token);
   }
   cfg.mem_quota = quota;
+  snprintf(cfg.image_cache_dir, sizeof cfg.image_cache_dir, "%s", next_image_cache);
+  next_image_cache[0] = 0;
   cfg.session_id = 7;
   snprintf(cfg.peer, sizeof cfg.peer, "test");
   t->w = rgpu_worker_new(&cfg);
@@ -460,6 +464,115 @@ static void test_modules_and_launch(void **state) {
   harness_free(t);
 }
 
+/* HELLO asking for the image cache; returns the caps the server granted. */
+static uint32_t hello_caps(harness *t, uint32_t caps) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = caps, .client_pid = 1,
+                          .client_name = {"test", 4}};
+  rgpu_msg_hello_req_encode(&b, &q);
+  send_req(t, RGPU_OP_HELLO, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  assert_int_equal(reply_status(t), 0);
+  rgpu_msg_hello_rep r;
+  assert_int_equal(rgpu_msg_hello_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+  return r.caps;
+}
+
+/* MODULE_LOAD of the stub image with an image hash (hash_len bytes of
+ * hash) and the image as tail or not; returns the reply status. */
+static uint32_t load_by_hash(harness *t, uint64_t id, const uint8_t *hash, size_t hash_len,
+                             int with_image) {
+  const char *funcs[] = {"vecadd"};
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_module_load_req q = {.module_id = id,
+                                .func_names = {.items = funcs, .count = 1},
+                                .image_hash = {hash, hash_len}};
+  rgpu_msg_module_load_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MODULE_LOAD, 1, &b, "STUB image", with_image ? 10 : 0);
+  rgpu_buf_free(&b);
+  return reply_status(t);
+}
+
+/* The image cache protocol of MODULE_LOAD (issue 15) on the fake driver:
+ * a hash alone misses until an image was sent, then hits in every later
+ * session; an image sent without a hash (the old form) is stored too; a
+ * server without a cache does not offer it. */
+static void test_module_image_cache(void **state) {
+  char dir[] = "/tmp/rgpu-handlers-image-cache-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char cache[400];
+  snprintf(cache, sizeof cache, "%s/c", dir);
+  uint8_t h[32];
+  rgpu_image_hash("STUB image", 10, h);
+
+  snprintf(next_image_cache, sizeof next_image_cache, "%s", cache);
+  harness *t = harness_new(driver_path, NULL, 0);
+  uint32_t caps = hello_caps(t, RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_IMAGE_CACHE);
+  assert_true(caps & RGPU_CAP_IMAGE_CACHE);
+  assert_int_equal(load_by_hash(t, 3, h, 32, 0), RGPU_STATUS_IMAGE_NOT_CACHED);
+  assert_true(reply_msg_has(t, "not in the server's image cache"));
+  assert_int_equal(load_by_hash(t, 3, h, 32, 1), 0); /* the same id: the miss loaded nothing */
+  assert_int_equal(load_by_hash(t, 4, h, 16, 0), CUDA_ERROR_INVALID_VALUE); /* not a SHA-256 */
+  assert_int_equal(load_by_hash(t, 4, NULL, 0, 0), CUDA_ERROR_INVALID_IMAGE); /* nothing at all */
+  harness_free(t);
+
+  /* Another session (a later process): the hash alone loads the module. */
+  snprintf(next_image_cache, sizeof next_image_cache, "%s", cache);
+  t = harness_new(driver_path, NULL, 0);
+  hello_caps(t, RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_IMAGE_CACHE);
+  assert_int_equal(load_by_hash(t, 9, h, 32, 0), 0);
+  rgpu_msg_module_load_rep r;
+  assert_int_equal(rgpu_msg_module_load_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+  assert_int_equal(r.func_status.count, 1);
+  assert_int_equal(rgpu_array_i32(&r.func_status, 0), 0);
+  assert_int_equal(rgpu_array_u32(&r.func_nparams, 0), 4);
+  /* A hash nobody stored misses, and is not an error of the session. */
+  uint8_t other[32];
+  memset(other, 7, sizeof other);
+  assert_int_equal(load_by_hash(t, 10, other, 32, 0), RGPU_STATUS_IMAGE_NOT_CACHED);
+  harness_free(t);
+
+  /* The old form (image, no hash) is stored as well, under its hash. */
+  char cache2[400], entry[800], hex[65];
+  snprintf(cache2, sizeof cache2, "%s/d", dir);
+  snprintf(next_image_cache, sizeof next_image_cache, "%s", cache2);
+  t = harness_new(driver_path, NULL, 0);
+  hello_caps(t, RGPU_CAP_ASYNC_ERRORS);
+  load_stub_module(t, 3, 0);
+  rgpu_image_hash_hex(h, hex);
+  snprintf(entry, sizeof entry, "%s/%s", cache2, hex);
+  assert_int_equal(access(entry, R_OK), 0);
+  /* An image the driver refuses is not stored. */
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_module_load_req q = {.module_id = 4};
+  rgpu_msg_module_load_req_encode(&b, &q);
+  send_req(t, RGPU_OP_MODULE_LOAD, 1, &b, "garbage", 7);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_IMAGE);
+  rgpu_buf_free(&b);
+  uint8_t hg[32];
+  rgpu_image_hash("garbage", 7, hg);
+  rgpu_image_hash_hex(hg, hex);
+  snprintf(entry, sizeof entry, "%s/%s", cache2, hex);
+  assert_int_equal(access(entry, F_OK), -1);
+  harness_free(t);
+
+  /* No cache configured: not offered, and a hash alone is answered
+   * "send it" rather than failing the module. */
+  t = harness_new(driver_path, NULL, 0);
+  caps = hello_caps(t, RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_IMAGE_CACHE);
+  assert_false(caps & RGPU_CAP_IMAGE_CACHE);
+  assert_int_equal(load_by_hash(t, 3, h, 32, 0), RGPU_STATUS_IMAGE_NOT_CACHED);
+  assert_int_equal(load_by_hash(t, 3, h, 32, 1), 0);
+  harness_free(t);
+
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX (server/rgpu_handlers_features.c):
  * ids checked first, read-only attributes refused, and a driver without the
  * functions (the fake one) answers NOT_SUPPORTED instead of crashing. */
@@ -804,6 +917,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_modules_and_launch),
       cmocka_unit_test(test_features_fake_driver),
+      cmocka_unit_test(test_module_image_cache),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),
       cmocka_unit_test(test_softgpu_fatbin_launch),

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "rgpu_clock.h"
+#include "rgpu_frame.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #include "rgpu_transport.h"
@@ -40,6 +41,7 @@ typedef struct {
   uint64_t lat_bucket[RGPU_METRICS_BUCKETS]; /* non-cumulative */
   uint64_t lat_sum_ns;
   uint64_t bytes_in, bytes_out;
+  uint64_t image_cache[RGPU_METRICS_IMAGE_EVENTS]; /* RGPU_METRICS_IMAGE_* */
 } rgpu_metrics_counts;
 
 typedef struct {
@@ -183,11 +185,18 @@ void rgpu_metrics_request(uint16_t opcode, uint32_t status, uint64_t ns, uint64_
   if (!s) return;
   rgpu_metrics_counts *c = &s->c;
   add(&c->calls[opcode < RGPU_METRICS_OPS - 1 ? opcode : RGPU_METRICS_OPS - 1], 1);
-  if (status) count_error(c, status, 1);
+  /* "Send the image" is the cache protocol's question, not a failure. */
+  if (status && status != RGPU_STATUS_IMAGE_NOT_CACHED) count_error(c, status, 1);
   add(&c->lat_bucket[bucket_of(ns)], 1);
   add(&c->lat_sum_ns, ns);
   add(&c->bytes_in, bytes_in);
   __atomic_store_n(&s->mem_held, mem_held, __ATOMIC_RELAXED);
+}
+
+void rgpu_metrics_image_cache(int event) {
+  rgpu_metrics_slot *s = g_self;
+  if (!s || event < 0 || event >= RGPU_METRICS_IMAGE_EVENTS) return;
+  add(&s->c.image_cache[event], 1);
 }
 
 void rgpu_metrics_session_end_reason(const char *reason) {
@@ -228,6 +237,7 @@ static void fold(rgpu_metrics_counts *dst, const rgpu_metrics_counts *src) {
   dst->lat_sum_ns += ld(&src->lat_sum_ns);
   dst->bytes_in += ld(&src->bytes_in);
   dst->bytes_out += ld(&src->bytes_out);
+  for (int i = 0; i < RGPU_METRICS_IMAGE_EVENTS; i++) dst->image_cache[i] += ld(&src->image_cache[i]);
 }
 
 /* Reason names come from the server's own code but end up in label values:
@@ -429,6 +439,15 @@ int rgpu_metrics_render(rgpu_metrics *m, rgpu_buf *out) {
   putf(out, "rgpu_bytes_received_total %llu\n", (unsigned long long)all->bytes_in);
   help(out, "rgpu_bytes_sent_total", "counter", "Frame bytes written to clients.");
   putf(out, "rgpu_bytes_sent_total %llu\n", (unsigned long long)all->bytes_out);
+
+  help(out, "rgpu_image_cache_events_total", "counter",
+       "Kernel image cache: module loads served from it (hit), that asked the client for the "
+       "image (miss), images stored, entries that failed verification and were removed (corrupt).");
+  static const char *const image_events[RGPU_METRICS_IMAGE_EVENTS] = {"hit", "miss", "store",
+                                                                      "corrupt"};
+  for (int i = 0; i < RGPU_METRICS_IMAGE_EVENTS; i++)
+    putf(out, "rgpu_image_cache_events_total{event=\"%s\"} %llu\n", image_events[i],
+         (unsigned long long)all->image_cache[i]);
 
   help(out, "rgpu_request_duration_seconds", "histogram",
        "Time a request spends in the session thread (waits moved to background threads excluded).");

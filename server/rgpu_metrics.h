@@ -99,6 +99,18 @@ void rgpu_metrics_session_end_reason(const char *reason);
  * fault code. */
 int rgpu_metrics_note_status(uint64_t session_id, uint16_t opcode, uint32_t status);
 
+/* Kernel image cache events of this worker (rgpu_image_cache.h, issue 15):
+ * a MODULE_LOAD served from the cache, one that had to ask for the image,
+ * an image stored, an entry that failed verification (removed). */
+enum {
+  RGPU_METRICS_IMAGE_HIT = 0,
+  RGPU_METRICS_IMAGE_MISS = 1,
+  RGPU_METRICS_IMAGE_STORE = 2,
+  RGPU_METRICS_IMAGE_CORRUPT = 3,
+  RGPU_METRICS_IMAGE_EVENTS = 4
+};
+void rgpu_metrics_image_cache(int event);
+
 /* ---- pure parts, exposed for tests --------------------------------------- */
 /* Appends the whole exposition text to out.  Returns 0, or -1 if out ran
  * out of memory. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "rgpu_clock.h"
+#include "rgpu_frame.h"
 #include "rgpu_messages.h"
 #include "rgpu_metrics.h"
 
@@ -359,12 +360,51 @@ static void test_noop_without_metrics(void **state) {
   rgpu_buf_free(&b);
 }
 
+/* Image cache events (issue 15) reach the listener like other counts, and
+ * the cache's "send the image" answer is not counted as an error. */
+static void test_image_cache_events(void **state) {
+  (void)state;
+  rgpu_metrics *m = NULL;
+  char err[256];
+  assert_int_equal(rgpu_metrics_open("tcp://127.0.0.1:0", &m, err, sizeof err), 0);
+  int slot = rgpu_metrics_session_begin(m, 11, "tcp");
+  assert_true(slot >= 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    rgpu_metrics_enter_worker(m, slot);
+    rgpu_metrics_image_cache(RGPU_METRICS_IMAGE_MISS);
+    rgpu_metrics_request(RGPU_OP_MODULE_LOAD, RGPU_STATUS_IMAGE_NOT_CACHED, 1000, 100, 0);
+    rgpu_metrics_image_cache(RGPU_METRICS_IMAGE_STORE);
+    rgpu_metrics_request(RGPU_OP_MODULE_LOAD, 0, 1000, 600, 0);
+    for (int i = 0; i < 3; i++) rgpu_metrics_image_cache(RGPU_METRICS_IMAGE_HIT);
+    rgpu_metrics_image_cache(RGPU_METRICS_IMAGE_CORRUPT);
+    rgpu_metrics_image_cache(99); /* ignored */
+    _exit(0);
+  }
+  rgpu_metrics_session_pid(m, slot, pid);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  rgpu_metrics_reaped(m, pid, st);
+  char *t = render(m);
+  check_exposition(t);
+  assert_non_null(strstr(t, "rgpu_image_cache_events_total{event=\"hit\"} 3\n"));
+  assert_non_null(strstr(t, "rgpu_image_cache_events_total{event=\"miss\"} 1\n"));
+  assert_non_null(strstr(t, "rgpu_image_cache_events_total{event=\"store\"} 1\n"));
+  assert_non_null(strstr(t, "rgpu_image_cache_events_total{event=\"corrupt\"} 1\n"));
+  assert_non_null(strstr(t, "rgpu_calls_total{op=\"MODULE_LOAD\"} 2\n"));
+  assert_non_null(strstr(t, "rgpu_errors_all 0\n"));
+  free(t);
+  rgpu_metrics_close(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_http_parse),
       cmocka_unit_test(test_render_and_fork),
       cmocka_unit_test(test_http_endpoint),
       cmocka_unit_test(test_noop_without_metrics),
+      cmocka_unit_test(test_image_cache_events),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

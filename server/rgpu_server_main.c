@@ -8,6 +8,7 @@
 #include "rgpu_auth.h"
 #include "rgpu_driver.h"
 #include "rgpu_frame.h"
+#include "rgpu_image_cache.h"
 #include "rgpu_listener.h"
 #include "rgpu_log.h"
 #include "rgpu_transport.h"
@@ -52,13 +53,19 @@ static void usage(FILE *f) {
           "  --metrics URI       serve Prometheus metrics at http://HOST:PORT/metrics\n"
           "                      (URI tcp://HOST:PORT; port 0 picks one, printed at start)\n"
           "  --metrics-port N    the same as --metrics tcp://0.0.0.0:N\n"
+          "  --image-cache DIR   keep the kernel images clients send in DIR, shared by all\n"
+          "                      sessions and kept across restarts, so each image crosses\n"
+          "                      the network once (default: $XDG_CACHE_HOME/rgpu/images,\n"
+          "                      else /var/tmp/rgpu-image-cache-<uid>; 'off': no cache)\n"
+          "  --image-cache-max-mb N  bound of the image cache, least recently used images\n"
+          "                      go first (default %d)\n"
           "  --gen-cert DIR      write DIR/cert.pem and DIR/key.pem (self-signed, for\n"
           "                      localhost,127.0.0.1) and exit\n"
           "  --foreground        stay in the foreground (the only mode; accepted for scripts)\n"
           "  --help, --version\n"
           "\n"
           "Logging: RGPU_LOG=error|warn|info|debug (default info for the server).\n",
-          (unsigned)RGPU_FRAME_MAX_PAYLOAD);
+          (unsigned)RGPU_FRAME_MAX_PAYLOAD, RGPU_IMAGE_CACHE_DEFAULT_MB);
 }
 
 /* "64M" -> 67108864.  Returns 0 or -1. */
@@ -87,6 +94,40 @@ static int parse_bytes(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* The kernel image cache's directory (rgpu_image_cache.h) into cfg, after
+ * checking that it can be used: a directory given with --image-cache must
+ * be (else the server does not start); the default one is left out with a
+ * warning when it cannot.  'off' turns the cache off. */
+static int setup_image_cache(rgpu_worker_config *cfg, const char *given) {
+  cfg->image_cache_dir[0] = 0;
+  if (given && !strcmp(given, "off")) return 0;
+  char dir[sizeof cfg->image_cache_dir];
+  if (given)
+    snprintf(dir, sizeof dir, "%s", given);
+  else
+    rgpu_image_cache_default_dir(dir, sizeof dir);
+  char err[768];
+  rgpu_image_cache *c = rgpu_image_cache_open(dir, cfg->image_cache_max_bytes, err, sizeof err);
+  if (!c) {
+    if (given) {
+      fprintf(stderr, "rgpu-server: --image-cache: %s\n", err);
+      return -1;
+    }
+    RGPU_WARN("no kernel image cache: %s (choose one with --image-cache DIR)", err);
+    return 0;
+  }
+  /* A smaller bound than the last run's applies from now on. */
+  rgpu_image_cache_evict(c);
+  unsigned long long total = rgpu_image_cache_total(c);
+  rgpu_image_cache_close(c);
+  snprintf(cfg->image_cache_dir, sizeof cfg->image_cache_dir, "%s", dir);
+  RGPU_INFO("kernel image cache %s: %llu MiB held, bound %llu MiB", dir, total >> 20,
+            (unsigned long long)((cfg->image_cache_max_bytes
+                                      ? cfg->image_cache_max_bytes
+                                      : (uint64_t)RGPU_IMAGE_CACHE_DEFAULT_MB << 20) >> 20));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   rgpu_log_set_component("server");
   /* A daemon's session lines are its point: info unless told otherwise. */
@@ -97,7 +138,7 @@ int main(int argc, char **argv) {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
     OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
-    OPT_END_TIMEOUT
+    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
@@ -118,6 +159,8 @@ int main(int argc, char **argv) {
       {"session-end-timeout-s", required_argument, 0, OPT_END_TIMEOUT},
       {"metrics", required_argument, 0, OPT_METRICS},
       {"metrics-port", required_argument, 0, OPT_METRICS_PORT},
+      {"image-cache", required_argument, 0, OPT_IMAGE_CACHE},
+      {"image-cache-max-mb", required_argument, 0, OPT_IMAGE_CACHE_MAX},
       {"foreground", no_argument, 0, OPT_FG},
       {"help", no_argument, 0, OPT_HELP},
       {"version", no_argument, 0, OPT_VERSION},
@@ -125,7 +168,7 @@ int main(int argc, char **argv) {
 
   static rgpu_server_opts o; /* large (token buffer): keep it off the stack */
   memset(&o, 0, sizeof o);
-  const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL;
+  const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL, *image_cache = NULL;
   int device_set = 0;
   o.worker.max_payload = RGPU_FRAME_MAX_PAYLOAD;
   o.grace_s = 60;
@@ -231,6 +274,21 @@ int main(int argc, char **argv) {
         o.metrics = muri;
         break;
       }
+      case OPT_IMAGE_CACHE:
+        image_cache = optarg;
+        break;
+      case OPT_IMAGE_CACHE_MAX: {
+        char *end;
+        errno = 0;
+        unsigned long long mb = strtoull(optarg, &end, 10);
+        if (errno || end == optarg || *end || *optarg == '-' || mb == 0 || mb > (1ull << 40)) {
+          fprintf(stderr, "rgpu-server: --image-cache-max-mb %s: expected a number of MiB >= 1\n",
+                  optarg);
+          return 2;
+        }
+        o.worker.image_cache_max_bytes = (uint64_t)mb << 20;
+        break;
+      }
       case OPT_FG: break;
       case OPT_HELP: case 'h': usage(stdout); return 0;
       case OPT_VERSION: printf("rgpu-server %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;
@@ -300,6 +358,7 @@ int main(int argc, char **argv) {
                   "network path can read it; listen on tls:// or quic:// instead",
                   o.listen[i]);
   }
+  if (setup_image_cache(&o.worker, image_cache)) return 2;
   rgpu_driver_softgpu_path(sglib, o.worker.softgpu_lib, sizeof o.worker.softgpu_lib);
   if (!device_set)
     o.worker.device = rgpu_driver_probe_cuda() ? RGPU_DEVICE_CUDA : RGPU_DEVICE_SOFTGPU;

@@ -24,6 +24,7 @@
 #include "rgpu_bulk_proto.h"
 #include "rgpu_clock.h"
 #include "rgpu_frame_io.h"
+#include "rgpu_image_cache.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 
@@ -203,6 +204,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   pthread_mutex_destroy(&w->jobs.lock);
   pthread_cond_destroy(&w->jobs.cond);
   free(w->param_buf);
+  rgpu_image_cache_close(w->image_cache);
   free(w);
 }
 

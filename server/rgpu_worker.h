@@ -61,6 +61,10 @@ typedef struct {
    * fd 1 may become the pipe that carries device printf to the client
    * (rgpu_output.h).  0 in-process (tests), where fd 1 is not ours. */
   int own_process;
+  /* Kernel image cache (rgpu_image_cache.h, issue 15): the directory the
+   * workers share; "" = no cache.  The bound in bytes (0 = default). */
+  char image_cache_dir[512];
+  uint64_t image_cache_max_bytes;
 } rgpu_worker_config;
 
 /* Messages between the listener and a worker on cfg.ctl_fd (one datagram

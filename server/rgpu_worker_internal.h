@@ -98,6 +98,11 @@ struct rgpu_worker {
   void *cur_rb;      /* the serve loop's read buffer, for control messages in a bulk wait */
   double read_deadline; /* rgpu_clock_s() by which a read must complete (the first frame); 0 = none */
   int bulk_end;      /* a control message during a bulk wait ended the session */
+
+  /* The kernel image cache (rgpu_image_cache.h), opened at the first
+   * MODULE_LOAD that uses it; image_cache_state -1: it could not be. */
+  struct rgpu_image_cache *image_cache;
+  int image_cache_state;
 };
 
 /* ---- background completion (rgpu_jobs.c) ---------------------------------
@@ -244,5 +249,19 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy);
 int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg), void *arg);
 /* 1 when a broken connection would be resumed. */
 int rgpu_worker_resumable(const rgpu_worker *w);
+
+/* ---- kernel image cache (rgpu_handlers_image.c, issue 15) -----------------
+ * The session's handle on the shared cache (rgpu_image_cache.h), opened on
+ * first use; NULL when the server has none or it cannot be used (logged
+ * once). */
+struct rgpu_image_cache *rgpu_worker_image_cache(rgpu_worker *w);
+/* The image cached under hash (32 bytes) into *data (malloc'd) and *len,
+ * or a failure with RGPU_STATUS_IMAGE_NOT_CACHED (missing, or failed its
+ * verification and was removed) for the client to send the image. */
+CUresult rgpu_worker_image_lookup(rgpu_worker *w, const uint8_t *hash, void **data, size_t *len);
+/* Stores an image a client sent (named by its own hash; client_hash, when
+ * not NULL, is what the client said it was, checked only for the log). */
+void rgpu_worker_image_store(rgpu_worker *w, const void *data, size_t len,
+                             const uint8_t *client_hash);
 
 #endif

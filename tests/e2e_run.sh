@@ -80,6 +80,12 @@ if [ -n "$listen" ]; then
     printf '%s\n' "$server_token" >"$work/token"
     server_args="$server_args --token-file $work/token"
   fi
+  # Each run its own kernel image cache (issue 15), so that no test depends
+  # on what an earlier one left in the default directory.
+  case " $server_args " in
+    *" --image-cache "*) ;;
+    *) server_args="$server_args --image-cache $work/image-cache" ;;
+  esac
   # shellcheck disable=SC2086
   "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
