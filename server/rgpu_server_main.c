@@ -332,6 +332,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rgpu-server: --cert and --key go together\n");
     return 2;
   }
+  /* A bad --image-cache ends the start before any process was forked.  The
+   * directory's descriptor is closed again here: nothing is inherited. */
+  if (setup_image_cache(&o.worker, image_cache)) return 2;
   /* Before anything that may start a thread (the CUDA probe below loads
    * libcuda; rgpu_server_run starts relay and metrics threads): workers are
    * forked from this still single-threaded process (rgpu_forkserver.h).
@@ -358,7 +361,6 @@ int main(int argc, char **argv) {
                   "network path can read it; listen on tls:// or quic:// instead",
                   o.listen[i]);
   }
-  if (setup_image_cache(&o.worker, image_cache)) return 2;
   rgpu_driver_softgpu_path(sglib, o.worker.softgpu_lib, sizeof o.worker.softgpu_lib);
   if (!device_set)
     o.worker.device = rgpu_driver_probe_cuda() ? RGPU_DEVICE_CUDA : RGPU_DEVICE_SOFTGPU;
