@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rgpu_auth.h"
 #include "rgpu_driver.h"
@@ -102,10 +103,19 @@ static int setup_image_cache(rgpu_worker_config *cfg, const char *given) {
   cfg->image_cache_dir[0] = 0;
   if (given && !strcmp(given, "off")) return 0;
   char dir[sizeof cfg->image_cache_dir];
-  if (given)
+  if (given && given[0] != '/') {
+    /* Absolute, so that it names the same place from every process. */
+    char cwd[256];
+    if (!getcwd(cwd, sizeof cwd) ||
+        snprintf(dir, sizeof dir, "%s/%s", cwd, given) >= (int)sizeof dir) {
+      fprintf(stderr, "rgpu-server: --image-cache %s: give an absolute path\n", given);
+      return -1;
+    }
+  } else if (given) {
     snprintf(dir, sizeof dir, "%s", given);
-  else
+  } else {
     rgpu_image_cache_default_dir(dir, sizeof dir);
+  }
   char err[768];
   rgpu_image_cache *c = rgpu_image_cache_open(dir, cfg->image_cache_max_bytes, err, sizeof err);
   if (!c) {
