@@ -420,8 +420,9 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   for (size_t i = 0; i < fb->nvars; i++) vnames[i] = fb->vars[i].name;
   uint64_t id = rgpu_rt_new_handle_id();
   /* The names are the registration's own strings (never freed while the
-   * fatbin lives), so fnames/vnames stay valid with the lock dropped; so
-   * are the image and the counts (registration ended before main). */
+   * fatbin lives), so fnames/vnames stay valid with the lock dropped; their
+   * counts are taken here, under it, with them.  The image is nvcc's, in
+   * the program's memory for as long as the fatbin is registered. */
   uint32_t nfuncs = (uint32_t)fb->nfuncs, nvars = (uint32_t)fb->nvars;
   rgpu_buf pay;
   rgpu_buf_init(&pay);

@@ -69,6 +69,24 @@ static void test_module_load_strlist_and_tail(void **state) {
   assert_true(rgpu_strlist_next(&it, &s, &n));
   assert_memory_equal(s, funcs[1], n);
   assert_false(rgpu_strlist_next(&it, &s, &n));
+  assert_int_equal(d.image_hash.len, 0); /* no hash: the image is the tail */
+  rgpu_buf_free(&b);
+
+  /* The image cache's form (issue 15): a 32-byte hash, no tail; a longer
+   * hash does not encode nor decode. */
+  uint8_t hash[33];
+  for (int i = 0; i < 33; i++) hash[i] = (uint8_t)(i * 7);
+  m.image_hash = (rgpu_bytes){hash, 32};
+  rgpu_buf_init(&b);
+  assert_int_equal(rgpu_msg_module_load_req_encode(&b, &m), 0);
+  assert_int_equal(rgpu_msg_module_load_req_decode(b.data, b.len, &d), 0);
+  assert_int_equal(d.image_hash.len, 32);
+  assert_memory_equal(d.image_hash.data, hash, 32);
+  assert_int_equal(d.image.len, 0);
+  rgpu_buf_free(&b);
+  m.image_hash.len = 33;
+  rgpu_buf_init(&b);
+  assert_int_equal(rgpu_msg_module_load_req_encode(&b, &m), RGPU_PROTO_ETOOBIG);
   rgpu_buf_free(&b);
 }
 

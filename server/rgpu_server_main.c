@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rgpu_auth.h"
 #include "rgpu_driver.h"
@@ -102,10 +103,19 @@ static int setup_image_cache(rgpu_worker_config *cfg, const char *given) {
   cfg->image_cache_dir[0] = 0;
   if (given && !strcmp(given, "off")) return 0;
   char dir[sizeof cfg->image_cache_dir];
-  if (given)
+  if (given && given[0] != '/') {
+    /* Absolute, so that it names the same place from every process. */
+    char cwd[256];
+    if (!getcwd(cwd, sizeof cwd) ||
+        snprintf(dir, sizeof dir, "%s/%s", cwd, given) >= (int)sizeof dir) {
+      fprintf(stderr, "rgpu-server: --image-cache %s: give an absolute path\n", given);
+      return -1;
+    }
+  } else if (given) {
     snprintf(dir, sizeof dir, "%s", given);
-  else
+  } else {
     rgpu_image_cache_default_dir(dir, sizeof dir);
+  }
   char err[768];
   rgpu_image_cache *c = rgpu_image_cache_open(dir, cfg->image_cache_max_bytes, err, sizeof err);
   if (!c) {
@@ -332,6 +342,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rgpu-server: --cert and --key go together\n");
     return 2;
   }
+  /* A bad --image-cache ends the start before any process was forked.  The
+   * directory's descriptor is closed again here: nothing is inherited. */
+  if (setup_image_cache(&o.worker, image_cache)) return 2;
   /* Before anything that may start a thread (the CUDA probe below loads
    * libcuda; rgpu_server_run starts relay and metrics threads): workers are
    * forked from this still single-threaded process (rgpu_forkserver.h).
@@ -358,7 +371,6 @@ int main(int argc, char **argv) {
                   "network path can read it; listen on tls:// or quic:// instead",
                   o.listen[i]);
   }
-  if (setup_image_cache(&o.worker, image_cache)) return 2;
   rgpu_driver_softgpu_path(sglib, o.worker.softgpu_lib, sizeof o.worker.softgpu_lib);
   if (!device_set)
     o.worker.device = rgpu_driver_probe_cuda() ? RGPU_DEVICE_CUDA : RGPU_DEVICE_SOFTGPU;
