@@ -13,10 +13,11 @@
 
 #define RGPU_NVML_CACHE_MS 1000
 
-/* A device handle: nvmlDevice_t points at one of these (a static table,
- * so a handle stays valid for the life of the process). */
+/* A device handle: nvmlDevice_t points at entry i of a static table for
+ * device i (its position is its index), so a handle stays valid for the
+ * life of the process and is never written after load. */
 struct nvmlDevice_st {
-  unsigned int index;
+  char unused;
 };
 
 /* NVML_SUCCESS if nvmlInit succeeded and was not shut down. */

@@ -79,9 +79,7 @@ nvmlReturn_t rgpu_nvml_count(unsigned int *count) {
 }
 
 nvmlDevice_t rgpu_nvml_handle(unsigned int i) {
-  if (i >= RGPU_MAX_DEVICES) return NULL;
-  g_handles[i].index = i; /* the same value every time: no lock needed */
-  return &g_handles[i];
+  return i < RGPU_MAX_DEVICES ? &g_handles[i] : NULL;
 }
 
 static int handle_index(nvmlDevice_t d, unsigned int *idx) {
@@ -108,8 +106,12 @@ static nvmlReturn_t fetch(unsigned int dev, rgpu_nvml_snapshot *s) {
     r = NVML_ERROR_INVALID_ARGUMENT;
   } else if (rc) {
     /* A server without NVML_QUERY (older) answers an unknown opcode;
-     * anything else is a broken session. */
-    RGPU_WARN("NVML_QUERY for device %u failed (%d)%s%s", dev, (int)rc, rr.msg[0] ? ": " : "", rr.msg);
+     * anything else is a broken session.  Said once: a monitoring loop
+     * would repeat it every call. */
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("NVML_QUERY for device %u failed (%d)%s%s; NVML calls fail from here", dev, (int)rc,
+                rr.msg[0] ? ": " : "", rr.msg);
     r = rc > 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNKNOWN;
   } else if (rgpu_nvml_snapshot_from_reply(s, &rep)) {
     RGPU_WARN("NVML_QUERY for device %u: inconsistent reply", dev);

@@ -177,6 +177,11 @@ int main(int argc, char **argv) {
     EXPECT(h2 == h);
     NV_OK(by_bus(pci.busIdLegacy, &h2));
     EXPECT(h2 == h);
+    // What PyTorch passes: the runtime's own bus id string.
+    char rt_bus[32] = "";
+    CHECK(cudaDeviceGetPCIBusId(rt_bus, sizeof rt_bus, (int)i));
+    NV_OK(by_bus(rt_bus, &h2));
+    EXPECT(h2 == h);
     std::printf("device %u bus id %s agrees with cudaDeviceProp and finds the device\n", i, pci.busId);
 
     int ma = 0, mi = 0;
