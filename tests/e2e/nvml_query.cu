@@ -9,8 +9,11 @@
 // Lines starting with "rgpu-stats:" hold what differs natively (process
 // lists see different pids in containers).
 //
-//   nvml_query [--hold SECONDS]   (--hold: keep the session open that long
-//                                  after the checks, for `rgpu smi` to see)
+//   nvml_query [--hold SECONDS] [--loop N]
+//     --hold: keep the session open that long after the checks, for
+//             `rgpu smi` to see
+//     --loop: then call four getters of device 0 N times (a monitoring
+//             loop: through rgpu they are served from the cached snapshot)
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -79,7 +82,11 @@ static int uuid_format_ok(const char *u) {
 }
 
 int main(int argc, char **argv) {
-  int hold_s = argc == 3 && !std::strcmp(argv[1], "--hold") ? std::atoi(argv[2]) : 0;
+  int hold_s = 0, loops = 0;
+  for (int a = 1; a + 1 < argc; a += 2) {
+    if (!std::strcmp(argv[a], "--hold")) hold_s = std::atoi(argv[a + 1]);
+    if (!std::strcmp(argv[a], "--loop")) loops = std::atoi(argv[a + 1]);
+  }
   int n = 0;
   CHECK(cudaGetDeviceCount(&n));
   // A context and an allocation, so this process uses device 0.
@@ -220,6 +227,18 @@ int main(int argc, char **argv) {
     if (procs[k].pid == (unsigned)getpid() && procs[k].usedGpuMemory >= alloc_bytes) self = 1;
   std::printf("rgpu-stats: processes on device 0: %u, this one listed with its memory: %s\n", np,
               self ? "yes" : "no");
+
+  for (int k = 0; k < loops; k++) {
+    nvmlMemory_t m;
+    nvmlUtilization_t ut;
+    unsigned v = 0;
+    char name[96];
+    NV_OK(get_mem(h, &m));
+    NV_OK(get_name(h, name, sizeof name));
+    presence(get_temp(h, 0, &v), "temperature");
+    presence(get_util(h, &ut), "utilization");
+  }
+  if (loops) std::printf("%d monitoring loops done\n", loops);
 
   if (hold_s > 0) {
     std::printf("holding the session for %d s, pid %d\n", hold_s, (int)getpid());
