@@ -21,6 +21,8 @@
 #include "rgpu_worker.h"
 
 static char softgpu_lib[480];
+static char test_driver[480];
+static char test_nvml[480];
 
 typedef struct {
   rgpu_worker *w;
@@ -30,18 +32,20 @@ typedef struct {
   uint64_t seq;
 } harness;
 
-static harness *harness_new(void) {
+static harness *harness_new_on(const char *lib) {
   harness *t = calloc(1, sizeof *t);
   rgpu_worker_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.device = RGPU_DEVICE_SOFTGPU;
-  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", softgpu_lib);
+  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", lib);
   cfg.session_id = 7;
   snprintf(cfg.peer, sizeof cfg.peer, "test");
   t->w = rgpu_worker_new(&cfg);
   rgpu_buf_init(&t->out);
   return t;
 }
+
+static harness *harness_new(void) { return harness_new_on(softgpu_lib); }
 
 static void harness_free(harness *t) {
   rgpu_worker_free(t->w);
@@ -165,6 +169,55 @@ static void test_softgpu_figures(void **state) {
   harness_free(t);
 }
 
+/* A real GPU: the figures come from the server's NVML (here a fake
+ * libnvidia-ml.so.1 with fixed figures, found by the device's UUID), each
+ * with NVML's own status; name and compute capability stay CUDA's. */
+static void test_server_nvml(void **state) {
+  (void)state;
+  harness *t = harness_new_on(test_driver);
+  hello(t);
+  rgpu_msg_nvml_query_rep r;
+  assert_int_equal(nvml_query(t, 0, &r), 0);
+  assert_int_equal(r.nvml_status, 0);
+  assert_int_equal(r.driver_version.len, 10);
+  assert_memory_equal(r.driver_version.data, "580.159.04", 10);
+  assert_int_equal(r.nvml_version.len, 13);
+  assert_int_equal(r.cuda_driver_version, 13000);
+  assert_int_equal(r.name.len, 16);
+  assert_memory_equal(r.name.data, "rgpu test driver", 16);
+  assert_int_equal(r.uuid.len, 40);
+  assert_memory_equal(r.uuid.data, "GPU-01020304-0506-0708-090a-0b0c0d0e0f10", 40);
+  assert_int_equal(r.pci_bus_id.len, 16);
+  assert_memory_equal(r.pci_bus_id.data, "00000000:1B:00.0", 16);
+  static const struct {
+    int fig;
+    uint64_t v;
+  } want[] = {
+      {RGPU_NVML_FIG_MEM_TOTAL, 143771ull << 20}, {RGPU_NVML_FIG_MEM_USED, 1024ull << 20},
+      {RGPU_NVML_FIG_MEM_FREE, 142747ull << 20},  {RGPU_NVML_FIG_MEM_RESERVED, 512ull << 20},
+      {RGPU_NVML_FIG_UTIL_GPU, 55},               {RGPU_NVML_FIG_UTIL_MEM, 22},
+      {RGPU_NVML_FIG_TEMP_GPU, 41},               {RGPU_NVML_FIG_POWER, 123456},
+      {RGPU_NVML_FIG_POWER_LIMIT, 700000},        {RGPU_NVML_FIG_CLOCK_GRAPHICS, 990},
+      {RGPU_NVML_FIG_CLOCK_MEM, 1600},            {RGPU_NVML_FIG_MAXCLOCK_SM, 1980},
+      {RGPU_NVML_FIG_MAXCLOCK_VIDEO, 1755},       {RGPU_NVML_FIG_COMPUTE_MODE, 3},
+      {RGPU_NVML_FIG_PERSISTENCE, 1},             {RGPU_NVML_FIG_PSTATE, 0},
+      {RGPU_NVML_FIG_MINOR, 3},                   {RGPU_NVML_FIG_CC_MAJOR, 7},
+      {RGPU_NVML_FIG_CC_MINOR, 5},                {RGPU_NVML_FIG_PCI_BUS, 0x1b},
+      {RGPU_NVML_FIG_PCI_DEVICE_ID, 0x233510DE},  {RGPU_NVML_FIG_PCI_SUBSYSTEM_ID, 0x18A610DE},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    if (fig_status(&r, want[i].fig) || fig_value(&r, want[i].fig) != want[i].v)
+      print_message("figure %d: status %u value %llu, want %llu\n", want[i].fig,
+                    fig_status(&r, want[i].fig), (unsigned long long)fig_value(&r, want[i].fig),
+                    (unsigned long long)want[i].v);
+    assert_int_equal(fig_status(&r, want[i].fig), 0);
+    assert_int_equal(fig_value(&r, want[i].fig), want[i].v);
+  }
+  /* NVML's own "not supported" travels as it is. */
+  assert_int_equal(fig_status(&r, RGPU_NVML_FIG_FAN), RGPU_NVML_ERROR_NOT_SUPPORTED);
+  harness_free(t);
+}
+
 /* With the server's session table (the slots the listener always opens):
  * every session using the device is listed, this one with its exact
  * memory, the others as their workers last counted. */
@@ -225,10 +278,15 @@ int main(int argc, char **argv) {
   char *slash = strrchr(self, '/');
   if (slash) *slash = 0;
   snprintf(softgpu_lib, sizeof softgpu_lib, "%.400s/../lib/libsoftgpu.so", self);
+  snprintf(test_driver, sizeof test_driver, "%.400s/../lib/librgpu_test_driver.so", self);
+  snprintf(test_nvml, sizeof test_nvml, "%.400s/../lib/librgpu_test_nvml.so", self);
+  /* Read once, at the worker's first NVML load (test_server_nvml). */
+  setenv("RGPU_SERVER_NVML_LIB", test_nvml, 1);
   (void)argv;
   /* In this order: the second test gives the process a session table. */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softgpu_figures),
+      cmocka_unit_test(test_server_nvml),
       cmocka_unit_test(test_session_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

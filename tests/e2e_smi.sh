@@ -55,4 +55,25 @@ grep -qE "\| +[0-9]+MiB / [0-9]+MiB \|" "$work/smi1.out" || fail "no memory figu
 wait "$prog_pid" || fail "nvml_query failed"
 prog_pid=""
 grep -q "PASS nvml_query" "$work/prog.out" || fail "nvml_query did not pass"
+
+# A server whose device has an NVML (the server's fake driver and fake
+# libnvidia-ml.so.1, build/lib): the table shows NVML's figures.
+kill "$server_pid" 2>/dev/null
+wait "$server_pid" 2>/dev/null
+RGPU_SERVER_NVML_LIB="$bin/../lib/librgpu_test_nvml.so" "$bin/rgpu-server" --listen tcp://127.0.0.1:0 \
+  --device softgpu --softgpu-lib "$bin/../lib/librgpu_test_driver.so" >"$work/server2.out" 2>"$work/server2.err" &
+server_pid=$!
+uri=""
+for _ in $(seq 1 100); do
+  uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server2.err" | head -n 1)
+  [ -n "$uri" ] && break
+  sleep 0.1
+done
+[ -n "$uri" ] || fail "the second rgpu-server did not start"
+"$bin/rgpu" smi --server "$uri" >"$work/smi2.out" 2>&1 || fail "rgpu smi failed against the NVML server"
+cat "$work/smi2.out"
+for want in "Driver Version: 580.159.04    CUDA Version: 13.0" "| rgpu test driver " \
+            "| 00000000:1B:00.0 |" "|  41C |" "123W / 700W" "1024MiB / 143771MiB" "|  55% |"; do
+  grep -qF -- "$want" "$work/smi2.out" || fail "the NVML server's table lacks '$want'"
+done
 echo "PASS e2e_smi (session of pid $line)"
