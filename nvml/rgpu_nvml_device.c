@@ -217,6 +217,18 @@ UINT_GETTER(nvmlDeviceGetMinorNumber, RGPU_NVML_FIG_MINOR, unsigned int)
 UINT_GETTER(nvmlDeviceGetComputeMode, RGPU_NVML_FIG_COMPUTE_MODE, nvmlComputeMode_t)
 UINT_GETTER(nvmlDeviceGetPersistenceMode, RGPU_NVML_FIG_PERSISTENCE, nvmlEnableState_t)
 UINT_GETTER(nvmlDeviceGetPerformanceState, RGPU_NVML_FIG_PSTATE, nvmlPstates_t)
+/* The deprecated name of the same figure. */
+UINT_GETTER(nvmlDeviceGetPowerState, RGPU_NVML_FIG_PSTATE, nvmlPstates_t)
+
+RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device,
+                                                                     unsigned int *isMigDevice) {
+  if (!isMigDevice) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned int idx;
+  nvmlReturn_t r = rgpu_nvml_nvmlDeviceGetIndex(device, &idx);
+  if (r) return r;
+  *isMigDevice = 0;
+  return NVML_SUCCESS;
+}
 
 RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetTemperature(nvmlDevice_t device,
                                                                   nvmlTemperatureSensors_t sensorType,

@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
   auto get_fan = sym<int (*)(nvmlDevice_t, unsigned *)>("nvmlDeviceGetFanSpeed");
   auto get_procs = sym<int (*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *)>(
       "nvmlDeviceGetComputeRunningProcesses_v3");
+  auto nvlink = sym<int (*)(nvmlDevice_t, unsigned, int *)>("nvmlDeviceGetNvLinkState");
   auto cuda_ver = sym<int (*)(int *)>("nvmlSystemGetCudaDriverVersion_v2");
   auto drv_ver = sym<int (*)(char *, unsigned)>("nvmlSystemGetDriverVersion");
 
@@ -227,6 +228,13 @@ int main(int argc, char **argv) {
     if (procs[k].pid == (unsigned)getpid() && procs[k].usedGpuMemory >= alloc_bytes) self = 1;
   std::printf("rgpu-stats: processes on device 0: %u, this one listed with its memory: %s\n", np,
               self ? "yes" : "no");
+  // NVLink: rgpu offers no peer links (a stub: not supported, logged once);
+  // a local H200 may have them, so only an rgpu-stats line.
+  int link_state = 0;
+  int lr = nvlink(h, 0, &link_state);
+  lr = nvlink(h, 0, &link_state);
+  std::printf("rgpu-stats: nvlink 0 state: %s\n",
+              lr == NVML_SUCCESS ? "present" : lr == NVML_ERROR_NOT_SUPPORTED ? "not supported" : errstr(lr));
 
   for (int k = 0; k < loops; k++) {
     nvmlMemory_t m;
