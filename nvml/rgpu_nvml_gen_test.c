@@ -97,7 +97,7 @@ static void test_snapshot_from_reply(void **state) {
   uint32_t pid[2] = {100, 200};
   uint64_t mem[2] = {4096, 8192};
   uint64_t sess[2] = {1, 2};
-  const char *names[2] = {"vecadd", "a-name-much-longer-than-thirty-one-characters"};
+  const char *names[2] = {"vec\033[2Jadd", "a-name-much-longer-than-thirty-one-characters"};
   rgpu_msg_nvml_query_rep r = {
       .nvml_status = NVML_ERROR_NOT_SUPPORTED,
       .cuda_driver_version = 13000,
@@ -133,7 +133,7 @@ static void test_snapshot_from_reply(void **state) {
   assert_int_equal(s.n_procs, 2);
   assert_int_equal(s.procs[1].pid, 200);
   assert_int_equal(s.procs[1].mem, 8192);
-  assert_string_equal(s.procs[0].name, "vecadd");
+  assert_string_equal(s.procs[0].name, "vec?[2Jadd"); /* no escape reaches a terminal */
   assert_int_equal(strlen(s.procs[1].name), 31);
   /* Process arrays of different lengths are refused. */
   d.proc_mem.count = 1;

@@ -37,6 +37,10 @@ int rgpu_nvml_snapshot_from_reply(rgpu_nvml_snapshot *s, const rgpu_msg_nvml_que
     if (rgpu_strlist_next(&it, &name, &len)) {
       rgpu_bytes b = {name, len};
       copy_str(p->name, sizeof p->name, &b);
+      /* Another client chose this name: keep it to printable ASCII, so a
+       * table that shows it cannot be driven by terminal escapes. */
+      for (char *c = p->name; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) *c = '?';
     }
   }
   return 0;
