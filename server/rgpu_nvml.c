@@ -24,6 +24,17 @@ static void load(void) {
               dlerror());
     return;
   }
+  /* A server started with rgpu's facades preloaded (from inside `rgpu
+   * run`) would get rgpu's own libnvidia-ml.so.1 here, which forwards to a
+   * client session: refuse it rather than ask a server about itself.  Its
+   * implementation lives in its dependency libcudart.so.13, which dlsym on
+   * this handle searches too. */
+  if (dlsym(lib, "rgpu_nvml_nvmlInit_v2")) {
+    RGPU_WARN("%s is rgpu's own NVML facade, not NVIDIA's: NVML figures not served", path);
+    g_why = NVML_ERROR_LIBRARY_NOT_FOUND;
+    dlclose(lib);
+    return;
+  }
   int missing = 0;
 #define RGPU_SERVER_NVML_REQ(name)                                   \
   g_nvml.name = (__typeof__(g_nvml.name))dlsym(lib, #name);          \
