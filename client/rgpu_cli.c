@@ -562,6 +562,90 @@ static int cmd_info(int argc, char **argv) {
   return ret;
 }
 
+/* ---- rgpu smi ----------------------------------------------------------- */
+
+#include "rgpu_smi.h"
+
+/* rgpu smi [--server URI]: the server's GPUs and the sessions using them,
+ * as NVML_QUERY reports them (the same figures the NVML facade serves);
+ * the table itself is rgpu_smi_format (client/rgpu_smi.c). */
+static int cmd_smi(int argc, char **argv) {
+  const char *server = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--server")) {
+      if (i + 1 >= argc) return die_usage("%s needs a value", argv[i]);
+      server = argv[++i];
+    } else if (!strncmp(argv[i], "--server=", 9)) {
+      server = argv[i] + 9;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: rgpu smi [--server URI]\n"
+             "  shows the server's GPUs (name, bus id, temperature, power, memory, utilization)\n"
+             "  and the rgpu sessions using them; N/A where the server has no such figure.\n");
+      return 0;
+    } else {
+      return die_usage("unexpected argument %s for smi", argv[i]);
+    }
+  }
+  rgpu_client_config cfg;
+  char err[1024];
+  if (rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err)) {
+    fprintf(stderr, "rgpu: %s\n", err);
+    return 1;
+  }
+  cfg.sync_every_call = 1;
+  private_server ps = {0};
+  int have_private = 0;
+  if (server && *server) snprintf(cfg.server, sizeof cfg.server, "%s", server);
+  if (!cfg.server[0]) {
+    if (server_start(&ps)) return 1;
+    have_private = 1;
+    snprintf(cfg.server, sizeof cfg.server, "%s", ps.uri);
+  }
+  rgpu_client *c = NULL;
+  if (rgpu_client_connect(&cfg, &c, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    if (have_private) server_stop(&ps);
+    return 1;
+  }
+  int ret = 0;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r;
+  rgpu_msg_driver_info_rep d;
+  uint32_t count = 0;
+  if (info_check(rgpu_call_driver_info(c, -1, 0, NULL, &d, fresh(&r, &pay)), &r, "DRIVER_INFO") == 0)
+    count = d.device_count < 64 ? d.device_count : 64;
+  else
+    ret = 1;
+  rgpu_nvml_snapshot *devs = calloc(count ? count : 1, sizeof *devs);
+  int *failed = calloc(count ? count : 1, sizeof *failed);
+  if (!devs || !failed) {
+    fprintf(stderr, "rgpu: out of memory\n");
+    count = 0;
+    ret = 1;
+  }
+  for (uint32_t dev = 0; dev < count; dev++) {
+    rgpu_msg_nvml_query_req q = {.device = dev};
+    rgpu_msg_nvml_query_rep rep;
+    if (info_check(rgpu_call_nvml_query(c, -1, 0, &q, &rep, fresh(&r, &pay)), &r, "NVML_QUERY") ||
+        rgpu_nvml_snapshot_from_reply(&devs[dev], &rep)) {
+      failed[dev] = 1;
+      ret = 1;
+    }
+  }
+  char uri[600];
+  snprintf(uri, sizeof uri, "%s%s", rgpu_client_uri(c), have_private ? " [private]" : "");
+  rgpu_smi_view view = {.server = uri, .device_kind = rgpu_client_device_kind(c), .ndev = count,
+                        .devs = devs, .dev_failed = failed};
+  if (devs && failed) rgpu_smi_format(stdout, &view);
+  free(devs);
+  free(failed);
+  rgpu_buf_free(&pay);
+  rgpu_client_close(c);
+  if (have_private) server_stop(&ps);
+  return ret;
+}
+
 int main(int argc, char **argv) {
   rgpu_log_set_component("rgpu");
   if (argc < 2) {
@@ -579,5 +663,6 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(cmd, "info")) return cmd_info(argc - 2, argv + 2);
+  if (!strcmp(cmd, "smi")) return cmd_smi(argc - 2, argv + 2);
   return die_usage("unknown command %s", cmd);
 }

@@ -15,6 +15,9 @@ for t in rgpu-transport-perf rgpu-netem rgpu-bench; do
 done
 cp -P build/lib/libcudart.so* .gpu-pack/lib/ 2>/dev/null || true
 cp build/lib/libsoftgpu.so .gpu-pack/lib/ 2>/dev/null || true
+# The NVML facade: without it, `rgpu run` on the GPU host would leave the
+# program the host's own NVML (nvml_query would pass without testing rgpu).
+cp -P build/lib/libnvidia-ml.so* .gpu-pack/lib/ 2>/dev/null || true
 find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
 cp -r tests/e2e .gpu-pack/e2e-src
 # Benchmark workloads (scripts/gpu-bench.sh rebuilds them when nvcc is there).

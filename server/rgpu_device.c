@@ -8,6 +8,7 @@
 
 #include "rgpu_graph.h"
 #include "rgpu_log.h"
+#include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
 
 const char *rgpu_device_kind_name(rgpu_device_kind k) {
@@ -106,6 +107,7 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
                               rgpu_driver_error_name(&w->drv, r));
     }
     fresh = 1;
+    rgpu_metrics_session_device(dev); /* the session now uses dev (NVML_QUERY) */
   }
   if (w->cur_dev != dev || fresh) {
     r = w->drv.cuCtxSetCurrent(w->ctx[dev]);

@@ -16,6 +16,7 @@
 #include "rgpu_dispatch.h"
 #include "rgpu_graph.h"
 #include "rgpu_log.h"
+#include "rgpu_metrics.h"
 #include "rgpu_staging.h"
 #include "rgpu_worker_internal.h"
 
@@ -218,6 +219,12 @@ CUresult rgpu_h_hello(rgpu_req *rq, const rgpu_msg_hello_req *q) {
   if ((q->caps & RGPU_CAP_IMAGE_CACHE) && rgpu_worker_image_cache(w))
     w->caps |= RGPU_CAP_IMAGE_CACHE;
   w->hello_done = 1;
+  /* Who the session is, for NVML_QUERY's process list (rgpu_handlers_nvml.c). */
+  w->client_pid = q->client_pid;
+  rgpu_str_copy(w->client_name, sizeof w->client_name, q->client_name.data,
+                q->client_name.len < sizeof w->client_name - 1 ? q->client_name.len
+                                                               : sizeof w->client_name - 1);
+  rgpu_metrics_session_client(q->client_pid, q->client_name.data, q->client_name.len);
   /* Authenticated: now (and only now) the driver is worth loading.  A
    * failure is reported on the first request that needs it. */
   rgpu_worker_ensure_driver(w);

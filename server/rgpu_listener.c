@@ -319,6 +319,13 @@ int rgpu_server_run(rgpu_server_opts *o) {
       goto fail;
     }
     fprintf(stderr, "rgpu-server: metrics on http://%s/metrics\n", rgpu_metrics_address(metrics));
+  } else {
+    /* Without --metrics the slots still hold the session table that
+     * NVML_QUERY lists (rgpu smi, nvmlDeviceGetComputeRunningProcesses);
+     * without them a session would see only itself. */
+    char merr[512];
+    if (rgpu_metrics_open(NULL, &metrics, merr, sizeof merr))
+      RGPU_WARN("no session table, NVML process lists show one session: %s", merr);
   }
   fflush(stderr);
 

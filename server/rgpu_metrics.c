@@ -53,6 +53,11 @@ typedef struct {
   /* Written by the worker. */
   uint64_t mem_held;
   char end_reason[24];
+  /* The session table (rgpu_metrics_sessions, NVML_QUERY's process list):
+   * the client's pid and name from HELLO, the devices it has a context on. */
+  uint32_t client_pid;
+  char client_name[32];
+  uint64_t devices;
   rgpu_metrics_counts c;
 } rgpu_metrics_slot;
 
@@ -95,6 +100,7 @@ struct rgpu_metrics {
  * worker, its own slot. */
 static rgpu_metrics *g_metrics;
 static rgpu_metrics_slot *g_self;
+static rgpu_metrics_slot *g_all; /* in a worker: every slot, for the session table */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 /* ---- fork safety ---------------------------------------------------------- */
@@ -209,8 +215,49 @@ void rgpu_metrics_session_end_reason(const char *reason) {
 
 void rgpu_metrics_enter_worker(rgpu_metrics *m, int slot) {
   g_self = NULL;
+  g_all = NULL;
   if (!m || slot < 0 || slot >= RGPU_METRICS_SLOTS) return;
   g_self = &m->slots[slot];
+  g_all = m->slots;
+}
+
+void rgpu_metrics_session_client(uint32_t client_pid, const char *name, size_t name_len) {
+  rgpu_metrics_slot *s = g_self;
+  if (!s) return;
+  /* The name may be read half-written by another worker (NVML_QUERY): the
+   * reader copies it bounded and terminates it, so the worst is a torn
+   * name, never a read past the slot. */
+  size_t n = name_len < sizeof s->client_name - 1 ? name_len : sizeof s->client_name - 1;
+  for (size_t i = 0; i < n; i++) s->client_name[i] = name[i] ? name[i] : '?';
+  s->client_name[n] = 0;
+  __atomic_store_n(&s->client_pid, client_pid, __ATOMIC_RELEASE);
+}
+
+void rgpu_metrics_session_device(int dev) {
+  rgpu_metrics_slot *s = g_self;
+  if (!s || dev < 0 || dev >= 64) return;
+  __atomic_fetch_or(&s->devices, (uint64_t)1 << dev, __ATOMIC_RELAXED);
+}
+
+int rgpu_metrics_sessions(rgpu_metrics_session_info *out, int cap) {
+  const rgpu_metrics_slot *all = g_all;
+  if (!all) return -1;
+  int n = 0;
+  for (int i = 0; i < RGPU_METRICS_SLOTS && n < cap; i++) {
+    const rgpu_metrics_slot *s = &all[i];
+    if (!__atomic_load_n(&s->in_use, __ATOMIC_ACQUIRE)) continue;
+    /* 0 until the worker's HELLO: a connection that is not a session yet. */
+    uint32_t pid = __atomic_load_n(&s->client_pid, __ATOMIC_ACQUIRE);
+    if (!pid) continue;
+    rgpu_metrics_session_info *o = &out[n++];
+    o->session_id = __atomic_load_n(&s->session_id, __ATOMIC_RELAXED);
+    o->client_pid = pid;
+    o->mem_held = ld(&s->mem_held);
+    o->devices = ld(&s->devices);
+    memcpy(o->client_name, s->client_name, sizeof o->client_name);
+    o->client_name[sizeof o->client_name - 1] = 0;
+  }
+  return n;
 }
 
 int rgpu_metrics_slots_fd(const rgpu_metrics *m) { return m ? m->slots_fd : -1; }
@@ -223,6 +270,7 @@ int rgpu_metrics_enter_worker_fd(int slots_fd, int slot) {
   if (p == MAP_FAILED) return -1;
   /* Mapped for the rest of the worker's life: the process exits with it. */
   g_self = &((rgpu_metrics_slot *)p)[slot];
+  g_all = p;
   return 0;
 }
 
@@ -738,13 +786,13 @@ int rgpu_metrics_open(const char *uri, rgpu_metrics **out, char *err, size_t err
     snprintf(err, errlen, "metrics: already open in this process");
     return -1;
   }
-  rgpu_uri u;
+  rgpu_uri u = {0};
   char uerr[256];
-  if (rgpu_uri_parse(uri, &u, uerr, sizeof uerr)) {
+  if (uri && rgpu_uri_parse(uri, &u, uerr, sizeof uerr)) {
     snprintf(err, errlen, "--metrics %s: %s", uri, uerr);
     return -1;
   }
-  if (u.scheme != RGPU_URI_TCP) {
+  if (uri && u.scheme != RGPU_URI_TCP) {
     snprintf(err, errlen, "--metrics %s: expected tcp://HOST:PORT (HTTP, no TLS)", uri);
     return -1;
   }
@@ -773,6 +821,13 @@ int rgpu_metrics_open(const char *uri, rgpu_metrics **out, char *err, size_t err
     m->slots = NULL;
     snprintf(err, errlen, "metrics: mmap of %zu bytes: %s", m->map_len, strerror(errno));
     goto fail;
+  }
+  if (!uri) {
+    /* The session table only (no HTTP endpoint, no thread): workers still
+     * count into their slots, so NVML_QUERY can list every session. */
+    g_metrics = m;
+    *out = m;
+    return 0;
   }
   struct addrinfo hints = {0}, *res = NULL;
   hints.ai_family = AF_UNSPEC;

@@ -49,6 +49,8 @@ typedef struct rgpu_metrics rgpu_metrics;
  * HTTP thread.  Returns 0, or -1 with a message in err.  One per process:
  * the worker-side calls below find it through a process-wide pointer. */
 int rgpu_metrics_open(const char *uri, rgpu_metrics **out, char *err, size_t errlen);
+/* uri NULL: the slots only (the session table that NVML_QUERY reads), no
+ * HTTP endpoint and no thread; rgpu_metrics_address is then "". */
 /* Stops the thread, closes the socket, unmaps the slots. */
 void rgpu_metrics_close(rgpu_metrics *m);
 /* "127.0.0.1:9100" (the bound port). */
@@ -90,6 +92,22 @@ void rgpu_metrics_bytes_sent(const struct iovec *iov, int n);
 /* The session's end reason ("eof", "goodbye", "hello-refused", ...; at most
  * 23 characters kept), written just before the worker exits. */
 void rgpu_metrics_session_end_reason(const char *reason);
+
+/* The session table.  A worker records its client's pid and name (from
+ * HELLO; name_len bytes, at most 31 kept) and each device it makes a
+ * context on; rgpu_metrics_sessions copies the live sessions that said
+ * HELLO into out (at most cap) and returns how many, or -1 in a process
+ * without slots (the caller then knows only its own session). */
+typedef struct {
+  uint64_t session_id;
+  uint32_t client_pid;
+  uint64_t mem_held; /* the session's device memory (allocations and module globals) */
+  uint64_t devices;  /* bit d: a context on device d */
+  char client_name[32];
+} rgpu_metrics_session_info;
+void rgpu_metrics_session_client(uint32_t client_pid, const char *name, size_t name_len);
+void rgpu_metrics_session_device(int dev);
+int rgpu_metrics_sessions(rgpu_metrics_session_info *out, int cap);
 
 /* Logs the session's first device fault (a CUresult that leaves the context
  * unusable: 700 illegal address, 702 launch timeout, 715-719 illegal
