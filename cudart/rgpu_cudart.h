@@ -36,6 +36,9 @@ cudaError_t rgpu_cudart_from_cu(int cu);
 /* Errors that leave the context unusable: returned by every later call
  * until cudaDeviceReset. */
 int rgpu_cudart_is_sticky(cudaError_t e);
+/* The inverse, for the driver facade: the CUresult a driver call returns
+ * for a runtime code (CUDA_ERROR_UNKNOWN for codes with no counterpart). */
+int rgpu_cudart_to_cu(cudaError_t rt);
 
 /* ---- error state (rgpu_cudart_state.c) --------------------------------- */
 
@@ -88,6 +91,17 @@ cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc);
 /* Pulls latched async errors of the client into the error state. */
 void rgpu_rt_collect_async(rgpu_client *c);
 rgpu_err_state *rgpu_rt_err_state(void);
+/* The calling thread's last error, read and written without the rules of
+ * cudaGetLastError: the driver facade saves it around the runtime code it
+ * reuses, so that no driver call changes what cudaGetLastError answers. */
+cudaError_t rgpu_rt_last_error_get(void);
+void rgpu_rt_last_error_set(cudaError_t e);
+/* Whether a runtime call on this thread has bound its current device's
+ * primary context (what cuCtxGetCurrent answers on an empty context
+ * stack); rgpu_rt_enter sets it, the driver saves it around runtime code
+ * and clears it when a context pop empties the stack. */
+int rgpu_rt_thread_bound(void);
+void rgpu_rt_thread_set_bound(int bound);
 
 /* Current device of the calling thread (CUDA's is per thread, default 0). */
 int rgpu_rt_current_device(void);

@@ -20,6 +20,9 @@
 static rgpu_err_state g_err = {RGPU_MUTEX_INITIALIZER, cudaSuccess, cudaSuccess, 0};
 static __thread cudaError_t tl_last_error;
 static __thread int tl_call_waited;
+/* A runtime call on this thread made its device's primary context current
+ * (CUDA: the runtime binds the primary context on its first call). */
+static __thread int tl_bound;
 
 static atomic_ullong g_calls;
 static atomic_ullong g_calls_waited;
@@ -32,6 +35,10 @@ static rgpu_client_config g_cfg;
 static int g_cfg_loaded;
 
 rgpu_err_state *rgpu_rt_err_state(void) { return &g_err; }
+cudaError_t rgpu_rt_last_error_get(void) { return tl_last_error; }
+void rgpu_rt_last_error_set(cudaError_t e) { tl_last_error = e; }
+int rgpu_rt_thread_bound(void) { return tl_bound; }
+void rgpu_rt_thread_set_bound(int bound) { tl_bound = bound; }
 
 __attribute__((constructor)) static void rgpu_rt_init(void) {
   g_start_ns = rgpu_clock_ns();
@@ -98,6 +105,7 @@ cudaError_t rgpu_rt_enter(rgpu_client **out) {
   *out = c;
   if (!c) return rgpu_rt_ret(err);
   if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
+  tl_bound = 1;
   cudaError_t s = rgpu_err_state_sticky(&g_err);
   if (s != cudaSuccess) return rgpu_rt_ret(s);
   return cudaSuccess;

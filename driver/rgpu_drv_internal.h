@@ -1,0 +1,109 @@
+/* Internal interfaces of the driver API facade.
+ *
+ * The driver functions live inside rgpu's libcudart.so.13, which holds the
+ * process's one session, and are exported there as rgpu_drv_<export> under
+ * the RGPU_PRIVATE_1 version node; libcuda.so.1 is a generated forwarder
+ * (gen_driver.py).  They share everything with the runtime: handles (a
+ * CUstream is a cudaStream_t, a CUevent a cudaEvent_t, a CUgraph a
+ * cudaGraph_t, device pointers the same numbers), the asynchronous rules
+ * and the deferred and sticky errors.  One rule is the driver's own: no
+ * driver call changes cudart's per-thread last error (RGPU_DRV_RT).
+ *
+ * The sources compile with __CUDA_API_VERSION_INTERNAL, so cuda.h declares
+ * every export under its own name (cuMemAlloc is the 2.0 API there, not a
+ * macro for cuMemAlloc_v2); rgpu_drv_protos.h (generated) declares every
+ * rgpu_drv_ function with cuda.h's prototype, so each definition is
+ * checked against NVIDIA's. */
+#ifndef RGPU_DRV_INTERNAL_H
+#define RGPU_DRV_INTERNAL_H
+
+#include "rgpu_cudart.h"
+#include "rgpu_drv_proctable.h"
+#include "rgpu_drv_protos.h"
+#include "rgpu_drv_unsupported.h"
+
+/* Definition of a driver entry point: exported from libcudart.so.13 (the
+ * library is built with hidden visibility). */
+#define RGPU_DRV __attribute__((visibility("default")))
+
+/* cudaError_t -> CUresult. */
+static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_cudart_to_cu(e); }
+
+/* Runs runtime code `expr` (a cudaError_t expression: a public cudart
+ * function or an internal one) for a driver call and returns its CUresult,
+ * leaving the thread's runtime last error (and its primary-context binding)
+ * as they were.  The runtime function counts the call for RGPU_STATS; the
+ * driver function then does not. */
+#define RGPU_DRV_RT(expr)                                                                    \
+  __extension__({                                                                            \
+    cudaError_t saved_ = rgpu_rt_last_error_get();                                           \
+    int bound_ = rgpu_rt_thread_bound();                                                     \
+    cudaError_t rt_ = (expr);                                                                \
+    rgpu_rt_last_error_set(saved_);                                                          \
+    rgpu_rt_thread_set_bound(bound_);                                                        \
+    rgpu_drv_from_rt(rt_);                                                                   \
+  })
+
+/* Start of a driver call that does not go through runtime code: counts it,
+ * checks cuInit ran (CUDA_ERROR_NOT_INITIALIZED otherwise), connects, and
+ * returns the sticky error if there is one.  *out may be NULL when the
+ * result is not CUDA_SUCCESS. */
+CUresult rgpu_drv_enter(rgpu_client **out);
+/* The same without connecting (calls answered locally before any device
+ * query): counts the call and checks cuInit. */
+CUresult rgpu_drv_enter_local(void);
+/* cuInit has succeeded in this process. */
+int rgpu_drv_initialized(void);
+
+/* ---- contexts (rgpu_drv_ctx.c) ----------------------------------------- */
+
+#define RGPU_CTX_MAGIC 0x43545854u /* "CTXT" */
+
+/* A context.  Every context of a device shares the device's one server
+ * context (allocations are not separated between contexts of one device);
+ * the primary context is a fixed object per device. */
+struct CUctx_st {
+  uint32_t magic;
+  int device;
+  int primary;        /* the device's primary context */
+  unsigned flags;     /* CU_CTX_* */
+  int destroyed;      /* explicit context after cuCtxDestroy */
+  unsigned long long id;
+};
+
+/* The calling thread's current context (NULL if none): the top of its
+ * context stack; when the stack is empty and the runtime has bound a
+ * device on this thread (cudaSetDevice or any runtime call), that device's
+ * primary context. */
+CUcontext rgpu_drv_ctx_current(void);
+/* Makes ctx's device the runtime's current device (a context becomes
+ * current). */
+void rgpu_drv_ctx_bind_device(CUcontext ctx);
+/* Validates a context handle; CUDA_ERROR_INVALID_CONTEXT otherwise. */
+CUresult rgpu_drv_ctx_check(CUcontext ctx);
+/* The device of the current context; CUDA_ERROR_INVALID_CONTEXT if none. */
+CUresult rgpu_drv_ctx_device(int *dev);
+/* The primary context object of a device (never NULL for a valid device). */
+CUcontext rgpu_drv_primary_ctx(int dev);
+
+/* ---- the per-thread context stack (rgpu_drv_ctxstack.c, pure) ---------- */
+
+#define RGPU_CTX_STACK_MAX 64
+
+typedef struct {
+  CUcontext v[RGPU_CTX_STACK_MAX];
+  int n;
+} rgpu_ctx_stack;
+
+/* 0, or -1 when full. */
+int rgpu_ctx_stack_push(rgpu_ctx_stack *s, CUcontext c);
+/* The popped context, or NULL when empty. */
+CUcontext rgpu_ctx_stack_pop(rgpu_ctx_stack *s);
+CUcontext rgpu_ctx_stack_top(const rgpu_ctx_stack *s);
+/* cuCtxSetCurrent: replaces the top (pushes onto an empty stack); NULL
+ * pops the top. */
+void rgpu_ctx_stack_set_top(rgpu_ctx_stack *s, CUcontext c);
+/* Removes every occurrence of c (a destroyed context). */
+void rgpu_ctx_stack_remove(rgpu_ctx_stack *s, CUcontext c);
+
+#endif

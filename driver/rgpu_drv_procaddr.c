@@ -1,0 +1,35 @@
+/* cuGetProcAddress: the facade's own functions by (name, CUDA version,
+ * default-stream flavour), from the table gen_driver.py derives from
+ * cudaTypedefs.h. */
+#include <string.h>
+
+#include "rgpu_drv_internal.h"
+
+static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus) {
+  rgpu_rt_count_call();
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  const cuuint64_t known = CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = NULL;
+  int status;
+  const rgpu_proc_entry *e =
+      rgpu_drv_proc_lookup(rgpu_drv_proc_table, rgpu_drv_proc_table_len, symbol, cudaVersion,
+                           (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, &status);
+  if (symbolStatus) *symbolStatus = (CUdriverProcAddressQueryResult)status;
+  if (!e) return CUDA_ERROR_NOT_FOUND;
+  *pfn = e->fn;
+  return CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                               cuuint64_t flags,
+                                               CUdriverProcAddressQueryResult *symbolStatus) {
+  return proc_address(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                            cuuint64_t flags) {
+  return proc_address(symbol, pfn, cudaVersion, flags, NULL);
+}
