@@ -1,0 +1,97 @@
+/* Driver-API modules, libraries, kernels and functions of rgpu's
+ * libcuda.so.1 (driver/rgpu_drv_module.c, driver/rgpu_drv_launch.c).
+ *
+ * CUmodule, CUfunction, CUlibrary and CUkernel are client-side structs
+ * behind the driver's opaque pointer types.  Each starts with a magic
+ * number, checked before anything else is read, so a handle the program
+ * made up or already released is CUDA_ERROR_INVALID_HANDLE, never a
+ * crash: released handles stay allocated as husks with a dead magic (a few
+ * dozen bytes each), because a program may still pass them.
+ *
+ * A module is one MODULE_LOAD on the server (one device: the one current
+ * at the load); its functions are named afterwards (MODULE_GET_FUNCTION)
+ * and get their server index and parameter layout then.  A library
+ * (cuLibraryLoadData) is context-independent: it keeps its image and loads
+ * it as a module on each device where it is first used.  A CUkernel is the
+ * library's kernel by name; CUDA lets a program pass it wherever a
+ * CUfunction goes, so every entry point that takes a CUfunction accepts a
+ * kernel too and resolves it to its function on the current device. */
+#ifndef RGPU_DRV_MODULE_H
+#define RGPU_DRV_MODULE_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "rgpu_drv_internal.h"
+
+#define RGPU_DRV_MODULE_MAGIC 0x4c444f4du  /* "MODL" */
+#define RGPU_DRV_FUNC_MAGIC 0x434e5546u    /* "FUNC" */
+#define RGPU_DRV_LIBRARY_MAGIC 0x5942494cu /* "LIBY" */
+#define RGPU_DRV_KERNEL_MAGIC 0x4e52454bu  /* "KERN" */
+#define RGPU_DRV_DEAD_MAGIC 0x44414544u    /* "DEAD": released */
+
+struct CUmod_st {
+  uint32_t magic;
+  uint64_t id;     /* the server's module id */
+  int device;      /* the device it was loaded on */
+  uint32_t epoch;  /* rgpu_rt_device_epoch at the load: a reset drops it */
+  struct CUlib_st *library; /* the library it was loaded for, or NULL */
+  rgpu_mutex lock; /* guards funcs (a leaf lock: no round trip under it) */
+  struct CUfunc_st **funcs; /* handed out by cuModuleGetFunction */
+  size_t nfuncs, capfuncs;
+  uint64_t *globals; /* addresses cuModuleGetGlobal put in the range table */
+  size_t nglobals, capglobals;
+};
+
+struct CUfunc_st {
+  uint32_t magic;
+  struct CUmod_st *module;
+  uint32_t index; /* MODULE_GET_FUNCTION's answer */
+  char *name;
+  rgpu_param_layout layout;
+  /* cuFuncSetAttribute's values, for the launch check (-1: unset). */
+  int max_dyn_shmem;
+  /* FUNC_GET_ATTRS's answer, fetched once (attrs_valid); cuFuncSetAttribute
+   * updates the values it sets. */
+  int attrs_valid;
+  int32_t attrs[CU_FUNC_ATTRIBUTE_MAX < 64 ? CU_FUNC_ATTRIBUTE_MAX : 64];
+};
+
+struct CUlib_st {
+  uint32_t magic;
+  void *image; /* a copy: libraries load lazily, per device */
+  size_t size;
+  rgpu_mutex lock; /* guards mods and kernels; dropped for round trips */
+  struct CUmod_st *mods[RGPU_MAX_DEVICES];
+  struct CUkern_st **kernels;
+  size_t nkernels, capkernels;
+};
+
+struct CUkern_st {
+  uint32_t magic;
+  struct CUlib_st *library;
+  char *name;
+};
+
+/* ---- calls (rgpu_drv_module.c) ------------------------------------------ */
+
+/* The result of a request that waited for the server (rc: 0, a CUresult or
+ * a transport failure < 0), with async errors that arrived folded in as
+ * cudart does; a server's CUresult is returned as it came.  The caller
+ * puts the runtime last error back (rgpu_rt_last_error_set). */
+CUresult rgpu_drv_reply_ret(rgpu_client *c, int rc);
+
+/* ---- handles ------------------------------------------------------------ */
+
+/* The function a CUfunction names: itself, or for a CUkernel (CUDA allows
+ * the cast) the library's function on device dev (dev < 0: the current
+ * context's device), loaded and looked
+ * up on first use (round trips, no lock held).  Errors:
+ * CUDA_ERROR_INVALID_HANDLE for a bad or released handle, or a module the
+ * device dropped (reset); what the load or lookup answered. */
+CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out);
+/* FUNC_GET_ATTRS once per function (then cached; cuFuncSetAttribute
+ * keeps it current).  Round trip on first use. */
+CUresult rgpu_drv_func_attrs(rgpu_client *c, struct CUfunc_st *f, const int32_t **attrs);
+
+#endif
