@@ -46,6 +46,7 @@ else
       n=$(basename "$src" .cu)
       nvcc -ptx -arch=compute_75 -o "$out/e2e/$n.ptx" "$src" 2>>"$out/nvcc.log" || true
       nvcc -fatbin -gencode arch=compute_75,code=compute_75 -o "$out/e2e/$n.fatbin" "$src" 2>>"$out/nvcc.log" || true
+      nvcc -cubin -arch=sm_75 -o "$out/e2e/$n.cubin" "$src" 2>>"$out/nvcc.log" || true
     done
     [ -n "$(ls "$out/e2e" 2>/dev/null)" ] && E2E=$out/e2e
   fi

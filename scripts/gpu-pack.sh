@@ -17,7 +17,7 @@ cp -P build/lib/libcudart.so* .gpu-pack/lib/ 2>/dev/null || true
 cp build/lib/libsoftgpu.so .gpu-pack/lib/ 2>/dev/null || true
 find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
 # The modules the driver-API programs (drv_*) load from beside themselves.
-cp build/e2e/*.ptx build/e2e/*.fatbin .gpu-pack/e2e/ 2>/dev/null || true
+cp build/e2e/*.ptx build/e2e/*.fatbin build/e2e/*.cubin .gpu-pack/e2e/ 2>/dev/null || true
 cp -r tests/e2e .gpu-pack/e2e-src
 # Benchmark workloads (scripts/gpu-bench.sh rebuilds them when nvcc is there).
 [ -d build/bench ] && cp -r build/bench .gpu-pack/bench

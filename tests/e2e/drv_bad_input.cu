@@ -26,6 +26,24 @@ int main() {
   r = cuLibraryLoadData(&lib, garbage, nullptr, nullptr, 0, nullptr, nullptr, 0);
   EXPECT(r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX);
   CU_EXPECT_ERR(cuModuleLoad(&mod, "/nonexistent/drv_kernels.ptx"), CUDA_ERROR_FILE_NOT_FOUND);
+  // A cubin with Turing SASS only: neither softgpu (which runs PTX) nor a
+  // GPU of a later major architecture can run it.
+  size_t cubin_len = 0;
+  void *cubin = read_whole(beside_exe("drv_kernels.cubin"), &cubin_len);
+  int major = 0;
+  CUdevice dev0;
+  CU_CHECK(cuDeviceGet(&dev0, 0));
+  CU_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev0));
+  r = cuModuleLoadData(&mod, cubin);
+  if (r == CUDA_SUCCESS) {
+    EXPECT(major == 7); // only a Turing GPU runs it
+    CU_CHECK(cuModuleUnload(mod));
+    printf("sm_75 cubin loaded\n");
+  } else {
+    CU_EXPECT_ERR(r, CUDA_ERROR_NO_BINARY_FOR_GPU);
+    printf("sm_75 cubin refused\n");
+  }
+  std::free(cubin);
   CU_EXPECT_ERR(cuModuleLoadData(nullptr, garbage), CUDA_ERROR_INVALID_VALUE);
 
   // A good module, and names it does not have.
