@@ -208,7 +208,9 @@ static CUresult module_new(rgpu_client *c, int dev, const void *image, size_t le
   return CUDA_SUCCESS;
 }
 
-static int module_ok(const struct CUmod_st *m) { return m && m->magic == RGPU_DRV_MODULE_MAGIC; }
+static int module_ok(const struct CUmod_st *m) {
+  return rgpu_drv_handle_plausible(m) && m->magic == RGPU_DRV_MODULE_MAGIC;
+}
 
 /* A module loaded before its device was reset no longer exists on the
  * server. */
@@ -544,8 +546,12 @@ RGPU_DRV CUresult rgpu_drv_cuModuleEnumerateFunctions(CUfunction *functions, uns
 
 /* ---- libraries and kernels ---------------------------------------------- */
 
-static int library_ok(const struct CUlib_st *l) { return l && l->magic == RGPU_DRV_LIBRARY_MAGIC; }
-static int kernel_ok(const struct CUkern_st *k) { return k && k->magic == RGPU_DRV_KERNEL_MAGIC; }
+static int library_ok(const struct CUlib_st *l) {
+  return rgpu_drv_handle_plausible(l) && l->magic == RGPU_DRV_LIBRARY_MAGIC;
+}
+static int kernel_ok(const struct CUkern_st *k) {
+  return rgpu_drv_handle_plausible(k) && k->magic == RGPU_DRV_KERNEL_MAGIC;
+}
 
 /* The library's module on dev, loaded now if it is not yet (a round trip
  * with the lock dropped; two threads racing keep the first, the second
@@ -756,7 +762,7 @@ RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary libra
 }
 
 CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out) {
-  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  if (!rgpu_drv_handle_plausible(f)) return CUDA_ERROR_INVALID_HANDLE;
   uint32_t magic = f->magic;
   if (magic == RGPU_DRV_FUNC_MAGIC) {
     CUresult r = module_live(f->module);
@@ -932,11 +938,12 @@ RGPU_DRV CUresult rgpu_drv_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache c
 
 RGPU_DRV CUresult rgpu_drv_cuFuncGetName(const char **name, CUfunction hfunc) {
   if (!name) return CUDA_ERROR_INVALID_VALUE;
-  if (hfunc && hfunc->magic == RGPU_DRV_KERNEL_MAGIC) {
+  if (!rgpu_drv_handle_plausible(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  if (hfunc->magic == RGPU_DRV_KERNEL_MAGIC) {
     *name = ((struct CUkern_st *)hfunc)->name;
     return CUDA_SUCCESS;
   }
-  if (!hfunc || hfunc->magic != RGPU_DRV_FUNC_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  if (hfunc->magic != RGPU_DRV_FUNC_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
   *name = hfunc->name;
   return CUDA_SUCCESS;
 }

@@ -30,6 +30,14 @@
 #define RGPU_DRV_KERNEL_MAGIC 0x4e52454bu  /* "KERN" */
 #define RGPU_DRV_DEAD_MAGIC 0x44414544u    /* "DEAD": released */
 
+/* Whether p can be one of these handles at all, before its magic is read:
+ * they come from calloc (aligned to 16, never in the first 64 KiB), so a
+ * small integer or a misaligned pointer passed as a handle is refused
+ * without touching memory. */
+static inline int rgpu_drv_handle_plausible(const void *p) {
+  return (uintptr_t)p >= 65536 && ((uintptr_t)p & 7) == 0;
+}
+
 struct CUmod_st {
   uint32_t magic;
   uint64_t id;     /* the server's module id */
