@@ -93,6 +93,20 @@ int main() {
   check_saxpy(dy, want, n);
   printf("occupancy block size launch: ok\n");
 
+  // A cooperative launch where the device offers them (softgpu does not).
+  int coop = 0;
+  CU_CHECK(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev));
+  CUresult cr = cuLaunchCooperativeKernel(f_saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr, args);
+  if (coop) {
+    CU_CHECK(cr);
+    for (int i = 0; i < n; i++) want[i] += 3.0f * x[i];
+    check_saxpy(dy, want, n);
+    printf("cooperative launch: ok\n");
+  } else {
+    CU_EXPECT_ERR(cr, CUDA_ERROR_NOT_SUPPORTED);
+    printf("cooperative launch: not offered\n");
+  }
+
   // The library's global and its module in the current context.
   CUdeviceptr dcounter;
   size_t sz = 0;
