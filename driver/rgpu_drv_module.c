@@ -858,7 +858,9 @@ static CUresult func_set_attribute(rgpu_client *c, CUfunction hfunc, CUfunction_
     const int32_t *a = NULL;
     if ((r = rgpu_drv_func_attrs(c, f, &a)) != CUDA_SUCCESS) return r;
     /* The opt-in limit less what the kernel declares statically. */
-    long limit = (long)d->prop.sharedMemPerBlockOptin - a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+    size_t optin = d->prop.sharedMemPerBlockOptin ? d->prop.sharedMemPerBlockOptin
+                                                  : d->prop.sharedMemPerBlock;
+    long limit = (long)optin - a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
     if (value < 0 || value > limit) return CUDA_ERROR_INVALID_VALUE;
     __atomic_store_n(&f->max_dyn_shmem, value, __ATOMIC_RELAXED);
     f->attrs[attrib] = value;

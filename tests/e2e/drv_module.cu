@@ -54,6 +54,15 @@ int main() {
   int max_threads = 0;
   CU_CHECK(cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, saxpy));
   EXPECT(max_threads >= 256);
+  // Attributes the program sets: read back, and a launch after them works.
+  CU_CHECK(cuFuncSetAttribute(saxpy, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024));
+  int dyn = 0;
+  CU_CHECK(cuFuncGetAttribute(&dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, saxpy));
+  EXPECT(dyn == 1024);
+  CU_CHECK(cuFuncSetCacheConfig(saxpy, CU_FUNC_CACHE_PREFER_SHARED));
+  CU_CHECK(cuLaunchKernel(saxpy, (n + 255) / 256, 1, 1, 256, 1, 1, 512, nullptr, args, nullptr));
+  CU_CHECK(cuMemcpyDtoH(y.data(), dy, n * sizeof(float)));
+  for (int i = 0; i < n; i++) EXPECT(y[i] == 5.0f * (float)i + 1.0f - (float)i);
 
   // mixed from the fatbin module, parameters as one packed buffer.
   CUfunction mixed;
