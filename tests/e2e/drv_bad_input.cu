@@ -1,3 +1,4 @@
+// rgpu-nvcc-flags: -lcuda
 // Bad input to the driver API's module and launch calls (issue 15): each is
 // refused with the code a real GPU's driver returns, and the session keeps
 // working afterwards (a good module loads and runs at the end).

@@ -1,3 +1,4 @@
+// rgpu-nvcc-flags: -lcuda
 // Driver-API libraries and kernels (issue 15): cuLibraryLoadFromFile (PTX)
 // and cuLibraryLoadData (a fatbin in memory), a CUkernel launched directly
 // as a CUfunction (CUDA allows the cast) and through cuKernelGetFunction,

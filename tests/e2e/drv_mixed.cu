@@ -1,3 +1,4 @@
+// rgpu-nvcc-flags: -lcuda
 // The runtime and the driver API on one stream (issue 15): a stream made by
 // cudaStreamCreate carries a cuLaunchKernel, then cudaMemcpyAsync and
 // cudaStreamSynchronize read the result, which is checked.  A failing

@@ -1,3 +1,4 @@
+// rgpu-nvcc-flags: -lcuda
 // Driver-API modules (issue 15): a module from a PTX file (cuModuleLoad)
 // and one from a fatbin in memory (cuModuleLoadData), kernels by name,
 // launches with kernelParams and with a packed `extra` buffer, a __device__

@@ -1,3 +1,4 @@
+// rgpu-nvcc-flags: -lcuda
 // A kernel compiled at run time with NVRTC on the client and launched
 // through the driver API (issue 15): the PTX NVRTC writes for the device's
 // compute capability (capped to what this NVRTC supports) is loaded with
