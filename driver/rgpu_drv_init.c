@@ -30,12 +30,7 @@ CUresult rgpu_drv_enter(rgpu_client **out) {
     rgpu_rt_count_call();
     return CUDA_ERROR_NOT_INITIALIZED;
   }
-  cudaError_t saved = rgpu_rt_last_error_get();
-  int bound = rgpu_rt_thread_bound();
-  cudaError_t e = rgpu_rt_enter(out);
-  rgpu_rt_last_error_set(saved);
-  rgpu_rt_thread_set_bound(bound);
-  return rgpu_drv_from_rt(e);
+  return RGPU_DRV_RT(rgpu_rt_enter(out));
 }
 
 int rgpu_drv_report_unsupported(const char *name, int *logged_once) {
