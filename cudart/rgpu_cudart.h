@@ -109,6 +109,10 @@ void rgpu_rt_driver_call_end(void);
 /* A runtime call used dev since its last cudaDeviceReset (its primary
  * context is active, cuDevicePrimaryCtxGetState). */
 int rgpu_rt_device_used(int dev);
+/* A runtime call (outside driver calls) works on dev: binds the thread and
+ * marks dev used.  rgpu_rt_enter does it for the current device,
+ * cudaSetDevice for the new one. */
+void rgpu_rt_bind_device(int dev);
 
 /* Current device of the calling thread (CUDA's is per thread, default 0). */
 int rgpu_rt_current_device(void);

@@ -48,6 +48,12 @@ int rgpu_rt_thread_bound(void) { return tl_bound; }
 void rgpu_rt_thread_set_bound(int bound) { tl_bound = bound; }
 void rgpu_rt_driver_call_begin(void) { tl_driver_depth++; }
 void rgpu_rt_driver_call_end(void) { tl_driver_depth--; }
+void rgpu_rt_bind_device(int dev) {
+  if (tl_driver_depth) return;
+  tl_bound = 1;
+  if (dev >= 0 && dev < RGPU_MAX_DEVICES)
+    __atomic_store_n(&g_rt_used[dev], rgpu_rt_device_epoch(dev) + 1, __ATOMIC_RELEASE);
+}
 int rgpu_rt_device_used(int dev) {
   if (dev < 0 || dev >= RGPU_MAX_DEVICES) return 0;
   return __atomic_load_n(&g_rt_used[dev], __ATOMIC_ACQUIRE) == rgpu_rt_device_epoch(dev) + 1;
@@ -118,12 +124,7 @@ cudaError_t rgpu_rt_enter(rgpu_client **out) {
   *out = c;
   if (!c) return rgpu_rt_ret(err);
   if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
-  if (!tl_driver_depth) {
-    tl_bound = 1;
-    int dev = rgpu_rt_current_device();
-    if (dev >= 0 && dev < RGPU_MAX_DEVICES)
-      __atomic_store_n(&g_rt_used[dev], rgpu_rt_device_epoch(dev) + 1, __ATOMIC_RELEASE);
-  }
+  rgpu_rt_bind_device(rgpu_rt_current_device());
   cudaError_t s = rgpu_err_state_sticky(&g_err);
   if (s != cudaSuccess) return rgpu_rt_ret(s);
   return cudaSuccess;

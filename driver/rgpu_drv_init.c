@@ -19,11 +19,6 @@ int rgpu_drv_initialized(void) {
   return __atomic_load_n(&g_initialized, __ATOMIC_ACQUIRE) || rgpu_rt_client_peek() != NULL;
 }
 
-CUresult rgpu_drv_enter_local(void) {
-  rgpu_rt_count_call();
-  return rgpu_drv_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
-
 CUresult rgpu_drv_enter(rgpu_client **out) {
   *out = NULL;
   if (!rgpu_drv_initialized()) {

@@ -49,9 +49,6 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
  * returns the sticky error if there is one.  *out may be NULL when the
  * result is not CUDA_SUCCESS. */
 CUresult rgpu_drv_enter(rgpu_client **out);
-/* The same without connecting (calls answered locally before any device
- * query): counts the call and checks cuInit. */
-CUresult rgpu_drv_enter_local(void);
 /* cuInit has succeeded in this process. */
 int rgpu_drv_initialized(void);
 
@@ -63,6 +60,11 @@ int rgpu_drv_initialized(void);
 cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
                                  enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream);
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
 cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,

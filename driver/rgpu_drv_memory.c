@@ -266,32 +266,41 @@ RGPU_DRV CUresult rgpu_drv_cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, 
 
 /* ---- memsets ------------------------------------------------------------------ */
 
-/* N elements of es bytes (1, 2, 4) set to value, on stream s (the legacy
- * or per-thread default stream for the synchronous forms). */
-static CUresult memset_elems(CUdeviceptr dst, unsigned value, unsigned es, size_t n, CUstream s,
-                             int pt) {
+/* A width x height area of es-byte elements (es 1, 2, 4; rows pitch bytes
+ * apart) set to value, on stream s (the legacy or per-thread default stream
+ * for the synchronous forms).  A 1D memset is one row. */
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned es,
+                          size_t width, size_t height, CUstream s, int pt) {
   ENTER_CTX();
   rgpu_client *c;
   CUresult r = rgpu_drv_enter(&c);
   if (r != CUDA_SUCCESS) return r;
-  if (n == 0) return CUDA_SUCCESS;
-  if (dst % es || n > SIZE_MAX / es) return CUDA_ERROR_INVALID_VALUE;
-  rgpu_range rg;
-  if (rgpu_range_find(rgpu_rt_device_ranges(), dst, (uint64_t)n * es, &rg))
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (dst % es || width > SIZE_MAX / es) return CUDA_ERROR_INVALID_VALUE;
+  size_t row = width * es;
+  if (height > 1 && (pitch < row || pitch % es || (height - 1) > (SIZE_MAX - row) / pitch))
     return CUDA_ERROR_INVALID_VALUE;
+  uint64_t span = (uint64_t)pitch * (height - 1) + row;
+  rgpu_range rg;
+  if (rgpu_range_find(rgpu_rt_device_ranges(), dst, span, &rg)) return CUDA_ERROR_INVALID_VALUE;
   uint64_t wire;
   int sdev;
   cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)s, pt, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_drv_from_rt(e);
   rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = rg.device};
   op.fill = (struct cudaMemsetParams){.dst = DPTR(dst),
-                                      .pitch = n * es,
+                                      .pitch = height > 1 ? pitch : row,
                                       .value = value,
                                       .elementSize = es,
-                                      .width = n,
-                                      .height = 1};
+                                      .width = width,
+                                      .height = height};
   /* Submit goes to the stream's capture graph when it is capturing. */
   return RGPU_DRV_RT(rgpu_rt_submit(c, &op));
+}
+
+static CUresult memset_elems(CUdeviceptr dst, unsigned value, unsigned es, size_t n, CUstream s,
+                             int pt) {
+  return memset_2d(dst, 0, value, es, n, 1, s, pt);
 }
 
 #define RGPU_DRV_MEMSET(bits, T, es)                                                          \
@@ -313,6 +322,96 @@ static CUresult memset_elems(CUdeviceptr dst, unsigned value, unsigned es, size_
 RGPU_DRV_MEMSET(8, unsigned char, 1)
 RGPU_DRV_MEMSET(16, unsigned short, 2)
 RGPU_DRV_MEMSET(32, unsigned int, 4)
+
+#define RGPU_DRV_MEMSET_2D(bits, T, es)                                                       \
+  RGPU_DRV CUresult rgpu_drv_cuMemsetD2D##bits##_v2(CUdeviceptr d, size_t pitch, T v,         \
+                                                    size_t w, size_t h) {                     \
+    return memset_2d(d, pitch, v, es, w, h, NULL, 0);                                         \
+  }                                                                                           \
+  RGPU_DRV CUresult rgpu_drv_cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t pitch, T v,    \
+                                                         size_t w, size_t h) {                \
+    return memset_2d(d, pitch, v, es, w, h, NULL, 1);                                         \
+  }                                                                                           \
+  RGPU_DRV CUresult rgpu_drv_cuMemsetD2D##bits##Async(CUdeviceptr d, size_t pitch, T v,       \
+                                                      size_t w, size_t h, CUstream s) {       \
+    return memset_2d(d, pitch, v, es, w, h, s, 0);                                            \
+  }                                                                                           \
+  RGPU_DRV CUresult rgpu_drv_cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t pitch, T v,  \
+                                                           size_t w, size_t h, CUstream s) {  \
+    return memset_2d(d, pitch, v, es, w, h, s, 1);                                            \
+  }
+
+RGPU_DRV_MEMSET_2D(8, unsigned char, 1)
+RGPU_DRV_MEMSET_2D(16, unsigned short, 2)
+RGPU_DRV_MEMSET_2D(32, unsigned int, 4)
+
+/* ---- 2D copies ------------------------------------------------------------------ */
+
+/* One side of a CUDA_MEMCPY2D as a pointer to its first byte; *unified when
+ * the memory type leaves the direction to the pointer.  Arrays are not
+ * offered (no CUarray in rgpu). */
+static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr device, size_t x,
+                          size_t y, size_t pitch, const void **out, int *is_device) {
+  const char *base;
+  switch (type) {
+  case CU_MEMORYTYPE_HOST: base = host; *is_device = 0; break;
+  case CU_MEMORYTYPE_DEVICE: base = DPTR(device); *is_device = 1; break;
+  case CU_MEMORYTYPE_UNIFIED: base = DPTR(device); *is_device = -1; break;
+  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = base + y * pitch + x;
+  return CUDA_SUCCESS;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream s, int pt, int async) {
+  ENTER_CTX();
+  if (!p) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const void *src, *dst;
+  int sdev, ddev;
+  CUresult r = copy_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY,
+                         p->srcPitch, &src, &sdev);
+  if (r == CUDA_SUCCESS)
+    r = copy_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
+                  p->dstPitch, &dst, &ddev);
+  if (r != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return r;
+  }
+  enum cudaMemcpyKind kind = cudaMemcpyDefault;
+  if (sdev >= 0 && ddev >= 0)
+    kind = sdev ? (ddev ? D2D : D2H) : (ddev ? H2D : cudaMemcpyHostToHost);
+  void *d = (void *)dst;
+  size_t w = p->WidthInBytes, h = p->Height;
+  if (async)
+    return pt ? RGPU_DRV_RT(cudaMemcpy2DAsync_ptsz(d, p->dstPitch, src, p->srcPitch, w, h, kind, s))
+              : RGPU_DRV_RT(cudaMemcpy2DAsync(d, p->dstPitch, src, p->srcPitch, w, h, kind, s));
+  return pt ? RGPU_DRV_RT(cudaMemcpy2D_ptds(d, p->dstPitch, src, p->srcPitch, w, h, kind))
+            : RGPU_DRV_RT(cudaMemcpy2D(d, p->dstPitch, src, p->srcPitch, w, h, kind));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) {
+  return copy_2d(pCopy, NULL, 0, 0);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) {
+  return copy_2d(pCopy, NULL, 1, 0);
+}
+/* Unaligned pitches are the same copy here (no hardware alignment rule). */
+RGPU_DRV CUresult rgpu_drv_cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) {
+  return copy_2d(pCopy, NULL, 0, 0);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) {
+  return copy_2d(pCopy, NULL, 1, 0);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
+  return copy_2d(pCopy, hStream, 0, 1);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
+  return copy_2d(pCopy, hStream, 1, 1);
+}
 
 /* ---- address queries ------------------------------------------------------------ */
 

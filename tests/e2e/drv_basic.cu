@@ -171,6 +171,30 @@ int main() {
   unsigned mem_type = 0;
   CU(cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a));
   EXPECT(mem_type == CU_MEMORYTYPE_DEVICE);
+  // Pitched: a 2D memset of a sub-rectangle, read back with a 2D copy.
+  CUdeviceptr pd;
+  size_t pitch = 0;
+  const size_t W = 100, H = 37; // elements, rows
+  CU(cuMemAllocPitch(&pd, &pitch, W * 4, H, 4));
+  EXPECT(pitch >= W * 4);
+  CU(cuMemsetD2D32(pd, pitch, 0xabcdu, W, H));
+  CU(cuMemsetD2D8(pd + pitch * 5 + 8, pitch, 0x01, 8, 3)); // elements 2..3 of rows 5..7
+  std::vector<unsigned> grid(W * H);
+  CUDA_MEMCPY2D cp;
+  std::memset(&cp, 0, sizeof cp);
+  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = pd;
+  cp.srcPitch = pitch;
+  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+  cp.dstHost = grid.data();
+  cp.dstPitch = W * 4;
+  cp.WidthInBytes = W * 4;
+  cp.Height = H;
+  CU(cuMemcpy2D(&cp));
+  for (size_t y = 0; y < H; y++)
+    for (size_t x = 0; x < W; x++)
+      EXPECT(grid[y * W + x] == ((y >= 5 && y < 8 && (x == 2 || x == 3)) ? 0x01010101u : 0xabcdu));
+  CU(cuMemFree(pd));
   std::printf("memory ok\n");
 
   // ---- streams, events, pinned memory, host functions
