@@ -98,10 +98,21 @@ cudaError_t rgpu_rt_last_error_get(void);
 void rgpu_rt_last_error_set(cudaError_t e);
 /* Whether a runtime call on this thread has bound its current device's
  * primary context (what cuCtxGetCurrent answers on an empty context
- * stack); rgpu_rt_enter sets it, the driver saves it around runtime code
- * and clears it when a context pop empties the stack. */
+ * stack); rgpu_rt_enter sets it outside driver calls, and the driver
+ * clears it when a context pop empties the stack. */
 int rgpu_rt_thread_bound(void);
 void rgpu_rt_thread_set_bound(int bound);
+/* Brackets runtime code run for a driver call: rgpu_rt_enter then neither
+ * binds the thread nor marks the device used. */
+void rgpu_rt_driver_call_begin(void);
+void rgpu_rt_driver_call_end(void);
+/* A runtime call used dev since its last cudaDeviceReset (its primary
+ * context is active, cuDevicePrimaryCtxGetState). */
+int rgpu_rt_device_used(int dev);
+/* A runtime call (outside driver calls) works on dev: binds the thread and
+ * marks dev used.  rgpu_rt_enter does it for the current device,
+ * cudaSetDevice for the new one. */
+void rgpu_rt_bind_device(int dev);
 
 /* Current device of the calling thread (CUDA's is per thread, default 0). */
 int rgpu_rt_current_device(void);

@@ -105,6 +105,35 @@ static void test_error_strings(void **state) {
   assert_null(s);
 }
 
+static void test_error_map(void **state) {
+  (void)state;
+  /* cudaError_t -> CUresult: where the codes differ, and the round trip of
+   * every runtime code the server's codes map to. */
+  assert_int_equal(rgpu_cudart_to_cu(cudaSuccess), CUDA_SUCCESS);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorMemoryAllocation), CUDA_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorInvalidResourceHandle), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorUnknown), CUDA_ERROR_UNKNOWN);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorNotReady), CUDA_ERROR_NOT_READY);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorInvalidDevicePointer), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorSymbolNotFound), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(rgpu_cudart_to_cu(cudaErrorNotSupported), CUDA_ERROR_NOT_SUPPORTED);
+  for (size_t i = 0; i < rgpu_drv_result_names_len; i++) {
+    int cu = rgpu_drv_result_names[i].code;
+    cudaError_t rt = rgpu_cudart_from_cu(cu);
+    if (rt == cudaErrorUnknown) continue; /* several driver codes share it */
+    assert_int_equal(rgpu_cudart_from_cu(rgpu_cudart_to_cu(rt)), rt);
+  }
+}
+
+static void test_export_table_refused(void **state) {
+  (void)state;
+  CUuuid id = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+  const void *table = (const void *)1;
+  assert_int_equal(rgpu_drv_cuGetExportTable(&table, &id), CUDA_ERROR_NOT_FOUND);
+  assert_null(table);
+  assert_int_equal(rgpu_drv_cuGetExportTable(NULL, &id), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void test_not_initialized(void **state) {
   (void)state;
   /* Without cuInit (and without a runtime session) calls that need the
@@ -146,7 +175,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_proc_versions),   cmocka_unit_test(test_proc_per_thread),
       cmocka_unit_test(test_proc_not_found),  cmocka_unit_test(test_table_sorted_and_complete),
-      cmocka_unit_test(test_error_strings),   cmocka_unit_test(test_not_initialized),
+      cmocka_unit_test(test_error_strings),   cmocka_unit_test(test_error_map),
+      cmocka_unit_test(test_export_table_refused), cmocka_unit_test(test_not_initialized),
       cmocka_unit_test(test_ctx_stack),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,23 +19,13 @@ int rgpu_drv_initialized(void) {
   return __atomic_load_n(&g_initialized, __ATOMIC_ACQUIRE) || rgpu_rt_client_peek() != NULL;
 }
 
-CUresult rgpu_drv_enter_local(void) {
-  rgpu_rt_count_call();
-  return rgpu_drv_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
-
 CUresult rgpu_drv_enter(rgpu_client **out) {
   *out = NULL;
   if (!rgpu_drv_initialized()) {
     rgpu_rt_count_call();
     return CUDA_ERROR_NOT_INITIALIZED;
   }
-  cudaError_t saved = rgpu_rt_last_error_get();
-  int bound = rgpu_rt_thread_bound();
-  cudaError_t e = rgpu_rt_enter(out);
-  rgpu_rt_last_error_set(saved);
-  rgpu_rt_thread_set_bound(bound);
-  return rgpu_drv_from_rt(e);
+  return RGPU_DRV_RT(rgpu_rt_enter(out));
 }
 
 int rgpu_drv_report_unsupported(const char *name, int *logged_once) {

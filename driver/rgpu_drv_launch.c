@@ -336,6 +336,9 @@ static CUresult launch_entry(CUfunction f, const launch_cfg *cfg, void **kernelP
   rgpu_client *c;
   CUresult r = rgpu_drv_enter(&c);
   if (r != CUDA_SUCCESS) return r;
+  /* A launch runs in the current context: its device is the runtime's
+   * current one, which the NULL stream names. */
+  if ((r = rgpu_drv_ctx_enter(NULL)) != CUDA_SUCCESS) return end_call(saved, r);
   return end_call(saved, launch_common(c, f, cfg, kernelParams, extra));
 }
 

@@ -32,12 +32,13 @@ CUresult rgpu_drv_reply_ret(rgpu_client *c, int rc) {
   return rgpu_drv_from_rt(e);
 }
 
-/* The device of the calling thread's current context: the runtime's
- * current device, which making a context current binds
- * (rgpu_drv_ctx_bind_device). */
+/* The device of the calling thread's current context, which becomes the
+ * runtime's current device (rgpu_drv_ctx_enter); CUDA_ERROR_INVALID_CONTEXT
+ * when no context is current. */
 static CUresult current_device(int *dev) {
-  *dev = rgpu_rt_current_device();
-  return *dev >= 0 && *dev < RGPU_MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = rgpu_drv_ctx_enter(dev);
+  if (r == CUDA_SUCCESS && (*dev < 0 || *dev >= RGPU_MAX_DEVICES)) r = CUDA_ERROR_INVALID_CONTEXT;
+  return r;
 }
 
 /* Entry-point shorthands.  BEGIN: rgpu_drv_enter (cuInit done, connected,

@@ -45,7 +45,11 @@ else
     done
     for src in .gpu-pack/e2e-src/*.cu; do
       n=$(basename "$src" .cu)
-      nvcc -cudart shared -O2 -o "$out/e2e/$n" "$src" 2>>"$out/nvcc.log" || true
+      # Per-program flags from its "// rgpu-nvcc-flags: ..." line (the driver
+      # API programs need -lcuda), as tests/CMakeLists.txt reads them.
+      flags=$(sed -n 's|^// rgpu-nvcc-flags:[[:space:]]*||p' "$src" | head -n 1)
+      # shellcheck disable=SC2086
+      nvcc -cudart shared -O2 -o "$out/e2e/$n" "$src" $flags 2>>"$out/nvcc.log" || true
     done
     [ -n "$(ls "$out/e2e" 2>/dev/null)" ] && E2E=$out/e2e
   fi

@@ -14,6 +14,9 @@ for t in rgpu-transport-perf rgpu-netem rgpu-bench; do
   [ -x build/bin/$t ] && cp build/bin/$t .gpu-pack/bin/
 done
 cp -P build/lib/libcudart.so* .gpu-pack/lib/ 2>/dev/null || true
+# The driver facade (libcuda.so.1): `rgpu run` preloads it for the driver API
+# programs; only the client side ever loads it.
+cp -P build/lib/libcuda.so.1 .gpu-pack/lib/ 2>/dev/null || true
 cp build/lib/libsoftgpu.so .gpu-pack/lib/ 2>/dev/null || true
 find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
 # The modules the driver-API programs (drv_*) load from beside themselves.

@@ -23,9 +23,17 @@ int main() {
   r = cuModuleLoadDataEx(&mod, garbage, 2, opt, val);
   EXPECT(r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX);
   EXPECT(std::memchr(log, 0, sizeof log) != nullptr); // the log is a string
+  // A library: refused at the load, or (a driver that loads libraries
+  // lazily) at its first use.
   CUlibrary lib;
   r = cuLibraryLoadData(&lib, garbage, nullptr, nullptr, 0, nullptr, nullptr, 0);
-  EXPECT(r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX);
+  if (r == CUDA_SUCCESS) {
+    CUkernel k;
+    EXPECT(cuLibraryGetKernel(&k, lib, "saxpy") != CUDA_SUCCESS);
+    CU_CHECK(cuLibraryUnload(lib));
+  } else {
+    EXPECT(r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX);
+  }
   CU_EXPECT_ERR(cuModuleLoad(&mod, "/nonexistent/drv_kernels.ptx"), CUDA_ERROR_FILE_NOT_FOUND);
   // A cubin with Turing SASS only: neither softgpu (which runs PTX) nor a
   // GPU of a later major architecture can run it.
