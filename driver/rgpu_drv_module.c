@@ -715,31 +715,30 @@ static CUresult kernel_function(rgpu_client *c, struct CUkern_st *k, int dev, st
   return r;
 }
 
-RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
-  BEGIN();
-  if (!pKernel || !name) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+/* The library's kernel `name`: the handle made before, or a new one once
+ * the name is found in the library's module on dev (a round trip the
+ * first time). */
+static CUresult library_kernel(rgpu_client *c, struct CUlib_st *library, const char *name, int dev,
+                               struct CUkern_st **out) {
   rgpu_mutex_lock(&library->lock);
   struct CUkern_st *k = NULL;
   for (size_t i = 0; i < library->nkernels; i++)
     if (strcmp(library->kernels[i]->name, name) == 0) k = library->kernels[i];
   rgpu_mutex_unlock(&library->lock);
   if (k) {
-    *pKernel = k;
-    RET(CUDA_SUCCESS);
+    *out = k;
+    return CUDA_SUCCESS;
   }
-  /* The name must exist: looked up in the module on the current device. */
   struct CUkern_st probe = {.magic = RGPU_DRV_KERNEL_MAGIC, .library = library, .name = (char *)name};
   struct CUfunc_st *f = NULL;
-  CUR_DEV(dev);
   CUresult r = kernel_function(c, &probe, dev, &f);
-  if (r != CUDA_SUCCESS) RET(r);
+  if (r != CUDA_SUCCESS) return r;
   k = calloc(1, sizeof *k);
   char *nm = strdup(name);
   if (!k || !nm) {
     free(k);
     free(nm);
-    RET(CUDA_ERROR_OUT_OF_MEMORY);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   k->library = library;
   k->name = nm;
@@ -758,8 +757,75 @@ RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary libra
     free(k);
     k = again;
   }
-  if (k) *pKernel = k;
+  if (k) *out = k;
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
+  BEGIN();
+  if (!pKernel || !name) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  /* The name must exist: looked up in the module on the current device. */
+  CUR_DEV(dev);
+  struct CUkern_st *k = NULL;
+  CUresult r = library_kernel(c, library, name, dev, &k);
+  if (r == CUDA_SUCCESS) *pKernel = k;
   RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) {
+  BEGIN();
+  if (!count) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(lib)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUR_DEV(dev);
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, lib, dev, &m);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  if (r == CUDA_SUCCESS) r = module_names(c, m, &pay, &rep);
+  if (r == CUDA_SUCCESS) *count = rep.names.count;
+  rgpu_buf_free(&pay);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
+                                                     CUlibrary lib) {
+  BEGIN();
+  if (!kernels && numKernels) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(lib)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUR_DEV(dev);
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, lib, dev, &m);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  if (r == CUDA_SUCCESS) r = module_names(c, m, &pay, &rep);
+  if (r == CUDA_SUCCESS) {
+    rgpu_strlist_iter it;
+    rgpu_strlist_iter_init(&it, &rep.names);
+    const char *s;
+    size_t sl;
+    char name[4097];
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < numKernels && rgpu_strlist_next(&it, &s, &sl); i++) {
+      struct CUkern_st *k = NULL;
+      if (rgpu_str_copy(name, sizeof name, s, sl)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        break;
+      }
+      r = library_kernel(c, lib, name, dev, &k);
+      if (r == CUDA_SUCCESS) kernels[i] = k;
+    }
+  }
+  rgpu_buf_free(&pay);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel) {
+  if (!pLib) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernel_ok(kernel)) return CUDA_ERROR_INVALID_HANDLE;
+  *pLib = kernel->library;
+  return CUDA_SUCCESS;
 }
 
 CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out) {
@@ -971,4 +1037,44 @@ RGPU_DRV CUresult rgpu_drv_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc) {
   CUresult r = rgpu_drv_resolve_func(c, hfunc, -1, &f);
   if (r == CUDA_SUCCESS) *hmod = f->module;
   RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex,
+                                               size_t *paramOffset, size_t *paramSize) {
+  BEGIN();
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, -1, &f);
+  if (r == CUDA_SUCCESS && paramIndex >= f->layout.nparams) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    if (paramOffset) *paramOffset = f->layout.offsets[paramIndex];
+    if (paramSize) *paramSize = f->layout.sizes[paramIndex];
+  }
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
+  BEGIN();
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUresult r = check_device(c, dev);
+  /* A preference, as for cuFuncSetCacheConfig: checked, changes nothing. */
+  if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) r = CUDA_ERROR_INVALID_VALUE;
+  RET(r);
+}
+
+/* A function rgpu hands out is loaded on the server already (MODULE_LOAD
+ * and MODULE_GET_FUNCTION ran before the handle existed). */
+RGPU_DRV CUresult rgpu_drv_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function) {
+  BEGIN();
+  if (!state) RET(CUDA_ERROR_INVALID_VALUE);
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, function, -1, &f);
+  if (r == CUDA_SUCCESS) *state = CU_FUNCTION_LOADING_STATE_LOADED;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncLoad(CUfunction function) {
+  BEGIN();
+  struct CUfunc_st *f = NULL;
+  RET(rgpu_drv_resolve_func(c, function, -1, &f));
 }

@@ -33,6 +33,26 @@ int main() {
   EXPECT(std::strcmp(kname, "saxpy") == 0);
   CU_EXPECT_ERR(cuLibraryGetKernel(&k_saxpy, lib_ptx, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
   CU_CHECK(cuLibraryGetKernel(&k_saxpy, lib_ptx, "saxpy"));
+  CUlibrary owner;
+  CU_CHECK(cuKernelGetLibrary(&owner, k_saxpy));
+  EXPECT(owner == lib_ptx);
+  size_t poff = 0, psize = 0;
+  CU_CHECK(cuKernelGetParamInfo(k_saxpy, 1, &poff, &psize));
+  EXPECT(poff == 8 && psize == 8);
+  // Every kernel of the fatbin library, each found again by name.
+  unsigned nk = 0;
+  CU_CHECK(cuLibraryGetKernelCount(&nk, lib_fat));
+  EXPECT(nk == 3);
+  CUkernel ks[3];
+  CU_CHECK(cuLibraryEnumerateKernels(ks, 3, lib_fat));
+  for (int i = 0; i < 3; i++) {
+    const char *nm = nullptr;
+    CU_CHECK(cuKernelGetName(&nm, ks[i]));
+    CUkernel same;
+    CU_CHECK(cuLibraryGetKernel(&same, lib_fat, nm));
+    EXPECT(same == ks[i]);
+  }
+  printf("fatbin library: %u kernels\n", nk);
 
   const int n = 4096;
   std::vector<float> x(n), y(n, 1.0f), want(n);
