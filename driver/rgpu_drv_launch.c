@@ -261,19 +261,12 @@ static CUresult check_cluster(const rgpu_rt_device *d) {
   return CUDA_SUCCESS;
 }
 
-typedef struct {
-  dim3 grid, block;
-  unsigned shmem;
-  CUstream stream;
-  int per_thread;
-  int cooperative;
-  unsigned cluster[3]; /* zeros: none */
-} launch_cfg;
+typedef rgpu_drv_launch_cfg launch_cfg;
 
-/* Every driver launch: resolves the function (a CUkernel on the current
- * device), checks, packs and submits.  Runs inside begin/end. */
-static CUresult launch_common(rgpu_client *c, CUfunction func, const launch_cfg *cfg,
-                              void **kernelParams, void **extra) {
+CUresult rgpu_drv_launch_prepare(rgpu_client *c, CUfunction func, const rgpu_drv_launch_cfg *cfg,
+                                 void **kernelParams, void **extra, uint8_t *stackbuf,
+                                 size_t stack_cap, uint8_t **heap, rgpu_rt_op *op) {
+  *heap = NULL;
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, func, -1, &f);
   if (r != CUDA_SUCCESS) return r;
@@ -289,31 +282,46 @@ static CUresult launch_common(rgpu_client *c, CUfunction func, const launch_cfg 
   /* A stream of another device's context than the function's module. */
   if (sdev != dev) return CUDA_ERROR_INVALID_HANDLE;
 
-  uint8_t stackbuf[4096];
-  uint8_t *buf = f->layout.total <= sizeof stackbuf ? stackbuf : malloc(f->layout.total);
+  uint8_t *buf = f->layout.total <= stack_cap ? stackbuf : malloc(f->layout.total);
   if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (buf != stackbuf) *heap = buf;
   long packed = pack_launch_params(&f->layout, kernelParams, extra, buf,
-                                   buf == stackbuf ? sizeof stackbuf : f->layout.total);
-  if (packed < 0) {
-    if (buf != stackbuf) free(buf);
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_LAUNCH, .stream = wire, .device = dev};
-  op.launch.kernel = NULL; /* no host stub: graph nodes report a NULL func */
-  op.launch.module_id = f->module->id;
-  op.launch.func_index = f->index;
-  op.launch.grid = cfg->grid;
-  op.launch.block = cfg->block;
-  op.launch.shmem = cfg->shmem;
-  op.launch.params = buf;
-  op.launch.plen = (size_t)packed;
-  op.launch.layout = &f->layout;
+                                   buf == stackbuf ? stack_cap : f->layout.total);
+  if (packed < 0) return CUDA_ERROR_INVALID_VALUE;
+  *op = (rgpu_rt_op){.kind = RGPU_RT_OP_LAUNCH, .stream = wire, .device = dev};
+  op->launch.kernel = NULL; /* no host stub: graph nodes report a NULL func */
+  op->launch.module_id = f->module->id;
+  op->launch.func_index = f->index;
+  op->launch.grid = cfg->grid;
+  op->launch.block = cfg->block;
+  op->launch.shmem = cfg->shmem;
+  op->launch.params = buf;
+  op->launch.plen = (size_t)packed;
+  op->launch.layout = &f->layout;
+  return CUDA_SUCCESS;
+}
+
+/* Every driver launch: prepares the op, checks what a cooperative or
+ * clustered launch needs, and submits.  Runs inside enter/end. */
+static CUresult launch_common(rgpu_client *c, CUfunction func, const launch_cfg *cfg,
+                              void **kernelParams, void **extra) {
+  uint8_t stackbuf[4096];
+  uint8_t *heap = NULL;
+  rgpu_rt_op op;
+  CUresult r = rgpu_drv_launch_prepare(c, func, cfg, kernelParams, extra, stackbuf,
+                                       sizeof stackbuf, &heap, &op);
   int has_cluster = cfg->cluster[0] > 1 || cfg->cluster[1] > 1 || cfg->cluster[2] > 1;
-  if (cfg->cooperative || has_cluster) {
-    if (rgpu_rt_graph_is_capturing(wire)) {
+  if (r == CUDA_SUCCESS && (cfg->cooperative || has_cluster)) {
+    struct CUfunc_st *f = NULL;
+    rgpu_rt_device *d = NULL;
+    cudaError_t e = rgpu_rt_device_get(c, op.device, &d);
+    r = e == cudaSuccess ? rgpu_drv_resolve_func(c, func, -1, &f) : rgpu_drv_from_rt(e);
+    if (r != CUDA_SUCCESS) {
+      /* nothing more to check */
+    } else if (rgpu_rt_graph_is_capturing(op.stream)) {
       /* A graph kernel node here has no cooperative or cluster field: the
        * capture is invalidated, as for any call it cannot take. */
-      e = rgpu_rt_graph_check_sync(wire);
+      e = rgpu_rt_graph_check_sync(op.stream);
       r = e == cudaSuccess ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : rgpu_drv_from_rt(e);
     } else {
       if (has_cluster) r = check_cluster(d);
@@ -324,10 +332,10 @@ static CUresult launch_common(rgpu_client *c, CUfunction func, const launch_cfg 
       for (int i = 0; i < 3; i++) op.launch.cluster[i] = cfg->cluster[i] ? cfg->cluster[i] : 1;
   }
   if (r == CUDA_SUCCESS) {
-    e = rgpu_rt_submit(c, &op);
+    cudaError_t e = rgpu_rt_submit(c, &op);
     if (e != cudaSuccess) r = rgpu_drv_from_rt(e);
   }
-  if (buf != stackbuf) free(buf);
+  free(heap);
   return r;
 }
 

@@ -102,4 +102,27 @@ CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUf
  * keeps it current).  Round trip on first use. */
 CUresult rgpu_drv_func_attrs(rgpu_client *c, struct CUfunc_st *f, const int32_t **attrs);
 
+/* ---- launches (rgpu_drv_launch.c) --------------------------------------- */
+
+typedef struct {
+  dim3 grid, block;
+  unsigned shmem;
+  CUstream stream;
+  int per_thread;      /* a _ptsz entry point: NULL is the per-thread stream */
+  int cooperative;
+  unsigned cluster[3]; /* zeros: none */
+} rgpu_drv_launch_cfg;
+
+#include "rgpu_cudart_op.h"
+
+/* A launch's operation value, not submitted: the function resolved (a
+ * CUkernel on the current device), cudart's configuration checks, the
+ * stream, and the parameters (kernelParams, or `extra`'s packed buffer)
+ * packed into stackbuf or, when larger than stack_cap, a malloc'd *heap
+ * the caller frees after using the op.  Launches submit it; driver graph
+ * kernel nodes copy it (node_params_launch). */
+CUresult rgpu_drv_launch_prepare(rgpu_client *c, CUfunction func, const rgpu_drv_launch_cfg *cfg,
+                                 void **kernelParams, void **extra, uint8_t *stackbuf,
+                                 size_t stack_cap, uint8_t **heap, rgpu_rt_op *op);
+
 #endif
