@@ -39,19 +39,20 @@ int main() {
   size_t poff = 0, psize = 0;
   CU_CHECK(cuKernelGetParamInfo(k_saxpy, 1, &poff, &psize));
   EXPECT(poff == 8 && psize == 8);
-  // Every kernel of the fatbin library, each found again by name.
+  // Every kernel of the fatbin library, by name.
   unsigned nk = 0;
   CU_CHECK(cuLibraryGetKernelCount(&nk, lib_fat));
   EXPECT(nk == 3);
   CUkernel ks[3];
   CU_CHECK(cuLibraryEnumerateKernels(ks, 3, lib_fat));
+  int seen = 0;
   for (int i = 0; i < 3; i++) {
     const char *nm = nullptr;
     CU_CHECK(cuKernelGetName(&nm, ks[i]));
-    CUkernel same;
-    CU_CHECK(cuLibraryGetKernel(&same, lib_fat, nm));
-    EXPECT(same == ks[i]);
+    seen |= std::strcmp(nm, "saxpy") == 0 ? 1 : std::strcmp(nm, "add_counter") == 0 ? 2
+                                                 : std::strcmp(nm, "mixed") == 0      ? 4 : 0;
   }
+  EXPECT(seen == 7);
   printf("fatbin library: %u kernels\n", nk);
 
   const int n = 4096;
