@@ -129,6 +129,31 @@ int main() {
     printf("cooperative launch: not offered\n");
   }
 
+  // Thread block clusters of 2 where the device launches clusters.
+  int clusters = 0;
+  CU_CHECK(cuDeviceGetAttribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, dev));
+  CUlaunchAttribute cattr;
+  std::memset(&cattr, 0, sizeof cattr);
+  cattr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cattr.value.clusterDim.x = 2;
+  cattr.value.clusterDim.y = 1;
+  cattr.value.clusterDim.z = 1;
+  CUlaunchConfig ccfg = cfg;
+  ccfg.gridDimX = n / 128;
+  ccfg.blockDimX = 128;
+  ccfg.attrs = &cattr;
+  ccfg.numAttrs = 1;
+  cr = cuLaunchKernelEx(&ccfg, f_saxpy, args, nullptr);
+  if (clusters) {
+    CU_CHECK(cr);
+    for (int i = 0; i < n; i++) want[i] += 3.0f * x[i];
+    check_saxpy(dy, want, n);
+    printf("cluster launch: ok\n");
+  } else {
+    CU_EXPECT_ERR(cr, CUDA_ERROR_NOT_SUPPORTED);
+    printf("cluster launch: not offered\n");
+  }
+
   // The library's global and its module in the current context.
   CUdeviceptr dcounter;
   size_t sz = 0;
