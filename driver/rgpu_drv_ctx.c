@@ -18,6 +18,39 @@ static int g_retain[RGPU_MAX_DEVICES]; /* cuDevicePrimaryCtxRetain count */
 static unsigned long long g_next_ctx_id = RGPU_MAX_DEVICES + 1;
 static __thread rgpu_ctx_stack tl_stack;
 
+/* Every explicit context ever created (they are never freed), so that a
+ * handle is checked by address before it is read: a wrong pointer is
+ * CUDA_ERROR_INVALID_CONTEXT, not a crash. */
+static rgpu_mutex g_ctx_lock = RGPU_MUTEX_INITIALIZER;
+static struct CUctx_st **g_ctxs;
+static size_t g_nctxs, g_cap_ctxs;
+
+static int ctx_known(CUcontext ctx) {
+  if (ctx >= &g_primary[0] && ctx < &g_primary[RGPU_MAX_DEVICES]) return 1;
+  int found = 0;
+  rgpu_mutex_lock(&g_ctx_lock);
+  for (size_t i = 0; i < g_nctxs && !found; i++) found = g_ctxs[i] == ctx;
+  rgpu_mutex_unlock(&g_ctx_lock);
+  return found;
+}
+
+static int ctx_register(struct CUctx_st *ctx) {
+  rgpu_mutex_lock(&g_ctx_lock);
+  if (g_nctxs == g_cap_ctxs) {
+    size_t cap = g_cap_ctxs ? 2 * g_cap_ctxs : 16;
+    struct CUctx_st **v = realloc(g_ctxs, cap * sizeof *v);
+    if (!v) {
+      rgpu_mutex_unlock(&g_ctx_lock);
+      return -1;
+    }
+    g_ctxs = v;
+    g_cap_ctxs = cap;
+  }
+  g_ctxs[g_nctxs++] = ctx;
+  rgpu_mutex_unlock(&g_ctx_lock);
+  return 0;
+}
+
 __attribute__((constructor)) static void primary_init(void) {
   for (int i = 0; i < RGPU_MAX_DEVICES; i++)
     g_primary[i] = (struct CUctx_st){.magic = RGPU_CTX_MAGIC, .device = i, .primary = 1,
@@ -35,7 +68,10 @@ CUcontext rgpu_drv_ctx_current(void) {
 }
 
 CUresult rgpu_drv_ctx_check(CUcontext ctx) {
-  return ctx && ctx->magic == RGPU_CTX_MAGIC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  if (!ctx || !ctx_known(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  return __atomic_load_n(&ctx->magic, __ATOMIC_ACQUIRE) == RGPU_CTX_MAGIC
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 /* A context becomes current: the runtime follows it. */
@@ -173,10 +209,11 @@ RGPU_DRV CUresult rgpu_drv_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ct
                            .flags = flags,
                            .id = __atomic_fetch_add(&g_next_ctx_id, 1, __ATOMIC_RELAXED)};
   /* A new context is current to the calling thread. */
-  if (rgpu_ctx_stack_push(&tl_stack, ctx)) {
+  if (tl_stack.n >= RGPU_CTX_STACK_MAX || ctx_register(ctx)) {
     free(ctx);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  rgpu_ctx_stack_push(&tl_stack, ctx);
   follow(ctx);
   *pctx = ctx;
   return CUDA_SUCCESS;
