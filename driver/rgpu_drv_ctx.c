@@ -121,6 +121,18 @@ static CUresult on_device(int dev, cudaError_t (*fn)(void)) {
 
 /* ---- primary contexts ------------------------------------------------------ */
 
+/* The primary context's flags: the runtime's device flags once it has
+ * them (cudaSetDeviceFlags), else what cuDevicePrimaryCtxSetFlags set. */
+static unsigned primary_flags(int dev) {
+  unsigned mine = __atomic_load_n(&g_primary[dev].flags, __ATOMIC_ACQUIRE);
+  rgpu_rt_device *d;
+  rgpu_client *c = rgpu_rt_client_peek();
+  if (c && rgpu_rt_device_get(c, dev, &d) == cudaSuccess)
+    return __atomic_load_n(&d->flags, __ATOMIC_ACQUIRE) |
+           (mine & (CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE));
+  return mine;
+}
+
 RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   CUresult r = check_device(dev);
   if (r != CUDA_SUCCESS) return r;
@@ -153,7 +165,7 @@ RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int
   CUresult r = check_device(dev);
   if (r != CUDA_SUCCESS) return r;
   if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
-  *flags = g_primary[dev].flags;
+  *flags = primary_flags(dev);
   *active = __atomic_load_n(&g_retain[dev], __ATOMIC_ACQUIRE) > 0 || rgpu_rt_device_used(dev);
   return CUDA_SUCCESS;
 }
@@ -165,7 +177,18 @@ RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned 
                          CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE |
                          CU_CTX_SYNC_MEMOPS;
   if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_CTX_SCHED_MASK) == (CU_CTX_SCHED_SPIN | CU_CTX_SCHED_YIELD))
+    return CUDA_ERROR_INVALID_VALUE;
   __atomic_store_n(&g_primary[dev].flags, flags, __ATOMIC_RELEASE);
+  /* The runtime's device flags are the primary context's (cudaSetDeviceFlags
+   * and cudaGetDeviceFlags see the same value; CU_CTX_* and cudaDevice*
+   * share their bits). */
+  rgpu_rt_device *d;
+  rgpu_client *c = rgpu_rt_client_peek();
+  if (c && rgpu_rt_device_get(c, dev, &d) == cudaSuccess)
+    __atomic_store_n(&d->flags, flags & ~(unsigned)(CU_CTX_COREDUMP_ENABLE |
+                                                    CU_CTX_USER_COREDUMP_ENABLE),
+                     __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
 }
 
@@ -180,7 +203,6 @@ RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
    * allocated on it, by the driver or the runtime, is gone. */
   r = on_device(dev, cudaDeviceReset);
   __atomic_store_n(&g_retain[dev], 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_primary[dev].flags, 0u, __ATOMIC_RELEASE);
   return r;
 }
 

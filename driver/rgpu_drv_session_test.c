@@ -49,6 +49,15 @@ static void test_runtime_binds_primary(void **state) {
   assert_int_equal(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
   assert_ptr_equal(cur, primary);
   assert_int_equal(cuMemFree((CUdeviceptr)(uintptr_t)p), CUDA_SUCCESS);
+  /* The primary context's flags are the runtime's device flags. */
+  assert_int_equal(cuDevicePrimaryCtxSetFlags(0, CU_CTX_SCHED_BLOCKING_SYNC), CUDA_SUCCESS);
+  unsigned rt_flags = 0;
+  assert_int_equal(cudaGetDeviceFlags(&rt_flags), cudaSuccess);
+  assert_int_equal(rt_flags & cudaDeviceScheduleMask, cudaDeviceScheduleBlockingSync);
+  assert_int_equal(cudaSetDeviceFlags(cudaDeviceScheduleSpin), cudaSuccess);
+  assert_int_equal(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  assert_int_equal(flags & CU_CTX_SCHED_MASK, CU_CTX_SCHED_SPIN);
+  assert_int_equal(cuDevicePrimaryCtxSetFlags(0, 0xffff), CUDA_ERROR_INVALID_VALUE);
   unsigned v = 0;
   assert_int_equal(cuCtxGetApiVersion(NULL, &v), CUDA_SUCCESS);
   assert_int_equal(v, 3020);
