@@ -18,6 +18,39 @@ static int g_retain[RGPU_MAX_DEVICES]; /* cuDevicePrimaryCtxRetain count */
 static unsigned long long g_next_ctx_id = RGPU_MAX_DEVICES + 1;
 static __thread rgpu_ctx_stack tl_stack;
 
+/* Every explicit context ever created (they are never freed), so that a
+ * handle is checked by address before it is read: a wrong pointer is
+ * CUDA_ERROR_INVALID_CONTEXT, not a crash. */
+static rgpu_mutex g_ctx_lock = RGPU_MUTEX_INITIALIZER;
+static struct CUctx_st **g_ctxs;
+static size_t g_nctxs, g_cap_ctxs;
+
+static int ctx_known(CUcontext ctx) {
+  if (ctx >= &g_primary[0] && ctx < &g_primary[RGPU_MAX_DEVICES]) return 1;
+  int found = 0;
+  rgpu_mutex_lock(&g_ctx_lock);
+  for (size_t i = 0; i < g_nctxs && !found; i++) found = g_ctxs[i] == ctx;
+  rgpu_mutex_unlock(&g_ctx_lock);
+  return found;
+}
+
+static int ctx_register(struct CUctx_st *ctx) {
+  rgpu_mutex_lock(&g_ctx_lock);
+  if (g_nctxs == g_cap_ctxs) {
+    size_t cap = g_cap_ctxs ? 2 * g_cap_ctxs : 16;
+    struct CUctx_st **v = realloc(g_ctxs, cap * sizeof *v);
+    if (!v) {
+      rgpu_mutex_unlock(&g_ctx_lock);
+      return -1;
+    }
+    g_ctxs = v;
+    g_cap_ctxs = cap;
+  }
+  g_ctxs[g_nctxs++] = ctx;
+  rgpu_mutex_unlock(&g_ctx_lock);
+  return 0;
+}
+
 __attribute__((constructor)) static void primary_init(void) {
   for (int i = 0; i < RGPU_MAX_DEVICES; i++)
     g_primary[i] = (struct CUctx_st){.magic = RGPU_CTX_MAGIC, .device = i, .primary = 1,
@@ -35,7 +68,10 @@ CUcontext rgpu_drv_ctx_current(void) {
 }
 
 CUresult rgpu_drv_ctx_check(CUcontext ctx) {
-  return ctx && ctx->magic == RGPU_CTX_MAGIC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  if (!ctx || !ctx_known(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  return __atomic_load_n(&ctx->magic, __ATOMIC_ACQUIRE) == RGPU_CTX_MAGIC
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 /* A context becomes current: the runtime follows it. */
@@ -85,6 +121,18 @@ static CUresult on_device(int dev, cudaError_t (*fn)(void)) {
 
 /* ---- primary contexts ------------------------------------------------------ */
 
+/* The primary context's flags: the runtime's device flags once it has
+ * them (cudaSetDeviceFlags), else what cuDevicePrimaryCtxSetFlags set. */
+static unsigned primary_flags(int dev) {
+  unsigned mine = __atomic_load_n(&g_primary[dev].flags, __ATOMIC_ACQUIRE);
+  rgpu_rt_device *d;
+  rgpu_client *c = rgpu_rt_client_peek();
+  if (c && rgpu_rt_device_get(c, dev, &d) == cudaSuccess)
+    return __atomic_load_n(&d->flags, __ATOMIC_ACQUIRE) |
+           (mine & (CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE));
+  return mine;
+}
+
 RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   CUresult r = check_device(dev);
   if (r != CUDA_SUCCESS) return r;
@@ -117,7 +165,7 @@ RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int
   CUresult r = check_device(dev);
   if (r != CUDA_SUCCESS) return r;
   if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
-  *flags = g_primary[dev].flags;
+  *flags = primary_flags(dev);
   *active = __atomic_load_n(&g_retain[dev], __ATOMIC_ACQUIRE) > 0 || rgpu_rt_device_used(dev);
   return CUDA_SUCCESS;
 }
@@ -129,7 +177,18 @@ RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned 
                          CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE |
                          CU_CTX_SYNC_MEMOPS;
   if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_CTX_SCHED_MASK) == (CU_CTX_SCHED_SPIN | CU_CTX_SCHED_YIELD))
+    return CUDA_ERROR_INVALID_VALUE;
   __atomic_store_n(&g_primary[dev].flags, flags, __ATOMIC_RELEASE);
+  /* The runtime's device flags are the primary context's (cudaSetDeviceFlags
+   * and cudaGetDeviceFlags see the same value; CU_CTX_* and cudaDevice*
+   * share their bits). */
+  rgpu_rt_device *d;
+  rgpu_client *c = rgpu_rt_client_peek();
+  if (c && rgpu_rt_device_get(c, dev, &d) == cudaSuccess)
+    __atomic_store_n(&d->flags, flags & ~(unsigned)(CU_CTX_COREDUMP_ENABLE |
+                                                    CU_CTX_USER_COREDUMP_ENABLE),
+                     __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
 }
 
@@ -144,7 +203,6 @@ RGPU_DRV CUresult rgpu_drv_cuDevicePrimaryCtxReset_v2(CUdevice dev) {
    * allocated on it, by the driver or the runtime, is gone. */
   r = on_device(dev, cudaDeviceReset);
   __atomic_store_n(&g_retain[dev], 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_primary[dev].flags, 0u, __ATOMIC_RELEASE);
   return r;
 }
 
@@ -173,10 +231,11 @@ RGPU_DRV CUresult rgpu_drv_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ct
                            .flags = flags,
                            .id = __atomic_fetch_add(&g_next_ctx_id, 1, __ATOMIC_RELAXED)};
   /* A new context is current to the calling thread. */
-  if (rgpu_ctx_stack_push(&tl_stack, ctx)) {
+  if (tl_stack.n >= RGPU_CTX_STACK_MAX || ctx_register(ctx)) {
     free(ctx);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  rgpu_ctx_stack_push(&tl_stack, ctx);
   follow(ctx);
   *pctx = ctx;
   return CUDA_SUCCESS;

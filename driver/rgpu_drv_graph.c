@@ -207,3 +207,27 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddDependencies(CUgraph hGraph, const CUgraphN
                                                   const CUgraphNode *to, size_t numDependencies) {
   return rgpu_drv_cuGraphAddDependencies_v2(hGraph, from, to, NULL, numDependencies);
 }
+
+/* CUDA_MEMSET_NODE_PARAMS is cudaMemsetParams (the destination as a
+ * number); the context argument names the device, which the destination
+ * already does. */
+RGPU_DRV CUresult rgpu_drv_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies,
+                                                size_t numDependencies,
+                                                const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                                CUcontext ctx) {
+  ENTER_CTX();
+  if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return RGPU_DRV_RT(cudaGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                            (const struct cudaMemsetParams *)memsetParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeGetParams(CUgraphNode hNode,
+                                                      CUDA_MEMSET_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphMemsetNodeGetParams(hNode, (struct cudaMemsetParams *)nodeParams));
+}

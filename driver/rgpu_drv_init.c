@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_profiler_api.h>
+
 #include "rgpu_cudart_errors.h"
 #include "rgpu_drv_internal.h"
 #include "rgpu_log.h"
@@ -262,4 +264,44 @@ RGPU_DRV CUresult rgpu_drv_cuGetExportTable(const void **ppExportTable, const CU
               "(CUDA_ERROR_NOT_FOUND)", hex);
   }
   return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- peers, affinity, profiler ------------------------------------------------ */
+
+RGPU_DRV CUresult rgpu_drv_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev,
+                                                 CUdevice peerDev) {
+  rgpu_rt_device *d;
+  CUresult r = device_of(dev, &d);
+  if (r == CUDA_SUCCESS) r = device_of(peerDev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  return RGPU_DRV_RT(cudaDeviceCanAccessPeer(canAccessPeer, dev, peerDev));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type,
+                                                          CUdevice dev) {
+  rgpu_rt_device *d;
+  CUresult r = device_of(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  if (!pi || (int)type < 0 || (int)type >= (int)CU_EXEC_AFFINITY_TYPE_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pi = 0; /* contexts with an SM count limit are not offered */
+  return CUDA_SUCCESS;
+}
+
+/* The profiler of the server's GPU is not reachable from here: start and
+ * stop are accepted and do nothing, as the runtime's do. */
+RGPU_DRV CUresult rgpu_drv_cuProfilerStart(void) {
+  if (!rgpu_drv_initialized()) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return RGPU_DRV_RT(cudaProfilerStart());
+}
+
+RGPU_DRV CUresult rgpu_drv_cuProfilerStop(void) {
+  if (!rgpu_drv_initialized()) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return RGPU_DRV_RT(cudaProfilerStop());
 }

@@ -488,3 +488,87 @@ RGPU_DRV CUresult rgpu_drv_cuPointerGetAttribute(void *data, CUpointer_attribute
   }
   }
 }
+
+RGPU_DRV CUresult rgpu_drv_cuPointerGetAttributes(unsigned int numAttributes,
+                                                  CUpointer_attribute *attributes, void **data,
+                                                  CUdeviceptr ptr) {
+  if (!attributes || !data) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  /* Unlike the single query, an unknown pointer is not an error: CUDA
+   * reports it through the values (memory type 0, context NULL, ordinal
+   * -2); attributes rgpu does not offer are left alone. */
+  rgpu_range rg;
+  int known = rgpu_range_find(rgpu_rt_device_ranges(), ptr, 1, &rg) == 0 ||
+              rgpu_range_find(rgpu_rt_host_ranges(), ptr, 1, &rg) == 0;
+  for (unsigned i = 0; i < numAttributes; i++) {
+    if (!data[i]) continue;
+    if (!known) {
+      switch (attributes[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data[i] = 0; break;
+      case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data[i] = NULL; break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = -2; break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data[i] = 0; break;
+      default: break;
+      }
+      continue;
+    }
+    CUresult r = rgpu_drv_cuPointerGetAttribute(data[i], attributes[i], ptr);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_INVALID_VALUE)
+      return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* ---- memory pools: a CUmemoryPool is a cudaMemPool_t, and the driver's
+ * pool property, access and attribute types are the runtime's field for
+ * field -------------------------------------------------------------------------- */
+
+RGPU_DRV CUresult rgpu_drv_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  if (!rgpu_drv_initialized()) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return RGPU_DRV_RT(cudaDeviceSetMemPool(dev, pool));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolCreate(pool, (const struct cudaMemPoolProps *)poolProps));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolDestroy(CUmemoryPool pool) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolDestroy(pool));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                 void *value) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolSetAttribute(pool, (enum cudaMemPoolAttr)attr, value));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                 void *value) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolGetAttribute(pool, (enum cudaMemPoolAttr)attr, value));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolTrimTo(pool, minBytesToKeep));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
+                                              size_t count) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolSetAccess(pool, (const struct cudaMemAccessDesc *)map, count));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
+                                              CUmemLocation *location) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemPoolGetAccess((enum cudaMemAccessFlags *)flags, memPool,
+                                          (struct cudaMemLocation *)location));
+}

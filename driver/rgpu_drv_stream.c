@@ -313,3 +313,70 @@ RGPU_DRV CUresult rgpu_drv_cuEventElapsedTime_v2(float *pMilliseconds, CUevent h
 RGPU_DRV CUresult rgpu_drv_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   return rgpu_drv_cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
 }
+
+/* A _ptsz function's stream for the runtime's plain function: 0 names the
+ * per-thread default stream there. */
+static CUstream per_thread_stream(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
+
+/* The 11.3 form: no edge data. */
+RGPU_DRV CUresult rgpu_drv_cuStreamGetCaptureInfo_v2(CUstream hStream,
+                                                     CUstreamCaptureStatus *captureStatus_out,
+                                                     cuuint64_t *id_out, CUgraph *graph_out,
+                                                     const CUgraphNode **dependencies_out,
+                                                     size_t *numDependencies_out) {
+  return rgpu_drv_cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out,
+                                            dependencies_out, NULL, numDependencies_out);
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamGetCaptureInfo_v2_ptsz(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+    CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out) {
+  return rgpu_drv_cuStreamGetCaptureInfo_v3_ptsz(hStream, captureStatus_out, id_out, graph_out,
+                                                 dependencies_out, NULL, numDependencies_out);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuStreamUpdateCaptureDependencies_v2(
+    CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,
+    size_t numDependencies, unsigned int flags) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaStreamUpdateCaptureDependencies(
+      hStream, dependencies, (const cudaGraphEdgeData *)dependencyData, numDependencies, flags));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamUpdateCaptureDependencies_v2_ptsz(
+    CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,
+    size_t numDependencies, unsigned int flags) {
+  return rgpu_drv_cuStreamUpdateCaptureDependencies_v2(per_thread_stream(hStream), dependencies,
+                                                       dependencyData, numDependencies, flags);
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamUpdateCaptureDependencies(CUstream hStream,
+                                                             CUgraphNode *dependencies,
+                                                             size_t numDependencies,
+                                                             unsigned int flags) {
+  return rgpu_drv_cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, NULL,
+                                                       numDependencies, flags);
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream,
+                                                                  CUgraphNode *dependencies,
+                                                                  size_t numDependencies,
+                                                                  unsigned int flags) {
+  return rgpu_drv_cuStreamUpdateCaptureDependencies_v2(per_thread_stream(hStream), dependencies,
+                                                       NULL, numDependencies, flags);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                       const CUgraphNode *dependencies,
+                                                       const CUgraphEdgeData *dependencyData,
+                                                       size_t numDependencies,
+                                                       CUstreamCaptureMode mode) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaStreamBeginCaptureToGraph(
+      hStream, hGraph, dependencies, (const cudaGraphEdgeData *)dependencyData, numDependencies,
+      (enum cudaStreamCaptureMode)mode));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                            const CUgraphNode *dependencies,
+                                                            const CUgraphEdgeData *dependencyData,
+                                                            size_t numDependencies,
+                                                            CUstreamCaptureMode mode) {
+  return rgpu_drv_cuStreamBeginCaptureToGraph(per_thread_stream(hStream), hGraph, dependencies,
+                                              dependencyData, numDependencies, mode);
+}

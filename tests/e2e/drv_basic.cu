@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #define CU(call)                                                                    \
@@ -243,6 +244,41 @@ int main() {
   CU(cuMemcpyDtoHAsync(pinned, a, n * 4, hi));
   CU(cuStreamSynchronize(hi));
   for (size_t i = 0; i < n; i++) EXPECT(pinned[i] == 0x11111111u);
+  // Stream-ordered allocation.
+  CUdeviceptr sa = 0;
+  CU(cuMemAllocAsync(&sa, 4096, s));
+  CU(cuMemsetD32Async(sa, 42, 1024, s));
+  CU(cuMemcpyDtoHAsync(pinned, sa, 4096, s));
+  CU(cuMemFreeAsync(sa, s));
+  CU(cuStreamSynchronize(s));
+  for (size_t i = 0; i < 1024; i++) EXPECT(pinned[i] == 42u);
+  // Another thread has no current context until it sets one.
+  int thread_ok = 0;
+  std::thread t([&] {
+    CUcontext tc = (CUcontext)1;
+    if (cuCtxGetCurrent(&tc) != CUDA_SUCCESS || tc != nullptr) return;
+    CUdeviceptr tp;
+    if (cuMemAlloc(&tp, 256) != CUDA_ERROR_INVALID_CONTEXT) return;
+    if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
+    if (cuMemAlloc(&tp, 256) != CUDA_SUCCESS) return;
+    unsigned v[64];
+    if (cuMemsetD32(tp, 5, 64) != CUDA_SUCCESS || cuMemcpyDtoH(v, tp, sizeof v) != CUDA_SUCCESS)
+      return;
+    if (v[0] != 5 || v[63] != 5 || cuMemFree(tp) != CUDA_SUCCESS) return;
+    thread_ok = 1;
+  });
+  t.join();
+  EXPECT(thread_ok == 1);
+  // Several attributes at once; an unknown pointer is no error there.
+  unsigned mt = 7;
+  int ord = 7;
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void *vals[2] = {&mt, &ord};
+  CU(cuPointerGetAttributes(2, attrs, vals, a));
+  EXPECT(mt == CU_MEMORYTYPE_DEVICE && ord == dev);
+  CU(cuPointerGetAttributes(2, attrs, vals, (CUdeviceptr)0x1000));
+  EXPECT(mt == 0);
   std::printf("rgpu-stats: elapsed %.3f ms\n", ms);
   std::printf("streams and events ok\n");
 

@@ -91,7 +91,7 @@ int main() {
 
   // A failing driver call does not become the runtime's last error.
   CHECK(cudaGetLastError());
-  CUresult bad = cuMemcpyHtoD((CUdeviceptr)16, h.data(), 4);
+  CUresult bad = cuMemcpyHtoD((CUdeviceptr)0x1000, h.data(), 4);
   EXPECT(bad != CUDA_SUCCESS);
   CHECK(cudaGetLastError());
 
