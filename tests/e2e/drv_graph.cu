@@ -61,7 +61,10 @@ int main() {
   CUgraphExec ge;
   CU_CHECK(cuGraphInstantiate(&ge, g, 0));
   CUstream s;
-  CU_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  // A blocking stream: it waits for the copies above on the legacy stream
+  // (a host-to-device copy from pageable memory may return before its DMA
+  // has landed).
+  CU_CHECK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
   CU_CHECK(cuGraphLaunch(ge, s));
   CU_CHECK(cuGraphLaunch(ge, s));
   CU_CHECK(cuStreamSynchronize(s));
