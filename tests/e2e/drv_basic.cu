@@ -305,6 +305,41 @@ int main() {
   for (size_t i = 0; i < n; i++) EXPECT(back[i] == 0x2222u);
   CU(cuGraphExecDestroy(exec));
   CU(cuGraphDestroy(graph));
+  // An explicit graph: a memset node, then a memcpy node into pinned memory.
+  CUgraph g2;
+  CU(cuGraphCreate(&g2, 0));
+  CUDA_MEMSET_NODE_PARAMS msp;
+  std::memset(&msp, 0, sizeof msp);
+  msp.dst = a;
+  msp.value = 0x33u;
+  msp.elementSize = 4;
+  msp.width = n;
+  msp.height = 1;
+  CUgraphNode mset, mcpy;
+  CU(cuGraphAddMemsetNode(&mset, g2, nullptr, 0, &msp, ctx));
+  CUDA_MEMCPY3D c3;
+  std::memset(&c3, 0, sizeof c3);
+  c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.srcDevice = a;
+  c3.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c3.dstHost = pinned;
+  c3.WidthInBytes = n * 4;
+  c3.Height = 1;
+  c3.Depth = 1;
+  CU(cuGraphAddMemcpyNode(&mcpy, g2, &mset, 1, &c3, ctx));
+  CUgraphNodeType type;
+  CU(cuGraphNodeGetType(mcpy, &type));
+  EXPECT(type == CU_GRAPH_NODE_TYPE_MEMCPY);
+  size_t ndeps = 0;
+  CU(cuGraphNodeGetDependencies(mcpy, nullptr, nullptr, &ndeps));
+  EXPECT(ndeps == 1);
+  CUgraphExec exec2;
+  CU(cuGraphInstantiate(&exec2, g2, 0));
+  CU(cuGraphLaunch(exec2, s));
+  CU(cuStreamSynchronize(s));
+  for (size_t i = 0; i < n; i++) EXPECT(pinned[i] == 0x33u);
+  CU(cuGraphExecDestroy(exec2));
+  CU(cuGraphDestroy(g2));
   std::printf("graph ok\n");
 
   // ---- cuGetProcAddress
