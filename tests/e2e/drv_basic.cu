@@ -196,6 +196,30 @@ int main() {
     for (size_t x = 0; x < W; x++)
       EXPECT(grid[y * W + x] == ((y >= 5 && y < 8 && (x == 2 || x == 3)) ? 0x01010101u : 0xabcdu));
   CU(cuMemFree(pd));
+  // 3D: a 32-byte x 3-row x 2-slice box out of a 256-byte-pitch, 8-row volume.
+  CU(cuMemcpyHtoD(a, h.data(), n * 4));
+  unsigned box[2][3][8];
+  CUDA_MEMCPY3D c3d;
+  std::memset(&c3d, 0, sizeof c3d);
+  c3d.srcXInBytes = 16;
+  c3d.srcY = 1;
+  c3d.srcZ = 1;
+  c3d.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3d.srcDevice = a;
+  c3d.srcPitch = 256;
+  c3d.srcHeight = 8;
+  c3d.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c3d.dstHost = box;
+  c3d.dstPitch = 32;
+  c3d.dstHeight = 3;
+  c3d.WidthInBytes = 32;
+  c3d.Height = 3;
+  c3d.Depth = 2;
+  CU(cuMemcpy3D(&c3d));
+  for (int z = 0; z < 2; z++)
+    for (int y = 0; y < 3; y++)
+      for (int x = 0; x < 8; x++)
+        EXPECT(box[z][y][x] == h[((1 + z) * 8 + 1 + y) * 64 + 4 + x]);
   std::printf("memory ok\n");
 
   // ---- streams, events, pinned memory, host functions
