@@ -1,8 +1,8 @@
 /* cudaGetDriverEntryPoint(ByVersion): driver functions for runtime
  * programs, from the driver facade's cuGetProcAddress table
- * (driver/rgpu_drv_proctable.h), so a program gets rgpu's rgpu_drv_
- * functions, which share this library's session, whether or not it loaded
- * libcuda.so.1. */
+ * (driver/rgpu_drv_proctable.h): libcuda.so.1's own functions when the
+ * program loaded it, else the rgpu_drv_ functions they forward to (which
+ * share this library's session either way). */
 #include "rgpu_cudart.h"
 #include "rgpu_drv_proctable.h"
 
@@ -23,7 +23,7 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int 
   const rgpu_proc_entry *e = rgpu_drv_proc_lookup(rgpu_drv_proc_table, rgpu_drv_proc_table_len,
                                                   symbol, (int)cudaVersion, per_thread, &status);
   if (driverStatus) *driverStatus = (enum cudaDriverEntryPointQueryResult)status;
-  *funcPtr = e ? e->fn : NULL;
+  *funcPtr = e ? rgpu_drv_proc_fn(e) : NULL;
   return e ? cudaSuccess : rgpu_rt_ret(cudaErrorSymbolNotFound);
 }
 

@@ -239,7 +239,7 @@ def write_tables(a):
          " * rgpu's libcudart.so.13, which holds the session.  cuda.h declares the",
          " * exports (internal mode: every name under its own name), so the compiler",
          " * checks each definition against NVIDIA's prototype. */",
-         '#include "rgpu_drv_protos.h"', "",
+         '#include "rgpu_drv_protos.h"', '#include "rgpu_drv_proctable.h"', "",
          "#define RGPU_EXPORT __attribute__((visibility(\"default\")))", ""]
     for e in exports:
         params, args = proto_of(e, protos)
@@ -248,7 +248,16 @@ def write_tables(a):
         else:
             f.append(f"RGPU_EXPORT CUresult {e}(void);")
             f.append(f"RGPU_EXPORT CUresult {e}(void) {{ return rgpu_drv_{e}(); }}")
-    f.append("")
+    f += ["",
+          "/* This library's own functions by export name (sorted): cuGetProcAddress and",
+          " * cudaGetDriverEntryPoint hand these out once the library is loaded, so a",
+          " * pointer they return is the one the program links against, as with NVIDIA's. */",
+          "static const rgpu_proc_export own[] = {"]
+    f += [f'  {{"{e}", (void *){e}}},' for e in exports]
+    f += ["};", "",
+          "__attribute__((constructor)) static void register_facade(void) {",
+          "  rgpu_drv_register_facade(own, sizeof own / sizeof own[0]);",
+          "}", ""]
     open(os.path.join(a.out_dir, "rgpu_libcuda.c"), "w").write("\n".join(f))
 
     pt_code = {"": "RGPU_PROC_PLAIN", "ptds": "RGPU_PROC_PTDS", "ptsz": "RGPU_PROC_PTSZ"}

@@ -4,6 +4,8 @@
  * through the other.  Node kinds whose driver parameter structs differ
  * from the runtime's (memcpy, memset, kernel) are not added here; kernel
  * nodes come with the driver's kernels (rgpu_drv_launch.c). */
+#include <string.h>
+
 #include "rgpu_drv_internal.h"
 
 #define ENTER_CTX()                                                                          \
@@ -230,4 +232,222 @@ RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeGetParams(CUgraphNode hNode,
   ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphMemsetNodeGetParams(hNode, (struct cudaMemsetParams *)nodeParams));
+}
+
+/* ---- node queries and settings with the runtime's types -------------------------- */
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps,
+                                                         CUgraphEdgeData *edgeData,
+                                                         size_t *numDependencies) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeGetDependencies(hNode, deps, (cudaGraphEdgeData *)edgeData,
+                                                  numDependencies));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps,
+                                                      size_t *numDependencies) {
+  return rgpu_drv_cuGraphNodeGetDependencies_v2(hNode, deps, NULL, numDependencies);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *nodes,
+                                                           CUgraphEdgeData *edgeData,
+                                                           size_t *numDependentNodes) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeGetDependentNodes(hNode, nodes, (cudaGraphEdgeData *)edgeData,
+                                                    numDependentNodes));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *nodes,
+                                                        size_t *numDependentNodes) {
+  return rgpu_drv_cuGraphNodeGetDependentNodes_v2(hNode, nodes, NULL, numDependentNodes);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+                                                        const CUgraphNode *to,
+                                                        const CUgraphEdgeData *edgeData,
+                                                        size_t numDependencies) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphRemoveDependencies(hGraph, from, to,
+                                                 (const cudaGraphEdgeData *)edgeData,
+                                                 numDependencies));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from,
+                                                     const CUgraphNode *to,
+                                                     size_t numDependencies) {
+  return rgpu_drv_cuGraphRemoveDependencies_v2(hGraph, from, to, NULL, numDependencies);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphHostNodeSetParams(CUgraphNode hNode,
+                                                    const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphHostNodeSetParams(hNode, (const struct cudaHostNodeParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                        const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecHostNodeSetParams(
+      hGraphExec, hNode, (const struct cudaHostNodeParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeSetParams(CUgraphNode hNode,
+                                                      const CUDA_MEMSET_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphMemsetNodeSetParams(hNode, (const struct cudaMemsetParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec,
+                                                          CUgraphNode hNode,
+                                                          const CUDA_MEMSET_NODE_PARAMS *p,
+                                                          CUcontext ctx) {
+  ENTER_CTX();
+  if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return RGPU_DRV_RT(
+      cudaGraphExecMemsetNodeSetParams(hGraphExec, hNode, (const struct cudaMemsetParams *)p));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                 unsigned int isEnabled) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeSetEnabled(hGraphExec, hNode, isEnabled));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                 unsigned int *isEnabled) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeGetEnabled(hGraphExec, hNode, isEnabled));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventRecordNodeGetEvent(hNode, event_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventRecordNodeSetEvent(hNode, event));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventWaitNodeGetEvent(hNode, event_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventWaitNodeSetEvent(hNode, event));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphChildGraphNodeGetGraph(hNode, phGraph));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
+                                                unsigned int flags) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphDebugDotPrint(hGraph, path, flags));
+}
+
+/* ---- memcpy nodes: CUDA_MEMCPY3D <-> cudaMemcpy3DParms ------------------------- */
+
+/* One side of a driver 3D copy as the runtime's pitched pointer and
+ * position; dev: 1 device, 0 host, -1 unified (direction from the
+ * pointer).  Arrays are not offered. */
+static CUresult side_3d(CUmemorytype type, const void *host, CUdeviceptr device, size_t pitch,
+                        size_t height, size_t width, struct cudaPitchedPtr *out, int *dev) {
+  void *base;
+  switch (type) {
+  case CU_MEMORYTYPE_HOST: base = (void *)host; *dev = 0; break;
+  case CU_MEMORYTYPE_DEVICE: base = (void *)(uintptr_t)device; *dev = 1; break;
+  case CU_MEMORYTYPE_UNIFIED: base = (void *)(uintptr_t)device; *dev = -1; break;
+  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = (struct cudaPitchedPtr){.ptr = base, .pitch = pitch ? pitch : width, .xsize = width,
+                                .ysize = height};
+  return CUDA_SUCCESS;
+}
+
+static CUresult to_runtime_3d(const CUDA_MEMCPY3D *p, struct cudaMemcpy3DParms *rp) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (p->srcLOD || p->dstLOD) return CUDA_ERROR_NOT_SUPPORTED; /* mipmap levels: arrays */
+  memset(rp, 0, sizeof *rp);
+  int sdev, ddev;
+  CUresult r = side_3d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcPitch,
+                       p->srcHeight ? p->srcHeight : p->Height, p->WidthInBytes, &rp->srcPtr,
+                       &sdev);
+  if (r == CUDA_SUCCESS)
+    r = side_3d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstPitch,
+                p->dstHeight ? p->dstHeight : p->Height, p->WidthInBytes, &rp->dstPtr, &ddev);
+  if (r != CUDA_SUCCESS) return r;
+  rp->srcPos = (struct cudaPos){p->srcXInBytes, p->srcY, p->srcZ};
+  rp->dstPos = (struct cudaPos){p->dstXInBytes, p->dstY, p->dstZ};
+  rp->extent = (struct cudaExtent){p->WidthInBytes, p->Height, p->Depth ? p->Depth : 1};
+  if (sdev < 0 || ddev < 0)
+    rp->kind = cudaMemcpyDefault;
+  else
+    rp->kind = sdev ? (ddev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                    : (ddev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  return CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies,
+                                                size_t numDependencies,
+                                                const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
+  ENTER_CTX();
+  struct cudaMemcpy3DParms rp;
+  CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
+                                                               : to_runtime_3d(copyParams, &rp);
+  if (r != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return r;
+  }
+  return RGPU_DRV_RT(
+      cudaGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &rp));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams) {
+  ENTER_CTX();
+  if (!nodeParams) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct cudaMemcpy3DParms rp;
+  CUresult r = RGPU_DRV_RT(cudaGraphMemcpyNodeGetParams(hNode, &rp));
+  if (r != CUDA_SUCCESS) return r;
+  if (rp.srcArray || rp.dstArray) return CUDA_ERROR_NOT_SUPPORTED;
+  memset(nodeParams, 0, sizeof *nodeParams);
+  /* Pointers as unified addresses: the direction is in the pointers. */
+  int src_host = rp.kind == cudaMemcpyHostToDevice || rp.kind == cudaMemcpyHostToHost;
+  int dst_host = rp.kind == cudaMemcpyDeviceToHost || rp.kind == cudaMemcpyHostToHost;
+  nodeParams->srcXInBytes = rp.srcPos.x;
+  nodeParams->srcY = rp.srcPos.y;
+  nodeParams->srcZ = rp.srcPos.z;
+  nodeParams->srcMemoryType = src_host ? CU_MEMORYTYPE_HOST
+                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
+                                                             : CU_MEMORYTYPE_DEVICE;
+  if (src_host)
+    nodeParams->srcHost = rp.srcPtr.ptr;
+  else
+    nodeParams->srcDevice = (CUdeviceptr)(uintptr_t)rp.srcPtr.ptr;
+  nodeParams->srcPitch = rp.srcPtr.pitch;
+  nodeParams->srcHeight = rp.srcPtr.ysize;
+  nodeParams->dstXInBytes = rp.dstPos.x;
+  nodeParams->dstY = rp.dstPos.y;
+  nodeParams->dstZ = rp.dstPos.z;
+  nodeParams->dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST
+                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
+                                                             : CU_MEMORYTYPE_DEVICE;
+  if (dst_host)
+    nodeParams->dstHost = rp.dstPtr.ptr;
+  else
+    nodeParams->dstDevice = (CUdeviceptr)(uintptr_t)rp.dstPtr.ptr;
+  nodeParams->dstPitch = rp.dstPtr.pitch;
+  nodeParams->dstHeight = rp.dstPtr.ysize;
+  nodeParams->WidthInBytes = rp.extent.width;
+  nodeParams->Height = rp.extent.height;
+  nodeParams->Depth = rp.extent.depth;
+  return CUDA_SUCCESS;
 }

@@ -572,3 +572,61 @@ RGPU_DRV CUresult rgpu_drv_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemory
   return RGPU_DRV_RT(cudaMemPoolGetAccess((enum cudaMemAccessFlags *)flags, memPool,
                                           (struct cudaMemLocation *)location));
 }
+
+/* ---- 3D copies: one 2D copy per slice ----------------------------------------- */
+
+/* The runtime has no 3D copy of its own (cudaMemcpy3D answers
+ * cudaErrorNotSupported); a linear 3D copy is Depth 2D copies, queued in
+ * order on the same stream, so it keeps the copy's ordering. */
+static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream s, int pt, int async) {
+  if (!p) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (p->srcLOD || p->dstLOD || p->srcMemoryType == CU_MEMORYTYPE_ARRAY ||
+      p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_NOT_SUPPORTED; /* arrays and mipmap levels */
+  }
+  size_t depth = p->Depth ? p->Depth : 1;
+  size_t src_height = p->srcHeight ? p->srcHeight : p->Height;
+  size_t dst_height = p->dstHeight ? p->dstHeight : p->Height;
+  if (depth > 1 && (p->Height > src_height || p->Height > dst_height)) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = CUDA_SUCCESS;
+  for (size_t z = 0; z < depth && r == CUDA_SUCCESS; z++) {
+    CUDA_MEMCPY2D slice = {
+        .srcXInBytes = p->srcXInBytes,
+        .srcY = p->srcY + (p->srcZ + z) * src_height,
+        .srcMemoryType = p->srcMemoryType,
+        .srcHost = p->srcHost,
+        .srcDevice = p->srcDevice,
+        .srcPitch = p->srcPitch,
+        .dstXInBytes = p->dstXInBytes,
+        .dstY = p->dstY + (p->dstZ + z) * dst_height,
+        .dstMemoryType = p->dstMemoryType,
+        .dstHost = p->dstHost,
+        .dstDevice = p->dstDevice,
+        .dstPitch = p->dstPitch,
+        .WidthInBytes = p->WidthInBytes,
+        .Height = p->Height,
+    };
+    r = copy_2d(&slice, s, pt, async);
+  }
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) {
+  return copy_3d(pCopy, NULL, 0, 0);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) {
+  return copy_3d(pCopy, NULL, 1, 0);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) {
+  return copy_3d(pCopy, hStream, 0, 1);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) {
+  return copy_3d(pCopy, hStream, 1, 1);
+}

@@ -5,6 +5,31 @@
 
 #include "rgpu_drv_internal.h"
 
+/* libcuda.so.1's exports, registered by its constructor (before any
+ * program code can call cuGetProcAddress through it). */
+static const rgpu_proc_export *g_own;
+static size_t g_nown;
+
+void rgpu_drv_register_facade(const rgpu_proc_export *own, size_t n) {
+  __atomic_store_n(&g_nown, n, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_own, own, __ATOMIC_RELEASE);
+}
+
+void *rgpu_drv_proc_fn(const rgpu_proc_entry *e) {
+  const rgpu_proc_export *own = __atomic_load_n(&g_own, __ATOMIC_ACQUIRE);
+  size_t lo = 0, hi = own ? __atomic_load_n(&g_nown, __ATOMIC_ACQUIRE) : 0;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(own[mid].name, e->symbol);
+    if (c == 0) return own[mid].fn;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return e->fn;
+}
+
 static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus) {
   rgpu_rt_count_call();
@@ -19,7 +44,7 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
                            (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, &status);
   if (symbolStatus) *symbolStatus = (CUdriverProcAddressQueryResult)status;
   if (!e) return CUDA_ERROR_NOT_FOUND;
-  *pfn = e->fn;
+  *pfn = rgpu_drv_proc_fn(e);
   return CUDA_SUCCESS;
 }
 

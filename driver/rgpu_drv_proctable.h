@@ -54,6 +54,14 @@ const rgpu_proc_entry *rgpu_drv_proc_lookup(const rgpu_proc_entry *table, size_t
                                             const char *api, int version, int per_thread,
                                             int *status);
 
+/* libcuda.so.1 registers its own exports (sorted by name) when it is
+ * loaded; exported from libcudart.so.13 (RGPU_PRIVATE_1). */
+__attribute__((visibility("default"))) void rgpu_drv_register_facade(const rgpu_proc_export *own,
+                                                                     size_t n);
+/* The function a lookup hands out for row e: libcuda.so.1's own export of
+ * e->symbol once the facade is loaded, else the rgpu_drv_ function. */
+void *rgpu_drv_proc_fn(const rgpu_proc_entry *e);
+
 /* The name of a CUresult (NULL for a code cuda.h does not define). */
 const char *rgpu_drv_result_name_of(int code);
 

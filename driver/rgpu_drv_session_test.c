@@ -133,6 +133,11 @@ static void test_entry_points_agree(void **state) {
                    cudaSuccess);
   assert_non_null(from_driver);
   assert_ptr_equal(from_driver, from_runtime);
+  /* Both hand out libcuda.so.1's own export, the one the program links. */
+  assert_ptr_equal(from_driver, (void *)&cuCtxGetCurrent);
+  void *alloc = NULL;
+  assert_int_equal(cuGetProcAddress("cuMemAlloc", &alloc, 13000, 0, &q), CUDA_SUCCESS);
+  assert_ptr_equal(alloc, (void *)&cuMemAlloc_v2);
   CUcontext cur = (CUcontext)1;
   assert_int_equal(((CUresult(*)(CUcontext *))from_driver)(&cur), CUDA_SUCCESS);
   assert_non_null(cur);

@@ -196,6 +196,30 @@ int main() {
     for (size_t x = 0; x < W; x++)
       EXPECT(grid[y * W + x] == ((y >= 5 && y < 8 && (x == 2 || x == 3)) ? 0x01010101u : 0xabcdu));
   CU(cuMemFree(pd));
+  // 3D: a 32-byte x 3-row x 2-slice box out of a 256-byte-pitch, 8-row volume.
+  CU(cuMemcpyHtoD(a, h.data(), n * 4));
+  unsigned box[2][3][8];
+  CUDA_MEMCPY3D c3d;
+  std::memset(&c3d, 0, sizeof c3d);
+  c3d.srcXInBytes = 16;
+  c3d.srcY = 1;
+  c3d.srcZ = 1;
+  c3d.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3d.srcDevice = a;
+  c3d.srcPitch = 256;
+  c3d.srcHeight = 8;
+  c3d.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c3d.dstHost = box;
+  c3d.dstPitch = 32;
+  c3d.dstHeight = 3;
+  c3d.WidthInBytes = 32;
+  c3d.Height = 3;
+  c3d.Depth = 2;
+  CU(cuMemcpy3D(&c3d));
+  for (int z = 0; z < 2; z++)
+    for (int y = 0; y < 3; y++)
+      for (int x = 0; x < 8; x++)
+        EXPECT(box[z][y][x] == h[((1 + z) * 8 + 1 + y) * 64 + 4 + x]);
   std::printf("memory ok\n");
 
   // ---- streams, events, pinned memory, host functions
@@ -305,6 +329,41 @@ int main() {
   for (size_t i = 0; i < n; i++) EXPECT(back[i] == 0x2222u);
   CU(cuGraphExecDestroy(exec));
   CU(cuGraphDestroy(graph));
+  // An explicit graph: a memset node, then a memcpy node into pinned memory.
+  CUgraph g2;
+  CU(cuGraphCreate(&g2, 0));
+  CUDA_MEMSET_NODE_PARAMS msp;
+  std::memset(&msp, 0, sizeof msp);
+  msp.dst = a;
+  msp.value = 0x33u;
+  msp.elementSize = 4;
+  msp.width = n;
+  msp.height = 1;
+  CUgraphNode mset, mcpy;
+  CU(cuGraphAddMemsetNode(&mset, g2, nullptr, 0, &msp, ctx));
+  CUDA_MEMCPY3D c3;
+  std::memset(&c3, 0, sizeof c3);
+  c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.srcDevice = a;
+  c3.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c3.dstHost = pinned;
+  c3.WidthInBytes = n * 4;
+  c3.Height = 1;
+  c3.Depth = 1;
+  CU(cuGraphAddMemcpyNode(&mcpy, g2, &mset, 1, &c3, ctx));
+  CUgraphNodeType type;
+  CU(cuGraphNodeGetType(mcpy, &type));
+  EXPECT(type == CU_GRAPH_NODE_TYPE_MEMCPY);
+  size_t ndeps = 0;
+  CU(cuGraphNodeGetDependencies(mcpy, nullptr, nullptr, &ndeps));
+  EXPECT(ndeps == 1);
+  CUgraphExec exec2;
+  CU(cuGraphInstantiate(&exec2, g2, 0));
+  CU(cuGraphLaunch(exec2, s));
+  CU(cuStreamSynchronize(s));
+  for (size_t i = 0; i < n; i++) EXPECT(pinned[i] == 0x33u);
+  CU(cuGraphExecDestroy(exec2));
+  CU(cuGraphDestroy(g2));
   std::printf("graph ok\n");
 
   // ---- cuGetProcAddress
