@@ -347,6 +347,8 @@ int main() {
   c3.srcDevice = a;
   c3.dstMemoryType = CU_MEMORYTYPE_HOST;
   c3.dstHost = pinned;
+  c3.srcPitch = c3.dstPitch = n * 4;
+  c3.srcHeight = c3.dstHeight = 1;
   c3.WidthInBytes = n * 4;
   c3.Height = 1;
   c3.Depth = 1;
