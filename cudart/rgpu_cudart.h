@@ -36,6 +36,9 @@ cudaError_t rgpu_cudart_from_cu(int cu);
 /* Errors that leave the context unusable: returned by every later call
  * until cudaDeviceReset. */
 int rgpu_cudart_is_sticky(cudaError_t e);
+/* The inverse, for the driver facade: the CUresult a driver call returns
+ * for a runtime code (CUDA_ERROR_UNKNOWN for codes with no counterpart). */
+int rgpu_cudart_to_cu(cudaError_t rt);
 
 /* ---- error state (rgpu_cudart_state.c) --------------------------------- */
 
@@ -88,6 +91,28 @@ cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc);
 /* Pulls latched async errors of the client into the error state. */
 void rgpu_rt_collect_async(rgpu_client *c);
 rgpu_err_state *rgpu_rt_err_state(void);
+/* The calling thread's last error, read and written without the rules of
+ * cudaGetLastError: the driver facade saves it around the runtime code it
+ * reuses, so that no driver call changes what cudaGetLastError answers. */
+cudaError_t rgpu_rt_last_error_get(void);
+void rgpu_rt_last_error_set(cudaError_t e);
+/* Whether a runtime call on this thread has bound its current device's
+ * primary context (what cuCtxGetCurrent answers on an empty context
+ * stack); rgpu_rt_enter sets it outside driver calls, and the driver
+ * clears it when a context pop empties the stack. */
+int rgpu_rt_thread_bound(void);
+void rgpu_rt_thread_set_bound(int bound);
+/* Brackets runtime code run for a driver call: rgpu_rt_enter then neither
+ * binds the thread nor marks the device used. */
+void rgpu_rt_driver_call_begin(void);
+void rgpu_rt_driver_call_end(void);
+/* A runtime call used dev since its last cudaDeviceReset (its primary
+ * context is active, cuDevicePrimaryCtxGetState). */
+int rgpu_rt_device_used(int dev);
+/* A runtime call (outside driver calls) works on dev: binds the thread and
+ * marks dev used.  rgpu_rt_enter does it for the current device,
+ * cudaSetDevice for the new one. */
+void rgpu_rt_bind_device(int dev);
 
 /* Current device of the calling thread (CUDA's is per thread, default 0). */
 int rgpu_rt_current_device(void);

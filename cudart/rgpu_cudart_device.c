@@ -254,6 +254,7 @@ RGPU_API cudaError_t cudaSetDevice(int device) {
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (device < 0 || device >= n) return rgpu_rt_ret(cudaErrorInvalidDevice);
   tl_device = device;
+  rgpu_rt_bind_device(device); /* CUDA 12+: initializes the device's primary context */
   return cudaSuccess;
 }
 

@@ -120,6 +120,31 @@ cudaError_t rgpu_cudart_from_cu(int cu) {
   return cudaErrorUnknown;
 }
 
+/* Runtime-only codes (no CUresult of their own): the driver reports the
+ * same conditions under these codes. */
+static const map_entry k_rt_only[] = {
+    {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidDevicePointer},
+    {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidMemcpyDirection},
+    {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidConfiguration},
+    {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidPitchValue},
+    {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidSymbol},
+    {CUDA_ERROR_INVALID_HANDLE, cudaErrorInvalidDeviceFunction},
+    {CUDA_ERROR_INVALID_CONTEXT, cudaErrorIncompatibleDriverContext},
+    {CUDA_ERROR_DEINITIALIZED, cudaErrorCudartUnloading},
+    {CUDA_ERROR_NOT_FOUND, cudaErrorSymbolNotFound},
+    {CUDA_ERROR_NOT_SUPPORTED, cudaErrorNotYetImplemented},
+};
+
+int rgpu_cudart_to_cu(cudaError_t rt) {
+  for (size_t i = 0; i < sizeof k_rt_only / sizeof k_rt_only[0]; i++)
+    if (k_rt_only[i].rt == rt) return k_rt_only[i].cu;
+  /* Backwards: where several driver codes share one runtime code (the
+   * unknown-error family), the table's last row is the driver's own. */
+  for (size_t i = sizeof k_map / sizeof k_map[0]; i-- > 0;)
+    if (k_map[i].rt == rt) return k_map[i].cu;
+  return CUDA_ERROR_UNKNOWN;
+}
+
 int rgpu_cudart_is_sticky(cudaError_t e) {
   switch (e) {
   case cudaErrorECCUncorrectable:

@@ -680,6 +680,21 @@ static cudaError_t exec_event_set(EXEC_SET_ARGS, enum cudaGraphNodeType t,
   EXEC_SET(t, node_params_event(&np, t, event));
 }
 
+/* For the driver API's cuGraphExecKernelNodeSetParams (driver/
+ * rgpu_drv_graph_kernel.c), whose parameters are built from a CUfunction:
+ * the same rule with the node's new parameters already made (np is taken
+ * over, whatever the result, as exec_set_node does). */
+cudaError_t rgpu_rt_graph_exec_set_node(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                        node_params *np) {
+  flat_node *f = valid_exec(hGraphExec) && valid_node(node) ? exec_find(hGraphExec, node) : NULL;
+  if (!f || f->p.type != np->type) {
+    node_params_free(np);
+    memset(np, 0, sizeof *np);
+    return cudaErrorInvalidValue;
+  }
+  return exec_set_node(hGraphExec, f, np);
+}
+
 RGPU_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec,
                                                           cudaGraphNode_t hNode, cudaEvent_t event) {
   return exec_event_set(hGraphExec, hNode, cudaGraphNodeTypeEventRecord, event);

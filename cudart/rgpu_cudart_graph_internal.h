@@ -94,4 +94,12 @@ cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origin);
 /* Node indices of g in a topological order; -1 on a cycle or no memory. */
 int graph_topo_order(cudaGraph_t g, size_t *order);
 
+/* ---- rgpu_cudart_graph_exec.c ------------------------------------------- */
+
+/* Replaces an instantiated graph's node parameters with np (same node
+ * type), as cudaGraphExec*NodeSetParams do: for the driver API's kernel
+ * nodes.  np is taken over whatever the result. */
+cudaError_t rgpu_rt_graph_exec_set_node(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                        node_params *np);
+
 #endif

@@ -52,6 +52,8 @@
  *      g_cap_lock          stream capture state (rgpu_cudart_graph_capture.c):
  *                          adding a captured node to its graph is memory
  *                          work only
+ *      g_ctx_lock          the driver facade's registry of explicit
+ *                          contexts (driver/rgpu_drv_ctx.c)
  *      client write lock   inside the client core, under 2. or alone
  *
  * No lock is held while user code runs (host callbacks, the program's own

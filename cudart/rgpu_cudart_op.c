@@ -190,17 +190,21 @@ static cudaError_t send_copy(rgpu_client *c, const rgpu_rt_op *op) {
 
 /* ---- memset ------------------------------------------------------------- */
 
-/* One MEMSET for a contiguous area, else one per row. */
+/* One MEMSET for a contiguous area, else one per row.  Element sizes 2 and
+ * 4 come from the driver API (cuMemsetD16/D32); width counts elements. */
 static cudaError_t send_memset(rgpu_client *c, const rgpu_rt_op *op) {
   const struct cudaMemsetParams *ms = &op->fill;
   uint64_t d = (uint64_t)(uintptr_t)ms->dst;
-  size_t rows = ms->pitch == ms->width ? 1 : ms->height;
-  size_t len = ms->pitch == ms->width ? ms->width * ms->height : ms->width;
+  unsigned es = ms->elementSize == 2 || ms->elementSize == 4 ? ms->elementSize : 1;
+  unsigned value = es == 4 ? ms->value : es == 2 ? (ms->value & 0xffff) : (ms->value & 0xff);
+  int contiguous = ms->pitch == ms->width * es;
+  size_t rows = contiguous ? 1 : ms->height;
+  size_t len = contiguous ? ms->width * ms->height : ms->width;
   rgpu_status rc = 0;
   for (size_t i = 0; i < rows && rc == 0; i++) {
     rgpu_msg_memset_req m = {.dst = d + i * ms->pitch,
-                             .value = ms->value & 0xff,
-                             .elem_size = 1,
+                             .value = value,
+                             .elem_size = es,
                              .count = len,
                              .stream = op->stream};
     rc = rgpu_call_memset(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);

@@ -56,7 +56,8 @@ typedef struct {
       struct cudaMemcpy3DParms cp;
       int async; /* 0: the synchronous API (cannot be captured) */
     } copy;
-    /* Byte memsets from the API (elementSize 1); graph nodes also 2, 4. */
+    /* Byte memsets from the runtime API (elementSize 1); the driver API
+     * (cuMemsetD16/D32) and graph nodes also 2, 4 (width in elements). */
     struct cudaMemsetParams fill;
     struct {
       cudaEvent_t event;

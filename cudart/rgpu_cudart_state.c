@@ -20,6 +20,16 @@
 static rgpu_err_state g_err = {RGPU_MUTEX_INITIALIZER, cudaSuccess, cudaSuccess, 0};
 static __thread cudaError_t tl_last_error;
 static __thread int tl_call_waited;
+/* A runtime call on this thread made its device's primary context current
+ * (CUDA: the runtime binds the primary context on its first call). */
+static __thread int tl_bound;
+/* Inside a driver API call (which reuses runtime code but must not bind
+ * contexts the way a runtime call does). */
+static __thread int tl_driver_depth;
+/* Per device: 1 + the reset epoch in which a runtime call last used it
+ * (the primary context is active from the runtime's first use until
+ * cudaDeviceReset). */
+static uint32_t g_rt_used[RGPU_MAX_DEVICES];
 
 static atomic_ullong g_calls;
 static atomic_ullong g_calls_waited;
@@ -32,6 +42,22 @@ static rgpu_client_config g_cfg;
 static int g_cfg_loaded;
 
 rgpu_err_state *rgpu_rt_err_state(void) { return &g_err; }
+cudaError_t rgpu_rt_last_error_get(void) { return tl_last_error; }
+void rgpu_rt_last_error_set(cudaError_t e) { tl_last_error = e; }
+int rgpu_rt_thread_bound(void) { return tl_bound; }
+void rgpu_rt_thread_set_bound(int bound) { tl_bound = bound; }
+void rgpu_rt_driver_call_begin(void) { tl_driver_depth++; }
+void rgpu_rt_driver_call_end(void) { tl_driver_depth--; }
+void rgpu_rt_bind_device(int dev) {
+  if (tl_driver_depth) return;
+  tl_bound = 1;
+  if (dev >= 0 && dev < RGPU_MAX_DEVICES)
+    __atomic_store_n(&g_rt_used[dev], rgpu_rt_device_epoch(dev) + 1, __ATOMIC_RELEASE);
+}
+int rgpu_rt_device_used(int dev) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return 0;
+  return __atomic_load_n(&g_rt_used[dev], __ATOMIC_ACQUIRE) == rgpu_rt_device_epoch(dev) + 1;
+}
 
 __attribute__((constructor)) static void rgpu_rt_init(void) {
   g_start_ns = rgpu_clock_ns();
@@ -98,6 +124,7 @@ cudaError_t rgpu_rt_enter(rgpu_client **out) {
   *out = c;
   if (!c) return rgpu_rt_ret(err);
   if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
+  rgpu_rt_bind_device(rgpu_rt_current_device());
   cudaError_t s = rgpu_err_state_sticky(&g_err);
   if (s != cudaSuccess) return rgpu_rt_ret(s);
   return cudaSuccess;

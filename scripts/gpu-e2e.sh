@@ -34,9 +34,22 @@ else
   # so the table does not depend on the dev machine's toolchain.
   if [ $rebuild = 1 ] && command -v nvcc >/dev/null; then
     mkdir -p "$out/e2e"
+    # The modules the driver-API programs load from beside themselves (as
+    # tests/CMakeLists.txt builds them).
+    for src in .gpu-pack/e2e-src/drv_kernels/*.cu; do
+      [ -f "$src" ] || continue
+      n=$(basename "$src" .cu)
+      nvcc -ptx -arch=compute_75 -o "$out/e2e/$n.ptx" "$src" 2>>"$out/nvcc.log" || true
+      nvcc -fatbin -gencode arch=compute_75,code=compute_75 -o "$out/e2e/$n.fatbin" "$src" 2>>"$out/nvcc.log" || true
+      nvcc -cubin -arch=sm_75 -o "$out/e2e/$n.cubin" "$src" 2>>"$out/nvcc.log" || true
+    done
     for src in .gpu-pack/e2e-src/*.cu; do
       n=$(basename "$src" .cu)
-      nvcc -cudart shared -O2 -o "$out/e2e/$n" "$src" 2>>"$out/nvcc.log" || true
+      # Per-program flags from its "// rgpu-nvcc-flags: ..." line (the driver
+      # API programs need -lcuda), as tests/CMakeLists.txt reads them.
+      flags=$(sed -n 's|^// rgpu-nvcc-flags:[[:space:]]*||p' "$src" | head -n 1)
+      # shellcheck disable=SC2086
+      nvcc -cudart shared -O2 -o "$out/e2e/$n" "$src" $flags 2>>"$out/nvcc.log" || true
     done
     [ -n "$(ls "$out/e2e" 2>/dev/null)" ] && E2E=$out/e2e
   fi

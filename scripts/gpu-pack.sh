@@ -14,11 +14,16 @@ for t in rgpu-transport-perf rgpu-netem rgpu-bench; do
   [ -x build/bin/$t ] && cp build/bin/$t .gpu-pack/bin/
 done
 cp -P build/lib/libcudart.so* .gpu-pack/lib/ 2>/dev/null || true
+# The driver facade (libcuda.so.1): `rgpu run` preloads it for the driver API
+# programs; only the client side ever loads it.
+cp -P build/lib/libcuda.so.1 .gpu-pack/lib/ 2>/dev/null || true
 cp build/lib/libsoftgpu.so .gpu-pack/lib/ 2>/dev/null || true
 # The NVML facade: without it, `rgpu run` on the GPU host would leave the
 # program the host's own NVML (nvml_query would pass without testing rgpu).
 cp -P build/lib/libnvidia-ml.so* .gpu-pack/lib/ 2>/dev/null || true
 find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
+# The modules the driver-API programs (drv_*) load from beside themselves.
+cp build/e2e/*.ptx build/e2e/*.fatbin build/e2e/*.cubin .gpu-pack/e2e/ 2>/dev/null || true
 cp -r tests/e2e .gpu-pack/e2e-src
 # Benchmark workloads (scripts/gpu-bench.sh rebuilds them when nvcc is there).
 [ -d build/bench ] && cp -r build/bench .gpu-pack/bench

@@ -25,6 +25,17 @@ int rgpu_driver_load(rgpu_driver *d, const char *path, char *err, size_t errlen)
     snprintf(err, errlen, "cannot load CUDA driver %s: %s", path, e ? e : "unknown error");
     return -1;
   }
+  /* rgpu's own libcuda.so.1 (the client's driver facade, found first when
+   * LD_LIBRARY_PATH names rgpu's build/lib) would turn the server into a
+   * client of itself: refuse it by name. */
+  if (dlsym(d->lib, "rgpu_drv_cuInit")) {
+    snprintf(err, errlen,
+             "%s is rgpu's own libcuda.so.1 (the client's driver facade), not NVIDIA's driver: "
+             "remove rgpu's library folder from LD_LIBRARY_PATH for rgpu-server",
+             path);
+    d->lib = NULL;
+    return -1;
+  }
 #define RGPU_RESOLVE(name)                                                              \
   do {                                                                                  \
     dlerror();                                                                          \

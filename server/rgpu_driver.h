@@ -38,7 +38,8 @@
 #define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchHostFunc) \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuFuncSetAttribute)           \
   X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx)                            \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                     \
+  X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

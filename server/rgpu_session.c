@@ -181,3 +181,47 @@ uint64_t rgpu_module_rec_param_extent(const rgpu_module_rec *m, uint32_t fi) {
   }
   return end;
 }
+
+/* Grows one calloc'ed array of n elements of size sz to n + add. */
+static int grow(void **v, size_t n, size_t add, size_t sz) {
+  void *nv = realloc(*v, (n + add) * sz);
+  if (!nv) return -1;
+  memset((char *)nv + n * sz, 0, add * sz);
+  *v = nv;
+  return 0;
+}
+
+int rgpu_module_rec_add_func(rgpu_module_rec *m, void *f, uint32_t nparams,
+                             const uint32_t *offsets, const uint32_t *sizes, uint32_t *index) {
+  if (!m || !f) return -1;
+  for (uint32_t i = 0; i < m->nfuncs; i++)
+    if (m->funcs[i] == f) {
+      *index = i;
+      return 0;
+    }
+  /* LAUNCH names a function by a u32 index and the parameter counts are
+   * u32 too: a module asked for billions of names is refused. */
+  if (m->nfuncs >= UINT32_MAX - 1 || nparams > UINT32_MAX - m->nparams_total) return -1;
+  /* Each array grows on its own; one that fails leaves the others longer
+   * than nfuncs, which is harmless (nfuncs is what counts). */
+  if (grow((void **)&m->funcs, m->nfuncs, 1, sizeof *m->funcs) ||
+      grow((void **)&m->nparams, m->nfuncs, 1, sizeof *m->nparams) ||
+      grow((void **)&m->param_first, m->nfuncs, 1, sizeof *m->param_first) ||
+      grow((void **)&m->param_offsets, m->nparams_total, nparams ? nparams : 1,
+           sizeof *m->param_offsets) ||
+      grow((void **)&m->param_sizes, m->nparams_total, nparams ? nparams : 1,
+           sizeof *m->param_sizes))
+    return -1;
+  uint32_t fi = m->nfuncs;
+  m->funcs[fi] = f;
+  m->nparams[fi] = nparams;
+  m->param_first[fi] = m->nparams_total;
+  if (nparams) {
+    memcpy(m->param_offsets + m->nparams_total, offsets, nparams * sizeof *offsets);
+    memcpy(m->param_sizes + m->nparams_total, sizes, nparams * sizeof *sizes);
+  }
+  m->nparams_total += nparams;
+  m->nfuncs = fi + 1;
+  *index = fi;
+  return 0;
+}

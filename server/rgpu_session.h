@@ -113,6 +113,12 @@ void rgpu_module_rec_free(rgpu_module_rec *m);
 /* Bytes the packed parameter buffer of function fi must have: the end of
  * its last parameter (max offset+size), 0 for no parameters. */
 uint64_t rgpu_module_rec_param_extent(const rgpu_module_rec *m, uint32_t fi);
+/* Appends function f with its nparams parameters (offsets/sizes) to m's
+ * table, for a driver-API module whose functions are named one at a time
+ * (MODULE_GET_FUNCTION); a function already in the table keeps its index.
+ * Returns 0 with *index, or -1 (out of memory, or the table is full). */
+int rgpu_module_rec_add_func(rgpu_module_rec *m, void *f, uint32_t nparams,
+                             const uint32_t *offsets, const uint32_t *sizes, uint32_t *index);
 
 #ifdef __cplusplus
 }

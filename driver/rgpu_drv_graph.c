@@ -1,0 +1,453 @@
+/* Graphs on the runtime's graph model: a CUgraph is a cudaGraph_t, a
+ * CUgraphExec a cudaGraphExec_t and a CUgraphNode a cudaGraphNode_t, so a
+ * graph captured or built through one API is instantiated and launched
+ * through the other.  Node kinds whose driver parameter structs differ
+ * from the runtime's (memcpy, memset, kernel) are not added here; kernel
+ * nodes come with the driver's kernels (rgpu_drv_launch.c). */
+#include <string.h>
+
+#include "rgpu_drv_internal.h"
+
+#define ENTER_CTX()                                                                          \
+  do {                                                                                       \
+    CUresult r_ = rgpu_drv_ctx_enter(NULL);                                                  \
+    if (r_ != CUDA_SUCCESS) {                                                                \
+      rgpu_rt_count_call();                                                                  \
+      return r_;                                                                             \
+    }                                                                                        \
+  } while (0)
+
+RGPU_DRV CUresult rgpu_drv_cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphCreate(phGraph, flags));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphDestroy(CUgraph hGraph) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphDestroy(hGraph));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphClone(phGraphClone, originalGraph));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                       unsigned long long flags) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphInstantiateWithFlags(phGraphExec, hGraph, flags));
+}
+
+/* The 10.0 and 11.0 forms: no flags; the error node and log are empty
+ * (the runtime reports what failed through its return code). */
+RGPU_DRV CUresult rgpu_drv_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                 CUgraphNode *phErrorNode, char *logBuffer,
+                                                 size_t bufferSize) {
+  if (phErrorNode) *phErrorNode = NULL;
+  if (logBuffer && bufferSize) logBuffer[0] = 0;
+  return rgpu_drv_cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                              CUgraphNode *phErrorNode, char *logBuffer,
+                                              size_t bufferSize) {
+  return rgpu_drv_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+/* CUDA_GRAPH_INSTANTIATE_PARAMS is cudaGraphInstantiateParams field for
+ * field (flags, upload stream, error node, result). */
+RGPU_DRV CUresult rgpu_drv_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                        CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphInstantiateWithParams(phGraphExec, hGraph, (cudaGraphInstantiateParams *)p));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec,
+                                                             CUgraph hGraph,
+                                                             CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphInstantiateWithParams_ptsz(phGraphExec, hGraph,
+                                                         (cudaGraphInstantiateParams *)p));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecGetFlags(hGraphExec, (unsigned long long *)flags));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphLaunch(hGraphExec, hStream));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphLaunch_ptsz(hGraphExec, hStream));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphUpload(hGraphExec, hStream));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphUpload_ptsz(hGraphExec, hStream));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecDestroy(hGraphExec));
+}
+
+/* CUgraphExecUpdateResultInfo is cudaGraphExecUpdateResultInfo. */
+RGPU_DRV CUresult rgpu_drv_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                                CUgraphExecUpdateResultInfo *resultInfo) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphExecUpdate(hGraphExec, hGraph, (cudaGraphExecUpdateResultInfo *)resultInfo));
+}
+/* The 10.2 form: result and error node as two out-parameters. */
+RGPU_DRV CUresult rgpu_drv_cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
+                                             CUgraphNode *hErrorNode_out,
+                                             CUgraphExecUpdateResult *updateResult_out) {
+  CUgraphExecUpdateResultInfo info = {0};
+  CUresult r = rgpu_drv_cuGraphExecUpdate_v2(hGraphExec, hGraph, &info);
+  if (hErrorNode_out) *hErrorNode_out = info.errorNode;
+  if (updateResult_out) *updateResult_out = info.result;
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphGetNodes(hGraph, nodes, numNodes));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes,
+                                               size_t *numRootNodes) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphGetRootNodes(hGraph, rootNodes, numRootNodes));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                              CUgraphEdgeData *edgeData, size_t *numEdges) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphGetEdges(hGraph, from, to, (cudaGraphEdgeData *)edgeData, numEdges));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                           size_t *numEdges) {
+  return rgpu_drv_cuGraphGetEdges_v2(hGraph, from, to, NULL, numEdges);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
+  ENTER_CTX();
+  /* CU_GRAPH_NODE_TYPE_* are the cudaGraphNodeType* values. */
+  return RGPU_DRV_RT(cudaGraphNodeGetType(hNode, (enum cudaGraphNodeType *)type));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphDestroyNode(CUgraphNode hNode) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphDestroyNode(hNode));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                               const CUgraphNode *dependencies,
+                                               size_t numDependencies) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphAddEmptyNode(phGraphNode, hGraph, dependencies, numDependencies));
+}
+
+/* CUDA_HOST_NODE_PARAMS is cudaHostNodeParams (fn, userData). */
+RGPU_DRV CUresult rgpu_drv_cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                              const CUgraphNode *dependencies,
+                                              size_t numDependencies,
+                                              const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphAddHostNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                          (const struct cudaHostNodeParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphHostNodeGetParams(CUgraphNode hNode,
+                                                    CUDA_HOST_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphHostNodeGetParams(hNode, (struct cudaHostNodeParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                     const CUgraphNode *dependencies,
+                                                     size_t numDependencies, CUevent event) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphAddEventRecordNode(phGraphNode, hGraph, dependencies, numDependencies, event));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                   const CUgraphNode *dependencies,
+                                                   size_t numDependencies, CUevent event) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphAddEventWaitNode(phGraphNode, hGraph, dependencies, numDependencies, event));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies,
+                                                    size_t numDependencies, CUgraph childGraph) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphAddChildGraphNode(phGraphNode, hGraph, dependencies,
+                                                numDependencies, childGraph));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+                                                     const CUgraphNode *to,
+                                                     const CUgraphEdgeData *edgeData,
+                                                     size_t numDependencies) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphAddDependencies(hGraph, from, to,
+                                              (const cudaGraphEdgeData *)edgeData,
+                                              numDependencies));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from,
+                                                  const CUgraphNode *to, size_t numDependencies) {
+  return rgpu_drv_cuGraphAddDependencies_v2(hGraph, from, to, NULL, numDependencies);
+}
+
+/* CUDA_MEMSET_NODE_PARAMS is cudaMemsetParams (the destination as a
+ * number); the context argument names the device, which the destination
+ * already does. */
+RGPU_DRV CUresult rgpu_drv_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies,
+                                                size_t numDependencies,
+                                                const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                                CUcontext ctx) {
+  ENTER_CTX();
+  if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return RGPU_DRV_RT(cudaGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                            (const struct cudaMemsetParams *)memsetParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeGetParams(CUgraphNode hNode,
+                                                      CUDA_MEMSET_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphMemsetNodeGetParams(hNode, (struct cudaMemsetParams *)nodeParams));
+}
+
+/* ---- node queries and settings with the runtime's types -------------------------- */
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps,
+                                                         CUgraphEdgeData *edgeData,
+                                                         size_t *numDependencies) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeGetDependencies(hNode, deps, (cudaGraphEdgeData *)edgeData,
+                                                  numDependencies));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *deps,
+                                                      size_t *numDependencies) {
+  return rgpu_drv_cuGraphNodeGetDependencies_v2(hNode, deps, NULL, numDependencies);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *nodes,
+                                                           CUgraphEdgeData *edgeData,
+                                                           size_t *numDependentNodes) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeGetDependentNodes(hNode, nodes, (cudaGraphEdgeData *)edgeData,
+                                                    numDependentNodes));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *nodes,
+                                                        size_t *numDependentNodes) {
+  return rgpu_drv_cuGraphNodeGetDependentNodes_v2(hNode, nodes, NULL, numDependentNodes);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+                                                        const CUgraphNode *to,
+                                                        const CUgraphEdgeData *edgeData,
+                                                        size_t numDependencies) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphRemoveDependencies(hGraph, from, to,
+                                                 (const cudaGraphEdgeData *)edgeData,
+                                                 numDependencies));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from,
+                                                     const CUgraphNode *to,
+                                                     size_t numDependencies) {
+  return rgpu_drv_cuGraphRemoveDependencies_v2(hGraph, from, to, NULL, numDependencies);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphHostNodeSetParams(CUgraphNode hNode,
+                                                    const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphHostNodeSetParams(hNode, (const struct cudaHostNodeParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                        const CUDA_HOST_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecHostNodeSetParams(
+      hGraphExec, hNode, (const struct cudaHostNodeParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeSetParams(CUgraphNode hNode,
+                                                      const CUDA_MEMSET_NODE_PARAMS *nodeParams) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphMemsetNodeSetParams(hNode, (const struct cudaMemsetParams *)nodeParams));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec,
+                                                          CUgraphNode hNode,
+                                                          const CUDA_MEMSET_NODE_PARAMS *p,
+                                                          CUcontext ctx) {
+  ENTER_CTX();
+  if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return RGPU_DRV_RT(
+      cudaGraphExecMemsetNodeSetParams(hGraphExec, hNode, (const struct cudaMemsetParams *)p));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                 unsigned int isEnabled) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeSetEnabled(hGraphExec, hNode, isEnabled));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                 unsigned int *isEnabled) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeGetEnabled(hGraphExec, hNode, isEnabled));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventRecordNodeGetEvent(hNode, event_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventRecordNodeSetEvent(hNode, event));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventWaitNodeGetEvent(hNode, event_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphEventWaitNodeSetEvent(hNode, event));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphChildGraphNodeGetGraph(hNode, phGraph));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
+                                                unsigned int flags) {
+  ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphDebugDotPrint(hGraph, path, flags));
+}
+
+/* ---- memcpy nodes: CUDA_MEMCPY3D <-> cudaMemcpy3DParms ------------------------- */
+
+/* One side of a driver 3D copy as the runtime's pitched pointer and
+ * position; dev: 1 device, 0 host, -1 unified (direction from the
+ * pointer).  Arrays are not offered. */
+static CUresult side_3d(CUmemorytype type, const void *host, CUdeviceptr device, size_t pitch,
+                        size_t height, size_t width, struct cudaPitchedPtr *out, int *dev) {
+  void *base;
+  switch (type) {
+  case CU_MEMORYTYPE_HOST: base = (void *)host; *dev = 0; break;
+  case CU_MEMORYTYPE_DEVICE: base = (void *)(uintptr_t)device; *dev = 1; break;
+  case CU_MEMORYTYPE_UNIFIED: base = (void *)(uintptr_t)device; *dev = -1; break;
+  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = (struct cudaPitchedPtr){.ptr = base, .pitch = pitch ? pitch : width, .xsize = width,
+                                .ysize = height};
+  return CUDA_SUCCESS;
+}
+
+static CUresult to_runtime_3d(const CUDA_MEMCPY3D *p, struct cudaMemcpy3DParms *rp) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (p->srcLOD || p->dstLOD) return CUDA_ERROR_NOT_SUPPORTED; /* mipmap levels: arrays */
+  memset(rp, 0, sizeof *rp);
+  int sdev, ddev;
+  CUresult r = side_3d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcPitch,
+                       p->srcHeight ? p->srcHeight : p->Height, p->WidthInBytes, &rp->srcPtr,
+                       &sdev);
+  if (r == CUDA_SUCCESS)
+    r = side_3d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstPitch,
+                p->dstHeight ? p->dstHeight : p->Height, p->WidthInBytes, &rp->dstPtr, &ddev);
+  if (r != CUDA_SUCCESS) return r;
+  rp->srcPos = (struct cudaPos){p->srcXInBytes, p->srcY, p->srcZ};
+  rp->dstPos = (struct cudaPos){p->dstXInBytes, p->dstY, p->dstZ};
+  rp->extent = (struct cudaExtent){p->WidthInBytes, p->Height, p->Depth ? p->Depth : 1};
+  if (sdev < 0 || ddev < 0)
+    rp->kind = cudaMemcpyDefault;
+  else
+    rp->kind = sdev ? (ddev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                    : (ddev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  return CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies,
+                                                size_t numDependencies,
+                                                const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
+  ENTER_CTX();
+  struct cudaMemcpy3DParms rp;
+  CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
+                                                               : to_runtime_3d(copyParams, &rp);
+  if (r != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return r;
+  }
+  return RGPU_DRV_RT(
+      cudaGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &rp));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams) {
+  ENTER_CTX();
+  if (!nodeParams) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct cudaMemcpy3DParms rp;
+  CUresult r = RGPU_DRV_RT(cudaGraphMemcpyNodeGetParams(hNode, &rp));
+  if (r != CUDA_SUCCESS) return r;
+  if (rp.srcArray || rp.dstArray) return CUDA_ERROR_NOT_SUPPORTED;
+  memset(nodeParams, 0, sizeof *nodeParams);
+  /* Pointers as unified addresses: the direction is in the pointers. */
+  int src_host = rp.kind == cudaMemcpyHostToDevice || rp.kind == cudaMemcpyHostToHost;
+  int dst_host = rp.kind == cudaMemcpyDeviceToHost || rp.kind == cudaMemcpyHostToHost;
+  nodeParams->srcXInBytes = rp.srcPos.x;
+  nodeParams->srcY = rp.srcPos.y;
+  nodeParams->srcZ = rp.srcPos.z;
+  nodeParams->srcMemoryType = src_host ? CU_MEMORYTYPE_HOST
+                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
+                                                             : CU_MEMORYTYPE_DEVICE;
+  if (src_host)
+    nodeParams->srcHost = rp.srcPtr.ptr;
+  else
+    nodeParams->srcDevice = (CUdeviceptr)(uintptr_t)rp.srcPtr.ptr;
+  nodeParams->srcPitch = rp.srcPtr.pitch;
+  nodeParams->srcHeight = rp.srcPtr.ysize;
+  nodeParams->dstXInBytes = rp.dstPos.x;
+  nodeParams->dstY = rp.dstPos.y;
+  nodeParams->dstZ = rp.dstPos.z;
+  nodeParams->dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST
+                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
+                                                             : CU_MEMORYTYPE_DEVICE;
+  if (dst_host)
+    nodeParams->dstHost = rp.dstPtr.ptr;
+  else
+    nodeParams->dstDevice = (CUdeviceptr)(uintptr_t)rp.dstPtr.ptr;
+  nodeParams->dstPitch = rp.dstPtr.pitch;
+  nodeParams->dstHeight = rp.dstPtr.ysize;
+  nodeParams->WidthInBytes = rp.extent.width;
+  nodeParams->Height = rp.extent.height;
+  nodeParams->Depth = rp.extent.depth;
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,1082 @@
+/* Driver-API modules, libraries, kernels and function attributes
+ * (rgpu_drv_cuModule*, cuLibrary*, cuKernel*, cuFunc*), inside
+ * libcudart.so.13 where the session lives; libcuda.so.1 forwards to them.
+ *
+ * Loading a module is a round trip, as real CUDA reports a bad image at
+ * the call: MODULE_LOAD with the image and no names.  The program then
+ * names kernels and variables one at a time (MODULE_GET_FUNCTION and
+ * MODULE_GET_GLOBAL, round trips too: their answers are the index a launch
+ * sends and the address the program uses).  Handles are the client-side
+ * structs of rgpu_drv_module.h.  A driver call never changes cudart's
+ * per-thread last error (BEGIN/RET below). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_array.h"
+#include "rgpu_calls.h"
+#include "rgpu_cudart.h"
+#include "rgpu_drv_module.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+/* ---- calls ---------------------------------------------------------------- */
+
+CUresult rgpu_drv_reply_ret(rgpu_client *c, int rc) {
+  cudaError_t e = rgpu_rt_sync_ret(c, rc);
+  /* The server's own code when nothing else (an async error, a sticky
+   * one) took precedence: the round trip through cudaError_t would fold
+   * codes the runtime does not tell apart. */
+  if (rc > 0 && e == rgpu_cudart_from_cu(rc)) return (CUresult)rc;
+  return rgpu_drv_from_rt(e);
+}
+
+/* The device of the calling thread's current context, which becomes the
+ * runtime's current device (rgpu_drv_ctx_enter); CUDA_ERROR_INVALID_CONTEXT
+ * when no context is current. */
+static CUresult current_device(int *dev) {
+  CUresult r = rgpu_drv_ctx_enter(dev);
+  if (r == CUDA_SUCCESS && (*dev < 0 || *dev >= RGPU_MAX_DEVICES)) r = CUDA_ERROR_INVALID_CONTEXT;
+  return r;
+}
+
+/* Entry-point shorthands.  BEGIN: rgpu_drv_enter (cuInit done, connected,
+ * no sticky error) and the runtime last error saved, since the runtime
+ * code used below records errors there.  RET ends the call with a result
+ * and puts the last error back: no driver call changes it. */
+#define BEGIN()                                               \
+  rgpu_client *c;                                             \
+  cudaError_t saved_ = rgpu_rt_last_error_get();              \
+  do {                                                        \
+    CUresult br_ = rgpu_drv_enter(&c);                        \
+    if (br_ != CUDA_SUCCESS) return br_;                      \
+  } while (0)
+#define RET(r) return (rgpu_rt_last_error_set(saved_), (r))
+
+/* The current context's device into dev, or RET's the error. */
+#define CUR_DEV(dev)                                          \
+  int dev;                                                    \
+  do {                                                        \
+    CUresult cr_ = current_device(&dev);                 \
+    if (cr_ != CUDA_SUCCESS) RET(cr_);                        \
+  } while (0)
+
+/* ---- images ------------------------------------------------------------- */
+
+static uint16_t rd16(const uint8_t *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static uint32_t rd32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* Images above this are refused before anything is read past the header. */
+#define RGPU_DRV_MAX_IMAGE ((uint64_t)1 << 30)
+
+/* How many bytes of the image the server needs.  The driver API passes a
+ * bare pointer: a fatbin says its size in its header, a cubin in its ELF
+ * headers (the section table, and every section's extent), PTX text ends
+ * at its NUL.  A __fatBinC_Wrapper_t is sent as its 24 bytes: the server's
+ * driver refuses it with its own reason, as CUDA 13 does locally.  Returns
+ * CUDA_ERROR_INVALID_IMAGE for a header that does not add up. */
+static CUresult image_size(const void *image, size_t *len) {
+  const uint8_t *p = image;
+  uint32_t magic = rd32(p);
+  if (magic == 0xBA55ED50u) { /* fatbin */
+    uint16_t hsize = rd16(p + 6);
+    uint64_t body = rd64(p + 8);
+    if (hsize < 16 || body > RGPU_DRV_MAX_IMAGE) return CUDA_ERROR_INVALID_IMAGE;
+    *len = (size_t)(hsize + body);
+    return CUDA_SUCCESS;
+  }
+  if (magic == 0x464c457fu) { /* "\177ELF" */
+    if (p[4] != 2 /* ELFCLASS64 */) return CUDA_ERROR_INVALID_IMAGE;
+    uint64_t phoff = rd64(p + 0x20), shoff = rd64(p + 0x28);
+    uint16_t phentsize = rd16(p + 0x36), phnum = rd16(p + 0x38);
+    uint16_t shentsize = rd16(p + 0x3a), shnum = rd16(p + 0x3c);
+    if (phoff > RGPU_DRV_MAX_IMAGE || shoff > RGPU_DRV_MAX_IMAGE || (shnum && shentsize < 0x40))
+      return CUDA_ERROR_INVALID_IMAGE;
+    uint64_t end = 0x40;
+    if (phoff + (uint64_t)phentsize * phnum > end) end = phoff + (uint64_t)phentsize * phnum;
+    if (shoff + (uint64_t)shentsize * shnum > end) end = shoff + (uint64_t)shentsize * shnum;
+    for (uint16_t i = 0; i < shnum; i++) {
+      const uint8_t *sh = p + shoff + (uint64_t)i * shentsize;
+      if (rd32(sh + 4) == 8 /* SHT_NOBITS */) continue;
+      uint64_t off = rd64(sh + 0x18), sz = rd64(sh + 0x20);
+      if (off > RGPU_DRV_MAX_IMAGE || sz > RGPU_DRV_MAX_IMAGE) return CUDA_ERROR_INVALID_IMAGE;
+      if (off + sz > end) end = off + sz;
+    }
+    if (end > RGPU_DRV_MAX_IMAGE) return CUDA_ERROR_INVALID_IMAGE;
+    *len = (size_t)end;
+    return CUDA_SUCCESS;
+  }
+  if (magic == 0x466243B1u) { /* __fatBinC_Wrapper_t */
+    *len = 24;
+    return CUDA_SUCCESS;
+  }
+  /* PTX (or anything else) as text, up to its NUL, as the driver reads it. */
+  *len = strlen((const char *)p) + 1;
+  if (*len > RGPU_DRV_MAX_IMAGE) return CUDA_ERROR_INVALID_IMAGE;
+  return CUDA_SUCCESS;
+}
+
+/* Reads a whole file for cuModuleLoad / cuLibraryLoadFromFile, with a NUL
+ * after it (PTX text ends there). */
+static CUresult read_image_file(const char *path, void **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return errno == ENOENT ? CUDA_ERROR_FILE_NOT_FOUND : CUDA_ERROR_OPERATING_SYSTEM;
+  size_t cap = 1 << 16, n = 0;
+  uint8_t *buf = malloc(cap);
+  CUresult r = buf ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  while (r == CUDA_SUCCESS) {
+    if (n + 1 >= cap) {
+      if (cap >= RGPU_DRV_MAX_IMAGE) {
+        r = CUDA_ERROR_INVALID_IMAGE;
+        break;
+      }
+      uint8_t *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) {
+      if (ferror(f)) r = CUDA_ERROR_OPERATING_SYSTEM;
+      break;
+    }
+  }
+  fclose(f);
+  if (r != CUDA_SUCCESS) {
+    free(buf);
+    return r;
+  }
+  buf[n] = 0;
+  *out = buf;
+  *len = n;
+  return CUDA_SUCCESS;
+}
+
+/* ---- MODULE_LOAD -------------------------------------------------------- */
+
+/* The one place a driver-API image is sent to the server: MODULE_LOAD of
+ * len bytes as module `id` on dev, with no kernel or variable names (the
+ * program names them later).  A round trip: the answer is the driver's
+ * verdict on the image; why (why_cap bytes) gets the server's reason on
+ * failure (its driver's JIT log).  No cudart lock held. */
+static CUresult module_load_send(rgpu_client *c, int dev, uint64_t id, const void *image,
+                                 size_t len, char *why, size_t why_cap) {
+  /* Through the image cache (cudart/rgpu_cudart_image.c): a fatbin is cut
+   * to the device's entry and an image the server has cached is named by
+   * its hash, not sent (issue 15). */
+  rgpu_client_reply r = {0};
+  rgpu_status rc = rgpu_rt_image_load(c, dev, id, image, len, NULL, 0, NULL, 0, &r);
+  if (why && why_cap) snprintf(why, why_cap, "%s", rc > 0 ? r.msg : "");
+  if (rc > 0) RGPU_WARN("the server refused a module: %s", r.msg[0] ? r.msg : "no reason given");
+  return rgpu_drv_reply_ret(c, rc);
+}
+
+/* Loads image as a new module on dev (a round trip) and makes its handle. */
+static CUresult module_new(rgpu_client *c, int dev, const void *image, size_t len,
+                           struct CUlib_st *library, char *why, size_t why_cap,
+                           struct CUmod_st **out) {
+  struct CUmod_st *m = calloc(1, sizeof *m);
+  if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t id = rgpu_rt_new_handle_id();
+  CUresult r = module_load_send(c, dev, id, image, len, why, why_cap);
+  if (r != CUDA_SUCCESS) {
+    free(m);
+    return r;
+  }
+  m->id = id;
+  m->device = dev;
+  m->epoch = rgpu_rt_device_epoch(dev);
+  m->library = library;
+  rgpu_mutex_init(&m->lock);
+  m->magic = RGPU_DRV_MODULE_MAGIC;
+  *out = m;
+  return CUDA_SUCCESS;
+}
+
+static int module_ok(const struct CUmod_st *m) {
+  return rgpu_drv_handle_plausible(m) && m->magic == RGPU_DRV_MODULE_MAGIC;
+}
+
+/* A module loaded before its device was reset no longer exists on the
+ * server. */
+static CUresult module_live(const struct CUmod_st *m) {
+  if (!module_ok(m)) return CUDA_ERROR_INVALID_HANDLE;
+  if (m->epoch != rgpu_rt_device_epoch(m->device)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  return CUDA_SUCCESS;
+}
+
+/* Turns the module's handles into husks and unloads it on the server
+ * (queued: nothing the program waits for).  Library modules go with their
+ * library only. */
+static void module_release(rgpu_client *c, struct CUmod_st *m) {
+  rgpu_mutex_lock(&m->lock);
+  m->magic = RGPU_DRV_DEAD_MAGIC;
+  for (size_t i = 0; i < m->nfuncs; i++) {
+    struct CUfunc_st *f = m->funcs[i];
+    f->magic = RGPU_DRV_DEAD_MAGIC;
+    free(f->name);
+    free(f->layout.offsets);
+    free(f->layout.sizes);
+    f->name = NULL;
+    memset(&f->layout, 0, sizeof f->layout);
+  }
+  free(m->funcs);
+  m->funcs = NULL;
+  m->nfuncs = 0;
+  for (size_t i = 0; i < m->nglobals; i++) rgpu_range_remove(rgpu_rt_device_ranges(), m->globals[i], NULL);
+  free(m->globals);
+  m->globals = NULL;
+  m->nglobals = 0;
+  rgpu_mutex_unlock(&m->lock);
+  if (m->epoch == rgpu_rt_device_epoch(m->device) && !rgpu_client_is_dead(c)) {
+    rgpu_msg_module_unload_req q = {.module_id = m->id};
+    rgpu_call_module_unload(c, m->device, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  }
+}
+
+/* The JIT options of cuModuleLoadDataEx / cuLibraryLoadData: all are
+ * accepted and ignored (the server's driver compiles as it sees fit),
+ * except the logs: the error log gets the server's reason on failure, the
+ * info log stays empty, and their sizes report what was written. */
+typedef struct {
+  char *err;
+  size_t err_cap;
+  void **err_size_slot;
+  char *info;
+  size_t info_cap;
+  void **info_size_slot;
+} jit_logs;
+
+static CUresult read_jit_options(unsigned n, CUjit_option *opts, void **vals, jit_logs *l) {
+  memset(l, 0, sizeof *l);
+  if (n && (!opts || !vals)) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < n; i++) {
+    switch (opts[i]) {
+    case CU_JIT_ERROR_LOG_BUFFER: l->err = vals[i]; break;
+    case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+      /* Scalar option values travel in the pointer itself. */
+      l->err_cap = (size_t)(uintptr_t)vals[i];
+      l->err_size_slot = &vals[i];
+      break;
+    case CU_JIT_INFO_LOG_BUFFER: l->info = vals[i]; break;
+    case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+      l->info_cap = (size_t)(uintptr_t)vals[i];
+      l->info_size_slot = &vals[i];
+      break;
+    default:
+      if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS) return CUDA_ERROR_INVALID_VALUE;
+      break;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+static void write_jit_logs(const jit_logs *l, const char *why) {
+  if (l->err && l->err_cap) {
+    snprintf(l->err, l->err_cap, "%s", why ? why : "");
+    if (l->err_size_slot) *l->err_size_slot = (void *)(uintptr_t)(strlen(l->err) + 1);
+  }
+  if (l->info && l->info_cap) {
+    l->info[0] = 0;
+    if (l->info_size_slot) *l->info_size_slot = (void *)(uintptr_t)0;
+  }
+}
+
+/* ---- cuModule* ---------------------------------------------------------- */
+
+static CUresult module_load_image(CUmodule *module, const void *image, jit_logs *logs) {
+  BEGIN();
+  if (!module || !image) RET(CUDA_ERROR_INVALID_VALUE);
+  CUR_DEV(dev);
+  size_t len = 0;
+  CUresult r = image_size(image, &len);
+  char why[256] = "";
+  if (r == CUDA_SUCCESS)
+    r = module_new(c, dev, image, len, NULL, why, sizeof why, module);
+  else
+    snprintf(why, sizeof why, "the image's header gives no usable size");
+  if (logs) write_jit_logs(logs, r == CUDA_SUCCESS ? "" : why);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleLoadData(CUmodule *module, const void *image) {
+  return module_load_image(module, image, NULL);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                     CUjit_option *options, void **optionValues) {
+  jit_logs logs;
+  CUresult r = read_jit_options(numOptions, options, optionValues, &logs);
+  if (r != CUDA_SUCCESS) return r;
+  return module_load_image(module, image, &logs);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) {
+  return module_load_image(module, fatCubin, NULL);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleLoad(CUmodule *module, const char *fname) {
+  if (!module || !fname) return CUDA_ERROR_INVALID_VALUE;
+  void *img = NULL;
+  size_t n = 0;
+  CUresult r = read_image_file(fname, &img, &n);
+  if (r != CUDA_SUCCESS) return r;
+  r = module_load_image(module, img, NULL);
+  free(img);
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleUnload(CUmodule hmod) {
+  BEGIN();
+  if (!module_ok(hmod) || hmod->library) RET(CUDA_ERROR_INVALID_HANDLE);
+  module_release(c, hmod);
+  RET(CUDA_SUCCESS);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  /* CUDA's rule: CUDA_MODULE_LOADING=EAGER, else lazy (the default since
+   * 12.2).  rgpu loads a module at the call either way; the answer is
+   * what the program's own environment asked for. */
+  const char *env = getenv("CUDA_MODULE_LOADING");
+  *mode = env && strcmp(env, "EAGER") == 0 ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
+  return CUDA_SUCCESS;
+}
+
+/* Looks name up in m's functions already handed out; m->lock held. */
+static struct CUfunc_st *find_func_locked(struct CUmod_st *m, const char *name) {
+  for (size_t i = 0; i < m->nfuncs; i++)
+    if (strcmp(m->funcs[i]->name, name) == 0) return m->funcs[i];
+  return NULL;
+}
+
+/* The function `name` of module m: the handle handed out before, or a new
+ * one from MODULE_GET_FUNCTION (a round trip, no lock held). */
+static CUresult module_function(rgpu_client *c, struct CUmod_st *m, const char *name,
+                                struct CUfunc_st **out) {
+  CUresult r = module_live(m);
+  if (r != CUDA_SUCCESS) return r;
+  size_t nlen = strlen(name);
+  if (nlen == 0) return CUDA_ERROR_NOT_FOUND;
+  if (nlen > 4096) return CUDA_ERROR_INVALID_VALUE; /* no kernel name is that long */
+  rgpu_mutex_lock(&m->lock);
+  struct CUfunc_st *f = find_func_locked(m, name);
+  rgpu_mutex_unlock(&m->lock);
+  if (f) {
+    *out = f;
+    return CUDA_SUCCESS;
+  }
+  rgpu_msg_module_get_function_req q = {.module_id = m->id, .name = {name, nlen}};
+  rgpu_msg_module_get_function_rep rep;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply rr = {.payload = &pay}; /* rep's arrays point into pay */
+  rgpu_status rc = rgpu_call_module_get_function(c, m->device, 0, &q, &rep, &rr);
+  if (rc) {
+    rgpu_buf_free(&pay);
+    return rgpu_drv_reply_ret(c, rc);
+  }
+  f = calloc(1, sizeof *f);
+  uint32_t np = rep.param_offsets.count;
+  if (f) {
+    f->name = strdup(name);
+    f->layout.nparams = np;
+    f->layout.offsets = calloc(np ? np : 1, sizeof *f->layout.offsets);
+    f->layout.sizes = calloc(np ? np : 1, sizeof *f->layout.sizes);
+  }
+  r = CUDA_SUCCESS;
+  if (!f || !f->name || !f->layout.offsets || !f->layout.sizes) {
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (rep.param_sizes.count != np) {
+    RGPU_ERROR("malformed MODULE_GET_FUNCTION reply: %u offsets, %u sizes", np, rep.param_sizes.count);
+    r = CUDA_ERROR_UNKNOWN;
+  } else {
+    for (uint32_t i = 0; i < np; i++) {
+      f->layout.offsets[i] = rgpu_array_u32(&rep.param_offsets, i);
+      f->layout.sizes[i] = rgpu_array_u32(&rep.param_sizes, i);
+    }
+    if (rgpu_cudart_layout_finish(&f->layout)) r = CUDA_ERROR_INVALID_IMAGE;
+  }
+  rgpu_buf_free(&pay);
+  if (r == CUDA_SUCCESS) {
+    f->module = m;
+    f->index = rep.func_index;
+    f->max_dyn_shmem = -1;
+    f->magic = RGPU_DRV_FUNC_MAGIC;
+    rgpu_mutex_lock(&m->lock);
+    struct CUfunc_st *again = find_func_locked(m, name); /* another thread's, meanwhile */
+    if (!again && (m->magic != RGPU_DRV_MODULE_MAGIC ||
+                   RGPU_ARRAY_RESERVE(m->funcs, m->capfuncs, m->nfuncs + 1, 8)))
+      r = m->magic != RGPU_DRV_MODULE_MAGIC ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_OUT_OF_MEMORY;
+    else if (!again)
+      m->funcs[m->nfuncs++] = f;
+    rgpu_mutex_unlock(&m->lock);
+    if (again) {
+      f->magic = 0;
+      r = CUDA_SUCCESS;
+      *out = again;
+      goto drop;
+    }
+    if (r == CUDA_SUCCESS) {
+      *out = f;
+      return CUDA_SUCCESS;
+    }
+  }
+drop:
+  if (f) {
+    free(f->name);
+    free(f->layout.offsets);
+    free(f->layout.sizes);
+    free(f);
+  }
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+  BEGIN();
+  if (!hfunc || !name) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(hmod)) RET(CUDA_ERROR_INVALID_HANDLE);
+  struct CUfunc_st *f = NULL;
+  CUresult r = module_function(c, hmod, name, &f);
+  if (r == CUDA_SUCCESS) *hfunc = f;
+  RET(r);
+}
+
+/* MODULE_GET_GLOBAL: a round trip.  The address joins the client's range
+ * table, so runtime copies with cudaMemcpyDefault know it as device
+ * memory, like a registered __device__ variable. */
+static CUresult module_global(rgpu_client *c, struct CUmod_st *m, const char *name,
+                              CUdeviceptr *dptr, size_t *bytes) {
+  CUresult r = module_live(m);
+  if (r != CUDA_SUCCESS) return r;
+  size_t nlen = strlen(name);
+  if (nlen == 0) return CUDA_ERROR_NOT_FOUND;
+  if (nlen > 4096) return CUDA_ERROR_INVALID_VALUE;
+  rgpu_msg_module_get_global_req q = {.module_id = m->id, .name = {name, nlen}};
+  rgpu_msg_module_get_global_rep rep = {0};
+  rgpu_status rc = rgpu_call_module_get_global(c, m->device, 0, &q, &rep, NULL);
+  if (rc) return rgpu_drv_reply_ret(c, rc);
+  if (rep.dptr && rep.size) {
+    rgpu_range rg = {.base = rep.dptr, .size = rep.size, .device = m->device, .kind = RGPU_RANGE_SYMBOL};
+    rgpu_mutex_lock(&m->lock);
+    if (rgpu_range_add(rgpu_rt_device_ranges(), &rg) == 0 &&
+        RGPU_ARRAY_RESERVE(m->globals, m->capglobals, m->nglobals + 1, 8) == 0)
+      m->globals[m->nglobals++] = rep.dptr;
+    rgpu_mutex_unlock(&m->lock);
+  }
+  if (dptr) *dptr = (CUdeviceptr)rep.dptr;
+  if (bytes) *bytes = (size_t)rep.size;
+  return CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                       const char *name) {
+  BEGIN();
+  if (!name) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(hmod)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RET(module_global(c, hmod, name, dptr, bytes));
+}
+
+/* MODULE_FUNC_NAMES: the module's kernel names (a round trip).  *names
+ * points into pay (strings not NUL-terminated: copy with lengths). */
+static CUresult module_names(rgpu_client *c, struct CUmod_st *m, rgpu_buf *pay,
+                             rgpu_msg_module_func_names_rep *rep) {
+  CUresult r = module_live(m);
+  if (r != CUDA_SUCCESS) return r;
+  rgpu_msg_module_func_names_req q = {.module_id = m->id};
+  rgpu_client_reply rr = {.payload = pay};
+  rgpu_status rc = rgpu_call_module_func_names(c, m->device, 0, &q, rep, &rr);
+  return rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod) {
+  BEGIN();
+  if (!count) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(mod)) RET(CUDA_ERROR_INVALID_HANDLE);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  CUresult r = module_names(c, mod, &pay, &rep);
+  if (r == CUDA_SUCCESS) *count = rep.names.count;
+  rgpu_buf_free(&pay);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+                                             CUmodule mod) {
+  BEGIN();
+  if (!functions && numFunctions) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(mod)) RET(CUDA_ERROR_INVALID_HANDLE);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  CUresult r = module_names(c, mod, &pay, &rep);
+  rgpu_strlist_iter it;
+  rgpu_strlist_iter_init(&it, &rep.names);
+  const char *s;
+  size_t sl;
+  char name[4097];
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < numFunctions && rgpu_strlist_next(&it, &s, &sl); i++) {
+    struct CUfunc_st *f = NULL;
+    if (rgpu_str_copy(name, sizeof name, s, sl)) {
+      r = CUDA_ERROR_INVALID_VALUE;
+      break;
+    }
+    r = module_function(c, mod, name, &f);
+    if (r == CUDA_SUCCESS) functions[i] = f;
+  }
+  rgpu_buf_free(&pay);
+  RET(r);
+}
+
+/* ---- libraries and kernels ---------------------------------------------- */
+
+static int library_ok(const struct CUlib_st *l) {
+  return rgpu_drv_handle_plausible(l) && l->magic == RGPU_DRV_LIBRARY_MAGIC;
+}
+static int kernel_ok(const struct CUkern_st *k) {
+  return rgpu_drv_handle_plausible(k) && k->magic == RGPU_DRV_KERNEL_MAGIC;
+}
+
+/* The library's module on dev, loaded now if it is not yet (a round trip
+ * with the lock dropped; two threads racing keep the first, the second
+ * module is unloaded). */
+static CUresult library_module(rgpu_client *c, struct CUlib_st *l, int dev, struct CUmod_st **out) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+  rgpu_mutex_lock(&l->lock);
+  struct CUmod_st *m = l->mods[dev];
+  if (m && m->epoch != rgpu_rt_device_epoch(dev)) m = NULL; /* the device was reset */
+  void *image = l->image;
+  size_t size = l->size;
+  rgpu_mutex_unlock(&l->lock);
+  if (m) {
+    *out = m;
+    return CUDA_SUCCESS;
+  }
+  if (!image) return CUDA_ERROR_INVALID_HANDLE;
+  struct CUmod_st *nm = NULL;
+  CUresult r = module_new(c, dev, image, size, l, NULL, 0, &nm);
+  if (r != CUDA_SUCCESS) return r;
+  rgpu_mutex_lock(&l->lock);
+  struct CUmod_st *old = l->mods[dev];
+  int keep_old = old && old->epoch == rgpu_rt_device_epoch(dev);
+  if (!keep_old && l->magic == RGPU_DRV_LIBRARY_MAGIC) l->mods[dev] = nm;
+  int orphan = keep_old || l->magic != RGPU_DRV_LIBRARY_MAGIC;
+  rgpu_mutex_unlock(&l->lock);
+  if (orphan) {
+    module_release(c, nm);
+    if (!keep_old) return CUDA_ERROR_INVALID_HANDLE;
+    *out = old;
+    return CUDA_SUCCESS;
+  }
+  /* A module dropped by a reset stays a husk (the program may hold it). */
+  if (old) module_release(c, old);
+  *out = nm;
+  return CUDA_SUCCESS;
+}
+
+static CUresult library_load(CUlibrary *library, const void *code, size_t len,
+                             unsigned numJitOptions, CUjit_option *jitOptions, void **jitValues,
+                             unsigned numLibraryOptions, CUlibraryOption *libraryOptions,
+                             void **libraryOptionValues) {
+  jit_logs logs;
+  CUresult r = read_jit_options(numJitOptions, jitOptions, jitValues, &logs);
+  if (r != CUDA_SUCCESS) return r;
+  if (numLibraryOptions && (!libraryOptions || !libraryOptionValues)) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < numLibraryOptions; i++)
+    if ((unsigned)libraryOptions[i] >= CU_LIBRARY_NUM_OPTIONS) return CUDA_ERROR_INVALID_VALUE;
+  /* The image is always copied, so CU_LIBRARY_BINARY_IS_PRESERVED and the
+   * host tables of CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE change
+   * nothing here. */
+  BEGIN();
+  if (!library || !code) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!len && (r = image_size(code, &len)) != CUDA_SUCCESS) RET(r);
+  struct CUlib_st *l = calloc(1, sizeof *l);
+  void *copy = malloc(len + 1);
+  if (!l || !copy) {
+    free(l);
+    free(copy);
+    RET(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  memcpy(copy, code, len);
+  ((char *)copy)[len] = 0;
+  l->image = copy;
+  l->size = len;
+  rgpu_mutex_init(&l->lock);
+  l->magic = RGPU_DRV_LIBRARY_MAGIC;
+  /* Loaded on the current device now: a bad image is refused at the call,
+   * as CUDA does; other devices load it when they first use it. */
+  CUR_DEV(dev);
+  char why[256] = "";
+  struct CUmod_st *m = NULL;
+  r = module_new(c, dev, copy, len, l, why, sizeof why, &m);
+  write_jit_logs(&logs, r == CUDA_SUCCESS ? "" : why);
+  if (r != CUDA_SUCCESS) {
+    l->magic = 0;
+    free(copy);
+    free(l);
+    RET(r);
+  }
+  l->mods[dev] = m;
+  *library = l;
+  RET(CUDA_SUCCESS);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                    void **jitOptionsValues, unsigned int numJitOptions,
+                                    CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                    unsigned int numLibraryOptions) {
+  return library_load(library, code, 0, numJitOptions, jitOptions, jitOptionsValues,
+                      numLibraryOptions, libraryOptions, libraryOptionValues);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+                                        CUjit_option *jitOptions, void **jitOptionsValues,
+                                        unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                        void **libraryOptionValues, unsigned int numLibraryOptions) {
+  if (!library || !fileName) return CUDA_ERROR_INVALID_VALUE;
+  void *img = NULL;
+  size_t n = 0;
+  CUresult r = read_image_file(fileName, &img, &n);
+  if (r != CUDA_SUCCESS) return r;
+  /* PTX text is sent up to its NUL, like an image in memory. */
+  size_t len = 0;
+  r = image_size(img, &len);
+  if (r == CUDA_SUCCESS && len > n + 1) r = CUDA_ERROR_INVALID_IMAGE; /* header claims more than the file */
+  if (r == CUDA_SUCCESS)
+    r = library_load(library, img, len, numJitOptions, jitOptions, jitOptionsValues,
+                     numLibraryOptions, libraryOptions, libraryOptionValues);
+  free(img);
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryUnload(CUlibrary library) {
+  BEGIN();
+  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  struct CUmod_st *mods[RGPU_MAX_DEVICES];
+  rgpu_mutex_lock(&library->lock);
+  library->magic = RGPU_DRV_DEAD_MAGIC;
+  memcpy(mods, library->mods, sizeof mods);
+  memset(library->mods, 0, sizeof library->mods);
+  for (size_t i = 0; i < library->nkernels; i++) library->kernels[i]->magic = RGPU_DRV_DEAD_MAGIC;
+  free(library->image);
+  library->image = NULL;
+  rgpu_mutex_unlock(&library->lock);
+  for (int d = 0; d < RGPU_MAX_DEVICES; d++)
+    if (mods[d]) module_release(c, mods[d]);
+  RET(CUDA_SUCCESS);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryGetModule(CUmodule *pMod, CUlibrary library) {
+  BEGIN();
+  if (!pMod) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUR_DEV(dev);
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, library, dev, &m);
+  if (r == CUDA_SUCCESS) *pMod = m;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                                     const char *name) {
+  BEGIN();
+  if (!name) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUR_DEV(dev);
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, library, dev, &m);
+  if (r == CUDA_SUCCESS) r = module_global(c, m, name, dptr, bytes);
+  RET(r);
+}
+
+/* The kernel's function on dev (its library's module there). */
+static CUresult kernel_function(rgpu_client *c, struct CUkern_st *k, int dev, struct CUfunc_st **out) {
+  struct CUlib_st *l = k->library;
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, l, dev, &m);
+  if (r == CUDA_SUCCESS) r = module_function(c, m, k->name, out);
+  return r;
+}
+
+/* The library's kernel `name`: the handle made before, or a new one once
+ * the name is found in the library's module on dev (a round trip the
+ * first time). */
+static CUresult library_kernel(rgpu_client *c, struct CUlib_st *library, const char *name, int dev,
+                               struct CUkern_st **out) {
+  rgpu_mutex_lock(&library->lock);
+  struct CUkern_st *k = NULL;
+  for (size_t i = 0; i < library->nkernels; i++)
+    if (strcmp(library->kernels[i]->name, name) == 0) k = library->kernels[i];
+  rgpu_mutex_unlock(&library->lock);
+  if (k) {
+    *out = k;
+    return CUDA_SUCCESS;
+  }
+  struct CUkern_st probe = {.magic = RGPU_DRV_KERNEL_MAGIC, .library = library, .name = (char *)name};
+  struct CUfunc_st *f = NULL;
+  CUresult r = kernel_function(c, &probe, dev, &f);
+  if (r != CUDA_SUCCESS) return r;
+  k = calloc(1, sizeof *k);
+  char *nm = strdup(name);
+  if (!k || !nm) {
+    free(k);
+    free(nm);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  k->library = library;
+  k->name = nm;
+  k->magic = RGPU_DRV_KERNEL_MAGIC;
+  rgpu_mutex_lock(&library->lock);
+  struct CUkern_st *again = NULL;
+  for (size_t i = 0; i < library->nkernels; i++)
+    if (strcmp(library->kernels[i]->name, name) == 0) again = library->kernels[i];
+  if (!again && RGPU_ARRAY_RESERVE(library->kernels, library->capkernels, library->nkernels + 1, 8))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  else if (!again)
+    library->kernels[library->nkernels++] = k;
+  rgpu_mutex_unlock(&library->lock);
+  if (again || r != CUDA_SUCCESS) {
+    free(k->name);
+    free(k);
+    k = again;
+  }
+  if (k) *out = k;
+  return r;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
+  BEGIN();
+  if (!pKernel || !name) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  /* The name must exist: looked up in the module on the current device. */
+  CUR_DEV(dev);
+  struct CUkern_st *k = NULL;
+  CUresult r = library_kernel(c, library, name, dev, &k);
+  if (r == CUDA_SUCCESS) *pKernel = k;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) {
+  BEGIN();
+  if (!count) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(lib)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUR_DEV(dev);
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, lib, dev, &m);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  if (r == CUDA_SUCCESS) r = module_names(c, m, &pay, &rep);
+  if (r == CUDA_SUCCESS) *count = rep.names.count;
+  rgpu_buf_free(&pay);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
+                                                     CUlibrary lib) {
+  BEGIN();
+  if (!kernels && numKernels) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(lib)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUR_DEV(dev);
+  struct CUmod_st *m = NULL;
+  CUresult r = library_module(c, lib, dev, &m);
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  if (r == CUDA_SUCCESS) r = module_names(c, m, &pay, &rep);
+  if (r == CUDA_SUCCESS) {
+    rgpu_strlist_iter it;
+    rgpu_strlist_iter_init(&it, &rep.names);
+    const char *s;
+    size_t sl;
+    char name[4097];
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < numKernels && rgpu_strlist_next(&it, &s, &sl); i++) {
+      struct CUkern_st *k = NULL;
+      if (rgpu_str_copy(name, sizeof name, s, sl)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        break;
+      }
+      r = library_kernel(c, lib, name, dev, &k);
+      if (r == CUDA_SUCCESS) kernels[i] = k;
+    }
+  }
+  rgpu_buf_free(&pay);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel) {
+  if (!pLib) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernel_ok(kernel)) return CUDA_ERROR_INVALID_HANDLE;
+  *pLib = kernel->library;
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out) {
+  if (!rgpu_drv_handle_plausible(f)) return CUDA_ERROR_INVALID_HANDLE;
+  uint32_t magic = f->magic;
+  if (magic == RGPU_DRV_FUNC_MAGIC) {
+    CUresult r = module_live(f->module);
+    if (r != CUDA_SUCCESS) return r;
+    *out = f;
+    return CUDA_SUCCESS;
+  }
+  if (magic == RGPU_DRV_KERNEL_MAGIC) {
+    if (dev < 0) {
+      CUresult r = current_device(&dev);
+      if (r != CUDA_SUCCESS) return r;
+    }
+    return kernel_function(c, (struct CUkern_st *)f, dev, out);
+  }
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
+  BEGIN();
+  if (!pFunc) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  struct CUfunc_st *f = NULL;
+  CUR_DEV(dev);
+  CUresult r = kernel_function(c, kernel, dev, &f);
+  if (r == CUDA_SUCCESS) *pFunc = f;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetName(const char **name, CUkernel hfunc) {
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernel_ok(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  *name = hfunc->name;
+  return CUDA_SUCCESS;
+}
+
+/* ---- function attributes ------------------------------------------------ */
+
+enum { NATTRS = CU_FUNC_ATTRIBUTE_MAX < 64 ? CU_FUNC_ATTRIBUTE_MAX : 64 };
+
+CUresult rgpu_drv_func_attrs(rgpu_client *c, struct CUfunc_st *f, const int32_t **attrs) {
+  if (!__atomic_load_n(&f->attrs_valid, __ATOMIC_ACQUIRE)) {
+    rgpu_msg_func_get_attrs_req q = {.module_id = f->module->id, .func_index = f->index};
+    rgpu_msg_func_get_attrs_rep rep;
+    rgpu_buf pay;
+    rgpu_buf_init(&pay);
+    rgpu_client_reply rr = {.payload = &pay};
+    rgpu_status rc = rgpu_call_func_get_attrs(c, f->module->device, 0, &q, &rep, &rr);
+    if (rc) {
+      rgpu_buf_free(&pay);
+      return rgpu_drv_reply_ret(c, rc);
+    }
+    /* Two threads may both fetch: they store the same values.  Values
+     * cuFuncSetAttribute sent earlier are in the answer already
+     * (FUNC_SET_ATTR went ahead of this request on the wire). */
+    for (uint32_t i = 0; i < NATTRS; i++)
+      f->attrs[i] = i < rep.attrs.count ? rgpu_array_i32(&rep.attrs, i) : 0;
+    rgpu_buf_free(&pay);
+    __atomic_store_n(&f->attrs_valid, 1, __ATOMIC_RELEASE);
+  }
+  *attrs = f->attrs;
+  return CUDA_SUCCESS;
+}
+
+/* The function an attribute call names: a CUfunction, or a CUkernel on
+ * device dev. */
+static CUresult attr_func(rgpu_client *c, CUfunction hfunc, int dev, struct CUfunc_st **f) {
+  return rgpu_drv_resolve_func(c, hfunc, dev, f);
+}
+
+static CUresult func_get_attribute(rgpu_client *c, int *pi, CUfunction_attribute attrib,
+                                   CUfunction hfunc, int dev) {
+  if (!pi || (int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  struct CUfunc_st *f = NULL;
+  CUresult r = attr_func(c, hfunc, dev, &f);
+  if (r != CUDA_SUCCESS) return r;
+  const int32_t *a = NULL;
+  if ((r = rgpu_drv_func_attrs(c, f, &a)) != CUDA_SUCCESS) return r;
+  *pi = (int)attrib < NATTRS ? a[attrib] : 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult func_set_attribute(rgpu_client *c, CUfunction hfunc, CUfunction_attribute attrib,
+                                   int value, int dev) {
+  struct CUfunc_st *f = NULL;
+  CUresult r = attr_func(c, hfunc, dev, &f);
+  if (r != CUDA_SUCCESS) return r;
+  int fdev = f->module->device;
+  rgpu_rt_device *d;
+  cudaError_t e = rgpu_rt_device_get(c, fdev, &d);
+  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
+  switch (attrib) {
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: {
+    const int32_t *a = NULL;
+    if ((r = rgpu_drv_func_attrs(c, f, &a)) != CUDA_SUCCESS) return r;
+    /* The opt-in limit less what the kernel declares statically. */
+    size_t optin = d->prop.sharedMemPerBlockOptin ? d->prop.sharedMemPerBlockOptin
+                                                  : d->prop.sharedMemPerBlock;
+    long limit = (long)optin - a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+    if (value < 0 || value > limit) return CUDA_ERROR_INVALID_VALUE;
+    __atomic_store_n(&f->max_dyn_shmem, value, __ATOMIC_RELAXED);
+    f->attrs[attrib] = value;
+    break;
+  }
+  case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;
+    f->attrs[attrib] = value;
+    break;
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+  case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+  case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+  case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    /* Cluster settings exist only where the device launches clusters. */
+    if (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH >= d->nattrs || !d->attrs[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH])
+      return CUDA_ERROR_NOT_SUPPORTED;
+    break;
+  default:
+    /* The other attributes are the kernel's own, read-only. */
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  /* Queued: the server's function gets it before the next launch, which
+   * follows it on the wire; a refusal comes back as an async error. */
+  rgpu_msg_func_set_attr_req q = {.module_id = f->module->id, .func_index = f->index,
+                                  .attr = (int32_t)attrib, .value = value};
+  rgpu_status rc = rgpu_call_func_set_attr(c, fdev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  return rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  BEGIN();
+  RET(func_get_attribute(c, pi, attrib, hfunc, -1));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  BEGIN();
+  RET(func_set_attribute(c, hfunc, attrib, value, -1));
+}
+
+/* A CUdevice from the program: an ordinal of the server's devices. */
+static CUresult check_device(rgpu_client *c, CUdevice dev) {
+  int n = 0;
+  cudaError_t e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
+  return dev >= 0 && dev < n && dev < RGPU_MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
+                                       CUdevice dev) {
+  BEGIN();
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUresult r = check_device(c, dev);
+  if (r == CUDA_SUCCESS) r = func_get_attribute(c, pi, attrib, (CUfunction)kernel, dev);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+                                       CUdevice dev) {
+  BEGIN();
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUresult r = check_device(c, dev);
+  if (r == CUDA_SUCCESS) r = func_set_attribute(c, (CUfunction)kernel, attrib, val, dev);
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
+  BEGIN();
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, hfunc, -1, &f);
+  /* A preference the driver may ignore (CUDA says so); the split of L1
+   * and shared memory changes no result, so it is accepted and kept
+   * nowhere. */
+  if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) r = CUDA_ERROR_INVALID_VALUE;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncGetName(const char **name, CUfunction hfunc) {
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  if (!rgpu_drv_handle_plausible(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  if (hfunc->magic == RGPU_DRV_KERNEL_MAGIC) {
+    *name = ((struct CUkern_st *)hfunc)->name;
+    return CUDA_SUCCESS;
+  }
+  if (hfunc->magic != RGPU_DRV_FUNC_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  *name = hfunc->name;
+  return CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                     size_t *paramSize) {
+  BEGIN();
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, func, -1, &f);
+  if (r == CUDA_SUCCESS && paramIndex >= f->layout.nparams) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    if (paramOffset) *paramOffset = f->layout.offsets[paramIndex];
+    if (paramSize) *paramSize = f->layout.sizes[paramIndex];
+  }
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc) {
+  BEGIN();
+  if (!hmod) RET(CUDA_ERROR_INVALID_VALUE);
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, hfunc, -1, &f);
+  if (r == CUDA_SUCCESS) *hmod = f->module;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex,
+                                               size_t *paramOffset, size_t *paramSize) {
+  BEGIN();
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, -1, &f);
+  if (r == CUDA_SUCCESS && paramIndex >= f->layout.nparams) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    if (paramOffset) *paramOffset = f->layout.offsets[paramIndex];
+    if (paramSize) *paramSize = f->layout.sizes[paramIndex];
+  }
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
+  BEGIN();
+  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  CUresult r = check_device(c, dev);
+  /* A preference, as for cuFuncSetCacheConfig: checked, changes nothing. */
+  if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) r = CUDA_ERROR_INVALID_VALUE;
+  RET(r);
+}
+
+/* A function rgpu hands out is loaded on the server already (MODULE_LOAD
+ * and MODULE_GET_FUNCTION ran before the handle existed). */
+RGPU_DRV CUresult rgpu_drv_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function) {
+  BEGIN();
+  if (!state) RET(CUDA_ERROR_INVALID_VALUE);
+  struct CUfunc_st *f = NULL;
+  CUresult r = rgpu_drv_resolve_func(c, function, -1, &f);
+  if (r == CUDA_SUCCESS) *state = CU_FUNCTION_LOADING_STATE_LOADED;
+  RET(r);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuFuncLoad(CUfunction function) {
+  BEGIN();
+  struct CUfunc_st *f = NULL;
+  RET(rgpu_drv_resolve_func(c, function, -1, &f));
+}
