@@ -44,6 +44,18 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
     rgpu_drv_from_rt(rt_);                                                                   \
   })
 
+/* Start of a driver call that works in the current context
+ * (rgpu_drv_ctx_enter); without one the call fails here, counting itself
+ * (no runtime code ran to count it). */
+#define RGPU_DRV_ENTER_CTX()                                                                 \
+  do {                                                                                       \
+    CUresult r_ = rgpu_drv_ctx_enter(NULL);                                                  \
+    if (r_ != CUDA_SUCCESS) {                                                                \
+      rgpu_rt_count_call();                                                                  \
+      return r_;                                                                             \
+    }                                                                                        \
+  } while (0)
+
 /* Start of a driver call that does not go through runtime code: counts it,
  * checks cuInit ran (CUDA_ERROR_NOT_INITIALIZED otherwise), connects, and
  * returns the sticky error if there is one.  *out may be NULL when the
