@@ -31,9 +31,10 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
 
 /* Runs runtime code `expr` (a cudaError_t expression: a public cudart
  * function or an internal one) for a driver call and returns its CUresult,
- * leaving the thread's runtime last error (and its primary-context binding)
- * as they were.  The runtime function counts the call for RGPU_STATS; the
- * driver function then does not. */
+ * leaving the thread's runtime last error as it was; marked as a driver
+ * call, so the runtime code binds no primary context and marks no device
+ * used.  The runtime function counts the call for RGPU_STATS; the driver
+ * function then does not. */
 #define RGPU_DRV_RT(expr)                                                                    \
   __extension__({                                                                            \
     cudaError_t saved_ = rgpu_rt_last_error_get();                                           \
