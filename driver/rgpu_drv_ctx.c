@@ -349,11 +349,7 @@ RGPU_DRV CUresult rgpu_drv_cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
 }
 
 RGPU_DRV CUresult rgpu_drv_cuCtxSynchronize(void) {
-  CUresult r = rgpu_drv_ctx_enter(NULL);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaDeviceSynchronize());
 }
 
@@ -409,13 +405,9 @@ RGPU_DRV CUresult rgpu_drv_cuCtxSetFlags(unsigned int flags) {
 }
 
 RGPU_DRV CUresult rgpu_drv_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
-  CUresult r = rgpu_drv_ctx_enter(NULL);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  RGPU_DRV_ENTER_CTX();
   int least = 0, greatest = 0;
-  r = RGPU_DRV_RT(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CUresult r = RGPU_DRV_RT(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   if (r == CUDA_SUCCESS) {
     if (leastPriority) *leastPriority = least;
     if (greatestPriority) *greatestPriority = greatest;
@@ -424,38 +416,22 @@ RGPU_DRV CUresult rgpu_drv_cuCtxGetStreamPriorityRange(int *leastPriority, int *
 }
 
 RGPU_DRV CUresult rgpu_drv_cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
-  CUresult r = rgpu_drv_ctx_enter(NULL);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  RGPU_DRV_ENTER_CTX();
   /* CUlimit and cudaLimit share their values. */
   return RGPU_DRV_RT(cudaDeviceGetLimit(pvalue, (enum cudaLimit)limit));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuCtxSetLimit(CUlimit limit, size_t value) {
-  CUresult r = rgpu_drv_ctx_enter(NULL);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaDeviceSetLimit((enum cudaLimit)limit, value));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuCtxGetCacheConfig(CUfunc_cache *pconfig) {
-  CUresult r = rgpu_drv_ctx_enter(NULL);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaDeviceGetCacheConfig((enum cudaFuncCache *)pconfig));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuCtxSetCacheConfig(CUfunc_cache config) {
-  CUresult r = rgpu_drv_ctx_enter(NULL);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaDeviceSetCacheConfig((enum cudaFuncCache)config));
 }

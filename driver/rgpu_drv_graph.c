@@ -8,33 +8,24 @@
 
 #include "rgpu_drv_internal.h"
 
-#define ENTER_CTX()                                                                          \
-  do {                                                                                       \
-    CUresult r_ = rgpu_drv_ctx_enter(NULL);                                                  \
-    if (r_ != CUDA_SUCCESS) {                                                                \
-      rgpu_rt_count_call();                                                                  \
-      return r_;                                                                             \
-    }                                                                                        \
-  } while (0)
-
 RGPU_DRV CUresult rgpu_drv_cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphCreate(phGraph, flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphDestroy(CUgraph hGraph) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphDestroy(hGraph));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphClone(phGraphClone, originalGraph));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                        unsigned long long flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphInstantiateWithFlags(phGraphExec, hGraph, flags));
 }
 
@@ -57,50 +48,50 @@ RGPU_DRV CUresult rgpu_drv_cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph 
  * field (flags, upload stream, error node, result). */
 RGPU_DRV CUresult rgpu_drv_cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                         CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphInstantiateWithParams(phGraphExec, hGraph, (cudaGraphInstantiateParams *)p));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec,
                                                              CUgraph hGraph,
                                                              CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphInstantiateWithParams_ptsz(phGraphExec, hGraph,
                                                          (cudaGraphInstantiateParams *)p));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphExecGetFlags(hGraphExec, (unsigned long long *)flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphLaunch(hGraphExec, hStream));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphLaunch_ptsz(hGraphExec, hStream));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphUpload(hGraphExec, hStream));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphUpload_ptsz(hGraphExec, hStream));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphExecDestroy(CUgraphExec hGraphExec) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphExecDestroy(hGraphExec));
 }
 
 /* CUgraphExecUpdateResultInfo is cudaGraphExecUpdateResultInfo. */
 RGPU_DRV CUresult rgpu_drv_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
                                                 CUgraphExecUpdateResultInfo *resultInfo) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphExecUpdate(hGraphExec, hGraph, (cudaGraphExecUpdateResultInfo *)resultInfo));
 }
@@ -116,19 +107,19 @@ RGPU_DRV CUresult rgpu_drv_cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGr
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphGetNodes(hGraph, nodes, numNodes));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes,
                                                size_t *numRootNodes) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphGetRootNodes(hGraph, rootNodes, numRootNodes));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
                                               CUgraphEdgeData *edgeData, size_t *numEdges) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphGetEdges(hGraph, from, to, (cudaGraphEdgeData *)edgeData, numEdges));
 }
@@ -138,20 +129,20 @@ RGPU_DRV CUresult rgpu_drv_cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CU
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* CU_GRAPH_NODE_TYPE_* are the cudaGraphNodeType* values. */
   return RGPU_DRV_RT(cudaGraphNodeGetType(hNode, (enum cudaGraphNodeType *)type));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphDestroyNode(CUgraphNode hNode) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphDestroyNode(hNode));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                const CUgraphNode *dependencies,
                                                size_t numDependencies) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphAddEmptyNode(phGraphNode, hGraph, dependencies, numDependencies));
 }
 
@@ -160,14 +151,14 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph 
                                               const CUgraphNode *dependencies,
                                               size_t numDependencies,
                                               const CUDA_HOST_NODE_PARAMS *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphAddHostNode(phGraphNode, hGraph, dependencies, numDependencies,
                                           (const struct cudaHostNodeParams *)nodeParams));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphHostNodeGetParams(CUgraphNode hNode,
                                                     CUDA_HOST_NODE_PARAMS *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphHostNodeGetParams(hNode, (struct cudaHostNodeParams *)nodeParams));
 }
@@ -175,7 +166,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphHostNodeGetParams(CUgraphNode hNode,
 RGPU_DRV CUresult rgpu_drv_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                      const CUgraphNode *dependencies,
                                                      size_t numDependencies, CUevent event) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphAddEventRecordNode(phGraphNode, hGraph, dependencies, numDependencies, event));
 }
@@ -183,7 +174,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, C
 RGPU_DRV CUresult rgpu_drv_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                    const CUgraphNode *dependencies,
                                                    size_t numDependencies, CUevent event) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphAddEventWaitNode(phGraphNode, hGraph, dependencies, numDependencies, event));
 }
@@ -191,7 +182,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUg
 RGPU_DRV CUresult rgpu_drv_cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                     const CUgraphNode *dependencies,
                                                     size_t numDependencies, CUgraph childGraph) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphAddChildGraphNode(phGraphNode, hGraph, dependencies,
                                                 numDependencies, childGraph));
 }
@@ -200,7 +191,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddDependencies_v2(CUgraph hGraph, const CUgra
                                                      const CUgraphNode *to,
                                                      const CUgraphEdgeData *edgeData,
                                                      size_t numDependencies) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphAddDependencies(hGraph, from, to,
                                               (const cudaGraphEdgeData *)edgeData,
                                               numDependencies));
@@ -218,7 +209,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgrap
                                                 size_t numDependencies,
                                                 const CUDA_MEMSET_NODE_PARAMS *memsetParams,
                                                 CUcontext ctx) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_CONTEXT;
@@ -229,7 +220,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgrap
 
 RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeGetParams(CUgraphNode hNode,
                                                       CUDA_MEMSET_NODE_PARAMS *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphMemsetNodeGetParams(hNode, (struct cudaMemsetParams *)nodeParams));
 }
@@ -239,7 +230,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeGetParams(CUgraphNode hNode,
 RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *deps,
                                                          CUgraphEdgeData *edgeData,
                                                          size_t *numDependencies) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphNodeGetDependencies(hNode, deps, (cudaGraphEdgeData *)edgeData,
                                                   numDependencies));
 }
@@ -251,7 +242,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraph
 RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *nodes,
                                                            CUgraphEdgeData *edgeData,
                                                            size_t *numDependentNodes) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphNodeGetDependentNodes(hNode, nodes, (cudaGraphEdgeData *)edgeData,
                                                     numDependentNodes));
 }
@@ -264,7 +255,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphRemoveDependencies_v2(CUgraph hGraph, const CU
                                                         const CUgraphNode *to,
                                                         const CUgraphEdgeData *edgeData,
                                                         size_t numDependencies) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphRemoveDependencies(hGraph, from, to,
                                                  (const cudaGraphEdgeData *)edgeData,
                                                  numDependencies));
@@ -277,21 +268,21 @@ RGPU_DRV CUresult rgpu_drv_cuGraphRemoveDependencies(CUgraph hGraph, const CUgra
 
 RGPU_DRV CUresult rgpu_drv_cuGraphHostNodeSetParams(CUgraphNode hNode,
                                                     const CUDA_HOST_NODE_PARAMS *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphHostNodeSetParams(hNode, (const struct cudaHostNodeParams *)nodeParams));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                         const CUDA_HOST_NODE_PARAMS *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphExecHostNodeSetParams(
       hGraphExec, hNode, (const struct cudaHostNodeParams *)nodeParams));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphMemsetNodeSetParams(CUgraphNode hNode,
                                                       const CUDA_MEMSET_NODE_PARAMS *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaGraphMemsetNodeSetParams(hNode, (const struct cudaMemsetParams *)nodeParams));
 }
@@ -300,7 +291,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec
                                                           CUgraphNode hNode,
                                                           const CUDA_MEMSET_NODE_PARAMS *p,
                                                           CUcontext ctx) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_CONTEXT;
@@ -311,41 +302,41 @@ RGPU_DRV CUresult rgpu_drv_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec
 
 RGPU_DRV CUresult rgpu_drv_cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                  unsigned int isEnabled) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphNodeSetEnabled(hGraphExec, hNode, isEnabled));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                  unsigned int *isEnabled) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphNodeGetEnabled(hGraphExec, hNode, isEnabled));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphEventRecordNodeGetEvent(hNode, event_out));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphEventRecordNodeSetEvent(hNode, event));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphEventWaitNodeGetEvent(hNode, event_out));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphEventWaitNodeSetEvent(hNode, event));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphChildGraphNodeGetGraph(hNode, phGraph));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
                                                 unsigned int flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphDebugDotPrint(hGraph, path, flags));
 }
 
@@ -396,7 +387,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgrap
                                                 const CUgraphNode *dependencies,
                                                 size_t numDependencies,
                                                 const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   struct cudaMemcpy3DParms rp;
   CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
                                                                : to_runtime_3d(copyParams, &rp);
@@ -409,7 +400,7 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgrap
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!nodeParams) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;

@@ -31,9 +31,10 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
 
 /* Runs runtime code `expr` (a cudaError_t expression: a public cudart
  * function or an internal one) for a driver call and returns its CUresult,
- * leaving the thread's runtime last error (and its primary-context binding)
- * as they were.  The runtime function counts the call for RGPU_STATS; the
- * driver function then does not. */
+ * leaving the thread's runtime last error as it was; marked as a driver
+ * call, so the runtime code binds no primary context and marks no device
+ * used.  The runtime function counts the call for RGPU_STATS; the driver
+ * function then does not. */
 #define RGPU_DRV_RT(expr)                                                                    \
   __extension__({                                                                            \
     cudaError_t saved_ = rgpu_rt_last_error_get();                                           \
@@ -43,6 +44,18 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
     rgpu_rt_last_error_set(saved_);                                                          \
     rgpu_drv_from_rt(rt_);                                                                   \
   })
+
+/* Start of a driver call that works in the current context
+ * (rgpu_drv_ctx_enter); without one the call fails here, counting itself
+ * (no runtime code ran to count it). */
+#define RGPU_DRV_ENTER_CTX()                                                                 \
+  do {                                                                                       \
+    CUresult r_ = rgpu_drv_ctx_enter(NULL);                                                  \
+    if (r_ != CUDA_SUCCESS) {                                                                \
+      rgpu_rt_count_call();                                                                  \
+      return r_;                                                                             \
+    }                                                                                        \
+  } while (0)
 
 /* Start of a driver call that does not go through runtime code: counts it,
  * checks cuInit ran (CUDA_ERROR_NOT_INITIALIZED otherwise), connects, and

@@ -13,21 +13,10 @@
 
 #define DPTR(p) ((void *)(uintptr_t)(p))
 
-/* Every function here works in the current context: without one it fails
- * (and counts the call itself, since no runtime code ran). */
-#define ENTER_CTX()                                                                          \
-  do {                                                                                       \
-    CUresult r_ = rgpu_drv_ctx_enter(NULL);                                                  \
-    if (r_ != CUDA_SUCCESS) {                                                                \
-      rgpu_rt_count_call();                                                                  \
-      return r_;                                                                             \
-    }                                                                                        \
-  } while (0)
-
 /* ---- allocation ------------------------------------------------------------- */
 
 RGPU_DRV CUresult rgpu_drv_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* The driver refuses a 0-byte allocation (the runtime returns NULL). */
   if (!dptr || bytesize == 0) {
     rgpu_rt_count_call();
@@ -42,7 +31,7 @@ RGPU_DRV CUresult rgpu_drv_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 RGPU_DRV CUresult rgpu_drv_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
                                               size_t WidthInBytes, size_t Height,
                                               unsigned int ElementSizeBytes) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
       (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)) {
     rgpu_rt_count_call();
@@ -55,36 +44,36 @@ RGPU_DRV CUresult rgpu_drv_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemFree_v2(CUdeviceptr dptr) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* Memory from cuMemAllocAsync may be freed here too (the runtime's
    * cudaFree tells them apart). */
   return RGPU_DRV_RT(cudaFree(DPTR(dptr)));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemAllocHost_v2(void **pp, size_t bytesize) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaHostAlloc(pp, bytesize, cudaHostAllocDefault));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* CU_MEMHOSTALLOC_* are the cudaHostAlloc* values. */
   return RGPU_DRV_RT(cudaHostAlloc(pp, bytesize, Flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemFreeHost(void *p) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaFreeHost(p));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemHostGetFlags(unsigned int *pFlags, void *p) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaHostGetFlags(pFlags, p));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p,
                                                         unsigned int Flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!pdptr) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
@@ -96,24 +85,24 @@ RGPU_DRV CUresult rgpu_drv_cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaHostRegister(p, bytesize, Flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemHostUnregister(void *p) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaHostUnregister(p));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemGetInfo_v2(size_t *free, size_t *total) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemGetInfo(free, total));
 }
 
 /* ---- stream-ordered allocation ------------------------------------------------ */
 
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!dptr || bytesize == 0) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
@@ -135,7 +124,7 @@ RGPU_DRV CUresult rgpu_drv_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
 
 static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                 CUstream hStream, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!dptr || bytesize == 0) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
@@ -157,11 +146,11 @@ RGPU_DRV CUresult rgpu_drv_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaFreeAsync(DPTR(dptr), hStream));
 }
 RGPU_DRV CUresult rgpu_drv_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaFreeAsync_ptsz(DPTR(dptr), hStream));
 }
 
@@ -188,7 +177,7 @@ RGPU_DRV CUresult rgpu_drv_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) 
  * async the stream-ordered form. */
 static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                      CUstream s, int pt, int async) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (async)
     return pt ? RGPU_DRV_RT(cudaMemcpyAsync_ptsz(dst, src, n, kind, s))
               : RGPU_DRV_RT(cudaMemcpyAsync(dst, src, n, kind, s));
@@ -271,7 +260,7 @@ RGPU_DRV CUresult rgpu_drv_cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, 
  * for the synchronous forms).  A 1D memset is one row. */
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned es,
                           size_t width, size_t height, CUstream s, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   rgpu_client *c;
   CUresult r = rgpu_drv_enter(&c);
   if (r != CUDA_SUCCESS) return r;
@@ -365,7 +354,7 @@ static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr devic
 }
 
 static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream s, int pt, int async) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!p) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
@@ -534,41 +523,41 @@ RGPU_DRV CUresult rgpu_drv_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolCreate(pool, (const struct cudaMemPoolProps *)poolProps));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolDestroy(CUmemoryPool pool) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolDestroy(pool));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                                  void *value) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolSetAttribute(pool, (enum cudaMemPoolAttr)attr, value));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                                  void *value) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolGetAttribute(pool, (enum cudaMemPoolAttr)attr, value));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolTrimTo(pool, minBytesToKeep));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
                                               size_t count) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolSetAccess(pool, (const struct cudaMemAccessDesc *)map, count));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
                                               CUmemLocation *location) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaMemPoolGetAccess((enum cudaMemAccessFlags *)flags, memPool,
                                           (struct cudaMemLocation *)location));
 }

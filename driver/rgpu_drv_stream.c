@@ -6,16 +6,6 @@
  * CU_STREAM_PER_THREAD are cudaStreamLegacy and cudaStreamPerThread. */
 #include "rgpu_drv_internal.h"
 
-/* Works in the current context; without one, fails (counting the call). */
-#define ENTER_CTX()                                                                          \
-  do {                                                                                       \
-    CUresult r_ = rgpu_drv_ctx_enter(NULL);                                                  \
-    if (r_ != CUDA_SUCCESS) {                                                                \
-      rgpu_rt_count_call();                                                                  \
-      return r_;                                                                             \
-    }                                                                                        \
-  } while (0)
-
 /* The plain and the _ptsz driver function of one runtime call: pt selects
  * the runtime's per-thread form. */
 #define RT_PAIR(pt, plain, ptsz) ((pt) ? RGPU_DRV_RT(ptsz) : RGPU_DRV_RT(plain))
@@ -23,19 +13,19 @@
 /* ---- streams ------------------------------------------------------------------ */
 
 RGPU_DRV CUresult rgpu_drv_cuStreamCreate(CUstream *phStream, unsigned int Flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* CU_STREAM_NON_BLOCKING is cudaStreamNonBlocking. */
   return RGPU_DRV_RT(cudaStreamCreateWithFlags(phStream, Flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags,
                                                       int priority) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamCreateWithPriority(phStream, flags, priority));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuStreamDestroy_v2(CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamDestroy(hStream));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamDestroy(CUstream hStream) {
@@ -43,7 +33,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamDestroy(CUstream hStream) {
 }
 
 static CUresult stream_sync(CUstream s, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RT_PAIR(pt, cudaStreamSynchronize(s), cudaStreamSynchronize_ptsz(s));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, 0); }
@@ -52,7 +42,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamSynchronize_ptsz(CUstream hStream) {
 }
 
 static CUresult stream_query(CUstream s, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* cudaErrorNotReady maps to CUDA_ERROR_NOT_READY. */
   return RT_PAIR(pt, cudaStreamQuery(s), cudaStreamQuery_ptsz(s));
 }
@@ -60,7 +50,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamQuery(CUstream hStream) { return stream_query
 RGPU_DRV CUresult rgpu_drv_cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, 1); }
 
 static CUresult stream_wait_event(CUstream s, CUevent e, unsigned flags, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RT_PAIR(pt, cudaStreamWaitEvent(s, e, flags), cudaStreamWaitEvent_ptsz(s, e, flags));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
@@ -75,7 +65,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEve
  * type (CUresult / cudaError_t, both int-sized enums, and the status
  * passed is always success), so the runtime calls the driver's callback. */
 static CUresult add_callback(CUstream s, CUstreamCallback cb, void *user, unsigned flags, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   cudaStreamCallback_t rcb = (cudaStreamCallback_t)(void (*)(void))cb;
   return RT_PAIR(pt, cudaStreamAddCallback(s, rcb, user, flags),
                  cudaStreamAddCallback_ptsz(s, rcb, user, flags));
@@ -90,7 +80,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCa
 }
 
 static CUresult host_func(CUstream s, CUhostFn fn, void *user, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RT_PAIR(pt, cudaLaunchHostFunc(s, fn, user), cudaLaunchHostFunc_ptsz(s, fn, user));
 }
 RGPU_DRV CUresult rgpu_drv_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
@@ -103,27 +93,27 @@ RGPU_DRV CUresult rgpu_drv_cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, 
 /* ---- stream queries ------------------------------------------------------------- */
 
 RGPU_DRV CUresult rgpu_drv_cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetFlags(hStream, flags));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetFlags_ptsz(hStream, flags));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamGetPriority(CUstream hStream, int *priority) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetPriority(hStream, priority));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamGetPriority_ptsz(CUstream hStream, int *priority) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetPriority_ptsz(hStream, priority));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamGetDevice(CUstream hStream, CUdevice *device) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetDevice(hStream, device));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetDevice_ptsz(hStream, device));
 }
 
@@ -131,7 +121,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *de
  * device (it made the stream, or shares its server context), else the
  * device's primary context. */
 static CUresult stream_ctx(CUstream s, CUcontext *pctx, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   if (!pctx) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
@@ -164,7 +154,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *p
 /* A stream's id: rgpu's wire id, unique in the process (the per-thread
  * default stream has its own; the legacy stream is 0). */
 static CUresult stream_id(CUstream s, unsigned long long *id, int pt) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   rgpu_client *c;
   CUresult r = rgpu_drv_enter(&c);
   if (r != CUDA_SUCCESS) return r;
@@ -186,11 +176,11 @@ RGPU_DRV CUresult rgpu_drv_cuStreamGetId_ptsz(CUstream hStream, unsigned long lo
 /* ---- stream capture --------------------------------------------------------------- */
 
 RGPU_DRV CUresult rgpu_drv_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamBeginCapture(hStream, (enum cudaStreamCaptureMode)mode));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamBeginCapture_ptsz(hStream, (enum cudaStreamCaptureMode)mode));
 }
 /* The 10.0 form: global capture mode. */
@@ -202,23 +192,23 @@ RGPU_DRV CUresult rgpu_drv_cuStreamBeginCapture_ptsz(CUstream hStream) {
 }
 
 RGPU_DRV CUresult rgpu_drv_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamEndCapture(hStream, phGraph));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamEndCapture_ptsz(hStream, phGraph));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuStreamIsCapturing(CUstream hStream,
                                                CUstreamCaptureStatus *captureStatus) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaStreamIsCapturing(hStream, (enum cudaStreamCaptureStatus *)captureStatus));
 }
 RGPU_DRV CUresult rgpu_drv_cuStreamIsCapturing_ptsz(CUstream hStream,
                                                     CUstreamCaptureStatus *captureStatus) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(
       cudaStreamIsCapturing_ptsz(hStream, (enum cudaStreamCaptureStatus *)captureStatus));
 }
@@ -228,7 +218,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamGetCaptureInfo_v3(
     CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
     CUgraph *graph_out, const CUgraphNode **dependencies_out,
     const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetCaptureInfo(
       hStream, (enum cudaStreamCaptureStatus *)captureStatus_out,
       (unsigned long long *)id_out, graph_out, dependencies_out,
@@ -238,7 +228,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamGetCaptureInfo_v3_ptsz(
     CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
     CUgraph *graph_out, const CUgraphNode **dependencies_out,
     const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamGetCaptureInfo_ptsz(
       hStream, (enum cudaStreamCaptureStatus *)captureStatus_out,
       (unsigned long long *)id_out, graph_out, dependencies_out,
@@ -265,49 +255,49 @@ RGPU_DRV CUresult rgpu_drv_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode
 /* ---- events ------------------------------------------------------------------------- */
 
 RGPU_DRV CUresult rgpu_drv_cuEventCreate(CUevent *phEvent, unsigned int Flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   /* CU_EVENT_* are the cudaEvent* flag values. */
   return RGPU_DRV_RT(cudaEventCreateWithFlags(phEvent, Flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuEventDestroy_v2(CUevent hEvent) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventDestroy(hEvent));
 }
 RGPU_DRV CUresult rgpu_drv_cuEventDestroy(CUevent hEvent) { return rgpu_drv_cuEventDestroy_v2(hEvent); }
 
 RGPU_DRV CUresult rgpu_drv_cuEventRecord(CUevent hEvent, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventRecord(hEvent, hStream));
 }
 RGPU_DRV CUresult rgpu_drv_cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventRecord_ptsz(hEvent, hStream));
 }
 RGPU_DRV CUresult rgpu_drv_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
                                                   unsigned int flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventRecordWithFlags(hEvent, hStream, flags));
 }
 RGPU_DRV CUresult rgpu_drv_cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
                                                        unsigned int flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventRecordWithFlags_ptsz(hEvent, hStream, flags));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuEventSynchronize(CUevent hEvent) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventSynchronize(hEvent));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuEventQuery(CUevent hEvent) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventQuery(hEvent));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart,
                                                  CUevent hEnd) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaEventElapsedTime(pMilliseconds, hStart, hEnd));
 }
 RGPU_DRV CUresult rgpu_drv_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
@@ -337,7 +327,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamGetCaptureInfo_v2_ptsz(
 RGPU_DRV CUresult rgpu_drv_cuStreamUpdateCaptureDependencies_v2(
     CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,
     size_t numDependencies, unsigned int flags) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamUpdateCaptureDependencies(
       hStream, dependencies, (const cudaGraphEdgeData *)dependencyData, numDependencies, flags));
 }
@@ -367,7 +357,7 @@ RGPU_DRV CUresult rgpu_drv_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph
                                                        const CUgraphEdgeData *dependencyData,
                                                        size_t numDependencies,
                                                        CUstreamCaptureMode mode) {
-  ENTER_CTX();
+  RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaStreamBeginCaptureToGraph(
       hStream, hGraph, dependencies, (const cudaGraphEdgeData *)dependencyData, numDependencies,
       (enum cudaStreamCaptureMode)mode));
