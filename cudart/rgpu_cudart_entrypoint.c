@@ -24,6 +24,9 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, unsigned int 
                                                   symbol, (int)cudaVersion, per_thread, &status);
   if (driverStatus) *driverStatus = (enum cudaDriverEntryPointQueryResult)status;
   *funcPtr = e ? rgpu_drv_proc_fn(e) : NULL;
+  /* As the driver's cuGetProcAddress_v2: with a status to read, a missing
+   * name is a successful query that says so. */
+  if (!e && driverStatus) return cudaSuccess;
   return e ? cudaSuccess : rgpu_rt_ret(cudaErrorSymbolNotFound);
 }
 

@@ -42,8 +42,13 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
   const rgpu_proc_entry *e =
       rgpu_drv_proc_lookup(rgpu_drv_proc_table, rgpu_drv_proc_table_len, symbol, cudaVersion,
                            (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, &status);
+  /* A name that is not there (or not at that version) is a successful
+   * query whose status says so, when the caller asked for the status: the
+   * H200's driver returns CUDA_SUCCESS for cuGetProcAddress_v2 of an
+   * unknown name (measured; drv_basic).  Without a status to read (the v1
+   * call) the code is all the caller has: CUDA_ERROR_NOT_FOUND. */
   if (symbolStatus) *symbolStatus = (CUdriverProcAddressQueryResult)status;
-  if (!e) return CUDA_ERROR_NOT_FOUND;
+  if (!e) return symbolStatus ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
   *pfn = rgpu_drv_proc_fn(e);
   return CUDA_SUCCESS;
 }

@@ -44,7 +44,7 @@ static CUresult take_name(rgpu_worker *w, const rgpu_bytes *b, char *name, const
 
 CUresult rgpu_h_module_get_function(rgpu_req *rq, const rgpu_msg_module_get_function_req *q) {
   rgpu_worker *w = rq->w;
-  rgpu_module_rec *m;
+  rgpu_module_rec *m = NULL;
   CUresult r = lookup_module(w, q->module_id, &m);
   if (r) return r;
   char name[NAME_CAP];
@@ -94,7 +94,7 @@ CUresult rgpu_h_module_get_function(rgpu_req *rq, const rgpu_msg_module_get_func
 
 CUresult rgpu_h_module_get_global(rgpu_req *rq, const rgpu_msg_module_get_global_req *q) {
   rgpu_worker *w = rq->w;
-  rgpu_module_rec *m;
+  rgpu_module_rec *m = NULL;
   CUresult r = lookup_module(w, q->module_id, &m);
   if (r) return r;
   char name[NAME_CAP];
@@ -129,7 +129,7 @@ CUresult rgpu_h_module_get_global(rgpu_req *rq, const rgpu_msg_module_get_global
 
 CUresult rgpu_h_module_func_names(rgpu_req *rq, const rgpu_msg_module_func_names_req *q) {
   rgpu_worker *w = rq->w;
-  rgpu_module_rec *m;
+  rgpu_module_rec *m = NULL;
   CUresult r = lookup_module(w, q->module_id, &m);
   if (r) return r;
   if (!D->cuModuleGetFunctionCount || !D->cuModuleEnumerateFunctions || !D->cuFuncGetName)
