@@ -1791,7 +1791,13 @@ static int run_warp(worker *W, warp *w, int widx) {
             default: j = minlane | (int)(bval & ~segmask); ok = j <= maxlane; break;
           }
           if (!ok) j = lane;
-          tmp[l] = (uint32_t)A[j];
+          /* A source lane that does not execute this shfl (inactive,
+           * exited, guarded off, or beyond the block's last thread in a
+           * partial warp) gives 0, as the hardware does, never its stale
+           * register: the ISA leaves the value undefined, and reductions
+           * such as the samples' reduce7 (second stage under a ballot mask,
+           * blocks smaller than a warp) add it in. */
+          tmp[l] = (m >> j) & 1 ? (uint32_t)A[j] : 0;
           pv |= (uint32_t)ok << l;
         });
         uint64_t *D = DREG(I->d[0]);

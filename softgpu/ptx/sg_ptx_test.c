@@ -988,6 +988,36 @@ static void test_warp_sync_converges(void **state) {
 
 /* wmma: an identity A times B is B (row-major A from global, column-major
  * B, f32 accumulator stored row-major); a warp of 16 threads cannot run it. */
+/* A shfl whose source lane does not execute it (inactive after a branch,
+ * or beyond the last thread of a partial warp) reads 0, as on hardware,
+ * not the lane's stale register: the samples' reduce7 adds such values in
+ * its second stage (mask from __ballot_sync) and in blocks smaller than a
+ * warp, and was off by the stale partial sums. */
+static void test_shfl_inactive_source(void **state) {
+  static const char *body =
+      "mov.u32 %r1, %laneid; mad.lo.u32 %r2, %r1, 10, 1;\n"
+      "shfl.sync.down.b32 %r3|%p1, %r2, 16, 0x1f, -1; selp.u32 %r4, 1, 0, %p1;\n"
+      "mov.u32 %r5, 7777;\n"
+      "setp.ge.u32 %p2, %r1, 8; @%p2 bra OUT;\n"
+      "shfl.sync.down.b32 %r5, %r2, 4, 0x1f, 0xff;\n"
+      "OUT: mul.wide.u32 %rd2, %r1, 16; add.s64 %rd3, %rd0, %rd2;\n"
+      "st.v4.u32 [%rd3], {%r3, %r4, %r5, %r2};\n";
+  for (unsigned threads = 32; threads >= 20; threads -= 12) {
+    snip s;
+    snip_init(&s);
+    RUN_OK(&s, body, threads);
+    for (unsigned l = 0; l < threads; l++) {
+      const uint32_t *o = s.o32 + l * 4;
+      /* in range (pval true) whether or not the source lane exists */
+      assert_int_equal(o[1], l + 16 < 32);
+      assert_int_equal(o[0], l + 16 < threads ? (l + 16) * 10 + 1 : l + 16 < 32 ? 0 : l * 10 + 1);
+      assert_int_equal(o[2], l >= 8 ? 7777 : l + 4 < 8 ? (l + 4) * 10 + 1 : 0);
+    }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
 static void test_wmma(void **state) {
   static const char *body =
       "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
@@ -1296,6 +1326,7 @@ int main(void) {
     cmocka_unit_test(test_memory_spaces),
     cmocka_unit_test(test_atomics),
     cmocka_unit_test(test_shfl_vote),
+    cmocka_unit_test(test_shfl_inactive_source),
     cmocka_unit_test(test_bar_red),
     cmocka_unit_test(test_f16_ops),
     cmocka_unit_test(test_half_conversion_rounding),
