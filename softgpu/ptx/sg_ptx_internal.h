@@ -55,7 +55,7 @@ typedef enum {
   SG_OP_SHFL, SG_OP_VOTE, SG_OP_MATCH, SG_OP_ACTIVEMASK, SG_OP_VPRINTF,
   SG_OP_TRAP, SG_OP_ADDC, SG_OP_LOP3, SG_OP_CVT_PACK, SG_OP_SHF, SG_OP_MADC, SG_OP_BMSK, SG_OP_SZEXT, SG_OP_REDUX,
   SG_OP_NANOSLEEP, SG_OP_WARPSYNC,
-  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE,
+  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE, SG_OP_MMA, SG_OP_LDMATRIX,
   SG_OP_COUNT
 } sg_opcode;
 
@@ -98,6 +98,13 @@ enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER, SG_TIMER_CLOC
 #define SG_WMMA_REGS (4 * SG_WMMA_FRAG)
 enum { SG_WMMA_A = 0, SG_WMMA_B, SG_WMMA_C };
 
+/* mma.sync (sg_ptx_mma.c): fragments in the wregs table like wmma's (slots
+ * D, A, B, C); mod = shape, type = D's type, type2 = C's, mod2 = A's,
+ * space = B's (tf32 is carried as SG_T_F32), SG_F_SAT = .satfinite.
+ * ldmatrix: vec = matrices (1, 2, 4) in d[0..3], mod2 bit 0 = .trans, the
+ * row addresses in base (+off) of lanes 0..8*vec-1. */
+enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16 };
+
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */
 #define SG_F_FTZ 0x02
@@ -126,6 +133,15 @@ typedef struct {
   uint32_t aux;   /* branch target pc, call-info index */
   int64_t off;    /* address offset */
 } sg_insn;
+
+/* mma.sync and ldmatrix (sg_ptx_mma.c), shapes as above. */
+void sg_mma_dims(int shape, unsigned *m, unsigned *n, unsigned *k);
+/* Runs one warp's mma on the lane-major register file R (regs[reg*32+lane]);
+ * to_half rounds an f32 result to f16 (round to nearest even). */
+void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (*to_half)(double));
+/* Hands ldmatrix's rows (rows[matrix][row][col], 16-bit elements) to the
+ * lanes' destination registers in the ISA's fragment layout. */
+void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *R);
 
 typedef struct {
   uint32_t off, size;

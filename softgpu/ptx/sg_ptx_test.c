@@ -842,10 +842,12 @@ static void test_predefined_identifiers(void **state) {
       "wmma.load.a.sync.aligned.row.m8n32k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m8n32k16.global.f16'"));
-  const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<5>;\n"
-      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r3}, {%f1, %f2, %f3, %f4};\nret;\n}\n";
+  /* m8n8k4 (four quad-pair products per warp) is not emulated */
+  const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n"
+      "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, {%r1, %r2}, {%r3, %r4}, "
+      "{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(mma, strlen(mma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync"));
+  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync.aligned.m8n8k4"));
   const char *mov8 = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\n"
       "mov.b64 %rd1, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8};\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(mov8, strlen(mov8), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
@@ -1012,6 +1014,197 @@ static void test_shfl_inactive_source(void **state) {
       assert_int_equal(o[1], l + 16 < 32);
       assert_int_equal(o[0], l + 16 < threads ? (l + 16) * 10 + 1 : l + 16 < 32 ? 0 : l * 10 + 1);
       assert_int_equal(o[2], l >= 8 ? 7777 : l + 4 < 8 ? (l + 4) * 10 + 1 : 0);
+    }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
+/* mma.sync fragments as the PTX ISA's "Matrix Fragments for mma.mMnNkK"
+ * sections define them, transcribed separately from sg_ptx_mma.c: each
+ * lane's registers are packed on the host from whole matrices, the kernel
+ * runs one mma per warp and every lane's D registers are checked. */
+enum { MT_F16, MT_BF16, MT_TF32, MT_S8, MT_F32, MT_S32 };
+typedef struct {
+  const char *ptx;  /* shape.row.col.dtype.atype.btype.ctype */
+  unsigned m, n, k;
+  int at, ct, dt;
+} mma_case;
+
+static unsigned mt_bits(int t) { return t == MT_F16 || t == MT_BF16 ? 16 : t == MT_S8 ? 8 : 32; }
+
+/* (row, col) of element i of lane's A (which 0), B (1) or C/D (2). */
+static void isa_coord(const mma_case *c, int which, unsigned lane, unsigned i, unsigned *r, unsigned *col) {
+  unsigned g = lane / 4, t = lane % 4;
+  if (which == 2) { *r = i < 2 ? g : g + 8; *col = t * 2 + (i & 1); return; }
+  if (c->k == 16 && c->at == MT_S8) {
+    if (which == 0) { *r = i < 4 ? g : g + 8; *col = t * 4 + (i & 3); }
+    else { *r = t * 4 + i; *col = g; }
+  } else if (c->k == 16) {
+    if (which == 0) { *r = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8; *col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0); }
+    else { *r = t * 2 + (i & 1) + (i >= 2 ? 8 : 0); *col = g; }
+  } else if (c->k == 8 && c->at == MT_TF32) {
+    if (which == 0) { *r = (i == 0 || i == 2) ? g : g + 8; *col = i < 2 ? t : t + 4; }
+    else { *r = i == 0 ? t : t + 4; *col = g; }
+  } else if (c->k == 8) {
+    if (which == 0) { *r = i < 2 ? g : g + 8; *col = t * 2 + (i & 1); }
+    else { *r = t * 2 + i; *col = g; }
+  } else { /* m16n8k4 tf32 */
+    if (which == 0) { *r = i == 0 ? g : g + 8; *col = t; }
+    else { *r = t; *col = g; }
+  }
+}
+
+static uint32_t mt_encode(int t, float v) {
+  switch (t) {
+    case MT_F16: return sg_double_to_half(v);
+    case MT_BF16: return fbits(v) >> 16; /* the test values are exact in bf16 */
+    case MT_S8: return (uint32_t)(int32_t)v & 0xff;
+    case MT_S32: return (uint32_t)(int32_t)v;
+    default: return fbits(v);
+  }
+}
+
+static void run_mma_case(const mma_case *c) {
+  float A[16][16], B[16][8], C[16][8];
+  for (unsigned r = 0; r < c->m; r++)
+    for (unsigned k = 0; k < c->k; k++) A[r][k] = (float)((int)((r * 7 + k * 3) % 9) - 4);
+  for (unsigned k = 0; k < c->k; k++)
+    for (unsigned n = 0; n < c->n; n++) B[k][n] = (float)((int)((k * 5 + n * 11) % 7) - 3);
+  for (unsigned r = 0; r < c->m; r++)
+    for (unsigned n = 0; n < c->n; n++) C[r][n] = (float)(r * 8 + n) - 50;
+  int bt = c->at;
+  unsigned na = c->m * c->k / 32, nb = c->k * c->n / 32, nc = c->m * c->n / 32;
+  unsigned ra = na * mt_bits(c->at) / 32, rb = nb * mt_bits(bt) / 32, rc = nc * mt_bits(c->ct) / 32, rd = nc * mt_bits(c->dt) / 32;
+  snip s;
+  snip_init(&s);
+  uint32_t *in = s.inh;
+  /* lane l's words: A in 0..3, B in 4..5, C in 6..9 (16 words per lane) */
+  for (unsigned l = 0; l < 32; l++) {
+    uint32_t *w = in + l * 16;
+    memset(w, 0, 64);
+    unsigned r, col;
+    for (unsigned i = 0; i < na; i++) {
+      isa_coord(c, 0, l, i, &r, &col);
+      unsigned per = 32 / mt_bits(c->at);
+      w[i / per] |= mt_encode(c->at, A[r][col]) << (mt_bits(c->at) * (i % per));
+    }
+    for (unsigned i = 0; i < nb; i++) {
+      isa_coord(c, 1, l, i, &r, &col);
+      unsigned per = 32 / mt_bits(bt);
+      w[4 + i / per] |= mt_encode(bt, B[r][col]) << (mt_bits(bt) * (i % per));
+    }
+    for (unsigned i = 0; i < nc; i++) {
+      isa_coord(c, 2, l, i, &r, &col);
+      unsigned per = 32 / mt_bits(c->ct);
+      w[6 + i / per] |= mt_encode(c->ct, C[r][col]) << (mt_bits(c->ct) * (i % per));
+    }
+  }
+  char regs[4][96];
+  const unsigned nr[4] = {rd, ra, rb, rc}, first[4] = {11, 1, 5, 7};
+  for (int o = 0; o < 4; o++) {
+    size_t at = 0;
+    at += (size_t)snprintf(regs[o] + at, sizeof regs[o] - at, "{");
+    for (unsigned i = 0; i < nr[o]; i++) at += (size_t)snprintf(regs[o] + at, sizeof regs[o] - at, "%s%%r%u", i ? ", " : "", first[o] + i);
+    snprintf(regs[o] + at, sizeof regs[o] - at, "}");
+  }
+  char body[1024];
+  snprintf(body, sizeof body,
+           "mov.u32 %%r30, %%laneid; mul.wide.u32 %%rd2, %%r30, 64; add.s64 %%rd3, %%rd1, %%rd2;\n"
+           "ld.global.v4.u32 {%%r1, %%r2, %%r3, %%r4}, [%%rd3]; ld.global.v2.u32 {%%r5, %%r6}, [%%rd3+16];\n"
+           "ld.global.v2.u32 {%%r7, %%r8}, [%%rd3+24]; ld.global.v2.u32 {%%r9, %%r10}, [%%rd3+32];\n"
+           "mov.u32 %%r11, 0; mov.u32 %%r12, 0; mov.u32 %%r13, 0; mov.u32 %%r14, 0;\n"
+           "mma.sync.aligned.%s %s, %s, %s, %s;\n"
+           "mul.wide.u32 %%rd4, %%r30, 16; add.s64 %%rd5, %%rd0, %%rd4;\n"
+           "st.global.v4.u32 [%%rd5], {%%r11, %%r12, %%r13, %%r14};\n",
+           c->ptx, regs[0], regs[1], regs[2], regs[3]);
+  RUN_OK(&s, body, 32);
+  for (unsigned l = 0; l < 32; l++)
+    for (unsigned i = 0; i < nc; i++) {
+      unsigned r, col;
+      isa_coord(c, 2, l, i, &r, &col);
+      double want = C[r][col];
+      for (unsigned k = 0; k < c->k; k++) want += (double)A[r][k] * B[k][col];
+      unsigned per = 32 / mt_bits(c->dt);
+      uint32_t got = s.o32[l * 4 + i / per] >> (mt_bits(c->dt) * (i % per));
+      if (mt_bits(c->dt) == 16) got &= 0xffff;
+      if (got != mt_encode(c->dt, (float)want)) fail_msg("%s: lane %u element %u (row %u col %u): got 0x%x want %g", c->ptx, l, i, r, col, got, want);
+    }
+  snip_done(&s);
+}
+
+static void test_mma_sync(void **state) {
+  static const mma_case cases[] = {
+      {"m16n8k16.row.col.f32.f16.f16.f32", 16, 8, 16, MT_F16, MT_F32, MT_F32},
+      {"m16n8k16.row.col.f16.f16.f16.f16", 16, 8, 16, MT_F16, MT_F16, MT_F16},
+      {"m16n8k16.row.col.f32.f16.f16.f16", 16, 8, 16, MT_F16, MT_F16, MT_F32},
+      {"m16n8k16.row.col.f32.bf16.bf16.f32", 16, 8, 16, MT_BF16, MT_F32, MT_F32},
+      {"m16n8k8.row.col.f32.f16.f16.f32", 16, 8, 8, MT_F16, MT_F32, MT_F32},
+      {"m16n8k8.row.col.f32.bf16.bf16.f32", 16, 8, 8, MT_BF16, MT_F32, MT_F32},
+      {"m16n8k8.row.col.f32.tf32.tf32.f32", 16, 8, 8, MT_TF32, MT_F32, MT_F32},
+      {"m16n8k4.row.col.f32.tf32.tf32.f32", 16, 8, 4, MT_TF32, MT_F32, MT_F32},
+      {"m16n8k16.row.col.s32.s8.s8.s32", 16, 8, 16, MT_S8, MT_S32, MT_S32},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_mma_case(&cases[i]);
+
+  /* tf32 inputs: the low 13 mantissa bits of the f32 register are ignored
+   * (1 + 2^-11 + 2^-12 counts as 1); a lane missing faults */
+  snip s;
+  snip_init(&s);
+  static const char *tf32 =
+      "mov.b32 %r1, 0x3f800c00; mov.b32 %r2, 0x40000000;\n"
+      "mov.f32 %f1, 0f00000000;\n"
+      "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%f2, %f3, %f4, %f5}, {%r1, %r1}, {%r2}, {%f1, %f1, %f1, %f1};\n"
+      "mov.u32 %r30, %laneid; mul.wide.u32 %rd4, %r30, 16; add.s64 %rd5, %rd0, %rd4;\n"
+      "st.global.v4.f32 [%rd5], {%f2, %f3, %f4, %f5};\n";
+  RUN_OK(&s, tf32, 32);
+  for (unsigned i = 0; i < 128; i++) assert_true(s.of[i] == 8.0f); /* 4 * (1 * 2) */
+  snip_done(&s);
+  snip_init(&s);
+  assert_int_equal(snip_run_cfg(&s, tf32, 1, 24, 0), CUDA_ERROR_ILLEGAL_INSTRUCTION);
+  assert_non_null(strstr(s.fault.message, "mma.sync needs all 32 lanes"));
+  snip_done(&s);
+  (void)state;
+}
+
+/* ldmatrix: lane 8q + r names row r of matrix q; lane l receives elements
+ * (l/4, 2(l%4)) and (l/4, 2(l%4)+1) of each matrix, or of its transpose. */
+static void test_ldmatrix(void **state) {
+  static const char *fmt =
+      ".shared .align 16 .b16 sm[256];\n"
+      "mov.u32 %%r30, %%laneid; mul.wide.u32 %%rd2, %%r30, 2; add.s64 %%rd3, %%rd1, %%rd2;\n"
+      "mov.u32 %%r31, sm; mov.u32 %%r29, %%r30;\n"
+      "CP: mul.wide.u32 %%rd2, %%r29, 2; add.s64 %%rd3, %%rd1, %%rd2; ld.global.u16 %%h1, [%%rd3];\n"
+      "shl.b32 %%r28, %%r29, 1; add.u32 %%r27, %%r31, %%r28; st.shared.u16 [%%r27], %%h1;\n"
+      "add.u32 %%r29, %%r29, 32; setp.lt.u32 %%p1, %%r29, 256; @%%p1 bra CP;\n"
+      "bar.warp.sync -1;\n"
+      /* row address of lane l: matrix l/8, row l%%8 (16 bytes each) */
+      "shl.b32 %%r26, %%r30, 4; add.u32 %%r25, %%r31, %%r26;\n"
+      "ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%r1, %%r2, %%r3, %%r4}, [%%r25];\n"
+      "ldmatrix.sync.aligned.m8n8.x2%s.shared.b16 {%%r5, %%r6}, [%%r25];\n"
+      "ldmatrix.sync.aligned.x1.m8n8%s.shared.b16 {%%r7}, [%%r25];\n"
+      "mul.wide.u32 %%rd4, %%r30, 32; add.s64 %%rd5, %%rd0, %%rd4;\n"
+      "st.global.v4.u32 [%%rd5], {%%r1, %%r2, %%r3, %%r4}; st.global.v4.u32 [%%rd5+16], {%%r5, %%r6, %%r7, %%r7};\n";
+  for (int trans = 0; trans < 2; trans++) {
+    snip s;
+    snip_init(&s);
+    uint16_t *in = s.inh;
+    for (unsigned e = 0; e < 256; e++) in[e] = (uint16_t)(e * 3 + 1); /* matrix e/64, row (e/8)%8, col e%8 */
+    char body[2048];
+    const char *t = trans ? ".trans" : "";
+    snprintf(body, sizeof body, fmt, t, t, t);
+    RUN_OK(&s, body, 32);
+    for (unsigned l = 0; l < 32; l++) {
+      const uint32_t *o = s.o32 + l * 8;
+      unsigned r = l / 4, c = 2 * (l % 4);
+      const unsigned nq[7] = {0, 1, 2, 3, 0, 1, 0};
+      for (unsigned k = 0; k < 7; k++) {
+        unsigned q = nq[k];
+        unsigned e0 = trans ? q * 64 + c * 8 + r : q * 64 + r * 8 + c;
+        unsigned e1 = trans ? q * 64 + (c + 1) * 8 + r : e0 + 1;
+        uint32_t want = (uint32_t)in[e0] | ((uint32_t)in[e1] << 16);
+        if (o[k] != want) fail_msg("ldmatrix%s: lane %u register %u: got 0x%x want 0x%x", t, l, k, o[k], want);
+      }
     }
     snip_done(&s);
   }
@@ -1341,6 +1534,8 @@ int main(void) {
     cmocka_unit_test(test_nanosleep_yields),
     cmocka_unit_test(test_warp_sync_converges),
     cmocka_unit_test(test_wmma),
+    cmocka_unit_test(test_mma_sync),
+    cmocka_unit_test(test_ldmatrix),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
