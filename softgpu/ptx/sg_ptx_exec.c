@@ -1898,6 +1898,27 @@ static int run_warp(worker *W, warp *w, int widx) {
         }
         if (wmma_exec(W, w, widx, I)) { rc = -1; goto out; }
         break;
+      case SG_OP_CP_ASYNC: {
+        /* copied at once: see decode_cp_async */
+        const uint64_t *Dst = REG(I->base), *Src = REG(I->s[0]), *Soff = REG(I->s[2]);
+        const uint64_t *Ssz = I->s[1] != SG_NOREG ? REG(I->s[1]) : NULL;
+        uint32_t ignore = I->s[3] != SG_NOREG ? PRED(I->s[3]) : 0;
+        if (I->flags & SG_F_CNEG) ignore = ~ignore;
+        unsigned sz = I->mod;
+        LANES({
+          uint64_t da = Dst[l] + (uint64_t)I->off, sa = Src[l] + Soff[l];
+          uint64_t n = (ignore >> l) & 1 ? 0 : Ssz ? (uint32_t)Ssz[l] : sz;
+          if (n > sz) n = sz; /* src-size above cp-size is undefined: copy cp-size */
+          if ((da | sa) & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, (da & (sz - 1)) ? da : sa, sz);
+          uint8_t *dp = xlate(W, w, l, SG_SP_SHARED, da, sz);
+          if (!dp) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, da, sz);
+          const uint8_t *sp = n ? xlate(W, w, l, SG_SP_GLOBAL, sa, (unsigned)n) : NULL;
+          if (n && !sp) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, sa, (unsigned)n);
+          if (n) memmove(dp, sp, n);
+          memset(dp + n, 0, sz - n); /* the bytes past src-size are zero-filled */
+        });
+        break;
+      }
       case SG_OP_MMA:
       case SG_OP_LDMATRIX:
         /* .sync.aligned: every lane of the warp executes it together, and

@@ -1317,6 +1317,75 @@ static int decode_ldmatrix(parser *P, const token *optok, opnd *ops, int nops, s
   return 0;
 }
 
+/* cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::NB}
+ * [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}, and the
+ * group operations commit_group / wait_group N / wait_all.  The copy is
+ * done when the instruction executes: completing before the wait is one of
+ * the orders the asynchronous copy allows (a program that reads the
+ * destination before waiting races), so the group operations are no-ops.
+ * dst is base/off (shared), src s[0] + constant s[2], src-size s[1],
+ * ignore-src predicate s[3], cp-size in mod. */
+static int decode_cp_async(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = opcode_words(optok, words);
+  if (nw == 3 && !strcmp(words[2], "commit_group")) {
+    if (need_ops(P, optok, nops, 0)) return -1;
+    I->op = SG_OP_NOP;
+    return 0;
+  }
+  if (nw == 3 && !strcmp(words[2], "wait_all")) {
+    if (need_ops(P, optok, nops, 0)) return -1;
+    I->op = SG_OP_NOP;
+    return 0;
+  }
+  if (nw == 3 && !strcmp(words[2], "wait_group")) {
+    if (need_ops(P, optok, nops, 1)) return -1;
+    if (ops[0].kind != PO_IMM) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async.wait_group takes an integer constant"); return -1; }
+    I->op = SG_OP_NOP;
+    return 0;
+  }
+  int cg = 0, ca = 0, shared = 0, global = 0, hint = 0;
+  for (int i = 2; i < nw; i++) {
+    const char *x = words[i];
+    if (!strcmp(x, "ca")) ca = 1;
+    else if (!strcmp(x, "cg")) cg = 1;
+    else if (!strcmp(x, "shared") || !strcmp(x, "shared::cta")) shared = 1;
+    else if (!strcmp(x, "global")) global = 1;
+    else if (!strcmp(x, "L2::cache_hint")) hint = 1;
+    else if (!strcmp(x, "L2::64B") || !strcmp(x, "L2::128B") || !strcmp(x, "L2::256B")) continue;
+    else return unsupported(P, optok);
+  }
+  if (ca + cg != 1 || !shared || !global) return unsupported(P, optok);
+  int n = nops - hint; /* the cache policy (last operand) is only a hint */
+  if (n < 3 || n > 4) return need_ops(P, optok, nops, 3 + hint);
+  int kparam;
+  if (set_address(P, I, &ops[0], &kparam)) return -1;
+  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async into a parameter"); return -1; }
+  const opnd *src = &ops[1];
+  if (src->kind != PO_ADDR) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async: expected a source address [..]"); return -1; }
+  if (src->base_kind == PO_REG) I->s[0] = src->reg;
+  else if (src->base_kind == PO_IMM) I->s[0] = SG_K_ZERO;
+  else if (src->s->kind == SYM_GLOBAL) I->s[0] = SG_KBIT | P->m->globals[src->s->a].kidx;
+  else { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async: the source must be global memory"); return -1; }
+  I->s[2] = kconst(P, (uint64_t)src->off);
+  if (ops[2].kind != PO_IMM || (ops[2].imm != 4 && ops[2].imm != 8 && ops[2].imm != 16) || (cg && ops[2].imm != 16)) {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async: cp-size must be 4, 8 or 16 (16 for .cg)");
+    return -1;
+  }
+  I->mod = (uint8_t)ops[2].imm;
+  if (n == 4) {
+    if (ops[3].kind == PO_REG && (ops[3].reg & SG_PBIT)) {
+      I->s[3] = pred_index(P, &ops[3]);
+      if (ops[3].neg) I->flags |= SG_F_CNEG;
+    } else {
+      I->s[1] = src_index(P, &ops[3], SG_T_U32);
+    }
+  }
+  I->op = SG_OP_CP_ASYNC;
+  I->space = SG_SP_SHARED;
+  return P->failed ? -1 : 0;
+}
+
 static int decode_insn(parser *P, uint32_t guard, int gneg) {
   token *optok = next(P);
   opinfo oi;
@@ -1367,6 +1436,9 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   if (!strcmp(b, "wmma")) return decode_wmma(P, optok, ops, nops, I);
   if (!strcmp(b, "mma")) return decode_mma(P, optok, ops, nops, I);
   if (!strcmp(b, "ldmatrix")) return decode_ldmatrix(P, optok, ops, nops, I);
+  if (!strcmp(b, "cp") && optok->len > 9 && !memcmp(optok->p, "cp.async.", 9) &&
+      memcmp(optok->p, "cp.async.bulk", 13) != 0 && memcmp(optok->p, "cp.async.mbarrier", 17) != 0)
+    return decode_cp_async(P, optok, ops, nops, I);
 
   /* ---- simple arithmetic: op d, a, b [, c] */
   static const struct { const char *n; int op; int nsrc; } arith[] = {

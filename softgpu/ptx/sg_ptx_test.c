@@ -1211,6 +1211,54 @@ static void test_ldmatrix(void **state) {
   (void)state;
 }
 
+/* cp.async: 4/8/16-byte copies global -> shared, src-size zero fill,
+ * ignore-src, groups; then the shared buffer is copied out. */
+static void test_cp_async(void **state) {
+  static const char *body =
+      ".shared .align 16 .b8 buf[1024];\n"
+      "mov.u32 %r1, %tid.x; mov.u32 %r2, buf;\n"
+      "shl.b32 %r3, %r1, 4; add.u32 %r4, %r2, %r3;\n"           /* dst = buf + 16*tid */
+      "cvt.u64.u32 %rd2, %r3; add.s64 %rd3, %rd1, %rd2;\n"       /* src = in + 16*tid */
+      "cvta.to.global.u64 %rd3, %rd3;\n"
+      "and.b32 %r5, %r1, 3;\n"
+      "setp.eq.u32 %p1, %r5, 0; @%p1 cp.async.cg.shared.global.L2::128B [%r4], [%rd3], 16;\n"
+      "setp.eq.u32 %p2, %r5, 1; @%p2 cp.async.ca.shared.global [%r4+8], [%rd3+8], 8;\n"
+      "setp.eq.u32 %p3, %r5, 2; mov.u32 %r6, 3;\n"
+      "@%p3 cp.async.ca.shared.global [%r4+4], [%rd3+4], 4, %r6;\n" /* 3 bytes + 1 zero */
+      "setp.eq.u32 %p4, %r5, 3; setp.lt.u32 %p5, %r1, 32;\n"
+      "@%p4 cp.async.cg.shared.global [%r4], [%rd3], 16, %p5;\n"    /* ignore-src: 16 zeros below tid 32 */
+      "cp.async.commit_group; cp.async.wait_group 0; cp.async.wait_all;\n"
+      "bar.sync 0;\n"
+      "ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [%r4];\n"
+      "add.s64 %rd4, %rd0, %rd2; st.global.v4.u32 [%rd4], {%r10, %r11, %r12, %r13};\n";
+  snip s;
+  snip_init(&s);
+  uint8_t *in = s.inh;
+  for (unsigned i = 0; i < 1024; i++) in[i] = (uint8_t)(i * 7 + 1);
+  RUN_OK(&s, body, 64);
+  const uint8_t *o = (const uint8_t *)s.o32;
+  for (unsigned t = 0; t < 64; t++)
+    for (unsigned b = 0; b < 16; b++) {
+      unsigned i = t * 16 + b;
+      uint8_t want;
+      switch (t & 3) {
+        case 0: want = in[i]; break;
+        case 1: want = b >= 8 ? in[i] : 0; break;
+        case 2: want = b >= 4 && b < 7 ? in[i] : 0; break;
+        default: want = t < 32 ? 0 : in[i]; break;
+      }
+      if (o[i] != want) fail_msg("thread %u byte %u: got %u want %u", t, b, o[i], want);
+    }
+  snip_done(&s);
+  /* a misaligned source faults */
+  snip_init(&s);
+  int rc = snip_run_cfg(&s, ".shared .align 16 .b8 buf[64];\nmov.u32 %r2, buf;\n"
+                            "cp.async.cg.shared.global [%r2], [%rd1+4], 16;\n", 1, 1, 0);
+  assert_int_equal(rc, CUDA_ERROR_MISALIGNED_ADDRESS);
+  snip_done(&s);
+  (void)state;
+}
+
 static void test_wmma(void **state) {
   static const char *body =
       "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
@@ -1536,6 +1584,7 @@ int main(void) {
     cmocka_unit_test(test_wmma),
     cmocka_unit_test(test_mma_sync),
     cmocka_unit_test(test_ldmatrix),
+    cmocka_unit_test(test_cp_async),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
