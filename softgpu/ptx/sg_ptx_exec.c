@@ -1002,8 +1002,9 @@ static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I
 
 /* ---------------------------------------------------------------- wmma */
 
-/* Element e (row-major 16x16) of a fragment: register index k of the
- * instruction's slot and the half (f16) within it; see decode_wmma. */
+/* Element e (row-major) of a fragment: register index k of the
+ * instruction's slot and the half (f16) within it; see decode_wmma.  Every
+ * fragment has room for 512 f16 or 256 f32 elements. */
 static inline void wmma_place(int nregs, int is_f32, unsigned e, unsigned *lane, unsigned *k, unsigned *half) {
   if (is_f32) { *lane = e / 8; *k = e % 8; *half = 0; return; }
   unsigned slot = e >> 1;
@@ -1012,19 +1013,29 @@ static inline void wmma_place(int nregs, int is_f32, unsigned e, unsigned *lane,
   *half = e & 1;
 }
 
+/* Rows and columns of a matrix of the instruction's shape (A: M x K,
+ * B: K x N, C and D: M x N). */
+static void wmma_dims(int shape, int matrix, unsigned *rows, unsigned *cols) {
+  unsigned M = shape == SG_WMMA_M32N8K16 ? 32 : shape == SG_WMMA_M8N32K16 ? 8 : 16;
+  unsigned N = shape == SG_WMMA_M32N8K16 ? 8 : shape == SG_WMMA_M8N32K16 ? 32 : 16, K = 16;
+  *rows = matrix == SG_WMMA_B ? K : M;
+  *cols = matrix == SG_WMMA_A ? K : N;
+}
+
 /* Reads fragment element e (as float) / writes it to every lane that holds
- * it (a and b fragments of 8 f16 registers hold each element twice). */
+ * it (a fragment with room for more elements than the matrix has repeats
+ * it, the copies E elements apart). */
 static float wmma_get(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e) {
   unsigned lane, k, h;
   wmma_place(nregs, is_f32, e, &lane, &k, &h);
   uint64_t v = R[(size_t)regs[k] * 32 + lane];
   return is_f32 ? f32_of(v) : sg_half_to_float((uint16_t)(v >> (16 * h)));
 }
-static void wmma_set_bits(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e, uint32_t bits) {
+static void wmma_set_bits(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned nelems, unsigned e, uint32_t bits) {
   unsigned lane, k, h;
-  unsigned copies = (!is_f32 && nregs == 8) ? 2 : 1;
-  for (unsigned c = 0; c < copies; c++) {
-    wmma_place(nregs, is_f32, e + 256 * c, &lane, &k, &h);
+  unsigned room = is_f32 ? 32u * (unsigned)nregs : 64u * (unsigned)nregs;
+  for (unsigned c = e; c < room; c += nelems) {
+    wmma_place(nregs, is_f32, c, &lane, &k, &h);
     uint64_t *p = &R[(size_t)regs[k] * 32 + lane];
     if (is_f32) *p = bits;
     else *p = (*p & ~(0xffffull << (16 * h)) & 0xffffffffull) | ((uint64_t)(bits & 0xffff) << (16 * h));
@@ -1040,22 +1051,23 @@ static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
   uint64_t *R = w->R;
   const uint32_t *slot = mod->wregs + I->aux;
   if (I->op == SG_OP_WMMA_MMA) {
-    float a[256], b[256];
-    for (unsigned e = 0; e < 256; e++) {
-      a[e] = wmma_get(R, slot + SG_WMMA_FRAG, 8, 0, e);
-      b[e] = wmma_get(R, slot + 2 * SG_WMMA_FRAG, 8, 0, e);
-    }
+    unsigned M, N, Kd, tmp;
+    wmma_dims(I->shape, SG_WMMA_A, &M, &Kd);
+    wmma_dims(I->shape, SG_WMMA_B, &tmp, &N);
+    float a[512], b[512];
+    for (unsigned e = 0; e < M * Kd; e++) a[e] = wmma_get(R, slot + SG_WMMA_FRAG, 8, 0, e);
+    for (unsigned e = 0; e < Kd * N; e++) b[e] = wmma_get(R, slot + 2 * SG_WMMA_FRAG, 8, 0, e);
     int c32 = I->type2 == SG_T_F32, d32 = I->type == SG_T_F32;
     float d[256];
-    for (unsigned i = 0; i < 16; i++)
-      for (unsigned j = 0; j < 16; j++) {
-        float acc = wmma_get(R, slot + 3 * SG_WMMA_FRAG, c32 ? 8 : 4, c32, i * 16 + j);
-        for (unsigned k = 0; k < 16; k++) acc = fmaf(a[i * 16 + k], b[k * 16 + j], acc);
-        d[i * 16 + j] = acc;
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) {
+        float acc = wmma_get(R, slot + 3 * SG_WMMA_FRAG, c32 ? 8 : 4, c32, i * N + j);
+        for (unsigned k = 0; k < Kd; k++) acc = fmaf(a[i * Kd + k], b[k * N + j], acc);
+        d[i * N + j] = acc;
       }
     /* d may share registers with c: write only after every read */
-    for (unsigned e = 0; e < 256; e++)
-      wmma_set_bits(R, slot, d32 ? 8 : 4, d32, e, d32 ? (uint32_t)of_f32(d[e]) : sg_double_to_half(d[e]));
+    for (unsigned e = 0; e < M * N; e++)
+      wmma_set_bits(R, slot, d32 ? 8 : 4, d32, M * N, e, d32 ? (uint32_t)of_f32(d[e]) : sg_double_to_half(d[e]));
     return 0;
   }
   uint64_t base = (((I->base) & SG_KBIT) ? K + (size_t)(I->base & ~SG_KBIT) * 32 : R + (size_t)I->base * 32)[0] + (uint64_t)I->off;
@@ -1063,15 +1075,17 @@ static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
   int is_f32 = I->type == SG_T_F32;
   unsigned esz = is_f32 ? 4 : 2;
   int col = I->mod2 & 1;
-  for (unsigned e = 0; e < 256; e++) {
-    uint64_t r = e / 16, c = e % 16;
+  unsigned rows, cols;
+  wmma_dims(I->shape, I->op == SG_OP_WMMA_LOAD ? I->mod : SG_WMMA_C, &rows, &cols);
+  for (unsigned e = 0; e < rows * cols; e++) {
+    uint64_t r = e / cols, c = e % cols;
     uint64_t addr = base + (col ? c * stride + r : r * stride + c) * esz;
     uint8_t *p = xlate(W, w, 0, I->space, addr, esz);
     if (!p) { mem_fault(W, widx, 0, CUDA_ERROR_ILLEGAL_ADDRESS, addr, esz, I); return -1; }
     if (I->op == SG_OP_WMMA_LOAD) {
       uint32_t bits = 0;
       memcpy(&bits, p, esz);
-      wmma_set_bits(R, slot, I->vec, is_f32, e, bits);
+      wmma_set_bits(R, slot, I->vec, is_f32, rows * cols, e, bits);
     } else {
       unsigned lane, k, h;
       wmma_place(I->vec, is_f32, e, &lane, &k, &h);

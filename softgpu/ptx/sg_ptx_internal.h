@@ -91,12 +91,14 @@ enum { SG_CVTA_TO_GENERIC = 1, SG_CVTA_FROM_GENERIC };
 enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER, SG_TIMER_CLOCK_HI,
        SG_TIMER_GLOBALTIMER_LO, SG_TIMER_GLOBALTIMER_HI };
 
-/* wmma (m16n16k16 only): the fragment's registers live in the module's
+/* wmma (m16n16k16, m32n8k16, m8n32k16; shape in the instruction's
+ * shape): the fragment's registers live in the module's
  * wregs table; mod = matrix (load: 0 a, 1 b, 2 c), mod2 = layout bits
  * (1: first matrix column-major, 2: second column-major). */
 #define SG_WMMA_FRAG 8
 #define SG_WMMA_REGS (4 * SG_WMMA_FRAG)
 enum { SG_WMMA_A = 0, SG_WMMA_B, SG_WMMA_C };
+enum { SG_WMMA_M16N16K16 = 0, SG_WMMA_M32N8K16, SG_WMMA_M8N32K16 };
 
 /* mma.sync (sg_ptx_mma.c): fragments in the wregs table like wmma's (slots
  * D, A, B, C); mod = shape, type = D's type, type2 = C's, mod2 = A's,
@@ -124,7 +126,8 @@ typedef struct {
   uint8_t mod;
   uint8_t mod2;
   uint8_t flags;
-  uint8_t pad[3];
+  uint8_t shape;  /* wmma: SG_WMMA_M16N16K16 / M32N8K16 / M8N32K16 */
+  uint8_t pad[2];
   uint32_t guard; /* predicate index or SG_NOREG */
   uint32_t line;
   uint32_t d[4];

@@ -1105,13 +1105,6 @@ static int wmma_frag(parser *P, const token *optok, const opnd *o, int want, uin
   return 0;
 }
 
-/* wmma.load / wmma.mma / wmma.store of the m16n16k16 shape with f16
- * inputs and f16 or f32 accumulators (what nvcuda::wmma emits for half);
- * other shapes and element types are refused by name.  The fragment
- * layout across lanes is softgpu's own (the ISA leaves it unspecified):
- * element e of a 16x16 matrix, row-major, is half (e & 1) of register
- * (e >> 1) % n of lane (e >> 1) / n for f16 fragments of n registers (a and
- * b repeat in lanes 16..31), and register e % 8 of lane e / 8 for f32. */
 /* Splits an opcode token at its dots into words[] (each cut to 15
  * characters); returns the number of words. */
 static int opcode_words(const token *optok, char words[16][16]) {
@@ -1127,6 +1120,15 @@ static int opcode_words(const token *optok, char words[16][16]) {
   return nw;
 }
 
+/* wmma.load / wmma.mma / wmma.store of the m16n16k16, m32n8k16 and
+ * m8n32k16 shapes with f16 inputs and f16 or f32 accumulators (what
+ * nvcuda::wmma emits for half); other shapes and element types are refused
+ * by name.  The fragment layout across lanes is softgpu's own (the ISA
+ * leaves it unspecified): element e of an E-element matrix, row-major, is
+ * half (e & 1) of register (e >> 1) % n of lane (e >> 1) / n for f16
+ * fragments of n registers (repeated 512/E times in the lanes above, for
+ * the 8-register a and b fragments), and register e % 8 of lane e / 8 for
+ * f32 ones. */
 static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
   char words[16][16];
   int nw = opcode_words(optok, words);
@@ -1138,7 +1140,9 @@ static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_in
     if (kind == 1 && i == 2 && (!strcmp(x, "a") || !strcmp(x, "b") || !strcmp(x, "c"))) { matrix = x[0] - 'a'; continue; }
     if (kind == 3 && i == 2 && !strcmp(x, "d")) { matrix = SG_WMMA_C; continue; }
     if (!strcmp(x, "row") || !strcmp(x, "col")) { if (x[0] == 'c') layouts |= 1 << nlayout; nlayout++; continue; }
-    if (!strcmp(x, "m16n16k16")) { shape_ok = 1; continue; }
+    if (!strcmp(x, "m16n16k16")) { shape_ok = 1; I->shape = SG_WMMA_M16N16K16; continue; }
+    if (!strcmp(x, "m32n8k16")) { shape_ok = 1; I->shape = SG_WMMA_M32N8K16; continue; }
+    if (!strcmp(x, "m8n32k16")) { shape_ok = 1; I->shape = SG_WMMA_M8N32K16; continue; }
     if (!strcmp(x, "global")) { space = SG_SP_GLOBAL; continue; }
     if (!strcmp(x, "shared")) { space = SG_SP_SHARED; continue; }
     if ((!strcmp(x, "f16") || !strcmp(x, "f32")) && ntypes < 2) { types[ntypes++] = x[1] == '1' ? SG_T_F16 : SG_T_F32; continue; }
@@ -1148,8 +1152,8 @@ static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_in
   if (!kind || bad || !shape_ok || nlayout != want_layouts || (kind != 2 && matrix < 0) ||
       ntypes != (kind == 2 ? 2 : 1) || (kind == 1 && matrix != SG_WMMA_C && types[0] != SG_T_F16)) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
-         "tensor-core instruction '%.*s' is not supported by softgpu (only wmma m16n16k16 with f16 inputs and "
-         "f16/f32 accumulators)", (int)optok->len, optok->p);
+         "tensor-core instruction '%.*s' is not supported by softgpu (only wmma m16n16k16, m32n8k16 and m8n32k16 "
+         "with f16 inputs and f16/f32 accumulators)", (int)optok->len, optok->p);
     return -1;
   }
   struct sg_ptx_module *m = P->m;

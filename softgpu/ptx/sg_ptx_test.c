@@ -839,9 +839,9 @@ static void test_predefined_identifiers(void **state) {
   assert_int_equal(sg_ptx_module_parse(pm, strlen(pm), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "performance"));
   const char *wmma = HDR ".visible .entry k(.param .u64 a)\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [a];\n"
-      "wmma.load.a.sync.aligned.row.m8n32k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
+      "wmma.load.a.sync.aligned.row.m16n16k16.global.s8 {%r1, %r2}, [%rd1], 16;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m8n32k16.global.f16'"));
+  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m16n16k16.global.s8'"));
   /* m8n8k4 (four quad-pair products per warp) is not emulated */
   const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n"
       "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, {%r1, %r2}, {%r3, %r4}, "
@@ -1259,6 +1259,50 @@ static void test_cp_async(void **state) {
   (void)state;
 }
 
+/* wmma m32n8k16 and m8n32k16: D = A * B + C with A row-major, B
+ * column-major (m32n8k16) or row-major (m8n32k16), C loaded column-major
+ * as f16, D stored row-major as f32. */
+static void test_wmma_shapes(void **state) {
+  static const struct { const char *shape; unsigned m, n; int bcol; } shapes[] = {
+      {"m32n8k16", 32, 8, 1}, {"m8n32k16", 8, 32, 0}};
+  for (int sh = 0; sh < 2; sh++) {
+    unsigned M = shapes[sh].m, N = shapes[sh].n, K = 16;
+    snip s;
+    snip_init(&s);
+    uint16_t *in = s.inh;
+    /* A at in[0], B at in[512], C at in[1024] (halves) */
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned k = 0; k < K; k++) in[i * K + k] = sg_double_to_half((double)((int)((i + 2 * k) % 5) - 2));
+    for (unsigned k = 0; k < K; k++)
+      for (unsigned j = 0; j < N; j++)
+        in[512 + (shapes[sh].bcol ? j * K + k : k * N + j)] = sg_double_to_half((double)((int)((k * 3 + j) % 7) - 3));
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) in[1024 + j * M + i] = sg_double_to_half((double)(i * N + j % 5));
+    char body[2048];
+    snprintf(body, sizeof body,
+             "wmma.load.a.sync.aligned.row.%s.global.f16 {%%r1, %%r2, %%r3, %%r4, %%r5, %%r6, %%r7, %%r8}, [%%rd1], 16;\n"
+             "add.s64 %%rd7, %%rd1, 1024;\n"
+             "wmma.load.b.sync.aligned.%s.%s.global.f16 {%%r9, %%r10, %%r11, %%r12, %%r13, %%r14, %%r15, %%r16}, [%%rd7], %u;\n"
+             "add.s64 %%rd8, %%rd1, 2048;\n"
+             "wmma.load.c.sync.aligned.col.%s.global.f16 {%%r17, %%r18, %%r19, %%r20}, [%%rd8], %u;\n"
+             "wmma.mma.sync.aligned.row.%s.%s.f32.f16 {%%f11, %%f12, %%f13, %%f14, %%f15, %%f16, %%f17, %%f18}, "
+             "{%%r1, %%r2, %%r3, %%r4, %%r5, %%r6, %%r7, %%r8}, {%%r9, %%r10, %%r11, %%r12, %%r13, %%r14, %%r15, %%r16}, "
+             "{%%r17, %%r18, %%r19, %%r20};\n"
+             "wmma.store.d.sync.aligned.row.%s.global.f32 [%%rd0], {%%f11, %%f12, %%f13, %%f14, %%f15, %%f16, %%f17, %%f18}, %u;\n",
+             shapes[sh].shape, shapes[sh].bcol ? "col" : "row", shapes[sh].shape, shapes[sh].bcol ? K : N, shapes[sh].shape, M,
+             shapes[sh].bcol ? "col" : "row", shapes[sh].shape, shapes[sh].shape, N);
+    RUN_OK(&s, body, 32);
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) {
+        float want = (float)(i * N + j % 5);
+        for (unsigned k = 0; k < K; k++) want += (float)((int)((i + 2 * k) % 5) - 2) * (float)((int)((k * 3 + j) % 7) - 3);
+        if (s.of[i * N + j] != want) fail_msg("%s D[%u][%u]: got %g want %g", shapes[sh].shape, i, j, s.of[i * N + j], want);
+      }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
 static void test_wmma(void **state) {
   static const char *body =
       "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
@@ -1582,6 +1626,7 @@ int main(void) {
     cmocka_unit_test(test_nanosleep_yields),
     cmocka_unit_test(test_warp_sync_converges),
     cmocka_unit_test(test_wmma),
+    cmocka_unit_test(test_wmma_shapes),
     cmocka_unit_test(test_mma_sync),
     cmocka_unit_test(test_ldmatrix),
     cmocka_unit_test(test_cp_async),
