@@ -61,6 +61,7 @@ typedef struct {
   uint8_t *shared;
   size_t shared_alloc;
   size_t shared_size;
+  size_t reserved_base; /* offset of the reserved shared memory (SG_RESERVED_SMEM) */
   uint64_t ctaid[3];
   uint32_t red_popc, red_and, red_or;
   uint64_t insns;
@@ -2191,6 +2192,9 @@ static int setup_block_memory(worker *W) {
   /* this kernel's static variables lie in [0, static_shared); dynamic
    * shared memory starts at the module's dyn_shared_base */
   W->shared_size = L->cfg.dynamic_shared ? m->dyn_shared_base + L->cfg.dynamic_shared : L->k->static_shared;
+  size_t user_shared = W->shared_size;
+  W->reserved_base = (user_shared + 15) & ~(size_t)15;
+  if (m->uses_reserved_smem) W->shared_size = W->reserved_base + SG_RESERVED_SMEM;
   if (grow((void **)&sc->shared, &sc->cap_shared, W->shared_size + 64)) return -1;
   W->warps = sc->warps;
   W->nwarps_alloc = sc->nwarps;
@@ -2223,7 +2227,12 @@ static int setup_block_memory(worker *W) {
       R[SG_SR_NSMID * 32 + l] = 1;
       R[SG_SR_GRIDID * 32 + l] = 1;
       R[SG_SR_DYN_SMEM * 32 + l] = L->cfg.dynamic_shared;
-      R[SG_SR_TOTAL_SMEM * 32 + l] = W->shared_size;
+      R[SG_SR_TOTAL_SMEM * 32 + l] = user_shared;
+      R[SG_SR_RSV_BEGIN * 32 + l] = W->reserved_base;
+      R[SG_SR_RSV_END * 32 + l] = W->reserved_base + SG_RESERVED_SMEM;
+      R[SG_SR_RSV_CAP * 32 + l] = SG_RESERVED_SMEM;
+      R[SG_SR_RSV_0 * 32 + l] = W->reserved_base;
+      R[SG_SR_RSV_1 * 32 + l] = W->reserved_base + SG_RESERVED_SMEM / 2;
     }
   }
   return 0;
@@ -2253,6 +2262,7 @@ static int run_block(worker *W, uint64_t bid) {
    * block left there (a GPU gives no guarantee either way). */
   memset(W->shared, 0, L->k->static_shared < W->shared_size ? L->k->static_shared : W->shared_size);
   if (L->cfg.dynamic_shared) memset(W->shared + L->m->dyn_shared_base, 0, L->cfg.dynamic_shared);
+  if (L->m->uses_reserved_smem) memset(W->shared + W->reserved_base, 0, SG_RESERVED_SMEM);
   for (unsigned wi = 0; wi < L->nwarps; wi++) {
     warp *w = &W->warps[wi];
     uint64_t *R = w->R;

@@ -26,6 +26,8 @@ enum {
   SG_SR_LANEMASK_EQ, SG_SR_LANEMASK_LT, SG_SR_LANEMASK_LE,
   SG_SR_LANEMASK_GT, SG_SR_LANEMASK_GE,
   SG_SR_SMID, SG_SR_NSMID, SG_SR_GRIDID, SG_SR_DYN_SMEM, SG_SR_TOTAL_SMEM,
+  /* %reserved_smem_offset_begin/end/cap/0/1 (see SG_RESERVED_SMEM) */
+  SG_SR_RSV_BEGIN, SG_SR_RSV_END, SG_SR_RSV_CAP, SG_SR_RSV_0, SG_SR_RSV_1,
   SG_SR_COUNT
 };
 
@@ -58,6 +60,15 @@ typedef enum {
   SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE, SG_OP_MMA, SG_OP_LDMATRIX, SG_OP_CP_ASYNC,
   SG_OP_COUNT
 } sg_opcode;
+
+/* Reserved shared memory of a block (what sm_80+ GPUs set aside, 1 KiB,
+ * cudaDevAttrReservedSharedMemoryPerBlock): cooperative groups keep the
+ * barriers and exchange slots of multi-warp tiles at
+ * %reserved_smem_offset_1 when compiled for sm_80+.  softgpu places it
+ * after the block's own shared memory, only for modules that name a
+ * %reserved_smem_offset_* register: offset_0 at its start, offset_1 half
+ * way (each half is more than the 288 bytes cooperative groups count on). */
+#define SG_RESERVED_SMEM 1024u
 
 /* Memory spaces of ld/st/atom/cvta. */
 enum { SG_SP_GENERIC = 0, SG_SP_GLOBAL, SG_SP_SHARED, SG_SP_LOCAL, SG_SP_CONST,
@@ -230,6 +241,7 @@ struct sg_ptx_module {
   size_t *shalign;
   int nshvars, capshvars, capshalign;
   size_t dyn_shared_align;
+  int uses_reserved_smem; /* names %reserved_smem_offset_*: see SG_RESERVED_SMEM */
 };
 
 void sg_ptx_set_kconst(struct sg_ptx_module *m, uint32_t kidx, uint64_t v);

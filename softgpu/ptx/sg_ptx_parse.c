@@ -645,9 +645,21 @@ static int predefined_sreg(parser *P, const token *t, opnd *o) {
     }
     if (ok && n < 32 && !(t->len == 9 && t->p[7] == '0')) { o->kind = PO_IMM; o->imm = 0; o->immf = 0; return 0; }
   }
+  static const struct { const char *name; int sr; } reserved[] = {
+    {"%reserved_smem_offset_begin", SG_SR_RSV_BEGIN}, {"%reserved_smem_offset_end", SG_SR_RSV_END},
+    {"%reserved_smem_offset_cap", SG_SR_RSV_CAP}, {"%reserved_smem_offset_0", SG_SR_RSV_0},
+    {"%reserved_smem_offset_1", SG_SR_RSV_1},
+  };
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (tok_is(t, reserved[i].name)) {
+      P->m->uses_reserved_smem = 1;
+      o->kind = PO_SREG;
+      o->sub = reserved[i].sr;
+      o->reg = SG_SBIT | (uint32_t)reserved[i].sr;
+      return 0;
+    }
   const char *why = NULL;
   if (t->len > 3 && !memcmp(t->p, "%pm", 3)) why = "performance-monitor counters (%pm<N>) are not supported by softgpu";
-  else if (t->len > 19 && !memcmp(t->p, "%reserved_smem_offs", 19)) why = "reserved shared memory (%reserved_smem_offset_*) is not supported by softgpu";
   else if (tok_is(t, "%current_graph_exec")) why = "device-side graph launch (%current_graph_exec) is not supported by softgpu";
   if (why) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, t->line, "special register '%.*s': %s", (int)t->len, t->p, why);

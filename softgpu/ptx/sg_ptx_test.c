@@ -1303,6 +1303,40 @@ static void test_wmma_shapes(void **state) {
   (void)state;
 }
 
+/* %reserved_smem_offset_*: a 1 KiB region after the block's shared
+ * memory, zeroed per block, where sm_80 cooperative groups keep multi-warp
+ * tile state (offset_1 must leave at least 288 bytes). */
+static void test_reserved_smem(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         ".shared .align 4 .b32 mine[8];\n"
+         "mov.u32 %r1, %reserved_smem_offset_begin; mov.u32 %r2, %reserved_smem_offset_end;\n"
+         "mov.u32 %r3, %reserved_smem_offset_cap; mov.u32 %r4, %reserved_smem_offset_0;\n"
+         "mov.u32 %r5, %reserved_smem_offset_1; mov.u32 %r6, %total_smem_size;\n"
+         "mov.u32 %r7, %tid.x; shl.b32 %r8, %r7, 2; add.u32 %r9, %r5, %r8;\n"
+         "ld.shared.u32 %r10, [%r9]; add.u32 %r10, %r10, %r7; st.shared.u32 [%r9], %r10;\n"
+         "add.u32 %r11, %r9, 284; st.shared.u32 [%r11], %r7;\n" /* the last word of the 288 bytes of lane 0 */
+         "cvt.u64.u32 %rd2, %r5; cvta.shared.u64 %rd3, %rd2; ld.u32 %r12, [%rd3+4];\n"
+         "mov.u32 %r13, mine; st.shared.u32 [%r13], 9;\n"
+         "bar.sync 0;\n"
+         "setp.ne.u32 %p1, %r7, 0; @%p1 bra DONE;\n"
+         "st.v4.u32 [%rd0], {%r1, %r2, %r3, %r4}; st.v4.u32 [%rd0+16], {%r5, %r6, %r10, %r12};\n"
+         "DONE:\n",
+         2);
+  uint32_t begin = s.o32[0];
+  assert_true(begin >= 32 && begin % 16 == 0); /* after the kernel's own 32 bytes */
+  assert_int_equal(s.o32[1], begin + 1024);
+  assert_int_equal(s.o32[2], 1024);
+  assert_int_equal(s.o32[3], begin);
+  assert_true(s.o32[4] >= begin && s.o32[4] + 288 <= begin + 1024);
+  assert_int_equal(s.o32[5], 32); /* the block's own shared memory */
+  assert_int_equal(s.o32[6], 0);  /* zeroed: 0 + tid 0 */
+  assert_int_equal(s.o32[7], 1);  /* thread 1's word, through a generic address */
+  snip_done(&s);
+  (void)state;
+}
+
 static void test_wmma(void **state) {
   static const char *body =
       "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
@@ -1630,6 +1664,7 @@ int main(void) {
     cmocka_unit_test(test_mma_sync),
     cmocka_unit_test(test_ldmatrix),
     cmocka_unit_test(test_cp_async),
+    cmocka_unit_test(test_reserved_smem),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
