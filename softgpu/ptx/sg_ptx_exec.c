@@ -1098,13 +1098,16 @@ static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
   return 0;
 }
 
-/* ldmatrix: lane 8*q + r gives the shared-memory address of row r of
- * matrix q (16 bytes, 16-byte aligned); sg_ldmatrix_distribute hands the
- * elements to the lanes.  Returns 0, or -1 after recording a fault. */
+/* ldmatrix / stmatrix: lane 8*q + r gives the shared-memory address of row
+ * r of matrix q (16 bytes, 16-byte aligned); sg_ldmatrix_distribute hands
+ * the elements to the lanes, sg_stmatrix_gather collects them.  Returns 0,
+ * or -1 after recording a fault (stmatrix then writes nothing). */
 static int ldmatrix_exec(worker *W, warp *w, int widx, const sg_insn *I) {
   const uint64_t *K = W->L->m->kpool;
   const uint64_t *Bs = ((I->base) & SG_KBIT) ? K + (size_t)(I->base & ~SG_KBIT) * 32 : w->R + (size_t)I->base * 32;
+  int st = I->op == SG_OP_STMATRIX;
   uint16_t rows[4][8][8];
+  uint8_t *at[4][8];
   for (unsigned q = 0; q < I->vec; q++)
     for (unsigned r = 0; r < 8; r++) {
       int lane = (int)(q * 8 + r);
@@ -1112,9 +1115,16 @@ static int ldmatrix_exec(worker *W, warp *w, int widx, const sg_insn *I) {
       if (addr & 15) { mem_fault(W, widx, lane, CUDA_ERROR_MISALIGNED_ADDRESS, addr, 16, I); return -1; }
       uint8_t *p = xlate(W, w, lane, I->space, addr, 16);
       if (!p) { mem_fault(W, widx, lane, CUDA_ERROR_ILLEGAL_ADDRESS, addr, 16, I); return -1; }
-      memcpy(rows[q][r], p, 16);
+      at[q][r] = p;
+      if (!st) memcpy(rows[q][r], p, 16);
     }
-  sg_ldmatrix_distribute(I, rows, w->R);
+  if (!st) {
+    sg_ldmatrix_distribute(I, rows, w->R);
+    return 0;
+  }
+  sg_stmatrix_gather(I, K, w->R, rows);
+  for (unsigned q = 0; q < I->vec; q++)
+    for (unsigned r = 0; r < 8; r++) memcpy(at[q][r], rows[q][r], 16);
   return 0;
 }
 
@@ -1936,17 +1946,21 @@ static int run_warp(worker *W, warp *w, int widx) {
       }
       case SG_OP_MMA:
       case SG_OP_LDMATRIX:
+      case SG_OP_STMATRIX:
+      case SG_OP_MOVMATRIX:
         /* .sync.aligned: every lane of the warp executes it together, and
          * each lane's registers are part of everyone's result. */
         if (warp_sync_must_wait(w, group, FULL)) { WAIT_WARP_SYNC(); continue; }
         if (m != FULL) {
           record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, I,
                        I->op == SG_OP_MMA ? "mma.sync needs all 32 lanes of the warp (full warps, converged, unpredicated)"
-                                          : "ldmatrix needs all 32 lanes of the warp (full warps, converged, unpredicated)");
+                       : I->op == SG_OP_MOVMATRIX ? "movmatrix needs all 32 lanes of the warp (full warps, converged, unpredicated)"
+                                                  : "ldmatrix/stmatrix need all 32 lanes of the warp (full warps, converged, unpredicated)");
           rc = -1;
           goto out;
         }
         if (I->op == SG_OP_MMA) sg_mma_exec(I, mod->wregs + I->aux, R, sg_double_to_half);
+        else if (I->op == SG_OP_MOVMATRIX) sg_movmatrix(I, K, R);
         else if (ldmatrix_exec(W, w, widx, I)) { rc = -1; goto out; }
         break;
       case SG_OP_WARPSYNC:

@@ -57,7 +57,7 @@ typedef enum {
   SG_OP_SHFL, SG_OP_VOTE, SG_OP_MATCH, SG_OP_ACTIVEMASK, SG_OP_VPRINTF,
   SG_OP_TRAP, SG_OP_ADDC, SG_OP_LOP3, SG_OP_CVT_PACK, SG_OP_SHF, SG_OP_MADC, SG_OP_BMSK, SG_OP_SZEXT, SG_OP_REDUX,
   SG_OP_NANOSLEEP, SG_OP_WARPSYNC,
-  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE, SG_OP_MMA, SG_OP_LDMATRIX, SG_OP_CP_ASYNC,
+  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE, SG_OP_MMA, SG_OP_LDMATRIX, SG_OP_CP_ASYNC, SG_OP_STMATRIX, SG_OP_MOVMATRIX,
   SG_OP_COUNT
 } sg_opcode;
 
@@ -115,7 +115,8 @@ enum { SG_WMMA_M16N16K16 = 0, SG_WMMA_M32N8K16, SG_WMMA_M8N32K16 };
  * D, A, B, C); mod = shape, type = D's type, type2 = C's, mod2 = A's,
  * space = B's (tf32 is carried as SG_T_F32), SG_F_SAT = .satfinite.
  * ldmatrix: vec = matrices (1, 2, 4) in d[0..3], mod2 bit 0 = .trans, the
- * row addresses in base (+off) of lanes 0..8*vec-1. */
+ * row addresses in base (+off) of lanes 0..8*vec-1; stmatrix the same with
+ * the sources in s[0..3]; movmatrix d[0], s[0]. */
 enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16 };
 
 /* flags */
@@ -156,6 +157,11 @@ void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (
 /* Hands ldmatrix's rows (rows[matrix][row][col], 16-bit elements) to the
  * lanes' destination registers in the ISA's fragment layout. */
 void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *R);
+/* stmatrix's inverse step: the rows of its vec matrices from the lanes'
+ * source registers s[0..3] (K: the constant pool). */
+void sg_stmatrix_gather(const sg_insn *I, const uint64_t *K, const uint64_t *R, uint16_t rows[4][8][8]);
+/* movmatrix.trans: d[0] gets the transpose of the matrix the lanes hold in s[0]. */
+void sg_movmatrix(const sg_insn *I, const uint64_t *K, uint64_t *R);
 
 typedef struct {
   uint32_t off, size;

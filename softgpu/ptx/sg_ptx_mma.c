@@ -1,8 +1,9 @@
 /* sg_ptx_mma: the warp-wide matrix instructions whose per-lane fragment
  * layouts the PTX ISA defines ("Matrix Fragments for mma.mMnNkK"), so that
  * programs that build fragments by hand (inline PTX, CUTLASS-style code)
- * see exactly the hardware's register ownership: mma.sync and the
- * distribution step of ldmatrix.  The interpreter (sg_ptx_exec.c) waits
+ * see exactly the hardware's register ownership: mma.sync, the
+ * distribution step of ldmatrix and the gathering step of stmatrix, and
+ * movmatrix.  The interpreter (sg_ptx_exec.c) waits
  * for the whole warp and does the memory reads; this file only moves
  * elements between matrices and the lane-major register file. */
 #include "sg_ptx_internal.h"
@@ -161,17 +162,43 @@ void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (
     }
 }
 
-void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *R) {
-  int trans = I->mod2 & 1;
-  for (unsigned q = 0; q < I->vec; q++) {
-    uint64_t *d = R + (size_t)I->d[q] * 32;
-    for (unsigned lane = 0; lane < 32; lane++) {
-      /* each group of four lanes holds one row (or, transposed, one
-       * column) of matrix q, two elements per lane */
-      unsigned r = lane >> 2, c = 2 * (lane & 3);
-      uint16_t lo = trans ? rows[q][c][r] : rows[q][r][c];
-      uint16_t hi = trans ? rows[q][c + 1][r] : rows[q][r][c + 1];
-      d[lane] = (uint32_t)lo | ((uint32_t)hi << 16);
-    }
+/* The 8x8 matrix whose fragments the warp holds in register file row `reg`
+ * (one register per lane), and back: each group of four lanes holds one
+ * row (transposed: one column), two elements per lane, the lower one in
+ * the low half. */
+static void matrix_to_lanes(uint16_t m[8][8], int trans, uint64_t *d) {
+  for (unsigned lane = 0; lane < 32; lane++) {
+    unsigned r = lane >> 2, c = 2 * (lane & 3);
+    uint16_t lo = trans ? m[c][r] : m[r][c];
+    uint16_t hi = trans ? m[c + 1][r] : m[r][c + 1];
+    d[lane] = (uint32_t)lo | ((uint32_t)hi << 16);
   }
+}
+static void lanes_to_matrix(const uint64_t *s, int trans, uint16_t m[8][8]) {
+  for (unsigned lane = 0; lane < 32; lane++) {
+    unsigned r = lane >> 2, c = 2 * (lane & 3);
+    uint32_t v = (uint32_t)s[lane];
+    if (trans) { m[c][r] = (uint16_t)v; m[c + 1][r] = (uint16_t)(v >> 16); }
+    else { m[r][c] = (uint16_t)v; m[r][c + 1] = (uint16_t)(v >> 16); }
+  }
+}
+
+void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *R) {
+  for (unsigned q = 0; q < I->vec; q++) matrix_to_lanes(rows[q], I->mod2 & 1, R + (size_t)I->d[q] * 32);
+}
+
+void sg_stmatrix_gather(const sg_insn *I, const uint64_t *K, const uint64_t *R, uint16_t rows[4][8][8]) {
+  for (unsigned q = 0; q < I->vec; q++) {
+    uint32_t x = I->s[q];
+    const uint64_t *s = (x & SG_KBIT) ? K + (size_t)(x & ~SG_KBIT) * 32 : R + (size_t)x * 32;
+    lanes_to_matrix(s, I->mod2 & 1, rows[q]);
+  }
+}
+
+void sg_movmatrix(const sg_insn *I, const uint64_t *K, uint64_t *R) {
+  uint16_t m[8][8];
+  uint32_t x = I->s[0];
+  const uint64_t *s = (x & SG_KBIT) ? K + (size_t)(x & ~SG_KBIT) * 32 : R + (size_t)x * 32;
+  lanes_to_matrix(s, 0, m);
+  matrix_to_lanes(m, 1, R + (size_t)I->d[0] * 32);
 }

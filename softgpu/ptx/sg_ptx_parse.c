@@ -1290,11 +1290,15 @@ static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_ins
   return 0;
 }
 
-/* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 d, [a]:
+/* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 d, [a]
+ * and stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 [a], s:
  * 8, 16 or 32 lanes each give the address of one 16-byte row. */
 static int decode_ldmatrix(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
   char words[16][16];
   int nw = opcode_words(optok, words);
+  int st = !strcmp(words[0], "stmatrix");
+  const char *only = st ? "only stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16"
+                        : "only ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16";
   int num = 0, trans = 0, shape = 0, shared = 0, b16 = 0, sync = 0, aligned = 0;
   for (int i = 1; i < nw; i++) {
     const char *x = words[i];
@@ -1305,27 +1309,27 @@ static int decode_ldmatrix(parser *P, const token *optok, opnd *ops, int nops, s
     else if (!strcmp(x, "trans")) trans = 1;
     else if (!strcmp(x, "shared") || !strcmp(x, "shared::cta")) shared = 1;
     else if (!strcmp(x, "b16")) b16 = 1;
-    else return refuse_tensor(P, optok, "only ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16");
+    else return refuse_tensor(P, optok, only);
   }
-  if (!sync || !aligned || !shape || !num || !shared || !b16)
-    return refuse_tensor(P, optok, "only ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16");
+  if (!sync || !aligned || !shape || !num || !shared || !b16) return refuse_tensor(P, optok, only);
   if (need_ops(P, optok, nops, 2)) return -1;
-  const opnd *d = &ops[0];
+  const opnd *d = &ops[st ? 1 : 0];
+  uint32_t *regs = st ? I->s : I->d;
   if (d->kind == PO_REG && num == 1 && !(d->reg & SG_PBIT)) {
-    I->d[0] = d->reg;
+    regs[0] = d->reg;
   } else if (d->kind == PO_VEC && d->nvec == num) {
     for (int k = 0; k < num; k++) {
-      if (d->vec[k] == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'_' in an ldmatrix destination"); return -1; }
-      I->d[k] = d->vec[k];
+      if (d->vec[k] == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'_' in %s registers", words[0]); return -1; }
+      regs[k] = d->vec[k];
     }
   } else {
-    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%.*s: expected %d destination registers", (int)optok->len, optok->p, num);
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%.*s: expected %d registers", (int)optok->len, optok->p, num);
     return -1;
   }
   int kparam;
-  if (set_address(P, I, &ops[1], &kparam)) return -1;
-  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "ldmatrix on a parameter"); return -1; }
-  I->op = SG_OP_LDMATRIX;
+  if (set_address(P, I, &ops[st ? 0 : 1], &kparam)) return -1;
+  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%s on a parameter", words[0]); return -1; }
+  I->op = st ? SG_OP_STMATRIX : SG_OP_LDMATRIX;
   I->space = SG_SP_SHARED;
   I->vec = (uint8_t)num;
   I->mod2 = (uint8_t)trans;
@@ -1418,7 +1422,7 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   /* Tensor-core instructions work on fragments of 8 and more registers
    * whose lane layout is the hardware's; softgpu does not model them.  Say
    * so by name, before their operands would fail as over-long vectors. */
-  if (!strcmp(b, "wgmma") || !strcmp(b, "stmatrix") || !strcmp(b, "movmatrix") || !strncmp(b, "tcgen05", 7))
+  if (!strcmp(b, "wgmma") || !strncmp(b, "tcgen05", 7))
     return refuse_tensor(P, optok, "no emulation of it");
 
   opnd ops[8];
@@ -1451,7 +1455,17 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
 
   if (!strcmp(b, "wmma")) return decode_wmma(P, optok, ops, nops, I);
   if (!strcmp(b, "mma")) return decode_mma(P, optok, ops, nops, I);
-  if (!strcmp(b, "ldmatrix")) return decode_ldmatrix(P, optok, ops, nops, I);
+  if (!strcmp(b, "ldmatrix") || !strcmp(b, "stmatrix")) return decode_ldmatrix(P, optok, ops, nops, I);
+  if (!strcmp(b, "movmatrix")) {
+    /* movmatrix.sync.aligned.m8n8.trans.b16 d, a: the only form there is */
+    if (!tok_is(optok, "movmatrix.sync.aligned.m8n8.trans.b16"))
+      return refuse_tensor(P, optok, "only movmatrix.sync.aligned.m8n8.trans.b16");
+    if (need_ops(P, optok, nops, 2)) return -1;
+    I->op = SG_OP_MOVMATRIX;
+    I->d[0] = dst_index(P, &ops[0]);
+    I->s[0] = src_index(P, &ops[1], SG_T_B32);
+    return P->failed ? -1 : 0;
+  }
   if (!strcmp(b, "cp") && optok->len > 9 && !memcmp(optok->p, "cp.async.", 9) &&
       memcmp(optok->p, "cp.async.bulk", 13) != 0 && memcmp(optok->p, "cp.async.mbarrier", 17) != 0)
     return decode_cp_async(P, optok, ops, nops, I);

@@ -1337,6 +1337,60 @@ static void test_reserved_smem(void **state) {
   (void)state;
 }
 
+/* stmatrix (the inverse of ldmatrix) and movmatrix (transpose across the
+ * warp): lane l's register q holds (q, l) pairs; matrix q's row r lands at
+ * the address lane 8q + r gives. */
+static void test_stmatrix_movmatrix(void **state) {
+  static const char *fmt =
+      ".shared .align 16 .b16 sm[256];\n"
+      "mov.u32 %%r30, %%laneid; mov.u32 %%r31, sm;\n"
+      "shl.b32 %%r1, %%r30, 8; or.b32 %%r2, %%r1, 0x10000;\n"   /* value: q<<12 | lane<<8 | half<<... */
+      "mul.lo.u32 %%r3, %%r30, 0x00010001; or.b32 %%r4, %%r3, 0x10000000;\n"
+      "or.b32 %%r5, %%r3, 0x20002000; or.b32 %%r6, %%r3, 0x30003000; or.b32 %%r7, %%r3, 0x00800000;\n"
+      "shl.b32 %%r26, %%r30, 4; add.u32 %%r25, %%r31, %%r26;\n"
+      "stmatrix.sync.aligned.m8n8.x4%s.shared.b16 [%%r25], {%%r7, %%r4, %%r5, %%r6};\n"
+      "bar.warp.sync -1;\n"
+      "mul.wide.u32 %%rd2, %%r30, 16; add.s64 %%rd3, %%rd0, %%rd2; ld.shared.v4.u32 {%%r10, %%r11, %%r12, %%r13}, [%%r25];\n"
+      "st.global.v4.u32 [%%rd3], {%%r10, %%r11, %%r12, %%r13};\n"
+      "movmatrix.sync.aligned.m8n8.trans.b16 %%r14, %%r7;\n"
+      "mul.wide.u32 %%rd4, %%r30, 4; add.s64 %%rd5, %%rd0, %%rd4; st.global.u32 [%%rd5+1024], %%r14;\n";
+  for (int trans = 0; trans < 2; trans++) {
+    snip s;
+    snip_init(&s);
+    char body[2048];
+    snprintf(body, sizeof body, fmt, trans ? ".trans" : "");
+    RUN_OK(&s, body, 32);
+    /* register q of lane l: low half = l | tag_q, high half = l | tag_q | 0x80 for q 0 */
+    const uint16_t lo_tag[4] = {0x0000, 0x0000, 0x2000, 0x3000}, hi_tag[4] = {0x0080, 0x1000, 0x2000, 0x3000};
+    uint16_t m[4][8][8];
+    for (unsigned q = 0; q < 4; q++)
+      for (unsigned l = 0; l < 32; l++) {
+        unsigned r = l / 4, c = 2 * (l % 4);
+        uint16_t lo = (uint16_t)(l | lo_tag[q]), hi = (uint16_t)(l | hi_tag[q]);
+        if (trans) { m[q][c][r] = lo; m[q][c + 1][r] = hi; }
+        else { m[q][r][c] = lo; m[q][r][c + 1] = hi; }
+      }
+    const uint16_t *o = (const uint16_t *)s.o32;
+    for (unsigned l = 0; l < 32; l++)
+      for (unsigned e = 0; e < 8; e++) {
+        unsigned q = l / 8, r = l % 8;
+        if (o[l * 8 + e] != m[q][r][e]) fail_msg("stmatrix%s row %u of matrix %u, element %u: got 0x%x want 0x%x", trans ? ".trans" : "", r, q, e, o[l * 8 + e], m[q][r][e]);
+      }
+    /* movmatrix of register 0 (matrix M[r][c] as held without .trans) */
+    for (unsigned l = 0; l < 32; l++) {
+      unsigned r = l / 4, c = 2 * (l % 4);
+      /* lane l gets M^T[r][c], M^T[r][c+1] = M[c][r], M[c+1][r]; M[i][j] is
+       * held by lane 4i + j/2, half j%2 */
+      uint16_t want_lo = (uint16_t)((4 * c + r / 2) | ((r & 1) ? hi_tag[0] : lo_tag[0]));
+      uint16_t want_hi = (uint16_t)((4 * (c + 1) + r / 2) | ((r & 1) ? hi_tag[0] : lo_tag[0]));
+      uint32_t want = want_lo | ((uint32_t)want_hi << 16);
+      assert_int_equal(s.o32[256 + l], want);
+    }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
 static void test_wmma(void **state) {
   static const char *body =
       "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
@@ -1663,6 +1717,7 @@ int main(void) {
     cmocka_unit_test(test_wmma_shapes),
     cmocka_unit_test(test_mma_sync),
     cmocka_unit_test(test_ldmatrix),
+    cmocka_unit_test(test_stmatrix_movmatrix),
     cmocka_unit_test(test_cp_async),
     cmocka_unit_test(test_reserved_smem),
   };

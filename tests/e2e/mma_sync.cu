@@ -1,16 +1,18 @@
 // Tensor-core PTX written by hand, as CUTLASS-style code and libraries do:
 // mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 f16/bf16/tf32, f32 and f16
 // accumulators) on fragments whose per-lane layout the PTX ISA defines, and
-// ldmatrix (x1/x2/x4, .trans) to fill them from shared memory.
-//  1. ldmatrix: every lane's destination registers, exactly;
+// ldmatrix (x1/x2/x4, .trans) to fill them from shared memory, stmatrix and
+// movmatrix (sm_90).
+//  1. ldmatrix, stmatrix, movmatrix: every lane's registers, exactly;
 //  2. mma on fragments each lane loads by the ISA's formulas, small integers
 //     so that every lane's D registers are checked exactly (a layout error
 //     anywhere shows);
 //  3. a tiled GEMM (one warp per 16x8 tile of C, K in steps of 16, tiles
 //     staged in shared memory and loaded with ldmatrix) in f16 and bf16
 //     with f32 accumulation, against a host reference with a tolerance.
-// Needs sm_80 code (built with -gencode for compute_80 and sm_90 besides
-// the default); a build without it says SKIP, natively and through rgpu.
+// Needs sm_80 code (built with -gencode for compute_80 and compute_90/sm_90
+// besides the default); a build without it says SKIP, natively and through
+// rgpu.
 #include "rgpu_check.h"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -52,6 +54,33 @@ __global__ void ldmatrix_lanes(const uint16_t *in, uint32_t *out) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[8]), "=r"(r[9]) : "r"(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[10]) : "r"(row));
   for (int i = 0; i < 11; i++) out[lane * 11 + i] = r[i];
+#endif
+}
+
+// stmatrix (sm_90) and movmatrix: register q of lane l holds elements
+// q*64 + 2l and q*64 + 2l + 1, i.e. row l/4, columns 2(l%4) and 2(l%4)+1 of
+// matrix q whose element (i, j) is q*64 + 8i + j.  out[0..255]: the four
+// matrices stored; out[256..511]: stored with .trans; mov[l]: lane l's
+// register after movmatrix.trans of register 0.
+__global__ void stmatrix_lanes(uint16_t *out, uint32_t *mov) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ __align__(16) uint16_t sm[256];
+  unsigned lane = threadIdx.x;
+  uint32_t r[4];
+  for (unsigned q = 0; q < 4; q++) r[q] = (q * 64 + 2 * lane) | ((q * 64 + 2 * lane + 1) << 16);
+  unsigned row = shared_addr(&sm[lane * 8]);
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(row), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+  __syncwarp();
+  for (unsigned e = lane; e < 256; e += 32) out[e] = sm[e];
+  __syncwarp();
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(row), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+  __syncwarp();
+  for (unsigned e = lane; e < 256; e += 32) out[256 + e] = sm[e];
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(r[0]));
+  mov[lane] = d;
 #endif
 }
 
@@ -268,6 +297,35 @@ static void check_ldmatrix() {
   CHECK(cudaFree(d_out));
 }
 
+static void check_stmatrix() {
+  std::vector<uint16_t> out(512, 0xffff);
+  std::vector<uint32_t> mov(32, 0);
+  uint16_t *d_out = to_device(out);
+  uint32_t *d_mov = to_device(mov);
+  stmatrix_lanes<<<1, 32>>>(d_out, d_mov);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemcpy(out.data(), d_out, 512 * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(mov.data(), d_mov, 32 * 4, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (unsigned q = 0; q < 4; q++)
+    for (unsigned i = 0; i < 8; i++)
+      for (unsigned j = 0; j < 8; j++) {
+        unsigned at = q * 64 + i * 8 + j;
+        if (out[at] != at && bad++ < 5) std::printf("MISMATCH stmatrix matrix %u (%u,%u): got %u want %u\n", q, i, j, out[at], at);
+        unsigned want_t = q * 64 + j * 8 + i;
+        if (out[256 + at] != want_t && bad++ < 5)
+          std::printf("MISMATCH stmatrix.trans matrix %u (%u,%u): got %u want %u\n", q, i, j, out[256 + at], want_t);
+      }
+  for (unsigned l = 0; l < 32; l++) {
+    unsigned r = l / 4, c = 2 * (l % 4);
+    uint32_t want = (8 * c + r) | ((8 * (c + 1) + r) << 16);
+    if (mov[l] != want && bad++ < 5) std::printf("MISMATCH movmatrix lane %u: got 0x%08x want 0x%08x\n", l, mov[l], want);
+  }
+  failures += bad;
+  CHECK(cudaFree(d_out));
+  CHECK(cudaFree(d_mov));
+}
+
 static void check_lanes(int variant, const char *name) {
   // small integers: exact in f16, bf16 and tf32, products and sums exact
   std::vector<float> A(16 * 16), B(16 * 8), Cm(16 * 8);
@@ -360,6 +418,7 @@ int main() {
     return 0;
   }
   check_ldmatrix();
+  if (arch >= 900) check_stmatrix(); // sm_90 code: natively on the H200, and on softgpu with RGPU_SOFTGPU_CC=90
   check_lanes(0, "m16n8k16 f16->f32");
   check_lanes(1, "m16n8k16 bf16->f32");
   check_lanes(2, "m16n8k16 f16->f16");
