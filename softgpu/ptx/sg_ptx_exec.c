@@ -1959,7 +1959,7 @@ static int run_warp(worker *W, warp *w, int widx) {
           rc = -1;
           goto out;
         }
-        if (I->op == SG_OP_MMA) sg_mma_exec(I, mod->wregs + I->aux, R, sg_double_to_half);
+        if (I->op == SG_OP_MMA) sg_mma_exec(I, mod->wregs + I->aux, R);
         else if (I->op == SG_OP_MOVMATRIX) sg_movmatrix(I, K, R);
         else if (ldmatrix_exec(W, w, widx, I)) { rc = -1; goto out; }
         break;

@@ -151,9 +151,9 @@ typedef struct {
 
 /* mma.sync and ldmatrix (sg_ptx_mma.c), shapes as above. */
 void sg_mma_dims(int shape, unsigned *m, unsigned *n, unsigned *k);
-/* Runs one warp's mma on the lane-major register file R (regs[reg*32+lane]);
- * to_half rounds an f32 result to f16 (round to nearest even). */
-void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (*to_half)(double));
+/* Runs one warp's mma on the lane-major register file R (R[reg*32+lane]);
+ * slot: the instruction's fragment registers in the wregs table. */
+void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R);
 /* Hands ldmatrix's rows (rows[matrix][row][col], 16-bit elements) to the
  * lanes' destination registers in the ISA's fragment layout. */
 void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *R);

@@ -2,16 +2,14 @@
  * layouts the PTX ISA defines ("Matrix Fragments for mma.mMnNkK"), so that
  * programs that build fragments by hand (inline PTX, CUTLASS-style code)
  * see exactly the hardware's register ownership: mma.sync, the
- * distribution step of ldmatrix and the gathering step of stmatrix, and
- * movmatrix.  The interpreter (sg_ptx_exec.c) waits
- * for the whole warp and does the memory reads; this file only moves
- * elements between matrices and the lane-major register file. */
+ * distribution step of ldmatrix, the gathering step of stmatrix, and
+ * movmatrix.  The interpreter (sg_ptx_exec.c) waits for the whole warp and
+ * does the memory accesses; this file only moves elements between whole
+ * matrices and the lane-major register file. */
 #include "sg_ptx_internal.h"
 
 #include <math.h>
 #include <string.h>
-
-float sg_half_to_float(uint16_t h);
 
 static float f32_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t bits_f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -116,7 +114,7 @@ static float in_value(int t, uint32_t raw) {
   }
 }
 
-void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (*to_half)(double)) {
+void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R) {
   unsigned M, N, K;
   int shape = I->mod, at = I->mod2, bt = I->space, dt = I->type, ct = I->type2;
   sg_mma_dims(shape, &M, &N, &K);
@@ -152,7 +150,7 @@ void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (
        * k order onto C (converted from f16 when C is f16). */
       float acc = ct == SG_T_F16 ? sg_half_to_float((uint16_t)C[i][j]) : f32_bits(C[i][j]);
       for (unsigned k = 0; k < K; k++) acc = fmaf(in_value(at, A[i][k]), in_value(bt, B[k][j]), acc);
-      D[i][j] = dt == SG_T_F16 ? to_half(acc) : bits_f32(acc);
+      D[i][j] = dt == SG_T_F16 ? sg_double_to_half(acc) : bits_f32(acc);
     }
   for (unsigned lane = 0; lane < 32; lane++)
     for (unsigned i = 0; i < nc; i++) {
@@ -162,10 +160,10 @@ void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R, uint16_t (
     }
 }
 
-/* The 8x8 matrix whose fragments the warp holds in register file row `reg`
- * (one register per lane), and back: each group of four lanes holds one
- * row (transposed: one column), two elements per lane, the lower one in
- * the low half. */
+/* An 8x8 matrix of 16-bit elements to the warp's fragments of it in one
+ * register (d: that register's 32 lanes), and back: each group of four
+ * lanes holds one row (transposed: one column), two elements per lane, the
+ * lower-numbered one in the low half. */
 static void matrix_to_lanes(uint16_t m[8][8], int trans, uint64_t *d) {
   for (unsigned lane = 0; lane < 32; lane++) {
     unsigned r = lane >> 2, c = 2 * (lane & 3);
