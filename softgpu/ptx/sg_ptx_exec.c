@@ -61,6 +61,7 @@ typedef struct {
   uint8_t *shared;
   size_t shared_alloc;
   size_t shared_size;
+  size_t reserved_base; /* offset of the reserved shared memory (SG_RESERVED_SMEM) */
   uint64_t ctaid[3];
   uint32_t red_popc, red_and, red_or;
   uint64_t insns;
@@ -1002,8 +1003,9 @@ static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I
 
 /* ---------------------------------------------------------------- wmma */
 
-/* Element e (row-major 16x16) of a fragment: register index k of the
- * instruction's slot and the half (f16) within it; see decode_wmma. */
+/* Element e (row-major) of a fragment: register index k of the
+ * instruction's slot and the half (f16) within it; see decode_wmma.  Every
+ * fragment has room for 512 f16 or 256 f32 elements. */
 static inline void wmma_place(int nregs, int is_f32, unsigned e, unsigned *lane, unsigned *k, unsigned *half) {
   if (is_f32) { *lane = e / 8; *k = e % 8; *half = 0; return; }
   unsigned slot = e >> 1;
@@ -1012,19 +1014,29 @@ static inline void wmma_place(int nregs, int is_f32, unsigned e, unsigned *lane,
   *half = e & 1;
 }
 
+/* Rows and columns of a matrix of the instruction's shape (A: M x K,
+ * B: K x N, C and D: M x N). */
+static void wmma_dims(int shape, int matrix, unsigned *rows, unsigned *cols) {
+  unsigned M = shape == SG_WMMA_M32N8K16 ? 32 : shape == SG_WMMA_M8N32K16 ? 8 : 16;
+  unsigned N = shape == SG_WMMA_M32N8K16 ? 8 : shape == SG_WMMA_M8N32K16 ? 32 : 16, K = 16;
+  *rows = matrix == SG_WMMA_B ? K : M;
+  *cols = matrix == SG_WMMA_A ? K : N;
+}
+
 /* Reads fragment element e (as float) / writes it to every lane that holds
- * it (a and b fragments of 8 f16 registers hold each element twice). */
+ * it (a fragment with room for more elements than the matrix has repeats
+ * it, the copies E elements apart). */
 static float wmma_get(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e) {
   unsigned lane, k, h;
   wmma_place(nregs, is_f32, e, &lane, &k, &h);
   uint64_t v = R[(size_t)regs[k] * 32 + lane];
   return is_f32 ? f32_of(v) : sg_half_to_float((uint16_t)(v >> (16 * h)));
 }
-static void wmma_set_bits(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned e, uint32_t bits) {
+static void wmma_set_bits(uint64_t *R, const uint32_t *regs, int nregs, int is_f32, unsigned nelems, unsigned e, uint32_t bits) {
   unsigned lane, k, h;
-  unsigned copies = (!is_f32 && nregs == 8) ? 2 : 1;
-  for (unsigned c = 0; c < copies; c++) {
-    wmma_place(nregs, is_f32, e + 256 * c, &lane, &k, &h);
+  unsigned room = is_f32 ? 32u * (unsigned)nregs : 64u * (unsigned)nregs;
+  for (unsigned c = e; c < room; c += nelems) {
+    wmma_place(nregs, is_f32, c, &lane, &k, &h);
     uint64_t *p = &R[(size_t)regs[k] * 32 + lane];
     if (is_f32) *p = bits;
     else *p = (*p & ~(0xffffull << (16 * h)) & 0xffffffffull) | ((uint64_t)(bits & 0xffff) << (16 * h));
@@ -1040,22 +1052,23 @@ static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
   uint64_t *R = w->R;
   const uint32_t *slot = mod->wregs + I->aux;
   if (I->op == SG_OP_WMMA_MMA) {
-    float a[256], b[256];
-    for (unsigned e = 0; e < 256; e++) {
-      a[e] = wmma_get(R, slot + SG_WMMA_FRAG, 8, 0, e);
-      b[e] = wmma_get(R, slot + 2 * SG_WMMA_FRAG, 8, 0, e);
-    }
+    unsigned M, N, Kd, tmp;
+    wmma_dims(I->shape, SG_WMMA_A, &M, &Kd);
+    wmma_dims(I->shape, SG_WMMA_B, &tmp, &N);
+    float a[512], b[512];
+    for (unsigned e = 0; e < M * Kd; e++) a[e] = wmma_get(R, slot + SG_WMMA_FRAG, 8, 0, e);
+    for (unsigned e = 0; e < Kd * N; e++) b[e] = wmma_get(R, slot + 2 * SG_WMMA_FRAG, 8, 0, e);
     int c32 = I->type2 == SG_T_F32, d32 = I->type == SG_T_F32;
     float d[256];
-    for (unsigned i = 0; i < 16; i++)
-      for (unsigned j = 0; j < 16; j++) {
-        float acc = wmma_get(R, slot + 3 * SG_WMMA_FRAG, c32 ? 8 : 4, c32, i * 16 + j);
-        for (unsigned k = 0; k < 16; k++) acc = fmaf(a[i * 16 + k], b[k * 16 + j], acc);
-        d[i * 16 + j] = acc;
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) {
+        float acc = wmma_get(R, slot + 3 * SG_WMMA_FRAG, c32 ? 8 : 4, c32, i * N + j);
+        for (unsigned k = 0; k < Kd; k++) acc = fmaf(a[i * Kd + k], b[k * N + j], acc);
+        d[i * N + j] = acc;
       }
     /* d may share registers with c: write only after every read */
-    for (unsigned e = 0; e < 256; e++)
-      wmma_set_bits(R, slot, d32 ? 8 : 4, d32, e, d32 ? (uint32_t)of_f32(d[e]) : sg_double_to_half(d[e]));
+    for (unsigned e = 0; e < M * N; e++)
+      wmma_set_bits(R, slot, d32 ? 8 : 4, d32, M * N, e, d32 ? (uint32_t)of_f32(d[e]) : sg_double_to_half(d[e]));
     return 0;
   }
   uint64_t base = (((I->base) & SG_KBIT) ? K + (size_t)(I->base & ~SG_KBIT) * 32 : R + (size_t)I->base * 32)[0] + (uint64_t)I->off;
@@ -1063,15 +1076,17 @@ static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
   int is_f32 = I->type == SG_T_F32;
   unsigned esz = is_f32 ? 4 : 2;
   int col = I->mod2 & 1;
-  for (unsigned e = 0; e < 256; e++) {
-    uint64_t r = e / 16, c = e % 16;
+  unsigned rows, cols;
+  wmma_dims(I->shape, I->op == SG_OP_WMMA_LOAD ? I->mod : SG_WMMA_C, &rows, &cols);
+  for (unsigned e = 0; e < rows * cols; e++) {
+    uint64_t r = e / cols, c = e % cols;
     uint64_t addr = base + (col ? c * stride + r : r * stride + c) * esz;
     uint8_t *p = xlate(W, w, 0, I->space, addr, esz);
     if (!p) { mem_fault(W, widx, 0, CUDA_ERROR_ILLEGAL_ADDRESS, addr, esz, I); return -1; }
     if (I->op == SG_OP_WMMA_LOAD) {
       uint32_t bits = 0;
       memcpy(&bits, p, esz);
-      wmma_set_bits(R, slot, I->vec, is_f32, e, bits);
+      wmma_set_bits(R, slot, I->vec, is_f32, rows * cols, e, bits);
     } else {
       unsigned lane, k, h;
       wmma_place(I->vec, is_f32, e, &lane, &k, &h);
@@ -1080,6 +1095,36 @@ static int wmma_exec(worker *W, warp *w, int widx, const sg_insn *I) {
       memcpy(p, &bits, esz);
     }
   }
+  return 0;
+}
+
+/* ldmatrix / stmatrix: lane 8*q + r gives the shared-memory address of row
+ * r of matrix q (16 bytes, 16-byte aligned); sg_ldmatrix_distribute hands
+ * the elements to the lanes, sg_stmatrix_gather collects them.  Returns 0,
+ * or -1 after recording a fault (stmatrix then writes nothing). */
+static int ldmatrix_exec(worker *W, warp *w, int widx, const sg_insn *I) {
+  const uint64_t *K = W->L->m->kpool;
+  const uint64_t *Bs = ((I->base) & SG_KBIT) ? K + (size_t)(I->base & ~SG_KBIT) * 32 : w->R + (size_t)I->base * 32;
+  int st = I->op == SG_OP_STMATRIX;
+  uint16_t rows[4][8][8];
+  uint8_t *at[4][8];
+  for (unsigned q = 0; q < I->vec; q++)
+    for (unsigned r = 0; r < 8; r++) {
+      int lane = (int)(q * 8 + r);
+      uint64_t addr = Bs[lane] + (uint64_t)I->off;
+      if (addr & 15) { mem_fault(W, widx, lane, CUDA_ERROR_MISALIGNED_ADDRESS, addr, 16, I); return -1; }
+      uint8_t *p = xlate(W, w, lane, I->space, addr, 16);
+      if (!p) { mem_fault(W, widx, lane, CUDA_ERROR_ILLEGAL_ADDRESS, addr, 16, I); return -1; }
+      at[q][r] = p;
+      if (!st) memcpy(rows[q][r], p, 16);
+    }
+  if (!st) {
+    sg_ldmatrix_distribute(I, rows, w->R);
+    return 0;
+  }
+  sg_stmatrix_gather(I, K, w->R, rows);
+  for (unsigned q = 0; q < I->vec; q++)
+    for (unsigned r = 0; r < 8; r++) memcpy(at[q][r], rows[q][r], 16);
   return 0;
 }
 
@@ -1791,7 +1836,13 @@ static int run_warp(worker *W, warp *w, int widx) {
             default: j = minlane | (int)(bval & ~segmask); ok = j <= maxlane; break;
           }
           if (!ok) j = lane;
-          tmp[l] = (uint32_t)A[j];
+          /* A source lane that does not execute this shfl (inactive,
+           * exited, guarded off, or beyond the block's last thread in a
+           * partial warp) gives 0, as the hardware does, never its stale
+           * register: the ISA leaves the value undefined, and reductions
+           * such as the samples' reduce7 (second stage under a ballot mask,
+           * blocks smaller than a warp) add it in. */
+          tmp[l] = (m >> j) & 1 ? (uint32_t)A[j] : 0;
           pv |= (uint32_t)ok << l;
         });
         uint64_t *D = DREG(I->d[0]);
@@ -1871,6 +1922,46 @@ static int run_warp(worker *W, warp *w, int widx) {
           goto out;
         }
         if (wmma_exec(W, w, widx, I)) { rc = -1; goto out; }
+        break;
+      case SG_OP_CP_ASYNC: {
+        /* copied at once: see decode_cp_async */
+        const uint64_t *Dst = REG(I->base), *Src = REG(I->s[0]), *Soff = REG(I->s[2]);
+        const uint64_t *Ssz = I->s[1] != SG_NOREG ? REG(I->s[1]) : NULL;
+        uint32_t ignore = I->s[3] != SG_NOREG ? PRED(I->s[3]) : 0;
+        if (I->flags & SG_F_CNEG) ignore = ~ignore;
+        unsigned sz = I->mod;
+        LANES({
+          uint64_t da = Dst[l] + (uint64_t)I->off, sa = Src[l] + Soff[l];
+          uint64_t n = (ignore >> l) & 1 ? 0 : Ssz ? (uint32_t)Ssz[l] : sz;
+          if (n > sz) n = sz; /* src-size above cp-size is undefined: copy cp-size */
+          if ((da | sa) & (sz - 1)) FAULT_MEM(CUDA_ERROR_MISALIGNED_ADDRESS, (da & (sz - 1)) ? da : sa, sz);
+          uint8_t *dp = xlate(W, w, l, SG_SP_SHARED, da, sz);
+          if (!dp) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, da, sz);
+          const uint8_t *sp = n ? xlate(W, w, l, SG_SP_GLOBAL, sa, (unsigned)n) : NULL;
+          if (n && !sp) FAULT_MEM(CUDA_ERROR_ILLEGAL_ADDRESS, sa, (unsigned)n);
+          if (n) memmove(dp, sp, n);
+          memset(dp + n, 0, sz - n); /* the bytes past src-size are zero-filled */
+        });
+        break;
+      }
+      case SG_OP_MMA:
+      case SG_OP_LDMATRIX:
+      case SG_OP_STMATRIX:
+      case SG_OP_MOVMATRIX:
+        /* .sync.aligned: every lane of the warp executes it together, and
+         * each lane's registers are part of everyone's result. */
+        if (warp_sync_must_wait(w, group, FULL)) { WAIT_WARP_SYNC(); continue; }
+        if (m != FULL) {
+          record_fault(W, widx, __builtin_ctz(group), CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, I,
+                       I->op == SG_OP_MMA ? "mma.sync needs all 32 lanes of the warp (full warps, converged, unpredicated)"
+                       : I->op == SG_OP_MOVMATRIX ? "movmatrix needs all 32 lanes of the warp (full warps, converged, unpredicated)"
+                                                  : "ldmatrix/stmatrix need all 32 lanes of the warp (full warps, converged, unpredicated)");
+          rc = -1;
+          goto out;
+        }
+        if (I->op == SG_OP_MMA) sg_mma_exec(I, mod->wregs + I->aux, R);
+        else if (I->op == SG_OP_MOVMATRIX) sg_movmatrix(I, K, R);
+        else if (ldmatrix_exec(W, w, widx, I)) { rc = -1; goto out; }
         break;
       case SG_OP_WARPSYNC:
         if (warp_sync_must_wait(w, group, (uint32_t)REG(I->s[0])[__builtin_ctz(group)])) { WAIT_WARP_SYNC(); continue; }
@@ -2115,6 +2206,9 @@ static int setup_block_memory(worker *W) {
   /* this kernel's static variables lie in [0, static_shared); dynamic
    * shared memory starts at the module's dyn_shared_base */
   W->shared_size = L->cfg.dynamic_shared ? m->dyn_shared_base + L->cfg.dynamic_shared : L->k->static_shared;
+  size_t user_shared = W->shared_size;
+  W->reserved_base = (user_shared + 15) & ~(size_t)15;
+  if (m->uses_reserved_smem) W->shared_size = W->reserved_base + SG_RESERVED_SMEM;
   if (grow((void **)&sc->shared, &sc->cap_shared, W->shared_size + 64)) return -1;
   W->warps = sc->warps;
   W->nwarps_alloc = sc->nwarps;
@@ -2147,7 +2241,12 @@ static int setup_block_memory(worker *W) {
       R[SG_SR_NSMID * 32 + l] = 1;
       R[SG_SR_GRIDID * 32 + l] = 1;
       R[SG_SR_DYN_SMEM * 32 + l] = L->cfg.dynamic_shared;
-      R[SG_SR_TOTAL_SMEM * 32 + l] = W->shared_size;
+      R[SG_SR_TOTAL_SMEM * 32 + l] = user_shared;
+      R[SG_SR_RSV_BEGIN * 32 + l] = W->reserved_base;
+      R[SG_SR_RSV_END * 32 + l] = W->reserved_base + SG_RESERVED_SMEM;
+      R[SG_SR_RSV_CAP * 32 + l] = SG_RESERVED_SMEM;
+      R[SG_SR_RSV_0 * 32 + l] = W->reserved_base;
+      R[SG_SR_RSV_1 * 32 + l] = W->reserved_base + SG_RESERVED_SMEM / 2;
     }
   }
   return 0;
@@ -2177,6 +2276,7 @@ static int run_block(worker *W, uint64_t bid) {
    * block left there (a GPU gives no guarantee either way). */
   memset(W->shared, 0, L->k->static_shared < W->shared_size ? L->k->static_shared : W->shared_size);
   if (L->cfg.dynamic_shared) memset(W->shared + L->m->dyn_shared_base, 0, L->cfg.dynamic_shared);
+  if (L->m->uses_reserved_smem) memset(W->shared + W->reserved_base, 0, SG_RESERVED_SMEM);
   for (unsigned wi = 0; wi < L->nwarps; wi++) {
     warp *w = &W->warps[wi];
     uint64_t *R = w->R;

@@ -26,6 +26,8 @@ enum {
   SG_SR_LANEMASK_EQ, SG_SR_LANEMASK_LT, SG_SR_LANEMASK_LE,
   SG_SR_LANEMASK_GT, SG_SR_LANEMASK_GE,
   SG_SR_SMID, SG_SR_NSMID, SG_SR_GRIDID, SG_SR_DYN_SMEM, SG_SR_TOTAL_SMEM,
+  /* %reserved_smem_offset_begin/end/cap/0/1 (see SG_RESERVED_SMEM) */
+  SG_SR_RSV_BEGIN, SG_SR_RSV_END, SG_SR_RSV_CAP, SG_SR_RSV_0, SG_SR_RSV_1,
   SG_SR_COUNT
 };
 
@@ -55,9 +57,18 @@ typedef enum {
   SG_OP_SHFL, SG_OP_VOTE, SG_OP_MATCH, SG_OP_ACTIVEMASK, SG_OP_VPRINTF,
   SG_OP_TRAP, SG_OP_ADDC, SG_OP_LOP3, SG_OP_CVT_PACK, SG_OP_SHF, SG_OP_MADC, SG_OP_BMSK, SG_OP_SZEXT, SG_OP_REDUX,
   SG_OP_NANOSLEEP, SG_OP_WARPSYNC,
-  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE,
+  SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE, SG_OP_MMA, SG_OP_LDMATRIX, SG_OP_CP_ASYNC, SG_OP_STMATRIX, SG_OP_MOVMATRIX,
   SG_OP_COUNT
 } sg_opcode;
+
+/* Reserved shared memory of a block (what sm_80+ GPUs set aside, 1 KiB,
+ * cudaDevAttrReservedSharedMemoryPerBlock): cooperative groups keep the
+ * barriers and exchange slots of multi-warp tiles at
+ * %reserved_smem_offset_1 when compiled for sm_80+.  softgpu places it
+ * after the block's own shared memory, only for modules that name a
+ * %reserved_smem_offset_* register: offset_0 at its start, offset_1 half
+ * way (each half is more than the 288 bytes cooperative groups count on). */
+#define SG_RESERVED_SMEM 1024u
 
 /* Memory spaces of ld/st/atom/cvta. */
 enum { SG_SP_GENERIC = 0, SG_SP_GLOBAL, SG_SP_SHARED, SG_SP_LOCAL, SG_SP_CONST,
@@ -91,12 +102,22 @@ enum { SG_CVTA_TO_GENERIC = 1, SG_CVTA_FROM_GENERIC };
 enum { SG_TIMER_CLOCK = 1, SG_TIMER_CLOCK64, SG_TIMER_GLOBALTIMER, SG_TIMER_CLOCK_HI,
        SG_TIMER_GLOBALTIMER_LO, SG_TIMER_GLOBALTIMER_HI };
 
-/* wmma (m16n16k16 only): the fragment's registers live in the module's
+/* wmma (m16n16k16, m32n8k16, m8n32k16; shape in the instruction's
+ * shape): the fragment's registers live in the module's
  * wregs table; mod = matrix (load: 0 a, 1 b, 2 c), mod2 = layout bits
  * (1: first matrix column-major, 2: second column-major). */
 #define SG_WMMA_FRAG 8
 #define SG_WMMA_REGS (4 * SG_WMMA_FRAG)
 enum { SG_WMMA_A = 0, SG_WMMA_B, SG_WMMA_C };
+enum { SG_WMMA_M16N16K16 = 0, SG_WMMA_M32N8K16, SG_WMMA_M8N32K16 };
+
+/* mma.sync (sg_ptx_mma.c): fragments in the wregs table like wmma's (slots
+ * D, A, B, C); mod = shape, type = D's type, type2 = C's, mod2 = A's,
+ * space = B's (tf32 is carried as SG_T_F32), SG_F_SAT = .satfinite.
+ * ldmatrix: vec = matrices (1, 2, 4) in d[0..3], mod2 bit 0 = .trans, the
+ * row addresses in base (+off) of lanes 0..8*vec-1; stmatrix the same with
+ * the sources in s[0..3]; movmatrix d[0], s[0]. */
+enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16 };
 
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */
@@ -117,7 +138,8 @@ typedef struct {
   uint8_t mod;
   uint8_t mod2;
   uint8_t flags;
-  uint8_t pad[3];
+  uint8_t shape;  /* wmma: SG_WMMA_M16N16K16 / M32N8K16 / M8N32K16 */
+  uint8_t pad[2];
   uint32_t guard; /* predicate index or SG_NOREG */
   uint32_t line;
   uint32_t d[4];
@@ -126,6 +148,20 @@ typedef struct {
   uint32_t aux;   /* branch target pc, call-info index */
   int64_t off;    /* address offset */
 } sg_insn;
+
+/* mma.sync and ldmatrix (sg_ptx_mma.c), shapes as above. */
+void sg_mma_dims(int shape, unsigned *m, unsigned *n, unsigned *k);
+/* Runs one warp's mma on the lane-major register file R (R[reg*32+lane]);
+ * slot: the instruction's fragment registers in the wregs table. */
+void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R);
+/* Hands ldmatrix's rows (rows[matrix][row][col], 16-bit elements) to the
+ * lanes' destination registers in the ISA's fragment layout. */
+void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *R);
+/* stmatrix's inverse step: the rows of its vec matrices from the lanes'
+ * source registers s[0..3] (K: the constant pool). */
+void sg_stmatrix_gather(const sg_insn *I, const uint64_t *K, const uint64_t *R, uint16_t rows[4][8][8]);
+/* movmatrix.trans: d[0] gets the transpose of the matrix the lanes hold in s[0]. */
+void sg_movmatrix(const sg_insn *I, const uint64_t *K, uint64_t *R);
 
 typedef struct {
   uint32_t off, size;
@@ -211,6 +247,7 @@ struct sg_ptx_module {
   size_t *shalign;
   int nshvars, capshvars, capshalign;
   size_t dyn_shared_align;
+  int uses_reserved_smem; /* names %reserved_smem_offset_*: see SG_RESERVED_SMEM */
 };
 
 void sg_ptx_set_kconst(struct sg_ptx_module *m, uint32_t kidx, uint64_t v);

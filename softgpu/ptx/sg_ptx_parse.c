@@ -645,9 +645,21 @@ static int predefined_sreg(parser *P, const token *t, opnd *o) {
     }
     if (ok && n < 32 && !(t->len == 9 && t->p[7] == '0')) { o->kind = PO_IMM; o->imm = 0; o->immf = 0; return 0; }
   }
+  static const struct { const char *name; int sr; } reserved[] = {
+    {"%reserved_smem_offset_begin", SG_SR_RSV_BEGIN}, {"%reserved_smem_offset_end", SG_SR_RSV_END},
+    {"%reserved_smem_offset_cap", SG_SR_RSV_CAP}, {"%reserved_smem_offset_0", SG_SR_RSV_0},
+    {"%reserved_smem_offset_1", SG_SR_RSV_1},
+  };
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (tok_is(t, reserved[i].name)) {
+      P->m->uses_reserved_smem = 1;
+      o->kind = PO_SREG;
+      o->sub = reserved[i].sr;
+      o->reg = SG_SBIT | (uint32_t)reserved[i].sr;
+      return 0;
+    }
   const char *why = NULL;
   if (t->len > 3 && !memcmp(t->p, "%pm", 3)) why = "performance-monitor counters (%pm<N>) are not supported by softgpu";
-  else if (t->len > 19 && !memcmp(t->p, "%reserved_smem_offs", 19)) why = "reserved shared memory (%reserved_smem_offset_*) is not supported by softgpu";
   else if (tok_is(t, "%current_graph_exec")) why = "device-side graph launch (%current_graph_exec) is not supported by softgpu";
   if (why) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, t->line, "special register '%.*s': %s", (int)t->len, t->p, why);
@@ -1105,15 +1117,9 @@ static int wmma_frag(parser *P, const token *optok, const opnd *o, int want, uin
   return 0;
 }
 
-/* wmma.load / wmma.mma / wmma.store of the m16n16k16 shape with f16
- * inputs and f16 or f32 accumulators (what nvcuda::wmma emits for half);
- * other shapes and element types are refused by name.  The fragment
- * layout across lanes is softgpu's own (the ISA leaves it unspecified):
- * element e of a 16x16 matrix, row-major, is half (e & 1) of register
- * (e >> 1) % n of lane (e >> 1) / n for f16 fragments of n registers (a and
- * b repeat in lanes 16..31), and register e % 8 of lane e / 8 for f32. */
-static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
-  char words[16][16];
+/* Splits an opcode token at its dots into words[] (each cut to 15
+ * characters); returns the number of words. */
+static int opcode_words(const token *optok, char words[16][16]) {
   int nw = 0;
   for (size_t i = 0, st = 0; i <= optok->len && nw < 16; i++) {
     if (i == optok->len || optok->p[i] == '.') {
@@ -1123,6 +1129,21 @@ static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_in
       st = i + 1;
     }
   }
+  return nw;
+}
+
+/* wmma.load / wmma.mma / wmma.store of the m16n16k16, m32n8k16 and
+ * m8n32k16 shapes with f16 inputs and f16 or f32 accumulators (what
+ * nvcuda::wmma emits for half); other shapes and element types are refused
+ * by name.  The fragment layout across lanes is softgpu's own (the ISA
+ * leaves it unspecified): element e of an E-element matrix, row-major, is
+ * half (e & 1) of register (e >> 1) % n of lane (e >> 1) / n for f16
+ * fragments of n registers (repeated 512/E times in the lanes above, for
+ * the 8-register a and b fragments), and register e % 8 of lane e / 8 for
+ * f32 ones. */
+static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = opcode_words(optok, words);
   int kind = nw > 1 ? (!strcmp(words[1], "load") ? 1 : !strcmp(words[1], "mma") ? 2 : !strcmp(words[1], "store") ? 3 : 0) : 0;
   int matrix = -1, nlayout = 0, layouts = 0, shape_ok = 0, space = SG_SP_GENERIC, ntypes = 0, types[2] = {0, 0}, bad = 0;
   for (int i = 2; i < nw; i++) {
@@ -1131,7 +1152,9 @@ static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_in
     if (kind == 1 && i == 2 && (!strcmp(x, "a") || !strcmp(x, "b") || !strcmp(x, "c"))) { matrix = x[0] - 'a'; continue; }
     if (kind == 3 && i == 2 && !strcmp(x, "d")) { matrix = SG_WMMA_C; continue; }
     if (!strcmp(x, "row") || !strcmp(x, "col")) { if (x[0] == 'c') layouts |= 1 << nlayout; nlayout++; continue; }
-    if (!strcmp(x, "m16n16k16")) { shape_ok = 1; continue; }
+    if (!strcmp(x, "m16n16k16")) { shape_ok = 1; I->shape = SG_WMMA_M16N16K16; continue; }
+    if (!strcmp(x, "m32n8k16")) { shape_ok = 1; I->shape = SG_WMMA_M32N8K16; continue; }
+    if (!strcmp(x, "m8n32k16")) { shape_ok = 1; I->shape = SG_WMMA_M8N32K16; continue; }
     if (!strcmp(x, "global")) { space = SG_SP_GLOBAL; continue; }
     if (!strcmp(x, "shared")) { space = SG_SP_SHARED; continue; }
     if ((!strcmp(x, "f16") || !strcmp(x, "f32")) && ntypes < 2) { types[ntypes++] = x[1] == '1' ? SG_T_F16 : SG_T_F32; continue; }
@@ -1141,8 +1164,8 @@ static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_in
   if (!kind || bad || !shape_ok || nlayout != want_layouts || (kind != 2 && matrix < 0) ||
       ntypes != (kind == 2 ? 2 : 1) || (kind == 1 && matrix != SG_WMMA_C && types[0] != SG_T_F16)) {
     fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
-         "tensor-core instruction '%.*s' is not supported by softgpu (only wmma m16n16k16 with f16 inputs and "
-         "f16/f32 accumulators)", (int)optok->len, optok->p);
+         "tensor-core instruction '%.*s' is not supported by softgpu (only wmma m16n16k16, m32n8k16 and m8n32k16 "
+         "with f16 inputs and f16/f32 accumulators)", (int)optok->len, optok->p);
     return -1;
   }
   struct sg_ptx_module *m = P->m;
@@ -1182,6 +1205,207 @@ static int decode_wmma(parser *P, const token *optok, opnd *ops, int nops, sg_in
   return P->failed ? -1 : 0;
 }
 
+static int refuse_tensor(parser *P, const token *optok, const char *what) {
+  fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line, "tensor-core instruction '%.*s' is not supported by softgpu (%s)",
+       (int)optok->len, optok->p, what);
+  return -1;
+}
+
+/* Element type named by an mma type word; tf32 is carried as f32. */
+static int mma_type(const char *x) {
+  if (!strcmp(x, "f16")) return SG_T_F16;
+  if (!strcmp(x, "bf16")) return SG_T_BF16;
+  if (!strcmp(x, "tf32") || !strcmp(x, "f32")) return SG_T_F32;
+  if (!strcmp(x, "s8")) return SG_T_S8;
+  if (!strcmp(x, "u8")) return SG_T_U8;
+  if (!strcmp(x, "s32")) return SG_T_S32;
+  return SG_T_NONE;
+}
+
+/* mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype
+ * d, a, b, c for the shapes and types whose fragment layouts sg_ptx_mma.c
+ * implements: m16n8k16 (f16, bf16, s8/u8), m16n8k8 (f16, bf16, tf32),
+ * m16n8k4 (tf32), m8n8k16 (s8/u8).  The rest (m8n8k4's quad pairs, f64,
+ * 4-bit, fp8, sparse, block-scaled) is refused by name. */
+static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = opcode_words(optok, words);
+  int shape = 0, row = 0, col = 0, sat = 0, ntypes = 0, types[4] = {0, 0, 0, 0}, sync = 0, aligned = 0;
+  char tnames[4][16];
+  for (int i = 1; i < nw; i++) {
+    const char *x = words[i];
+    if (!strcmp(x, "sync")) { sync = 1; continue; }
+    if (!strcmp(x, "aligned")) { aligned = 1; continue; }
+    if (!strcmp(x, "m16n8k16")) { shape = SG_MMA_M16N8K16; continue; }
+    if (!strcmp(x, "m16n8k8")) { shape = SG_MMA_M16N8K8; continue; }
+    if (!strcmp(x, "m16n8k4")) { shape = SG_MMA_M16N8K4; continue; }
+    if (!strcmp(x, "m8n8k16")) { shape = SG_MMA_M8N8K16; continue; }
+    if (!strcmp(x, "row") && !row && !col) { row = 1; continue; }
+    if (!strcmp(x, "col") && row && !col) { col = 1; continue; }
+    if (!strcmp(x, "satfinite")) { sat = 1; continue; }
+    if (ntypes < 4 && mma_type(x)) { strcpy(tnames[ntypes], x); types[ntypes++] = mma_type(x); continue; }
+    return refuse_tensor(P, optok, "only m16n8k16/m16n8k8/m16n8k4/m8n8k16 .row.col mma with f16, bf16, tf32, s8 or u8 inputs");
+  }
+  if (!sync || !aligned || !shape || !row || !col || ntypes != 4)
+    return refuse_tensor(P, optok, "only mma.sync.aligned with a m16n8k16/m16n8k8/m16n8k4/m8n8k16 shape, .row.col and four types");
+  int dt = types[0], at = types[1], bt = types[2], ct = types[3];
+  int a_tf32 = !strcmp(tnames[1], "tf32"), b_tf32 = !strcmp(tnames[2], "tf32");
+  int ok;
+  if (at == SG_T_S8 || at == SG_T_U8) {
+    ok = (bt == SG_T_S8 || bt == SG_T_U8) && dt == SG_T_S32 && ct == SG_T_S32 &&
+         (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M8N8K16);
+  } else if (a_tf32) {
+    ok = b_tf32 && dt == SG_T_F32 && ct == SG_T_F32 && (shape == SG_MMA_M16N8K8 || shape == SG_MMA_M16N8K4) && !sat;
+  } else if (at == SG_T_BF16) {
+    ok = bt == SG_T_BF16 && dt == SG_T_F32 && ct == SG_T_F32 && (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M16N8K8) && !sat;
+  } else if (at == SG_T_F16) {
+    ok = bt == SG_T_F16 && (dt == SG_T_F16 || dt == SG_T_F32) && (ct == SG_T_F16 || ct == SG_T_F32) &&
+         (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M16N8K8) && !sat;
+  } else {
+    ok = 0;
+  }
+  if (!ok) return refuse_tensor(P, optok, "this shape and type combination of mma is not emulated");
+  if (need_ops(P, optok, nops, 4)) return -1;
+  unsigned M, N, K;
+  sg_mma_dims(shape, &M, &N, &K);
+  unsigned esz[4];
+  for (int k = 0; k < 4; k++) esz[k] = types[k] == SG_T_F16 || types[k] == SG_T_BF16 ? 16 : types[k] == SG_T_S8 || types[k] == SG_T_U8 ? 8 : 32;
+  /* registers per lane: elements per lane * element bits / 32 */
+  int nregs[4] = {(int)(M * N / 32 * esz[0] / 32), (int)(M * K / 32 * esz[1] / 32), (int)(K * N / 32 * esz[2] / 32),
+                  (int)(M * N / 32 * esz[3] / 32)};
+  struct sg_ptx_module *m = P->m;
+  uint32_t at_ = m->nwregs;
+  for (int k = 0; k < SG_WMMA_REGS; k++) { GROW(m->wregs, m->nwregs, m->capwregs); m->wregs[m->nwregs++] = SG_NOREG; }
+  uint32_t *slot = m->wregs + at_;
+  for (int k = 0; k < 4; k++)
+    if (wmma_frag(P, optok, &ops[k], nregs[k], slot + k * SG_WMMA_FRAG)) return -1;
+  I->op = SG_OP_MMA;
+  I->aux = at_;
+  I->mod = (uint8_t)shape;
+  I->type = (uint8_t)dt;
+  I->type2 = (uint8_t)ct;
+  I->mod2 = (uint8_t)at;
+  I->space = (uint8_t)bt;
+  if (sat) I->flags |= SG_F_SAT;
+  return 0;
+}
+
+/* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 d, [a]
+ * and stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16 [a], s:
+ * 8, 16 or 32 lanes each give the address of one 16-byte row. */
+static int decode_ldmatrix(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = opcode_words(optok, words);
+  int st = !strcmp(words[0], "stmatrix");
+  const char *only = st ? "only stmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16"
+                        : "only ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16";
+  int num = 0, trans = 0, shape = 0, shared = 0, b16 = 0, sync = 0, aligned = 0;
+  for (int i = 1; i < nw; i++) {
+    const char *x = words[i];
+    if (!strcmp(x, "sync")) sync = 1;
+    else if (!strcmp(x, "aligned")) aligned = 1;
+    else if (!strcmp(x, "m8n8")) shape = 1;
+    else if (!strcmp(x, "x1") || !strcmp(x, "x2") || !strcmp(x, "x4")) num = x[1] - '0';
+    else if (!strcmp(x, "trans")) trans = 1;
+    else if (!strcmp(x, "shared") || !strcmp(x, "shared::cta")) shared = 1;
+    else if (!strcmp(x, "b16")) b16 = 1;
+    else return refuse_tensor(P, optok, only);
+  }
+  if (!sync || !aligned || !shape || !num || !shared || !b16) return refuse_tensor(P, optok, only);
+  if (need_ops(P, optok, nops, 2)) return -1;
+  const opnd *d = &ops[st ? 1 : 0];
+  uint32_t *regs = st ? I->s : I->d;
+  if (d->kind == PO_REG && num == 1 && !(d->reg & SG_PBIT)) {
+    regs[0] = d->reg;
+  } else if (d->kind == PO_VEC && d->nvec == num) {
+    for (int k = 0; k < num; k++) {
+      if (d->vec[k] == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'_' in %s registers", words[0]); return -1; }
+      regs[k] = d->vec[k];
+    }
+  } else {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%.*s: expected %d registers", (int)optok->len, optok->p, num);
+    return -1;
+  }
+  int kparam;
+  if (set_address(P, I, &ops[st ? 0 : 1], &kparam)) return -1;
+  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "%s on a parameter", words[0]); return -1; }
+  I->op = st ? SG_OP_STMATRIX : SG_OP_LDMATRIX;
+  I->space = SG_SP_SHARED;
+  I->vec = (uint8_t)num;
+  I->mod2 = (uint8_t)trans;
+  I->type = SG_T_B16;
+  return 0;
+}
+
+/* cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}{.L2::NB}
+ * [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}, and the
+ * group operations commit_group / wait_group N / wait_all.  The copy is
+ * done when the instruction executes: completing before the wait is one of
+ * the orders the asynchronous copy allows (a program that reads the
+ * destination before waiting races), so the group operations are no-ops.
+ * dst is base/off (shared), src s[0] + constant s[2], src-size s[1],
+ * ignore-src predicate s[3], cp-size in mod. */
+static int decode_cp_async(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
+  char words[16][16];
+  int nw = opcode_words(optok, words);
+  if (nw == 3 && !strcmp(words[2], "commit_group")) {
+    if (need_ops(P, optok, nops, 0)) return -1;
+    I->op = SG_OP_NOP;
+    return 0;
+  }
+  if (nw == 3 && !strcmp(words[2], "wait_all")) {
+    if (need_ops(P, optok, nops, 0)) return -1;
+    I->op = SG_OP_NOP;
+    return 0;
+  }
+  if (nw == 3 && !strcmp(words[2], "wait_group")) {
+    if (need_ops(P, optok, nops, 1)) return -1;
+    if (ops[0].kind != PO_IMM) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async.wait_group takes an integer constant"); return -1; }
+    I->op = SG_OP_NOP;
+    return 0;
+  }
+  int cg = 0, ca = 0, shared = 0, global = 0, hint = 0;
+  for (int i = 2; i < nw; i++) {
+    const char *x = words[i];
+    if (!strcmp(x, "ca")) ca = 1;
+    else if (!strcmp(x, "cg")) cg = 1;
+    else if (!strcmp(x, "shared") || !strcmp(x, "shared::cta")) shared = 1;
+    else if (!strcmp(x, "global")) global = 1;
+    else if (!strcmp(x, "L2::cache_hint")) hint = 1;
+    else if (!strcmp(x, "L2::64B") || !strcmp(x, "L2::128B") || !strcmp(x, "L2::256B")) continue;
+    else return unsupported(P, optok);
+  }
+  if (ca + cg != 1 || !shared || !global) return unsupported(P, optok);
+  int n = nops - hint; /* the cache policy (last operand) is only a hint */
+  if (n < 3 || n > 4) return need_ops(P, optok, nops, 3 + hint);
+  int kparam;
+  if (set_address(P, I, &ops[0], &kparam)) return -1;
+  if (kparam || (I->flags & SG_F_FPREL)) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async into a parameter"); return -1; }
+  const opnd *src = &ops[1];
+  if (src->kind != PO_ADDR) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async: expected a source address [..]"); return -1; }
+  if (src->base_kind == PO_REG) I->s[0] = src->reg;
+  else if (src->base_kind == PO_IMM) I->s[0] = SG_K_ZERO;
+  else if (src->s->kind == SYM_GLOBAL) I->s[0] = SG_KBIT | P->m->globals[src->s->a].kidx;
+  else { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async: the source must be global memory"); return -1; }
+  I->s[2] = kconst(P, (uint64_t)src->off);
+  if (ops[2].kind != PO_IMM || (ops[2].imm != 4 && ops[2].imm != 8 && ops[2].imm != 16) || (cg && ops[2].imm != 16)) {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "cp.async: cp-size must be 4, 8 or 16 (16 for .cg)");
+    return -1;
+  }
+  I->mod = (uint8_t)ops[2].imm;
+  if (n == 4) {
+    if (ops[3].kind == PO_REG && (ops[3].reg & SG_PBIT)) {
+      I->s[3] = pred_index(P, &ops[3]);
+      if (ops[3].neg) I->flags |= SG_F_CNEG;
+    } else {
+      I->s[1] = src_index(P, &ops[3], SG_T_U32);
+    }
+  }
+  I->op = SG_OP_CP_ASYNC;
+  I->space = SG_SP_SHARED;
+  return P->failed ? -1 : 0;
+}
+
 static int decode_insn(parser *P, uint32_t guard, int gneg) {
   token *optok = next(P);
   opinfo oi;
@@ -1198,12 +1422,8 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   /* Tensor-core instructions work on fragments of 8 and more registers
    * whose lane layout is the hardware's; softgpu does not model them.  Say
    * so by name, before their operands would fail as over-long vectors. */
-  if (!strcmp(b, "mma") || !strcmp(b, "wgmma") || !strcmp(b, "ldmatrix") ||
-      !strcmp(b, "stmatrix") || !strcmp(b, "movmatrix") || !strncmp(b, "tcgen05", 7)) {
-    fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line,
-         "tensor-core instruction '%.*s' is not supported by softgpu (no wmma/mma emulation)", (int)optok->len, optok->p);
-    return -1;
-  }
+  if (!strcmp(b, "wgmma") || !strncmp(b, "tcgen05", 7))
+    return refuse_tensor(P, optok, "no emulation of it");
 
   opnd ops[8];
   int nops = 0;
@@ -1234,6 +1454,21 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   I->vec = (uint8_t)oi.vec;
 
   if (!strcmp(b, "wmma")) return decode_wmma(P, optok, ops, nops, I);
+  if (!strcmp(b, "mma")) return decode_mma(P, optok, ops, nops, I);
+  if (!strcmp(b, "ldmatrix") || !strcmp(b, "stmatrix")) return decode_ldmatrix(P, optok, ops, nops, I);
+  if (!strcmp(b, "movmatrix")) {
+    /* movmatrix.sync.aligned.m8n8.trans.b16 d, a: the only form there is */
+    if (!tok_is(optok, "movmatrix.sync.aligned.m8n8.trans.b16"))
+      return refuse_tensor(P, optok, "only movmatrix.sync.aligned.m8n8.trans.b16");
+    if (need_ops(P, optok, nops, 2)) return -1;
+    I->op = SG_OP_MOVMATRIX;
+    I->d[0] = dst_index(P, &ops[0]);
+    I->s[0] = src_index(P, &ops[1], SG_T_B32);
+    return P->failed ? -1 : 0;
+  }
+  if (!strcmp(b, "cp") && optok->len > 9 && !memcmp(optok->p, "cp.async.", 9) &&
+      memcmp(optok->p, "cp.async.bulk", 13) != 0 && memcmp(optok->p, "cp.async.mbarrier", 17) != 0)
+    return decode_cp_async(P, optok, ops, nops, I);
 
   /* ---- simple arithmetic: op d, a, b [, c] */
   static const struct { const char *n; int op; int nsrc; } arith[] = {
@@ -2374,7 +2609,7 @@ static int finish(parser *P) {
       for (int k = 0; k < 4; k++) { I->d[k] = reloc_reg(f, I->d[k]); I->s[k] = reloc_reg(f, I->s[k]); }
       I->base = reloc_reg(f, I->base);
       if (I->guard != SG_NOREG) I->guard = reloc_reg(f, I->guard);
-      if (I->op == SG_OP_WMMA_LOAD || I->op == SG_OP_WMMA_MMA || I->op == SG_OP_WMMA_STORE)
+      if (I->op == SG_OP_WMMA_LOAD || I->op == SG_OP_WMMA_MMA || I->op == SG_OP_WMMA_STORE || I->op == SG_OP_MMA)
         for (int k = 0; k < SG_WMMA_REGS; k++) m->wregs[I->aux + k] = reloc_reg(f, m->wregs[I->aux + k]);
       if (I->flags & SG_F_FPREL) I->off = (int64_t)((uint64_t)I->off + f->fpbase);
       if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {

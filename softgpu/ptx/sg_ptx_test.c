@@ -839,13 +839,15 @@ static void test_predefined_identifiers(void **state) {
   assert_int_equal(sg_ptx_module_parse(pm, strlen(pm), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "performance"));
   const char *wmma = HDR ".visible .entry k(.param .u64 a)\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [a];\n"
-      "wmma.load.a.sync.aligned.row.m8n32k16.global.f16 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd1], 16;\nret;\n}\n";
+      "wmma.load.a.sync.aligned.row.m16n16k16.global.s8 {%r1, %r2}, [%rd1], 16;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m8n32k16.global.f16'"));
-  const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<5>;\n"
-      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2}, {%r3}, {%f1, %f2, %f3, %f4};\nret;\n}\n";
+  assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m16n16k16.global.s8'"));
+  /* m8n8k4 (four quad-pair products per warp) is not emulated */
+  const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n"
+      "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, {%r1, %r2}, {%r3, %r4}, "
+      "{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(mma, strlen(mma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync"));
+  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync.aligned.m8n8k4"));
   const char *mov8 = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\n"
       "mov.b64 %rd1, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8};\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(mov8, strlen(mov8), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
@@ -988,6 +990,407 @@ static void test_warp_sync_converges(void **state) {
 
 /* wmma: an identity A times B is B (row-major A from global, column-major
  * B, f32 accumulator stored row-major); a warp of 16 threads cannot run it. */
+/* A shfl whose source lane does not execute it (inactive after a branch,
+ * or beyond the last thread of a partial warp) reads 0, as on hardware,
+ * not the lane's stale register: the samples' reduce7 adds such values in
+ * its second stage (mask from __ballot_sync) and in blocks smaller than a
+ * warp, and was off by the stale partial sums. */
+static void test_shfl_inactive_source(void **state) {
+  static const char *body =
+      "mov.u32 %r1, %laneid; mad.lo.u32 %r2, %r1, 10, 1;\n"
+      "shfl.sync.down.b32 %r3|%p1, %r2, 16, 0x1f, -1; selp.u32 %r4, 1, 0, %p1;\n"
+      "mov.u32 %r5, 7777;\n"
+      "setp.ge.u32 %p2, %r1, 8; @%p2 bra OUT;\n"
+      "shfl.sync.down.b32 %r5, %r2, 4, 0x1f, 0xff;\n"
+      "OUT: mul.wide.u32 %rd2, %r1, 16; add.s64 %rd3, %rd0, %rd2;\n"
+      "st.v4.u32 [%rd3], {%r3, %r4, %r5, %r2};\n";
+  for (unsigned threads = 32; threads >= 20; threads -= 12) {
+    snip s;
+    snip_init(&s);
+    RUN_OK(&s, body, threads);
+    for (unsigned l = 0; l < threads; l++) {
+      const uint32_t *o = s.o32 + l * 4;
+      /* in range (pval true) whether or not the source lane exists */
+      assert_int_equal(o[1], l + 16 < 32);
+      assert_int_equal(o[0], l + 16 < threads ? (l + 16) * 10 + 1 : l + 16 < 32 ? 0 : l * 10 + 1);
+      assert_int_equal(o[2], l >= 8 ? 7777 : l + 4 < 8 ? (l + 4) * 10 + 1 : 0);
+    }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
+/* mma.sync fragments as the PTX ISA's "Matrix Fragments for mma.mMnNkK"
+ * sections define them, transcribed separately from sg_ptx_mma.c: each
+ * lane's registers are packed on the host from whole matrices, the kernel
+ * runs one mma per warp and every lane's D registers are checked. */
+enum { MT_F16, MT_BF16, MT_TF32, MT_S8, MT_F32, MT_S32 };
+typedef struct {
+  const char *ptx;  /* shape.row.col.dtype.atype.btype.ctype */
+  unsigned m, n, k;
+  int at, ct, dt;
+} mma_case;
+
+static unsigned mt_bits(int t) { return t == MT_F16 || t == MT_BF16 ? 16 : t == MT_S8 ? 8 : 32; }
+
+/* (row, col) of element i of lane's A (which 0), B (1) or C/D (2). */
+static void isa_coord(const mma_case *c, int which, unsigned lane, unsigned i, unsigned *r, unsigned *col) {
+  unsigned g = lane / 4, t = lane % 4;
+  if (which == 2) { *r = i < 2 ? g : g + 8; *col = t * 2 + (i & 1); return; }
+  if (c->k == 16 && c->at == MT_S8) {
+    if (which == 0) { *r = i < 4 ? g : g + 8; *col = t * 4 + (i & 3); }
+    else { *r = t * 4 + i; *col = g; }
+  } else if (c->k == 16) {
+    if (which == 0) { *r = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8; *col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0); }
+    else { *r = t * 2 + (i & 1) + (i >= 2 ? 8 : 0); *col = g; }
+  } else if (c->k == 8 && c->at == MT_TF32) {
+    if (which == 0) { *r = (i == 0 || i == 2) ? g : g + 8; *col = i < 2 ? t : t + 4; }
+    else { *r = i == 0 ? t : t + 4; *col = g; }
+  } else if (c->k == 8) {
+    if (which == 0) { *r = i < 2 ? g : g + 8; *col = t * 2 + (i & 1); }
+    else { *r = t * 2 + i; *col = g; }
+  } else { /* m16n8k4 tf32 */
+    if (which == 0) { *r = i == 0 ? g : g + 8; *col = t; }
+    else { *r = t; *col = g; }
+  }
+}
+
+static uint32_t mt_encode(int t, float v) {
+  switch (t) {
+    case MT_F16: return sg_double_to_half(v);
+    case MT_BF16: return fbits(v) >> 16; /* the test values are exact in bf16 */
+    case MT_S8: return (uint32_t)(int32_t)v & 0xff;
+    case MT_S32: return (uint32_t)(int32_t)v;
+    default: return fbits(v);
+  }
+}
+
+static void run_mma_case(const mma_case *c) {
+  float A[16][16], B[16][8], C[16][8];
+  for (unsigned r = 0; r < c->m; r++)
+    for (unsigned k = 0; k < c->k; k++) A[r][k] = (float)((int)((r * 7 + k * 3) % 9) - 4);
+  for (unsigned k = 0; k < c->k; k++)
+    for (unsigned n = 0; n < c->n; n++) B[k][n] = (float)((int)((k * 5 + n * 11) % 7) - 3);
+  for (unsigned r = 0; r < c->m; r++)
+    for (unsigned n = 0; n < c->n; n++) C[r][n] = (float)(r * 8 + n) - 50;
+  int bt = c->at;
+  unsigned na = c->m * c->k / 32, nb = c->k * c->n / 32, nc = c->m * c->n / 32;
+  unsigned ra = na * mt_bits(c->at) / 32, rb = nb * mt_bits(bt) / 32, rc = nc * mt_bits(c->ct) / 32, rd = nc * mt_bits(c->dt) / 32;
+  snip s;
+  snip_init(&s);
+  uint32_t *in = s.inh;
+  /* lane l's words: A in 0..3, B in 4..5, C in 6..9 (16 words per lane) */
+  for (unsigned l = 0; l < 32; l++) {
+    uint32_t *w = in + l * 16;
+    memset(w, 0, 64);
+    unsigned r, col;
+    for (unsigned i = 0; i < na; i++) {
+      isa_coord(c, 0, l, i, &r, &col);
+      unsigned per = 32 / mt_bits(c->at);
+      w[i / per] |= mt_encode(c->at, A[r][col]) << (mt_bits(c->at) * (i % per));
+    }
+    for (unsigned i = 0; i < nb; i++) {
+      isa_coord(c, 1, l, i, &r, &col);
+      unsigned per = 32 / mt_bits(bt);
+      w[4 + i / per] |= mt_encode(bt, B[r][col]) << (mt_bits(bt) * (i % per));
+    }
+    for (unsigned i = 0; i < nc; i++) {
+      isa_coord(c, 2, l, i, &r, &col);
+      unsigned per = 32 / mt_bits(c->ct);
+      w[6 + i / per] |= mt_encode(c->ct, C[r][col]) << (mt_bits(c->ct) * (i % per));
+    }
+  }
+  char regs[4][96];
+  const unsigned nr[4] = {rd, ra, rb, rc}, first[4] = {11, 1, 5, 7};
+  for (int o = 0; o < 4; o++) {
+    size_t at = 0;
+    at += (size_t)snprintf(regs[o] + at, sizeof regs[o] - at, "{");
+    for (unsigned i = 0; i < nr[o]; i++) at += (size_t)snprintf(regs[o] + at, sizeof regs[o] - at, "%s%%r%u", i ? ", " : "", first[o] + i);
+    snprintf(regs[o] + at, sizeof regs[o] - at, "}");
+  }
+  char body[1024];
+  snprintf(body, sizeof body,
+           "mov.u32 %%r30, %%laneid; mul.wide.u32 %%rd2, %%r30, 64; add.s64 %%rd3, %%rd1, %%rd2;\n"
+           "ld.global.v4.u32 {%%r1, %%r2, %%r3, %%r4}, [%%rd3]; ld.global.v2.u32 {%%r5, %%r6}, [%%rd3+16];\n"
+           "ld.global.v2.u32 {%%r7, %%r8}, [%%rd3+24]; ld.global.v2.u32 {%%r9, %%r10}, [%%rd3+32];\n"
+           "mov.u32 %%r11, 0; mov.u32 %%r12, 0; mov.u32 %%r13, 0; mov.u32 %%r14, 0;\n"
+           "mma.sync.aligned.%s %s, %s, %s, %s;\n"
+           "mul.wide.u32 %%rd4, %%r30, 16; add.s64 %%rd5, %%rd0, %%rd4;\n"
+           "st.global.v4.u32 [%%rd5], {%%r11, %%r12, %%r13, %%r14};\n",
+           c->ptx, regs[0], regs[1], regs[2], regs[3]);
+  RUN_OK(&s, body, 32);
+  for (unsigned l = 0; l < 32; l++)
+    for (unsigned i = 0; i < nc; i++) {
+      unsigned r, col;
+      isa_coord(c, 2, l, i, &r, &col);
+      double want = C[r][col];
+      for (unsigned k = 0; k < c->k; k++) want += (double)A[r][k] * B[k][col];
+      unsigned per = 32 / mt_bits(c->dt);
+      uint32_t got = s.o32[l * 4 + i / per] >> (mt_bits(c->dt) * (i % per));
+      if (mt_bits(c->dt) == 16) got &= 0xffff;
+      if (got != mt_encode(c->dt, (float)want)) fail_msg("%s: lane %u element %u (row %u col %u): got 0x%x want %g", c->ptx, l, i, r, col, got, want);
+    }
+  snip_done(&s);
+}
+
+static void test_mma_sync(void **state) {
+  static const mma_case cases[] = {
+      {"m16n8k16.row.col.f32.f16.f16.f32", 16, 8, 16, MT_F16, MT_F32, MT_F32},
+      {"m16n8k16.row.col.f16.f16.f16.f16", 16, 8, 16, MT_F16, MT_F16, MT_F16},
+      {"m16n8k16.row.col.f32.f16.f16.f16", 16, 8, 16, MT_F16, MT_F16, MT_F32},
+      {"m16n8k16.row.col.f32.bf16.bf16.f32", 16, 8, 16, MT_BF16, MT_F32, MT_F32},
+      {"m16n8k8.row.col.f32.f16.f16.f32", 16, 8, 8, MT_F16, MT_F32, MT_F32},
+      {"m16n8k8.row.col.f32.bf16.bf16.f32", 16, 8, 8, MT_BF16, MT_F32, MT_F32},
+      {"m16n8k8.row.col.f32.tf32.tf32.f32", 16, 8, 8, MT_TF32, MT_F32, MT_F32},
+      {"m16n8k4.row.col.f32.tf32.tf32.f32", 16, 8, 4, MT_TF32, MT_F32, MT_F32},
+      {"m16n8k16.row.col.s32.s8.s8.s32", 16, 8, 16, MT_S8, MT_S32, MT_S32},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_mma_case(&cases[i]);
+
+  /* tf32 inputs: the low 13 mantissa bits of the f32 register are ignored
+   * (1 + 2^-11 + 2^-12 counts as 1); a lane missing faults */
+  snip s;
+  snip_init(&s);
+  static const char *tf32 =
+      "mov.b32 %r1, 0x3f800c00; mov.b32 %r2, 0x40000000;\n"
+      "mov.f32 %f1, 0f00000000;\n"
+      "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%f2, %f3, %f4, %f5}, {%r1, %r1}, {%r2}, {%f1, %f1, %f1, %f1};\n"
+      "mov.u32 %r30, %laneid; mul.wide.u32 %rd4, %r30, 16; add.s64 %rd5, %rd0, %rd4;\n"
+      "st.global.v4.f32 [%rd5], {%f2, %f3, %f4, %f5};\n";
+  RUN_OK(&s, tf32, 32);
+  for (unsigned i = 0; i < 128; i++) assert_true(s.of[i] == 8.0f); /* 4 * (1 * 2) */
+  snip_done(&s);
+  snip_init(&s);
+  assert_int_equal(snip_run_cfg(&s, tf32, 1, 24, 0), CUDA_ERROR_ILLEGAL_INSTRUCTION);
+  assert_non_null(strstr(s.fault.message, "mma.sync needs all 32 lanes"));
+  snip_done(&s);
+  (void)state;
+}
+
+/* ldmatrix: lane 8q + r names row r of matrix q; lane l receives elements
+ * (l/4, 2(l%4)) and (l/4, 2(l%4)+1) of each matrix, or of its transpose. */
+static void test_ldmatrix(void **state) {
+  static const char *fmt =
+      ".shared .align 16 .b16 sm[256];\n"
+      "mov.u32 %%r30, %%laneid; mul.wide.u32 %%rd2, %%r30, 2; add.s64 %%rd3, %%rd1, %%rd2;\n"
+      "mov.u32 %%r31, sm; mov.u32 %%r29, %%r30;\n"
+      "CP: mul.wide.u32 %%rd2, %%r29, 2; add.s64 %%rd3, %%rd1, %%rd2; ld.global.u16 %%h1, [%%rd3];\n"
+      "shl.b32 %%r28, %%r29, 1; add.u32 %%r27, %%r31, %%r28; st.shared.u16 [%%r27], %%h1;\n"
+      "add.u32 %%r29, %%r29, 32; setp.lt.u32 %%p1, %%r29, 256; @%%p1 bra CP;\n"
+      "bar.warp.sync -1;\n"
+      /* row address of lane l: matrix l/8, row l%%8 (16 bytes each) */
+      "shl.b32 %%r26, %%r30, 4; add.u32 %%r25, %%r31, %%r26;\n"
+      "ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%r1, %%r2, %%r3, %%r4}, [%%r25];\n"
+      "ldmatrix.sync.aligned.m8n8.x2%s.shared.b16 {%%r5, %%r6}, [%%r25];\n"
+      "ldmatrix.sync.aligned.x1.m8n8%s.shared.b16 {%%r7}, [%%r25];\n"
+      "mul.wide.u32 %%rd4, %%r30, 32; add.s64 %%rd5, %%rd0, %%rd4;\n"
+      "st.global.v4.u32 [%%rd5], {%%r1, %%r2, %%r3, %%r4}; st.global.v4.u32 [%%rd5+16], {%%r5, %%r6, %%r7, %%r7};\n";
+  for (int trans = 0; trans < 2; trans++) {
+    snip s;
+    snip_init(&s);
+    uint16_t *in = s.inh;
+    for (unsigned e = 0; e < 256; e++) in[e] = (uint16_t)(e * 3 + 1); /* matrix e/64, row (e/8)%8, col e%8 */
+    char body[2048];
+    const char *t = trans ? ".trans" : "";
+    snprintf(body, sizeof body, fmt, t, t, t);
+    RUN_OK(&s, body, 32);
+    for (unsigned l = 0; l < 32; l++) {
+      const uint32_t *o = s.o32 + l * 8;
+      unsigned r = l / 4, c = 2 * (l % 4);
+      const unsigned nq[7] = {0, 1, 2, 3, 0, 1, 0};
+      for (unsigned k = 0; k < 7; k++) {
+        unsigned q = nq[k];
+        unsigned e0 = trans ? q * 64 + c * 8 + r : q * 64 + r * 8 + c;
+        unsigned e1 = trans ? q * 64 + (c + 1) * 8 + r : e0 + 1;
+        uint32_t want = (uint32_t)in[e0] | ((uint32_t)in[e1] << 16);
+        if (o[k] != want) fail_msg("ldmatrix%s: lane %u register %u: got 0x%x want 0x%x", t, l, k, o[k], want);
+      }
+    }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
+/* cp.async: 4/8/16-byte copies global -> shared, src-size zero fill,
+ * ignore-src, groups; then the shared buffer is copied out. */
+static void test_cp_async(void **state) {
+  static const char *body =
+      ".shared .align 16 .b8 buf[1024];\n"
+      "mov.u32 %r1, %tid.x; mov.u32 %r2, buf;\n"
+      "shl.b32 %r3, %r1, 4; add.u32 %r4, %r2, %r3;\n"           /* dst = buf + 16*tid */
+      "cvt.u64.u32 %rd2, %r3; add.s64 %rd3, %rd1, %rd2;\n"       /* src = in + 16*tid */
+      "cvta.to.global.u64 %rd3, %rd3;\n"
+      "and.b32 %r5, %r1, 3;\n"
+      "setp.eq.u32 %p1, %r5, 0; @%p1 cp.async.cg.shared.global.L2::128B [%r4], [%rd3], 16;\n"
+      "setp.eq.u32 %p2, %r5, 1; @%p2 cp.async.ca.shared.global [%r4+8], [%rd3+8], 8;\n"
+      "setp.eq.u32 %p3, %r5, 2; mov.u32 %r6, 3;\n"
+      "@%p3 cp.async.ca.shared.global [%r4+4], [%rd3+4], 4, %r6;\n" /* 3 bytes + 1 zero */
+      "setp.eq.u32 %p4, %r5, 3; setp.lt.u32 %p5, %r1, 32;\n"
+      "@%p4 cp.async.cg.shared.global [%r4], [%rd3], 16, %p5;\n"    /* ignore-src: 16 zeros below tid 32 */
+      "cp.async.commit_group; cp.async.wait_group 0; cp.async.wait_all;\n"
+      "bar.sync 0;\n"
+      "ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [%r4];\n"
+      "add.s64 %rd4, %rd0, %rd2; st.global.v4.u32 [%rd4], {%r10, %r11, %r12, %r13};\n";
+  snip s;
+  snip_init(&s);
+  uint8_t *in = s.inh;
+  for (unsigned i = 0; i < 1024; i++) in[i] = (uint8_t)(i * 7 + 1);
+  RUN_OK(&s, body, 64);
+  const uint8_t *o = (const uint8_t *)s.o32;
+  for (unsigned t = 0; t < 64; t++)
+    for (unsigned b = 0; b < 16; b++) {
+      unsigned i = t * 16 + b;
+      uint8_t want;
+      switch (t & 3) {
+        case 0: want = in[i]; break;
+        case 1: want = b >= 8 ? in[i] : 0; break;
+        case 2: want = b >= 4 && b < 7 ? in[i] : 0; break;
+        default: want = t < 32 ? 0 : in[i]; break;
+      }
+      if (o[i] != want) fail_msg("thread %u byte %u: got %u want %u", t, b, o[i], want);
+    }
+  snip_done(&s);
+  /* a misaligned source faults */
+  snip_init(&s);
+  int rc = snip_run_cfg(&s, ".shared .align 16 .b8 buf[64];\nmov.u32 %r2, buf;\n"
+                            "cp.async.cg.shared.global [%r2], [%rd1+4], 16;\n", 1, 1, 0);
+  assert_int_equal(rc, CUDA_ERROR_MISALIGNED_ADDRESS);
+  snip_done(&s);
+  (void)state;
+}
+
+/* wmma m32n8k16 and m8n32k16: D = A * B + C with A row-major, B
+ * column-major (m32n8k16) or row-major (m8n32k16), C loaded column-major
+ * as f16, D stored row-major as f32. */
+static void test_wmma_shapes(void **state) {
+  static const struct { const char *shape; unsigned m, n; int bcol; } shapes[] = {
+      {"m32n8k16", 32, 8, 1}, {"m8n32k16", 8, 32, 0}};
+  for (int sh = 0; sh < 2; sh++) {
+    unsigned M = shapes[sh].m, N = shapes[sh].n, K = 16;
+    snip s;
+    snip_init(&s);
+    uint16_t *in = s.inh;
+    /* A at in[0], B at in[512], C at in[1024] (halves) */
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned k = 0; k < K; k++) in[i * K + k] = sg_double_to_half((double)((int)((i + 2 * k) % 5) - 2));
+    for (unsigned k = 0; k < K; k++)
+      for (unsigned j = 0; j < N; j++)
+        in[512 + (shapes[sh].bcol ? j * K + k : k * N + j)] = sg_double_to_half((double)((int)((k * 3 + j) % 7) - 3));
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) in[1024 + j * M + i] = sg_double_to_half((double)(i * N + j % 5));
+    char body[2048];
+    snprintf(body, sizeof body,
+             "wmma.load.a.sync.aligned.row.%s.global.f16 {%%r1, %%r2, %%r3, %%r4, %%r5, %%r6, %%r7, %%r8}, [%%rd1], 16;\n"
+             "add.s64 %%rd7, %%rd1, 1024;\n"
+             "wmma.load.b.sync.aligned.%s.%s.global.f16 {%%r9, %%r10, %%r11, %%r12, %%r13, %%r14, %%r15, %%r16}, [%%rd7], %u;\n"
+             "add.s64 %%rd8, %%rd1, 2048;\n"
+             "wmma.load.c.sync.aligned.col.%s.global.f16 {%%r17, %%r18, %%r19, %%r20}, [%%rd8], %u;\n"
+             "wmma.mma.sync.aligned.row.%s.%s.f32.f16 {%%f11, %%f12, %%f13, %%f14, %%f15, %%f16, %%f17, %%f18}, "
+             "{%%r1, %%r2, %%r3, %%r4, %%r5, %%r6, %%r7, %%r8}, {%%r9, %%r10, %%r11, %%r12, %%r13, %%r14, %%r15, %%r16}, "
+             "{%%r17, %%r18, %%r19, %%r20};\n"
+             "wmma.store.d.sync.aligned.row.%s.global.f32 [%%rd0], {%%f11, %%f12, %%f13, %%f14, %%f15, %%f16, %%f17, %%f18}, %u;\n",
+             shapes[sh].shape, shapes[sh].bcol ? "col" : "row", shapes[sh].shape, shapes[sh].bcol ? K : N, shapes[sh].shape, M,
+             shapes[sh].bcol ? "col" : "row", shapes[sh].shape, shapes[sh].shape, N);
+    RUN_OK(&s, body, 32);
+    for (unsigned i = 0; i < M; i++)
+      for (unsigned j = 0; j < N; j++) {
+        float want = (float)(i * N + j % 5);
+        for (unsigned k = 0; k < K; k++) want += (float)((int)((i + 2 * k) % 5) - 2) * (float)((int)((k * 3 + j) % 7) - 3);
+        if (s.of[i * N + j] != want) fail_msg("%s D[%u][%u]: got %g want %g", shapes[sh].shape, i, j, s.of[i * N + j], want);
+      }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
+/* %reserved_smem_offset_*: a 1 KiB region after the block's shared
+ * memory, zeroed per block, where sm_80 cooperative groups keep multi-warp
+ * tile state (offset_1 must leave at least 288 bytes). */
+static void test_reserved_smem(void **state) {
+  snip s;
+  snip_init(&s);
+  RUN_OK(&s,
+         ".shared .align 4 .b32 mine[8];\n"
+         "mov.u32 %r1, %reserved_smem_offset_begin; mov.u32 %r2, %reserved_smem_offset_end;\n"
+         "mov.u32 %r3, %reserved_smem_offset_cap; mov.u32 %r4, %reserved_smem_offset_0;\n"
+         "mov.u32 %r5, %reserved_smem_offset_1; mov.u32 %r6, %total_smem_size;\n"
+         "mov.u32 %r7, %tid.x; shl.b32 %r8, %r7, 2; add.u32 %r9, %r5, %r8;\n"
+         "ld.shared.u32 %r10, [%r9]; add.u32 %r10, %r10, %r7; st.shared.u32 [%r9], %r10;\n"
+         "add.u32 %r11, %r9, 284; st.shared.u32 [%r11], %r7;\n" /* the last word of the 288 bytes of lane 0 */
+         "cvt.u64.u32 %rd2, %r5; cvta.shared.u64 %rd3, %rd2; ld.u32 %r12, [%rd3+4];\n"
+         "mov.u32 %r13, mine; st.shared.u32 [%r13], 9;\n"
+         "bar.sync 0;\n"
+         "setp.ne.u32 %p1, %r7, 0; @%p1 bra DONE;\n"
+         "st.v4.u32 [%rd0], {%r1, %r2, %r3, %r4}; st.v4.u32 [%rd0+16], {%r5, %r6, %r10, %r12};\n"
+         "DONE:\n",
+         2);
+  uint32_t begin = s.o32[0];
+  assert_true(begin >= 32 && begin % 16 == 0); /* after the kernel's own 32 bytes */
+  assert_int_equal(s.o32[1], begin + 1024);
+  assert_int_equal(s.o32[2], 1024);
+  assert_int_equal(s.o32[3], begin);
+  assert_true(s.o32[4] >= begin && s.o32[4] + 288 <= begin + 1024);
+  assert_int_equal(s.o32[5], 32); /* the block's own shared memory */
+  assert_int_equal(s.o32[6], 0);  /* zeroed: 0 + tid 0 */
+  assert_int_equal(s.o32[7], 1);  /* thread 1's word, through a generic address */
+  snip_done(&s);
+  (void)state;
+}
+
+/* stmatrix (the inverse of ldmatrix) and movmatrix (transpose across the
+ * warp): lane l's register q holds (q, l) pairs; matrix q's row r lands at
+ * the address lane 8q + r gives. */
+static void test_stmatrix_movmatrix(void **state) {
+  static const char *fmt =
+      ".shared .align 16 .b16 sm[256];\n"
+      "mov.u32 %%r30, %%laneid; mov.u32 %%r31, sm;\n"
+      "shl.b32 %%r1, %%r30, 8; or.b32 %%r2, %%r1, 0x10000;\n"   /* value: q<<12 | lane<<8 | half<<... */
+      "mul.lo.u32 %%r3, %%r30, 0x00010001; or.b32 %%r4, %%r3, 0x10000000;\n"
+      "or.b32 %%r5, %%r3, 0x20002000; or.b32 %%r6, %%r3, 0x30003000; or.b32 %%r7, %%r3, 0x00800000;\n"
+      "shl.b32 %%r26, %%r30, 4; add.u32 %%r25, %%r31, %%r26;\n"
+      "stmatrix.sync.aligned.m8n8.x4%s.shared.b16 [%%r25], {%%r7, %%r4, %%r5, %%r6};\n"
+      "bar.warp.sync -1;\n"
+      "mul.wide.u32 %%rd2, %%r30, 16; add.s64 %%rd3, %%rd0, %%rd2; ld.shared.v4.u32 {%%r10, %%r11, %%r12, %%r13}, [%%r25];\n"
+      "st.global.v4.u32 [%%rd3], {%%r10, %%r11, %%r12, %%r13};\n"
+      "movmatrix.sync.aligned.m8n8.trans.b16 %%r14, %%r7;\n"
+      "mul.wide.u32 %%rd4, %%r30, 4; add.s64 %%rd5, %%rd0, %%rd4; st.global.u32 [%%rd5+1024], %%r14;\n";
+  for (int trans = 0; trans < 2; trans++) {
+    snip s;
+    snip_init(&s);
+    char body[2048];
+    snprintf(body, sizeof body, fmt, trans ? ".trans" : "");
+    RUN_OK(&s, body, 32);
+    /* register q of lane l: low half = l | tag_q, high half = l | tag_q | 0x80 for q 0 */
+    const uint16_t lo_tag[4] = {0x0000, 0x0000, 0x2000, 0x3000}, hi_tag[4] = {0x0080, 0x1000, 0x2000, 0x3000};
+    uint16_t m[4][8][8];
+    for (unsigned q = 0; q < 4; q++)
+      for (unsigned l = 0; l < 32; l++) {
+        unsigned r = l / 4, c = 2 * (l % 4);
+        uint16_t lo = (uint16_t)(l | lo_tag[q]), hi = (uint16_t)(l | hi_tag[q]);
+        if (trans) { m[q][c][r] = lo; m[q][c + 1][r] = hi; }
+        else { m[q][r][c] = lo; m[q][r][c + 1] = hi; }
+      }
+    const uint16_t *o = (const uint16_t *)s.o32;
+    for (unsigned l = 0; l < 32; l++)
+      for (unsigned e = 0; e < 8; e++) {
+        unsigned q = l / 8, r = l % 8;
+        if (o[l * 8 + e] != m[q][r][e]) fail_msg("stmatrix%s row %u of matrix %u, element %u: got 0x%x want 0x%x", trans ? ".trans" : "", r, q, e, o[l * 8 + e], m[q][r][e]);
+      }
+    /* movmatrix of register 0 (matrix M[r][c] as held without .trans) */
+    for (unsigned l = 0; l < 32; l++) {
+      unsigned r = l / 4, c = 2 * (l % 4);
+      /* lane l gets M^T[r][c], M^T[r][c+1] = M[c][r], M[c+1][r]; M[i][j] is
+       * held by lane 4i + j/2, half j%2 */
+      uint16_t want_lo = (uint16_t)((4 * c + r / 2) | ((r & 1) ? hi_tag[0] : lo_tag[0]));
+      uint16_t want_hi = (uint16_t)((4 * (c + 1) + r / 2) | ((r & 1) ? hi_tag[0] : lo_tag[0]));
+      uint32_t want = want_lo | ((uint32_t)want_hi << 16);
+      assert_int_equal(s.o32[256 + l], want);
+    }
+    snip_done(&s);
+  }
+  (void)state;
+}
+
 static void test_wmma(void **state) {
   static const char *body =
       "mov.u32 %r30, %tid.x; setp.ne.u32 %p1, %r30, 0; @%p1 bra FILL;\n"
@@ -1296,6 +1699,7 @@ int main(void) {
     cmocka_unit_test(test_memory_spaces),
     cmocka_unit_test(test_atomics),
     cmocka_unit_test(test_shfl_vote),
+    cmocka_unit_test(test_shfl_inactive_source),
     cmocka_unit_test(test_bar_red),
     cmocka_unit_test(test_f16_ops),
     cmocka_unit_test(test_half_conversion_rounding),
@@ -1310,6 +1714,12 @@ int main(void) {
     cmocka_unit_test(test_nanosleep_yields),
     cmocka_unit_test(test_warp_sync_converges),
     cmocka_unit_test(test_wmma),
+    cmocka_unit_test(test_wmma_shapes),
+    cmocka_unit_test(test_mma_sync),
+    cmocka_unit_test(test_ldmatrix),
+    cmocka_unit_test(test_stmatrix_movmatrix),
+    cmocka_unit_test(test_cp_async),
+    cmocka_unit_test(test_reserved_smem),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
