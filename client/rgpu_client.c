@@ -1181,10 +1181,13 @@ static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
       c->copier_failed = c->copier == NULL;
     }
     if (big && c->copier) {
-      uint8_t *dst = NULL; /* stays NULL out of memory (the buffer notes it) */
-      rgpu_resend_append_aside(&c->resend, iov, n, n - 1, &dst);
-      if (dst) {
-        rgpu_copier_start(c->copier, dst, iov[n - 1].iov_base, iov[n - 1].iov_len);
+      /* Where the payload goes in the resend ring (it may span chunks);
+       * none out of memory (the buffer notes it). */
+      struct iovec dst[RGPU_COPIER_MAX_SEGS];
+      int ndst = 0;
+      rgpu_resend_append_aside(&c->resend, iov, n, n - 1, dst, RGPU_COPIER_MAX_SEGS, &ndst);
+      if (ndst) {
+        rgpu_copier_start(c->copier, dst, ndst, iov[n - 1].iov_base);
         aside = 1;
       }
     } else {
@@ -1401,9 +1404,8 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
     if (rc) return rc;
     c->rxpre.len = missing;
   }
-  const uint8_t *p;
   size_t n, frames = 0;
-  if (rgpu_resend_from(&c->resend, rep.rx_bytes, &p, &n, &frames)) {
+  if (rgpu_resend_from(&c->resend, rep.rx_bytes, &n, &frames)) {
     snprintf(msg, msglen,
              "the server executed %llu request bytes, this client holds %llu..%llu",
              (unsigned long long)rep.rx_bytes, (unsigned long long)c->resend.base,
@@ -1411,10 +1413,13 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
     rgpu_buf_reset(&c->rxpre);
     return 1;
   }
-  if (n) {
-    struct iovec io = {(void *)p, n};
-    rc = rgpu_conn_writev_all(nc, &io, 1);
+  /* The held bytes lie in chunks: written a batch of them at a time. */
+  for (size_t done = 0; done < n;) {
+    struct iovec io[64];
+    int k = rgpu_resend_iov(&c->resend, done, io, 64);
+    rc = rgpu_conn_writev_all(nc, io, k);
     if (rc) return rc;
+    for (int i = 0; i < k; i++) done += io[i].iov_len;
   }
   c->resent_bytes += n;
   c->resent_frames += frames;

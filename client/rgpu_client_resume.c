@@ -7,32 +7,51 @@
 #include "rgpu_array.h"
 #include "rgpu_frame.h"
 
+#define CHUNK ((size_t)RGPU_RESEND_CHUNK_BYTES)
+
 void rgpu_resend_init(rgpu_resend_buf *b) { memset(b, 0, sizeof *b); }
 
+static void chunk_release(rgpu_resend_buf *b, uint8_t *ch) {
+  if (b->nspare < RGPU_RESEND_SPARE_CHUNKS)
+    b->spare[b->nspare++] = ch;
+  else
+    free(ch);
+}
+
+static uint8_t *chunk_get(rgpu_resend_buf *b) {
+  if (b->nspare) return b->spare[--b->nspare];
+  return malloc(CHUNK);
+}
+
 void rgpu_resend_free(rgpu_resend_buf *b) {
-  free(b->data);
+  for (size_t i = 0; i < b->nchunk; i++) free(b->chunk[b->chunk_head + i]);
+  free(b->chunk);
+  for (size_t i = 0; i < b->nspare; i++) free(b->spare[i]);
   free(b->idx);
   memset(b, 0, sizeof *b);
 }
 
-/* An empty buffer larger than this is given back after a large copy; up to
- * it is kept, so streaming copies do not fault fresh pages in every time
- * (the buffer cycles within 2 x RGPU_RESEND_MAX_BYTES). */
-#define RGPU_RESEND_KEEP_BYTES (64u << 20)
+/* Every chunk goes back; the (empty) stream goes on at `total`. */
+static void release_all(rgpu_resend_buf *b) {
+  for (size_t i = 0; i < b->nchunk; i++) chunk_release(b, b->chunk[b->chunk_head + i]);
+  b->chunk_head = b->nchunk = 0;
+  b->origin = b->base = b->total;
+  b->idx_head = b->nidx = 0;
+}
 
 static void drop_to(rgpu_resend_buf *b, uint64_t off) {
   if (off <= b->base) return;
   if (off > b->total) off = b->total;
-  size_t n = (size_t)(off - b->base);
-  b->head += n;
-  b->len -= n;
   b->base = off;
-  if (b->len == 0) b->head = 0;
-  if (b->len == 0 && b->cap > RGPU_RESEND_KEEP_BYTES) {
-    free(b->data);
-    b->data = NULL;
-    b->cap = 0;
+  /* Only whole chunks go: the one holding base stays (its start is the
+   * confirmed tail of an older frame). */
+  while (b->nchunk && b->origin + CHUNK <= b->base) {
+    chunk_release(b, b->chunk[b->chunk_head]);
+    b->chunk_head++;
+    b->nchunk--;
+    b->origin += CHUNK;
   }
+  if (b->nchunk == 0) b->chunk_head = 0;
   while (b->nidx && b->idx[b->idx_head].end <= b->base) {
     b->idx_head++;
     b->nidx--;
@@ -48,64 +67,110 @@ static int index_push(rgpu_resend_buf *b, uint64_t seq, uint64_t end) {
   return 0;
 }
 
+/* Describes stream bytes [off, off + n), which lie in the chunks, in up to
+ * max iovecs; returns how many, with *covered the bytes they hold. */
+static int segments(const rgpu_resend_buf *b, uint64_t off, size_t n, struct iovec *iov, int max,
+                    size_t *covered) {
+  size_t p = (size_t)(off - b->origin), done = 0;
+  int k = 0;
+  while (done < n && k < max) {
+    size_t in = p % CHUNK, m = CHUNK - in;
+    if (m > n - done) m = n - done;
+    iov[k].iov_base = b->chunk[b->chunk_head + p / CHUNK] + in;
+    iov[k].iov_len = m;
+    k++;
+    done += m;
+    p += m;
+  }
+  *covered = done;
+  return k;
+}
+
+/* Copies n bytes to stream offset off (inside the chunks). */
+static void put(const rgpu_resend_buf *b, uint64_t off, const uint8_t *src, size_t n) {
+  while (n) {
+    struct iovec seg;
+    size_t m;
+    segments(b, off, n, &seg, 1, &m);
+    memcpy(seg.iov_base, src, m);
+    src += m;
+    off += m;
+    n -= m;
+  }
+}
+
+/* Decodes the frame header at byte pos of the concatenation of iov[0..n)
+ * (a header may be split between iovecs). */
+static int header_at(const struct iovec *iov, int n, size_t pos, rgpu_frame_hdr *h) {
+  uint8_t raw[RGPU_FRAME_HDR_SIZE];
+  size_t got = 0;
+  int i = 0;
+  while (i < n && pos >= iov[i].iov_len) pos -= iov[i++].iov_len;
+  for (; i < n && got < sizeof raw; i++, pos = 0) {
+    size_t m = iov[i].iov_len - pos;
+    if (m > sizeof raw - got) m = sizeof raw - got;
+    memcpy(raw + got, (const uint8_t *)iov[i].iov_base + pos, m);
+    got += m;
+  }
+  if (got < sizeof raw) return -1;
+  return rgpu_frame_hdr_decode(raw, (size_t)-1, h);
+}
+
 int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
-  return rgpu_resend_append_aside(b, iov, n, -1, NULL);
+  return rgpu_resend_append_aside(b, iov, n, -1, NULL, 0, NULL);
 }
 
 int rgpu_resend_append_aside(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
-                             uint8_t **aside_dst) {
-  if (aside_dst) *aside_dst = NULL;
+                             struct iovec *dst, int maxdst, int *ndst) {
+  if (ndst) *ndst = 0;
   size_t nb = 0;
   for (int i = 0; i < n; i++) nb += iov[i].iov_len;
   if (nb == 0) return 0;
-  if (b->head + b->len + nb > b->cap) {
-    /* Room for twice what is held: compacting (a copy of what is held)
-     * then happens at most once per that many appended bytes. */
-    size_t need = b->len + nb, nc = b->cap ? b->cap : (256u << 10);
-    while (nc < 2 * need) nc *= 2;
-    if (nc > b->cap) {
-      uint8_t *nd = malloc(nc);
-      if (!nd) {
-        b->oom = 1;
-        b->total += nb;
-        b->base = b->total; /* nothing before this can be re-sent */
-        b->head = b->len = 0;
-        b->nidx = b->idx_head = 0;
-        return -1;
-      }
-      if (b->len) memcpy(nd, b->data + b->head, b->len);
-      free(b->data);
-      b->data = nd;
-      b->cap = nc;
-    } else if (b->len) {
-      memmove(b->data, b->data + b->head, b->len);
+  /* Every chunk the frames need, before a byte is written: out of memory
+   * then leaves nothing half-kept. */
+  uint64_t start = b->total;
+  size_t need = (size_t)((start - b->origin + nb + CHUNK - 1) / CHUNK);
+  while (b->nchunk < need) {
+    uint8_t *ch = NULL;
+    if (RGPU_ARRAY_QUEUE_ROOM(b->chunk, b->chunk_head, b->nchunk, b->chunk_cap, 64) ||
+        !(ch = chunk_get(b))) {
+      /* Nothing before this can be re-sent any more. */
+      b->oom = 1;
+      b->total += nb;
+      release_all(b);
+      return -1;
     }
-    b->head = 0;
+    b->chunk[b->chunk_head + b->nchunk++] = ch;
   }
-  uint8_t *dst = b->data + b->head + b->len;
+  uint64_t off = start;
   for (int i = 0; i < n; i++) {
-    if (i == aside && aside_dst)
-      *aside_dst = dst; /* the caller fills it (no frame header lies inside a tail) */
-    else if (iov[i].iov_len)
-      memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-    dst += iov[i].iov_len;
+    size_t len = iov[i].iov_len;
+    size_t covered = 0;
+    int k = 0;
+    if (i == aside && dst && ndst) k = segments(b, off, len, dst, maxdst, &covered);
+    if (covered == len && k > 0)
+      *ndst = k; /* the caller fills it (no frame header lies inside a tail) */
+    else
+      put(b, off, iov[i].iov_base, len);
+    off += len;
   }
-  size_t pos = b->head + b->len, end = pos + nb;
-  uint64_t off = b->total;
+  b->total += nb;
+  /* Index from the caller's iovecs: the same bytes, and an aside payload
+   * is not in the chunks yet (no header lies in one anyway). */
+  uint64_t end = start;
+  size_t pos = 0;
   int rc = 0;
-  while (pos + RGPU_FRAME_HDR_SIZE <= end) {
+  while (pos + RGPU_FRAME_HDR_SIZE <= nb) {
     rgpu_frame_hdr h;
-    if (rgpu_frame_hdr_decode(b->data + pos, (size_t)-1, &h) != 0) break;
+    if (header_at(iov, n, pos, &h) != 0) break;
     size_t flen = RGPU_FRAME_HDR_SIZE + (size_t)h.length;
-    off += flen;
+    end += flen;
     pos += flen;
-    if (h.seq && index_push(b, h.seq, off)) {
+    if (h.seq && index_push(b, h.seq, end)) {
       b->oom = 1;
       rc = -1;
     }
   }
-  b->len += nb;
-  b->total += nb;
   return rc;
 }
 
@@ -118,14 +183,18 @@ void rgpu_resend_confirm(rgpu_resend_buf *b, uint64_t seq) {
     }
 }
 
-int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, const uint8_t **p, size_t *n,
-                     size_t *frames) {
+int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, size_t *n, size_t *frames) {
   if (off < b->base || off > b->total) return -1;
   drop_to(b, off);
-  *p = b->data ? b->data + b->head : NULL;
-  *n = b->len;
+  *n = rgpu_resend_held(b);
   if (frames) *frames = b->nidx;
   return 0;
+}
+
+int rgpu_resend_iov(const rgpu_resend_buf *b, size_t skip, struct iovec *iov, int max) {
+  size_t held = rgpu_resend_held(b), covered;
+  if (skip >= held || max <= 0) return 0;
+  return segments(b, b->base + skip, held - skip, iov, max, &covered);
 }
 
 int rgpu_resume_backoff_ms(int attempt) {

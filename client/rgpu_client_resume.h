@@ -30,14 +30,32 @@ extern "C" {
 /* Held request bytes beyond which bulk sends wait for a confirmation. */
 #define RGPU_RESEND_MAX_BYTES (32u << 20)
 
+/* The bytes are kept in a ring of chunks of this size: a frame may span
+ * chunks, a confirmation gives whole chunks back, and no byte, once kept,
+ * is ever copied again (compacting one contiguous buffer copied up to the
+ * whole window on the writing thread; issue 14). */
+#define RGPU_RESEND_CHUNK_BYTES (1u << 20)
+/* Emptied chunks kept for reuse (beyond these they are freed): enough for
+ * the window plus a bulk frame, so a streaming copy does no malloc, free
+ * or page fault once it is going. */
+#define RGPU_RESEND_SPARE_CHUNKS (RGPU_RESEND_MAX_BYTES / RGPU_RESEND_CHUNK_BYTES + 8u)
+
 typedef struct {
   uint64_t seq; /* request sequence */
   uint64_t end; /* stream offset just past the frame */
 } rgpu_resend_frame;
 
 typedef struct {
-  uint8_t *data; /* stream bytes [base, total) at data[head..] */
-  size_t head, len, cap;
+  /* Chunk FIFO: chunk[chunk_head .. chunk_head + nchunk); the first byte
+   * of chunk[chunk_head] is stream offset `origin`, the stream continues
+   * without gaps through the following chunks.  Held bytes are stream
+   * [base, total), origin <= base < origin + RGPU_RESEND_CHUNK_BYTES
+   * (while any are held). */
+  uint8_t **chunk;
+  size_t chunk_head, nchunk, chunk_cap;
+  uint64_t origin;
+  uint8_t *spare[RGPU_RESEND_SPARE_CHUNKS]; /* emptied chunks, for reuse */
+  size_t nspare;
   uint64_t base, total;
   rgpu_resend_frame *idx;
   size_t idx_head, nidx, idx_cap;
@@ -50,22 +68,30 @@ void rgpu_resend_free(rgpu_resend_buf *b);
  * indexes them by sequence.  Returns 0 or -1 when out of memory (then oom
  * is set and a later resume fails instead of silently losing a request). */
 int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n);
-/* The same, except that iov[aside] (the last element, a frame's payload) is
- * not copied: *aside_dst (NULL on failure) is where its bytes must go, and
- * the caller copies them there before anything else uses the buffer (so a
- * copy can overlap the socket write). */
+/* The same, except that iov[aside] (a frame's payload, holding no frame
+ * header) is not copied: dst[0..*ndst) (*ndst = 0 on failure) are the
+ * places its bytes must go, in order (it may span chunks), and the caller
+ * copies them there before anything else uses the buffer (so a copy can
+ * overlap the socket write).  When it would take more than maxdst places
+ * the bytes are copied here and *ndst is 0. */
 int rgpu_resend_append_aside(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
-                             uint8_t **aside_dst);
+                             struct iovec *dst, int maxdst, int *ndst);
 /* Request seq was executed: drops it and everything written before it.
  * Unknown sequence numbers (already dropped, or not ours) change nothing. */
 void rgpu_resend_confirm(rgpu_resend_buf *b, uint64_t seq);
-/* The server executed the stream up to off: 0 and the bytes to re-send
- * (*p valid until the next append), or -1 when off is outside what is
- * held (the server and the client disagree: the session cannot resume). */
-int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, const uint8_t **p, size_t *n,
-                     size_t *frames);
+/* The server executed the stream up to off: drops what is before it and
+ * returns 0 with *n the bytes to re-send (read them with rgpu_resend_iov)
+ * and *frames their frame count, or -1 when off is outside what is held
+ * (the server and the client disagree: the session cannot resume). */
+int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, size_t *n, size_t *frames);
+/* Describes held bytes from `skip` bytes past the oldest one in up to max
+ * iovecs (valid until the next append or confirm); returns how many were
+ * filled (0: nothing held past skip).  Replay writes them in a loop. */
+int rgpu_resend_iov(const rgpu_resend_buf *b, size_t skip, struct iovec *iov, int max);
 /* Bytes held. */
-static inline size_t rgpu_resend_held(const rgpu_resend_buf *b) { return b->len; }
+static inline size_t rgpu_resend_held(const rgpu_resend_buf *b) {
+  return (size_t)(b->total - b->base);
+}
 
 /* Delay before reconnect attempt `attempt` (0, 1, ...): 100 ms doubling up
  * to 2 s, so a short outage costs little and a long one few attempts. */

@@ -1,7 +1,9 @@
 /* One memcpy at a time on a thread of its own: see rgpu_copier.h. */
 #include "rgpu_copier.h"
 
+#include <assert.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +15,9 @@ struct rgpu_copier {
   rgpu_mutex mu;
   pthread_cond_t cv;
   pthread_t th;
-  void *dst;
+  struct iovec dst[RGPU_COPIER_MAX_SEGS];
+  int ndst;
   const void *src;
-  size_t n;
   int busy; /* a copy was handed over and is not finished */
   int stop;
 };
@@ -26,11 +28,14 @@ static void *copier_main(void *arg) {
   for (;;) {
     while (!cp->busy && !cp->stop) rgpu_mutex_cond_wait(&cp->cv, &cp->mu);
     if (!cp->busy) break;
-    void *dst = cp->dst;
-    const void *src = cp->src;
-    size_t n = cp->n;
+    /* start() does not touch the fields while busy is set. */
+    const uint8_t *src = cp->src;
+    int ndst = cp->ndst;
     rgpu_mutex_unlock(&cp->mu);
-    memcpy(dst, src, n);
+    for (int i = 0; i < ndst; i++) {
+      memcpy(cp->dst[i].iov_base, src, cp->dst[i].iov_len);
+      src += cp->dst[i].iov_len;
+    }
     rgpu_mutex_lock(&cp->mu);
     cp->busy = 0;
     pthread_cond_broadcast(&cp->cv);
@@ -66,12 +71,13 @@ void rgpu_copier_free(rgpu_copier *cp) {
   free(cp);
 }
 
-void rgpu_copier_start(rgpu_copier *cp, void *dst, const void *src, size_t n) {
+void rgpu_copier_start(rgpu_copier *cp, const struct iovec *dst, int ndst, const void *src) {
+  assert(ndst >= 1 && ndst <= RGPU_COPIER_MAX_SEGS);
   rgpu_mutex_lock(&cp->mu);
   while (cp->busy) rgpu_mutex_cond_wait(&cp->cv, &cp->mu);
-  cp->dst = dst;
+  memcpy(cp->dst, dst, (size_t)ndst * sizeof *dst);
+  cp->ndst = ndst;
   cp->src = src;
-  cp->n = n;
   cp->busy = 1;
   pthread_cond_broadcast(&cp->cv);
   rgpu_mutex_unlock(&cp->mu);
