@@ -24,8 +24,8 @@
  *                   host-callback thread answering while another thread
  *                   holds 1. and waits for the stream that waits for it).
  *                   A resume (client_resume) holds 1. and 2. throughout.
- *   3. copier lock  rgpu_copier's mu: hands one memcpy to the copier thread;
- *                   taken under 2. by client_write, alone by that thread.
+ *   3. copier lock  rgpu_copier's mu: hands one copy (a source into a short list of resend-buffer segments) to the copier thread;
+ *                   taken under 2. by client_write (a short segment list), alone by that thread.
  *   (rgpu_log's lock is a leaf below all of these.)
  *
  * rgpu_client_resume.c and the lane bookkeeping of rgpu_client_bulk.c have
