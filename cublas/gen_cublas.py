@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""Generates rgpu's cuBLAS facade (libcublas.so.13) from NVIDIA's own files.
+
+usage:
+  gen_cublas.py tables --cuda-include DIR --exports libcublas.so.13
+                       --annotations FILE --cc CC --out-dir DIR
+      writes rgpu_cublas_protos.h (prototype of every rgpu_cublas_<export>)
+             rgpu_libcublas.c     (libcublas.so.13: every export forwards to
+                                   rgpu_cublas_<export> in libcudart.so.13)
+             libcublas.map        (the version script: NVIDIA's node names)
+  gen_cublas.py stubs --cuda-include DIR --exports libcublas.so.13
+                      --annotations FILE --cc CC --out FILE OBJ...
+      writes the CUBLAS_STATUS_NOT_SUPPORTED stubs of every export the
+      objects OBJ... do not define.
+
+Sources of truth:
+  * the exports and their version nodes: `objdump -T` on the toolkit's
+    libcublas.so.13 (only read, never linked), so the facade neither misses
+    a symbol a program imports nor binds under another version;
+  * the prototypes: cublas.h (which includes cublas_api.h: the v2 API under
+    its _v2 names, the _64 forms, and the legacy API) and cublasXt.h run
+    through the C preprocessor, like driver/gen_driver.py does for cuda.h;
+  * cublas/libcublas.annotations: what rgpu implements, what it refuses, and
+    for implemented calls how their pointers travel (checked here against the
+    prototypes, so an annotation cannot name a parameter that does not exist).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HEADERS = ("cublas.h", "cublasXt.h")
+
+
+def die(msg):
+    sys.exit("gen_cublas: " + msg)
+
+
+def exports_of(lib):
+    """[(name, version node)] of the library's exported functions, sorted."""
+    res = subprocess.run(["objdump", "-T", lib], capture_output=True, text=True)
+    if res.returncode != 0:
+        die("objdump failed: " + res.stderr.strip())
+    out = {}
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        # addr flags... DF .text size version name
+        if " DF " not in line or len(parts) < 6 or parts[-3] == "*UND*":
+            continue
+        if ".text" not in parts:
+            continue
+        name, node = parts[-1], parts[-2]
+        if name.startswith("cublas"):
+            out[name] = node
+    if len(out) < 300:
+        die(f"only {len(out)} cublas* exports in {lib}; is it NVIDIA's libcublas.so.13?")
+    return sorted(out.items())
+
+
+# Annotation attributes of an implemented call:
+#   async          no reply: queued on its stream, errors deferred
+#   local          answered in the client, no message
+#   host=P,Q       pointer parameters read or written in host memory
+#   dev=P,Q        pointer parameters that are device addresses
+#   scalar=P,Q     host or device scalars by the handle's pointer mode
+ATTR_KEYS = ("host", "dev", "scalar")
+
+
+def read_annotations(path):
+    """name -> {"status": impl|refused, "flags": set, "host"/"dev"/"scalar": [param],
+    "note": str}.  Line: <export> impl|refused [attr...] [-- note]."""
+    ann = {}
+    for n, raw in enumerate(open(path), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        note = ""
+        if " -- " in line:
+            line, note = line.split(" -- ", 1)
+        parts = line.split()
+        if len(parts) < 2 or parts[1] not in ("impl", "refused"):
+            die(f"{path}:{n}: expected '<export> impl|refused [attr...] [-- note]'")
+        if parts[0] in ann:
+            die(f"{path}:{n}: {parts[0]} annotated twice")
+        a = {"status": parts[1], "flags": set(), "note": note.strip(), "line": n}
+        for k in ATTR_KEYS:
+            a[k] = []
+        for attr in parts[2:]:
+            if "=" in attr:
+                k, v = attr.split("=", 1)
+                if k not in ATTR_KEYS:
+                    die(f"{path}:{n}: unknown attribute '{k}'")
+                a[k] = [p for p in v.split(",") if p]
+            elif attr in ("async", "local"):
+                a["flags"].add(attr)
+            else:
+                die(f"{path}:{n}: unknown attribute '{attr}'")
+        if a["status"] == "refused" and (a["flags"] or any(a[k] for k in ATTR_KEYS)):
+            die(f"{path}:{n}: a refused call takes no attributes")
+        if {"async", "local"} <= a["flags"]:
+            die(f"{path}:{n}: a call is either async or local")
+        ann[parts[0]] = a
+    return ann
+
+
+def preprocess(cc, include, header):
+    res = subprocess.run([cc, "-E", "-P", "-x", "c", "-I" + include, "-"],
+                         input=f"#include <{header}>\n", capture_output=True, text=True)
+    if res.returncode != 0:
+        die(f"preprocessing {header} failed: " + res.stderr.strip())
+    return re.sub(r"\s+", " ", res.stdout)
+
+
+def split_params(s):
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "(["
+        depth -= ch in ")]"
+        cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+TYPE_WORDS = {"const", "volatile", "unsigned", "signed", "int", "char", "short", "long",
+              "float", "double", "void", "struct", "enum", "union", "size_t", "restrict"}
+
+
+def param_name(p):
+    m = re.search(r"\(\s*\*\s*(\w+)\s*\)\s*\(", p)  # function pointer
+    if m:
+        return m.group(1)
+    p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()
+    m = re.search(r"(\w+)$", p)
+    words = re.findall(r"\w+", p)
+    if not m or len(words) < 2 or m.group(1) in TYPE_WORDS:
+        return None
+    return m.group(1)
+
+
+def param_type(p):
+    """The declaration without its name ('const float* alpha' -> 'const float*')."""
+    name = param_name(p)
+    return re.sub(r"\b" + name + r"\s*$", "", p).strip()
+
+
+# Return types the headers use; the stub of each returns what NOT_SUPPORTED
+# maps to for it (statuses: CUBLAS_STATUS_NOT_SUPPORTED; the legacy API's
+# values and void: zero, the failure being logged).
+RET_RE = (r"(cublasStatus_t|void|float|double|int|size_t|const char ?\*|cuComplex|"
+          r"cuDoubleComplex|cublasHandle_t)")
+
+
+def parse_protos(text, what):
+    protos = {}
+    for stmt in re.split(r"[;{}]", text):
+        m = re.fullmatch(r"\s*(?:extern\s+)?" + RET_RE + r"\s*(cublas\w+)\s*\((.*)\)\s*", stmt)
+        if not m:
+            continue
+        ret = re.sub(r"\s+", "", m.group(1)).replace("constchar", "const char")
+        name, params = m.group(2), m.group(3).strip()
+        plist = [] if params in ("", "void") else split_params(params)
+        for p in plist:
+            if param_name(p) is None:
+                die(f"cannot find the parameter name in '{p}' of {name}")
+        if name in protos and protos[name] != (ret, plist):
+            die(f"{name} is declared twice differently in {what}")
+        protos[name] = (ret, plist)
+    return protos
+
+
+def prototypes(cc, include):
+    """(export name -> (return type, [parameter declarations]), legacy names).
+
+    cublas.h (the legacy API, plus cublas_api.h) and cublasXt.h (which pulls
+    in cublas_v2.h, whose macros rename legacy names to their _v2 forms)
+    cannot share a translation unit; the legacy names are those cublas.h
+    declares beyond cublas_api.h, and the generated header declares them
+    itself after undefining cublas_v2.h's macros."""
+    protos = {}
+    for header in HEADERS:
+        for name, proto in parse_protos(preprocess(cc, include, header), header).items():
+            if name in protos and protos[name] != proto:
+                die(f"{name} is declared differently by two headers")
+            protos[name] = proto
+    api = parse_protos(preprocess(cc, include, "cublas_api.h"), "cublas_api.h")
+    legacy = set(parse_protos(preprocess(cc, include, "cublas.h"), "cublas.h")) - set(api)
+    if len(protos) < 300 or len(legacy) < 50:
+        die(f"only {len(protos)} prototypes ({len(legacy)} legacy) parsed from {HEADERS}")
+    return protos, legacy
+
+
+def status_codes(cc, include):
+    """[(name, value)] of cublasStatus_t, in cublas_api.h's order."""
+    text = preprocess(cc, include, "cublas_api.h")
+    m = re.search(r"typedef enum \{([^}]*)\} cublasStatus_t;", text)
+    if not m:
+        die("no cublasStatus_t enum in cublas_api.h")
+    out = []
+    for item in m.group(1).split(","):
+        mm = re.fullmatch(r"\s*(CUBLAS_STATUS_\w+)\s*=\s*(\d+)\s*", item)
+        if mm:
+            out.append((mm.group(1), int(mm.group(2))))
+    if len(out) < 8:
+        die(f"only {len(out)} cublasStatus_t codes parsed from cublas_api.h")
+    return out
+
+
+def check_annotations(ann, exports, protos):
+    names = {e for e, _ in exports}
+    unknown = sorted(set(ann) - names)
+    if unknown:
+        die("annotated but not exported by libcublas: " + " ".join(unknown))
+    for e, a in sorted(ann.items()):
+        if a["status"] != "impl":
+            continue
+        if e not in protos:
+            die(f"{e} is annotated impl but no header declares it")
+        ret, plist = protos[e]
+        params = {param_name(p): p for p in plist}
+        for k in ATTR_KEYS:
+            for pn in a[k]:
+                if pn not in params:
+                    die(f"{e}: annotation {k}={pn} names no parameter of {e}")
+                if "*" not in param_type(params[pn]):
+                    die(f"{e}: annotation {k}={pn} names a parameter that is not a pointer")
+        if "async" in a["flags"] and ret != "cublasStatus_t":
+            die(f"{e}: only a call returning cublasStatus_t can be async (errors are deferred)")
+
+
+def proto_text(name, protos, prefix):
+    ret, plist = protos[name]
+    params = ", ".join(plist) if plist else "void"
+    args = ", ".join(param_name(p) for p in plist)
+    return ret, f"{ret} {prefix}{name}({params})", args
+
+
+HEAD = "/* Generated by cublas/gen_cublas.py from the CUDA toolkit. Do not edit. */"
+
+
+def includes(protos, legacy):
+    """The headers' declarations: cublasXt.h (with cublas_v2.h and cublas_api.h),
+    then the legacy API's names freed from cublas_v2.h's macros and declared
+    as cublas.h declares them."""
+    out = ["/* cublasXt.h includes cublas_v2.h and cublas_api.h (the v2 API under its",
+           " * _v2 names); cublas.h's legacy API cannot join them (cublas_v2.h's macros",
+           " * rename its names), so its prototypes follow here, taken from cublas.h. */",
+           "#include <cublasXt.h>", ""]
+    for e in sorted(legacy):
+        out.append(f"#undef {e}")
+    for e in sorted(legacy):
+        out.append(proto_text(e, protos, "")[1] + ";")
+    return out + [""]
+
+
+def write_tables(a):
+    exports = exports_of(a.exports)
+    ann = read_annotations(a.annotations)
+    protos, legacy = prototypes(a.cc, a.cuda_include)
+    check_annotations(ann, exports, protos)
+    os.makedirs(a.out_dir, exist_ok=True)
+    untyped = [e for e, _ in exports if e not in protos]
+
+    h = [HEAD, "#ifndef RGPU_CUBLAS_PROTOS_H", "#define RGPU_CUBLAS_PROTOS_H"] + includes(protos, legacy) + [
+        "", f"/* {len(exports)} exports; {len(untyped)} no header declares take no arguments",
+        " * and return int here (they are stubs). */"]
+    for e, _ in exports:
+        if e in protos:
+            h.append(proto_text(e, protos, "rgpu_cublas_")[1] + ";")
+        else:
+            h.append(f"int rgpu_cublas_{e}(void);")
+    h += ["", "#endif", ""]
+    open(os.path.join(a.out_dir, "rgpu_cublas_protos.h"), "w").write("\n".join(h))
+
+    f = [HEAD,
+         "/* libcublas.so.13: each export of NVIDIA's libcublas forwards to",
+         " * rgpu_cublas_<name> in rgpu's libcudart.so.13, which holds the session.",
+         " * The headers declare the exports, so the compiler checks each definition",
+         " * against NVIDIA's prototype. */",
+         '#include "rgpu_cublas_protos.h"', "",
+         "#define RGPU_EXPORT __attribute__((visibility(\"default\")))", ""]
+    for e, _ in exports:
+        if e in protos:
+            ret, decl, args = proto_text(e, protos, "")
+            body = f"rgpu_cublas_{e}({args});" if ret == "void" else f"return rgpu_cublas_{e}({args});"
+            f.append(f"RGPU_EXPORT {decl} {{ {body} }}")
+        else:
+            f.append(f"RGPU_EXPORT int {e}(void);")
+            f.append(f"RGPU_EXPORT int {e}(void) {{ return rgpu_cublas_{e}(); }}")
+    f.append("")
+    open(os.path.join(a.out_dir, "rgpu_libcublas.c"), "w").write("\n".join(f))
+
+    codes = status_codes(a.cc, a.cuda_include)
+    r = [HEAD, '#include "rgpu_cublas_tables.h"', "",
+         "/* The cublasStatus_t enum of cublas_api.h: cublasGetStatusName's names. */",
+         "const rgpu_cublas_status_name rgpu_cublas_status_names[] = {"]
+    r += [f'  {{{v}, "{n}"}},' for n, v in codes]
+    r += ["};", f"const size_t rgpu_cublas_status_names_len = {len(codes)};", ""]
+    open(os.path.join(a.out_dir, "rgpu_cublas_status.c"), "w").write("\n".join(r))
+
+    nodes = {}
+    for e, node in exports:
+        nodes.setdefault(node, []).append(e)
+    m = ["/* Generated by cublas/gen_cublas.py: NVIDIA's version nodes, so programs",
+         " * linked against the real libcublas.so.13 bind to this one. */"]
+    for node, names in sorted(nodes.items()):
+        m.append(node + " {\n  global:")
+        m += [f"    {e};" for e in names]
+        m.append("  local: *;\n};")
+    m.append("")
+    open(os.path.join(a.out_dir, "libcublas.map"), "w").write("\n".join(m))
+
+
+def nm_defined(paths):
+    if not paths:
+        return set()
+    res = subprocess.run(["nm", "--defined-only"] + list(paths), capture_output=True, text=True)
+    if res.returncode != 0:
+        die("nm failed: " + res.stderr.strip())
+    out = set()
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in ("T", "t", "W"):
+            out.add(parts[2])
+    return out
+
+
+def stub_value(ret):
+    if ret == "cublasStatus_t":
+        return "CUBLAS_STATUS_NOT_SUPPORTED"
+    if ret == "void":
+        return None
+    if ret == "const char*":
+        return '""'  # never NULL: a caller may print it
+    if ret in ("cuComplex", "cuDoubleComplex"):
+        return f"({ret}){{0}}"
+    return f"({ret})0"
+
+
+def write_stubs(a):
+    exports = exports_of(a.exports)
+    ann = read_annotations(a.annotations)
+    protos, _ = prototypes(a.cc, a.cuda_include)
+    have = {s[len("rgpu_cublas_"):] for s in nm_defined(a.objects)
+            if s.startswith("rgpu_cublas_cublas")}
+    missing = sorted(e for e, v in ann.items() if v["status"] == "impl" and e not in have)
+    if missing:
+        die("annotated 'impl' but no cuBLAS object defines rgpu_cublas_<name>: " + " ".join(missing))
+    refused = sorted(e for e, v in ann.items() if v["status"] == "refused" and e in have)
+    if refused:
+        die("annotated 'refused' but defined by a cuBLAS object: " + " ".join(refused))
+    names = [e for e, _ in exports]
+    stray = sorted(have - set(names))
+    if stray:
+        die("defined by a cuBLAS object but not exported by libcublas: " + " ".join(stray))
+    todo = [e for e in names if e not in have]
+    s = [HEAD,
+         f"/* {len(names)} libcublas exports; {len(names) - len(todo)} implemented, "
+         f"{len(todo)} answer CUBLAS_STATUS_NOT_SUPPORTED (values and void: zero, logged). */",
+         '#include "rgpu_cublas_protos.h"', '#include "rgpu_cublas_unsupported.h"', "",
+         "#define RGPU_CUBLAS_STUB __attribute__((visibility(\"default\")))", ""]
+    for e in todo:
+        if e in protos:
+            ret, decl, args = proto_text(e, protos, "rgpu_cublas_")
+            used = "".join(f" (void){x};" for x in args.split(", ") if x)
+            val = stub_value(ret)
+            tail = f" return {val};" if val else ""
+            s.append(f"RGPU_CUBLAS_STUB {decl} {{{used} static int logged; "
+                     f"rgpu_cublas_report_unsupported(\"{e}\", &logged);{tail} }}")
+        else:
+            s.append(f"RGPU_CUBLAS_STUB int rgpu_cublas_{e}(void) {{ static int logged; "
+                     f"rgpu_cublas_report_unsupported(\"{e}\", &logged); "
+                     "return CUBLAS_STATUS_NOT_SUPPORTED; }")
+    s += ["", "const char *const rgpu_cublas_stubbed_names[] = {"]
+    s += [f'  "{e}",' for e in todo]
+    s += ["  0};", f"const int rgpu_cublas_stubbed_count = {len(todo)};", ""]
+    open(a.out, "w").write("\n".join(s))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for cmd in ("tables", "stubs"):
+        p = sub.add_parser(cmd)
+        p.add_argument("--cuda-include", required=True)
+        p.add_argument("--exports", required=True)
+        p.add_argument("--annotations", required=True)
+        p.add_argument("--cc", default="cc")
+        if cmd == "tables":
+            p.add_argument("--out-dir", required=True)
+        else:
+            p.add_argument("--out", required=True)
+            p.add_argument("objects", nargs="*")
+    a = ap.parse_args()
+    if a.cmd == "tables":
+        write_tables(a)
+    else:
+        write_stubs(a)
+
+
+if __name__ == "__main__":
+    main()

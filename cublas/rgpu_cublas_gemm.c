@@ -1,0 +1,128 @@
+/* cublasSgemm_v2 / cublasDgemm_v2: one CUBLAS_GEMM request without a reply.
+ *
+ * The arguments are checked here as cuBLAS checks them (so a bad call
+ * fails at once with cuBLAS's status); what only the server can check
+ * (that A, B and C lie in allocations of the session) fails there and
+ * comes back as a deferred error, like a bad kernel launch. */
+#include "rgpu_calls.h"
+#include "rgpu_cublas_internal.h"
+#include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
+#include "rgpu_cublas_unsupported.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+static int valid_op(cublasOperation_t op) {
+  return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
+}
+
+static int64_t at_least_1(int64_t v) { return v < 1 ? 1 : v; }
+
+/* A, B, C and the scalars of one gemm; alpha/beta are read as dtype. */
+typedef struct {
+  cublasHandle_t handle;
+  cudaDataType dtype;
+  cublasOperation_t transa, transb;
+  int64_t m, n, k, lda, ldb, ldc;
+  const void *alpha, *beta, *A, *B;
+  void *C;
+} gemm_args;
+
+static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
+  struct cublasContext *h = rgpu_cublas_handle(g->handle);
+  if (!h) {
+    rgpu_rt_count_call();
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  }
+  if (!valid_op(g->transa) || !valid_op(g->transb) || g->m < 0 || g->n < 0 || g->k < 0 ||
+      g->lda < at_least_1(g->transa == CUBLAS_OP_N ? g->m : g->k) ||
+      g->ldb < at_least_1(g->transb == CUBLAS_OP_N ? g->k : g->n) || g->ldc < at_least_1(g->m)) {
+    rgpu_rt_count_call();
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (g->m == 0 || g->n == 0) {
+    rgpu_rt_count_call();
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (!g->alpha || !g->beta) {
+    rgpu_rt_count_call();
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+    /* Device scalars need the server to read them in stream order: not in
+     * this slice of issue 16. */
+    static int logged;
+    rgpu_cublas_report_unsupported(name, &logged);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  rgpu_client *c;
+  uint64_t stream;
+  int device;
+  cublasStatus_t st = rgpu_cublas_enter(h, &c, &stream, &device);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  if (rgpu_rt_graph_is_capturing(stream)) {
+    /* A gemm is no graph node kind yet: refuse it rather than run it
+     * outside the graph. */
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("%s on a capturing stream is not supported by rgpu yet; it returns "
+                "CUBLAS_STATUS_NOT_SUPPORTED", name);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  double alpha, beta;
+  if (g->dtype == CUDA_R_32F) {
+    alpha = *(const float *)g->alpha;
+    beta = *(const float *)g->beta;
+  } else {
+    alpha = *(const double *)g->alpha;
+    beta = *(const double *)g->beta;
+  }
+  rgpu_rt_host_backpressure(c, stream, 0);
+  rgpu_msg_cublas_gemm_req m = {.handle = h->id,
+                                .stream = stream,
+                                .dtype = (uint32_t)g->dtype,
+                                .transa = (uint32_t)g->transa,
+                                .transb = (uint32_t)g->transb,
+                                .math_mode = (uint32_t)h->math_mode,
+                                .m = g->m,
+                                .n = g->n,
+                                .k = g->k,
+                                .a = (uint64_t)(uintptr_t)g->A,
+                                .lda = g->lda,
+                                .b = (uint64_t)(uintptr_t)g->B,
+                                .ldb = g->ldb,
+                                .c = (uint64_t)(uintptr_t)g->C,
+                                .ldc = g->ldc,
+                                .alpha = alpha,
+                                .beta = beta,
+                                .workspace = (uint64_t)(uintptr_t)h->workspace,
+                                .workspace_size = h->workspace_size};
+  rgpu_status rc = rgpu_call_cublas_gemm(c, device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  if (rc) {
+    rgpu_rt_sync_ret(c, rc);
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasSgemm_v2(cublasHandle_t handle,
+                                                      cublasOperation_t transa,
+                                                      cublasOperation_t transb, int m, int n,
+                                                      int k, const float *alpha, const float *A,
+                                                      int lda, const float *B, int ldb,
+                                                      const float *beta, float *C, int ldc) {
+  gemm_args g = {handle, CUDA_R_32F, transa, transb, m, n, k, lda, ldb, ldc,
+                 alpha, beta, A, B, C};
+  return gemm_submit(&g, "cublasSgemm_v2");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasDgemm_v2(cublasHandle_t handle,
+                                                      cublasOperation_t transa,
+                                                      cublasOperation_t transb, int m, int n,
+                                                      int k, const double *alpha, const double *A,
+                                                      int lda, const double *B, int ldb,
+                                                      const double *beta, double *C, int ldc) {
+  gemm_args g = {handle, CUDA_R_64F, transa, transb, m, n, k, lda, ldb, ldc,
+                 alpha, beta, A, B, C};
+  return gemm_submit(&g, "cublasDgemm_v2");
+}

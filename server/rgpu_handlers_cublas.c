@@ -1,0 +1,236 @@
+/* cuBLAS requests (issue 16): CUBLAS_GEMM.
+ *
+ * On a real GPU the worker dlopen()s NVIDIA's libcublas.so.13 at run time
+ * (the server never links it: a host without it still serves everything
+ * else) and calls it on the request's stream.  On softgpu, whose device
+ * addresses are host addresses of this process (softgpu/sg_mem.c), the
+ * gemm runs in OpenBLAS as a host function on the stream (cuLaunchHostFunc),
+ * so it is ordered with the kernels and copies around it.
+ *
+ * The server keeps no per-handle state: each request carries the client
+ * handle's modes, stream and workspace; on a GPU one real cuBLAS handle per
+ * context serves every client handle (a session is one process).  */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_api.h>
+#include <library_types.h>
+
+#ifdef RGPU_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "rgpu_dispatch.h"
+#include "rgpu_log.h"
+#include "rgpu_worker_internal.h"
+
+#define D (&w->drv)
+#define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
+
+/* ---- checks ------------------------------------------------------------- */
+
+/* Bytes spanned by a column-major rows x cols matrix with leading dimension
+ * ld (0 when empty); -1 on overflow. */
+static int matrix_span(int64_t rows, int64_t cols, int64_t ld, size_t elem, uint64_t *out) {
+  uint64_t n, t;
+  if (rows == 0 || cols == 0) {
+    *out = 0;
+    return 0;
+  }
+  if (__builtin_mul_overflow((uint64_t)(cols - 1), (uint64_t)ld, &t) ||
+      __builtin_add_overflow(t, (uint64_t)rows, &n) || __builtin_mul_overflow(n, elem, out))
+    return -1;
+  return 0;
+}
+
+static CUresult check_matrix(rgpu_worker *w, const char *name, uint64_t ptr, int64_t rows,
+                             int64_t cols, int64_t ld, size_t elem) {
+  uint64_t span;
+  if (ld < (rows > 1 ? rows : 1))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: leading dimension %lld of %s is below %lld",
+                (long long)ld, name, (long long)rows);
+  if (matrix_span(rows, cols, ld, elem, &span))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: %s's size overflows", name);
+  if (span == 0) return CUDA_SUCCESS;
+  if (!rgpu_alloc_table_lookup(&w->allocs, ptr, span))
+    return FAIL(CUDA_ERROR_INVALID_VALUE,
+                "cublas gemm: %s (%llu bytes at 0x%llx) is not inside a device allocation of "
+                "this session", name, (unsigned long long)span, (unsigned long long)ptr);
+  return CUDA_SUCCESS;
+}
+
+static CUresult get_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
+  *out = NULL;
+  if (id == 0) return CUDA_SUCCESS;
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, id);
+  if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)id);
+  *out = (CUstream)e->ptr;
+  return CUDA_SUCCESS;
+}
+
+/* ---- softgpu: OpenBLAS in stream order ------------------------------------ */
+
+#ifdef RGPU_HAVE_OPENBLAS
+/* One gemm waiting on its stream; freed by the host function that runs it. */
+typedef struct {
+  rgpu_msg_cublas_gemm_req q;
+} cpu_gemm;
+
+static enum CBLAS_TRANSPOSE cblas_op(uint32_t op) {
+  /* Real matrices: the conjugate transpose is the transpose. */
+  return op == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+}
+
+static void CUDA_CB run_cpu_gemm(void *arg) {
+  cpu_gemm *g = arg;
+  const rgpu_msg_cublas_gemm_req *q = &g->q;
+  /* softgpu's device addresses are this process's host addresses. */
+  if (q->dtype == CUDA_R_32F)
+    cblas_sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
+                (int)q->n, (int)q->k, (float)q->alpha, (const float *)(uintptr_t)q->a,
+                (int)q->lda, (const float *)(uintptr_t)q->b, (int)q->ldb, (float)q->beta,
+                (float *)(uintptr_t)q->c, (int)q->ldc);
+  else
+    cblas_dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
+                (int)q->n, (int)q->k, q->alpha, (const double *)(uintptr_t)q->a,
+                (int)q->lda, (const double *)(uintptr_t)q->b, (int)q->ldb, q->beta,
+                (double *)(uintptr_t)q->c, (int)q->ldc);
+  free(g);
+}
+#endif
+
+static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
+#ifdef RGPU_HAVE_OPENBLAS
+  if (!D->cuLaunchHostFunc)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: this softgpu has no cuLaunchHostFunc");
+  cpu_gemm *g = malloc(sizeof *g);
+  if (!g) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a gemm");
+  g->q = *q;
+  CUresult r = D->cuLaunchHostFunc(s, run_cpu_gemm, g);
+  if (r != CUDA_SUCCESS) {
+    free(g);
+    return FAIL(r, "cublas gemm: cuLaunchHostFunc: %s", rgpu_driver_error_name(D, r));
+  }
+  return CUDA_SUCCESS;
+#else
+  (void)q;
+  (void)s;
+  return FAIL(CUDA_ERROR_NOT_SUPPORTED,
+              "cublas gemm: this rgpu-server was built without OpenBLAS (softgpu's CPU BLAS)");
+#endif
+}
+
+/* ---- a real GPU: NVIDIA's libcublas, opened at run time --------------------- */
+
+#define RGPU_CUBLAS_FUNCS(X)                                                          \
+  X(cublasCreate_v2) X(cublasSetStream_v2) X(cublasSetMathMode) X(cublasSetWorkspace_v2) \
+  X(cublasSetPointerMode_v2) X(cublasSgemm_v2) X(cublasDgemm_v2)
+
+static struct {
+  int state; /* 0 not tried, 1 loaded, -1 failed */
+  char err[512];
+#define RGPU_CUBLAS_FIELD(name) __typeof__(&name) name;
+  RGPU_CUBLAS_FUNCS(RGPU_CUBLAS_FIELD)
+#undef RGPU_CUBLAS_FIELD
+  /* One handle per context (a cuBLAS handle belongs to the context current
+   * at its creation); the workspace it was last given. */
+  struct {
+    CUcontext ctx;
+    cublasHandle_t h;
+    uint64_t workspace, workspace_size;
+  } ctxs[RGPU_MAX_DEVICES];
+} g_lib;
+
+static int lib_load(void) {
+  if (g_lib.state) return g_lib.state;
+  void *lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(g_lib.err, sizeof g_lib.err, "cannot open libcublas.so.13: %s", dlerror());
+    return g_lib.state = -1;
+  }
+#define RGPU_CUBLAS_RESOLVE(name)                                                   \
+  if (!(*(void **)&g_lib.name = dlsym(lib, #name))) {                               \
+    snprintf(g_lib.err, sizeof g_lib.err, "libcublas.so.13 has no %s", #name);      \
+    return g_lib.state = -1;                                                        \
+  }
+  RGPU_CUBLAS_FUNCS(RGPU_CUBLAS_RESOLVE)
+#undef RGPU_CUBLAS_RESOLVE
+  return g_lib.state = 1;
+}
+
+static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
+  if (lib_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: %s", g_lib.err);
+  int dev = w->cur_dev < 0 ? 0 : w->cur_dev;
+  CUcontext ctx = w->ctx[dev];
+  __typeof__(g_lib.ctxs[0]) *slot = &g_lib.ctxs[dev];
+  if (slot->ctx != ctx || !slot->h) {
+    /* A context recreated after a device reset needs a new handle; the old
+     * one died with its context. */
+    memset(slot, 0, sizeof *slot);
+    cublasStatus_t st = g_lib.cublasCreate_v2(&slot->h);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return FAIL(CUDA_ERROR_NOT_INITIALIZED, "cublasCreate_v2: status %d", (int)st);
+    slot->ctx = ctx;
+  }
+  cublasHandle_t h = slot->h;
+  cublasStatus_t st = g_lib.cublasSetStream_v2(h, (cudaStream_t)s);
+  if (st == CUBLAS_STATUS_SUCCESS) st = g_lib.cublasSetMathMode(h, (cublasMath_t)q->math_mode);
+  if (st == CUBLAS_STATUS_SUCCESS) st = g_lib.cublasSetPointerMode_v2(h, CUBLAS_POINTER_MODE_HOST);
+  if (st == CUBLAS_STATUS_SUCCESS &&
+      (slot->workspace != q->workspace || slot->workspace_size != q->workspace_size)) {
+    st = g_lib.cublasSetWorkspace_v2(h, (void *)(uintptr_t)q->workspace, q->workspace_size);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      slot->workspace = q->workspace;
+      slot->workspace_size = q->workspace_size;
+    }
+  }
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: setting up the handle: status %d", (int)st);
+  if (q->dtype == CUDA_R_32F) {
+    float alpha = (float)q->alpha, beta = (float)q->beta;
+    st = g_lib.cublasSgemm_v2(h, (cublasOperation_t)q->transa, (cublasOperation_t)q->transb,
+                              (int)q->m, (int)q->n, (int)q->k, &alpha,
+                              (const float *)(uintptr_t)q->a, (int)q->lda,
+                              (const float *)(uintptr_t)q->b, (int)q->ldb, &beta,
+                              (float *)(uintptr_t)q->c, (int)q->ldc);
+  } else {
+    st = g_lib.cublasDgemm_v2(h, (cublasOperation_t)q->transa, (cublasOperation_t)q->transb,
+                              (int)q->m, (int)q->n, (int)q->k, &q->alpha,
+                              (const double *)(uintptr_t)q->a, (int)q->lda,
+                              (const double *)(uintptr_t)q->b, (int)q->ldb, &q->beta,
+                              (double *)(uintptr_t)q->c, (int)q->ldc);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublas%cgemm_v2: status %d",
+                q->dtype == CUDA_R_32F ? 'S' : 'D', (int)st);
+  return CUDA_SUCCESS;
+}
+
+/* ---- the handler ---------------------------------------------------------- */
+
+CUresult rgpu_h_cublas_gemm(rgpu_req *rq, const rgpu_msg_cublas_gemm_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->dtype != CUDA_R_32F && q->dtype != CUDA_R_64F)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: data type %u (must be CUDA_R_32F or "
+                "CUDA_R_64F)", q->dtype);
+  if (q->transa > CUBLAS_OP_C || q->transb > CUBLAS_OP_C)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: operation %u/%u", q->transa, q->transb);
+  /* The v2 entry points take int dimensions (the _64 forms are not wired). */
+  if (q->m < 0 || q->n < 0 || q->k < 0 || q->m > INT32_MAX || q->n > INT32_MAX ||
+      q->k > INT32_MAX || q->lda > INT32_MAX || q->ldb > INT32_MAX || q->ldc > INT32_MAX)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: dimensions out of range");
+  size_t elem = q->dtype == CUDA_R_32F ? 4 : 8;
+  int na = q->transa == CUBLAS_OP_N, nb = q->transb == CUBLAS_OP_N;
+  CUresult r;
+  if ((r = check_matrix(w, "A", q->a, na ? q->m : q->k, na ? q->k : q->m, q->lda, elem)) ||
+      (r = check_matrix(w, "B", q->b, nb ? q->k : q->n, nb ? q->n : q->k, q->ldb, elem)) ||
+      (r = check_matrix(w, "C", q->c, q->m, q->n, q->ldc, elem)))
+    return r;
+  if (q->workspace && !rgpu_alloc_table_lookup(&w->allocs, q->workspace, q->workspace_size))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: the workspace is not a device allocation");
+  if (q->m == 0 || q->n == 0) return CUDA_SUCCESS;
+  CUstream s;
+  if ((r = get_stream(w, q->stream, &s))) return r;
+  return D->is_softgpu ? gemm_softgpu(w, q, s) : gemm_gpu(w, q, s);
+}
