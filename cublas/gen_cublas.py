@@ -376,9 +376,10 @@ def write_stubs(a):
             s.append(f"RGPU_CUBLAS_STUB int rgpu_cublas_{e}(void) {{ static int logged; "
                      f"rgpu_cublas_report_unsupported(\"{e}\", &logged); "
                      "return CUBLAS_STATUS_NOT_SUPPORTED; }")
-    s += ["", "const char *const rgpu_cublas_stubbed_names[] = {"]
+    s += ["", "/* Exported (RGPU_PRIVATE_1) for the facade's unit test. */",
+          "RGPU_CUBLAS_STUB const char *const rgpu_cublas_stubbed_names[] = {"]
     s += [f'  "{e}",' for e in todo]
-    s += ["  0};", f"const int rgpu_cublas_stubbed_count = {len(todo)};", ""]
+    s += ["  0};", f"RGPU_CUBLAS_STUB const int rgpu_cublas_stubbed_count = {len(todo)};", ""]
     open(a.out, "w").write("\n".join(s))
 
 
