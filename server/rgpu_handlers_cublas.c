@@ -144,10 +144,26 @@ static struct {
 
 static int lib_load(void) {
   if (g_lib.state) return g_lib.state;
+  /* The loader's path first (ldconfig, LD_LIBRARY_PATH); then the
+   * toolkit's own directory, where a toolkit install leaves it without
+   * registering it with the loader. */
   void *lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
+  if (lib && dlsym(lib, "rgpu_cublas_cublasCreate_v2")) {
+    /* rgpu's own facade (found first when LD_LIBRARY_PATH names rgpu's
+     * build/lib): the server would be a client of itself. */
+    dlclose(lib);
+    lib = NULL;
+    snprintf(g_lib.err, sizeof g_lib.err,
+             "libcublas.so.13 on the loader's path is rgpu's own facade, not NVIDIA's");
+  } else if (!lib) {
     snprintf(g_lib.err, sizeof g_lib.err, "cannot open libcublas.so.13: %s", dlerror());
-    return g_lib.state = -1;
+  }
+  if (!lib) {
+    char path[600];
+    const char *home = getenv("CUDA_HOME");
+    snprintf(path, sizeof path, "%s/lib64/libcublas.so.13", home && *home ? home : "/usr/local/cuda");
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib || dlsym(lib, "rgpu_cublas_cublasCreate_v2")) return g_lib.state = -1;
   }
 #define RGPU_CUBLAS_RESOLVE(name)                                                   \
   if (!(*(void **)&g_lib.name = dlsym(lib, #name))) {                               \
