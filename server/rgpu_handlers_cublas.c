@@ -5,7 +5,8 @@
  * else) and calls it on the request's stream.  On softgpu, whose device
  * addresses are host addresses of this process (softgpu/sg_mem.c), the
  * gemm runs in OpenBLAS as a host function on the stream (cuLaunchHostFunc),
- * so it is ordered with the kernels and copies around it.
+ * so it is ordered with the kernels and copies around it.  Both libraries
+ * are opened at run time, so the server needs neither to start.
  *
  * The server keeps no per-handle state: each request carries the client
  * handle's modes, stream and workspace; on a GPU one real cuBLAS handle per
@@ -72,6 +73,32 @@ static CUresult get_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
 /* ---- softgpu: OpenBLAS in stream order ------------------------------------ */
 
 #ifdef RGPU_HAVE_OPENBLAS
+/* OpenBLAS is opened at run time too: only softgpu needs it, and a GPU
+ * host without it must still run the server. */
+static struct {
+  int state; /* 0 not tried, 1 loaded, -1 failed */
+  char err[512];
+  __typeof__(&cblas_sgemm) sgemm;
+  __typeof__(&cblas_dgemm) dgemm;
+} g_blas;
+
+static int blas_load(void) {
+  if (g_blas.state) return g_blas.state;
+  void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(g_blas.err, sizeof g_blas.err, "cannot open libopenblas.so.0 (Debian "
+             "libopenblas0): %s", dlerror());
+    return g_blas.state = -1;
+  }
+  *(void **)&g_blas.sgemm = dlsym(lib, "cblas_sgemm");
+  *(void **)&g_blas.dgemm = dlsym(lib, "cblas_dgemm");
+  if (!g_blas.sgemm || !g_blas.dgemm) {
+    snprintf(g_blas.err, sizeof g_blas.err, "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm");
+    return g_blas.state = -1;
+  }
+  return g_blas.state = 1;
+}
+
 /* One gemm waiting on its stream; freed by the host function that runs it. */
 typedef struct {
   rgpu_msg_cublas_gemm_req q;
@@ -87,21 +114,22 @@ static void CUDA_CB run_cpu_gemm(void *arg) {
   const rgpu_msg_cublas_gemm_req *q = &g->q;
   /* softgpu's device addresses are this process's host addresses. */
   if (q->dtype == CUDA_R_32F)
-    cblas_sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
-                (int)q->n, (int)q->k, (float)q->alpha, (const float *)(uintptr_t)q->a,
-                (int)q->lda, (const float *)(uintptr_t)q->b, (int)q->ldb, (float)q->beta,
-                (float *)(uintptr_t)q->c, (int)q->ldc);
+    g_blas.sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
+                 (int)q->k, (float)q->alpha, (const float *)(uintptr_t)q->a, (int)q->lda,
+                 (const float *)(uintptr_t)q->b, (int)q->ldb, (float)q->beta,
+                 (float *)(uintptr_t)q->c, (int)q->ldc);
   else
-    cblas_dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
-                (int)q->n, (int)q->k, q->alpha, (const double *)(uintptr_t)q->a,
-                (int)q->lda, (const double *)(uintptr_t)q->b, (int)q->ldb, q->beta,
-                (double *)(uintptr_t)q->c, (int)q->ldc);
+    g_blas.dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
+                 (int)q->k, q->alpha, (const double *)(uintptr_t)q->a, (int)q->lda,
+                 (const double *)(uintptr_t)q->b, (int)q->ldb, q->beta,
+                 (double *)(uintptr_t)q->c, (int)q->ldc);
   free(g);
 }
 #endif
 
 static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
 #ifdef RGPU_HAVE_OPENBLAS
+  if (blas_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm on softgpu: %s", g_blas.err);
   if (!D->cuLaunchHostFunc)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: this softgpu has no cuLaunchHostFunc");
   cpu_gemm *g = malloc(sizeof *g);
@@ -117,7 +145,7 @@ static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, 
   (void)q;
   (void)s;
   return FAIL(CUDA_ERROR_NOT_SUPPORTED,
-              "cublas gemm: this rgpu-server was built without OpenBLAS (softgpu's CPU BLAS)");
+              "cublas gemm: this rgpu-server was built without OpenBLAS's cblas.h (softgpu's CPU BLAS)");
 #endif
 }
 
