@@ -48,13 +48,6 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
     rgpu_rt_count_call();
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
-    /* Device scalars need the server to read them in stream order: not in
-     * this slice of issue 16. */
-    static int logged;
-    rgpu_cublas_report_unsupported(name, &logged);
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
   rgpu_client *c;
   uint64_t stream;
   int device;
@@ -69,11 +62,14 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
                 "CUBLAS_STATUS_NOT_SUPPORTED", name);
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  double alpha, beta;
-  if (g->dtype == CUDA_R_32F) {
+  /* Host mode: the values, read now (cuBLAS reads them at the call too).
+   * Device mode: the addresses; the server reads them in stream order. */
+  double alpha = 0, beta = 0;
+  int dev_scalars = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  if (!dev_scalars && g->dtype == CUDA_R_32F) {
     alpha = *(const float *)g->alpha;
     beta = *(const float *)g->beta;
-  } else {
+  } else if (!dev_scalars) {
     alpha = *(const double *)g->alpha;
     beta = *(const double *)g->beta;
   }
@@ -93,8 +89,11 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
                                 .ldb = g->ldb,
                                 .c = (uint64_t)(uintptr_t)g->C,
                                 .ldc = g->ldc,
+                                .pointer_mode = (uint32_t)h->pointer_mode,
                                 .alpha = alpha,
                                 .beta = beta,
+                                .alpha_dev = dev_scalars ? (uint64_t)(uintptr_t)g->alpha : 0,
+                                .beta_dev = dev_scalars ? (uint64_t)(uintptr_t)g->beta : 0,
                                 .workspace = (uint64_t)(uintptr_t)h->workspace,
                                 .workspace_size = h->workspace_size};
   rgpu_status rc = rgpu_call_cublas_gemm(c, device, RGPU_CALL_ASYNC, &m, NULL, NULL);

@@ -112,17 +112,24 @@ static enum CBLAS_TRANSPOSE cblas_op(uint32_t op) {
 static void CUDA_CB run_cpu_gemm(void *arg) {
   cpu_gemm *g = arg;
   const rgpu_msg_cublas_gemm_req *q = &g->q;
-  /* softgpu's device addresses are this process's host addresses. */
-  if (q->dtype == CUDA_R_32F)
+  /* softgpu's device addresses are this process's host addresses: device
+   * scalars are read here, when the stream reaches the gemm. */
+  int dev = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  if (q->dtype == CUDA_R_32F) {
+    float alpha = dev ? *(const float *)(uintptr_t)q->alpha_dev : (float)q->alpha;
+    float beta = dev ? *(const float *)(uintptr_t)q->beta_dev : (float)q->beta;
     g_blas.sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
-                 (int)q->k, (float)q->alpha, (const float *)(uintptr_t)q->a, (int)q->lda,
-                 (const float *)(uintptr_t)q->b, (int)q->ldb, (float)q->beta,
-                 (float *)(uintptr_t)q->c, (int)q->ldc);
-  else
+                 (int)q->k, alpha, (const float *)(uintptr_t)q->a, (int)q->lda,
+                 (const float *)(uintptr_t)q->b, (int)q->ldb, beta, (float *)(uintptr_t)q->c,
+                 (int)q->ldc);
+  } else {
+    double alpha = dev ? *(const double *)(uintptr_t)q->alpha_dev : q->alpha;
+    double beta = dev ? *(const double *)(uintptr_t)q->beta_dev : q->beta;
     g_blas.dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
-                 (int)q->k, q->alpha, (const double *)(uintptr_t)q->a, (int)q->lda,
-                 (const double *)(uintptr_t)q->b, (int)q->ldb, q->beta,
-                 (double *)(uintptr_t)q->c, (int)q->ldc);
+                 (int)q->k, alpha, (const double *)(uintptr_t)q->a, (int)q->lda,
+                 (const double *)(uintptr_t)q->b, (int)q->ldb, beta, (double *)(uintptr_t)q->c,
+                 (int)q->ldc);
+  }
   free(g);
 }
 #endif
@@ -220,7 +227,10 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
   cublasHandle_t h = slot->h;
   cublasStatus_t st = g_lib.cublasSetStream_v2(h, (cudaStream_t)s);
   if (st == CUBLAS_STATUS_SUCCESS) st = g_lib.cublasSetMathMode(h, (cublasMath_t)q->math_mode);
-  if (st == CUBLAS_STATUS_SUCCESS) st = g_lib.cublasSetPointerMode_v2(h, CUBLAS_POINTER_MODE_HOST);
+  int dev_scalars = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = g_lib.cublasSetPointerMode_v2(h, dev_scalars ? CUBLAS_POINTER_MODE_DEVICE
+                                                      : CUBLAS_POINTER_MODE_HOST);
   if (st == CUBLAS_STATUS_SUCCESS &&
       (slot->workspace != q->workspace || slot->workspace_size != q->workspace_size)) {
     st = g_lib.cublasSetWorkspace_v2(h, (void *)(uintptr_t)q->workspace, q->workspace_size);
@@ -233,16 +243,20 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: setting up the handle: status %d", (int)st);
   if (q->dtype == CUDA_R_32F) {
     float alpha = (float)q->alpha, beta = (float)q->beta;
+    const float *pa = dev_scalars ? (const float *)(uintptr_t)q->alpha_dev : &alpha;
+    const float *pb = dev_scalars ? (const float *)(uintptr_t)q->beta_dev : &beta;
     st = g_lib.cublasSgemm_v2(h, (cublasOperation_t)q->transa, (cublasOperation_t)q->transb,
-                              (int)q->m, (int)q->n, (int)q->k, &alpha,
+                              (int)q->m, (int)q->n, (int)q->k, pa,
                               (const float *)(uintptr_t)q->a, (int)q->lda,
-                              (const float *)(uintptr_t)q->b, (int)q->ldb, &beta,
+                              (const float *)(uintptr_t)q->b, (int)q->ldb, pb,
                               (float *)(uintptr_t)q->c, (int)q->ldc);
   } else {
+    const double *pa = dev_scalars ? (const double *)(uintptr_t)q->alpha_dev : &q->alpha;
+    const double *pb = dev_scalars ? (const double *)(uintptr_t)q->beta_dev : &q->beta;
     st = g_lib.cublasDgemm_v2(h, (cublasOperation_t)q->transa, (cublasOperation_t)q->transb,
-                              (int)q->m, (int)q->n, (int)q->k, &q->alpha,
+                              (int)q->m, (int)q->n, (int)q->k, pa,
                               (const double *)(uintptr_t)q->a, (int)q->lda,
-                              (const double *)(uintptr_t)q->b, (int)q->ldb, &q->beta,
+                              (const double *)(uintptr_t)q->b, (int)q->ldb, pb,
                               (double *)(uintptr_t)q->c, (int)q->ldc);
   }
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -271,6 +285,14 @@ CUresult rgpu_h_cublas_gemm(rgpu_req *rq, const rgpu_msg_cublas_gemm_req *q) {
       (r = check_matrix(w, "B", q->b, nb ? q->k : q->n, nb ? q->n : q->k, q->ldb, elem)) ||
       (r = check_matrix(w, "C", q->c, q->m, q->n, q->ldc, elem)))
     return r;
+  if (q->pointer_mode > CUBLAS_POINTER_MODE_DEVICE)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: pointer mode %u", q->pointer_mode);
+  if (q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE &&
+      (!rgpu_alloc_table_lookup(&w->allocs, q->alpha_dev, elem) ||
+       !rgpu_alloc_table_lookup(&w->allocs, q->beta_dev, elem)))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: device-mode alpha (0x%llx) or beta "
+                "(0x%llx) is not inside a device allocation of this session",
+                (unsigned long long)q->alpha_dev, (unsigned long long)q->beta_dev);
   if (q->workspace && !rgpu_alloc_table_lookup(&w->allocs, q->workspace, q->workspace_size))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: the workspace is not a device allocation");
   if (q->m == 0 || q->n == 0) return CUDA_SUCCESS;

@@ -1,7 +1,8 @@
 // rgpu-nvcc-flags: -lcublas
 // cuBLAS through rgpu's libcublas.so.13 facade (issue 16): a handle with
 // its stream, modes and workspace; cublasSgemm_v2 and cublasDgemm_v2 with
-// every transpose pair, padded leading dimensions and host scalars, checked
+// every transpose pair, padded leading dimensions, host scalars and device
+// scalars (read in stream order), checked
 // against a host reference (padding left untouched); cuBLAS's argument
 // errors.  Natively the same program runs NVIDIA's cuBLAS.
 #include <cmath>
@@ -55,9 +56,12 @@ template <> struct Gemm<double> {
 };
 
 // C (m x n, ld m + 2) = alpha op(A) op(B) + beta C, A and B padded too.
+// dev_scalars: alpha and beta in device memory (CUBLAS_POINTER_MODE_DEVICE),
+// overwritten on the stream right after the call: the gemm, earlier in
+// stream order, must still see the first values.
 template <typename T>
 static void check_gemm(cublasHandle_t h, cudaStream_t s, cublasOperation_t ta,
-                       cublasOperation_t tb, int m, int n, int k) {
+                       cublasOperation_t tb, int m, int n, int k, bool dev_scalars = false) {
   int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
   int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
   int lda = ar + 3, ldb = br + 1, ldc = m + 2;
@@ -73,10 +77,24 @@ static void check_gemm(cublasHandle_t h, cudaStream_t s, cublasOperation_t ta,
   CHECK(cudaMemcpyAsync(da, a.data(), a.size() * sizeof(T), cudaMemcpyHostToDevice, s));
   CHECK(cudaMemcpyAsync(db, b.data(), b.size() * sizeof(T), cudaMemcpyHostToDevice, s));
   CHECK(cudaMemcpyAsync(dc, c.data(), c.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-  CB(Gemm<T>::run(h, ta, tb, m, n, k, &alpha, da, lda, db, ldb, &beta, dc, ldc));
-  // The scalars were read at the call: changing them now changes nothing.
-  alpha = 100;
-  beta = 100;
+  if (dev_scalars) {
+    T *dsc, later[2] = {(T)100, (T)100};
+    CHECK(cudaMalloc(&dsc, 2 * sizeof(T)));
+    CHECK(cudaMemcpyAsync(dsc, &alpha, sizeof(T), cudaMemcpyHostToDevice, s));
+    CHECK(cudaMemcpyAsync(dsc + 1, &beta, sizeof(T), cudaMemcpyHostToDevice, s));
+    CHECK(cudaStreamSynchronize(s));
+    CB(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    CB(Gemm<T>::run(h, ta, tb, m, n, k, dsc, da, lda, db, ldb, dsc + 1, dc, ldc));
+    CB(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    CHECK(cudaMemcpyAsync(dsc, later, sizeof later, cudaMemcpyHostToDevice, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(dsc));
+  } else {
+    CB(Gemm<T>::run(h, ta, tb, m, n, k, &alpha, da, lda, db, ldb, &beta, dc, ldc));
+    // The scalars were read at the call: changing them now changes nothing.
+    alpha = 100;
+    beta = 100;
+  }
   CHECK(cudaMemcpyAsync(out.data(), dc, out.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
   CHECK(cudaStreamSynchronize(s));
   double worst = 0;
@@ -103,7 +121,8 @@ static void check_gemm(cublasHandle_t h, cudaStream_t s, cublasOperation_t ta,
                  op_name(ta), op_name(tb), m, n, k, worst);
     std::exit(1);
   }
-  std::printf("%s %s%s %dx%dx%d ok\n", Gemm<T>::name(), op_name(ta), op_name(tb), m, n, k);
+  std::printf("%s %s%s %dx%dx%d%s ok\n", Gemm<T>::name(), op_name(ta), op_name(tb), m, n, k,
+              dev_scalars ? " device scalars" : "");
   CHECK(cudaFree(da));
   CHECK(cudaFree(db));
   CHECK(cudaFree(dc));
@@ -151,6 +170,9 @@ int main() {
     }
   // k = 0: C = beta C.
   check_gemm<double>(h, s, CUBLAS_OP_N, CUBLAS_OP_N, 8, 5, 0);
+  // Scalars on the device, read in stream order.
+  check_gemm<float>(h, s, CUBLAS_OP_T, CUBLAS_OP_N, 21, 17, 13, true);
+  check_gemm<double>(h, s, CUBLAS_OP_N, CUBLAS_OP_T, 19, 23, 11, true);
 
   // cuBLAS's argument checks.
   float one = 1, *dm;
