@@ -1,4 +1,5 @@
-/* cublasSgemm_v2 / cublasDgemm_v2: one CUBLAS_GEMM request without a reply.
+/* cublas[SD]gemm_v2, their _64 forms and their strided-batched forms: one
+ * CUBLAS_GEMM request without a reply.
  *
  * The arguments are checked here as cuBLAS checks them (so a bad call
  * fails at once with cuBLAS's status); what only the server can check
@@ -26,6 +27,7 @@ typedef struct {
   int64_t m, n, k, lda, ldb, ldc;
   const void *alpha, *beta, *A, *B;
   void *C;
+  int64_t batch, stride_a, stride_b, stride_c; /* 1, 0, 0, 0: a plain gemm */
 } gemm_args;
 
 static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
@@ -36,11 +38,12 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
   }
   if (!valid_op(g->transa) || !valid_op(g->transb) || g->m < 0 || g->n < 0 || g->k < 0 ||
       g->lda < at_least_1(g->transa == CUBLAS_OP_N ? g->m : g->k) ||
-      g->ldb < at_least_1(g->transb == CUBLAS_OP_N ? g->k : g->n) || g->ldc < at_least_1(g->m)) {
+      g->ldb < at_least_1(g->transb == CUBLAS_OP_N ? g->k : g->n) || g->ldc < at_least_1(g->m) ||
+      g->batch < 0) {
     rgpu_rt_count_call();
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  if (g->m == 0 || g->n == 0) {
+  if (g->m == 0 || g->n == 0 || g->batch == 0) {
     rgpu_rt_count_call();
     return CUBLAS_STATUS_SUCCESS;
   }
@@ -89,6 +92,10 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
                                 .ldb = g->ldb,
                                 .c = (uint64_t)(uintptr_t)g->C,
                                 .ldc = g->ldc,
+                                .batch = g->batch,
+                                .stride_a = g->stride_a,
+                                .stride_b = g->stride_b,
+                                .stride_c = g->stride_c,
                                 .pointer_mode = (uint32_t)h->pointer_mode,
                                 .alpha = alpha,
                                 .beta = beta,
@@ -104,14 +111,19 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/* Each entry point fills gemm_args in its own parameter order; the sizes
+ * widen to int64_t (the _64 forms' type) on the way. */
+#define GEMM_ARGS(dtype, A, B, C, batch, sa, sb, sc)                                      \
+  gemm_args g = {handle, dtype, transa, transb, m,     n,     k,  lda, ldb, ldc, alpha, \
+                 beta,   A,     B,      C,      batch, sa,    sb, sc}
+
 RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasSgemm_v2(cublasHandle_t handle,
                                                       cublasOperation_t transa,
                                                       cublasOperation_t transb, int m, int n,
                                                       int k, const float *alpha, const float *A,
                                                       int lda, const float *B, int ldb,
                                                       const float *beta, float *C, int ldc) {
-  gemm_args g = {handle, CUDA_R_32F, transa, transb, m, n, k, lda, ldb, ldc,
-                 alpha, beta, A, B, C};
+  GEMM_ARGS(CUDA_R_32F, A, B, C, 1, 0, 0, 0);
   return gemm_submit(&g, "cublasSgemm_v2");
 }
 
@@ -121,7 +133,58 @@ RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasDgemm_v2(cublasHandle_t handle,
                                                       int k, const double *alpha, const double *A,
                                                       int lda, const double *B, int ldb,
                                                       const double *beta, double *C, int ldc) {
-  gemm_args g = {handle, CUDA_R_64F, transa, transb, m, n, k, lda, ldb, ldc,
-                 alpha, beta, A, B, C};
+  GEMM_ARGS(CUDA_R_64F, A, B, C, 1, 0, 0, 0);
   return gemm_submit(&g, "cublasDgemm_v2");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasSgemm_v2_64(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+    int64_t n, int64_t k, const float *alpha, const float *A, int64_t lda, const float *B,
+    int64_t ldb, const float *beta, float *C, int64_t ldc) {
+  GEMM_ARGS(CUDA_R_32F, A, B, C, 1, 0, 0, 0);
+  return gemm_submit(&g, "cublasSgemm_v2_64");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasDgemm_v2_64(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+    int64_t n, int64_t k, const double *alpha, const double *A, int64_t lda, const double *B,
+    int64_t ldb, const double *beta, double *C, int64_t ldc) {
+  GEMM_ARGS(CUDA_R_64F, A, B, C, 1, 0, 0, 0);
+  return gemm_submit(&g, "cublasDgemm_v2_64");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasSgemmStridedBatched(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const float *alpha, const float *A, int lda, long long int strideA, const float *B, int ldb,
+    long long int strideB, const float *beta, float *C, int ldc, long long int strideC,
+    int batchCount) {
+  GEMM_ARGS(CUDA_R_32F, A, B, C, batchCount, strideA, strideB, strideC);
+  return gemm_submit(&g, "cublasSgemmStridedBatched");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasDgemmStridedBatched(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const double *alpha, const double *A, int lda, long long int strideA, const double *B, int ldb,
+    long long int strideB, const double *beta, double *C, int ldc, long long int strideC,
+    int batchCount) {
+  GEMM_ARGS(CUDA_R_64F, A, B, C, batchCount, strideA, strideB, strideC);
+  return gemm_submit(&g, "cublasDgemmStridedBatched");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasSgemmStridedBatched_64(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+    int64_t n, int64_t k, const float *alpha, const float *A, int64_t lda, long long int strideA,
+    const float *B, int64_t ldb, long long int strideB, const float *beta, float *C, int64_t ldc,
+    long long int strideC, int64_t batchCount) {
+  GEMM_ARGS(CUDA_R_32F, A, B, C, batchCount, strideA, strideB, strideC);
+  return gemm_submit(&g, "cublasSgemmStridedBatched_64");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasDgemmStridedBatched_64(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+    int64_t n, int64_t k, const double *alpha, const double *A, int64_t lda, long long int strideA,
+    const double *B, int64_t ldb, long long int strideB, const double *beta, double *C,
+    int64_t ldc, long long int strideC, int64_t batchCount) {
+  GEMM_ARGS(CUDA_R_64F, A, B, C, batchCount, strideA, strideB, strideC);
+  return gemm_submit(&g, "cublasDgemmStridedBatched_64");
 }

@@ -1,4 +1,4 @@
-/* cuBLAS requests (issue 16): CUBLAS_GEMM.
+/* cuBLAS requests (issue 16): CUBLAS_GEMM (S/D, plain, _64, strided batched).
  *
  * On a real GPU the worker dlopen()s NVIDIA's libcublas.so.13 at run time
  * (the server never links it: a host without it still serves everything
@@ -45,19 +45,27 @@ static int matrix_span(int64_t rows, int64_t cols, int64_t ld, size_t elem, uint
   return 0;
 }
 
+/* A matrix operand: `batch` column-major rows x cols matrices with leading
+ * dimension ld, `stride` elements apart, all inside one allocation. */
 static CUresult check_matrix(rgpu_worker *w, const char *name, uint64_t ptr, int64_t rows,
-                             int64_t cols, int64_t ld, size_t elem) {
-  uint64_t span;
+                             int64_t cols, int64_t ld, int64_t batch, int64_t stride,
+                             size_t elem) {
+  uint64_t span, step, total;
   if (ld < (rows > 1 ? rows : 1))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: leading dimension %lld of %s is below %lld",
                 (long long)ld, name, (long long)rows);
-  if (matrix_span(rows, cols, ld, elem, &span))
+  if (stride < 0)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: negative stride %lld of %s",
+                (long long)stride, name);
+  if (matrix_span(rows, cols, ld, elem, &span) ||
+      __builtin_mul_overflow((uint64_t)(batch - 1), (uint64_t)stride, &step) ||
+      __builtin_mul_overflow(step, elem, &step) || __builtin_add_overflow(step, span, &total))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: %s's size overflows", name);
   if (span == 0) return CUDA_SUCCESS;
-  if (!rgpu_alloc_table_lookup(&w->allocs, ptr, span))
+  if (!rgpu_alloc_table_lookup(&w->allocs, ptr, total))
     return FAIL(CUDA_ERROR_INVALID_VALUE,
                 "cublas gemm: %s (%llu bytes at 0x%llx) is not inside a device allocation of "
-                "this session", name, (unsigned long long)span, (unsigned long long)ptr);
+                "this session", name, (unsigned long long)total, (unsigned long long)ptr);
   return CUDA_SUCCESS;
 }
 
@@ -115,20 +123,22 @@ static void CUDA_CB run_cpu_gemm(void *arg) {
   /* softgpu's device addresses are this process's host addresses: device
    * scalars are read here, when the stream reaches the gemm. */
   int dev = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
-  if (q->dtype == CUDA_R_32F) {
-    float alpha = dev ? *(const float *)(uintptr_t)q->alpha_dev : (float)q->alpha;
-    float beta = dev ? *(const float *)(uintptr_t)q->beta_dev : (float)q->beta;
-    g_blas.sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
-                 (int)q->k, alpha, (const float *)(uintptr_t)q->a, (int)q->lda,
-                 (const float *)(uintptr_t)q->b, (int)q->ldb, beta, (float *)(uintptr_t)q->c,
-                 (int)q->ldc);
-  } else {
-    double alpha = dev ? *(const double *)(uintptr_t)q->alpha_dev : q->alpha;
-    double beta = dev ? *(const double *)(uintptr_t)q->beta_dev : q->beta;
-    g_blas.dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
-                 (int)q->k, alpha, (const double *)(uintptr_t)q->a, (int)q->lda,
-                 (const double *)(uintptr_t)q->b, (int)q->ldb, beta, (double *)(uintptr_t)q->c,
-                 (int)q->ldc);
+  for (int64_t i = 0; i < q->batch; i++) {
+    if (q->dtype == CUDA_R_32F) {
+      float alpha = dev ? *(const float *)(uintptr_t)q->alpha_dev : (float)q->alpha;
+      float beta = dev ? *(const float *)(uintptr_t)q->beta_dev : (float)q->beta;
+      g_blas.sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
+                   (int)q->n, (int)q->k, alpha, (const float *)(uintptr_t)q->a + i * q->stride_a,
+                   (int)q->lda, (const float *)(uintptr_t)q->b + i * q->stride_b, (int)q->ldb,
+                   beta, (float *)(uintptr_t)q->c + i * q->stride_c, (int)q->ldc);
+    } else {
+      double alpha = dev ? *(const double *)(uintptr_t)q->alpha_dev : q->alpha;
+      double beta = dev ? *(const double *)(uintptr_t)q->beta_dev : q->beta;
+      g_blas.dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
+                   (int)q->n, (int)q->k, alpha, (const double *)(uintptr_t)q->a + i * q->stride_a,
+                   (int)q->lda, (const double *)(uintptr_t)q->b + i * q->stride_b, (int)q->ldb,
+                   beta, (double *)(uintptr_t)q->c + i * q->stride_c, (int)q->ldc);
+    }
   }
   free(g);
 }
@@ -137,6 +147,10 @@ static void CUDA_CB run_cpu_gemm(void *arg) {
 static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
 #ifdef RGPU_HAVE_OPENBLAS
   if (blas_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm on softgpu: %s", g_blas.err);
+  /* OpenBLAS's CBLAS takes int sizes. */
+  if (q->m > INT32_MAX || q->n > INT32_MAX || q->k > INT32_MAX || q->lda > INT32_MAX ||
+      q->ldb > INT32_MAX || q->ldc > INT32_MAX)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm on softgpu: sizes beyond 2^31-1");
   if (!D->cuLaunchHostFunc)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: this softgpu has no cuLaunchHostFunc");
   cpu_gemm *g = malloc(sizeof *g);
@@ -160,7 +174,9 @@ static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, 
 
 #define RGPU_CUBLAS_FUNCS(X)                                                          \
   X(cublasCreate_v2) X(cublasSetStream_v2) X(cublasSetMathMode) X(cublasSetWorkspace_v2) \
-  X(cublasSetPointerMode_v2) X(cublasSgemm_v2) X(cublasDgemm_v2)
+  X(cublasSetPointerMode_v2) X(cublasSgemm_v2) X(cublasDgemm_v2) X(cublasSgemm_v2_64)         \
+  X(cublasDgemm_v2_64) X(cublasSgemmStridedBatched) X(cublasDgemmStridedBatched)              \
+  X(cublasSgemmStridedBatched_64) X(cublasDgemmStridedBatched_64)
 
 static struct {
   int state; /* 0 not tried, 1 loaded, -1 failed */
@@ -241,27 +257,56 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
   }
   if (st != CUBLAS_STATUS_SUCCESS)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: setting up the handle: status %d", (int)st);
+  /* The call the client made, up to form: a plain gemm unless batched or
+   * strided; the int forms unless a size needs the _64 ones. */
+  int wide = q->m > INT32_MAX || q->n > INT32_MAX || q->k > INT32_MAX || q->lda > INT32_MAX ||
+             q->ldb > INT32_MAX || q->ldc > INT32_MAX || q->batch > INT32_MAX;
+  int batched = q->batch != 1 || q->stride_a || q->stride_b || q->stride_c;
+  cublasOperation_t ta = (cublasOperation_t)q->transa, tb = (cublasOperation_t)q->transb;
   if (q->dtype == CUDA_R_32F) {
     float alpha = (float)q->alpha, beta = (float)q->beta;
     const float *pa = dev_scalars ? (const float *)(uintptr_t)q->alpha_dev : &alpha;
     const float *pb = dev_scalars ? (const float *)(uintptr_t)q->beta_dev : &beta;
-    st = g_lib.cublasSgemm_v2(h, (cublasOperation_t)q->transa, (cublasOperation_t)q->transb,
-                              (int)q->m, (int)q->n, (int)q->k, pa,
-                              (const float *)(uintptr_t)q->a, (int)q->lda,
-                              (const float *)(uintptr_t)q->b, (int)q->ldb, pb,
-                              (float *)(uintptr_t)q->c, (int)q->ldc);
+    const float *A = (const float *)(uintptr_t)q->a, *B = (const float *)(uintptr_t)q->b;
+    float *C = (float *)(uintptr_t)q->c;
+    if (batched && wide)
+      st = g_lib.cublasSgemmStridedBatched_64(h, ta, tb, q->m, q->n, q->k, pa, A, q->lda,
+                                              q->stride_a, B, q->ldb, q->stride_b, pb, C, q->ldc,
+                                              q->stride_c, q->batch);
+    else if (batched)
+      st = g_lib.cublasSgemmStridedBatched(h, ta, tb, (int)q->m, (int)q->n, (int)q->k, pa, A,
+                                           (int)q->lda, q->stride_a, B, (int)q->ldb, q->stride_b,
+                                           pb, C, (int)q->ldc, q->stride_c, (int)q->batch);
+    else if (wide)
+      st = g_lib.cublasSgemm_v2_64(h, ta, tb, q->m, q->n, q->k, pa, A, q->lda, B, q->ldb, pb, C,
+                                   q->ldc);
+    else
+      st = g_lib.cublasSgemm_v2(h, ta, tb, (int)q->m, (int)q->n, (int)q->k, pa, A, (int)q->lda, B,
+                                (int)q->ldb, pb, C, (int)q->ldc);
   } else {
     const double *pa = dev_scalars ? (const double *)(uintptr_t)q->alpha_dev : &q->alpha;
     const double *pb = dev_scalars ? (const double *)(uintptr_t)q->beta_dev : &q->beta;
-    st = g_lib.cublasDgemm_v2(h, (cublasOperation_t)q->transa, (cublasOperation_t)q->transb,
-                              (int)q->m, (int)q->n, (int)q->k, pa,
-                              (const double *)(uintptr_t)q->a, (int)q->lda,
-                              (const double *)(uintptr_t)q->b, (int)q->ldb, pb,
-                              (double *)(uintptr_t)q->c, (int)q->ldc);
+    const double *A = (const double *)(uintptr_t)q->a, *B = (const double *)(uintptr_t)q->b;
+    double *C = (double *)(uintptr_t)q->c;
+    if (batched && wide)
+      st = g_lib.cublasDgemmStridedBatched_64(h, ta, tb, q->m, q->n, q->k, pa, A, q->lda,
+                                              q->stride_a, B, q->ldb, q->stride_b, pb, C, q->ldc,
+                                              q->stride_c, q->batch);
+    else if (batched)
+      st = g_lib.cublasDgemmStridedBatched(h, ta, tb, (int)q->m, (int)q->n, (int)q->k, pa, A,
+                                           (int)q->lda, q->stride_a, B, (int)q->ldb, q->stride_b,
+                                           pb, C, (int)q->ldc, q->stride_c, (int)q->batch);
+    else if (wide)
+      st = g_lib.cublasDgemm_v2_64(h, ta, tb, q->m, q->n, q->k, pa, A, q->lda, B, q->ldb, pb, C,
+                                   q->ldc);
+    else
+      st = g_lib.cublasDgemm_v2(h, ta, tb, (int)q->m, (int)q->n, (int)q->k, pa, A, (int)q->lda, B,
+                                (int)q->ldb, pb, C, (int)q->ldc);
   }
   if (st != CUBLAS_STATUS_SUCCESS)
-    return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublas%cgemm_v2: status %d",
-                q->dtype == CUDA_R_32F ? 'S' : 'D', (int)st);
+    return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublas%cgemm%s%s: status %d",
+                q->dtype == CUDA_R_32F ? 'S' : 'D', batched ? "StridedBatched" : "_v2",
+                wide ? "_64" : "", (int)st);
   return CUDA_SUCCESS;
 }
 
@@ -274,16 +319,18 @@ CUresult rgpu_h_cublas_gemm(rgpu_req *rq, const rgpu_msg_cublas_gemm_req *q) {
                 "CUDA_R_64F)", q->dtype);
   if (q->transa > CUBLAS_OP_C || q->transb > CUBLAS_OP_C)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: operation %u/%u", q->transa, q->transb);
-  /* The v2 entry points take int dimensions (the _64 forms are not wired). */
-  if (q->m < 0 || q->n < 0 || q->k < 0 || q->m > INT32_MAX || q->n > INT32_MAX ||
-      q->k > INT32_MAX || q->lda > INT32_MAX || q->ldb > INT32_MAX || q->ldc > INT32_MAX)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: dimensions out of range");
+  if (q->m < 0 || q->n < 0 || q->k < 0)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: negative dimensions");
   size_t elem = q->dtype == CUDA_R_32F ? 4 : 8;
   int na = q->transa == CUBLAS_OP_N, nb = q->transb == CUBLAS_OP_N;
   CUresult r;
-  if ((r = check_matrix(w, "A", q->a, na ? q->m : q->k, na ? q->k : q->m, q->lda, elem)) ||
-      (r = check_matrix(w, "B", q->b, nb ? q->k : q->n, nb ? q->n : q->k, q->ldb, elem)) ||
-      (r = check_matrix(w, "C", q->c, q->m, q->n, q->ldc, elem)))
+  if (q->batch < 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: negative batch count");
+  if (q->m == 0 || q->n == 0 || q->batch == 0) return CUDA_SUCCESS;
+  if ((r = check_matrix(w, "A", q->a, na ? q->m : q->k, na ? q->k : q->m, q->lda, q->batch,
+                        q->stride_a, elem)) ||
+      (r = check_matrix(w, "B", q->b, nb ? q->k : q->n, nb ? q->n : q->k, q->ldb, q->batch,
+                        q->stride_b, elem)) ||
+      (r = check_matrix(w, "C", q->c, q->m, q->n, q->ldc, q->batch, q->stride_c, elem)))
     return r;
   if (q->pointer_mode > CUBLAS_POINTER_MODE_DEVICE)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: pointer mode %u", q->pointer_mode);
@@ -295,7 +342,6 @@ CUresult rgpu_h_cublas_gemm(rgpu_req *rq, const rgpu_msg_cublas_gemm_req *q) {
                 (unsigned long long)q->alpha_dev, (unsigned long long)q->beta_dev);
   if (q->workspace && !rgpu_alloc_table_lookup(&w->allocs, q->workspace, q->workspace_size))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: the workspace is not a device allocation");
-  if (q->m == 0 || q->n == 0) return CUDA_SUCCESS;
   CUstream s;
   if ((r = get_stream(w, q->stream, &s))) return r;
   return D->is_softgpu ? gemm_softgpu(w, q, s) : gemm_gpu(w, q, s);
