@@ -1,0 +1,110 @@
+/* The cuBLAS facade in a live session (ctest runs it under `rgpu run` on
+ * softgpu): behaviour that is rgpu's own and so has no place in the e2e
+ * programs, which must also pass natively: deferred errors of an
+ * asynchronous gemm, the refusals (stubs, a gemm on a capturing stream).
+ *
+ * With `--work N` it runs no tests but N rounds of handle calls and gemms
+ * between two synchronizations, for cublas_roundtrips.sh, which checks
+ * through RGPU_STATS that they cost no round trip. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+/* A gemm whose C is not device memory of the session is accepted (no
+ * round trip to check it) and fails on the server: the next synchronizing
+ * call reports it, like a failed kernel launch, and it is not sticky. */
+static void test_deferred_error(void **state) {
+  (void)state;
+  cublasHandle_t h;
+  float *d, one = 1;
+  float *host = calloc(16, sizeof *host);
+  assert_int_equal(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaMalloc((void **)&d, 16 * sizeof *d), cudaSuccess);
+  assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &one, host,
+                               4),
+                   CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaDeviceSynchronize(), cudaErrorInvalidValue);
+  assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+  /* A running out of device memory (its leading dimension spans 3 GiB) is
+   * checked the same way.  (The check is against the server's allocations,
+   * which hold the client's arena blocks: a small overrun inside a block
+   * goes unnoticed, as it would natively.) */
+  assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 1 << 28, d, 4, &one,
+                               d, 4),
+                   CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaDeviceSynchronize(), cudaErrorInvalidValue);
+  assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+  /* The session goes on. */
+  assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &one, d, 4),
+                   CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+  assert_int_equal(cudaFree(d), cudaSuccess);
+  assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+  free(host);
+}
+
+/* Not yet supported: a gemm on a capturing stream is refused (the capture
+ * goes on unharmed), and unimplemented routines answer NOT_SUPPORTED. */
+static void test_refusals(void **state) {
+  (void)state;
+  cublasHandle_t h;
+  cudaStream_t s;
+  cudaGraph_t g;
+  float *d, one = 1;
+  assert_int_equal(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaMalloc((void **)&d, 16 * sizeof *d), cudaSuccess);
+  assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
+  assert_int_equal(cublasSetStream(h, s), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &one, d, 4),
+                   CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
+  assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
+  assert_int_equal(cublasSaxpy(h, 4, &one, d, 1, d, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+  assert_int_equal(cudaFree(d), cudaSuccess);
+}
+
+/* N rounds of: a handle created, configured and destroyed, and two gemms
+ * on a stream, between two synchronizations. */
+static int work(int rounds) {
+  cublasHandle_t h;
+  cudaStream_t s;
+  float *d, one = 1, half = 0.5f;
+  if (cublasCreate(&h) || cudaStreamCreate(&s) || cudaMalloc((void **)&d, 64 * sizeof *d) ||
+      cudaMemset(d, 0, 64 * sizeof *d) || cudaStreamSynchronize(s) || cublasSetStream(h, s))
+    return 1;
+  for (int i = 0; i < rounds; i++) {
+    cublasHandle_t t;
+    cublasMath_t mm;
+    if (cublasCreate(&t) || cublasSetStream(t, s) || cublasSetMathMode(t, CUBLAS_TF32_TENSOR_OP_MATH) ||
+        cublasGetMathMode(t, &mm) || cublasSetWorkspace(t, NULL, 0) || cublasDestroy(t))
+      return 1;
+    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, 8, 8, 8, &one, d, 8, d, 8, &half, d, 8) ||
+        cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, 16, d, 4, 16,
+                                  &half, d, 4, 16, 4))
+      return 1;
+  }
+  if (cudaStreamSynchronize(s) || cublasDestroy(h) || cudaStreamDestroy(s) || cudaFree(d)) return 1;
+  printf("PASS cublas_work %d\n", rounds);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--work")) return work(atoi(argv[2]));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_deferred_error),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
