@@ -1,12 +1,14 @@
-/* cublas[SD]gemm_v2, their _64 forms and their strided-batched forms: one
- * CUBLAS_GEMM request without a reply.
+/* cublas[SD]gemm_v2, their _64 forms, their strided-batched forms and
+ * cublasGemmEx (and _64): one CUBLAS_GEMM request without a reply.
  *
  * The arguments are checked here as cuBLAS checks them (so a bad call
  * fails at once with cuBLAS's status); what only the server can check
  * (that A, B and C lie in allocations of the session) fails there and
  * comes back as a deferred error, like a bad kernel launch. */
 #include "rgpu_calls.h"
+#include "rgpu_cublas_gemm_types.h"
 #include "rgpu_cublas_internal.h"
+#include "rgpu_half.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_cublas_unsupported.h"
@@ -19,16 +21,29 @@ static int valid_op(cublasOperation_t op) {
 
 static int64_t at_least_1(int64_t v) { return v < 1 ? 1 : v; }
 
-/* A, B, C and the scalars of one gemm; alpha/beta are read as dtype. */
+/* A, B, C and the scalars of one gemm.  Typed calls (compute 0) name one
+ * type, A's; cublasGemmEx names the three and its compute type. */
 typedef struct {
   cublasHandle_t handle;
-  cudaDataType dtype;
+  cudaDataType atype;
   cublasOperation_t transa, transb;
   int64_t m, n, k, lda, ldb, ldc;
   const void *alpha, *beta, *A, *B;
   void *C;
   int64_t batch, stride_a, stride_b, stride_c; /* 1, 0, 0, 0: a plain gemm */
+  cudaDataType btype, ctype;
+  cublasComputeType_t compute; /* 0: a typed call */
+  cublasGemmAlgo_t algo;
 } gemm_args;
+
+/* A host-mode scalar of type t, as f64 (exact for every type). */
+static double scalar_value(int t, const void *p) {
+  switch (t) {
+    case CUDA_R_16F: return rgpu_half_to_float(*(const uint16_t *)p);
+    case CUDA_R_32F: return *(const float *)p;
+    default: return *(const double *)p;
+  }
+}
 
 static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
   struct cublasContext *h = rgpu_cublas_handle(g->handle);
@@ -51,6 +66,17 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
     rgpu_rt_count_call();
     return CUBLAS_STATUS_INVALID_VALUE;
   }
+  uint32_t bt = g->compute ? (uint32_t)g->btype : (uint32_t)g->atype;
+  uint32_t ct = g->compute ? (uint32_t)g->ctype : (uint32_t)g->atype;
+  int scale = rgpu_cublas_gemm_scale_type((uint32_t)g->atype, bt, ct, (uint32_t)g->compute);
+  if (scale < 0) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("%s: types A %d, B %u, C %u with compute type %d are not supported by rgpu; it "
+                "returns CUBLAS_STATUS_NOT_SUPPORTED", name, (int)g->atype, bt, ct,
+                (int)g->compute);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   rgpu_client *c;
   uint64_t stream;
   int device;
@@ -67,19 +93,17 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
   }
   /* Host mode: the values, read now (cuBLAS reads them at the call too).
    * Device mode: the addresses; the server reads them in stream order. */
-  double alpha = 0, beta = 0;
   int dev_scalars = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
-  if (!dev_scalars && g->dtype == CUDA_R_32F) {
-    alpha = *(const float *)g->alpha;
-    beta = *(const float *)g->beta;
-  } else if (!dev_scalars) {
-    alpha = *(const double *)g->alpha;
-    beta = *(const double *)g->beta;
-  }
+  double alpha = dev_scalars ? 0 : scalar_value(scale, g->alpha);
+  double beta = dev_scalars ? 0 : scalar_value(scale, g->beta);
   rgpu_rt_host_backpressure(c, stream, 0);
   rgpu_msg_cublas_gemm_req m = {.handle = h->id,
                                 .stream = stream,
-                                .dtype = (uint32_t)g->dtype,
+                                .atype = (uint32_t)g->atype,
+                                .btype = bt,
+                                .ctype = ct,
+                                .compute = (uint32_t)g->compute,
+                                .algo = (int32_t)g->algo,
                                 .transa = (uint32_t)g->transa,
                                 .transb = (uint32_t)g->transb,
                                 .math_mode = (uint32_t)h->math_mode,
@@ -187,4 +211,30 @@ RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasDgemmStridedBatched_64(
     int64_t ldc, long long int strideC, int64_t batchCount) {
   GEMM_ARGS(CUDA_R_64F, A, B, C, batchCount, strideA, strideB, strideC);
   return gemm_submit(&g, "cublasDgemmStridedBatched_64");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasGemmEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+    cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  GEMM_ARGS(Atype, A, B, C, 1, 0, 0, 0);
+  g.btype = Btype;
+  g.ctype = Ctype;
+  g.compute = computeType;
+  g.algo = algo;
+  return gemm_submit(&g, "cublasGemmEx");
+}
+
+RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasGemmEx_64(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+    int64_t n, int64_t k, const void *alpha, const void *A, cudaDataType Atype, int64_t lda,
+    const void *B, cudaDataType Btype, int64_t ldb, const void *beta, void *C, cudaDataType Ctype,
+    int64_t ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  GEMM_ARGS(Atype, A, B, C, 1, 0, 0, 0);
+  g.btype = Btype;
+  g.ctype = Ctype;
+  g.compute = computeType;
+  g.algo = algo;
+  return gemm_submit(&g, "cublasGemmEx_64");
 }

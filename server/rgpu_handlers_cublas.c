@@ -1,4 +1,5 @@
-/* cuBLAS requests (issue 16): CUBLAS_GEMM (S/D, plain, _64, strided batched).
+/* cuBLAS requests (issue 16): CUBLAS_GEMM (S/D, plain, _64, strided
+ * batched; cublasGemmEx in the real types).
  *
  * On a real GPU the worker dlopen()s NVIDIA's libcublas.so.13 at run time
  * (the server never links it: a host without it still serves everything
@@ -22,7 +23,9 @@
 #include <cblas.h>
 #endif
 
+#include "rgpu_cublas_gemm_types.h"
 #include "rgpu_dispatch.h"
+#include "rgpu_half.h"
 #include "rgpu_log.h"
 #include "rgpu_worker_internal.h"
 
@@ -78,6 +81,26 @@ static CUresult get_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
   return CUDA_SUCCESS;
 }
 
+/* One element of a matrix of type t (rgpu_cublas_gemm_types.h's types),
+ * as a double: softgpu's GemmEx computes in double and rounds C once. */
+static double load_elem(uint32_t t, const void *base, size_t i) {
+  switch (t) {
+    case CUDA_R_16F: return rgpu_half_to_float(((const uint16_t *)base)[i]);
+    case CUDA_R_16BF: return rgpu_bf16_to_float(((const uint16_t *)base)[i]);
+    case CUDA_R_32F: return ((const float *)base)[i];
+    default: return ((const double *)base)[i];
+  }
+}
+
+static void store_elem(uint32_t t, void *base, size_t i, double v) {
+  switch (t) {
+    case CUDA_R_16F: ((uint16_t *)base)[i] = rgpu_float_to_half((float)v); break;
+    case CUDA_R_16BF: ((uint16_t *)base)[i] = rgpu_float_to_bf16((float)v); break;
+    case CUDA_R_32F: ((float *)base)[i] = (float)v; break;
+    default: ((double *)base)[i] = v; break;
+  }
+}
+
 /* ---- softgpu: OpenBLAS in stream order ------------------------------------ */
 
 #ifdef RGPU_HAVE_OPENBLAS
@@ -117,14 +140,69 @@ static enum CBLAS_TRANSPOSE cblas_op(uint32_t op) {
   return op == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
 }
 
+/* Copies rows x cols of a column-major matrix (leading dimension ld, type t)
+ * at base into packed doubles, or back (to_matrix: only those elements are
+ * written, so padding stays untouched). */
+static void pack(uint32_t t, void *base, int64_t ld, int64_t rows, int64_t cols, double *d,
+                 int to_matrix) {
+  for (int64_t j = 0; j < cols; j++)
+    for (int64_t r = 0; r < rows; r++) {
+      size_t at = (size_t)(j * ld + r);
+      if (to_matrix)
+        store_elem(t, base, at, d[j * rows + r]);
+      else
+        d[j * rows + r] = load_elem(t, base, at);
+    }
+}
+
+/* cublasGemmEx on the CPU: A, B, C widened to double, one dgemm, C rounded
+ * back to its type. */
+static void cpu_gemm_ex(const rgpu_msg_cublas_gemm_req *q, int scale, int64_t i) {
+  int64_t ar = q->transa == CUBLAS_OP_N ? q->m : q->k, ac = q->transa == CUBLAS_OP_N ? q->k : q->m;
+  int64_t br = q->transb == CUBLAS_OP_N ? q->k : q->n, bc = q->transb == CUBLAS_OP_N ? q->n : q->k;
+  size_t as = rgpu_cublas_type_size(q->atype), bs = rgpu_cublas_type_size(q->btype),
+         cs = rgpu_cublas_type_size(q->ctype);
+  char *A = (char *)(uintptr_t)q->a + (size_t)(i * q->stride_a) * as;
+  char *B = (char *)(uintptr_t)q->b + (size_t)(i * q->stride_b) * bs;
+  char *C = (char *)(uintptr_t)q->c + (size_t)(i * q->stride_c) * cs;
+  double *a = malloc(sizeof(double) * (size_t)(ar * ac + 1));
+  double *b = malloc(sizeof(double) * (size_t)(br * bc + 1));
+  double *c = malloc(sizeof(double) * (size_t)(q->m * q->n + 1));
+  if (!a || !b || !c) {
+    /* A host function cannot fail its stream: the gemm is skipped, loudly. */
+    RGPU_ERROR("cublas gemm on softgpu: out of memory for a %lldx%lldx%lld GemmEx; C is unchanged",
+               (long long)q->m, (long long)q->n, (long long)q->k);
+  } else {
+    int dev = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+    double alpha = dev ? load_elem((uint32_t)scale, (void *)(uintptr_t)q->alpha_dev, 0) : q->alpha;
+    double beta = dev ? load_elem((uint32_t)scale, (void *)(uintptr_t)q->beta_dev, 0) : q->beta;
+    pack(q->atype, A, q->lda, ar, ac, a, 0);
+    pack(q->btype, B, q->ldb, br, bc, b, 0);
+    pack(q->ctype, C, q->ldc, q->m, q->n, c, 0);
+    g_blas.dgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m, (int)q->n,
+                 (int)q->k, alpha, a, (int)(ar > 1 ? ar : 1), b, (int)(br > 1 ? br : 1), beta, c,
+                 (int)(q->m > 1 ? q->m : 1));
+    pack(q->ctype, C, q->ldc, q->m, q->n, c, 1);
+  }
+  free(a);
+  free(b);
+  free(c);
+}
+
 static void CUDA_CB run_cpu_gemm(void *arg) {
   cpu_gemm *g = arg;
   const rgpu_msg_cublas_gemm_req *q = &g->q;
+  if (q->compute) {
+    int scale = rgpu_cublas_gemm_scale_type(q->atype, q->btype, q->ctype, q->compute);
+    for (int64_t i = 0; i < q->batch; i++) cpu_gemm_ex(q, scale, i);
+    free(g);
+    return;
+  }
   /* softgpu's device addresses are this process's host addresses: device
    * scalars are read here, when the stream reaches the gemm. */
   int dev = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
   for (int64_t i = 0; i < q->batch; i++) {
-    if (q->dtype == CUDA_R_32F) {
+    if (q->atype == CUDA_R_32F) {
       float alpha = dev ? *(const float *)(uintptr_t)q->alpha_dev : (float)q->alpha;
       float beta = dev ? *(const float *)(uintptr_t)q->beta_dev : (float)q->beta;
       g_blas.sgemm(CblasColMajor, cblas_op(q->transa), cblas_op(q->transb), (int)q->m,
@@ -176,7 +254,8 @@ static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, 
   X(cublasCreate_v2) X(cublasSetStream_v2) X(cublasSetMathMode) X(cublasSetWorkspace_v2) \
   X(cublasSetPointerMode_v2) X(cublasSgemm_v2) X(cublasDgemm_v2) X(cublasSgemm_v2_64)         \
   X(cublasDgemm_v2_64) X(cublasSgemmStridedBatched) X(cublasDgemmStridedBatched)              \
-  X(cublasSgemmStridedBatched_64) X(cublasDgemmStridedBatched_64)
+  X(cublasSgemmStridedBatched_64) X(cublasDgemmStridedBatched_64) X(cublasGemmEx)            \
+  X(cublasGemmEx_64)
 
 static struct {
   int state; /* 0 not tried, 1 loaded, -1 failed */
@@ -263,7 +342,44 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
              q->ldb > INT32_MAX || q->ldc > INT32_MAX || q->batch > INT32_MAX;
   int batched = q->batch != 1 || q->stride_a || q->stride_b || q->stride_c;
   cublasOperation_t ta = (cublasOperation_t)q->transa, tb = (cublasOperation_t)q->transb;
-  if (q->dtype == CUDA_R_32F) {
+  if (q->compute) {
+    /* Host scalars back to the compute type's scale type. */
+    int scale = rgpu_cublas_gemm_scale_type(q->atype, q->btype, q->ctype, q->compute);
+    union {
+      uint16_t h;
+      float f;
+      double d;
+    } al, be;
+    if (scale == CUDA_R_16F) {
+      al.h = rgpu_float_to_half((float)q->alpha);
+      be.h = rgpu_float_to_half((float)q->beta);
+    } else if (scale == CUDA_R_32F) {
+      al.f = (float)q->alpha;
+      be.f = (float)q->beta;
+    } else {
+      al.d = q->alpha;
+      be.d = q->beta;
+    }
+    const void *pa = dev_scalars ? (const void *)(uintptr_t)q->alpha_dev : &al;
+    const void *pb = dev_scalars ? (const void *)(uintptr_t)q->beta_dev : &be;
+    const void *A = (const void *)(uintptr_t)q->a, *B = (const void *)(uintptr_t)q->b;
+    void *C = (void *)(uintptr_t)q->c;
+    if (wide)
+      st = g_lib.cublasGemmEx_64(h, ta, tb, q->m, q->n, q->k, pa, A, (cudaDataType)q->atype,
+                                 q->lda, B, (cudaDataType)q->btype, q->ldb, pb, C,
+                                 (cudaDataType)q->ctype, q->ldc, (cublasComputeType_t)q->compute,
+                                 (cublasGemmAlgo_t)q->algo);
+    else
+      st = g_lib.cublasGemmEx(h, ta, tb, (int)q->m, (int)q->n, (int)q->k, pa, A,
+                              (cudaDataType)q->atype, (int)q->lda, B, (cudaDataType)q->btype,
+                              (int)q->ldb, pb, C, (cudaDataType)q->ctype, (int)q->ldc,
+                              (cublasComputeType_t)q->compute, (cublasGemmAlgo_t)q->algo);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublasGemmEx%s: status %d", wide ? "_64" : "",
+                  (int)st);
+    return CUDA_SUCCESS;
+  }
+  if (q->atype == CUDA_R_32F) {
     float alpha = (float)q->alpha, beta = (float)q->beta;
     const float *pa = dev_scalars ? (const float *)(uintptr_t)q->alpha_dev : &alpha;
     const float *pb = dev_scalars ? (const float *)(uintptr_t)q->beta_dev : &beta;
@@ -305,7 +421,7 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
   }
   if (st != CUBLAS_STATUS_SUCCESS)
     return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublas%cgemm%s%s: status %d",
-                q->dtype == CUDA_R_32F ? 'S' : 'D', batched ? "StridedBatched" : "_v2",
+                q->atype == CUDA_R_32F ? 'S' : 'D', batched ? "StridedBatched" : "_v2",
                 wide ? "_64" : "", (int)st);
   return CUDA_SUCCESS;
 }
@@ -314,29 +430,33 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
 
 CUresult rgpu_h_cublas_gemm(rgpu_req *rq, const rgpu_msg_cublas_gemm_req *q) {
   rgpu_worker *w = rq->w;
-  if (q->dtype != CUDA_R_32F && q->dtype != CUDA_R_64F)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: data type %u (must be CUDA_R_32F or "
-                "CUDA_R_64F)", q->dtype);
+  int scale = rgpu_cublas_gemm_scale_type(q->atype, q->btype, q->ctype, q->compute);
+  if (scale < 0)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: types A %u, B %u, C %u with compute type "
+                "%u", q->atype, q->btype, q->ctype, q->compute);
+  if (q->compute && (q->batch != 1 || q->stride_a || q->stride_b || q->stride_c))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: a batched GemmEx is not carried");
   if (q->transa > CUBLAS_OP_C || q->transb > CUBLAS_OP_C)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: operation %u/%u", q->transa, q->transb);
   if (q->m < 0 || q->n < 0 || q->k < 0)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: negative dimensions");
-  size_t elem = q->dtype == CUDA_R_32F ? 4 : 8;
+  size_t as = rgpu_cublas_type_size(q->atype), bs = rgpu_cublas_type_size(q->btype),
+         cs = rgpu_cublas_type_size(q->ctype), ss = rgpu_cublas_type_size((uint32_t)scale);
   int na = q->transa == CUBLAS_OP_N, nb = q->transb == CUBLAS_OP_N;
   CUresult r;
   if (q->batch < 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: negative batch count");
   if (q->m == 0 || q->n == 0 || q->batch == 0) return CUDA_SUCCESS;
   if ((r = check_matrix(w, "A", q->a, na ? q->m : q->k, na ? q->k : q->m, q->lda, q->batch,
-                        q->stride_a, elem)) ||
+                        q->stride_a, as)) ||
       (r = check_matrix(w, "B", q->b, nb ? q->k : q->n, nb ? q->n : q->k, q->ldb, q->batch,
-                        q->stride_b, elem)) ||
-      (r = check_matrix(w, "C", q->c, q->m, q->n, q->ldc, q->batch, q->stride_c, elem)))
+                        q->stride_b, bs)) ||
+      (r = check_matrix(w, "C", q->c, q->m, q->n, q->ldc, q->batch, q->stride_c, cs)))
     return r;
   if (q->pointer_mode > CUBLAS_POINTER_MODE_DEVICE)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: pointer mode %u", q->pointer_mode);
   if (q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE &&
-      (!rgpu_alloc_table_lookup(&w->allocs, q->alpha_dev, elem) ||
-       !rgpu_alloc_table_lookup(&w->allocs, q->beta_dev, elem)))
+      (!rgpu_alloc_table_lookup(&w->allocs, q->alpha_dev, ss) ||
+       !rgpu_alloc_table_lookup(&w->allocs, q->beta_dev, ss)))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: device-mode alpha (0x%llx) or beta "
                 "(0x%llx) is not inside a device allocation of this session",
                 (unsigned long long)q->alpha_dev, (unsigned long long)q->beta_dev);
