@@ -69,7 +69,7 @@ static void test_refusals(void **state) {
                    CUBLAS_STATUS_NOT_SUPPORTED);
   assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
   assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
-  assert_int_equal(cublasSaxpy(h, 4, &one, d, 1, d, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cublasSswap(h, 4, d, 1, d + 4, 1), CUBLAS_STATUS_NOT_SUPPORTED);
   assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
   assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
   assert_int_equal(cudaFree(d), cudaSuccess);

@@ -63,18 +63,20 @@ static void test_null_handle(void **state) {
 static void test_stubs(void **state) {
   (void)state;
   float x = 2, one = 1;
-  assert_int_equal(cublasSaxpy_v2(NULL, 1, &one, &x, 1, &x, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cublasSswap_v2(NULL, 1, &x, 1, &x, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cublasSaxpy_v2(NULL, 1, &one, &x, 1, &x, 1), CUBLAS_STATUS_NOT_INITIALIZED);
   assert_int_equal(cublasSgemv_v2_64(NULL, CUBLAS_OP_N, 1, 1, &one, &x, 1, &x, 1, &one, &x, 1),
                    CUBLAS_STATUS_NOT_SUPPORTED);
   assert_true(cublasSnrm2(1, &x, 1) == 0.0f);
   /* The table the generator wrote agrees: implemented calls are not in it. */
-  int saw_saxpy = 0;
+  int saw_sswap = 0;
   for (int i = 0; rgpu_cublas_stubbed_names[i]; i++) {
     assert_string_not_equal(rgpu_cublas_stubbed_names[i], "cublasSgemm_v2");
     assert_string_not_equal(rgpu_cublas_stubbed_names[i], "cublasCreate_v2");
-    saw_saxpy |= !strcmp(rgpu_cublas_stubbed_names[i], "cublasSaxpy_v2");
+    saw_sswap |= !strcmp(rgpu_cublas_stubbed_names[i], "cublasSswap_v2");
+    assert_string_not_equal(rgpu_cublas_stubbed_names[i], "cublasSaxpy_v2");
   }
-  assert_true(saw_saxpy);
+  assert_true(saw_sswap);
   assert_true(rgpu_cublas_stubbed_count > 700);
 }
 

@@ -1,5 +1,5 @@
 /* cuBLAS requests (issue 16): CUBLAS_GEMM (S/D, plain, _64, strided
- * batched; cublasGemmEx in the real types).
+ * batched; cublasGemmEx in the real types) and CUBLAS_VEC (axpy, scal).
  *
  * On a real GPU the worker dlopen()s NVIDIA's libcublas.so.13 at run time
  * (the server never links it: a host without it still serves everything
@@ -111,6 +111,10 @@ static struct {
   char err[512];
   __typeof__(&cblas_sgemm) sgemm;
   __typeof__(&cblas_dgemm) dgemm;
+  __typeof__(&cblas_saxpy) saxpy;
+  __typeof__(&cblas_daxpy) daxpy;
+  __typeof__(&cblas_sscal) sscal;
+  __typeof__(&cblas_dscal) dscal;
 } g_blas;
 
 static int blas_load(void) {
@@ -123,8 +127,13 @@ static int blas_load(void) {
   }
   *(void **)&g_blas.sgemm = dlsym(lib, "cblas_sgemm");
   *(void **)&g_blas.dgemm = dlsym(lib, "cblas_dgemm");
-  if (!g_blas.sgemm || !g_blas.dgemm) {
-    snprintf(g_blas.err, sizeof g_blas.err, "libopenblas.so.0 has no cblas_sgemm/cblas_dgemm");
+  *(void **)&g_blas.saxpy = dlsym(lib, "cblas_saxpy");
+  *(void **)&g_blas.daxpy = dlsym(lib, "cblas_daxpy");
+  *(void **)&g_blas.sscal = dlsym(lib, "cblas_sscal");
+  *(void **)&g_blas.dscal = dlsym(lib, "cblas_dscal");
+  if (!g_blas.sgemm || !g_blas.dgemm || !g_blas.saxpy || !g_blas.daxpy || !g_blas.sscal ||
+      !g_blas.dscal) {
+    snprintf(g_blas.err, sizeof g_blas.err, "libopenblas.so.0 lacks a cblas_ function rgpu uses");
     return g_blas.state = -1;
   }
   return g_blas.state = 1;
@@ -255,7 +264,9 @@ static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, 
   X(cublasSetPointerMode_v2) X(cublasSgemm_v2) X(cublasDgemm_v2) X(cublasSgemm_v2_64)         \
   X(cublasDgemm_v2_64) X(cublasSgemmStridedBatched) X(cublasDgemmStridedBatched)              \
   X(cublasSgemmStridedBatched_64) X(cublasDgemmStridedBatched_64) X(cublasGemmEx)            \
-  X(cublasGemmEx_64)
+  X(cublasGemmEx_64) X(cublasSaxpy_v2) X(cublasDaxpy_v2) X(cublasSaxpy_v2_64)                 \
+  X(cublasDaxpy_v2_64) X(cublasSscal_v2) X(cublasDscal_v2) X(cublasSscal_v2_64)                \
+  X(cublasDscal_v2_64)
 
 static struct {
   int state; /* 0 not tried, 1 loaded, -1 failed */
@@ -305,11 +316,16 @@ static int lib_load(void) {
   return g_lib.state = 1;
 }
 
-static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
-  if (lib_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: %s", g_lib.err);
+/* The context's real handle, set up for one call: its stream, math mode and
+ * pointer mode (the workspace is the gemm's business).  *slot_out: the
+ * handle's record. */
+typedef __typeof__(g_lib.ctxs[0]) gpu_slot;
+static CUresult gpu_handle(rgpu_worker *w, CUstream s, uint32_t math_mode, uint32_t pointer_mode,
+                           gpu_slot **slot_out) {
+  if (lib_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas: %s", g_lib.err);
   int dev = w->cur_dev < 0 ? 0 : w->cur_dev;
   CUcontext ctx = w->ctx[dev];
-  __typeof__(g_lib.ctxs[0]) *slot = &g_lib.ctxs[dev];
+  gpu_slot *slot = &g_lib.ctxs[dev];
   if (slot->ctx != ctx || !slot->h) {
     /* A context recreated after a device reset needs a new handle; the old
      * one died with its context. */
@@ -321,21 +337,31 @@ static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUst
   }
   cublasHandle_t h = slot->h;
   cublasStatus_t st = g_lib.cublasSetStream_v2(h, (cudaStream_t)s);
-  if (st == CUBLAS_STATUS_SUCCESS) st = g_lib.cublasSetMathMode(h, (cublasMath_t)q->math_mode);
-  int dev_scalars = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  if (st == CUBLAS_STATUS_SUCCESS) st = g_lib.cublasSetMathMode(h, (cublasMath_t)math_mode);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = g_lib.cublasSetPointerMode_v2(h, dev_scalars ? CUBLAS_POINTER_MODE_DEVICE
-                                                      : CUBLAS_POINTER_MODE_HOST);
-  if (st == CUBLAS_STATUS_SUCCESS &&
-      (slot->workspace != q->workspace || slot->workspace_size != q->workspace_size)) {
-    st = g_lib.cublasSetWorkspace_v2(h, (void *)(uintptr_t)q->workspace, q->workspace_size);
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      slot->workspace = q->workspace;
-      slot->workspace_size = q->workspace_size;
-    }
-  }
+    st = g_lib.cublasSetPointerMode_v2(h, pointer_mode == CUBLAS_POINTER_MODE_DEVICE
+                                              ? CUBLAS_POINTER_MODE_DEVICE
+                                              : CUBLAS_POINTER_MODE_HOST);
   if (st != CUBLAS_STATUS_SUCCESS)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemm: setting up the handle: status %d", (int)st);
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas: setting up the handle: status %d", (int)st);
+  *slot_out = slot;
+  return CUDA_SUCCESS;
+}
+
+static CUresult gemm_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
+  gpu_slot *slot;
+  CUresult r = gpu_handle(w, s, q->math_mode, q->pointer_mode, &slot);
+  if (r) return r;
+  cublasHandle_t h = slot->h;
+  int dev_scalars = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  if (slot->workspace != q->workspace || slot->workspace_size != q->workspace_size) {
+    st = g_lib.cublasSetWorkspace_v2(h, (void *)(uintptr_t)q->workspace, q->workspace_size);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "cublasSetWorkspace_v2: status %d", (int)st);
+    slot->workspace = q->workspace;
+    slot->workspace_size = q->workspace_size;
+  }
   /* The call the client made, up to form: a plain gemm unless batched or
    * strided; the int forms unless a size needs the _64 ones. */
   int wide = q->m > INT32_MAX || q->n > INT32_MAX || q->k > INT32_MAX || q->lda > INT32_MAX ||
@@ -465,4 +491,130 @@ CUresult rgpu_h_cublas_gemm(rgpu_req *rq, const rgpu_msg_cublas_gemm_req *q) {
   CUstream s;
   if ((r = get_stream(w, q->stream, &s))) return r;
   return D->is_softgpu ? gemm_softgpu(w, q, s) : gemm_gpu(w, q, s);
+}
+
+/* ---- CUBLAS_VEC: axpy, scal ----------------------------------------------- */
+
+enum { VEC_AXPY = 0, VEC_SCAL = 1 };
+
+#ifdef RGPU_HAVE_OPENBLAS
+static void CUDA_CB run_cpu_vec(void *arg) {
+  rgpu_msg_cublas_vec_req *q = arg;
+  int dev = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  int n = (int)q->n, incx = (int)q->incx, incy = (int)q->incy;
+  if (q->dtype == CUDA_R_32F) {
+    float alpha = dev ? *(const float *)(uintptr_t)q->alpha_dev : (float)q->alpha;
+    if (q->op == VEC_AXPY)
+      g_blas.saxpy(n, alpha, (const float *)(uintptr_t)q->x, incx, (float *)(uintptr_t)q->y, incy);
+    else
+      g_blas.sscal(n, alpha, (float *)(uintptr_t)q->x, incx);
+  } else {
+    double alpha = dev ? *(const double *)(uintptr_t)q->alpha_dev : q->alpha;
+    if (q->op == VEC_AXPY)
+      g_blas.daxpy(n, alpha, (const double *)(uintptr_t)q->x, incx, (double *)(uintptr_t)q->y,
+                   incy);
+    else
+      g_blas.dscal(n, alpha, (double *)(uintptr_t)q->x, incx);
+  }
+  free(q);
+}
+#endif
+
+static CUresult vec_softgpu(rgpu_worker *w, const rgpu_msg_cublas_vec_req *q, CUstream s) {
+#ifdef RGPU_HAVE_OPENBLAS
+  if (blas_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas on softgpu: %s", g_blas.err);
+  if (q->n > INT32_MAX || q->incx > INT32_MAX || q->incx < -INT32_MAX || q->incy > INT32_MAX ||
+      q->incy < -INT32_MAX)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas on softgpu: sizes beyond 2^31-1");
+  if (!D->cuLaunchHostFunc)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas: this softgpu has no cuLaunchHostFunc");
+  rgpu_msg_cublas_vec_req *copy = malloc(sizeof *copy);
+  if (!copy) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a level-1 call");
+  *copy = *q;
+  CUresult r = D->cuLaunchHostFunc(s, run_cpu_vec, copy);
+  if (r != CUDA_SUCCESS) {
+    free(copy);
+    return FAIL(r, "cublas: cuLaunchHostFunc: %s", rgpu_driver_error_name(D, r));
+  }
+  return CUDA_SUCCESS;
+#else
+  (void)q;
+  (void)s;
+  return FAIL(CUDA_ERROR_NOT_SUPPORTED,
+              "cublas: this rgpu-server was built without OpenBLAS's cblas.h (softgpu's CPU BLAS)");
+#endif
+}
+
+static CUresult vec_gpu(rgpu_worker *w, const rgpu_msg_cublas_vec_req *q, CUstream s) {
+  gpu_slot *slot;
+  CUresult r = gpu_handle(w, s, CUBLAS_DEFAULT_MATH, q->pointer_mode, &slot);
+  if (r) return r;
+  cublasHandle_t h = slot->h;
+  int dev_scalars = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  int wide = q->n > INT32_MAX || q->incx > INT32_MAX || q->incx < INT32_MIN ||
+             q->incy > INT32_MAX || q->incy < INT32_MIN;
+  cublasStatus_t st;
+  if (q->dtype == CUDA_R_32F) {
+    float alpha = (float)q->alpha;
+    const float *pa = dev_scalars ? (const float *)(uintptr_t)q->alpha_dev : &alpha;
+    float *x = (float *)(uintptr_t)q->x, *y = (float *)(uintptr_t)q->y;
+    if (q->op == VEC_AXPY)
+      st = wide ? g_lib.cublasSaxpy_v2_64(h, q->n, pa, x, q->incx, y, q->incy)
+                : g_lib.cublasSaxpy_v2(h, (int)q->n, pa, x, (int)q->incx, y, (int)q->incy);
+    else
+      st = wide ? g_lib.cublasSscal_v2_64(h, q->n, pa, x, q->incx)
+                : g_lib.cublasSscal_v2(h, (int)q->n, pa, x, (int)q->incx);
+  } else {
+    const double *pa = dev_scalars ? (const double *)(uintptr_t)q->alpha_dev : &q->alpha;
+    double *x = (double *)(uintptr_t)q->x, *y = (double *)(uintptr_t)q->y;
+    if (q->op == VEC_AXPY)
+      st = wide ? g_lib.cublasDaxpy_v2_64(h, q->n, pa, x, q->incx, y, q->incy)
+                : g_lib.cublasDaxpy_v2(h, (int)q->n, pa, x, (int)q->incx, y, (int)q->incy);
+    else
+      st = wide ? g_lib.cublasDscal_v2_64(h, q->n, pa, x, q->incx)
+                : g_lib.cublasDscal_v2(h, (int)q->n, pa, x, (int)q->incx);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublas%c%s: status %d", q->dtype == CUDA_R_32F ? 'S' : 'D',
+                q->op == VEC_AXPY ? "axpy" : "scal", (int)st);
+  return CUDA_SUCCESS;
+}
+
+/* A vector of n elements `inc` apart (BLAS: a negative increment walks it
+ * from the far end, so the same span), inside one allocation. */
+static CUresult check_vector(rgpu_worker *w, const char *name, uint64_t ptr, int64_t n,
+                             int64_t inc, size_t elem) {
+  uint64_t step = inc < 0 ? (uint64_t)(-(inc + 1)) + 1 : (uint64_t)inc, span;
+  if (__builtin_mul_overflow((uint64_t)(n - 1), step, &span) ||
+      __builtin_add_overflow(span, 1, &span) || __builtin_mul_overflow(span, elem, &span))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas: %s's size overflows", name);
+  if (!rgpu_alloc_table_lookup(&w->allocs, ptr, span))
+    return FAIL(CUDA_ERROR_INVALID_VALUE,
+                "cublas: %s (%llu bytes at 0x%llx) is not inside a device allocation of this "
+                "session", name, (unsigned long long)span, (unsigned long long)ptr);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_cublas_vec(rgpu_req *rq, const rgpu_msg_cublas_vec_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->dtype != CUDA_R_32F && q->dtype != CUDA_R_64F)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas: data type %u (must be CUDA_R_32F or CUDA_R_64F)",
+                q->dtype);
+  if (q->op != VEC_AXPY && q->op != VEC_SCAL)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas: level-1 operation %u", q->op);
+  if (q->pointer_mode > CUBLAS_POINTER_MODE_DEVICE)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas: pointer mode %u", q->pointer_mode);
+  /* What cuBLAS does nothing for (the client does not send it either). */
+  if (q->n <= 0 || (q->op == VEC_SCAL && q->incx <= 0)) return CUDA_SUCCESS;
+  size_t elem = q->dtype == CUDA_R_32F ? 4 : 8;
+  CUresult r = check_vector(w, "x", q->x, q->n, q->incx, elem);
+  if (!r && q->op == VEC_AXPY) r = check_vector(w, "y", q->y, q->n, q->incy, elem);
+  if (r) return r;
+  if (q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE &&
+      !rgpu_alloc_table_lookup(&w->allocs, q->alpha_dev, elem))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas: device-mode alpha (0x%llx) is not inside a "
+                "device allocation of this session", (unsigned long long)q->alpha_dev);
+  CUstream s;
+  if ((r = get_stream(w, q->stream, &s))) return r;
+  return D->is_softgpu ? vec_softgpu(w, q, s) : vec_gpu(w, q, s);
 }
