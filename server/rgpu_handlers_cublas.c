@@ -1,5 +1,6 @@
 /* cuBLAS requests (issue 16): CUBLAS_GEMM (S/D, plain, _64, strided
- * batched; cublasGemmEx in the real types) and CUBLAS_VEC (axpy, scal).
+ * batched; cublasGemmEx in the real types), CUBLAS_VEC (axpy, scal) and
+ * CUBLAS_GEMV.
  *
  * On a real GPU the worker dlopen()s NVIDIA's libcublas.so.13 at run time
  * (the server never links it: a host without it still serves everything
@@ -115,6 +116,8 @@ static struct {
   __typeof__(&cblas_daxpy) daxpy;
   __typeof__(&cblas_sscal) sscal;
   __typeof__(&cblas_dscal) dscal;
+  __typeof__(&cblas_sgemv) sgemv;
+  __typeof__(&cblas_dgemv) dgemv;
 } g_blas;
 
 static int blas_load(void) {
@@ -131,8 +134,10 @@ static int blas_load(void) {
   *(void **)&g_blas.daxpy = dlsym(lib, "cblas_daxpy");
   *(void **)&g_blas.sscal = dlsym(lib, "cblas_sscal");
   *(void **)&g_blas.dscal = dlsym(lib, "cblas_dscal");
+  *(void **)&g_blas.sgemv = dlsym(lib, "cblas_sgemv");
+  *(void **)&g_blas.dgemv = dlsym(lib, "cblas_dgemv");
   if (!g_blas.sgemm || !g_blas.dgemm || !g_blas.saxpy || !g_blas.daxpy || !g_blas.sscal ||
-      !g_blas.dscal) {
+      !g_blas.dscal || !g_blas.sgemv || !g_blas.dgemv) {
     snprintf(g_blas.err, sizeof g_blas.err, "libopenblas.so.0 lacks a cblas_ function rgpu uses");
     return g_blas.state = -1;
   }
@@ -266,7 +271,8 @@ static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, 
   X(cublasSgemmStridedBatched_64) X(cublasDgemmStridedBatched_64) X(cublasGemmEx)            \
   X(cublasGemmEx_64) X(cublasSaxpy_v2) X(cublasDaxpy_v2) X(cublasSaxpy_v2_64)                 \
   X(cublasDaxpy_v2_64) X(cublasSscal_v2) X(cublasDscal_v2) X(cublasSscal_v2_64)                \
-  X(cublasDscal_v2_64)
+  X(cublasDscal_v2_64) X(cublasSgemv_v2) X(cublasDgemv_v2) X(cublasSgemv_v2_64)               \
+  X(cublasDgemv_v2_64)
 
 static struct {
   int state; /* 0 not tried, 1 loaded, -1 failed */
@@ -617,4 +623,114 @@ CUresult rgpu_h_cublas_vec(rgpu_req *rq, const rgpu_msg_cublas_vec_req *q) {
   CUstream s;
   if ((r = get_stream(w, q->stream, &s))) return r;
   return D->is_softgpu ? vec_softgpu(w, q, s) : vec_gpu(w, q, s);
+}
+
+/* ---- CUBLAS_GEMV ----------------------------------------------------------- */
+
+#ifdef RGPU_HAVE_OPENBLAS
+static void CUDA_CB run_cpu_gemv(void *arg) {
+  rgpu_msg_cublas_gemv_req *q = arg;
+  int dev = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  if (q->dtype == CUDA_R_32F) {
+    float alpha = dev ? *(const float *)(uintptr_t)q->alpha_dev : (float)q->alpha;
+    float beta = dev ? *(const float *)(uintptr_t)q->beta_dev : (float)q->beta;
+    g_blas.sgemv(CblasColMajor, cblas_op(q->trans), (int)q->m, (int)q->n, alpha,
+                 (const float *)(uintptr_t)q->a, (int)q->lda, (const float *)(uintptr_t)q->x,
+                 (int)q->incx, beta, (float *)(uintptr_t)q->y, (int)q->incy);
+  } else {
+    double alpha = dev ? *(const double *)(uintptr_t)q->alpha_dev : q->alpha;
+    double beta = dev ? *(const double *)(uintptr_t)q->beta_dev : q->beta;
+    g_blas.dgemv(CblasColMajor, cblas_op(q->trans), (int)q->m, (int)q->n, alpha,
+                 (const double *)(uintptr_t)q->a, (int)q->lda, (const double *)(uintptr_t)q->x,
+                 (int)q->incx, beta, (double *)(uintptr_t)q->y, (int)q->incy);
+  }
+  free(q);
+}
+#endif
+
+static CUresult gemv_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemv_req *q, CUstream s) {
+#ifdef RGPU_HAVE_OPENBLAS
+  if (blas_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas on softgpu: %s", g_blas.err);
+  if (q->m > INT32_MAX || q->n > INT32_MAX || q->lda > INT32_MAX || q->incx > INT32_MAX ||
+      q->incx < -INT32_MAX || q->incy > INT32_MAX || q->incy < -INT32_MAX)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas on softgpu: sizes beyond 2^31-1");
+  if (!D->cuLaunchHostFunc)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas: this softgpu has no cuLaunchHostFunc");
+  rgpu_msg_cublas_gemv_req *copy = malloc(sizeof *copy);
+  if (!copy) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a gemv");
+  *copy = *q;
+  CUresult r = D->cuLaunchHostFunc(s, run_cpu_gemv, copy);
+  if (r != CUDA_SUCCESS) {
+    free(copy);
+    return FAIL(r, "cublas: cuLaunchHostFunc: %s", rgpu_driver_error_name(D, r));
+  }
+  return CUDA_SUCCESS;
+#else
+  (void)q;
+  (void)s;
+  return FAIL(CUDA_ERROR_NOT_SUPPORTED,
+              "cublas: this rgpu-server was built without OpenBLAS's cblas.h (softgpu's CPU BLAS)");
+#endif
+}
+
+static CUresult gemv_gpu(rgpu_worker *w, const rgpu_msg_cublas_gemv_req *q, CUstream s) {
+  gpu_slot *slot;
+  CUresult r = gpu_handle(w, s, CUBLAS_DEFAULT_MATH, q->pointer_mode, &slot);
+  if (r) return r;
+  cublasHandle_t h = slot->h;
+  int dev_scalars = q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  int wide = q->m > INT32_MAX || q->n > INT32_MAX || q->lda > INT32_MAX || q->incx > INT32_MAX ||
+             q->incx < INT32_MIN || q->incy > INT32_MAX || q->incy < INT32_MIN;
+  cublasOperation_t t = (cublasOperation_t)q->trans;
+  cublasStatus_t st;
+  if (q->dtype == CUDA_R_32F) {
+    float alpha = (float)q->alpha, beta = (float)q->beta;
+    const float *pa = dev_scalars ? (const float *)(uintptr_t)q->alpha_dev : &alpha;
+    const float *pb = dev_scalars ? (const float *)(uintptr_t)q->beta_dev : &beta;
+    const float *A = (const float *)(uintptr_t)q->a, *x = (const float *)(uintptr_t)q->x;
+    float *y = (float *)(uintptr_t)q->y;
+    st = wide ? g_lib.cublasSgemv_v2_64(h, t, q->m, q->n, pa, A, q->lda, x, q->incx, pb, y,
+                                        q->incy)
+              : g_lib.cublasSgemv_v2(h, t, (int)q->m, (int)q->n, pa, A, (int)q->lda, x,
+                                     (int)q->incx, pb, y, (int)q->incy);
+  } else {
+    const double *pa = dev_scalars ? (const double *)(uintptr_t)q->alpha_dev : &q->alpha;
+    const double *pb = dev_scalars ? (const double *)(uintptr_t)q->beta_dev : &q->beta;
+    const double *A = (const double *)(uintptr_t)q->a, *x = (const double *)(uintptr_t)q->x;
+    double *y = (double *)(uintptr_t)q->y;
+    st = wide ? g_lib.cublasDgemv_v2_64(h, t, q->m, q->n, pa, A, q->lda, x, q->incx, pb, y,
+                                        q->incy)
+              : g_lib.cublasDgemv_v2(h, t, (int)q->m, (int)q->n, pa, A, (int)q->lda, x,
+                                     (int)q->incx, pb, y, (int)q->incy);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return FAIL(CUDA_ERROR_LAUNCH_FAILED, "cublas%cgemv: status %d",
+                q->dtype == CUDA_R_32F ? 'S' : 'D', (int)st);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_cublas_gemv(rgpu_req *rq, const rgpu_msg_cublas_gemv_req *q) {
+  rgpu_worker *w = rq->w;
+  if (q->dtype != CUDA_R_32F && q->dtype != CUDA_R_64F)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemv: data type %u (must be CUDA_R_32F or "
+                "CUDA_R_64F)", q->dtype);
+  if (q->trans > CUBLAS_OP_C || q->pointer_mode > CUBLAS_POINTER_MODE_DEVICE || q->m < 0 ||
+      q->n < 0 || q->incx == 0 || q->incy == 0)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemv: bad operation, pointer mode, size or "
+                "increment");
+  if (q->m == 0 || q->n == 0) return CUDA_SUCCESS;
+  size_t elem = q->dtype == CUDA_R_32F ? 4 : 8;
+  int nt = q->trans == CUBLAS_OP_N;
+  CUresult r = check_matrix(w, "A", q->a, q->m, q->n, q->lda, 1, 0, elem);
+  if (!r) r = check_vector(w, "x", q->x, nt ? q->n : q->m, q->incx, elem);
+  if (!r) r = check_vector(w, "y", q->y, nt ? q->m : q->n, q->incy, elem);
+  if (r) return r;
+  if (q->pointer_mode == CUBLAS_POINTER_MODE_DEVICE &&
+      (!rgpu_alloc_table_lookup(&w->allocs, q->alpha_dev, elem) ||
+       !rgpu_alloc_table_lookup(&w->allocs, q->beta_dev, elem)))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublas gemv: device-mode alpha or beta is not inside "
+                "a device allocation of this session");
+  CUstream s;
+  if ((r = get_stream(w, q->stream, &s))) return r;
+  return D->is_softgpu ? gemv_softgpu(w, q, s) : gemv_gpu(w, q, s);
 }
