@@ -458,6 +458,18 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
     /* Keep the source alive until the stream has consumed it, so nothing
      * waits here: a large frame's own buffer is taken from the read loop,
      * a small one (inside the loop's batch buffer) is copied. */
+    if (!(rq->in && rq->in->data) && q->data.len <= RGPU_SMALL_H2D_MAX) {
+      /* Packed with the stream's other small copies: one marker and one
+       * job per batch, not per copy (rgpu_worker_internal.h). */
+      void *dst = rgpu_small_h2d_place(w, s, stream_ctx(w, q->stream), q->data.len);
+      if (dst) {
+        memcpy(dst, q->data.data, q->data.len);
+        CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, dst, q->data.len, s);
+        /* Its room stays in the batch, released with it. */
+        if (cr != CUDA_SUCCESS) return drv_fail(w, cr, "cuMemcpyHtoDAsync");
+        return CUDA_SUCCESS;
+      }
+    }
     void *base;
     const void *src;
     void *pinned = NULL;
