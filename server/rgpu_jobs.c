@@ -75,6 +75,66 @@ CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out) {
   return r;
 }
 
+CUresult rgpu_worker_marker_pooled(rgpu_worker *w, CUcontext ctx, CUstream s, CUevent *out,
+                                   int *own) {
+  /* Pooled events are made in the session thread's current context; one
+   * is only reused where the stream's context is that one. */
+  CUcontext cur = w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES ? w->ctx[w->cur_dev] : NULL;
+  *own = 1;
+  if (!ctx || ctx != cur) return rgpu_worker_marker(w, s, out);
+  *own = 2;
+  CUevent ev = NULL;
+  pthread_mutex_lock(&w->jobs.lock);
+  for (int i = w->jobs.n_markers - 1; i >= 0; i--)
+    if (w->jobs.markers[i].ctx == ctx) {
+      ev = w->jobs.markers[i].ev;
+      w->jobs.markers[i] = w->jobs.markers[--w->jobs.n_markers];
+      break;
+    }
+  pthread_mutex_unlock(&w->jobs.lock);
+  if (ev) {
+    if (w->drv.cuEventRecord(ev, s) == CUDA_SUCCESS) {
+      *out = ev;
+      return CUDA_SUCCESS;
+    }
+    w->drv.cuEventDestroy(ev); /* a fresh one reports the error, if any */
+  }
+  return rgpu_worker_marker(w, s, out);
+}
+
+void rgpu_worker_marker_release(rgpu_worker *w, CUcontext ctx, CUevent ev, int own, int ok) {
+  if (!ev) return;
+  if (own == 2 && ok && ctx) {
+    pthread_mutex_lock(&w->jobs.lock);
+    int kept = w->jobs.n_markers < (int)(sizeof w->jobs.markers / sizeof w->jobs.markers[0]);
+    if (kept) {
+      w->jobs.markers[w->jobs.n_markers].ctx = ctx;
+      w->jobs.markers[w->jobs.n_markers++].ev = ev;
+    }
+    pthread_mutex_unlock(&w->jobs.lock);
+    if (kept) return;
+  }
+  w->drv.cuEventDestroy(ev);
+}
+
+void rgpu_worker_markers_drop(rgpu_worker *w) {
+  if (w->drv_state != 1) {
+    w->jobs.n_markers = 0;
+    return;
+  }
+  CUcontext cur = w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES ? w->ctx[w->cur_dev] : NULL;
+  pthread_mutex_lock(&w->jobs.lock);
+  for (int i = 0; i < w->jobs.n_markers; i++) {
+    /* Like every resource, destroyed inside its own context. */
+    CUcontext c = w->jobs.markers[i].ctx;
+    if (c != cur) w->drv.cuCtxSetCurrent(c);
+    w->drv.cuEventDestroy(w->jobs.markers[i].ev);
+    if (c != cur) w->drv.cuCtxSetCurrent(cur);
+  }
+  w->jobs.n_markers = 0;
+  pthread_mutex_unlock(&w->jobs.lock);
+}
+
 /* The in-flight list is doubly linked: jobs are pushed at the head and
  * mostly finish oldest first, so finding a job by walking from the head
  * made every completion O(jobs in flight) under w->jobs.lock.  20,000
@@ -128,7 +188,7 @@ static void job_run(rgpu_job *j) {
     r = d->cuMemFree((CUdeviceptr)j->dptr);
   else if (r == CUDA_SUCCESS)
     r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
-  if (j->own_ev && j->ev) d->cuEventDestroy(j->ev);
+  if (j->own_ev && j->ev) rgpu_worker_marker_release(w, j->ctx, j->ev, j->own_ev, r == CUDA_SUCCESS);
   if (r != CUDA_SUCCESS) rgpu_metrics_note_status(w->cfg.session_id, j->opcode, (uint32_t)r);
   if (j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE) {
     rgpu_buf out;

@@ -86,6 +86,8 @@ void rgpu_staging_prepare(rgpu_worker *w) {
 }
 
 void rgpu_staging_drop(rgpu_worker *w) {
+  /* The pooled markers die with their context too. */
+  rgpu_worker_markers_drop(w);
   /* Replies the replay keeps by reference live in these buffers. */
   pthread_mutex_lock(&w->write_lock);
   rgpu_replay_copy_refs(&w->replay);
@@ -174,11 +176,12 @@ void rgpu_small_h2d_seal(rgpu_worker *w) {
   /* The marker is made in the current context, the copies' own: only
    * other handlers change it, and every one of them seals first. */
   CUevent ev = NULL;
-  CUresult r = rgpu_worker_marker(w, s, &ev);
+  int own = 1;
+  CUresult r = rgpu_worker_marker_pooled(w, ctx, s, &ev, &own);
   rgpu_job *j = r == CUDA_SUCCESS ? calloc(1, sizeof *j) : NULL;
   if (j) {
     *j = (rgpu_job){.kind = RGPU_JOB_RELEASE, .opcode = RGPU_OP_MEMCPY_HTOD, .ctx = ctx, .ev = ev,
-                    .own_ev = 1, .buf = buf, .pinned = pinned, .stream = s};
+                    .own_ev = own, .buf = buf, .pinned = pinned, .stream = s};
     if (rgpu_jobs_submit(w, j)) {
       free(j);
       j = NULL;
@@ -188,8 +191,8 @@ void rgpu_small_h2d_seal(rgpu_worker *w) {
     /* No marker or no job: what a single copy did in that case, wait here
      * (a failed record means a broken context, which returns at once). */
     if (ev) {
-      D->cuEventSynchronize(ev);
-      D->cuEventDestroy(ev);
+      CUresult sr = D->cuEventSynchronize(ev);
+      rgpu_worker_marker_release(w, ctx, ev, own, sr == CUDA_SUCCESS);
     } else {
       D->cuStreamSynchronize(s);
     }

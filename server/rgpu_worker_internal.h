@@ -30,6 +30,13 @@ typedef struct {
   struct rgpu_job_queues *queues; /* per-stream completion threads */
   int wake_fd;             /* eventfd a reading barrier polls beside the connection (0: none) */
   int readers;             /* reading barriers waiting (under lock): job_done signals wake_fd */
+  /* Completed marker events kept for reuse (under lock), with the context
+   * they belong to: rgpu_worker_marker_pooled. */
+  struct {
+    CUcontext ctx;
+    CUevent ev;
+  } markers[64];
+  int n_markers;
 } rgpu_worker_jobs;
 
 /* Small host-to-device copies packed into one staging buffer per stream
@@ -141,7 +148,8 @@ typedef struct rgpu_job {
   uint64_t seq;
   CUcontext ctx;
   CUevent ev;
-  int own_ev;       /* internal event: destroyed by the job */
+  int own_ev;       /* internal event: destroyed by the job (1), or kept in
+                     * the marker pool under ctx once it completed (2) */
   const void *ref;  /* user handle the job uses, for rgpu_jobs_barrier */
   void *buf;        /* reply tail (DTOH) or buffer to free (RELEASE) */
   void *pinned;     /* cuMemHostRegister'ed inside buf: unregistered first */
@@ -192,6 +200,21 @@ int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n,
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
 /* An event that only marks a point in a stream (no timing). */
 CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out);
+/* The same, reusing a completed marker of the pool when the stream's
+ * context ctx is the session thread's current one (session thread only).
+ * *own says how to give it back: 2 pooled, 1 made for this use; pass it
+ * as the job's own_ev or to rgpu_worker_marker_release.  Why: an event
+ * create and destroy per small copy are two driver calls of the ~7 a
+ * synchronous 64-byte D2H costs the server. */
+CUresult rgpu_worker_marker_pooled(rgpu_worker *w, CUcontext ctx, CUstream s, CUevent *out,
+                                   int *own);
+/* Gives a marker back once nothing waits on it any more (any thread): into
+ * the pool when own is 2 and it completed without error (ok), else
+ * destroyed. */
+void rgpu_worker_marker_release(rgpu_worker *w, CUcontext ctx, CUevent ev, int own, int ok);
+/* Destroys the pooled markers (session thread, no job in flight): before
+ * their contexts may go (rgpu_staging_drop). */
+void rgpu_worker_markers_drop(rgpu_worker *w);
 /* Copies a launch's parameters into w->param_buf (grown as needed; what
  * the driver reads them from).  CUDA_ERROR_OUT_OF_MEMORY with a message when
  * it cannot grow (rgpu_handlers.c). */
