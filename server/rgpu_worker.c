@@ -964,6 +964,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   int hello_s = w->cfg.hello_timeout_s > 0 ? w->cfg.hello_timeout_s : RGPU_HELLO_TIMEOUT_MS / 1000;
   double hello_deadline = rgpu_clock_s() + hello_s;
   for (;;) {
+    /* Before the loop may block (reading, or waiting for a resume): the
+     * small copies handled so far get their marker and release job now,
+     * not whenever the client sends its next request. */
+    if (!frame_buffered(w, &rb)) rgpu_small_h2d_seal(w);
     if (w->resume.lost) {
       if (await_resume(w, &rb)) break;
       continue;
@@ -974,10 +978,6 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
      * the whole first frame (HELLO or RESUME), not only its first byte,
      * must arrive in time (read_some_ctl). */
     w->read_deadline = w->hello_done ? 0 : hello_deadline;
-    /* Before the loop may block reading: the small copies handled so far
-     * get their marker and release job now, not whenever the client
-     * sends its next request. */
-    if (!frame_buffered(w, &rb)) rgpu_small_h2d_seal(w);
     int rc = rdbuf_fill(w, cur, &rb, RGPU_FRAME_HDR_SIZE);
     if (rc == 0) {
       rc = rgpu_frame_hdr_decode(rb.p + rb.start, w->cfg.max_payload, &h);

@@ -114,6 +114,24 @@ int main() {
   CHECK(cudaStreamDestroy(s[1]));
   CHECK(cudaFree(dr));
   CHECK(cudaFree(d));
+
+  // 6. A device reset right after small copies and reads (the server's
+  // reused marker events die with the context), then the same again on
+  // the fresh context.
+  for (int round = 0; round < 2; round++) {
+    CHECK(cudaMalloc(&d, 64 * slot_bytes));
+    for (int i = 0; i < 64; i++) {
+      std::memset(src, round * 64 + i, slot_bytes);
+      CHECK(cudaMemcpy(d + (size_t)i * slot_bytes, src, slot_bytes, cudaMemcpyHostToDevice));
+    }
+    bad = 0;
+    for (int i = 0; i < 64; i++) {
+      CHECK(cudaMemcpy(back, d + (size_t)i * slot_bytes, slot_bytes, cudaMemcpyDeviceToHost));
+      bad += back[0] != (unsigned char)(round * 64 + i) || back[slot_bytes - 1] != back[0];
+    }
+    EXPECT(bad == 0);
+    CHECK(cudaDeviceReset());
+  }
   pass("small_copies");
   return 0;
 }
