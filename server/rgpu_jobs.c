@@ -232,12 +232,16 @@ static void job_run(rgpu_job *j) {
   job_done(j);
 }
 
-static void *job_main(void *arg) {
-  rgpu_job *j = arg;
-  rgpu_worker *w = j->w;
+/* A thread of its own for device-wide waits: runs j (if any), then waits
+ * parked for the next such job; it exits after RGPU_JOB_PARK_NS without
+ * one, except the last parked thread, which stays for the whole session.
+ * Creating a thread for a wait costs a clone and, at its first malloc, a
+ * new malloc arena: the first cudaDeviceSynchronize of a session took
+ * 160-400 us more than the next ones (softgpu and the H200). */
+static void job_thread(rgpu_worker *w, rgpu_job *j) {
   struct rgpu_job_queues *qs = w->jobs.queues;
   for (;;) {
-    job_run(j);
+    if (j) job_run(j);
     /* Parked: rgpu_jobs_submit hands the next such job over (parked--);
      * a thread that finds none when it wakes was not counted on. */
     pthread_mutex_lock(&w->jobs.lock);
@@ -249,8 +253,14 @@ static void *job_main(void *arg) {
     until.tv_sec += until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
     int timed_out = 0;
-    while (!qs->head && !qs->stop && !timed_out)
+    while (!qs->head && !qs->stop) {
+      if (qs->parked == 1) { /* the last one parked: stays */
+        pthread_cond_wait(&qs->park_cond, &w->jobs.lock);
+        continue;
+      }
+      if (timed_out) break;
       timed_out = pthread_cond_timedwait(&qs->park_cond, &w->jobs.lock, &until) != 0;
+    }
     j = rgpu_fifo_pop(qs, qnext);
     if (!j) break;
     j->qnext = NULL;
@@ -260,6 +270,22 @@ static void *job_main(void *arg) {
   qs->threaded--;
   pthread_cond_broadcast(&w->jobs.cond);
   pthread_mutex_unlock(&w->jobs.lock);
+}
+
+static void *job_main(void *arg) {
+  rgpu_job *j = arg;
+  job_thread(j->w, j);
+  return NULL;
+}
+
+/* The session's first thread for device-wide waits, started parked with
+ * the job queues, so that no synchronization pays for its creation. */
+static void *spare_main(void *arg) {
+  /* glibc gives a thread its malloc arena at its first malloc (a 64 MiB
+   * mapping): take it now, not inside the first wait's reply. */
+  void *volatile warm = malloc(64); /* volatile: the pair must not be optimized away */
+  free(warm);
+  job_thread(arg, NULL);
   return NULL;
 }
 
@@ -323,6 +349,9 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
       return -1;
     }
     pthread_cond_init(&w->jobs.queues->park_cond, NULL);
+    pthread_t spare;
+    w->jobs.queues->threaded++;
+    if (start_thread(&spare, 1, spare_main, w)) w->jobs.queues->threaded--;
   }
   struct rgpu_job_queues *qs = w->jobs.queues;
   rgpu_job_queue *q = queueable(j) && !qs->stop ? queue_for(w, j) : NULL;
