@@ -465,6 +465,18 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
     /* Keep the source alive until the stream has consumed it, so nothing
      * waits here: a large frame's own buffer is taken from the read loop,
      * a small one (inside the loop's batch buffer) is copied. */
+    if (!(rq->in && rq->in->data) && q->data.len <= RGPU_SMALL_H2D_MAX) {
+      /* Packed with the stream's other small copies: one marker and one
+       * job per batch, not per copy (rgpu_worker_internal.h). */
+      void *dst = rgpu_small_h2d_place(w, s, stream_ctx(w, q->stream), q->data.len);
+      if (dst) {
+        memcpy(dst, q->data.data, q->data.len);
+        CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, dst, q->data.len, s);
+        /* Its room stays in the batch, released with it. */
+        if (cr != CUDA_SUCCESS) return drv_fail(w, cr, "cuMemcpyHtoDAsync");
+        return CUDA_SUCCESS;
+      }
+    }
     void *base;
     const void *src;
     void *pinned = NULL;
@@ -483,16 +495,17 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
     }
     CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, src, q->data.len, s);
     CUevent ev = NULL;
-    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
+    CUcontext sctx = stream_ctx(w, q->stream);
+    int own = 1;
+    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker_pooled(w, sctx, s, &ev, &own);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
       rgpu_staging_release(w, base, pinned);
       return drv_fail(w, cr, "cuMemcpyHtoDAsync");
     }
-    if (!defer_to_job_on(rq, RGPU_JOB_RELEASE, stream_ctx(w, q->stream), s, ev, 1, NULL, base, 0,
-                         pinned)) {
-      D->cuEventSynchronize(ev);
-      D->cuEventDestroy(ev);
+    if (!defer_to_job_on(rq, RGPU_JOB_RELEASE, sctx, s, ev, own, NULL, base, 0, pinned)) {
+      CUresult sr = D->cuEventSynchronize(ev);
+      rgpu_worker_marker_release(w, sctx, ev, own, sr == CUDA_SUCCESS);
       rgpu_staging_release(w, base, pinned);
     }
   } else if (!s) {
@@ -524,19 +537,22 @@ CUresult rgpu_h_memcpy_dtoh(rgpu_req *rq, const rgpu_msg_memcpy_dtoh_req *q) {
     void *buf = rgpu_staging_get(w, (size_t)q->size, &pinned);
     if (!buf) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory");
     CUevent ev = NULL;
+    CUcontext sctx = stream_ctx(w, q->stream);
+    int own = 1;
     CUresult cr = D->cuMemcpyDtoHAsync(buf, (CUdeviceptr)q->src, (size_t)q->size, s);
-    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker(w, s, &ev);
+    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker_pooled(w, sctx, s, &ev, &own);
     if (cr != CUDA_SUCCESS) {
       D->cuStreamSynchronize(s);
       rgpu_staging_release(w, buf, pinned);
       return drv_fail(w, cr, "cuMemcpyDtoHAsync");
     }
-    if (!marker_done_soon(w, ev) &&
-        defer_to_job_on(rq, RGPU_JOB_WAIT_EVENT, stream_ctx(w, q->stream), s, ev, 1, NULL, buf,
-                        (size_t)q->size, pinned))
+    int done = marker_done_soon(w, ev);
+    if (!done && defer_to_job_on(rq, RGPU_JOB_WAIT_EVENT, sctx, s, ev, own, NULL, buf,
+                                 (size_t)q->size, pinned))
       return CUDA_SUCCESS;
-    CUresult sr = D->cuEventSynchronize(ev);
-    D->cuEventDestroy(ev);
+    /* A marker the poll saw complete needs no second driver call. */
+    CUresult sr = done ? CUDA_SUCCESS : D->cuEventSynchronize(ev);
+    rgpu_worker_marker_release(w, sctx, ev, own, sr == CUDA_SUCCESS);
     if (sr != CUDA_SUCCESS) {
       rgpu_staging_release(w, buf, pinned);
       return drv_fail(w, sr, "cuMemcpyDtoHAsync");

@@ -37,10 +37,21 @@ typedef struct rgpu_job_queue {
   int started;
 } rgpu_job_queue;
 
+/* A thread of its own that finished its job waits this long for the next
+ * one before it exits.  Why: a cudaDeviceSynchronize took 380-420 us
+ * through rgpu on the H200 against 8 us natively, and each one created a
+ * thread (stack mapping, clone, its exit): a program that synchronizes in
+ * a loop now pays that once. */
+#define RGPU_JOB_PARK_NS (200 * 1000 * 1000L)
+
 struct rgpu_job_queues {
   rgpu_job_queue q[RGPU_JOB_QUEUES];
   int stop;
-  int threaded; /* jobs on threads of their own */
+  int threaded; /* threads of their own: running a job or parked */
+  int parked;   /* of which waiting for a job and not yet given one */
+  /* Jobs given to parked threads, not yet taken (through qnext). */
+  rgpu_job *head, *tail;
+  pthread_cond_t park_cond; /* a job for a parked thread, or stop */
 };
 
 int rgpu_jobs_enabled(const rgpu_worker *w) { return w->conn != NULL && w->drv_state == 1; }
@@ -62,6 +73,66 @@ CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out) {
     *out = NULL;
   }
   return r;
+}
+
+CUresult rgpu_worker_marker_pooled(rgpu_worker *w, CUcontext ctx, CUstream s, CUevent *out,
+                                   int *own) {
+  /* Pooled events are made in the session thread's current context; one
+   * is only reused where the stream's context is that one. */
+  CUcontext cur = w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES ? w->ctx[w->cur_dev] : NULL;
+  *own = 1;
+  if (!ctx || ctx != cur) return rgpu_worker_marker(w, s, out);
+  *own = 2;
+  CUevent ev = NULL;
+  pthread_mutex_lock(&w->jobs.lock);
+  for (int i = w->jobs.n_markers - 1; i >= 0; i--)
+    if (w->jobs.markers[i].ctx == ctx) {
+      ev = w->jobs.markers[i].ev;
+      w->jobs.markers[i] = w->jobs.markers[--w->jobs.n_markers];
+      break;
+    }
+  pthread_mutex_unlock(&w->jobs.lock);
+  if (ev) {
+    if (w->drv.cuEventRecord(ev, s) == CUDA_SUCCESS) {
+      *out = ev;
+      return CUDA_SUCCESS;
+    }
+    w->drv.cuEventDestroy(ev); /* a fresh one reports the error, if any */
+  }
+  return rgpu_worker_marker(w, s, out);
+}
+
+void rgpu_worker_marker_release(rgpu_worker *w, CUcontext ctx, CUevent ev, int own, int ok) {
+  if (!ev) return;
+  if (own == 2 && ok && ctx) {
+    pthread_mutex_lock(&w->jobs.lock);
+    int kept = w->jobs.n_markers < (int)(sizeof w->jobs.markers / sizeof w->jobs.markers[0]);
+    if (kept) {
+      w->jobs.markers[w->jobs.n_markers].ctx = ctx;
+      w->jobs.markers[w->jobs.n_markers++].ev = ev;
+    }
+    pthread_mutex_unlock(&w->jobs.lock);
+    if (kept) return;
+  }
+  w->drv.cuEventDestroy(ev);
+}
+
+void rgpu_worker_markers_drop(rgpu_worker *w) {
+  if (w->drv_state != 1) {
+    w->jobs.n_markers = 0;
+    return;
+  }
+  CUcontext cur = w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES ? w->ctx[w->cur_dev] : NULL;
+  pthread_mutex_lock(&w->jobs.lock);
+  for (int i = 0; i < w->jobs.n_markers; i++) {
+    /* Like every resource, destroyed inside its own context. */
+    CUcontext c = w->jobs.markers[i].ctx;
+    if (c != cur) w->drv.cuCtxSetCurrent(c);
+    w->drv.cuEventDestroy(w->jobs.markers[i].ev);
+    if (c != cur) w->drv.cuCtxSetCurrent(cur);
+  }
+  w->jobs.n_markers = 0;
+  pthread_mutex_unlock(&w->jobs.lock);
 }
 
 /* The in-flight list is doubly linked: jobs are pushed at the head and
@@ -117,7 +188,7 @@ static void job_run(rgpu_job *j) {
     r = d->cuMemFree((CUdeviceptr)j->dptr);
   else if (r == CUDA_SUCCESS)
     r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
-  if (j->own_ev && j->ev) d->cuEventDestroy(j->ev);
+  if (j->own_ev && j->ev) rgpu_worker_marker_release(w, j->ctx, j->ev, j->own_ev, r == CUDA_SUCCESS);
   if (r != CUDA_SUCCESS) rgpu_metrics_note_status(w->cfg.session_id, j->opcode, (uint32_t)r);
   if (j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE) {
     rgpu_buf out;
@@ -161,14 +232,60 @@ static void job_run(rgpu_job *j) {
   job_done(j);
 }
 
-static void *job_main(void *arg) {
-  rgpu_job *j = arg;
-  rgpu_worker *w = j->w;
-  job_run(j);
-  pthread_mutex_lock(&w->jobs.lock);
-  w->jobs.queues->threaded--;
+/* A thread of its own for device-wide waits: runs j (if any), then waits
+ * parked for the next such job; it exits after RGPU_JOB_PARK_NS without
+ * one, except the last parked thread, which stays for the whole session.
+ * Creating a thread for a wait costs a clone and, at its first malloc, a
+ * new malloc arena: the first cudaDeviceSynchronize of a session took
+ * 160-400 us more than the next ones (softgpu and the H200). */
+static void job_thread(rgpu_worker *w, rgpu_job *j) {
+  struct rgpu_job_queues *qs = w->jobs.queues;
+  for (;;) {
+    if (j) job_run(j);
+    /* Parked: rgpu_jobs_submit hands the next such job over (parked--);
+     * a thread that finds none when it wakes was not counted on. */
+    pthread_mutex_lock(&w->jobs.lock);
+    qs->parked++;
+    pthread_cond_broadcast(&w->jobs.cond); /* a submitter may wait for room */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += RGPU_JOB_PARK_NS;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    int timed_out = 0;
+    while (!qs->head && !qs->stop) {
+      if (qs->parked == 1) { /* the last one parked: stays */
+        pthread_cond_wait(&qs->park_cond, &w->jobs.lock);
+        continue;
+      }
+      if (timed_out) break;
+      timed_out = pthread_cond_timedwait(&qs->park_cond, &w->jobs.lock, &until) != 0;
+    }
+    j = rgpu_fifo_pop(qs, qnext);
+    if (!j) break;
+    j->qnext = NULL;
+    pthread_mutex_unlock(&w->jobs.lock);
+  }
+  qs->parked--;
+  qs->threaded--;
   pthread_cond_broadcast(&w->jobs.cond);
   pthread_mutex_unlock(&w->jobs.lock);
+}
+
+static void *job_main(void *arg) {
+  rgpu_job *j = arg;
+  job_thread(j->w, j);
+  return NULL;
+}
+
+/* The session's first thread for device-wide waits, started parked with
+ * the job queues, so that no synchronization pays for its creation. */
+static void *spare_main(void *arg) {
+  /* glibc gives a thread its malloc arena at its first malloc (a 64 MiB
+   * mapping): take it now, not inside the first wait's reply. */
+  void *volatile warm = malloc(64); /* volatile: the pair must not be optimized away */
+  free(warm);
+  job_thread(arg, NULL);
   return NULL;
 }
 
@@ -231,11 +348,16 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
       pthread_mutex_unlock(&w->jobs.lock);
       return -1;
     }
+    pthread_cond_init(&w->jobs.queues->park_cond, NULL);
+    pthread_t spare;
+    w->jobs.queues->threaded++;
+    if (start_thread(&spare, 1, spare_main, w)) w->jobs.queues->threaded--;
   }
   struct rgpu_job_queues *qs = w->jobs.queues;
   rgpu_job_queue *q = queueable(j) && !qs->stop ? queue_for(w, j) : NULL;
   if (!q)
-    while (qs->threaded >= RGPU_MAX_JOBS) pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
+    while (!qs->parked && qs->threaded >= RGPU_MAX_JOBS)
+      pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
   j->order = ++w->jobs.order;
   inflight_push(w, j);
   w->jobs.n++;
@@ -243,6 +365,10 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   if (q) {
     rgpu_fifo_push(q, j, qnext);
     pthread_cond_signal(&q->cond);
+  } else if (qs->parked && !qs->stop) {
+    qs->parked--;
+    rgpu_fifo_push(qs, j, qnext);
+    pthread_cond_signal(&qs->park_cond);
   } else {
     qs->threaded++;
     rc = start_thread(&j->th, 1, job_main, j);
@@ -263,6 +389,7 @@ void rgpu_jobs_stop(rgpu_worker *w) {
   qs->stop = 1;
   for (int i = 0; i < RGPU_JOB_QUEUES; i++)
     if (qs->q[i].started) pthread_cond_broadcast(&qs->q[i].cond);
+  pthread_cond_broadcast(&qs->park_cond); /* parked threads exit */
   /* Threaded jobs touch qs until their very end. */
   while (qs->threaded) pthread_cond_wait(&w->jobs.cond, &w->jobs.lock);
   pthread_mutex_unlock(&w->jobs.lock);
@@ -271,6 +398,7 @@ void rgpu_jobs_stop(rgpu_worker *w) {
       pthread_join(qs->q[i].th, NULL);
       pthread_cond_destroy(&qs->q[i].cond);
     }
+  pthread_cond_destroy(&qs->park_cond);
   free(qs);
   w->jobs.queues = NULL;
   if (w->jobs.wake_fd > 0) close(w->jobs.wake_fd);
@@ -289,6 +417,8 @@ void rgpu_jobs_barrier(rgpu_worker *w, const void *ref) {
    * can read (GOODBYE, module unload, event destroy or device reset behind
    * a copy queued after a pending host function wedged the worker forever):
    * keep reading the connection while waiting. */
+  /* A batch of small copies not sealed yet holds staging no job knows. */
+  if (!ref) rgpu_small_h2d_seal(w);
   int reading = w->req != NULL && w->host_calls != NULL && w->conn != NULL;
   int client_gone = 0;
   pthread_mutex_lock(&w->jobs.lock);

@@ -86,6 +86,8 @@ void rgpu_staging_prepare(rgpu_worker *w) {
 }
 
 void rgpu_staging_drop(rgpu_worker *w) {
+  /* The pooled markers die with their context too. */
+  rgpu_worker_markers_drop(w);
   /* Replies the replay keeps by reference live in these buffers. */
   pthread_mutex_lock(&w->write_lock);
   rgpu_replay_copy_refs(&w->replay);
@@ -155,3 +157,63 @@ void rgpu_staging_release(rgpu_worker *w, void *buf, void *pinned) {
     free(buf);
 }
 
+
+/* ---- small host-to-device copies: see rgpu_worker_internal.h ------------ */
+
+/* Copies in a batch start on this boundary (any DMA engine is happy). */
+#define SMALL_H2D_ALIGN 16u
+
+void rgpu_small_h2d_seal(rgpu_worker *w) {
+  rgpu_small_h2d *b = &w->small_h2d;
+  if (!b->buf) return;
+  void *buf = b->buf, *pinned = b->pinned;
+  CUstream s = b->stream;
+  CUcontext ctx = b->ctx;
+  b->buf = b->pinned = NULL;
+  b->used = 0;
+  b->copies = 0;
+  b->sealed++;
+  /* The marker is made in the current context, the copies' own: only
+   * other handlers change it, and every one of them seals first. */
+  CUevent ev = NULL;
+  int own = 1;
+  CUresult r = rgpu_worker_marker_pooled(w, ctx, s, &ev, &own);
+  rgpu_job *j = r == CUDA_SUCCESS ? calloc(1, sizeof *j) : NULL;
+  if (j) {
+    *j = (rgpu_job){.kind = RGPU_JOB_RELEASE, .opcode = RGPU_OP_MEMCPY_HTOD, .ctx = ctx, .ev = ev,
+                    .own_ev = own, .buf = buf, .pinned = pinned, .stream = s};
+    if (rgpu_jobs_submit(w, j)) {
+      free(j);
+      j = NULL;
+    }
+  }
+  if (!j) {
+    /* No marker or no job: what a single copy did in that case, wait here
+     * (a failed record means a broken context, which returns at once). */
+    if (ev) {
+      CUresult sr = D->cuEventSynchronize(ev);
+      rgpu_worker_marker_release(w, ctx, ev, own, sr == CUDA_SUCCESS);
+    } else {
+      D->cuStreamSynchronize(s);
+    }
+    rgpu_staging_release(w, buf, pinned);
+  }
+}
+
+void *rgpu_small_h2d_place(rgpu_worker *w, CUstream s, CUcontext ctx, size_t n) {
+  rgpu_small_h2d *b = &w->small_h2d;
+  if (n == 0 || n > RGPU_SMALL_H2D_MAX) return NULL;
+  if (b->buf && (b->stream != s || b->ctx != ctx || b->used + n > RGPU_SMALL_STAGING))
+    rgpu_small_h2d_seal(w);
+  if (!b->buf) {
+    void *pinned = NULL;
+    void *buf = rgpu_staging_get(w, RGPU_SMALL_STAGING, &pinned);
+    if (!buf) return NULL;
+    *b = (rgpu_small_h2d){.buf = buf, .pinned = pinned, .stream = s, .ctx = ctx,
+                          .sealed = b->sealed};
+  }
+  void *p = (char *)b->buf + b->used;
+  b->used += (n + SMALL_H2D_ALIGN - 1) / SMALL_H2D_ALIGN * SMALL_H2D_ALIGN;
+  b->copies++;
+  return p;
+}

@@ -340,6 +340,9 @@ static int handle_frame(rgpu_worker *w, rgpu_req *rq, const rgpu_frame_hdr *h, c
     w->end_reason = "no-hello";
     return RGPU_WORKER_CLOSE;
   }
+  /* Small H2D copies batch their staging until any other request comes:
+   * it may wait for them, destroy their stream or drop the pools. */
+  if (h->opcode != RGPU_OP_MEMCPY_HTOD) rgpu_small_h2d_seal(w);
   const rgpu_dispatch_entry *d = rgpu_dispatch_for(h->opcode);
   unsigned flags = d ? d->flags : 0;
   /* Like the jobs' barrier in those handlers: lane replies still being
@@ -580,6 +583,16 @@ static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len
 
 /* Makes at least `need` bytes available at p+start; returns 0, the
  * transport's error (RGPU_T_ECLOSED on EOF) or RGPU_WORKER_ECTL. */
+/* 1 if a whole frame (header and payload) waits in b: handling it needs
+ * no read. */
+static int frame_buffered(const rgpu_worker *w, const rdbuf *b) {
+  size_t have = b->end - b->start;
+  rgpu_frame_hdr h;
+  if (have < RGPU_FRAME_HDR_SIZE) return 0;
+  if (rgpu_frame_hdr_decode(b->p + b->start, w->cfg.max_payload, &h)) return 0;
+  return have - RGPU_FRAME_HDR_SIZE >= h.length;
+}
+
 static int rdbuf_fill(rgpu_worker *w, rgpu_conn *c, rdbuf *b, size_t need) {
   while (b->end - b->start < need) {
     if (b->start == b->end) b->start = b->end = 0;
@@ -951,6 +964,10 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   int hello_s = w->cfg.hello_timeout_s > 0 ? w->cfg.hello_timeout_s : RGPU_HELLO_TIMEOUT_MS / 1000;
   double hello_deadline = rgpu_clock_s() + hello_s;
   for (;;) {
+    /* Before the loop may block (reading, or waiting for a resume): the
+     * small copies handled so far get their marker and release job now,
+     * not whenever the client sends its next request. */
+    if (!frame_buffered(w, &rb)) rgpu_small_h2d_seal(w);
     if (w->resume.lost) {
       if (await_resume(w, &rb)) break;
       continue;

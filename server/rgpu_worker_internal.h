@@ -30,7 +30,26 @@ typedef struct {
   struct rgpu_job_queues *queues; /* per-stream completion threads */
   int wake_fd;             /* eventfd a reading barrier polls beside the connection (0: none) */
   int readers;             /* reading barriers waiting (under lock): job_done signals wake_fd */
+  /* Completed marker events kept for reuse (under lock), with the context
+   * they belong to: rgpu_worker_marker_pooled. */
+  struct {
+    CUcontext ctx;
+    CUevent ev;
+  } markers[64];
+  int n_markers;
 } rgpu_worker_jobs;
+
+/* Small host-to-device copies packed into one staging buffer per stream
+ * (rgpu_staging.c, issue 14).  Only the session thread touches it. */
+typedef struct {
+  void *buf;        /* the open batch's staging buffer; NULL: none open */
+  void *pinned;     /* what rgpu_staging_get pinned for it (usually NULL) */
+  size_t used;      /* bytes handed out (aligned) */
+  unsigned copies;  /* copies placed in it */
+  CUstream stream;  /* the stream every copy of the batch was enqueued on */
+  CUcontext ctx;    /* its context (the legacy stream differs per device) */
+  uint64_t sealed;  /* batches sealed so far (for tests and the log) */
+} rgpu_small_h2d;
 
 /* A broken connection the session waits to be resumed on (rgpu_worker.c). */
 typedef struct {
@@ -94,6 +113,7 @@ struct rgpu_worker {
   /* Pinned-once staging buffers for background copies (rgpu_staging.h);
    * made at the first copy that needs one, dropped with the context. */
   rgpu_staging staging;
+  rgpu_small_h2d small_h2d;
 
   /* Bulk streams (rgpu_bulk.h); created when the first lane arrives. */
   struct rgpu_bulk *bulk;
@@ -130,7 +150,8 @@ typedef struct rgpu_job {
   uint64_t seq;
   CUcontext ctx;
   CUevent ev;
-  int own_ev;       /* internal event: destroyed by the job */
+  int own_ev;       /* internal event: destroyed by the job (1), or kept in
+                     * the marker pool under ctx once it completed (2) */
   const void *ref;  /* user handle the job uses, for rgpu_jobs_barrier */
   void *buf;        /* reply tail (DTOH) or buffer to free (RELEASE) */
   void *pinned;     /* cuMemHostRegister'ed inside buf: unregistered first */
@@ -181,10 +202,49 @@ int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n,
 void rgpu_worker_flush_output(rgpu_worker *w, rgpu_buf *out);
 /* An event that only marks a point in a stream (no timing). */
 CUresult rgpu_worker_marker(rgpu_worker *w, CUstream s, CUevent *out);
+/* The same, reusing a completed marker of the pool when the stream's
+ * context ctx is the session thread's current one (session thread only).
+ * *own says how to give it back: 2 pooled, 1 made for this use; pass it
+ * as the job's own_ev or to rgpu_worker_marker_release.  Why: an event
+ * create and destroy per small copy are two driver calls of the ~7 a
+ * synchronous 64-byte D2H costs the server. */
+CUresult rgpu_worker_marker_pooled(rgpu_worker *w, CUcontext ctx, CUstream s, CUevent *out,
+                                   int *own);
+/* Gives a marker back once nothing waits on it any more (any thread): into
+ * the pool when own is 2 and it completed without error (ok), else
+ * destroyed. */
+void rgpu_worker_marker_release(rgpu_worker *w, CUcontext ctx, CUevent ev, int own, int ok);
+/* Destroys the pooled markers (session thread, no job in flight): before
+ * their contexts may go (rgpu_staging_drop). */
+void rgpu_worker_markers_drop(rgpu_worker *w);
 /* Copies a launch's parameters into w->param_buf (grown as needed; what
  * the driver reads them from).  CUDA_ERROR_OUT_OF_MEMORY with a message when
  * it cannot grow (rgpu_handlers.c). */
 CUresult rgpu_worker_copy_params(rgpu_worker *w, const void *data, size_t len);
+
+/* ---- small host-to-device copies (rgpu_staging.c) ------------------------
+ * A 64-byte H2D used to cost a staging buffer of its own, a marker event
+ * (create, record, synchronize, destroy) and a RELEASE job (a malloc, the
+ * jobs lock, a queue thread's wake-up): ~20 us per copy on the H200 for a
+ * copy that costs 6.5 us natively.  Copies of up to RGPU_SMALL_H2D_MAX
+ * bytes are instead packed into one staging buffer per stream ("batch");
+ * one marker and one RELEASE job cover the whole batch when it is sealed.
+ * The batch is sealed (rgpu_small_h2d_seal) before any other request is
+ * handled (rgpu_worker.c handle_frame: streams and contexts cannot go away
+ * under it, nothing waits for a copy that has no marker yet), when the
+ * serve loop has no complete frame left to handle (before it may block
+ * reading), when it is full, when a copy for another stream arrives, and
+ * by rgpu_jobs_barrier(w, NULL).  The stream keeps the buffer until its
+ * marker completes, as for a single copy; the session thread never waits. */
+#define RGPU_SMALL_H2D_MAX 4096u
+/* Room for n bytes in the open batch of (s, ctx), sealing the open batch
+ * first when it belongs to another stream or is full, opening one when
+ * needed.  NULL when n is too large for batching or no buffer could be had:
+ * the caller stages the copy on its own. */
+void *rgpu_small_h2d_place(rgpu_worker *w, CUstream s, CUcontext ctx, size_t n);
+/* Records the open batch's marker and hands its buffer to a RELEASE job
+ * (session thread only); nothing when no batch is open. */
+void rgpu_small_h2d_seal(rgpu_worker *w);
 
 /* ---- host callbacks (rgpu_jobs.c) -----------------------------------------
  * A host function in a stream that runs in the *client*: when the stream
