@@ -342,21 +342,15 @@ RGPU_DRV CUresult rgpu_drv_cuGraphDebugDotPrint(CUgraph hGraph, const char *path
 
 /* ---- memcpy nodes: CUDA_MEMCPY3D <-> cudaMemcpy3DParms ------------------------- */
 
-/* One side of a driver 3D copy as the runtime's pitched pointer and
- * position; dev: 1 device, 0 host, -1 unified (direction from the
- * pointer).  Arrays are not offered. */
+/* One side of a driver 3D copy as the runtime's pitched pointer
+ * (rgpu_drv_copy_side gives the base and the direction). */
 static CUresult side_3d(CUmemorytype type, const void *host, CUdeviceptr device, size_t pitch,
                         size_t height, size_t width, struct cudaPitchedPtr *out, int *dev) {
-  void *base;
-  switch (type) {
-  case CU_MEMORYTYPE_HOST: base = (void *)host; *dev = 0; break;
-  case CU_MEMORYTYPE_DEVICE: base = (void *)(uintptr_t)device; *dev = 1; break;
-  case CU_MEMORYTYPE_UNIFIED: base = (void *)(uintptr_t)device; *dev = -1; break;
-  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
-  default: return CUDA_ERROR_INVALID_VALUE;
-  }
-  *out = (struct cudaPitchedPtr){.ptr = base, .pitch = pitch ? pitch : width, .xsize = width,
-                                .ysize = height};
+  const char *base;
+  CUresult r = rgpu_drv_copy_side(type, host, device, &base, dev);
+  if (r != CUDA_SUCCESS) return r;
+  *out = (struct cudaPitchedPtr){.ptr = (void *)base, .pitch = pitch ? pitch : width,
+                                .xsize = width, .ysize = height};
   return CUDA_SUCCESS;
 }
 
@@ -375,11 +369,7 @@ static CUresult to_runtime_3d(const CUDA_MEMCPY3D *p, struct cudaMemcpy3DParms *
   rp->srcPos = (struct cudaPos){p->srcXInBytes, p->srcY, p->srcZ};
   rp->dstPos = (struct cudaPos){p->dstXInBytes, p->dstY, p->dstZ};
   rp->extent = (struct cudaExtent){p->WidthInBytes, p->Height, p->Depth ? p->Depth : 1};
-  if (sdev < 0 || ddev < 0)
-    rp->kind = cudaMemcpyDefault;
-  else
-    rp->kind = sdev ? (ddev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
-                    : (ddev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  rp->kind = rgpu_drv_copy_kind(sdev, ddev);
   return CUDA_SUCCESS;
 }
 
