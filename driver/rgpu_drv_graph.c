@@ -389,6 +389,25 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgrap
       cudaGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &rp));
 }
 
+/* One side (src or dst) of a runtime copy rp into the driver's fields of
+ * CUDA_MEMCPY3D *p; host: the copy's kind puts this side on the host.  A
+ * side of a cudaMemcpyDefault copy is unified, the others are device. */
+#define FROM_RUNTIME_SIDE(p, rp, side, host)                                                 \
+  do {                                                                                       \
+    (p)->side##XInBytes = (rp).side##Pos.x;                                                  \
+    (p)->side##Y = (rp).side##Pos.y;                                                         \
+    (p)->side##Z = (rp).side##Pos.z;                                                         \
+    (p)->side##MemoryType = (host)                           ? CU_MEMORYTYPE_HOST            \
+                            : (rp).kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED         \
+                                                             : CU_MEMORYTYPE_DEVICE;         \
+    if (host)                                                                                \
+      (p)->side##Host = (rp).side##Ptr.ptr;                                                  \
+    else                                                                                     \
+      (p)->side##Device = (CUdeviceptr)(uintptr_t)(rp).side##Ptr.ptr;                        \
+    (p)->side##Pitch = (rp).side##Ptr.pitch;                                                 \
+    (p)->side##Height = (rp).side##Ptr.ysize;                                                \
+  } while (0)
+
 RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams) {
   RGPU_DRV_ENTER_CTX();
   if (!nodeParams) {
@@ -403,30 +422,8 @@ RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_ME
   /* Pointers as unified addresses: the direction is in the pointers. */
   int src_host = rp.kind == cudaMemcpyHostToDevice || rp.kind == cudaMemcpyHostToHost;
   int dst_host = rp.kind == cudaMemcpyDeviceToHost || rp.kind == cudaMemcpyHostToHost;
-  nodeParams->srcXInBytes = rp.srcPos.x;
-  nodeParams->srcY = rp.srcPos.y;
-  nodeParams->srcZ = rp.srcPos.z;
-  nodeParams->srcMemoryType = src_host ? CU_MEMORYTYPE_HOST
-                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
-                                                             : CU_MEMORYTYPE_DEVICE;
-  if (src_host)
-    nodeParams->srcHost = rp.srcPtr.ptr;
-  else
-    nodeParams->srcDevice = (CUdeviceptr)(uintptr_t)rp.srcPtr.ptr;
-  nodeParams->srcPitch = rp.srcPtr.pitch;
-  nodeParams->srcHeight = rp.srcPtr.ysize;
-  nodeParams->dstXInBytes = rp.dstPos.x;
-  nodeParams->dstY = rp.dstPos.y;
-  nodeParams->dstZ = rp.dstPos.z;
-  nodeParams->dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST
-                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
-                                                             : CU_MEMORYTYPE_DEVICE;
-  if (dst_host)
-    nodeParams->dstHost = rp.dstPtr.ptr;
-  else
-    nodeParams->dstDevice = (CUdeviceptr)(uintptr_t)rp.dstPtr.ptr;
-  nodeParams->dstPitch = rp.dstPtr.pitch;
-  nodeParams->dstHeight = rp.dstPtr.ysize;
+  FROM_RUNTIME_SIDE(nodeParams, rp, src, src_host);
+  FROM_RUNTIME_SIDE(nodeParams, rp, dst, dst_host);
   nodeParams->WidthInBytes = rp.extent.width;
   nodeParams->Height = rp.extent.height;
   nodeParams->Depth = rp.extent.depth;
