@@ -18,41 +18,18 @@
 
 #include "rgpu_dispatch.h"
 #include "rgpu_messages.h"
+#include "rgpu_handlers_test_harness.h"
 #include "rgpu_worker.h"
 
 static char softgpu_lib[400];
 static char fatbins[1024];
-
-typedef struct {
-  rgpu_worker *w;
-  rgpu_buf out;
-  rgpu_frame_hdr h; /* the last frame of the output (the reply) */
-  const uint8_t *p;
-  uint64_t seq;
-} harness;
 
 static harness *harness_new(uint64_t quota) {
   if (access(softgpu_lib, R_OK)) {
     print_message("SKIP: %s not built\n", softgpu_lib);
     return NULL;
   }
-  harness *t = calloc(1, sizeof *t);
-  rgpu_worker_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.device = RGPU_DEVICE_SOFTGPU;
-  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", softgpu_lib);
-  cfg.mem_quota = quota;
-  cfg.session_id = 9;
-  snprintf(cfg.peer, sizeof cfg.peer, "test");
-  t->w = rgpu_worker_new(&cfg);
-  rgpu_buf_init(&t->out);
-  return t;
-}
-
-static void harness_free(harness *t) {
-  rgpu_worker_free(t->w);
-  rgpu_buf_free(&t->out);
-  free(t);
+  return harness_open(softgpu_lib, 9, quota);
 }
 
 /* Sends one request (fields then tail) that wants a reply; returns the
@@ -62,21 +39,9 @@ static uint32_t call(harness *t, uint16_t op, const rgpu_buf *fields, const void
   rgpu_buf_init(&pl);
   if (fields) rgpu_buf_put(&pl, fields->data, fields->len);
   if (tail_len) rgpu_buf_put(&pl, tail, tail_len);
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, (uint32_t)pl.len, RGPU_REQ_NEED_REPLY,
-                      ++t->seq};
-  rgpu_buf_reset(&t->out);
-  rgpu_worker_handle(t->w, &h, pl.data, pl.len, &t->out);
+  uint32_t st = harness_request(t, op, pl.data, pl.len);
   rgpu_buf_free(&pl);
-  /* Walk to the last frame: events (OUTPUT) may come before the reply. */
-  size_t off = 0;
-  while (off < t->out.len) {
-    assert_int_equal(rgpu_frame_hdr_decode(t->out.data + off, RGPU_FRAME_MAX_PAYLOAD, &t->h), 0);
-    t->p = t->out.data + off + RGPU_FRAME_HDR_SIZE;
-    off += RGPU_FRAME_HDR_SIZE + t->h.length;
-  }
-  assert_int_equal(t->h.kind, RGPU_KIND_REPLY);
-  assert_int_equal(t->h.seq, t->seq);
-  return t->h.aux;
+  return st;
 }
 
 static int reply_says(harness *t, const char *needle) {

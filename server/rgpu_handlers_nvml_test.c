@@ -18,56 +18,20 @@
 #include "rgpu_messages.h"
 #include "rgpu_metrics.h"
 #include "rgpu_nvml_figures.h"
+#include "rgpu_handlers_test_harness.h"
 #include "rgpu_worker.h"
 
 static char softgpu_lib[480];
 static char test_driver[480];
 static char test_nvml[480];
 
-typedef struct {
-  rgpu_worker *w;
-  rgpu_buf out;
-  rgpu_frame_hdr h; /* the last frame of the last request */
-  const uint8_t *p;
-  uint64_t seq;
-} harness;
-
-static harness *harness_new_on(const char *lib) {
-  harness *t = calloc(1, sizeof *t);
-  rgpu_worker_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.device = RGPU_DEVICE_SOFTGPU;
-  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", lib);
-  cfg.session_id = 7;
-  snprintf(cfg.peer, sizeof cfg.peer, "test");
-  t->w = rgpu_worker_new(&cfg);
-  rgpu_buf_init(&t->out);
-  return t;
-}
+static harness *harness_new_on(const char *lib) { return harness_open(lib, 7, 0); }
 
 static harness *harness_new(void) { return harness_new_on(softgpu_lib); }
 
-static void harness_free(harness *t) {
-  rgpu_worker_free(t->w);
-  rgpu_buf_free(&t->out);
-  free(t);
-}
-
 /* One request with a reply; returns the reply's status. */
 static uint32_t call(harness *t, uint16_t op, const rgpu_buf *fields) {
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, (uint32_t)(fields ? fields->len : 0),
-                      RGPU_REQ_NEED_REPLY, ++t->seq};
-  rgpu_buf_reset(&t->out);
-  rgpu_worker_handle(t->w, &h, fields ? fields->data : NULL, fields ? fields->len : 0, &t->out);
-  size_t off = 0;
-  while (off < t->out.len) {
-    assert_int_equal(rgpu_frame_hdr_decode(t->out.data + off, RGPU_FRAME_MAX_PAYLOAD, &t->h), 0);
-    t->p = t->out.data + off + RGPU_FRAME_HDR_SIZE;
-    off += RGPU_FRAME_HDR_SIZE + t->h.length;
-  }
-  assert_int_equal(t->h.kind, RGPU_KIND_REPLY);
-  assert_int_equal(t->h.seq, t->seq);
-  return t->h.aux;
+  return harness_request(t, op, fields ? fields->data : NULL, fields ? fields->len : 0);
 }
 
 static void hello(harness *t) {
