@@ -85,6 +85,10 @@ static inline enum cudaMemcpyKind rgpu_drv_copy_kind(int src_dev, int dst_dev) {
  * returns the sticky error if there is one.  *out may be NULL when the
  * result is not CUDA_SUCCESS. */
 CUresult rgpu_drv_enter(rgpu_client **out);
+/* rgpu_drv_enter for a call on device dev: then CUDA_ERROR_INVALID_DEVICE
+ * unless 0 <= dev < the server's device count (a failed count is its own
+ * error).  *out is set only on CUDA_SUCCESS. */
+CUresult rgpu_drv_enter_device(CUdevice dev, rgpu_client **out);
 /* cuInit has succeeded in this process. */
 int rgpu_drv_initialized(void);
 
