@@ -508,17 +508,25 @@ static int query_open(const char *server, query_conn *q) {
   return 0;
 }
 
+/* query_args then query_open: -1 to go on with *q open, else the exit
+ * status. */
+static int query_start(int argc, char **argv, const char *cmd, void (*help)(FILE *),
+                       query_conn *q) {
+  const char *server = NULL;
+  int rc = query_args(argc, argv, cmd, help, &server);
+  if (rc >= 0) return rc;
+  return query_open(server, q) ? 1 : -1;
+}
+
 static void query_close(query_conn *q) {
   rgpu_client_close(q->c);
   if (q->have_private) server_stop(&q->ps);
 }
 
 static int cmd_info(int argc, char **argv) {
-  const char *server = NULL;
-  int rc = query_args(argc, argv, "info", usage, &server);
-  if (rc >= 0) return rc;
   query_conn q;
-  if (query_open(server, &q)) return 1;
+  int rc = query_start(argc, argv, "info", usage, &q);
+  if (rc >= 0) return rc;
   rgpu_client *c = q.c;
   int ret = 0;
   /* The replies' strings and arrays point into pay until the next call. */
@@ -607,11 +615,9 @@ static void smi_usage(FILE *f) {
  * as NVML_QUERY reports them (the same figures the NVML facade serves);
  * the table itself is rgpu_smi_format (client/rgpu_smi.c). */
 static int cmd_smi(int argc, char **argv) {
-  const char *server = NULL;
-  int rc = query_args(argc, argv, "smi", smi_usage, &server);
-  if (rc >= 0) return rc;
   query_conn q;
-  if (query_open(server, &q)) return 1;
+  int rc = query_start(argc, argv, "smi", smi_usage, &q);
+  if (rc >= 0) return rc;
   rgpu_client *c = q.c;
   int ret = 0;
   rgpu_buf pay;
