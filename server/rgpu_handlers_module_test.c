@@ -32,18 +32,6 @@ static harness *harness_new(uint64_t quota) {
   return harness_open(softgpu_lib, 9, quota);
 }
 
-/* Sends one request (fields then tail) that wants a reply; returns the
- * reply's status, its payload in t->p / t->h.length. */
-static uint32_t call(harness *t, uint16_t op, const rgpu_buf *fields, const void *tail, size_t tail_len) {
-  rgpu_buf pl;
-  rgpu_buf_init(&pl);
-  if (fields) rgpu_buf_put(&pl, fields->data, fields->len);
-  if (tail_len) rgpu_buf_put(&pl, tail, tail_len);
-  uint32_t st = harness_request(t, op, pl.data, pl.len);
-  rgpu_buf_free(&pl);
-  return st;
-}
-
 static int reply_says(harness *t, const char *needle) {
   char m[1024];
   size_t n = t->h.length < sizeof m - 1 ? t->h.length : sizeof m - 1;
@@ -55,78 +43,48 @@ static int reply_says(harness *t, const char *needle) {
 }
 
 static void hello(harness *t) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
                           .client_pid = 1, .client_name = {"test", 4}};
-  rgpu_msg_hello_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_HELLO, &b, NULL, 0), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
 }
 
 /* MODULE_LOAD as the driver facade sends it: the image, no names. */
 static uint32_t load(harness *t, uint64_t id, const void *image, size_t len) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_load_req q = {.module_id = id};
-  rgpu_msg_module_load_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MODULE_LOAD, &b, image, len);
-  rgpu_buf_free(&b);
-  return st;
+  return HARNESS_SEND(t, RGPU_OP_MODULE_LOAD, module_load, &q, image, len);
 }
 
 static uint32_t get_function(harness *t, uint64_t id, const char *name, size_t name_len,
                              rgpu_msg_module_get_function_rep *rep) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_get_function_req q = {.module_id = id, .name = {name, name_len}};
-  rgpu_msg_module_get_function_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MODULE_GET_FUNCTION, &b, NULL, 0);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_MODULE_GET_FUNCTION, module_get_function, &q, NULL, 0);
   if (st == 0) assert_int_equal(rgpu_msg_module_get_function_rep_decode(t->p, t->h.length, rep), 0);
   return st;
 }
 
 static uint32_t get_global(harness *t, uint64_t id, const char *name, rgpu_msg_module_get_global_rep *rep) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_get_global_req q = {.module_id = id, .name = {name, strlen(name)}};
-  rgpu_msg_module_get_global_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MODULE_GET_GLOBAL, &b, NULL, 0);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_MODULE_GET_GLOBAL, module_get_global, &q, NULL, 0);
   if (st == 0) assert_int_equal(rgpu_msg_module_get_global_rep_decode(t->p, t->h.length, rep), 0);
   return st;
 }
 
 static uint64_t mem_alloc(harness *t, uint64_t size) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_mem_alloc_req q = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_MEM_ALLOC, &b, NULL, 0), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
   rgpu_msg_mem_alloc_rep r;
   assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
   return r.dptr;
 }
 
 static uint32_t htod(harness *t, uint64_t dst, const void *data, size_t n) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_memcpy_htod_req q = {.dst = dst};
-  rgpu_msg_memcpy_htod_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MEMCPY_HTOD, &b, data, n);
-  rgpu_buf_free(&b);
-  return st;
+  return HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &q, data, n);
 }
 
 static uint32_t dtoh(harness *t, uint64_t src, void *data, size_t n) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n};
-  rgpu_msg_memcpy_dtoh_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MEMCPY_DTOH, &b, NULL, 0);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &q, NULL, 0);
   if (st == 0) {
     assert_int_equal(t->h.length, n);
     memcpy(data, t->p, n);
@@ -136,14 +94,9 @@ static uint32_t dtoh(harness *t, uint64_t src, void *data, size_t n) {
 
 static uint32_t launch(harness *t, uint64_t id, uint32_t fi, uint32_t grid, uint32_t block,
                        const void *params, size_t plen) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_launch_req q = {.module_id = id, .func_index = fi, .grid_x = grid, .grid_y = 1,
                            .grid_z = 1, .block_x = block, .block_y = 1, .block_z = 1};
-  rgpu_msg_launch_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_LAUNCH, &b, params, plen);
-  rgpu_buf_free(&b);
-  return st;
+  return HARNESS_SEND(t, RGPU_OP_LAUNCH, launch, &q, params, plen);
 }
 
 /* PTX text as NVRTC or `nvcc -ptx` writes it (not NUL-terminated in the
@@ -208,11 +161,8 @@ static void test_ptx_module_by_name(void **state) {
   for (int i = 0; i < N; i++) assert_int_equal(a[i], (i - 7) * 5);
 
   /* The kernel list. */
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_func_names_req nq = {.module_id = 5};
-  rgpu_msg_module_func_names_req_encode(&b, &nq);
-  assert_int_equal(call(t, RGPU_OP_MODULE_FUNC_NAMES, &b, NULL, 0), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MODULE_FUNC_NAMES, module_func_names, &nq, NULL, 0), 0);
   rgpu_msg_module_func_names_rep nr;
   assert_int_equal(rgpu_msg_module_func_names_rep_decode(t->p, t->h.length, &nr), 0);
   assert_int_equal(nr.names.count, 1);
@@ -223,12 +173,12 @@ static void test_ptx_module_by_name(void **state) {
   assert_true(rgpu_strlist_next(&it, &s, &sl));
   assert_int_equal(sl, 5);
   assert_memory_equal(s, "scale", 5);
-  rgpu_buf_free(&b);
 
   /* Unloading drops the variable from the session's memory. */
+  rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_buf_put_u64(&b, 5);
-  assert_int_equal(call(t, RGPU_OP_MODULE_UNLOAD, &b, NULL, 0), 0);
+  assert_int_equal(harness_request(t, RGPU_OP_MODULE_UNLOAD, b.data, b.len), 0);
   rgpu_buf_free(&b);
   assert_int_equal(dtoh(t, gr.dptr, &v, 4), CUDA_ERROR_INVALID_VALUE);
   harness_free(t);

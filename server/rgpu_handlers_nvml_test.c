@@ -29,37 +29,20 @@ static harness *harness_new_on(const char *lib) { return harness_open(lib, 7, 0)
 
 static harness *harness_new(void) { return harness_new_on(softgpu_lib); }
 
-/* One request with a reply; returns the reply's status. */
-static uint32_t call(harness *t, uint16_t op, const rgpu_buf *fields) {
-  return harness_request(t, op, fields ? fields->data : NULL, fields ? fields->len : 0);
-}
-
 static void hello(harness *t) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .client_pid = 4321,
                           .client_name = {"nvml-test", 9}};
-  rgpu_msg_hello_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_HELLO, &b), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
 }
 
 static void mem_alloc(harness *t, uint64_t size) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_mem_alloc_req q = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_MEM_ALLOC, &b), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
 }
 
 static uint32_t nvml_query(harness *t, uint32_t dev, rgpu_msg_nvml_query_rep *r) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_nvml_query_req q = {.device = dev};
-  rgpu_msg_nvml_query_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_NVML_QUERY, &b);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_NVML_QUERY, nvml_query, &q, NULL, 0);
   if (st == 0) assert_int_equal(rgpu_msg_nvml_query_rep_decode(t->p, t->h.length, r), 0);
   return st;
 }

@@ -61,4 +61,17 @@ static inline uint32_t harness_request(harness *t, uint16_t op, const void *pl, 
   return t->h.aux;
 }
 
+/* Sends request message `msg` (*req, a rgpu_msg_<msg>_req) followed by
+ * tail_len bytes of tail; returns the reply's status (harness_request). */
+#define HARNESS_SEND(t, op, msg, req, tail, tail_len)                                        \
+  __extension__({                                                                            \
+    rgpu_buf pl_;                                                                            \
+    rgpu_buf_init(&pl_);                                                                     \
+    rgpu_msg_##msg##_req_encode(&pl_, (req));                                                \
+    if (tail_len) rgpu_buf_put(&pl_, (tail), (tail_len));                                    \
+    uint32_t st_ = harness_request((t), (op), pl_.data, pl_.len);                            \
+    rgpu_buf_free(&pl_);                                                                     \
+    st_;                                                                                     \
+  })
+
 #endif
