@@ -276,10 +276,7 @@ static void test_fatbin_functions(void **state) {
 
 int main(void) {
   char self[360];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  self[n > 0 ? n : 0] = 0;
-  char *slash = strrchr(self, '/');
-  if (slash) *slash = 0;
+  harness_exe_dir(self, sizeof self);
   snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
   snprintf(fatbins, sizeof fatbins, "%s/../softgpu/testdata", self);
   const struct CMUnitTest tests[] = {

@@ -220,10 +220,7 @@ static void test_session_table(void **state) {
 int main(int argc, char **argv) {
   (void)argc;
   char self[900];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  self[n > 0 ? n : 0] = 0;
-  char *slash = strrchr(self, '/');
-  if (slash) *slash = 0;
+  harness_exe_dir(self, sizeof self);
   snprintf(softgpu_lib, sizeof softgpu_lib, "%.400s/../lib/libsoftgpu.so", self);
   snprintf(test_driver, sizeof test_driver, "%.400s/../lib/librgpu_test_driver.so", self);
   snprintf(test_nvml, sizeof test_nvml, "%.400s/../lib/librgpu_test_nvml.so", self);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rgpu_messages.h"
 #include "rgpu_worker.h"
@@ -59,6 +60,15 @@ static inline uint32_t harness_request(harness *t, uint16_t op, const void *pl, 
   assert_int_equal(t->h.kind, RGPU_KIND_REPLY);
   assert_int_equal(t->h.seq, t->seq);
   return t->h.aux;
+}
+
+/* The directory of the test executable into out (empty when unknown):
+ * the built libraries and test data are found from it. */
+static inline void harness_exe_dir(char *out, size_t cap) {
+  ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+  out[n > 0 ? n : 0] = 0;
+  char *slash = strrchr(out, '/');
+  if (slash) *slash = 0;
 }
 
 /* Sends request message `msg` (*req, a rgpu_msg_<msg>_req) followed by
