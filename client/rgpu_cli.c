@@ -452,21 +452,41 @@ static int info_check(rgpu_status rc, const rgpu_client_reply *r, const char *wh
   return -1;
 }
 
-static int cmd_info(int argc, char **argv) {
-  const char *server = NULL;
+/* Options of a query command (info, smi): [--server URI] [-h|--help].
+ * Returns -1 to go on, with *server the URI given (or left NULL), else the
+ * exit status: 0 after help(stdout), EXIT_USAGE for a bad argument. */
+static int query_args(int argc, char **argv, const char *cmd, void (*help)(FILE *),
+                      const char **server) {
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--server")) {
       if (i + 1 >= argc) return die_usage("%s needs a value", argv[i]);
-      server = argv[++i];
+      *server = argv[++i];
     } else if (!strncmp(argv[i], "--server=", 9)) {
-      server = argv[i] + 9;
+      *server = argv[i] + 9;
     } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
+      help(stdout);
       return 0;
     } else {
-      return die_usage("unexpected argument %s for info", argv[i]);
+      char fmt[64];
+      snprintf(fmt, sizeof fmt, "unexpected argument %%s for %s", cmd);
+      return die_usage(fmt, argv[i]);
     }
   }
+  return -1;
+}
+
+/* A query command's connection, made one request at a time. */
+typedef struct {
+  rgpu_client *c;
+  private_server ps;
+  int have_private; /* ps was started for this command */
+} query_conn;
+
+/* Connects to server, else to RGPU_SERVER or the configuration's server,
+ * else to a private server started for the command.  Returns 0, or 1 with
+ * the reason on stderr (and no private server left running). */
+static int query_open(const char *server, query_conn *q) {
+  memset(q, 0, sizeof *q);
   rgpu_client_config cfg;
   char err[1024];
   if (rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err)) {
@@ -474,27 +494,47 @@ static int cmd_info(int argc, char **argv) {
     return 1;
   }
   cfg.sync_every_call = 1;
-  private_server ps = {0};
-  int have_private = 0;
   if (server && *server) snprintf(cfg.server, sizeof cfg.server, "%s", server);
   if (!cfg.server[0]) {
-    if (server_start(&ps)) return 1;
-    have_private = 1;
-    snprintf(cfg.server, sizeof cfg.server, "%s", ps.uri);
+    if (server_start(&q->ps)) return 1;
+    q->have_private = 1;
+    snprintf(cfg.server, sizeof cfg.server, "%s", q->ps.uri);
   }
-  rgpu_client *c = NULL;
-  if (rgpu_client_connect(&cfg, &c, err, sizeof err)) {
+  if (rgpu_client_connect(&cfg, &q->c, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
-    if (have_private) server_stop(&ps);
+    if (q->have_private) server_stop(&q->ps);
     return 1;
   }
+  return 0;
+}
+
+/* query_args then query_open: -1 to go on with *q open, else the exit
+ * status. */
+static int query_start(int argc, char **argv, const char *cmd, void (*help)(FILE *),
+                       query_conn *q) {
+  const char *server = NULL;
+  int rc = query_args(argc, argv, cmd, help, &server);
+  if (rc >= 0) return rc;
+  return query_open(server, q) ? 1 : -1;
+}
+
+static void query_close(query_conn *q) {
+  rgpu_client_close(q->c);
+  if (q->have_private) server_stop(&q->ps);
+}
+
+static int cmd_info(int argc, char **argv) {
+  query_conn q;
+  int rc = query_start(argc, argv, "info", usage, &q);
+  if (rc >= 0) return rc;
+  rgpu_client *c = q.c;
   int ret = 0;
   /* The replies' strings and arrays point into pay until the next call. */
   rgpu_buf pay;
   rgpu_buf_init(&pay);
   rgpu_client_reply r;
 
-  printf("server     %s%s\n", rgpu_client_uri(c), have_private ? " (private, started for this command)" : "");
+  printf("server     %s%s\n", rgpu_client_uri(c), q.have_private ? " (private, started for this command)" : "");
   printf("transport  %s\n", rgpu_client_transport(c));
   rgpu_msg_server_status_rep s;
   if (info_check(rgpu_call_server_status(c, -1, 0, NULL, &s, fresh(&r, &pay)), &r, "SERVER_STATUS") == 0) {
@@ -557,8 +597,7 @@ static int cmd_info(int argc, char **argv) {
     }
   }
   rgpu_buf_free(&pay);
-  rgpu_client_close(c);
-  if (have_private) server_stop(&ps);
+  query_close(&q);
   return ret;
 }
 
@@ -566,47 +605,20 @@ static int cmd_info(int argc, char **argv) {
 
 #include "rgpu_smi.h"
 
+static void smi_usage(FILE *f) {
+  fprintf(f, "usage: rgpu smi [--server URI]\n"
+             "  shows the server's GPUs (name, bus id, temperature, power, memory, utilization)\n"
+             "  and the rgpu sessions using them; N/A where the server has no such figure.\n");
+}
+
 /* rgpu smi [--server URI]: the server's GPUs and the sessions using them,
  * as NVML_QUERY reports them (the same figures the NVML facade serves);
  * the table itself is rgpu_smi_format (client/rgpu_smi.c). */
 static int cmd_smi(int argc, char **argv) {
-  const char *server = NULL;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--server")) {
-      if (i + 1 >= argc) return die_usage("%s needs a value", argv[i]);
-      server = argv[++i];
-    } else if (!strncmp(argv[i], "--server=", 9)) {
-      server = argv[i] + 9;
-    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: rgpu smi [--server URI]\n"
-             "  shows the server's GPUs (name, bus id, temperature, power, memory, utilization)\n"
-             "  and the rgpu sessions using them; N/A where the server has no such figure.\n");
-      return 0;
-    } else {
-      return die_usage("unexpected argument %s for smi", argv[i]);
-    }
-  }
-  rgpu_client_config cfg;
-  char err[1024];
-  if (rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err)) {
-    fprintf(stderr, "rgpu: %s\n", err);
-    return 1;
-  }
-  cfg.sync_every_call = 1;
-  private_server ps = {0};
-  int have_private = 0;
-  if (server && *server) snprintf(cfg.server, sizeof cfg.server, "%s", server);
-  if (!cfg.server[0]) {
-    if (server_start(&ps)) return 1;
-    have_private = 1;
-    snprintf(cfg.server, sizeof cfg.server, "%s", ps.uri);
-  }
-  rgpu_client *c = NULL;
-  if (rgpu_client_connect(&cfg, &c, err, sizeof err)) {
-    fprintf(stderr, "%s\n", err);
-    if (have_private) server_stop(&ps);
-    return 1;
-  }
+  query_conn q;
+  int rc = query_start(argc, argv, "smi", smi_usage, &q);
+  if (rc >= 0) return rc;
+  rgpu_client *c = q.c;
   int ret = 0;
   rgpu_buf pay;
   rgpu_buf_init(&pay);
@@ -634,15 +646,14 @@ static int cmd_smi(int argc, char **argv) {
     }
   }
   char uri[600];
-  snprintf(uri, sizeof uri, "%s%s", rgpu_client_uri(c), have_private ? " [private]" : "");
+  snprintf(uri, sizeof uri, "%s%s", rgpu_client_uri(c), q.have_private ? " [private]" : "");
   rgpu_smi_view view = {.server = uri, .device_kind = rgpu_client_device_kind(c), .ndev = count,
                         .devs = devs, .dev_failed = failed};
   if (devs && failed) rgpu_smi_format(stdout, &view);
   free(devs);
   free(failed);
   rgpu_buf_free(&pay);
-  rgpu_client_close(c);
-  if (have_private) server_stop(&ps);
+  query_close(&q);
   return ret;
 }
 

@@ -12,34 +12,7 @@
 #include <cmocka.h>
 
 #include "rgpu_fatbin_filter.h"
-
-#ifndef RGPU_FATBIN_TESTDATA
-#define RGPU_FATBIN_TESTDATA ""
-#endif
-
-typedef struct {
-  uint8_t *data;
-  size_t size;
-} blob;
-
-static blob load(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", RGPU_FATBIN_TESTDATA, name);
-  blob b = {0};
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fail_msg("cannot open test data %s (build target sg_testdata)", path);
-    return b;
-  }
-  fseek(f, 0, SEEK_END);
-  b.size = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  b.data = malloc(b.size);
-  assert_non_null(b.data);
-  assert_int_equal(fread(b.data, 1, b.size, f), b.size);
-  fclose(f);
-  return b;
-}
+#include "rgpu_fatbin_testdata.h"
 
 /* Decompressed contents of an entry, for comparing the filtered image's
  * entry with the original's. */

@@ -12,35 +12,7 @@
 #include <cmocka.h>
 
 #include "rgpu_fatbin.h"
-
-#ifndef RGPU_FATBIN_TESTDATA
-#define RGPU_FATBIN_TESTDATA ""
-#endif
-
-typedef struct {
-  uint8_t *data;
-  size_t size;
-} blob;
-
-static blob load(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", RGPU_FATBIN_TESTDATA, name);
-  blob b = {0};
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fail_msg("cannot open test data %s (build target sg_testdata)", path);
-    return b;
-  }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  b.data = malloc((size_t)n);
-  b.size = (size_t)n;
-  assert_non_null(b.data);
-  assert_int_equal(fread(b.data, 1, b.size, f), b.size);
-  fclose(f);
-  return b;
-}
+#include "rgpu_fatbin_testdata.h"
 
 /* A copy in a buffer of exactly n bytes, so that ASan catches overreads. */
 static uint8_t *exact_copy(const uint8_t *p, size_t n) {

@@ -100,12 +100,9 @@ static CUresult ctx_or_current(CUcontext ctx, CUcontext *out) {
 /* Checks a device ordinal (connects; counts the call). */
 static CUresult check_device(CUdevice dev) {
   rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
+  CUresult r = rgpu_drv_enter_device(dev, &c);
   if (r != CUDA_SUCCESS) return r;
-  int n = 0;
-  cudaError_t e = rgpu_rt_device_count(c, &n);
-  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
-  if (dev < 0 || dev >= n || dev >= RGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+  if (dev >= RGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
   return CUDA_SUCCESS;
 }
 

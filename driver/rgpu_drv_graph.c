@@ -342,21 +342,15 @@ RGPU_DRV CUresult rgpu_drv_cuGraphDebugDotPrint(CUgraph hGraph, const char *path
 
 /* ---- memcpy nodes: CUDA_MEMCPY3D <-> cudaMemcpy3DParms ------------------------- */
 
-/* One side of a driver 3D copy as the runtime's pitched pointer and
- * position; dev: 1 device, 0 host, -1 unified (direction from the
- * pointer).  Arrays are not offered. */
+/* One side of a driver 3D copy as the runtime's pitched pointer
+ * (rgpu_drv_copy_side gives the base and the direction). */
 static CUresult side_3d(CUmemorytype type, const void *host, CUdeviceptr device, size_t pitch,
                         size_t height, size_t width, struct cudaPitchedPtr *out, int *dev) {
-  void *base;
-  switch (type) {
-  case CU_MEMORYTYPE_HOST: base = (void *)host; *dev = 0; break;
-  case CU_MEMORYTYPE_DEVICE: base = (void *)(uintptr_t)device; *dev = 1; break;
-  case CU_MEMORYTYPE_UNIFIED: base = (void *)(uintptr_t)device; *dev = -1; break;
-  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
-  default: return CUDA_ERROR_INVALID_VALUE;
-  }
-  *out = (struct cudaPitchedPtr){.ptr = base, .pitch = pitch ? pitch : width, .xsize = width,
-                                .ysize = height};
+  const char *base;
+  CUresult r = rgpu_drv_copy_side(type, host, device, &base, dev);
+  if (r != CUDA_SUCCESS) return r;
+  *out = (struct cudaPitchedPtr){.ptr = (void *)base, .pitch = pitch ? pitch : width,
+                                .xsize = width, .ysize = height};
   return CUDA_SUCCESS;
 }
 
@@ -375,11 +369,7 @@ static CUresult to_runtime_3d(const CUDA_MEMCPY3D *p, struct cudaMemcpy3DParms *
   rp->srcPos = (struct cudaPos){p->srcXInBytes, p->srcY, p->srcZ};
   rp->dstPos = (struct cudaPos){p->dstXInBytes, p->dstY, p->dstZ};
   rp->extent = (struct cudaExtent){p->WidthInBytes, p->Height, p->Depth ? p->Depth : 1};
-  if (sdev < 0 || ddev < 0)
-    rp->kind = cudaMemcpyDefault;
-  else
-    rp->kind = sdev ? (ddev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
-                    : (ddev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  rp->kind = rgpu_drv_copy_kind(sdev, ddev);
   return CUDA_SUCCESS;
 }
 
@@ -399,6 +389,25 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgrap
       cudaGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &rp));
 }
 
+/* One side (src or dst) of a runtime copy rp into the driver's fields of
+ * CUDA_MEMCPY3D *p; host: the copy's kind puts this side on the host.  A
+ * side of a cudaMemcpyDefault copy is unified, the others are device. */
+#define FROM_RUNTIME_SIDE(p, rp, side, host)                                                 \
+  do {                                                                                       \
+    (p)->side##XInBytes = (rp).side##Pos.x;                                                  \
+    (p)->side##Y = (rp).side##Pos.y;                                                         \
+    (p)->side##Z = (rp).side##Pos.z;                                                         \
+    (p)->side##MemoryType = (host)                           ? CU_MEMORYTYPE_HOST            \
+                            : (rp).kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED         \
+                                                             : CU_MEMORYTYPE_DEVICE;         \
+    if (host)                                                                                \
+      (p)->side##Host = (rp).side##Ptr.ptr;                                                  \
+    else                                                                                     \
+      (p)->side##Device = (CUdeviceptr)(uintptr_t)(rp).side##Ptr.ptr;                        \
+    (p)->side##Pitch = (rp).side##Ptr.pitch;                                                 \
+    (p)->side##Height = (rp).side##Ptr.ysize;                                                \
+  } while (0)
+
 RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams) {
   RGPU_DRV_ENTER_CTX();
   if (!nodeParams) {
@@ -413,30 +422,8 @@ RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_ME
   /* Pointers as unified addresses: the direction is in the pointers. */
   int src_host = rp.kind == cudaMemcpyHostToDevice || rp.kind == cudaMemcpyHostToHost;
   int dst_host = rp.kind == cudaMemcpyDeviceToHost || rp.kind == cudaMemcpyHostToHost;
-  nodeParams->srcXInBytes = rp.srcPos.x;
-  nodeParams->srcY = rp.srcPos.y;
-  nodeParams->srcZ = rp.srcPos.z;
-  nodeParams->srcMemoryType = src_host ? CU_MEMORYTYPE_HOST
-                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
-                                                             : CU_MEMORYTYPE_DEVICE;
-  if (src_host)
-    nodeParams->srcHost = rp.srcPtr.ptr;
-  else
-    nodeParams->srcDevice = (CUdeviceptr)(uintptr_t)rp.srcPtr.ptr;
-  nodeParams->srcPitch = rp.srcPtr.pitch;
-  nodeParams->srcHeight = rp.srcPtr.ysize;
-  nodeParams->dstXInBytes = rp.dstPos.x;
-  nodeParams->dstY = rp.dstPos.y;
-  nodeParams->dstZ = rp.dstPos.z;
-  nodeParams->dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST
-                              : rp.kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED
-                                                             : CU_MEMORYTYPE_DEVICE;
-  if (dst_host)
-    nodeParams->dstHost = rp.dstPtr.ptr;
-  else
-    nodeParams->dstDevice = (CUdeviceptr)(uintptr_t)rp.dstPtr.ptr;
-  nodeParams->dstPitch = rp.dstPtr.pitch;
-  nodeParams->dstHeight = rp.dstPtr.ysize;
+  FROM_RUNTIME_SIDE(nodeParams, rp, src, src_host);
+  FROM_RUNTIME_SIDE(nodeParams, rp, dst, dst_host);
   nodeParams->WidthInBytes = rp.extent.width;
   nodeParams->Height = rp.extent.height;
   nodeParams->Depth = rp.extent.depth;

@@ -63,8 +63,7 @@ RGPU_DRV CUresult rgpu_drv_cuDriverGetVersion(int *driverVersion) {
 
 /* ---- devices -------------------------------------------------------------- */
 
-/* The cached properties of dev (a CUdevice is the device ordinal). */
-static CUresult device_of(CUdevice dev, rgpu_rt_device **out) {
+CUresult rgpu_drv_enter_device(CUdevice dev, rgpu_client **out) {
   rgpu_client *c;
   CUresult r = rgpu_drv_enter(&c);
   if (r != CUDA_SUCCESS) return r;
@@ -72,7 +71,16 @@ static CUresult device_of(CUdevice dev, rgpu_rt_device **out) {
   cudaError_t e = rgpu_rt_device_count(c, &n);
   if (e != cudaSuccess) return rgpu_drv_from_rt(e);
   if (dev < 0 || dev >= n) return CUDA_ERROR_INVALID_DEVICE;
-  e = rgpu_rt_device_get(c, dev, out);
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+/* The cached properties of dev (a CUdevice is the device ordinal). */
+static CUresult device_of(CUdevice dev, rgpu_rt_device **out) {
+  rgpu_client *c;
+  CUresult r = rgpu_drv_enter_device(dev, &c);
+  if (r != CUDA_SUCCESS) return r;
+  cudaError_t e = rgpu_rt_device_get(c, dev, out);
   return e == cudaSuccess ? CUDA_SUCCESS : rgpu_drv_from_rt(e);
 }
 

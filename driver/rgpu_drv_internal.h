@@ -57,11 +57,38 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
     }                                                                                        \
   } while (0)
 
+/* One side of a driver copy (CUDA_MEMCPY2D or CUDA_MEMCPY3D): the first
+ * byte its memory type names, and its direction in *dev: 1 device, 0 host,
+ * -1 unified (the pointer decides).  Arrays are not offered (no CUarray in
+ * rgpu); an unknown type is invalid. */
+static inline CUresult rgpu_drv_copy_side(CUmemorytype type, const void *host,
+                                          CUdeviceptr device, const char **base, int *dev) {
+  switch (type) {
+  case CU_MEMORYTYPE_HOST: *base = host; *dev = 0; return CUDA_SUCCESS;
+  case CU_MEMORYTYPE_DEVICE: *base = (const char *)(uintptr_t)device; *dev = 1; return CUDA_SUCCESS;
+  case CU_MEMORYTYPE_UNIFIED: *base = (const char *)(uintptr_t)device; *dev = -1; return CUDA_SUCCESS;
+  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+/* The runtime's copy kind for two sides' directions (rgpu_drv_copy_side):
+ * cudaMemcpyDefault when either is unified. */
+static inline enum cudaMemcpyKind rgpu_drv_copy_kind(int src_dev, int dst_dev) {
+  if (src_dev < 0 || dst_dev < 0) return cudaMemcpyDefault;
+  return src_dev ? (dst_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                 : (dst_dev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+}
+
 /* Start of a driver call that does not go through runtime code: counts it,
  * checks cuInit ran (CUDA_ERROR_NOT_INITIALIZED otherwise), connects, and
  * returns the sticky error if there is one.  *out may be NULL when the
  * result is not CUDA_SUCCESS. */
 CUresult rgpu_drv_enter(rgpu_client **out);
+/* rgpu_drv_enter for a call on device dev: then CUDA_ERROR_INVALID_DEVICE
+ * unless 0 <= dev < the server's device count (a failed count is its own
+ * error).  *out is set only on CUDA_SUCCESS. */
+CUresult rgpu_drv_enter_device(CUdevice dev, rgpu_client **out);
 /* cuInit has succeeded in this process. */
 int rgpu_drv_initialized(void);
 

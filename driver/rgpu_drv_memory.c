@@ -336,19 +336,13 @@ RGPU_DRV_MEMSET_2D(32, unsigned int, 4)
 
 /* ---- 2D copies ------------------------------------------------------------------ */
 
-/* One side of a CUDA_MEMCPY2D as a pointer to its first byte; *unified when
- * the memory type leaves the direction to the pointer.  Arrays are not
- * offered (no CUarray in rgpu). */
+/* One side of a CUDA_MEMCPY2D as a pointer to its first byte
+ * (rgpu_drv_copy_side gives the base and the direction). */
 static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr device, size_t x,
                           size_t y, size_t pitch, const void **out, int *is_device) {
   const char *base;
-  switch (type) {
-  case CU_MEMORYTYPE_HOST: base = host; *is_device = 0; break;
-  case CU_MEMORYTYPE_DEVICE: base = DPTR(device); *is_device = 1; break;
-  case CU_MEMORYTYPE_UNIFIED: base = DPTR(device); *is_device = -1; break;
-  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
-  default: return CUDA_ERROR_INVALID_VALUE;
-  }
+  CUresult r = rgpu_drv_copy_side(type, host, device, &base, is_device);
+  if (r != CUDA_SUCCESS) return r;
   *out = base + y * pitch + x;
   return CUDA_SUCCESS;
 }
@@ -370,9 +364,7 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream s, int pt, int async) {
     rgpu_rt_count_call();
     return r;
   }
-  enum cudaMemcpyKind kind = cudaMemcpyDefault;
-  if (sdev >= 0 && ddev >= 0)
-    kind = sdev ? (ddev ? D2D : D2H) : (ddev ? H2D : cudaMemcpyHostToHost);
+  enum cudaMemcpyKind kind = rgpu_drv_copy_kind(sdev, ddev);
   void *d = (void *)dst;
   size_t w = p->WidthInBytes, h = p->Height;
   if (async)

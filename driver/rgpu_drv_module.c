@@ -507,17 +507,64 @@ static CUresult module_names(rgpu_client *c, struct CUmod_st *m, rgpu_buf *pay,
   return rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS;
 }
 
+/* The number of kernels in module m (one MODULE_FUNC_NAMES). */
+static CUresult module_name_count(rgpu_client *c, struct CUmod_st *m, unsigned *count) {
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  CUresult r = module_names(c, m, &pay, &rep);
+  if (r == CUDA_SUCCESS) *count = rep.names.count;
+  rgpu_buf_free(&pay);
+  return r;
+}
+
+/* Runs each(c, name, i, arg) on the first n kernel names of module m (one
+ * MODULE_FUNC_NAMES), in the server's order, until one fails; a name
+ * longer than 4096 bytes is CUDA_ERROR_INVALID_VALUE.  The enumerations of
+ * a module's functions and of a library's kernels both walk it. */
+typedef CUresult (*module_name_fn)(rgpu_client *c, const char *name, unsigned i, void *arg);
+static CUresult module_each_name(rgpu_client *c, struct CUmod_st *m, unsigned n,
+                                 module_name_fn each, void *arg) {
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_msg_module_func_names_rep rep;
+  CUresult r = module_names(c, m, &pay, &rep);
+  if (r == CUDA_SUCCESS) {
+    rgpu_strlist_iter it;
+    rgpu_strlist_iter_init(&it, &rep.names);
+    const char *s;
+    size_t sl;
+    char name[4097];
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < n && rgpu_strlist_next(&it, &s, &sl); i++) {
+      if (rgpu_str_copy(name, sizeof name, s, sl)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        break;
+      }
+      r = each(c, name, i, arg);
+    }
+  }
+  rgpu_buf_free(&pay);
+  return r;
+}
+
 RGPU_DRV CUresult rgpu_drv_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod) {
   BEGIN();
   if (!count) RET(CUDA_ERROR_INVALID_VALUE);
   if (!module_ok(mod)) RET(CUDA_ERROR_INVALID_HANDLE);
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_msg_module_func_names_rep rep;
-  CUresult r = module_names(c, mod, &pay, &rep);
-  if (r == CUDA_SUCCESS) *count = rep.names.count;
-  rgpu_buf_free(&pay);
-  RET(r);
+  RET(module_name_count(c, mod, count));
+}
+
+/* cuModuleEnumerateFunctions' step: the function of one name. */
+typedef struct {
+  CUmodule mod;
+  CUfunction *functions;
+} enum_functions;
+static CUresult enum_function(rgpu_client *c, const char *name, unsigned i, void *arg) {
+  enum_functions *e = arg;
+  struct CUfunc_st *f = NULL;
+  CUresult r = module_function(c, e->mod, name, &f);
+  if (r == CUDA_SUCCESS) e->functions[i] = f;
+  return r;
 }
 
 RGPU_DRV CUresult rgpu_drv_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
@@ -525,26 +572,8 @@ RGPU_DRV CUresult rgpu_drv_cuModuleEnumerateFunctions(CUfunction *functions, uns
   BEGIN();
   if (!functions && numFunctions) RET(CUDA_ERROR_INVALID_VALUE);
   if (!module_ok(mod)) RET(CUDA_ERROR_INVALID_HANDLE);
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_msg_module_func_names_rep rep;
-  CUresult r = module_names(c, mod, &pay, &rep);
-  rgpu_strlist_iter it;
-  rgpu_strlist_iter_init(&it, &rep.names);
-  const char *s;
-  size_t sl;
-  char name[4097];
-  for (unsigned i = 0; r == CUDA_SUCCESS && i < numFunctions && rgpu_strlist_next(&it, &s, &sl); i++) {
-    struct CUfunc_st *f = NULL;
-    if (rgpu_str_copy(name, sizeof name, s, sl)) {
-      r = CUDA_ERROR_INVALID_VALUE;
-      break;
-    }
-    r = module_function(c, mod, name, &f);
-    if (r == CUDA_SUCCESS) functions[i] = f;
-  }
-  rgpu_buf_free(&pay);
-  RET(r);
+  enum_functions e = {mod, functions};
+  RET(module_each_name(c, mod, numFunctions, enum_function, &e));
 }
 
 /* ---- libraries and kernels ---------------------------------------------- */
@@ -782,13 +811,22 @@ RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernelCount(unsigned int *count, CUlibrar
   CUR_DEV(dev);
   struct CUmod_st *m = NULL;
   CUresult r = library_module(c, lib, dev, &m);
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_msg_module_func_names_rep rep;
-  if (r == CUDA_SUCCESS) r = module_names(c, m, &pay, &rep);
-  if (r == CUDA_SUCCESS) *count = rep.names.count;
-  rgpu_buf_free(&pay);
+  if (r == CUDA_SUCCESS) r = module_name_count(c, m, count);
   RET(r);
+}
+
+/* cuLibraryEnumerateKernels' step: the kernel of one name. */
+typedef struct {
+  CUlibrary lib;
+  int dev;
+  CUkernel *kernels;
+} enum_kernels;
+static CUresult enum_kernel(rgpu_client *c, const char *name, unsigned i, void *arg) {
+  enum_kernels *e = arg;
+  struct CUkern_st *k = NULL;
+  CUresult r = library_kernel(c, e->lib, name, e->dev, &k);
+  if (r == CUDA_SUCCESS) e->kernels[i] = k;
+  return r;
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
@@ -799,27 +837,8 @@ RGPU_DRV CUresult rgpu_drv_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned
   CUR_DEV(dev);
   struct CUmod_st *m = NULL;
   CUresult r = library_module(c, lib, dev, &m);
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_msg_module_func_names_rep rep;
-  if (r == CUDA_SUCCESS) r = module_names(c, m, &pay, &rep);
-  if (r == CUDA_SUCCESS) {
-    rgpu_strlist_iter it;
-    rgpu_strlist_iter_init(&it, &rep.names);
-    const char *s;
-    size_t sl;
-    char name[4097];
-    for (unsigned i = 0; r == CUDA_SUCCESS && i < numKernels && rgpu_strlist_next(&it, &s, &sl); i++) {
-      struct CUkern_st *k = NULL;
-      if (rgpu_str_copy(name, sizeof name, s, sl)) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        break;
-      }
-      r = library_kernel(c, lib, name, dev, &k);
-      if (r == CUDA_SUCCESS) kernels[i] = k;
-    }
-  }
-  rgpu_buf_free(&pay);
+  enum_kernels e = {lib, dev, kernels};
+  if (r == CUDA_SUCCESS) r = module_each_name(c, m, numKernels, enum_kernel, &e);
   RET(r);
 }
 

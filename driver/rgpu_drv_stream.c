@@ -92,30 +92,21 @@ RGPU_DRV CUresult rgpu_drv_cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, 
 
 /* ---- stream queries ------------------------------------------------------------- */
 
-RGPU_DRV CUresult rgpu_drv_cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
-  RGPU_DRV_ENTER_CTX();
-  return RGPU_DRV_RT(cudaStreamGetFlags(hStream, flags));
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags) {
-  RGPU_DRV_ENTER_CTX();
-  return RGPU_DRV_RT(cudaStreamGetFlags_ptsz(hStream, flags));
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamGetPriority(CUstream hStream, int *priority) {
-  RGPU_DRV_ENTER_CTX();
-  return RGPU_DRV_RT(cudaStreamGetPriority(hStream, priority));
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamGetPriority_ptsz(CUstream hStream, int *priority) {
-  RGPU_DRV_ENTER_CTX();
-  return RGPU_DRV_RT(cudaStreamGetPriority_ptsz(hStream, priority));
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamGetDevice(CUstream hStream, CUdevice *device) {
-  RGPU_DRV_ENTER_CTX();
-  return RGPU_DRV_RT(cudaStreamGetDevice(hStream, device));
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device) {
-  RGPU_DRV_ENTER_CTX();
-  return RGPU_DRV_RT(cudaStreamGetDevice_ptsz(hStream, device));
-}
+/* A stream query with one result and its _ptsz form: the runtime's query
+ * of the same shape, and its per-thread form, in the current context. */
+#define STREAM_QUERY(cu, rt, type)                                                           \
+  RGPU_DRV CUresult rgpu_drv_##cu(CUstream hStream, type *out) {                             \
+    RGPU_DRV_ENTER_CTX();                                                                    \
+    return RGPU_DRV_RT(rt(hStream, out));                                                    \
+  }                                                                                          \
+  RGPU_DRV CUresult rgpu_drv_##cu##_ptsz(CUstream hStream, type *out) {                      \
+    RGPU_DRV_ENTER_CTX();                                                                    \
+    return RGPU_DRV_RT(rt##_ptsz(hStream, out));                                             \
+  }
+
+STREAM_QUERY(cuStreamGetFlags, cudaStreamGetFlags, unsigned int)
+STREAM_QUERY(cuStreamGetPriority, cudaStreamGetPriority, int)
+STREAM_QUERY(cuStreamGetDevice, cudaStreamGetDevice, CUdevice)
 
 /* The context of a stream: the current one when it is of the stream's
  * device (it made the stream, or shares its server context), else the

@@ -178,18 +178,24 @@ RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetPciInfo_v2(nvmlDevice_t de
   return pci_info(device, pci);
 }
 
+/* Figures figs[0..n) of one snapshot into out[0..n): the status of the
+ * first that fails (the later ones are not read), else NVML_SUCCESS. */
+static nvmlReturn_t figures(nvmlDevice_t device, int n, const int *figs, uint64_t *out) {
+  rgpu_nvml_snapshot s;
+  nvmlReturn_t r = rgpu_nvml_snapshot_of(device, &s);
+  for (int i = 0; !r && i < n; i++) r = rgpu_nvml_fig(&s, figs[i], &out[i]);
+  return r;
+}
+
 RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device,
                                                                             int *major, int *minor) {
   if (!major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
-  rgpu_nvml_snapshot s;
-  nvmlReturn_t r = rgpu_nvml_snapshot_of(device, &s);
+  const int figs[2] = {RGPU_NVML_FIG_CC_MAJOR, RGPU_NVML_FIG_CC_MINOR};
+  uint64_t v[2] = {0};
+  nvmlReturn_t r = figures(device, 2, figs, v);
   if (r) return r;
-  uint64_t ma = 0, mi = 0;
-  r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_CC_MAJOR, &ma);
-  if (!r) r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_CC_MINOR, &mi);
-  if (r) return r;
-  *major = (int)ma;
-  *minor = (int)mi;
+  *major = (int)v[0];
+  *minor = (int)v[1];
   return NVML_SUCCESS;
 }
 
@@ -197,9 +203,7 @@ RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetCudaComputeCapability(nvml
 
 /* The figure's status; its value into *out when it is a success. */
 static nvmlReturn_t figure(nvmlDevice_t device, int fig, uint64_t *out) {
-  rgpu_nvml_snapshot s;
-  nvmlReturn_t r = rgpu_nvml_snapshot_of(device, &s);
-  return r ? r : rgpu_nvml_fig(&s, fig, out);
+  return figures(device, 1, &fig, out);
 }
 
 #define UINT_GETTER(fn, fig, ctype)                                                  \
@@ -260,17 +264,13 @@ RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetMaxClockInfo(nvmlDevice_t 
 
 RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
   if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
-  rgpu_nvml_snapshot s;
-  nvmlReturn_t r = rgpu_nvml_snapshot_of(device, &s);
+  const int figs[3] = {RGPU_NVML_FIG_MEM_TOTAL, RGPU_NVML_FIG_MEM_FREE, RGPU_NVML_FIG_MEM_USED};
+  uint64_t v[3] = {0};
+  nvmlReturn_t r = figures(device, 3, figs, v);
   if (r) return r;
-  uint64_t total = 0, fr = 0, used = 0;
-  r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_MEM_TOTAL, &total);
-  if (!r) r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_MEM_FREE, &fr);
-  if (!r) r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_MEM_USED, &used);
-  if (r) return r;
-  memory->total = total;
-  memory->free = fr;
-  memory->used = used;
+  memory->total = v[0];
+  memory->free = v[1];
+  memory->used = v[2];
   return NVML_SUCCESS;
 }
 
@@ -295,15 +295,12 @@ RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t
 RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                                        nvmlUtilization_t *utilization) {
   if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
-  rgpu_nvml_snapshot s;
-  nvmlReturn_t r = rgpu_nvml_snapshot_of(device, &s);
+  const int figs[2] = {RGPU_NVML_FIG_UTIL_GPU, RGPU_NVML_FIG_UTIL_MEM};
+  uint64_t v[2] = {0};
+  nvmlReturn_t r = figures(device, 2, figs, v);
   if (r) return r;
-  uint64_t g = 0, m = 0;
-  r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_UTIL_GPU, &g);
-  if (!r) r = rgpu_nvml_fig(&s, RGPU_NVML_FIG_UTIL_MEM, &m);
-  if (r) return r;
-  utilization->gpu = (unsigned int)g;
-  utilization->memory = (unsigned int)m;
+  utilization->gpu = (unsigned int)v[0];
+  utilization->memory = (unsigned int)v[1];
   return NVML_SUCCESS;
 }
 

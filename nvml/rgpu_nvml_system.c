@@ -30,24 +30,25 @@ static nvmlReturn_t system_snapshot(rgpu_nvml_snapshot *s) {
   return rgpu_nvml_snapshot_of(rgpu_nvml_handle(0), s);
 }
 
-/* The kernel driver's version as the server's NVML reports it; softgpu has
- * no such driver: not supported rather than a made-up version. */
-RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+/* A version string of the server's NVML (nvml: its own, else the kernel
+ * driver's); softgpu has neither: not supported rather than a made-up
+ * version. */
+static nvmlReturn_t system_version(char *version, unsigned int length, int nvml) {
   if (!version) return NVML_ERROR_INVALID_ARGUMENT;
   rgpu_nvml_snapshot s;
   nvmlReturn_t r = system_snapshot(&s);
   if (r) return r;
-  if (!s.driver_version[0]) return NVML_ERROR_NOT_SUPPORTED;
-  return put_string(version, length, s.driver_version);
+  const char *v = nvml ? s.nvml_version : s.driver_version;
+  if (!v[0]) return NVML_ERROR_NOT_SUPPORTED;
+  return put_string(version, length, v);
+}
+
+RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+  return system_version(version, length, 0);
 }
 
 RGPU_NVML_PRIVATE nvmlReturn_t rgpu_nvml_nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
-  if (!version) return NVML_ERROR_INVALID_ARGUMENT;
-  rgpu_nvml_snapshot s;
-  nvmlReturn_t r = system_snapshot(&s);
-  if (r) return r;
-  if (!s.nvml_version[0]) return NVML_ERROR_NOT_SUPPORTED;
-  return put_string(version, length, s.nvml_version);
+  return system_version(version, length, 1);
 }
 
 /* The CUDA driver version comes with HELLO (DRIVER_INFO): no round trip. */

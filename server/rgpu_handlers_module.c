@@ -42,20 +42,34 @@ static CUresult take_name(rgpu_worker *w, const rgpu_bytes *b, char *name, const
   return CUDA_SUCCESS;
 }
 
+/* The request's module and name (take_name) for driver call `what`. */
+static CUresult module_and_name(rgpu_worker *w, uint64_t module_id, const rgpu_bytes *b,
+                                char *name, const char *what, rgpu_module_rec **m) {
+  CUresult r = lookup_module(w, module_id, m);
+  if (r) return r;
+  return take_name(w, b, name, what);
+}
+
+/* Fails driver call `what` that looked up `name` in a module: NOT_FOUND
+ * says the module has no `kind` of that name, other codes their name. */
+static CUresult lookup_failed(rgpu_worker *w, CUresult r, const char *what, uint64_t module_id,
+                              const char *kind, const char *name) {
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return FAIL(r, "%s: module %llu has no %s named '%s'", what, (unsigned long long)module_id,
+                kind, name);
+  return FAIL(r, "%s(%s): %s", what, name, rgpu_driver_error_name(D, r));
+}
+
 CUresult rgpu_h_module_get_function(rgpu_req *rq, const rgpu_msg_module_get_function_req *q) {
   rgpu_worker *w = rq->w;
   rgpu_module_rec *m = NULL;
-  CUresult r = lookup_module(w, q->module_id, &m);
-  if (r) return r;
   char name[NAME_CAP];
-  if ((r = take_name(w, &q->name, name, "cuModuleGetFunction"))) return r;
+  CUresult r = module_and_name(w, q->module_id, &q->name, name, "cuModuleGetFunction", &m);
+  if (r) return r;
   CUfunction f = NULL;
   r = D->cuModuleGetFunction(&f, (CUmodule)m->module, name);
-  if (r == CUDA_ERROR_NOT_FOUND)
-    return FAIL(r, "cuModuleGetFunction: module %llu has no kernel named '%s'",
-                (unsigned long long)q->module_id, name);
   if (r != CUDA_SUCCESS)
-    return FAIL(r, "cuModuleGetFunction(%s): %s", name, rgpu_driver_error_name(D, r));
+    return lookup_failed(w, r, "cuModuleGetFunction", q->module_id, "kernel", name);
   /* The parameter layout, as MODULE_LOAD reports it for cudart's kernels. */
   uint32_t *offs = malloc(MAX_PARAMS * sizeof *offs), *sizes = malloc(MAX_PARAMS * sizeof *sizes);
   if (!offs || !sizes) {
@@ -95,18 +109,14 @@ CUresult rgpu_h_module_get_function(rgpu_req *rq, const rgpu_msg_module_get_func
 CUresult rgpu_h_module_get_global(rgpu_req *rq, const rgpu_msg_module_get_global_req *q) {
   rgpu_worker *w = rq->w;
   rgpu_module_rec *m = NULL;
-  CUresult r = lookup_module(w, q->module_id, &m);
-  if (r) return r;
   char name[NAME_CAP];
-  if ((r = take_name(w, &q->name, name, "cuModuleGetGlobal"))) return r;
+  CUresult r = module_and_name(w, q->module_id, &q->name, name, "cuModuleGetGlobal", &m);
+  if (r) return r;
   CUdeviceptr dp = 0;
   size_t sz = 0;
   r = D->cuModuleGetGlobal(&dp, &sz, (CUmodule)m->module, name);
-  if (r == CUDA_ERROR_NOT_FOUND)
-    return FAIL(r, "cuModuleGetGlobal: module %llu has no variable named '%s'",
-                (unsigned long long)q->module_id, name);
   if (r != CUDA_SUCCESS)
-    return FAIL(r, "cuModuleGetGlobal(%s): %s", name, rgpu_driver_error_name(D, r));
+    return lookup_failed(w, r, "cuModuleGetGlobal", q->module_id, "variable", name);
   if (sz && !rgpu_alloc_table_lookup(&w->allocs, dp, sz)) {
     /* The first time the program names it: it becomes memory the session
      * holds (copies to it validate; it counts against the quota as

@@ -18,65 +18,18 @@
 
 #include "rgpu_dispatch.h"
 #include "rgpu_messages.h"
+#include "rgpu_handlers_test_harness.h"
 #include "rgpu_worker.h"
 
 static char softgpu_lib[400];
 static char fatbins[1024];
-
-typedef struct {
-  rgpu_worker *w;
-  rgpu_buf out;
-  rgpu_frame_hdr h; /* the last frame of the output (the reply) */
-  const uint8_t *p;
-  uint64_t seq;
-} harness;
 
 static harness *harness_new(uint64_t quota) {
   if (access(softgpu_lib, R_OK)) {
     print_message("SKIP: %s not built\n", softgpu_lib);
     return NULL;
   }
-  harness *t = calloc(1, sizeof *t);
-  rgpu_worker_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.device = RGPU_DEVICE_SOFTGPU;
-  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", softgpu_lib);
-  cfg.mem_quota = quota;
-  cfg.session_id = 9;
-  snprintf(cfg.peer, sizeof cfg.peer, "test");
-  t->w = rgpu_worker_new(&cfg);
-  rgpu_buf_init(&t->out);
-  return t;
-}
-
-static void harness_free(harness *t) {
-  rgpu_worker_free(t->w);
-  rgpu_buf_free(&t->out);
-  free(t);
-}
-
-/* Sends one request (fields then tail) that wants a reply; returns the
- * reply's status, its payload in t->p / t->h.length. */
-static uint32_t call(harness *t, uint16_t op, const rgpu_buf *fields, const void *tail, size_t tail_len) {
-  rgpu_buf pl;
-  rgpu_buf_init(&pl);
-  if (fields) rgpu_buf_put(&pl, fields->data, fields->len);
-  if (tail_len) rgpu_buf_put(&pl, tail, tail_len);
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, (uint32_t)pl.len, RGPU_REQ_NEED_REPLY,
-                      ++t->seq};
-  rgpu_buf_reset(&t->out);
-  rgpu_worker_handle(t->w, &h, pl.data, pl.len, &t->out);
-  rgpu_buf_free(&pl);
-  /* Walk to the last frame: events (OUTPUT) may come before the reply. */
-  size_t off = 0;
-  while (off < t->out.len) {
-    assert_int_equal(rgpu_frame_hdr_decode(t->out.data + off, RGPU_FRAME_MAX_PAYLOAD, &t->h), 0);
-    t->p = t->out.data + off + RGPU_FRAME_HDR_SIZE;
-    off += RGPU_FRAME_HDR_SIZE + t->h.length;
-  }
-  assert_int_equal(t->h.kind, RGPU_KIND_REPLY);
-  assert_int_equal(t->h.seq, t->seq);
-  return t->h.aux;
+  return harness_open(softgpu_lib, 9, quota);
 }
 
 static int reply_says(harness *t, const char *needle) {
@@ -90,78 +43,48 @@ static int reply_says(harness *t, const char *needle) {
 }
 
 static void hello(harness *t) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
                           .client_pid = 1, .client_name = {"test", 4}};
-  rgpu_msg_hello_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_HELLO, &b, NULL, 0), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
 }
 
 /* MODULE_LOAD as the driver facade sends it: the image, no names. */
 static uint32_t load(harness *t, uint64_t id, const void *image, size_t len) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_load_req q = {.module_id = id};
-  rgpu_msg_module_load_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MODULE_LOAD, &b, image, len);
-  rgpu_buf_free(&b);
-  return st;
+  return HARNESS_SEND(t, RGPU_OP_MODULE_LOAD, module_load, &q, image, len);
 }
 
 static uint32_t get_function(harness *t, uint64_t id, const char *name, size_t name_len,
                              rgpu_msg_module_get_function_rep *rep) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_get_function_req q = {.module_id = id, .name = {name, name_len}};
-  rgpu_msg_module_get_function_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MODULE_GET_FUNCTION, &b, NULL, 0);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_MODULE_GET_FUNCTION, module_get_function, &q, NULL, 0);
   if (st == 0) assert_int_equal(rgpu_msg_module_get_function_rep_decode(t->p, t->h.length, rep), 0);
   return st;
 }
 
 static uint32_t get_global(harness *t, uint64_t id, const char *name, rgpu_msg_module_get_global_rep *rep) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_get_global_req q = {.module_id = id, .name = {name, strlen(name)}};
-  rgpu_msg_module_get_global_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MODULE_GET_GLOBAL, &b, NULL, 0);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_MODULE_GET_GLOBAL, module_get_global, &q, NULL, 0);
   if (st == 0) assert_int_equal(rgpu_msg_module_get_global_rep_decode(t->p, t->h.length, rep), 0);
   return st;
 }
 
 static uint64_t mem_alloc(harness *t, uint64_t size) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_mem_alloc_req q = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_MEM_ALLOC, &b, NULL, 0), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
   rgpu_msg_mem_alloc_rep r;
   assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
   return r.dptr;
 }
 
 static uint32_t htod(harness *t, uint64_t dst, const void *data, size_t n) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_memcpy_htod_req q = {.dst = dst};
-  rgpu_msg_memcpy_htod_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MEMCPY_HTOD, &b, data, n);
-  rgpu_buf_free(&b);
-  return st;
+  return HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &q, data, n);
 }
 
 static uint32_t dtoh(harness *t, uint64_t src, void *data, size_t n) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n};
-  rgpu_msg_memcpy_dtoh_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_MEMCPY_DTOH, &b, NULL, 0);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &q, NULL, 0);
   if (st == 0) {
     assert_int_equal(t->h.length, n);
     memcpy(data, t->p, n);
@@ -171,14 +94,9 @@ static uint32_t dtoh(harness *t, uint64_t src, void *data, size_t n) {
 
 static uint32_t launch(harness *t, uint64_t id, uint32_t fi, uint32_t grid, uint32_t block,
                        const void *params, size_t plen) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_launch_req q = {.module_id = id, .func_index = fi, .grid_x = grid, .grid_y = 1,
                            .grid_z = 1, .block_x = block, .block_y = 1, .block_z = 1};
-  rgpu_msg_launch_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_LAUNCH, &b, params, plen);
-  rgpu_buf_free(&b);
-  return st;
+  return HARNESS_SEND(t, RGPU_OP_LAUNCH, launch, &q, params, plen);
 }
 
 /* PTX text as NVRTC or `nvcc -ptx` writes it (not NUL-terminated in the
@@ -243,11 +161,8 @@ static void test_ptx_module_by_name(void **state) {
   for (int i = 0; i < N; i++) assert_int_equal(a[i], (i - 7) * 5);
 
   /* The kernel list. */
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_module_func_names_req nq = {.module_id = 5};
-  rgpu_msg_module_func_names_req_encode(&b, &nq);
-  assert_int_equal(call(t, RGPU_OP_MODULE_FUNC_NAMES, &b, NULL, 0), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MODULE_FUNC_NAMES, module_func_names, &nq, NULL, 0), 0);
   rgpu_msg_module_func_names_rep nr;
   assert_int_equal(rgpu_msg_module_func_names_rep_decode(t->p, t->h.length, &nr), 0);
   assert_int_equal(nr.names.count, 1);
@@ -258,12 +173,12 @@ static void test_ptx_module_by_name(void **state) {
   assert_true(rgpu_strlist_next(&it, &s, &sl));
   assert_int_equal(sl, 5);
   assert_memory_equal(s, "scale", 5);
-  rgpu_buf_free(&b);
 
   /* Unloading drops the variable from the session's memory. */
+  rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_buf_put_u64(&b, 5);
-  assert_int_equal(call(t, RGPU_OP_MODULE_UNLOAD, &b, NULL, 0), 0);
+  assert_int_equal(harness_request(t, RGPU_OP_MODULE_UNLOAD, b.data, b.len), 0);
   rgpu_buf_free(&b);
   assert_int_equal(dtoh(t, gr.dptr, &v, 4), CUDA_ERROR_INVALID_VALUE);
   harness_free(t);
@@ -361,10 +276,7 @@ static void test_fatbin_functions(void **state) {
 
 int main(void) {
   char self[360];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  self[n > 0 ? n : 0] = 0;
-  char *slash = strrchr(self, '/');
-  if (slash) *slash = 0;
+  harness_exe_dir(self, sizeof self);
   snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
   snprintf(fatbins, sizeof fatbins, "%s/../softgpu/testdata", self);
   const struct CMUnitTest tests[] = {

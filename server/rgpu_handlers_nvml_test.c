@@ -18,84 +18,31 @@
 #include "rgpu_messages.h"
 #include "rgpu_metrics.h"
 #include "rgpu_nvml_figures.h"
+#include "rgpu_handlers_test_harness.h"
 #include "rgpu_worker.h"
 
 static char softgpu_lib[480];
 static char test_driver[480];
 static char test_nvml[480];
 
-typedef struct {
-  rgpu_worker *w;
-  rgpu_buf out;
-  rgpu_frame_hdr h; /* the last frame of the last request */
-  const uint8_t *p;
-  uint64_t seq;
-} harness;
-
-static harness *harness_new_on(const char *lib) {
-  harness *t = calloc(1, sizeof *t);
-  rgpu_worker_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.device = RGPU_DEVICE_SOFTGPU;
-  snprintf(cfg.softgpu_lib, sizeof cfg.softgpu_lib, "%s", lib);
-  cfg.session_id = 7;
-  snprintf(cfg.peer, sizeof cfg.peer, "test");
-  t->w = rgpu_worker_new(&cfg);
-  rgpu_buf_init(&t->out);
-  return t;
-}
+static harness *harness_new_on(const char *lib) { return harness_open(lib, 7, 0); }
 
 static harness *harness_new(void) { return harness_new_on(softgpu_lib); }
 
-static void harness_free(harness *t) {
-  rgpu_worker_free(t->w);
-  rgpu_buf_free(&t->out);
-  free(t);
-}
-
-/* One request with a reply; returns the reply's status. */
-static uint32_t call(harness *t, uint16_t op, const rgpu_buf *fields) {
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, op, (uint32_t)(fields ? fields->len : 0),
-                      RGPU_REQ_NEED_REPLY, ++t->seq};
-  rgpu_buf_reset(&t->out);
-  rgpu_worker_handle(t->w, &h, fields ? fields->data : NULL, fields ? fields->len : 0, &t->out);
-  size_t off = 0;
-  while (off < t->out.len) {
-    assert_int_equal(rgpu_frame_hdr_decode(t->out.data + off, RGPU_FRAME_MAX_PAYLOAD, &t->h), 0);
-    t->p = t->out.data + off + RGPU_FRAME_HDR_SIZE;
-    off += RGPU_FRAME_HDR_SIZE + t->h.length;
-  }
-  assert_int_equal(t->h.kind, RGPU_KIND_REPLY);
-  assert_int_equal(t->h.seq, t->seq);
-  return t->h.aux;
-}
-
 static void hello(harness *t) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .client_pid = 4321,
                           .client_name = {"nvml-test", 9}};
-  rgpu_msg_hello_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_HELLO, &b), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
 }
 
 static void mem_alloc(harness *t, uint64_t size) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_mem_alloc_req q = {.size = size};
-  rgpu_msg_mem_alloc_req_encode(&b, &q);
-  assert_int_equal(call(t, RGPU_OP_MEM_ALLOC, &b), 0);
-  rgpu_buf_free(&b);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
 }
 
 static uint32_t nvml_query(harness *t, uint32_t dev, rgpu_msg_nvml_query_rep *r) {
-  rgpu_buf b;
-  rgpu_buf_init(&b);
   rgpu_msg_nvml_query_req q = {.device = dev};
-  rgpu_msg_nvml_query_req_encode(&b, &q);
-  uint32_t st = call(t, RGPU_OP_NVML_QUERY, &b);
-  rgpu_buf_free(&b);
+  uint32_t st = HARNESS_SEND(t, RGPU_OP_NVML_QUERY, nvml_query, &q, NULL, 0);
   if (st == 0) assert_int_equal(rgpu_msg_nvml_query_rep_decode(t->p, t->h.length, r), 0);
   return st;
 }
@@ -273,10 +220,7 @@ static void test_session_table(void **state) {
 int main(int argc, char **argv) {
   (void)argc;
   char self[900];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  self[n > 0 ? n : 0] = 0;
-  char *slash = strrchr(self, '/');
-  if (slash) *slash = 0;
+  harness_exe_dir(self, sizeof self);
   snprintf(softgpu_lib, sizeof softgpu_lib, "%.400s/../lib/libsoftgpu.so", self);
   snprintf(test_driver, sizeof test_driver, "%.400s/../lib/librgpu_test_driver.so", self);
   snprintf(test_nvml, sizeof test_nvml, "%.400s/../lib/librgpu_test_nvml.so", self);

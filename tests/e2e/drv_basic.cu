@@ -12,33 +12,7 @@
 #include <thread>
 #include <vector>
 
-#define CU(call)                                                                    \
-  do {                                                                              \
-    CUresult r_ = (call);                                                           \
-    if (r_ != CUDA_SUCCESS) {                                                       \
-      const char *n_ = nullptr;                                                     \
-      cuGetErrorName(r_, &n_);                                                      \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %d %s\n", __FILE__, __LINE__, #call,  \
-                   (int)r_, n_ ? n_ : "?");                                         \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
-#define CU_EXPECT(call, want)                                                       \
-  do {                                                                              \
-    CUresult r_ = (call);                                                           \
-    if (r_ != (want)) {                                                             \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %d, expected %d\n", __FILE__,         \
-                   __LINE__, #call, (int)r_, (int)(want));                          \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
-#define EXPECT(cond)                                                                \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "FAIL %s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
+#include "rgpu_drv_check.h"
 
 static int g_host_fn_ran, g_callback_ran;
 static void CUDA_CB host_fn(void *p) { g_host_fn_ran = *(int *)p; }
@@ -49,137 +23,137 @@ static void CUDA_CB stream_cb(CUstream, CUresult status, void *p) {
 int main() {
   // Before cuInit every call but a few answers NOT_INITIALIZED.
   int count = -1;
-  CU_EXPECT(cuDeviceGetCount(&count), CUDA_ERROR_NOT_INITIALIZED);
-  CU(cuInit(0));
+  CU_EXPECT_ERR(cuDeviceGetCount(&count), CUDA_ERROR_NOT_INITIALIZED);
+  CU_CHECK(cuInit(0));
   int version = 0;
-  CU(cuDriverGetVersion(&version));
+  CU_CHECK(cuDriverGetVersion(&version));
   EXPECT(version > 0);
   std::printf("rgpu-stats: driver version %d\n", version);
 
   // ---- devices
-  CU(cuDeviceGetCount(&count));
+  CU_CHECK(cuDeviceGetCount(&count));
   EXPECT(count >= 1);
   CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
-  CU_EXPECT(cuDeviceGet(&dev, count), CUDA_ERROR_INVALID_DEVICE);
-  CU(cuDeviceGet(&dev, 0));
+  CU_CHECK(cuDeviceGet(&dev, 0));
+  CU_EXPECT_ERR(cuDeviceGet(&dev, count), CUDA_ERROR_INVALID_DEVICE);
+  CU_CHECK(cuDeviceGet(&dev, 0));
   char name[256] = "";
-  CU(cuDeviceGetName(name, sizeof name, dev));
+  CU_CHECK(cuDeviceGetName(name, sizeof name, dev));
   EXPECT(name[0] != 0);
   size_t total = 0;
-  CU(cuDeviceTotalMem(&total, dev));
+  CU_CHECK(cuDeviceTotalMem(&total, dev));
   EXPECT(total > 0);
   int warp = 0, major = 0, minor = 0, cc_major = 0, threads = 0;
-  CU(cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev));
+  CU_CHECK(cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev));
   EXPECT(warp == 32);
-  CU(cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev));
+  CU_CHECK(cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev));
   EXPECT(threads >= 64);
-  CU(cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  CU_CHECK(cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CU_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CU_CHECK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   EXPECT(major == cc_major && major >= 1 && minor >= 0);
-  CU_EXPECT(cuDeviceGetAttribute(&warp, (CUdevice_attribute)100000, dev),
+  CU_EXPECT_ERR(cuDeviceGetAttribute(&warp, (CUdevice_attribute)100000, dev),
             CUDA_ERROR_INVALID_VALUE);
   char bus[64] = "";
-  CU(cuDeviceGetPCIBusId(bus, sizeof bus, dev));
+  CU_CHECK(cuDeviceGetPCIBusId(bus, sizeof bus, dev));
   CUdevice by_bus = -1;
-  CU(cuDeviceGetByPCIBusId(&by_bus, bus));
+  CU_CHECK(cuDeviceGetByPCIBusId(&by_bus, bus));
   EXPECT(by_bus == dev);
   CUuuid uuid;
-  CU(cuDeviceGetUuid(&uuid, dev));
+  CU_CHECK(cuDeviceGetUuid(&uuid, dev));
   std::printf("rgpu-stats: device %s, %zu MiB, sm_%d%d, %s\n", name, total >> 20, major, minor,
               bus);
   std::printf("devices ok\n");
 
   // ---- contexts: nothing current yet; the primary context is inactive
   CUcontext cur = (CUcontext)1;
-  CU(cuCtxGetCurrent(&cur));
+  CU_CHECK(cuCtxGetCurrent(&cur));
   EXPECT(cur == nullptr);
   CUdeviceptr none;
-  CU_EXPECT(cuMemAlloc(&none, 1024), CUDA_ERROR_INVALID_CONTEXT);
+  CU_EXPECT_ERR(cuMemAlloc(&none, 1024), CUDA_ERROR_INVALID_CONTEXT);
   unsigned flags = 1;
   int active = 1;
-  CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  CU_CHECK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
   std::printf("primary before retain: active %d\n", active);
   CUcontext primary;
-  CU(cuDevicePrimaryCtxRetain(&primary, dev));
-  CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  CU_CHECK(cuDevicePrimaryCtxRetain(&primary, dev));
+  CU_CHECK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
   std::printf("primary after retain: active %d\n", active);
-  CU(cuCtxSetCurrent(primary));
-  CU(cuCtxGetCurrent(&cur));
+  CU_CHECK(cuCtxSetCurrent(primary));
+  CU_CHECK(cuCtxGetCurrent(&cur));
   EXPECT(cur == primary);
   CUdevice ctx_dev = -1;
-  CU(cuCtxGetDevice(&ctx_dev));
+  CU_CHECK(cuCtxGetDevice(&ctx_dev));
   EXPECT(ctx_dev == dev);
 
   CUcontext ctx;
-  CU(cuCtxCreate(&ctx, nullptr, 0, dev));
+  CU_CHECK(cuCtxCreate(&ctx, nullptr, 0, dev));
   EXPECT(ctx != primary);
-  CU(cuCtxGetCurrent(&cur));
+  CU_CHECK(cuCtxGetCurrent(&cur));
   EXPECT(cur == ctx);
   unsigned long long id_ctx = 0, id_primary = 0;
-  CU(cuCtxGetId(ctx, &id_ctx));
-  CU(cuCtxGetId(primary, &id_primary));
+  CU_CHECK(cuCtxGetId(ctx, &id_ctx));
+  CU_CHECK(cuCtxGetId(primary, &id_primary));
   EXPECT(id_ctx != id_primary);
   CUcontext popped;
-  CU(cuCtxPopCurrent(&popped));
+  CU_CHECK(cuCtxPopCurrent(&popped));
   EXPECT(popped == ctx);
-  CU(cuCtxGetCurrent(&cur));
+  CU_CHECK(cuCtxGetCurrent(&cur));
   EXPECT(cur == primary);
-  CU(cuCtxPushCurrent(ctx));
-  CU(cuCtxGetCurrent(&cur));
+  CU_CHECK(cuCtxPushCurrent(ctx));
+  CU_CHECK(cuCtxGetCurrent(&cur));
   EXPECT(cur == ctx);
   int least = 1, greatest = 1;
-  CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+  CU_CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
   EXPECT(greatest <= least);
   std::printf("contexts ok\n");
 
   // ---- memory: set, copy, check
   const size_t n = 1 << 18; // 256 Ki ints = 1 MiB
   CUdeviceptr a, b;
-  CU(cuMemAlloc(&a, n * 4));
-  CU(cuMemAlloc(&b, n * 4));
+  CU_CHECK(cuMemAlloc(&a, n * 4));
+  CU_CHECK(cuMemAlloc(&b, n * 4));
   std::vector<unsigned> h(n), back(n);
-  CU(cuMemsetD32(a, 0xdeadbeefu, n));
-  CU(cuMemcpyDtoH(back.data(), a, n * 4));
+  CU_CHECK(cuMemsetD32(a, 0xdeadbeefu, n));
+  CU_CHECK(cuMemcpyDtoH(back.data(), a, n * 4));
   for (size_t i = 0; i < n; i++) EXPECT(back[i] == 0xdeadbeefu);
   for (size_t i = 0; i < n; i++) h[i] = (unsigned)(i * 2654435761u);
-  CU(cuMemcpyHtoD(a, h.data(), n * 4));
-  CU(cuMemcpyDtoD(b, a, n * 4));
-  CU(cuMemsetD8(b + 8, 0x5a, 4));       // element 2
-  CU(cuMemsetD16(b + 16, 0x1234, 4));   // elements 4 and 5 (half each)
-  CU(cuMemcpyDtoH(back.data(), b, n * 4));
+  CU_CHECK(cuMemcpyHtoD(a, h.data(), n * 4));
+  CU_CHECK(cuMemcpyDtoD(b, a, n * 4));
+  CU_CHECK(cuMemsetD8(b + 8, 0x5a, 4));       // element 2
+  CU_CHECK(cuMemsetD16(b + 16, 0x1234, 4));   // elements 4 and 5 (half each)
+  CU_CHECK(cuMemcpyDtoH(back.data(), b, n * 4));
   for (size_t i = 0; i < n; i++) {
     unsigned want = h[i];
     if (i == 2) want = 0x5a5a5a5au;
     if (i == 4 || i == 5) want = 0x12341234u;
     EXPECT(back[i] == want);
   }
-  CU(cuMemcpy(a, b, 64)); // unified addressing: device to device
+  CU_CHECK(cuMemcpy(a, b, 64)); // unified addressing: device to device
   unsigned first[16];
-  CU(cuMemcpyDtoH(first, a, sizeof first));
+  CU_CHECK(cuMemcpyDtoH(first, a, sizeof first));
   EXPECT(first[2] == 0x5a5a5a5au && first[4] == 0x12341234u && first[15] == h[15]);
   CUdeviceptr base = 0;
   size_t size = 0;
-  CU(cuMemGetAddressRange(&base, &size, b + 100));
+  CU_CHECK(cuMemGetAddressRange(&base, &size, b + 100));
   EXPECT(base == b && size == n * 4);
   size_t mfree = 0, mtotal = 0;
-  CU(cuMemGetInfo(&mfree, &mtotal));
+  CU_CHECK(cuMemGetInfo(&mfree, &mtotal));
   EXPECT(mtotal > 0 && mfree <= mtotal);
   int ordinal = -1;
-  CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a));
+  CU_CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a));
   EXPECT(ordinal == dev);
   unsigned mem_type = 0;
-  CU(cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a));
+  CU_CHECK(cuPointerGetAttribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a));
   EXPECT(mem_type == CU_MEMORYTYPE_DEVICE);
   // Pitched: a 2D memset of a sub-rectangle, read back with a 2D copy.
   CUdeviceptr pd;
   size_t pitch = 0;
   const size_t W = 100, H = 37; // elements, rows
-  CU(cuMemAllocPitch(&pd, &pitch, W * 4, H, 4));
+  CU_CHECK(cuMemAllocPitch(&pd, &pitch, W * 4, H, 4));
   EXPECT(pitch >= W * 4);
-  CU(cuMemsetD2D32(pd, pitch, 0xabcdu, W, H));
-  CU(cuMemsetD2D8(pd + pitch * 5 + 8, pitch, 0x01, 8, 3)); // elements 2..3 of rows 5..7
+  CU_CHECK(cuMemsetD2D32(pd, pitch, 0xabcdu, W, H));
+  CU_CHECK(cuMemsetD2D8(pd + pitch * 5 + 8, pitch, 0x01, 8, 3)); // elements 2..3 of rows 5..7
   std::vector<unsigned> grid(W * H);
   CUDA_MEMCPY2D cp;
   std::memset(&cp, 0, sizeof cp);
@@ -191,13 +165,13 @@ int main() {
   cp.dstPitch = W * 4;
   cp.WidthInBytes = W * 4;
   cp.Height = H;
-  CU(cuMemcpy2D(&cp));
+  CU_CHECK(cuMemcpy2D(&cp));
   for (size_t y = 0; y < H; y++)
     for (size_t x = 0; x < W; x++)
       EXPECT(grid[y * W + x] == ((y >= 5 && y < 8 && (x == 2 || x == 3)) ? 0x01010101u : 0xabcdu));
-  CU(cuMemFree(pd));
+  CU_CHECK(cuMemFree(pd));
   // 3D: a 32-byte x 3-row x 2-slice box out of a 256-byte-pitch, 8-row volume.
-  CU(cuMemcpyHtoD(a, h.data(), n * 4));
+  CU_CHECK(cuMemcpyHtoD(a, h.data(), n * 4));
   unsigned box[2][3][8];
   CUDA_MEMCPY3D c3d;
   std::memset(&c3d, 0, sizeof c3d);
@@ -215,7 +189,7 @@ int main() {
   c3d.WidthInBytes = 32;
   c3d.Height = 3;
   c3d.Depth = 2;
-  CU(cuMemcpy3D(&c3d));
+  CU_CHECK(cuMemcpy3D(&c3d));
   for (int z = 0; z < 2; z++)
     for (int y = 0; y < 3; y++)
       for (int x = 0; x < 8; x++)
@@ -224,57 +198,57 @@ int main() {
 
   // ---- streams, events, pinned memory, host functions
   CUstream s;
-  CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   unsigned sflags = 0;
-  CU(cuStreamGetFlags(s, &sflags));
+  CU_CHECK(cuStreamGetFlags(s, &sflags));
   EXPECT(sflags == CU_STREAM_NON_BLOCKING);
   CUcontext sctx = nullptr;
-  CU(cuStreamGetCtx(s, &sctx));
+  CU_CHECK(cuStreamGetCtx(s, &sctx));
   EXPECT(sctx == ctx);
   CUstream hi;
-  CU(cuStreamCreateWithPriority(&hi, CU_STREAM_NON_BLOCKING, greatest));
+  CU_CHECK(cuStreamCreateWithPriority(&hi, CU_STREAM_NON_BLOCKING, greatest));
   int prio = 1;
-  CU(cuStreamGetPriority(hi, &prio));
+  CU_CHECK(cuStreamGetPriority(hi, &prio));
   EXPECT(prio == greatest);
   CUevent e0, e1;
-  CU(cuEventCreate(&e0, CU_EVENT_DEFAULT));
-  CU(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+  CU_CHECK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+  CU_CHECK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
   unsigned *pinned = nullptr;
-  CU(cuMemAllocHost((void **)&pinned, n * 4));
+  CU_CHECK(cuMemAllocHost((void **)&pinned, n * 4));
   for (size_t i = 0; i < n; i++) pinned[i] = (unsigned)i ^ 0x00ff00ffu;
   int token = 7, token2 = 9;
-  CU(cuEventRecord(e0, s));
-  CU(cuMemcpyHtoDAsync(a, pinned, n * 4, s));
-  CU(cuMemsetD32Async(a + 4 * 10, 77, 5, s));
-  CU(cuMemcpyDtoHAsync(pinned, a, n * 4, s));
-  CU(cuLaunchHostFunc(s, host_fn, &token));
-  CU(cuStreamAddCallback(s, stream_cb, &token2, 0));
-  CU(cuEventRecord(e1, s));
-  CU(cuStreamSynchronize(s));
-  CU(cuStreamQuery(s));
-  CU(cuEventQuery(e1));
+  CU_CHECK(cuEventRecord(e0, s));
+  CU_CHECK(cuMemcpyHtoDAsync(a, pinned, n * 4, s));
+  CU_CHECK(cuMemsetD32Async(a + 4 * 10, 77, 5, s));
+  CU_CHECK(cuMemcpyDtoHAsync(pinned, a, n * 4, s));
+  CU_CHECK(cuLaunchHostFunc(s, host_fn, &token));
+  CU_CHECK(cuStreamAddCallback(s, stream_cb, &token2, 0));
+  CU_CHECK(cuEventRecord(e1, s));
+  CU_CHECK(cuStreamSynchronize(s));
+  CU_CHECK(cuStreamQuery(s));
+  CU_CHECK(cuEventQuery(e1));
   for (size_t i = 0; i < n; i++)
     EXPECT(pinned[i] == ((i >= 10 && i < 15) ? 77u : ((unsigned)i ^ 0x00ff00ffu)));
   EXPECT(g_host_fn_ran == 7 && g_callback_ran == 9);
   float ms = -1;
-  CU(cuEventElapsedTime(&ms, e0, e1));
+  CU_CHECK(cuEventElapsedTime(&ms, e0, e1));
   EXPECT(ms >= 0);
-  CU(cuEventSynchronize(e1));
+  CU_CHECK(cuEventSynchronize(e1));
   // Cross-stream order: hi waits for an event recorded on s.
-  CU(cuMemsetD32Async(b, 0x11111111u, n, s));
-  CU(cuEventRecord(e0, s));
-  CU(cuStreamWaitEvent(hi, e0, 0));
-  CU(cuMemcpyDtoDAsync(a, b, n * 4, hi));
-  CU(cuMemcpyDtoHAsync(pinned, a, n * 4, hi));
-  CU(cuStreamSynchronize(hi));
+  CU_CHECK(cuMemsetD32Async(b, 0x11111111u, n, s));
+  CU_CHECK(cuEventRecord(e0, s));
+  CU_CHECK(cuStreamWaitEvent(hi, e0, 0));
+  CU_CHECK(cuMemcpyDtoDAsync(a, b, n * 4, hi));
+  CU_CHECK(cuMemcpyDtoHAsync(pinned, a, n * 4, hi));
+  CU_CHECK(cuStreamSynchronize(hi));
   for (size_t i = 0; i < n; i++) EXPECT(pinned[i] == 0x11111111u);
   // Stream-ordered allocation.
   CUdeviceptr sa = 0;
-  CU(cuMemAllocAsync(&sa, 4096, s));
-  CU(cuMemsetD32Async(sa, 42, 1024, s));
-  CU(cuMemcpyDtoHAsync(pinned, sa, 4096, s));
-  CU(cuMemFreeAsync(sa, s));
-  CU(cuStreamSynchronize(s));
+  CU_CHECK(cuMemAllocAsync(&sa, 4096, s));
+  CU_CHECK(cuMemsetD32Async(sa, 42, 1024, s));
+  CU_CHECK(cuMemcpyDtoHAsync(pinned, sa, 4096, s));
+  CU_CHECK(cuMemFreeAsync(sa, s));
+  CU_CHECK(cuStreamSynchronize(s));
   for (size_t i = 0; i < 1024; i++) EXPECT(pinned[i] == 42u);
   // Another thread has no current context until it sets one.
   int thread_ok = 0;
@@ -299,39 +273,39 @@ int main() {
   CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
   void *vals[2] = {&mt, &ord};
-  CU(cuPointerGetAttributes(2, attrs, vals, a));
+  CU_CHECK(cuPointerGetAttributes(2, attrs, vals, a));
   EXPECT(mt == CU_MEMORYTYPE_DEVICE && ord == dev);
-  CU(cuPointerGetAttributes(2, attrs, vals, (CUdeviceptr)0x1000));
+  CU_CHECK(cuPointerGetAttributes(2, attrs, vals, (CUdeviceptr)0x1000));
   EXPECT(mt == 0);
   std::printf("rgpu-stats: elapsed %.3f ms\n", ms);
   std::printf("streams and events ok\n");
 
   // ---- stream capture into a graph, launched twice
   CUgraph graph;
-  CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CUstreamCaptureStatus cap;
-  CU(cuStreamIsCapturing(s, &cap));
+  CU_CHECK(cuStreamIsCapturing(s, &cap));
   EXPECT(cap == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-  CU(cuMemsetD32Async(a, 0x2222u, n, s));
-  CU(cuMemcpyDtoDAsync(b, a, n * 4, s));
-  CU(cuStreamEndCapture(s, &graph));
+  CU_CHECK(cuMemsetD32Async(a, 0x2222u, n, s));
+  CU_CHECK(cuMemcpyDtoDAsync(b, a, n * 4, s));
+  CU_CHECK(cuStreamEndCapture(s, &graph));
   size_t nodes = 0;
-  CU(cuGraphGetNodes(graph, nullptr, &nodes));
+  CU_CHECK(cuGraphGetNodes(graph, nullptr, &nodes));
   EXPECT(nodes == 2);
   CUgraphExec exec;
-  CU(cuGraphInstantiate(&exec, graph, 0));
-  CU(cuMemsetD32(b, 0, n));
-  CU(cuCtxSynchronize());
-  CU(cuGraphLaunch(exec, s));
-  CU(cuGraphLaunch(exec, s));
-  CU(cuStreamSynchronize(s));
-  CU(cuMemcpyDtoH(back.data(), b, n * 4));
+  CU_CHECK(cuGraphInstantiate(&exec, graph, 0));
+  CU_CHECK(cuMemsetD32(b, 0, n));
+  CU_CHECK(cuCtxSynchronize());
+  CU_CHECK(cuGraphLaunch(exec, s));
+  CU_CHECK(cuGraphLaunch(exec, s));
+  CU_CHECK(cuStreamSynchronize(s));
+  CU_CHECK(cuMemcpyDtoH(back.data(), b, n * 4));
   for (size_t i = 0; i < n; i++) EXPECT(back[i] == 0x2222u);
-  CU(cuGraphExecDestroy(exec));
-  CU(cuGraphDestroy(graph));
+  CU_CHECK(cuGraphExecDestroy(exec));
+  CU_CHECK(cuGraphDestroy(graph));
   // An explicit graph: a memset node, then a memcpy node into pinned memory.
   CUgraph g2;
-  CU(cuGraphCreate(&g2, 0));
+  CU_CHECK(cuGraphCreate(&g2, 0));
   CUDA_MEMSET_NODE_PARAMS msp;
   std::memset(&msp, 0, sizeof msp);
   msp.dst = a;
@@ -340,7 +314,7 @@ int main() {
   msp.width = n;
   msp.height = 1;
   CUgraphNode mset, mcpy;
-  CU(cuGraphAddMemsetNode(&mset, g2, nullptr, 0, &msp, ctx));
+  CU_CHECK(cuGraphAddMemsetNode(&mset, g2, nullptr, 0, &msp, ctx));
   CUDA_MEMCPY3D c3;
   std::memset(&c3, 0, sizeof c3);
   c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -352,52 +326,52 @@ int main() {
   c3.WidthInBytes = n * 4;
   c3.Height = 1;
   c3.Depth = 1;
-  CU(cuGraphAddMemcpyNode(&mcpy, g2, &mset, 1, &c3, ctx));
+  CU_CHECK(cuGraphAddMemcpyNode(&mcpy, g2, &mset, 1, &c3, ctx));
   CUgraphNodeType type;
-  CU(cuGraphNodeGetType(mcpy, &type));
+  CU_CHECK(cuGraphNodeGetType(mcpy, &type));
   EXPECT(type == CU_GRAPH_NODE_TYPE_MEMCPY);
   size_t ndeps = 0;
-  CU(cuGraphNodeGetDependencies(mcpy, nullptr, nullptr, &ndeps));
+  CU_CHECK(cuGraphNodeGetDependencies(mcpy, nullptr, nullptr, &ndeps));
   EXPECT(ndeps == 1);
   CUgraphExec exec2;
-  CU(cuGraphInstantiate(&exec2, g2, 0));
-  CU(cuGraphLaunch(exec2, s));
-  CU(cuStreamSynchronize(s));
+  CU_CHECK(cuGraphInstantiate(&exec2, g2, 0));
+  CU_CHECK(cuGraphLaunch(exec2, s));
+  CU_CHECK(cuStreamSynchronize(s));
   for (size_t i = 0; i < n; i++) EXPECT(pinned[i] == 0x33u);
-  CU(cuGraphExecDestroy(exec2));
-  CU(cuGraphDestroy(g2));
+  CU_CHECK(cuGraphExecDestroy(exec2));
+  CU_CHECK(cuGraphDestroy(g2));
   std::printf("graph ok\n");
 
   // ---- cuGetProcAddress
   void *fn = nullptr;
   CUdriverProcAddressQueryResult qr;
-  CU(cuGetProcAddress("cuMemAlloc", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &qr));
+  CU_CHECK(cuGetProcAddress("cuMemAlloc", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &qr));
   EXPECT(fn != nullptr && qr == CU_GET_PROC_ADDRESS_SUCCESS);
   CUdeviceptr c = 0;
-  CU(((CUresult(*)(CUdeviceptr *, size_t))fn)(&c, 4096));
-  CU(cuMemsetD32(c, 3, 1024));
+  CU_CHECK(((CUresult(*)(CUdeviceptr *, size_t))fn)(&c, 4096));
+  CU_CHECK(cuMemsetD32(c, 3, 1024));
   unsigned three[4];
-  CU(cuMemcpyDtoH(three, c + 64, sizeof three));
+  CU_CHECK(cuMemcpyDtoH(three, c + 64, sizeof three));
   EXPECT(three[0] == 3 && three[3] == 3);
-  CU(cuMemFree(c));
+  CU_CHECK(cuMemFree(c));
   void *legacy = nullptr, *per_thread = nullptr;
-  CU(cuGetProcAddress("cuMemcpyHtoD", &legacy, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+  CU_CHECK(cuGetProcAddress("cuMemcpyHtoD", &legacy, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
                       &qr));
-  CU(cuGetProcAddress("cuMemcpyHtoD", &per_thread, CUDA_VERSION,
+  CU_CHECK(cuGetProcAddress("cuMemcpyHtoD", &per_thread, CUDA_VERSION,
                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &qr));
   EXPECT(legacy && per_thread && legacy != per_thread);
   fn = (void *)1;
   // A missing name is a successful query whose status says so (the H200's
   // driver returns CUDA_SUCCESS here).
-  CU_EXPECT(cuGetProcAddress("cuNoSuchFunction", &fn, CUDA_VERSION, 0, &qr), CUDA_SUCCESS);
+  CU_EXPECT_ERR(cuGetProcAddress("cuNoSuchFunction", &fn, CUDA_VERSION, 0, &qr), CUDA_SUCCESS);
   EXPECT(fn == nullptr && qr == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   std::printf("proc address ok\n");
 
   // ---- error names; a function rgpu does not offer
   const char *ename = nullptr, *etext = nullptr;
-  CU(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &ename));
+  CU_CHECK(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &ename));
   EXPECT(std::strcmp(ename, "CUDA_ERROR_INVALID_VALUE") == 0);
-  CU(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &etext));
+  CU_CHECK(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &etext));
   std::printf("CUDA_ERROR_INVALID_VALUE: %s\n", etext);
   CUdeviceptr managed = 0;
   CUresult mr = cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL);
@@ -405,22 +379,22 @@ int main() {
   EXPECT(mr == CUDA_SUCCESS || mr == CUDA_ERROR_NOT_SUPPORTED);
   cuGetErrorName(mr, &ename);
   std::printf("rgpu-stats: cuMemAllocManaged -> %s\n", ename);
-  if (mr == CUDA_SUCCESS) CU(cuMemFree(managed));
+  if (mr == CUDA_SUCCESS) CU_CHECK(cuMemFree(managed));
 
   // ---- teardown
-  CU(cuMemFreeHost(pinned));
-  CU(cuEventDestroy(e0));
-  CU(cuEventDestroy(e1));
-  CU(cuStreamDestroy(s));
-  CU(cuStreamDestroy(hi));
-  CU(cuMemFree(a));
-  CU(cuMemFree(b));
-  CU(cuCtxDestroy(ctx));
-  CU(cuCtxGetCurrent(&cur));
+  CU_CHECK(cuMemFreeHost(pinned));
+  CU_CHECK(cuEventDestroy(e0));
+  CU_CHECK(cuEventDestroy(e1));
+  CU_CHECK(cuStreamDestroy(s));
+  CU_CHECK(cuStreamDestroy(hi));
+  CU_CHECK(cuMemFree(a));
+  CU_CHECK(cuMemFree(b));
+  CU_CHECK(cuCtxDestroy(ctx));
+  CU_CHECK(cuCtxGetCurrent(&cur));
   EXPECT(cur == primary);
-  CU(cuCtxSetCurrent(nullptr));
-  CU(cuDevicePrimaryCtxRelease(dev));
-  CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  CU_CHECK(cuCtxSetCurrent(nullptr));
+  CU_CHECK(cuDevicePrimaryCtxRelease(dev));
+  CU_CHECK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
   std::printf("primary after release: active %d\n", active);
   std::printf("PASS drv_basic\n");
   return 0;

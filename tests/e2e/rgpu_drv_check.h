@@ -67,6 +67,16 @@ static inline void *read_whole(const char *path, size_t *len) {
   return p;
 }
 
+// The bit of one of the three kernels of drv_kernels/drv_kernels.cu (saxpy 1,
+// add_counter 2, mixed 4) by name, 0 for any other name: enumerating all of
+// a module's or library's kernels sets all three bits.
+static inline int drv_kernels_bit(const char *name) {
+  return std::strcmp(name, "saxpy") == 0         ? 1
+         : std::strcmp(name, "add_counter") == 0 ? 2
+         : std::strcmp(name, "mixed") == 0       ? 4
+                                                 : 0;
+}
+
 // cuInit and device 0's primary context, current on this thread.
 static inline CUcontext drv_setup(CUdevice *dev_out) {
   CU_CHECK(cuInit(0));
