@@ -51,10 +51,19 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
     rgpu_rt_count_call();
     return CUBLAS_STATUS_NOT_INITIALIZED;
   }
-  if (!valid_op(g->transa) || !valid_op(g->transb) || g->m < 0 || g->n < 0 || g->k < 0 ||
-      g->lda < at_least_1(g->transa == CUBLAS_OP_N ? g->m : g->k) ||
-      g->ldb < at_least_1(g->transb == CUBLAS_OP_N ? g->k : g->n) || g->ldc < at_least_1(g->m) ||
-      g->batch < 0) {
+  /* The first bad argument, numbered as cuBLAS numbers them (without the
+   * handle; cublasGemmEx has a type after each matrix). */
+  int ex = g->compute != 0, bad = 0;
+  if (!valid_op(g->transa)) bad = 1;
+  else if (!valid_op(g->transb)) bad = 2;
+  else if (g->m < 0) bad = 3;
+  else if (g->n < 0) bad = 4;
+  else if (g->k < 0) bad = 5;
+  else if (g->lda < at_least_1(g->transa == CUBLAS_OP_N ? g->m : g->k)) bad = ex ? 9 : 8;
+  else if (g->ldb < at_least_1(g->transb == CUBLAS_OP_N ? g->k : g->n)) bad = ex ? 12 : 10;
+  else if (g->ldc < at_least_1(g->m)) bad = ex ? 16 : 13;
+  if (bad || g->batch < 0) {
+    if (bad) rgpu_cublas_report_illegal(name, bad);
     rgpu_rt_count_call();
     return CUBLAS_STATUS_INVALID_VALUE;
   }

@@ -17,8 +17,16 @@ static cublasStatus_t gemv_submit(cublasHandle_t handle, cudaDataType dtype,
     rgpu_rt_count_call();
     return CUBLAS_STATUS_NOT_INITIALIZED;
   }
-  if ((trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C) || m < 0 || n < 0 ||
-      lda < (m > 1 ? m : 1) || incx == 0 || incy == 0) {
+  /* The first bad argument, numbered as cuBLAS numbers them (no handle). */
+  int bad = 0;
+  if (trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C) bad = 1;
+  else if (m < 0) bad = 2;
+  else if (n < 0) bad = 3;
+  else if (lda < (m > 1 ? m : 1)) bad = 6;
+  else if (incx == 0) bad = 8;
+  else if (incy == 0) bad = 11;
+  if (bad) {
+    rgpu_cublas_report_illegal(name, bad);
     rgpu_rt_count_call();
     return CUBLAS_STATUS_INVALID_VALUE;
   }

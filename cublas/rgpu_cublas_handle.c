@@ -1,7 +1,9 @@
 /* cuBLAS handles, streams, modes, versions and status names: all answered
  * in the client (cuBLAS keeps them in the handle too; only the calls that
  * compute carry them to the server). */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rgpu_cublas_internal.h"
 #include "rgpu_cublas_tables.h"
@@ -186,4 +188,20 @@ RGPU_CUBLAS const char *rgpu_cublas_cublasGetStatusName(cublasStatus_t status) {
 /* rgpu has the enum's names, not NVIDIA's sentences: the name stands in. */
 RGPU_CUBLAS const char *rgpu_cublas_cublasGetStatusString(cublasStatus_t status) {
   return rgpu_cublas_cublasGetStatusName(status);
+}
+
+void rgpu_cublas_report_illegal(const char *api, int param) {
+  static const struct {
+    const char *api, *routine;
+  } names[] = {
+      {"cublasSgemm_v2", "SGEMM"}, {"cublasDgemm_v2", "DGEMM"}, {"cublasGemmEx", "GEMM_EX"},
+      {"cublasSgemv_v2", "SGEMV"}, {"cublasDgemv_v2", "DGEMV"},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(api, names[i].api)) {
+      printf(" ** On entry to %s  parameter number %d had an illegal value\n", names[i].routine,
+             param);
+      fflush(stdout);
+      return;
+    }
 }

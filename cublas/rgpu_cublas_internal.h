@@ -31,6 +31,14 @@ struct cublasContext {
 };
 
 /* A live handle, or NULL (a NULL or destroyed handle). */
+/* A local cuBLAS reports a bad argument of its classic routines itself,
+ * LAPACK's xerbla style, on stdout: " ** On entry to SGEMM  parameter
+ * number 8 had an illegal value" (measured on the H200; the handle is not
+ * counted).  The facade checks the arguments on the client, so it prints
+ * the same line where the routine's name is known: api is the facade's
+ * entry ("cublasSgemm_v2"); for the others nothing is printed. */
+void rgpu_cublas_report_illegal(const char *api, int param);
+
 static inline struct cublasContext *rgpu_cublas_handle(cublasHandle_t h) {
   return h && h->magic == RGPU_CUBLAS_MAGIC ? h : NULL;
 }
