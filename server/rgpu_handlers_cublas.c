@@ -236,6 +236,33 @@ static void CUDA_CB run_cpu_gemm(void *arg) {
 }
 #endif
 
+#ifdef RGPU_HAVE_OPENBLAS
+/* Queues fn on stream s with its own copy of the request (len bytes at
+ * req): softgpu's CPU BLAS runs as a host function, in stream order with
+ * the kernels and copies around it; fn frees the copy.  what names the
+ * call in errors. */
+static CUresult cpu_call_enqueue(rgpu_worker *w, CUstream s, void (*fn)(void *), const void *req,
+                                 size_t len, const char *what) {
+  if (!D->cuLaunchHostFunc)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas %s: this softgpu has no cuLaunchHostFunc", what);
+  void *copy = malloc(len);
+  if (!copy) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a cublas %s", what);
+  memcpy(copy, req, len);
+  CUresult r = D->cuLaunchHostFunc(s, fn, copy);
+  if (r != CUDA_SUCCESS) {
+    free(copy);
+    return FAIL(r, "cublas %s: cuLaunchHostFunc: %s", what, rgpu_driver_error_name(D, r));
+  }
+  return CUDA_SUCCESS;
+}
+#endif
+
+/* softgpu's server built without OpenBLAS: every CPU BLAS call says so. */
+#define NO_OPENBLAS(what)                                                                  \
+  FAIL(CUDA_ERROR_NOT_SUPPORTED,                                                           \
+       "cublas " what ": this rgpu-server was built without OpenBLAS's cblas.h (softgpu's " \
+       "CPU BLAS)")
+
 static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, CUstream s) {
 #ifdef RGPU_HAVE_OPENBLAS
   if (blas_load() < 0) return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm on softgpu: %s", g_blas.err);
@@ -243,22 +270,12 @@ static CUresult gemm_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemm_req *q, 
   if (q->m > INT32_MAX || q->n > INT32_MAX || q->k > INT32_MAX || q->lda > INT32_MAX ||
       q->ldb > INT32_MAX || q->ldc > INT32_MAX)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm on softgpu: sizes beyond 2^31-1");
-  if (!D->cuLaunchHostFunc)
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas gemm: this softgpu has no cuLaunchHostFunc");
-  cpu_gemm *g = malloc(sizeof *g);
-  if (!g) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a gemm");
-  g->q = *q;
-  CUresult r = D->cuLaunchHostFunc(s, run_cpu_gemm, g);
-  if (r != CUDA_SUCCESS) {
-    free(g);
-    return FAIL(r, "cublas gemm: cuLaunchHostFunc: %s", rgpu_driver_error_name(D, r));
-  }
-  return CUDA_SUCCESS;
+  cpu_gemm g = {.q = *q};
+  return cpu_call_enqueue(w, s, run_cpu_gemm, &g, sizeof g, "gemm");
 #else
   (void)q;
   (void)s;
-  return FAIL(CUDA_ERROR_NOT_SUPPORTED,
-              "cublas gemm: this rgpu-server was built without OpenBLAS's cblas.h (softgpu's CPU BLAS)");
+  return NO_OPENBLAS("gemm");
 #endif
 }
 
@@ -532,22 +549,11 @@ static CUresult vec_softgpu(rgpu_worker *w, const rgpu_msg_cublas_vec_req *q, CU
   if (q->n > INT32_MAX || q->incx > INT32_MAX || q->incx < -INT32_MAX || q->incy > INT32_MAX ||
       q->incy < -INT32_MAX)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas on softgpu: sizes beyond 2^31-1");
-  if (!D->cuLaunchHostFunc)
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas: this softgpu has no cuLaunchHostFunc");
-  rgpu_msg_cublas_vec_req *copy = malloc(sizeof *copy);
-  if (!copy) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a level-1 call");
-  *copy = *q;
-  CUresult r = D->cuLaunchHostFunc(s, run_cpu_vec, copy);
-  if (r != CUDA_SUCCESS) {
-    free(copy);
-    return FAIL(r, "cublas: cuLaunchHostFunc: %s", rgpu_driver_error_name(D, r));
-  }
-  return CUDA_SUCCESS;
+  return cpu_call_enqueue(w, s, run_cpu_vec, q, sizeof *q, "vec");
 #else
   (void)q;
   (void)s;
-  return FAIL(CUDA_ERROR_NOT_SUPPORTED,
-              "cublas: this rgpu-server was built without OpenBLAS's cblas.h (softgpu's CPU BLAS)");
+  return NO_OPENBLAS("vec");
 #endif
 }
 
@@ -654,22 +660,11 @@ static CUresult gemv_softgpu(rgpu_worker *w, const rgpu_msg_cublas_gemv_req *q, 
   if (q->m > INT32_MAX || q->n > INT32_MAX || q->lda > INT32_MAX || q->incx > INT32_MAX ||
       q->incx < -INT32_MAX || q->incy > INT32_MAX || q->incy < -INT32_MAX)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas on softgpu: sizes beyond 2^31-1");
-  if (!D->cuLaunchHostFunc)
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublas: this softgpu has no cuLaunchHostFunc");
-  rgpu_msg_cublas_gemv_req *copy = malloc(sizeof *copy);
-  if (!copy) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a gemv");
-  *copy = *q;
-  CUresult r = D->cuLaunchHostFunc(s, run_cpu_gemv, copy);
-  if (r != CUDA_SUCCESS) {
-    free(copy);
-    return FAIL(r, "cublas: cuLaunchHostFunc: %s", rgpu_driver_error_name(D, r));
-  }
-  return CUDA_SUCCESS;
+  return cpu_call_enqueue(w, s, run_cpu_gemv, q, sizeof *q, "gemv");
 #else
   (void)q;
   (void)s;
-  return FAIL(CUDA_ERROR_NOT_SUPPORTED,
-              "cublas: this rgpu-server was built without OpenBLAS's cblas.h (softgpu's CPU BLAS)");
+  return NO_OPENBLAS("gemv");
 #endif
 }
 
