@@ -33,6 +33,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import rgpu_gen_cdecl as cdecl  # noqa: E402  (the shared C declaration reader)
+
 PT_SUFFIXES = ("_ptds", "_ptsz")
 
 
@@ -81,43 +84,13 @@ def read_annotations(path):
 
 
 def preprocess(cc, include, text):
-    res = subprocess.run([cc, "-E", "-P", "-D__CUDA_API_VERSION_INTERNAL", "-I" + include, "-"],
-                         input=text, capture_output=True, text=True)
-    if res.returncode != 0:
-        die("preprocessing cuda.h failed: " + res.stderr.strip())
-    return re.sub(r"\s+", " ", res.stdout)
+    try:
+        return cdecl.preprocess(cc, include, text, ["-D__CUDA_API_VERSION_INTERNAL"])
+    except cdecl.CdeclError as e:
+        die("preprocessing cuda.h failed: " + str(e))
 
 
-def split_params(s):
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-            continue
-        depth += ch in "(["
-        depth -= ch in ")]"
-        cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
-TYPE_WORDS = {"const", "volatile", "unsigned", "signed", "int", "char", "short", "long",
-              "float", "double", "void", "struct", "enum", "union", "size_t", "restrict"}
-
-
-def param_name(p):
-    """The parameter's name (every cuda.h parameter is named; verified)."""
-    m = re.search(r"\(\s*\*\s*(\w+)\s*\)\s*\(", p)  # function pointer
-    if m:
-        return m.group(1)
-    p = re.sub(r"\[[^\]]*\]\s*$", "", p).strip()
-    m = re.search(r"(\w+)$", p)
-    words = re.findall(r"\w+", p)
-    if not m or len(words) < 2 or m.group(1) in TYPE_WORDS:
-        return None
-    return m.group(1)
+split_params, param_name = cdecl.split_params, cdecl.param_name
 
 
 def prototypes(cc, include):
