@@ -9,7 +9,6 @@
 #include "rgpu_cublas_gemm_types.h"
 #include "rgpu_cublas_internal.h"
 #include "rgpu_half.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_cublas_unsupported.h"
 #include "rgpu_log.h"
@@ -89,17 +88,9 @@ static cublasStatus_t gemm_submit(const gemm_args *g, const char *name) {
   rgpu_client *c;
   uint64_t stream;
   int device;
-  cublasStatus_t st = rgpu_cublas_enter(h, &c, &stream, &device);
+  static int logged; /* the capture refusal, once for this call family */
+  cublasStatus_t st = rgpu_cublas_enter(h, name, &logged, &c, &stream, &device);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
-  if (rgpu_rt_graph_is_capturing(stream)) {
-    /* A gemm is no graph node kind yet: refuse it rather than run it
-     * outside the graph. */
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("%s on a capturing stream is not supported by rgpu yet; it returns "
-                "CUBLAS_STATUS_NOT_SUPPORTED", name);
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
   /* Host mode: the values, read now (cuBLAS reads them at the call too).
    * Device mode: the addresses; the server reads them in stream order. */
   int dev_scalars = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;

@@ -4,7 +4,6 @@
  * by the server, errors deferred. */
 #include "rgpu_calls.h"
 #include "rgpu_cublas_internal.h"
-#include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -32,15 +31,9 @@ static cublasStatus_t vec_submit(cublasHandle_t handle, uint32_t op, cudaDataTyp
   rgpu_client *c;
   uint64_t stream;
   int device;
-  cublasStatus_t st = rgpu_cublas_enter(h, &c, &stream, &device);
+  static int logged; /* the capture refusal, once for this call family */
+  cublasStatus_t st = rgpu_cublas_enter(h, name, &logged, &c, &stream, &device);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
-  if (rgpu_rt_graph_is_capturing(stream)) {
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("%s on a capturing stream is not supported by rgpu yet; it returns "
-                "CUBLAS_STATUS_NOT_SUPPORTED", name);
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
   int dev_scalars = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
   double a = 0;
   if (!dev_scalars) a = dtype == CUDA_R_32F ? *(const float *)alpha : *(const double *)alpha;
