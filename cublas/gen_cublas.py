@@ -61,50 +61,144 @@ def exports_of(lib):
     return sorted(out.items())
 
 
-# Annotation attributes of an implemented call:
-#   async          no reply: queued on its stream, errors deferred
-#   local          answered in the client, no message
-#   host=P,Q       pointer parameters read or written in host memory
-#   dev=P,Q        pointer parameters that are device addresses
-#   scalar=P,Q     host or device scalars by the handle's pointer mode
-ATTR_KEYS = ("host", "dev", "scalar")
+# Annotation lines (continuation lines start with white space):
+#   <names> impl|refused [flag...] [attr...] [-- note]
+#   default gen [-- note]     every eligible export named nowhere is `gen`
+# <names>: an export, or a family: [SD] picks one letter, {a,b} one word
+# ("cublas[SD]gemm_v2{,_64}" is four exports).
+# Flags of an impl call:
+#   local          hand-written, answered in the client: no message
+#   gen            client stub and server dispatch generated (gen_cublas_calls.py):
+#                  one LIB_CALL, without a reply unless a result is on the host
+#   cpu            (gen) softgpu computes it: server/rgpu_cublas_cpu.c defines
+#                  rgpu_cublas_cpu_<export>; without it softgpu answers
+#                  CUBLAS_STATUS_NOT_SUPPORTED
+# Attributes (each names a parameter P, checked against the prototype):
+#   host=P,Q       (local) pointers into host memory
+#   dev=P[:N][@T]  a device address; N: its extent in elements (a C
+#                  expression over the parameters, with rgpu_lib_args.h's
+#                  span helpers), checked by the server; @T: the element's
+#                  cudaDataType when P is void *
+#   scalar=P[@T]   read per the handle's pointer mode (host: sent by value)
+#   result=P[@T]   written per the pointer mode (host: the call waits for it)
+#   check=P:COND   the client refuses the call with CUBLAS_STATUS_INVALID_VALUE
+#                  unless COND holds; P is the parameter reported
+#   noop=COND      (no P) when COND holds, cuBLAS does nothing: the client
+#                  answers success without a message
+#   cpuif=COND     (cpu calls) softgpu computes only what COND accepts; the
+#                  rest is CUBLAS_STATUS_NOT_SUPPORTED there
+# Unnamed pointers of a gen call take their role from their name: alpha,
+# beta (and c, s of the rot family) are scalars, result a result, the rest
+# device addresses without an extent.
+ATTR_KEYS = ("host", "dev", "scalar", "result", "check")
+EXPR_KEYS = ("noop", "cpuif")
+FLAGS = ("local", "gen", "cpu")
 
 
-def read_annotations(path):
-    """name -> {"status": impl|refused, "flags": set, "host"/"dev"/"scalar": [param],
-    "note": str}.  Line: <export> impl|refused [attr...] [-- note]."""
-    ann = {}
-    for n, raw in enumerate(open(path), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+def expand_names(pattern):
+    """A family pattern's exports: [SD] and {a,b} expanded, in order."""
+    m = re.search(r"\[([A-Za-z]+)\]|\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    choices = list(m.group(1)) if m.group(1) else m.group(2).split(",")
+    out = []
+    for c in choices:
+        out += expand_names(pattern[:m.start()] + c + pattern[m.end():])
+    return out
+
+
+def parse_spec(key, v, where):
+    """dev=/scalar=/result= value -> [{"name", "size", "type"}]; check= ->
+    [{"name", "cond"}]."""
+    if key == "check":
+        if ":" not in v:
+            die(f"{where}: check= wants P:CONDITION")
+        n, cond = v.split(":", 1)
+        return [{"name": n, "cond": cond}]
+    if key == "host" or (":" not in v and "@" not in v):
+        return [{"name": n, "size": None, "type": None} for n in v.split(",") if n]
+    m = re.fullmatch(r"(\w+)(?::([^@]+))?(?:@(.+))?", v)
+    if not m:
+        die(f"{where}: cannot read {key}={v}")
+    return [{"name": m.group(1), "size": m.group(2), "type": m.group(3)}]
+
+
+def logical_lines(path):
+    """[(line number, text, note)]: comments removed, continuation lines
+    joined to the text (a note after ' -- ' belongs to its physical line)."""
+    out = []
+    with open(path) as f:
+        raw_lines = f.readlines()
+    for n, raw in enumerate(raw_lines, 1):
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
             continue
         note = ""
         if " -- " in line:
             line, note = line.split(" -- ", 1)
+        if raw[0] in " \t" and out:
+            m, text, first_note = out[-1]
+            out[-1] = (m, text + " " + line.strip(), " ".join(x for x in (first_note, note.strip()) if x))
+        else:
+            out.append((n, line.strip(), note.strip()))
+    return out
+
+
+def read_annotations(path):
+    """name -> {"status": impl|refused, "flags": set, "host"/"dev"/"scalar"/
+    "result"/"check": [spec], "note": str, "line": n}; the key "" holds
+    {"default": "gen"} when the file says `default gen`."""
+    ann = {"": {"default": None}}
+    for n, line, note in logical_lines(path):
+        where = f"{path}:{n}"
         parts = line.split()
+        if parts[0] == "default":
+            if parts[1:] != ["gen"]:
+                die(f"{where}: expected 'default gen'")
+            ann[""]["default"] = "gen"
+            continue
         if len(parts) < 2 or parts[1] not in ("impl", "refused"):
-            die(f"{path}:{n}: expected '<export> impl|refused [attr...] [-- note]'")
-        if parts[0] in ann:
-            die(f"{path}:{n}: {parts[0]} annotated twice")
+            die(f"{where}: expected '<export> impl|refused [attr...] [-- note]'")
         a = {"status": parts[1], "flags": set(), "note": note.strip(), "line": n}
         for k in ATTR_KEYS:
             a[k] = []
+        for k in EXPR_KEYS:
+            a[k] = None
         for attr in parts[2:]:
             if "=" in attr:
                 k, v = attr.split("=", 1)
+                if k in EXPR_KEYS:
+                    a[k] = v
+                    continue
                 if k not in ATTR_KEYS:
-                    die(f"{path}:{n}: unknown attribute '{k}'")
-                a[k] = [p for p in v.split(",") if p]
-            elif attr in ("async", "local"):
+                    die(f"{where}: unknown attribute '{k}'")
+                a[k] += parse_spec(k, v, where)
+            elif attr in FLAGS:
                 a["flags"].add(attr)
             else:
-                die(f"{path}:{n}: unknown attribute '{attr}'")
-        if a["status"] == "refused" and (a["flags"] or any(a[k] for k in ATTR_KEYS)):
-            die(f"{path}:{n}: a refused call takes no attributes")
-        if {"async", "local"} <= a["flags"]:
-            die(f"{path}:{n}: a call is either async or local")
-        ann[parts[0]] = a
+                die(f"{where}: unknown attribute '{attr}'")
+        if a["status"] == "refused" and (a["flags"] or any(a[k] for k in ATTR_KEYS + EXPR_KEYS)):
+            die(f"{where}: a refused call takes no attributes")
+        if {"gen", "local"} <= a["flags"]:
+            die(f"{where}: a call is either gen or local")
+        if a["cpuif"] and "cpu" not in a["flags"]:
+            die(f"{where}: cpuif applies to cpu calls only")
+        if a["noop"] and "gen" not in a["flags"]:
+            die(f"{where}: noop applies to gen calls only")
+        if "cpu" in a["flags"] and "gen" not in a["flags"]:
+            die(f"{where}: cpu applies to gen calls only")
+        if a["host"] and "gen" in a["flags"]:
+            die(f"{where}: host= is for local calls (a gen call names dev/scalar/result)")
+        for name in expand_names(parts[0]):
+            if name in ann:
+                die(f"{where}: {name} annotated twice")
+            ann[name] = dict(a, flags=set(a["flags"]))
     return ann
+
+
+def annotated(ann):
+    """The export annotations without the file's directives."""
+    return {k: v for k, v in ann.items() if k}
 
 
 def preprocess(cc, include, header):
@@ -186,6 +280,7 @@ def status_codes(cc, include):
 
 
 def check_annotations(ann, exports, protos):
+    ann = annotated(ann)
     names = {e for e, _ in exports}
     unknown = sorted(set(ann) - names)
     if unknown:
@@ -198,13 +293,14 @@ def check_annotations(ann, exports, protos):
         ret, plist = protos[e]
         params = {param_name(p): p for p in plist}
         for k in ATTR_KEYS:
-            for pn in a[k]:
+            for spec in a[k]:
+                pn = spec["name"]
                 if pn not in params:
                     die(f"{e}: annotation {k}={pn} names no parameter of {e}")
-                if "*" not in param_type(params[pn]):
+                if k != "check" and "*" not in params[pn] and "[" not in params[pn]:
                     die(f"{e}: annotation {k}={pn} names a parameter that is not a pointer")
-        if "async" in a["flags"] and ret != "cublasStatus_t":
-            die(f"{e}: only a call returning cublasStatus_t can be async (errors are deferred)")
+        if "gen" in a["flags"] and ret != "cublasStatus_t":
+            die(f"{e}: only a call returning cublasStatus_t can be generated")
 
 
 def proto_text(name, protos, prefix):
@@ -322,6 +418,7 @@ def write_stubs(a):
     protos, _ = prototypes(a.cc, a.cuda_include)
     have = {s[len("rgpu_cublas_"):] for s in nm_defined(a.objects)
             if s.startswith("rgpu_cublas_cublas")}
+    ann = annotated(ann)
     missing = sorted(e for e, v in ann.items() if v["status"] == "impl" and e not in have)
     if missing:
         die("annotated 'impl' but no cuBLAS object defines rgpu_cublas_<name>: " + " ".join(missing))

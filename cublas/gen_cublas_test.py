@@ -72,31 +72,84 @@ EXPORTS = [("cublasSgemm_v2", "libcublas.so.13"), ("cublasGetStatusName", "libcu
 
 class Annotations(unittest.TestCase):
     def test_reads_attributes_and_note(self):
-        a = annotations("# c\ncublasSgemm_v2 impl async scalar=alpha dev=C -- the note\n"
+        a = annotations("# c\ncublasSgemm_v2 impl gen scalar=alpha dev=C -- the note\n"
                         "cublasGetStatusName refused\n")
         s = a["cublasSgemm_v2"]
-        self.assertEqual((s["status"], s["flags"], s["scalar"], s["dev"], s["note"]),
-                         ("impl", {"async"}, ["alpha"], ["C"], "the note"))
+        self.assertEqual((s["status"], s["flags"], s["note"]), ("impl", {"gen"}, "the note"))
+        self.assertEqual([x["name"] for x in s["scalar"]], ["alpha"])
+        self.assertEqual([x["name"] for x in s["dev"]], ["C"])
         self.assertEqual(a["cublasGetStatusName"]["status"], "refused")
         g.check_annotations(a, EXPORTS, PROTOS)
+
+    def test_families_continuations_and_expressions(self):
+        a = annotations("default gen\n"
+                        "cublas[SD]gemm_v2{,_64} impl gen cpu -- first\n"
+                        "    check=m:m>=0 noop=m==0 -- second\n"
+                        "    dev=C:rgpu_lib_span_mat(m,n,ldc)@Ctype cpuif=m<10\n")
+        self.assertEqual(a[""]["default"], "gen")
+        self.assertEqual(sorted(k for k in a if k),
+                         ["cublasDgemm_v2", "cublasDgemm_v2_64", "cublasSgemm_v2",
+                          "cublasSgemm_v2_64"])
+        s = a["cublasDgemm_v2_64"]
+        self.assertEqual(s["note"], "first second")
+        self.assertEqual(s["check"], [{"name": "m", "cond": "m>=0"}])
+        self.assertEqual((s["noop"], s["cpuif"]), ("m==0", "m<10"))
+        self.assertEqual(s["dev"], [{"name": "C", "size": "rgpu_lib_span_mat(m,n,ldc)",
+                                     "type": "Ctype"}])
+        self.assertEqual(g.expand_names("cublasI[sd]amax{,_64}"),
+                         ["cublasIsamax", "cublasIsamax_64", "cublasIdamax", "cublasIdamax_64"])
 
     def test_bad_lines_fail(self):
         for bad in ("cublasSgemm_v2 maybe\n",
                     "cublasSgemm_v2 impl fast\n",
                     "cublasSgemm_v2 impl where=alpha\n",
-                    "cublasSgemm_v2 refused async\n",
-                    "cublasSgemm_v2 impl async local\n",
+                    "cublasSgemm_v2 refused gen\n",
+                    "cublasSgemm_v2 impl gen local\n",
+                    "cublasSgemm_v2 impl cpu\n",
+                    "cublasSgemm_v2 impl gen cpuif=m>0\n",
+                    "cublasSgemm_v2 impl gen check=m\n",
+                    "default everything\n",
                     "cublasSgemm_v2 impl\ncublasSgemm_v2 impl\n"):
             with self.subTest(bad=bad), self.assertRaises(SystemExit):
                 annotations(bad)
 
     def test_checks_against_the_prototypes(self):
-        for bad in ("cublasSgemm_v2 impl dev=D\n",          # no such parameter
-                    "cublasSgemm_v2 impl dev=m\n",          # not a pointer
-                    "cublasGetStatusName impl async\n",     # async needs a status
-                    "cublasNoSuch impl\n"):                 # not exported
+        for bad in ("cublasSgemm_v2 impl gen dev=D\n",     # no such parameter
+                    "cublasSgemm_v2 impl gen dev=m\n",     # not a pointer
+                    "cublasGetStatusName impl gen\n",      # gen needs a status
+                    "cublasNoSuch impl\n"):                # not exported
             with self.subTest(bad=bad), self.assertRaises(SystemExit):
                 g.check_annotations(annotations(bad), EXPORTS, PROTOS)
+
+
+class Roles(unittest.TestCase):
+    """gen_cublas_calls.roles: how each parameter of a generated call travels."""
+
+    def setUp(self):
+        import gen_cublas_calls
+        self.c = gen_cublas_calls
+
+    def test_names_decide_unless_annotated(self):
+        plist = ["cublasHandle_t handle", "int n", "const float* alpha", "const float *const Aarray[]",
+                 "float* result"]
+        with self.assertRaises(self.c.Ineligible):  # scalars and results together
+            self.c.roles("cublasX", plist, None)
+        rl = self.c.roles("cublasX", plist[:4], None)
+        self.assertEqual([(n, t, r) for n, t, r, _ in rl],
+                         [("n", "int", "value"), ("alpha", "const float*", "scalar"),
+                          ("Aarray", "const float *const *", "dev")])
+        self.assertEqual(self.c.pointee("const float *const*"), "const float *")
+        rot = self.c.roles("cublasSrot_v2", ["cublasHandle_t handle", "float* x", "const float* c",
+                                             "const float* s"], None)
+        self.assertEqual([r for _, _, r, _ in rot], ["dev", "scalar", "scalar"])
+
+    def test_ineligible_calls(self):
+        for plist in (["int n"],                                       # no handle first
+                      ["cublasHandle_t handle", "float alpha"],         # float by value
+                      ["cublasHandle_t handle", "const void* alpha"]):  # void scalar, no @TYPE
+            with self.subTest(plist=plist), self.assertRaises(self.c.Ineligible):
+                self.c.roles("cublasX", plist, None)
+        self.assertEqual(self.c.fnv("cublasSdot_v2"), 0x0c9e432c)
 
 
 class Toolkit(unittest.TestCase):

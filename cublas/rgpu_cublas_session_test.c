@@ -53,7 +53,9 @@ static void test_deferred_error(void **state) {
 }
 
 /* Not yet supported: a gemm on a capturing stream is refused (the capture
- * goes on unharmed), and unimplemented routines answer NOT_SUPPORTED. */
+ * goes on unharmed), and routines softgpu does not compute (they run on a
+ * GPU server) answer NOT_SUPPORTED at the call, as do exports rgpu does not
+ * carry at all. */
 static void test_refusals(void **state) {
   (void)state;
   cublasHandle_t h;
@@ -70,9 +72,54 @@ static void test_refusals(void **state) {
   assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
   assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
   assert_int_equal(cublasSswap(h, 4, d, 1, d + 4, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_8I, 2, d,
+                                CUDA_R_8I, 2, &one, d, CUDA_R_32I, 2, CUBLAS_COMPUTE_32I,
+                                CUBLAS_GEMM_DEFAULT),
+                   CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(cublasSrotg(h, &one, &one, &one, &one), CUBLAS_STATUS_NOT_SUPPORTED);
   assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
   assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
   assert_int_equal(cudaFree(d), cudaSuccess);
+}
+
+/* Results: in host pointer mode the call waits for its result (one round
+ * trip, as cuBLAS blocks for it); in device mode it is queued and the
+ * result lands in device memory in stream order.  A result pointer outside
+ * the session fails on the server, deferred. */
+static void test_results(void **state) {
+  (void)state;
+  cublasHandle_t h;
+  float x[5] = {1, -7, 3, 7, 2}, *d, r = 0;
+  double dx[3] = {3, 4, 12}, *dd, dr = 0;
+  int idx = -1;
+  assert_int_equal(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaMalloc((void **)&d, 16 * sizeof *d), cudaSuccess);
+  assert_int_equal(cudaMalloc((void **)&dd, 8 * sizeof *dd), cudaSuccess);
+  assert_int_equal(cudaMemcpy(d, x, sizeof x, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudaMemcpy(dd, dx, sizeof dx, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cublasSdot(h, 5, d, 1, d, 1, &r), CUBLAS_STATUS_SUCCESS);
+  assert_true(r == 1 + 49 + 9 + 49 + 4);
+  assert_int_equal(cublasSasum(h, 5, d, 1, &r), CUBLAS_STATUS_SUCCESS);
+  assert_true(r == 20);
+  assert_int_equal(cublasIsamax(h, 5, d, 1, &idx), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(idx, 2); /* 1-based, the first of the two 7s */
+  assert_int_equal(cublasIsamin(h, 5, d, 1, &idx), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(idx, 1);
+  assert_int_equal(cublasDnrm2(h, 3, dd, 1, &dr), CUBLAS_STATUS_SUCCESS);
+  assert_true(dr > 12.999999 && dr < 13.000001);
+  assert_int_equal(cublasSdot(h, 0, d, 1, d, 1, &r), CUBLAS_STATUS_SUCCESS);
+  assert_true(r == 0);
+  /* Device mode: into d[8], read back after the stream. */
+  assert_int_equal(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasSdot(h, 2, d, 1, d, 1, d + 8), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaMemcpy(&r, d + 8, sizeof r, cudaMemcpyDeviceToHost), cudaSuccess);
+  assert_true(r == 50);
+  assert_int_equal(cublasSdot(h, 2, d, 1, d, 1, &r), CUBLAS_STATUS_SUCCESS); /* host memory */
+  assert_int_equal(cudaDeviceSynchronize(), cudaErrorInvalidValue);
+  assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+  assert_int_equal(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaFree(d), cudaSuccess);
+  assert_int_equal(cudaFree(dd), cudaSuccess);
 }
 
 /* N rounds of: a handle created, configured and destroyed, and two gemms
@@ -105,6 +152,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_error),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_results),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

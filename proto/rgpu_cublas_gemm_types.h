@@ -1,8 +1,9 @@
-/* Which type combinations a CUBLAS_GEMM request may carry (the client
- * refuses others with CUBLAS_STATUS_NOT_SUPPORTED, the server checks them
- * again), and the scalars' type of each: shared by the cuBLAS facade and
- * rgpu-server.  cublasGemmEx's table in NVIDIA's documentation, restricted
- * to the real types rgpu computes on softgpu too. */
+/* Which type combinations of cublasGemmEx softgpu computes (its
+ * annotation's cpuif: the client refuses others with
+ * CUBLAS_STATUS_NOT_SUPPORTED when the server is softgpu, and
+ * server/rgpu_cublas_cpu.c checks them again), and the scalars' type of
+ * each.  cublasGemmEx's table in NVIDIA's documentation, restricted to the
+ * real types; a GPU server takes every combination cuBLAS does. */
 #ifndef RGPU_CUBLAS_GEMM_TYPES_H
 #define RGPU_CUBLAS_GEMM_TYPES_H
 

@@ -56,6 +56,7 @@ int rgpu_driver_load(rgpu_driver *d, const char *path, char *err, size_t errlen)
 #undef RGPU_RESOLVE_OPT
   *(void **)&d->sgSetPrintHandler = dlsym(d->lib, "sgSetPrintHandler");
   *(void **)&d->sgIsSoftgpu = dlsym(d->lib, "sgIsSoftgpu");
+  *(void **)&d->sgMemCheck = dlsym(d->lib, "sgMemCheck");
   *(void **)&d->cuModuleLoadDataEx = dlsym(d->lib, "cuModuleLoadDataEx");
   d->is_softgpu = d->sgIsSoftgpu ? d->sgIsSoftgpu() == 1 : 0;
   return 0;

@@ -9,6 +9,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The functions the handlers call, all required. */
 #define RGPU_DRIVER_FUNCS(X)                                                          \
@@ -54,6 +55,7 @@ typedef struct {
   /* softgpu extensions (softgpu/softgpu.h); NULL with the real driver. */
   CUresult (*sgSetPrintHandler)(rgpu_sg_print_fn fn, void *ctx);
   int (*sgIsSoftgpu)(void);
+  CUresult (*sgMemCheck)(uint64_t addr, uint64_t len, int write);
   /* Optional: MODULE_LOAD uses it for the JIT's error log, so a refused
    * module reaches the client with the driver's reason; without it plain
    * cuModuleLoadData. */

@@ -520,6 +520,32 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
   return CUDA_SUCCESS;
 }
 
+CUresult rgpu_req_reply_after_stream(rgpu_req *rq, uint64_t stream_id, CUstream s, void *buf,
+                                     size_t len, void *pinned) {
+  rgpu_worker *w = rq->w;
+  CUevent ev = NULL;
+  CUcontext sctx = stream_ctx(w, stream_id);
+  int own = 1;
+  CUresult cr = rgpu_worker_marker_pooled(w, sctx, s, &ev, &own);
+  if (cr != CUDA_SUCCESS) {
+    D->cuStreamSynchronize(s);
+    rgpu_staging_release(w, buf, pinned);
+    return drv_fail(w, cr, "marking a reply's point in its stream");
+  }
+  int done = marker_done_soon(w, ev);
+  if (!done && defer_to_job_on(rq, RGPU_JOB_WAIT_EVENT, sctx, s, ev, own, NULL, buf, len, pinned))
+    return CUDA_SUCCESS;
+  CUresult sr = done ? CUDA_SUCCESS : D->cuEventSynchronize(ev);
+  rgpu_worker_marker_release(w, sctx, ev, own, sr == CUDA_SUCCESS);
+  if (sr != CUDA_SUCCESS) {
+    rgpu_staging_release(w, buf, pinned);
+    return drv_fail(w, sr, "waiting for a reply's point in its stream");
+  }
+  rgpu_buf_put(rq->rep, buf, len);
+  rgpu_staging_release(w, buf, pinned);
+  return CUDA_SUCCESS;
+}
+
 CUresult rgpu_h_memcpy_dtoh(rgpu_req *rq, const rgpu_msg_memcpy_dtoh_req *q) {
   rgpu_worker *w = rq->w;
   if (q->size > w->cfg.max_payload)

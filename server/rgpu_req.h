@@ -42,6 +42,7 @@
 #define RGPU_REQ_H
 
 #include <cuda.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rgpu_frame.h"
@@ -72,6 +73,12 @@ CUresult rgpu_req_fail(rgpu_req *rq, CUresult status, const char *fmt, ...)
 CUresult rgpu_req_malformed(rgpu_req *rq, int e);
 /* Loads the driver and makes a context current if none is (device 0). */
 CUresult rgpu_req_ensure_ctx(rgpu_req *rq);
+/* Replies with len bytes at buf (a staging buffer, rgpu_staging_get; given
+ * back here) once stream s (wire id stream_id) has reached this point: by a
+ * job when the stream is busy, else at once.  For replies computed in
+ * stream order (a cuBLAS result in host memory). */
+CUresult rgpu_req_reply_after_stream(rgpu_req *rq, uint64_t stream_id, CUstream s, void *buf,
+                                     size_t len, void *pinned);
 /* The frame is left unexecuted (and uncounted); with break_conn the
  * connection is cut too, so that the client resumes and re-sends it. */
 void rgpu_req_abandon(rgpu_req *rq, int break_conn);

@@ -112,6 +112,15 @@ SG_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
 
 SG_EXPORT int sgIsSoftgpu(void) { return 1; }
 
+/* rgpu-server's CPU BLAS runs as a host function on softgpu's streams and
+ * reads operands whose addresses only the stream's own order fixes (a
+ * cublasSgemmBatched pointer array filled by a kernel just before): it
+ * checks each one here, when it runs, against the live allocations. */
+SG_EXPORT CUresult sgMemCheck(uint64_t addr, uint64_t len, int write) {
+  void *host;
+  return sg_mem_check(addr, len, write, &host);
+}
+
 sg_device *sg_device_get(int ordinal) {
   if (!sg_initialized || ordinal < 0 || ordinal >= sg_cfg.ndevices) return NULL;
   return &devices[ordinal];

@@ -281,7 +281,8 @@ static void test_proc_address(void **state) {
   assert_non_null(h);
   const char *names[] = {"cuInit", "cuMemAlloc_v2", "cuCtxCreate_v4", "cuEventElapsedTime_v2",
                          "cuGetProcAddress_v2", "cuLaunchKernel", "cuMemcpyHtoD_v2", "sgIsSoftgpu",
-                         "sgSetPrintHandler", "cuModuleGetGlobal_v2", "cuMemAddressReserve"};
+                         "sgSetPrintHandler", "sgMemCheck", "cuModuleGetGlobal_v2",
+                         "cuMemAddressReserve"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!dlsym(h, names[i])) fail_msg("libsoftgpu.so does not export %s", names[i]);
   assert_null(dlsym(h, "rgpu_fatbin_open")); /* internals stay private */

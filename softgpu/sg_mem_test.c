@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 #include <cuda.h>
+
+#include "softgpu.h"
 #include <pthread.h>
 
 static CUcontext ctx;
@@ -33,6 +35,11 @@ static void test_alloc_free(void **state) {
   assert_int_equal(sz, 1000);
   assert_int_equal(cuMemGetAddressRange(&base, &sz, d + 1000), CUDA_ERROR_NOT_FOUND);
   assert_int_equal(cuMemGetAddressRange(&base, &sz, 0), CUDA_ERROR_NOT_FOUND);
+  /* The extension rgpu-server's CPU BLAS checks operands with. */
+  assert_int_equal(sgMemCheck(d, 1000, 1), CUDA_SUCCESS);
+  assert_int_equal(sgMemCheck(d + 999, 1, 0), CUDA_SUCCESS);
+  assert_int_equal(sgMemCheck(d + 999, 2, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(sgMemCheck(d - 8, 8, 0), CUDA_ERROR_INVALID_VALUE);
   /* Fresh memory reads as zero (lazy pages or a cleared heap block). */
   unsigned char buf[1000];
   memset(buf, 0xaa, sizeof buf);

@@ -6,6 +6,7 @@
 #define SOFTGPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda.h>
 
 #ifdef __cplusplus
@@ -21,6 +22,10 @@ int sgIsSoftgpu(void);
  * call. */
 typedef void (*sgPrintHandler)(void *ctx, const char *text, size_t len);
 CUresult sgSetPrintHandler(sgPrintHandler fn, void *ctx);
+
+/* CUDA_SUCCESS when [addr, addr+len) lies in one live allocation (and is
+ * writable when `write`), else CUDA_ERROR_INVALID_VALUE. */
+CUresult sgMemCheck(uint64_t addr, uint64_t len, int write);
 
 #ifdef __cplusplus
 }
