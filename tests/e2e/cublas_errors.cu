@@ -159,6 +159,13 @@ int main() {
   SHOW("getPointerMode NULL", cublasGetPointerMode(h, nullptr));
   SHOW("getStream NULL", cublasGetStream(h, nullptr));
   SHOW("setMathMode 99", cublasSetMathMode(h, (cublasMath_t)99));
+  // The emulation modes cuBLAS 13's header defines (values 4 and 8).
+  SHOW("setMathMode FP32_EMULATED_BF16X9", cublasSetMathMode(h, CUBLAS_FP32_EMULATED_BF16X9_MATH));
+  SHOW("setMathMode FP64_EMULATED_FIXEDPOINT",
+       cublasSetMathMode(h, CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH));
+  SHOW("setMathMode TF32 | DISALLOW_REDUCED_PRECISION_REDUCTION",
+       cublasSetMathMode(h, (cublasMath_t)(CUBLAS_TF32_TENSOR_OP_MATH |
+                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   // Whatever the bad sets did, the handle goes back to its defaults.
   CB(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
   CB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
