@@ -156,8 +156,6 @@ int main() {
   cublasPointerMode_t pm;
   CB(cublasGetPointerMode(h, &pm));
   std::printf("pointer mode after a bad set: %s\n", pm == CUBLAS_POINTER_MODE_HOST ? "host" : "other");
-  SHOW("getPointerMode NULL", cublasGetPointerMode(h, nullptr));
-  SHOW("getStream NULL", cublasGetStream(h, nullptr));
   SHOW("setMathMode 99", cublasSetMathMode(h, (cublasMath_t)99));
   // The emulation modes cuBLAS 13's header defines (values 4 and 8).
   SHOW("setMathMode FP32_EMULATED_BF16X9", cublasSetMathMode(h, CUBLAS_FP32_EMULATED_BF16X9_MATH));
