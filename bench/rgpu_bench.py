@@ -185,6 +185,22 @@ def cases_for(setname, profile, device, wanted):
                 add("matmul", "bench_matmul", ["--n", n, "--check", 32])
         if setname == "full" and profile == "none" and not soft:
             add("matmul", "bench_matmul", ["--n", 8192, "--check", 32], ["async"], ["tcp"])
+    # cuBLAS gemms (bench_cublas: SGEMM, DGEMM, HGEMM, BF16; one-off with
+    # the transfers, and resident steady state), one run over a list of N.
+    # A one-off point of every type moves about 48 N^2 bytes: the larger N
+    # are kept where that fits the link like matmul's, the smallest always.
+    # Opt-in (--workloads cublas) beside the smoke set: see SETS.
+    if not second:
+        if soft:
+            ns = {"smoke": [32], "quick": [64], "full": [64, 128]}[setname]
+        else:
+            ns = {"smoke": [64], "quick": [256, 1024], "full": [256, 512, 1024, 2048]}[setname]
+        keep = [n for n in ns if 48 * n * n / rate <= budget * 2 or n == ns[0]]
+        add("cublas", "bench_cublas", ["--n", ",".join(str(n) for n in keep),
+                                       "--reps", 1 if setname == "smoke" else 3, "--check", 16])
+        if setname == "full" and profile == "none" and not soft:
+            add("cublas", "bench_cublas", ["--n", "4096,8192", "--reps", 2, "--check", 16],
+                ["async"], ["tcp"])
     # Async-heavy pipeline and the same step as a graph.  At least 10 steps
     # where the headline is measured: on a lossy link fewer make the median a
     # lottery.
@@ -208,7 +224,7 @@ def cases_for(setname, profile, device, wanted):
 SETS = {
     "smoke": dict(profiles=["none"], transports=["tcp"], modes=["async"], repeat=1,
                   budget=25, timeout=20, raw_bytes=8 << 20, raw_iters=200,
-                  workloads=["latency", "launch", "bandwidth", "pipeline", "graph"]),
+                  workloads=["latency", "launch", "bandwidth", "pipeline", "graph", "cublas"]),
     "quick": dict(profiles=["none", "wifi-bad"], transports=["tcp", "quic"],
                   modes=["async", "sync"], repeat=3, budget=280, timeout=45,
                   raw_bytes=64 << 20, raw_iters=1000,
@@ -221,7 +237,9 @@ SETS = {
                  workloads=["latency", "launch", "bandwidth", "matmul", "pipeline", "graph",
                             "torch_infer", "torch_train"]),
 }
-ALL_WORKLOADS = SETS["full"]["workloads"]
+# cuBLAS is measured on request (--workloads cublas, docs/benchmarks.md): it
+# would not fit --full's one 10-minute call beside the rest.
+ALL_WORKLOADS = SETS["full"]["workloads"] + ["cublas"]
 
 
 # ---- servers ------------------------------------------------------------
@@ -629,6 +647,12 @@ def estimate_s(pt):
     elif w == "matmul":
         n = int(arg("--n", 256))
         t += 12 * n * n / rate + 5 * rtt
+    elif w == "cublas":
+        # Per N: reps + 1 one-off transfers of the four types (48 N^2 bytes
+        # each), the resident result read back, cuBLAS's start-up.
+        reps = int(arg("--reps", 3))
+        t += 1.0 + sum((48 * (reps + 1) + 16) * n * n / rate + 12 * rtt
+                       for n in (int(x) for x in arg("--n", "256").split(",")))
     elif w in ("pipeline", "graph"):
         t += int(arg("--steps", 10)) * ((11 if sync else 2) * rtt + 2e-3)
     return t
@@ -763,8 +787,9 @@ PRIMARY = {  # workload -> (metric key, unit, higher is better)
     "graph": ("step_ms", "ms/step", False),
     "torch_infer": ("time_s", "s/iter", False),
     "torch_train": ("time_s", "s/iter", False),
+    "cublas": ("gflops", "GFLOP/s", True),
 }
-EXTRA = {"latency": "p99_us", "launch": "cpu_us_per_launch", "matmul": "time_s",
+EXTRA = {"latency": "p99_us", "launch": "cpu_us_per_launch", "matmul": "time_s", "cublas": "time_s",
          "bandwidth": "time_s", "pipeline": "time_s", "graph": "time_s"}
 
 
@@ -1065,6 +1090,48 @@ def summaries(rows, raw):
                 t, g(val("launch", t, a_m, "none"), "%.0f"), g(val("launch", t, s_m, "none"), "%.0f"),
                 g(val("launch", t, a_m, "none", "extra")), g(val("launch", t, s_m, "none", "extra"))))
         L.append("")
+    L += cublas_summary(rows)
+    return L
+
+
+CUBLAS_VARIANT = re.compile(r"([a-z0-9]+)_(oneoff|resident)_n(\d+)$")
+CUBLAS_TYPES = ["sgemm", "dgemm", "hgemm", "bf16gemm"]
+
+
+def cublas_order(variant):
+    m = CUBLAS_VARIANT.match(variant)
+    if not m:
+        return (9, variant, 0)
+    t, mode, n = m.groups()
+    return (CUBLAS_TYPES.index(t) if t in CUBLAS_TYPES else 8, mode != "resident", int(n))
+
+
+def cublas_summary(rows):
+    """The cuBLAS gemms on loopback: GFLOP/s natively and through rgpu (async),
+    per type, mode and N."""
+    cb = {}
+    for o in rows:
+        if o["workload"] == "cublas" and o["profile"] == "none" and o.get("value") is not None \
+                and o["mode"] in ("async", "native"):
+            cb.setdefault(o["variant"], {})[o["transport"]] = o["value"]
+    if not cb:
+        return []
+    ts = [t for t in TRANSPORTS if any(t in v for v in cb.values())]
+    L = ["### Summary: cuBLAS gemms on loopback (GFLOP/s; one-off includes copying A, B in "
+         "and C out, resident is K gemms on device data and one sync)", "",
+         "| type | mode | N | local GPU | %s | rgpu %s / local |" % (
+             " | ".join("rgpu %s async" % t for t in ts), ts[0] if ts else "–"),
+         "|---|---|---|---|%s---|" % ("---|" * len(ts))]
+    for v in sorted(cb, key=cublas_order):
+        m = CUBLAS_VARIANT.match(v)
+        t, mode, n = m.groups() if m else (v, "", "")
+        c = cb[v]
+        loc = c.get("local")
+        first = c.get(ts[0]) if ts else None
+        L.append("| %s | %s | %s | %s | %s | %s |" % (
+            t, mode, n, g(loc, "%.1f"), " | ".join(g(c.get(x), "%.1f") for x in ts),
+            "%.0f%%" % (100 * first / loc) if first and loc else "–"))
+    L.append("")
     return L
 
 
@@ -1266,6 +1333,32 @@ def plots(outdir, rows, raw):
         fig.savefig(os.path.join(outdir, "matmul.png"), dpi=110)
         plt.close(fig)
         made.append("matmul.png")
+    # cuBLAS: GFLOP/s against N per type, local GPU and rgpu tcp async.
+    cb = [o for o in rows if o["workload"] == "cublas" and o.get("value") and
+          o["profile"] == "none" and (o["transport"], o["mode"]) in (("local", "native"),
+                                                                    ("tcp", "async"))]
+    if cb:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+        for ax, mode in zip(axes, ("resident", "oneoff")):
+            for t in CUBLAS_TYPES:
+                for tr, style in (("local", "-o"), ("tcp", "--s")):
+                    pts = sorted((int(m.group(3)), o["value"]) for o in cb
+                                 for m in [CUBLAS_VARIANT.match(o["variant"])]
+                                 if m and m.group(1) == t and m.group(2) == mode and
+                                 o["transport"] == tr)
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                                label="%s %s" % (t, "local" if tr == "local" else "rgpu tcp"))
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("N")
+            ax.set_title("cuBLAS %s, loopback" % mode)
+            ax.legend(fontsize=7)
+        axes[0].set_ylabel("GFLOP/s")
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, "cublas.png"), dpi=110)
+        plt.close(fig)
+        made.append("cublas.png")
     return made
 
 
@@ -1346,6 +1439,27 @@ def self_test():
         wall = est.pop("none", 0) + sum(est.values()) / jobs
         assert wall < limit, (setname, wall, est)
         assert all(len(pts) for _, pts in groups)
+    # cuBLAS on request: --full --workloads cublas fits one 10-minute call too.
+    a = Args()
+    c = SETS["full"]
+    a.set, a.device, a.profiles, a.transports = "full", "cuda", c["profiles"], c["transports"]
+    a.modes, a.workloads, a.repeat = c["modes"], ["cublas"], c["repeat"]
+    groups = plan_all(a, dict(c))
+    est = {p: sum(estimate_s(x) for x in pts) for p, pts in groups}
+    wall = est.pop("none", 0) + sum(est.values()) / 3
+    assert wall < 480, ("cublas", wall, est)
+    assert any(x["workload"] == "cublas" and x["kind"] == "native"
+               for _, pts in groups for x in pts)
+    cb = [dict(base, id=3, workload="cublas", transport=t, mode=m, profile="none",
+               stats={"round_trips": 40},
+               results=[dict(variant="sgemm_resident_n1024", type="sgemm", time_s=ts,
+                             gflops=2 * 1024 ** 3 / ts / 1e9, bytes=0, syncs=0.01,
+                             syncs_total=40)])
+          for t, m, ts in (("local", "native", 0.001), ("tcp", "async", 0.002))]
+    rows, _ = aggregate(cb)
+    by = {o["transport"]: o for o in rows}
+    assert abs(by["tcp"]["x_local"] - 2.0) < 1e-9 and by["tcp"]["unit"] == "GFLOP/s"
+    assert any("| sgemm | resident | 1024 |" in l and "50%" in l for l in cublas_summary(rows))
     log("self-test: ok")
 
 

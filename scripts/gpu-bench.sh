@@ -67,7 +67,11 @@ if [ -z "$progs" ]; then
     mkdir -p "$progs"
     for src in bench/workloads/*.cu; do
       n=$(basename "$src" .cu)
-      nvcc -cudart shared -O2 -o "$progs/$n" "$src" 2>>"$out/nvcc.log" || echo "nvcc $n failed (see nvcc.log)"
+      # Per-program flags from its "// rgpu-nvcc-flags: ..." line (bench_cublas:
+      # -lcublas), as bench/CMakeLists.txt reads them.
+      flags=$(sed -n 's|^// rgpu-nvcc-flags:[[:space:]]*||p' "$src" | head -n 1)
+      # shellcheck disable=SC2086
+      nvcc -cudart shared -O2 -o "$progs/$n" "$src" $flags 2>>"$out/nvcc.log" || echo "nvcc $n failed (see nvcc.log)"
     done
     cp bench/workloads/torch_cnn.py "$progs/"
     echo "built the benchmark programs with $(nvcc --version | tail -n 1)"
