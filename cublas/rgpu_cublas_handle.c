@@ -115,9 +115,12 @@ RGPU_CUBLAS cublasStatus_t rgpu_cublas_cublasSetMathMode(cublasHandle_t handle, 
   struct cublasContext *h = rgpu_cublas_handle(handle);
   rgpu_rt_count_call();
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-  /* The mode proper (low bits) and the reduction flag bits above it. */
-  unsigned base = (unsigned)mode & 0xfu;
-  if (base > CUBLAS_TF32_TENSOR_OP_MATH)
+  /* The mode proper (low bits: cublas_api.h's 0-4 and 8, CUDA 13's
+   * emulation modes included) and the one flag bit above it; any other
+   * bit is no mode this cuBLAS defines. */
+  unsigned base = (unsigned)mode & 0xfu, flags = (unsigned)mode & ~0xfu;
+  if ((base > CUBLAS_FP32_EMULATED_BF16X9_MATH && base != CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH) ||
+      (flags & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
     return CUBLAS_STATUS_INVALID_VALUE;
   h->math_mode = mode;
   return CUBLAS_STATUS_SUCCESS;
