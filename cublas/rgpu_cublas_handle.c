@@ -201,15 +201,25 @@ RGPU_CUBLAS const char *rgpu_cublas_cublasGetStatusString(cublasStatus_t status)
 }
 
 void rgpu_cublas_report_illegal(const char *api, int param) {
+  /* The routine names cuBLAS 13 prints, spacing included (measured on the
+   * H200: "SGEMM  parameter", "GEMM_EX  parameter", but
+   * "SgemmStridedBatched parameter"); a _64 form prints its int form's. */
   static const struct {
     const char *api, *routine;
   } names[] = {
-      {"cublasSgemm_v2", "SGEMM"}, {"cublasDgemm_v2", "DGEMM"}, {"cublasGemmEx", "GEMM_EX"},
-      {"cublasSgemv_v2", "SGEMV"}, {"cublasDgemv_v2", "DGEMV"},
+      {"cublasSgemm_v2", "SGEMM "},
+      {"cublasDgemm_v2", "DGEMM "},
+      {"cublasGemmEx", "GEMM_EX "},
+      {"cublasSgemmStridedBatched", "SgemmStridedBatched"},
+      {"cublasDgemmStridedBatched", "DgemmStridedBatched"},
+      {"cublasSgemv_v2", "SGEMV "},
+      {"cublasDgemv_v2", "DGEMV "},
   };
+  size_t len = strlen(api);
+  if (len > 3 && !strcmp(api + len - 3, "_64")) len -= 3;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(api, names[i].api)) {
-      printf(" ** On entry to %s  parameter number %d had an illegal value\n", names[i].routine,
+    if (strlen(names[i].api) == len && !strncmp(api, names[i].api, len)) {
+      printf(" ** On entry to %s parameter number %d had an illegal value\n", names[i].routine,
              param);
       fflush(stdout);
       return;
