@@ -52,7 +52,8 @@ cublasStatus_t rgpu_cublas_call_submit(struct cublasContext *h, rgpu_cublas_fn *
   rgpu_client *c;
   uint64_t stream;
   int device;
-  cublasStatus_t st = rgpu_cublas_enter(h, f->name, &f->logged, &c, &stream, &device);
+  cublasStatus_t st =
+      rgpu_cublas_enter(h, f->name, a->nout == 0, &f->logged, &c, &stream, &device);
   if (st != CUBLAS_STATUS_SUCCESS) {
     rgpu_buf_free(&a->args);
     return st;
@@ -73,15 +74,23 @@ cublasStatus_t rgpu_cublas_call_submit(struct cublasContext *h, rgpu_cublas_fn *
                              .args = {a->args.data, a->args.len}};
   rgpu_status rc;
   if (a->nout == 0) {
-    /* Queued like a kernel launch: the stream's host-side bound applies. */
-    rgpu_rt_host_backpressure(c, stream, 0);
-    rc = rgpu_call_lib_call(c, device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+    /* Work on the stream like a kernel launch: rgpu_rt_submit captures it
+     * on a capturing stream, else queues it (the stream's host-side bound
+     * applies) without a reply. */
+    rgpu_rt_op op = {.kind = RGPU_RT_OP_LIB_CALL, .stream = stream, .device = device};
+    op.lib.lib = m.lib;
+    op.lib.fn = m.fn;
+    op.lib.handle = m.handle;
+    op.lib.math_mode = m.math_mode;
+    op.lib.pointer_mode = m.pointer_mode;
+    op.lib.atomics_mode = m.atomics_mode;
+    op.lib.workspace = m.workspace;
+    op.lib.workspace_size = m.workspace_size;
+    op.lib.args = a->args.data;
+    op.lib.args_len = a->args.len;
+    cudaError_t e = rgpu_rt_submit(c, &op);
     rgpu_buf_free(&a->args);
-    if (rc) {
-      rgpu_rt_sync_ret(c, rc);
-      return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
-    return CUBLAS_STATUS_SUCCESS;
+    return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
   }
   _Alignas(16) unsigned char reply[RGPU_LIB_REPLY_HEAD + RGPU_CUBLAS_MAX_OUT * RGPU_LIB_SCALAR_MAX];
   size_t want = RGPU_LIB_REPLY_HEAD;

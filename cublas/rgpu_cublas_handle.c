@@ -23,8 +23,8 @@ const char *rgpu_cublas_status_name_of(int status) {
   return NULL;
 }
 
-cublasStatus_t rgpu_cublas_enter(struct cublasContext *h, const char *name, int *logged,
-                                 rgpu_client **c, uint64_t *stream, int *device) {
+cublasStatus_t rgpu_cublas_enter(struct cublasContext *h, const char *name, int capturable,
+                                 int *logged, rgpu_client **c, uint64_t *stream, int *device) {
   /* A failed session, or a sticky device error: cuBLAS reports a launch
    * into a broken context as an execution failure. */
   if (rgpu_rt_enter(c) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -32,10 +32,10 @@ cublasStatus_t rgpu_cublas_enter(struct cublasContext *h, const char *name, int 
     /* A stream destroyed after cublasSetStream: cuBLAS's launch fails. */
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
-  if (rgpu_rt_graph_is_capturing(*stream)) {
+  if (!capturable && rgpu_rt_graph_is_capturing(*stream)) {
     if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("%s on a capturing stream is not supported by rgpu yet; it returns "
-                "CUBLAS_STATUS_NOT_SUPPORTED", name);
+      RGPU_WARN("%s with its result in host memory cannot be captured (it waits for the "
+                "result); it returns CUBLAS_STATUS_NOT_SUPPORTED", name);
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   return CUBLAS_STATUS_SUCCESS;

@@ -44,12 +44,13 @@ static inline struct cublasContext *rgpu_cublas_handle(cublasHandle_t h) {
 }
 
 /* Enters a call that goes to the server: the session (connecting on first
- * use) and the handle's stream as the wire id and its device.  A stream
- * that is capturing is refused (a cuBLAS call is no graph node kind yet:
- * refused rather than run outside the graph), logged once per *logged
- * flag with the call's name.  Returns CUBLAS_STATUS_SUCCESS or the status
- * the call returns. */
-cublasStatus_t rgpu_cublas_enter(struct cublasContext *h, const char *name, int *logged,
-                                 rgpu_client **c, uint64_t *stream, int *device);
+ * use) and the handle's stream as the wire id and its device.  A call that
+ * waits for a result (capturable 0) on a capturing stream is refused (it
+ * would synchronize inside the capture), logged once per *logged flag with
+ * the call's name; the others are captured as graph nodes by
+ * rgpu_rt_submit.  Returns CUBLAS_STATUS_SUCCESS or the status the call
+ * returns. */
+cublasStatus_t rgpu_cublas_enter(struct cublasContext *h, const char *name, int capturable,
+                                 int *logged, rgpu_client **c, uint64_t *stream, int *device);
 
 #endif

@@ -52,8 +52,9 @@ static void test_deferred_error(void **state) {
   free(host);
 }
 
-/* Not yet supported: a gemm on a capturing stream is refused (the capture
- * goes on unharmed), and routines softgpu does not compute (they run on a
+/* Refused: a call that waits for a host-mode result on a capturing stream
+ * (it would synchronize inside the capture; the capture goes on unharmed),
+ * and routines softgpu does not compute (they run on a
  * GPU server) answer NOT_SUPPORTED at the call, as do exports rgpu does not
  * carry at all. */
 static void test_refusals(void **state) {
@@ -67,9 +68,14 @@ static void test_refusals(void **state) {
   assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
   assert_int_equal(cublasSetStream(h, s), CUBLAS_STATUS_SUCCESS);
   assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  float r = 0;
+  assert_int_equal(cublasSdot(h, 4, d, 1, d, 1, &r), CUBLAS_STATUS_NOT_SUPPORTED);
   assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, d, 4, d, 4, &one, d, 4),
-                   CUBLAS_STATUS_NOT_SUPPORTED);
+                   CUBLAS_STATUS_SUCCESS); /* captured */
   assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
+  size_t nodes = 0;
+  assert_int_equal(cudaGraphGetNodes(g, NULL, &nodes), cudaSuccess);
+  assert_int_equal(nodes, 1);
   assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
   assert_int_equal(cublasSswap(h, 4, d, 1, d + 4, 1), CUBLAS_STATUS_NOT_SUPPORTED);
   assert_int_equal(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, CUDA_R_8I, 2, d,

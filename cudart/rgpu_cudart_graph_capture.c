@@ -319,6 +319,32 @@ static int take_host_func(const rgpu_rt_op *op, cudaError_t *out) {
   return 0;
 }
 
+/* A library call (a cuBLAS gemm) becomes a host-side node that sends the
+ * same request at each launch (rgpu_cudart_graph_exec.c): the node owns a
+ * copy of the encoded arguments, so host-mode scalars are the values at
+ * capture time, as with cuBLAS's own capture. */
+static int take_lib_call(const rgpu_rt_op *op, cudaError_t *out) {
+  uint64_t wire = op->stream;
+  rgpu_mutex_lock(&g_cap_lock);
+  cap_stream *cs = cs_find(wire);
+  rgpu_mutex_unlock(&g_cap_lock);
+  if (!cs) return 0;
+  node_params p;
+  memset(&p, 0, sizeof p);
+  p.type = cudaGraphNodeTypeHost;
+  p.op = *op;
+  p.op.stream = 0;
+  p.op.lib.args = malloc(op->lib.args_len ? op->lib.args_len : 1);
+  if (!p.op.lib.args) {
+    *out = cudaErrorMemoryAllocation;
+    return 1;
+  }
+  memcpy(p.op.lib.args, op->lib.args, op->lib.args_len);
+  if (capture_node(wire, &p, out)) return 1;
+  node_params_free(&p);
+  return 0;
+}
+
 static int take_event_record(const rgpu_rt_op *op, cudaError_t *out) {
   cudaEvent_t event = op->event.event;
   uint64_t wire = op->stream;
@@ -437,6 +463,7 @@ int rgpu_rt_capture_take(const rgpu_rt_op *op, cudaError_t *out) {
   case RGPU_RT_OP_MEMSET: return take_memset(op, out);
   case RGPU_RT_OP_EVENT_WAIT: return take_event_wait(op, out);
   case RGPU_RT_OP_HOST_FUNC: return take_host_func(op, out);
+  case RGPU_RT_OP_LIB_CALL: return take_lib_call(op, out);
   default: return 0;
   }
 }

@@ -992,6 +992,15 @@ static void CUDART_CB run_queued_host_node(void *user) {
   free(q);
 }
 
+/* A library node at launch: its call, queued on the launch's stream. */
+static cudaError_t send_lib_node(rgpu_client *c, const node_params *p, uint64_t wire, int dev) {
+  rgpu_rt_op op = p->op;
+  op.stream = wire;
+  op.device = dev;
+  cudaError_t e = rgpu_rt_lib_call_send(c, &op);
+  return e == cudaSuccess ? e : rgpu_rt_ret(e);
+}
+
 /* 1 if no level from L on sends host bytes with the launch: only then may
  * level L's host nodes run later than the call (a host node may produce
  * what a host-to-device node of its own or a later level reads, and those
@@ -1030,9 +1039,15 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
     if (lv->nhost && host_nodes_may_queue(x, L)) {
       /* Queued on the stream as host callbacks (HOST_FUNC): no round trip;
        * the server announces each only after the earlier device-to-host
-       * results of the stream have been sent. */
+       * results of the stream have been sent.  A library node sends its
+       * call instead, in the same place in the stream. */
       for (size_t k = 0; k < lv->nhost; k++) {
         if (x->f[lv->host[k]].disabled) continue;
+        if (node_params_is_lib(&x->f[lv->host[k]].p)) {
+          e = send_lib_node(c, &x->f[lv->host[k]].p, wire, sdev);
+          if (e != cudaSuccess) return e;
+          continue;
+        }
         queued_host_node *q = malloc(sizeof *q);
         if (!q) return rgpu_rt_ret(cudaErrorMemoryAllocation);
         q->p = x->f[lv->host[k]].p;
@@ -1048,8 +1063,15 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
        * (the public call, so earlier background copies land first). */
       e = per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream);
       if (e != cudaSuccess) return e;
-      for (size_t k = 0; k < lv->nhost; k++)
-        if (!x->f[lv->host[k]].disabled) run_host_node(&x->f[lv->host[k]].p);
+      for (size_t k = 0; k < lv->nhost && e == cudaSuccess; k++) {
+        const node_params *hp = &x->f[lv->host[k]].p;
+        if (x->f[lv->host[k]].disabled) continue;
+        if (node_params_is_lib(hp))
+          e = send_lib_node(c, hp, wire, sdev);
+        else
+          run_host_node(hp);
+      }
+      if (e != cudaSuccess) return e;
     }
     if (!lv->server_id) continue;
     for (size_t k = 0; k < lv->nh2d_big; k++) {

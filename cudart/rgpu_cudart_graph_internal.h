@@ -51,6 +51,12 @@ struct CUgraph_st {
   size_t n, cap;
 };
 
+/* A library call captured from a stream (a cuBLAS gemm): a host-side node
+ * whose launch sends the call instead of running a host function. */
+static inline int node_params_is_lib(const node_params *p) {
+  return p->type == cudaGraphNodeTypeHost && p->op.kind == RGPU_RT_OP_LIB_CALL;
+}
+
 static inline int valid_graph(cudaGraph_t g) { return g && g->magic == GRAPH_MAGIC; }
 static inline int valid_node(cudaGraphNode_t n) { return n && n->magic == NODE_MAGIC; }
 static inline int valid_event(cudaEvent_t ev) { return ev && ev->magic == RGPU_EVENT_MAGIC; }

@@ -27,13 +27,18 @@ static int is_device_ptr(const void *p, uint64_t len, rgpu_range *out) {
   return rgpu_range_find(rgpu_rt_device_ranges(), (uint64_t)(uintptr_t)p, len ? len : 1, out) == 0;
 }
 
-/* The op is a union: only a kernel node owns memory through it (its packed
- * parameters). */
+/* The op is a union: a kernel node owns memory through it (its packed
+ * parameters), and so does a library node (its encoded arguments). */
 void node_params_free(node_params *p) {
   if (p->type == cudaGraphNodeTypeKernel) {
     free(p->op.launch.params);
     p->op.launch.params = NULL;
     p->op.launch.plen = 0;
+  }
+  if (node_params_is_lib(p)) {
+    free(p->op.lib.args);
+    p->op.lib.args = NULL;
+    p->op.lib.args_len = 0;
   }
   free(p->offsets);
   free(p->argv);
@@ -50,6 +55,11 @@ cudaError_t node_params_copy(node_params *dst, const node_params *src) {
   dst->offsets = NULL;
   dst->argv = NULL;
   dst->child = NULL;
+  if (node_params_is_lib(src)) {
+    dst->op.lib.args = malloc(src->op.lib.args_len ? src->op.lib.args_len : 1);
+    if (!dst->op.lib.args) return cudaErrorMemoryAllocation;
+    memcpy(dst->op.lib.args, src->op.lib.args, src->op.lib.args_len);
+  }
   if (src->type == cudaGraphNodeTypeKernel) {
     dst->op.launch.params = NULL;
     if (src->op.launch.plen) {
@@ -243,6 +253,9 @@ cudaError_t node_params_memcpy_1d(node_params *p, void *dst, const void *src, si
 
 cudaError_t node_params_host(node_params *p, const struct cudaHostNodeParams *hp) {
   if (!hp || !hp->fn) return cudaErrorInvalidValue;
+  /* A library node given host parameters is a host node from now on. */
+  if (node_params_is_lib(p)) free(p->op.lib.args);
+  p->op.kind = RGPU_RT_OP_HOST_FUNC;
   p->type = cudaGraphNodeTypeHost;
   p->op.host.params = *hp;
   return cudaSuccess;

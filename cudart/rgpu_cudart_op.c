@@ -255,6 +255,21 @@ static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
+  rgpu_msg_lib_call_req m = {.lib = op->lib.lib,
+                             .fn = op->lib.fn,
+                             .handle = op->lib.handle,
+                             .stream = op->stream,
+                             .math_mode = op->lib.math_mode,
+                             .pointer_mode = op->lib.pointer_mode,
+                             .atomics_mode = op->lib.atomics_mode,
+                             .workspace = op->lib.workspace,
+                             .workspace_size = op->lib.workspace_size,
+                             .args = {op->lib.args, op->lib.args_len}};
+  rgpu_status rc = rgpu_call_lib_call(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
 /* ---- submit ------------------------------------------------------------- */
 
 cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
@@ -269,6 +284,7 @@ cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
   case RGPU_RT_OP_EVENT_RECORD: return send_event_record(c, op);
   case RGPU_RT_OP_EVENT_WAIT: return send_event_wait(c, op);
   case RGPU_RT_OP_HOST_FUNC: return rgpu_rt_host_func_send(c, op);
+  case RGPU_RT_OP_LIB_CALL: return rgpu_rt_ret(rgpu_rt_lib_call_send(c, op));
   default: return rgpu_rt_ret(cudaErrorInvalidValue);
   }
 }

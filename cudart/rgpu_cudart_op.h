@@ -24,7 +24,8 @@ typedef enum {
   RGPU_RT_OP_MEMSET,
   RGPU_RT_OP_EVENT_RECORD,
   RGPU_RT_OP_EVENT_WAIT,
-  RGPU_RT_OP_HOST_FUNC
+  RGPU_RT_OP_HOST_FUNC,
+  RGPU_RT_OP_LIB_CALL
 } rgpu_rt_op_kind;
 
 typedef struct {
@@ -69,6 +70,19 @@ typedef struct {
       cudaStreamCallback_t stream_cb;
       cudaStream_t handle; /* the stream as the program named it, for stream_cb */
     } host;
+    /* A library call without a result (LIB_CALL: a cuBLAS gemm): the
+     * request's fields and its encoded arguments.  Captured, it becomes a
+     * host-side graph node (type cudaGraphNodeTypeHost, this kind) that
+     * sends the same request, in stream order, at each launch: the node
+     * owns its copy of args. */
+    struct {
+      uint32_t lib, fn;
+      uint64_t handle;
+      uint32_t math_mode, pointer_mode, atomics_mode;
+      uint64_t workspace, workspace_size;
+      uint8_t *args;
+      size_t args_len;
+    } lib;
   };
 } rgpu_rt_op;
 
@@ -97,6 +111,11 @@ cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op);
  * a capture (or refused because of one), with *out the call's result; 0
  * means "send it".  Costs one relaxed atomic load while nothing captures. */
 int rgpu_rt_capture_take(const rgpu_rt_op *op, cudaError_t *out);
+
+/* Wire side of a library call: one LIB_CALL without a reply (a failure is
+ * deferred).  Also what a captured library node sends at each launch.
+ * Returns the error, not recorded. */
+cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op);
 
 /* Wire side of a host function (rgpu_cudart_callbacks.c: the callback
  * registry that answers the server's HOST_CALL lives there). */
