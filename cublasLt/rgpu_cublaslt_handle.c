@@ -1,6 +1,7 @@
 /* The cuBLASLt handle, versions and status names: all answered in the
  * client. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "rgpu_cublaslt_internal.h"
 #include "rgpu_cudart.h"
@@ -14,6 +15,28 @@ void rgpu_cublaslt_report_unsupported(const char *name, int *logged_once) {
 
 struct cublasLtContext *rgpu_cublaslt_handle(cublasLtHandle_t h) {
   return h && h->magic == RGPU_CUBLASLT_MAGIC ? h : NULL;
+}
+
+/* The first word of rgpu's cuBLAS handle record (RGPU_CUBLAS_MAGIC in
+ * cublas/rgpu_cublas_internal.h, whose generated headers this target does
+ * not see); only that word is read.  rgpu_cublaslt_session_test runs a
+ * matmul through a cast cuBLAS handle, so a change there shows. */
+#define RGPU_CUBLAS_HANDLE_MAGIC 0x63624c48u
+
+int rgpu_cublaslt_handle_use(cublasLtHandle_t h, struct cublasLtContext *out) {
+  if (!h) return 0;
+  uint32_t magic;
+  memcpy(&magic, (const void *)h, sizeof magic);
+  if (magic == RGPU_CUBLASLT_MAGIC) {
+    *out = *h;
+    return 1;
+  }
+  if (magic == RGPU_CUBLAS_HANDLE_MAGIC) {
+    *out = (struct cublasLtContext){.magic = RGPU_CUBLASLT_MAGIC,
+                                    .device = rgpu_rt_current_device()};
+    return 1;
+  }
+  return 0;
 }
 
 RGPU_CUBLASLT cublasStatus_t rgpu_cublaslt_cublasLtCreate(cublasLtHandle_t *lightHandle) {

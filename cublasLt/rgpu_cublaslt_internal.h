@@ -49,6 +49,12 @@ typedef struct {
 /* The live record behind a handle, or NULL (NULL, destroyed, or not one of
  * rgpu's). */
 struct cublasLtContext *rgpu_cublaslt_handle(cublasLtHandle_t h);
+/* The handle a matmul or heuristic query runs with, into *out: an rgpu
+ * cuBLASLt handle, or a cuBLAS handle cast to cublasLtHandle_t (NVIDIA
+ * documents that a cublasHandle_t may stand in for a cublasLtHandle_t; some
+ * frameworks pass one), which then works on the current device.  0 when h
+ * is neither. */
+int rgpu_cublaslt_handle_use(cublasLtHandle_t h, struct cublasLtContext *out);
 rgpu_cublaslt_desc_rec *rgpu_cublaslt_desc(cublasLtMatmulDesc_t d);
 rgpu_cublaslt_layout_rec *rgpu_cublaslt_layout(cublasLtMatrixLayout_t l);
 rgpu_cublaslt_pref_rec *rgpu_cublaslt_pref(cublasLtMatmulPreference_t p);

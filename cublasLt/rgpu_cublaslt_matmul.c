@@ -177,8 +177,8 @@ RGPU_CUBLASLT cublasStatus_t rgpu_cublaslt_cublasLtMatmul(
     const void *beta, const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
     cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace,
     size_t workspaceSizeInBytes, cudaStream_t stream) {
-  struct cublasLtContext *h = rgpu_cublaslt_handle(lightHandle);
-  if (!h) {
+  struct cublasLtContext hv, *h = &hv;
+  if (!rgpu_cublaslt_handle_use(lightHandle, &hv)) {
     rgpu_rt_count_call();
     return CUBLAS_STATUS_NOT_INITIALIZED;
   }
@@ -352,7 +352,7 @@ RGPU_CUBLASLT cublasStatus_t rgpu_cublaslt_cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
     cublasLtMatmulPreference_t preference, int requestedAlgoCount,
     cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount) {
-  struct cublasLtContext *h = rgpu_cublaslt_handle(lightHandle);
+  struct cublasLtContext hv, *h = rgpu_cublaslt_handle_use(lightHandle, &hv) ? &hv : NULL;
   rgpu_cublaslt_pref_rec *pref = rgpu_cublaslt_pref(preference);
   lt_shape s;
   cublasStatus_t st = !h ? CUBLAS_STATUS_NOT_INITIALIZED

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 /* A 4x4 float matmul D = A B: its descriptor and layouts. */
@@ -131,6 +132,29 @@ static void test_refusals(void **state) {
   assert_int_equal(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
+/* A cuBLAS handle cast to cublasLtHandle_t (NVIDIA documents it may stand
+ * in for one) runs a matmul: D = I B is B. */
+static void test_cublas_handle_cast(void **state) {
+  (void)state;
+  cublasHandle_t bh;
+  small_mm s;
+  float *d, one = 1, zero = 0, host[48] = {0}, out[16];
+  for (int i = 0; i < 4; i++) host[i * 5] = 1;         /* A: the identity */
+  for (int i = 0; i < 16; i++) host[16 + i] = (float)(i * 3 - 7); /* B */
+  assert_int_equal(cublasCreate(&bh), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(small_make(&s, CUBLASLT_EPILOGUE_DEFAULT), 0);
+  assert_int_equal(cudaMalloc((void **)&d, sizeof host), cudaSuccess);
+  assert_int_equal(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cublasLtMatmul((cublasLtHandle_t)bh, s.op, &one, d, s.l, d + 16, s.l, &zero,
+                                  d + 32, s.l, d + 32, s.l, NULL, NULL, 0, 0),
+                   CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cudaMemcpy(out, d + 32, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int i = 0; i < 16; i++) assert_true(out[i] == host[16 + i]);
+  small_free(&s);
+  assert_int_equal(cudaFree(d), cudaSuccess);
+  assert_int_equal(cublasDestroy(bh), CUBLAS_STATUS_SUCCESS);
+}
+
 /* One heuristic query of the 8x8 shape (its round trip is in both runs),
  * then N rounds of: a handle, descriptors and a preference created,
  * configured and destroyed, the same query, and a matmul. */
@@ -193,6 +217,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_error),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_cublas_handle_cast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
