@@ -314,6 +314,14 @@ static CUresult matmul_softgpu(rgpu_worker *w, const rgpu_msg_cublaslt_matmul_re
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublasLtMatmul on softgpu: %s", g_openblas.err);
   if (!D->cuLaunchHostFunc)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "cublasLtMatmul: this softgpu has no cuLaunchHostFunc");
+  /* The packed double copies the host function allocates (the pointer
+   * checks already bound them by the operands' allocations; this keeps
+   * their sizes from wrapping whatever those are). */
+  uint64_t t;
+  if (__builtin_mul_overflow(s->m, s->k, &t) || __builtin_mul_overflow(t, 8 * 2, &t) ||
+      __builtin_mul_overflow(s->k, s->n, &t) || __builtin_mul_overflow(t, 8 * 2, &t) ||
+      __builtin_mul_overflow(s->m, s->n, &t) || __builtin_mul_overflow(t, 8 * 2, &t))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cublasLtMatmul on softgpu: sizes too large");
   lt_job *j = malloc(sizeof *j);
   if (!j) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a cublasLtMatmul");
   j->q = *q;
