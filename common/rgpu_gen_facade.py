@@ -1,0 +1,209 @@
+"""What the generators of rgpu's forwarder facades share (cublasLt/gen_cublaslt.py
+now; cublas/gen_cublas.py is to move onto it): a facade is a shared library
+with NVIDIA's SONAME whose every export forwards to <impl_prefix><export> in
+rgpu's libcudart.so.13 (which holds the session), plus a "not supported"
+stub for every export no rgpu object defines.
+
+Generalized by the library (its path), the exports' name prefix and the
+implementation prefix.  Pure functions over text and file names; errors
+raise FacadeError, which each generator turns into its own message."""
+import re
+import subprocess
+
+import rgpu_gen_cdecl as cdecl
+
+
+class FacadeError(Exception):
+    pass
+
+
+def exports_of(lib, prefix, min_count):
+    """[(name, version node)] of the functions lib exports whose names start
+    with prefix, sorted; read with `objdump -T` (the library is only read,
+    never linked).  Fewer than min_count means the wrong library."""
+    res = subprocess.run(["objdump", "-T", lib], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise FacadeError("objdump failed: " + res.stderr.strip())
+    out = {}
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        # addr flags... DF .text size version name
+        if " DF " not in line or len(parts) < 6 or ".text" not in parts:
+            continue
+        name, node = parts[-1], parts[-2]
+        if name.startswith(prefix):
+            out[name] = node
+    if len(out) < min_count:
+        raise FacadeError(f"only {len(out)} {prefix}* exports in {lib}; is it NVIDIA's library?")
+    return sorted(out.items())
+
+
+def read_annotations(path, attr_keys=(), flags=()):
+    """name -> {"status": impl|refused, "flags": set, <key>: [values], "note",
+    "line"}.  A line: <export> impl|refused [flag...] [key=a,b...] [-- note];
+    '#' starts a comment.  A refused export takes no attributes."""
+    ann = {}
+    for n, raw in enumerate(open(path), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        note = ""
+        if " -- " in line:
+            line, note = line.split(" -- ", 1)
+        parts = line.split()
+        if len(parts) < 2 or parts[1] not in ("impl", "refused"):
+            raise FacadeError(f"{path}:{n}: expected '<export> impl|refused [attr...] [-- note]'")
+        if parts[0] in ann:
+            raise FacadeError(f"{path}:{n}: {parts[0]} annotated twice")
+        a = {"status": parts[1], "flags": set(), "note": note.strip(), "line": n}
+        for k in attr_keys:
+            a[k] = []
+        for attr in parts[2:]:
+            if "=" in attr:
+                k, v = attr.split("=", 1)
+                if k not in attr_keys:
+                    raise FacadeError(f"{path}:{n}: unknown attribute '{k}'")
+                a[k] = [p for p in v.split(",") if p]
+            elif attr in flags:
+                a["flags"].add(attr)
+            else:
+                raise FacadeError(f"{path}:{n}: unknown attribute '{attr}'")
+        if a["status"] == "refused" and (a["flags"] or any(a[k] for k in attr_keys)):
+            raise FacadeError(f"{path}:{n}: a refused call takes no attributes")
+        ann[parts[0]] = a
+    return ann
+
+
+def parse_protos(text, name_re, ret_re, what):
+    """name -> (return type, [parameter declarations]) of the function
+    declarations in preprocessed text whose name matches name_re and whose
+    return type matches ret_re (definitions, e.g. static inline helpers, are
+    skipped: they are not exports)."""
+    protos = {}
+    for stmt in re.split(r"[;{}]", text):
+        m = re.fullmatch(r"\s*(?:extern\s+)?(" + ret_re + r")\s*(" + name_re + r")\s*\((.*)\)\s*",
+                         stmt)
+        if not m:
+            continue
+        ret = re.sub(r"\s+", " ", m.group(1)).replace(" *", "*").strip()
+        name, params = m.group(2), m.group(3).strip()
+        plist = [] if params in ("", "void") else cdecl.split_params(params)
+        for p in plist:
+            if cdecl.param_name(p) is None:
+                raise FacadeError(f"cannot find the parameter name in '{p}' of {name}")
+        if name in protos and protos[name] != (ret, plist):
+            raise FacadeError(f"{name} is declared twice differently in {what}")
+        protos[name] = (ret, plist)
+    return protos
+
+
+def proto_text(name, protos, prefix):
+    """(return type, 'ret <prefix><name>(params)', 'arg, arg')."""
+    ret, plist = protos[name]
+    params = ", ".join(plist) if plist else "void"
+    args = ", ".join(cdecl.param_name(p) for p in plist)
+    return ret, f"{ret} {prefix}{name}({params})", args
+
+
+def version_script(exports, head):
+    """The version script: each export under NVIDIA's node name, so programs
+    linked against the real library bind to the facade."""
+    nodes = {}
+    for e, node in exports:
+        nodes.setdefault(node, []).append(e)
+    m = list(head)
+    for node, names in sorted(nodes.items()):
+        m.append(node + " {\n  global:")
+        m += [f"    {e};" for e in names]
+        m.append("  local: *;\n};")
+    m.append("")
+    return "\n".join(m)
+
+
+def forwarders(exports, protos, impl_prefix, head):
+    """The facade library's source: one definition per export, calling
+    <impl_prefix><export>.  The headers declare the exports (head includes
+    them), so the compiler checks each definition against NVIDIA's
+    prototype; an export no header declares forwards as int (void)."""
+    f = list(head) + ["", "#define RGPU_EXPORT __attribute__((visibility(\"default\")))", ""]
+    for e, _ in exports:
+        if e in protos:
+            ret, decl, args = proto_text(e, protos, "")
+            call = f"{impl_prefix}{e}({args});"
+            f.append(f"RGPU_EXPORT {decl} {{ {call if ret == 'void' else 'return ' + call} }}")
+        else:
+            f.append(f"RGPU_EXPORT int {e}(void);")
+            f.append(f"RGPU_EXPORT int {e}(void) {{ return {impl_prefix}{e}(); }}")
+    f.append("")
+    return "\n".join(f)
+
+
+def impl_protos(exports, protos, impl_prefix):
+    """Prototype lines of <impl_prefix><export> for every export (int (void)
+    for those no header declares)."""
+    out = []
+    for e, _ in exports:
+        if e in protos:
+            out.append(proto_text(e, protos, impl_prefix)[1] + ";")
+        else:
+            out.append(f"int {impl_prefix}{e}(void);")
+    return out
+
+
+def nm_defined(paths):
+    """Names of the functions the object files define."""
+    if not paths:
+        return set()
+    res = subprocess.run(["nm", "--defined-only"] + list(paths), capture_output=True, text=True)
+    if res.returncode != 0:
+        raise FacadeError("nm failed: " + res.stderr.strip())
+    out = set()
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in ("T", "t", "W"):
+            out.add(parts[2])
+    return out
+
+
+def implemented(ann, exports, objects, impl_prefix, export_prefix):
+    """The exports the objects define as <impl_prefix><export>, after
+    checking them against the annotations: every 'impl' defined, no
+    'refused' defined, nothing defined that the library does not export.
+    Returns (defined set, [exports left to stub])."""
+    names = [e for e, _ in exports]
+    unknown = sorted(set(ann) - set(names))
+    if unknown:
+        raise FacadeError("annotated but not exported: " + " ".join(unknown))
+    have = {s[len(impl_prefix):] for s in nm_defined(objects)
+            if s.startswith(impl_prefix + export_prefix)}
+    missing = sorted(e for e, v in ann.items() if v["status"] == "impl" and e not in have)
+    if missing:
+        raise FacadeError("annotated 'impl' but no object defines " + impl_prefix +
+                          "<name>: " + " ".join(missing))
+    refused = sorted(e for e, v in ann.items() if v["status"] == "refused" and e in have)
+    if refused:
+        raise FacadeError("annotated 'refused' but defined by an object: " + " ".join(refused))
+    stray = sorted(have - set(names))
+    if stray:
+        raise FacadeError("defined by an object but not exported: " + " ".join(stray))
+    return have, [e for e in names if e not in have]
+
+
+def stubs(todo, protos, impl_prefix, stub_value, report_fn, fallback_value, head):
+    """Definitions of <impl_prefix><export> for every export in todo: each
+    logs its name once through report_fn(name, &logged) and returns
+    stub_value(return type) (None: a void function), or fallback_value for
+    an export no header declares (int (void))."""
+    s = list(head) + ["", "#define RGPU_FACADE_STUB __attribute__((visibility(\"default\")))", ""]
+    for e in todo:
+        if e in protos:
+            ret, decl, args = proto_text(e, protos, impl_prefix)
+            used = "".join(f" (void){x};" for x in args.split(", ") if x)
+            val = stub_value(ret)
+            tail = f" return {val};" if val is not None else ""
+            s.append(f"RGPU_FACADE_STUB {decl} {{{used} static int logged; "
+                     f"{report_fn}(\"{e}\", &logged);{tail} }}")
+        else:
+            s.append(f"RGPU_FACADE_STUB int {impl_prefix}{e}(void) {{ static int logged; "
+                     f"{report_fn}(\"{e}\", &logged); return {fallback_value}; }}")
+    return s
