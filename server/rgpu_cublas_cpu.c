@@ -15,6 +15,7 @@
  * (a pointer array naming memory outside the session) skips the call and
  * is logged as an error. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

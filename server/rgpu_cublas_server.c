@@ -12,6 +12,7 @@
  * functions on the stream, ordered with the kernels and copies around
  * them. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
