@@ -51,6 +51,8 @@ static struct {
     cublasHandle_t h;
     uint64_t workspace, workspace_size;
     int math, pointer, atomics; /* what the handle is set to (-1: unknown) */
+    CUstream stream;
+    int stream_set;
     CUdeviceptr results;
     unsigned next_result;
   } ctxs[RGPU_MAX_DEVICES];
@@ -120,7 +122,16 @@ static CUresult gpu_prepare(rgpu_cublas_call *call, size_t index) {
     slot->math = slot->pointer = slot->atomics = -1;
   }
   cublasHandle_t h = slot->h;
-  cublasStatus_t st = g_lib.cublasSetStream_v2(h, (cudaStream_t)call->stream);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  if (!slot->stream_set || slot->stream != call->stream) {
+    /* cublasSetStream resets the handle's workspace to the library's pool
+     * (NVIDIA's documentation), and it is not free: only on a change; a
+     * client workspace is then set again below (0 is the pool itself). */
+    st = g_lib.cublasSetStream_v2(h, (cudaStream_t)call->stream);
+    slot->stream = call->stream;
+    slot->stream_set = st == CUBLAS_STATUS_SUCCESS;
+    slot->workspace = slot->workspace_size = 0;
+  }
   if (st == CUBLAS_STATUS_SUCCESS && slot->math != (int)q->math_mode &&
       (st = g_lib.cublasSetMathMode(h, (cublasMath_t)q->math_mode)) == CUBLAS_STATUS_SUCCESS)
     slot->math = (int)q->math_mode;

@@ -294,7 +294,7 @@ int main() {
        CUBLASLT_EPILOGUE_RELU, 1, 1, false, false},
       {"16BF/32F col NT 16x16x8 default", CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F, N, T, COL, 16, 16, 8,
        1, CUBLASLT_EPILOGUE_DEFAULT, 1, 1, false, false},
-      {"16BF row NN 16x16x8 relu_bias", CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F, N, N, ROW, 16, 16, 8,
+      {"16BF col NN 16x16x8 relu_bias", CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F, N, N, COL, 16, 16, 8,
        1, CUBLASLT_EPILOGUE_RELU_BIAS, 1, 0, false, false},
   };
   for (const Case &cs : cases) run(lt, cs);
