@@ -203,7 +203,8 @@ RGPU_CUBLAS const char *rgpu_cublas_cublasGetStatusString(cublasStatus_t status)
 void rgpu_cublas_report_illegal(const char *api, int param) {
   /* The routine names cuBLAS 13 prints, spacing included (measured on the
    * H200: "SGEMM  parameter", "GEMM_EX  parameter", but
-   * "SgemmStridedBatched parameter"); a _64 form prints its int form's. */
+   * "SgemmStridedBatched parameter"); a _64 form prints its int form's.
+   * gemv prints nothing. */
   static const struct {
     const char *api, *routine;
   } names[] = {
@@ -212,8 +213,6 @@ void rgpu_cublas_report_illegal(const char *api, int param) {
       {"cublasGemmEx", "GEMM_EX "},
       {"cublasSgemmStridedBatched", "SgemmStridedBatched"},
       {"cublasDgemmStridedBatched", "DgemmStridedBatched"},
-      {"cublasSgemv_v2", "SGEMV "},
-      {"cublasDgemv_v2", "DGEMV "},
   };
   size_t len = strlen(api);
   if (len > 3 && !strcmp(api + len - 3, "_64")) len -= 3;

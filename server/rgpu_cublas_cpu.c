@@ -355,8 +355,32 @@ typedef struct {
   void *y;
 } cpu_gemv;
 
+/* y = alpha op(A) x + beta y element by element: for increments of 0,
+ * which BLAS refuses and cuBLAS 13 takes (one element, repeated). */
+static void gemv_by_hand(const cpu_gemv *v) {
+  int tr = v->trans != CUBLAS_OP_N;
+  int64_t rows = tr ? v->n : v->m, cols = tr ? v->m : v->n;
+  double alpha = load_elem(v->t, scalar_at(&v->alpha), 0), beta = load_elem(v->t, scalar_at(&v->beta), 0);
+  int64_t ox = v->incx < 0 ? -(cols - 1) * v->incx : 0, oy = v->incy < 0 ? -(rows - 1) * v->incy : 0;
+  for (int64_t i = 0; i < rows; i++) {
+    double s = 0;
+    for (int64_t j = 0; j < cols; j++) {
+      size_t a = tr ? (size_t)(i * v->lda + j) : (size_t)(j * v->lda + i);
+      s += load_elem(v->t, v->A, a) * load_elem(v->t, v->x, (size_t)(ox + j * v->incx));
+    }
+    size_t yi = (size_t)(oy + i * v->incy);
+    double y = beta == 0 ? 0 : beta * load_elem(v->t, v->y, yi);
+    store_elem(v->t, v->y, yi, alpha * s + y);
+  }
+}
+
 static void CUDA_CB run_gemv(void *arg) {
   cpu_gemv *v = arg;
+  if (v->incx == 0 || v->incy == 0) {
+    gemv_by_hand(v);
+    free(v);
+    return;
+  }
 #ifdef RGPU_HAVE_OPENBLAS
   if (v->t == CUDA_R_32F)
     g_blas.cblas_sgemv(CblasColMajor, cblas_op(v->trans), (int)v->m, (int)v->n,

@@ -112,9 +112,14 @@ static void verify(const GemmType &t, int n, const void *A, const void *B, const
 
 // Gemms per resident measurement when --iters is 0: about 5e11 flops, at
 // least 2 and at most 200 gemms.
-static int auto_iters(int n) {
-  double k = 5e11 / (2.0 * n * (double)n * n);
-  return k < 2 ? 2 : k > 200 ? 200 : (int)k;
+/* Gemms per resident measurement: enough for about 0.25 s of work, timed
+ * from one calibration gemm, so that the steady state is one sync per
+ * quarter second whatever the GPU (a flop budget left an H200's fp16 gemm
+ * at 2-3 gemms, where one synchronization's latency is a tenth of the
+ * measurement). */
+static int auto_iters(double one_gemm_s) {
+  double k = 0.25 / (one_gemm_s > 1e-7 ? one_gemm_s : 1e-7);
+  return k < 2 ? 2 : k > 5000 ? 5000 : (int)k;
 }
 
 struct Options {
@@ -178,7 +183,15 @@ static void run_type(cublasHandle_t h, const GemmType &t, int n, const Options &
                  flops / mean / 1e9, flops / best / 1e9);
   }
   if (o.resident) {
-    int k = o.iters ? o.iters : auto_iters(n);
+    int k = o.iters;
+    if (!k) {
+      /* Calibration (also the warm-up): one gemm, synchronized. */
+      CK_SYNC(cudaDeviceSynchronize());
+      double c0 = bench_now();
+      gemm(h, t, n, da, db, dc);
+      CK_SYNC(cudaDeviceSynchronize());
+      k = auto_iters(bench_now() - c0);
+    }
     double best = 1e30, total = 0;
     for (int r = 0; r < o.reps; r++) {
       CK_SYNC(cudaDeviceSynchronize());
