@@ -82,7 +82,8 @@ def exports_of(lib):
 #   scalar=P[@T]   read per the handle's pointer mode (host: sent by value)
 #   result=P[@T]   written per the pointer mode (host: the call waits for it)
 #   check=P:COND   the client refuses the call with CUBLAS_STATUS_INVALID_VALUE
-#                  unless COND holds; P is the parameter reported
+#                  unless COND holds; P is the parameter reported (its name,
+#                  or the number cuBLAS prints where that is not its position)
 #   noop=COND      (no P) when COND holds, cuBLAS does nothing: the client
 #                  answers success without a message
 #   cpuif=COND     (cpu calls) softgpu computes only what COND accepts; the
@@ -295,6 +296,8 @@ def check_annotations(ann, exports, protos):
         for k in ATTR_KEYS:
             for spec in a[k]:
                 pn = spec["name"]
+                if k == "check" and pn.isdigit():
+                    continue  # the number cuBLAS prints, not a name
                 if pn not in params:
                     die(f"{e}: annotation {k}={pn} names no parameter of {e}")
                 if k != "check" and "*" not in params[pn] and "[" not in params[pn]:

@@ -146,7 +146,10 @@ def fnv(name):
 
 
 def check_param_number(plist, pn):
-    """cuBLAS numbers parameters from 1 after the handle (its xerbla lines)."""
+    """cuBLAS numbers parameters from 1 after the handle (its xerbla lines);
+    a number in the annotation is what cuBLAS prints where it differs."""
+    if pn.isdigit():
+        return int(pn)
     return [g.param_name(p) for p in plist].index(pn)
 
 
