@@ -112,14 +112,15 @@ static void verify(const GemmType &t, int n, const void *A, const void *B, const
 
 // Gemms per resident measurement when --iters is 0: about 5e11 flops, at
 // least 2 and at most 200 gemms.
-/* Gemms per resident measurement: enough for about 0.25 s of work, timed
- * from one calibration gemm, so that the steady state is one sync per
- * quarter second whatever the GPU (a flop budget left an H200's fp16 gemm
- * at 2-3 gemms, where one synchronization's latency is a tenth of the
- * measurement). */
-static int auto_iters(double one_gemm_s) {
-  double k = 0.25 / (one_gemm_s > 1e-7 ? one_gemm_s : 1e-7);
-  return k < 2 ? 2 : k > 5000 ? 5000 : (int)k;
+/* Gemms per resident measurement: enough for about 0.25 s of GPU work.
+ * Calibrated by doubling a batch of gemms between two synchronizations
+ * until the batch takes 50 ms, so that a slow link's round trip (tens of
+ * ms under netem) is not taken for gemm time; a flop budget left an H200's
+ * fp16 gemm at 2-3 gemms, where one synchronization's latency is a tenth
+ * of the measurement. */
+static int auto_iters(double per_gemm_s) {
+  double k = 0.25 / (per_gemm_s > 1e-8 ? per_gemm_s : 1e-8);
+  return k < 2 ? 2 : k > 20000 ? 20000 : (int)k;
 }
 
 struct Options {
@@ -185,12 +186,18 @@ static void run_type(cublasHandle_t h, const GemmType &t, int n, const Options &
   if (o.resident) {
     int k = o.iters;
     if (!k) {
-      /* Calibration (also the warm-up): one gemm, synchronized. */
-      CK_SYNC(cudaDeviceSynchronize());
-      double c0 = bench_now();
-      gemm(h, t, n, da, db, dc);
-      CK_SYNC(cudaDeviceSynchronize());
-      k = auto_iters(bench_now() - c0);
+      /* Calibration (also the warm-up): batches of 1, 2, 4, ... gemms. */
+      double el = 0;
+      int batch = 1;
+      for (;; batch *= 2) {
+        CK_SYNC(cudaDeviceSynchronize());
+        double c0 = bench_now();
+        for (int q = 0; q < batch; q++) gemm(h, t, n, da, db, dc);
+        CK_SYNC(cudaDeviceSynchronize());
+        el = bench_now() - c0;
+        if (el >= 0.05 || batch >= 16384) break;
+      }
+      k = auto_iters(el / batch);
     }
     double best = 1e30, total = 0;
     for (int r = 0; r < o.reps; r++) {
