@@ -207,3 +207,36 @@ def stubs(todo, protos, impl_prefix, stub_value, report_fn, fallback_value, head
             s.append(f"RGPU_FACADE_STUB int {impl_prefix}{e}(void) {{ static int logged; "
                      f"{report_fn}(\"{e}\", &logged); return {fallback_value}; }}")
     return s
+
+
+def stubbed_table(todo, impl_prefix, export_attr):
+    """The names of the stubbed exports and their count, exported (under
+    RGPU_PRIVATE_1) for the facade's unit test: <impl_prefix>stubbed_names
+    (NULL-terminated) and <impl_prefix>stubbed_count."""
+    s = ["", "/* Exported (RGPU_PRIVATE_1) for the facade's unit test. */",
+         f"{export_attr} const char *const {impl_prefix}stubbed_names[] = {{"]
+    s += [f'  "{e}",' for e in todo]
+    s += ["  0};", f"{export_attr} const int {impl_prefix}stubbed_count = {len(todo)};", ""]
+    return s
+
+
+def cli(write_tables, write_stubs):
+    """The command line every facade generator takes:
+      tables --cuda-include DIR --exports LIB --annotations FILE --cc CC --out-dir DIR
+      stubs  --cuda-include DIR --exports LIB --annotations FILE --cc CC --out FILE OBJ..."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for cmd in ("tables", "stubs"):
+        p = sub.add_parser(cmd)
+        p.add_argument("--cuda-include", required=True)
+        p.add_argument("--exports", required=True)
+        p.add_argument("--annotations", required=True)
+        p.add_argument("--cc", default="cc")
+        if cmd == "tables":
+            p.add_argument("--out-dir", required=True)
+        else:
+            p.add_argument("--out", required=True)
+            p.add_argument("objects", nargs="*")
+    a = ap.parse_args()
+    (write_tables if a.cmd == "tables" else write_stubs)(a)

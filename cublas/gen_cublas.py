@@ -24,7 +24,6 @@ Sources of truth:
     for implemented calls how their pointers travel (checked here against the
     prototypes, so an annotation cannot name a parameter that does not exist).
 """
-import argparse
 import os
 import re
 import subprocess
@@ -357,13 +356,6 @@ def write_tables(a):
     open(os.path.join(a.out_dir, "libcublas.map"), "w").write(m)
 
 
-def nm_defined(paths):
-    try:
-        return facade.nm_defined(paths)
-    except facade.FacadeError as e:
-        die(str(e))
-
-
 def stub_value(ret):
     if ret == "cublasStatus_t":
         return "CUBLAS_STATUS_NOT_SUPPORTED"
@@ -378,66 +370,23 @@ def stub_value(ret):
 
 def write_stubs(a):
     exports = exports_of(a.exports)
-    ann = read_annotations(a.annotations)
+    ann = annotated(read_annotations(a.annotations))
     protos, _ = prototypes(a.cc, a.cuda_include)
-    have = {s[len("rgpu_cublas_"):] for s in nm_defined(a.objects)
-            if s.startswith("rgpu_cublas_cublas")}
-    ann = annotated(ann)
-    missing = sorted(e for e, v in ann.items() if v["status"] == "impl" and e not in have)
-    if missing:
-        die("annotated 'impl' but no cuBLAS object defines rgpu_cublas_<name>: " + " ".join(missing))
-    refused = sorted(e for e, v in ann.items() if v["status"] == "refused" and e in have)
-    if refused:
-        die("annotated 'refused' but defined by a cuBLAS object: " + " ".join(refused))
+    try:
+        have, todo = facade.implemented(ann, exports, a.objects, "rgpu_cublas_", "cublas")
+    except facade.FacadeError as e:
+        die(str(e))
     names = [e for e, _ in exports]
-    stray = sorted(have - set(names))
-    if stray:
-        die("defined by a cuBLAS object but not exported by libcublas: " + " ".join(stray))
-    todo = [e for e in names if e not in have]
-    s = [HEAD,
-         f"/* {len(names)} libcublas exports; {len(names) - len(todo)} implemented, "
-         f"{len(todo)} answer CUBLAS_STATUS_NOT_SUPPORTED (values and void: zero, logged). */",
-         '#include "rgpu_cublas_protos.h"', '#include "rgpu_cublas_unsupported.h"', "",
-         "#define RGPU_CUBLAS_STUB __attribute__((visibility(\"default\")))", ""]
-    for e in todo:
-        if e in protos:
-            ret, decl, args = proto_text(e, protos, "rgpu_cublas_")
-            used = "".join(f" (void){x};" for x in args.split(", ") if x)
-            val = stub_value(ret)
-            tail = f" return {val};" if val else ""
-            s.append(f"RGPU_CUBLAS_STUB {decl} {{{used} static int logged; "
-                     f"rgpu_cublas_report_unsupported(\"{e}\", &logged);{tail} }}")
-        else:
-            s.append(f"RGPU_CUBLAS_STUB int rgpu_cublas_{e}(void) {{ static int logged; "
-                     f"rgpu_cublas_report_unsupported(\"{e}\", &logged); "
-                     "return CUBLAS_STATUS_NOT_SUPPORTED; }")
-    s += ["", "/* Exported (RGPU_PRIVATE_1) for the facade's unit test. */",
-          "RGPU_CUBLAS_STUB const char *const rgpu_cublas_stubbed_names[] = {"]
-    s += [f'  "{e}",' for e in todo]
-    s += ["  0};", f"RGPU_CUBLAS_STUB const int rgpu_cublas_stubbed_count = {len(todo)};", ""]
+    s = facade.stubs(todo, protos, "rgpu_cublas_", stub_value, "rgpu_cublas_report_unsupported",
+                     "CUBLAS_STATUS_NOT_SUPPORTED", [
+                         HEAD,
+                         f"/* {len(names)} libcublas exports; {len(names) - len(todo)} implemented, "
+                         f"{len(todo)} answer CUBLAS_STATUS_NOT_SUPPORTED (values and void: zero, "
+                         "logged). */",
+                         '#include "rgpu_cublas_protos.h"', '#include "rgpu_cublas_unsupported.h"'])
+    s += facade.stubbed_table(todo, "rgpu_cublas_", "RGPU_FACADE_STUB")
     open(a.out, "w").write("\n".join(s))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for cmd in ("tables", "stubs"):
-        p = sub.add_parser(cmd)
-        p.add_argument("--cuda-include", required=True)
-        p.add_argument("--exports", required=True)
-        p.add_argument("--annotations", required=True)
-        p.add_argument("--cc", default="cc")
-        if cmd == "tables":
-            p.add_argument("--out-dir", required=True)
-        else:
-            p.add_argument("--out", required=True)
-            p.add_argument("objects", nargs="*")
-    a = ap.parse_args()
-    if a.cmd == "tables":
-        write_tables(a)
-    else:
-        write_stubs(a)
-
-
 if __name__ == "__main__":
-    main()
+    facade.cli(write_tables, write_stubs)

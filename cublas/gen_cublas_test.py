@@ -174,7 +174,7 @@ class Toolkit(unittest.TestCase):
                                + ["--out", os.path.join(d, "stubs.c")], capture_output=True,
                                text=True)
             self.assertNotEqual(r.returncode, 0)
-            self.assertIn("annotated 'impl' but no cuBLAS object defines", r.stderr)
+            self.assertIn("annotated 'impl' but no object defines rgpu_cublas_", r.stderr)
             # Without impl lines every export is a stub, and they compile.
             none = os.path.join(d, "none.annotations")
             with open(none, "w") as f:

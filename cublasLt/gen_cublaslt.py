@@ -27,7 +27,6 @@ Sources of truth:
     from the raw header (the preprocessor drops comments);
   * cublasLt/libcublasLt.annotations: what rgpu implements and refuses.
 """
-import argparse
 import os
 import re
 import sys
@@ -314,33 +313,9 @@ def write_stubs(a):
                          "(size_t and unsigned: zero, logged). */",
                          '#include "rgpu_cublaslt_protos.h"',
                          "void rgpu_cublaslt_report_unsupported(const char *name, int *logged_once);"])
-    s += ["", "/* Exported (RGPU_PRIVATE_1) for the facade's unit test. */",
-          "RGPU_FACADE_STUB const char *const rgpu_cublaslt_stubbed_names[] = {"]
-    s += [f'  "{e}",' for e in todo]
-    s += ["  0};", f"RGPU_FACADE_STUB const int rgpu_cublaslt_stubbed_count = {len(todo)};", ""]
+    s += facade.stubbed_table(todo, IMPL, "RGPU_FACADE_STUB")
     open(a.out, "w").write("\n".join(s))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for cmd in ("tables", "stubs"):
-        p = sub.add_parser(cmd)
-        p.add_argument("--cuda-include", required=True)
-        p.add_argument("--exports", required=True)
-        p.add_argument("--annotations", required=True)
-        p.add_argument("--cc", default="cc")
-        if cmd == "tables":
-            p.add_argument("--out-dir", required=True)
-        else:
-            p.add_argument("--out", required=True)
-            p.add_argument("objects", nargs="*")
-    a = ap.parse_args()
-    if a.cmd == "tables":
-        write_tables(a)
-    else:
-        write_stubs(a)
-
-
 if __name__ == "__main__":
-    main()
+    facade.cli(write_tables, write_stubs)
