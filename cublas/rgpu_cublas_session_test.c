@@ -4,7 +4,7 @@
  * asynchronous gemm, the refusals (stubs, a gemm on a capturing stream).
  *
  * With `--work N` it runs no tests but N rounds of handle calls and gemms
- * between two synchronizations, for cublas_roundtrips.sh, which checks
+ * between two synchronizations, for tests/work_roundtrips.sh, which checks
  * through RGPU_STATS that they cost no round trip. */
 #include <setjmp.h>
 #include <stdarg.h>

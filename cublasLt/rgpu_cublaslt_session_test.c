@@ -5,7 +5,7 @@
  *
  * With `--work N` it runs no tests but one heuristic query, then N rounds
  * of handle and descriptor calls, the same heuristic query and a matmul,
- * between two synchronizations, for cublaslt_roundtrips.sh, which checks
+ * between two synchronizations, for tests/work_roundtrips.sh, which checks
  * through RGPU_STATS that the rounds cost no round trip. */
 #include <setjmp.h>
 #include <stdarg.h>
