@@ -72,10 +72,23 @@ echo "server: $(head -n 1 "$out/server.err")"
 # Every end-to-end program of the suite, except no_server (it checks the
 # behaviour with no server at all).  Programs needing arguments are run bare.
 progs=()
+declare -A exe_of
 for f in "$E2E"/*; do
   n=$(basename "$f")
-  [ -x "$f" ] && [ -f "$f" ] && [ "$n" != no_server ] && progs+=("$n")
+  [ -x "$f" ] && [ -f "$f" ] && [ "$n" != no_server ] && progs+=("$n") && exe_of[$n]=$f
 done
+# The PyTorch scripts (tests/torch/: PyTorch's cuBLAS/cuBLASLt calls), run
+# by python3 when this machine has PyTorch; each through a small wrapper.
+if python3 -c 'import torch' 2>/dev/null; then
+  mkdir -p "$out/torch-bin"
+  for s in tests/torch/*.py; do
+    [ -f "$s" ] || continue
+    n=torch_$(basename "$s" .py)
+    printf '#!/bin/sh\nexec python3 %s "$@"\n' "$PWD/$s" >"$out/torch-bin/$n"
+    chmod +x "$out/torch-bin/$n"
+    progs+=("$n") exe_of[$n]=$out/torch-bin/$n
+  done
+fi
 # What a program printed, natively and through rgpu, must be the same text
 # (device printf included): rgpu's own lines (its log, and a program's
 # "rgpu-stats:" measurements, which only exist through rgpu) and lines with
@@ -87,7 +100,7 @@ normalized_output() {
 printf '\n| program | native | native s | rgpu (tcp, real GPU) | rgpu s | round trips | output |\n|---|---|---|---|---|---|---|\n'
 fails=0 differ=()
 for p in "${progs[@]}"; do
-  exe=$E2E/$p
+  exe=${exe_of[$p]}
   [ -x "$exe" ] || { printf '| %s | missing | | missing | | |\n' "$p"; fails=$((fails+1)); continue; }
   t0=$(date +%s.%N)
   LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout "$limit" "$exe" >"$out/$p.native" 2>&1; nrc=$?
