@@ -63,6 +63,25 @@ seeds['features'] = b''.join([
       + u32(0) + u32(2) + u32(1) * 2 + params),
     F(0x31, u64(9)),
 ])
+# Library calls (LIB_CALL 0xB0, issue 16): a cuBLAS dot in host mode (a
+# result: a reply after the stream) and an axpy in device mode, on the
+# fake driver (so they reach the decoders and the GPU path's refusals).
+def fnv(name):
+    h = 2166136261
+    for ch in name.encode():
+        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
+    return h
+def lib_call(name, mode, args):
+    return u32(1) + u32(fnv(name)) + u64(1) + u64(0) + u32(0) + u32(mode) + u32(0) + u64(0) + u64(0) + args
+def i64(v): return struct.pack('<q', v)
+seeds['libcall'] = b''.join([
+    F(0x20, u64(256)), F(0x20, u64(256)),
+    F(0xB0, lib_call('cublasSdot_v2', 0, i64(16) + u64(BASE) + i64(1) + u64(BASE + 512) + i64(1))),
+    F(0xB0, lib_call('cublasSaxpy_v2', 1, i64(16) + u64(BASE) + u64(BASE) + i64(1) + u64(BASE + 512) + i64(1)),
+      reply=False),
+    F(0xB0, lib_call('cublasSgemv_v2_64', 0, i64(0) + i64(4) + i64(4) + u32(4) + b'\0\0\x80?' + u64(BASE)
+      + i64(4) + u64(BASE) + i64(1) + u32(4) + b'\0\0\0\0' + u64(BASE + 512) + i64(1))),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data
