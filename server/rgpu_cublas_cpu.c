@@ -37,7 +37,7 @@
 
 #ifdef RGPU_HAVE_OPENBLAS
 #define RGPU_CBLAS_FUNCS(X)                                                             \
-  X(cblas_sgemm) X(cblas_dgemm) X(cblas_sgemv) X(cblas_dgemv) X(cblas_saxpy) X(cblas_daxpy) \
+  X(cblas_sgemm) X(cblas_dgemm) X(cblas_cgemm) X(cblas_zgemm) X(cblas_sgemv) X(cblas_dgemv) X(cblas_saxpy) X(cblas_daxpy) \
   X(cblas_sscal) X(cblas_dscal) X(cblas_sdot) X(cblas_ddot) X(cblas_snrm2) X(cblas_dnrm2)   \
   X(cblas_sasum) X(cblas_dasum)
 
@@ -151,6 +151,11 @@ static enum CBLAS_TRANSPOSE cblas_op(cublasOperation_t op) {
   return op == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
 }
 
+/* Complex matrices keep the conjugate transpose. */
+static enum CBLAS_TRANSPOSE cblas_op_complex(cublasOperation_t op) {
+  return op == CUBLAS_OP_N ? CblasNoTrans : op == CUBLAS_OP_C ? CblasConjTrans : CblasTrans;
+}
+
 /* Copies rows x cols of a column-major matrix (leading dimension ld, type t)
  * at base into packed doubles, or back (to_matrix: only those elements are
  * written, so padding stays untouched). */
@@ -170,6 +175,15 @@ static void gemm_one(const cpu_gemm *g, const void *A, const void *B, void *C) {
   int na = g->transa == CUBLAS_OP_N, nb = g->transb == CUBLAS_OP_N;
   int64_t ar = na ? g->m : g->k, ac = na ? g->k : g->m;
   int64_t br = nb ? g->k : g->n, bc = nb ? g->n : g->k;
+  if (g->atype == CUDA_C_32F || g->atype == CUDA_C_64F) {
+    /* cgemm/zgemm take their scalars by address: the values as they are
+     * now (device mode: read here, when the job runs). */
+    __typeof__(&cblas_cgemm) f = g->atype == CUDA_C_32F ? g_blas.cblas_cgemm : g_blas.cblas_zgemm;
+    f(CblasColMajor, cblas_op_complex(g->transa), cblas_op_complex(g->transb), (int)g->m,
+      (int)g->n, (int)g->k, scalar_at(&g->alpha), A, (int)g->lda, B, (int)g->ldb,
+      scalar_at(&g->beta), C, (int)g->ldc);
+    return;
+  }
   double alpha = load_elem(g->scale, scalar_at(&g->alpha), 0);
   double beta = load_elem(g->scale, scalar_at(&g->beta), 0);
   if (!g->ex && g->atype == CUDA_R_32F) {
@@ -290,8 +304,12 @@ static CUresult gemm_enqueue(rgpu_cublas_call *call, cpu_gemm *g, void *args) {
   }
 GEMM_PLAIN(cublasSgemm_v2, CUDA_R_32F)
 GEMM_PLAIN(cublasDgemm_v2, CUDA_R_64F)
+GEMM_PLAIN(cublasCgemm_v2, CUDA_C_32F)
+GEMM_PLAIN(cublasZgemm_v2, CUDA_C_64F)
 GEMM_PLAIN(cublasSgemm_v2_64, CUDA_R_32F)
 GEMM_PLAIN(cublasDgemm_v2_64, CUDA_R_64F)
+GEMM_PLAIN(cublasCgemm_v2_64, CUDA_C_32F)
+GEMM_PLAIN(cublasZgemm_v2_64, CUDA_C_64F)
 
 #define GEMM_STRIDED(name, t)                                                   \
   CUresult rgpu_cublas_cpu_##name(rgpu_cublas_call *call, rgpu_cublas_args_##name *a) { \
@@ -309,6 +327,10 @@ GEMM_STRIDED(cublasSgemmStridedBatched, CUDA_R_32F)
 GEMM_STRIDED(cublasDgemmStridedBatched, CUDA_R_64F)
 GEMM_STRIDED(cublasSgemmStridedBatched_64, CUDA_R_32F)
 GEMM_STRIDED(cublasDgemmStridedBatched_64, CUDA_R_64F)
+GEMM_STRIDED(cublasCgemmStridedBatched, CUDA_C_32F)
+GEMM_STRIDED(cublasZgemmStridedBatched, CUDA_C_64F)
+GEMM_STRIDED(cublasCgemmStridedBatched_64, CUDA_C_32F)
+GEMM_STRIDED(cublasZgemmStridedBatched_64, CUDA_C_64F)
 
 #define GEMM_ARRAYS(name, t)                                                    \
   CUresult rgpu_cublas_cpu_##name(rgpu_cublas_call *call, rgpu_cublas_args_##name *a) { \

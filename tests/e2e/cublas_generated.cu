@@ -150,6 +150,29 @@ int main() {
         }
       std::printf("cgemm ok\n");
     }
+    // Zgemm with A conjugate-transposed and B transposed.
+    std::vector<cuDoubleComplex> za(n * n), zb(n * n), zc(n * n, make_cuDoubleComplex(1, -1));
+    for (int i = 0; i < n * n; i++) {
+      za[i] = make_cuDoubleComplex(v(i + 5), v(i + 2));
+      zb[i] = make_cuDoubleComplex(v(i + 7), v(i + 1));
+    }
+    cuDoubleComplex *dza = dev(za), *dzb = dev(zb), *dzc = dev(zc);
+    cuDoubleComplex zal = make_cuDoubleComplex(2, -1), zbe = make_cuDoubleComplex(0, 1);
+    if (ran(cublasZgemm(h, CUBLAS_OP_C, CUBLAS_OP_T, n, n, n, &zal, dza, n, dzb, n, &zbe, dzc, n),
+            "cublasZgemm")) {
+      std::vector<cuDoubleComplex> r = back(dzc, n * n);
+      for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++) {
+          cuDoubleComplex s = make_cuDoubleComplex(0, 0);
+          for (int k = 0; k < n; k++) s = cuCadd(s, cuCmul(cuConj(za[i * n + k]), zb[k * n + j]));
+          s = cuCadd(cuCmul(zal, s), cuCmul(zbe, zc[j * n + i]));
+          EXPECT(r[j * n + i].x == s.x && r[j * n + i].y == s.y);
+        }
+      std::printf("zgemm C T ok\n");
+    }
+    CHECK(cudaFree(dza));
+    CHECK(cudaFree(dzb));
+    CHECK(cudaFree(dzc));
     cuComplex dot = make_cuComplex(0, 0);
     if (ran(cublasCdotc(h, n, da, 1, db, 1, &dot), "cublasCdotc")) {
       cuComplex s = make_cuComplex(0, 0);
