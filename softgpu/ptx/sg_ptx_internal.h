@@ -117,7 +117,7 @@ enum { SG_WMMA_M16N16K16 = 0, SG_WMMA_M32N8K16, SG_WMMA_M8N32K16 };
  * ldmatrix: vec = matrices (1, 2, 4) in d[0..3], mod2 bit 0 = .trans, the
  * row addresses in base (+off) of lanes 0..8*vec-1; stmatrix the same with
  * the sources in s[0..3]; movmatrix d[0], s[0]. */
-enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16 };
+enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16, SG_MMA_M16N8K32 };
 
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */

@@ -30,6 +30,7 @@ void sg_mma_dims(int shape, unsigned *m, unsigned *n, unsigned *k) {
     case SG_MMA_M16N8K16: *m = 16; *n = 8; *k = 16; return;
     case SG_MMA_M16N8K8: *m = 16; *n = 8; *k = 8; return;
     case SG_MMA_M16N8K4: *m = 16; *n = 8; *k = 4; return;
+    case SG_MMA_M16N8K32: *m = 16; *n = 8; *k = 32; return;
     default: *m = 8; *n = 8; *k = 16; return; /* SG_MMA_M8N8K16 */
   }
 }
@@ -74,6 +75,10 @@ static void frag_coord(int shape, int in, int which, unsigned lane, unsigned i, 
         *row = t * 2 + i;
         *col = g;
       }
+      return;
+    case SG_MMA_M16N8K32: /* s8/u8: a0-a3 row g, a4-a7 row g+8, a8-a15 the same 16 columns on */
+      if (a) { *row = g + 8 * ((i >> 2) & 1); *col = t * 4 + (i & 3) + 16 * (i >> 3); }
+      else { *row = t * 4 + (i & 3) + 16 * (i >> 2); *col = g; }
       return;
     case SG_MMA_M16N8K4: /* tf32 only */
       if (a) { *row = g + 8 * i; *col = t; }

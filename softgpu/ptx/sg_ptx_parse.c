@@ -1225,7 +1225,7 @@ static int mma_type(const char *x) {
 /* mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype
  * d, a, b, c for the shapes and types whose fragment layouts sg_ptx_mma.c
  * implements: m16n8k16 (f16, bf16, s8/u8), m16n8k8 (f16, bf16, tf32),
- * m16n8k4 (tf32), m8n8k16 (s8/u8).  The rest (m8n8k4's quad pairs, f64,
+ * m16n8k4 (tf32), m8n8k16 and m16n8k32 (s8/u8).  The rest (m8n8k4's quad pairs, f64,
  * 4-bit, fp8, sparse, block-scaled) is refused by name. */
 static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
   char words[16][16];
@@ -1240,20 +1240,21 @@ static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_ins
     if (!strcmp(x, "m16n8k8")) { shape = SG_MMA_M16N8K8; continue; }
     if (!strcmp(x, "m16n8k4")) { shape = SG_MMA_M16N8K4; continue; }
     if (!strcmp(x, "m8n8k16")) { shape = SG_MMA_M8N8K16; continue; }
+    if (!strcmp(x, "m16n8k32")) { shape = SG_MMA_M16N8K32; continue; }
     if (!strcmp(x, "row") && !row && !col) { row = 1; continue; }
     if (!strcmp(x, "col") && row && !col) { col = 1; continue; }
     if (!strcmp(x, "satfinite")) { sat = 1; continue; }
     if (ntypes < 4 && mma_type(x)) { strcpy(tnames[ntypes], x); types[ntypes++] = mma_type(x); continue; }
-    return refuse_tensor(P, optok, "only m16n8k16/m16n8k8/m16n8k4/m8n8k16 .row.col mma with f16, bf16, tf32, s8 or u8 inputs");
+    return refuse_tensor(P, optok, "only m16n8k16/m16n8k8/m16n8k4/m8n8k16/m16n8k32 .row.col mma with f16, bf16, tf32, s8 or u8 inputs");
   }
   if (!sync || !aligned || !shape || !row || !col || ntypes != 4)
-    return refuse_tensor(P, optok, "only mma.sync.aligned with a m16n8k16/m16n8k8/m16n8k4/m8n8k16 shape, .row.col and four types");
+    return refuse_tensor(P, optok, "only mma.sync.aligned with a m16n8k16/m16n8k8/m16n8k4/m8n8k16/m16n8k32 shape, .row.col and four types");
   int dt = types[0], at = types[1], bt = types[2], ct = types[3];
   int a_tf32 = !strcmp(tnames[1], "tf32"), b_tf32 = !strcmp(tnames[2], "tf32");
   int ok;
   if (at == SG_T_S8 || at == SG_T_U8) {
     ok = (bt == SG_T_S8 || bt == SG_T_U8) && dt == SG_T_S32 && ct == SG_T_S32 &&
-         (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M8N8K16);
+         (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M8N8K16 || shape == SG_MMA_M16N8K32);
   } else if (a_tf32) {
     ok = b_tf32 && dt == SG_T_F32 && ct == SG_T_F32 && (shape == SG_MMA_M16N8K8 || shape == SG_MMA_M16N8K4) && !sat;
   } else if (at == SG_T_BF16) {

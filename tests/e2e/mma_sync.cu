@@ -1,6 +1,6 @@
 // rgpu-nvcc-flags: -gencode arch=compute_75,code=[sm_75,compute_75] -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 // Tensor-core PTX written by hand, as CUTLASS-style code and libraries do:
-// mma.sync.aligned (m16n8k16 f16/bf16/s8, m16n8k8 f16/bf16/tf32, m8n8k16
+// mma.sync.aligned (m16n8k16 f16/bf16/s8, m16n8k32 s8, m16n8k8 f16/bf16/tf32, m8n8k16
 // u8/s8; f32, f16 and s32 accumulators) on fragments whose per-lane layout
 // the PTX ISA defines, and
 // ldmatrix (x1/x2/x4, .trans) to fill them from shared memory, stmatrix and
@@ -197,11 +197,19 @@ __global__ void mma_lanes(int variant, const uint16_t *a16, const uint16_t *b16,
 }
 
 // Integer mma: variant 0 m16n8k16 s8 x s8 (A 16x16, B 16x8, C/D 16x8),
-// variant 1 m8n8k16 u8 x s8 (A 8x16, B 16x8, C/D 8x8); A and B row-major
-// bytes, C row-major with 8 columns; each lane writes its D elements to
-// out[lane*4 + i].
+// variant 1 m8n8k16 u8 x s8 (A 8x16, B 16x8, C/D 8x8), variant 2
+// m16n8k32 s8 x s8 (A 16x32, B 32x8, C/D 16x8); A and B row-major bytes
+// (int_k columns of A), C row-major with 8 columns; each lane writes its D
+// elements to out[lane*4 + i].
+__host__ __device__ unsigned int_k(int variant) { return variant == 2 ? 32 : 16; }
 __host__ __device__ void int_coord(int variant, int which, unsigned lane, unsigned i, unsigned *r, unsigned *c) {
   unsigned g = lane / 4, t = lane % 4;
+  if (variant == 2) { // the ISA's m16n8k32 .s8/.u8 fragments
+    if (which == 0) { *r = g + 8 * ((i >> 2) & 1); *c = t * 4 + (i & 3) + 16 * (i >> 3); }
+    else if (which == 1) { *r = t * 4 + (i & 3) + 16 * (i >> 2); *c = g; }
+    else cd_coord(lane, i, r, c);
+    return;
+  }
   if (which == 0) { *r = variant == 0 && i >= 4 ? g + 8 : g; *c = t * 4 + (i & 3); }
   else if (which == 1) { *r = t * 4 + i; *c = g; }
   else if (variant == 0) cd_coord(lane, i, r, c);
@@ -210,14 +218,22 @@ __host__ __device__ void int_coord(int variant, int which, unsigned lane, unsign
 
 __global__ void mma_int_lanes(int variant, const uint8_t *a, const uint8_t *b, const int *c, int *out) {
 #if HAVE_MMA
-  unsigned lane = threadIdx.x, r, k;
-  uint32_t ar[2] = {0, 0}, br = 0;
+  unsigned lane = threadIdx.x, r, k, K = int_k(variant);
+  uint32_t ar[4] = {0, 0, 0, 0}, brr[2] = {0, 0};
   int cr[4], d[4] = {0, 0, 0, 0};
-  unsigned na = variant == 0 ? 8 : 4, nc = variant == 0 ? 4 : 2;
-  for (unsigned i = 0; i < na; i++) { int_coord(variant, 0, lane, i, &r, &k); ar[i / 4] |= (uint32_t)a[r * 16 + k] << (8 * (i % 4)); }
-  for (unsigned i = 0; i < 4; i++) { int_coord(variant, 1, lane, i, &r, &k); br |= (uint32_t)b[r * 8 + k] << (8 * i); }
+  unsigned na = variant == 1 ? 4 : variant == 0 ? 8 : 16, nb = variant == 2 ? 8 : 4,
+           nc = variant == 1 ? 2 : 4;
+  for (unsigned i = 0; i < na; i++) { int_coord(variant, 0, lane, i, &r, &k); ar[i / 4] |= (uint32_t)a[r * K + k] << (8 * (i % 4)); }
+  for (unsigned i = 0; i < nb; i++) { int_coord(variant, 1, lane, i, &r, &k); brr[i / 4] |= (uint32_t)b[r * 8 + k] << (8 * (i % 4)); }
   for (unsigned i = 0; i < nc; i++) { int_coord(variant, 2, lane, i, &r, &k); cr[i] = c[r * 8 + k]; }
-  if (variant == 0)
+  uint32_t br = brr[0];
+  if (variant == 2)
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%10, %11, %12, %13};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "r"(brr[0]), "r"(brr[1]),
+                   "r"(cr[0]), "r"(cr[1]), "r"(cr[2]), "r"(cr[3]));
+  else if (variant == 0)
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%7, %8, %9, %10};"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(ar[0]), "r"(ar[1]), "r"(br), "r"(cr[0]), "r"(cr[1]), "r"(cr[2]), "r"(cr[3]));
@@ -399,14 +415,14 @@ static void check_lanes(int variant, const char *name) {
 }
 
 static void check_int_lanes(int variant, const char *name) {
-  unsigned M = variant == 0 ? 16 : 8, nc = variant == 0 ? 4 : 2;
-  std::vector<uint8_t> a(256, 0), b(128);
+  unsigned M = variant == 1 ? 8 : 16, nc = variant == 1 ? 2 : 4, K = int_k(variant);
+  std::vector<uint8_t> a(512, 0), b(256);
   std::vector<int> c(128), out(128, -777);
-  // A: s8 in -100..100 (variant 0) or u8 in 0..250 (variant 1); B: s8
+  // A: s8 in -100..100 (variants 0, 2) or u8 in 0..250 (variant 1); B: s8
   for (unsigned r = 0; r < M; r++)
-    for (unsigned k = 0; k < 16; k++)
-      a[r * 16 + k] = (uint8_t)(variant == 0 ? (int)((r * 37 + k * 11) % 201) - 100 : (int)((r * 53 + k * 29) % 251));
-  for (unsigned k = 0; k < 16; k++)
+    for (unsigned k = 0; k < K; k++)
+      a[r * K + k] = (uint8_t)(variant != 1 ? (int)((r * 37 + k * 11) % 201) - 100 : (int)((r * 53 + k * 29) % 251));
+  for (unsigned k = 0; k < K; k++)
     for (unsigned n = 0; n < 8; n++) b[k * 8 + n] = (uint8_t)((int)((k * 13 + n * 7) % 255) - 127);
   for (unsigned e = 0; e < 128; e++) c[e] = (int)e * 1000 - 60000;
   uint8_t *da = to_device(a), *db = to_device(b);
@@ -420,8 +436,8 @@ static void check_int_lanes(int variant, const char *name) {
       unsigned r, col;
       int_coord(variant, 2, l, i, &r, &col);
       long long want = c[r * 8 + col];
-      for (unsigned k = 0; k < 16; k++) {
-        int x = variant == 0 ? (int)(int8_t)a[r * 16 + k] : (int)a[r * 16 + k];
+      for (unsigned k = 0; k < K; k++) {
+        int x = variant != 1 ? (int)(int8_t)a[r * K + k] : (int)a[r * K + k];
         want += (long long)x * (int8_t)b[k * 8 + col];
       }
       if (out[l * 4 + i] != want && bad++ < 5)
@@ -494,6 +510,7 @@ int main() {
   check_lanes(5, "m16n8k8 tf32->f32");
   check_int_lanes(0, "m16n8k16 s8*s8->s32");
   check_int_lanes(1, "m8n8k16 u8*s8->s32");
+  check_int_lanes(2, "m16n8k32 s8*s8->s32");
   check_gemm<false, false>("gemm f16 (B row-major, ldmatrix.trans)");
   check_gemm<false, true>("gemm f16 (B column-major)");
   check_gemm<true, false>("gemm bf16 (B row-major, ldmatrix.trans)");
