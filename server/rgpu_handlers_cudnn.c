@@ -76,13 +76,16 @@ static CUresult tensor_of(rgpu_worker *w, const char *api, const char *name, uin
   return CUDA_SUCCESS;
 }
 
-/* The bytes the tensor spans lie inside one allocation of the session
- * (dimensions below 2^31 and strides below 2^31: no overflow in u64). */
+/* The bytes the tensor spans lie inside one allocation of the session.
+ * The element offset of the last element stays below 2^62 (the dimensions'
+ * product is below 2^31, so their sum of (dim - 1) is too, and strides are
+ * below 2^31); the bytes may not, hence the checked multiply. */
 static CUresult tensor_in_session(rgpu_worker *w, const char *api, const char *name,
                                   const dnn_tensor *t) {
-  uint64_t last = 0;
+  uint64_t last = 0, bytes;
   for (int i = 0; i < t->nb; i++) last += (uint64_t)(t->dim[i] - 1) * (uint64_t)t->stride[i];
-  uint64_t bytes = (last + 1) * type_size(t->type);
+  if (__builtin_mul_overflow(last + 1, (uint64_t)type_size(t->type), &bytes))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: %s spans more than 2^64 bytes", api, name);
   if (!rgpu_alloc_table_lookup(&w->allocs, t->ptr, bytes))
     return FAIL(CUDA_ERROR_INVALID_VALUE,
                 "%s: %s (%llu bytes at 0x%llx) is not inside a device allocation of this session",
