@@ -253,10 +253,14 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetTensorNdDescriptor(const cudnnTensor
 
 uint64_t rgpu_cudnn_tensor_extent(const struct cudnnTensorStruct *t) {
   /* The bytes from the first element to one past the last: what a call
-   * touches (strides may leave gaps or overlap). */
-  uint64_t last = 0;
+   * touches (strides may leave gaps or overlap).  The last element's
+   * offset stays below 2^62 (at most 2^31-1 elements, strides below
+   * 2^31); the bytes may not: UINT64_MAX then. */
+  uint64_t last = 0, bytes;
   for (int i = 0; i < t->nb_dims; i++) last += (uint64_t)(t->dim[i] - 1) * (uint64_t)t->stride[i];
-  return (last + 1) * rgpu_cudnn_type_size(t->type);
+  if (__builtin_mul_overflow(last + 1, (uint64_t)rgpu_cudnn_type_size(t->type), &bytes))
+    return UINT64_MAX;
+  return bytes;
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetTensorSizeInBytes(const cudnnTensorDescriptor_t d,
@@ -264,7 +268,9 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetTensorSizeInBytes(const cudnnTensorD
   struct cudnnTensorStruct *t = rgpu_cudnn_tensor(d);
   rgpu_rt_count_call();
   if (!t || !t->set || !size) return CUDNN_STATUS_BAD_PARAM;
-  *size = (size_t)rgpu_cudnn_tensor_extent(t);
+  uint64_t bytes = rgpu_cudnn_tensor_extent(t);
+  if (bytes == UINT64_MAX) return CUDNN_STATUS_NOT_SUPPORTED; /* no size_t holds it */
+  *size = (size_t)bytes;
   return CUDNN_STATUS_SUCCESS;
 }
 
