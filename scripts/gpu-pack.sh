@@ -26,6 +26,8 @@ cp -P build/lib/libnvidia-ml.so* .gpu-pack/lib/ 2>/dev/null || true
 cp -P build/lib/libcublas.so* .gpu-pack/lib/ 2>/dev/null || true
 # The cuBLASLt facade, for the same reason (PyTorch's gemms go through it).
 cp -P build/lib/libcublasLt.so* .gpu-pack/lib/ 2>/dev/null || true
+# The cuDNN facade: cuDNN 9 carries its own runtime, which rgpu's driver facade cannot run.
+cp -P build/lib/libcudnn.so* .gpu-pack/lib/ 2>/dev/null || true
 find build/e2e -maxdepth 1 -type f -perm -u+x -exec cp {} .gpu-pack/e2e/ \;
 # The modules the driver-API programs (drv_*) load from beside themselves.
 cp build/e2e/*.ptx build/e2e/*.fatbin build/e2e/*.cubin .gpu-pack/e2e/ 2>/dev/null || true

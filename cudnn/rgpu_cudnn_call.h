@@ -1,0 +1,28 @@
+/* What the cuDNN facade's calls that reach the server share: the session
+ * and stream entry, and the forward convolution's checks and wire shape
+ * (used by the convolution and by its algorithm queries). */
+#ifndef RGPU_CUDNN_CALL_H
+#define RGPU_CUDNN_CALL_H
+
+#include "rgpu_client.h"
+#include "rgpu_cudnn_internal.h"
+#include "rgpu_messages.h"
+
+/* The session and the handle's stream (its wire id and device); a
+ * capturing stream is refused (NOT_SUPPORTED, logged once). */
+cudnnStatus_t rgpu_cudnn_enter(struct cudnnContext *h, const char *api, rgpu_client **c,
+                               uint64_t *wire, int *device);
+/* cuDNN's checks of a forward convolution's descriptors: all set, y's
+ * dimensions the output's, x and w of one type (BAD_PARAM otherwise). */
+cudnnStatus_t rgpu_cudnn_conv_check(const struct cudnnTensorStruct *x,
+                                    const struct cudnnFilterStruct *w,
+                                    const struct cudnnConvolutionStruct *cv,
+                                    const struct cudnnTensorStruct *y);
+/* The descriptor fields of CUDNN_CONV_FWD (pointers left 0). */
+void rgpu_cudnn_conv_shape_fields(rgpu_msg_cudnn_conv_fwd_req *q,
+                                  const struct cudnnTensorStruct *x,
+                                  const struct cudnnFilterStruct *w,
+                                  const struct cudnnConvolutionStruct *cv,
+                                  const struct cudnnTensorStruct *y);
+
+#endif
