@@ -73,8 +73,11 @@ cudnnStatus_t rgpu_cudnn_conv_check(const struct cudnnTensorStruct *x,
   int out[RGPU_CUDNN_DIM_MAX];
   cudnnStatus_t st = rgpu_cudnn_conv_output_dims(cv, x, w, x->nb_dims, out);
   if (st) return st;
+  /* A y that is not the convolution's output: cuDNN 9 answers
+   * NOT_SUPPORTED (measured on the H200 with cudnnConvolutionForward), as
+   * no engine takes the shapes, not BAD_PARAM. */
   if (y->nb_dims != x->nb_dims || memcmp(out, y->dim, sizeof out[0] * (size_t)y->nb_dims))
-    return CUDNN_STATUS_BAD_PARAM;
+    return CUDNN_STATUS_NOT_SUPPORTED;
   if (x->type != w->type) return CUDNN_STATUS_BAD_PARAM;
   return CUDNN_STATUS_SUCCESS;
 }

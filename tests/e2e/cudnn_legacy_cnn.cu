@@ -298,14 +298,15 @@ int main(int argc, char **argv) {
               N.l1.ys.n, N.l1.ys.c, N.l1.ys.h, N.l1.ys.w, N.p1s.n, N.p1s.c, N.p1s.h, N.p1s.w,
               N.l2.ys.n, N.l2.ys.c, N.l2.ys.h, N.l2.ys.w, N.p2s.n, N.p2s.c, N.p2s.h, N.p2s.w);
 
-  // cuDNN's own checks: a y that is not the convolution's output (cuDNN 9
-  // may name the kind of bad parameter: its category is BAD_PARAM).
+  // cuDNN's own checks: a y that is not the convolution's output is
+  // refused; the status is printed (the GPU script compares it with the
+  // native one).
   const float one = 1.0f, zero = 0.0f;
   cudnnStatus_t bad = cudnnConvolutionForward(N.h, &one, N.l1.x, N.dx, N.l1.w, N.l1.dw,
                                               N.l1.conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
                                               nullptr, 0, &zero, N.p1, N.dx);
-  EXPECT(CUDNN_STATUS_CATEGORY(bad) == CUDNN_STATUS_BAD_PARAM);
-  std::printf("a mismatched output: %s category\n", cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM));
+  EXPECT(bad != CUDNN_STATUS_SUCCESS);
+  std::printf("a mismatched output: %s (%d)\n", cudnnGetErrorString(bad), (int)bad);
 
   // The workspace: the largest either layer's algorithm needs.
   size_t ws1 = 0, ws2 = 0;
