@@ -264,15 +264,18 @@ static int find_libdir(char *out, size_t cap) {
   if (env && *env) {
     snprintf(out, cap, "%s", env);
   } else {
+    /* An install keeps the facades in a private directory (lib/rgpu,
+     * packaging/CMakeLists.txt); the build tree in lib. */
     char bindir[PATH_MAX];
     if (exe_dir(bindir, sizeof bindir)) return -1;
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%.4000s/../lib", bindir);
-    char real[PATH_MAX];
-    if (realpath(buf, real))
-      snprintf(out, cap, "%s", real);
-    else
-      snprintf(out, cap, "%s", buf);
+    static const char *const subdirs[] = {"../lib/rgpu", "../lib"};
+    for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++) {
+      char buf[PATH_MAX], real[PATH_MAX], probe[PATH_MAX + 32];
+      snprintf(buf, sizeof buf, "%.4000s/%s", bindir, subdirs[i]);
+      snprintf(out, cap, "%s", realpath(buf, real) ? real : buf);
+      snprintf(probe, sizeof probe, "%s/libcudart.so.13", out);
+      if (!access(probe, R_OK)) break;
+    }
   }
   char lib[PATH_MAX + 32];
   snprintf(lib, sizeof lib, "%s/libcudart.so.13", out);

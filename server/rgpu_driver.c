@@ -92,7 +92,10 @@ void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap) 
     return;
   }
   exe[n] = 0;
-  snprintf(out, cap, "%s/../lib/libsoftgpu.so", dirname(exe));
+  /* An install's private directory (lib/rgpu), else the build tree's lib. */
+  const char *dir = dirname(exe);
+  snprintf(out, cap, "%s/../lib/rgpu/libsoftgpu.so", dir);
+  if (access(out, R_OK)) snprintf(out, cap, "%s/../lib/libsoftgpu.so", dir);
 }
 
 int rgpu_driver_probe_cuda(void) {

@@ -78,7 +78,8 @@ static inline int rgpu_driver_is_fault(CUresult r) { return rgpu_driver_fault_na
 const char *rgpu_driver_error_name(const rgpu_driver *d, CUresult r);
 
 /* Where libsoftgpu.so is: explicit path, else $RGPU_SOFTGPU_LIB, else
- * <dir of /proc/self/exe>/../lib/libsoftgpu.so.  Writes into out. */
+ * <dir of /proc/self/exe>/../lib/rgpu/libsoftgpu.so (an install), else
+ * <dir>/../lib/libsoftgpu.so (the build tree).  Writes into out. */
 void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap);
 
 /* 1 if libcuda.so.1 loads, cuInit succeeds and it has at least one device.

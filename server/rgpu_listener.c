@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "rgpu_listener.h"
+#include "rgpu_server_config.h"
 
 #include <cuda.h>
 #include <errno.h>
@@ -203,6 +204,10 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   rgpu_signal_handle(SIGTERM, rgpu_worker_on_sigterm, SA_RESTART);
   signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
   signal(SIGPIPE, SIG_IGN);
+  /* A terminal hang-up or a `kill -HUP` must not end a server that
+   * sessions depend on; re-reading certificates and tokens on it is not
+   * built yet (a restart applies them). */
+  signal(SIGHUP, SIG_IGN);
   rgpu_worker_config *cfg = &a.cfg;
   cfg->ctl_fd = fds[WORKER_FD_CTL] > 0 ? fds[WORKER_FD_CTL] : 0;
   cfg->own_process = 1;
@@ -311,6 +316,9 @@ int rgpu_server_run(rgpu_server_opts *o) {
     fprintf(stderr, "rgpu-server: listening on %s (device: %s)\n", uri,
             rgpu_device_kind_name(o->worker.device));
   }
+  /* Under systemd (Type=notify): ready once every listener is bound. */
+  if (rgpu_server_notify("READY=1") < 0)
+    RGPU_WARN("could not tell systemd that the server is ready ($NOTIFY_SOCKET)");
   rgpu_metrics *metrics = NULL;
   if (o->metrics) {
     char merr[512];

@@ -12,6 +12,7 @@
 #include "rgpu_image_cache.h"
 #include "rgpu_listener.h"
 #include "rgpu_log.h"
+#include "rgpu_server_config.h"
 #include "rgpu_transport.h"
 
 #ifndef RGPU_VERSION
@@ -29,6 +30,8 @@ static void usage(FILE *f) {
           "\n"
           "Serves CUDA to rgpu clients: one worker process per client session.\n"
           "\n"
+          "  --config FILE       settings, one long option per line ('listen = URI',\n"
+          "                      'max-sessions = 8', 'foreground'); the command line wins\n"
           "  --listen URI        tcp://HOST:PORT, unix:///PATH, tls://HOST:PORT or\n"
           "                      quic://HOST:PORT (port 0 picks a free port); repeatable\n"
           "  --device KIND       cuda (libcuda.so.1) or softgpu (CPU); default: cuda if a\n"
@@ -148,7 +151,7 @@ int main(int argc, char **argv) {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
     OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
-    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX
+    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
@@ -174,6 +177,7 @@ int main(int argc, char **argv) {
       {"foreground", no_argument, 0, OPT_FG},
       {"help", no_argument, 0, OPT_HELP},
       {"version", no_argument, 0, OPT_VERSION},
+      {"config", required_argument, 0, OPT_CONFIG},
       {0, 0, 0, 0}};
 
   static rgpu_server_opts o; /* large (token buffer): keep it off the stack */
@@ -186,6 +190,16 @@ int main(int argc, char **argv) {
   /* Notices clients that vanished without a FIN (their worker and device
    * memory are freed) within about a minute; QUIC pings keep idle sessions up. */
   o.topts.keepalive_ms = 15000;
+  /* --config FILE: its settings first, the command line after them. */
+  {
+    static const char *const accumulating[] = {"listen", NULL};
+    char err[600];
+    if (rgpu_server_config_argv(argc, argv, longopts, accumulating, &argc, &argv, err,
+                                sizeof err)) {
+      fprintf(stderr, "rgpu-server: %s\n", err);
+      return 2;
+    }
+  }
   int c;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     uint64_t v;
@@ -300,6 +314,7 @@ int main(int argc, char **argv) {
         break;
       }
       case OPT_FG: break;
+      case OPT_CONFIG: break; /* read above */
       case OPT_HELP: case 'h': usage(stdout); return 0;
       case OPT_VERSION: printf("rgpu-server %s (protocol %d)\n", RGPU_VERSION, RGPU_PROTO_VERSION); return 0;
       default: usage(stderr); return 2;
