@@ -613,6 +613,7 @@ typedef struct {
   struct sockaddr_in client;
   int have_client;
   unsigned loss_permille;
+  volatile int blackhole; /* drop everything both ways (an outage) */
   uint32_t rng;
   volatile int stop;
   unsigned long fwd, dropped;
@@ -620,6 +621,7 @@ typedef struct {
 } lossy_proxy;
 
 static int lossy_drop(lossy_proxy *p) {
+  if (p->blackhole) return 1;
   p->rng = p->rng * 1103515245u + 12345u;
   return ((p->rng >> 16) % 1000) < p->loss_permille;
 }
@@ -701,6 +703,95 @@ static void test_loss_recovery(void **state) {
   rgpu_conn_close(c);
   tu_echo_join(&s);
   assert_true(px.dropped > 0);
+  lossy_stop(&px);
+  rgpu_listener_close(l);
+}
+
+/* Issue 21: what a connection runs with by default and when told
+ * otherwise (congestion controller, probe cap, idle timeout). */
+static void test_info_defaults_and_options(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 3);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  rgpu_quic_info qi;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_string_equal(qi.cc, "bbr2");
+  assert_int_equal(qi.max_pto_ms, 1000);
+  assert_int_equal(qi.idle_timeout_ms, 30000);
+  assert_true(qi.cwnd_bytes > 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 5), 0);
+  /* PMTUD had the buffer room to probe: packets grew past the 1200-byte
+   * minimum on loopback. */
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_true(qi.max_udp_payload > 1200);
+  rgpu_conn_close(c);
+
+  rgpu_transport_opts cubic = {.ca_file = srv_cert, .cc_algo = "cubic", .quic_max_pto_ms = -1,
+                               .idle_timeout_ms = 5000};
+  assert_int_equal(rgpu_conn_connect(uri, &cubic, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_string_equal(qi.cc, "cubic");
+  assert_int_equal(qi.max_pto_ms, 0);
+  assert_int_equal(qi.idle_timeout_ms, 5000);
+  rgpu_conn_close(c);
+
+  rgpu_transport_opts cap = {.ca_file = srv_cert, .cc_algo = "reno", .quic_max_pto_ms = 250};
+  assert_int_equal(rgpu_conn_connect(uri, &cap, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_string_equal(qi.cc, "reno");
+  assert_int_equal(qi.max_pto_ms, 250);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+
+  /* Not a QUIC client conn: refused with a reason, nothing filled in. */
+  assert_int_equal(rgpu_conn_quic_info(NULL, &qi, err, sizeof err), RGPU_T_ENOTSUP);
+  assert_non_null(strstr(err, "quic://"));
+}
+
+/* Issue 21: after an outage longer than the probe cap, the sender does not
+ * wait for its doubled probe timeout.  The client uploads through a proxy
+ * that drops everything for 3.5 s: the client fills its window and backs
+ * off; the server, receiving, sends a PING at least once a second; the
+ * first that crosses after the outage fires the client's probe at once
+ * (counted in capped_probes; by then ngtcp2's own next probe is about 3 s
+ * away), and every byte still arrives. */
+static void test_outage_probe_after_silence(void **state) {
+  char uri[64], err[256];
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key};
+  rgpu_listener *l;
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
+  lossy_proxy px;
+  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 0);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 65536, 21), 0);
+  /* 4 MiB in flight into the outage: more than the window lets out. */
+  size_t n = 4u << 20;
+  unsigned char *out = malloc(n), *in = malloc(n);
+  for (size_t i = 0; i < n; i++) out[i] = (unsigned char)(i * 7 + 3);
+  px.blackhole = 1;
+  struct iovec v = {out, n};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  usleep(3500 * 1000);
+  px.blackhole = 0;
+  assert_int_equal(rgpu_conn_read_exact(c, in, n), 0);
+  assert_memory_equal(in, out, n);
+  rgpu_quic_info qi;
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_true(qi.capped_probes >= 1);
+  free(out);
+  free(in);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
   lossy_stop(&px);
   rgpu_listener_close(l);
 }
@@ -790,6 +881,8 @@ int main(void) {
       cmocka_unit_test(test_streams), cmocka_unit_test(test_streams_no_head_of_line),
       cmocka_unit_test(test_default_keepalive), cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_stream_routed_to_worker), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
       cmocka_unit_test(test_silent_handshakes_bounded),
+      cmocka_unit_test(test_info_defaults_and_options),
+      cmocka_unit_test(test_outage_probe_after_silence),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
