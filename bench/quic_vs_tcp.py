@@ -33,6 +33,8 @@ import tempfile
 # Link rate per profile, Mbit/s per direction (netem/rgpu_netem_profiles.c).
 PROFILE_RATE = {"lan": 1000, "wifi-good": 100, "wifi-bad": 20, "cellular": 10,
                 "satellite-like": 10, "edge-worst": 5, "none": 0}
+PROFILE_RTT_MS = {"lan": 1, "wifi-good": 10, "wifi-bad": 30, "cellular": 60,
+                  "satellite-like": 300, "edge-worst": 100, "none": 0.1}
 PORT = 7443
 
 
@@ -52,14 +54,17 @@ def netem(a, profile, server, client, extra=(), ready=None, timeout=300):
     return r.returncode, r.stdout
 
 
-def perf(a, scheme, cc, cert, mode_args, profile, extra=()):
-    perf_bin = os.path.join(a.bin, "rgpu-transport-perf")
+def perf(a, scheme, cc, cert, mode_args, profile, extra=(), bindir=None):
+    perf_bin = os.path.join(bindir or a.bin, "rgpu-transport-perf")
     srv = [perf_bin, "--server", "%s://10.77.0.2:%d" % (scheme, PORT)]
     cli = [perf_bin, "--client", "%s://10.77.0.2:%d" % (scheme, PORT), "--json"]
     if scheme == "quic":
         srv += ["--cert", cert + "/cert.pem", "--key", cert + "/key.pem"]
         cli += ["--ca", cert + "/cert.pem", "--server-name", "localhost"]
-    if cc and cc != "default":
+    if cc == "nocap":  # the default controller without the probe cap (issue 21's "before")
+        srv += ["--max-pto-ms", "-1"]
+        cli += ["--max-pto-ms", "-1"]
+    elif cc and cc != "default":
         srv += ["--cc", cc]
         cli += ["--cc", cc]
     rc, out = netem(a, profile, srv, cli + list(mode_args), extra,
@@ -105,7 +110,8 @@ def main(argv):
     ap.add_argument("--bin", default=os.path.join(here, "..", "build", "bin"))
     ap.add_argument("--profiles", default="wifi-bad,cellular,edge-worst")
     ap.add_argument("--quic-cc", default="default",
-                    help="comma list: default (the transport's own choice), cubic, reno, bbr, bbr2")
+                    help="comma list: default (the transport's own choice), cubic, reno, bbr, "
+                    "bbr2, nocap (default without the probe cap)")
     ap.add_argument("--tcp-cc", default="", help="TCP_CONGESTION for tcp (default: the kernel's)")
     ap.add_argument("--seconds", type=float, default=8.0, help="bulk size = this x link rate")
     ap.add_argument("--repeat", type=int, default=1)
@@ -115,6 +121,8 @@ def main(argv):
                     help="pings in the outage run (default: enough to outlast it)")
     ap.add_argument("--tests", default="up,down,ping", help="subset of up,down,ping")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--before-bin", help="also run quic with the rgpu-transport-perf in this "
+                    "directory (an older build), as 'quic before'")
     ap.add_argument("--md")
     a = ap.parse_args(argv)
     tests = a.tests.split(",")
@@ -123,13 +131,15 @@ def main(argv):
     os.mkdir(cert)
     make_cert(a, cert)
     host_cc = a.tcp_cc or tcp_cc_of_client_ns(a)
-    variants = [("tcp", a.tcp_cc or "")] + [("quic", c) for c in a.quic_cc.split(",") if c]
+    variants = [("tcp", a.tcp_cc or "", None)] + [("quic", c, None) for c in a.quic_cc.split(",") if c]
+    if a.before_bin:
+        variants.append(("quic", "default", a.before_bin))
     rows = []
     try:
         for prof in a.profiles.split(","):
             rate = PROFILE_RATE.get(prof, 0)
             nbytes = int((rate or 1000) * 1e6 / 8 * a.seconds)
-            for scheme, cc in variants:
+            for scheme, cc, bindir in variants:
                 acc = {}
                 for rep in range(a.repeat):
                     print("[%s] %s %s run %d" % (prof, scheme, cc or host_cc, rep + 1),
@@ -137,23 +147,39 @@ def main(argv):
                     for mode, key in (("bulk", "up"), ("down", "down")):
                         if key not in tests:
                             continue
-                        r = perf(a, scheme, cc, cert, ["--mode", mode, "--bytes", str(nbytes)], prof)
+                        r = perf(a, scheme, cc, cert, ["--mode", mode, "--bytes", str(nbytes)], prof,
+                                 bindir=bindir)
                         if mode in r:
                             acc.setdefault(key, []).append(r[mode]["bytes"] * 8 / r[mode]["seconds"] / 1e6)
                     if "ping" in tests:
-                        r = perf(a, scheme, cc, cert, ["--mode", "ping", "-n", str(a.pings)], prof)
+                        r = perf(a, scheme, cc, cert, ["--mode", "ping", "-n", str(a.pings)], prof,
+                                 bindir=bindir)
                         if "ping" in r:
                             acc.setdefault("p50", []).append(r["ping"]["median_us"] / 1000)
                             acc.setdefault("p99", []).append(r["ping"]["p99_us"] / 1000)
                     if a.outage:
                         t, d = (float(x) for x in a.outage.split(":"))
-                        n = a.outage_pings or 400
+                        # Enough pings to run 3 s past the outage's end.
+                        n = a.outage_pings or int((t + d + 3) * 1000 / PROFILE_RTT_MS.get(prof, 50))
                         r = perf(a, scheme, cc, cert, ["--mode", "ping", "-n", str(n)], prof,
-                                 ["--outage", a.outage])
-                        if "ping" in r:
+                                 ["--outage", a.outage], bindir=bindir)
+                        if "ping" in r and "max_us" in r["ping"]:
                             acc.setdefault("outage", []).append(r["ping"]["max_us"] / 1e6 - d)
-                rows.append((prof, rate, scheme, (cc or host_cc) if scheme == "tcp"
-                             else (cc if cc != "default" else "default"), acc))
+                        if "quic_info" in r:
+                            acc.setdefault("capped", []).append(r["quic_info"]["capped_probes"])
+                    for r in (perf(a, scheme, cc, cert, ["--mode", "ping", "-n", "3"], prof,
+                                   bindir=bindir),) if scheme == "quic" and not bindir and \
+                            "cc_used" not in acc else ():
+                        if "quic_info" in r:
+                            acc["cc_used"] = r["quic_info"]["cc"]
+                label = (cc or host_cc) if scheme == "tcp" else acc.get("cc_used", cc)
+                if bindir:
+                    label = "before (cubic)"
+                elif scheme == "quic" and cc == "default":
+                    label += " (default)"
+                elif cc == "nocap":
+                    label += " (no probe cap)"
+                rows.append((prof, rate, scheme, label, acc))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -174,7 +200,8 @@ def main(argv):
                  m(acc.get("down"), "%.2f"), frac(acc.get("down"), rate),
                  m(acc.get("p50"), "%.1f"), m(acc.get("p99"), "%.1f")]
         if a.outage:
-            cells.append(m(acc.get("outage"), "%.2f"))
+            cells.append(m(acc.get("outage"), "%.2f") +
+                         (" (%d capped)" % max(acc["capped"]) if acc.get("capped") else ""))
         md.append("| " + " | ".join(cells) + " |")
     note = ("rgpu-netem profiles, rgpu-transport-perf, bulk = %.0f s of link rate, %d pings, "
             "%d run(s) per cell (median, min-max); host TCP congestion control: %s%s" %

@@ -368,6 +368,7 @@ struct qserver {
   int max_streams;
   rgpu_transport_opts opts; /* scalar fields only */
   ngtcp2_cc_algo cc;
+  int cc_auto; /* no cc_algo given: q_default_cc per client */
   uint8_t reset_secret[32];
   qconn *conns;
   int nconns;
@@ -598,17 +599,36 @@ static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
   cb->handshake_confirmed = handshake_confirmed_cb;
 }
 
-/* The default is BBRv2 (issue 21).  Measured through rgpu-netem against the
- * host's TCP (bbr): ngtcp2's CUBIC reads every random or burst loss as
- * congestion and ran at 12-33 % of the link on wifi-bad, cellular and
- * edge-worst (TCP 86-95 %); BBRv2 runs at TCP's rate there, and on loopback
- * within the run-to-run spread of CUBIC.  ngtcp2 0.12's BBRv1 is poor with
- * GSO at microsecond RTTs (shared/notes/quic-netem.md). */
-#define Q_DEFAULT_CC NGTCP2_CC_ALGO_BBR2
+/* The default (issue 21) is BBRv2 toward a network peer and CUBIC toward a
+ * loopback one.  Measured through rgpu-netem against the host's TCP (bbr):
+ * ngtcp2's CUBIC reads every random or burst loss as congestion and ran at
+ * 12-33 % of the link on wifi-bad, cellular and edge-worst (TCP 86-95 %);
+ * BBRv2 runs at TCP's rate there.  On loopback, with both ends and their
+ * relay threads on one CPU, BBRv2's window of two microsecond-RTT BDPs
+ * starved the sender (0.7-0.9 Gbit/s against CUBIC's 1.5-2.5): a loopback
+ * path loses nothing, which is all BBRv2 is for.  ngtcp2 0.12's BBRv1 is
+ * poor with GSO at microsecond RTTs (shared/notes/quic-netem.md). */
+static ngtcp2_cc_algo q_default_cc(const struct sockaddr *peer) {
+  int loop = 0;
+  if (peer->sa_family == AF_INET) {
+    loop = (ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr) >> 24) == 127;
+  } else if (peer->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
+    loop = IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return loop ? NGTCP2_CC_ALGO_CUBIC : NGTCP2_CC_ALGO_BBR2;
+}
 
-static int parse_cc(const char *name, ngtcp2_cc_algo *out, char *err, size_t errlen) {
-  if (!name || !*name)
-    *out = Q_DEFAULT_CC;
+const char *rgpu_quic_default_cc_name(const struct sockaddr *peer) {
+  return q_default_cc(peer) == NGTCP2_CC_ALGO_CUBIC ? "cubic" : "bbr2";
+}
+
+/* *automatic: no name given, q_default_cc decides per peer. */
+static int parse_cc(const char *name, ngtcp2_cc_algo *out, int *automatic, char *err,
+                    size_t errlen) {
+  *automatic = !name || !*name;
+  if (*automatic)
+    *out = NGTCP2_CC_ALGO_BBR2;
   else if (!strcmp(name, "cubic"))
     *out = NGTCP2_CC_ALGO_CUBIC;
   else if (!strcmp(name, "reno"))
@@ -949,7 +969,16 @@ static void q_write(qconn *q) {
     }
     ngtcp2_ssize ndatalen = -1;
     ngtcp2_pkt_info pi;
-    ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, &q->ps.path, &pi, pkt, buflen, &ndatalen,
+    /* With GSO the packet is built right in the batch (one copy less per
+     * byte) while the batch can take it: same size as its segments so far
+     * (a shorter one ends it, a longer one is moved out below).  The
+     * pointer must not change while ngtcp2 says WRITE_MORE, and it does
+     * not: the batch only grows after a finished packet. */
+    qbatch *b = &q->batch;
+    int direct = q->ep->gso && b->n < Q_GSO_MAX && (b->n == 0 || b->len % b->seg == 0) &&
+                 b->len + buflen <= sizeof b->buf;
+    uint8_t *dst = direct ? b->buf + b->len : pkt;
+    ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, &q->ps.path, &pi, dst, buflen, &ndatalen,
                                                flags, sid, nv ? vec : NULL, nv, ts);
     if (s && ndatalen >= 0) {
       s->sent_off += (uint64_t)ndatalen;
@@ -969,6 +998,20 @@ static void q_write(qconn *q) {
       return;
     }
     if (n == 0) break;
+    if (direct && (b->n == 0 || (size_t)n <= b->seg)) {
+      if (b->n == 0) {
+        memcpy(&b->to, q->ps.path.remote.addr, q->ps.path.remote.addrlen);
+        b->tolen = q->ps.path.remote.addrlen;
+        memcpy(&b->from, q->ps.path.local.addr, q->ps.path.local.addrlen);
+        b->fromlen = q->ps.path.local.addrlen;
+        b->seg = (size_t)n;
+      }
+      b->len += (size_t)n;
+      b->n++;
+      npkts++;
+      continue;
+    }
+    if (direct) memcpy(pkt, dst, (size_t)n); /* larger than the batch's segments */
     if (q_queue_packet(q, &q->ps.path, pkt, (size_t)n) < 0) {
       q->send_blocked = 1;
       /* The packet is built; it must not be lost: it goes first next time. */
@@ -1492,7 +1535,8 @@ static rgpu_conn *quic_client_conn(qclient *cl, int fd, int primary) {
 int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn **out,
                       char *err, size_t errlen) {
   ngtcp2_cc_algo cc;
-  int rc = parse_cc(o->cc_algo, &cc, err, errlen);
+  int cc_auto;
+  int rc = parse_cc(o->cc_algo, &cc, &cc_auto, err, errlen);
   if (rc) return rc;
   if (u->port == 0)
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "connect to %s: port 0 is not a server port", u->host);
@@ -1541,6 +1585,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   cl->q = q;
   q->ep = &cl->ep;
   q->primary_fd = -1;
+  if (cc_auto) cc = q_default_cc((struct sockaddr *)&remote);
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string((struct sockaddr *)&remote, remotelen, q->peer, sizeof q->peer);
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&cl->ep.local, cl->ep.locallen,
@@ -1760,7 +1805,8 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
   fill_callbacks(&cb, 1);
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
-  fill_settings(&st, &tp, &sv->opts, sv->cc, 1, sv->max_streams);
+  ngtcp2_cc_algo cc = sv->cc_auto ? q_default_cc(from) : sv->cc;
+  fill_settings(&st, &tp, &sv->opts, cc, 1, sv->max_streams);
   /* ngtcp2 does not fill this in for the server; the client checks it. */
   tp.original_dcid = hd.dcid;
   tp.stateless_reset_token_present = 1;
@@ -1779,7 +1825,7 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
-  q_set_keepalive(q, &sv->opts, sv->cc);
+  q_set_keepalive(q, &sv->opts, cc);
   cid_add(q, &hd.dcid); /* the client keeps using it until it hears from us */
   cid_add(q, &scid);
   q->next = sv->conns;
@@ -1981,7 +2027,7 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, 
   qserver *sv = calloc(1, sizeof *sv);
   if (!sv) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
   sv->ep.fd = -1;
-  int rc = parse_cc(o->cc_algo, &sv->cc, err, errlen);
+  int rc = parse_cc(o->cc_algo, &sv->cc, &sv->cc_auto, err, errlen);
   if (rc) {
     free(sv);
     return rc;
