@@ -48,7 +48,12 @@
 #define UDP_GRO 104
 #endif
 
-#define Q_SCID_LEN 16
+/* Connection IDs: 8 random bytes (ngtcp2's minimum for a client's first
+ * DCID) tell apart far more connections than one listener holds, and every
+ * 1-RTT packet carries one: 8 bytes less than 16 is half a percent more
+ * goodput on a 1500-byte link, where QUIC's overhead already exceeds
+ * TCP's (issue 21). */
+#define Q_SCID_LEN 8
 #define Q_MAX_PKT 1500
 #define Q_GSO_MAX 64
 #define Q_CHUNK (64 * 1024) /* under malloc's mmap threshold */
