@@ -124,8 +124,13 @@ def main(argv):
     ap.add_argument("--before-bin", help="also run quic with the rgpu-transport-perf in this "
                     "directory (an older build), as 'quic before'")
     ap.add_argument("--md")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when a cell has no figure (for the smoke test)")
     a = ap.parse_args(argv)
     tests = a.tests.split(",")
+    if os.geteuid() != 0 or not os.path.exists("/dev/net/tun"):
+        print("quic_vs_tcp: needs root and /dev/net/tun (rgpu-netem); skipped", file=sys.stderr)
+        return 77
     work = tempfile.mkdtemp(prefix="rgpu-qvt-")
     cert = os.path.join(work, "cert")
     os.mkdir(cert)
@@ -211,7 +216,10 @@ def main(argv):
     if a.md:
         with open(a.md, "w") as f:
             f.write("\n".join(md) + "\n\n" + note + "\n")
-    return 0
+    want = [k for k in ("up", "down") if k in tests] + (["p50"] if "ping" in tests else []) + \
+        (["outage"] if a.outage else [])
+    missing = any(not acc.get(k) for _, _, _, _, acc in rows for k in want)
+    return 1 if a.strict and missing else 0
 
 
 if __name__ == "__main__":
