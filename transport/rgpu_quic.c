@@ -607,7 +607,7 @@ static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
 /* The default (issue 21) is BBRv2 toward a network peer and CUBIC toward a
  * loopback one.  Measured through rgpu-netem against the host's TCP (bbr):
  * ngtcp2's CUBIC reads every random or burst loss as congestion and ran at
- * 12-33 % of the link on wifi-bad, cellular and edge-worst (TCP 86-95 %);
+ * 11-33 % of the link on wifi-bad, cellular and edge-worst (TCP 86-95 %);
  * BBRv2 runs at TCP's rate there.  On loopback, with both ends and their
  * relay threads on one CPU, BBRv2's window of two microsecond-RTT BDPs
  * starved the sender (0.7-0.9 Gbit/s against CUBIC's 1.5-2.5): a loopback
