@@ -40,7 +40,8 @@ typedef struct {
 /* Options shared by all transports; zero-initialise, then set what you need.
  * Strings are borrowed for the duration of the call only. */
 typedef struct {
-  const char *cc_algo;   /* TCP_CONGESTION / QUIC cc ("cubic", "bbr", "bbr2", "reno"); NULL = default */
+  const char *cc_algo;   /* TCP_CONGESTION / QUIC cc ("cubic", "bbr", "bbr2", "reno"); NULL = default
+                          * (TCP: the kernel's; QUIC: bbr2, see transport/README.md) */
   int connect_timeout_ms;/* 0 = 10000 */
   /* TLS / QUIC (issue 4) */
   const char *ca_file;   /* client: CA or pinned server certificate (PEM) */
@@ -60,7 +61,27 @@ typedef struct {
    * rgpu_conn_session_key(); each such stream arrives through
    * rgpu_listener_accept like a new connection. */
   int quic_max_streams;
+  /* quic://: longest wait between loss probes while packets are outstanding
+   * (issue 21).  ngtcp2 doubles its probe timeout after every unanswered
+   * probe, so a 10 s outage used to cost up to 10 s more before the first
+   * probe after it; with the cap a probe goes out at least this often, and
+   * an outage costs about its length plus one round trip.  0 = 1000 ms,
+   * <0 = ngtcp2's unbounded doubling.  Never shorter than one plain PTO. */
+  int quic_max_pto_ms;
 } rgpu_transport_opts;
+
+/* quic:// client: what the connection runs with and how it is doing, for
+ * tests and benchmarks. */
+typedef struct {
+  char cc[8];              /* congestion controller: "cubic", "reno", "bbr", "bbr2" */
+  uint64_t max_pto_ms;     /* the probe-interval cap in force (0 = none) */
+  uint64_t idle_timeout_ms;/* negotiated idle timeout */
+  uint64_t srtt_us, min_rtt_us;
+  uint64_t cwnd_bytes, bytes_in_flight;
+  uint64_t pto_count;      /* consecutive unanswered probe timeouts now */
+  uint64_t capped_probes;  /* probe timeouts fired early by the cap, so far */
+  uint64_t max_udp_payload;/* current datagram payload size (after PMTUD) */
+} rgpu_quic_info;
 
 typedef struct rgpu_conn rgpu_conn;
 typedef struct rgpu_listener rgpu_listener;
@@ -126,6 +147,9 @@ int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen);
  * c ends the whole connection.  RGPU_T_ENOTSUP for other transports or when
  * the server allows no more streams (see quic_max_streams). */
 int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errlen);
+/* quic:// client only: fills *out (see rgpu_quic_info).  RGPU_T_ENOTSUP for
+ * other transports, RGPU_T_ECLOSED once the connection has ended. */
+int rgpu_conn_quic_info(rgpu_conn *c, rgpu_quic_info *out, char *err, size_t errlen);
 /* Server side of quic://: conns that are streams of one QUIC connection
  * share a non-zero session key; the stream index is 0 for the connection's
  * first stream.  Other transports: 0 and 0. */

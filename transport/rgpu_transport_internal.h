@@ -94,6 +94,11 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o,
 int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err,
                      size_t errlen);
 
+/* The QUIC congestion controller used toward `peer` when the options name
+ * none: "cubic" for a loopback address, "bbr2" otherwise (rgpu_quic.c says
+ * why).  For tests. */
+const char *rgpu_quic_default_cc_name(const struct sockaddr *peer);
+
 /* Relay bookkeeping shared by the TLS and QUIC listeners: every descriptor a
  * relay owns is registered here so that a forked worker can close them all in
  * its pthread_atfork child handler.  A worker that kept a copy of another
