@@ -296,6 +296,19 @@ static int be_load(void) {
   return g_be.state;
 }
 
+/* Attributes that are cuDNN's answers, which the client's records carry
+ * (the engines of a heuristics answer hold their notes) but cuDNN does not
+ * let a program set. */
+static int answer_attr(int64_t name) {
+  switch (name) {
+    case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE: case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
+    case CUDNN_ATTR_ENGINE_KNOB_INFO: case CUDNN_ATTR_ENGINE_LAYOUT_INFO:
+    case CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE: case CUDNN_ATTR_ENGINEHEUR_RESULTS:
+    case CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: return 1;
+    default: return 0;
+  }
+}
+
 /* NVIDIA's descriptors for every node of g, finalized, into real[] (NULL
  * where not made; the caller destroys them). */
 static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDescriptor_t *real) {
@@ -306,6 +319,7 @@ static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDe
     for (uint32_t j = 0; j < d->nattr; j++) {
       const wattr *a = &d->attr[j];
       void *elems = NULL;
+      if (answer_attr(a->name)) continue;
       if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
         cudnnBackendDescriptor_t *refs = malloc(sizeof *refs * (a->count ? a->count : 1));
         if (!refs) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
@@ -357,6 +371,7 @@ static CUresult status_cu(cudnnStatus_t st) {
 
 typedef struct {
   uint64_t hash;
+  int device; /* a plan is built for one device's context */
   uint8_t *graph_bytes;
   size_t graph_len;
   wgraph g; /* decoded, pointing into graph_bytes */
@@ -450,10 +465,12 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
 /* The session's plan for graph b, built (and kept) when not there yet. */
 static CUresult plan_get(rgpu_worker *w, const char *api, const rgpu_bytes *b, plan_entry **out) {
   uint64_t hash = content_hash(b->data, b->len);
+  int dev = w->cur_dev < 0 ? 0 : w->cur_dev;
   pthread_mutex_lock(&g_plans.lock);
   for (unsigned i = 0; i < PLANS_MAX; i++) {
     plan_entry *e = g_plans.slot[i];
-    if (e && e->hash == hash && e->graph_len == b->len && !memcmp(e->graph_bytes, b->data, b->len)) {
+    if (e && e->hash == hash && e->device == dev && e->graph_len == b->len &&
+        !memcmp(e->graph_bytes, b->data, b->len)) {
       *out = e;
       pthread_mutex_unlock(&g_plans.lock);
       return CUDA_SUCCESS;
@@ -462,6 +479,7 @@ static CUresult plan_get(rgpu_worker *w, const char *api, const rgpu_bytes *b, p
   plan_entry *e = NULL;
   CUresult r = plan_build(w, api, b, &e);
   if (!r) {
+    e->device = dev;
     unsigned i = g_plans.next++ % PLANS_MAX;
     plan_free(g_plans.slot[i]);
     g_plans.slot[i] = e;
