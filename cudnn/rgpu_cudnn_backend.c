@@ -395,10 +395,19 @@ static cudnnStatus_t check_shape(const struct rgpu_cudnn_bdesc *d) {
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendFinalize(cudnnBackendDescriptor_t p) {
-  rgpu_rt_count_call();
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   pthread_mutex_lock(&g_lock);
   struct rgpu_cudnn_bdesc *d = rgpu_cudnn_bdesc_of(p);
+  /* The server's finalizes count their call themselves (once, whether the
+   * cache answers or a round trip does). */
+  if (d && !d->finalized &&
+      (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR ||
+       d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)) {
+    st = rgpu_cudnn_backend_finalize_remote(d);
+    if (st == CUDNN_STATUS_SUCCESS) d->finalized = 1;
+    goto out;
+  }
+  rgpu_rt_count_call();
   if (!d) {
     st = CUDNN_STATUS_BAD_PARAM;
     goto out;
@@ -406,12 +415,6 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendFinalize(cudnnBackendDescriptor_
   /* Finalizing twice: cuDNN refuses a finalized descriptor's changes. */
   if (d->finalized) {
     st = CUDNN_STATUS_NOT_INITIALIZED;
-    goto out;
-  }
-  if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR ||
-      d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
-    st = rgpu_cudnn_backend_finalize_remote(d);
-    if (st == CUDNN_STATUS_SUCCESS) d->finalized = 1;
     goto out;
   }
   const struct required *r = NULL;

@@ -298,7 +298,7 @@ static int heur_reply_ok(const rgpu_msg_cudnn_backend_heur_rep *r) {
   return k == r->knob_type.count && nu == r->numerical.count && b == r->behavior.count;
 }
 
-static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d) {
+static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
   const char *api = "cudnnBackendFinalize(engine heuristics)";
   struct rgpu_cudnn_bdesc *graph = ref_attr(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
   if (!graph || !rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_ENGINEHEUR_MODE))
@@ -314,6 +314,7 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d) {
     return results_into(d, hit, graph);
   }
   rgpu_client *c;
+  *entered = 1; /* rgpu_rt_enter counts the call */
   if (rgpu_rt_enter(&c) != cudaSuccess) {
     rgpu_buf_free(&g);
     return CUDNN_STATUS_EXECUTION_FAILED;
@@ -364,7 +365,7 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d) {
 
 /* ---- execution plan ---------------------------------------------------------- */
 
-static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d) {
+static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   const char *api = "cudnnBackendFinalize(execution plan)";
   struct cudnnContext *h = handle_attr(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE);
   if (!h || !ref_attr(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)) return CUDNN_STATUS_BAD_PARAM;
@@ -378,6 +379,7 @@ static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d) {
     workspace = hit->workspace;
   } else {
     rgpu_client *c;
+    *entered = 1; /* rgpu_rt_enter counts the call */
     if (rgpu_rt_enter(&c) != cudaSuccess) {
       rgpu_buf_free(&g);
       return CUDNN_STATUS_EXECUTION_FAILED;
@@ -420,7 +422,13 @@ static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d) {
 }
 
 cudnnStatus_t rgpu_cudnn_backend_finalize_remote(struct rgpu_cudnn_bdesc *d) {
-  return d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR ? finalize_heur(d) : finalize_plan(d);
+  int entered = 0;
+  cudnnStatus_t st = d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR ? finalize_heur(d, &entered)
+                                                                    : finalize_plan(d, &entered);
+  /* One call either way: answered here (the cache, a bad argument) or
+   * counted by the session entry of the round trip. */
+  if (!entered) rgpu_rt_count_call();
+  return st;
 }
 
 /* ---- execute --------------------------------------------------------------- */

@@ -319,7 +319,10 @@ static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDe
     for (uint32_t j = 0; j < d->nattr; j++) {
       const wattr *a = &d->attr[j];
       void *elems = NULL;
-      if (answer_attr(a->name)) continue;
+      /* An empty descriptor list (a config without knob choices) is the
+       * attribute's default: not set, as cuDNN's own copies leave it. */
+      if (answer_attr(a->name) || (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR && !a->count))
+        continue;
       if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
         cudnnBackendDescriptor_t *refs = malloc(sizeof *refs * (a->count ? a->count : 1));
         if (!refs) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
