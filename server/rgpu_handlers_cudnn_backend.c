@@ -507,29 +507,44 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
     graph_free(&g);
     return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the graph's root is no engine heuristics", api);
   }
-  uint64_t engine[ENGINES_MAX], knob_type[4096], knob_value[4096];
-  uint32_t knob_count[ENGINES_MAX], num_count[ENGINES_MAX], beh_count[ENGINES_MAX];
-  uint32_t num[4096], beh[4096];
+  /* The answer's arrays (~100 KB): on the heap, as handlers may run on
+   * small job-thread stacks that cuDNN's heuristics use too. */
+  struct heur_answer {
+    uint64_t engine[ENGINES_MAX], knob_type[4096], knob_value[4096];
+    uint32_t knob_count[ENGINES_MAX], num_count[ENGINES_MAX], beh_count[ENGINES_MAX];
+    uint32_t num[4096], beh[4096];
+  } *ans = malloc(sizeof *ans);
+  if (!ans) {
+    graph_free(&g);
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+  }
+  uint64_t *engine = ans->engine, *knob_type = ans->knob_type, *knob_value = ans->knob_value;
+  uint32_t *knob_count = ans->knob_count, *num_count = ans->num_count, *beh_count = ans->beh_count;
+  uint32_t *num = ans->num, *beh = ans->beh;
   uint32_t n = 0, nk = 0, nn = 0, nb = 0;
   if (D->is_softgpu) {
     soft_conv c;
     int ok = !soft_conv_of(&g, og, &c);
     graph_free(&g);
-    if (!ok)
+    if (!ok) {
+      free(ans);
       return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only a graph of one forward float "
                   "2-d convolution", api);
+    }
     engine[0] = 0;
     knob_count[0] = num_count[0] = beh_count[0] = 0;
     n = 1;
   } else {
     if (be_load() < 0) {
       graph_free(&g);
+      free(ans);
       return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing",
                   api);
     }
     cudnnHandle_t h;
     if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
       graph_free(&g);
+      free(ans);
       return r;
     }
     cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
@@ -611,13 +626,17 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
       if (cfgs[i]) g_be.destroy(cfgs[i]);
     real_free(real, g.n);
     graph_free(&g);
-    if (st) return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+    if (st) {
+      free(ans);
+      return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+    }
   }
   rgpu_msg_cudnn_backend_heur_rep rep = {
       .engine = {engine, n}, .knob_count = {knob_count, n}, .knob_type = {knob_type, nk},
       .knob_value = {knob_value, nk}, .numerical_count = {num_count, n},
       .numerical = {num, nn}, .behavior_count = {beh_count, n}, .behavior = {beh, nb}};
   rgpu_msg_cudnn_backend_heur_rep_encode(rq->rep, &rep);
+  free(ans);
   return CUDA_SUCCESS;
 }
 
