@@ -160,7 +160,9 @@ def nm_defined(paths):
     out = set()
     for line in res.stdout.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] in ("T", "t", "W"):
+        # GCC's split-off fragments (name.cold, name.part.0, name.isra.0)
+        # are pieces of a function, never functions of their own.
+        if len(parts) == 3 and parts[1] in ("T", "t", "W") and "." not in parts[2]:
             out.add(parts[2])
     return out
 

@@ -145,11 +145,127 @@ static void test_algorithm_queries(void **state) {
   assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
 }
 
+/* ---- the backend API ------------------------------------------------------ */
+
+static cudnnBackendDescriptor_t bmake(cudnnBackendDescriptorType_t t) {
+  cudnnBackendDescriptor_t d;
+  assert_int_equal(cudnnBackendCreateDescriptor(t, &d), CUDNN_STATUS_SUCCESS);
+  return d;
+}
+
+static cudnnBackendDescriptor_t btensor(int64_t uid, const int64_t d[4], cudnnDataType_t type) {
+  cudnnBackendDescriptor_t t = bmake(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  int64_t s[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}, align = 16;
+  assert_int_equal(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type), 0);
+  assert_int_equal(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, d), 0);
+  assert_int_equal(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s), 0);
+  assert_int_equal(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), 0);
+  assert_int_equal(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align), 0);
+  assert_int_equal(cudnnBackendFinalize(t), 0);
+  return t;
+}
+
+/* The operation graph of a 1x1 convolution of x 1x2x3x3 by w 2x2x1x1. */
+static cudnnBackendDescriptor_t bgraph(cudnnHandle_t h, cudnnDataType_t type) {
+  static const int64_t xd[4] = {1, 2, 3, 3}, wd[4] = {2, 2, 1, 1};
+  cudnnBackendDescriptor_t x = btensor(1, xd, type), w = btensor(2, wd, type),
+                           y = btensor(3, xd, type), cv = bmake(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  int64_t two = 2, zero[2] = {0, 0}, one[2] = {1, 1};
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, zero), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, zero), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, one), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one), 0);
+  assert_int_equal(cudnnBackendFinalize(cv), 0);
+  cudnnBackendDescriptor_t op = bmake(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x), 0);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w), 0);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y), 0);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cv), 0);
+  assert_int_equal(cudnnBackendFinalize(op), 0);
+  cudnnBackendDescriptor_t g = bmake(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h), 0);
+  assert_int_equal(cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op), 0);
+  assert_int_equal(cudnnBackendFinalize(g), 0);
+  /* The graph holds what it references: the program's handles may go. */
+  cudnnBackendDescriptor_t mine[] = {x, w, y, cv, op};
+  for (int i = 0; i < 5; i++) assert_int_equal(cudnnBackendDestroyDescriptor(mine[i]), 0);
+  return g;
+}
+
+/* softgpu's answers (one engine for a float convolution, NOT_SUPPORTED
+ * otherwise) and execute's deferred errors: a pointer outside the
+ * session's memory fails at the next synchronization, not sticky. */
+static void test_backend(void **state) {
+  (void)state;
+  cudnnHandle_t h;
+  assert_int_equal(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+  cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+  cudnnBackendDescriptor_t dg = bgraph(h, CUDNN_DATA_DOUBLE), dheur = bmake(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(dheur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dg), 0);
+  assert_int_equal(cudnnBackendSetAttribute(dheur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm), 0);
+  assert_int_equal(cudnnBackendFinalize(dheur), CUDNN_STATUS_NOT_SUPPORTED);
+
+  cudnnBackendDescriptor_t g = bgraph(h, CUDNN_DATA_FLOAT), heur = bmake(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g), 0);
+  assert_int_equal(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm), 0);
+  assert_int_equal(cudnnBackendFinalize(heur), 0);
+  cudnnBackendDescriptor_t cfg = bmake(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR), eng = bmake(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0, index = -1;
+  assert_int_equal(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng), 0);
+  assert_int_equal(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index), 0);
+  assert_int_equal(index, 0);
+  cudnnBackendDescriptor_t plan = bmake(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h), 0);
+  assert_int_equal(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg), 0);
+  assert_int_equal(cudnnBackendFinalize(plan), 0);
+  int64_t ws = -1;
+  assert_int_equal(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws), 0);
+  assert_int_equal(ws, 0);
+
+  float *d, host[18], x[18], wt[4] = {1, 2, -1, 0.5f}, y[18];
+  for (int i = 0; i < 18; i++) x[i] = (float)(i % 7) - 3;
+  assert_int_equal(cudaMalloc((void **)&d, 40 * sizeof *d), cudaSuccess);
+  assert_int_equal(cudaMemcpy(d, x, sizeof x, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudaMemcpy(d + 18, wt, sizeof wt, cudaMemcpyHostToDevice), cudaSuccess);
+  int64_t uids[3] = {1, 2, 3};
+  void *bad[3] = {d, d + 18, host}, *good[3] = {d, d + 18, d + 22}, *none = NULL;
+  cudnnBackendDescriptor_t vbad = bmake(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR), vgood = bmake(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  cudnnBackendDescriptor_t packs[2] = {vbad, vgood};
+  void **ptrs[2] = {bad, good};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(cudnnBackendSetAttribute(packs[i], CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), 0);
+    assert_int_equal(cudnnBackendSetAttribute(packs[i], CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs[i]), 0);
+    assert_int_equal(cudnnBackendSetAttribute(packs[i], CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &none), 0);
+    assert_int_equal(cudnnBackendFinalize(packs[i]), 0);
+  }
+  assert_int_equal(cudnnBackendExecute(h, plan, vbad), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaDeviceSynchronize(), cudaErrorInvalidValue);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+  assert_int_equal(cudnnBackendExecute(h, plan, vgood), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaMemcpy(y, d + 22, sizeof y, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < 9; p++)
+      assert_true(y[k * 9 + p] == wt[k * 2] * x[p] + wt[k * 2 + 1] * x[9 + p]);
+  /* Execute checks its arguments at once. */
+  assert_int_equal(cudnnBackendExecute(h, vgood, plan), CUDNN_STATUS_BAD_PARAM);
+  cudnnBackendDescriptor_t all[] = {vbad, vgood, plan, eng, cfg, heur, g, dheur, dg};
+  for (int i = 0; i < 9; i++) assert_int_equal(cudnnBackendDestroyDescriptor(all[i]), 0);
+  cudaFree(d);
+  assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_errors),
       cmocka_unit_test(test_stream),
       cmocka_unit_test(test_algorithm_queries),
+      cmocka_unit_test(test_backend),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,12 +50,12 @@ static void test_handles_and_stubs(void **state) {
   assert_int_equal(cudnnGetStream((cudnnHandle_t)junk, &s), CUDNN_STATUS_BAD_PARAM);
   assert_int_equal(cudnnDestroy(NULL), CUDNN_STATUS_SUCCESS);
   /* A stub: NOT_SUPPORTED, never a silent success. */
-  assert_int_equal(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, NULL),
+  assert_int_equal(cudnnBackendPopulateCudaGraph(NULL, NULL, NULL, NULL),
                    CUDNN_STATUS_NOT_SUPPORTED);
   int saw_backend = 0;
   for (int i = 0; rgpu_cudnn_stubbed_names[i]; i++) {
     assert_string_not_equal(rgpu_cudnn_stubbed_names[i], "cudnnCreate");
-    saw_backend |= !strcmp(rgpu_cudnn_stubbed_names[i], "cudnnBackendExecute");
+    saw_backend |= !strcmp(rgpu_cudnn_stubbed_names[i], "cudnnBackendPopulateCudaGraph");
   }
   assert_true(saw_backend);
   assert_true(rgpu_cudnn_stubbed_count > 100);

@@ -23,6 +23,7 @@
 #include <cudnn.h>
 
 #include "rgpu_cudnn_cpu.h"
+#include "rgpu_handlers_cudnn.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_log.h"
 #include "rgpu_worker_internal.h"
@@ -256,6 +257,7 @@ static CUresult softgpu_float_only(rgpu_worker *w, const char *api, const dnn_te
 static struct {
   int state; /* 0 not tried, 1 loaded, -1 failed */
   char err[512];
+  void *lib; /* the dlopen() handle, for rgpu_cudnn_server_sym */
 #define RGPU_CUDNN_FIELD(name) __typeof__(&name) name;
   RGPU_CUDNN_FUNCS(RGPU_CUDNN_FIELD)
 #undef RGPU_CUDNN_FIELD
@@ -300,7 +302,12 @@ static int dnn_load(void) {
   }
   RGPU_CUDNN_FUNCS(RGPU_CUDNN_RESOLVE)
 #undef RGPU_CUDNN_RESOLVE
+  g_dnn.lib = lib;
   return g_dnn.state = 1;
+}
+
+void *rgpu_cudnn_server_sym(const char *name) {
+  return dnn_load() > 0 ? dlsym(g_dnn.lib, name) : NULL;
 }
 
 /* A cuDNN status as the CUresult the client turns back into it. */
@@ -310,6 +317,12 @@ static CUresult status_cu(cudnnStatus_t st) {
          : st >= CUDNN_STATUS_BAD_PARAM && st < CUDNN_STATUS_NOT_SUPPORTED
              ? CUDA_ERROR_INVALID_VALUE
              : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+static CUresult dnn_handle(rgpu_worker *w, const char *api, CUstream stream, cudnnHandle_t *out);
+CUresult rgpu_cudnn_server_handle(rgpu_worker *w, const char *api, CUstream stream,
+                                  cudnnHandle_t *out) {
+  return dnn_handle(w, api, stream, out);
 }
 
 static CUresult dnn_handle(rgpu_worker *w, const char *api, CUstream stream, cudnnHandle_t *out) {

@@ -1,0 +1,504 @@
+/* The backend API's calls whose answer lives on the server: finalizing an
+ * engine heuristics descriptor (CUDNN_BACKEND_HEUR) or an execution plan
+ * (CUDNN_BACKEND_PLAN), one round trip each, cached here by the serialized
+ * content of the descriptor graph (and the device), so a framework that
+ * rebuilds the same graph every step pays once; and cudnnBackendExecute
+ * (CUDNN_BACKEND_EXECUTE), one message without a reply.
+ *
+ * The wire form of a graph is in proto/rgpu_messages.def (the block of
+ * CUDNN_BACKEND_HEUR). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_calls.h"
+#include "rgpu_cudart.h"
+#include "rgpu_cudart_op.h"
+#include "rgpu_cudnn_backend.h"
+#include "rgpu_cudnn_call.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+#define GRAPH_NODES_MAX 4096 /* descriptors in one serialized graph */
+#define CACHE_SLOTS 256      /* graphs remembered, replaced round-robin */
+#define ENGINES_MAX 256      /* engine configs of one heuristics answer */
+#define PACK_MAX 256         /* unique ids of one variant pack */
+
+#define REFUSE(...)                                          \
+  do {                                                       \
+    static int logged_;                                      \
+    if (!__atomic_exchange_n(&logged_, 1, __ATOMIC_RELAXED)) \
+      RGPU_WARN(__VA_ARGS__);                                \
+  } while (0)
+
+/* ---- serialization ------------------------------------------------------- */
+
+typedef struct {
+  struct rgpu_cudnn_bdesc **node;
+  int n, cap;
+  rgpu_buf out;
+} graph_writer;
+
+static int index_of(const graph_writer *g, const struct rgpu_cudnn_bdesc *d) {
+  for (int i = 0; i < g->n; i++)
+    if (g->node[i] == d) return i;
+  return -1;
+}
+
+/* Orders the graph depth-first, referenced descriptors first (a shared
+ * one once).  depth bounds a cycle a program could make by filling a
+ * referenced descriptor in again. */
+static int visit(graph_writer *g, struct rgpu_cudnn_bdesc *d, int depth) {
+  if (depth > 64) return -1;
+  if (index_of(g, d) >= 0) return 0;
+  for (int i = 0; i < d->nattr; i++) {
+    const struct rgpu_cudnn_battr *a = &d->attr[i];
+    if (a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR) continue;
+    for (int64_t k = 0; k < a->count; k++)
+      if (visit(g, ((struct rgpu_cudnn_bdesc **)a->data)[k], depth + 1) < 0) return -1;
+  }
+  if (g->n == GRAPH_NODES_MAX) return -1;
+  if (g->n == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 16;
+    struct rgpu_cudnn_bdesc **grown = realloc(g->node, (size_t)cap * sizeof *grown);
+    if (!grown) return -1;
+    g->node = grown;
+    g->cap = cap;
+  }
+  g->node[g->n++] = d;
+  return 0;
+}
+
+/* The wire form of the graph rooted at root (its bytes owned by *out), or
+ * -1. */
+static int serialize(struct rgpu_cudnn_bdesc *root, rgpu_buf *out) {
+  graph_writer g = {0};
+  rgpu_buf_init(&g.out);
+  int rc = visit(&g, root, 0);
+  if (rc == 0) {
+    rgpu_buf_put_u32(&g.out, (uint32_t)g.n);
+    for (int i = 0; i < g.n; i++) {
+      const struct rgpu_cudnn_bdesc *d = g.node[i];
+      rgpu_buf_put_u32(&g.out, (uint32_t)d->type);
+      rgpu_buf_put_u32(&g.out, (uint32_t)d->nattr);
+      for (int j = 0; j < d->nattr; j++) {
+        const struct rgpu_cudnn_battr *a = &d->attr[j];
+        rgpu_buf_put_u64(&g.out, (uint64_t)a->name);
+        rgpu_buf_put_u32(&g.out, (uint32_t)a->type);
+        rgpu_buf_put_u32(&g.out, (uint32_t)a->count);
+        if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+          for (int64_t k = 0; k < a->count; k++)
+            rgpu_buf_put_u32(&g.out,
+                             (uint32_t)index_of(&g, ((struct rgpu_cudnn_bdesc **)a->data)[k]));
+        } else if (a->type != CUDNN_TYPE_HANDLE && a->type != CUDNN_TYPE_VOID_PTR) {
+          /* Handles and device pointers never travel in a graph: the
+           * server uses its own handle; pointers vary per step and would
+           * defeat the cache. */
+          rgpu_buf_put(&g.out, a->data, (size_t)a->count * rgpu_cudnn_battr_elem_size(a->type));
+        }
+      }
+    }
+    if (g.out.err) rc = -1;
+  }
+  free(g.node);
+  if (rc) {
+    rgpu_buf_free(&g.out);
+    return -1;
+  }
+  *out = g.out;
+  return 0;
+}
+
+/* FNV-1a, 64 bits: the graph's name in the server's plan cache. */
+static uint64_t content_hash(const uint8_t *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* ---- the cache of answers ------------------------------------------------- */
+
+typedef struct {
+  int device, kind; /* kind: the message's opcode */
+  uint64_t hash;
+  uint8_t *graph;
+  size_t graph_len;
+  /* HEUR: per engine config; PLAN: workspace only. */
+  int n;
+  uint64_t engine[ENGINES_MAX];
+  uint32_t knob_count[ENGINES_MAX], numerical_count[ENGINES_MAX], behavior_count[ENGINES_MAX];
+  uint64_t *knob_type, *knob_value;
+  uint32_t *numerical, *behavior;
+  uint64_t workspace;
+} answer;
+
+static struct {
+  pthread_mutex_t lock; /* a leaf: lookups and inserts only */
+  answer *slot[CACHE_SLOTS];
+  unsigned next;
+} g_cache = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+
+static void answer_free(answer *a) {
+  if (!a) return;
+  free(a->graph);
+  free(a->knob_type);
+  free(a->knob_value);
+  free(a->numerical);
+  free(a->behavior);
+  free(a);
+}
+
+/* The cached answer for (device, kind, graph), or NULL; the entry stays
+ * valid while the backend lock is held (inserts happen under it too). */
+static const answer *cache_find(int device, int kind, const rgpu_buf *g, uint64_t hash) {
+  const answer *hit = NULL;
+  pthread_mutex_lock(&g_cache.lock);
+  for (unsigned i = 0; i < CACHE_SLOTS && !hit; i++) {
+    answer *a = g_cache.slot[i];
+    if (a && a->device == device && a->kind == kind && a->hash == hash &&
+        a->graph_len == g->len && !memcmp(a->graph, g->data, g->len))
+      hit = a;
+  }
+  pthread_mutex_unlock(&g_cache.lock);
+  return hit;
+}
+
+static void cache_insert(answer *a) {
+  pthread_mutex_lock(&g_cache.lock);
+  unsigned i = g_cache.next++ % CACHE_SLOTS;
+  answer_free(g_cache.slot[i]);
+  g_cache.slot[i] = a;
+  pthread_mutex_unlock(&g_cache.lock);
+}
+
+static void *dup_array(const rgpu_array *a, size_t elem) {
+  void *p = malloc(a->count ? a->count * elem : 1);
+  if (p && a->count) memcpy(p, a->data, a->count * elem);
+  return p;
+}
+
+/* ---- the handle a graph names --------------------------------------------- */
+
+/* The rgpu handle set as attribute name of d (a graph's handle), or NULL. */
+static struct cudnnContext *handle_attr(const struct rgpu_cudnn_bdesc *d, int64_t name) {
+  const struct rgpu_cudnn_battr *a = rgpu_cudnn_bdesc_find(d, name);
+  if (!a || a->type != CUDNN_TYPE_HANDLE || a->count != 1) return NULL;
+  return rgpu_cudnn_handle(*(cudnnHandle_t *)a->data);
+}
+
+static struct rgpu_cudnn_bdesc *ref_attr(const struct rgpu_cudnn_bdesc *d, int64_t name) {
+  const struct rgpu_cudnn_battr *a = rgpu_cudnn_bdesc_find(d, name);
+  if (!a || a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || a->count != 1) return NULL;
+  return *(struct rgpu_cudnn_bdesc **)a->data;
+}
+
+/* A server refusal as the cuDNN status it stands for. */
+static cudnnStatus_t status_of(rgpu_client *c, rgpu_status rc, const char *api, const char *msg) {
+  if (rc < 0) {
+    rgpu_rt_sync_ret(c, rc);
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  RGPU_WARN("%s: the server answered %d: %s", api, (int)rc, msg ? msg : "");
+  return rc == CUDA_ERROR_NOT_SUPPORTED ? CUDNN_STATUS_NOT_SUPPORTED
+         : rc == CUDA_ERROR_INVALID_VALUE ? CUDNN_STATUS_BAD_PARAM
+                                          : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+/* ---- engine heuristics ----------------------------------------------------- */
+
+static cudnnStatus_t store_i64(struct rgpu_cudnn_bdesc *d, int64_t name, int64_t v) {
+  return rgpu_cudnn_bdesc_store(d, name, CUDNN_TYPE_INT64, 1, &v);
+}
+
+/* Engine config i of answer a, as finalized client records (engine, knob
+ * choices, config) over the heuristics' operation graph. */
+static struct rgpu_cudnn_bdesc *make_config(const answer *a, int i, size_t knob0, size_t num0,
+                                            size_t beh0, struct rgpu_cudnn_bdesc *graph) {
+  struct rgpu_cudnn_bdesc *eng = rgpu_cudnn_bdesc_new(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  struct rgpu_cudnn_bdesc *cfg = rgpu_cudnn_bdesc_new(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  uint32_t nk = a->knob_count[i];
+  struct rgpu_cudnn_bdesc **knobs = calloc(nk ? nk : 1, sizeof *knobs);
+  int ok = eng && cfg && knobs;
+  int notes[4096];
+  if (ok) {
+    ok = !rgpu_cudnn_bdesc_store(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph) &&
+         !store_i64(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, (int64_t)a->engine[i]);
+    for (uint32_t k = 0; ok && k < a->numerical_count[i]; k++) notes[k] = (int)a->numerical[num0 + k];
+    ok = ok && !rgpu_cudnn_bdesc_store(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                       CUDNN_TYPE_NUMERICAL_NOTE, a->numerical_count[i], notes);
+    for (uint32_t k = 0; ok && k < a->behavior_count[i]; k++) notes[k] = (int)a->behavior[beh0 + k];
+    ok = ok && !rgpu_cudnn_bdesc_store(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                       CUDNN_TYPE_BEHAVIOR_NOTE, a->behavior_count[i], notes);
+  }
+  if (eng) eng->finalized = 1;
+  for (uint32_t k = 0; ok && k < nk; k++) {
+    knobs[k] = rgpu_cudnn_bdesc_new(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    int type = (int)a->knob_type[knob0 + k];
+    ok = knobs[k] &&
+         !rgpu_cudnn_bdesc_store(knobs[k], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE,
+                                 1, &type) &&
+         !store_i64(knobs[k], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, (int64_t)a->knob_value[knob0 + k]);
+    if (knobs[k]) knobs[k]->finalized = 1;
+  }
+  ok = ok &&
+       !rgpu_cudnn_bdesc_store(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                               &eng) &&
+       !rgpu_cudnn_bdesc_store(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, nk, knobs);
+  if (cfg) cfg->finalized = 1;
+  /* The config holds its engine and knobs; drop the creation references. */
+  rgpu_cudnn_bdesc_unref(eng);
+  for (uint32_t k = 0; knobs && k < nk; k++) rgpu_cudnn_bdesc_unref(knobs[k]);
+  free(knobs);
+  if (!ok) {
+    rgpu_cudnn_bdesc_unref(cfg);
+    return NULL;
+  }
+  return cfg;
+}
+
+static cudnnStatus_t results_into(struct rgpu_cudnn_bdesc *heur, const answer *a,
+                                  struct rgpu_cudnn_bdesc *graph) {
+  struct rgpu_cudnn_bdesc *cfg[ENGINES_MAX];
+  size_t knob0 = 0, num0 = 0, beh0 = 0;
+  int made = 0;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  for (int i = 0; i < a->n; i++) {
+    if (!(cfg[i] = make_config(a, i, knob0, num0, beh0, graph))) {
+      st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+      break;
+    }
+    made++;
+    knob0 += a->knob_count[i];
+    num0 += a->numerical_count[i];
+    beh0 += a->behavior_count[i];
+  }
+  if (!st)
+    st = rgpu_cudnn_bdesc_store(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                made, cfg);
+  for (int i = 0; i < made; i++) rgpu_cudnn_bdesc_unref(cfg[i]);
+  return st;
+}
+
+/* The reply's arrays agree with each other and with the limits. */
+static int heur_reply_ok(const rgpu_msg_cudnn_backend_heur_rep *r) {
+  uint32_t n = r->engine.count;
+  if (n > ENGINES_MAX || r->knob_count.count != n || r->numerical_count.count != n ||
+      r->behavior_count.count != n || r->knob_type.count != r->knob_value.count)
+    return 0;
+  uint64_t k = 0, nu = 0, b = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    k += rgpu_array_u32(&r->knob_count, i);
+    nu += rgpu_array_u32(&r->numerical_count, i);
+    b += rgpu_array_u32(&r->behavior_count, i);
+    if (rgpu_array_u32(&r->numerical_count, i) > 4096 || rgpu_array_u32(&r->behavior_count, i) > 4096)
+      return 0;
+  }
+  return k == r->knob_type.count && nu == r->numerical.count && b == r->behavior.count;
+}
+
+static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
+  const char *api = "cudnnBackendFinalize(engine heuristics)";
+  struct rgpu_cudnn_bdesc *graph = ref_attr(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
+  if (!graph || !rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_ENGINEHEUR_MODE))
+    return CUDNN_STATUS_BAD_PARAM;
+  struct cudnnContext *h = handle_attr(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE);
+  if (!h) return CUDNN_STATUS_BAD_PARAM;
+  rgpu_buf g;
+  if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  uint64_t hash = content_hash(g.data, g.len);
+  const answer *hit = cache_find(h->device, 0xC8, &g, hash);
+  if (hit) {
+    rgpu_buf_free(&g);
+    return results_into(d, hit, graph);
+  }
+  rgpu_client *c;
+  *entered = 1; /* rgpu_rt_enter counts the call */
+  if (rgpu_rt_enter(&c) != cudaSuccess) {
+    rgpu_buf_free(&g);
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  rgpu_msg_cudnn_backend_heur_req q = {.handle = h->id, .graph = {g.data, g.len}};
+  rgpu_msg_cudnn_backend_heur_rep rep;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply rr = {.payload = &pay};
+  rgpu_status rc = rgpu_call_cudnn_backend_heur(c, h->device, 0, &q, &rep, &rr);
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  answer *a = NULL;
+  if (rc) {
+    st = status_of(c, rc, api, rr.msg);
+  } else if (!heur_reply_ok(&rep) || !(a = calloc(1, sizeof *a))) {
+    RGPU_ERROR("%s: the server's reply is inconsistent", api);
+    st = CUDNN_STATUS_INTERNAL_ERROR;
+  } else {
+    a->device = h->device;
+    a->kind = 0xC8;
+    a->hash = hash;
+    a->graph = g.data;
+    a->graph_len = g.len;
+    g.data = NULL;
+    a->n = (int)rep.engine.count;
+    for (int i = 0; i < a->n; i++) {
+      a->engine[i] = rgpu_array_u64(&rep.engine, (uint32_t)i);
+      a->knob_count[i] = rgpu_array_u32(&rep.knob_count, (uint32_t)i);
+      a->numerical_count[i] = rgpu_array_u32(&rep.numerical_count, (uint32_t)i);
+      a->behavior_count[i] = rgpu_array_u32(&rep.behavior_count, (uint32_t)i);
+    }
+    a->knob_type = dup_array(&rep.knob_type, 8);
+    a->knob_value = dup_array(&rep.knob_value, 8);
+    a->numerical = dup_array(&rep.numerical, 4);
+    a->behavior = dup_array(&rep.behavior, 4);
+    if (!a->knob_type || !a->knob_value || !a->numerical || !a->behavior) {
+      answer_free(a);
+      st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    } else {
+      st = results_into(d, a, graph);
+      cache_insert(a);
+    }
+  }
+  rgpu_buf_free(&pay);
+  if (g.data) rgpu_buf_free(&g);
+  return st;
+}
+
+/* ---- execution plan ---------------------------------------------------------- */
+
+static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
+  const char *api = "cudnnBackendFinalize(execution plan)";
+  struct cudnnContext *h = handle_attr(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE);
+  if (!h || !ref_attr(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)) return CUDNN_STATUS_BAD_PARAM;
+  rgpu_buf g;
+  if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  uint64_t hash = content_hash(g.data, g.len);
+  uint64_t workspace = 0;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  const answer *hit = cache_find(h->device, 0xC9, &g, hash);
+  if (hit) {
+    workspace = hit->workspace;
+  } else {
+    rgpu_client *c;
+    *entered = 1; /* rgpu_rt_enter counts the call */
+    if (rgpu_rt_enter(&c) != cudaSuccess) {
+      rgpu_buf_free(&g);
+      return CUDNN_STATUS_EXECUTION_FAILED;
+    }
+    rgpu_msg_cudnn_backend_plan_req q = {.handle = h->id, .graph = {g.data, g.len}};
+    rgpu_msg_cudnn_backend_plan_rep rep;
+    rgpu_buf pay;
+    rgpu_buf_init(&pay);
+    rgpu_client_reply rr = {.payload = &pay};
+    rgpu_status rc = rgpu_call_cudnn_backend_plan(c, h->device, 0, &q, &rep, &rr);
+    if (rc) {
+      st = status_of(c, rc, api, rr.msg);
+    } else {
+      workspace = rep.workspace_size;
+      answer *a = calloc(1, sizeof *a);
+      if (a && (a->graph = malloc(g.len))) {
+        memcpy(a->graph, g.data, g.len);
+        a->graph_len = g.len;
+        a->device = h->device;
+        a->kind = 0xC9;
+        a->hash = hash;
+        a->workspace = workspace;
+        cache_insert(a);
+      } else {
+        answer_free(a); /* not remembered: the next finalize asks again */
+      }
+    }
+    rgpu_buf_free(&pay);
+  }
+  if (!st) st = store_i64(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, (int64_t)workspace);
+  if (st) {
+    rgpu_buf_free(&g);
+    return st;
+  }
+  free(d->graph);
+  d->graph = g.data;
+  d->graph_len = g.len;
+  d->hash = hash;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t rgpu_cudnn_backend_finalize_remote(struct rgpu_cudnn_bdesc *d) {
+  int entered = 0;
+  cudnnStatus_t st = d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR ? finalize_heur(d, &entered)
+                                                                    : finalize_plan(d, &entered);
+  /* One call either way: answered here (the cache, a bad argument) or
+   * counted by the session entry of the round trip. */
+  if (!entered) rgpu_rt_count_call();
+  return st;
+}
+
+/* ---- execute --------------------------------------------------------------- */
+
+RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
+                                                        cudnnBackendDescriptor_t plan,
+                                                        cudnnBackendDescriptor_t pack) {
+  struct cudnnContext *h = rgpu_cudnn_handle(handle);
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  uint64_t uid[PACK_MAX], ptr[PACK_MAX], workspace = 0;
+  uint32_t n = 0;
+  uint8_t *graph = NULL;
+  size_t graph_len = 0;
+  uint64_t hash = 0;
+  rgpu_cudnn_backend_lock();
+  struct rgpu_cudnn_bdesc *p = rgpu_cudnn_bdesc_of(plan), *v = rgpu_cudnn_bdesc_of(pack);
+  if (!h || !p || !v || p->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR ||
+      v->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR || !p->finalized || !v->finalized ||
+      !p->graph) {
+    st = CUDNN_STATUS_BAD_PARAM;
+  } else {
+    const struct rgpu_cudnn_battr *ids = rgpu_cudnn_bdesc_find(v, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
+    const struct rgpu_cudnn_battr *ptrs =
+        rgpu_cudnn_bdesc_find(v, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
+    const struct rgpu_cudnn_battr *ws = rgpu_cudnn_bdesc_find(v, CUDNN_ATTR_VARIANT_PACK_WORKSPACE);
+    if (ids->type != CUDNN_TYPE_INT64 || ptrs->type != CUDNN_TYPE_VOID_PTR ||
+        (ws && (ws->type != CUDNN_TYPE_VOID_PTR || ws->count != 1))) {
+      st = CUDNN_STATUS_BAD_PARAM;
+    } else if (ids->count > PACK_MAX) {
+      REFUSE("cudnnBackendExecute: a variant pack of %lld tensors is more than rgpu carries "
+             "(%d); it returns CUDNN_STATUS_NOT_SUPPORTED",
+             (long long)ids->count, PACK_MAX);
+      st = CUDNN_STATUS_NOT_SUPPORTED;
+    } else {
+      n = (uint32_t)ids->count;
+      for (uint32_t i = 0; i < n; i++) {
+        uid[i] = (uint64_t)((int64_t *)ids->data)[i];
+        ptr[i] = (uint64_t)(uintptr_t)((void **)ptrs->data)[i];
+      }
+      if (ws) workspace = (uint64_t)(uintptr_t) * (void **)ws->data;
+      /* The plan's graph travels with it (a server that lost its cache
+       * rebuilds); copied, as the program may destroy the plan at once. */
+      graph = malloc(p->graph_len);
+      if (!graph) st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+      else memcpy(graph, p->graph, graph_len = p->graph_len);
+      hash = p->hash;
+    }
+  }
+  rgpu_cudnn_backend_unlock();
+  if (st) {
+    rgpu_rt_count_call();
+    free(graph);
+    return st;
+  }
+  rgpu_client *c;
+  uint64_t wire;
+  int device;
+  if ((st = rgpu_cudnn_enter(h, "cudnnBackendExecute", &c, &wire, &device))) {
+    free(graph);
+    return st;
+  }
+  rgpu_msg_cudnn_backend_execute_req q = {.handle = h->id, .stream = wire, .plan_hash = hash,
+                                          .graph = {graph, graph_len}, .uid = {uid, n},
+                                          .ptr = {ptr, n}, .workspace = workspace};
+  rgpu_rt_host_backpressure(c, wire, 0);
+  rgpu_status rc = rgpu_call_cudnn_backend_execute(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  free(graph);
+  if (rc) {
+    rgpu_rt_sync_ret(c, rc);
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  return CUDNN_STATUS_SUCCESS;
+}

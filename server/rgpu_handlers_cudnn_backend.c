@@ -1,0 +1,786 @@
+/* cuDNN backend (graph) API requests (issue 17): CUDNN_BACKEND_HEUR,
+ * CUDNN_BACKEND_PLAN (one reply each) and CUDNN_BACKEND_EXECUTE (none).
+ *
+ * Each carries a descriptor graph serialized by the client (its form is in
+ * proto/rgpu_messages.def), decoded and checked here before use.  On a GPU
+ * the graph is rebuilt with NVIDIA's own backend descriptors (the library
+ * rgpu_handlers_cudnn.c opens) and finalized by cuDNN; a finalized plan is
+ * kept under the graph's content hash so an execute, which has no reply,
+ * finds it (or rebuilds it from the graph it also carries).  On softgpu a
+ * graph of one forward float convolution is answered with one engine
+ * (global index 0, no knobs, workspace 0) and runs with the CPU code of
+ * rgpu_cudnn_cpu.c in a host function on the stream; anything else is
+ * NOT_SUPPORTED. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cudnn.h>
+
+#include "rgpu_cudnn_cpu.h"
+#include "rgpu_dispatch.h"
+#include "rgpu_handlers_cudnn.h"
+#include "rgpu_log.h"
+#include "rgpu_worker_internal.h"
+
+#define D (&w->drv)
+#define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
+
+#define NODES_MAX 4096
+#define ATTRS_MAX 256
+#define PLANS_MAX 64    /* plans kept per session, replaced round-robin */
+#define ENGINES_MAX 256 /* engine configs answered */
+
+/* ---- the wire graph ---------------------------------------------------------- */
+
+typedef struct {
+  int64_t name;
+  uint32_t type, count;
+  const uint8_t *data; /* count elements of wire_size(type) bytes (unaligned) */
+} wattr;
+
+typedef struct {
+  uint32_t type, nattr;
+  wattr *attr;
+} wnode;
+
+typedef struct {
+  uint32_t n;
+  wnode *node;
+  wattr *attrs; /* every node's, in one block */
+} wgraph;
+
+/* An element's bytes on the wire: a descriptor is its u32 index, handles
+ * and device pointers do not travel, everything else is its C type. */
+static int wire_size(uint32_t type) {
+  switch (type) {
+    case CUDNN_TYPE_HANDLE: case CUDNN_TYPE_VOID_PTR: return 0;
+    case CUDNN_TYPE_BACKEND_DESCRIPTOR: return 4;
+    case CUDNN_TYPE_BOOLEAN: case CUDNN_TYPE_CHAR: return 1;
+    case CUDNN_TYPE_INT64: case CUDNN_TYPE_DOUBLE: return 8;
+    case CUDNN_TYPE_FRACTION: return 16;
+    default: return type <= CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE ? 4 : -1;
+  }
+}
+
+static void graph_free(wgraph *g) {
+  free(g->node);
+  free(g->attrs);
+  memset(g, 0, sizeof *g);
+}
+
+static int take(const uint8_t **p, const uint8_t *end, void *out, size_t n) {
+  if ((size_t)(end - *p) < n) return -1;
+  memcpy(out, *p, n);
+  *p += n;
+  return 0;
+}
+
+/* Decodes and checks a graph: bounded counts, known element types, every
+ * descriptor reference to an earlier node, nothing left over. */
+static CUresult graph_decode(rgpu_worker *w, const char *api, const rgpu_bytes *b, wgraph *g) {
+  memset(g, 0, sizeof *g);
+  const uint8_t *p = b->data, *end = p + b->len;
+  uint32_t n = 0;
+  if (take(&p, end, &n, 4) || n < 1 || n > NODES_MAX)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: a graph of %u descriptors", api, n);
+  /* At most one attribute per 16 bytes: the block is bounded by the input. */
+  size_t max_attrs = b->len / 16 + 1;
+  g->node = calloc(n, sizeof *g->node);
+  g->attrs = calloc(max_attrs, sizeof *g->attrs);
+  if (!g->node || !g->attrs) {
+    graph_free(g);
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+  }
+  size_t used = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    wnode *d = &g->node[i];
+    if (take(&p, end, &d->type, 4) || take(&p, end, &d->nattr, 4) || d->nattr > ATTRS_MAX ||
+        d->nattr > max_attrs - used || d->type > CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR)
+      goto bad;
+    d->attr = &g->attrs[used];
+    used += d->nattr;
+    for (uint32_t j = 0; j < d->nattr; j++) {
+      wattr *a = &d->attr[j];
+      if (take(&p, end, &a->name, 8) || take(&p, end, &a->type, 4) || take(&p, end, &a->count, 4))
+        goto bad;
+      int es = wire_size(a->type);
+      if (es < 0 || (uint64_t)a->count * (uint64_t)es > (uint64_t)(end - p)) goto bad;
+      a->data = p;
+      p += (size_t)a->count * (size_t)es;
+      if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
+        for (uint32_t k = 0; k < a->count; k++) {
+          uint32_t idx;
+          memcpy(&idx, a->data + 4 * k, 4);
+          if (idx >= i) goto bad;
+        }
+    }
+  }
+  if (p != end) goto bad;
+  g->n = n;
+  return CUDA_SUCCESS;
+bad:
+  graph_free(g);
+  return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the descriptor graph is malformed", api);
+}
+
+static const wattr *find(const wnode *d, int64_t name) {
+  for (uint32_t i = 0; i < d->nattr; i++)
+    if (d->attr[i].name == name) return &d->attr[i];
+  return NULL;
+}
+
+/* The node a single-descriptor attribute names, of the type expected, or
+ * NULL. */
+static const wnode *ref(const wgraph *g, const wnode *d, int64_t name, uint32_t type) {
+  const wattr *a = find(d, name);
+  if (!a || a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || a->count != 1) return NULL;
+  uint32_t idx;
+  memcpy(&idx, a->data, 4);
+  return g->node[idx].type == type ? &g->node[idx] : NULL;
+}
+
+/* Up to max int64 elements of an attribute; the count, or -1. */
+static int i64s(const wnode *d, int64_t name, int64_t *out, int max) {
+  const wattr *a = find(d, name);
+  if (!a || a->type != CUDNN_TYPE_INT64 || a->count > (uint32_t)max) return -1;
+  memcpy(out, a->data, 8 * (size_t)a->count);
+  return (int)a->count;
+}
+
+static int enum_of(const wnode *d, int64_t name, uint32_t type, int *out) {
+  const wattr *a = find(d, name);
+  if (!a || a->type != type || a->count != 1) return -1;
+  memcpy(out, a->data, 4);
+  return 0;
+}
+
+static uint64_t content_hash(const uint8_t *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* ---- softgpu: one forward float 2-d convolution ------------------------------ */
+
+typedef struct {
+  int64_t uid;
+  int dim[4], stride[4];
+} soft_tensor;
+
+typedef struct {
+  soft_tensor x, w, y;
+  int pad[2], stride[2], dilation[2], groups, flip;
+  double alpha, beta;
+} soft_conv;
+
+static int soft_tensor_of(const wnode *t, soft_tensor *out) {
+  int type;
+  int64_t dim[8], stride[8];
+  if (!t || enum_of(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type) ||
+      type != CUDNN_DATA_FLOAT || i64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, dim, 8) != 4 ||
+      i64s(t, CUDNN_ATTR_TENSOR_STRIDES, stride, 8) != 4 ||
+      i64s(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, &out->uid, 1) != 1)
+    return -1;
+  const wattr *virt = find(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL);
+  if (virt && virt->count == 1 && virt->type == CUDNN_TYPE_BOOLEAN && virt->data[0]) return -1;
+  for (int i = 0; i < 4; i++) {
+    if (dim[i] < 1 || dim[i] > INT32_MAX || stride[i] < 1 || stride[i] > INT32_MAX) return -1;
+    out->dim[i] = (int)dim[i];
+    out->stride[i] = (int)stride[i];
+  }
+  return 0;
+}
+
+/* A scaling factor: float or double, the default when not set. */
+static double scale_attr(const wnode *op, int64_t name, double dflt) {
+  const wattr *a = find(op, name);
+  if (!a || a->count != 1) return dflt;
+  if (a->type == CUDNN_TYPE_DOUBLE) {
+    double v;
+    memcpy(&v, a->data, 8);
+    return v;
+  }
+  if (a->type == CUDNN_TYPE_FLOAT) {
+    float v;
+    memcpy(&v, a->data, 4);
+    return v;
+  }
+  return dflt;
+}
+
+/* The operation graph g's node og as softgpu's convolution, or -1. */
+static int soft_conv_of(const wgraph *g, const wnode *og, soft_conv *c) {
+  memset(c, 0, sizeof *c);
+  const wattr *ops = og ? find(og, CUDNN_ATTR_OPERATIONGRAPH_OPS) : NULL;
+  if (!ops || ops->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || ops->count != 1) return -1;
+  uint32_t idx;
+  memcpy(&idx, ops->data, 4);
+  const wnode *op = &g->node[idx];
+  if (op->type != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) return -1;
+  const wnode *cv = ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                        CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  if (soft_tensor_of(ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                         CUDNN_BACKEND_TENSOR_DESCRIPTOR), &c->x) ||
+      soft_tensor_of(ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                         CUDNN_BACKEND_TENSOR_DESCRIPTOR), &c->w) ||
+      soft_tensor_of(ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                         CUDNN_BACKEND_TENSOR_DESCRIPTOR), &c->y) || !cv)
+    return -1;
+  int64_t sd, pre[2], post[2], st[2], dil[2];
+  int comp, mode;
+  if (i64s(cv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, &sd, 1) != 1 || sd != 2 ||
+      i64s(cv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, pre, 2) != 2 ||
+      i64s(cv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, post, 2) != 2 ||
+      i64s(cv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, st, 2) != 2 ||
+      i64s(cv, CUDNN_ATTR_CONVOLUTION_DILATIONS, dil, 2) != 2 ||
+      enum_of(cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp) ||
+      enum_of(cv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode) ||
+      comp != CUDNN_DATA_FLOAT)
+    return -1;
+  for (int i = 0; i < 2; i++) {
+    /* Asymmetric padding is not softgpu's. */
+    if (pre[i] != post[i] || pre[i] < 0 || pre[i] > 65536 || st[i] < 1 || st[i] > 65536 ||
+        dil[i] < 1 || dil[i] > 65536)
+      return -1;
+    c->pad[i] = (int)pre[i];
+    c->stride[i] = (int)st[i];
+    c->dilation[i] = (int)dil[i];
+  }
+  /* The shapes agree: y is the convolution's output, groups divide. */
+  if (c->w.dim[1] < 1 || c->x.dim[1] % c->w.dim[1] || c->y.dim[0] != c->x.dim[0] ||
+      c->y.dim[1] != c->w.dim[0])
+    return -1;
+  c->groups = c->x.dim[1] / c->w.dim[1];
+  if (c->w.dim[0] % c->groups) return -1;
+  for (int i = 0; i < 2; i++) {
+    int64_t span = (int64_t)(c->w.dim[2 + i] - 1) * c->dilation[i] + 1;
+    int64_t out = 1 + ((int64_t)c->x.dim[2 + i] + 2 * c->pad[i] - span) / c->stride[i];
+    if ((int64_t)c->x.dim[2 + i] + 2 * c->pad[i] < span || out != c->y.dim[2 + i]) return -1;
+  }
+  /* The filter is dense KCRS (what the CPU code reads). */
+  if (c->w.stride[3] != 1 || c->w.stride[2] != c->w.dim[3] ||
+      c->w.stride[1] != c->w.dim[2] * c->w.dim[3] ||
+      c->w.stride[0] != c->w.dim[1] * c->w.dim[2] * c->w.dim[3])
+    return -1;
+  c->flip = mode == CUDNN_CONVOLUTION;
+  c->alpha = scale_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, 1.0);
+  c->beta = scale_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, 0.0);
+  return 0;
+}
+
+/* ---- a real GPU: the graph rebuilt with NVIDIA's backend ---------------------- */
+
+static struct {
+  int state;
+  __typeof__(&cudnnBackendCreateDescriptor) create;
+  __typeof__(&cudnnBackendDestroyDescriptor) destroy;
+  __typeof__(&cudnnBackendSetAttribute) set;
+  __typeof__(&cudnnBackendGetAttribute) get;
+  __typeof__(&cudnnBackendFinalize) finalize;
+  __typeof__(&cudnnBackendExecute) execute;
+} g_be;
+
+static int be_load(void) {
+  if (g_be.state) return g_be.state;
+  *(void **)&g_be.create = rgpu_cudnn_server_sym("cudnnBackendCreateDescriptor");
+  *(void **)&g_be.destroy = rgpu_cudnn_server_sym("cudnnBackendDestroyDescriptor");
+  *(void **)&g_be.set = rgpu_cudnn_server_sym("cudnnBackendSetAttribute");
+  *(void **)&g_be.get = rgpu_cudnn_server_sym("cudnnBackendGetAttribute");
+  *(void **)&g_be.finalize = rgpu_cudnn_server_sym("cudnnBackendFinalize");
+  *(void **)&g_be.execute = rgpu_cudnn_server_sym("cudnnBackendExecute");
+  g_be.state = g_be.create && g_be.destroy && g_be.set && g_be.get && g_be.finalize &&
+                       g_be.execute
+                   ? 1
+                   : -1;
+  return g_be.state;
+}
+
+/* Attributes that are cuDNN's answers, which the client's records carry
+ * (the engines of a heuristics answer hold their notes) but cuDNN does not
+ * let a program set. */
+static int answer_attr(int64_t name) {
+  switch (name) {
+    case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE: case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
+    case CUDNN_ATTR_ENGINE_KNOB_INFO: case CUDNN_ATTR_ENGINE_LAYOUT_INFO:
+    case CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE: case CUDNN_ATTR_ENGINEHEUR_RESULTS:
+    case CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: return 1;
+    default: return 0;
+  }
+}
+
+/* NVIDIA's descriptors for every node of g, finalized, into real[] (NULL
+ * where not made; the caller destroys them). */
+static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDescriptor_t *real) {
+  for (uint32_t i = 0; i < g->n; i++) {
+    const wnode *d = &g->node[i];
+    cudnnStatus_t st = g_be.create((cudnnBackendDescriptorType_t)d->type, &real[i]);
+    if (st) return st;
+    for (uint32_t j = 0; j < d->nattr; j++) {
+      const wattr *a = &d->attr[j];
+      void *elems = NULL;
+      /* An empty descriptor list (a config without knob choices) is the
+       * attribute's default: not set, as cuDNN's own copies leave it. */
+      if (answer_attr(a->name) || (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR && !a->count))
+        continue;
+      if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+        cudnnBackendDescriptor_t *refs = malloc(sizeof *refs * (a->count ? a->count : 1));
+        if (!refs) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+        for (uint32_t k = 0; k < a->count; k++) {
+          uint32_t idx;
+          memcpy(&idx, a->data + 4 * k, 4);
+          refs[k] = real[idx];
+        }
+        elems = refs;
+      } else if (a->type == CUDNN_TYPE_HANDLE) {
+        elems = malloc(sizeof h);
+        if (elems) memcpy(elems, &h, sizeof h);
+      } else if (a->type == CUDNN_TYPE_VOID_PTR) {
+        continue; /* never in a graph */
+      } else {
+        /* Aligned for cuDNN's reads. */
+        size_t bytes = (size_t)a->count * (size_t)wire_size(a->type);
+        elems = malloc(bytes ? bytes : 1);
+        if (elems) memcpy(elems, a->data, bytes);
+      }
+      if (!elems) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+      int64_t count = a->type == CUDNN_TYPE_HANDLE ? 1 : a->count;
+      st = g_be.set(real[i], (cudnnBackendAttributeName_t)a->name,
+                    (cudnnBackendAttributeType_t)a->type, count, elems);
+      free(elems);
+      if (st) return st;
+    }
+    if ((st = g_be.finalize(real[i]))) return st;
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+static void real_free(cudnnBackendDescriptor_t *real, uint32_t n) {
+  if (!real) return;
+  for (uint32_t i = n; i-- > 0;)
+    if (real[i]) g_be.destroy(real[i]);
+  free(real);
+}
+
+static CUresult status_cu(cudnnStatus_t st) {
+  return st >= CUDNN_STATUS_NOT_SUPPORTED && st < CUDNN_STATUS_INTERNAL_ERROR
+             ? CUDA_ERROR_NOT_SUPPORTED
+         : st >= CUDNN_STATUS_BAD_PARAM && st < CUDNN_STATUS_NOT_SUPPORTED
+             ? CUDA_ERROR_INVALID_VALUE
+             : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+/* ---- the session's plans ------------------------------------------------------ */
+
+typedef struct {
+  uint64_t hash;
+  int device; /* a plan is built for one device's context */
+  uint8_t *graph_bytes;
+  size_t graph_len;
+  wgraph g; /* decoded, pointing into graph_bytes */
+  int soft;
+  soft_conv conv;                 /* softgpu */
+  cudnnBackendDescriptor_t *real; /* a GPU: every node's, the plan last */
+  uint64_t workspace;
+} plan_entry;
+
+static struct {
+  pthread_mutex_t lock;
+  plan_entry *slot[PLANS_MAX];
+  unsigned next;
+} g_plans = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+
+static void plan_free(plan_entry *e) {
+  if (!e) return;
+  if (e->real) real_free(e->real, e->g.n);
+  graph_free(&e->g);
+  free(e->graph_bytes);
+  free(e);
+}
+
+/* Builds the plan of graph b (the root an execution plan): softgpu's
+ * convolution or NVIDIA's finalized plan. */
+static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b, plan_entry **out) {
+  plan_entry *e = calloc(1, sizeof *e);
+  if (!e || !(e->graph_bytes = malloc(b->len ? b->len : 1))) {
+    free(e);
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+  }
+  memcpy(e->graph_bytes, b->data, b->len);
+  e->graph_len = b->len;
+  e->hash = content_hash(e->graph_bytes, e->graph_len);
+  rgpu_bytes own = {e->graph_bytes, e->graph_len};
+  CUresult r = graph_decode(w, api, &own, &e->g);
+  if (r) {
+    plan_free(e);
+    return r;
+  }
+  const wnode *root = &e->g.node[e->g.n - 1];
+  if (root->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
+    plan_free(e);
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the graph's root is no execution plan", api);
+  }
+  if (D->is_softgpu) {
+    const wnode *cfg = ref(&e->g, root, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                           CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    const wnode *eng = cfg ? ref(&e->g, cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+                           : NULL;
+    int64_t index = -1;
+    const wnode *og = eng ? ref(&e->g, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+                          : NULL;
+    if (!eng || i64s(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, &index, 1) != 1 || index != 0 ||
+        soft_conv_of(&e->g, og, &e->conv)) {
+      plan_free(e);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only engine 0 of a graph of one "
+                  "forward float 2-d convolution", api);
+    }
+    e->soft = 1;
+    *out = e;
+    return CUDA_SUCCESS;
+  }
+  if (be_load() < 0) {
+    plan_free(e);
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing", api);
+  }
+  cudnnHandle_t h;
+  if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+    plan_free(e);
+    return r;
+  }
+  e->real = calloc(e->g.n, sizeof *e->real);
+  cudnnStatus_t st = e->real ? real_build(&e->g, h, e->real)
+                             : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  int64_t ws = 0, got = 0;
+  if (!st)
+    st = g_be.get(e->real[e->g.n - 1], CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                  1, &got, &ws);
+  if (st) {
+    plan_free(e);
+    return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+  }
+  e->workspace = (uint64_t)ws;
+  *out = e;
+  return CUDA_SUCCESS;
+}
+
+/* The session's plan for graph b, built (and kept) when not there yet. */
+static CUresult plan_get(rgpu_worker *w, const char *api, const rgpu_bytes *b, plan_entry **out) {
+  uint64_t hash = content_hash(b->data, b->len);
+  int dev = w->cur_dev < 0 ? 0 : w->cur_dev;
+  pthread_mutex_lock(&g_plans.lock);
+  for (unsigned i = 0; i < PLANS_MAX; i++) {
+    plan_entry *e = g_plans.slot[i];
+    if (e && e->hash == hash && e->device == dev && e->graph_len == b->len &&
+        !memcmp(e->graph_bytes, b->data, b->len)) {
+      *out = e;
+      pthread_mutex_unlock(&g_plans.lock);
+      return CUDA_SUCCESS;
+    }
+  }
+  plan_entry *e = NULL;
+  CUresult r = plan_build(w, api, b, &e);
+  if (!r) {
+    e->device = dev;
+    unsigned i = g_plans.next++ % PLANS_MAX;
+    plan_free(g_plans.slot[i]);
+    g_plans.slot[i] = e;
+    *out = e;
+  }
+  pthread_mutex_unlock(&g_plans.lock);
+  return r;
+}
+
+/* ---- the handlers ------------------------------------------------------------ */
+
+CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_heur_req *q) {
+  rgpu_worker *w = rq->w;
+  const char *api = "cudnnBackendFinalize(engine heuristics)";
+  wgraph g;
+  CUresult r = graph_decode(w, api, &q->graph, &g);
+  if (r) return r;
+  const wnode *root = &g.node[g.n - 1];
+  const wnode *og = ref(&g, root, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                        CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  if (root->type != CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR || !og) {
+    graph_free(&g);
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the graph's root is no engine heuristics", api);
+  }
+  /* The answer's arrays (~100 KB): on the heap, as handlers may run on
+   * small job-thread stacks that cuDNN's heuristics use too. */
+  struct heur_answer {
+    uint64_t engine[ENGINES_MAX], knob_type[4096], knob_value[4096];
+    uint32_t knob_count[ENGINES_MAX], num_count[ENGINES_MAX], beh_count[ENGINES_MAX];
+    uint32_t num[4096], beh[4096];
+  } *ans = malloc(sizeof *ans);
+  if (!ans) {
+    graph_free(&g);
+    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+  }
+  uint64_t *engine = ans->engine, *knob_type = ans->knob_type, *knob_value = ans->knob_value;
+  uint32_t *knob_count = ans->knob_count, *num_count = ans->num_count, *beh_count = ans->beh_count;
+  uint32_t *num = ans->num, *beh = ans->beh;
+  uint32_t n = 0, nk = 0, nn = 0, nb = 0;
+  if (D->is_softgpu) {
+    soft_conv c;
+    int ok = !soft_conv_of(&g, og, &c);
+    graph_free(&g);
+    if (!ok) {
+      free(ans);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only a graph of one forward float "
+                  "2-d convolution", api);
+    }
+    engine[0] = 0;
+    knob_count[0] = num_count[0] = beh_count[0] = 0;
+    n = 1;
+  } else {
+    if (be_load() < 0) {
+      graph_free(&g);
+      free(ans);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing",
+                  api);
+    }
+    cudnnHandle_t h;
+    if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+      graph_free(&g);
+      free(ans);
+      return r;
+    }
+    cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
+    cudnnStatus_t st = real ? real_build(&g, h, real)
+                            : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    int64_t count = 0;
+    cudnnBackendDescriptor_t heur = real ? real[g.n - 1] : NULL;
+    if (!st)
+      st = g_be.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                    NULL);
+    if (count > ENGINES_MAX) count = ENGINES_MAX;
+    cudnnBackendDescriptor_t cfgs[ENGINES_MAX] = {0};
+    for (int64_t i = 0; !st && i < count; i++)
+      st = g_be.create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]);
+    int64_t got = 0;
+    if (!st && count)
+      st = g_be.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                    &got, cfgs);
+    if (got < count) count = got;
+    for (int64_t i = 0; !st && i < count; i++) {
+      cudnnBackendDescriptor_t eng = NULL, knobs[64] = {0};
+      int64_t idx = 0, k = 0, c1 = 0;
+      int notes[64];
+      st = g_be.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+      if (!st)
+        st = g_be.get(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c1,
+                      &eng);
+      if (!st)
+        st = g_be.get(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &c1, &idx);
+      if (!st) {
+        engine[n] = (uint64_t)idx;
+        c1 = 0;
+        /* Notes are optional answers: none when cuDNN has none. */
+        if (g_be.get(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 64, &c1,
+                     notes))
+          c1 = 0;
+        if (c1 > 64) c1 = 64;
+        if (nn + c1 > 4096) c1 = 0;
+        for (int64_t j = 0; j < c1; j++) num[nn++] = (uint32_t)notes[j];
+        num_count[n] = (uint32_t)c1;
+        c1 = 0;
+        if (g_be.get(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 64, &c1,
+                     notes))
+          c1 = 0;
+        if (c1 > 64) c1 = 64;
+        if (nb + c1 > 4096) c1 = 0;
+        for (int64_t j = 0; j < c1; j++) beh[nb++] = (uint32_t)notes[j];
+        beh_count[n] = (uint32_t)c1;
+        /* Knob choices: create as many as cuDNN says, then read them. */
+        if (g_be.get(cfgs[i], CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                     &k, NULL))
+          k = 0;
+        if (k > 64 || nk + k > 4096) k = 0;
+        for (int64_t j = 0; !st && j < k; j++)
+          st = g_be.create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[j]);
+        if (!st && k)
+          st = g_be.get(cfgs[i], CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        k, &c1, knobs);
+        for (int64_t j = 0; !st && j < k; j++) {
+          int kt = 0;
+          int64_t kv = 0, c2;
+          st = g_be.get(knobs[j], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &c2, &kt);
+          if (!st)
+            st = g_be.get(knobs[j], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &c2, &kv);
+          knob_type[nk + j] = (uint64_t)kt;
+          knob_value[nk + j] = (uint64_t)kv;
+        }
+        if (!st) {
+          knob_count[n] = (uint32_t)k;
+          nk += (uint32_t)k;
+          n++;
+        }
+      }
+      for (int j = 0; j < 64; j++)
+        if (knobs[j]) g_be.destroy(knobs[j]);
+      if (eng) g_be.destroy(eng);
+    }
+    for (int64_t i = 0; i < ENGINES_MAX; i++)
+      if (cfgs[i]) g_be.destroy(cfgs[i]);
+    real_free(real, g.n);
+    graph_free(&g);
+    if (st) {
+      free(ans);
+      return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+    }
+  }
+  rgpu_msg_cudnn_backend_heur_rep rep = {
+      .engine = {engine, n}, .knob_count = {knob_count, n}, .knob_type = {knob_type, nk},
+      .knob_value = {knob_value, nk}, .numerical_count = {num_count, n},
+      .numerical = {num, nn}, .behavior_count = {beh_count, n}, .behavior = {beh, nb}};
+  rgpu_msg_cudnn_backend_heur_rep_encode(rq->rep, &rep);
+  free(ans);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_cudnn_backend_plan(rgpu_req *rq, const rgpu_msg_cudnn_backend_plan_req *q) {
+  rgpu_worker *w = rq->w;
+  plan_entry *e;
+  CUresult r = plan_get(w, "cudnnBackendFinalize(execution plan)", &q->graph, &e);
+  if (r) return r;
+  rgpu_msg_cudnn_backend_plan_rep rep = {.workspace_size = e->workspace};
+  rgpu_msg_cudnn_backend_plan_rep_encode(rq->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+/* The non-virtual tensor of g with unique id uid, or NULL. */
+static const wnode *tensor_by_uid(const wgraph *g, int64_t uid) {
+  for (uint32_t i = 0; i < g->n; i++) {
+    int64_t u;
+    if (g->node[i].type == CUDNN_BACKEND_TENSOR_DESCRIPTOR &&
+        i64s(&g->node[i], CUDNN_ATTR_TENSOR_UNIQUE_ID, &u, 1) == 1 && u == uid)
+      return &g->node[i];
+  }
+  return NULL;
+}
+
+/* The bytes a tensor node spans (0: not computable). */
+static uint64_t tensor_extent(const wnode *t) {
+  int64_t dim[8], stride[8];
+  int type, n = i64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, dim, 8);
+  if (n < 1 || i64s(t, CUDNN_ATTR_TENSOR_STRIDES, stride, 8) != n ||
+      enum_of(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type))
+    return 0;
+  uint64_t last = 0, bytes, size;
+  switch (type) {
+    case CUDNN_DATA_DOUBLE: case CUDNN_DATA_INT64: size = 8; break;
+    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16: size = 2; break;
+    case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN:
+    case CUDNN_DATA_FP8_E4M3: case CUDNN_DATA_FP8_E5M2: case CUDNN_DATA_FP8_E8M0: size = 1; break;
+    default: size = 4;
+  }
+  for (int i = 0; i < n; i++) {
+    if (dim[i] < 1 || stride[i] < 0 || dim[i] > (1ll << 40) || stride[i] > (1ll << 40)) return 0;
+    last += (uint64_t)(dim[i] - 1) * (uint64_t)stride[i];
+  }
+  if (__builtin_mul_overflow(last + 1, size, &bytes)) return 0;
+  return bytes;
+}
+
+static void CUDA_CB run_conv(void *arg) {
+  rgpu_cudnn_cpu_conv_fwd(arg);
+  free(arg);
+}
+
+static rgpu_cudnn_cpu_tensor cpu_tensor(const soft_tensor *t, uint64_t ptr) {
+  rgpu_cudnn_cpu_tensor c = {.nb = 4, .base = (float *)(uintptr_t)ptr};
+  memcpy(c.dim, t->dim, sizeof t->dim);
+  memcpy(c.stride, t->stride, sizeof t->stride);
+  return c;
+}
+
+CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend_execute_req *q) {
+  rgpu_worker *w = rq->w;
+  const char *api = "cudnnBackendExecute";
+  if (q->uid.count != q->ptr.count)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: %u unique ids for %u pointers", api, q->uid.count,
+                q->ptr.count);
+  CUstream st = NULL;
+  if (q->stream) {
+    const rgpu_handle_entry *he = rgpu_handle_map_get(&w->streams, q->stream);
+    if (!he)
+      return FAIL(CUDA_ERROR_INVALID_HANDLE, "%s: unknown stream id %llu", api,
+                  (unsigned long long)q->stream);
+    st = (CUstream)he->ptr;
+  }
+  plan_entry *e;
+  CUresult r = plan_get(w, api, &q->graph, &e);
+  if (r) return r;
+  /* Every pointer in the session, over the extent of the tensor it is for. */
+  for (uint32_t i = 0; i < q->uid.count; i++) {
+    int64_t uid = (int64_t)rgpu_array_u64(&q->uid, i);
+    uint64_t ptr = rgpu_array_u64(&q->ptr, i);
+    const wnode *t = tensor_by_uid(&e->g, uid);
+    uint64_t bytes = t ? tensor_extent(t) : 0;
+    if (!bytes)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: unique id %lld names no tensor of the plan", api,
+                  (long long)uid);
+    if (!rgpu_alloc_table_lookup(&w->allocs, ptr, bytes))
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: tensor %lld (%llu bytes at 0x%llx) is not inside "
+                  "a device allocation of this session", api, (long long)uid,
+                  (unsigned long long)bytes, (unsigned long long)ptr);
+  }
+  if (e->workspace && !rgpu_alloc_table_lookup(&w->allocs, q->workspace, e->workspace))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the workspace (%llu bytes at 0x%llx) is not inside "
+                "a device allocation of this session", api, (unsigned long long)e->workspace,
+                (unsigned long long)q->workspace);
+  if (e->soft) {
+    uint64_t x = 0, wt = 0, y = 0;
+    for (uint32_t i = 0; i < q->uid.count; i++) {
+      int64_t uid = (int64_t)rgpu_array_u64(&q->uid, i);
+      uint64_t ptr = rgpu_array_u64(&q->ptr, i);
+      if (uid == e->conv.x.uid) x = ptr;
+      if (uid == e->conv.w.uid) wt = ptr;
+      if (uid == e->conv.y.uid) y = ptr;
+    }
+    if (!x || !wt || !y)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the variant pack lacks x, w or y", api);
+    if (!D->cuLaunchHostFunc)
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: this softgpu has no cuLaunchHostFunc", api);
+    rgpu_cudnn_cpu_conv *j = malloc(sizeof *j);
+    if (!j) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+    const soft_conv *c = &e->conv;
+    *j = (rgpu_cudnn_cpu_conv){.x = cpu_tensor(&c->x, x), .y = cpu_tensor(&c->y, y),
+                               .w = (const float *)(uintptr_t)wt,
+                               .w_dim = {c->w.dim[0], c->w.dim[1], c->w.dim[2], c->w.dim[3]},
+                               .pad = {c->pad[0], c->pad[1]},
+                               .stride = {c->stride[0], c->stride[1]},
+                               .dilation = {c->dilation[0], c->dilation[1]},
+                               .groups = c->groups, .flip = c->flip, .alpha = c->alpha,
+                               .beta = c->beta};
+    r = D->cuLaunchHostFunc(st, run_conv, j);
+    if (r) {
+      free(j);
+      return FAIL(r, "%s: cuLaunchHostFunc: %s", api, rgpu_driver_error_name(D, r));
+    }
+    return CUDA_SUCCESS;
+  }
+  cudnnHandle_t h;
+  if ((r = rgpu_cudnn_server_handle(w, api, st, &h))) return r;
+  cudnnBackendDescriptor_t pack = NULL;
+  int64_t uids[256];
+  void *ptrs[256];
+  uint32_t n = q->uid.count > 256 ? 256 : q->uid.count;
+  for (uint32_t i = 0; i < n; i++) {
+    uids[i] = (int64_t)rgpu_array_u64(&q->uid, i);
+    ptrs[i] = (void *)(uintptr_t)rgpu_array_u64(&q->ptr, i);
+  }
+  void *ws = (void *)(uintptr_t)q->workspace;
+  cudnnStatus_t s = g_be.create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (!s)
+    s = g_be.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+  if (!s)
+    s = g_be.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+  if (!s) s = g_be.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  if (!s) s = g_be.finalize(pack);
+  if (!s) s = g_be.execute(h, e->real[e->g.n - 1], pack);
+  if (pack) g_be.destroy(pack);
+  return s ? FAIL(status_cu(s), "%s: cuDNN status %d", api, (int)s) : CUDA_SUCCESS;
+}

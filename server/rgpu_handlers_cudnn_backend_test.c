@@ -1,0 +1,256 @@
+/* The cuDNN backend handlers (server/rgpu_handlers_cudnn_backend.c)
+ * in-process on softgpu: a serialized graph of one forward convolution gets
+ * one engine and a plan without workspace, and executes to what a host
+ * reference computes (also with a hash the server does not know: it
+ * rebuilds from the graph); hostile requests (malformed graphs, pointers
+ * outside the session, unknown unique ids, unsupported graphs) get a clear
+ * error and leave the worker serving.  Skips when softgpu is not built. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cudnn.h>
+
+#include "rgpu_dispatch.h"
+#include "rgpu_handlers_test_harness.h"
+#include "rgpu_messages.h"
+#include "rgpu_wire.h"
+#include "rgpu_worker.h"
+
+static char softgpu_lib[400];
+
+static harness *harness_new(void) {
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    return NULL;
+  }
+  return harness_open(softgpu_lib, 11, 0);
+}
+
+static int reply_says(harness *t, const char *needle) {
+  char m[1024];
+  size_t n = t->h.length < sizeof m - 1 ? t->h.length : sizeof m - 1;
+  memcpy(m, t->p, n);
+  m[n] = 0;
+  if (strstr(m, needle)) return 1;
+  print_message("reply '%s' lacks '%s'\n", m, needle);
+  return 0;
+}
+
+static void hello(harness *t) {
+  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
+                          .client_pid = 1, .client_name = {"test", 4}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
+}
+
+static uint64_t mem_alloc(harness *t, uint64_t size) {
+  rgpu_msg_mem_alloc_req q = {.size = size};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
+  rgpu_msg_mem_alloc_rep r;
+  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
+  return r.dptr;
+}
+
+/* ---- a graph writer: the wire form of proto/rgpu_messages.def ------------ */
+
+typedef struct {
+  rgpu_buf b;
+  uint32_t nodes;
+} gw;
+
+static void node(gw *g, uint32_t type, uint32_t nattr) {
+  rgpu_buf_put_u32(&g->b, type);
+  rgpu_buf_put_u32(&g->b, nattr);
+  g->nodes++;
+}
+static void attr(gw *g, int64_t name, uint32_t type, uint32_t count, const void *data, size_t es) {
+  rgpu_buf_put_u64(&g->b, (uint64_t)name);
+  rgpu_buf_put_u32(&g->b, type);
+  rgpu_buf_put_u32(&g->b, count);
+  if (data) rgpu_buf_put(&g->b, data, count * es);
+}
+static void a_i64(gw *g, int64_t name, uint32_t n, const int64_t *v) {
+  attr(g, name, CUDNN_TYPE_INT64, n, v, 8);
+}
+static void a_enum(gw *g, int64_t name, uint32_t type, int v) { attr(g, name, type, 1, &v, 4); }
+static void a_ref(gw *g, int64_t name, uint32_t idx) {
+  attr(g, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &idx, 4);
+}
+
+/* x 1x2x5x5, w 3x2x3x3, padding 1, stride 2, cross-correlation: y 1x3x3x3. */
+static void tensor(gw *g, int64_t uid, const int64_t d[4], int type) {
+  int64_t s[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}, align = 16;
+  node(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 5);
+  a_enum(g, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type);
+  a_i64(g, CUDNN_ATTR_TENSOR_DIMENSIONS, 4, d);
+  a_i64(g, CUDNN_ATTR_TENSOR_STRIDES, 4, s);
+  a_i64(g, CUDNN_ATTR_TENSOR_UNIQUE_ID, 1, &uid);
+  a_i64(g, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 1, &align);
+}
+
+/* The operation graph (nodes 0-5); root: 0 none, 1 heuristics, 2 plan of
+ * engine `engine`. */
+static void conv_graph(gw *g, int root, int type, int64_t engine) {
+  rgpu_buf_init(&g->b);
+  g->nodes = 0;
+  rgpu_buf_put_u32(&g->b, root == 1 ? 7 : 9);
+  static const int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, yd[4] = {1, 3, 3, 3};
+  tensor(g, 1, xd, type);
+  tensor(g, 2, wd, type);
+  tensor(g, 3, yd, type);
+  int64_t two = 2, pad[2] = {1, 1}, str[2] = {2, 2}, dil[2] = {1, 1};
+  node(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, 7);
+  a_enum(g, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, type);
+  a_enum(g, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, CUDNN_CROSS_CORRELATION);
+  a_i64(g, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 1, &two);
+  a_i64(g, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 2, pad);
+  a_i64(g, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 2, pad);
+  a_i64(g, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 2, str);
+  a_i64(g, CUDNN_ATTR_CONVOLUTION_DILATIONS, 2, dil);
+  float alpha = 2;
+  node(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, 5);
+  a_ref(g, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, 0);
+  a_ref(g, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, 1);
+  a_ref(g, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, 2);
+  a_ref(g, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 3);
+  attr(g, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha, 4);
+  node(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, 2);
+  attr(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, NULL, 0);
+  a_ref(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, 4);
+  if (root == 1) {
+    node(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, 2);
+    a_ref(g, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 5);
+    a_enum(g, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, CUDNN_HEUR_MODE_A);
+  } else {
+    node(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 2);
+    a_ref(g, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, 5);
+    a_i64(g, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, 1, &engine);
+    node(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, 2);
+    a_ref(g, CUDNN_ATTR_ENGINECFG_ENGINE, 6);
+    attr(g, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, NULL, 0);
+    node(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, 2);
+    attr(g, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, NULL, 0);
+    a_ref(g, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 7);
+  }
+}
+
+enum { X_OFF = 0, W_OFF = 256, Y_OFF = 512, MEM = 1024 };
+
+static uint32_t execute(harness *t, gw *g, uint64_t mem, uint64_t y, uint64_t uid_y, uint32_t n) {
+  uint64_t uid[3] = {1, 2, uid_y}, ptr[3] = {mem + X_OFF, mem + W_OFF, y};
+  rgpu_msg_cudnn_backend_execute_req q = {.plan_hash = 0, .graph = {g->b.data, g->b.len},
+                                          .uid = {uid, n}, .ptr = {ptr, 3}};
+  return HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &q, NULL, 0);
+}
+
+static void test_conv_graph(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  hello(t);
+  uint64_t mem = mem_alloc(t, MEM);
+  float x[50], w[54], y[27];
+  for (int i = 0; i < 50; i++) x[i] = (float)((i * 7) % 11 - 5);
+  for (int i = 0; i < 54; i++) w[i] = (float)((i * 5) % 7 - 3);
+  rgpu_msg_memcpy_htod_req hx = {.dst = mem + X_OFF}, hw = {.dst = mem + W_OFF};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &hx, x, sizeof x), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &hw, w, sizeof w), 0);
+
+  gw g;
+  conv_graph(&g, 1, CUDNN_DATA_FLOAT, 0);
+  rgpu_msg_cudnn_backend_heur_req hq = {.graph = {g.b.data, g.b.len}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_HEUR, cudnn_backend_heur, &hq, NULL, 0), 0);
+  rgpu_msg_cudnn_backend_heur_rep hr;
+  assert_int_equal(rgpu_msg_cudnn_backend_heur_rep_decode(t->p, t->h.length, &hr), 0);
+  assert_int_equal(hr.engine.count, 1);
+  assert_int_equal(rgpu_array_u64(&hr.engine, 0), 0);
+  assert_int_equal(rgpu_array_u32(&hr.knob_count, 0), 0);
+  rgpu_buf_free(&g.b);
+
+  conv_graph(&g, 2, CUDNN_DATA_FLOAT, 0);
+  rgpu_msg_cudnn_backend_plan_req pq = {.graph = {g.b.data, g.b.len}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_PLAN, cudnn_backend_plan, &pq, NULL, 0), 0);
+  rgpu_msg_cudnn_backend_plan_rep pr;
+  assert_int_equal(rgpu_msg_cudnn_backend_plan_rep_decode(t->p, t->h.length, &pr), 0);
+  assert_int_equal(pr.workspace_size, 0);
+  assert_int_equal(execute(t, &g, mem, mem + Y_OFF, 3, 3), 0);
+  rgpu_msg_memcpy_dtoh_req dq = {.src = mem + Y_OFF, .size = sizeof y};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &dq, NULL, 0), 0);
+  memcpy(y, t->p, sizeof y);
+  for (int k = 0; k < 3; k++)
+    for (int oh = 0; oh < 3; oh++)
+      for (int ow = 0; ow < 3; ow++) {
+        float acc = 0;
+        for (int c = 0; c < 2; c++)
+          for (int r = 0; r < 3; r++)
+            for (int s = 0; s < 3; s++) {
+              int ih = oh * 2 - 1 + r, iw = ow * 2 - 1 + s;
+              if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
+              acc += w[((k * 2 + c) * 3 + r) * 3 + s] * x[(c * 5 + ih) * 5 + iw];
+            }
+        assert_true(y[(k * 3 + oh) * 3 + ow] == 2 * acc);
+      }
+
+  /* Hostile executes: the worker answers each and serves on. */
+  assert_int_equal(execute(t, &g, mem, mem + 1000, 3, 3), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "not inside a device allocation"));
+  assert_int_equal(execute(t, &g, mem, mem + Y_OFF, 99, 3), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "names no tensor"));
+  assert_int_equal(execute(t, &g, mem, mem + Y_OFF, 3, 2), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "unique ids for"));
+  rgpu_buf_free(&g.b);
+
+  /* Malformed graphs: truncated, a forward reference, trailing bytes. */
+  conv_graph(&g, 2, CUDNN_DATA_FLOAT, 0);
+  pq.graph = (rgpu_bytes){g.b.data, g.b.len - 3};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_PLAN, cudnn_backend_plan, &pq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "malformed"));
+  rgpu_buf_put_u32(&g.b, 0);
+  pq.graph = (rgpu_bytes){g.b.data, g.b.len};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_PLAN, cudnn_backend_plan, &pq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_free(&g.b);
+  gw f;
+  rgpu_buf_init(&f.b);
+  rgpu_buf_put_u32(&f.b, 1);
+  node(&f, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, 1);
+  a_ref(&f, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 0); /* itself */
+  pq.graph = (rgpu_bytes){f.b.data, f.b.len};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_PLAN, cudnn_backend_plan, &pq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "malformed"));
+  rgpu_buf_free(&f.b);
+
+  /* Not softgpu's: double data, another engine. */
+  conv_graph(&g, 1, CUDNN_DATA_DOUBLE, 0);
+  hq.graph = (rgpu_bytes){g.b.data, g.b.len};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_HEUR, cudnn_backend_heur, &hq, NULL, 0),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  rgpu_buf_free(&g.b);
+  conv_graph(&g, 2, CUDNN_DATA_FLOAT, 5);
+  pq.graph = (rgpu_bytes){g.b.data, g.b.len};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_PLAN, cudnn_backend_plan, &pq, NULL, 0),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_true(reply_says(t, "engine 0"));
+  rgpu_buf_free(&g.b);
+  harness_free(t);
+}
+
+int main(void) {
+  char self[360];
+  harness_exe_dir(self, sizeof self);
+  snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv_graph),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
