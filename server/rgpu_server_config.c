@@ -144,6 +144,7 @@ int rgpu_server_config_argv(int argc, char **argv, const struct option *longopts
   }
   fclose(f);
   if (rc) {
+    for (size_t i = 1; i < n; i++) free(v[i]); /* the file's strings: all ours */
     free(v);
     return -1;
   }

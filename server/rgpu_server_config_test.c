@@ -22,6 +22,18 @@ static const struct option opts[] = {{"listen", required_argument, 0, 1},
                                      {0, 0, 0, 0}};
 static const char *const acc[] = {"listen", NULL};
 
+/* The vector the call made: its own strings (not those of the command line
+ * it was given) and itself; the server keeps it for its life. */
+static void free_argv(char **av, char **given, int ngiven) {
+  if (av == given) return;
+  for (int i = 1; av[i]; i++) {
+    int from_cli = 0;
+    for (int k = 0; k < ngiven; k++) from_cli |= av[i] == given[k];
+    if (!from_cli) free(av[i]);
+  }
+  free(av);
+}
+
 static char *write_file(const char *text) {
   static char path[64];
   snprintf(path, sizeof path, "/tmp/rgpu-conf-XXXXXX");
@@ -46,6 +58,7 @@ static void test_order_and_override(void **state) {
   assert_int_equal(ac, 10);
   for (int i = 0; i < ac; i++) assert_string_equal(av[i], want[i]);
   assert_null(av[ac]);
+  free_argv(av, argv, 5);
   /* --listen on the command line replaces the file's. */
   char *argv2[] = {"rgpu-server", "--listen=unix:///tmp/s", "--config=", NULL};
   char cfg[128];
@@ -55,6 +68,7 @@ static void test_order_and_override(void **state) {
   assert_int_equal(ac, 5);
   assert_string_equal(av[1], "--max-sessions");
   assert_string_equal(av[4], "--listen=unix:///tmp/s");
+  free_argv(av, argv2, 3);
   unlink(p);
   /* Without --config: argv itself. */
   char *argv3[] = {"rgpu-server", "--foreground", NULL};
