@@ -25,30 +25,8 @@ static char softgpu_lib[480];
 
 static harness *open_session(void) {
   harness *t = harness_open(softgpu_lib, 9, 0);
-  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .client_pid = 99,
-                          .client_name = {"cublas-test", 11}};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
+  harness_hello(t);
   return t;
-}
-
-static uint64_t mem_alloc(harness *t, uint64_t size) {
-  rgpu_msg_mem_alloc_req q = {.size = size};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
-  rgpu_msg_mem_alloc_rep r;
-  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
-  return r.dptr;
-}
-
-static void htod(harness *t, uint64_t dst, const void *src, size_t n) {
-  rgpu_msg_memcpy_htod_req q = {.dst = dst};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &q, src, n), 0);
-}
-
-static void dtoh(harness *t, void *dst, uint64_t src, size_t n) {
-  rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &q, NULL, 0), 0);
-  assert_int_equal(t->h.length, n);
-  memcpy(dst, t->p, n);
 }
 
 /* One LIB_CALL of `name` with encoded arguments args (mode: pointer mode). */
@@ -86,8 +64,8 @@ static void test_good_and_hostile_calls(void **state) {
   if (!have_softgpu()) return;
   harness *t = open_session();
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  uint64_t d = mem_alloc(t, sizeof x);
-  htod(t, d, x, sizeof x);
+  uint64_t d = harness_mem_alloc(t, sizeof x);
+  harness_htod(t, d, x, sizeof x);
   rgpu_buf b;
   rgpu_buf_init(&b);
 
@@ -160,9 +138,9 @@ static void test_good_and_hostile_calls(void **state) {
   /* A gemm whose pointer array names memory outside the session: the
    * arrays lie in the session, the matrices they name do not; the host
    * function skips the batch (logged) instead of reading them. */
-  uint64_t arrays = mem_alloc(t, 3 * sizeof(uint64_t));
+  uint64_t arrays = harness_mem_alloc(t, 3 * sizeof(uint64_t));
   uint64_t bad[3] = {0x1000, 0x1000, 0x1000};
-  htod(t, arrays, bad, sizeof bad);
+  harness_htod(t, arrays, bad, sizeof bad);
   float one = 1;
   rgpu_buf_reset(&b);
   rgpu_lib_put_value(&b, CUBLAS_OP_N);
@@ -187,7 +165,7 @@ static void test_good_and_hostile_calls(void **state) {
   assert_int_equal(lib_call(t, "cublasSdot_v2", 0, &b), 0);
   memcpy(&r, t->p + RGPU_LIB_REPLY_HEAD, 4);
   assert_true(r == 1 + 9 + 25 + 49);
-  dtoh(t, back, d, sizeof back);
+  harness_dtoh(t, d, back, sizeof back);
   assert_memory_equal(back, x, sizeof x);
   rgpu_buf_free(&b);
   harness_free(t);

@@ -43,32 +43,6 @@ static int reply_says(harness *t, const char *needle) {
   return 0;
 }
 
-static void hello(harness *t) {
-  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
-                          .client_pid = 1, .client_name = {"test", 4}};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
-}
-
-static uint64_t mem_alloc(harness *t, uint64_t size) {
-  rgpu_msg_mem_alloc_req q = {.size = size};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
-  rgpu_msg_mem_alloc_rep r;
-  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
-  return r.dptr;
-}
-
-static void htod(harness *t, uint64_t dst, const void *data, size_t n) {
-  rgpu_msg_memcpy_htod_req q = {.dst = dst};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &q, data, n), 0);
-}
-
-static void dtoh(harness *t, uint64_t src, void *data, size_t n) {
-  rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &q, NULL, 0), 0);
-  assert_int_equal(t->h.length, n);
-  memcpy(data, t->p, n);
-}
-
 /* A 4x3 = (A^T: A is 5x4 row-major)(B: 5x3 row-major) float matmul with
  * bias and ReLU, C and D row-major 4x3 apart, all inside `mem`. */
 enum { M = 4, N = 3, K = 5 };
@@ -98,20 +72,20 @@ static void test_matmul_computes(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
-  uint64_t mem = mem_alloc(t, 1024);
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, 1024);
   float a[K * M], b[K * N], c[M * N], bias[M], d[M * N];
   for (int i = 0; i < K * M; i++) a[i] = (float)((i * 7) % 5 - 2);
   for (int i = 0; i < K * N; i++) b[i] = (float)((i * 3) % 5 - 2);
   for (int i = 0; i < M * N; i++) c[i] = (float)(i % 3 - 1);
   for (int i = 0; i < M; i++) bias[i] = (float)(i - 2);
-  htod(t, mem, a, sizeof a);
-  htod(t, mem + 128, b, sizeof b);
-  htod(t, mem + 256, c, sizeof c);
-  htod(t, mem + 512, bias, sizeof bias);
+  harness_htod(t, mem, a, sizeof a);
+  harness_htod(t, mem + 128, b, sizeof b);
+  harness_htod(t, mem + 256, c, sizeof c);
+  harness_htod(t, mem + 512, bias, sizeof bias);
   rgpu_msg_cublaslt_matmul_req q = valid_matmul(mem);
   assert_int_equal(matmul(t, &q), 0);
-  dtoh(t, mem + 384, d, sizeof d); /* the legacy stream: after the matmul */
+  harness_dtoh(t, mem + 384, d, sizeof d); /* the legacy stream: after the matmul */
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
       float x = c[i * N + j] + bias[i];
@@ -125,8 +99,8 @@ static void test_hostile_matmuls(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
-  uint64_t mem = mem_alloc(t, 1024);
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, 1024);
   rgpu_msg_cublaslt_matmul_req q;
 #define BAD(mutation, status, needle) \
   q = valid_matmul(mem);              \
@@ -165,7 +139,7 @@ static void test_heuristic(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
+  harness_hello(t);
   rgpu_msg_cublaslt_matmul_req m = valid_matmul(0);
   rgpu_msg_cublaslt_heuristic_req q = {
       .compute = m.compute, .scale = m.scale, .transa = m.transa, .transb = m.transb,

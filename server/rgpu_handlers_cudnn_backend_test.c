@@ -45,20 +45,6 @@ static int reply_says(harness *t, const char *needle) {
   return 0;
 }
 
-static void hello(harness *t) {
-  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
-                          .client_pid = 1, .client_name = {"test", 4}};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
-}
-
-static uint64_t mem_alloc(harness *t, uint64_t size) {
-  rgpu_msg_mem_alloc_req q = {.size = size};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
-  rgpu_msg_mem_alloc_rep r;
-  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
-  return r.dptr;
-}
-
 /* ---- a graph writer: the wire form of proto/rgpu_messages.def ------------ */
 
 typedef struct {
@@ -155,8 +141,8 @@ static void test_conv_graph(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
-  uint64_t mem = mem_alloc(t, MEM);
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
   float x[50], w[54], y[27];
   for (int i = 0; i < 50; i++) x[i] = (float)((i * 7) % 11 - 5);
   for (int i = 0; i < 54; i++) w[i] = (float)((i * 5) % 7 - 3);

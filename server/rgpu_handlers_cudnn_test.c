@@ -45,32 +45,6 @@ static int reply_says(harness *t, const char *needle) {
   return 0;
 }
 
-static void hello(harness *t) {
-  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
-                          .client_pid = 1, .client_name = {"test", 4}};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
-}
-
-static uint64_t mem_alloc(harness *t, uint64_t size) {
-  rgpu_msg_mem_alloc_req q = {.size = size};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
-  rgpu_msg_mem_alloc_rep r;
-  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
-  return r.dptr;
-}
-
-static void htod(harness *t, uint64_t dst, const void *data, size_t n) {
-  rgpu_msg_memcpy_htod_req q = {.dst = dst};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &q, data, n), 0);
-}
-
-static void dtoh(harness *t, uint64_t src, void *data, size_t n) {
-  rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n};
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &q, NULL, 0), 0);
-  assert_int_equal(t->h.length, n);
-  memcpy(data, t->p, n);
-}
-
 /* x 1x2x5x5, w 3x2x3x3, stride 2, padding 1: y 1x3x3x3; packed NCHW. */
 static const int32_t k_xd[4] = {1, 2, 5, 5}, k_xs[4] = {50, 25, 5, 1};
 static const int32_t k_wd[4] = {3, 2, 3, 3};
@@ -99,17 +73,17 @@ static void test_conv_computes(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
-  uint64_t mem = mem_alloc(t, MEM);
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
   float x[50], w[54], y[27];
   for (int i = 0; i < 50; i++) x[i] = (float)((i * 7) % 11 - 5);
   for (int i = 0; i < 54; i++) w[i] = (float)((i * 5) % 7 - 3);
-  htod(t, mem + X_OFF, x, sizeof x);
-  htod(t, mem + W_OFF, w, sizeof w);
+  harness_htod(t, mem + X_OFF, x, sizeof x);
+  harness_htod(t, mem + W_OFF, w, sizeof w);
   rgpu_msg_cudnn_conv_fwd_req q = valid_conv(mem);
   q.alpha = 2;
   assert_int_equal(conv(t, &q), 0);
-  dtoh(t, mem + Y_OFF, y, sizeof y); /* the legacy stream: after the convolution */
+  harness_dtoh(t, mem + Y_OFF, y, sizeof y); /* the legacy stream: after the convolution */
   /* CUDNN_CONVOLUTION: the filter flipped in both spatial dimensions. */
   for (int k = 0; k < 3; k++)
     for (int oh = 0; oh < 3; oh++)
@@ -131,8 +105,8 @@ static void test_hostile_convs(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
-  uint64_t mem = mem_alloc(t, MEM);
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
   rgpu_msg_cudnn_conv_fwd_req q;
   static const int32_t far_s[4] = {50, INT32_MAX, 5, 1};
   static const int32_t bad_y[4] = {1, 3, 4, 3}, neg[2] = {-1, 0}, three[3] = {1, 1, 1};
@@ -180,21 +154,21 @@ static void test_elementwise_pool_softmax(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
-  uint64_t mem = mem_alloc(t, MEM);
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
   static const int32_t d[4] = {1, 3, 2, 2}, s[4] = {12, 4, 2, 1};
   static const int32_t bd[4] = {1, 3, 1, 1}, bs[4] = {3, 1, 1, 1};
   float x[12], y[12], bias[3] = {1, -2, 0.5f};
   for (int i = 0; i < 12; i++) x[i] = (float)(i % 5) - 2.0f;
-  htod(t, mem, x, sizeof x);
-  htod(t, mem + 128, bias, sizeof bias);
+  harness_htod(t, mem, x, sizeof x);
+  harness_htod(t, mem + 128, bias, sizeof bias);
 
   rgpu_msg_cudnn_activation_fwd_req a = {
       .act_mode = CUDNN_ACTIVATION_ELU, .act_coef = 0.5, .alpha = 1, .beta = 0,
       .x_type = CUDNN_DATA_FLOAT, .x_dim = {d, 4}, .x_stride = {s, 4}, .x = mem,
       .y_type = CUDNN_DATA_FLOAT, .y_dim = {d, 4}, .y_stride = {s, 4}, .y = mem + 256};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_ACTIVATION_FWD, cudnn_activation_fwd, &a, NULL, 0), 0);
-  dtoh(t, mem + 256, y, sizeof y);
+  harness_dtoh(t, mem + 256, y, sizeof y);
   for (int i = 0; i < 12; i++)
     assert_float_equal(y[i], x[i] > 0 ? x[i] : 0.5 * (exp(x[i]) - 1), 1e-6);
   a.act_mode = 42;
@@ -206,7 +180,7 @@ static void test_elementwise_pool_softmax(void **state) {
       .x_type = CUDNN_DATA_FLOAT, .x_dim = {d, 4}, .x_stride = {s, 4}, .x = mem,
       .y_type = CUDNN_DATA_FLOAT, .y_dim = {d, 4}, .y_stride = {s, 4}, .y = mem + 256};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SOFTMAX_FWD, cudnn_softmax_fwd, &sm, NULL, 0), 0);
-  dtoh(t, mem + 256, y, sizeof y);
+  harness_dtoh(t, mem + 256, y, sizeof y);
   for (int p = 0; p < 4; p++) {
     double sum = 0;
     for (int c = 0; c < 3; c++) sum += exp(x[c * 4 + p]);
@@ -227,7 +201,7 @@ static void test_elementwise_pool_softmax(void **state) {
       .y_type = CUDNN_DATA_FLOAT, .y_dim = {pd, 4}, .y_stride = {ps, 4}, .y = mem + 256};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_FWD, cudnn_pooling_fwd, &pl, NULL, 0), 0);
   float py[27];
-  dtoh(t, mem + 256, py, sizeof py);
+  harness_dtoh(t, mem + 256, py, sizeof py);
   assert_float_equal(py[0], x[0], 1e-6);                                /* corner */
   assert_float_equal(py[4], (x[0] + x[1] + x[2] + x[3]) / 4.0, 1e-6);   /* centre */
   assert_float_equal(py[9 + 1], (x[4] + x[5]) / 2.0, 1e-6);             /* top edge, channel 1 */
@@ -240,7 +214,7 @@ static void test_elementwise_pool_softmax(void **state) {
       .a_type = CUDNN_DATA_FLOAT, .a_dim = {bd, 4}, .a_stride = {bs, 4}, .a = mem + 128,
       .c_type = CUDNN_DATA_FLOAT, .c_dim = {d, 4}, .c_stride = {s, 4}, .c = mem};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_ADD_TENSOR, cudnn_add_tensor, &ad, NULL, 0), 0);
-  dtoh(t, mem, y, sizeof y);
+  harness_dtoh(t, mem, y, sizeof y);
   for (int i = 0; i < 12; i++) assert_true(y[i] == x[i] + bias[i / 4]);
   ad.a_dim = (rgpu_array){pd, 4};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_ADD_TENSOR, cudnn_add_tensor, &ad, NULL, 0),
@@ -252,7 +226,7 @@ static void test_query(void **state) {
   (void)state;
   harness *t = harness_new();
   if (!t) skip();
-  hello(t);
+  harness_hello(t);
   rgpu_msg_cudnn_conv_fwd_req c = valid_conv(0);
   rgpu_msg_cudnn_conv_fwd_query_req q = {
       .query = 1, .requested = 8,

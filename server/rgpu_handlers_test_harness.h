@@ -84,4 +84,36 @@ static inline void harness_exe_dir(char *out, size_t cap) {
     st_;                                                                                     \
   })
 
+/* ---- a session's usual first steps, each checked (the handler tests of
+ * the library facades share them) ------------------------------------------ */
+
+/* HELLO with asynchronous errors on (a client's usual capabilities). */
+static inline void harness_hello(harness *t) {
+  rgpu_msg_hello_req q = {.proto_version = RGPU_PROTO_VERSION, .caps = RGPU_CAP_ASYNC_ERRORS,
+                          .client_pid = 1, .client_name = {"test", 4}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_HELLO, hello, &q, NULL, 0), 0);
+}
+
+/* MEM_ALLOC of size bytes; the device address. */
+static inline uint64_t harness_mem_alloc(harness *t, uint64_t size) {
+  rgpu_msg_mem_alloc_req q = {.size = size};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
+  rgpu_msg_mem_alloc_rep r;
+  assert_int_equal(rgpu_msg_mem_alloc_rep_decode(t->p, t->h.length, &r), 0);
+  return r.dptr;
+}
+
+/* n bytes to device address dst, and back from src (legacy stream). */
+static inline void harness_htod(harness *t, uint64_t dst, const void *data, size_t n) {
+  rgpu_msg_memcpy_htod_req q = {.dst = dst};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &q, data, n), 0);
+}
+
+static inline void harness_dtoh(harness *t, uint64_t src, void *data, size_t n) {
+  rgpu_msg_memcpy_dtoh_req q = {.src = src, .size = n};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &q, NULL, 0), 0);
+  assert_int_equal(t->h.length, n);
+  memcpy(data, t->p, n);
+}
+
 #endif
