@@ -275,3 +275,44 @@ def write_forwarder_tables(out_dir, exports, protos, impl_prefix, head, short, h
         f" * linked against the real {library} bind to this one. */"])
     with open(os.path.join(out_dir, f"{base}.map"), "w") as f:
         f.write(vs)
+
+
+def status_value(not_supported, status_type):
+    """stub_value for a library whose status type is status_type: its "not
+    supported" code for statuses, nothing for void, "" for strings (never
+    NULL: a caller may print it), zero for any other value."""
+    def value(ret):
+        if ret == status_type:
+            return not_supported
+        if ret == "void":
+            return None
+        if ret == "const char*":
+            return '""'
+        return f"({ret})0"
+    return value
+
+
+def status_names_source(head, includes, fn, codes, what):
+    """A C function `const char *fn(int status)` naming each (name, value)
+    of codes, NULL for others; what: the enum, for the comment."""
+    r = [head] + includes + ["", f"/* {what}: the status names. */",
+                             f"const char *{fn}(int status) {{", "  switch (status) {"]
+    r += [f'    case {v}: return "{n}";' for n, v in codes]
+    r += ["    default: return NULL;", "  }", "}", ""]
+    return "\n".join(r)
+
+
+def write_stub_file(out, exports, ann, protos, objects, impl_prefix, export_prefix, library,
+                    not_supported, stub_value, report_fn, head, protos_header, values_note):
+    """The stubs of every export no object defines (implemented(), stubs(),
+    stubbed_table()) into out.  Raises FacadeError."""
+    have, todo = implemented(ann, exports, objects, impl_prefix, export_prefix)
+    s = stubs(todo, protos, impl_prefix, stub_value, report_fn, not_supported, [
+        head,
+        f"/* {len(exports)} {library} exports; {len(exports) - len(todo)} "
+        f"implemented, {len(todo)} answer {not_supported} ({values_note}). */",
+        f'#include "{protos_header}"',
+        f"void {report_fn}(const char *name, int *logged_once);"])
+    s += stubbed_table(todo, impl_prefix, "RGPU_FACADE_STUB")
+    with open(out, "w") as f:
+        f.write("\n".join(s))

@@ -264,40 +264,25 @@ def write_tables(a):
     write_attrs(attributes(a.cuda_include), a.out_dir)
 
     codes = status_codes(a.cc, a.cuda_include)
-    r = [HEAD, '#include "rgpu_cublaslt_internal.h"', "",
-         "/* cublas_api.h's cublasStatus_t: cublasLtGetStatusName's names. */",
-         "const char *rgpu_cublaslt_status_name_of(int status) {", "  switch (status) {"]
-    r += [f'    case {v}: return "{n}";' for n, v in codes]
-    r += ["    default: return NULL;", "  }", "}", ""]
-    open(os.path.join(a.out_dir, "rgpu_cublaslt_status.c"), "w").write("\n".join(r))
+    src = facade.status_names_source(
+        HEAD, ['#include "rgpu_cublaslt_internal.h"'], "rgpu_cublaslt_status_name_of", codes,
+        "cublas_api.h's cublasStatus_t (cublasLtGetStatusName)")
+    with open(os.path.join(a.out_dir, "rgpu_cublaslt_status.c"), "w") as f:
+        f.write(src)
 
 
-def stub_value(ret):
-    if ret == "cublasStatus_t":
-        return "CUBLAS_STATUS_NOT_SUPPORTED"
-    if ret == "void":
-        return None
-    if ret == "const char*":
-        return '""'  # never NULL: a caller may print it
-    return f"({ret})0"
+stub_value = facade.status_value("CUBLAS_STATUS_NOT_SUPPORTED", "cublasStatus_t")
 
 
 def write_stubs(a):
     exports, ann, protos = load(a)
     try:
-        have, todo = facade.implemented(ann, exports, a.objects, IMPL, PREFIX)
+        facade.write_stub_file(a.out, exports, ann, protos, a.objects, IMPL, PREFIX, "libcublasLt",
+                               "CUBLAS_STATUS_NOT_SUPPORTED", stub_value,
+                               "rgpu_cublaslt_report_unsupported", HEAD, "rgpu_cublaslt_protos.h",
+                               "size_t and unsigned: zero, logged")
     except facade.FacadeError as e:
         die(str(e))
-    s = facade.stubs(todo, protos, IMPL, stub_value, "rgpu_cublaslt_report_unsupported",
-                     "CUBLAS_STATUS_NOT_SUPPORTED", [
-                         HEAD,
-                         f"/* {len(exports)} libcublasLt exports; {len(exports) - len(todo)} "
-                         f"implemented, {len(todo)} answer CUBLAS_STATUS_NOT_SUPPORTED "
-                         "(size_t and unsigned: zero, logged). */",
-                         '#include "rgpu_cublaslt_protos.h"',
-                         "void rgpu_cublaslt_report_unsupported(const char *name, int *logged_once);"])
-    s += facade.stubbed_table(todo, IMPL, "RGPU_FACADE_STUB")
-    open(a.out, "w").write("\n".join(s))
 
 
 if __name__ == "__main__":

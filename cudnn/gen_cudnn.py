@@ -115,41 +115,25 @@ def write_tables(a):
                                   "NVIDIA's internal entry points")
 
     codes = status_codes(a.cc, a.cuda_include)
-    r = [HEAD, "#include <stddef.h>", "",
-         "const char *rgpu_cudnn_status_name_of(int status);", "",
-         "/* cudnn_graph.h's cudnnStatus_t: cudnnGetErrorString's names. */",
-         "const char *rgpu_cudnn_status_name_of(int status) {", "  switch (status) {"]
-    r += [f'    case {v}: return "{n}";' for n, v in codes]
-    r += ["    default: return NULL;", "  }", "}", ""]
-    open(os.path.join(a.out_dir, "rgpu_cudnn_status.c"), "w").write("\n".join(r))
+    src = facade.status_names_source(
+        HEAD, ["#include <stddef.h>", "", "const char *rgpu_cudnn_status_name_of(int status);"],
+        "rgpu_cudnn_status_name_of", codes, "cudnn_graph.h's cudnnStatus_t (cudnnGetErrorString)")
+    with open(os.path.join(a.out_dir, "rgpu_cudnn_status.c"), "w") as f:
+        f.write(src)
 
 
-def stub_value(ret):
-    if ret == "cudnnStatus_t":
-        return "CUDNN_STATUS_NOT_SUPPORTED"
-    if ret == "void":
-        return None
-    if ret == "const char*":
-        return '""'  # never NULL: a caller may print it
-    return f"({ret})0"
+stub_value = facade.status_value("CUDNN_STATUS_NOT_SUPPORTED", "cudnnStatus_t")
 
 
 def write_stubs(a):
     exports, ann, protos = load(a)
     try:
-        have, todo = facade.implemented(ann, exports, a.objects, IMPL, PREFIX)
+        facade.write_stub_file(a.out, exports, ann, protos, a.objects, IMPL, PREFIX, "libcudnn",
+                               "CUDNN_STATUS_NOT_SUPPORTED", stub_value,
+                               "rgpu_cudnn_report_unsupported", HEAD, "rgpu_cudnn_protos.h",
+                               "size_t: zero, logged")
     except facade.FacadeError as e:
         die(str(e))
-    s = facade.stubs(todo, protos, IMPL, stub_value, "rgpu_cudnn_report_unsupported",
-                     "CUDNN_STATUS_NOT_SUPPORTED", [
-                         HEAD,
-                         f"/* {len(exports)} libcudnn exports; {len(exports) - len(todo)} "
-                         f"implemented, {len(todo)} answer CUDNN_STATUS_NOT_SUPPORTED "
-                         "(size_t: zero, logged). */",
-                         '#include "rgpu_cudnn_protos.h"',
-                         "void rgpu_cudnn_report_unsupported(const char *name, int *logged_once);"])
-    s += facade.stubbed_table(todo, IMPL, "RGPU_FACADE_STUB")
-    open(a.out, "w").write("\n".join(s))
 
 
 if __name__ == "__main__":
