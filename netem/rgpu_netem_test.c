@@ -195,7 +195,12 @@ static void test_rate_tcp(void **state) {
   snprintf(path, sizeof path, "%s/out.json", tmpdir);
   char *j = slurp(path);
   assert_non_null(j);
-  ASSERT_IN(jnum(j, NULL, "goodput_mbit"), 17.0, 20.5);
+  /* The upper bound is the emulator's contract: never faster than the rate.
+   * The lower one only says the link was kept busy; TCP's own recovery and a
+   * stalled 2-core CI machine decide it (19.28 here every time, 16.53 once in
+   * CI with the test running alone), so it is loose: a rate limiter off by a
+   * factor still fails it. test_rate_udp checks the rate itself tightly. */
+  ASSERT_IN(jnum(j, NULL, "goodput_mbit"), 14.0, 20.5);
 }
 
 static void test_rate_udp(void **state) {
