@@ -9,7 +9,7 @@ need_sudo=""
 pkgs=(build-essential cmake pkg-config python3 git
       libcmocka-dev libzstd-dev liblz4-dev
       libgnutls28-dev gnutls-bin libngtcp2-dev libngtcp2-crypto-gnutls-dev
-      clang libclang-rt-dev python3-matplotlib libopenblas-dev)
+      clang libclang-rt-dev python3-matplotlib libopenblas-dev libdnnl-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do
