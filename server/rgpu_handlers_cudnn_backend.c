@@ -6,18 +6,19 @@
  * the graph is rebuilt with NVIDIA's own backend descriptors (the library
  * rgpu_handlers_cudnn.c opens) and finalized by cuDNN; a finalized plan is
  * kept under the graph's content hash so an execute, which has no reply,
- * finds it (or rebuilds it from the graph it also carries).  On softgpu a
- * graph of one forward float convolution is answered with one engine
- * (global index 0, no knobs, workspace 0) and runs with the CPU code of
- * rgpu_cudnn_cpu.c in a host function on the stream; anything else is
- * NOT_SUPPORTED. */
+ * finds it (or rebuilds it from the graph it also carries).  On softgpu the
+ * graphs rgpu_cudnn_backend_soft.c plans (convolutions forward and backward
+ * with pointwise epilogues) are answered with one engine (global index 0,
+ * no knobs, workspace 0) and run in a host function on the stream; anything
+ * else is NOT_SUPPORTED with the reason. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cudnn.h>
 
-#include "rgpu_cudnn_cpu.h"
+#include "rgpu_cudnn_backend_soft.h"
+#include "rgpu_cudnn_graph.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_handlers_cudnn.h"
 #include "rgpu_log.h"
@@ -26,247 +27,26 @@
 #define D (&w->drv)
 #define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
 
-#define NODES_MAX 4096
-#define ATTRS_MAX 256
 #define PLANS_MAX 64    /* plans kept per session, replaced round-robin */
 #define ENGINES_MAX 256 /* engine configs answered */
+#define VARIANT_MAX 256 /* tensors in a variant pack */
 
-/* ---- the wire graph ---------------------------------------------------------- */
+/* Short names inside this file for the decoded graph's types. */
+typedef rgpu_cudnn_wattr wattr;
+typedef rgpu_cudnn_wnode wnode;
+typedef rgpu_cudnn_wgraph wgraph;
+#define find rgpu_cudnn_graph_attr
+#define ref rgpu_cudnn_graph_ref
+#define i64s rgpu_cudnn_graph_i64s
+#define graph_free rgpu_cudnn_graph_free
+#define wire_size rgpu_cudnn_wire_size
 
-typedef struct {
-  int64_t name;
-  uint32_t type, count;
-  const uint8_t *data; /* count elements of wire_size(type) bytes (unaligned) */
-} wattr;
-
-typedef struct {
-  uint32_t type, nattr;
-  wattr *attr;
-} wnode;
-
-typedef struct {
-  uint32_t n;
-  wnode *node;
-  wattr *attrs; /* every node's, in one block */
-} wgraph;
-
-/* An element's bytes on the wire: a descriptor is its u32 index, handles
- * and device pointers do not travel, everything else is its C type. */
-static int wire_size(uint32_t type) {
-  switch (type) {
-    case CUDNN_TYPE_HANDLE: case CUDNN_TYPE_VOID_PTR: return 0;
-    case CUDNN_TYPE_BACKEND_DESCRIPTOR: return 4;
-    case CUDNN_TYPE_BOOLEAN: case CUDNN_TYPE_CHAR: return 1;
-    case CUDNN_TYPE_INT64: case CUDNN_TYPE_DOUBLE: return 8;
-    case CUDNN_TYPE_FRACTION: return 16;
-    default: return type <= CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE ? 4 : -1;
-  }
-}
-
-static void graph_free(wgraph *g) {
-  free(g->node);
-  free(g->attrs);
-  memset(g, 0, sizeof *g);
-}
-
-static int take(const uint8_t **p, const uint8_t *end, void *out, size_t n) {
-  if ((size_t)(end - *p) < n) return -1;
-  memcpy(out, *p, n);
-  *p += n;
-  return 0;
-}
-
-/* Decodes and checks a graph: bounded counts, known element types, every
- * descriptor reference to an earlier node, nothing left over. */
+/* The decoded graph of a request, or the worker's error. */
 static CUresult graph_decode(rgpu_worker *w, const char *api, const rgpu_bytes *b, wgraph *g) {
-  memset(g, 0, sizeof *g);
-  const uint8_t *p = b->data, *end = p + b->len;
-  uint32_t n = 0;
-  if (take(&p, end, &n, 4) || n < 1 || n > NODES_MAX)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: a graph of %u descriptors", api, n);
-  /* At most one attribute per 16 bytes: the block is bounded by the input. */
-  size_t max_attrs = b->len / 16 + 1;
-  g->node = calloc(n, sizeof *g->node);
-  g->attrs = calloc(max_attrs, sizeof *g->attrs);
-  if (!g->node || !g->attrs) {
-    graph_free(g);
-    return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
-  }
-  size_t used = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    wnode *d = &g->node[i];
-    if (take(&p, end, &d->type, 4) || take(&p, end, &d->nattr, 4) || d->nattr > ATTRS_MAX ||
-        d->nattr > max_attrs - used || d->type > CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR)
-      goto bad;
-    d->attr = &g->attrs[used];
-    used += d->nattr;
-    for (uint32_t j = 0; j < d->nattr; j++) {
-      wattr *a = &d->attr[j];
-      if (take(&p, end, &a->name, 8) || take(&p, end, &a->type, 4) || take(&p, end, &a->count, 4))
-        goto bad;
-      int es = wire_size(a->type);
-      if (es < 0 || (uint64_t)a->count * (uint64_t)es > (uint64_t)(end - p)) goto bad;
-      a->data = p;
-      p += (size_t)a->count * (size_t)es;
-      if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
-        for (uint32_t k = 0; k < a->count; k++) {
-          uint32_t idx;
-          memcpy(&idx, a->data + 4 * k, 4);
-          if (idx >= i) goto bad;
-        }
-    }
-  }
-  if (p != end) goto bad;
-  g->n = n;
+  int rc = rgpu_cudnn_graph_decode(b->data, b->len, g);
+  if (rc == -2) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+  if (rc) return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the descriptor graph is malformed", api);
   return CUDA_SUCCESS;
-bad:
-  graph_free(g);
-  return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the descriptor graph is malformed", api);
-}
-
-static const wattr *find(const wnode *d, int64_t name) {
-  for (uint32_t i = 0; i < d->nattr; i++)
-    if (d->attr[i].name == name) return &d->attr[i];
-  return NULL;
-}
-
-/* The node a single-descriptor attribute names, of the type expected, or
- * NULL. */
-static const wnode *ref(const wgraph *g, const wnode *d, int64_t name, uint32_t type) {
-  const wattr *a = find(d, name);
-  if (!a || a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || a->count != 1) return NULL;
-  uint32_t idx;
-  memcpy(&idx, a->data, 4);
-  return g->node[idx].type == type ? &g->node[idx] : NULL;
-}
-
-/* Up to max int64 elements of an attribute; the count, or -1. */
-static int i64s(const wnode *d, int64_t name, int64_t *out, int max) {
-  const wattr *a = find(d, name);
-  if (!a || a->type != CUDNN_TYPE_INT64 || a->count > (uint32_t)max) return -1;
-  memcpy(out, a->data, 8 * (size_t)a->count);
-  return (int)a->count;
-}
-
-static int enum_of(const wnode *d, int64_t name, uint32_t type, int *out) {
-  const wattr *a = find(d, name);
-  if (!a || a->type != type || a->count != 1) return -1;
-  memcpy(out, a->data, 4);
-  return 0;
-}
-
-static uint64_t content_hash(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
-/* ---- softgpu: one forward float 2-d convolution ------------------------------ */
-
-typedef struct {
-  int64_t uid;
-  int dim[4], stride[4];
-} soft_tensor;
-
-typedef struct {
-  soft_tensor x, w, y;
-  int pad[2], stride[2], dilation[2], groups, flip;
-  double alpha, beta;
-} soft_conv;
-
-static int soft_tensor_of(const wnode *t, soft_tensor *out) {
-  int type;
-  int64_t dim[8], stride[8];
-  if (!t || enum_of(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type) ||
-      type != CUDNN_DATA_FLOAT || i64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, dim, 8) != 4 ||
-      i64s(t, CUDNN_ATTR_TENSOR_STRIDES, stride, 8) != 4 ||
-      i64s(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, &out->uid, 1) != 1)
-    return -1;
-  const wattr *virt = find(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL);
-  if (virt && virt->count == 1 && virt->type == CUDNN_TYPE_BOOLEAN && virt->data[0]) return -1;
-  for (int i = 0; i < 4; i++) {
-    if (dim[i] < 1 || dim[i] > INT32_MAX || stride[i] < 1 || stride[i] > INT32_MAX) return -1;
-    out->dim[i] = (int)dim[i];
-    out->stride[i] = (int)stride[i];
-  }
-  return 0;
-}
-
-/* A scaling factor: float or double, the default when not set. */
-static double scale_attr(const wnode *op, int64_t name, double dflt) {
-  const wattr *a = find(op, name);
-  if (!a || a->count != 1) return dflt;
-  if (a->type == CUDNN_TYPE_DOUBLE) {
-    double v;
-    memcpy(&v, a->data, 8);
-    return v;
-  }
-  if (a->type == CUDNN_TYPE_FLOAT) {
-    float v;
-    memcpy(&v, a->data, 4);
-    return v;
-  }
-  return dflt;
-}
-
-/* The operation graph g's node og as softgpu's convolution, or -1. */
-static int soft_conv_of(const wgraph *g, const wnode *og, soft_conv *c) {
-  memset(c, 0, sizeof *c);
-  const wattr *ops = og ? find(og, CUDNN_ATTR_OPERATIONGRAPH_OPS) : NULL;
-  if (!ops || ops->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || ops->count != 1) return -1;
-  uint32_t idx;
-  memcpy(&idx, ops->data, 4);
-  const wnode *op = &g->node[idx];
-  if (op->type != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) return -1;
-  const wnode *cv = ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                        CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  if (soft_tensor_of(ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                         CUDNN_BACKEND_TENSOR_DESCRIPTOR), &c->x) ||
-      soft_tensor_of(ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                         CUDNN_BACKEND_TENSOR_DESCRIPTOR), &c->w) ||
-      soft_tensor_of(ref(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                         CUDNN_BACKEND_TENSOR_DESCRIPTOR), &c->y) || !cv)
-    return -1;
-  int64_t sd, pre[2], post[2], st[2], dil[2];
-  int comp, mode;
-  if (i64s(cv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, &sd, 1) != 1 || sd != 2 ||
-      i64s(cv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, pre, 2) != 2 ||
-      i64s(cv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, post, 2) != 2 ||
-      i64s(cv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, st, 2) != 2 ||
-      i64s(cv, CUDNN_ATTR_CONVOLUTION_DILATIONS, dil, 2) != 2 ||
-      enum_of(cv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp) ||
-      enum_of(cv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode) ||
-      comp != CUDNN_DATA_FLOAT)
-    return -1;
-  for (int i = 0; i < 2; i++) {
-    /* Asymmetric padding is not softgpu's. */
-    if (pre[i] != post[i] || pre[i] < 0 || pre[i] > 65536 || st[i] < 1 || st[i] > 65536 ||
-        dil[i] < 1 || dil[i] > 65536)
-      return -1;
-    c->pad[i] = (int)pre[i];
-    c->stride[i] = (int)st[i];
-    c->dilation[i] = (int)dil[i];
-  }
-  /* The shapes agree: y is the convolution's output, groups divide. */
-  if (c->w.dim[1] < 1 || c->x.dim[1] % c->w.dim[1] || c->y.dim[0] != c->x.dim[0] ||
-      c->y.dim[1] != c->w.dim[0])
-    return -1;
-  c->groups = c->x.dim[1] / c->w.dim[1];
-  if (c->w.dim[0] % c->groups) return -1;
-  for (int i = 0; i < 2; i++) {
-    int64_t span = (int64_t)(c->w.dim[2 + i] - 1) * c->dilation[i] + 1;
-    int64_t out = 1 + ((int64_t)c->x.dim[2 + i] + 2 * c->pad[i] - span) / c->stride[i];
-    if ((int64_t)c->x.dim[2 + i] + 2 * c->pad[i] < span || out != c->y.dim[2 + i]) return -1;
-  }
-  /* The filter is dense KCRS (what the CPU code reads). */
-  if (c->w.stride[3] != 1 || c->w.stride[2] != c->w.dim[3] ||
-      c->w.stride[1] != c->w.dim[2] * c->w.dim[3] ||
-      c->w.stride[0] != c->w.dim[1] * c->w.dim[2] * c->w.dim[3])
-    return -1;
-  c->flip = mode == CUDNN_CONVOLUTION;
-  c->alpha = scale_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, 1.0);
-  c->beta = scale_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, 0.0);
-  return 0;
 }
 
 /* ---- a real GPU: the graph rebuilt with NVIDIA's backend ---------------------- */
@@ -378,8 +158,7 @@ typedef struct {
   uint8_t *graph_bytes;
   size_t graph_len;
   wgraph g; /* decoded, pointing into graph_bytes */
-  int soft;
-  soft_conv conv;                 /* softgpu */
+  rgpu_cudnn_soft_plan *soft;     /* softgpu */
   cudnnBackendDescriptor_t *real; /* a GPU: every node's, the plan last */
   uint64_t workspace;
 } plan_entry;
@@ -393,6 +172,7 @@ static struct {
 static void plan_free(plan_entry *e) {
   if (!e) return;
   if (e->real) real_free(e->real, e->g.n);
+  rgpu_cudnn_soft_plan_free(e->soft);
   graph_free(&e->g);
   free(e->graph_bytes);
   free(e);
@@ -408,7 +188,7 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
   }
   memcpy(e->graph_bytes, b->data, b->len);
   e->graph_len = b->len;
-  e->hash = content_hash(e->graph_bytes, e->graph_len);
+  e->hash = rgpu_cudnn_graph_hash(e->graph_bytes, e->graph_len);
   rgpu_bytes own = {e->graph_bytes, e->graph_len};
   CUresult r = graph_decode(w, api, &own, &e->g);
   if (r) {
@@ -430,13 +210,18 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
     const wnode *og = eng ? ref(&e->g, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
                                 CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
                           : NULL;
-    if (!eng || i64s(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, &index, 1) != 1 || index != 0 ||
-        soft_conv_of(&e->g, og, &e->conv)) {
+    if (!eng || i64s(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, &index, 1) != 1 || index != 0) {
       plan_free(e);
-      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only engine 0 of a graph of one "
-                  "forward float 2-d convolution", api);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only engine 0 (softgpu's one engine)",
+                  api);
     }
-    e->soft = 1;
+    char why[160];
+    int rc = rgpu_cudnn_soft_plan_build(&e->g, og, &e->soft, why, sizeof why);
+    if (rc) {
+      plan_free(e);
+      if (rc == -2) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: %s", api, why);
+    }
     *out = e;
     return CUDA_SUCCESS;
   }
@@ -467,7 +252,7 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
 
 /* The session's plan for graph b, built (and kept) when not there yet. */
 static CUresult plan_get(rgpu_worker *w, const char *api, const rgpu_bytes *b, plan_entry **out) {
-  uint64_t hash = content_hash(b->data, b->len);
+  uint64_t hash = rgpu_cudnn_graph_hash(b->data, b->len);
   int dev = w->cur_dev < 0 ? 0 : w->cur_dev;
   pthread_mutex_lock(&g_plans.lock);
   for (unsigned i = 0; i < PLANS_MAX; i++) {
@@ -523,13 +308,15 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
   uint32_t *num = ans->num, *beh = ans->beh;
   uint32_t n = 0, nk = 0, nn = 0, nb = 0;
   if (D->is_softgpu) {
-    soft_conv c;
-    int ok = !soft_conv_of(&g, og, &c);
+    rgpu_cudnn_soft_plan *sp = NULL;
+    char why[160];
+    int rc = rgpu_cudnn_soft_plan_build(&g, og, &sp, why, sizeof why);
+    rgpu_cudnn_soft_plan_free(sp);
     graph_free(&g);
-    if (!ok) {
+    if (rc) {
       free(ans);
-      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only a graph of one forward float "
-                  "2-d convolution", api);
+      if (rc == -2) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: %s", api, why);
     }
     engine[0] = 0;
     knob_count[0] = num_count[0] = beh_count[0] = 0;
@@ -650,58 +437,15 @@ CUresult rgpu_h_cudnn_backend_plan(rgpu_req *rq, const rgpu_msg_cudnn_backend_pl
   return CUDA_SUCCESS;
 }
 
-/* The non-virtual tensor of g with unique id uid, or NULL. */
-static const wnode *tensor_by_uid(const wgraph *g, int64_t uid) {
-  for (uint32_t i = 0; i < g->n; i++) {
-    int64_t u;
-    if (g->node[i].type == CUDNN_BACKEND_TENSOR_DESCRIPTOR &&
-        i64s(&g->node[i], CUDNN_ATTR_TENSOR_UNIQUE_ID, &u, 1) == 1 && u == uid)
-      return &g->node[i];
-  }
-  return NULL;
-}
-
-/* The bytes a tensor node spans (0: not computable). */
-static uint64_t tensor_extent(const wnode *t) {
-  int64_t dim[8], stride[8];
-  int type, n = i64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, dim, 8);
-  if (n < 1 || i64s(t, CUDNN_ATTR_TENSOR_STRIDES, stride, 8) != n ||
-      enum_of(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type))
-    return 0;
-  uint64_t last = 0, bytes, size;
-  switch (type) {
-    case CUDNN_DATA_DOUBLE: case CUDNN_DATA_INT64: size = 8; break;
-    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16: size = 2; break;
-    case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN:
-    case CUDNN_DATA_FP8_E4M3: case CUDNN_DATA_FP8_E5M2: case CUDNN_DATA_FP8_E8M0: size = 1; break;
-    default: size = 4;
-  }
-  for (int i = 0; i < n; i++) {
-    if (dim[i] < 1 || stride[i] < 0 || dim[i] > (1ll << 40) || stride[i] > (1ll << 40)) return 0;
-    last += (uint64_t)(dim[i] - 1) * (uint64_t)stride[i];
-  }
-  if (__builtin_mul_overflow(last + 1, size, &bytes)) return 0;
-  return bytes;
-}
-
-static void CUDA_CB run_conv(void *arg) {
-  rgpu_cudnn_cpu_conv_fwd(arg);
-  free(arg);
-}
-
-static rgpu_cudnn_cpu_tensor cpu_tensor(const soft_tensor *t, uint64_t ptr) {
-  rgpu_cudnn_cpu_tensor c = {.nb = 4, .base = (float *)(uintptr_t)ptr};
-  memcpy(c.dim, t->dim, sizeof t->dim);
-  memcpy(c.stride, t->stride, sizeof t->stride);
-  return c;
-}
-
 CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend_execute_req *q) {
   rgpu_worker *w = rq->w;
   const char *api = "cudnnBackendExecute";
   if (q->uid.count != q->ptr.count)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: %u unique ids for %u pointers", api, q->uid.count,
                 q->ptr.count);
+  if (q->uid.count > VARIANT_MAX)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: a variant pack of %u tensors (at most %d)", api,
+                q->uid.count, VARIANT_MAX);
   CUstream st = NULL;
   if (q->stream) {
     const rgpu_handle_entry *he = rgpu_handle_map_get(&w->streams, q->stream);
@@ -717,8 +461,8 @@ CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend
   for (uint32_t i = 0; i < q->uid.count; i++) {
     int64_t uid = (int64_t)rgpu_array_u64(&q->uid, i);
     uint64_t ptr = rgpu_array_u64(&q->ptr, i);
-    const wnode *t = tensor_by_uid(&e->g, uid);
-    uint64_t bytes = t ? tensor_extent(t) : 0;
+    const wnode *t = rgpu_cudnn_graph_tensor(&e->g, uid);
+    uint64_t bytes = t ? rgpu_cudnn_graph_tensor_extent(t) : 0;
     if (!bytes)
       return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: unique id %lld names no tensor of the plan", api,
                   (long long)uid);
@@ -732,32 +476,23 @@ CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend
                 "a device allocation of this session", api, (unsigned long long)e->workspace,
                 (unsigned long long)q->workspace);
   if (e->soft) {
-    uint64_t x = 0, wt = 0, y = 0;
-    for (uint32_t i = 0; i < q->uid.count; i++) {
-      int64_t uid = (int64_t)rgpu_array_u64(&q->uid, i);
-      uint64_t ptr = rgpu_array_u64(&q->ptr, i);
-      if (uid == e->conv.x.uid) x = ptr;
-      if (uid == e->conv.w.uid) wt = ptr;
-      if (uid == e->conv.y.uid) y = ptr;
-    }
-    if (!x || !wt || !y)
-      return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the variant pack lacks x, w or y", api);
     if (!D->cuLaunchHostFunc)
       return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: this softgpu has no cuLaunchHostFunc", api);
-    rgpu_cudnn_cpu_conv *j = malloc(sizeof *j);
-    if (!j) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
-    const soft_conv *c = &e->conv;
-    *j = (rgpu_cudnn_cpu_conv){.x = cpu_tensor(&c->x, x), .y = cpu_tensor(&c->y, y),
-                               .w = (const float *)(uintptr_t)wt,
-                               .w_dim = {c->w.dim[0], c->w.dim[1], c->w.dim[2], c->w.dim[3]},
-                               .pad = {c->pad[0], c->pad[1]},
-                               .stride = {c->stride[0], c->stride[1]},
-                               .dilation = {c->dilation[0], c->dilation[1]},
-                               .groups = c->groups, .flip = c->flip, .alpha = c->alpha,
-                               .beta = c->beta};
-    r = D->cuLaunchHostFunc(st, run_conv, j);
+    int64_t uids[VARIANT_MAX];
+    uint64_t ptrs[VARIANT_MAX];
+    uint32_t n = q->uid.count;
+    for (uint32_t i = 0; i < n; i++) {
+      uids[i] = (int64_t)rgpu_array_u64(&q->uid, i);
+      ptrs[i] = rgpu_array_u64(&q->ptr, i);
+    }
+    void *job;
+    char why[160];
+    int rc = rgpu_cudnn_soft_job_make(e->soft, uids, ptrs, n, &job, why, sizeof why);
+    if (rc == -2) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+    if (rc) return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: %s", api, why);
+    r = D->cuLaunchHostFunc(st, rgpu_cudnn_soft_job_run, job);
     if (r) {
-      free(j);
+      rgpu_cudnn_soft_job_free(job);
       return FAIL(r, "%s: cuLaunchHostFunc: %s", api, rgpu_driver_error_name(D, r));
     }
     return CUDA_SUCCESS;
@@ -765,9 +500,9 @@ CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend
   cudnnHandle_t h;
   if ((r = rgpu_cudnn_server_handle(w, api, st, &h))) return r;
   cudnnBackendDescriptor_t pack = NULL;
-  int64_t uids[256];
-  void *ptrs[256];
-  uint32_t n = q->uid.count > 256 ? 256 : q->uid.count;
+  int64_t uids[VARIANT_MAX];
+  void *ptrs[VARIANT_MAX];
+  uint32_t n = q->uid.count;
   for (uint32_t i = 0; i < n; i++) {
     uids[i] = (int64_t)rgpu_array_u64(&q->uid, i);
     ptrs[i] = (void *)(uintptr_t)rgpu_array_u64(&q->ptr, i);

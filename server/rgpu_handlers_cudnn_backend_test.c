@@ -231,12 +231,132 @@ static void test_conv_graph(void **state) {
   harness_free(t);
 }
 
+/* ---- pointwise graphs: softgpu's planner ------------------------------------ */
+
+static void tensor_v(gw *g, int64_t uid, const int64_t d[4], int virt) {
+  int64_t s[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  uint8_t v = (uint8_t)virt;
+  node(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 5);
+  a_enum(g, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
+  a_i64(g, CUDNN_ATTR_TENSOR_DIMENSIONS, 4, d);
+  a_i64(g, CUDNN_ATTR_TENSOR_STRIDES, 4, s);
+  a_i64(g, CUDNN_ATTR_TENSOR_UNIQUE_ID, 1, &uid);
+  attr(g, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &v, 1);
+}
+
+/* A pointwise operation node of pointwise descriptor pw on tensors x, b
+ * (UINT32_MAX: none) -> y. */
+static void pw_op(gw *g, uint32_t pw, uint32_t x, uint32_t b, uint32_t y) {
+  node(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, b == UINT32_MAX ? 3 : 4);
+  a_ref(g, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+  a_ref(g, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b != UINT32_MAX) a_ref(g, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
+  a_ref(g, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+}
+
+enum { PW_GOOD, PW_UNWRITTEN, PW_CYCLE, PW_TWO_WRITERS };
+
+/* y = relu(a + b): a 1x2x2x3 (uid 1), b 1x2x1x1 broadcast (uid 2), the sum
+ * virtual (uid 10), y (uid 3); the operations listed ReLU first.  The
+ * variants break it.  root: 1 heuristics, 2 plan of engine 0. */
+static void pw_graph(gw *g, int variant, int root) {
+  rgpu_buf_init(&g->b);
+  g->nodes = 0;
+  rgpu_buf_put_u32(&g->b, 0); /* patched below */
+  static const int64_t full[4] = {1, 2, 2, 3}, chan[4] = {1, 2, 1, 1};
+  tensor_v(g, 1, full, 0);  /* 0: a */
+  tensor_v(g, 2, chan, 0);  /* 1: b */
+  tensor_v(g, 10, full, 1); /* 2: a + b */
+  tensor_v(g, 3, full, 0);  /* 3: y */
+  node(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1); /* 4 */
+  a_enum(g, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_ADD);
+  node(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1); /* 5 */
+  a_enum(g, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_RELU_FWD);
+  pw_op(g, 5, 2, UINT32_MAX, 3); /* 6: y = relu(v) */
+  if (variant == PW_CYCLE) pw_op(g, 4, 2, 1, 2); /* 7: v = v + b */
+  else pw_op(g, 4, 0, 1, 2);                     /* 7: v = a + b */
+  uint32_t ops[2] = {6, 7};
+  if (variant == PW_TWO_WRITERS) ops[0] = 7;
+  node(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, 1); /* 8 */
+  attr(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+       variant == PW_UNWRITTEN ? 1 : 2, ops, 4);
+  if (root == 1) {
+    node(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, 1);
+    a_ref(g, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 8);
+  } else {
+    int64_t zero = 0;
+    node(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 2); /* 9 */
+    a_ref(g, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, 8);
+    a_i64(g, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, 1, &zero);
+    node(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, 1); /* 10 */
+    a_ref(g, CUDNN_ATTR_ENGINECFG_ENGINE, 9);
+    node(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, 1);
+    a_ref(g, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 10);
+  }
+  memcpy(g->b.data, &g->nodes, 4);
+}
+
+static void test_pointwise_graph(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  float a[12], b[2] = {0.5f, -1.0f}, y[12];
+  for (int i = 0; i < 12; i++) a[i] = (float)(i % 5) - 2.0f;
+  rgpu_msg_memcpy_htod_req ha = {.dst = mem + X_OFF}, hb = {.dst = mem + W_OFF};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &ha, a, sizeof a), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &hb, b, sizeof b), 0);
+  gw g;
+  pw_graph(&g, PW_GOOD, 1);
+  rgpu_msg_cudnn_backend_heur_req hq = {.graph = {g.b.data, g.b.len}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_HEUR, cudnn_backend_heur, &hq, NULL, 0), 0);
+  rgpu_buf_free(&g.b);
+  pw_graph(&g, PW_GOOD, 2);
+  rgpu_msg_cudnn_backend_plan_req pq = {.graph = {g.b.data, g.b.len}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_PLAN, cudnn_backend_plan, &pq, NULL, 0), 0);
+  uint64_t uid[3] = {1, 2, 3}, ptr[3] = {mem + X_OFF, mem + W_OFF, mem + Y_OFF};
+  rgpu_msg_cudnn_backend_execute_req q = {.graph = {g.b.data, g.b.len}, .uid = {uid, 3},
+                                          .ptr = {ptr, 3}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &q, NULL, 0), 0);
+  rgpu_msg_memcpy_dtoh_req dq = {.src = mem + Y_OFF, .size = sizeof y};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &dq, NULL, 0), 0);
+  memcpy(y, t->p, sizeof y);
+  for (int i = 0; i < 12; i++) {
+    float v = a[i] + b[i / 6];
+    assert_true(y[i] == (v > 0 ? v : 0));
+  }
+  /* A variant pack without y's pointer: refused, nothing run. */
+  q.uid.count = q.ptr.count = 2;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "no pointer for tensor 3"));
+  rgpu_buf_free(&g.b);
+
+  /* Graphs softgpu cannot order: each refused with its reason. */
+  static const struct {
+    int variant;
+    const char *says;
+  } bad[] = {{PW_UNWRITTEN, "never written"}, {PW_CYCLE, "cycle"},
+             {PW_TWO_WRITERS, "two operations write"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    pw_graph(&g, bad[i].variant, 1);
+    hq.graph = (rgpu_bytes){g.b.data, g.b.len};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_HEUR, cudnn_backend_heur, &hq, NULL, 0),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_true(reply_says(t, bad[i].says));
+    rgpu_buf_free(&g.b);
+  }
+  harness_free(t);
+}
+
 int main(void) {
   char self[360];
   harness_exe_dir(self, sizeof self);
   snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_graph),
+      cmocka_unit_test(test_pointwise_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
