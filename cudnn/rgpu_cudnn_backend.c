@@ -255,13 +255,41 @@ static cudnnStatus_t copy_into(struct rgpu_cudnn_bdesc *dst, const struct rgpu_c
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendGetAttribute(
     cudnnBackendDescriptor_t const p, cudnnBackendAttributeName_t name,
     cudnnBackendAttributeType_t type, int64_t requested, int64_t *count, void *elems) {
-  rgpu_rt_count_call();
+  int entered = 0; /* a round trip counted the call */
   size_t es = rgpu_cudnn_battr_elem_size((int)type);
-  if (!es || requested < 0 || (requested > 0 && !elems)) return CUDNN_STATUS_BAD_PARAM;
+  /* A NULL array asks for the count only, whatever is requested: cuDNN's
+   * frontend reads engine notes that way (requested = the note types'
+   * count, then again into a vector of the count it got, NULL when 0). */
+  if (!es || requested < 0) {
+    rgpu_rt_count_call();
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+  if (!elems) requested = 0;
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   pthread_mutex_lock(&g_lock);
   struct rgpu_cudnn_bdesc *d = rgpu_cudnn_bdesc_of(p);
   const struct rgpu_cudnn_battr *a = d ? rgpu_cudnn_bdesc_find(d, (int64_t)name) : NULL;
+  /* How many engines cuDNN has for a graph is the server's answer, asked
+   * when a program wants it (cuDNN's frontend, before making an engine by
+   * index), not at every finalize. */
+  if (d && d->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR &&
+      name == CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) {
+    int64_t n = 0;
+    if (type != CUDNN_TYPE_INT64 || !d->finalized)
+      st = CUDNN_STATUS_BAD_PARAM;
+    else if (!(st = rgpu_cudnn_backend_engine_count(d, &n, &entered))) {
+      if (count) *count = 1;
+      if (requested > 0) memcpy(elems, &n, sizeof n);
+    }
+    goto out;
+  }
+  /* A config made without knob choices has none: an empty list, not an
+   * error (the frontend reads them to tag every plan). */
+  if (!a && d && d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR &&
+      name == CUDNN_ATTR_ENGINECFG_KNOB_CHOICES && type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+    if (count) *count = 0;
+    goto out;
+  }
   /* An attribute never set, or asked as another type, is a bad parameter
    * (cuDNN's answer for both). */
   if (!a || a->type != (int)type) {
@@ -281,6 +309,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendGetAttribute(
   }
 out:
   pthread_mutex_unlock(&g_lock);
+  if (!entered) rgpu_rt_count_call();
   return st;
 }
 

@@ -65,5 +65,11 @@ void rgpu_cudnn_backend_unlock(void);
  * heuristics, execution plan): defined by the server-facing file; called
  * with the backend lock held. */
 cudnnStatus_t rgpu_cudnn_backend_finalize_remote(struct rgpu_cudnn_bdesc *d);
+/* CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT of finalized operation graph
+ * graph: the server's cuDNN knows it (CUDNN_BACKEND_ENGINE_COUNT, cached per
+ * graph content).  *entered: a round trip was made (it counted the call).
+ * Called with the backend lock held. */
+cudnnStatus_t rgpu_cudnn_backend_engine_count(struct rgpu_cudnn_bdesc *graph, int64_t *count,
+                                              int *entered);
 
 #endif

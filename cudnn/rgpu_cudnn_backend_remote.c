@@ -308,7 +308,7 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
   rgpu_buf g;
   if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   uint64_t hash = content_hash(g.data, g.len);
-  const answer *hit = cache_find(h->device, 0xC8, &g, hash);
+  const answer *hit = cache_find(h->device, RGPU_OP_CUDNN_BACKEND_HEUR, &g, hash);
   if (hit) {
     rgpu_buf_free(&g);
     return results_into(d, hit, graph);
@@ -334,7 +334,7 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
     st = CUDNN_STATUS_INTERNAL_ERROR;
   } else {
     a->device = h->device;
-    a->kind = 0xC8;
+    a->kind = RGPU_OP_CUDNN_BACKEND_HEUR;
     a->hash = hash;
     a->graph = g.data;
     a->graph_len = g.len;
@@ -363,7 +363,56 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
   return st;
 }
 
-/* ---- execution plan ---------------------------------------------------------- */
+/* ---- one number per graph: a plan's workspace, a graph's engine count ------- */
+
+/* The server's one-number answer of kind (CUDNN_BACKEND_PLAN or
+ * CUDNN_BACKEND_ENGINE_COUNT) for serialized graph g, from the cache or one
+ * round trip (remembered). */
+static cudnnStatus_t ask_u64(int kind, const struct cudnnContext *h, const rgpu_buf *g,
+                             uint64_t hash, const char *api, uint64_t *out, int *entered) {
+  const answer *hit = cache_find(h->device, kind, g, hash);
+  if (hit) {
+    *out = hit->workspace;
+    return CUDNN_STATUS_SUCCESS;
+  }
+  rgpu_client *c;
+  *entered = 1; /* rgpu_rt_enter counts the call */
+  if (rgpu_rt_enter(&c) != cudaSuccess) return CUDNN_STATUS_EXECUTION_FAILED;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply rr = {.payload = &pay};
+  rgpu_status rc;
+  if (kind == RGPU_OP_CUDNN_BACKEND_PLAN) {
+    rgpu_msg_cudnn_backend_plan_req q = {.handle = h->id, .graph = {g->data, g->len}};
+    rgpu_msg_cudnn_backend_plan_rep rep;
+    rc = rgpu_call_cudnn_backend_plan(c, h->device, 0, &q, &rep, &rr);
+    *out = rep.workspace_size;
+  } else {
+    rgpu_msg_cudnn_backend_engine_count_req q = {.handle = h->id, .graph = {g->data, g->len}};
+    rgpu_msg_cudnn_backend_engine_count_rep rep;
+    rc = rgpu_call_cudnn_backend_engine_count(c, h->device, 0, &q, &rep, &rr);
+    *out = rep.count;
+  }
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  if (rc) {
+    st = status_of(c, rc, api, rr.msg);
+  } else {
+    answer *a = calloc(1, sizeof *a);
+    if (a && (a->graph = malloc(g->len))) {
+      memcpy(a->graph, g->data, g->len);
+      a->graph_len = g->len;
+      a->device = h->device;
+      a->kind = kind;
+      a->hash = hash;
+      a->workspace = *out;
+      cache_insert(a);
+    } else {
+      answer_free(a); /* not remembered: the next one asks again */
+    }
+  }
+  rgpu_buf_free(&pay);
+  return st;
+}
 
 static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   const char *api = "cudnnBackendFinalize(execution plan)";
@@ -373,42 +422,7 @@ static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   uint64_t hash = content_hash(g.data, g.len);
   uint64_t workspace = 0;
-  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  const answer *hit = cache_find(h->device, 0xC9, &g, hash);
-  if (hit) {
-    workspace = hit->workspace;
-  } else {
-    rgpu_client *c;
-    *entered = 1; /* rgpu_rt_enter counts the call */
-    if (rgpu_rt_enter(&c) != cudaSuccess) {
-      rgpu_buf_free(&g);
-      return CUDNN_STATUS_EXECUTION_FAILED;
-    }
-    rgpu_msg_cudnn_backend_plan_req q = {.handle = h->id, .graph = {g.data, g.len}};
-    rgpu_msg_cudnn_backend_plan_rep rep;
-    rgpu_buf pay;
-    rgpu_buf_init(&pay);
-    rgpu_client_reply rr = {.payload = &pay};
-    rgpu_status rc = rgpu_call_cudnn_backend_plan(c, h->device, 0, &q, &rep, &rr);
-    if (rc) {
-      st = status_of(c, rc, api, rr.msg);
-    } else {
-      workspace = rep.workspace_size;
-      answer *a = calloc(1, sizeof *a);
-      if (a && (a->graph = malloc(g.len))) {
-        memcpy(a->graph, g.data, g.len);
-        a->graph_len = g.len;
-        a->device = h->device;
-        a->kind = 0xC9;
-        a->hash = hash;
-        a->workspace = workspace;
-        cache_insert(a);
-      } else {
-        answer_free(a); /* not remembered: the next finalize asks again */
-      }
-    }
-    rgpu_buf_free(&pay);
-  }
+  cudnnStatus_t st = ask_u64(RGPU_OP_CUDNN_BACKEND_PLAN, h, &g, hash, api, &workspace, entered);
   if (!st) st = store_i64(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, (int64_t)workspace);
   if (st) {
     rgpu_buf_free(&g);
@@ -419,6 +433,21 @@ static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   d->graph_len = g.len;
   d->hash = hash;
   return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t rgpu_cudnn_backend_engine_count(struct rgpu_cudnn_bdesc *graph, int64_t *count,
+                                              int *entered) {
+  const char *api = "cudnnBackendGetAttribute(CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT)";
+  struct cudnnContext *h = handle_attr(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE);
+  if (!h) return CUDNN_STATUS_BAD_PARAM;
+  rgpu_buf g;
+  if (serialize(graph, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  uint64_t n = 0;
+  cudnnStatus_t st = ask_u64(RGPU_OP_CUDNN_BACKEND_ENGINE_COUNT, h, &g,
+                             content_hash(g.data, g.len), api, &n, entered);
+  rgpu_buf_free(&g);
+  if (!st) *count = (int64_t)n;
+  return st;
 }
 
 cudnnStatus_t rgpu_cudnn_backend_finalize_remote(struct rgpu_cudnn_bdesc *d) {

@@ -1,5 +1,6 @@
 /* cuDNN backend (graph) API requests (issue 17): CUDNN_BACKEND_HEUR,
- * CUDNN_BACKEND_PLAN (one reply each) and CUDNN_BACKEND_EXECUTE (none).
+ * CUDNN_BACKEND_PLAN, CUDNN_BACKEND_ENGINE_COUNT (one reply each) and
+ * CUDNN_BACKEND_EXECUTE (none).
  *
  * Each carries a descriptor graph serialized by the client (its form is in
  * proto/rgpu_messages.def), decoded and checked here before use.  On a GPU
@@ -424,6 +425,55 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
       .numerical = {num, nn}, .behavior_count = {beh_count, n}, .behavior = {beh, nb}};
   rgpu_msg_cudnn_backend_heur_rep_encode(rq->rep, &rep);
   free(ans);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_cudnn_backend_engine_count(rgpu_req *rq,
+                                           const rgpu_msg_cudnn_backend_engine_count_req *q) {
+  rgpu_worker *w = rq->w;
+  const char *api = "cudnnBackendGetAttribute(CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT)";
+  wgraph g;
+  CUresult r = graph_decode(w, api, &q->graph, &g);
+  if (r) return r;
+  const wnode *og = &g.node[g.n - 1];
+  if (og->type != CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) {
+    graph_free(&g);
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the graph's root is no operation graph", api);
+  }
+  int64_t count = 0;
+  if (D->is_softgpu) {
+    /* softgpu's one engine, where its planner takes the graph. */
+    rgpu_cudnn_soft_plan *sp = NULL;
+    char why[160];
+    int rc = rgpu_cudnn_soft_plan_build(&g, og, &sp, why, sizeof why);
+    rgpu_cudnn_soft_plan_free(sp);
+    graph_free(&g);
+    if (rc == -2) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
+    count = rc == 0;
+  } else {
+    cudnnHandle_t h;
+    if (be_load() < 0) {
+      graph_free(&g);
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing",
+                  api);
+    }
+    if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+      graph_free(&g);
+      return r;
+    }
+    cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
+    cudnnStatus_t st = real ? real_build(&g, h, real)
+                            : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    int64_t got = 0;
+    if (!st)
+      st = g_be.get(real[g.n - 1], CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64,
+                    1, &got, &count);
+    real_free(real, g.n);
+    graph_free(&g);
+    if (st) return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+  }
+  rgpu_msg_cudnn_backend_engine_count_rep rep = {.count = (uint64_t)count};
+  rgpu_msg_cudnn_backend_engine_count_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 

@@ -258,7 +258,8 @@ enum { PW_GOOD, PW_UNWRITTEN, PW_CYCLE, PW_TWO_WRITERS };
 
 /* y = relu(a + b): a 1x2x2x3 (uid 1), b 1x2x1x1 broadcast (uid 2), the sum
  * virtual (uid 10), y (uid 3); the operations listed ReLU first.  The
- * variants break it.  root: 1 heuristics, 2 plan of engine 0. */
+ * variants break it.  root: 0 the operation graph, 1 heuristics, 2 plan of
+ * engine 0. */
 static void pw_graph(gw *g, int variant, int root) {
   rgpu_buf_init(&g->b);
   g->nodes = 0;
@@ -283,7 +284,7 @@ static void pw_graph(gw *g, int variant, int root) {
   if (root == 1) {
     node(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, 1);
     a_ref(g, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 8);
-  } else {
+  } else if (root == 2) {
     int64_t zero = 0;
     node(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 2); /* 9 */
     a_ref(g, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, 8);
@@ -331,6 +332,30 @@ static void test_pointwise_graph(void **state) {
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &q, NULL, 0),
                    CUDA_ERROR_INVALID_VALUE);
   assert_true(reply_says(t, "no pointer for tensor 3"));
+  rgpu_buf_free(&g.b);
+
+  /* The engine count: softgpu's one engine for a graph it plans, none for
+   * one it cannot. */
+  rgpu_msg_cudnn_backend_engine_count_rep cr;
+  pw_graph(&g, PW_GOOD, 0);
+  rgpu_msg_cudnn_backend_engine_count_req cq = {.graph = {g.b.data, g.b.len}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_ENGINE_COUNT, cudnn_backend_engine_count,
+                                &cq, NULL, 0), 0);
+  assert_int_equal(rgpu_msg_cudnn_backend_engine_count_rep_decode(t->p, t->h.length, &cr), 0);
+  assert_int_equal(cr.count, 1);
+  rgpu_buf_free(&g.b);
+  pw_graph(&g, PW_CYCLE, 0);
+  cq.graph = (rgpu_bytes){g.b.data, g.b.len};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_ENGINE_COUNT, cudnn_backend_engine_count,
+                                &cq, NULL, 0), 0);
+  assert_int_equal(rgpu_msg_cudnn_backend_engine_count_rep_decode(t->p, t->h.length, &cr), 0);
+  assert_int_equal(cr.count, 0);
+  rgpu_buf_free(&g.b);
+  pw_graph(&g, PW_GOOD, 1); /* the root is no operation graph */
+  cq.graph = (rgpu_bytes){g.b.data, g.b.len};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_ENGINE_COUNT, cudnn_backend_engine_count,
+                                &cq, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "no operation graph"));
   rgpu_buf_free(&g.b);
 
   /* Graphs softgpu cannot order: each refused with its reason. */

@@ -217,6 +217,30 @@ static bool forward(cudnnHandle_t h, const dev &d, bool fused) {
   return ran;
 }
 
+// CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT of the forward convolution's
+// graph (what cuDNN's frontend asks before making an engine by index).
+static int64_t engine_count(cudnnHandle_t h) {
+  desc tx = tensor(UID_X, N, C, H, W), tw = tensor(UID_W, K, C, R, S), conv = conv_desc();
+  desc ty = tensor(UID_Y, N, K, P, Q);
+  desc op = conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, conv,
+                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, tx,
+                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, tw,
+                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, ty,
+                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA);
+  desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+  DN(cudnnBackendFinalize(graph));
+  int64_t n = -1, got = 0;
+  DN(cudnnBackendGetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                              CUDNN_TYPE_INT64, 1, &got, &n));
+  desc all[] = {graph, op, tx, tw, ty, conv};
+  for (desc x : all) DN(cudnnBackendDestroyDescriptor(x));
+  return got == 1 ? n : -1;
+}
+
 // dx = conv_bwd_data(dz, w) and dw = conv_bwd_filter(x, dz): two graphs.
 static void backward(cudnnHandle_t h, const dev &d) {
   desc tw = tensor(UID_W, K, C, R, S), tdz = tensor(UID_DZ, N, K, P, Q);
@@ -329,6 +353,13 @@ int main(int argc, char **argv) {
   DN(cudnnCreate(&h));
   std::printf("conv layer x %dx%dx%dx%d w %dx%dx%dx%d pad %d stride %d: y %dx%dx%dx%d\n", N, C, H,
               W, K, C, R, S, PAD, STRIDE, N, K, P, Q);
+
+  int64_t engines = engine_count(h);
+  if (engines < 1) {
+    std::fprintf(stderr, "FAIL: the forward graph's engine count is %lld\n", (long long)engines);
+    return 1;
+  }
+  std::printf("the forward graph has at least one engine\n");
 
   // Forward: NaN first, so every value must be written.
   CHECK(cudaMemset(d.y, 0xff, ny * sizeof(float)));
