@@ -256,6 +256,20 @@ static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
 }
 
 cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
+  if (op->lib.opcode) {
+    /* A pre-encoded request: a copy with this send's stream (a graph node
+     * keeps its bytes for every launch). */
+    if (op->lib.stream_at + 8 > op->lib.args_len) return cudaErrorInvalidValue;
+    uint8_t *req = malloc(op->lib.args_len);
+    if (!req) return cudaErrorMemoryAllocation;
+    memcpy(req, op->lib.args, op->lib.args_len);
+    uint64_t wire = op->stream;
+    memcpy(req + op->lib.stream_at, &wire, 8); /* the codec writes u64s so */
+    rgpu_status rc = rgpu_client_call(c, op->device, (uint16_t)op->lib.opcode, 1, req,
+                                      op->lib.args_len, NULL, 0, NULL);
+    free(req);
+    return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+  }
   rgpu_msg_lib_call_req m = {.lib = op->lib.lib,
                              .fn = op->lib.fn,
                              .handle = op->lib.handle,

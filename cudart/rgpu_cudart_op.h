@@ -74,8 +74,12 @@ typedef struct {
      * request's fields and its encoded arguments.  Captured, it becomes a
      * host-side graph node (type cudaGraphNodeTypeHost, this kind) that
      * sends the same request, in stream order, at each launch: the node
-     * owns its copy of args. */
+     * owns its copy of args.
+     * With opcode set, args is instead a whole encoded request of that
+     * message (a cuDNN call) whose u64 stream field lies at byte stream_at;
+     * each send patches in the stream it goes to. */
     struct {
+      uint32_t opcode, stream_at;
       uint32_t lib, fn;
       uint64_t handle;
       uint32_t math_mode, pointer_mode, atomics_mode;

@@ -515,19 +515,16 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnBackendExecute", &c, &wire, &device))) {
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) {
     free(graph);
     return st;
   }
   rgpu_msg_cudnn_backend_execute_req q = {.handle = h->id, .stream = wire, .plan_hash = hash,
                                           .graph = {graph, graph_len}, .uid = {uid, n},
                                           .ptr = {ptr, n}, .workspace = workspace};
-  rgpu_rt_host_backpressure(c, wire, 0);
-  rgpu_status rc = rgpu_call_cudnn_backend_execute(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  int enc = rgpu_msg_cudnn_backend_execute_req_encode(&b, &q);
   free(graph);
-  if (rc) {
-    rgpu_rt_sync_ret(c, rc);
-    return CUDNN_STATUS_EXECUTION_FAILED;
-  }
-  return CUDNN_STATUS_SUCCESS;
+  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_BACKEND_EXECUTE, enc, &b);
 }

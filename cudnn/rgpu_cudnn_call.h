@@ -9,9 +9,20 @@
 #include "rgpu_messages.h"
 
 /* The session and the handle's stream (its wire id and device); a
- * capturing stream is refused (NOT_SUPPORTED, logged once). */
+ * capturing stream is refused (NOT_SUPPORTED, logged once): for calls that
+ * are no graph node (they send directly). */
 cudnnStatus_t rgpu_cudnn_enter(struct cudnnContext *h, const char *api, rgpu_client **c,
                                uint64_t *wire, int *device);
+/* The same for calls sent through rgpu_cudnn_submit, which capture. */
+cudnnStatus_t rgpu_cudnn_enter_stream(struct cudnnContext *h, rgpu_client **c, uint64_t *wire,
+                                      int *device);
+/* Queues an encoded request of message opcode (its encoder's return code
+ * encode_rc, its bytes req, freed here) on stream wire like a kernel
+ * launch: no reply, errors deferred; on a capturing stream a graph node
+ * that sends it at every launch.  The message must begin u64 handle, u64
+ * stream (every cuDNN compute request does). */
+cudnnStatus_t rgpu_cudnn_submit(rgpu_client *c, int device, uint64_t wire, uint16_t opcode,
+                                int encode_rc, rgpu_buf *req);
 /* cuDNN's checks of a forward convolution's descriptors: all set, y's
  * dimensions the output's, x and w of one type (BAD_PARAM otherwise). */
 cudnnStatus_t rgpu_cudnn_conv_check(const struct cudnnTensorStruct *x,

@@ -3,6 +3,10 @@
  * one request without a reply, carrying its descriptors' content; errors
  * deferred like a kernel launch's).
  *
+ * Each is queued on its stream like a kernel launch (rgpu_cudnn_submit):
+ * on a capturing stream it becomes a graph node that sends the same request
+ * at every launch of the graph.
+ *
  * The checks here are cuDNN's (a bad call fails at once with its status:
  * descriptors not set, shapes that do not match, NULL pointers).  What
  * only the server can check (that every tensor and the workspace lie in
@@ -18,12 +22,36 @@
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
-cudnnStatus_t rgpu_cudnn_enter(struct cudnnContext *h, const char *api, rgpu_client **c,
-                               uint64_t *wire, int *device) {
+cudnnStatus_t rgpu_cudnn_enter_stream(struct cudnnContext *h, rgpu_client **c, uint64_t *wire,
+                                      int *device) {
   if (rgpu_rt_enter(c) != cudaSuccess) return CUDNN_STATUS_EXECUTION_FAILED;
   /* A stream destroyed after cudnnSetStream: cuDNN's launch fails. */
   if (rgpu_rt_stream_resolve(*c, h->stream, 0, wire, device) != cudaSuccess)
     return CUDNN_STATUS_EXECUTION_FAILED;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t rgpu_cudnn_submit(rgpu_client *c, int device, uint64_t wire, uint16_t opcode,
+                                int encode_rc, rgpu_buf *req) {
+  if (encode_rc || req->err) {
+    rgpu_buf_free(req);
+    return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  }
+  /* Every cuDNN compute request begins u64 handle, u64 stream. */
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_LIB_CALL, .stream = wire, .device = device};
+  op.lib.opcode = opcode;
+  op.lib.stream_at = 8;
+  op.lib.args = req->data;
+  op.lib.args_len = req->len;
+  cudaError_t e = rgpu_rt_submit(c, &op);
+  rgpu_buf_free(req);
+  return e == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+cudnnStatus_t rgpu_cudnn_enter(struct cudnnContext *h, const char *api, rgpu_client **c,
+                               uint64_t *wire, int *device) {
+  cudnnStatus_t st = rgpu_cudnn_enter_stream(h, c, wire, device);
+  if (st) return st;
   if (rgpu_rt_graph_is_capturing(*wire)) {
     static int logged;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
@@ -43,16 +71,6 @@ static double scale_of(int type, const void *p) {
 static int same_dims(const struct cudnnTensorStruct *a, const struct cudnnTensorStruct *b) {
   return a->nb_dims == b->nb_dims &&
          !memcmp(a->dim, b->dim, sizeof a->dim[0] * (size_t)a->nb_dims);
-}
-
-/* Sends an encoded async request; a transport failure is the runtime's
- * (sticky), answered EXECUTION_FAILED like a failed launch. */
-static cudnnStatus_t sent(rgpu_client *c, rgpu_status rc) {
-  if (rc) {
-    rgpu_rt_sync_ret(c, rc);
-    return CUDNN_STATUS_EXECUTION_FAILED;
-  }
-  return CUDNN_STATUS_SUCCESS;
 }
 
 #define TENSOR_FIELDS(q, x, t, ptr)                                 \
@@ -121,7 +139,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionForward(
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnConvolutionForward", &c, &wire, &device))) return st;
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_conv_fwd_req q = {.handle = h->id,
                                    .stream = wire,
                                    .alpha = scale_of(yt->type, alpha),
@@ -133,8 +151,9 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionForward(
   q.x = (uint64_t)(uintptr_t)x;
   q.w = (uint64_t)(uintptr_t)w;
   q.y = (uint64_t)(uintptr_t)y;
-  rgpu_rt_host_backpressure(c, wire, 0);
-  return sent(c, rgpu_call_cudnn_conv_fwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_CONV_FWD, rgpu_msg_cudnn_conv_fwd_req_encode(&b, &q), &b);
 }
 
 /* ---- bias add, activation, pooling, softmax ------------------------------ */
@@ -159,15 +178,16 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnAddTensor(cudnnHandle_t handle, const v
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnAddTensor", &c, &wire, &device))) return st;
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_add_tensor_req q = {.handle = h->id,
                                      .stream = wire,
                                      .alpha = scale_of(ct->type, alpha),
                                      .beta = scale_of(ct->type, beta)};
   TENSOR_FIELDS(q, a, a, A);
   TENSOR_FIELDS(q, c, ct, C);
-  rgpu_rt_host_backpressure(c, wire, 0);
-  return sent(c, rgpu_call_cudnn_add_tensor(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_ADD_TENSOR, rgpu_msg_cudnn_add_tensor_req_encode(&b, &q), &b);
 }
 
 /* The checks x -> y calls of one shape share. */
@@ -196,7 +216,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnActivationForward(
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnActivationForward", &c, &wire, &device))) return st;
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_activation_fwd_req q = {.handle = h->id,
                                          .stream = wire,
                                          .act_mode = (uint32_t)act->mode,
@@ -207,8 +227,9 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnActivationForward(
                                          .beta = scale_of(yt->type, beta)};
   TENSOR_FIELDS(q, x, xt, x);
   TENSOR_FIELDS(q, y, yt, y);
-  rgpu_rt_host_backpressure(c, wire, 0);
-  return sent(c, rgpu_call_cudnn_activation_fwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_ACTIVATION_FWD, rgpu_msg_cudnn_activation_fwd_req_encode(&b, &q), &b);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
@@ -232,7 +253,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnPoolingForward", &c, &wire, &device))) return st;
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_pooling_fwd_req q = {.handle = h->id,
                                       .stream = wire,
                                       .pool_mode = (uint32_t)p->mode,
@@ -244,8 +265,9 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
                                       .beta = scale_of(yt->type, beta)};
   TENSOR_FIELDS(q, x, xt, x);
   TENSOR_FIELDS(q, y, yt, y);
-  rgpu_rt_host_backpressure(c, wire, 0);
-  return sent(c, rgpu_call_cudnn_pooling_fwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_POOLING_FWD, rgpu_msg_cudnn_pooling_fwd_req_encode(&b, &q), &b);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxForward(
@@ -265,7 +287,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxForward(
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnSoftmaxForward", &c, &wire, &device))) return st;
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_softmax_fwd_req q = {.handle = h->id,
                                       .stream = wire,
                                       .softmax_algo = (uint32_t)algo,
@@ -274,6 +296,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxForward(
                                       .beta = scale_of(yt->type, beta)};
   TENSOR_FIELDS(q, x, xt, x);
   TENSOR_FIELDS(q, y, yt, y);
-  rgpu_rt_host_backpressure(c, wire, 0);
-  return sent(c, rgpu_call_cudnn_softmax_fwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_SOFTMAX_FWD, rgpu_msg_cudnn_softmax_fwd_req_encode(&b, &q), &b);
 }
