@@ -886,6 +886,30 @@ static void test_batchnorm(void **state) {
   }
 }
 
+/* PER_ACTIVATION over channels-last strides: no 2-d form for oneDNN, so
+ * the reference answers, through rgpu_cudnn_cpu_batchnorm_*. */
+static void test_batchnorm_fallback(void **state) {
+  (void)state;
+  int dim[4] = {4, 3, 2, 2};
+  int64_t ns = 3 * 2 * 2;
+  tbuf x = tnew(4, dim, L_CLAST), y = tnew(4, dim, L_CLAST);
+  tfill(&x, -1, 2);
+  tfill_nan(&y);
+  tbuf scale = tvec(ns, 0.5, 1.5), bias = tvec(ns, -1, 1);
+  tbuf y_ref = tclone(&y), y_cpu = tclone(&y);
+  rgpu_cudnn_cpu_batchnorm p = {.x = x.t, .y = y_cpu.t, .mode = CUDNN_BATCHNORM_PER_ACTIVATION,
+                                .epsilon = 1e-5, .alpha = 1, .beta = 0, .scale = scale.t.base,
+                                .bias = bias.t.base, .factor = 1};
+  assert_int_equal(rgpu_cudnn_dnnl_batchnorm_fwd_training(&p), -1);
+  assert_int_equal(memcmp(y_cpu.buf, y.buf, (size_t)y.len * sizeof(float)), 0);
+  rgpu_cudnn_cpu_batchnorm_fwd_training(&p);
+  p.y = y_ref.t;
+  rgpu_cudnn_ref_batchnorm_fwd_training(&p);
+  check_close(&y_cpu, &y_ref, "batch-norm PER_ACTIVATION channels-last, through the fallback");
+  tbuf *all[] = {&x, &y, &scale, &bias, &y_ref, &y_cpu};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfree(all[k]);
+}
+
 typedef struct {
   rgpu_cudnn_cpu_batchnorm *p;
   tbuf *y, *g;
@@ -1142,6 +1166,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_fallback),
       cmocka_unit_test(test_softmax_reference_gradients),
       cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_batchnorm_fallback),
       cmocka_unit_test(test_batchnorm_reference_gradients),
       cmocka_unit_test(test_op_tensor),
       cmocka_unit_test(test_add_and_reduce),
