@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1116,6 +1117,106 @@ static void test_public_dispatch(void **state) {
   conv_free(&s);
 }
 
+/* In place, as cuDNN allows: softmax and batch-norm forward with y == x
+ * (oneDNN's own in-place case), activation and softmax backward with
+ * dx == dy (a temporary). */
+static void test_in_place(void **state) {
+  (void)state;
+  int dim[4] = {3, 4, 3, 5};
+  tbuf x = tnew(4, dim, L_NGAP), want = tnew(4, dim, L_NGAP);
+  tfill(&x, -2, 2);
+  tbuf xs = tclone(&x);
+  rgpu_cudnn_ref_softmax(&x.t, &want.t, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_CHANNEL, 1, 0);
+  assert_int_equal(rgpu_cudnn_dnnl_softmax(&xs.t, &xs.t, CUDNN_SOFTMAX_LOG,
+                                           CUDNN_SOFTMAX_MODE_CHANNEL, 1, 0),
+                   0);
+  check_close(&xs, &want, "softmax in place");
+
+  tbuf scale = tvec(4, 0.5, 1.5), bias = tvec(4, -1, 1), mean = tvec(4, -1, 1),
+       var = tvec(4, 0.5, 1);
+  rgpu_cudnn_cpu_batchnorm p = {.x = x.t, .y = want.t, .mode = CUDNN_BATCHNORM_SPATIAL,
+                                .epsilon = 1e-5, .alpha = 1, .beta = 0, .scale = scale.t.base,
+                                .bias = bias.t.base, .mean = mean.t.base,
+                                .variance = var.t.base};
+  rgpu_cudnn_ref_batchnorm_fwd_inference(&p);
+  tfree(&xs);
+  xs = tclone(&x);
+  p.x = p.y = xs.t;
+  assert_int_equal(rgpu_cudnn_dnnl_batchnorm_fwd_inference(&p), 0);
+  check_close(&xs, &want, "batch-norm inference in place");
+
+  /* Backward passes overwriting their dy. */
+  tbuf y = tnew(4, dim, L_DENSE), dy = tnew(4, dim, L_NGAP);
+  rgpu_cudnn_ref_activation(&x.t, &y.t, CUDNN_ACTIVATION_TANH, 0, 0, 1, 0);
+  tfill(&dy, -1, 1);
+  tbuf dyx = tclone(&dy);
+  rgpu_cudnn_ref_activation_bwd(&y.t, &dy.t, &x.t, &want.t, CUDNN_ACTIVATION_TANH, 0, 0, 1, 0);
+  assert_int_equal(rgpu_cudnn_dnnl_activation_bwd(&y.t, &dyx.t, &x.t, &dyx.t,
+                                                  CUDNN_ACTIVATION_TANH, 0, 0, 1, 0),
+                   0);
+  check_close(&dyx, &want, "activation backward in place");
+  rgpu_cudnn_ref_softmax(&x.t, &y.t, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, 1, 0);
+  tfree(&dyx);
+  dyx = tclone(&dy);
+  rgpu_cudnn_ref_softmax_bwd(&y.t, &dy.t, &want.t, CUDNN_SOFTMAX_ACCURATE,
+                             CUDNN_SOFTMAX_MODE_INSTANCE, 0.5, 0);
+  assert_int_equal(rgpu_cudnn_dnnl_softmax_bwd(&y.t, &dyx.t, &dyx.t, CUDNN_SOFTMAX_ACCURATE,
+                                               CUDNN_SOFTMAX_MODE_INSTANCE, 0.5, 0),
+                   0);
+  check_close(&dyx, &want, "softmax backward in place");
+  tbuf *all[] = {&x, &want, &xs, &scale, &bias, &mean, &var, &y, &dy, &dyx};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfree(all[k]);
+}
+
+/* Host functions of several streams call in at once: one engine, one
+ * stream, the first call from two threads together. */
+typedef struct {
+  conv_setup s;
+  tbuf want, got;
+  int failures;
+} thread_job;
+
+static void *thread_main(void *arg) {
+  thread_job *t = arg;
+  for (int i = 0; i < 4; i++) {
+    t->s.p.y = t->got.t;
+    if (rgpu_cudnn_dnnl_conv_fwd(&t->s.p) != 0) t->failures++;
+    int idx[4] = {0};
+    do {
+      double w = *tat(&t->want, idx), g = *tat(&t->got, idx);
+      if (!(fabs(g - w) <= 1e-3 * (1 + fabs(w)))) {
+        t->failures++;
+        break;
+      }
+    } while (next_index(4, t->want.t.dim, idx));
+  }
+  return NULL;
+}
+
+static void test_threads(void **state) {
+  (void)state;
+  thread_job jobs[3];
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) {
+    jobs[i].s = conv_make(&conv_cases[i]);
+    jobs[i].s.p.alpha = 1;
+    jobs[i].s.p.beta = 0;
+    jobs[i].want = tclone(&jobs[i].s.y);
+    jobs[i].got = tclone(&jobs[i].s.y);
+    jobs[i].s.p.y = jobs[i].want.t;
+    rgpu_cudnn_ref_conv_fwd(&jobs[i].s.p);
+    jobs[i].failures = 0;
+  }
+  for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(jobs[i].failures, 0);
+    tfree(&jobs[i].want);
+    tfree(&jobs[i].got);
+    conv_free(&jobs[i].s);
+  }
+}
+
 /* ---- timing -------------------------------------------------------------- */
 
 static double now_ms(void) {
@@ -1154,6 +1255,7 @@ static void test_conv_timing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_threads), /* first: the engine's creation races */
       cmocka_unit_test(test_conv_fwd),
       cmocka_unit_test(test_conv_bwd_data),
       cmocka_unit_test(test_conv_bwd_filter),
@@ -1172,6 +1274,7 @@ int main(void) {
       cmocka_unit_test(test_add_and_reduce),
       cmocka_unit_test(test_set_and_scale),
       cmocka_unit_test(test_public_dispatch),
+      cmocka_unit_test(test_in_place),
       cmocka_unit_test(test_conv_timing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
