@@ -474,6 +474,57 @@ static void test_pooling(void **state) {
     }
 }
 
+/* Max pooling's backward where windows hold equal maxima (ReLU's zeros
+ * feeding a pool): each dy goes to the first of them in window order, by
+ * oneDNN's plain and vectorized (channels-last) kernels alike. */
+static void test_pooling_max_ties(void **state) {
+  (void)state;
+  static const layout layouts[] = {L_DENSE, L_CLAST};
+  int window[2] = {3, 3}, pad[2] = {1, 1}, stride[2] = {2, 2};
+  for (int l = 0; l < 2; l++)
+    for (int all_zero = 0; all_zero < 2; all_zero++) {
+      tbuf x = tnew4(2, 8, 8, 8, layouts[l]), y = tnew4(2, 8, 4, 4, layouts[l]);
+      tbuf dy = tnew4(2, 8, 4, 4, layouts[l]), dx = tnew4(2, 8, 8, 8, layouts[l]);
+      for (int64_t i = 0; i < tcount(&x); i++)
+        *tnth(&x, i) = all_zero ? 0.0f : (float)(i * 7 % 5 == 0);
+      tfill(&dy, 1, 2);
+      tfill_nan(&dx);
+      rgpu_cudnn_ref_pooling(&x.t, &y.t, CUDNN_POOLING_MAX, window, pad, stride, 1, 0);
+      tbuf dx_ref = tclone(&dx), dx_dnnl = tclone(&dx);
+      rgpu_cudnn_ref_pooling_bwd(&y.t, &dy.t, &x.t, &dx_ref.t, CUDNN_POOLING_MAX, window, pad,
+                                 stride, 1, 0);
+      assert_int_equal(rgpu_cudnn_dnnl_pooling_bwd(&y.t, &dy.t, &x.t, &dx_dnnl.t,
+                                                   CUDNN_POOLING_MAX, window, pad, stride, 1, 0),
+                       0);
+      /* A misrouted dy would be off by 1 or more. */
+      check_close(&dx_dnnl, &dx_ref, "max pooling backward over ties");
+      tbuf *all[] = {&x, &y, &dy, &dx, &dx_ref, &dx_dnnl};
+      for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfree(all[k]);
+    }
+}
+
+/* A window that can lie wholly in the padding: refused (the reference
+ * answers 0 there), and the public function's answer is the reference's. */
+static void test_pooling_padding_refusal(void **state) {
+  (void)state;
+  int window[2] = {2, 2}, pad[2] = {2, 0}, stride[2] = {1, 1}, oh = 1 + (5 + 4 - 2), ow = 4;
+  tbuf x = tnew4(1, 2, 5, 5, L_DENSE), y = tnew4(1, 2, oh, ow, L_DENSE);
+  tfill(&x, -1, 1);
+  tfill_nan(&y);
+  tbuf y_ref = tclone(&y);
+  assert_int_equal(rgpu_cudnn_dnnl_pooling(&x.t, &y.t, CUDNN_POOLING_MAX, window, pad, stride, 1,
+                                           0),
+                   -1);
+  rgpu_cudnn_cpu_pooling(&x.t, &y.t, CUDNN_POOLING_MAX, window, pad, stride, 1, 0);
+  rgpu_cudnn_ref_pooling(&x.t, &y_ref.t, CUDNN_POOLING_MAX, window, pad, stride, 1, 0);
+  check_close(&y, &y_ref, "max pooling, a window in the padding, through the fallback");
+  int first_row[4] = {0, 0, 0, 0};
+  assert_true(*tat(&y, first_row) == 0.0f);
+  tfree(&x);
+  tfree(&y);
+  tfree(&y_ref);
+}
+
 typedef struct {
   tbuf *x, *y, *g;
   const pool_case *c;
@@ -1261,6 +1312,8 @@ int main(void) {
       cmocka_unit_test(test_conv_bwd_filter),
       cmocka_unit_test(test_conv_reference_gradients),
       cmocka_unit_test(test_pooling),
+      cmocka_unit_test(test_pooling_max_ties),
+      cmocka_unit_test(test_pooling_padding_refusal),
       cmocka_unit_test(test_pooling_reference_gradients),
       cmocka_unit_test(test_activation),
       cmocka_unit_test(test_activation_reference_gradients),
