@@ -599,7 +599,8 @@ static void test_activation(void **state) {
     for (size_t m = 0; m < sizeof act_modes / sizeof act_modes[0]; m++) {
       const elt_case *c = &elt_cases[i];
       int mode = act_modes[m];
-      if (c->in_place && mode == CUDNN_ACTIVATION_IDENTITY) continue; /* refused: a copy onto itself */
+      /* Identity in place would be a copy onto itself: refused. */
+      if (c->in_place && mode == CUDNN_ACTIVATION_IDENTITY) continue;
       tbuf x = tnew(c->nb, c->dim, c->lx), y = tnew(c->nb, c->dim, c->ly);
       tfill(&x, -2, 2);
       init_output(&y, c->beta);
@@ -1258,7 +1259,8 @@ static void test_threads(void **state) {
     rgpu_cudnn_ref_conv_fwd(&jobs[i].s.p);
     jobs[i].failures = 0;
   }
-  for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
   for (int i = 0; i < 3; i++) {
     pthread_join(th[i], NULL);
     assert_int_equal(jobs[i].failures, 0);
