@@ -91,7 +91,8 @@ void rgpu_cudnn_ref_conv_fwd(const rgpu_cudnn_cpu_conv *p) {
               for (int s = 0; s < S; s++) {
                 int iw = ow * p->stride[1] - p->pad[1] + s * p->dilation[1];
                 if (iw < 0 || iw >= W) continue;
-                acc += (double)p->w[filter_index(p, k, c, r, s)] * *at4(&p->x, n, g * C + c, ih, iw);
+                acc += (double)p->w[filter_index(p, k, c, r, s)] *
+                       *at4(&p->x, n, g * C + c, ih, iw);
               }
             }
           blend(at4(&p->y, n, k, oh, ow), acc, p->alpha, p->beta);

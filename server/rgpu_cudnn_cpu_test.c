@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,6 +474,57 @@ static void test_pooling(void **state) {
     }
 }
 
+/* Max pooling's backward where windows hold equal maxima (ReLU's zeros
+ * feeding a pool): each dy goes to the first of them in window order, by
+ * oneDNN's plain and vectorized (channels-last) kernels alike. */
+static void test_pooling_max_ties(void **state) {
+  (void)state;
+  static const layout layouts[] = {L_DENSE, L_CLAST};
+  int window[2] = {3, 3}, pad[2] = {1, 1}, stride[2] = {2, 2};
+  for (int l = 0; l < 2; l++)
+    for (int all_zero = 0; all_zero < 2; all_zero++) {
+      tbuf x = tnew4(2, 8, 8, 8, layouts[l]), y = tnew4(2, 8, 4, 4, layouts[l]);
+      tbuf dy = tnew4(2, 8, 4, 4, layouts[l]), dx = tnew4(2, 8, 8, 8, layouts[l]);
+      for (int64_t i = 0; i < tcount(&x); i++)
+        *tnth(&x, i) = all_zero ? 0.0f : (float)(i * 7 % 5 == 0);
+      tfill(&dy, 1, 2);
+      tfill_nan(&dx);
+      rgpu_cudnn_ref_pooling(&x.t, &y.t, CUDNN_POOLING_MAX, window, pad, stride, 1, 0);
+      tbuf dx_ref = tclone(&dx), dx_dnnl = tclone(&dx);
+      rgpu_cudnn_ref_pooling_bwd(&y.t, &dy.t, &x.t, &dx_ref.t, CUDNN_POOLING_MAX, window, pad,
+                                 stride, 1, 0);
+      assert_int_equal(rgpu_cudnn_dnnl_pooling_bwd(&y.t, &dy.t, &x.t, &dx_dnnl.t,
+                                                   CUDNN_POOLING_MAX, window, pad, stride, 1, 0),
+                       0);
+      /* A misrouted dy would be off by 1 or more. */
+      check_close(&dx_dnnl, &dx_ref, "max pooling backward over ties");
+      tbuf *all[] = {&x, &y, &dy, &dx, &dx_ref, &dx_dnnl};
+      for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfree(all[k]);
+    }
+}
+
+/* A window that can lie wholly in the padding: refused (the reference
+ * answers 0 there), and the public function's answer is the reference's. */
+static void test_pooling_padding_refusal(void **state) {
+  (void)state;
+  int window[2] = {2, 2}, pad[2] = {2, 0}, stride[2] = {1, 1}, oh = 1 + (5 + 4 - 2), ow = 4;
+  tbuf x = tnew4(1, 2, 5, 5, L_DENSE), y = tnew4(1, 2, oh, ow, L_DENSE);
+  tfill(&x, -1, 1);
+  tfill_nan(&y);
+  tbuf y_ref = tclone(&y);
+  assert_int_equal(rgpu_cudnn_dnnl_pooling(&x.t, &y.t, CUDNN_POOLING_MAX, window, pad, stride, 1,
+                                           0),
+                   -1);
+  rgpu_cudnn_cpu_pooling(&x.t, &y.t, CUDNN_POOLING_MAX, window, pad, stride, 1, 0);
+  rgpu_cudnn_ref_pooling(&x.t, &y_ref.t, CUDNN_POOLING_MAX, window, pad, stride, 1, 0);
+  check_close(&y, &y_ref, "max pooling, a window in the padding, through the fallback");
+  int first_row[4] = {0, 0, 0, 0};
+  assert_true(*tat(&y, first_row) == 0.0f);
+  tfree(&x);
+  tfree(&y);
+  tfree(&y_ref);
+}
+
 typedef struct {
   tbuf *x, *y, *g;
   const pool_case *c;
@@ -547,7 +599,8 @@ static void test_activation(void **state) {
     for (size_t m = 0; m < sizeof act_modes / sizeof act_modes[0]; m++) {
       const elt_case *c = &elt_cases[i];
       int mode = act_modes[m];
-      if (c->in_place && mode == CUDNN_ACTIVATION_IDENTITY) continue; /* refused: a copy onto itself */
+      /* Identity in place would be a copy onto itself: refused. */
+      if (c->in_place && mode == CUDNN_ACTIVATION_IDENTITY) continue;
       tbuf x = tnew(c->nb, c->dim, c->lx), y = tnew(c->nb, c->dim, c->ly);
       tfill(&x, -2, 2);
       init_output(&y, c->beta);
@@ -886,6 +939,30 @@ static void test_batchnorm(void **state) {
   }
 }
 
+/* PER_ACTIVATION over channels-last strides: no 2-d form for oneDNN, so
+ * the reference answers, through rgpu_cudnn_cpu_batchnorm_*. */
+static void test_batchnorm_fallback(void **state) {
+  (void)state;
+  int dim[4] = {4, 3, 2, 2};
+  int64_t ns = 3 * 2 * 2;
+  tbuf x = tnew(4, dim, L_CLAST), y = tnew(4, dim, L_CLAST);
+  tfill(&x, -1, 2);
+  tfill_nan(&y);
+  tbuf scale = tvec(ns, 0.5, 1.5), bias = tvec(ns, -1, 1);
+  tbuf y_ref = tclone(&y), y_cpu = tclone(&y);
+  rgpu_cudnn_cpu_batchnorm p = {.x = x.t, .y = y_cpu.t, .mode = CUDNN_BATCHNORM_PER_ACTIVATION,
+                                .epsilon = 1e-5, .alpha = 1, .beta = 0, .scale = scale.t.base,
+                                .bias = bias.t.base, .factor = 1};
+  assert_int_equal(rgpu_cudnn_dnnl_batchnorm_fwd_training(&p), -1);
+  assert_int_equal(memcmp(y_cpu.buf, y.buf, (size_t)y.len * sizeof(float)), 0);
+  rgpu_cudnn_cpu_batchnorm_fwd_training(&p);
+  p.y = y_ref.t;
+  rgpu_cudnn_ref_batchnorm_fwd_training(&p);
+  check_close(&y_cpu, &y_ref, "batch-norm PER_ACTIVATION channels-last, through the fallback");
+  tbuf *all[] = {&x, &y, &scale, &bias, &y_ref, &y_cpu};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfree(all[k]);
+}
+
 typedef struct {
   rgpu_cudnn_cpu_batchnorm *p;
   tbuf *y, *g;
@@ -1092,6 +1169,107 @@ static void test_public_dispatch(void **state) {
   conv_free(&s);
 }
 
+/* In place, as cuDNN allows: softmax and batch-norm forward with y == x
+ * (oneDNN's own in-place case), activation and softmax backward with
+ * dx == dy (a temporary). */
+static void test_in_place(void **state) {
+  (void)state;
+  int dim[4] = {3, 4, 3, 5};
+  tbuf x = tnew(4, dim, L_NGAP), want = tnew(4, dim, L_NGAP);
+  tfill(&x, -2, 2);
+  tbuf xs = tclone(&x);
+  rgpu_cudnn_ref_softmax(&x.t, &want.t, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_CHANNEL, 1, 0);
+  assert_int_equal(rgpu_cudnn_dnnl_softmax(&xs.t, &xs.t, CUDNN_SOFTMAX_LOG,
+                                           CUDNN_SOFTMAX_MODE_CHANNEL, 1, 0),
+                   0);
+  check_close(&xs, &want, "softmax in place");
+
+  tbuf scale = tvec(4, 0.5, 1.5), bias = tvec(4, -1, 1), mean = tvec(4, -1, 1),
+       var = tvec(4, 0.5, 1);
+  rgpu_cudnn_cpu_batchnorm p = {.x = x.t, .y = want.t, .mode = CUDNN_BATCHNORM_SPATIAL,
+                                .epsilon = 1e-5, .alpha = 1, .beta = 0, .scale = scale.t.base,
+                                .bias = bias.t.base, .mean = mean.t.base,
+                                .variance = var.t.base};
+  rgpu_cudnn_ref_batchnorm_fwd_inference(&p);
+  tfree(&xs);
+  xs = tclone(&x);
+  p.x = p.y = xs.t;
+  assert_int_equal(rgpu_cudnn_dnnl_batchnorm_fwd_inference(&p), 0);
+  check_close(&xs, &want, "batch-norm inference in place");
+
+  /* Backward passes overwriting their dy. */
+  tbuf y = tnew(4, dim, L_DENSE), dy = tnew(4, dim, L_NGAP);
+  rgpu_cudnn_ref_activation(&x.t, &y.t, CUDNN_ACTIVATION_TANH, 0, 0, 1, 0);
+  tfill(&dy, -1, 1);
+  tbuf dyx = tclone(&dy);
+  rgpu_cudnn_ref_activation_bwd(&y.t, &dy.t, &x.t, &want.t, CUDNN_ACTIVATION_TANH, 0, 0, 1, 0);
+  assert_int_equal(rgpu_cudnn_dnnl_activation_bwd(&y.t, &dyx.t, &x.t, &dyx.t,
+                                                  CUDNN_ACTIVATION_TANH, 0, 0, 1, 0),
+                   0);
+  check_close(&dyx, &want, "activation backward in place");
+  rgpu_cudnn_ref_softmax(&x.t, &y.t, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, 1, 0);
+  tfree(&dyx);
+  dyx = tclone(&dy);
+  rgpu_cudnn_ref_softmax_bwd(&y.t, &dy.t, &want.t, CUDNN_SOFTMAX_ACCURATE,
+                             CUDNN_SOFTMAX_MODE_INSTANCE, 0.5, 0);
+  assert_int_equal(rgpu_cudnn_dnnl_softmax_bwd(&y.t, &dyx.t, &dyx.t, CUDNN_SOFTMAX_ACCURATE,
+                                               CUDNN_SOFTMAX_MODE_INSTANCE, 0.5, 0),
+                   0);
+  check_close(&dyx, &want, "softmax backward in place");
+  tbuf *all[] = {&x, &want, &xs, &scale, &bias, &mean, &var, &y, &dy, &dyx};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tfree(all[k]);
+}
+
+/* Host functions of several streams call in at once: one engine, one
+ * stream, the first call from two threads together. */
+typedef struct {
+  conv_setup s;
+  tbuf want, got;
+  int failures;
+} thread_job;
+
+static void *thread_main(void *arg) {
+  thread_job *t = arg;
+  for (int i = 0; i < 4; i++) {
+    t->s.p.y = t->got.t;
+    if (rgpu_cudnn_dnnl_conv_fwd(&t->s.p) != 0) t->failures++;
+    int idx[4] = {0};
+    do {
+      double w = *tat(&t->want, idx), g = *tat(&t->got, idx);
+      if (!(fabs(g - w) <= 1e-3 * (1 + fabs(w)))) {
+        t->failures++;
+        break;
+      }
+    } while (next_index(4, t->want.t.dim, idx));
+  }
+  return NULL;
+}
+
+static void test_threads(void **state) {
+  (void)state;
+  thread_job jobs[3];
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) {
+    jobs[i].s = conv_make(&conv_cases[i]);
+    jobs[i].s.p.alpha = 1;
+    jobs[i].s.p.beta = 0;
+    jobs[i].want = tclone(&jobs[i].s.y);
+    jobs[i].got = tclone(&jobs[i].s.y);
+    jobs[i].s.p.y = jobs[i].want.t;
+    rgpu_cudnn_ref_conv_fwd(&jobs[i].s.p);
+    jobs[i].failures = 0;
+  }
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(jobs[i].failures, 0);
+    tfree(&jobs[i].want);
+    tfree(&jobs[i].got);
+    conv_free(&jobs[i].s);
+  }
+}
+
 /* ---- timing -------------------------------------------------------------- */
 
 static double now_ms(void) {
@@ -1130,11 +1308,14 @@ static void test_conv_timing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_threads), /* first: the engine's creation races */
       cmocka_unit_test(test_conv_fwd),
       cmocka_unit_test(test_conv_bwd_data),
       cmocka_unit_test(test_conv_bwd_filter),
       cmocka_unit_test(test_conv_reference_gradients),
       cmocka_unit_test(test_pooling),
+      cmocka_unit_test(test_pooling_max_ties),
+      cmocka_unit_test(test_pooling_padding_refusal),
       cmocka_unit_test(test_pooling_reference_gradients),
       cmocka_unit_test(test_activation),
       cmocka_unit_test(test_activation_reference_gradients),
@@ -1142,11 +1323,13 @@ int main(void) {
       cmocka_unit_test(test_softmax_fallback),
       cmocka_unit_test(test_softmax_reference_gradients),
       cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_batchnorm_fallback),
       cmocka_unit_test(test_batchnorm_reference_gradients),
       cmocka_unit_test(test_op_tensor),
       cmocka_unit_test(test_add_and_reduce),
       cmocka_unit_test(test_set_and_scale),
       cmocka_unit_test(test_public_dispatch),
+      cmocka_unit_test(test_in_place),
       cmocka_unit_test(test_conv_timing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

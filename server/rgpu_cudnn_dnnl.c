@@ -1006,8 +1006,8 @@ static int bn_forward(const rgpu_cudnn_cpu_batchnorm *p, int training, const cha
       bn_md(&p->y, p->mode, &y_md, &ns_y) || bn_params_md(&s_md, ns))
     return refuse(what, "layout");
   unsigned flags = dnnl_use_scale | dnnl_use_shift | (training ? 0 : dnnl_use_global_stats);
-  dnnl_primitive_desc_t pd =
-      bn_fwd_pd(training ? dnnl_forward_training : dnnl_forward_inference, &x_md, p->epsilon, flags);
+  dnnl_prop_kind_t prop = training ? dnnl_forward_training : dnnl_forward_inference;
+  dnnl_primitive_desc_t pd = bn_fwd_pd(prop, &x_md, p->epsilon, flags);
   if (!pd) return refuse(what, "no implementation");
   job j = {0};
   int rc = -1;
