@@ -34,11 +34,11 @@ cp build/e2e/*.ptx build/e2e/*.fatbin build/e2e/*.cubin .gpu-pack/e2e/ 2>/dev/nu
 cp -r tests/e2e .gpu-pack/e2e-src
 # Benchmark workloads (scripts/gpu-bench.sh rebuilds them when nvcc is there).
 [ -d build/bench ] && cp -r build/bench .gpu-pack/bench
-# Libraries the Ubuntu GPU image does not have in these sonames (oneDNN:
-# rgpu-server links libdnnl.so.2 for softgpu's cuDNN operations, and it
-# needs the OpenCL loader; its libstdc++ and libgomp are the image's own).
+# Libraries the Ubuntu GPU image does not have in these sonames.  oneDNN is
+# not among them: only softgpu's plugin (librgpu_cudnn_dnnl.so, not packed)
+# links it, and a GPU server never loads that.
 for lib in $(ldd build/bin/rgpu-server build/bin/rgpu build/lib/libcudart.so.13 2>/dev/null |
-             awk '/=>/ {print $3}' | grep -E 'ngtcp2|cmocka|dnnl|OpenCL' | sort -u); do
+             awk '/=>/ {print $3}' | grep -E 'ngtcp2|cmocka' | sort -u); do
   cp -L "$lib" .gpu-pack/syslib/
 done
 grep -qx '/.gpu-pack/' .git/info/exclude 2>/dev/null || echo '/.gpu-pack/' >> .git/info/exclude

@@ -4,96 +4,172 @@
  * (rgpu_cudnn_cpu_ref.c), with the same result within float rounding.  A
  * refusal leaves the output untouched, so the fallback is always safe.
  *
+ * oneDNN is a plugin (librgpu_cudnn_dnnl.so, which links libdnnl), loaded
+ * on first use: a GPU server never computes here and must not need oneDNN
+ * (~40 MB, absent from GPU images) to start.  Where the plugin or oneDNN is
+ * missing, every operation takes the reference, logged once.
+ *
  * Set and scale are loops here: memory-bound, a loop is as fast, and set
  * must not read y (it may hold NaN, which oneDNN's linear eltwise would
  * carry through 0 * y). */
 #include "rgpu_cudnn_cpu.h"
 
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "rgpu_cudnn_cpu_ref.h"
 #include "rgpu_cudnn_dnnl.h"
+#include "rgpu_log.h"
+
+/* The plugin's entry points, one per operation oneDNN computes. */
+#define RGPU_CUDNN_DNNL_OPS(X)                                                          \
+  X(conv_fwd) X(conv_bwd_data) X(conv_bwd_filter) X(add) X(reduce_to) X(activation)     \
+  X(activation_bwd) X(pooling) X(pooling_bwd) X(softmax) X(softmax_bwd)                 \
+  X(batchnorm_fwd_inference) X(batchnorm_fwd_training) X(batchnorm_bwd) X(op_tensor)
+
+static struct {
+#define RGPU_DNNL_FIELD(name) __typeof__(&rgpu_cudnn_dnnl_##name) name;
+  RGPU_CUDNN_DNNL_OPS(RGPU_DNNL_FIELD)
+#undef RGPU_DNNL_FIELD
+} g_dnnl;
+static pthread_once_t g_dnnl_once = PTHREAD_ONCE_INIT;
+
+/* RGPU_DNNL_LIB, else beside the programs' private libraries: an install's
+ * lib/rgpu, else the build tree's lib. */
+static void plugin_path(char *out, size_t cap) {
+  const char *env = getenv("RGPU_DNNL_LIB");
+  if (env && *env) {
+    snprintf(out, cap, "%s", env);
+    return;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    snprintf(out, cap, "librgpu_cudnn_dnnl.so");
+    return;
+  }
+  exe[n] = 0;
+  const char *dir = dirname(exe);
+  snprintf(out, cap, "%s/../lib/rgpu/librgpu_cudnn_dnnl.so", dir);
+  if (access(out, R_OK)) snprintf(out, cap, "%s/../lib/librgpu_cudnn_dnnl.so", dir);
+}
+
+static void plugin_load(void) {
+  char path[PATH_MAX + 64];
+  plugin_path(path, sizeof path);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    RGPU_WARN("softgpu's cuDNN operations run on the plain-C reference: oneDNN's plugin did not "
+              "load (%s)", dlerror());
+    return;
+  }
+  /* All or none: a partial table would mix libraries of two builds. */
+  int ok = 1;
+#define RGPU_DNNL_RESOLVE(name) \
+  ok = ok && (*(void **)&g_dnnl.name = dlsym(h, "rgpu_cudnn_dnnl_" #name)) != NULL;
+  RGPU_CUDNN_DNNL_OPS(RGPU_DNNL_RESOLVE)
+#undef RGPU_DNNL_RESOLVE
+  if (!ok) {
+    RGPU_WARN("softgpu's cuDNN operations run on the plain-C reference: %s lacks an entry point",
+              path);
+    memset(&g_dnnl, 0, sizeof g_dnnl);
+  }
+}
+
+/* The plugin's table (its entries NULL when it is not there). */
+static const __typeof__(g_dnnl) *dnnl(void) {
+  pthread_once(&g_dnnl_once, plugin_load);
+  return &g_dnnl;
+}
+
+/* oneDNN's op(args), or the reference when the plugin is missing or
+ * refuses. */
+#define DNNL_OR_REF(op, ...)                                                   \
+  do {                                                                         \
+    if (!dnnl()->op || dnnl()->op(__VA_ARGS__)) rgpu_cudnn_ref_##op(__VA_ARGS__); \
+  } while (0)
 
 void rgpu_cudnn_cpu_conv_fwd(const rgpu_cudnn_cpu_conv *p) {
-  if (rgpu_cudnn_dnnl_conv_fwd(p)) rgpu_cudnn_ref_conv_fwd(p);
+  DNNL_OR_REF(conv_fwd, p);
 }
 
 void rgpu_cudnn_cpu_conv_bwd_data(const rgpu_cudnn_cpu_conv *p) {
-  if (rgpu_cudnn_dnnl_conv_bwd_data(p)) rgpu_cudnn_ref_conv_bwd_data(p);
+  DNNL_OR_REF(conv_bwd_data, p);
 }
 
 void rgpu_cudnn_cpu_conv_bwd_filter(const rgpu_cudnn_cpu_conv *p, float *dw) {
-  if (rgpu_cudnn_dnnl_conv_bwd_filter(p, dw)) rgpu_cudnn_ref_conv_bwd_filter(p, dw);
+  DNNL_OR_REF(conv_bwd_filter, p, dw);
 }
 
 void rgpu_cudnn_cpu_add(const rgpu_cudnn_cpu_tensor *a, const rgpu_cudnn_cpu_tensor *c,
                         double alpha, double beta) {
-  if (rgpu_cudnn_dnnl_add(a, c, alpha, beta)) rgpu_cudnn_ref_add(a, c, alpha, beta);
+  DNNL_OR_REF(add, a, c, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_reduce_to(const rgpu_cudnn_cpu_tensor *dy, const rgpu_cudnn_cpu_tensor *db,
                               double alpha, double beta) {
-  if (rgpu_cudnn_dnnl_reduce_to(dy, db, alpha, beta)) rgpu_cudnn_ref_reduce_to(dy, db, alpha, beta);
+  DNNL_OR_REF(reduce_to, dy, db, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_activation(const rgpu_cudnn_cpu_tensor *x, const rgpu_cudnn_cpu_tensor *y,
                                int mode, double coef, double swish_beta, double alpha,
                                double beta) {
-  if (rgpu_cudnn_dnnl_activation(x, y, mode, coef, swish_beta, alpha, beta))
-    rgpu_cudnn_ref_activation(x, y, mode, coef, swish_beta, alpha, beta);
+  DNNL_OR_REF(activation, x, y, mode, coef, swish_beta, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_activation_bwd(const rgpu_cudnn_cpu_tensor *y, const rgpu_cudnn_cpu_tensor *dy,
                                    const rgpu_cudnn_cpu_tensor *x, const rgpu_cudnn_cpu_tensor *dx,
                                    int mode, double coef, double swish_beta, double alpha,
                                    double beta) {
-  if (rgpu_cudnn_dnnl_activation_bwd(y, dy, x, dx, mode, coef, swish_beta, alpha, beta))
-    rgpu_cudnn_ref_activation_bwd(y, dy, x, dx, mode, coef, swish_beta, alpha, beta);
+  DNNL_OR_REF(activation_bwd, y, dy, x, dx, mode, coef, swish_beta, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_pooling(const rgpu_cudnn_cpu_tensor *x, const rgpu_cudnn_cpu_tensor *y,
                             int mode, const int window[2], const int pad[2], const int stride[2],
                             double alpha, double beta) {
-  if (rgpu_cudnn_dnnl_pooling(x, y, mode, window, pad, stride, alpha, beta))
-    rgpu_cudnn_ref_pooling(x, y, mode, window, pad, stride, alpha, beta);
+  DNNL_OR_REF(pooling, x, y, mode, window, pad, stride, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_pooling_bwd(const rgpu_cudnn_cpu_tensor *y, const rgpu_cudnn_cpu_tensor *dy,
                                 const rgpu_cudnn_cpu_tensor *x, const rgpu_cudnn_cpu_tensor *dx,
                                 int mode, const int window[2], const int pad[2],
                                 const int stride[2], double alpha, double beta) {
-  if (rgpu_cudnn_dnnl_pooling_bwd(y, dy, x, dx, mode, window, pad, stride, alpha, beta))
-    rgpu_cudnn_ref_pooling_bwd(y, dy, x, dx, mode, window, pad, stride, alpha, beta);
+  DNNL_OR_REF(pooling_bwd, y, dy, x, dx, mode, window, pad, stride, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_softmax(const rgpu_cudnn_cpu_tensor *x, const rgpu_cudnn_cpu_tensor *y,
                             int algo, int mode, double alpha, double beta) {
-  if (rgpu_cudnn_dnnl_softmax(x, y, algo, mode, alpha, beta))
-    rgpu_cudnn_ref_softmax(x, y, algo, mode, alpha, beta);
+  DNNL_OR_REF(softmax, x, y, algo, mode, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_softmax_bwd(const rgpu_cudnn_cpu_tensor *y, const rgpu_cudnn_cpu_tensor *dy,
                                 const rgpu_cudnn_cpu_tensor *dx, int algo, int mode,
                                 double alpha, double beta) {
-  if (rgpu_cudnn_dnnl_softmax_bwd(y, dy, dx, algo, mode, alpha, beta))
-    rgpu_cudnn_ref_softmax_bwd(y, dy, dx, algo, mode, alpha, beta);
+  DNNL_OR_REF(softmax_bwd, y, dy, dx, algo, mode, alpha, beta);
 }
 
 void rgpu_cudnn_cpu_batchnorm_fwd_inference(const rgpu_cudnn_cpu_batchnorm *p) {
-  if (rgpu_cudnn_dnnl_batchnorm_fwd_inference(p)) rgpu_cudnn_ref_batchnorm_fwd_inference(p);
+  DNNL_OR_REF(batchnorm_fwd_inference, p);
 }
 
 void rgpu_cudnn_cpu_batchnorm_fwd_training(const rgpu_cudnn_cpu_batchnorm *p) {
-  if (rgpu_cudnn_dnnl_batchnorm_fwd_training(p)) rgpu_cudnn_ref_batchnorm_fwd_training(p);
+  DNNL_OR_REF(batchnorm_fwd_training, p);
 }
 
 void rgpu_cudnn_cpu_batchnorm_bwd(const rgpu_cudnn_cpu_batchnorm *p) {
-  if (rgpu_cudnn_dnnl_batchnorm_bwd(p)) rgpu_cudnn_ref_batchnorm_bwd(p);
+  DNNL_OR_REF(batchnorm_bwd, p);
 }
 
 void rgpu_cudnn_cpu_op_tensor(const rgpu_cudnn_cpu_tensor *a, const rgpu_cudnn_cpu_tensor *b,
                               const rgpu_cudnn_cpu_tensor *c, int op, double alpha1,
                               double alpha2, double beta) {
-  if (rgpu_cudnn_dnnl_op_tensor(a, b, c, op, alpha1, alpha2, beta))
-    rgpu_cudnn_ref_op_tensor(a, b, c, op, alpha1, alpha2, beta);
+  DNNL_OR_REF(op_tensor, a, b, c, op, alpha1, alpha2, beta);
 }
 
 void rgpu_cudnn_cpu_set(const rgpu_cudnn_cpu_tensor *y, double value) {
