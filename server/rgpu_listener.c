@@ -121,7 +121,8 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k, admissi
     memcpy(kids[k].token, m.token, 32);
     kids[k].has_token = 1;
     m.text[sizeof m.text - 1] = 0;
-    snprintf(kids[k].job_token, sizeof kids[k].job_token, "%s", m.text);
+    snprintf(kids[k].job_token, sizeof kids[k].job_token, "%.*s",
+             (int)sizeof kids[k].job_token - 1, m.text);
     kids[k].authed = 1;
     adm->authed++;
     if (adm->max_sessions) {
@@ -301,6 +302,10 @@ static void revoke_job_sessions(const rgpu_server_opts *o, rgpu_child *kids, siz
   int64_t now = (int64_t)time(NULL);
   for (size_t k = 0; k < nchild; k++) {
     if (!kids[k].job_token[0] || kids[k].revoked || kids[k].ctl < 0) continue;
+    /* A worker that has already ended its session (its channel is at EOF,
+     * not yet read) needs no SHUTDOWN. */
+    char peek;
+    if (recv(kids[k].ctl, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) continue;
     char why[600];
     if (rgpu_job_token_still_valid(o->worker.token_dir, kids[k].job_token, now, why, sizeof why))
       continue;

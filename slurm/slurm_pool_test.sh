@@ -17,7 +17,11 @@
 #   4. a client killed with SIGKILL in the middle of its session: the step
 #      ends, the token is revoked and the server ends the session (within
 #      seconds, not after its 60 s grace period); scancel of a running job
-#      does the same; both GPUs are free again.
+#      does the same; both GPUs are free again;
+#   5. sbatch --rgpu=1: the batch step holds the grant, an srun inside it
+#      inherits it and takes nothing more;
+#   6. a token whose expires= passes during its session: the server ends
+#      the session and the client gets CUDA errors.
 #
 # Needs root and Debian's slurm-wlm/munge; otherwise exits 77 (skip) with
 # the reason.  Everything it started is stopped on exit, failure included.
@@ -237,12 +241,42 @@ left=$(find "$T/pool" -mindepth 2 -type f)
 out=$(timeout 30 srun --rgpu=2 bash -c 'echo "SERVERS=$RGPU_SERVERS"' 2>&1) || fail "both GPUs not free after the killed job: $out"
 echo "$out" | grep -qx "SERVERS=$uri1,$uri2" || fail "after the killed job: $out"
 
+# --- 5. sbatch --rgpu: the batch step holds the grant, its sruns inherit it --
+timeout 60 sbatch --wait --rgpu=1 -o "$T/batch.out" --wrap '
+  echo "SERVERS=$RGPU_SERVERS"; echo "GRANT=$RGPU_POOL_GRANT"
+  srun bash -c "echo STEP_GRANT=\$RGPU_POOL_GRANT; echo STEP_SERVERS=\$RGPU_SERVERS"
+  '"$bin"'/rgpu run -- '"$e2e"'/vecadd' >/dev/null 2>&1 || fail "sbatch --rgpu=1 failed: $(cat "$T/batch.out" 2>&1)"
+out=$(cat "$T/batch.out")
+echo "$out" | grep -qx "SERVERS=$uri1" || fail "batch job: expected RGPU_SERVERS=$uri1: $out"
+bgrant=$(echo "$out" | sed -n 's/^GRANT=//p')
+[ -n "$bgrant" ] || fail "batch job: no grant: $out"
+echo "$out" | grep -qx "STEP_GRANT=$bgrant" || fail "batch job: its srun step did not inherit the grant: $out"
+echo "$out" | grep -qx "STEP_SERVERS=$uri1" || fail "batch job: its srun step got other GPUs: $out"
+echo "$out" | grep -q "all correct" || fail "batch job: vecadd: $out"
+for _ in $(seq 50); do [ -z "$(find "$T/pool" -mindepth 2 -type f)" ] && break; sleep 0.1; done
+left=$(find "$T/pool" -mindepth 2 -type f)
+[ -z "$left" ] || fail "token files left after the batch job: $left"
+
+# --- 6. expiry, enforced by the server: a token whose expires= passes ------
+# while its session runs ends that session.
+printf 'manual-token-0123456789\nexpires=%d\ngpus=1\n' $(($(date +%s) + 2)) >"$T/pool/s2/.manual.tmp"
+mv "$T/pool/s2/.manual.tmp" "$T/pool/s2/manual"
+RGPU_SERVER=$uri2 RGPU_TOKEN=manual-token-0123456789 RGPU_RECONNECT_S=0 \
+  "$bin/rgpu" run -- "$e2e/resume_loop" 100000 50 60 >"$T/expiry.out" 2>&1 &
+epid=$!
+pids+=($epid)
+for _ in $(seq 100); do kill -0 $epid 2>/dev/null || break; sleep 0.1; done
+kill -0 $epid 2>/dev/null && fail "the session of an expired token goes on"
+grep -q "event=token-revoked token=manual .*expired" "$T/s2.log" || fail "no expiry line in s2's log"
+grep -q "FAIL resume_loop" "$T/expiry.out" || fail "the client of an expired token did not get CUDA errors: $(cat "$T/expiry.out")"
+
 t_end=$(date +%s.%N)
 python3 - "$t_start" "$t_up" "$t_kill" "$ended" "$t_end" <<'EOF'
 import sys
 t0, up, kill, ended, end = map(float, sys.argv[1:])
 print("PASS slurm_pool: jobs with 1 and 2 remote GPUs ran vecadd, placement spread and "
       "refused beyond the pool, token expiry = time limit + 60 s and refused after the job, "
-      "scancel and kill -9 freed the GPUs (session ended %.1f s after the kill); "
+      "scancel and kill -9 freed the GPUs (session ended %.1f s after the kill), "
+      "sbatch's grant inherited by its srun, an expired token ended its session; "
       "Slurm up in %.1f s, %.1f s in all" % (ended - kill, up - t0, end - t0))
 EOF

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """SIGHUP reloads tokens and certificates without dropping sessions (issue 20).
 
-  reload_test.py BUILD/bin E2E_DIR
+  reload_test.py BUILD/bin E2E_DIR [tls|quic]
 
-A softgpu rgpu-server on tls:// with --token-file and --cert/--key, its
+A softgpu rgpu-server on tls:// (or quic://) with --token-file and --cert/--key, its
 stderr a file that JOURNAL_STREAM names (as systemd does for the journal), so
 its log lines carry syslog priorities.  While resume_loop (copies and
 kernels, every result checked) runs a session:
@@ -54,6 +54,7 @@ def client(bindir, uri, program, token, ca, args=()):
 
 def main():
     bindir, e2e = sys.argv[1], sys.argv[2]
+    scheme = sys.argv[3] if len(sys.argv) > 3 else "tls"
     server_bin = os.path.join(bindir, "rgpu-server")
     work = tempfile.mkdtemp(prefix="rgpu-reload-")
     srv = loop = None
@@ -73,14 +74,14 @@ def main():
         errf = open(log, "w")
         st = os.fstat(errf.fileno())
         env = dict(os.environ, JOURNAL_STREAM="%d:%d" % (st.st_dev, st.st_ino))
-        srv = subprocess.Popen([server_bin, "--listen", "tls://127.0.0.1:0", "--device", "softgpu",
+        srv = subprocess.Popen([server_bin, "--listen", scheme + "://127.0.0.1:0", "--device", "softgpu",
                                 "--token-file", token, "--cert", os.path.join(live, "cert.pem"),
                                 "--key", os.path.join(live, "key.pem"), "--image-cache", "off"],
                                stdout=subprocess.DEVNULL, stderr=errf, env=env)
-        if not wait_for(log, r"listening on tls://127\.0\.0\.1:\d+"):
+        if not wait_for(log, r"listening on %s://127\.0\.0\.1:\d+" % scheme):
             fail("the server did not start", log)
-        port = re.search(r"listening on tls://127\.0\.0\.1:(\d+)", open(log).read()).group(1)
-        uri = "tls://127.0.0.1:" + port
+        port = re.search(r"listening on %s://127\.0\.0\.1:(\d+)" % scheme, open(log).read()).group(1)
+        uri = "%s://127.0.0.1:%s" % (scheme, port)
         c1 = os.path.join(work, "c1", "cert.pem")
         c2 = os.path.join(work, "c2", "cert.pem")
 
@@ -139,9 +140,9 @@ def main():
                  log)
         if re.search(r"event=(disconnected|shutdown|resume)", open(log).read()):
             fail("the long session was disturbed", log)
-        print("PASS reload_test: session kept across 2 SIGHUPs, bad token file kept the old one, "
+        print("PASS reload_test (%s): session kept across 2 SIGHUPs, bad token file kept the old one, "
               "old token and old certificate refused after the reload, new ones accepted "
-              "(reload logged within %.0f ms)" % reload_ms)
+              "(reload logged within %.0f ms)" % (scheme, reload_ms))
         return 0
     finally:
         if loop and loop.poll() is None:
