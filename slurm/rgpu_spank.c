@@ -125,7 +125,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
   /* Registered here rather than through a spank_options table so that
-   * sbatch and salloc know --rgpu too. */
+   * sbatch and salloc know --rgpu too; slurmd itself (the job epilog's
+   * context) has no options. */
+  spank_context_t ctx = spank_context();
+  if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
   if (spank_option_register(sp, &rgpu_option) != ESPANK_SUCCESS) {
     slurm_error("rgpu: cannot register --rgpu");
     return -1;

@@ -10,7 +10,8 @@
 #
 #   1. srun --rgpu=1 -t 5: vecadd through `rgpu run` (output checked), on s1;
 #      its token expires at the job's end (time limit) plus a minute; after
-#      the job its file is gone and the servers refuse the token;
+#      the job its file is gone and the servers refuse the token; a token
+#      file of the job that no step removed is swept by the job epilog;
 #   2. srun --rgpu=2: RGPU_SERVERS names s1 and s2, vecadd on each;
 #   3. placement: while a job holds one GPU, another --rgpu=1 job gets the
 #      other server and a --rgpu=2 job is refused ("1 free");
@@ -24,7 +25,8 @@
 #      the session and the client gets CUDA errors.
 #
 # Needs root and Debian's slurm-wlm/munge; otherwise exits 77 (skip) with
-# the reason.  Everything it started is stopped on exit, failure included.
+# the reason.  Everything it started is stopped on exit, failure included
+# (RGPU_TEST_KEEP=1 keeps the temporary directory with the logs).
 set -u
 build=$1
 plugin=${2:-}
@@ -67,7 +69,7 @@ cleanup() {
     sleep 0.1
   done
   for p in "${daemons[@]}" "${pids[@]}" $(our_stepds); do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$T"
+  if [ -n "${RGPU_TEST_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 fail() {
@@ -161,6 +163,8 @@ out=$(timeout 60 srun --rgpu=1 -t 5 bash -c '
   echo "SERVERS=$RGPU_SERVERS"; echo "SERVER=$RGPU_SERVER"; echo "TOKEN=$RGPU_TOKEN"
   echo "GRANT=$RGPU_POOL_GRANT"
   echo "EXPIRES=$(grep -h expires= '"$T"'/pool/*/"$RGPU_POOL_GRANT" | cut -d= -f2)"
+  # What a step whose slurmstepd died would leave: the job epilog sweeps it.
+  printf "orphan\nexpires=%d\n" $(($(date +%s) + 3600)) > '"$T"'/pool/s2/job-$SLURM_JOB_ID.99
   '"$bin"'/rgpu run -- '"$e2e"'/vecadd' 2>&1) || fail "job 1 failed: $out"
 echo "$out" | grep -q 'vecadd of .* floats on .*: all correct' || fail "job 1: vecadd output: $out"
 echo "$out" | grep -qx "SERVERS=$uri1" || fail "job 1: expected RGPU_SERVERS=$uri1: $out"
@@ -174,6 +178,10 @@ left=$((exp1 - now))
 [ $left -ge 350 ] && [ $left -le 370 ] || fail "job 1: token expires in ${left}s, want 360 (time limit 5 min + 60 s)"
 grep -q "event=auth token=$grant1" "$T/s1.log" || fail "job 1: server s1 did not see the job's token"
 ls "$T/pool/s1" "$T/pool/s2" | grep -q "$grant1" && fail "job 1: its token file outlived it"
+job1=${grant1#job-}
+job1=${job1%%.*}
+for _ in $(seq 50); do [ -e "$T/pool/s2/job-$job1.99" ] || break; sleep 0.1; done
+[ -e "$T/pool/s2/job-$job1.99" ] && fail "job 1: the epilog did not sweep a step's leftover token file"
 after=$(RGPU_SERVER=$uri1 RGPU_TOKEN=$tok1 "$bin/rgpu" run -- "$e2e/no_server" 2>&1)
 echo "$after" | grep -q "authentication failed" || fail "job 1's token still opens a session after the job: $after"
 
