@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *log_component = "rgpu";
@@ -37,6 +38,23 @@ static int level_from_env(void) {
   return RGPU_LOG_WARN;
 }
 
+/* systemd sets JOURNAL_STREAM=DEV:INODE for a service whose stderr is a
+ * stream to the journal; journald reads a leading "<N>" on each line as its
+ * syslog priority (3 err, 4 warning, 6 info, 7 debug), so the journal can
+ * filter and colour rgpu's levels.  The variable is inherited by children
+ * whose stderr may be something else, hence the comparison with fd 2. */
+int rgpu_log_stderr_is_journal(void) {
+  const char *js = getenv("JOURNAL_STREAM");
+  if (!js || !*js) return 0;
+  unsigned long long dev, ino;
+  if (sscanf(js, "%llu:%llu", &dev, &ino) != 2) return 0;
+  struct stat st;
+  if (fstat(2, &st) < 0) return 0;
+  return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+static int journal_prefix = -1; /* -1: not checked yet */
+
 void rgpu_log_set_component(const char *name) { log_component = name; }
 void rgpu_log_set_level(rgpu_log_level level) { log_level = (int)level; }
 
@@ -52,8 +70,12 @@ int rgpu_log_enabled(rgpu_log_level level) {
 void rgpu_logv(rgpu_log_level level, const char *fmt, va_list ap) {
   static const char *names[] = {"error", "warn", "info", "debug"};
   if (!rgpu_log_enabled(level)) return;
+  static const int journal_priority[] = {3, 4, 6, 7};
+  if (journal_prefix < 0) journal_prefix = rgpu_log_stderr_is_journal();
   char line[2048];
-  int n = snprintf(line, sizeof line, "rgpu-%s[%d] %s: ", log_component,
+  char prio[8] = "";
+  if (journal_prefix) snprintf(prio, sizeof prio, "<%d>", journal_priority[level]);
+  int n = snprintf(line, sizeof line, "%srgpu-%s[%d] %s: ", prio, log_component,
                    (int)getpid(), names[level]);
   if (n < 0) return;
   if ((size_t)n < sizeof line) {

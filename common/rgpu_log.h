@@ -3,7 +3,8 @@
  * Messages go to stderr prefixed with the component and pid, because the
  * client library lives inside someone else's program and its lines must be
  * told apart from the program's own output.  RGPU_LOG=error|warn|info|debug
- * selects the level (default warn). */
+ * selects the level (default warn).  Under systemd, when stderr is the
+ * journal, each line starts with its syslog priority ("<4>"). */
 #ifndef RGPU_LOG_H
 #define RGPU_LOG_H
 
@@ -21,6 +22,11 @@ void rgpu_log_set_component(const char *name);
 void rgpu_log_set_level(rgpu_log_level level);
 rgpu_log_level rgpu_log_get_level(void);
 int rgpu_log_enabled(rgpu_log_level level);
+
+/* 1 when stderr is systemd's journal (JOURNAL_STREAM names fd 2): lines
+ * then start with the syslog priority, "<3>" .. "<7>", which journald
+ * turns into the entry's priority. */
+int rgpu_log_stderr_is_journal(void);
 
 void rgpu_log(rgpu_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

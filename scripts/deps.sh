@@ -9,7 +9,8 @@ need_sudo=""
 pkgs=(build-essential cmake pkg-config python3 git
       libcmocka-dev libzstd-dev liblz4-dev
       libgnutls28-dev gnutls-bin libngtcp2-dev libngtcp2-crypto-gnutls-dev
-      clang libclang-rt-dev python3-matplotlib libopenblas-dev libdnnl-dev)
+      clang libclang-rt-dev python3-matplotlib libopenblas-dev libdnnl-dev
+      slurm-wlm slurmctld slurmd libslurm-dev munge)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -177,6 +177,8 @@ static void forkserver_main(int sock, rgpu_forkserver_child_fn child, const sigs
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  /* SIGHUP is the listener's reload (a process-group hang-up included). */
+  signal(SIGHUP, SIG_IGN);
   /* SIGCHLD stays blocked except inside ppoll, so no exit is missed
    * between the reap loop and the wait. */
   sigset_t block, wait_mask;

@@ -15,6 +15,7 @@
 #include "rgpu_clock.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_graph.h"
+#include "rgpu_job_token.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 #include "rgpu_staging.h"
@@ -195,10 +196,28 @@ CUresult rgpu_h_hello(rgpu_req *rq, const rgpu_msg_hello_req *q) {
     return FAIL(CUDA_ERROR_NOT_SUPPORTED,
                 "protocol version mismatch: client speaks %u, server speaks %u; upgrade the older side",
                 q->proto_version, RGPU_PROTO_VERSION);
-  if (w->cfg.token_required && !rgpu_auth_token_equal(w->cfg.token, q->token.data, q->token.len)) {
-    RGPU_WARN("session=%llu peer=%s event=auth-failed", (unsigned long long)w->cfg.session_id,
-              w->cfg.peer);
-    return FAIL(CUDA_ERROR_NOT_PERMITTED, "authentication failed: bad or missing token");
+  w->job_token[0] = 0;
+  if (w->cfg.token_required || w->cfg.token_dir[0]) {
+    int ok = w->cfg.token_required &&
+             rgpu_auth_token_equal(w->cfg.token, q->token.data, q->token.len);
+    if (!ok && w->cfg.token_dir[0]) {
+      /* A job's token (rgpu_job_token.h): valid while its file is there
+       * and has not expired; the listener watches it from now on. */
+      char why[600];
+      int f = rgpu_job_token_find(w->cfg.token_dir, q->token.data, q->token.len,
+                                  (int64_t)time(NULL), w->job_token, sizeof w->job_token, why,
+                                  sizeof why);
+      if (f < 0) RGPU_WARN("session=%llu %s", (unsigned long long)w->cfg.session_id, why);
+      ok = f == 1;
+    }
+    if (!ok) {
+      RGPU_WARN("session=%llu peer=%s event=auth-failed", (unsigned long long)w->cfg.session_id,
+                w->cfg.peer);
+      return FAIL(CUDA_ERROR_NOT_PERMITTED, "authentication failed: bad or missing token");
+    }
+    if (w->job_token[0])
+      RGPU_INFO("session=%llu peer=%s event=auth token=%s", (unsigned long long)w->cfg.session_id,
+                w->cfg.peer, w->job_token);
   }
   if (getrandom(w->session_token, sizeof w->session_token, 0) != (ssize_t)sizeof w->session_token) {
     /* Without getrandom the token could be guessed: refuse, do not weaken. */

@@ -20,6 +20,7 @@
 #include "rgpu_clock.h"
 #include "rgpu_forkserver.h"
 #include "rgpu_frame_io.h"
+#include "rgpu_job_token.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #include "rgpu_metrics.h"
@@ -38,6 +39,8 @@ typedef struct {
   int evicted;        /* killed before authenticating, to make room (--max-pending-auth) */
   uint8_t token[32];
   uint64_t qkey;      /* rgpu_conn_session_key of its current QUIC connection; 0 = none */
+  char job_token[RGPU_JOB_TOKEN_NAME_MAX]; /* --token-dir file of its HELLO; "" = none */
+  int revoked;        /* told SHUTDOWN because that file went or expired */
 } rgpu_child;
 
 /* What the fork server hands the child function for one session.  It
@@ -56,9 +59,11 @@ enum { WORKER_FD_CTL = 0, WORKER_FD_METRICS = 1, WORKER_NFDS = 2 };
 
 static int sig_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requested; /* number of SIGTERM/SIGINT */
+static volatile sig_atomic_t reload_requested; /* SIGHUP */
 
 static void on_signal(int sig) {
   if ((sig == SIGTERM || sig == SIGINT) && stop_requested < 2) stop_requested++;
+  if (sig == SIGHUP) reload_requested = 1;
   int saved = errno;
   char b = (char)sig;
   (void)!write(sig_pipe[1], &b, 1);
@@ -115,6 +120,9 @@ static void handle_worker_msg(rgpu_child *kids, size_t nchild, size_t k, admissi
     }
     memcpy(kids[k].token, m.token, 32);
     kids[k].has_token = 1;
+    m.text[sizeof m.text - 1] = 0;
+    snprintf(kids[k].job_token, sizeof kids[k].job_token, "%.*s",
+             (int)sizeof kids[k].job_token - 1, m.text);
     kids[k].authed = 1;
     adm->authed++;
     if (adm->max_sessions) {
@@ -204,9 +212,8 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   rgpu_signal_handle(SIGTERM, rgpu_worker_on_sigterm, SA_RESTART);
   signal(SIGINT, SIG_IGN); /* ^C reaches the listener, which stops us */
   signal(SIGPIPE, SIG_IGN);
-  /* A terminal hang-up or a `kill -HUP` must not end a server that
-   * sessions depend on; re-reading certificates and tokens on it is not
-   * built yet (a restart applies them). */
+  /* A hang-up sent to the whole process group (a terminal, `systemctl
+   * kill -s HUP`) is the listener's reload, never the end of a session. */
   signal(SIGHUP, SIG_IGN);
   rgpu_worker_config *cfg = &a.cfg;
   cfg->ctl_fd = fds[WORKER_FD_CTL] > 0 ? fds[WORKER_FD_CTL] : 0;
@@ -247,6 +254,68 @@ static int worker_child_main(const void *argp, size_t len, rgpu_conn *c, const i
   rgpu_worker_free(w);
   rgpu_conn_close(c);
   return status;
+}
+
+static void kill_worker(rgpu_forkserver *fs, pid_t pid);
+
+/* SIGHUP: the token file and the TLS credentials again.  Each piece is
+ * replaced only when its new file loads; the workers forked from now on get
+ * the new token (it travels in their config), the TLS/QUIC listeners hand
+ * new handshakes the new certificate.  Running sessions are not touched. */
+static void reload_secrets(rgpu_server_opts *o, rgpu_listener **ls, int nl) {
+  int failed = 0;
+  if (o->token_file) {
+    static char fresh[RGPU_AUTH_TOKEN_MAX + 1]; /* off the stack: 4 KiB of secret */
+    char err[600];
+    if (rgpu_auth_load_token(o->token_file, fresh, sizeof fresh, err, sizeof err)) {
+      RGPU_ERROR("event=reload-failed what=token reason=\"%s\": keeping the current token", err);
+      failed++;
+    } else {
+      memcpy(o->worker.token, fresh, sizeof fresh);
+      RGPU_INFO("event=reload what=token file=%s", o->token_file);
+    }
+    explicit_bzero(fresh, sizeof fresh);
+  }
+  for (int i = 0; i < nl; i++) {
+    if (!ls[i]) continue;
+    rgpu_uri u;
+    char err[600];
+    if (rgpu_uri_parse(o->listen[i], &u, err, sizeof err) ||
+        (u.scheme != RGPU_URI_TLS && u.scheme != RGPU_URI_QUIC))
+      continue;
+    if (rgpu_listener_reload(ls[i], &o->topts, err, sizeof err)) {
+      RGPU_ERROR("event=reload-failed what=certificate listen=%s reason=\"%s\": keeping the "
+                 "current certificate", o->listen[i], err);
+      failed++;
+    } else {
+      RGPU_INFO("event=reload what=certificate listen=%s cert=%s", o->listen[i],
+                o->topts.cert_file ? o->topts.cert_file : "");
+    }
+  }
+  RGPU_INFO("event=reloaded failures=%d", failed);
+}
+
+/* Sessions whose --token-dir token is gone (the job ended: the scheduler
+ * removed its file) or expired end now, connected or not: their GPUs are
+ * the next job's.  Once per session. */
+static void revoke_job_sessions(const rgpu_server_opts *o, rgpu_child *kids, size_t nchild) {
+  int64_t now = (int64_t)time(NULL);
+  for (size_t k = 0; k < nchild; k++) {
+    if (!kids[k].job_token[0] || kids[k].revoked || kids[k].ctl < 0) continue;
+    /* A worker that has already ended its session (its channel is at EOF,
+     * not yet read) needs no SHUTDOWN. */
+    char peek;
+    if (recv(kids[k].ctl, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) continue;
+    char why[600];
+    if (rgpu_job_token_still_valid(o->worker.token_dir, kids[k].job_token, now, why, sizeof why))
+      continue;
+    kids[k].revoked = 1;
+    RGPU_INFO("session=%llu peer=%s event=token-revoked token=%s reason=\"%s\"",
+              (unsigned long long)kids[k].session_id, kids[k].peer, kids[k].job_token, why);
+    rgpu_ctl_msg m = {.type = RGPU_CTL_SHUTDOWN, .session_id = kids[k].session_id};
+    snprintf(m.text, sizeof m.text, "the job's token %.60s was revoked or expired", kids[k].job_token);
+    if (ctl_send(kids[k].ctl, &m)) kill_worker(o->forkserver, kids[k].pid);
+  }
 }
 
 int rgpu_server_start_forkserver(rgpu_server_opts *o, char *err, size_t errlen) {
@@ -307,6 +376,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
   rgpu_signal_handle(SIGCHLD, on_signal, SA_RESTART);
   rgpu_signal_handle(SIGTERM, on_signal, SA_RESTART);
   rgpu_signal_handle(SIGINT, on_signal, SA_RESTART);
+  rgpu_signal_handle(SIGHUP, on_signal, SA_RESTART);
   signal(SIGPIPE, SIG_IGN);
 
   /* Bound before printing: scripts wait for this line, then connect. */
@@ -356,6 +426,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
   uint32_t max_pending = o->max_pending_auth ? o->max_pending_auth : 16;
   unsigned pending_refused = 0;
   uint64_t next_session = 1;
+  uint64_t last_token_check = 0;
   unsigned accept_failures = 0;
   struct pollfd *pfd = NULL;
   size_t pfd_cap = 0;
@@ -431,6 +502,11 @@ int rgpu_server_run(rgpu_server_opts *o) {
       double left = drain_ms - rgpu_clock_elapsed_s(drain_t0) * 1000.0;
       timeout = left > 0 ? (int)left + 1 : 0;
     }
+    /* Job tokens are looked at about once a second while a session holds one. */
+    int job_sessions = 0;
+    for (size_t k = 0; k < nchild; k++)
+      if (kids[k].job_token[0] && !kids[k].revoked) job_sessions = 1;
+    if (job_sessions && (timeout < 0 || timeout > 1000)) timeout = 1000;
     size_t npoll_kids = nchild;
     int pr = poll(pfd, (nfds_t)(kbase + npoll_kids), timeout);
     if (pr < 0 && errno != EINTR) {
@@ -439,6 +515,14 @@ int rgpu_server_run(rgpu_server_opts *o) {
     }
     char drain[64];
     while (read(sig_pipe[0], drain, sizeof drain) > 0) {
+    }
+    if (reload_requested) {
+      reload_requested = 0;
+      reload_secrets(o, ls, nl);
+    }
+    if (job_sessions && rgpu_clock_elapsed_s(last_token_check) >= 0.5) {
+      last_token_check = rgpu_clock_ns();
+      revoke_job_sessions(o, kids, nchild);
     }
     /* Every finished worker: the fork server reaped it and says how it
      * ended. */

@@ -27,6 +27,7 @@ typedef struct {
   int drain_s;                  /* SIGTERM/SIGINT: wait this long for sessions to end, then
                                  * tell the rest SHUTDOWN; < 0 = default 30 */
   const char *metrics;          /* tcp://HOST:PORT for GET /metrics (rgpu_metrics.h); NULL = off */
+  const char *token_file;       /* --token-file, re-read on SIGHUP (worker.token holds it) */
   rgpu_forkserver *forkserver;  /* from rgpu_server_start_forkserver; NULL: rgpu_server_run
                                  * starts one first.  rgpu_server_run stops it. */
 } rgpu_server_opts;
@@ -42,7 +43,12 @@ int rgpu_server_start_forkserver(rgpu_server_opts *o, char *err, size_t errlen);
  * ("shutting down") but RESUMEs of running sessions are still routed;
  * sessions that have not ended after drain_s get a SHUTDOWN event and
  * end; a second signal skips the wait.  If the fork server dies, the
- * listener logs it, closes its listeners and drains the same way.  Returns
+ * listener logs it, closes its listeners and drains the same way.
+ * SIGHUP re-reads --token-file and the TLS certificate, key and client CA:
+ * new connections get them, sessions already open go on; a file that does
+ * not load is logged and the current one kept.  Sessions admitted with a
+ * --token-dir token end (SHUTDOWN) within about a second of its file being
+ * removed or expiring (rgpu_job_token.h).  Returns
  * the process exit status (0 after an orderly shutdown, 1 if a listener
  * could not be opened or the fork server died). */
 int rgpu_server_run(rgpu_server_opts *o);

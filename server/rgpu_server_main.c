@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rgpu_auth.h"
@@ -39,6 +40,10 @@ static void usage(FILE *f) {
           "  --softgpu-lib PATH  libsoftgpu.so to load (default: $RGPU_SOFTGPU_LIB, else\n"
           "                      <dir of rgpu-server>/../lib/libsoftgpu.so)\n"
           "  --token-file FILE   require clients to present the first line of FILE\n"
+          "                      (re-read on SIGHUP, as are --cert, --key, --client-ca)\n"
+          "  --token-dir DIR     also accept the token of any file in DIR while it is there\n"
+          "                      and not past its expires= line; sessions of a removed or\n"
+          "                      expired one end (per-job tokens: the Slurm plugin)\n"
           "  --cert FILE --key FILE  certificate and key for tls:// and quic://\n"
           "  --client-ca FILE    require client certificates signed by this CA\n"
           "  --max-sessions N    refuse sessions beyond N (default: unlimited); a session\n"
@@ -151,13 +156,14 @@ int main(int argc, char **argv) {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
     OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
-    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG
+    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG, OPT_TOKEN_DIR
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
       {"device", required_argument, 0, OPT_DEVICE},
       {"softgpu-lib", required_argument, 0, OPT_SGLIB},
       {"token-file", required_argument, 0, OPT_TOKEN},
+      {"token-dir", required_argument, 0, OPT_TOKEN_DIR},
       {"cert", required_argument, 0, OPT_CERT},
       {"key", required_argument, 0, OPT_KEY},
       {"client-ca", required_argument, 0, OPT_CLIENT_CA},
@@ -183,6 +189,7 @@ int main(int argc, char **argv) {
   static rgpu_server_opts o; /* large (token buffer): keep it off the stack */
   memset(&o, 0, sizeof o);
   const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL, *image_cache = NULL;
+  const char *token_dir = NULL;
   int device_set = 0;
   o.worker.max_payload = RGPU_FRAME_MAX_PAYLOAD;
   o.grace_s = 60;
@@ -224,6 +231,7 @@ int main(int argc, char **argv) {
         break;
       case OPT_SGLIB: sglib = optarg; break;
       case OPT_TOKEN: token_file = optarg; break;
+      case OPT_TOKEN_DIR: token_dir = optarg; break;
       case OPT_CERT: o.topts.cert_file = optarg; break;
       case OPT_KEY: o.topts.key_file = optarg; break;
       case OPT_CLIENT_CA: o.topts.client_ca_file = optarg; break;
@@ -378,11 +386,28 @@ int main(int argc, char **argv) {
       return 2;
     }
     o.worker.token_required = 1;
+    o.token_file = token_file;
+  }
+  if (token_dir) {
+    /* Absolute: workers and the listener must name the same place. */
+    char *abs = realpath(token_dir, NULL);
+    struct stat st;
+    if (!abs || stat(abs, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        strlen(abs) >= sizeof o.worker.token_dir) {
+      fprintf(stderr, "rgpu-server: --token-dir %s: %s\n", token_dir,
+              abs ? "not a directory (or its path is too long)" : strerror(errno));
+      free(abs);
+      return 2;
+    }
+    snprintf(o.worker.token_dir, sizeof o.worker.token_dir, "%s", abs);
+    free(abs);
+  }
+  if (token_file || token_dir) {
     /* Clients send the token in their HELLO: over tcp:// to the network
      * anyone on the path reads it (issue 14). */
     for (int i = 0; i < o.nlisten; i++)
       if (rgpu_uri_is_clear_text_network(o.listen[i]))
-        RGPU_WARN("--token-file with %s: clients send the token in clear over it, anyone on the "
+        RGPU_WARN("a token with %s: clients send the token in clear over it, anyone on the "
                   "network path can read it; listen on tls:// or quic:// instead",
                   o.listen[i]);
   }

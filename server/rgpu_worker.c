@@ -1083,6 +1083,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
        * time the client could present it. */
       rgpu_ctl_msg m = {.type = RGPU_CTL_REGISTER, .session_id = w->cfg.session_id};
       memcpy(m.token, w->session_token, sizeof m.token);
+      snprintf(m.text, sizeof m.text, "%s", w->job_token);
       ctl_send(w, &m);
       /* A session counts against --max-sessions only from here on (workers
        * before authentication have a bound of their own): the listener

@@ -37,6 +37,9 @@ typedef struct {
   char softgpu_lib[512];      /* resolved path of libsoftgpu.so */
   int token_required;         /* 0: no token file, no authentication */
   char token[RGPU_AUTH_TOKEN_MAX + 1];
+  /* --token-dir (rgpu_job_token.h): per-job tokens, looked up at HELLO;
+   * "" = none.  With it a HELLO needs a token even without token_required. */
+  char token_dir[512];
   uint64_t mem_quota;         /* bytes per session; 0 = unlimited */
   uint32_t max_payload;       /* largest frame payload accepted and sent */
   uint32_t max_sessions;      /* for SERVER_STATUS */
@@ -71,7 +74,9 @@ typedef struct {
  * each; RESUME_REQ and RESUME are followed by an rgpu_conn_send of the new
  * connection).  Worker -> listener: REGISTER (the session token, after
  * HELLO; with max_sessions set it waits for ADMIT), RESUME_REQ (a fresh
- * connection presented token; rx_bytes).
+ * connection presented token; rx_bytes).  REGISTER's text names the
+ * --token-dir file the HELLO's token came from ("" = --token-file or none),
+ * so that the listener ends the session when that file goes or expires.
  * Listener -> worker: RESUME_ANS (ok: the connection went to its session),
  * RESUME (take this connection over), SHUTDOWN (end the session: text),
  * DRAIN (the server stops: end as soon as the client is gone). */

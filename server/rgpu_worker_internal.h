@@ -65,6 +65,7 @@ struct rgpu_worker {
   int hello_done;
   uint32_t caps; /* negotiated: client's AND server's */
   uint8_t session_token[32];
+  char job_token[128];   /* the --token-dir file that authenticated the HELLO; "" = none */
   uint32_t client_pid;    /* from HELLO: NVML_QUERY's process list */
   char client_name[32];
   uint64_t calls;

@@ -264,6 +264,12 @@ int rgpu_listener_accept(rgpu_listener *l, rgpu_conn **out, char *err, size_t er
 }
 const char *rgpu_listener_address(const rgpu_listener *l) { return l ? l->address : ""; }
 uint16_t rgpu_listener_port(const rgpu_listener *l) { return l ? l->port : 0; }
+int rgpu_listener_reload(rgpu_listener *l, const rgpu_transport_opts *opts, char *err,
+                         size_t errlen) {
+  if (!l || !opts)
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "rgpu_listener_reload: bad arguments");
+  return l->ops->reload ? l->ops->reload(l, opts, err, errlen) : 0;
+}
 void rgpu_listener_close(rgpu_listener *l) {
   if (!l) return;
   l->ops->close(l);

@@ -368,7 +368,7 @@ static void cid_remove(qconn *q, const ngtcp2_cid *cid) {
 struct qserver {
   rgpu_relay_queue rq;
   qendpoint ep;
-  gnutls_certificate_credentials_t cred;
+  rgpu_tls_server_cred cred;  /* replaced by a reload (rgpu_listener_reload) */
   int require_client_cert;
   int max_streams;
   rgpu_transport_opts opts; /* scalar fields only */
@@ -1824,7 +1824,8 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
     return NULL;
   }
   char err[256];
-  if (q_setup_tls(q, sv->cred, 1, sv->require_client_cert, NULL, err, sizeof err)) {
+  if (q_setup_tls(q, rgpu_tls_server_cred_get(&sv->cred), 1, sv->require_client_cert, NULL, err,
+                  sizeof err)) {
     RGPU_WARN("quic: %s", err);
     q_free(q);
     return NULL;
@@ -2021,12 +2022,19 @@ static void quic_server_close(rgpu_listener *l) {
   }
   rgpu_relay_close_fd(sv->ep.fd);
   rgpu_relay_queue_destroy(&sv->rq);
-  gnutls_certificate_free_credentials(sv->cred);
+  rgpu_tls_server_cred_free(&sv->cred);
   free(sv);
 }
 
+static int quic_server_reload(rgpu_listener *l, const rgpu_transport_opts *o, char *err,
+                              size_t errlen) {
+  qserver *sv = l->impl;
+  return rgpu_tls_server_cred_reload(&sv->cred, o, err, errlen);
+}
+
 static const struct rgpu_listener_ops quic_listener_ops = {.accept = quic_accept,
-                                                           .close = quic_server_close};
+                                                           .close = quic_server_close,
+                                                           .reload = quic_server_reload};
 
 int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, size_t errlen) {
   qserver *sv = calloc(1, sizeof *sv);
@@ -2042,7 +2050,7 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, 
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "quic_max_streams %d out of range (0-1024)",
                        o->quic_max_streams);
   }
-  rc = rgpu_tls_server_creds(o, &sv->cred, err, errlen);
+  rc = rgpu_tls_server_cred_init(&sv->cred, o, err, errlen);
   if (rc) {
     free(sv);
     return rc;
@@ -2061,7 +2069,7 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, 
   struct addrinfo *res = NULL;
   int g = getaddrinfo(l->uri.host, ps, &hints, &res);
   if (g) {
-    gnutls_certificate_free_credentials(sv->cred);
+    rgpu_tls_server_cred_free(&sv->cred);
     free(sv);
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "resolve '%s': %s", l->uri.host, gai_strerror(g));
   }
@@ -2081,7 +2089,7 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, 
   }
   freeaddrinfo(res);
   if (sv->ep.fd < 0) {
-    gnutls_certificate_free_credentials(sv->cred);
+    rgpu_tls_server_cred_free(&sv->cred);
     free(sv);
     return rgpu_t_fail(err, errlen, rgpu_t_errno_code(last), "listen on udp %s:%u: %s",
                        l->uri.host, l->uri.port, strerror(last));
@@ -2098,7 +2106,7 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, 
   rc = rgpu_relay_queue_init(&sv->rq, err, errlen);
   if (rc) {
     rgpu_relay_close_fd(sv->ep.fd);
-    gnutls_certificate_free_credentials(sv->cred);
+    rgpu_tls_server_cred_free(&sv->cred);
     free(sv);
     return rc;
   }

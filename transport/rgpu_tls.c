@@ -137,6 +137,41 @@ fail:
   return r;
 }
 
+int rgpu_tls_server_cred_init(rgpu_tls_server_cred *c, const rgpu_transport_opts *o, char *err,
+                              size_t errlen) {
+  memset(c, 0, sizeof *c);
+  gnutls_certificate_credentials_t cred = NULL;
+  int rc = rgpu_tls_server_creds(o, &cred, err, errlen);
+  if (rc) return rc;
+  atomic_store(&c->current, cred);
+  return 0;
+}
+
+gnutls_certificate_credentials_t rgpu_tls_server_cred_get(rgpu_tls_server_cred *c) {
+  return atomic_load(&c->current);
+}
+
+int rgpu_tls_server_cred_reload(rgpu_tls_server_cred *c, const rgpu_transport_opts *o, char *err,
+                                size_t errlen) {
+  /* Room for the old set first: once swapped, it must not be lost. */
+  if (RGPU_ARRAY_RESERVE(c->retired, c->retired_cap, c->nretired + 1, 4))
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  gnutls_certificate_credentials_t fresh = NULL;
+  int rc = rgpu_tls_server_creds(o, &fresh, err, errlen);
+  if (rc) return rc;
+  c->retired[c->nretired++] = atomic_exchange(&c->current, fresh);
+  return 0;
+}
+
+void rgpu_tls_server_cred_free(rgpu_tls_server_cred *c) {
+  gnutls_certificate_credentials_t cur = atomic_exchange(&c->current, NULL);
+  if (cur) gnutls_certificate_free_credentials(cur);
+  for (size_t i = 0; i < c->nretired; i++) gnutls_certificate_free_credentials(c->retired[i]);
+  free(c->retired);
+  c->retired = NULL;
+  c->nretired = c->retired_cap = 0;
+}
+
 static void utc_date(time_t t, char *out, size_t cap) {
   struct tm tm;
   if (t == (time_t)-1 || !gmtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm))
@@ -446,7 +481,7 @@ typedef struct tls_sess {
 typedef struct {
   rgpu_relay_queue q;
   int lfd;
-  gnutls_certificate_credentials_t cred;
+  rgpu_tls_server_cred cred;
   int require_client_cert;
   int hs_timeout_ms;
   pthread_t th;
@@ -486,7 +521,7 @@ static void sess_new(tls_server *sv, int fd, const char *peer) {
   rgpu_set_nonblock(fd, 1);
   gnutls_init(&x->s, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_TICKETS);
   gnutls_priority_set_direct(x->s, tls_priority, NULL);
-  gnutls_credentials_set(x->s, GNUTLS_CRD_CERTIFICATE, sv->cred);
+  gnutls_credentials_set(x->s, GNUTLS_CRD_CERTIFICATE, rgpu_tls_server_cred_get(&sv->cred));
   if (sv->require_client_cert) {
     gnutls_certificate_server_set_request(x->s, GNUTLS_CERT_REQUIRE);
     gnutls_session_set_verify_cert(x->s, NULL, 0);
@@ -788,17 +823,24 @@ static void tls_server_close(rgpu_listener *l) {
   }
   rgpu_relay_close_fd(sv->lfd);
   rgpu_relay_queue_destroy(&sv->q);
-  gnutls_certificate_free_credentials(sv->cred);
+  rgpu_tls_server_cred_free(&sv->cred);
   free(sv);
 }
 
+static int tls_server_reload(rgpu_listener *l, const rgpu_transport_opts *o, char *err,
+                             size_t errlen) {
+  tls_server *sv = l->impl;
+  return rgpu_tls_server_cred_reload(&sv->cred, o, err, errlen);
+}
+
 static const struct rgpu_listener_ops tls_listener_ops = {.accept = tls_accept,
-                                                          .close = tls_server_close};
+                                                          .close = tls_server_close,
+                                                          .reload = tls_server_reload};
 
 int rgpu_tls_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, size_t errlen) {
   tls_server *sv = calloc(1, sizeof *sv);
   if (!sv) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
-  int rc = rgpu_tls_server_creds(o, &sv->cred, err, errlen);
+  int rc = rgpu_tls_server_cred_init(&sv->cred, o, err, errlen);
   if (rc) {
     free(sv);
     return rc;
@@ -807,7 +849,7 @@ int rgpu_tls_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, s
   sv->hs_timeout_ms = o->handshake_timeout_ms > 0 ? o->handshake_timeout_ms : 10000;
   int fd = rgpu_tcp_listen_socket(&l->uri, o, l->address, sizeof l->address, &l->port, err, errlen);
   if (fd < 0) {
-    gnutls_certificate_free_credentials(sv->cred);
+    rgpu_tls_server_cred_free(&sv->cred);
     free(sv);
     return fd;
   }
@@ -817,7 +859,7 @@ int rgpu_tls_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err, s
   rc = rgpu_relay_queue_init(&sv->q, err, errlen);
   if (rc) {
     rgpu_relay_close_fd(fd);
-    gnutls_certificate_free_credentials(sv->cred);
+    rgpu_tls_server_cred_free(&sv->cred);
     free(sv);
     return rc;
   }

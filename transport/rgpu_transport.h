@@ -177,6 +177,12 @@ int rgpu_listener_accept(rgpu_listener *l, rgpu_conn **out, char *err, size_t er
 const char *rgpu_listener_address(const rgpu_listener *l);
 uint16_t rgpu_listener_port(const rgpu_listener *l);
 void rgpu_listener_close(rgpu_listener *l);
+/* Re-reads the certificate, key and client CA named in opts (tls://,
+ * quic://; others have nothing to re-read: 0).  New handshakes use them;
+ * connections already open keep theirs.  On failure the listener keeps its
+ * current credentials and err says why. */
+int rgpu_listener_reload(rgpu_listener *l, const rgpu_transport_opts *opts, char *err,
+                         size_t errlen);
 
 /* Writes dir/cert.pem and dir/key.pem: a self-signed ECDSA P-256 certificate
  * valid for every name in `hostnames` (comma list; entries that parse as

@@ -47,6 +47,8 @@ struct rgpu_conn {
 struct rgpu_listener_ops {
   int (*accept)(rgpu_listener *l, rgpu_conn **out, char *err, size_t errlen);
   void (*close)(rgpu_listener *l);
+  /* Re-read certificate files for new connections (NULL: nothing to reload). */
+  int (*reload)(rgpu_listener *l, const rgpu_transport_opts *o, char *err, size_t errlen);
 };
 
 struct rgpu_listener {
