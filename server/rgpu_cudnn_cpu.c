@@ -15,16 +15,15 @@
 #include "rgpu_cudnn_cpu.h"
 
 #include <dlfcn.h>
-#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rgpu_cudnn_cpu_ref.h"
 #include "rgpu_cudnn_dnnl.h"
+#include "rgpu_driver.h"
 #include "rgpu_log.h"
 
 /* The plugin's entry points, one per operation oneDNN computes. */
@@ -40,29 +39,9 @@ static struct {
 } g_dnnl;
 static pthread_once_t g_dnnl_once = PTHREAD_ONCE_INIT;
 
-/* RGPU_DNNL_LIB, else beside the programs' private libraries: an install's
- * lib/rgpu, else the build tree's lib. */
-static void plugin_path(char *out, size_t cap) {
-  const char *env = getenv("RGPU_DNNL_LIB");
-  if (env && *env) {
-    snprintf(out, cap, "%s", env);
-    return;
-  }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    snprintf(out, cap, "librgpu_cudnn_dnnl.so");
-    return;
-  }
-  exe[n] = 0;
-  const char *dir = dirname(exe);
-  snprintf(out, cap, "%s/../lib/rgpu/librgpu_cudnn_dnnl.so", dir);
-  if (access(out, R_OK)) snprintf(out, cap, "%s/../lib/librgpu_cudnn_dnnl.so", dir);
-}
-
 static void plugin_load(void) {
   char path[PATH_MAX + 64];
-  plugin_path(path, sizeof path);
+  rgpu_server_lib_path("RGPU_DNNL_LIB", "librgpu_cudnn_dnnl.so", path, sizeof path);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     RGPU_WARN("softgpu's cuDNN operations run on the plain-C reference: oneDNN's plugin did not "

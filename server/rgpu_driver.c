@@ -75,12 +75,8 @@ const char *rgpu_driver_error_name(const rgpu_driver *d, CUresult r) {
   return r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_UNKNOWN";
 }
 
-void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap) {
-  if (explicit_path && *explicit_path) {
-    snprintf(out, cap, "%s", explicit_path);
-    return;
-  }
-  const char *env = getenv("RGPU_SOFTGPU_LIB");
+void rgpu_server_lib_path(const char *env_name, const char *file, char *out, size_t cap) {
+  const char *env = getenv(env_name);
   if (env && *env) {
     snprintf(out, cap, "%s", env);
     return;
@@ -88,14 +84,22 @@ void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap) 
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) {
-    snprintf(out, cap, "libsoftgpu.so");
+    snprintf(out, cap, "%s", file);
     return;
   }
   exe[n] = 0;
   /* An install's private directory (lib/rgpu), else the build tree's lib. */
   const char *dir = dirname(exe);
-  snprintf(out, cap, "%s/../lib/rgpu/libsoftgpu.so", dir);
-  if (access(out, R_OK)) snprintf(out, cap, "%s/../lib/libsoftgpu.so", dir);
+  snprintf(out, cap, "%s/../lib/rgpu/%s", dir, file);
+  if (access(out, R_OK)) snprintf(out, cap, "%s/../lib/%s", dir, file);
+}
+
+void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap) {
+  if (explicit_path && *explicit_path) {
+    snprintf(out, cap, "%s", explicit_path);
+    return;
+  }
+  rgpu_server_lib_path("RGPU_SOFTGPU_LIB", "libsoftgpu.so", out, cap);
 }
 
 int rgpu_driver_probe_cuda(void) {

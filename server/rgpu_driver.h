@@ -81,6 +81,10 @@ const char *rgpu_driver_error_name(const rgpu_driver *d, CUresult r);
  * <dir of /proc/self/exe>/../lib/rgpu/libsoftgpu.so (an install), else
  * <dir>/../lib/libsoftgpu.so (the build tree).  Writes into out. */
 void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap);
+/* A private library of rgpu's beside the running program: $env_name when
+ * set, else <bindir>/../lib/rgpu/file (installed), else <bindir>/../lib/file
+ * (the build tree). */
+void rgpu_server_lib_path(const char *env_name, const char *file, char *out, size_t cap);
 
 /* 1 if libcuda.so.1 loads, cuInit succeeds and it has at least one device.
  * Runs the probe in a child process so that the caller (the listener, which

@@ -20,16 +20,8 @@
 #include <vector>
 
 #include "rgpu_check.h"
+#include "rgpu_cudnn_check.h"
 
-#define DN(call)                                                                  \
-  do {                                                                            \
-    cudnnStatus_t st_ = (call);                                                   \
-    if (st_ != CUDNN_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,  \
-                   cudnnGetErrorString(st_));                                     \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
 
 enum { N = 2, C = 4, H = 9, W = 9, K = 6, R = 3, S = 3, PAD = 1, STRIDE = 2 };
 enum { P = 1 + (H + 2 * PAD - R) / STRIDE, Q = 1 + (W + 2 * PAD - S) / STRIDE };

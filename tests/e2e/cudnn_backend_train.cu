@@ -26,16 +26,7 @@
 #include <vector>
 
 #include "rgpu_check.h"
-
-#define DN(call)                                                                  \
-  do {                                                                            \
-    cudnnStatus_t st_ = (call);                                                   \
-    if (st_ != CUDNN_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,  \
-                   cudnnGetErrorString(st_));                                     \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "rgpu_cudnn_check.h"
 
 enum { N = 2, C = 3, H = 9, W = 9, K = 4, R = 3, S = 3, PAD = 1, STRIDE = 2 };
 enum { P = 1 + (H + 2 * PAD - R) / STRIDE, Q = 1 + (W + 2 * PAD - S) / STRIDE };
@@ -43,46 +34,10 @@ enum { UID_X = 1, UID_W, UID_B, UID_Y, UID_Z, UID_ZB, UID_DZ, UID_DX, UID_DW };
 
 typedef cudnnBackendDescriptor_t desc;
 
-static desc make(cudnnBackendDescriptorType_t t) {
-  desc d;
-  DN(cudnnBackendCreateDescriptor(t, &d));
-  return d;
-}
-
-static void set(desc d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n,
-                const void *v) {
-  DN(cudnnBackendSetAttribute(d, a, t, n, v));
-}
-
 static desc tensor(int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w, bool virt = false) {
-  desc t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  int64_t dims[4] = {n, c, h, w}, strides[4] = {c * h * w, h * w, w, 1}, align = 16;
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
-  set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-  set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-  set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-  set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-  set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
-  DN(cudnnBackendFinalize(t));
-  return t;
+  return bd_tensor4(uid, n, c, h, w, virt);
 }
-
-static desc conv_desc() {
-  desc conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  int64_t sd = 2, pad[2] = {PAD, PAD}, str[2] = {STRIDE, STRIDE}, dil[2] = {1, 1};
-  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-  set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-  set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sd);
-  set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
-  set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
-  DN(cudnnBackendFinalize(conv));
-  return conv;
-}
+static desc conv_desc() { return bd_conv2d(PAD, STRIDE); }
 
 // A convolution operation of type t on (a, b) -> out in the roles of
 // attributes an, bn, on.
@@ -90,29 +45,29 @@ static desc conv_op(cudnnBackendDescriptorType_t t, desc conv, cudnnBackendAttri
                     desc a, cudnnBackendAttributeName_t bn, desc b,
                     cudnnBackendAttributeName_t on, desc out, cudnnBackendAttributeName_t convn,
                     cudnnBackendAttributeName_t alphan, cudnnBackendAttributeName_t betan) {
-  desc op = make(t);
+  desc op = bd_make(t);
   float alpha = 1.0f, beta = 0.0f;
-  set(op, an, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
-  set(op, bn, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-  set(op, on, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out);
-  set(op, convn, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
-  set(op, alphan, CUDNN_TYPE_FLOAT, 1, &alpha);
-  set(op, betan, CUDNN_TYPE_FLOAT, 1, &beta);
+  bd_set(op, an, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+  bd_set(op, bn, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+  bd_set(op, on, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out);
+  bd_set(op, convn, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+  bd_set(op, alphan, CUDNN_TYPE_FLOAT, 1, &alpha);
+  bd_set(op, betan, CUDNN_TYPE_FLOAT, 1, &beta);
   DN(cudnnBackendFinalize(op));
   return op;
 }
 
 static desc pointwise_op(cudnnPointwiseMode_t mode, desc x, desc b, desc y, desc *pw_out) {
-  desc pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  desc pw = bd_make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-  set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+  bd_set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  bd_set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
   DN(cudnnBackendFinalize(pw));
-  desc op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-  if (b) set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+  desc op = bd_make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  bd_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
+  bd_set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+  if (b) bd_set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+  bd_set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
   DN(cudnnBackendFinalize(op));
   *pw_out = pw;
   return op;
@@ -122,14 +77,14 @@ static desc pointwise_op(cudnnPointwiseMode_t mode, desc x, desc b, desc y, desc
 // the variant pack.  false (nothing run) when no engine takes the graph.
 static bool run_graph(cudnnHandle_t h, desc *ops, int nops, const int64_t *uids, void **ptrs,
                       int n) {
-  desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops);
+  desc graph = bd_make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  bd_set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  bd_set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops);
   DN(cudnnBackendFinalize(graph));
-  desc heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  desc heur = bd_make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
-  set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-  set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
+  bd_set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  bd_set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
   int64_t count = 0, got = 0;
   desc cfg[8], plan = nullptr;
   // No engine for the graph: heuristics refuse it, or answer none.
@@ -137,15 +92,15 @@ static bool run_graph(cudnnHandle_t h, desc *ops, int nops, const int64_t *uids,
     DN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                 0, &count, nullptr));
     if (count > 8) count = 8;
-    for (int64_t i = 0; i < count; i++) cfg[i] = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    for (int64_t i = 0; i < count; i++) cfg[i] = bd_make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     if (count)
       DN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfg));
   }
   for (int64_t i = 0; i < got && !plan; i++) {
-    desc p = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+    desc p = bd_make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    bd_set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    bd_set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
     if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) plan = p;
     else DN(cudnnBackendDestroyDescriptor(p));
   }
@@ -155,10 +110,10 @@ static bool run_graph(cudnnHandle_t h, desc *ops, int nops, const int64_t *uids,
                                 1, &n1, &ws_size));
     void *ws = nullptr;
     if (ws_size > 0) CHECK(cudaMalloc(&ws, (size_t)ws_size));
-    desc pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    desc pack = bd_make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    bd_set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    bd_set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    bd_set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
     DN(cudnnBackendFinalize(pack));
     DN(cudnnBackendExecute(h, plan, pack));
     if (ws) CHECK(cudaFree(ws)); // waits for the work using it
@@ -229,9 +184,9 @@ static int64_t engine_count(cudnnHandle_t h) {
                     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
                     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
                     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA);
-  desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+  desc graph = bd_make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  bd_set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  bd_set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
   DN(cudnnBackendFinalize(graph));
   int64_t n = -1, got = 0;
   DN(cudnnBackendGetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
@@ -327,6 +282,14 @@ template <class T> static std::vector<float> down(const T *p, size_t n) {
   return v;
 }
 
+// Without a fused engine the graph computed conv only: the epilogue here.
+static void bias_relu_on_host(std::vector<float> &y, const std::vector<float> &b) {
+  for (size_t i = 0; i < y.size(); i++) {
+    float v = y[i] + b[(i / (P * Q)) % K];
+    y[i] = v > 0 ? v : 0;
+  }
+}
+
 static void up(float *d, const std::vector<float> &v) {
   CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
@@ -372,11 +335,7 @@ int main(int argc, char **argv) {
                                      : "no fused engine: conv graph, bias and relu on the host");
   std::vector<double> z = ref_z(hx, hw, hb);
   std::vector<float> y = down(d.y, ny);
-  if (!fused)
-    for (size_t i = 0; i < ny; i++) {
-      float v = y[i] + hb[(i / (P * Q)) % K];
-      y[i] = v > 0 ? v : 0;
-    }
+  if (!fused) bias_relu_on_host(y, hb);
   std::vector<double> yref(ny);
   for (size_t i = 0; i < ny; i++) yref[i] = z[i] > 0 ? z[i] : 0;
   if (!close(y, yref, "y")) return 1;
@@ -441,11 +400,7 @@ int main(int argc, char **argv) {
   }
   std::vector<double> z1 = ref_z(hx, hw, hb);
   std::vector<float> y1 = down(d.y, ny);
-  if (!fused)
-    for (size_t i = 0; i < ny; i++) {
-      float v = y1[i] + hb[(i / (P * Q)) % K];
-      y1[i] = v > 0 ? v : 0;
-    }
+  if (!fused) bias_relu_on_host(y1, hb);
   double loss1 = 0;
   for (size_t i = 0; i < ny; i++) loss1 += 0.5 * ((double)y1[i] - ht[i]) * ((double)y1[i] - ht[i]);
   if (!(std::fabs(loss1 - loss_of(z1, ht)) <= 1e-3 * (1 + loss1)) || !(loss1 < loss0)) {

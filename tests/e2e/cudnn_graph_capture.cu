@@ -14,45 +14,13 @@
 #include <vector>
 
 #include "rgpu_check.h"
-
-#define DN(call)                                                                  \
-  do {                                                                            \
-    cudnnStatus_t st_ = (call);                                                   \
-    if (st_ != CUDNN_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,  \
-                   cudnnGetErrorString(st_));                                     \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "rgpu_cudnn_check.h"
 
 enum { N = 2, C = 3, H = 8, W = 8, K = 4, R = 3, S = 3 };
 enum { P = H, Q = W }; // padding 1, stride 1
 
 typedef cudnnBackendDescriptor_t desc;
 
-static desc make(cudnnBackendDescriptorType_t t) {
-  desc d;
-  DN(cudnnBackendCreateDescriptor(t, &d));
-  return d;
-}
-
-static void set(desc d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n,
-                const void *v) {
-  DN(cudnnBackendSetAttribute(d, a, t, n, v));
-}
-
-static desc btensor(int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w) {
-  desc t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  int64_t dims[4] = {n, c, h, w}, strides[4] = {c * h * w, h * w, w, 1}, align = 16;
-  cudnnDataType_t f = CUDNN_DATA_FLOAT;
-  set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
-  set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-  set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-  set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-  set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-  DN(cudnnBackendFinalize(t));
-  return t;
-}
 
 // A finalized plan for y2 = conv(x, w) through the backend API (made
 // before the capture: finalizing asks the server, outside any graph).
@@ -63,50 +31,39 @@ struct backend_conv {
 
 static backend_conv backend_plan(cudnnHandle_t h) {
   backend_conv b;
-  desc tx = btensor(1, N, C, H, W), tw = btensor(2, K, C, R, S), ty = btensor(3, N, K, P, Q);
-  desc conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  int64_t sd = 2, pad[2] = {1, 1}, str[2] = {1, 1}, dil[2] = {1, 1};
-  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-  set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-  set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sd);
-  set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
-  set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
-  DN(cudnnBackendFinalize(conv));
-  desc op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  desc tx = bd_tensor4(1, N, C, H, W), tw = bd_tensor4(2, K, C, R, S), ty = bd_tensor4(3, N, K, P, Q);
+  desc conv = bd_conv2d(1, 1);
+  desc op = bd_make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   float alpha = 1.0f, beta = 0.0f;
-  set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tx);
-  set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tw);
-  set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ty);
-  set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
-  set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-  set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  bd_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tx);
+  bd_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tw);
+  bd_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ty);
+  bd_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+  bd_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+  bd_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
   DN(cudnnBackendFinalize(op));
-  desc graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+  desc graph = bd_make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  bd_set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  bd_set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
   DN(cudnnBackendFinalize(graph));
-  desc heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  desc heur = bd_make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
-  set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-  set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
+  bd_set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+  bd_set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
   DN(cudnnBackendFinalize(heur));
   int64_t count = 0, got = 0;
   DN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
                               &count, nullptr));
   if (count > 8) count = 8;
   desc cfg[8];
-  for (int64_t i = 0; i < count; i++) cfg[i] = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  for (int64_t i = 0; i < count; i++) cfg[i] = bd_make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   if (count)
     DN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                 count, &got, cfg));
   for (int64_t i = 0; i < got && !b.plan; i++) {
-    desc p = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+    desc p = bd_make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    bd_set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    bd_set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
     int64_t ws = -1, n1 = 0;
     // A plan that needs no workspace keeps the captured graph simple.
     if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS &&
@@ -175,12 +132,12 @@ int main() {
     return 1;
   }
   backend_conv bc = backend_plan(h);
-  desc pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  desc pack = bd_make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   int64_t uids[3] = {1, 2, 3};
   void *ptrs[3] = {x, w, y2}, *no_ws = nullptr;
-  set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-  set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &no_ws);
+  bd_set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  bd_set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  bd_set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &no_ws);
   DN(cudnnBackendFinalize(pack));
 
   CHECK(cudaMemset(y, 0xff, ny * sizeof(float)));

@@ -18,16 +18,8 @@
 #include <vector>
 
 #include "rgpu_check.h"
+#include "rgpu_cudnn_check.h"
 
-#define DN(call)                                                                  \
-  do {                                                                            \
-    cudnnStatus_t st_ = (call);                                                   \
-    if (st_ != CUDNN_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,  \
-                   cudnnGetErrorString(st_));                                     \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
 
 // A 4-d NCHW shape.
 struct Shape {
