@@ -1,0 +1,656 @@
+/* The backward, batch-norm, op-tensor and set/scale handlers
+ * (server/rgpu_handlers_cudnn_bwd.c) in-process on softgpu, frames in and
+ * out as in rgpu_handlers_cudnn_test.c.  Well-formed requests compute
+ * what a host reference here does (backward data and filter of a grouped,
+ * strided CUDNN_CONVOLUTION-mode convolution with a beta blend, the bias
+ * gradient, ELU/tanh/swish backward, max and average pooling backward,
+ * softmax and log-softmax backward, batch-norm training, backward and
+ * inference, op-tensor with broadcast, set and scale, the queries'
+ * softgpu answers); hostile requests (tensors, parameters and workspaces
+ * outside the session, shapes that do not agree, out-of-range modes,
+ * phases and directions, missing parameters, other types, an unknown
+ * stream) get a clear error and leave the worker serving.  Skips when
+ * softgpu is not part of the build. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cudnn.h>
+
+#include "rgpu_dispatch.h"
+#include "rgpu_handlers_test_harness.h"
+#include "rgpu_messages.h"
+#include "rgpu_worker.h"
+
+static char softgpu_lib[400];
+
+static harness *harness_new(void) {
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    return NULL;
+  }
+  return harness_open(softgpu_lib, 12, 0);
+}
+
+static int reply_says(harness *t, const char *needle) {
+  char m[1024];
+  size_t n = t->h.length < sizeof m - 1 ? t->h.length : sizeof m - 1;
+  memcpy(m, t->p, n);
+  m[n] = 0;
+  if (strstr(m, needle)) return 1;
+  print_message("reply '%s' lacks '%s'\n", m, needle);
+  return 0;
+}
+
+/* Deterministic values in [-1, 1). */
+static void fill(float *v, int n, unsigned seed) {
+  for (int i = 0; i < n; i++) {
+    seed = seed * 1103515245u + 12345u;
+    v[i] = (float)((seed >> 9) & 0xffff) / 32768.0f - 1.0f;
+  }
+}
+
+static void near(const float *got, const double *want, int n, double tol) {
+  for (int i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])))) {
+      print_message("element %d: %.7f, expected %.7f\n", i, got[i], want[i]);
+      fail();
+    }
+}
+
+/* ---- convolution: x 1x4x5x5, w 4x2x3x3 (groups 2), stride 2, padding 1,
+ * CUDNN_CONVOLUTION (the filter flipped): y 1x4x3x3 ------------------------ */
+
+static const int32_t c_xd[4] = {1, 4, 5, 5}, c_xs[4] = {100, 25, 5, 1};
+static const int32_t c_wd[4] = {4, 2, 3, 3};
+static const int32_t c_yd[4] = {1, 4, 3, 3}, c_ys[4] = {36, 9, 3, 1};
+static const int32_t c_pad[2] = {1, 1}, c_stride[2] = {2, 2}, c_dil[2] = {1, 1};
+enum { X_OFF = 0, W_OFF = 512, Y_OFF = 1024, DX_OFF = 1536, DW_OFF = 2048, MEM = 4096 };
+
+static rgpu_msg_cudnn_conv_bwd_req valid_conv_bwd(uint64_t mem, uint32_t direction) {
+  rgpu_msg_cudnn_conv_bwd_req q = {
+      .direction = direction, .alpha = 1, .beta = 0,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {c_xd, 4}, .x_stride = {c_xs, 4},
+      .x = mem + (direction ? X_OFF : DX_OFF),
+      .w_type = CUDNN_DATA_FLOAT, .w_format = CUDNN_TENSOR_NCHW, .w_dim = {c_wd, 4},
+      .w = mem + (direction ? DW_OFF : W_OFF),
+      .conv_pad = {c_pad, 2}, .conv_stride = {c_stride, 2}, .conv_dilation = {c_dil, 2},
+      .conv_mode = CUDNN_CONVOLUTION, .conv_compute = CUDNN_DATA_FLOAT, .conv_groups = 2,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {c_yd, 4}, .y_stride = {c_ys, 4}, .y = mem + Y_OFF,
+      .algo = 1};
+  return q;
+}
+
+static uint32_t conv_bwd(harness *t, const rgpu_msg_cudnn_conv_bwd_req *q) {
+  return HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD, cudnn_conv_bwd, q, NULL, 0);
+}
+
+static void test_conv_bwd_computes(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  float x[100], w[72], dy[36], dx0[100], dw0[72], dx[100], dw[72];
+  fill(x, 100, 1);
+  fill(w, 72, 2);
+  fill(dy, 36, 3);
+  fill(dx0, 100, 4);
+  fill(dw0, 72, 5);
+  harness_htod(t, mem + X_OFF, x, sizeof x);
+  harness_htod(t, mem + W_OFF, w, sizeof w);
+  harness_htod(t, mem + Y_OFF, dy, sizeof dy);
+  harness_htod(t, mem + DX_OFF, dx0, sizeof dx0);
+  harness_htod(t, mem + DW_OFF, dw0, sizeof dw0);
+  /* dx = 2 bwd_data + 0.5 dx0, dw = 1.5 bwd_filter - dw0. */
+  rgpu_msg_cudnn_conv_bwd_req q = valid_conv_bwd(mem, 0);
+  q.alpha = 2, q.beta = 0.5;
+  assert_int_equal(conv_bwd(t, &q), 0);
+  q = valid_conv_bwd(mem, 1);
+  q.alpha = 1.5, q.beta = -1;
+  assert_int_equal(conv_bwd(t, &q), 0);
+  harness_dtoh(t, mem + DX_OFF, dx, sizeof dx);
+  harness_dtoh(t, mem + DW_OFF, dw, sizeof dw);
+  /* The forward definition, scattered: y[k][oh][ow] sums
+   * w[k][c][2-r][2-s] x[g*2+c][2oh-1+r][2ow-1+s]. */
+  double rdx[100] = {0}, rdw[72] = {0};
+  for (int k = 0; k < 4; k++)
+    for (int oh = 0; oh < 3; oh++)
+      for (int ow = 0; ow < 3; ow++)
+        for (int c = 0; c < 2; c++)
+          for (int r = 0; r < 3; r++)
+            for (int s = 0; s < 3; s++) {
+              int ih = oh * 2 - 1 + r, iw = ow * 2 - 1 + s, cx = (k / 2) * 2 + c;
+              if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
+              int wi = ((k * 2 + c) * 3 + (2 - r)) * 3 + (2 - s), xi = (cx * 5 + ih) * 5 + iw;
+              double g = dy[(k * 3 + oh) * 3 + ow];
+              rdx[xi] += w[wi] * g;
+              rdw[wi] += x[xi] * g;
+            }
+  for (int i = 0; i < 100; i++) rdx[i] = 2 * rdx[i] + 0.5 * dx0[i];
+  for (int i = 0; i < 72; i++) rdw[i] = 1.5 * rdw[i] - dw0[i];
+  near(dx, rdx, 100, 1e-5);
+  near(dw, rdw, 72, 1e-5);
+  harness_free(t);
+}
+
+static void test_hostile_conv_bwd(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  static const int32_t bad_y[4] = {1, 4, 2, 3};
+  const rgpu_array y_bad = {bad_y, 4};
+  rgpu_msg_cudnn_conv_bwd_req q;
+#define BAD(dir, mutation, status, needle)   \
+  q = valid_conv_bwd(mem, dir);              \
+  mutation;                                  \
+  assert_int_equal(conv_bwd(t, &q), status); \
+  assert_true(reply_says(t, needle))
+  BAD(0, q.x = mem + 3900, CUDA_ERROR_INVALID_VALUE, "dx (400 bytes at");
+  BAD(1, q.x = 0x1000, CUDA_ERROR_INVALID_VALUE, "x (400 bytes at");
+  BAD(0, q.y = mem + 4000, CUDA_ERROR_INVALID_VALUE, "dy (144 bytes at");
+  BAD(1, q.w = mem + 4000, CUDA_ERROR_INVALID_VALUE, "dw (288 bytes at");
+  BAD(0, q.w = 0x2000, CUDA_ERROR_INVALID_VALUE, "w (288 bytes at");
+  BAD(0, (q.workspace = mem + 4000, q.workspace_size = 200), CUDA_ERROR_INVALID_VALUE,
+      "workspace");
+  BAD(1, q.y_dim = y_bad, CUDA_ERROR_INVALID_VALUE, "not the output's");
+  BAD(0, q.conv_groups = 3, CUDA_ERROR_INVALID_VALUE, "channels");
+  BAD(0, q.direction = 2, CUDA_ERROR_INVALID_VALUE, "direction 2");
+  BAD(1, q.algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, CUDA_ERROR_INVALID_VALUE, "algorithm");
+  BAD(0, (q.x_type = CUDNN_DATA_DOUBLE, q.w_type = CUDNN_DATA_DOUBLE, q.y_type = CUDNN_DATA_DOUBLE),
+      CUDA_ERROR_NOT_SUPPORTED, "float tensors only");
+  BAD(1, q.stream = 99, CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+#undef BAD
+  q = valid_conv_bwd(mem, 1);
+  assert_int_equal(conv_bwd(t, &q), 0);
+  harness_free(t);
+}
+
+/* ---- bias, activation, pooling, softmax ---------------------------------------- */
+
+static const int32_t e_d[4] = {2, 3, 2, 2}, e_s[4] = {12, 4, 2, 1};
+static const int32_t b_d[4] = {1, 3, 1, 1}, b_s[4] = {3, 1, 1, 1};
+
+static void test_elementwise_bwd(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  enum { Y = 0, DY = 128, X = 256, DX = 384, DB = 512 };
+  float x[24], dy[24], y[24], dx[24], db[3];
+  fill(x, 24, 7);
+  fill(dy, 24, 8);
+  harness_htod(t, mem + X, x, sizeof x);
+  harness_htod(t, mem + DY, dy, sizeof dy);
+
+  /* The bias gradient: dy summed over n, h, w. */
+  rgpu_msg_cudnn_conv_bwd_bias_req bq = {
+      .alpha = 1, .beta = 0,
+      .dy_type = CUDNN_DATA_FLOAT, .dy_dim = {e_d, 4}, .dy_stride = {e_s, 4}, .dy = mem + DY,
+      .db_type = CUDNN_DATA_FLOAT, .db_dim = {b_d, 4}, .db_stride = {b_s, 4}, .db = mem + DB};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD_BIAS, cudnn_conv_bwd_bias, &bq, NULL, 0), 0);
+  harness_dtoh(t, mem + DB, db, sizeof db);
+  double rdb[3] = {0};
+  for (int i = 0; i < 24; i++) rdb[i / 4 % 3] += dy[i];
+  near(db, rdb, 3, 1e-6);
+  bq.db_dim = (rgpu_array){e_s, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD_BIAS, cudnn_conv_bwd_bias, &bq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "neither dy's nor 1"));
+
+  /* Activations: ELU (from x), tanh (from y), swish (from x). */
+  rgpu_msg_cudnn_activation_bwd_req aq = {
+      .act_coef = 0.7, .act_swish_beta = 1.5, .alpha = 1, .beta = 0,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {e_d, 4}, .y_stride = {e_s, 4}, .y = mem + Y,
+      .dy_type = CUDNN_DATA_FLOAT, .dy_dim = {e_d, 4}, .dy_stride = {e_s, 4}, .dy = mem + DY,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {e_d, 4}, .x_stride = {e_s, 4}, .x = mem + X,
+      .dx_type = CUDNN_DATA_FLOAT, .dx_dim = {e_d, 4}, .dx_stride = {e_s, 4}, .dx = mem + DX};
+  const int modes[3] = {CUDNN_ACTIVATION_ELU, CUDNN_ACTIVATION_TANH, CUDNN_ACTIVATION_SWISH};
+  for (int m = 0; m < 3; m++) {
+    for (int i = 0; i < 24; i++)
+      y[i] = modes[m] == CUDNN_ACTIVATION_TANH ? tanhf(x[i]) : 0; /* ELU, swish: x only */
+    harness_htod(t, mem + Y, y, sizeof y);
+    aq.act_mode = (uint32_t)modes[m];
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_ACTIVATION_BWD, cudnn_activation_bwd, &aq, NULL, 0), 0);
+    harness_dtoh(t, mem + DX, dx, sizeof dx);
+    double want[24];
+    for (int i = 0; i < 24; i++) {
+      double v = x[i], s = 1 / (1 + exp(-1.5 * v));
+      want[i] = modes[m] == CUDNN_ACTIVATION_ELU    ? (v > 0 ? dy[i] : dy[i] * 0.7 * exp(v))
+                : modes[m] == CUDNN_ACTIVATION_TANH ? dy[i] * (1 - (double)y[i] * y[i])
+                                                    : dy[i] * (s + 1.5 * v * s * (1 - s));
+    }
+    near(dx, want, 24, 1e-5);
+  }
+  aq.act_mode = 99;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_ACTIVATION_BWD, cudnn_activation_bwd, &aq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  aq.act_mode = CUDNN_ACTIVATION_RELU;
+  aq.dx_dim = (rgpu_array){b_d, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_ACTIVATION_BWD, cudnn_activation_bwd, &aq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "x and dx differ"));
+
+  /* Softmax backward over the channels (accurate) and the instance (log). */
+  rgpu_msg_cudnn_softmax_bwd_req sq = {
+      .softmax_algo = CUDNN_SOFTMAX_ACCURATE, .softmax_mode = CUDNN_SOFTMAX_MODE_CHANNEL,
+      .alpha = 1, .beta = 0,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {e_d, 4}, .y_stride = {e_s, 4}, .y = mem + Y,
+      .dy_type = CUDNN_DATA_FLOAT, .dy_dim = {e_d, 4}, .dy_stride = {e_s, 4}, .dy = mem + DY,
+      .dx_type = CUDNN_DATA_FLOAT, .dx_dim = {e_d, 4}, .dx_stride = {e_s, 4}, .dx = mem + DX};
+  for (int i = 0; i < 24; i++) y[i] = 0.1f + 0.03f * (float)i; /* any y: the formula is linear */
+  harness_htod(t, mem + Y, y, sizeof y);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SOFTMAX_BWD, cudnn_softmax_bwd, &sq, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, sizeof dx);
+  double want[24];
+  for (int n = 0; n < 2; n++)
+    for (int p = 0; p < 4; p++) {
+      double sum = 0;
+      for (int c = 0; c < 3; c++) sum += (double)dy[n * 12 + c * 4 + p] * y[n * 12 + c * 4 + p];
+      for (int c = 0; c < 3; c++) {
+        int i = n * 12 + c * 4 + p;
+        want[i] = y[i] * (dy[i] - sum);
+      }
+    }
+  near(dx, want, 24, 1e-5);
+  sq.softmax_algo = CUDNN_SOFTMAX_LOG;
+  sq.softmax_mode = CUDNN_SOFTMAX_MODE_INSTANCE;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SOFTMAX_BWD, cudnn_softmax_bwd, &sq, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, sizeof dx);
+  for (int n = 0; n < 2; n++) {
+    double sum = 0;
+    for (int i = 0; i < 12; i++) sum += dy[n * 12 + i];
+    for (int i = 0; i < 12; i++) want[n * 12 + i] = dy[n * 12 + i] - exp(y[n * 12 + i]) * sum;
+  }
+  near(dx, want, 24, 1e-5);
+  sq.softmax_mode = 7;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SOFTMAX_BWD, cudnn_softmax_bwd, &sq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  sq.softmax_mode = CUDNN_SOFTMAX_MODE_CHANNEL;
+  sq.dy = mem + MEM - 8;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SOFTMAX_BWD, cudnn_softmax_bwd, &sq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "dy (96 bytes at"));
+  harness_free(t);
+}
+
+static void test_pooling_bwd(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  enum { X = 0, DY = 256, DX = 512, Y = 768 };
+  /* x 1x1x3x3 of distinct values; 2x2 windows, stride 1: y 1x1x2x2. */
+  static const int32_t xd[4] = {1, 1, 3, 3}, xs[4] = {9, 9, 3, 1};
+  static const int32_t yd[4] = {1, 1, 2, 2}, ys[4] = {4, 4, 2, 1};
+  static const int32_t win[2] = {2, 2}, nopad[2] = {0, 0}, one[2] = {1, 1};
+  const float x[9] = {1, 5, 2, 7, 3, 9, 4, 8, 6}, dy[4] = {1, 2, 3, 4};
+  float dx[16], y[16] = {0};
+  harness_htod(t, mem + X, x, sizeof x);
+  harness_htod(t, mem + DY, dy, sizeof dy);
+  harness_htod(t, mem + Y, y, sizeof y);
+  rgpu_msg_cudnn_pooling_bwd_req q = {
+      .pool_mode = CUDNN_POOLING_MAX, .pool_window = {win, 2}, .pool_pad = {nopad, 2},
+      .pool_stride = {one, 2}, .alpha = 1, .beta = 0,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {yd, 4}, .y_stride = {ys, 4}, .y = mem + Y,
+      .dy_type = CUDNN_DATA_FLOAT, .dy_dim = {yd, 4}, .dy_stride = {ys, 4}, .dy = mem + DY,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {xd, 4}, .x_stride = {xs, 4}, .x = mem + X,
+      .dx_type = CUDNN_DATA_FLOAT, .dx_dim = {xd, 4}, .dx_stride = {xs, 4}, .dx = mem + DX};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, 9 * sizeof(float));
+  /* Window maxima: 7 (index 3), 9 (5), 8 (7), 9 (5). */
+  const double want_max[9] = {0, 0, 0, 1, 0, 2 + 4, 0, 3, 0};
+  near(dx, want_max, 9, 0);
+  /* Average, padding 1 included in the count: y 1x1x4x4, every window
+   * counts 4. */
+  static const int32_t y4d[4] = {1, 1, 4, 4}, y4s[4] = {16, 16, 4, 1};
+  float dy4[16];
+  for (int i = 0; i < 16; i++) dy4[i] = (float)(i + 1);
+  harness_htod(t, mem + DY, dy4, sizeof dy4);
+  q.pool_mode = CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  q.pool_pad = (rgpu_array){one, 2};
+  q.y_dim = q.dy_dim = (rgpu_array){y4d, 4};
+  q.y_stride = q.dy_stride = (rgpu_array){y4s, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, 9 * sizeof(float));
+  double want_avg[9] = {0};
+  for (int oh = 0; oh < 4; oh++)
+    for (int ow = 0; ow < 4; ow++)
+      for (int r = 0; r < 2; r++)
+        for (int s = 0; s < 2; s++) {
+          int ih = oh - 1 + r, iw = ow - 1 + s;
+          if (ih >= 0 && ih < 3 && iw >= 0 && iw < 3) want_avg[ih * 3 + iw] += dy4[oh * 4 + ow] / 4.0;
+        }
+  near(dx, want_avg, 9, 1e-6);
+  /* Hostile: y that is not the pooling's output, a 3-d pooling, x outside. */
+  q.pool_pad = (rgpu_array){nopad, 2};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "not the output's"));
+  q.pool_pad = (rgpu_array){one, 2};
+  q.pool_window = (rgpu_array){xd, 3};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  q.pool_window = (rgpu_array){win, 2};
+  q.x = 0x4000;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "not inside a device allocation"));
+  q.x = mem + X;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0), 0);
+  harness_free(t);
+}
+
+/* ---- batch normalization: x 2x3x2x2, spatial (per channel over 8) ------------- */
+
+enum { BX = 0, BY = 128, BDX = 256, BDY = 384, SC = 512, BI = 544, MEAN = 576, VAR = 608,
+       SMEAN = 640, SINV = 672, DSC = 704, DBI = 736 };
+
+static rgpu_msg_cudnn_batchnorm_req valid_bn(uint64_t mem, uint32_t phase) {
+  rgpu_msg_cudnn_batchnorm_req q = {
+      .phase = phase, .mode = CUDNN_BATCHNORM_SPATIAL, .epsilon = 1e-3, .factor = 0.25,
+      .alpha = 1, .beta = 0, .alpha_param = 1, .beta_param = 0,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {e_d, 4}, .x_stride = {e_s, 4}, .x = mem + BX,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {e_d, 4}, .y_stride = {e_s, 4},
+      .y = mem + (phase == 2 ? BDY : BY),
+      .p_type = CUDNN_DATA_FLOAT, .p_dim = {b_d, 4}, .p_stride = {b_s, 4},
+      .scale = mem + SC, .bias = phase == 2 ? 0 : mem + BI,
+      .mean = phase == 2 ? 0 : mem + MEAN, .variance = phase == 2 ? 0 : mem + VAR,
+      .save_mean = phase ? mem + SMEAN : 0, .save_inv_std = phase ? mem + SINV : 0,
+      .dscale = phase == 2 ? mem + DSC : 0, .dbias = phase == 2 ? mem + DBI : 0};
+  if (phase == 2) {
+    q.dx_type = CUDNN_DATA_FLOAT;
+    q.dx_dim = (rgpu_array){e_d, 4};
+    q.dx_stride = (rgpu_array){e_s, 4};
+    q.dx = mem + BDX;
+  }
+  return q;
+}
+
+static uint32_t bn(harness *t, const rgpu_msg_cudnn_batchnorm_req *q) {
+  return HARNESS_SEND(t, RGPU_OP_CUDNN_BATCHNORM, cudnn_batchnorm, q, NULL, 0);
+}
+
+static void test_batchnorm(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  float x[24], dy[24], y[24], dx[24], out[3];
+  const float scale[3] = {1.5f, -0.5f, 2.0f}, bias[3] = {0.1f, 0.2f, -0.3f};
+  const float mean0[3] = {0.5f, 0, -1}, var0[3] = {2, 1, 0.5f};
+  fill(x, 24, 11);
+  fill(dy, 24, 12);
+  harness_htod(t, mem + BX, x, sizeof x);
+  harness_htod(t, mem + BDY, dy, sizeof dy);
+  harness_htod(t, mem + SC, scale, sizeof scale);
+  harness_htod(t, mem + BI, bias, sizeof bias);
+  harness_htod(t, mem + MEAN, mean0, sizeof mean0);
+  harness_htod(t, mem + VAR, var0, sizeof var0);
+  /* The reference statistics per channel (8 elements each). */
+  double mu[3] = {0}, var[3] = {0};
+  for (int i = 0; i < 24; i++) mu[i / 4 % 3] += x[i] / 8.0;
+  for (int i = 0; i < 24; i++) var[i / 4 % 3] += (x[i] - mu[i / 4 % 3]) * (x[i] - mu[i / 4 % 3]) / 8.0;
+
+  /* Inference first, with the given estimates. */
+  rgpu_msg_cudnn_batchnorm_req q = valid_bn(mem, 0);
+  assert_int_equal(bn(t, &q), 0);
+  harness_dtoh(t, mem + BY, y, sizeof y);
+  double want[24];
+  for (int i = 0; i < 24; i++) {
+    int c = i / 4 % 3;
+    want[i] = (x[i] - mean0[c]) / sqrt(var0[c] + 1e-3) * scale[c] + bias[c];
+  }
+  near(y, want, 24, 1e-5);
+
+  /* Training: y from the batch's statistics, the running averages moved
+   * by a quarter (the variance unbiased), the saved statistics. */
+  q = valid_bn(mem, 1);
+  assert_int_equal(bn(t, &q), 0);
+  harness_dtoh(t, mem + BY, y, sizeof y);
+  for (int i = 0; i < 24; i++) {
+    int c = i / 4 % 3;
+    want[i] = (x[i] - mu[c]) / sqrt(var[c] + 1e-3) * scale[c] + bias[c];
+  }
+  near(y, want, 24, 1e-5);
+  double wm[3], wv[3], ws[3];
+  for (int c = 0; c < 3; c++) {
+    wm[c] = 0.75 * mean0[c] + 0.25 * mu[c];
+    wv[c] = 0.75 * var0[c] + 0.25 * var[c] * 8 / 7;
+    ws[c] = 1 / sqrt(var[c] + 1e-3);
+  }
+  harness_dtoh(t, mem + MEAN, out, sizeof out);
+  near(out, wm, 3, 1e-5);
+  harness_dtoh(t, mem + VAR, out, sizeof out);
+  near(out, wv, 3, 1e-5);
+  harness_dtoh(t, mem + SINV, out, sizeof out);
+  near(out, ws, 3, 1e-5);
+
+  /* Backward from the saved statistics, and again recomputing them. */
+  double dsc[3] = {0}, dbi[3] = {0}, wdx[24];
+  for (int i = 0; i < 24; i++) {
+    int c = i / 4 % 3;
+    dbi[c] += dy[i];
+    dsc[c] += dy[i] * (x[i] - mu[c]) * ws[c];
+  }
+  for (int i = 0; i < 24; i++) {
+    int c = i / 4 % 3;
+    double xhat = (x[i] - mu[c]) * ws[c];
+    wdx[i] = scale[c] * ws[c] / 8 * (8 * dy[i] - dbi[c] - xhat * dsc[c]);
+  }
+  for (int saved = 1; saved >= 0; saved--) {
+    q = valid_bn(mem, 2);
+    if (!saved) q.save_mean = q.save_inv_std = 0;
+    assert_int_equal(bn(t, &q), 0);
+    harness_dtoh(t, mem + BDX, dx, sizeof dx);
+    near(dx, wdx, 24, 1e-4);
+    harness_dtoh(t, mem + DSC, out, sizeof out);
+    near(out, dsc, 3, 1e-4);
+    harness_dtoh(t, mem + DBI, out, sizeof out);
+    near(out, dbi, 3, 1e-5);
+  }
+
+  /* The Ex forms' sizes: softgpu needs none. */
+  rgpu_msg_cudnn_batchnorm_query_req sq = {
+      .which = 1, .mode = CUDNN_BATCHNORM_SPATIAL,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {e_d, 4}, .x_stride = {e_s, 4},
+      .p_type = CUDNN_DATA_FLOAT, .p_dim = {b_d, 4}, .p_stride = {b_s, 4}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BATCHNORM_QUERY, cudnn_batchnorm_query, &sq, NULL, 0), 0);
+  rgpu_msg_cudnn_batchnorm_query_rep sr;
+  assert_int_equal(rgpu_msg_cudnn_batchnorm_query_rep_decode(t->p, t->h.length, &sr), 0);
+  assert_int_equal(sr.size, 0);
+  sq.mode = CUDNN_BATCHNORM_PER_ACTIVATION; /* p is not that mode's shape */
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BATCHNORM_QUERY, cudnn_batchnorm_query, &sq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  sq.which = 2; /* the reserve size has no parameter descriptor */
+  sq.p_dim = sq.p_stride = (rgpu_array){NULL, 0};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BATCHNORM_QUERY, cudnn_batchnorm_query, &sq, NULL, 0), 0);
+  sq.which = 3;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BATCHNORM_QUERY, cudnn_batchnorm_query, &sq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  harness_free(t);
+}
+
+static void test_hostile_batchnorm(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  static const int32_t per_act[4] = {1, 3, 2, 2};
+  const rgpu_array p_per_act = {per_act, 4}, dx_small = {b_d, 4};
+  rgpu_msg_cudnn_batchnorm_req q;
+#define BAD(phase, mutation, status, needle) \
+  q = valid_bn(mem, phase);                  \
+  mutation;                                  \
+  assert_int_equal(bn(t, &q), status);       \
+  assert_true(reply_says(t, needle))
+  BAD(0, q.phase = 3, CUDA_ERROR_INVALID_VALUE, "phase 3");
+  BAD(1, q.mode = 9, CUDA_ERROR_INVALID_VALUE, "mode 9");
+  BAD(1, q.epsilon = -1, CUDA_ERROR_INVALID_VALUE, "epsilon");
+  BAD(0, q.mean = 0, CUDA_ERROR_INVALID_VALUE, "mean is missing");
+  BAD(2, q.dbias = 0, CUDA_ERROR_INVALID_VALUE, "dbias is missing");
+  BAD(1, q.save_inv_std = 0, CUDA_ERROR_INVALID_VALUE, "save_mean and save_inv_std go together");
+  BAD(1, q.variance = 0, CUDA_ERROR_INVALID_VALUE, "mean and variance go together");
+  BAD(1, q.scale = mem + MEM - 4, CUDA_ERROR_INVALID_VALUE, "scale (12 bytes at");
+  BAD(2, q.dscale = 0x9000, CUDA_ERROR_INVALID_VALUE, "dscale (12 bytes at");
+  BAD(2, q.dx = mem + MEM - 16, CUDA_ERROR_INVALID_VALUE, "dx (96 bytes at");
+  BAD(2, q.dx_dim = dx_small, CUDA_ERROR_INVALID_VALUE, "x and dx differ");
+  BAD(1, q.p_dim = p_per_act, CUDA_ERROR_INVALID_VALUE, "derived shape");
+  BAD(1, (q.workspace = mem + 4000, q.workspace_size = 1000), CUDA_ERROR_INVALID_VALUE,
+      "the workspace");
+  BAD(1, (q.reserve = 0x1000, q.reserve_size = 8), CUDA_ERROR_INVALID_VALUE, "the reserve space");
+  BAD(0, (q.x_type = q.y_type = CUDNN_DATA_DOUBLE, q.p_type = CUDNN_DATA_DOUBLE),
+      CUDA_ERROR_NOT_SUPPORTED, "float tensors only");
+  BAD(1, q.stream = 5, CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+#undef BAD
+  q = valid_bn(mem, 1);
+  assert_int_equal(bn(t, &q), 0);
+  harness_free(t);
+}
+
+/* ---- op-tensor, set, scale, the convolution queries ------------------------------ */
+
+static void test_op_tensor_set_scale(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  enum { A = 0, B = 128, C = 256 };
+  float a[24], b[3] = {2, -1, 0.5f}, c0[24], c[24];
+  fill(a, 24, 21);
+  for (int i = 0; i < 24; i++) a[i] = fabsf(a[i]);
+  fill(c0, 24, 22);
+  harness_htod(t, mem + A, a, sizeof a);
+  harness_htod(t, mem + B, b, sizeof b);
+  harness_htod(t, mem + C, c0, sizeof c0);
+  /* c = (2 a) * (0.5 b) + c, b broadcast over n, h, w. */
+  rgpu_msg_cudnn_op_tensor_req q = {
+      .op = CUDNN_OP_TENSOR_MUL, .op_compute = CUDNN_DATA_FLOAT, .alpha1 = 2, .alpha2 = 0.5,
+      .beta = 1,
+      .a_type = CUDNN_DATA_FLOAT, .a_dim = {e_d, 4}, .a_stride = {e_s, 4}, .a = mem + A,
+      .b_type = CUDNN_DATA_FLOAT, .b_dim = {b_d, 4}, .b_stride = {b_s, 4}, .b = mem + B,
+      .c_type = CUDNN_DATA_FLOAT, .c_dim = {e_d, 4}, .c_stride = {e_s, 4}, .c = mem + C};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_OP_TENSOR, cudnn_op_tensor, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + C, c, sizeof c);
+  double want[24];
+  for (int i = 0; i < 24; i++) want[i] = 2.0 * a[i] * 0.5 * b[i / 4 % 3] + c0[i];
+  near(c, want, 24, 1e-6);
+  /* SQRT reads A only: B travels without dimensions. */
+  rgpu_msg_cudnn_op_tensor_req u = q;
+  u.op = CUDNN_OP_TENSOR_SQRT;
+  u.beta = 0;
+  u.b_dim = u.b_stride = (rgpu_array){NULL, 0};
+  u.b = 0;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_OP_TENSOR, cudnn_op_tensor, &u, NULL, 0), 0);
+  harness_dtoh(t, mem + C, c, sizeof c);
+  for (int i = 0; i < 24; i++) want[i] = sqrt(2.0 * a[i]);
+  near(c, want, 24, 1e-6);
+  /* Hostile: B neither C's shape nor broadcast, B outside, an unknown op. */
+  q.b_dim = (rgpu_array){e_s, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_OP_TENSOR, cudnn_op_tensor, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "B's dimension 0 is neither C's nor 1"));
+  q.b_dim = (rgpu_array){b_d, 4};
+  q.b = mem + MEM - 4;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_OP_TENSOR, cudnn_op_tensor, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "B (12 bytes at"));
+  q.b = mem + B;
+  q.op = 6;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_OP_TENSOR, cudnn_op_tensor, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+
+  /* Set 3.25 everywhere, then scale by -2: a strided view (every other
+   * element of the last dimension) leaves the gaps alone. */
+  static const int32_t vd[4] = {1, 2, 2, 2}, vs[4] = {16, 8, 4, 2};
+  for (int i = 0; i < 24; i++) c0[i] = -7;
+  harness_htod(t, mem + C, c0, sizeof c0);
+  rgpu_msg_cudnn_set_tensor_req s = {.op = 0, .value = 3.25, .y_type = CUDNN_DATA_FLOAT,
+                                     .y_dim = {vd, 4}, .y_stride = {vs, 4}, .y = mem + C};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SET_TENSOR, cudnn_set_tensor, &s, NULL, 0), 0);
+  s.op = 1;
+  s.value = -2;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SET_TENSOR, cudnn_set_tensor, &s, NULL, 0), 0);
+  harness_dtoh(t, mem + C, c, sizeof c);
+  for (int i = 0; i < 16; i++) assert_true(c[i] == (i % 2 ? -7.0f : -6.5f));
+  s.op = 2;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SET_TENSOR, cudnn_set_tensor, &s, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  s.op = 0;
+  s.y = mem + MEM - 8;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SET_TENSOR, cudnn_set_tensor, &s, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "not inside a device allocation"));
+  s.y = mem + C;
+  s.y_type = CUDNN_DATA_INT8;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_SET_TENSOR, cudnn_set_tensor, &s, NULL, 0),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  harness_free(t);
+}
+
+static void test_conv_bwd_query(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  for (uint32_t dir = 0; dir < 2; dir++) {
+    rgpu_msg_cudnn_conv_bwd_req c = valid_conv_bwd(0, dir);
+    rgpu_msg_cudnn_conv_bwd_query_req q = {
+        .direction = dir, .query = 1, .requested = 8,
+        .x_type = c.x_type, .x_dim = c.x_dim, .x_stride = c.x_stride,
+        .w_type = c.w_type, .w_format = c.w_format, .w_dim = c.w_dim,
+        .conv_pad = c.conv_pad, .conv_stride = c.conv_stride, .conv_dilation = c.conv_dilation,
+        .conv_mode = c.conv_mode, .conv_compute = c.conv_compute, .conv_groups = 2,
+        .y_type = c.y_type, .y_dim = c.y_dim, .y_stride = c.y_stride};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD_QUERY, cudnn_conv_bwd_query, &q, NULL, 0), 0);
+    rgpu_msg_cudnn_conv_bwd_query_rep r;
+    assert_int_equal(rgpu_msg_cudnn_conv_bwd_query_rep_decode(t->p, t->h.length, &r), 0);
+    assert_int_equal(r.algo.count, 1);
+    assert_int_equal(rgpu_array_u32(&r.algo, 0), dir ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
+                                                      : CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+    assert_int_equal(rgpu_array_u64(&r.memory, 0), 0);
+    q.query = 0;
+    q.algo = 3;
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD_QUERY, cudnn_conv_bwd_query, &q, NULL, 0), 0);
+    assert_int_equal(rgpu_msg_cudnn_conv_bwd_query_rep_decode(t->p, t->h.length, &r), 0);
+    assert_int_equal(rgpu_array_u32(&r.algo, 0), 3);
+    q.requested = 0;
+    q.query = 1;
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD_QUERY, cudnn_conv_bwd_query, &q, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    q.requested = 1;
+    q.direction = 5;
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_CONV_BWD_QUERY, cudnn_conv_bwd_query, &q, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_true(reply_says(t, "direction 5"));
+  }
+  harness_free(t);
+}
+
+int main(void) {
+  char self[360];
+  harness_exe_dir(self, sizeof self);
+  snprintf(softgpu_lib, sizeof softgpu_lib, "%s/../lib/libsoftgpu.so", self);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv_bwd_computes),  cmocka_unit_test(test_hostile_conv_bwd),
+      cmocka_unit_test(test_elementwise_bwd),    cmocka_unit_test(test_pooling_bwd),
+      cmocka_unit_test(test_batchnorm),          cmocka_unit_test(test_hostile_batchnorm),
+      cmocka_unit_test(test_op_tensor_set_scale), cmocka_unit_test(test_conv_bwd_query),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
