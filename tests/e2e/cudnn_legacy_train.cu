@@ -13,7 +13,8 @@
 // differences of the loss, then the SGD step (cudnnAddTensor for the
 // filters and bias, cudnnOpTensor for the batch-norm parameters), the
 // running statistics and an inference pass (cudnnBatchNormalization-
-// ForwardInference) are checked too.  FMA math, so a GPU's TF32 does not
+// ForwardInference) are checked too, and the fused
+// cudnnConvolutionBiasActivationForward.  FMA math, so a GPU's TF32 does not
 // loosen the 1e-3 tolerance.  Natively the same program runs NVIDIA's
 // cuDNN.
 //
@@ -635,6 +636,34 @@ int main(int argc, char **argv) {
   compare("db1", from_device(T.db1, K1), f.db1, tol);
   compare("dW1", from_device(T.dw1, w1.size()), f.dw1, tol);
   compare("dx", from_device(T.dx, n_x), f.dx, tol);
+
+  // The fused forward: relu(conv1(x) + 0.5 z + b1) with z = conv1(x) + b1
+  // is relu(1.5 (conv1(x) + b1)); z a separate tensor, then z in y.
+  {
+    const cudnnConvolutionFwdAlgo_t precomp = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    size_t ws = 0;
+    DN(cudnnGetConvolutionForwardWorkspaceSize(T.h, T.l1.x, T.l1.w, T.l1.conv, T.l1.y, precomp,
+                                               &ws));
+    void *fws = nullptr;
+    if (ws) CHECK(cudaMalloc(&fws, ws));
+    float *fy = device_buffer(n_a1);
+    const float half = 0.5f;
+    Vec want(f.a1);
+    for (double &v : want) v = v > 0 ? 1.5 * v : 0;
+    DN(cudnnConvolutionBiasActivationForward(T.h, &one, T.l1.x, T.x, T.l1.w, T.w1, T.l1.conv,
+                                             precomp, fws, ws, &half, T.l1.y, T.a1, T.l1.bias,
+                                             T.b1, T.relu, T.l1.y, fy));
+    CHECK(cudaStreamSynchronize(stream));
+    compare("conv + z + bias + relu (fused)", from_device(fy, n_a1), want, tol);
+    CHECK(cudaMemcpy(fy, T.a1, n_a1 * sizeof(float), cudaMemcpyDeviceToDevice));
+    DN(cudnnConvolutionBiasActivationForward(T.h, &one, T.l1.x, T.x, T.l1.w, T.w1, T.l1.conv,
+                                             precomp, fws, ws, &half, T.l1.y, fy, T.l1.bias,
+                                             T.b1, T.relu, T.l1.y, fy));
+    CHECK(cudaStreamSynchronize(stream));
+    compare("conv + z + bias + relu (fused, z in y)", from_device(fy, n_a1), want, tol);
+    CHECK(cudaFree(fy));
+    if (fws) CHECK(cudaFree(fws));
+  }
 
   // A few weights' gradients against finite differences of the loss.
   finite_difference(T, T.w1, 5, f.dw1[5], "W1", label);
