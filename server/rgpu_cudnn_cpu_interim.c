@@ -150,6 +150,13 @@ void rgpu_cudnn_cpu_activation_bwd(const rgpu_cudnn_cpu_tensor *y, const rgpu_cu
   } while (next(x->nb, x->dim, idx));
 }
 
+/* The first output index whose window (start o stride - pad, size win)
+ * reaches i. */
+static int first_window(int i, int pad, int win, int stride) {
+  int t = i + pad - win + 1; /* o stride >= t */
+  return t <= 0 ? 0 : (t + stride - 1) / stride;
+}
+
 void rgpu_cudnn_cpu_pooling_bwd(const rgpu_cudnn_cpu_tensor *y, const rgpu_cudnn_cpu_tensor *dy,
                                 const rgpu_cudnn_cpu_tensor *x, const rgpu_cudnn_cpu_tensor *dx,
                                 int mode, const int window[2], const int pad[2],
@@ -162,13 +169,14 @@ void rgpu_cudnn_cpu_pooling_bwd(const rgpu_cudnn_cpu_tensor *y, const rgpu_cudnn
       for (int ih = 0; ih < H; ih++)
         for (int iw = 0; iw < W; iw++) {
           double acc = 0;
-          /* The windows that hold (ih, iw). */
-          for (int oh = 0; oh < OH; oh++) {
+          /* The windows that hold (ih, iw): oh from the first whose
+           * window reaches ih to the last that starts at or before it. */
+          int oh0 = first_window(ih, pad[0], window[0], stride[0]);
+          int ow0 = first_window(iw, pad[1], window[1], stride[1]);
+          for (int oh = oh0; oh < OH && oh * stride[0] - pad[0] <= ih; oh++) {
             int h0 = oh * stride[0] - pad[0];
-            if (ih < h0 || ih >= h0 + window[0]) continue;
-            for (int ow = 0; ow < OW; ow++) {
+            for (int ow = ow0; ow < OW && ow * stride[1] - pad[1] <= iw; ow++) {
               int w0 = ow * stride[1] - pad[1];
-              if (iw < w0 || iw >= w0 + window[1]) continue;
               double g = *at4(dy, n, c, oh, ow);
               if (is_max) {
                 /* The window's first maximum gets the gradient. */

@@ -334,6 +334,35 @@ static void test_pooling_bwd(void **state) {
           if (ih >= 0 && ih < 3 && iw >= 0 && iw < 3) want_avg[ih * 3 + iw] += dy4[oh * 4 + ow] / 4.0;
         }
   near(dx, want_avg, 9, 1e-6);
+  /* Average without the padding, 3x3 windows, stride 2, padding 1: y
+   * 1x1x2x2, windows overlapping in the middle row and column. */
+  static const int32_t win3[2] = {3, 3}, two[2] = {2, 2};
+  q.pool_mode = CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  q.pool_window = (rgpu_array){win3, 2};
+  q.pool_stride = (rgpu_array){two, 2};
+  q.y_dim = q.dy_dim = (rgpu_array){yd, 4};
+  q.y_stride = q.dy_stride = (rgpu_array){ys, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, 9 * sizeof(float));
+  double want_ex[9] = {0};
+  for (int oh = 0; oh < 2; oh++)
+    for (int ow = 0; ow < 2; ow++) {
+      int count = 0;
+      for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < 3; r++)
+          for (int s2 = 0; s2 < 3; s2++) {
+            int ih = oh * 2 - 1 + r, iw = ow * 2 - 1 + s2;
+            if (ih < 0 || ih >= 3 || iw < 0 || iw >= 3) continue;
+            if (pass == 0) count++;
+            else want_ex[ih * 3 + iw] += dy4[oh * 2 + ow] / count;
+          }
+    }
+  near(dx, want_ex, 9, 1e-6);
+  q.pool_window = (rgpu_array){win, 2};
+  q.pool_stride = (rgpu_array){one, 2};
+  q.pool_mode = CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  q.y_dim = q.dy_dim = (rgpu_array){y4d, 4};
+  q.y_stride = q.dy_stride = (rgpu_array){y4s, 4};
   /* Hostile: y that is not the pooling's output, a 3-d pooling, x outside. */
   q.pool_pad = (rgpu_array){nopad, 2};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0),
