@@ -648,14 +648,16 @@ CUresult rgpu_h_cudnn_batchnorm(rgpu_req *rq, const rgpu_msg_cudnn_batchnorm_req
   if (!bn_param_shape(&x, q->mode, &p))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the parameters' descriptor is not x's derived "
                 "shape for mode %u", api, q->mode);
-  /* Which parameter pointers the phase needs (1), may omit (2; both of a
-   * pair or neither) or does not use (0). */
+  /* Which parameter pointers the phase needs (1), may omit (2: both of a
+   * pair or neither; 3: alone, as the backward Ex form's bias, which ops
+   * BN does not read) or does not use (0).  Every pointer passed on is
+   * checked. */
   const struct {
     const char *name;
     uint64_t ptr;
     int need[3];
   } params[] = {
-      {"scale", q->scale, {1, 1, 1}},          {"bias", q->bias, {1, 1, 0}},
+      {"scale", q->scale, {1, 1, 1}},          {"bias", q->bias, {1, 1, 3}},
       {"mean", q->mean, {1, 2, 0}},            {"variance", q->variance, {1, 2, 0}},
       {"save_mean", q->save_mean, {0, 2, 2}},  {"save_inv_std", q->save_inv_std, {0, 2, 2}},
       {"dscale", q->dscale, {0, 0, 1}},        {"dbias", q->dbias, {0, 0, 1}}};

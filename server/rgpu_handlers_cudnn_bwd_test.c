@@ -9,7 +9,9 @@
  * softgpu answers); hostile requests (tensors, parameters and workspaces
  * outside the session, shapes that do not agree, out-of-range modes,
  * phases and directions, missing parameters, other types, an unknown
- * stream) get a clear error and leave the worker serving.  Skips when
+ * stream) get a clear error and leave the worker serving, also 3000
+ * randomly mutated ones (whatever passes the checks must stay inside the
+ * session's memory: a miss would crash the test).  Skips when
  * softgpu is not part of the build. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -536,6 +538,7 @@ static void test_hostile_batchnorm(void **state) {
   BAD(1, q.variance = 0, CUDA_ERROR_INVALID_VALUE, "mean and variance go together");
   BAD(1, q.scale = mem + MEM - 4, CUDA_ERROR_INVALID_VALUE, "scale (12 bytes at");
   BAD(2, q.dscale = 0x9000, CUDA_ERROR_INVALID_VALUE, "dscale (12 bytes at");
+  BAD(2, q.bias = 0x9000, CUDA_ERROR_INVALID_VALUE, "bias (12 bytes at");
   BAD(2, q.dx = mem + MEM - 16, CUDA_ERROR_INVALID_VALUE, "dx (96 bytes at");
   BAD(2, q.dx_dim = dx_small, CUDA_ERROR_INVALID_VALUE, "x and dx differ");
   BAD(1, q.p_dim = p_per_act, CUDA_ERROR_INVALID_VALUE, "derived shape");
@@ -671,6 +674,112 @@ static void test_conv_bwd_query(void **state) {
   harness_free(t);
 }
 
+/* ---- mutated requests: whatever passes the checks stays inside the
+ * session's memory; the worker answers every one and serves on ------------ */
+
+static unsigned g_rand = 99;
+static unsigned rnd(unsigned n) {
+  g_rand = g_rand * 1103515245u + 12345u;
+  return (g_rand >> 8) % n;
+}
+
+/* Overwrites an array with a random count (0..8) of values a hostile
+ * client might send. */
+static void mutate_array(rgpu_array *a, int32_t *store) {
+  static const int32_t pool[] = {-1, 0, 1, 2, 3, 4, 5, 9, 64, 1 << 20, INT32_MAX, INT32_MIN};
+  uint32_t n = rnd(9);
+  for (uint32_t i = 0; i < n; i++) store[i] = pool[rnd(sizeof pool / sizeof pool[0])];
+  *a = (rgpu_array){store, n};
+}
+
+static uint64_t mutate_ptr(uint64_t mem) {
+  static const uint64_t offs[] = {0, 4, 512, 1024, 2048, 4000, 4092, 8192};
+  switch (rnd(4)) {
+    case 0: return 0;
+    case 1: return 0x1000 + rnd(1 << 16);
+    default: return mem + offs[rnd(sizeof offs / sizeof offs[0])];
+  }
+}
+
+static void test_mutated_requests(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  int32_t st[6][8];
+  int counts[2] = {0, 0}; /* refused, computed */
+  for (int round = 0; round < 3000; round++) {
+    unsigned which = rnd(4), field = rnd(8);
+    switch (which) {
+      case 0: {
+        rgpu_msg_cudnn_conv_bwd_req q = valid_conv_bwd(mem, rnd(2));
+        rgpu_array *arr[] = {&q.x_dim, &q.x_stride, &q.w_dim, &q.conv_pad, &q.conv_stride,
+                             &q.conv_dilation, &q.y_dim, &q.y_stride};
+        mutate_array(arr[field], st[0]);
+        if (rnd(2)) mutate_array(arr[rnd(8)], st[1]);
+        if (rnd(3) == 0) q.x = mutate_ptr(mem);
+        if (rnd(3) == 0) q.w = mutate_ptr(mem);
+        if (rnd(4) == 0) q.conv_groups = (int32_t)rnd(5) - 1;
+        counts[conv_bwd(t, &q) == 0]++;
+        break;
+      }
+      case 1: {
+        rgpu_msg_cudnn_batchnorm_req q = valid_bn(mem, rnd(3));
+        rgpu_array *arr[] = {&q.x_dim, &q.x_stride, &q.y_dim, &q.y_stride,
+                             &q.dx_dim, &q.dx_stride, &q.p_dim, &q.p_stride};
+        mutate_array(arr[field], st[0]);
+        uint64_t *ptrs[] = {&q.scale, &q.bias, &q.mean, &q.variance, &q.save_mean,
+                            &q.save_inv_std, &q.dscale, &q.dbias, &q.x, &q.y, &q.dx};
+        if (rnd(2)) *ptrs[rnd(11)] = mutate_ptr(mem);
+        if (rnd(4) == 0) q.mode = rnd(4);
+        counts[bn(t, &q) == 0]++;
+        break;
+      }
+      case 2: {
+        static const int32_t win[2] = {2, 2}, pad[2] = {0, 0}, str[2] = {2, 2};
+        static const int32_t xd[4] = {1, 2, 4, 4}, xs[4] = {32, 16, 4, 1};
+        static const int32_t yd[4] = {1, 2, 2, 2}, ys[4] = {8, 4, 2, 1};
+        rgpu_msg_cudnn_pooling_bwd_req q = {
+            .pool_mode = rnd(5), .pool_window = {win, 2}, .pool_pad = {pad, 2},
+            .pool_stride = {str, 2}, .alpha = 1,
+            .y_type = CUDNN_DATA_FLOAT, .y_dim = {yd, 4}, .y_stride = {ys, 4}, .y = mem,
+            .dy_type = CUDNN_DATA_FLOAT, .dy_dim = {yd, 4}, .dy_stride = {ys, 4}, .dy = mem + 64,
+            .x_type = CUDNN_DATA_FLOAT, .x_dim = {xd, 4}, .x_stride = {xs, 4}, .x = mem + 512,
+            .dx_type = CUDNN_DATA_FLOAT, .dx_dim = {xd, 4}, .dx_stride = {xs, 4}, .dx = mem + 1024};
+        rgpu_array *arr[] = {&q.pool_window, &q.pool_pad, &q.pool_stride, &q.y_dim,
+                             &q.dy_stride, &q.x_dim, &q.dx_dim, &q.x_stride};
+        mutate_array(arr[field], st[0]);
+        if (rnd(3) == 0) q.dx = mutate_ptr(mem);
+        counts[HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0) == 0]++;
+        break;
+      }
+      default: {
+        rgpu_msg_cudnn_op_tensor_req q = {
+            .op = rnd(7), .op_compute = CUDNN_DATA_FLOAT, .alpha1 = 1, .alpha2 = 1,
+            .a_type = CUDNN_DATA_FLOAT, .a_dim = {e_d, 4}, .a_stride = {e_s, 4}, .a = mem,
+            .b_type = CUDNN_DATA_FLOAT, .b_dim = {b_d, 4}, .b_stride = {b_s, 4}, .b = mem + 128,
+            .c_type = CUDNN_DATA_FLOAT, .c_dim = {e_d, 4}, .c_stride = {e_s, 4}, .c = mem + 256};
+        rgpu_array *arr[] = {&q.a_dim, &q.a_stride, &q.b_dim, &q.b_stride,
+                             &q.c_dim, &q.c_stride, &q.a_dim, &q.c_dim};
+        mutate_array(arr[field], st[0]);
+        if (rnd(3) == 0) q.c = mutate_ptr(mem);
+        counts[HARNESS_SEND(t, RGPU_OP_CUDNN_OP_TENSOR, cudnn_op_tensor, &q, NULL, 0) == 0]++;
+        break;
+      }
+    }
+  }
+  /* Both outcomes were reached. */
+  print_message("mutated requests: %d refused, %d computed\n", counts[0], counts[1]);
+  assert_true(counts[0] > 1000 && counts[1] > 100);
+  /* Still serving: a valid request computes. */
+  rgpu_msg_cudnn_conv_bwd_req q = valid_conv_bwd(mem, 1);
+  assert_int_equal(conv_bwd(t, &q), 0);
+  float probe[4];
+  harness_dtoh(t, mem, probe, sizeof probe);
+  harness_free(t);
+}
+
 int main(void) {
   char self[360];
   harness_exe_dir(self, sizeof self);
@@ -680,6 +789,7 @@ int main(void) {
       cmocka_unit_test(test_elementwise_bwd),    cmocka_unit_test(test_pooling_bwd),
       cmocka_unit_test(test_batchnorm),          cmocka_unit_test(test_hostile_batchnorm),
       cmocka_unit_test(test_op_tensor_set_scale), cmocka_unit_test(test_conv_bwd_query),
+      cmocka_unit_test(test_mutated_requests),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
