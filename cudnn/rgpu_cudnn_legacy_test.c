@@ -1,6 +1,6 @@
 /* Unit tests of the facade's training additions without a session (no
  * handle can be had, as natively without a GPU): cudnnDeriveBNTensor-
- * Descriptor's shapes, the op-tensor descriptor, and cuDNN's argument
+ * Descriptor's shapes, the op-tensor and LRN descriptors, and cuDNN's argument
  * checks of the backward, batch-norm, op-tensor and set/scale calls, which
  * answer before anything would be sent. */
 #include <setjmp.h>
@@ -82,6 +82,26 @@ static void test_op_tensor_descriptor(void **state) {
   assert_int_equal(cudnnDestroyOpTensorDescriptor(NULL), CUDNN_STATUS_SUCCESS);
 }
 
+/* The LRN descriptor: cuDNN's defaults, its limits, NULL outputs
+ * skipped. */
+static void test_lrn_descriptor(void **state) {
+  (void)state;
+  cudnnLRNDescriptor_t lrn;
+  assert_int_equal(cudnnCreateLRNDescriptor(&lrn), CUDNN_STATUS_SUCCESS);
+  unsigned n = 0;
+  double alpha = 0, beta = 0, k = 0;
+  assert_int_equal(cudnnGetLRNDescriptor(lrn, &n, &alpha, &beta, &k), CUDNN_STATUS_SUCCESS);
+  assert_true(n == 5 && alpha == 1e-4 && beta == 0.75 && k == 2.0);
+  assert_int_equal(cudnnSetLRNDescriptor(lrn, 3, 0.5, 0.5, 1.0), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnGetLRNDescriptor(lrn, &n, NULL, NULL, &k), CUDNN_STATUS_SUCCESS);
+  assert_true(n == 3 && k == 1.0);
+  assert_int_equal(cudnnSetLRNDescriptor(lrn, 17, 0.5, 0.5, 1.0), CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnSetLRNDescriptor(lrn, 0, 0.5, 0.5, 1.0), CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnSetLRNDescriptor(lrn, 3, 0.5, 0.001, 1.0), CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnSetLRNDescriptor(lrn, 3, 0.5, 0.5, 1e-6), CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnDestroyLRNDescriptor(lrn), CUDNN_STATUS_SUCCESS);
+}
+
 /* Without a handle every compute call is refused at once (BAD_PARAM), and
  * the algorithm counts need one too. */
 static void test_calls_check_their_arguments(void **state) {
@@ -115,6 +135,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_derive_bn),
       cmocka_unit_test(test_op_tensor_descriptor),
+      cmocka_unit_test(test_lrn_descriptor),
       cmocka_unit_test(test_calls_check_their_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  * strided CUDNN_CONVOLUTION-mode convolution with a beta blend, the bias
  * gradient, ELU/tanh/swish backward, max and average pooling backward,
  * softmax and log-softmax backward, batch-norm training, backward and
- * inference, op-tensor with broadcast, set and scale, the queries'
+ * inference, op-tensor with broadcast, set and scale, cross-channel LRN
+ * forward and backward (against central differences), the queries'
  * softgpu answers); hostile requests (tensors, parameters and workspaces
  * outside the session, shapes that do not agree, out-of-range modes,
  * phases and directions, missing parameters, other types, an unknown
@@ -674,6 +675,91 @@ static void test_conv_bwd_query(void **state) {
   harness_free(t);
 }
 
+/* ---- cross-channel LRN (rgpu_handlers_cudnn_lrn.c) ---------------------------- */
+
+/* The forward in double: y_c = x_c (k + alpha/n sum x_j^2)^-beta over
+ * [c - (n-1)/2, c + n - 1 - (n-1)/2], per position of a 2x5x1x2 tensor. */
+static void lrn_ref(const double *x, double *y, int n, double alpha, double beta, double k) {
+  int lb = (n - 1) / 2, la = n - 1 - lb;
+  for (int b = 0; b < 2; b++)
+    for (int p = 0; p < 2; p++)
+      for (int c = 0; c < 5; c++) {
+        double sum = 0;
+        for (int j = c - lb; j <= c + la; j++)
+          if (j >= 0 && j < 5) sum += x[b * 10 + j * 2 + p] * x[b * 10 + j * 2 + p];
+        y[b * 10 + c * 2 + p] = x[b * 10 + c * 2 + p] * pow(k + alpha / n * sum, -beta);
+      }
+}
+
+static void test_lrn(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  enum { X = 0, Y = 128, DY = 256, DX = 384 };
+  static const int32_t d[4] = {2, 5, 1, 2}, s[4] = {10, 2, 2, 1};
+  float x[20], dy[20], y[20], dx[20];
+  fill(x, 20, 31);
+  fill(dy, 20, 32);
+  harness_htod(t, mem + X, x, sizeof x);
+  harness_htod(t, mem + DY, dy, sizeof dy);
+  rgpu_msg_cudnn_lrn_req q = {
+      .direction = 0, .lrn_n = 4, .lrn_alpha = 0.8, .lrn_beta = 0.75, .lrn_k = 1.5, .alpha = 1,
+      .beta = 0,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {d, 4}, .x_stride = {s, 4}, .x = mem + X,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {d, 4}, .y_stride = {s, 4}, .y = mem + Y};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + Y, y, sizeof y);
+  double xd[20], want[20];
+  for (int i = 0; i < 20; i++) xd[i] = x[i];
+  lrn_ref(xd, want, 4, 0.8, 0.75, 1.5);
+  near(y, want, 20, 1e-6);
+  /* Backward against central differences of the reference forward:
+   * dx_i = sum over o of dy_o dy_o/dx_i. */
+  q.direction = 1;
+  q.dy_type = q.dx_type = CUDNN_DATA_FLOAT;
+  q.dy_dim = q.dx_dim = (rgpu_array){d, 4};
+  q.dy_stride = q.dx_stride = (rgpu_array){s, 4};
+  q.dy = mem + DY;
+  q.dx = mem + DX;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, sizeof dx);
+  for (int i = 0; i < 20; i++) {
+    double plus[20], minus[20], yp[20], ym[20], g = 0;
+    memcpy(plus, xd, sizeof plus);
+    memcpy(minus, xd, sizeof minus);
+    plus[i] += 1e-6;
+    minus[i] -= 1e-6;
+    lrn_ref(plus, yp, 4, 0.8, 0.75, 1.5);
+    lrn_ref(minus, ym, 4, 0.8, 0.75, 1.5);
+    for (int o = 0; o < 20; o++) g += dy[o] * (yp[o] - ym[o]) / 2e-6;
+    want[i] = g;
+  }
+  near(dx, want, 20, 1e-4);
+  /* Hostile: n beyond cuDNN's limit, dx of another shape, dx outside. */
+  q.lrn_n = 17;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "out of cuDNN's range"));
+  q.lrn_n = 4;
+  q.dx_dim = (rgpu_array){e_d, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "x and dx differ"));
+  q.dx_dim = (rgpu_array){d, 4};
+  q.dx = mem + MEM - 40;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "dx (80 bytes at"));
+  q.direction = 2;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  q.direction = 0;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0), 0);
+  harness_free(t);
+}
+
 /* ---- mutated requests: whatever passes the checks stays inside the
  * session's memory; the worker answers every one and serves on ------------ */
 
@@ -789,7 +875,7 @@ int main(void) {
       cmocka_unit_test(test_elementwise_bwd),    cmocka_unit_test(test_pooling_bwd),
       cmocka_unit_test(test_batchnorm),          cmocka_unit_test(test_hostile_batchnorm),
       cmocka_unit_test(test_op_tensor_set_scale), cmocka_unit_test(test_conv_bwd_query),
-      cmocka_unit_test(test_mutated_requests),
+      cmocka_unit_test(test_lrn),                cmocka_unit_test(test_mutated_requests),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

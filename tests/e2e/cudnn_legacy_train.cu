@@ -13,8 +13,8 @@
 // differences of the loss, then the SGD step (cudnnAddTensor for the
 // filters and bias, cudnnOpTensor for the batch-norm parameters), the
 // running statistics and an inference pass (cudnnBatchNormalization-
-// ForwardInference) are checked too, and the fused
-// cudnnConvolutionBiasActivationForward.  FMA math, so a GPU's TF32 does not
+// ForwardInference) are checked too, the fused
+// cudnnConvolutionBiasActivationForward and a cross-channel LRN.  FMA math, so a GPU's TF32 does not
 // loosen the 1e-3 tolerance.  Natively the same program runs NVIDIA's
 // cuDNN.
 //
@@ -217,6 +217,23 @@ static void ref_backward(Ref &f, const Vec &x, const Vec &w1, const Vec &w2, con
   for (size_t i = 0; i < f.da1.size(); i++) f.db1[i / (H1 * H1) % K1] += f.da1[i];
   f.dw1 = conv_bwd_filter(x, C0, H0, f.da1, K1);
   f.dx = conv_bwd_data(f.da1, K1, H0, w1, C0);
+}
+
+// Cross-channel LRN of an NxK2xH2xH2 tensor, in double: y_c = x_c (k +
+// alpha/n sum x_j^2)^-beta over the window [c - (n-1)/2, c + n-1-(n-1)/2].
+static Vec ref_lrn(const Vec &x, int n, double alpha, double beta, double k) {
+  Vec y(x.size());
+  int lb = (n - 1) / 2, la = n - 1 - lb;
+  for (int b = 0; b < N; b++)
+    for (int p = 0; p < H2 * H2; p++)
+      for (int c = 0; c < K2; c++) {
+        double sum = 0;
+        for (int j = c - lb; j <= c + la; j++)
+          if (j >= 0 && j < K2) sum += x[((size_t)b * K2 + j) * H2 * H2 + p] * x[((size_t)b * K2 + j) * H2 * H2 + p];
+        size_t i = ((size_t)b * K2 + c) * H2 * H2 + p;
+        y[i] = x[i] * std::pow(k + alpha / n * sum, -beta);
+      }
+  return y;
 }
 
 // ---- the device side ---------------------------------------------------------------
@@ -704,6 +721,41 @@ int main(int argc, char **argv) {
     inf[i] = (f1.c2[i] - run_mean[c]) / std::sqrt(run_var[c] + kEps) * gn[c] + bnn[c];
   }
   compare("batch-norm (inference)", from_device(T.bn, n_c2), inf, tol);
+
+  // Cross-channel LRN (an even window: cuDNN's look-behind and look-ahead
+  // differ) of conv2's output, forward and backward; the backward's
+  // reference is central differences of the forward's.
+  {
+    cudnnLRNDescriptor_t lrn;
+    DN(cudnnCreateLRNDescriptor(&lrn));
+    DN(cudnnSetLRNDescriptor(lrn, 4, 0.8, 0.75, 1.5));
+    unsigned ln;
+    double la, lb, lk;
+    DN(cudnnGetLRNDescriptor(lrn, &ln, &la, &lb, &lk));
+    EXPECT(ln == 4 && la == 0.8 && lb == 0.75 && lk == 1.5);
+    float *ly = device_buffer(n_c2), *ldx = device_buffer(n_c2);
+    DN(cudnnLRNCrossChannelForward(T.h, lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, T.l2.y, T.c2,
+                                   &zero, T.l2.y, ly));
+    DN(cudnnLRNCrossChannelBackward(T.h, lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, T.l2.y, ly,
+                                    T.l2.y, T.dbn, T.l2.y, T.c2, &zero, T.l2.y, ldx));
+    CHECK(cudaStreamSynchronize(stream));
+    Vec c2 = widen(from_device(T.c2, n_c2)), g = widen(from_device(T.dbn, n_c2));
+    compare("LRN forward", from_device(ly, n_c2), ref_lrn(c2, 4, 0.8, 0.75, 1.5), tol);
+    Vec want(n_c2);
+    for (size_t i = 0; i < n_c2; i++) {
+      Vec plus(c2), minus(c2);
+      plus[i] += 1e-5;
+      minus[i] -= 1e-5;
+      Vec yp = ref_lrn(plus, 4, 0.8, 0.75, 1.5), ym = ref_lrn(minus, 4, 0.8, 0.75, 1.5);
+      double d = 0;
+      for (size_t o = 0; o < n_c2; o++) d += g[o] * (yp[o] - ym[o]) / 2e-5;
+      want[i] = d;
+    }
+    compare("LRN backward", from_device(ldx, n_c2), want, tol);
+    CHECK(cudaFree(ly));
+    CHECK(cudaFree(ldx));
+    DN(cudnnDestroyLRNDescriptor(lrn));
+  }
 
   if (work >= 0) {
     // The rounds, between the same two synchronizations.
