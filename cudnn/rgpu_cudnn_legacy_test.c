@@ -1,6 +1,7 @@
 /* Unit tests of the facade's training additions without a session (no
  * handle can be had, as natively without a GPU): cudnnDeriveBNTensor-
- * Descriptor's shapes, the op-tensor and LRN descriptors, and cuDNN's argument
+ * Descriptor's shapes, the op-tensor, LRN and reduce-tensor descriptors, and cuDNN's
+ * argument
  * checks of the backward, batch-norm, op-tensor and set/scale calls, which
  * answer before anything would be sent. */
 #include <setjmp.h>
@@ -102,6 +103,39 @@ static void test_lrn_descriptor(void **state) {
   assert_int_equal(cudnnDestroyLRNDescriptor(lrn), CUDNN_STATUS_SUCCESS);
 }
 
+static void test_reduce_descriptor(void **state) {
+  (void)state;
+  cudnnReduceTensorDescriptor_t red;
+  assert_int_equal(cudnnCreateReduceTensorDescriptor(&red), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnSetReduceTensorDescriptor(red, CUDNN_REDUCE_TENSOR_NORM2, CUDNN_DATA_FLOAT,
+                                                  CUDNN_NOT_PROPAGATE_NAN,
+                                                  CUDNN_REDUCE_TENSOR_FLATTENED_INDICES,
+                                                  CUDNN_32BIT_INDICES),
+                   CUDNN_STATUS_SUCCESS);
+  cudnnReduceTensorOp_t op;
+  cudnnDataType_t t;
+  cudnnNanPropagation_t nan;
+  cudnnReduceTensorIndices_t ind;
+  cudnnIndicesType_t it;
+  assert_int_equal(cudnnGetReduceTensorDescriptor(red, &op, &t, &nan, &ind, &it),
+                   CUDNN_STATUS_SUCCESS);
+  assert_true(op == CUDNN_REDUCE_TENSOR_NORM2 && t == CUDNN_DATA_FLOAT &&
+              ind == CUDNN_REDUCE_TENSOR_FLATTENED_INDICES && it == CUDNN_32BIT_INDICES);
+  assert_int_equal(cudnnSetReduceTensorDescriptor(red, (cudnnReduceTensorOp_t)9, CUDNN_DATA_FLOAT,
+                                                  CUDNN_NOT_PROPAGATE_NAN,
+                                                  CUDNN_REDUCE_TENSOR_NO_INDICES,
+                                                  CUDNN_32BIT_INDICES),
+                   CUDNN_STATUS_BAD_PARAM);
+  size_t size;
+  cudnnTensorDescriptor_t a = tensor4(CUDNN_DATA_FLOAT, 2, 3, 4, 4);
+  assert_int_equal(cudnnGetReductionWorkspaceSize(NULL, red, a, a, &size), CUDNN_STATUS_BAD_PARAM);
+  float one = 1, buf[4];
+  assert_int_equal(cudnnReduceTensor(NULL, red, NULL, 0, NULL, 0, &one, a, buf, &one, a, buf),
+                   CUDNN_STATUS_BAD_PARAM);
+  cudnnDestroyTensorDescriptor(a);
+  assert_int_equal(cudnnDestroyReduceTensorDescriptor(red), CUDNN_STATUS_SUCCESS);
+}
+
 /* Without a handle every compute call is refused at once (BAD_PARAM), and
  * the algorithm counts need one too. */
 static void test_calls_check_their_arguments(void **state) {
@@ -136,6 +170,7 @@ int main(void) {
       cmocka_unit_test(test_derive_bn),
       cmocka_unit_test(test_op_tensor_descriptor),
       cmocka_unit_test(test_lrn_descriptor),
+      cmocka_unit_test(test_reduce_descriptor),
       cmocka_unit_test(test_calls_check_their_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

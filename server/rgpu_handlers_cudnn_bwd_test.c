@@ -6,7 +6,8 @@
  * gradient, ELU/tanh/swish backward, max and average pooling backward,
  * softmax and log-softmax backward, batch-norm training, backward and
  * inference, op-tensor with broadcast, set and scale, cross-channel LRN
- * forward and backward (against central differences), the queries'
+ * forward and backward (against central differences), reductions (sums,
+ * norms, extrema with their indices), the queries'
  * softgpu answers); hostile requests (tensors, parameters and workspaces
  * outside the session, shapes that do not agree, out-of-range modes,
  * phases and directions, missing parameters, other types, an unknown
@@ -760,6 +761,129 @@ static void test_lrn(void **state) {
   harness_free(t);
 }
 
+/* ---- cudnnReduceTensor (rgpu_handlers_cudnn_reduce.c) ----------------------------- */
+
+static void test_reduce(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  enum { A = 0, C = 128, IDX = 256 };
+  float a[24], c[12];
+  uint32_t idx[12];
+  fill(a, 24, 41);
+  a[5] = 0; /* MUL_NO_ZEROS skips it */
+  harness_htod(t, mem + A, a, sizeof a);
+  /* Over n, h, w to 1x3x1x1 (ADD, AVG, NORM1, NORM2, MUL_NO_ZEROS, AMAX),
+   * c = 2 r - c0 with c0 = 1. */
+  static const int32_t cd[4] = {1, 3, 1, 1}, cs[4] = {3, 1, 1, 1};
+  const uint32_t ops[6] = {CUDNN_REDUCE_TENSOR_ADD, CUDNN_REDUCE_TENSOR_AVG,
+                           CUDNN_REDUCE_TENSOR_NORM1, CUDNN_REDUCE_TENSOR_NORM2,
+                           CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS, CUDNN_REDUCE_TENSOR_AMAX};
+  for (int o = 0; o < 6; o++) {
+    const float ones[3] = {1, 1, 1};
+    harness_htod(t, mem + C, ones, sizeof ones);
+    rgpu_msg_cudnn_reduce_req q = {
+        .red_op = ops[o], .red_compute = CUDNN_DATA_FLOAT, .alpha = 2, .beta = -1,
+        .a_type = CUDNN_DATA_FLOAT, .a_dim = {e_d, 4}, .a_stride = {e_s, 4}, .a = mem + A,
+        .c_type = CUDNN_DATA_FLOAT, .c_dim = {cd, 4}, .c_stride = {cs, 4}, .c = mem + C};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0), 0);
+    harness_dtoh(t, mem + C, c, 3 * sizeof(float));
+    double want[3];
+    for (int ch = 0; ch < 3; ch++) {
+      double acc = ops[o] == CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS ? 1 : 0;
+      for (int i = 0; i < 24; i++) {
+        if (i / 4 % 3 != ch) continue;
+        double v = a[i];
+        switch (ops[o]) {
+          case CUDNN_REDUCE_TENSOR_NORM1: acc += fabs(v); break;
+          case CUDNN_REDUCE_TENSOR_NORM2: acc += v * v; break;
+          case CUDNN_REDUCE_TENSOR_MUL_NO_ZEROS: acc *= v != 0 ? v : 1; break;
+          case CUDNN_REDUCE_TENSOR_AMAX: acc = fabs(v) > acc ? fabs(v) : acc; break;
+          default: acc += v; break;
+        }
+      }
+      if (ops[o] == CUDNN_REDUCE_TENSOR_AVG) acc /= 8;
+      if (ops[o] == CUDNN_REDUCE_TENSOR_NORM2) acc = sqrt(acc);
+      want[ch] = 2 * acc - 1;
+    }
+    near(c, want, 3, 1e-6);
+  }
+  /* The maximum over the channels (2x1x2x2) with its index, and the
+   * minimum over everything but n (2x1x1x1). */
+  static const int32_t md[4] = {2, 1, 2, 2}, ms[4] = {4, 4, 2, 1};
+  rgpu_msg_cudnn_reduce_req q = {
+      .red_op = CUDNN_REDUCE_TENSOR_MAX, .red_compute = CUDNN_DATA_FLOAT,
+      .red_indices = CUDNN_REDUCE_TENSOR_FLATTENED_INDICES, .alpha = 1, .beta = 0,
+      .a_type = CUDNN_DATA_FLOAT, .a_dim = {e_d, 4}, .a_stride = {e_s, 4}, .a = mem + A,
+      .c_type = CUDNN_DATA_FLOAT, .c_dim = {md, 4}, .c_stride = {ms, 4}, .c = mem + C,
+      .indices = mem + IDX, .indices_size = 32};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + C, c, 8 * sizeof(float));
+  harness_dtoh(t, mem + IDX, idx, 8 * sizeof(uint32_t));
+  for (int n = 0; n < 2; n++)
+    for (int p = 0; p < 4; p++) {
+      int best = 0;
+      for (int ch = 1; ch < 3; ch++)
+        if (a[n * 12 + ch * 4 + p] > a[n * 12 + best * 4 + p]) best = ch;
+      assert_true(c[n * 4 + p] == a[n * 12 + best * 4 + p]);
+      assert_int_equal(idx[n * 4 + p], best);
+    }
+  static const int32_t nd[4] = {2, 1, 1, 1}, ns[4] = {1, 1, 1, 1};
+  q.red_op = CUDNN_REDUCE_TENSOR_MIN;
+  q.c_dim = (rgpu_array){nd, 4};
+  q.c_stride = (rgpu_array){ns, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + C, c, 2 * sizeof(float));
+  harness_dtoh(t, mem + IDX, idx, 2 * sizeof(uint32_t));
+  for (int n = 0; n < 2; n++) {
+    int best = 0;
+    for (int i = 1; i < 12; i++)
+      if (a[n * 12 + i] < a[n * 12 + best]) best = i;
+    assert_true(c[n] == a[n * 12 + best]);
+    assert_int_equal(idx[n], best);
+  }
+  /* Hostile: indices too small or outside, C not a reduction of A, an
+   * unknown op. */
+  q.indices_size = 4;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "the indices need 8 bytes, 4 given"));
+  q.indices_size = 8;
+  q.indices = 0x7000;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "the indices (8 bytes at"));
+  q.indices = mem + IDX;
+  q.c_dim = (rgpu_array){b_s, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "C's dimension 0 is neither A's nor 1"));
+  q.c_dim = (rgpu_array){nd, 4};
+  q.red_op = 9;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* softgpu's sizes: a u32 per element of C for indices, no workspace. */
+  rgpu_msg_cudnn_reduce_query_req sq = {
+      .which = 0, .red_op = CUDNN_REDUCE_TENSOR_MAX, .red_compute = CUDNN_DATA_FLOAT,
+      .red_indices = CUDNN_REDUCE_TENSOR_FLATTENED_INDICES,
+      .a_type = CUDNN_DATA_FLOAT, .a_dim = {e_d, 4}, .a_stride = {e_s, 4},
+      .c_type = CUDNN_DATA_FLOAT, .c_dim = {md, 4}, .c_stride = {ms, 4}};
+  rgpu_msg_cudnn_reduce_query_rep sr;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE_QUERY, cudnn_reduce_query, &sq, NULL, 0), 0);
+  assert_int_equal(rgpu_msg_cudnn_reduce_query_rep_decode(t->p, t->h.length, &sr), 0);
+  assert_int_equal(sr.size, 32);
+  sq.which = 1;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE_QUERY, cudnn_reduce_query, &sq, NULL, 0), 0);
+  assert_int_equal(rgpu_msg_cudnn_reduce_query_rep_decode(t->p, t->h.length, &sr), 0);
+  assert_int_equal(sr.size, 0);
+  sq.which = 2;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE_QUERY, cudnn_reduce_query, &sq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  harness_free(t);
+}
+
 /* ---- mutated requests: whatever passes the checks stays inside the
  * session's memory; the worker answers every one and serves on ------------ */
 
@@ -796,7 +920,7 @@ static void test_mutated_requests(void **state) {
   int32_t st[6][8];
   int counts[2] = {0, 0}; /* refused, computed */
   for (int round = 0; round < 3000; round++) {
-    unsigned which = rnd(4), field = rnd(8);
+    unsigned which = rnd(6), field = rnd(8);
     switch (which) {
       case 0: {
         rgpu_msg_cudnn_conv_bwd_req q = valid_conv_bwd(mem, rnd(2));
@@ -840,6 +964,37 @@ static void test_mutated_requests(void **state) {
         counts[HARNESS_SEND(t, RGPU_OP_CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q, NULL, 0) == 0]++;
         break;
       }
+      case 4: {
+        static const int32_t cd[4] = {1, 3, 1, 1}, cs[4] = {3, 1, 1, 1};
+        rgpu_msg_cudnn_reduce_req q = {
+            .red_op = rnd(10), .red_compute = CUDNN_DATA_FLOAT, .red_indices = rnd(3),
+            .alpha = 1,
+            .a_type = CUDNN_DATA_FLOAT, .a_dim = {e_d, 4}, .a_stride = {e_s, 4}, .a = mem,
+            .c_type = CUDNN_DATA_FLOAT, .c_dim = {cd, 4}, .c_stride = {cs, 4}, .c = mem + 256,
+            .indices = mutate_ptr(mem), .indices_size = rnd(64)};
+        rgpu_array *arr[] = {&q.a_dim, &q.a_stride, &q.c_dim, &q.c_stride,
+                             &q.a_dim, &q.c_dim, &q.a_stride, &q.c_stride};
+        mutate_array(arr[field], st[0]);
+        if (rnd(3) == 0) q.c = mutate_ptr(mem);
+        counts[HARNESS_SEND(t, RGPU_OP_CUDNN_REDUCE, cudnn_reduce, &q, NULL, 0) == 0]++;
+        break;
+      }
+      case 5: {
+        static const int32_t d[4] = {2, 5, 1, 2}, s[4] = {10, 2, 2, 1};
+        rgpu_msg_cudnn_lrn_req q = {
+            .direction = rnd(3), .lrn_n = rnd(18), .lrn_alpha = 0.5, .lrn_beta = 0.75,
+            .lrn_k = 1, .alpha = 1,
+            .x_type = CUDNN_DATA_FLOAT, .x_dim = {d, 4}, .x_stride = {s, 4}, .x = mem,
+            .y_type = CUDNN_DATA_FLOAT, .y_dim = {d, 4}, .y_stride = {s, 4}, .y = mem + 128,
+            .dy_type = CUDNN_DATA_FLOAT, .dy_dim = {d, 4}, .dy_stride = {s, 4}, .dy = mem + 256,
+            .dx_type = CUDNN_DATA_FLOAT, .dx_dim = {d, 4}, .dx_stride = {s, 4}, .dx = mem + 384};
+        rgpu_array *arr[] = {&q.x_dim, &q.x_stride, &q.y_dim, &q.y_stride,
+                             &q.dy_dim, &q.dy_stride, &q.dx_dim, &q.dx_stride};
+        mutate_array(arr[field], st[0]);
+        if (rnd(3) == 0) q.dx = mutate_ptr(mem);
+        counts[HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0) == 0]++;
+        break;
+      }
       default: {
         rgpu_msg_cudnn_op_tensor_req q = {
             .op = rnd(7), .op_compute = CUDNN_DATA_FLOAT, .alpha1 = 1, .alpha2 = 1,
@@ -875,7 +1030,8 @@ int main(void) {
       cmocka_unit_test(test_elementwise_bwd),    cmocka_unit_test(test_pooling_bwd),
       cmocka_unit_test(test_batchnorm),          cmocka_unit_test(test_hostile_batchnorm),
       cmocka_unit_test(test_op_tensor_set_scale), cmocka_unit_test(test_conv_bwd_query),
-      cmocka_unit_test(test_lrn),                cmocka_unit_test(test_mutated_requests),
+      cmocka_unit_test(test_lrn),                cmocka_unit_test(test_reduce),
+      cmocka_unit_test(test_mutated_requests),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

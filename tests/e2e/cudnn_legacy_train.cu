@@ -14,7 +14,8 @@
 // filters and bias, cudnnOpTensor for the batch-norm parameters), the
 // running statistics and an inference pass (cudnnBatchNormalization-
 // ForwardInference) are checked too, the fused
-// cudnnConvolutionBiasActivationForward and a cross-channel LRN.  FMA math, so a GPU's TF32 does not
+// cudnnConvolutionBiasActivationForward, a cross-channel LRN and
+// cudnnReduceTensor.  FMA math, so a GPU's TF32 does not
 // loosen the 1e-3 tolerance.  Natively the same program runs NVIDIA's
 // cuDNN.
 //
@@ -755,6 +756,43 @@ int main(int argc, char **argv) {
     CHECK(cudaFree(ly));
     CHECK(cudaFree(ldx));
     DN(cudnnDestroyLRNDescriptor(lrn));
+  }
+
+  // cudnnReduceTensor of conv2's output to one value per channel: the sum,
+  // the 2-norm and the maximum (its workspace asked of cuDNN).
+  {
+    cudnnReduceTensorDescriptor_t red;
+    DN(cudnnCreateReduceTensorDescriptor(&red));
+    cudnnTensorDescriptor_t per_channel = tensor(1, K2, 1, 1);
+    float *dsum = device_buffer(K2);
+    Vec c2 = widen(from_device(T.c2, n_c2));
+    const cudnnReduceTensorOp_t ops[3] = {CUDNN_REDUCE_TENSOR_ADD, CUDNN_REDUCE_TENSOR_NORM2,
+                                          CUDNN_REDUCE_TENSOR_MAX};
+    const char *names[3] = {"reduce add", "reduce norm2", "reduce max"};
+    for (int o = 0; o < 3; o++) {
+      DN(cudnnSetReduceTensorDescriptor(red, ops[o], CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN,
+                                        CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES));
+      size_t ws = 0;
+      DN(cudnnGetReductionWorkspaceSize(T.h, red, T.l2.y, per_channel, &ws));
+      void *rws = nullptr;
+      if (ws) CHECK(cudaMalloc(&rws, ws));
+      DN(cudnnReduceTensor(T.h, red, nullptr, 0, rws, ws, &one, T.l2.y, T.c2, &zero, per_channel,
+                           dsum));
+      CHECK(cudaStreamSynchronize(stream));
+      Vec want(K2, o == 2 ? -1e300 : 0.0);
+      for (size_t i = 0; i < n_c2; i++) {
+        int c = (int)(i / (H2 * H2) % K2);
+        want[c] = o == 0 ? want[c] + c2[i] : o == 1 ? want[c] + c2[i] * c2[i]
+                                                    : std::fmax(want[c], c2[i]);
+      }
+      if (o == 1)
+        for (double &v : want) v = std::sqrt(v);
+      compare(names[o], from_device(dsum, K2), want, tol);
+      if (rws) CHECK(cudaFree(rws));
+    }
+    CHECK(cudaFree(dsum));
+    DN(cudnnDestroyTensorDescriptor(per_channel));
+    DN(cudnnDestroyReduceTensorDescriptor(red));
   }
 
   if (work >= 0) {
