@@ -670,8 +670,8 @@ CUresult rgpu_h_cudnn_conv_fwd_query(rgpu_req *rq, const rgpu_msg_cudnn_conv_fwd
   return CUDA_SUCCESS;
 }
 
-/* ---- shared with the backward, batch-norm and op-tensor handlers
- * (rgpu_handlers_cudnn_bwd.c): the same checks, one definition ------------- */
+/* ---- shared with the other legacy handlers (rgpu_handlers_cudnn_bwd.c,
+ * _lrn.c, _reduce.c): the same checks, one definition ---------------------- */
 
 size_t rgpu_cudnn_srv_type_size(uint32_t type) { return type_size(type); }
 

@@ -17,8 +17,8 @@ CUresult rgpu_cudnn_server_handle(rgpu_worker *w, const char *api, CUstream stre
                                   cudnnHandle_t *out);
 
 
-/* ---- what the legacy handlers share (rgpu_handlers_cudnn.c defines,
- * rgpu_handlers_cudnn_bwd.c uses) ------------------------------------------ */
+/* ---- what the legacy handlers share (rgpu_handlers_cudnn.c defines;
+ * rgpu_handlers_cudnn_bwd.c, _lrn.c and _reduce.c use) ----------------------- */
 
 /* A tensor as the wire carries it, checked. */
 typedef struct {
