@@ -7,7 +7,8 @@
  * softmax and log-softmax backward, batch-norm training, backward and
  * inference, op-tensor with broadcast, set and scale, cross-channel LRN
  * forward and backward (against central differences), reductions (sums,
- * norms, extrema with their indices), the queries'
+ * norms, extrema with their indices), dropout (masks, scaling, the
+ * seed's reproducibility, the backward), the queries'
  * softgpu answers); hostile requests (tensors, parameters and workspaces
  * outside the session, shapes that do not agree, out-of-range modes,
  * phases and directions, missing parameters, other types, an unknown
@@ -884,6 +885,104 @@ static void test_reduce(void **state) {
   harness_free(t);
 }
 
+/* ---- dropout (rgpu_handlers_cudnn_dropout.c) --------------------------------------- */
+
+static void test_dropout(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, 16384);
+  enum { STATES = 0, X = 1024, Y = 5120, DX = 9216, RES = 13312, N = 1024 };
+  static const int32_t d[4] = {1, 1, 32, 32}, s[4] = {1024, 1024, 32, 1};
+  static float x[N], y[N], y1[N], dx[N];
+  uint8_t mask[N], mask1[N];
+  fill(x, N, 51);
+  harness_htod(t, mem + X, x, sizeof x);
+  rgpu_msg_cudnn_dropout_init_req in = {.dropout = 0.25f, .states = mem + STATES,
+                                        .states_size = 16, .seed = 7};
+  rgpu_msg_cudnn_dropout_req q = {
+      .direction = 0, .dropout = 0.25f, .states = mem + STATES, .states_size = 16, .seed = 7,
+      .x_type = CUDNN_DATA_FLOAT, .x_dim = {d, 4}, .x_stride = {s, 4}, .x = mem + X,
+      .y_type = CUDNN_DATA_FLOAT, .y_dim = {d, 4}, .y_stride = {s, 4}, .y = mem + Y,
+      .reserve = mem + RES, .reserve_size = N};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_INIT, cudnn_dropout_init, &in, NULL, 0), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + Y, y1, sizeof y1);
+  harness_dtoh(t, mem + RES, mask1, sizeof mask1);
+  /* Kept elements scaled by 1/(1-p), dropped ones 0, about a quarter
+   * dropped. */
+  int dropped = 0;
+  for (int i = 0; i < N; i++) {
+    assert_true(mask1[i] <= 1);
+    if (mask1[i]) assert_float_equal(y1[i], x[i] / 0.75f, 1e-6);
+    else assert_true(y1[i] == 0);
+    dropped += !mask1[i];
+  }
+  assert_true(dropped > 180 && dropped < 330);
+  /* The next call draws a new mask; the backward follows the last one. */
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + RES, mask, sizeof mask);
+  int differ = 0;
+  for (int i = 0; i < N; i++) differ += mask[i] != mask1[i];
+  assert_true(differ > 100);
+  rgpu_msg_cudnn_dropout_req b = q;
+  b.direction = 1;
+  b.y = mem + DX; /* dy is x */
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &b, NULL, 0), 0);
+  harness_dtoh(t, mem + DX, dx, sizeof dx);
+  for (int i = 0; i < N; i++) assert_float_equal(dx[i], (mask[i] ? x[i] / 0.75 : 0.0), 1e-6);
+  /* The same seed again: the first mask again. */
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_INIT, cudnn_dropout_init, &in, NULL, 0), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0), 0);
+  harness_dtoh(t, mem + Y, y, sizeof y);
+  assert_memory_equal(y, y1, sizeof y);
+  /* softgpu's sizes. */
+  rgpu_msg_cudnn_dropout_query_req sq = {.which = 0};
+  rgpu_msg_cudnn_dropout_query_rep sr;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_QUERY, cudnn_dropout_query, &sq, NULL, 0), 0);
+  assert_int_equal(rgpu_msg_cudnn_dropout_query_rep_decode(t->p, t->h.length, &sr), 0);
+  assert_int_equal(sr.size, 16);
+  sq = (rgpu_msg_cudnn_dropout_query_req){.which = 1, .x_type = CUDNN_DATA_FLOAT,
+                                          .x_dim = {d, 4}, .x_stride = {s, 4}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_QUERY, cudnn_dropout_query, &sq, NULL, 0), 0);
+  assert_int_equal(rgpu_msg_cudnn_dropout_query_rep_decode(t->p, t->h.length, &sr), 0);
+  assert_int_equal(sr.size, N);
+  /* Hostile: short states, a short or foreign reserve space, dropout out
+   * of range, states outside the session. */
+  in.states_size = 8;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_INIT, cudnn_dropout_init, &in, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "the states need 16"));
+  in.states_size = 16;
+  in.states = 0x3000;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_INIT, cudnn_dropout_init, &in, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "the states (16 bytes at"));
+  q.reserve_size = 100;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "the reserve space needs 1024 bytes, 100 given"));
+  q.reserve_size = N;
+  q.reserve = mem + 16000;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "the reserve space (1024 bytes at"));
+  q.reserve = mem + RES;
+  q.dropout = 1.5f;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "outside [0, 1]"));
+  q.dropout = 0.25f;
+  q.y_dim = (rgpu_array){e_d, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "x and y differ"));
+  q.y_dim = (rgpu_array){d, 4};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0), 0);
+  harness_free(t);
+}
+
 /* ---- mutated requests: whatever passes the checks stays inside the
  * session's memory; the worker answers every one and serves on ------------ */
 
@@ -920,7 +1019,7 @@ static void test_mutated_requests(void **state) {
   int32_t st[6][8];
   int counts[2] = {0, 0}; /* refused, computed */
   for (int round = 0; round < 3000; round++) {
-    unsigned which = rnd(6), field = rnd(8);
+    unsigned which = rnd(7), field = rnd(8);
     switch (which) {
       case 0: {
         rgpu_msg_cudnn_conv_bwd_req q = valid_conv_bwd(mem, rnd(2));
@@ -995,6 +1094,26 @@ static void test_mutated_requests(void **state) {
         counts[HARNESS_SEND(t, RGPU_OP_CUDNN_LRN, cudnn_lrn, &q, NULL, 0) == 0]++;
         break;
       }
+      case 6: {
+        static const int32_t d[4] = {1, 1, 16, 16}, s[4] = {256, 256, 16, 1};
+        rgpu_msg_cudnn_dropout_req q = {
+            .direction = rnd(3), .dropout = (float)rnd(5) * 0.3f, .states = mutate_ptr(mem),
+            .states_size = rnd(40), .seed = rnd(100),
+            .x_type = CUDNN_DATA_FLOAT, .x_dim = {d, 4}, .x_stride = {s, 4}, .x = mem,
+            .y_type = CUDNN_DATA_FLOAT, .y_dim = {d, 4}, .y_stride = {s, 4}, .y = mem + 1024,
+            .reserve = mutate_ptr(mem), .reserve_size = rnd(600)};
+        rgpu_array *arr[] = {&q.x_dim, &q.x_stride, &q.y_dim, &q.y_stride,
+                             &q.x_dim, &q.y_dim, &q.x_stride, &q.y_stride};
+        if (rnd(2)) mutate_array(arr[field], st[0]);
+        if (rnd(4) == 0) {
+          rgpu_msg_cudnn_dropout_init_req in = {.dropout = q.dropout, .states = q.states,
+                                                .states_size = q.states_size, .seed = q.seed};
+          counts[HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT_INIT, cudnn_dropout_init, &in, NULL, 0) == 0]++;
+        } else {
+          counts[HARNESS_SEND(t, RGPU_OP_CUDNN_DROPOUT, cudnn_dropout, &q, NULL, 0) == 0]++;
+        }
+        break;
+      }
       default: {
         rgpu_msg_cudnn_op_tensor_req q = {
             .op = rnd(7), .op_compute = CUDNN_DATA_FLOAT, .alpha1 = 1, .alpha2 = 1,
@@ -1031,6 +1150,7 @@ int main(void) {
       cmocka_unit_test(test_batchnorm),          cmocka_unit_test(test_hostile_batchnorm),
       cmocka_unit_test(test_op_tensor_set_scale), cmocka_unit_test(test_conv_bwd_query),
       cmocka_unit_test(test_lrn),                cmocka_unit_test(test_reduce),
+      cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_mutated_requests),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,8 +14,8 @@
 // filters and bias, cudnnOpTensor for the batch-norm parameters), the
 // running statistics and an inference pass (cudnnBatchNormalization-
 // ForwardInference) are checked too, the fused
-// cudnnConvolutionBiasActivationForward, a cross-channel LRN and
-// cudnnReduceTensor.  FMA math, so a GPU's TF32 does not
+// cudnnConvolutionBiasActivationForward, a cross-channel LRN,
+// cudnnReduceTensor and dropout.  FMA math, so a GPU's TF32 does not
 // loosen the 1e-3 tolerance.  Natively the same program runs NVIDIA's
 // cuDNN.
 //
@@ -793,6 +793,62 @@ int main(int argc, char **argv) {
     CHECK(cudaFree(dsum));
     DN(cudnnDestroyTensorDescriptor(per_channel));
     DN(cudnnDestroyReduceTensorDescriptor(red));
+  }
+
+  // Dropout (p = 0.25) of 4096 positive values: every output is 0 or the
+  // input scaled by 1/(1-p), about a quarter are 0, and the backward drops
+  // the same elements; states and reserve space sized by cuDNN.
+  {
+    const int n_d = 4096;
+    const float p = 0.25f;
+    cudnnTensorDescriptor_t dt = tensor(1, 4, 32, 32);
+    cudnnDropoutDescriptor_t drop;
+    DN(cudnnCreateDropoutDescriptor(&drop));
+    size_t states_size = 0, reserve_size = 0;
+    DN(cudnnDropoutGetStatesSize(T.h, &states_size));
+    DN(cudnnDropoutGetReserveSpaceSize(dt, &reserve_size));
+    void *states, *reserve;
+    CHECK(cudaMalloc(&states, states_size));
+    CHECK(cudaMalloc(&reserve, reserve_size));
+    DN(cudnnSetDropoutDescriptor(drop, T.h, p, states, states_size, 1234));
+    float got_p;
+    void *got_states;
+    unsigned long long got_seed;
+    DN(cudnnGetDropoutDescriptor(drop, T.h, &got_p, &got_states, &got_seed));
+    EXPECT(got_p == p && got_states == states && got_seed == 1234);
+    std::vector<float> xv(n_d), gv(n_d);
+    for (int i = 0; i < n_d; i++) {
+      xv[i] = 0.5f + 0.25f * next_value();
+      gv[i] = 1.0f + 0.5f * next_value();
+    }
+    float *dxin = to_device(xv), *dgrad = to_device(gv), *dout = device_buffer(n_d),
+          *dback = device_buffer(n_d);
+    DN(cudnnDropoutForward(T.h, drop, dt, dxin, dt, dout, reserve, reserve_size));
+    DN(cudnnDropoutBackward(T.h, drop, dt, dgrad, dt, dback, reserve, reserve_size));
+    CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> yv = from_device(dout, n_d), bv = from_device(dback, n_d);
+    int dropped = 0;
+    for (int i = 0; i < n_d; i++) {
+      bool kept = yv[i] != 0;
+      dropped += !kept;
+      double want_y = kept ? xv[i] / (1.0 - p) : 0.0, want_b = kept ? gv[i] / (1.0 - p) : 0.0;
+      if (!(std::fabs(yv[i] - want_y) <= 1e-5 * (1 + want_y) &&
+            std::fabs(bv[i] - want_b) <= 1e-5 * (1 + want_b))) {
+        std::fprintf(stderr, "FAIL dropout element %d: y %.6f dx %.6f for x %.6f dy %.6f\n", i,
+                     yv[i], bv[i], xv[i], gv[i]);
+        std::exit(1);
+      }
+    }
+    EXPECT(dropped > n_d / 4 - 300 && dropped < n_d / 4 + 300);
+    std::printf("dropout forward and backward: %d values ok, about a quarter dropped\n", n_d);
+    CHECK(cudaFree(dxin));
+    CHECK(cudaFree(dgrad));
+    CHECK(cudaFree(dout));
+    CHECK(cudaFree(dback));
+    CHECK(cudaFree(states));
+    CHECK(cudaFree(reserve));
+    DN(cudnnDestroyDropoutDescriptor(drop));
+    DN(cudnnDestroyTensorDescriptor(dt));
   }
 
   if (work >= 0) {
