@@ -1,6 +1,6 @@
 /* Unit tests of the facade's training additions without a session (no
  * handle can be had, as natively without a GPU): cudnnDeriveBNTensor-
- * Descriptor's shapes, the op-tensor, LRN and reduce-tensor descriptors, and cuDNN's
+ * Descriptor's shapes, the op-tensor, LRN, reduce-tensor and dropout descriptors, and cuDNN's
  * argument
  * checks of the backward, batch-norm, op-tensor and set/scale calls, which
  * answer before anything would be sent. */
@@ -136,6 +136,32 @@ static void test_reduce_descriptor(void **state) {
   assert_int_equal(cudnnDestroyReduceTensorDescriptor(red), CUDNN_STATUS_SUCCESS);
 }
 
+/* The dropout descriptor without a handle: everything that needs one is
+ * refused; the reserve size needs a session (NOT_INITIALIZED without a
+ * server, as cuDNN calls without a GPU). */
+static void test_dropout_descriptor(void **state) {
+  (void)state;
+  cudnnDropoutDescriptor_t d;
+  assert_int_equal(cudnnCreateDropoutDescriptor(NULL), CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnCreateDropoutDescriptor(&d), CUDNN_STATUS_SUCCESS);
+  float p;
+  void *states;
+  unsigned long long seed;
+  char buf[16];
+  assert_int_equal(cudnnSetDropoutDescriptor(d, NULL, 0.5f, buf, sizeof buf, 1),
+                   CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnRestoreDropoutDescriptor(d, NULL, 0.5f, buf, sizeof buf, 1),
+                   CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnGetDropoutDescriptor(d, NULL, &p, &states, &seed), CUDNN_STATUS_BAD_PARAM);
+  size_t size;
+  assert_int_equal(cudnnDropoutGetStatesSize(NULL, &size), CUDNN_STATUS_BAD_PARAM);
+  cudnnTensorDescriptor_t x = tensor4(CUDNN_DATA_FLOAT, 1, 2, 3, 3);
+  assert_int_equal(cudnnDropoutGetReserveSpaceSize(x, NULL), CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnDropoutGetReserveSpaceSize(x, &size), CUDNN_STATUS_NOT_INITIALIZED);
+  cudnnDestroyTensorDescriptor(x);
+  assert_int_equal(cudnnDestroyDropoutDescriptor(d), CUDNN_STATUS_SUCCESS);
+}
+
 /* Without a handle every compute call is refused at once (BAD_PARAM), and
  * the algorithm counts need one too. */
 static void test_calls_check_their_arguments(void **state) {
@@ -171,6 +197,7 @@ int main(void) {
       cmocka_unit_test(test_op_tensor_descriptor),
       cmocka_unit_test(test_lrn_descriptor),
       cmocka_unit_test(test_reduce_descriptor),
+      cmocka_unit_test(test_dropout_descriptor),
       cmocka_unit_test(test_calls_check_their_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

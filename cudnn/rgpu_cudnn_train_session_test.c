@@ -4,7 +4,7 @@
  * calls' deferred errors and the session going on after them, softgpu's
  * answers to the backward algorithm and batch-norm size queries, and the
  * refusals of what rgpu does not carry (fused batch-norm ops, SetTensor of
- * other types) as NOT_SUPPORTED. */
+ * other types) as NOT_SUPPORTED; dropout's sizes and deferred errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,11 +203,58 @@ static void test_refusals(void **state) {
   assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
 }
 
+/* Dropout's sizes are softgpu's (16 bytes of states, a byte per element
+ * of reserve space; the reserve size, which has no handle, answered for
+ * the current device); a reserve space too short is the server's
+ * deferred error, not sticky; then a forward keeps or drops every element
+ * whole. */
+static void test_dropout(void **state) {
+  (void)state;
+  cudnnHandle_t h;
+  assert_int_equal(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+  cudnnTensorDescriptor_t x = tensor4(CUDNN_DATA_FLOAT, 1, 1, 8, 8);
+  size_t states_size = 0, reserve_size = 0;
+  assert_int_equal(cudnnDropoutGetStatesSize(h, &states_size), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(states_size, 16);
+  assert_int_equal(cudnnDropoutGetReserveSpaceSize(x, &reserve_size), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(reserve_size, 64);
+  void *states, *reserve;
+  float *d, v[64], out[64];
+  assert_int_equal(cudaMalloc(&states, states_size), cudaSuccess);
+  assert_int_equal(cudaMalloc(&reserve, reserve_size), cudaSuccess);
+  assert_int_equal(cudaMalloc((void **)&d, sizeof v), cudaSuccess);
+  for (int i = 0; i < 64; i++) v[i] = 1.0f + (float)i;
+  assert_int_equal(cudaMemcpy(d, v, sizeof v, cudaMemcpyHostToDevice), cudaSuccess);
+  cudnnDropoutDescriptor_t drop;
+  assert_int_equal(cudnnCreateDropoutDescriptor(&drop), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnSetDropoutDescriptor(drop, h, 0.5f, states, states_size, 3),
+                   CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnDropoutForward(h, drop, x, d, x, d, reserve, 8), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaDeviceSynchronize(), cudaErrorInvalidValue);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+  assert_int_equal(cudnnDropoutForward(h, drop, x, d, x, d, reserve, reserve_size),
+                   CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+  int dropped = 0;
+  for (int i = 0; i < 64; i++) {
+    assert_true(out[i] == 0 || out[i] == 2 * v[i]);
+    dropped += out[i] == 0;
+  }
+  assert_true(dropped > 10 && dropped < 54);
+  cudaFree(states);
+  cudaFree(reserve);
+  cudaFree(d);
+  cudnnDestroyDropoutDescriptor(drop);
+  cudnnDestroyTensorDescriptor(x);
+  assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_errors),
       cmocka_unit_test(test_backward_algorithms),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_dropout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
