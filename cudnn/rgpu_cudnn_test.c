@@ -58,7 +58,9 @@ static void test_handles_and_stubs(void **state) {
     saw_backend |= !strcmp(rgpu_cudnn_stubbed_names[i], "cudnnBackendPopulateCudaGraph");
   }
   assert_true(saw_backend);
-  assert_true(rgpu_cudnn_stubbed_count > 100);
+  /* The generated list is in use (RNN, attention, normalization, ... are
+   * still stubs: 97 once the training calls were implemented). */
+  assert_true(rgpu_cudnn_stubbed_count > 50);
 }
 
 

@@ -33,12 +33,7 @@
 
 /* ---- tensors as the wire carries them ------------------------------------- */
 
-typedef struct {
-  uint32_t type;
-  int nb;
-  int dim[8], stride[8];
-  uint64_t ptr;
-} dnn_tensor;
+/* dnn_tensor: rgpu_handlers_cudnn.h */
 
 static size_t type_size(uint32_t t) {
   switch (t) {
@@ -116,16 +111,7 @@ static rgpu_cudnn_cpu_tensor cpu_tensor(const dnn_tensor *t) {
 
 /* ---- the convolution's shape ------------------------------------------------ */
 
-typedef struct {
-  dnn_tensor x, y;
-  uint32_t w_type, w_format;
-  int w_dim[8];
-  uint64_t w;
-  int nb_spatial;
-  int pad[6], stride[6], dilation[6];
-  uint32_t mode, compute, math;
-  int groups;
-} dnn_conv;
+/* dnn_conv: rgpu_handlers_cudnn.h */
 
 /* The fields CUDNN_CONV_FWD and CUDNN_CONV_FWD_QUERY share, checked: the
  * filter and convolution valid, y's dimensions the output's (cuDNN's
@@ -683,3 +669,38 @@ CUresult rgpu_h_cudnn_conv_fwd_query(rgpu_req *rq, const rgpu_msg_cudnn_conv_fwd
   rgpu_msg_cudnn_conv_fwd_query_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
+
+/* ---- shared with the other legacy handlers (rgpu_handlers_cudnn_bwd.c,
+ * _lrn.c, _reduce.c): the same checks, one definition ---------------------- */
+
+size_t rgpu_cudnn_srv_type_size(uint32_t type) { return type_size(type); }
+
+CUresult rgpu_cudnn_srv_tensor(rgpu_worker *w, const char *api, const char *name, uint32_t type,
+                               const rgpu_array *dim, const rgpu_array *stride, uint64_t ptr,
+                               dnn_tensor *t) {
+  return tensor_of(w, api, name, type, dim, stride, ptr, t);
+}
+
+CUresult rgpu_cudnn_srv_in_session(rgpu_worker *w, const char *api, const char *name,
+                                   const dnn_tensor *t) {
+  return tensor_in_session(w, api, name, t);
+}
+
+CUresult rgpu_cudnn_srv_stream(rgpu_worker *w, uint64_t id, CUstream *out) {
+  return get_stream(w, id, out);
+}
+
+CUresult rgpu_cudnn_srv_conv(rgpu_worker *w, const char *api, uint32_t x_type,
+                             const rgpu_array *x_dim, const rgpu_array *x_stride, uint64_t x,
+                             uint32_t w_type, uint32_t w_format, const rgpu_array *w_dim,
+                             uint64_t wp, const rgpu_array *pad, const rgpu_array *stride,
+                             const rgpu_array *dil, uint32_t mode, uint32_t compute, uint32_t math,
+                             int32_t groups, uint32_t y_type, const rgpu_array *y_dim,
+                             const rgpu_array *y_stride, uint64_t y, dnn_conv *c) {
+  return conv_of(w, api, x_type, x_dim, x_stride, x, w_type, w_format, w_dim, wp, pad, stride,
+                 dil, mode, compute, math, groups, y_type, y_dim, y_stride, y, c);
+}
+
+rgpu_cudnn_cpu_tensor rgpu_cudnn_srv_cpu_tensor(const dnn_tensor *t) { return cpu_tensor(t); }
+
+CUresult rgpu_cudnn_srv_status(cudnnStatus_t st) { return status_cu(st); }
