@@ -82,11 +82,10 @@ static cudnnStatus_t bn_send(const char *api, struct cudnnContext *h, rgpu_msg_c
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, api, &c, &wire, &device))) return st;
-  rgpu_rt_host_backpressure(c, wire, 0);
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   q->handle = h->id;
   q->stream = wire;
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_batchnorm(c, device, RGPU_CALL_ASYNC, q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_BATCHNORM, cudnn_batchnorm, q);
 }
 
 #define P(ptr) ((uint64_t)(uintptr_t)(ptr))

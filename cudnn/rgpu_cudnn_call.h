@@ -23,6 +23,15 @@ cudnnStatus_t rgpu_cudnn_enter_stream(struct cudnnContext *h, rgpu_client **c, u
  * stream (every cuDNN compute request does). */
 cudnnStatus_t rgpu_cudnn_submit(rgpu_client *c, int device, uint64_t wire, uint16_t opcode,
                                 int encode_rc, rgpu_buf *req);
+/* rgpu_cudnn_submit of request q (a pointer) of message OP (CUDNN_CONV_FWD)
+ * whose codec is named name (cudnn_conv_fwd). */
+#define RGPU_CUDNN_SUBMIT(c, device, wire, OP, name, q)                                      \
+  __extension__({                                                                           \
+    rgpu_buf b_;                                                                            \
+    rgpu_buf_init(&b_);                                                                     \
+    rgpu_cudnn_submit((c), (device), (wire), RGPU_OP_##OP, rgpu_msg_##name##_req_encode(&b_, (q)), \
+                      &b_);                                                                 \
+  })
 /* cuDNN's checks of a forward convolution's descriptors: all set, y's
  * dimensions the output's, x and w of one type (BAD_PARAM otherwise). */
 cudnnStatus_t rgpu_cudnn_conv_check(const struct cudnnTensorStruct *x,

@@ -151,9 +151,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionForward(
   q.x = (uint64_t)(uintptr_t)x;
   q.w = (uint64_t)(uintptr_t)w;
   q.y = (uint64_t)(uintptr_t)y;
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_CONV_FWD, rgpu_msg_cudnn_conv_fwd_req_encode(&b, &q), &b);
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_CONV_FWD, cudnn_conv_fwd, &q);
 }
 
 /* ---- bias add, activation, pooling, softmax ------------------------------ */
@@ -185,9 +183,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnAddTensor(cudnnHandle_t handle, const v
                                      .beta = scale_of(ct->type, beta)};
   TENSOR_FIELDS(q, a, a, A);
   TENSOR_FIELDS(q, c, ct, C);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_ADD_TENSOR, rgpu_msg_cudnn_add_tensor_req_encode(&b, &q), &b);
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_ADD_TENSOR, cudnn_add_tensor, &q);
 }
 
 /* The checks x -> y calls of one shape share. */
@@ -227,9 +223,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnActivationForward(
                                          .beta = scale_of(yt->type, beta)};
   TENSOR_FIELDS(q, x, xt, x);
   TENSOR_FIELDS(q, y, yt, y);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_ACTIVATION_FWD, rgpu_msg_cudnn_activation_fwd_req_encode(&b, &q), &b);
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_ACTIVATION_FWD, cudnn_activation_fwd, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
@@ -265,9 +259,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
                                       .beta = scale_of(yt->type, beta)};
   TENSOR_FIELDS(q, x, xt, x);
   TENSOR_FIELDS(q, y, yt, y);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_POOLING_FWD, rgpu_msg_cudnn_pooling_fwd_req_encode(&b, &q), &b);
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_POOLING_FWD, cudnn_pooling_fwd, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxForward(
@@ -296,7 +288,5 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxForward(
                                       .beta = scale_of(yt->type, beta)};
   TENSOR_FIELDS(q, x, xt, x);
   TENSOR_FIELDS(q, y, yt, y);
-  rgpu_buf b;
-  rgpu_buf_init(&b);
-  return rgpu_cudnn_submit(c, device, wire, RGPU_OP_CUDNN_SOFTMAX_FWD, rgpu_msg_cudnn_softmax_fwd_req_encode(&b, &q), &b);
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_SOFTMAX_FWD, cudnn_softmax_fwd, &q);
 }

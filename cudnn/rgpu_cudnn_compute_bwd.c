@@ -15,8 +15,7 @@
   rgpu_client *c;                                                       \
   uint64_t wire;                                                        \
   int device;                                                           \
-  if ((st = rgpu_cudnn_enter(h, api, &c, &wire, &device))) return st;   \
-  rgpu_rt_host_backpressure(c, wire, 0)
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st
 
 /* ---- convolution: data and filter ---------------------------------------- */
 
@@ -59,7 +58,7 @@ static cudnnStatus_t conv_bwd(const char *api, int direction, cudnnHandle_t hand
       .y = (uint64_t)(uintptr_t)dy,
       .algo = (uint32_t)algo, .workspace = (uint64_t)(uintptr_t)workSpace,
       .workspace_size = workSpace ? workSpaceSizeInBytes : 0};
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_conv_bwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_CONV_BWD, cudnn_conv_bwd, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionBackwardData(
@@ -105,8 +104,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionBackwardBias(
                                         .beta = rgpu_cudnn_scale_of(bt->type, beta)};
   RGPU_CUDNN_TENSOR_FIELDS(q, dy, yt, dy);
   RGPU_CUDNN_TENSOR_FIELDS(q, db, bt, db);
-  return rgpu_cudnn_sent(c,
-                         rgpu_call_cudnn_conv_bwd_bias(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_CONV_BWD_BIAS, cudnn_conv_bwd_bias, &q);
 }
 
 /* ---- activation, pooling, softmax ----------------------------------------- */
@@ -151,8 +149,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnActivationBackward(
   RGPU_CUDNN_TENSOR_FIELDS(q, dy, dyt, dy);
   RGPU_CUDNN_TENSOR_FIELDS(q, x, xt, x);
   RGPU_CUDNN_TENSOR_FIELDS(q, dx, dxt, dx);
-  return rgpu_cudnn_sent(c,
-                         rgpu_call_cudnn_activation_bwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_ACTIVATION_BWD, cudnn_activation_bwd, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingBackward(
@@ -187,7 +184,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingBackward(
   RGPU_CUDNN_TENSOR_FIELDS(q, dy, dyt, dy);
   RGPU_CUDNN_TENSOR_FIELDS(q, x, xt, x);
   RGPU_CUDNN_TENSOR_FIELDS(q, dx, dxt, dx);
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_pooling_bwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_POOLING_BWD, cudnn_pooling_bwd, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxBackward(
@@ -214,5 +211,5 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxBackward(
   RGPU_CUDNN_TENSOR_FIELDS(q, y, yt, y);
   RGPU_CUDNN_TENSOR_FIELDS(q, dy, dyt, dy);
   RGPU_CUDNN_TENSOR_FIELDS(q, dx, dxt, dx);
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_softmax_bwd(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_SOFTMAX_BWD, cudnn_softmax_bwd, &q);
 }

@@ -214,8 +214,7 @@ static cudnnStatus_t dropout_call(const char *api, int direction, cudnnHandle_t 
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, api, &c, &wire, &device))) return st;
-  rgpu_rt_host_backpressure(c, wire, 0);
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_dropout_req q = {.handle = h->id, .stream = wire, .direction = (uint32_t)direction,
                                   .dropout = r->dropout, .states = (uint64_t)(uintptr_t)r->states,
                                   .states_size = r->states_size, .seed = r->seed,
@@ -223,7 +222,7 @@ static cudnnStatus_t dropout_call(const char *api, int direction, cudnnHandle_t 
                                   .reserve_size = reserve_size};
   RGPU_CUDNN_TENSOR_FIELDS(q, x, it, in);
   RGPU_CUDNN_TENSOR_FIELDS(q, y, ot, out);
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_dropout(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_DROPOUT, cudnn_dropout, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnDropoutForward(

@@ -94,8 +94,7 @@ static cudnnStatus_t lrn_call(const char *api, int direction, cudnnHandle_t hand
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, api, &c, &wire, &device))) return st;
-  rgpu_rt_host_backpressure(c, wire, 0);
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_lrn_req q = {.handle = h->id, .stream = wire, .direction = (uint32_t)direction,
                               .lrn_n = r->n, .lrn_alpha = r->alpha, .lrn_beta = r->beta,
                               .lrn_k = r->k, .alpha = rgpu_cudnn_scale_of(xt->type, alpha),
@@ -106,7 +105,7 @@ static cudnnStatus_t lrn_call(const char *api, int direction, cudnnHandle_t hand
     RGPU_CUDNN_TENSOR_FIELDS(q, dy, dyt, dy);
     RGPU_CUDNN_TENSOR_FIELDS(q, dx, dxt, dx);
   }
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_lrn(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_LRN, cudnn_lrn, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnLRNCrossChannelForward(

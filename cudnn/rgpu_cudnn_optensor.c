@@ -101,8 +101,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnOpTensor(cudnnHandle_t handle,
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnOpTensor", &c, &wire, &device))) return st;
-  rgpu_rt_host_backpressure(c, wire, 0);
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_op_tensor_req q = {
       .handle = h->id, .stream = wire, .op = (uint32_t)op->op, .op_compute = (uint32_t)op->compute,
       .op_nan = (uint32_t)op->nan_prop, .alpha1 = rgpu_cudnn_scale_of(ct->type, alpha1),
@@ -111,7 +110,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnOpTensor(cudnnHandle_t handle,
   RGPU_CUDNN_TENSOR_FIELDS(q, a, at, A);
   if (!unary) RGPU_CUDNN_TENSOR_FIELDS(q, b, bt, B);
   RGPU_CUDNN_TENSOR_FIELDS(q, c, ct, C);
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_op_tensor(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_OP_TENSOR, cudnn_op_tensor, &q);
 }
 
 /* cudnnSetTensor (op 0) and cudnnScaleTensor (op 1). */
@@ -133,12 +132,11 @@ static cudnnStatus_t set_or_scale(const char *api, int op, cudnnHandle_t handle,
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, api, &c, &wire, &device))) return st;
-  rgpu_rt_host_backpressure(c, wire, 0);
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_set_tensor_req q = {.handle = h->id, .stream = wire, .op = (uint32_t)op,
                                      .value = rgpu_cudnn_scale_of(yt->type, value)};
   RGPU_CUDNN_TENSOR_FIELDS(q, y, yt, y);
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_set_tensor(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_SET_TENSOR, cudnn_set_tensor, &q);
 }
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSetTensor(cudnnHandle_t handle,

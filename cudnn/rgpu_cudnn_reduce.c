@@ -211,8 +211,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnReduceTensor(
   rgpu_client *c;
   uint64_t wire;
   int device;
-  if ((st = rgpu_cudnn_enter(h, "cudnnReduceTensor", &c, &wire, &device))) return st;
-  rgpu_rt_host_backpressure(c, wire, 0);
+  if ((st = rgpu_cudnn_enter_stream(h, &c, &wire, &device))) return st;
   rgpu_msg_cudnn_reduce_req q = {.handle = h->id, .stream = wire,
                                  .alpha = rgpu_cudnn_scale_of(ct->type, alpha),
                                  .beta = rgpu_cudnn_scale_of(ct->type, beta),
@@ -223,5 +222,5 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnReduceTensor(
   DESC_FIELDS(q, r);
   RGPU_CUDNN_TENSOR_FIELDS(q, a, at, A);
   RGPU_CUDNN_TENSOR_FIELDS(q, c, ct, C);
-  return rgpu_cudnn_sent(c, rgpu_call_cudnn_reduce(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL));
+  return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_REDUCE, cudnn_reduce, &q);
 }

@@ -1,8 +1,9 @@
 // rgpu-nvcc-flags: -lcudnn
 // cuDNN calls captured into a CUDA graph (issue 17; what torch.cuda.graphs
 // does with a network's convolutions): on a capturing stream, a legacy
-// convolution forward, bias add and ReLU, and a backend (graph API)
-// convolution execute become graph nodes; the graph is instantiated once
+// convolution forward, bias add and ReLU, a backend (graph API)
+// convolution execute and a legacy backward-data convolution of the
+// backend's output become graph nodes; the graph is instantiated once
 // and launched three times, each launch after new input was copied in on
 // the same stream, and every output is compared with a CPU reference.
 // Nothing may run at capture time: y is poisoned before the first launch
@@ -89,12 +90,13 @@ int main() {
   std::vector<float> hx(nx), hw(nw), hb(K);
   for (size_t i = 0; i < nw; i++) hw[i] = (float)((int)(i * 5 % 9) - 4) * 0.25f;
   for (int k = 0; k < K; k++) hb[k] = (float)(k - 2) * 0.5f;
-  float *x, *w, *b, *y, *y2;
+  float *x, *w, *b, *y, *y2, *dx;
   CHECK(cudaMalloc(&x, nx * sizeof(float)));
   CHECK(cudaMalloc(&w, nw * sizeof(float)));
   CHECK(cudaMalloc(&b, K * sizeof(float)));
   CHECK(cudaMalloc(&y, ny * sizeof(float)));
   CHECK(cudaMalloc(&y2, ny * sizeof(float)));
+  CHECK(cudaMalloc(&dx, nx * sizeof(float)));
   CHECK(cudaMemcpy(w, hw.data(), nw * sizeof(float), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(b, hb.data(), K * sizeof(float), cudaMemcpyHostToDevice));
   float *pinned_x;
@@ -131,6 +133,19 @@ int main() {
     std::fprintf(stderr, "FAIL: IMPLICIT_GEMM asks %zu bytes of workspace\n", ws);
     return 1;
   }
+  // Backward data without workspace: ALGO_1, else ALGO_0.
+  cudnnConvolutionBwdDataAlgo_t balgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  size_t bws = 1;
+  if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, balgo, &bws) !=
+          CUDNN_STATUS_SUCCESS || bws) {
+    balgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    bws = 1;
+    DN(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, balgo, &bws));
+  }
+  if (bws) {
+    std::fprintf(stderr, "FAIL: no backward-data algorithm without workspace\n");
+    return 1;
+  }
   backend_conv bc = backend_plan(h);
   desc pack = bd_make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   int64_t uids[3] = {1, 2, 3};
@@ -152,10 +167,11 @@ int main() {
   DN(cudnnAddTensor(h, &one, bd, b, &one, yd, y));
   DN(cudnnActivationForward(h, ad, &one, yd, y, &zero, yd, y));
   DN(cudnnBackendExecute(h, bc.plan, pack));
+  DN(cudnnConvolutionBackwardData(h, &one, wd, w, yd, y2, cd, balgo, nullptr, 0, &zero, xd, dx));
   CHECK(cudaStreamEndCapture(s, &graph));
   size_t nodes = 0;
   CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-  std::printf("captured: a copy and 4 cuDNN calls (%s)\n", nodes >= 5 ? "at least 5 nodes" : "too few nodes");
+  std::printf("captured: a copy and 5 cuDNN calls (%s)\n", nodes >= 6 ? "at least 6 nodes" : "too few nodes");
   std::vector<float> hy(ny);
   CHECK(cudaMemcpy(hy.data(), y, ny * sizeof(float), cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < ny; i++)
@@ -198,11 +214,44 @@ int main() {
                              i, got[i], relu, got2[i], acc);
             }
           }
+    // dx = conv_bwd_data(y2, w), from the reference's y2.
+    std::vector<double> y2ref(ny, 0.0), dxref(nx, 0.0);
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < K; k++)
+        for (int p = 0; p < P; p++)
+          for (int q = 0; q < Q; q++)
+            for (int c = 0; c < C; c++)
+              for (int r = 0; r < R; r++)
+                for (int t = 0; t < S; t++) {
+                  int ih = p - 1 + r, iw = q - 1 + t;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  y2ref[(((size_t)n * K + k) * P + p) * Q + q] +=
+                      (double)pinned_x[(((size_t)n * C + c) * H + ih) * W + iw] *
+                      hw[(((size_t)k * C + c) * R + r) * S + t];
+                }
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < K; k++)
+        for (int p = 0; p < P; p++)
+          for (int q = 0; q < Q; q++)
+            for (int c = 0; c < C; c++)
+              for (int r = 0; r < R; r++)
+                for (int t = 0; t < S; t++) {
+                  int ih = p - 1 + r, iw = q - 1 + t;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  dxref[(((size_t)n * C + c) * H + ih) * W + iw] +=
+                      y2ref[(((size_t)n * K + k) * P + p) * Q + q] *
+                      hw[(((size_t)k * C + c) * R + r) * S + t];
+                }
+    std::vector<float> gotdx(nx);
+    CHECK(cudaMemcpy(gotdx.data(), dx, nx * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < nx; i++)
+      if (!(std::fabs(gotdx[i] - dxref[i]) <= 1e-4 * (1 + std::fabs(dxref[i]))) && bad++ < 5)
+        std::fprintf(stderr, "launch %d: dx[%zu] %g (want %g)\n", launch, i, gotdx[i], dxref[i]);
     if (bad) {
       std::fprintf(stderr, "FAIL: launch %d: %zu values wrong\n", launch, bad);
       return 1;
     }
-    std::printf("launch %d: %zu + %zu values ok\n", launch, ny, ny);
+    std::printf("launch %d: %zu + %zu + %zu values ok\n", launch, ny, ny, nx);
   }
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaGraphDestroy(graph));
@@ -218,7 +267,7 @@ int main() {
   DN(cudnnDestroy(h));
   CHECK(cudaStreamDestroy(s));
   CHECK(cudaFreeHost(pinned_x));
-  float *bufs[] = {x, w, b, y, y2};
+  float *bufs[] = {x, w, b, y, y2, dx};
   for (float *p : bufs) CHECK(cudaFree(p));
   std::printf("PASS cudnn_graph_capture\n");
   return 0;
