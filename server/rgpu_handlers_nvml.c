@@ -166,7 +166,7 @@ CUresult rgpu_h_nvml_query(rgpu_req *rq, const rgpu_msg_nvml_query_req *q) {
     return rgpu_worker_fail(w, CUDA_ERROR_INVALID_DEVICE, "device %u does not exist (%d device%s)",
                             q->device, w->device_count, w->device_count == 1 ? "" : "s");
   CUdevice dev;
-  r = D->cuDeviceGet(&dev, (int)q->device);
+  r = D->cuDeviceGet(&dev, rgpu_worker_ordinal(w, (int)q->device));
   if (r) return rgpu_worker_fail(w, r, "cuDeviceGet: %s", rgpu_driver_error_name(D, r));
   char name[96] = "";
   if (D->cuDeviceGetName(name, sizeof name - 1, dev) != CUDA_SUCCESS) name[0] = 0;
