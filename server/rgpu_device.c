@@ -118,7 +118,9 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
                               rgpu_driver_error_name(&w->drv, r));
     }
     fresh = 1;
-    rgpu_metrics_session_device(dev); /* the session now uses dev (NVML_QUERY) */
+    /* The session now uses it (NVML_QUERY): by the driver's ordinal, which
+     * names the same GPU for every session whatever --devices says. */
+    rgpu_metrics_session_device(rgpu_worker_ordinal(w, dev));
   }
   if (w->cur_dev != dev || fresh) {
     r = w->drv.cuCtxSetCurrent(w->ctx[dev]);

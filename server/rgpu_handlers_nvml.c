@@ -139,9 +139,10 @@ static void proc_add(proc_list *p, uint32_t pid, uint64_t mem, uint64_t session,
 static void collect_sessions(rgpu_worker *w, int dev, proc_list *p) {
   int n = rgpu_metrics_sessions(p->info, RGPU_METRICS_SLOTS);
   int self_listed = 0;
+  int ordinal = rgpu_worker_ordinal(w, dev); /* the table records the driver's ordinals */
   for (int i = 0; i < n; i++) {
     const rgpu_metrics_session_info *s = &p->info[i];
-    if (!(s->devices >> dev & 1)) continue;
+    if (!(s->devices >> ordinal & 1)) continue;
     int self = s->session_id == w->cfg.session_id;
     self_listed |= self;
     /* This session's own figure is exact now; the table's is as of its

@@ -266,6 +266,28 @@ int main() {
     CHECK(cudaFree(buf[d]));
     CHECK(cudaFree(dst[d]));
   }
+
+  // Resetting one device leaves the other's memory alone, and the reset
+  // device works again right away.
+  unsigned char *keep, *again;
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaMalloc(&keep, 4096));
+  fill<<<16, 256>>>(keep, 4096, 40);
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaSetDevice(1));
+  CHECK(cudaDeviceReset());
+  CHECK(cudaMalloc(&again, 4096));
+  fill<<<16, 256>>>(again, 4096, 41);
+  CHECK(cudaMemcpy(h, again, 4096, cudaMemcpyDeviceToHost));
+  check_pattern(h, 4096, 41, "device 1 after its reset");
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaMemcpy(h, keep, 4096, cudaMemcpyDeviceToHost));
+  check_pattern(h, 4096, 40, "device 0's memory after device 1's reset");
+  CHECK(cudaFree(keep));
+  CHECK(cudaSetDevice(1));
+  CHECK(cudaFree(again));
+  std::printf("reset of one device ok\n");
+
   CHECK(cudaFreeHost(h));
   pass("multi_device");
   return 0;
