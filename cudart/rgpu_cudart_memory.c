@@ -652,6 +652,10 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (!async && kind == cudaMemcpyDeviceToDevice) {
+    e = sync_other_source(c, src, dev);
+    if (e != cudaSuccess) return e;
+  }
   if (dpitch == width && spitch == width) {
     size_t total = width * height;
     return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, async);

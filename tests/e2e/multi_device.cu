@@ -192,6 +192,16 @@ int main() {
   check_pattern(h, n, 20, "cudaMemcpyDefault 0 -> 1");
   CHECK(cudaMemcpy(h, dst[0], n, cudaMemcpyDefault));
   check_pattern(h, n, 21, "cudaMemcpyDefault 1 -> 0");
+  // A pitched copy between the devices: 40 rows of 300 bytes.
+  CHECK(cudaSetDevice(1));
+  CHECK(cudaMemset(dst[1], 0, 512 * 40));
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaMemcpy2D(dst[1], 512, buf[0] + 5, 700, 300, 40, cudaMemcpyDeviceToDevice));
+  CHECK(cudaMemcpy(h, dst[1], 512 * 40, cudaMemcpyDeviceToHost));
+  for (size_t r = 0; r < 40; r++)
+    for (size_t i = 0; i < 512; i++)
+      EXPECT(h[r * 512 + i] == (i < 300 ? expected_byte(5 + r * 700 + i, 20) : 0));
   std::printf("cudaMemcpyDefault between devices ok\n");
 
   // ---- streams and events belong to their device ---------------------------
