@@ -486,21 +486,6 @@ RGPU_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   return rgpu_rt_ret(e);
 }
 
-RGPU_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!canAccessPeer) return rgpu_rt_ret(cudaErrorInvalidValue);
-  int n = 0;
-  e = rgpu_rt_device_count(c, &n);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (device < 0 || device >= n || peerDevice < 0 || peerDevice >= n)
-    return rgpu_rt_ret(cudaErrorInvalidDevice);
-  /* The protocol has no peer operations yet: an honest "no". */
-  *canAccessPeer = 0;
-  return cudaSuccess;
-}
-
 /* Cache and shared-memory configuration are preferences the driver may
  * ignore; accepting them changes no result, and refusing them would stop
  * programs that check every return code. */

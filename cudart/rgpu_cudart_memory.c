@@ -68,6 +68,19 @@ static cudaError_t check_copy(void *dst, const void *src, size_t n, enum cudaMem
   return cudaSuccess;
 }
 
+/* A synchronous copy into device dst_dev from another device's memory
+ * (issue 19) runs on dst_dev's legacy stream, which does not wait for the
+ * source device's work; CUDA serializes it with both devices' work
+ * (cudaMemcpyPeer says so), so the source device is synchronized first. */
+static cudaError_t sync_other_source(rgpu_client *c, const void *src, int dst_dev) {
+  rgpu_range rs;
+  if (!is_device_range((uint64_t)(uintptr_t)src, 1, &rs) || rs.device == dst_dev)
+    return cudaSuccess;
+  rgpu_status rc =
+      rgpu_rt_sync_call(c, rs.device, RGPU_RT_SYNC_DEVICE, 0, RGPU_CLIENT_ALL_STREAMS);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
 static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
                                  enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
                                  int async) {
@@ -82,6 +95,10 @@ static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (!async && kind == cudaMemcpyDeviceToDevice) {
+    e = sync_other_source(c, src, dev);
+    if (e != cudaSuccess) return e;
+  }
   return rgpu_rt_memcpy(c, (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count, kind, wire,
                         dev, async);
 }
@@ -103,6 +120,32 @@ RGPU_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 RGPU_API_PTSZ(cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
                                                enum cudaMemcpyKind kind, cudaStream_t stream)) {
   return memcpy_common(dst, src, count, kind, stream, 1, 1);
+}
+
+/* cudaMemcpyPeer(Async): with one address space for the session's devices
+ * this is a device-to-device copy, on the server the driver's peer copy
+ * (MEMCPY_DTOD between two devices' allocations: cuMemcpyPeer(Async)).
+ * The devices must exist; the pointers must be device memory. */
+static cudaError_t memcpy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t count,
+                               cudaStream_t stream, int per_thread, int async) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (dst_dev < 0 || dst_dev >= n || src_dev < 0 || src_dev >= n)
+    return rgpu_rt_ret(cudaErrorInvalidDevice);
+  return memcpy_common(dst, src, count, cudaMemcpyDeviceToDevice, stream, per_thread, async);
+}
+
+RGPU_API cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                                    size_t count) {
+  return memcpy_peer(dst, dstDevice, src, srcDevice, count, NULL, 0, 0);
+}
+RGPU_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                         size_t count, cudaStream_t stream) {
+  return memcpy_peer(dst, dstDevice, src, srcDevice, count, stream, 0, 1);
 }
 
 /* ---- memset ------------------------------------------------------------- */
@@ -609,6 +652,10 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (!async && kind == cudaMemcpyDeviceToDevice) {
+    e = sync_other_source(c, src, dev);
+    if (e != cudaSuccess) return e;
+  }
   if (dpitch == width && spitch == width) {
     size_t total = width * height;
     return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, async);

@@ -82,6 +82,15 @@ seeds['libcall'] = b''.join([
     F(0xB0, lib_call('cublasSgemv_v2_64', 0, i64(0) + i64(4) + i64(4) + u32(4) + b'\0\0\x80?' + u64(BASE)
       + i64(4) + u64(BASE) + i64(1) + u32(4) + b'\0\0\0\0' + u64(BASE + 512) + i64(1))),
 ])
+# Peer access between devices (PEER_ACCESS 0x16, issue 19): ask, enable,
+# enable again, disable, an unknown op and a device that does not exist
+# (the fake driver has one device and no peer functions).
+seeds['peer'] = b''.join([
+    F(0x16, u32(0) + u32(0) + u32(0)), F(0x16, u32(0) + u32(1) + u32(0)),
+    F(0x16, u32(0) + u32(1) + u32(1)), F(0x16, u32(0) + u32(1) + u32(1)),
+    F(0x16, u32(0) + u32(1) + u32(2)), F(0x16, u32(0) + u32(0) + u32(9)),
+    F(0x16, u32(7) + u32(0) + u32(0)),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rgpu_device_list.h"
 #include "rgpu_graph.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
@@ -41,7 +42,17 @@ static int try_load(rgpu_worker *w, const char *path, char *err, size_t errlen) 
              r != CUDA_SUCCESS ? rgpu_driver_error_name(&w->drv, r) : "count 0");
     return -1;
   }
-  w->device_count = n > RGPU_MAX_DEVICES ? RGPU_MAX_DEVICES : n;
+  if (n > RGPU_MAX_DEVICES) n = RGPU_MAX_DEVICES;
+  if (w->cfg.ndevices > 0) {
+    /* The listener checked the list against its own probe; a driver that
+     * now has fewer devices is refused here with the same sentence. */
+    if (rgpu_device_list_check(w->cfg.devices, w->cfg.ndevices, n, err, errlen)) return -1;
+    for (int i = 0; i < w->cfg.ndevices; i++) w->ordinal[i] = w->cfg.devices[i];
+    w->device_count = w->cfg.ndevices;
+  } else {
+    for (int i = 0; i < n; i++) w->ordinal[i] = i;
+    w->device_count = n;
+  }
   return 0;
 }
 
@@ -91,7 +102,7 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
   int fresh = 0;
   if (!w->ctx[dev]) {
     CUdevice d;
-    r = w->drv.cuDeviceGet(&d, dev);
+    r = w->drv.cuDeviceGet(&d, rgpu_worker_ordinal(w, dev));
     if (r == CUDA_SUCCESS) r = w->drv.cuDevicePrimaryCtxRetain(&w->ctx[dev], d);
     if (r != CUDA_SUCCESS) {
       w->ctx[dev] = NULL;
@@ -107,7 +118,9 @@ CUresult rgpu_worker_set_device(rgpu_worker *w, int dev) {
                               rgpu_driver_error_name(&w->drv, r));
     }
     fresh = 1;
-    rgpu_metrics_session_device(dev); /* the session now uses dev (NVML_QUERY) */
+    /* The session now uses it (NVML_QUERY): by the driver's ordinal, which
+     * names the same GPU for every session whatever --devices says. */
+    rgpu_metrics_session_device(rgpu_worker_ordinal(w, dev));
   }
   if (w->cur_dev != dev || fresh) {
     r = w->drv.cuCtxSetCurrent(w->ctx[dev]);

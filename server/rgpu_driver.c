@@ -102,6 +102,27 @@ void rgpu_driver_softgpu_path(const char *explicit_path, char *out, size_t cap) 
   rgpu_server_lib_path("RGPU_SOFTGPU_LIB", "libsoftgpu.so", out, cap);
 }
 
+int rgpu_driver_probe_count(const char *path) {
+  /* In a child, like the probe above: the listener never loads a driver. */
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    rgpu_driver d;
+    char err[512];
+    int count = 0;
+    if (rgpu_driver_load(&d, path, err, sizeof err) || d.cuInit(0) != CUDA_SUCCESS ||
+        d.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 0)
+      _exit(255);
+    _exit(count > 254 ? 254 : count);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) == 255) return -1;
+  return WEXITSTATUS(st);
+}
+
 int rgpu_driver_probe_cuda(void) {
   pid_t pid = fork();
   if (pid < 0) return 0;

@@ -36,11 +36,16 @@
 /* cuFuncSetAttribute (FUNC_SET_ATTR), cuLaunchCooperativeKernel and
  * cuLaunchKernelEx (LAUNCH_EX), cuOccupancy... (OCCUPANCY): a driver
  * without them answers NOT_SUPPORTED. */
+/* Peer access and peer copies (PEER_ACCESS, MEMCPY_DTOD between devices,
+ * issue 19): without them PEER_ACCESS answers NOT_SUPPORTED and copies
+ * between devices take cuMemcpyDtoD (unified addressing). */
 #define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchHostFunc) \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuFuncSetAttribute)           \
   X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx)                            \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                     \
-  X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName)
+  X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) \
+  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)  \
+  X(cuMemcpyPeer) X(cuMemcpyPeerAsync)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 
@@ -90,5 +95,8 @@ void rgpu_server_lib_path(const char *env_name, const char *file, char *out, siz
  * Runs the probe in a child process so that the caller (the listener, which
  * must never touch CUDA) stays clean. */
 int rgpu_driver_probe_cuda(void);
+/* How many devices the driver at path has (probed in a child process), or
+ * -1 when it does not load. */
+int rgpu_driver_probe_count(const char *path);
 
 #endif

@@ -315,7 +315,7 @@ CUresult rgpu_h_device_props(rgpu_req *rq, const rgpu_msg_device_props_req *q) {
     return FAIL(CUDA_ERROR_INVALID_DEVICE, "device %u does not exist (%d device%s)", q->device,
                 w->device_count, w->device_count == 1 ? "" : "s");
   CUdevice dev;
-  CHECK_DRV(D->cuDeviceGet(&dev, (int)q->device), "cuDeviceGet");
+  CHECK_DRV(D->cuDeviceGet(&dev, rgpu_worker_ordinal(w, (int)q->device)), "cuDeviceGet");
   char name[256] = "";
   CHECK_DRV(D->cuDeviceGetName(name, sizeof name - 1, dev), "cuDeviceGetName");
   CUuuid uuid;
@@ -370,7 +370,7 @@ CUresult rgpu_h_device_reset(rgpu_req *rq, const rgpu_msg_device_reset_req *q) {
    * forgetting. */
   rgpu_worker_drop_device_state(w, dev, 0);
   CUdevice d;
-  CHECK_DRV(D->cuDeviceGet(&d, dev), "cuDeviceGet");
+  CHECK_DRV(D->cuDeviceGet(&d, rgpu_worker_ordinal(w, dev)), "cuDeviceGet");
   /* After a fault CUDA 13 resets and still returns the sticky error (the
    * H200): the old context is gone either way. */
   CUresult reset_r = D->cuDevicePrimaryCtxReset(d);
@@ -626,6 +626,23 @@ CUresult rgpu_h_memcpy_dtod(rgpu_req *rq, const rgpu_msg_memcpy_dtod_req *q) {
   if (r) return r;
   CUstream s = NULL;
   if ((r = get_stream(w, q->stream, &s))) return r;
+  /* Between two devices' memory (issue 19): the driver's peer copy, which
+   * takes the best path it has (peer-to-peer, else through the host). */
+  const rgpu_alloc *da = rgpu_alloc_table_lookup(&w->allocs, q->dst, q->size);
+  const rgpu_alloc *sa = rgpu_alloc_table_lookup(&w->allocs, q->src, q->size);
+  if (da && sa && da->device != sa->device && da->device >= 0 && sa->device >= 0 &&
+      da->device < RGPU_MAX_DEVICES && sa->device < RGPU_MAX_DEVICES && w->ctx[da->device] &&
+      w->ctx[sa->device] && D->cuMemcpyPeer && D->cuMemcpyPeerAsync) {
+    CUcontext dc = w->ctx[da->device], sc = w->ctx[sa->device];
+    if (!s)
+      CHECK_DRV(D->cuMemcpyPeer((CUdeviceptr)q->dst, dc, (CUdeviceptr)q->src, sc, (size_t)q->size),
+                "cuMemcpyPeer");
+    else
+      CHECK_DRV(D->cuMemcpyPeerAsync((CUdeviceptr)q->dst, dc, (CUdeviceptr)q->src, sc,
+                                     (size_t)q->size, s),
+                "cuMemcpyPeerAsync");
+    return CUDA_SUCCESS;
+  }
   if (!s)
     CHECK_DRV(D->cuMemcpyDtoD((CUdeviceptr)q->dst, (CUdeviceptr)q->src, (size_t)q->size), "cuMemcpyDtoD");
   else

@@ -139,9 +139,10 @@ static void proc_add(proc_list *p, uint32_t pid, uint64_t mem, uint64_t session,
 static void collect_sessions(rgpu_worker *w, int dev, proc_list *p) {
   int n = rgpu_metrics_sessions(p->info, RGPU_METRICS_SLOTS);
   int self_listed = 0;
+  int ordinal = rgpu_worker_ordinal(w, dev); /* the table records the driver's ordinals */
   for (int i = 0; i < n; i++) {
     const rgpu_metrics_session_info *s = &p->info[i];
-    if (!(s->devices >> dev & 1)) continue;
+    if (!(s->devices >> ordinal & 1)) continue;
     int self = s->session_id == w->cfg.session_id;
     self_listed |= self;
     /* This session's own figure is exact now; the table's is as of its
@@ -166,7 +167,7 @@ CUresult rgpu_h_nvml_query(rgpu_req *rq, const rgpu_msg_nvml_query_req *q) {
     return rgpu_worker_fail(w, CUDA_ERROR_INVALID_DEVICE, "device %u does not exist (%d device%s)",
                             q->device, w->device_count, w->device_count == 1 ? "" : "s");
   CUdevice dev;
-  r = D->cuDeviceGet(&dev, (int)q->device);
+  r = D->cuDeviceGet(&dev, rgpu_worker_ordinal(w, (int)q->device));
   if (r) return rgpu_worker_fail(w, r, "cuDeviceGet: %s", rgpu_driver_error_name(D, r));
   char name[96] = "";
   if (D->cuDeviceGetName(name, sizeof name - 1, dev) != CUDA_SUCCESS) name[0] = 0;

@@ -873,7 +873,7 @@ static void test_dispatch_table(void **state) {
                                    RGPU_OP_SERVER_STATUS, RGPU_OP_DRIVER_INFO,
                                    RGPU_OP_DEVICE_PROPS, RGPU_OP_CTX_SET_DEVICE,
                                    RGPU_OP_DEVICE_RESET, RGPU_OP_HOST_CALL_DONE,
-                                   RGPU_OP_NVML_QUERY};
+                                   RGPU_OP_NVML_QUERY, RGPU_OP_PEER_ACCESS};
   int n_noctx = 0, n_barrier = 0, n_query = 0, n_ends = 0;
   for (uint32_t op = 0; op < 0x200; op++) {
     const rgpu_dispatch_entry *d = rgpu_dispatch_for((uint16_t)op);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rgpu_auth.h"
+#include "rgpu_device_list.h"
 #include "rgpu_driver.h"
 #include "rgpu_frame.h"
 #include "rgpu_image_cache.h"
@@ -39,6 +40,10 @@ static void usage(FILE *f) {
           "                      driver with a device loads, else softgpu\n"
           "  --softgpu-lib PATH  libsoftgpu.so to load (default: $RGPU_SOFTGPU_LIB, else\n"
           "                      <dir of rgpu-server>/../lib/libsoftgpu.so)\n"
+          "  --softgpu-devices N softgpu shows N devices (1-64; default\n"
+          "                      $RGPU_SOFTGPU_DEVICES, else 1)\n"
+          "  --devices LIST      the devices sessions see, e.g. 0,2: renumbered from 0 in\n"
+          "                      that order, like CUDA_VISIBLE_DEVICES (default: all)\n"
           "  --token-file FILE   require clients to present the first line of FILE\n"
           "                      (re-read on SIGHUP, as are --cert, --key, --client-ca)\n"
           "  --token-dir DIR     also accept the token of any file in DIR while it is there\n"
@@ -156,12 +161,15 @@ int main(int argc, char **argv) {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
     OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
-    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG, OPT_TOKEN_DIR
+    OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG, OPT_TOKEN_DIR,
+    OPT_SG_DEVICES, OPT_DEVICES
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
       {"device", required_argument, 0, OPT_DEVICE},
       {"softgpu-lib", required_argument, 0, OPT_SGLIB},
+      {"softgpu-devices", required_argument, 0, OPT_SG_DEVICES},
+      {"devices", required_argument, 0, OPT_DEVICES},
       {"token-file", required_argument, 0, OPT_TOKEN},
       {"token-dir", required_argument, 0, OPT_TOKEN_DIR},
       {"cert", required_argument, 0, OPT_CERT},
@@ -230,6 +238,32 @@ int main(int argc, char **argv) {
         device_set = 1;
         break;
       case OPT_SGLIB: sglib = optarg; break;
+      case OPT_SG_DEVICES: {
+        char *end;
+        long n = strtol(optarg, &end, 10);
+        if (end == optarg || *end || n < 1 || n > 64) {
+          fprintf(stderr, "rgpu-server: --softgpu-devices %s: expected a number from 1 to 64\n",
+                  optarg);
+          return 2;
+        }
+        /* softgpu reads its device count from the environment when a worker
+         * loads it; the fork server (forked below) hands this on to every
+         * worker. */
+        char v[8];
+        snprintf(v, sizeof v, "%ld", n);
+        setenv("RGPU_SOFTGPU_DEVICES", v, 1);
+        break;
+      }
+      case OPT_DEVICES: {
+        char err[300];
+        if (rgpu_device_list_parse(optarg, o.worker.devices,
+                                   (int)(sizeof o.worker.devices / sizeof *o.worker.devices),
+                                   &o.worker.ndevices, err, sizeof err)) {
+          fprintf(stderr, "rgpu-server: %s\n", err);
+          return 2;
+        }
+        break;
+      }
       case OPT_TOKEN: token_file = optarg; break;
       case OPT_TOKEN_DIR: token_dir = optarg; break;
       case OPT_CERT: o.topts.cert_file = optarg; break;
@@ -414,5 +448,20 @@ int main(int argc, char **argv) {
   rgpu_driver_softgpu_path(sglib, o.worker.softgpu_lib, sizeof o.worker.softgpu_lib);
   if (!device_set)
     o.worker.device = rgpu_driver_probe_cuda() ? RGPU_DEVICE_CUDA : RGPU_DEVICE_SOFTGPU;
+  if (o.worker.ndevices > 0) {
+    /* A list naming a device the driver lacks is a start-up error, not a
+     * failure of every session later. */
+    const char *drv = o.worker.device == RGPU_DEVICE_CUDA ? "libcuda.so.1" : o.worker.softgpu_lib;
+    int count = rgpu_driver_probe_count(drv);
+    char err[300];
+    if (count < 0) {
+      fprintf(stderr, "rgpu-server: --devices: cannot count the devices of %s\n", drv);
+      return 2;
+    }
+    if (rgpu_device_list_check(o.worker.devices, o.worker.ndevices, count, err, sizeof err)) {
+      fprintf(stderr, "rgpu-server: %s\n", err);
+      return 2;
+    }
+  }
   return rgpu_server_run(&o);
 }

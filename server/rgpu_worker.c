@@ -186,7 +186,8 @@ void rgpu_worker_free(rgpu_worker *w) {
     for (int i = 0; i < w->device_count; i++) {
       if (!w->ctx[i]) continue;
       CUdevice d;
-      if (w->drv.cuDeviceGet(&d, i) == CUDA_SUCCESS) w->drv.cuDevicePrimaryCtxRelease(d);
+      if (w->drv.cuDeviceGet(&d, rgpu_worker_ordinal(w, i)) == CUDA_SUCCESS)
+        w->drv.cuDevicePrimaryCtxRelease(d);
     }
     if (w->drv.sgSetPrintHandler && (w->caps & RGPU_CAP_OUTPUT))
       w->drv.sgSetPrintHandler(NULL, NULL);

@@ -68,6 +68,10 @@ typedef struct {
    * workers share; "" = no cache.  The bound in bytes (0 = default). */
   char image_cache_dir[512];
   uint64_t image_cache_max_bytes;
+  /* --devices (rgpu_device_list.h, issue 19): session device i is the
+   * driver's device devices[i]; ndevices 0 = every device, in order. */
+  int ndevices;
+  int devices[64];
 } rgpu_worker_config;
 
 /* Messages between the listener and a worker on cfg.ctl_fd (one datagram

@@ -19,6 +19,8 @@
 #include "rgpu_worker.h"
 
 #define RGPU_MAX_DEVICES 64
+_Static_assert(sizeof(((rgpu_worker_config *)0)->devices) / sizeof(int) == RGPU_MAX_DEVICES,
+               "--devices holds one entry per possible device");
 
 /* Background completion (rgpu_jobs.c): jobs in flight and their threads. */
 typedef struct {
@@ -75,8 +77,11 @@ struct rgpu_worker {
   int drv_state; /* 0 not tried, 1 loaded, -1 failed */
   rgpu_driver drv;
   char drv_err[768];
-  int device_count;
+  int device_count; /* the devices the session sees (--devices) */
   int cur_dev; /* -1: none current yet (device 0 is retained lazily) */
+  /* Session device -> the driver's ordinal (--devices); identity without a
+   * list.  Every cuDeviceGet goes through rgpu_worker_ordinal. */
+  int ordinal[RGPU_MAX_DEVICES];
   CUcontext ctx[RGPU_MAX_DEVICES];
 
   /* Session tables. */
@@ -293,6 +298,10 @@ CUresult rgpu_worker_fail(rgpu_worker *w, CUresult status, const char *fmt, ...)
 /* Loads the driver and makes a context current if needed (rgpu_device.c). */
 CUresult rgpu_worker_ensure_driver(rgpu_worker *w);
 CUresult rgpu_worker_ensure_ctx(rgpu_worker *w);
+/* The driver's ordinal of session device dev (--devices renumbers them). */
+static inline int rgpu_worker_ordinal(const rgpu_worker *w, int dev) {
+  return dev >= 0 && dev < RGPU_MAX_DEVICES ? w->ordinal[dev] : dev;
+}
 CUresult rgpu_worker_set_device(rgpu_worker *w, int dev);
 /* Forgets (without driver calls) or destroys (with) everything of device
  * dev, or all devices with dev < 0. */

@@ -394,6 +394,7 @@ static CUresult ctx_activate(sg_ctx *c, unsigned flags) {
   atomic_store(&c->sticky, 0);
   memset(c->limits, 0, sizeof c->limits);
   c->cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  atomic_store(&c->peers, 0);
   c->streams = NULL;
   c->events = NULL;
   c->modules = NULL;

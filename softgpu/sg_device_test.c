@@ -65,6 +65,68 @@ static int attr(CUdevice_attribute a) {
   return v;
 }
 
+/* Peer access between the two devices (issue 19): CUDA's answers and
+ * errors, and cuMemcpyPeer(Async) between their allocations. */
+static void test_peer(void **state) {
+  (void)state;
+  int can = -1;
+  assert_int_equal(cuDeviceCanAccessPeer(&can, 0, 1), CUDA_SUCCESS);
+  assert_int_equal(can, 1);
+  assert_int_equal(cuDeviceCanAccessPeer(&can, 1, 1), CUDA_SUCCESS);
+  assert_int_equal(can, 0);
+  assert_int_equal(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(cuDeviceCanAccessPeer(NULL, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  CUcontext c0, c1;
+  assert_int_equal(cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+  assert_int_equal(cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuCtxEnablePeerAccess(NULL, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  assert_int_equal(cuCtxEnablePeerAccess(c1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  /* Each direction is its own. */
+  assert_int_equal(cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxDisablePeerAccess(c0), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  assert_int_equal(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxDisablePeerAccess(c1), CUDA_SUCCESS);
+
+  CUdeviceptr a, b;
+  assert_int_equal(cuMemAlloc(&a, 1000), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(c1), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&b, 1000), CUDA_SUCCESS);
+  unsigned char src[1000], back[1000];
+  for (int i = 0; i < 1000; i++) src[i] = (unsigned char)(i * 3 + 1);
+  assert_int_equal(cuMemcpyHtoD(a, src, sizeof src), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyPeer(b, c1, a, c0, 1000), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(back, b, 1000), CUDA_SUCCESS);
+  assert_memory_equal(back, src, 1000);
+  CUstream s;
+  assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cuMemsetD8(a, 0, 1000), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyPeerAsync(a + 1, c0, b, c1, 999, s), CUDA_SUCCESS);
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyDtoH(back, a, 1000), CUDA_SUCCESS);
+  assert_int_equal(back[0], 0);
+  assert_memory_equal(back + 1, src, 999);
+  assert_int_equal(cuMemcpyPeer(b, NULL, a, c0, 10), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuMemcpyPeer(b, c1, a, c0, 2000), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(b), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+  assert_int_equal(cuMemFree(a), CUDA_SUCCESS);
+  /* A reset forgets the peers the context had. */
+  assert_int_equal(cuCtxEnablePeerAccess(c1, 0), CUDA_SUCCESS);
+  assert_int_equal(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+  assert_int_equal(cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+  assert_int_equal(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+}
+
 static void test_attributes(void **state) {
   assert_int_equal(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE), 32);
   assert_int_equal(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK), 1024);
@@ -297,6 +359,7 @@ int main(void) {
       cmocka_unit_test(test_attributes),      cmocka_unit_test(test_primary_context),
       cmocka_unit_test(test_context_stack),   cmocka_unit_test(test_context_per_thread),
       cmocka_unit_test(test_error_texts),     cmocka_unit_test(test_proc_address),
+      cmocka_unit_test(test_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

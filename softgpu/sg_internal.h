@@ -85,6 +85,10 @@ struct CUctx_st {
   size_t limits[8];       /* cuCtxSetLimit values by CUlimit; 0 = default */
   CUfunc_cache cache_config;
   sg_stream *legacy;      /* the NULL stream */
+  /* Devices whose memory this context was given access to
+   * (cuCtxEnablePeerAccess; bit = the peer's ordinal).  Memory is one
+   * address space on softgpu, so this is bookkeeping for CUDA's errors. */
+  _Atomic uint64_t peers;
   /* Lists below are protected by sg_sched_lock. */
   sg_stream *streams;     /* user streams and per-thread streams */
   sg_event *events;

@@ -550,6 +550,25 @@ SG_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr 
   return copy_common(dstDevice, LOC_DEVICE, srcDevice, LOC_DEVICE, ByteCount, hStream, 1);
 }
 
+/* Copies between two contexts' memory: one address space here, so the
+ * contexts are only checked (CUDA refuses a bad one) and the copy is an
+ * ordinary device-to-device one, ordered on hStream. */
+static CUresult peer_ctxs_ok(CUcontext dstCtx, CUcontext srcCtx) {
+  if (!dstCtx || !srcCtx) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = sg_ctx_usable(dstCtx);
+  return r ? r : sg_ctx_usable(srcCtx);
+}
+SG_EXPORT CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                        CUcontext srcContext, size_t ByteCount) {
+  CUresult r = peer_ctxs_ok(dstContext, srcContext);
+  return r ? r : copy_common(dstDevice, LOC_DEVICE, srcDevice, LOC_DEVICE, ByteCount, NULL, 0);
+}
+SG_EXPORT CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                             CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+  CUresult r = peer_ctxs_ok(dstContext, srcContext);
+  return r ? r : copy_common(dstDevice, LOC_DEVICE, srcDevice, LOC_DEVICE, ByteCount, hStream, 1);
+}
+
 static CUresult memset_common(uint64_t dst, uint32_t value, unsigned elsize, uint64_t count, CUstream hs,
                               int async) {
   sg_stream *s;

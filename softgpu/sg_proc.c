@@ -202,7 +202,7 @@ static const sg_proc procs[] = {
     P(cuCtxDestroy), P(cuCtxSetCurrent), P(cuCtxGetCurrent), P(cuCtxPushCurrent), P(cuCtxPopCurrent),
     P(cuCtxGetDevice), P(cuCtxGetFlags), P(cuCtxSynchronize), P(cuCtxGetApiVersion),
     P(cuCtxGetStreamPriorityRange), P(cuCtxGetLimit), P(cuCtxSetLimit), P(cuCtxGetCacheConfig),
-    P(cuCtxSetCacheConfig),
+    P(cuCtxSetCacheConfig), P(cuDeviceCanAccessPeer), P(cuCtxEnablePeerAccess), P(cuCtxDisablePeerAccess),
     P(cuMemAlloc), P(cuMemFree), P(cuMemGetInfo), P(cuMemGetAddressRange), P(cuMemAllocHost), P(cuMemFreeHost),
     P(cuMemHostAlloc), P(cuMemHostGetDevicePointer), P(cuPointerGetAttribute),
     {"cuMemcpy", (void *)cuMemcpy, (void *)cuMemcpy_ptds, 0},

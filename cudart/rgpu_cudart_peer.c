@@ -1,0 +1,88 @@
+/* Peer access between the server's devices (issue 19):
+ * cudaDeviceCanAccessPeer, cudaDeviceEnablePeerAccess and
+ * cudaDeviceDisablePeerAccess, each one PEER_ACCESS request that the
+ * server answers with its driver's own calls, so the answers (and
+ * PEER_ACCESS_ALREADY_ENABLED / NOT_ENABLED) are the GPU's.  The copies
+ * (cudaMemcpyPeer) are in rgpu_cudart_memory.c. */
+#include <string.h>
+
+#include "rgpu_cudart.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+enum { PEER_CAN_ACCESS = 0, PEER_ENABLE = 1, PEER_DISABLE = 2 };
+
+/* cuDeviceCanAccessPeer's answer per pair, asked once: it is a property of
+ * the hardware.  0 unknown, 1 no, 2 yes. */
+static unsigned char g_can[RGPU_MAX_DEVICES][RGPU_MAX_DEVICES];
+
+static cudaError_t check_devices(rgpu_client *c, int a, int b) {
+  int n = 0;
+  cudaError_t e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return e;
+  if (a < 0 || a >= n || b < 0 || b >= n) return cudaErrorInvalidDevice;
+  return cudaSuccess;
+}
+
+static rgpu_status peer_call(rgpu_client *c, int device, int peer, uint32_t op, int32_t *value) {
+  rgpu_msg_peer_access_req req = {.device = (uint32_t)device, .peer = (uint32_t)peer, .op = op};
+  rgpu_msg_peer_access_rep rep;
+  memset(&rep, 0, sizeof rep);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  rgpu_status rc = rgpu_call_peer_access(c, -1, 0, &req, &rep, NULL);
+  if (rc == 0 && value) *value = rep.value;
+  return rc;
+}
+
+RGPU_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!canAccessPeer) return rgpu_rt_ret(cudaErrorInvalidValue);
+  e = check_devices(c, device, peerDevice);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  /* CUDA: a device is not its own peer. */
+  if (device == peerDevice) {
+    *canAccessPeer = 0;
+    return cudaSuccess;
+  }
+  unsigned char known = __atomic_load_n(&g_can[device][peerDevice], __ATOMIC_ACQUIRE);
+  if (!known) {
+    int32_t v = 0;
+    rgpu_status rc = peer_call(c, device, peerDevice, PEER_CAN_ACCESS, &v);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+      /* The server's driver (or an older server) cannot tell: an honest no. */
+      static int logged;
+      if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+        RGPU_WARN("cudaDeviceCanAccessPeer: the server cannot report peer access; answering 0");
+      v = 0;
+    } else if (rc) {
+      return rgpu_rt_ret(rgpu_rt_from_call(rc));
+    }
+    known = v ? 2 : 1;
+    __atomic_store_n(&g_can[device][peerDevice], known, __ATOMIC_RELEASE);
+  }
+  *canAccessPeer = known == 2;
+  return cudaSuccess;
+}
+
+/* Enable or disable: the current device's access to peer's memory. */
+static cudaError_t peer_change(int peer, uint32_t op, unsigned flags) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (flags != 0) return rgpu_rt_ret(cudaErrorInvalidValue); /* CUDA defines none */
+  int dev = rgpu_rt_current_device();
+  e = check_devices(c, dev, peer);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (dev == peer) return rgpu_rt_ret(cudaErrorInvalidDevice);
+  return rgpu_rt_ret(rgpu_rt_from_call(peer_call(c, dev, peer, op, NULL)));
+}
+
+RGPU_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  return peer_change(peerDevice, PEER_ENABLE, flags);
+}
+
+RGPU_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+  return peer_change(peerDevice, PEER_DISABLE, 0);
+}
