@@ -62,6 +62,7 @@
  * copy.  One packet per 64 KiB datagram does the same work for 44x fewer
  * packets.  Kept under the IPv4 UDP payload limit (65507). */
 #define Q_LOOP_PKT 65000
+#define Q_FALLBACK_PKT 1452 /* ngtcp2's default; see q_check_big_datagrams */
 /* Largest datagram we build or receive, and the most one GSO send may carry
  * in total (a UDP datagram's length field; the kernel refuses more). */
 #define Q_PKT_BUF 65536
@@ -343,6 +344,13 @@ struct qconn {
   uint8_t pkt[Q_PKT_BUF]; /* a packet that does not go straight into the batch */
   int send_blocked;
   int loopback;           /* q_loopback_path: big datagrams, no pacing */
+  /* Whether the loopback path really carries Q_LOOP_PKT datagrams (see
+   * q_check_big_datagrams): the stream offset that ends the first large
+   * packet with stream data, and what came of it. */
+  int64_t big_probe_sid;  /* -1: no large packet with stream data sent yet */
+  uint64_t big_probe_off;
+  uint64_t big_probe_ns;  /* when it was sent */
+  int big_verified, big_failed;
 
   /* Loss probing during outages (issue 21; see q_probe_after_silence). */
   ngtcp2_cc_algo cc;
@@ -531,12 +539,28 @@ static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
   return 0;
 }
 
+#define Q_DELIVER_NOW (16 * 1024)
+
 static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t offset,
                                const uint8_t *data, size_t len, void *ud, void *sud) {
   qconn *q = ud;
   qstream *s = sud;
   if (!s) return 0;
   if (len) q->last_data_ns = rgpu_clock_ns();
+  if (!s->app_gone && !s->recvq.head && s->app_fd >= 0 && len >= Q_DELIVER_NOW) {
+    /* A large piece with nothing queued ahead of it goes to the socketpair
+     * straight from ngtcp2's buffer: one memcpy less per byte of a bulk
+     * copy over loopback's 64 KiB packets (issue 21).  Small pieces are
+     * still gathered and sent once per wake-up. */
+    ssize_t w = send(s->app_fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      q_consumed(q, s, (size_t)w);
+      data += w;
+      len -= (size_t)w;
+    } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      s->app_gone = 1;
+    }
+  }
   if (s->app_gone) {
     q_consumed(q, s, len); /* keep the peer moving; the data has nowhere to go */
   } else {
@@ -560,8 +584,12 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
 static int acked_cb(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *ud,
                     void *sud) {
   qstream *s = sud;
+  qconn *q = ud;
   if (!s) return 0;
   if (offset + len > s->acked_off) s->acked_off = offset + len;
+  /* ngtcp2 reports acknowledged stream bytes in order, so this covers the
+   * whole first large packet. */
+  if (q->big_probe_sid == sid && s->acked_off >= q->big_probe_off) q->big_verified = 1;
   /* Free what is acknowledged, but never the chunk being sent or filled. */
   while (s->sendq.head && s->sendq.head->off + s->sendq.head->len <= s->acked_off &&
          s->sendq.head != s->send_cur && s->sendq.head != s->sendq.tail)
@@ -991,6 +1019,12 @@ static void q_write(qconn *q) {
   size_t buflen = ngtcp2_conn_get_max_tx_udp_payload_size(q->conn);
   if (buflen > Q_PKT_BUF) buflen = Q_PKT_BUF;
   if (buflen < maxlen) buflen = maxlen;
+  /* Handshake flights stay Ethernet-sized too: ngtcp2 would coalesce a
+   * server's whole certificate flight into one large datagram, which a
+   * path that cannot carry them (q_check_big_datagrams) would lose every
+   * time, before any probe could tell. */
+  if (q->big_failed || (q->loopback && !ngtcp2_conn_get_handshake_completed(q->conn)))
+    buflen = maxlen = Q_FALLBACK_PKT;
   size_t max_pkts = ngtcp2_conn_get_send_quantum(q->conn) / maxlen;
   if (max_pkts < 1) max_pkts = 1;
   if (max_pkts > Q_GSO_MAX) max_pkts = Q_GSO_MAX;
@@ -1041,6 +1075,11 @@ static void q_write(qconn *q) {
     uint8_t *dst = direct ? b->buf + b->len : pkt;
     ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, &q->ps.path, &pi, dst, buflen, &ndatalen,
                                                flags, sid, nv ? vec : NULL, nv, ts);
+    if (s && ndatalen > 0 && q->big_probe_sid < 0 && q->loopback && n > Q_FALLBACK_PKT) {
+      q->big_probe_sid = s->sid;
+      q->big_probe_off = s->sent_off + (uint64_t)ndatalen;
+      q->big_probe_ns = ts;
+    }
     if (s && ndatalen >= 0) {
       s->sent_off += (uint64_t)ndatalen;
       while (s->send_cur && s->sent_off >= s->send_cur->off + s->send_cur->len &&
@@ -1140,6 +1179,27 @@ static void q_read_packet(qconn *q, const struct sockaddr *local, socklen_t loca
   for (qstream *s = q->streams; s; s = s->next) s->blocked = 0;
 }
 
+/* A loopback address does not promise a 64 KiB path: a NAT rule (a
+ * container's published port with Docker's userland proxy off, say) can
+ * send "127.0.0.1" over a 1500-byte link, where every large datagram is
+ * dropped (don't-fragment) while the handshake's 1200-byte packets pass.
+ * So the first large packet with stream data is a probe: if its bytes are
+ * not acknowledged within four probe timeouts (at least Q_BIG_WAIT_MS),
+ * the connection goes back to Ethernet-sized packets for good (QUIC
+ * resends lost frames, not packets, so the bytes follow in the smaller
+ * ones).  Counted in time, not in probe timeouts: the ACKs of small
+ * packets that do pass keep resetting those. */
+#define Q_BIG_WAIT_MS 200
+static void q_check_big_datagrams(qconn *q, uint64_t now) {
+  if (!q->loopback || q->big_verified || q->big_failed || q->big_probe_sid < 0) return;
+  uint64_t wait = 4 * ngtcp2_conn_get_pto(q->conn);
+  if (wait < Q_BIG_WAIT_MS * NGTCP2_MILLISECONDS) wait = Q_BIG_WAIT_MS * NGTCP2_MILLISECONDS;
+  if (now - q->big_probe_ns < wait) return;
+  q->big_failed = 1;
+  RGPU_WARN("quic: %s: %d-byte datagrams do not arrive on this loopback path; using %d-byte ones",
+            q->peer, Q_LOOP_PKT, Q_FALLBACK_PKT);
+}
+
 static void q_expiry(qconn *q) {
   if (q->dead || q->closing) return;
   uint64_t now = rgpu_clock_ns();
@@ -1147,6 +1207,7 @@ static void q_expiry(qconn *q) {
     int rv = ngtcp2_conn_handle_expiry(q->conn, now);
     if (rv != 0) q_fail_liberr(q, rv, "connection");
   }
+  q_check_big_datagrams(q, now);
 }
 
 /* Moves data between every stream and its socketpair, and retires streams
@@ -1675,6 +1736,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   cl->q = q;
   q->ep = &cl->ep;
   q->primary_fd = -1;
+  q->big_probe_sid = -1;
   if (cc_auto) cc = q_default_cc((struct sockaddr *)&remote);
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string((struct sockaddr *)&remote, remotelen, q->peer, sizeof q->peer);
@@ -1852,7 +1914,8 @@ static int client_do_info(qclient *cl, void *arg, char *err, size_t errlen) {
   out->bytes_in_flight = st.bytes_in_flight;
   out->pto_count = st.pto_count;
   out->capped_probes = q->capped_probes;
-  out->max_udp_payload = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
+  out->max_udp_payload = q->big_failed ? Q_FALLBACK_PKT
+                                        : ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
   return 0;
 }
 
@@ -1886,6 +1949,7 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
   q->server = sv;
   q->ep = &sv->ep;
   q->primary_fd = -1;
+  q->big_probe_sid = -1;
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string(from, fromlen, q->peer, sizeof q->peer);
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)local, locallen, (ngtcp2_sockaddr *)from,
