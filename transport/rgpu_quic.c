@@ -55,6 +55,18 @@
  * TCP's (issue 21). */
 #define Q_SCID_LEN 8
 #define Q_MAX_PKT 1500
+/* Datagram payload toward a loopback peer (issue 21).  The loopback MTU is
+ * 64 KiB and nothing on it fragments or loses packets, yet ngtcp2 sized every
+ * packet for a 1500-byte Ethernet path: per-packet work (framing, AEAD and
+ * header-protection calls, ACK bookkeeping) was half the CPU time of a bulk
+ * copy.  One packet per 64 KiB datagram does the same work for 44x fewer
+ * packets.  Kept under the IPv4 UDP payload limit (65507). */
+#define Q_LOOP_PKT 65000
+#define Q_FALLBACK_PKT 1452 /* ngtcp2's default; see q_check_big_datagrams */
+/* Largest datagram we build or receive, and the most one GSO send may carry
+ * in total (a UDP datagram's length field; the kernel refuses more). */
+#define Q_PKT_BUF 65536
+#define Q_GSO_BYTES 65000
 #define Q_GSO_MAX 64
 #define Q_CHUNK (64 * 1024) /* under malloc's mmap threshold */
 #define Q_POOL_MAX 64
@@ -180,7 +192,7 @@ static void endpoint_tune(qendpoint *e) {
 
 /* Same-size datagrams between one pair of addresses, sent with one sendmsg. */
 typedef struct {
-  uint8_t buf[Q_GSO_MAX * Q_MAX_PKT];
+  uint8_t buf[Q_GSO_MAX * Q_MAX_PKT > Q_PKT_BUF ? Q_GSO_MAX * Q_MAX_PKT : Q_PKT_BUF];
   size_t len, seg, n;
   struct sockaddr_storage to, from;
   socklen_t tolen, fromlen;
@@ -245,6 +257,7 @@ static int batch_flush(qendpoint *e, qbatch *b) {
         e->gso = 0; /* no GSO here: fall back to one datagram each */
         break;
       }
+      if (errno == EMSGSIZE) break; /* too much for one send: one by one */
       b->n = b->len = 0; /* unreachable peer etc.: QUIC recovers or times out */
       return 0;
     }
@@ -328,7 +341,16 @@ struct qconn {
   atomic_int errcode;
 
   qbatch batch;
+  uint8_t pkt[Q_PKT_BUF]; /* a packet that does not go straight into the batch */
   int send_blocked;
+  int loopback;           /* q_loopback_path: big datagrams, no pacing */
+  /* Whether the loopback path really carries Q_LOOP_PKT datagrams (see
+   * q_check_big_datagrams): the stream offset that ends the first large
+   * packet with stream data, and what came of it. */
+  int64_t big_probe_sid;  /* -1: no large packet with stream data sent yet */
+  uint64_t big_probe_off;
+  uint64_t big_probe_ns;  /* when it was sent */
+  int big_verified, big_failed;
 
   /* Loss probing during outages (issue 21; see q_probe_after_silence). */
   ngtcp2_cc_algo cc;
@@ -416,6 +438,19 @@ static int remove_cid_cb(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *ud) {
   return 0;
 }
 
+/* The socketpair between a QUIC stream and its reader/writer (issue 21).
+ * Its default send buffer (about 200 KiB) made a bulk copy wake the other
+ * side every few packets' worth of bytes; a few MiB let one wake-up move
+ * what one congestion window brought. */
+#define Q_PAIR_BUF (4 << 20)
+static void q_tune_pair(int a, int b) {
+  int sz = Q_PAIR_BUF;
+  int fds[2] = {a, b};
+  for (int i = 0; i < 2; i++) /* FORCE passes net.core.wmem_max (root only) */
+    if (setsockopt(fds[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) < 0)
+      setsockopt(fds[i], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+}
+
 static qstream *qs_new(qconn *q, int64_t sid, int app_fd) {
   qstream *s = calloc(1, sizeof *s);
   if (!s) return NULL;
@@ -495,6 +530,7 @@ static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
   } else {
     int wfd;
     if (rgpu_relay_socketpair(&fd, &wfd) < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+    q_tune_pair(fd, wfd);
     rgpu_relay_queue_push(&q->server->rq, wfd, q->peer, q->session_key, index);
   }
   qstream *s = qs_new(q, sid, fd);
@@ -503,12 +539,28 @@ static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
   return 0;
 }
 
+#define Q_DELIVER_NOW (16 * 1024)
+
 static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t offset,
                                const uint8_t *data, size_t len, void *ud, void *sud) {
   qconn *q = ud;
   qstream *s = sud;
   if (!s) return 0;
   if (len) q->last_data_ns = rgpu_clock_ns();
+  if (!s->app_gone && !s->recvq.head && s->app_fd >= 0 && len >= Q_DELIVER_NOW) {
+    /* A large piece with nothing queued ahead of it goes to the socketpair
+     * straight from ngtcp2's buffer: one memcpy less per byte of a bulk
+     * copy over loopback's 64 KiB packets (issue 21).  Small pieces are
+     * still gathered and sent once per wake-up. */
+    ssize_t w = send(s->app_fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      q_consumed(q, s, (size_t)w);
+      data += w;
+      len -= (size_t)w;
+    } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      s->app_gone = 1;
+    }
+  }
   if (s->app_gone) {
     q_consumed(q, s, len); /* keep the peer moving; the data has nowhere to go */
   } else {
@@ -532,8 +584,12 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
 static int acked_cb(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *ud,
                     void *sud) {
   qstream *s = sud;
+  qconn *q = ud;
   if (!s) return 0;
   if (offset + len > s->acked_off) s->acked_off = offset + len;
+  /* ngtcp2 reports acknowledged stream bytes in order, so this covers the
+   * whole first large packet. */
+  if (q->big_probe_sid == sid && s->acked_off >= q->big_probe_off) q->big_verified = 1;
   /* Free what is acknowledged, but never the chunk being sent or filled. */
   while (s->sendq.head && s->sendq.head->off + s->sendq.head->len <= s->acked_off &&
          s->sendq.head != s->send_cur && s->sendq.head != s->sendq.tail)
@@ -613,15 +669,27 @@ static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
  * starved the sender (0.7-0.9 Gbit/s against CUBIC's 1.5-2.5): a loopback
  * path loses nothing, which is all BBRv2 is for.  ngtcp2 0.12's BBRv1 is
  * poor with GSO at microsecond RTTs (shared/notes/quic-netem.md). */
-static ngtcp2_cc_algo q_default_cc(const struct sockaddr *peer) {
-  int loop = 0;
-  if (peer->sa_family == AF_INET) {
-    loop = (ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr) >> 24) == 127;
-  } else if (peer->sa_family == AF_INET6) {
+static int sockaddr_is_loopback(const struct sockaddr *peer) {
+  if (peer->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr) >> 24) == 127;
+  if (peer->sa_family == AF_INET6) {
     const struct in6_addr *a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
-    loop = IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
   }
-  return loop ? NGTCP2_CC_ALGO_CUBIC : NGTCP2_CC_ALGO_BBR2;
+  return 0;
+}
+
+/* A loopback path (issue 21) gets 64 KiB datagrams (Q_LOOP_PKT) and no
+ * pacing (q_write): the path has no queue to protect and no loss, and with
+ * every packet paced the sender slept on a microsecond timer between
+ * datagrams (a third of a bulk copy's CPU time went to those timers).
+ * RGPU_QUIC_NO_LOOPBACK_TUNING=1 turns both off, for comparisons. */
+static int q_loopback_path(const struct sockaddr *peer) {
+  return sockaddr_is_loopback(peer) && !getenv("RGPU_QUIC_NO_LOOPBACK_TUNING");
+}
+
+static ngtcp2_cc_algo q_default_cc(const struct sockaddr *peer) {
+  return sockaddr_is_loopback(peer) ? NGTCP2_CC_ALGO_CUBIC : NGTCP2_CC_ALGO_BBR2;
 }
 
 const char *rgpu_quic_default_cc_name(const struct sockaddr *peer) {
@@ -671,7 +739,7 @@ static void q_trace(void *ud, const char *fmt, ...) {
 
 static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
                           const rgpu_transport_opts *o, ngtcp2_cc_algo cc, int server,
-                          int max_streams) {
+                          int max_streams, int loopback) {
   ngtcp2_settings_default(s);
   s->initial_ts = rgpu_clock_ns();
   s->cc_algo = cc;
@@ -679,6 +747,15 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
   if (trace && *trace && strcmp(trace, "0") != 0) s->log_printf = q_trace;
   s->max_window = Q_MAX_CONN_WINDOW;
   s->max_stream_window = Q_MAX_STREAM_WINDOW;
+  if (loopback) {
+    /* See Q_LOOP_PKT.  Without shaping ngtcp2 uses the smallest of this,
+     * the buffer we offer and the peer's max_udp_payload_size (65527 by
+     * default); PMTUD has nothing to find.  Handshake packets keep their
+     * 1200-byte floor. */
+    s->max_tx_udp_payload_size = Q_LOOP_PKT;
+    s->no_tx_udp_payload_size_shaping = 1;
+    s->no_pmtud = 1;
+  }
   s->handshake_timeout = (uint64_t)(o->handshake_timeout_ms > 0 ? o->handshake_timeout_ms : 10000) *
                          NGTCP2_MILLISECONDS;
   ngtcp2_transport_params_default(p);
@@ -810,10 +887,15 @@ static void qs_app_read(qstream *s) {
       if (!t) return;
       if (!s->send_cur) s->send_cur = t;
     }
-    ssize_t r = recv(s->app_fd, t->data + t->len, Q_CHUNK - t->len, MSG_DONTWAIT);
+    size_t room = Q_CHUNK - t->len;
+    ssize_t r = recv(s->app_fd, t->data + t->len, room, MSG_DONTWAIT);
     if (r > 0) {
       t->len += (size_t)r;
       s->write_off += (size_t)r;
+      /* Less than asked for: the socket was empty a moment ago.  Asking
+       * again would cost a system call that fails with EAGAIN on every
+       * small message (issue 21); what arrives meanwhile wakes the poll. */
+      if ((size_t)r < room) return;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -893,7 +975,7 @@ static int q_queue_packet(qconn *q, const ngtcp2_path *path, const uint8_t *pkt,
                   !memcmp(&b->from, path->local.addr, path->local.addrlen);
   /* A batch holds equal-size segments with at most one shorter last one. */
   if (b->n && (!same_dest || len > b->seg || b->len % b->seg != 0 || b->n >= Q_GSO_MAX ||
-               !q->ep->gso)) {
+               b->len + len > Q_GSO_BYTES || !q->ep->gso)) {
     if (batch_flush(q->ep, b) < 0) return -EAGAIN;
   }
   if (b->n == 0) {
@@ -933,14 +1015,22 @@ static void q_write(qconn *q) {
    * 1200 bytes: 20 % more packets per byte, and 1.5 points less goodput on
    * a 1500-byte link (issue 21). */
   size_t maxlen = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
-  if (maxlen > Q_MAX_PKT) maxlen = Q_MAX_PKT;
+  if (maxlen > Q_PKT_BUF) maxlen = Q_PKT_BUF;
   size_t buflen = ngtcp2_conn_get_max_tx_udp_payload_size(q->conn);
-  if (buflen > Q_MAX_PKT) buflen = Q_MAX_PKT;
+  if (buflen > Q_PKT_BUF) buflen = Q_PKT_BUF;
   if (buflen < maxlen) buflen = maxlen;
+  /* Handshake flights stay Ethernet-sized too: ngtcp2 would coalesce a
+   * server's whole certificate flight into one large datagram, which a
+   * path that cannot carry them (q_check_big_datagrams) would lose every
+   * time, before any probe could tell. */
+  if (q->big_failed || (q->loopback && !ngtcp2_conn_get_handshake_completed(q->conn)))
+    buflen = maxlen = Q_FALLBACK_PKT;
   size_t max_pkts = ngtcp2_conn_get_send_quantum(q->conn) / maxlen;
   if (max_pkts < 1) max_pkts = 1;
   if (max_pkts > Q_GSO_MAX) max_pkts = Q_GSO_MAX;
-  uint8_t pkt[Q_MAX_PKT];
+  /* Unpaced: write until the congestion window (or the data) ends. */
+  if (q->loopback) max_pkts = 4096;
+  uint8_t *pkt = q->pkt;
   size_t npkts = 0;
   qstream *rr = q->streams;
   for (int guard = 0; npkts < max_pkts && guard < 100000; guard++) {
@@ -981,10 +1071,15 @@ static void q_write(qconn *q) {
      * not: the batch only grows after a finished packet. */
     qbatch *b = &q->batch;
     int direct = q->ep->gso && b->n < Q_GSO_MAX && (b->n == 0 || b->len % b->seg == 0) &&
-                 b->len + buflen <= sizeof b->buf;
+                 b->len + buflen <= (b->n ? Q_GSO_BYTES : sizeof b->buf);
     uint8_t *dst = direct ? b->buf + b->len : pkt;
     ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, &q->ps.path, &pi, dst, buflen, &ndatalen,
                                                flags, sid, nv ? vec : NULL, nv, ts);
+    if (s && ndatalen > 0 && q->big_probe_sid < 0 && q->loopback && n > Q_FALLBACK_PKT) {
+      q->big_probe_sid = s->sid;
+      q->big_probe_off = s->sent_off + (uint64_t)ndatalen;
+      q->big_probe_ns = ts;
+    }
     if (s && ndatalen >= 0) {
       s->sent_off += (uint64_t)ndatalen;
       while (s->send_cur && s->sent_off >= s->send_cur->off + s->send_cur->len &&
@@ -1034,7 +1129,8 @@ static void q_write(qconn *q) {
   /* ngtcp2 0.12 paces with initial_rtt (333 ms) until it has an RTT
    * sample; arming the pacer before the handshake completes stalls the
    * client's Finished by ~20 ms. */
-  if (ngtcp2_conn_get_handshake_completed(q->conn)) ngtcp2_conn_update_pkt_tx_time(q->conn, ts);
+  if (ngtcp2_conn_get_handshake_completed(q->conn) && !q->loopback)
+    ngtcp2_conn_update_pkt_tx_time(q->conn, ts);
 }
 
 /* Sends CONNECTION_CLOSE.  It is never retransmitted, so send a few copies:
@@ -1083,6 +1179,27 @@ static void q_read_packet(qconn *q, const struct sockaddr *local, socklen_t loca
   for (qstream *s = q->streams; s; s = s->next) s->blocked = 0;
 }
 
+/* A loopback address does not promise a 64 KiB path: a NAT rule (a
+ * container's published port with Docker's userland proxy off, say) can
+ * send "127.0.0.1" over a 1500-byte link, where every large datagram is
+ * dropped (don't-fragment) while the handshake's 1200-byte packets pass.
+ * So the first large packet with stream data is a probe: if its bytes are
+ * not acknowledged within four probe timeouts (at least Q_BIG_WAIT_MS),
+ * the connection goes back to Ethernet-sized packets for good (QUIC
+ * resends lost frames, not packets, so the bytes follow in the smaller
+ * ones).  Counted in time, not in probe timeouts: the ACKs of small
+ * packets that do pass keep resetting those. */
+#define Q_BIG_WAIT_MS 200
+static void q_check_big_datagrams(qconn *q, uint64_t now) {
+  if (!q->loopback || q->big_verified || q->big_failed || q->big_probe_sid < 0) return;
+  uint64_t wait = 4 * ngtcp2_conn_get_pto(q->conn);
+  if (wait < Q_BIG_WAIT_MS * NGTCP2_MILLISECONDS) wait = Q_BIG_WAIT_MS * NGTCP2_MILLISECONDS;
+  if (now - q->big_probe_ns < wait) return;
+  q->big_failed = 1;
+  RGPU_WARN("quic: %s: %d-byte datagrams do not arrive on this loopback path; using %d-byte ones",
+            q->peer, Q_LOOP_PKT, Q_FALLBACK_PKT);
+}
+
 static void q_expiry(qconn *q) {
   if (q->dead || q->closing) return;
   uint64_t now = rgpu_clock_ns();
@@ -1090,6 +1207,7 @@ static void q_expiry(qconn *q) {
     int rv = ngtcp2_conn_handle_expiry(q->conn, now);
     if (rv != 0) q_fail_liberr(q, rv, "connection");
   }
+  q_check_big_datagrams(q, now);
 }
 
 /* Moves data between every stream and its socketpair, and retires streams
@@ -1138,54 +1256,76 @@ typedef void (*q_pkt_fn)(void *ctx, const struct sockaddr *local, socklen_t loca
                          const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
                          size_t len);
 
-static int ep_read_batch(qendpoint *e, uint8_t *buf, size_t buflen, q_pkt_fn fn, void *ctx) {
+/* Datagrams per recvmmsg, each up to 64 KiB (a GRO train or one loopback
+ * packet).  One call that returns fewer than this has emptied the socket:
+ * the recvmsg loop it replaced ended every wake-up with a call that failed
+ * with EAGAIN (issue 21: a 64-byte call paid for two of them). */
+#define Q_RX_MSGS 8
+#define Q_RX_BUF (Q_RX_MSGS * Q_PKT_BUF)
+
+/* Reads what the socket holds (at most 64 datagrams) and hands each packet
+ * to fn.  buf holds Q_RX_BUF bytes. */
+static int ep_read_batch(qendpoint *e, uint8_t *buf, q_pkt_fn fn, void *ctx) {
+  enum { CTRL = CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+                CMSG_SPACE(sizeof(struct in_pktinfo)) };
+  struct mmsghdr mm[Q_RX_MSGS];
+  struct iovec iov[Q_RX_MSGS];
+  struct sockaddr_storage from[Q_RX_MSGS];
+  char ctrl[Q_RX_MSGS][CTRL];
   int got = 0;
-  for (int iter = 0; iter < 64; iter++) {
-    struct sockaddr_storage from;
-    struct iovec iov = {buf, buflen};
-    char ctrl[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct in6_pktinfo)) +
-              CMSG_SPACE(sizeof(struct in_pktinfo))];
-    struct msghdr mh = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
-                        .msg_iovlen = 1, .msg_control = ctrl, .msg_controllen = sizeof ctrl};
-    ssize_t r = recvmsg(e->fd, &mh, MSG_DONTWAIT);
-    if (r < 0) {
+  for (int round = 0; round < 64 / Q_RX_MSGS; round++) {
+    for (int i = 0; i < Q_RX_MSGS; i++) {
+      iov[i] = (struct iovec){buf + (size_t)i * Q_PKT_BUF, Q_PKT_BUF};
+      mm[i].msg_hdr = (struct msghdr){.msg_name = &from[i], .msg_namelen = sizeof from[i],
+                                      .msg_iov = &iov[i], .msg_iovlen = 1,
+                                      .msg_control = ctrl[i], .msg_controllen = CTRL};
+      mm[i].msg_len = 0;
+    }
+    int n = recvmmsg(e->fd, mm, Q_RX_MSGS, MSG_DONTWAIT, NULL);
+    if (n < 0) {
       if (errno == EINTR) continue;
       break; /* EAGAIN, or an ICMP error: QUIC handles loss by itself */
     }
     got = 1;
-    size_t seg = (size_t)r;
-    struct sockaddr_storage local = e->local;
-    socklen_t locallen = e->locallen;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-      if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
-        int gs;
-        memcpy(&gs, CMSG_DATA(cm), sizeof gs);
-        if (gs > 0) seg = (size_t)gs;
-      } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
-        struct in_pktinfo pi;
-        memcpy(&pi, CMSG_DATA(cm), sizeof pi);
-        if (e->local.ss_family == AF_INET) {
-          ((struct sockaddr_in *)&local)->sin_addr = pi.ipi_addr;
-        } else {
-          /* IPv4 client on a dual-stack socket: ::ffff:a.b.c.d */
-          struct in6_addr *a6 = &((struct sockaddr_in6 *)&local)->sin6_addr;
-          memset(a6, 0, sizeof *a6);
-          a6->s6_addr[10] = a6->s6_addr[11] = 0xff;
-          memcpy(&a6->s6_addr[12], &pi.ipi_addr, 4);
+    for (int i = 0; i < n; i++) {
+      struct msghdr *mh = &mm[i].msg_hdr;
+      size_t r = mm[i].msg_len;
+      size_t seg = r;
+      struct sockaddr_storage local = e->local;
+      socklen_t locallen = e->locallen;
+      for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+          int gs;
+          memcpy(&gs, CMSG_DATA(cm), sizeof gs);
+          if (gs > 0) seg = (size_t)gs;
+        } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+          struct in_pktinfo pi;
+          memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+          if (e->local.ss_family == AF_INET) {
+            ((struct sockaddr_in *)&local)->sin_addr = pi.ipi_addr;
+          } else {
+            /* IPv4 client on a dual-stack socket: ::ffff:a.b.c.d */
+            struct in6_addr *a6 = &((struct sockaddr_in6 *)&local)->sin6_addr;
+            memset(a6, 0, sizeof *a6);
+            a6->s6_addr[10] = a6->s6_addr[11] = 0xff;
+            memcpy(&a6->s6_addr[12], &pi.ipi_addr, 4);
+          }
+        } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
+                   e->local.ss_family == AF_INET6) {
+          struct in6_pktinfo pi;
+          memcpy(&pi, CMSG_DATA(cm), sizeof pi);
+          ((struct sockaddr_in6 *)&local)->sin6_addr = pi.ipi6_addr;
         }
-      } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO &&
-                 e->local.ss_family == AF_INET6) {
-        struct in6_pktinfo pi;
-        memcpy(&pi, CMSG_DATA(cm), sizeof pi);
-        ((struct sockaddr_in6 *)&local)->sin6_addr = pi.ipi6_addr;
+      }
+      if (seg == 0) continue;
+      const uint8_t *p = iov[i].iov_base;
+      for (size_t off = 0; off < r; off += seg) {
+        size_t l = r - off < seg ? r - off : seg;
+        fn(ctx, (struct sockaddr *)&local, locallen, (struct sockaddr *)&from[i], mh->msg_namelen,
+           p + off, l);
       }
     }
-    if (seg == 0) continue;
-    for (size_t off = 0; off < (size_t)r; off += seg) {
-      size_t l = (size_t)r - off < seg ? (size_t)r - off : seg;
-      fn(ctx, (struct sockaddr *)&local, locallen, (struct sockaddr *)&from, mh.msg_namelen,
-         buf + off, l);
-    }
+    if (n < Q_RX_MSGS) break;
   }
   return got;
 }
@@ -1254,7 +1394,7 @@ struct qclient {
   void *cmd_arg;
   int cmd_done, cmd_rc;
   char cmd_err[200];
-  uint8_t rxbuf[65536];
+  uint8_t *rxbuf; /* Q_RX_BUF bytes */
 };
 
 /* The rgpu_conn's view: which client and whether it is the session stream. */
@@ -1409,7 +1549,7 @@ static void *client_main(void *arg) {
     }
     int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
     if (r < 0 && errno != EINTR) break;
-    if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, sizeof cl->rxbuf, client_pkt, q);
+    if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
     if (pfd[1].revents) {
       char b[16];
       while (read(cl->stop_r, b, sizeof b) > 0) {
@@ -1439,6 +1579,7 @@ static void qclient_free(qclient *cl) {
   if (cl->stop_r >= 0) close(cl->stop_r);
   if (cl->stop_w >= 0) close(cl->stop_w);
   if (cl->cred) gnutls_certificate_free_credentials(cl->cred);
+  free(cl->rxbuf);
   pthread_mutex_destroy(&cl->mu);
   pthread_cond_destroy(&cl->cv);
   free(cl);
@@ -1555,6 +1696,11 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   atomic_init(&cl->refs, 1);
   pthread_mutex_init(&cl->mu, NULL);
   pthread_cond_init(&cl->cv, NULL);
+  cl->rxbuf = malloc(Q_RX_BUF);
+  if (!cl->rxbuf) {
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+    goto fail;
+  }
   rc = rgpu_tls_client_creds(o, &cl->cred, err, errlen);
   if (rc) goto fail;
 
@@ -1590,6 +1736,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   cl->q = q;
   q->ep = &cl->ep;
   q->primary_fd = -1;
+  q->big_probe_sid = -1;
   if (cc_auto) cc = q_default_cc((struct sockaddr *)&remote);
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string((struct sockaddr *)&remote, remotelen, q->peer, sizeof q->peer);
@@ -1605,7 +1752,8 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   fill_callbacks(&cb, 0);
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
-  fill_settings(&st, &tp, o, cc, 0, 0);
+  q->loopback = q_loopback_path((struct sockaddr *)&remote);
+  fill_settings(&st, &tp, o, cc, 0, 0, q->loopback);
   int lib = ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &q->ps.path, NGTCP2_PROTO_VER_V1, &cb,
                                    &st, &tp, NULL, q);
   if (lib) {
@@ -1649,7 +1797,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
         q->dead = 1;
         break;
       }
-      ep_read_batch(&cl->ep, cl->rxbuf, sizeof cl->rxbuf, client_pkt, q);
+      ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
     }
     q_expiry(q);
   }
@@ -1666,6 +1814,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
     goto fail;
   }
   rgpu_set_nonblock(sv[1], 1);
+  q_tune_pair(sv[0], sv[1]);
   rc = client_do_open_stream(cl, &sv[1], err, errlen);
   if (rc) {
     close(sv[0]);
@@ -1725,6 +1874,7 @@ int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errle
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     return rgpu_t_fail(err, errlen, RGPU_T_EIO, "socketpair: %s", strerror(errno));
   rgpu_set_nonblock(sv[1], 1);
+  q_tune_pair(sv[0], sv[1]);
   rgpu_conn *sc = quic_client_conn(cl, sv[0], 0);
   if (!sc) {
     close(sv[0]);
@@ -1764,7 +1914,8 @@ static int client_do_info(qclient *cl, void *arg, char *err, size_t errlen) {
   out->bytes_in_flight = st.bytes_in_flight;
   out->pto_count = st.pto_count;
   out->capped_probes = q->capped_probes;
-  out->max_udp_payload = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
+  out->max_udp_payload = q->big_failed ? Q_FALLBACK_PKT
+                                        : ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
   return 0;
 }
 
@@ -1798,6 +1949,7 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
   q->server = sv;
   q->ep = &sv->ep;
   q->primary_fd = -1;
+  q->big_probe_sid = -1;
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
   rgpu_sockaddr_string(from, fromlen, q->peer, sizeof q->peer);
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)local, locallen, (ngtcp2_sockaddr *)from,
@@ -1811,7 +1963,8 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
   ngtcp2_cc_algo cc = sv->cc_auto ? q_default_cc(from) : sv->cc;
-  fill_settings(&st, &tp, &sv->opts, cc, 1, sv->max_streams);
+  q->loopback = q_loopback_path(from);
+  fill_settings(&st, &tp, &sv->opts, cc, 1, sv->max_streams, q->loopback);
   /* ngtcp2 does not fill this in for the server; the client checks it. */
   tp.original_dcid = hd.dcid;
   tp.stateless_reset_token_present = 1;
@@ -1895,6 +2048,7 @@ static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locall
 static int server_make_session(qserver *sv, qconn *q) {
   int rel, wfd;
   if (rgpu_relay_socketpair(&rel, &wfd) < 0) return -1;
+  q_tune_pair(rel, wfd);
   q->primary_fd = rel;
   q->queued = 1;
   rgpu_relay_queue_push(&sv->rq, wfd, q->peer, q->session_key, 0);
@@ -1933,7 +2087,12 @@ static void *server_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
-  uint8_t *rx = malloc(65536);
+  uint8_t *rx = malloc(Q_RX_BUF);
+  if (!rx) {
+    RGPU_ERROR("quic relay: out of memory for its receive buffer");
+    chunk_pool_drain();
+    return NULL;
+  }
   struct pollfd *pfd = NULL;
   void **who = NULL;
   size_t pfd_cap = 0, who_cap = 0;
@@ -1971,7 +2130,7 @@ static void *server_main(void *arg) {
       break;
     }
     if (pfd[0].revents) break;
-    if (pfd[1].revents & POLLIN) ep_read_batch(&sv->ep, rx, 65536, server_pkt, sv);
+    if (pfd[1].revents & POLLIN) ep_read_batch(&sv->ep, rx, server_pkt, sv);
     qconn **pp = &sv->conns;
     while (*pp) {
       qconn *q = *pp;

@@ -616,6 +616,7 @@ typedef struct {
   struct sockaddr_in client;
   int have_client;
   unsigned loss_permille;
+  size_t max_datagram;    /* >0: drop longer datagrams (a link with a smaller MTU) */
   volatile int blackhole; /* drop everything both ways (an outage) */
   uint32_t rng;
   volatile int stop;
@@ -623,8 +624,9 @@ typedef struct {
   pthread_t th;
 } lossy_proxy;
 
-static int lossy_drop(lossy_proxy *p) {
+static int lossy_drop(lossy_proxy *p, ssize_t n) {
   if (p->blackhole) return 1;
+  if (p->max_datagram && n > (ssize_t)p->max_datagram) return 1;
   p->rng = p->rng * 1103515245u + 12345u;
   return ((p->rng >> 16) % 1000) < p->loss_permille;
 }
@@ -639,12 +641,12 @@ static void *lossy_main(void *arg) {
       socklen_t sl = sizeof p->client;
       ssize_t n = recvfrom(p->fd, buf, sizeof buf, 0, (struct sockaddr *)&p->client, &sl);
       p->have_client = 1;
-      if (n > 0 && !lossy_drop(p)) send(p->up, buf, (size_t)n, 0), p->fwd++;
+      if (n > 0 && !lossy_drop(p, n)) send(p->up, buf, (size_t)n, 0), p->fwd++;
       else p->dropped++;
     }
     if (f[1].revents & POLLIN) {
       ssize_t n = recv(p->up, buf, sizeof buf, 0);
-      if (n > 0 && p->have_client && !lossy_drop(p))
+      if (n > 0 && p->have_client && !lossy_drop(p, n))
         sendto(p->fd, buf, (size_t)n, 0, (struct sockaddr *)&p->client, sizeof p->client), p->fwd++;
       else p->dropped++;
     }
@@ -905,6 +907,52 @@ static void test_stream_routed_to_worker(void **state) {
   rgpu_listener_close(l);
 }
 
+/* Issue 21: toward a loopback peer packets are 64 KiB datagrams (one per
+ * send, no pacing); RGPU_QUIC_NO_LOOPBACK_TUNING=1 keeps Ethernet-sized
+ * ones; and a "loopback" path that cannot carry them (a NAT rule sending
+ * 127.0.0.1 over a 1500-byte link, played here by a proxy that drops
+ * longer datagrams) falls back to 1452-byte packets and loses no byte. */
+static void test_loopback_datagrams(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 3);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  rgpu_quic_info qi;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 16u << 20, 100000, 21), 0);
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_int_equal(qi.max_udp_payload, 65000);
+  rgpu_conn_close(c);
+
+  setenv("RGPU_QUIC_NO_LOOPBACK_TUNING", "1", 1);
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 4u << 20, 100000, 22), 0);
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_true(qi.max_udp_payload >= 1200 && qi.max_udp_payload <= 1452);
+  rgpu_conn_close(c);
+  unsetenv("RGPU_QUIC_NO_LOOPBACK_TUNING");
+
+  lossy_proxy px;
+  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 0);
+  px.max_datagram = 1500;
+  char puri[64];
+  snprintf(puri, sizeof puri, "quic://127.0.0.1:%u", pport);
+  assert_int_equal(rgpu_conn_connect(puri, &co, &c, err, sizeof err), 0);
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(tu_echo_check(c, 8u << 20, 100000, 23), 0);
+  /* One fallback each way (about 200 ms), not a stall until a timeout. */
+  assert_true(rgpu_clock_ns() - t0 < 10000000000ull);
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_int_equal(qi.max_udp_payload, 1452);
+  assert_true(px.dropped > 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  lossy_stop(&px);
+  rgpu_listener_close(l);
+}
+
 /* Defaults keep an idle session alive past the idle timeout. */
 static void test_default_keepalive(void **state) {
   rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 300};
@@ -938,6 +986,7 @@ int main(void) {
       cmocka_unit_test(test_info_defaults_and_options),
       cmocka_unit_test(test_default_cc_by_peer),
       cmocka_unit_test(test_outage_probe_after_silence),
+      cmocka_unit_test(test_loopback_datagrams),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
