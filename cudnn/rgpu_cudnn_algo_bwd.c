@@ -11,12 +11,12 @@
 #include <string.h>
 
 #include "rgpu_calls.h"
+#include "rgpu_cudnn_cache.h"
 #include "rgpu_cudnn_wire.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
 #define QUERY_MAX 16    /* results per query (the message's limit) */
-#define CACHE_SLOTS 128 /* shapes remembered, replaced round-robin */
 
 enum { QUERY_WORKSPACE = 0, QUERY_HEURISTIC = 1, QUERY_FIND = 2 };
 enum { DIR_DATA = 0, DIR_FILTER = 1 };
@@ -41,44 +41,19 @@ typedef struct {
   struct cudnnConvolutionStruct cv;
 } query_key;
 
-typedef struct {
-  query_key key;
-  int count;
-  perf_rec perf[QUERY_MAX];
-} query_entry;
+/* Answers: an array of perf records (the count is the value's length). */
+static rgpu_cudnn_cache g_cache = RGPU_CUDNN_CACHE_INIT;
 
-static struct {
-  pthread_mutex_t lock; /* a leaf: held for lookups and inserts only */
-  query_entry *slot[CACHE_SLOTS];
-  unsigned next;
-} g_cache = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
-
+/* The cached answer to k into out (at most QUERY_MAX): 1 and *count, or 0. */
 static int cache_lookup(const query_key *k, perf_rec *out, int *count) {
-  int hit = 0;
-  pthread_mutex_lock(&g_cache.lock);
-  for (unsigned i = 0; i < CACHE_SLOTS && !hit; i++) {
-    query_entry *e = g_cache.slot[i];
-    if (e && !memcmp(&e->key, k, sizeof *k)) {
-      memcpy(out, e->perf, sizeof out[0] * (size_t)e->count);
-      *count = e->count;
-      hit = 1;
-    }
-  }
-  pthread_mutex_unlock(&g_cache.lock);
-  return hit;
+  long n = rgpu_cudnn_cache_get(&g_cache, k, sizeof *k, out, sizeof out[0] * QUERY_MAX);
+  if (n < 0) return 0;
+  *count = (int)((size_t)n / sizeof out[0]);
+  return 1;
 }
 
 static void cache_insert(const query_key *k, const perf_rec *perf, int count) {
-  query_entry *e = malloc(sizeof *e);
-  if (!e) return; /* not remembered: the next query asks again */
-  memcpy(&e->key, k, sizeof *k);
-  e->count = count;
-  memcpy(e->perf, perf, sizeof perf[0] * (size_t)count);
-  pthread_mutex_lock(&g_cache.lock);
-  unsigned i = g_cache.next++ % CACHE_SLOTS;
-  free(g_cache.slot[i]);
-  g_cache.slot[i] = e;
-  pthread_mutex_unlock(&g_cache.lock);
+  rgpu_cudnn_cache_put(&g_cache, k, sizeof *k, perf, sizeof perf[0] * (size_t)count);
 }
 
 /* Answers a query from the cache or with one round trip: up to
@@ -129,17 +104,8 @@ static cudnnStatus_t query(const char *api, int direction, cudnnHandle_t handle,
   rgpu_client_reply rr = {.payload = &pay};
   rgpu_msg_cudnn_conv_bwd_query_rep rep;
   rgpu_status rc = rgpu_call_cudnn_conv_bwd_query(c, h->device, 0, &q, &rep, &rr);
-  if (rc < 0) {
-    /* The connection failed: the runtime's rules (a sticky error). */
-    rgpu_rt_sync_ret(c, rc);
-    st = CUDNN_STATUS_EXECUTION_FAILED;
-  } else if (rc > 0) {
-    /* The server's answer (a cuDNN status turned CUresult, or its
-     * refusal): a status of this call. */
-    st = rc == CUDA_ERROR_NOT_SUPPORTED    ? CUDNN_STATUS_NOT_SUPPORTED
-         : rc == CUDA_ERROR_INVALID_VALUE ? CUDNN_STATUS_BAD_PARAM
-                                          : CUDNN_STATUS_EXECUTION_FAILED;
-    RGPU_WARN("%s: the server answered %d: %s", api, (int)rc, rr.msg);
+  if (rc) {
+    st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
   } else {
     uint32_t n = rep.algo.count;
     if (rep.status.count != n || rep.time.count != n || rep.memory.count != n ||

@@ -192,18 +192,6 @@ static struct rgpu_cudnn_bdesc *ref_attr(const struct rgpu_cudnn_bdesc *d, int64
   return *(struct rgpu_cudnn_bdesc **)a->data;
 }
 
-/* A server refusal as the cuDNN status it stands for. */
-static cudnnStatus_t status_of(rgpu_client *c, rgpu_status rc, const char *api, const char *msg) {
-  if (rc < 0) {
-    rgpu_rt_sync_ret(c, rc);
-    return CUDNN_STATUS_EXECUTION_FAILED;
-  }
-  RGPU_WARN("%s: the server answered %d: %s", api, (int)rc, msg ? msg : "");
-  return rc == CUDA_ERROR_NOT_SUPPORTED ? CUDNN_STATUS_NOT_SUPPORTED
-         : rc == CUDA_ERROR_INVALID_VALUE ? CUDNN_STATUS_BAD_PARAM
-                                          : CUDNN_STATUS_EXECUTION_FAILED;
-}
-
 /* ---- engine heuristics ----------------------------------------------------- */
 
 static cudnnStatus_t store_i64(struct rgpu_cudnn_bdesc *d, int64_t name, int64_t v) {
@@ -328,7 +316,7 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   answer *a = NULL;
   if (rc) {
-    st = status_of(c, rc, api, rr.msg);
+    st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
   } else if (!heur_reply_ok(&rep) || !(a = calloc(1, sizeof *a))) {
     RGPU_ERROR("%s: the server's reply is inconsistent", api);
     st = CUDNN_STATUS_INTERNAL_ERROR;
@@ -395,7 +383,7 @@ static cudnnStatus_t ask_u64(int kind, const struct cudnnContext *h, const rgpu_
   }
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   if (rc) {
-    st = status_of(c, rc, api, rr.msg);
+    st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
   } else {
     answer *a = calloc(1, sizeof *a);
     if (a && (a->graph = malloc(g->len))) {

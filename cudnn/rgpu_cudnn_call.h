@@ -13,6 +13,12 @@
  * are no graph node (they send directly). */
 cudnnStatus_t rgpu_cudnn_enter(struct cudnnContext *h, const char *api, rgpu_client **c,
                                uint64_t *wire, int *device);
+/* A round trip's failure rc (nonzero) as the call's status: a broken
+ * connection is the runtime's sticky error (EXECUTION_FAILED); a server
+ * refusal is NOT_SUPPORTED, BAD_PARAM or EXECUTION_FAILED, logged with the
+ * server's message msg. */
+cudnnStatus_t rgpu_cudnn_reply_status(rgpu_client *c, rgpu_status rc, const char *api,
+                                      const char *msg);
 /* The same for calls sent through rgpu_cudnn_submit, which capture. */
 cudnnStatus_t rgpu_cudnn_enter_stream(struct cudnnContext *h, rgpu_client **c, uint64_t *wire,
                                       int *device);

@@ -48,6 +48,21 @@ cudnnStatus_t rgpu_cudnn_submit(rgpu_client *c, int device, uint64_t wire, uint1
   return e == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
 }
 
+cudnnStatus_t rgpu_cudnn_reply_status(rgpu_client *c, rgpu_status rc, const char *api,
+                                      const char *msg) {
+  if (rc < 0) {
+    /* The connection failed: the runtime's rules (a sticky error). */
+    rgpu_rt_sync_ret(c, rc);
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  /* The server's answer (a cuDNN status turned CUresult, or its refusal):
+   * a status of this call. */
+  RGPU_WARN("%s: the server answered %d: %s", api, (int)rc, msg ? msg : "");
+  return rc == CUDA_ERROR_NOT_SUPPORTED    ? CUDNN_STATUS_NOT_SUPPORTED
+         : rc == CUDA_ERROR_INVALID_VALUE ? CUDNN_STATUS_BAD_PARAM
+                                          : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
 cudnnStatus_t rgpu_cudnn_enter(struct cudnnContext *h, const char *api, rgpu_client **c,
                                uint64_t *wire, int *device) {
   cudnnStatus_t st = rgpu_cudnn_enter_stream(h, c, wire, device);

@@ -12,6 +12,7 @@
 
 #include "rgpu_calls.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_cudnn_cache.h"
 #include "rgpu_cudnn_wire.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -53,7 +54,6 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnDestroyDropoutDescriptor(
 
 /* ---- the sizes: the server's answer, cached ---------------------------------- */
 
-#define SIZE_SLOTS 64
 
 /* Built in zeroed memory, compared by memcmp (x zero for the states). */
 typedef struct {
@@ -61,13 +61,8 @@ typedef struct {
   struct cudnnTensorStruct x;
 } size_key;
 
-static struct {
-  pthread_mutex_t lock;
-  int used;
-  unsigned next;
-  size_key key[SIZE_SLOTS];
-  size_t size[SIZE_SLOTS];
-} g_sizes = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Sizes answered by the server, by key. */
+static rgpu_cudnn_cache g_sizes = RGPU_CUDNN_CACHE_INIT;
 
 static cudnnStatus_t size_query(const char *api, int which, int device, uint64_t handle_id,
                                 const struct cudnnTensorStruct *xt, size_t *out) {
@@ -76,14 +71,8 @@ static cudnnStatus_t size_query(const char *api, int which, int device, uint64_t
   key.device = device;
   key.which = which;
   if (xt) memcpy(&key.x, xt, sizeof key.x);
-  pthread_mutex_lock(&g_sizes.lock);
-  for (int i = 0; i < g_sizes.used; i++)
-    if (!memcmp(&g_sizes.key[i], &key, sizeof key)) {
-      *out = g_sizes.size[i];
-      pthread_mutex_unlock(&g_sizes.lock);
-      return rgpu_cudnn_refused(CUDNN_STATUS_SUCCESS);
-    }
-  pthread_mutex_unlock(&g_sizes.lock);
+  if (rgpu_cudnn_cache_get(&g_sizes, &key, sizeof key, out, sizeof *out) == (long)sizeof *out)
+    return rgpu_cudnn_refused(CUDNN_STATUS_SUCCESS);
   rgpu_client *c;
   if (rgpu_rt_enter(&c) != cudaSuccess) return CUDNN_STATUS_EXECUTION_FAILED;
   rgpu_msg_cudnn_dropout_query_req q = {.handle = handle_id, .which = (uint32_t)which};
@@ -94,21 +83,11 @@ static cudnnStatus_t size_query(const char *api, int which, int device, uint64_t
   rgpu_msg_cudnn_dropout_query_rep rep;
   rgpu_status rc = rgpu_call_cudnn_dropout_query(c, device, 0, &q, &rep, &rr);
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  if (rc < 0) {
-    rgpu_rt_sync_ret(c, rc);
-    st = CUDNN_STATUS_EXECUTION_FAILED;
-  } else if (rc > 0) {
-    st = rc == CUDA_ERROR_NOT_SUPPORTED    ? CUDNN_STATUS_NOT_SUPPORTED
-         : rc == CUDA_ERROR_INVALID_VALUE ? CUDNN_STATUS_BAD_PARAM
-                                          : CUDNN_STATUS_EXECUTION_FAILED;
-    RGPU_WARN("%s: the server answered %d: %s", api, (int)rc, rr.msg);
+  if (rc) {
+    st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
   } else {
     *out = (size_t)rep.size;
-    pthread_mutex_lock(&g_sizes.lock);
-    unsigned i = g_sizes.used < SIZE_SLOTS ? (unsigned)g_sizes.used++ : g_sizes.next++ % SIZE_SLOTS;
-    g_sizes.key[i] = key;
-    g_sizes.size[i] = *out;
-    pthread_mutex_unlock(&g_sizes.lock);
+    rgpu_cudnn_cache_put(&g_sizes, &key, sizeof key, out, sizeof *out);
   }
   rgpu_buf_free(&pay);
   return st;

@@ -229,7 +229,7 @@ static CUresult softgpu_float_only(rgpu_worker *w, const char *api, const dnn_te
 #define RGPU_CUDNN_FUNCS(X)                                                                  \
   X(cudnnCreate) X(cudnnSetStream) X(cudnnCreateTensorDescriptor)                            \
   X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor) \
-  X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)                              \
+  X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor) X(cudnnDestroyOpTensorDescriptor)                              \
   X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                     \
   X(cudnnSetConvolutionMathType) X(cudnnSetConvolutionGroupCount)                            \
   X(cudnnDestroyConvolutionDescriptor) X(cudnnCreateActivationDescriptor)                    \
@@ -329,35 +329,29 @@ static CUresult dnn_handle(rgpu_worker *w, const char *api, CUstream stream, cud
   return CUDA_SUCCESS;
 }
 
-/* NVIDIA's descriptors for a request; all NULL-initialized, freed by
- * real_free. */
-typedef struct {
-  cudnnTensorDescriptor_t t[2];
-  cudnnFilterDescriptor_t f;
-  cudnnConvolutionDescriptor_t cv;
-  cudnnActivationDescriptor_t act;
-  cudnnPoolingDescriptor_t pool;
-} dnn_real;
+typedef rgpu_cudnn_real dnn_real;
 
-static void real_free(dnn_real *r) {
-  for (int i = 0; i < 2; i++)
+void rgpu_cudnn_real_free(rgpu_cudnn_real *r) {
+  for (int i = 0; i < 5; i++)
     if (r->t[i]) g_dnn.cudnnDestroyTensorDescriptor(r->t[i]);
   if (r->f) g_dnn.cudnnDestroyFilterDescriptor(r->f);
   if (r->cv) g_dnn.cudnnDestroyConvolutionDescriptor(r->cv);
   if (r->act) g_dnn.cudnnDestroyActivationDescriptor(r->act);
   if (r->pool) g_dnn.cudnnDestroyPoolingDescriptor(r->pool);
+  if (r->op) g_dnn.cudnnDestroyOpTensorDescriptor(r->op);
   memset(r, 0, sizeof *r);
 }
+#define real_free rgpu_cudnn_real_free
 
-static cudnnStatus_t real_tensor(const dnn_tensor *t, cudnnTensorDescriptor_t *out) {
+cudnnStatus_t rgpu_cudnn_real_tensor(const dnn_tensor *t, cudnnTensorDescriptor_t *out) {
   cudnnStatus_t st = g_dnn.cudnnCreateTensorDescriptor(out);
   if (!st) st = g_dnn.cudnnSetTensorNdDescriptor(*out, (cudnnDataType_t)t->type, t->nb, t->dim, t->stride);
   return st;
 }
 
-static cudnnStatus_t real_conv(const dnn_conv *c, dnn_real *r) {
-  cudnnStatus_t st = real_tensor(&c->x, &r->t[0]);
-  if (!st) st = real_tensor(&c->y, &r->t[1]);
+cudnnStatus_t rgpu_cudnn_real_conv(const dnn_conv *c, rgpu_cudnn_real *r) {
+  cudnnStatus_t st = rgpu_cudnn_real_tensor(&c->x, &r->t[0]);
+  if (!st) st = rgpu_cudnn_real_tensor(&c->y, &r->t[1]);
   if (!st) st = g_dnn.cudnnCreateFilterDescriptor(&r->f);
   if (!st)
     st = g_dnn.cudnnSetFilterNdDescriptor(r->f, (cudnnDataType_t)c->w_type,
@@ -372,17 +366,16 @@ static cudnnStatus_t real_conv(const dnn_conv *c, dnn_real *r) {
   return st;
 }
 
-/* Host scaling factors back to cuDNN's type for the data. */
-typedef union {
-  float f;
-  double d;
-} dnn_scale;
-static dnn_scale scale_for(uint32_t type, double v) {
-  dnn_scale s;
+rgpu_cudnn_scale rgpu_cudnn_scale_for(uint32_t type, double v) {
+  rgpu_cudnn_scale s;
   if (type == CUDNN_DATA_DOUBLE) s.d = v;
   else s.f = (float)v;
   return s;
 }
+#define scale_for rgpu_cudnn_scale_for
+#define real_tensor rgpu_cudnn_real_tensor
+#define real_conv rgpu_cudnn_real_conv
+typedef rgpu_cudnn_scale dnn_scale;
 
 /* ---- the handlers ------------------------------------------------------------ */
 

@@ -66,4 +66,30 @@ rgpu_cudnn_cpu_tensor rgpu_cudnn_srv_cpu_tensor(const dnn_tensor *t);
 /* A cuDNN status as the CUresult the client turns back into it. */
 CUresult rgpu_cudnn_srv_status(cudnnStatus_t st);
 
+/* ---- a GPU: NVIDIA's descriptors built from checked requests -------------- */
+
+/* The descriptors of one request, NULL-initialized, freed by
+ * rgpu_cudnn_real_free (with the library rgpu_handlers_cudnn.c opened). */
+typedef struct {
+  cudnnTensorDescriptor_t t[5];
+  cudnnFilterDescriptor_t f;
+  cudnnConvolutionDescriptor_t cv;
+  cudnnActivationDescriptor_t act;
+  cudnnPoolingDescriptor_t pool;
+  cudnnOpTensorDescriptor_t op;
+} rgpu_cudnn_real;
+void rgpu_cudnn_real_free(rgpu_cudnn_real *r);
+/* An Nd tensor descriptor of t. */
+cudnnStatus_t rgpu_cudnn_real_tensor(const dnn_tensor *t, cudnnTensorDescriptor_t *out);
+/* A forward convolution's descriptors: t[0] x, t[1] y, the filter, the
+ * convolution (math type and groups set). */
+cudnnStatus_t rgpu_cudnn_real_conv(const dnn_conv *c, rgpu_cudnn_real *r);
+/* A host scaling factor in cuDNN's type for data of type type (double for
+ * double data, float otherwise). */
+typedef union {
+  float f;
+  double d;
+} rgpu_cudnn_scale;
+rgpu_cudnn_scale rgpu_cudnn_scale_for(uint32_t type, double v);
+
 #endif

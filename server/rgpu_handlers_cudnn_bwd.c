@@ -185,65 +185,13 @@ static CUresult gpu_handle(rgpu_worker *w, const char *api, CUstream st, cudnnHa
   return CUDA_SUCCESS;
 }
 
-/* NVIDIA's descriptors for one request, NULL-initialized, freed by
- * real_free. */
-typedef struct {
-  cudnnTensorDescriptor_t t[5];
-  cudnnFilterDescriptor_t f;
-  cudnnConvolutionDescriptor_t cv;
-  cudnnActivationDescriptor_t act;
-  cudnnPoolingDescriptor_t pool;
-  cudnnOpTensorDescriptor_t op;
-} real_descs;
-
-static void real_free(real_descs *r) {
-  for (int i = 0; i < 5; i++)
-    if (r->t[i]) g_fn.cudnnDestroyTensorDescriptor(r->t[i]);
-  if (r->f) g_fn.cudnnDestroyFilterDescriptor(r->f);
-  if (r->cv) g_fn.cudnnDestroyConvolutionDescriptor(r->cv);
-  if (r->act) g_fn.cudnnDestroyActivationDescriptor(r->act);
-  if (r->pool) g_fn.cudnnDestroyPoolingDescriptor(r->pool);
-  if (r->op) g_fn.cudnnDestroyOpTensorDescriptor(r->op);
-  memset(r, 0, sizeof *r);
-}
-
-static cudnnStatus_t real_tensor(const dnn_tensor *t, cudnnTensorDescriptor_t *out) {
-  cudnnStatus_t st = g_fn.cudnnCreateTensorDescriptor(out);
-  if (!st)
-    st = g_fn.cudnnSetTensorNdDescriptor(*out, (cudnnDataType_t)t->type, t->nb, t->dim, t->stride);
-  return st;
-}
-
-/* The forward convolution's descriptors: t[0] x, t[1] y, the filter, the
- * convolution. */
-static cudnnStatus_t real_conv(const dnn_conv *c, real_descs *r) {
-  cudnnStatus_t st = real_tensor(&c->x, &r->t[0]);
-  if (!st) st = real_tensor(&c->y, &r->t[1]);
-  if (!st) st = g_fn.cudnnCreateFilterDescriptor(&r->f);
-  if (!st)
-    st = g_fn.cudnnSetFilterNdDescriptor(r->f, (cudnnDataType_t)c->w_type,
-                                         (cudnnTensorFormat_t)c->w_format, c->x.nb, c->w_dim);
-  if (!st) st = g_fn.cudnnCreateConvolutionDescriptor(&r->cv);
-  if (!st)
-    st = g_fn.cudnnSetConvolutionNdDescriptor(r->cv, c->nb_spatial, c->pad, c->stride,
-                                              c->dilation, (cudnnConvolutionMode_t)c->mode,
-                                              (cudnnDataType_t)c->compute);
-  if (!st) st = g_fn.cudnnSetConvolutionMathType(r->cv, (cudnnMathType_t)c->math);
-  if (!st) st = g_fn.cudnnSetConvolutionGroupCount(r->cv, c->groups);
-  return st;
-}
-
-/* Host scaling factors back to cuDNN's type for the data. */
-typedef union {
-  float f;
-  double d;
-} dnn_scale;
-static dnn_scale scale_for(uint32_t type, double v) {
-  dnn_scale s;
-  if (type == CUDNN_DATA_DOUBLE) s.d = v;
-  else s.f = (float)v;
-  return s;
-}
+/* NVIDIA's descriptors and scaling factors: rgpu_handlers_cudnn.h's. */
+typedef rgpu_cudnn_real real_descs;
+typedef rgpu_cudnn_scale dnn_scale;
+#define real_free rgpu_cudnn_real_free
+#define real_tensor rgpu_cudnn_real_tensor
+#define real_conv rgpu_cudnn_real_conv
+#define scale_for rgpu_cudnn_scale_for
 
 static CUresult gpu_status(rgpu_worker *w, const char *api, cudnnStatus_t s) {
   return s ? FAIL(rgpu_cudnn_srv_status(s), "%s: status %d", api, (int)s) : CUDA_SUCCESS;
