@@ -967,12 +967,18 @@ static void q_fail_liberr(qconn *q, int lib, const char *when) {
   q->close_error = 1;
 }
 
+/* The batch's packets go over path (one GSO send has one source and one
+ * destination). */
+static int batch_on_path(const qbatch *b, const ngtcp2_path *path) {
+  return b->n && b->tolen == path->remote.addrlen &&
+         !memcmp(&b->to, path->remote.addr, path->remote.addrlen) &&
+         b->fromlen == path->local.addrlen &&
+         !memcmp(&b->from, path->local.addr, path->local.addrlen);
+}
+
 static int q_queue_packet(qconn *q, const ngtcp2_path *path, const uint8_t *pkt, size_t len) {
   qbatch *b = &q->batch;
-  int same_dest = b->n && b->tolen == path->remote.addrlen &&
-                  !memcmp(&b->to, path->remote.addr, path->remote.addrlen) &&
-                  b->fromlen == path->local.addrlen &&
-                  !memcmp(&b->from, path->local.addr, path->local.addrlen);
+  int same_dest = batch_on_path(b, path);
   /* A batch holds equal-size segments with at most one shorter last one. */
   if (b->n && (!same_dest || len > b->seg || b->len % b->seg != 0 || b->n >= Q_GSO_MAX ||
                b->len + len > Q_GSO_BYTES || !q->ep->gso)) {
@@ -1098,7 +1104,11 @@ static void q_write(qconn *q) {
       return;
     }
     if (n == 0) break;
-    if (direct && (b->n == 0 || (size_t)n <= b->seg)) {
+    /* Built in place, it joins the batch only on the batch's path: during
+     * migration or path validation ngtcp2 writes packets for another path
+     * (ps.path says which), and those go through q_queue_packet, which
+     * sends the batch first. */
+    if (direct && (b->n == 0 || ((size_t)n <= b->seg && batch_on_path(b, &q->ps.path)))) {
       if (b->n == 0) {
         memcpy(&b->to, q->ps.path.remote.addr, q->ps.path.remote.addrlen);
         b->tolen = q->ps.path.remote.addrlen;
@@ -1111,7 +1121,7 @@ static void q_write(qconn *q) {
       npkts++;
       continue;
     }
-    if (direct) memcpy(pkt, dst, (size_t)n); /* larger than the batch's segments */
+    if (direct) memcpy(pkt, dst, (size_t)n); /* larger than the batch's segments, or elsewhere */
     if (q_queue_packet(q, &q->ps.path, pkt, (size_t)n) < 0) {
       q->send_blocked = 1;
       /* The packet is built; it must not be lost: it goes first next time. */
