@@ -136,8 +136,46 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
+/* In srun, salloc and sbatch themselves (before anything is allocated):
+ * refuse at once, with the reason and a failing exit status, a request the
+ * pool cannot meet, so that the user is not left with a launch failure
+ * that only slurmd's log explains.  sbatch and salloc may wait in the queue,
+ * so only the pool's size counts there; srun launches now, so what is free
+ * counts too.  A pool file this host cannot read leaves the decision to
+ * the step (the token directory may live on the nodes only).  The step
+ * still takes the GPUs under the pool's lock: this is a check, not a
+ * reservation. */
+static int check_before_launch(int ac, char **av, spank_context_t ctx) {
+  const char *held = getenv("RGPU_POOL_GRANT");
+  if (held && *held) return 0; /* inside an allocation that holds GPUs */
+  plugin_args a;
+  char err[700];
+  if (parse_args(ac, av, &a) || rgpu_pool_load(a.pool, &pool, err, sizeof err)) return 0;
+  int total = 0, freegpus = 0, readable = 1;
+  int64_t now = (int64_t)time(NULL);
+  for (int i = 0; i < pool.nservers; i++) {
+    total += pool.servers[i].gpus;
+    int used = ctx == S_CTX_LOCAL ? rgpu_pool_used(&pool, i, now) : 0;
+    if (used < 0) readable = 0;
+    else if (used < pool.servers[i].gpus) freegpus += pool.servers[i].gpus - used;
+  }
+  if (gpus_asked > total) {
+    slurm_error("rgpu: %d remote GPUs asked, the pool has %d", gpus_asked, total);
+    return -1;
+  }
+  if (ctx == S_CTX_LOCAL && readable && gpus_asked > freegpus) {
+    slurm_error("rgpu: %d remote GPUs asked, %d free of %d in the pool", gpus_asked, freegpus,
+                total);
+    return -1;
+  }
+  return 0;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
-  if (spank_context() != S_CTX_REMOTE || gpus_asked == 0) return 0;
+  spank_context_t ctx = spank_context();
+  if (gpus_asked && (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR))
+    return check_before_launch(ac, av, ctx);
+  if (ctx != S_CTX_REMOTE || gpus_asked == 0) return 0;
   char held[128];
   if (spank_getenv(sp, "RGPU_POOL_GRANT", held, sizeof held) == ESPANK_SUCCESS && held[0])
     return 0; /* the enclosing batch step holds the GPUs */

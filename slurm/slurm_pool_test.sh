@@ -204,12 +204,20 @@ for _ in $(seq 100); do [ -s "$T/hold.servers" ] && break; sleep 0.1; done
 [ "$(cat "$T/hold.servers" 2>/dev/null)" = "$uri1" ] || fail "holding job: expected $uri1, got $(cat "$T/hold.servers" 2>/dev/null)"
 out=$(timeout 30 srun --rgpu=1 bash -c 'echo "SERVERS=$RGPU_SERVERS"' 2>&1) || fail "job 3b failed: $out"
 echo "$out" | grep -qx "SERVERS=$uri2" || fail "job 3b: expected the free server $uri2: $out"
-# srun may exit 0 after a failed launch: what counts is that nothing ran.
-out=$(timeout 30 srun --rgpu=2 bash -c 'echo "RAN $RGPU_SERVERS"' 2>&1)
+# srun itself refuses, with the reason and a failing exit status, before
+# anything is allocated.
+if out=$(timeout 30 srun --rgpu=2 bash -c 'echo "RAN $RGPU_SERVERS"' 2>&1); then
+  fail "job 3c: srun exited 0 while only 1 GPU was free: $out"
+fi
 echo "$out" | grep -q "^RAN" && fail "job 3c got 2 GPUs while only 1 was free: $out"
-# The reason is in the job's output or, from slurmstepd, in slurmd's log.
-{ echo "$out"; cat "$T/slurmd.log"; } | grep -q "2 remote GPUs asked, 1 free" ||
+echo "$out" | grep -q "2 remote GPUs asked, 1 free of 2" ||
   fail "job 3c: refused without the reason: $out"
+# More than the whole pool: refused by sbatch too, at submission.
+if out=$(timeout 30 sbatch --rgpu=3 --wrap true 2>&1); then
+  fail "sbatch --rgpu=3 was accepted by a pool of 2: $out"
+fi
+echo "$out" | grep -q "3 remote GPUs asked, the pool has 2" ||
+  fail "sbatch --rgpu=3: refused without the reason: $out"
 holdjob=$(cat "$T/hold.job")
 # scancel of the running job: its token goes and its GPU returns.
 scancel "$holdjob"
