@@ -10,8 +10,10 @@
 #include "rgpu_cudnn_wire.h"
 #include "rgpu_messages.h"
 
-/* The session and the handle's stream, or the status to return. */
-#define ENTER(api)                                                      \
+/* The session and the handle's stream, or the status to return (the
+ * request then goes through RGPU_CUDNN_SUBMIT: captured on a capturing
+ * stream). */
+#define ENTER()                                                         \
   rgpu_client *c;                                                       \
   uint64_t wire;                                                        \
   int device;                                                           \
@@ -38,7 +40,7 @@ static cudnnStatus_t conv_bwd(const char *api, int direction, cudnnHandle_t hand
               algo < 0 || algo >= algo_count))
     st = CUDNN_STATUS_BAD_PARAM;
   if (st) return rgpu_cudnn_refused(st);
-  ENTER(api);
+  ENTER();
   /* The output's type sets alpha/beta's width: dx (x) or dw (w). */
   int out_type = direction == 0 ? xt->type : wf->type;
   rgpu_msg_cudnn_conv_fwd_req shape;
@@ -98,7 +100,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionBackwardBias(
   for (int i = 0; !st && i < bt->nb_dims; i++)
     if (bt->dim[i] != (i == 1 ? yt->dim[1] : 1)) st = CUDNN_STATUS_BAD_PARAM;
   if (st) return rgpu_cudnn_refused(st);
-  ENTER("cudnnConvolutionBackwardBias");
+  ENTER();
   rgpu_msg_cudnn_conv_bwd_bias_req q = {.handle = h->id, .stream = wire,
                                         .alpha = rgpu_cudnn_scale_of(bt->type, alpha),
                                         .beta = rgpu_cudnn_scale_of(bt->type, beta)};
@@ -136,7 +138,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnActivationBackward(
                           : pairs_check(h, yt, dyt, xt, dxt, alpha, beta, y, dy, x, dx);
   if (!st && !rgpu_cudnn_same_dims(xt, yt)) st = CUDNN_STATUS_BAD_PARAM;
   if (st) return rgpu_cudnn_refused(st);
-  ENTER("cudnnActivationBackward");
+  ENTER();
   rgpu_msg_cudnn_activation_bwd_req q = {.handle = h->id,
                                          .stream = wire,
                                          .act_mode = (uint32_t)act->mode,
@@ -170,7 +172,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingBackward(
               yt->dim[0] != n || yt->dim[1] != ch || yt->dim[2] != oh || yt->dim[3] != ow))
     st = CUDNN_STATUS_BAD_PARAM;
   if (st) return rgpu_cudnn_refused(st);
-  ENTER("cudnnPoolingBackward");
+  ENTER();
   rgpu_msg_cudnn_pooling_bwd_req q = {.handle = h->id,
                                       .stream = wire,
                                       .pool_mode = (uint32_t)p->mode,
@@ -201,7 +203,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSoftmaxBackward(
               (mode != CUDNN_SOFTMAX_MODE_INSTANCE && mode != CUDNN_SOFTMAX_MODE_CHANNEL)))
     st = CUDNN_STATUS_BAD_PARAM;
   if (st) return rgpu_cudnn_refused(st);
-  ENTER("cudnnSoftmaxBackward");
+  ENTER();
   rgpu_msg_cudnn_softmax_bwd_req q = {.handle = h->id,
                                       .stream = wire,
                                       .softmax_algo = (uint32_t)algo,
