@@ -22,6 +22,8 @@
 #define TENSORS_MAX 32
 #define OPS_MAX 16
 #define DIMS_MAX 8
+/* Host memory for one execute's virtual tensors: 1 GiB. */
+#define VIRTUAL_FLOATS_MAX (1ull << 28)
 
 typedef struct {
   const rgpu_cudnn_wnode *node;
@@ -379,16 +381,23 @@ int rgpu_cudnn_soft_job_make(const rgpu_cudnn_soft_plan *p, const int64_t *uid,
                              const uint64_t *addr, uint32_t n, void **out, char *why,
                              size_t len) {
   *out = NULL;
+  /* The virtual tensors' host buffers, bounded: a hostile graph could name
+   * dimensions whose product the worker cannot hold. */
+  uint64_t virt_floats = 0;
+  for (int i = 0; i < p->nt; i++)
+    if (p->t[i].virt) virt_floats += extent_floats(&p->t[i]);
+  if (virt_floats > VIRTUAL_FLOATS_MAX)
+    return say(why, len, "virtual tensors of %llu bytes (softgpu holds at most %llu)",
+               (unsigned long long)virt_floats * 4ull,
+               (unsigned long long)VIRTUAL_FLOATS_MAX * 4ull);
   soft_job *j = calloc(1, sizeof *j);
   if (!j) return -2;
   j->plan = *p;
   for (int i = 0; i < p->nt; i++) {
     const soft_tensor *t = &p->t[i];
     if (t->virt) {
-      /* Bounded: the planner's dimensions and strides are int, and the
-       * graph's tensors are few. */
       uint64_t floats = extent_floats(t);
-      if (floats > (1ull << 31) || !(j->owned[i] = malloc(floats * sizeof(float)))) {
+      if (!(j->owned[i] = malloc(floats * sizeof(float)))) {
         rgpu_cudnn_soft_job_free(j);
         return -2;
       }

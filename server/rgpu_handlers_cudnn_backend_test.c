@@ -235,6 +235,8 @@ static void test_conv_graph(void **state) {
 
 static void tensor_v(gw *g, int64_t uid, const int64_t d[4], int virt) {
   int64_t s[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  /* PW_HUGE: the virtual tensor's strides span 4 GiB for 12 elements. */
+  if (virt == 2) s[1] = 1ll << 30;
   uint8_t v = (uint8_t)virt;
   node(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 5);
   a_enum(g, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
@@ -254,7 +256,7 @@ static void pw_op(gw *g, uint32_t pw, uint32_t x, uint32_t b, uint32_t y) {
   a_ref(g, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
 }
 
-enum { PW_GOOD, PW_UNWRITTEN, PW_CYCLE, PW_TWO_WRITERS };
+enum { PW_GOOD, PW_UNWRITTEN, PW_CYCLE, PW_TWO_WRITERS, PW_HUGE };
 
 /* y = relu(a + b): a 1x2x2x3 (uid 1), b 1x2x1x1 broadcast (uid 2), the sum
  * virtual (uid 10), y (uid 3); the operations listed ReLU first.  The
@@ -267,7 +269,7 @@ static void pw_graph(gw *g, int variant, int root) {
   static const int64_t full[4] = {1, 2, 2, 3}, chan[4] = {1, 2, 1, 1};
   tensor_v(g, 1, full, 0);  /* 0: a */
   tensor_v(g, 2, chan, 0);  /* 1: b */
-  tensor_v(g, 10, full, 1); /* 2: a + b */
+  tensor_v(g, 10, full, variant == PW_HUGE ? 2 : 1); /* 2: a + b */
   tensor_v(g, 3, full, 0);  /* 3: y */
   node(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1); /* 4 */
   a_enum(g, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_ADD);
@@ -327,6 +329,16 @@ static void test_pointwise_graph(void **state) {
     float v = a[i] + b[i / 6];
     assert_true(y[i] == (v > 0 ? v : 0));
   }
+  /* A virtual tensor whose strides span more host memory than softgpu
+   * gives one execute: planned, but its execute is refused. */
+  gw hg;
+  pw_graph(&hg, PW_HUGE, 2);
+  rgpu_msg_cudnn_backend_execute_req hq2 = {.graph = {hg.b.data, hg.b.len}, .uid = {uid, 3},
+                                            .ptr = {ptr, 3}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &hq2,
+                                NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "softgpu holds at most"));
+  rgpu_buf_free(&hg.b);
   /* A variant pack without y's pointer: refused, nothing run. */
   q.uid.count = q.ptr.count = 2;
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &q, NULL, 0),
