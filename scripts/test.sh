@@ -23,15 +23,30 @@ echo "== fuzzing (bounded)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Debug -DRGPU_FUZZ=ON -DRGPU_E2E=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" >/dev/null
 secs=${RGPU_FUZZ_SECONDS:-20}
+# One fuzzer per CPU at a time, each in its own directory so that the
+# crash-*/leak-*/timeout-* files it leaves name it.
+fuzz_one() {
+  local f=$1 name dir
+  name=$(basename "$f")
+  dir=build-fuzz/run/$name
+  mkdir -p "$dir" "build-fuzz/corpus/$name"
+  (cd "$dir" && "../../bin/$name" -max_total_time="$secs" -print_final_stats=1 \
+     "../../corpus/$name" > log 2>&1 || true)
+  echo "-- $name for ${secs}s: $(grep -E "stat::number_of_executed_units|ERROR|SUMMARY" "$dir/log" | tr '\n' ' ')"
+}
+rm -rf build-fuzz/run
+running=0
 for f in build-fuzz/bin/*_fuzz; do
   [ -x "$f" ] || continue
-  echo "-- $(basename "$f") for ${secs}s"
-  corpus=build-fuzz/corpus/$(basename "$f")
-  mkdir -p "$corpus"
-  "$f" -max_total_time="$secs" -print_final_stats=1 "$corpus" 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" || true
-  # A crash leaves crash-* files: fail the run.
-  if ls crash-* leak-* timeout-* >/dev/null 2>&1; then
-    echo "fuzzer $(basename "$f") found a crash" >&2
+  fuzz_one "$f" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+done
+wait
+# A crash leaves crash-* files: fail the run.
+for d in build-fuzz/run/*; do
+  if ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* >/dev/null 2>&1; then
+    echo "fuzzer $(basename "$d") found a crash: $(ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* 2>/dev/null | tr '\n' ' ')" >&2
     exit 1
   fi
 done
