@@ -43,10 +43,12 @@ for f in build-fuzz/bin/*_fuzz; do
   if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
 done
 wait
-# A crash leaves crash-* files: fail the run.
+# A crash leaves crash-*, leak-* or timeout-* files: fail the run.  (find,
+# not ls: ls fails when any one of the three patterns matches nothing.)
 for d in build-fuzz/run/*; do
-  if ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* >/dev/null 2>&1; then
-    echo "fuzzer $(basename "$d") found a crash: $(ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* 2>/dev/null | tr '\n' ' ')" >&2
+  found=$(find "$d" -maxdepth 1 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \) -printf '%f ')
+  if [ -n "$found" ]; then
+    echo "fuzzer $(basename "$d") found a crash: $found" >&2
     exit 1
   fi
 done
