@@ -113,11 +113,13 @@ enum { SG_WMMA_M16N16K16 = 0, SG_WMMA_M32N8K16, SG_WMMA_M8N32K16 };
 
 /* mma.sync (sg_ptx_mma.c): fragments in the wregs table like wmma's (slots
  * D, A, B, C); mod = shape, type = D's type, type2 = C's, mod2 = A's,
- * space = B's (tf32 is carried as SG_T_F32), SG_F_SAT = .satfinite.
+ * space = B's (tf32 is carried as SG_T_F32), SG_F_SAT = .satfinite,
+ * shape = layouts (bit 0: A column-major, bit 1: B column-major; only
+ * m8n8k4 with f16 inputs has other than .row.col).
  * ldmatrix: vec = matrices (1, 2, 4) in d[0..3], mod2 bit 0 = .trans, the
  * row addresses in base (+off) of lanes 0..8*vec-1; stmatrix the same with
  * the sources in s[0..3]; movmatrix d[0], s[0]. */
-enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16, SG_MMA_M16N8K32 };
+enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16, SG_MMA_M16N8K32, SG_MMA_M8N8K4 };
 
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */

@@ -31,6 +31,7 @@ void sg_mma_dims(int shape, unsigned *m, unsigned *n, unsigned *k) {
     case SG_MMA_M16N8K8: *m = 16; *n = 8; *k = 8; return;
     case SG_MMA_M16N8K4: *m = 16; *n = 8; *k = 4; return;
     case SG_MMA_M16N8K32: *m = 16; *n = 8; *k = 32; return;
+    case SG_MMA_M8N8K4: *m = 8; *n = 8; *k = 4; return;
     default: *m = 8; *n = 8; *k = 16; return; /* SG_MMA_M8N8K16 */
   }
 }
@@ -119,7 +120,107 @@ static float in_value(int t, uint32_t raw) {
   }
 }
 
+/* mma.m8n8k4 with .f64 ("Matrix Fragments for mma.m8n8k4 with .f64
+ * floating point type"): one 8x8x4 product for the whole warp, each lane
+ * holding one element of A (row lane>>2, column lane%4), one of B (row
+ * lane%4, column lane>>2) and two of C/D (row lane>>2, columns
+ * 2*(lane%4) and 2*(lane%4)+1), one f64 per 64-bit register.  Each D
+ * element is C plus the four products, fused in k order with one rounding
+ * per step; a program whose sums are exact gets the hardware's numbers
+ * whatever order the hardware adds in. */
+static void mma_m8n8k4_f64(const uint32_t *slot, uint64_t *R) {
+  const uint32_t *rd = slot, *ra = slot + SG_WMMA_FRAG, *rb = slot + 2 * SG_WMMA_FRAG, *rc = slot + 3 * SG_WMMA_FRAG;
+  double A[8][4], B[4][8], C[8][8];
+  for (unsigned lane = 0; lane < 32; lane++) {
+    unsigned g = lane >> 2, t = lane & 3;
+    memcpy(&A[g][t], &R[(size_t)ra[0] * 32 + lane], 8);
+    memcpy(&B[t][g], &R[(size_t)rb[0] * 32 + lane], 8);
+    for (unsigned i = 0; i < 2; i++) memcpy(&C[g][t * 2 + i], &R[(size_t)rc[i] * 32 + lane], 8);
+  }
+  /* all of D before any register is written: d may name c's registers */
+  double D[8][8];
+  for (unsigned r = 0; r < 8; r++)
+    for (unsigned c = 0; c < 8; c++) {
+      double acc = C[r][c];
+      for (unsigned k = 0; k < 4; k++) acc = fma(A[r][k], B[k][c], acc);
+      D[r][c] = acc;
+    }
+  for (unsigned lane = 0; lane < 32; lane++) {
+    unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned i = 0; i < 2; i++) memcpy(&R[(size_t)rd[i] * 32 + lane], &D[g][t * 2 + i], 8);
+  }
+}
+
+/* Row and column within its quad pair's tile of element i of `lane`'s
+ * fragment of mma.m8n8k4 with .f16 inputs, transcribed from the ISA
+ * ("Matrix Fragments for mma.m8n8k4 with .f16 floating point type"): the
+ * low group (lanes < 16) holds rows 0-3 of A and C/D and columns 0-3 of B,
+ * the high group rows / columns 4-7.  col_major: that operand's .col
+ * layout; f32: the C/D fragment is eight f32 registers (it has its own
+ * layout) rather than four f16x2. */
+static void quadpair_coord(int which, int col_major, int f32, unsigned lane, unsigned i, unsigned *row, unsigned *col) {
+  unsigned t = lane & 3, hi = lane >= 16 ? 4 : 0;
+  if (which == SG_WMMA_A) {
+    if (col_major) { *row = i + hi; *col = t; }
+    else { *row = t + hi; *col = i; }
+  } else if (which == SG_WMMA_B) {
+    if (col_major) { *row = i; *col = t + hi; }
+    else { *row = t; *col = i + hi; }
+  } else if (f32) {
+    *row = (lane & 1) + (i & 2) + hi;
+    *col = (i & 4) + (lane & 2) + (i & 1);
+  } else {
+    *row = t + hi;
+    *col = i;
+  }
+}
+
+/* mma.m8n8k4 with .f16 inputs: four independent D = A * B + C products of
+ * 8x4 by 4x8 tiles, product q computed by lanes 4q..4q+3 and
+ * 16+4q..16+4q+3 from their own fragments.  Products are exact in f32 and
+ * accumulate in f32 in k order, as for the other f16 shapes. */
+static void mma_m8n8k4_f16(const sg_insn *I, const uint32_t *slot, uint64_t *R) {
+  int dt = I->type, ct = I->type2, a_col = I->shape & 1, b_col = (I->shape >> 1) & 1;
+  unsigned cbits = elem_bits(ct), dbits = elem_bits(dt);
+  const uint32_t *rd = slot, *ra = slot + SG_WMMA_FRAG, *rb = slot + 2 * SG_WMMA_FRAG, *rc = slot + 3 * SG_WMMA_FRAG;
+  uint32_t A[4][8][4], B[4][4][8], C[4][8][8];
+  for (unsigned lane = 0; lane < 32; lane++) {
+    unsigned q = (lane >> 2) & 3, r, c;
+    for (unsigned i = 0; i < 4; i++) {
+      quadpair_coord(SG_WMMA_A, a_col, 0, lane, i, &r, &c);
+      A[q][r][c] = frag_get(R, ra, 16, lane, i);
+      quadpair_coord(SG_WMMA_B, b_col, 0, lane, i, &r, &c);
+      B[q][r][c] = frag_get(R, rb, 16, lane, i);
+    }
+    for (unsigned i = 0; i < 8; i++) {
+      quadpair_coord(SG_WMMA_C, 0, ct == SG_T_F32, lane, i, &r, &c);
+      C[q][r][c] = frag_get(R, rc, cbits, lane, i);
+    }
+  }
+  uint32_t D[4][8][8];
+  for (unsigned q = 0; q < 4; q++)
+    for (unsigned r = 0; r < 8; r++)
+      for (unsigned c = 0; c < 8; c++) {
+        float acc = ct == SG_T_F16 ? sg_half_to_float((uint16_t)C[q][r][c]) : f32_bits(C[q][r][c]);
+        for (unsigned k = 0; k < 4; k++)
+          acc = fmaf(sg_half_to_float((uint16_t)A[q][r][k]), sg_half_to_float((uint16_t)B[q][k][c]), acc);
+        D[q][r][c] = dt == SG_T_F16 ? sg_double_to_half(acc) : bits_f32(acc);
+      }
+  for (unsigned lane = 0; lane < 32; lane++) {
+    unsigned q = (lane >> 2) & 3, r, c;
+    for (unsigned i = 0; i < 8; i++) {
+      quadpair_coord(SG_WMMA_C, 0, dt == SG_T_F32, lane, i, &r, &c);
+      frag_set(R, rd, dbits, lane, i, D[q][r][c]);
+    }
+  }
+}
+
 void sg_mma_exec(const sg_insn *I, const uint32_t *slot, uint64_t *R) {
+  if (I->mod == SG_MMA_M8N8K4) {
+    if (I->mod2 == SG_T_F64) mma_m8n8k4_f64(slot, R);
+    else mma_m8n8k4_f16(I, slot, R);
+    return;
+  }
   unsigned M, N, K;
   int shape = I->mod, at = I->mod2, bt = I->space, dt = I->type, ct = I->type2;
   sg_mma_dims(shape, &M, &N, &K);

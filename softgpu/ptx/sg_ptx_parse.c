@@ -1216,21 +1216,24 @@ static int mma_type(const char *x) {
   if (!strcmp(x, "f16")) return SG_T_F16;
   if (!strcmp(x, "bf16")) return SG_T_BF16;
   if (!strcmp(x, "tf32") || !strcmp(x, "f32")) return SG_T_F32;
+  if (!strcmp(x, "f64")) return SG_T_F64;
   if (!strcmp(x, "s8")) return SG_T_S8;
   if (!strcmp(x, "u8")) return SG_T_U8;
   if (!strcmp(x, "s32")) return SG_T_S32;
   return SG_T_NONE;
 }
 
-/* mma.sync.aligned.shape.row.col{.satfinite}.dtype.atype.btype.ctype
+/* mma.sync.aligned.shape.alayout.blayout{.satfinite}.dtype.atype.btype.ctype
  * d, a, b, c for the shapes and types whose fragment layouts sg_ptx_mma.c
  * implements: m16n8k16 (f16, bf16, s8/u8), m16n8k8 (f16, bf16, tf32),
- * m16n8k4 (tf32), m8n8k16 and m16n8k32 (s8/u8).  The rest (m8n8k4's quad pairs, f64,
- * 4-bit, fp8, sparse, block-scaled) is refused by name. */
+ * m16n8k4 (tf32), m8n8k16 and m16n8k32 (s8/u8), all .row.col, and m8n8k4:
+ * f64 (.row.col) and f16 with f16/f32 accumulators (any of .row/.col for
+ * A and B: the ISA gives both layouts of each).  The rest (f64 of the
+ * other shapes, 4-bit, fp8, sparse, block-scaled) is refused by name. */
 static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_insn *I) {
   char words[16][16];
   int nw = opcode_words(optok, words);
-  int shape = 0, row = 0, col = 0, sat = 0, ntypes = 0, types[4] = {0, 0, 0, 0}, sync = 0, aligned = 0;
+  int shape = 0, nlayouts = 0, layouts[2] = {0, 0}, sat = 0, ntypes = 0, types[4] = {0, 0, 0, 0}, sync = 0, aligned = 0;
   char tnames[4][16];
   for (int i = 1; i < nw; i++) {
     const char *x = words[i];
@@ -1241,18 +1244,27 @@ static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_ins
     if (!strcmp(x, "m16n8k4")) { shape = SG_MMA_M16N8K4; continue; }
     if (!strcmp(x, "m8n8k16")) { shape = SG_MMA_M8N8K16; continue; }
     if (!strcmp(x, "m16n8k32")) { shape = SG_MMA_M16N8K32; continue; }
-    if (!strcmp(x, "row") && !row && !col) { row = 1; continue; }
-    if (!strcmp(x, "col") && row && !col) { col = 1; continue; }
+    if (!strcmp(x, "m8n8k4")) { shape = SG_MMA_M8N8K4; continue; }
+    /* the first layout word is A's, the second B's (1: column-major) */
+    if ((!strcmp(x, "row") || !strcmp(x, "col")) && nlayouts < 2 && !ntypes) { layouts[nlayouts++] = x[0] == 'c'; continue; }
     if (!strcmp(x, "satfinite")) { sat = 1; continue; }
     if (ntypes < 4 && mma_type(x)) { strcpy(tnames[ntypes], x); types[ntypes++] = mma_type(x); continue; }
-    return refuse_tensor(P, optok, "only m16n8k16/m16n8k8/m16n8k4/m8n8k16/m16n8k32 .row.col mma with f16, bf16, tf32, s8 or u8 inputs");
+    return refuse_tensor(P, optok, "only m16n8k16/m16n8k8/m16n8k4/m8n8k16/m16n8k32 .row.col mma with f16, bf16, tf32, s8 or u8 inputs, "
+                                   "and m8n8k4 with f16 or f64 inputs");
   }
-  if (!sync || !aligned || !shape || !row || !col || ntypes != 4)
-    return refuse_tensor(P, optok, "only mma.sync.aligned with a m16n8k16/m16n8k8/m16n8k4/m8n8k16/m16n8k32 shape, .row.col and four types");
+  if (!sync || !aligned || !shape || nlayouts != 2 || ntypes != 4)
+    return refuse_tensor(P, optok, "only mma.sync.aligned with a m16n8k16/m16n8k8/m16n8k4/m8n8k16/m16n8k32/m8n8k4 shape, two layouts "
+                                   "and four types");
   int dt = types[0], at = types[1], bt = types[2], ct = types[3];
   int a_tf32 = !strcmp(tnames[1], "tf32"), b_tf32 = !strcmp(tnames[2], "tf32");
+  int row_col = !layouts[0] && layouts[1];
+  /* m8n8k4 with f16 inputs is four independent products, one per quad
+   * pair (lanes 4q..4q+3 and 16+4q..16+4q+3): 8 lanes share each tile. */
+  int quadpair = shape == SG_MMA_M8N8K4 && at == SG_T_F16;
   int ok;
-  if (at == SG_T_S8 || at == SG_T_U8) {
+  if (!row_col && !quadpair) {
+    ok = 0;
+  } else if (at == SG_T_S8 || at == SG_T_U8) {
     ok = (bt == SG_T_S8 || bt == SG_T_U8) && dt == SG_T_S32 && ct == SG_T_S32 &&
          (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M8N8K16 || shape == SG_MMA_M16N8K32);
   } else if (a_tf32) {
@@ -1261,25 +1273,36 @@ static int decode_mma(parser *P, const token *optok, opnd *ops, int nops, sg_ins
     ok = bt == SG_T_BF16 && dt == SG_T_F32 && ct == SG_T_F32 && (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M16N8K8) && !sat;
   } else if (at == SG_T_F16) {
     ok = bt == SG_T_F16 && (dt == SG_T_F16 || dt == SG_T_F32) && (ct == SG_T_F16 || ct == SG_T_F32) &&
-         (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M16N8K8) && !sat;
+         (shape == SG_MMA_M16N8K16 || shape == SG_MMA_M16N8K8 || shape == SG_MMA_M8N8K4) && !sat;
+  } else if (at == SG_T_F64) {
+    ok = bt == SG_T_F64 && dt == SG_T_F64 && ct == SG_T_F64 && shape == SG_MMA_M8N8K4 && !sat;
   } else {
     ok = 0;
   }
-  if (!ok) return refuse_tensor(P, optok, "this shape and type combination of mma is not emulated");
+  if (!ok) return refuse_tensor(P, optok, "this shape, layout and type combination of mma is not emulated");
+  /* The ISA gives m8n8k4's accumulator layouts "when .ctype is .f16" and
+   * "when .ctype is .f32" only; which one a D of the other type follows is
+   * not stated, so the mixed forms are refused rather than guessed. */
+  if (quadpair && dt != ct)
+    return refuse_tensor(P, optok, "m8n8k4 with .f16 inputs only with .dtype equal to .ctype (the ISA does not give D's layout otherwise)");
   if (need_ops(P, optok, nops, 4)) return -1;
   unsigned M, N, K;
   sg_mma_dims(shape, &M, &N, &K);
+  unsigned lanes = quadpair ? 8 : 32;
   unsigned esz[4];
   for (int k = 0; k < 4; k++) esz[k] = types[k] == SG_T_F16 || types[k] == SG_T_BF16 ? 16 : types[k] == SG_T_S8 || types[k] == SG_T_U8 ? 8 : 32;
-  /* registers per lane: elements per lane * element bits / 32 */
-  int nregs[4] = {(int)(M * N / 32 * esz[0] / 32), (int)(M * K / 32 * esz[1] / 32), (int)(K * N / 32 * esz[2] / 32),
-                  (int)(M * N / 32 * esz[3] / 32)};
+  /* registers per lane: elements per lane * element bits / 32; an f64
+   * element fills one (64-bit) register */
+  unsigned per_lane[4] = {M * N / lanes, M * K / lanes, K * N / lanes, M * N / lanes};
+  int nregs[4];
+  for (int k = 0; k < 4; k++) nregs[k] = (int)(types[k] == SG_T_F64 ? per_lane[k] : per_lane[k] * esz[k] / 32);
   struct sg_ptx_module *m = P->m;
   uint32_t at_ = m->nwregs;
   for (int k = 0; k < SG_WMMA_REGS; k++) { GROW(m->wregs, m->nwregs, m->capwregs); m->wregs[m->nwregs++] = SG_NOREG; }
   uint32_t *slot = m->wregs + at_;
   for (int k = 0; k < 4; k++)
     if (wmma_frag(P, optok, &ops[k], nregs[k], slot + k * SG_WMMA_FRAG)) return -1;
+  I->shape = (uint8_t)(layouts[0] | layouts[1] << 1);
   I->op = SG_OP_MMA;
   I->aux = at_;
   I->mod = (uint8_t)shape;

@@ -842,12 +842,18 @@ static void test_predefined_identifiers(void **state) {
       "wmma.load.a.sync.aligned.row.m16n16k16.global.s8 {%r1, %r2}, [%rd1], 16;\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(wmma, strlen(wmma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
   assert_non_null(strstr(err, "tensor-core instruction 'wmma.load.a.sync.aligned.row.m16n16k16.global.s8'"));
-  /* m8n8k4 (four quad-pair products per warp) is not emulated */
+  /* m8n8k4 with f16 inputs and a D of another type than C: the ISA gives
+   * the accumulator layout by .ctype only, so it is refused, by name */
   const char *mma = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n"
-      "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, {%r1, %r2}, {%r3, %r4}, "
-      "{%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8};\nret;\n}\n";
+      "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f16 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, {%r1, %r2}, {%r3, %r4}, "
+      "{%r5, %r6, %r7, %r8};\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(mma, strlen(mma), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
-  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync.aligned.m8n8k4"));
+  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f16'"));
+  /* f64 m8n8k4 exists only as .row.col */
+  const char *mma64 = HDR ".visible .entry k()\n{\n.reg .f64 %fd<9>;\n"
+      "mma.sync.aligned.m8n8k4.col.row.f64.f64.f64.f64 {%fd1, %fd2}, {%fd3}, {%fd4}, {%fd5, %fd6};\nret;\n}\n";
+  assert_int_equal(sg_ptx_module_parse(mma64, strlen(mma64), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
+  assert_non_null(strstr(err, "tensor-core instruction 'mma.sync.aligned.m8n8k4.col.row.f64"));
   const char *mov8 = HDR ".visible .entry k()\n{\n.reg .b32 %r<9>;\n.reg .b64 %rd<2>;\n"
       "mov.b64 %rd1, {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8};\nret;\n}\n";
   assert_int_equal(sg_ptx_module_parse(mov8, strlen(mov8), &m, err, sizeof err), CUDA_ERROR_NOT_SUPPORTED);
@@ -1164,6 +1170,137 @@ static void test_mma_sync(void **state) {
   assert_int_equal(snip_run_cfg(&s, tf32, 1, 24, 0), CUDA_ERROR_ILLEGAL_INSTRUCTION);
   assert_non_null(strstr(s.fault.message, "mma.sync needs all 32 lanes"));
   snip_done(&s);
+  (void)state;
+}
+
+/* mma.m8n8k4 with .f64: the ISA's "Matrix Fragments for mma.m8n8k4 with
+ * .f64 floating point type", transcribed here on its own: lane l holds
+ * A[l >> 2][l % 4], B[l % 4][l >> 2] and C/D[l >> 2][2 * (l % 4) + i].
+ * The values are multiples of 1/4 whose sums are exact in f64, so any
+ * order of the four products gives the same D. */
+static void test_mma_m8n8k4_f64(void **state) {
+  double A[8][4], B[4][8], C[8][8];
+  for (unsigned r = 0; r < 8; r++)
+    for (unsigned k = 0; k < 4; k++) A[r][k] = (double)((int)((r * 5 + k * 3) % 11) - 5) * 0.25;
+  for (unsigned k = 0; k < 4; k++)
+    for (unsigned n = 0; n < 8; n++) B[k][n] = (double)((int)((k * 7 + n * 2) % 9) - 4) * 1.5;
+  for (unsigned r = 0; r < 8; r++)
+    for (unsigned n = 0; n < 8; n++) C[r][n] = (double)(r * 8 + n) * 0.125 - 3;
+  snip s;
+  snip_init(&s);
+  double *in = s.inh;
+  /* lane l's four doubles: a, b, c0, c1 */
+  for (unsigned l = 0; l < 32; l++) {
+    unsigned groupID = l >> 2, tig = l % 4;
+    in[l * 4 + 0] = A[groupID][tig];
+    in[l * 4 + 1] = B[tig][groupID];
+    in[l * 4 + 2] = C[groupID][tig * 2 + 0];
+    in[l * 4 + 3] = C[groupID][tig * 2 + 1];
+  }
+  /* d names c's registers: D is computed whole before it is written */
+  RUN_OK(&s,
+         "mov.u32 %r30, %laneid; mul.wide.u32 %rd2, %r30, 32; add.s64 %rd3, %rd1, %rd2;\n"
+         "ld.global.v2.f64 {%fd1, %fd2}, [%rd3]; ld.global.v2.f64 {%fd3, %fd4}, [%rd3+16];\n"
+         "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%fd3, %fd4}, {%fd1}, {%fd2}, {%fd3, %fd4};\n"
+         "mul.wide.u32 %rd4, %r30, 16; add.s64 %rd5, %rd0, %rd4;\n"
+         "st.global.v2.f64 [%rd5], {%fd3, %fd4};\n",
+         32);
+  for (unsigned l = 0; l < 32; l++)
+    for (unsigned i = 0; i < 2; i++) {
+      unsigned row = l >> 2, col = (l % 4) * 2 + (i & 1);
+      double want = C[row][col];
+      for (unsigned k = 0; k < 4; k++) want += A[row][k] * B[k][col];
+      if (s.od[l * 2 + i] != want) fail_msg("f64 m8n8k4: lane %u d%u (row %u col %u): got %g want %g", l, i, row, col, s.od[l * 2 + i], want);
+    }
+  snip_done(&s);
+  (void)state;
+}
+
+/* mma.m8n8k4 with .f16 inputs: four products per warp, product q by lanes
+ * 4q..4q+3 (the low group) and 16+4q..16+4q+3 (the high group), with the
+ * row/column formulas of the ISA's "Matrix Fragments for mma.m8n8k4 with
+ * .f16 floating point type" transcribed here on their own; every layout
+ * pair and both accumulator types, each quad pair with its own tiles. */
+static void m8n8k4_isa_coord(int which, int col_major, int f32, unsigned laneid, unsigned i, unsigned *row, unsigned *col) {
+  unsigned high = laneid >= 16;
+  if (which == 0 && !col_major) { *row = high ? (laneid % 4) + 4 : laneid % 4; *col = i; }
+  else if (which == 0) { *row = high ? (i % 4) + 4 : i % 4; *col = laneid % 4; }
+  else if (which == 1 && !col_major) { *row = laneid % 4; *col = high ? i + 4 : i; }
+  else if (which == 1) { *row = i; *col = high ? (laneid % 4) + 4 : laneid % 4; }
+  else if (!f32) { *row = high ? (laneid % 4) + 4 : laneid % 4; *col = i; }
+  else {
+    unsigned X = (laneid & 1) + (i & 2);
+    *row = high ? X + 4 : X;
+    *col = (i & 4) + (laneid & 2) + (i & 1);
+  }
+}
+
+static void run_m8n8k4_f16(int a_col, int b_col, int f32) {
+  float A[4][8][4], B[4][4][8], C[4][8][8];
+  for (unsigned q = 0; q < 4; q++) {
+    for (unsigned r = 0; r < 8; r++)
+      for (unsigned k = 0; k < 4; k++) A[q][r][k] = (float)((int)((r * 3 + k * 5 + q * 7) % 9) - 4);
+    for (unsigned k = 0; k < 4; k++)
+      for (unsigned n = 0; n < 8; n++) B[q][k][n] = (float)((int)((k * 11 + n * 3 + q) % 7) - 3);
+    for (unsigned r = 0; r < 8; r++)
+      for (unsigned n = 0; n < 8; n++) C[q][r][n] = (float)(r * 8 + n) - 30 + (float)q * 100;
+  }
+  snip s;
+  snip_init(&s);
+  uint32_t *in = s.inh;
+  /* lane l's words: A in 0..1, B in 2..3, C in 4..11 (16 words per lane) */
+  for (unsigned l = 0; l < 32; l++) {
+    uint32_t *w = in + l * 16;
+    memset(w, 0, 64);
+    unsigned q = (l % 16) / 4, r, c;
+    for (unsigned i = 0; i < 4; i++) {
+      m8n8k4_isa_coord(0, a_col, 0, l, i, &r, &c);
+      w[i / 2] |= (uint32_t)sg_double_to_half(A[q][r][c]) << (16 * (i % 2));
+      m8n8k4_isa_coord(1, b_col, 0, l, i, &r, &c);
+      w[2 + i / 2] |= (uint32_t)sg_double_to_half(B[q][r][c]) << (16 * (i % 2));
+    }
+    for (unsigned i = 0; i < 8; i++) {
+      m8n8k4_isa_coord(2, 0, f32, l, i, &r, &c);
+      if (f32) w[4 + i] = fbits(C[q][r][c]);
+      else w[4 + i / 2] |= (uint32_t)sg_double_to_half(C[q][r][c]) << (16 * (i % 2));
+    }
+  }
+  char body[1536];
+  const char *cd = f32 ? "{%r5, %r6, %r7, %r8, %r9, %r10, %r11, %r12}" : "{%r5, %r6, %r7, %r8}";
+  const char *dd = f32 ? "{%r13, %r14, %r15, %r16, %r17, %r18, %r19, %r20}" : "{%r13, %r14, %r15, %r16}";
+  const char *ty = f32 ? "f32.f16.f16.f32" : "f16.f16.f16.f16";
+  snprintf(body, sizeof body,
+           "mov.u32 %%r30, %%laneid; mul.wide.u32 %%rd2, %%r30, 64; add.s64 %%rd3, %%rd1, %%rd2;\n"
+           "ld.global.v4.u32 {%%r1, %%r2, %%r3, %%r4}, [%%rd3]; ld.global.v4.u32 {%%r5, %%r6, %%r7, %%r8}, [%%rd3+16];\n"
+           "ld.global.v4.u32 {%%r9, %%r10, %%r11, %%r12}, [%%rd3+32];\n"
+           "mov.u32 %%r17, 0; mov.u32 %%r18, 0; mov.u32 %%r19, 0; mov.u32 %%r20, 0;\n"
+           "mma.sync.aligned.m8n8k4.%s.%s.%s %s, {%%r1, %%r2}, {%%r3, %%r4}, %s;\n"
+           "mul.wide.u32 %%rd4, %%r30, 32; add.s64 %%rd5, %%rd0, %%rd4;\n"
+           "st.global.v4.u32 [%%rd5], {%%r13, %%r14, %%r15, %%r16}; st.global.v4.u32 [%%rd5+16], {%%r17, %%r18, %%r19, %%r20};\n",
+           a_col ? "col" : "row", b_col ? "col" : "row", ty, dd, cd);
+  RUN_OK(&s, body, 32);
+  for (unsigned l = 0; l < 32; l++)
+    for (unsigned i = 0; i < 8; i++) {
+      unsigned q = (l % 16) / 4, r, c;
+      m8n8k4_isa_coord(2, 0, f32, l, i, &r, &c);
+      double want = C[q][r][c];
+      for (unsigned k = 0; k < 4; k++) want += (double)A[q][r][k] * B[q][k][c];
+      uint32_t got = f32 ? s.o32[l * 8 + i] : (s.o32[l * 8 + i / 2] >> (16 * (i % 2))) & 0xffff;
+      uint32_t exp = f32 ? fbits((float)want) : sg_double_to_half(want);
+      if (got != exp)
+        fail_msg("m8n8k4.%s.%s.%s: lane %u d%u (product %u row %u col %u): got 0x%x want %g", a_col ? "col" : "row",
+                 b_col ? "col" : "row", ty, l, i, q, r, c, got, want);
+    }
+  /* f16 D: the upper 16 bytes of each lane were not written */
+  if (!f32)
+    for (unsigned l = 0; l < 32; l++) assert_int_equal(s.o32[l * 8 + 4], 0);
+  snip_done(&s);
+}
+
+static void test_mma_m8n8k4_f16(void **state) {
+  for (int a_col = 0; a_col < 2; a_col++)
+    for (int b_col = 0; b_col < 2; b_col++)
+      for (int f32 = 0; f32 < 2; f32++) run_m8n8k4_f16(a_col, b_col, f32);
   (void)state;
 }
 
@@ -1716,6 +1853,8 @@ int main(void) {
     cmocka_unit_test(test_wmma),
     cmocka_unit_test(test_wmma_shapes),
     cmocka_unit_test(test_mma_sync),
+    cmocka_unit_test(test_mma_m8n8k4_f64),
+    cmocka_unit_test(test_mma_m8n8k4_f16),
     cmocka_unit_test(test_ldmatrix),
     cmocka_unit_test(test_stmatrix_movmatrix),
     cmocka_unit_test(test_cp_async),
