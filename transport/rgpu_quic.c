@@ -863,9 +863,14 @@ static void q_set_keepalive(qconn *q, const rgpu_transport_opts *o, ngtcp2_cc_al
   q->cc = cc;
   q->idle_ns = (uint64_t)idle * NGTCP2_MILLISECONDS;
   q->ka_quiet_ns = ka > 0 ? (uint64_t)ka * NGTCP2_MILLISECONDS : 0;
-  q->pto_cap_ns = o->quic_max_pto_ms < 0 ? 0
-                  : (uint64_t)(o->quic_max_pto_ms > 0 ? o->quic_max_pto_ms : Q_MAX_PTO_MS) *
-                        NGTCP2_MILLISECONDS;
+  int cap_ms = o->quic_max_pto_ms;
+  /* RGPU_QUIC_MAX_PTO_MS sets the cap where the caller left the default, so
+   * the outage benchmark (bench/outage_cost.py) can weigh probe traffic
+   * against recovery time through an unmodified program and server. */
+  const char *env_cap = getenv("RGPU_QUIC_MAX_PTO_MS");
+  if (cap_ms == 0 && env_cap && *env_cap) cap_ms = atoi(env_cap);
+  q->pto_cap_ns = cap_ms < 0 ? 0
+                  : (uint64_t)(cap_ms > 0 ? cap_ms : Q_MAX_PTO_MS) * NGTCP2_MILLISECONDS;
   q->ka_applied_ns = UINT64_MAX;
   q_tune_keepalive(q, rgpu_clock_ns());
 }
