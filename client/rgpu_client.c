@@ -1031,6 +1031,7 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hoo
 void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   rgpu_client_lock(c);
   *out = c->ctr;
+  out->resumes = c->resumes;
   rgpu_mutex_lock(&c->wlock);
   out->frames_sent += c->now_frames;
   out->bytes_sent += c->now_bytes;

@@ -86,6 +86,7 @@ typedef struct {
    * background reply bound): the link is busy, no round trip is idle, so
    * they are not counted in round_trips. */
   uint64_t flow_waits;
+  uint64_t resumes;        /* sessions resumed on a new connection */
 } rgpu_client_counters;
 
 typedef struct rgpu_client rgpu_client;
@@ -268,6 +269,9 @@ typedef struct {
   uint64_t frames_sent;
   uint64_t flushes;
   uint64_t flow_waits;
+  /* Sessions resumed on a new connection (issue 9); a QUIC connection that
+   * migrated to a new address keeps its session and counts none. */
+  uint64_t resumes;
   int connected;
   /* Kernel images (issue 15): sent whole, their bytes, and module loads
    * the server's image cache served without them. */

@@ -196,6 +196,7 @@ __attribute__((destructor)) static void rgpu_rt_fini(void) {
         .frames_sent = ctr.frames_sent,
         .flushes = ctr.flushes,
         .flow_waits = ctr.flow_waits,
+        .resumes = ctr.resumes,
         .connected = c != NULL,
     };
     rgpu_rt_image_counters(&s.images_sent, &s.image_bytes_sent, &s.image_cache_hits);

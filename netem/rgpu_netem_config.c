@@ -75,6 +75,8 @@ void rgpu_netem_print_usage(FILE *out) {
       "  --queue-bytes N       byte limit of that queue (0: none)\n"
       "  --outage T:D          link down (both directions) for D s starting T s\n"
       "                        after the client command starts; repeatable\n"
+      "  --client-readdress T  T s after the client starts, give the client\n"
+      "                        10.77.0.3 and remove 10.77.0.1 (an address change)\n"
       "Run:\n"
       "  --server-ready-wait tcp:PORT|udp:PORT|MS\n"
       "                        before starting the client, wait until the server\n"
@@ -288,7 +290,7 @@ int rgpu_netem_parse_args(int argc, char **argv, rgpu_netem_options *o,
     static const char *const valued[] = {
         "--profile", "--dir", "--rtt-ms", "--delay-ms", "--jitter-ms",
         "--jitter-dist", "--loss", "--ge", "--rate-mbit", "--queue-pkts",
-        "--queue-bytes", "--outage", "--server-ready-wait",
+        "--queue-bytes", "--outage", "--client-readdress", "--server-ready-wait",
         "--server-ready-timeout", "--server-grace-ms", "--mtu", "--seed",
         "--stats", NULL};
     const char *name = NULL, *v = NULL;
@@ -357,6 +359,10 @@ int rgpu_netem_parse_args(int argc, char **argv, rgpu_netem_options *o,
       for (int d = lo; d < hi; d++) o->dir[d].queue_bytes = u;
     } else if (!strcmp(name, "--outage")) {
       if (parse_outage(v, o, err, errlen)) return -1;
+    } else if (!strcmp(name, "--client-readdress")) {
+      if (parse_double(v, &x, 0) || x <= 0 || x > 86400)
+        return fail(err, errlen, "--client-readdress %s: expected seconds > 0", v);
+      o->readdress_ns = (uint64_t)llround(x * 1e9);
     } else if (!strcmp(name, "--server-ready-wait")) {
       if (parse_ready(v, o, err, errlen)) return -1;
     } else if (!strcmp(name, "--server-ready-timeout")) {

@@ -13,6 +13,8 @@
 /* Addresses inside the two namespaces (documented in docs/netem.md). */
 #define RGPU_NETEM_CLIENT_ADDR "10.77.0.1"
 #define RGPU_NETEM_SERVER_ADDR "10.77.0.2"
+/* The client's address after --client-readdress. */
+#define RGPU_NETEM_CLIENT_ADDR2 "10.77.0.3"
 
 enum { RGPU_NETEM_C2S = 0, RGPU_NETEM_S2C = 1 };
 
@@ -34,6 +36,7 @@ typedef struct {
   const char *profile;                /* NULL: none */
   rgpu_netem_dir_config dir[2];       /* [RGPU_NETEM_C2S], [RGPU_NETEM_S2C] */
   rgpu_netem_schedule outages;
+  uint64_t readdress_ns;              /* 0: the client keeps its address */
   uint64_t seed;
   unsigned mtu;
   const char *stats_path;             /* NULL: no stats file */

@@ -120,6 +120,10 @@ static void test_free_parameters(void **state) {
   assert_int_equal(o.ready, RGPU_NETEM_READY_DELAY);
   assert_int_equal(o.ready_delay_ns, 250 * MS);
   assert_null(o.server_argv);
+  assert_int_equal(o.readdress_ns, 0);
+  assert_int_equal(parse(&o, err, sizeof err, "--client-readdress", "1.5", "--", ":::", "b",
+                         NULL), 0);
+  assert_int_equal(o.readdress_ns, 1500 * MS);
   assert_int_equal(parse(&o, err, sizeof err, "--profile", "wifi-bad", "--no-loss",
                          "--", ":::", "b", NULL), 0);
   assert_false(o.dir[0].ge_enabled);
@@ -143,6 +147,8 @@ static void test_errors(void **state) {
       {"--ge", "1,2,300", "--", "percentage"},
       {"--outage", "3", "--", "T:D"},
       {"--outage", "3:0", "--", "D > 0"},
+      {"--client-readdress", "0", "--", "seconds > 0"},
+      {"--client-readdress", "x", "--", "seconds > 0"},
       {"--dir", "up", "--", "c2s"},
       {"--bogus", "1", "--", "unknown option"},
       {"--mtu", "100", "--", "576"},

@@ -407,8 +407,28 @@ static int run_emulator(rgpu_netem_options *o, int have_pidns) {
     goto out;
   }
 
+  int readdress_pending = o->readdress_ns != 0;
   while (!cli.done) {
-    int sig = sigwaitinfo(&set, NULL);
+    int sig;
+    if (readdress_pending) {
+      uint64_t at = epoch + o->readdress_ns, t = rgpu_clock_ns();
+      if (t >= at) {
+        readdress_pending = 0;
+        if (rgpu_netem_readdress(&cs, &ss, RGPU_NETEM_CLIENT_ADDR, RGPU_NETEM_CLIENT_ADDR2,
+                                 RGPU_NETEM_SERVER_ADDR, err, sizeof err))
+          RGPU_ERROR("--client-readdress: %s", err);
+        else if (o->verbose >= 1)
+          fprintf(stderr, "rgpu-netem: client readdressed %s -> %s at %.3f s\n",
+                  RGPU_NETEM_CLIENT_ADDR, RGPU_NETEM_CLIENT_ADDR2, (t - epoch) / 1e9);
+        continue;
+      }
+      struct timespec ts = {.tv_sec = (time_t)((at - t) / 1000000000ull),
+                            .tv_nsec = (long)((at - t) % 1000000000ull)};
+      sig = sigtimedwait(&set, NULL, &ts);
+      if (sig < 0 && errno == EAGAIN) continue;
+    } else {
+      sig = sigwaitinfo(&set, NULL);
+    }
     if (sig == SIGCHLD || sig < 0) {
       int was_done = srv.done;
       reap(&srv, &cli);

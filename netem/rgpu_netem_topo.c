@@ -111,6 +111,41 @@ static int nl_addr_p2p(int fd, int ifindex, struct in_addr local,
   return nl_talk(fd, &r);
 }
 
+static int nl_addr_del(int fd, int ifindex, struct in_addr local,
+                       struct in_addr peer) {
+  nl_req r;
+  memset(&r, 0, sizeof r);
+  r.h.nlmsg_type = RTM_DELADDR;
+  r.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg));
+  struct ifaddrmsg *ifa = NLMSG_DATA(&r.h);
+  ifa->ifa_family = AF_INET;
+  ifa->ifa_prefixlen = 32;
+  ifa->ifa_index = (unsigned)ifindex;
+  nl_attr(&r, IFA_LOCAL, &local, sizeof local);
+  nl_attr(&r, IFA_ADDRESS, &peer, sizeof peer);
+  return nl_talk(fd, &r);
+}
+
+/* A /32 route to dst through the device (no gateway: it is point-to-point). */
+static int nl_route_dev(int fd, int ifindex, struct in_addr dst) {
+  nl_req r;
+  memset(&r, 0, sizeof r);
+  r.h.nlmsg_type = RTM_NEWROUTE;
+  r.h.nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+  r.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+  struct rtmsg *rt = NLMSG_DATA(&r.h);
+  rt->rtm_family = AF_INET;
+  rt->rtm_dst_len = 32;
+  rt->rtm_table = RT_TABLE_MAIN;
+  rt->rtm_protocol = RTPROT_BOOT;
+  rt->rtm_scope = RT_SCOPE_LINK;
+  rt->rtm_type = RTN_UNICAST;
+  uint32_t oif = (uint32_t)ifindex;
+  nl_attr(&r, RTA_DST, &dst, sizeof dst);
+  nl_attr(&r, RTA_OIF, &oif, sizeof oif);
+  return nl_talk(fd, &r);
+}
+
 /* ---- namespace setup --------------------------------------------------- */
 
 static void write_sysctl(const char *path, const char *value) {
@@ -134,6 +169,10 @@ static int configure_here(rgpu_netem_side *s, const char *ifname,
    * default 4 MB socket buffer maximum. */
   write_sysctl("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 33554432");
   write_sysctl("/proc/sys/net/ipv4/tcp_rmem", "4096 131072 33554432");
+  /* --client-readdress adds the new address beside the old one (the kernel
+   * makes it secondary: same peer) and then deletes the old one; without
+   * promotion the kernel would delete the secondary with it. */
+  write_sysctl("/proc/sys/net/ipv4/conf/all/promote_secondaries", "1");
 
   int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (nl < 0) return fail(err, errlen, "netlink socket: %s", strerror(errno));
@@ -172,7 +211,9 @@ static int configure_here(rgpu_netem_side *s, const char *ifname,
     close(nl);
     return fail(err, errlen, "configuring %s: %s", ifr.ifr_name, strerror(-rc));
   }
-  close(nl);
+  /* Kept: a netlink socket acts on the namespace it was created in, so the
+   * emulator can change addresses later without entering the namespace. */
+  s->nl_fd = nl;
 
   s->ns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (s->ns_fd < 0)
@@ -189,7 +230,7 @@ static int configure_here(rgpu_netem_side *s, const char *ifname,
 int rgpu_netem_side_create(rgpu_netem_side *s, const char *ifname,
                            const char *local, const char *peer, unsigned mtu,
                            char *err, size_t errlen) {
-  s->tun_fd = s->ns_fd = -1;
+  s->tun_fd = s->ns_fd = s->nl_fd = -1;
   s->ifindex = 0;
   for (int i = 0; i < 4; i++) s->proc_net_fd[i] = -1;
   struct in_addr la, pa;
@@ -220,10 +261,31 @@ int rgpu_netem_side_create(rgpu_netem_side *s, const char *ifname,
 void rgpu_netem_side_close(rgpu_netem_side *s) {
   if (s->tun_fd >= 0) close(s->tun_fd);
   if (s->ns_fd >= 0) close(s->ns_fd);
+  if (s->nl_fd >= 0) close(s->nl_fd);
+  s->nl_fd = -1;
   for (int i = 0; i < 4; i++)
     if (s->proc_net_fd[i] >= 0) close(s->proc_net_fd[i]);
   s->tun_fd = s->ns_fd = -1;
   for (int i = 0; i < 4; i++) s->proc_net_fd[i] = -1;
+}
+
+int rgpu_netem_readdress(rgpu_netem_side *client, rgpu_netem_side *server,
+                         const char *old_addr, const char *new_addr,
+                         const char *peer, char *err, size_t errlen) {
+  struct in_addr oa, na, pa;
+  if (inet_pton(AF_INET, old_addr, &oa) != 1 || inet_pton(AF_INET, new_addr, &na) != 1 ||
+      inet_pton(AF_INET, peer, &pa) != 1)
+    return fail(err, errlen, "bad IPv4 address %s, %s or %s", old_addr, new_addr, peer);
+  int rc;
+  /* The server's way back first, so that the first packet from the new
+   * address can be answered. */
+  if ((rc = nl_route_dev(server->nl_fd, server->ifindex, na)) < 0 && rc != -EEXIST)
+    return fail(err, errlen, "server route to %s: %s", new_addr, strerror(-rc));
+  if ((rc = nl_addr_p2p(client->nl_fd, client->ifindex, na, pa)) < 0)
+    return fail(err, errlen, "adding client address %s: %s", new_addr, strerror(-rc));
+  if ((rc = nl_addr_del(client->nl_fd, client->ifindex, oa, pa)) < 0)
+    return fail(err, errlen, "removing client address %s: %s", old_addr, strerror(-rc));
+  return 0;
 }
 
 /* ---- readiness --------------------------------------------------------- */

@@ -149,6 +149,11 @@ typedef struct {
    * replies leave from that address: on a multi-homed host the kernel's own
    * choice may differ, and the client's connected socket would drop them. */
   int wildcard;
+  /* Set when a send failed in a way that a removed local address gives
+   * (Linux: ENETUNREACH, as the route lookup from that source fails; also
+   * EADDRNOTAVAIL, EINVAL); the client then tries a fresh socket.  Cleared
+   * by the migration. */
+  int local_gone;
 } qendpoint;
 
 static int sockaddr_is_wildcard(const struct sockaddr_storage *ss) {
@@ -258,6 +263,7 @@ static int batch_flush(qendpoint *e, qbatch *b) {
         break;
       }
       if (errno == EMSGSIZE) break; /* too much for one send: one by one */
+      if (errno == ENETUNREACH || errno == EADDRNOTAVAIL) e->local_gone = 1;
       b->n = b->len = 0; /* unreachable peer etc.: QUIC recovers or times out */
       return 0;
     }
@@ -273,6 +279,8 @@ static int batch_flush(qendpoint *e, qbatch *b) {
                         .msg_controllen = clen};
     ssize_t r = sendmsg(e->fd, &m1, MSG_NOSIGNAL);
     if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == ENETUNREACH || errno == EADDRNOTAVAIL || errno == EINVAL))
+      e->local_gone = 1;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
       memmove(b->buf, b->buf + off, b->len - off);
       b->len -= off;
@@ -855,9 +863,14 @@ static void q_set_keepalive(qconn *q, const rgpu_transport_opts *o, ngtcp2_cc_al
   q->cc = cc;
   q->idle_ns = (uint64_t)idle * NGTCP2_MILLISECONDS;
   q->ka_quiet_ns = ka > 0 ? (uint64_t)ka * NGTCP2_MILLISECONDS : 0;
-  q->pto_cap_ns = o->quic_max_pto_ms < 0 ? 0
-                  : (uint64_t)(o->quic_max_pto_ms > 0 ? o->quic_max_pto_ms : Q_MAX_PTO_MS) *
-                        NGTCP2_MILLISECONDS;
+  int cap_ms = o->quic_max_pto_ms;
+  /* RGPU_QUIC_MAX_PTO_MS sets the cap where the caller left the default, so
+   * the outage benchmark (bench/outage_cost.py) can weigh probe traffic
+   * against recovery time through an unmodified program and server. */
+  const char *env_cap = getenv("RGPU_QUIC_MAX_PTO_MS");
+  if (cap_ms == 0 && env_cap && *env_cap) cap_ms = atoi(env_cap);
+  q->pto_cap_ns = cap_ms < 0 ? 0
+                  : (uint64_t)(cap_ms > 0 ? cap_ms : Q_MAX_PTO_MS) * NGTCP2_MILLISECONDS;
   q->ka_applied_ns = UINT64_MAX;
   q_tune_keepalive(q, rgpu_clock_ns());
 }
@@ -1448,6 +1461,7 @@ static int client_do_migrate(qclient *cl, void *arg, char *err, size_t errlen) {
   cl->ep.local = local;
   cl->ep.locallen = ll;
   endpoint_tune(&cl->ep);
+  cl->ep.local_gone = 0;
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&local, ll, (ngtcp2_sockaddr *)&remote, rl,
                            NULL);
   q->batch.n = q->batch.len = 0;
@@ -1523,7 +1537,7 @@ static void *client_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
-  uint64_t linger = 0;
+  uint64_t linger = 0, last_migrate_ns = 0;
   size_t pfd_cap = 0, who_cap = 0;
   struct pollfd *pfd = NULL;
   void **who = NULL;
@@ -1535,6 +1549,24 @@ static void *client_main(void *arg) {
     }
     q_service_streams(q);
     q_write(q);
+    if (cl->ep.local_gone && !q->dead && !q->closing) {
+      /* The host lost the address this socket sends from (the client moved
+       * to another network): carry on from a fresh socket, which takes the
+       * host's current address; the server follows by connection ID.  At
+       * most every 100 ms, so a host with no address at all is not
+       * hammered. */
+      uint64_t now = rgpu_clock_ns();
+      if (now - last_migrate_ns >= 100000000ull) {
+        char merr[200];
+        last_migrate_ns = now;
+        if (client_do_migrate(cl, NULL, merr, sizeof merr) == 0) {
+          RGPU_INFO("QUIC: local address gone; migrated the connection to %s", q->peer);
+          q_write(q);
+        } else {
+          RGPU_DEBUG("QUIC: local address gone; %s", merr);
+        }
+      }
+    }
     if (q->dead || q->closing) break;
     if (q->primary_done && !q->dead) {
       /* The server ended the session. */
