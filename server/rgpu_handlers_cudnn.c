@@ -202,18 +202,23 @@ static void CUDA_CB run_cpu(void *arg) {
   free(j);
 }
 
-static CUresult softgpu_launch(rgpu_worker *w, const char *api, CUstream st, const dnn_job *tmpl) {
+CUresult rgpu_cudnn_srv_host_launch(rgpu_worker *w, const char *api, CUstream st,
+                                    void(CUDA_CB *fn)(void *), const void *tmpl, size_t size) {
   if (!D->cuLaunchHostFunc)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: this softgpu has no cuLaunchHostFunc", api);
-  dnn_job *j = malloc(sizeof *j);
+  void *j = malloc(size);
   if (!j) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a %s", api);
-  *j = *tmpl;
-  CUresult r = D->cuLaunchHostFunc(st, run_cpu, j);
+  memcpy(j, tmpl, size);
+  CUresult r = D->cuLaunchHostFunc(st, fn, j);
   if (r != CUDA_SUCCESS) {
     free(j);
     return FAIL(r, "%s: cuLaunchHostFunc: %s", api, rgpu_driver_error_name(D, r));
   }
   return CUDA_SUCCESS;
+}
+
+static CUresult softgpu_launch(rgpu_worker *w, const char *api, CUstream st, const dnn_job *tmpl) {
+  return rgpu_cudnn_srv_host_launch(w, api, st, run_cpu, tmpl, sizeof *tmpl);
 }
 
 static CUresult softgpu_float_only(rgpu_worker *w, const char *api, const dnn_tensor *a,

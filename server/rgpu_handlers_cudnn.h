@@ -65,6 +65,10 @@ CUresult rgpu_cudnn_srv_conv(rgpu_worker *w, const char *api, uint32_t x_type,
 rgpu_cudnn_cpu_tensor rgpu_cudnn_srv_cpu_tensor(const dnn_tensor *t);
 /* A cuDNN status as the CUresult the client turns back into it. */
 CUresult rgpu_cudnn_srv_status(cudnnStatus_t st);
+/* softgpu: a copy of the size bytes at tmpl, handed to fn (which frees it)
+ * in a host function on stream st. */
+CUresult rgpu_cudnn_srv_host_launch(rgpu_worker *w, const char *api, CUstream st,
+                                    void(CUDA_CB *fn)(void *), const void *tmpl, size_t size);
 
 /* ---- a GPU: NVIDIA's descriptors built from checked requests -------------- */
 

@@ -115,17 +115,7 @@ static void CUDA_CB run_cpu(void *arg) {
 }
 
 static CUresult softgpu_launch(rgpu_worker *w, const char *api, CUstream st, const bwd_job *tmpl) {
-  if (!D->cuLaunchHostFunc)
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: this softgpu has no cuLaunchHostFunc", api);
-  bwd_job *j = malloc(sizeof *j);
-  if (!j) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a %s", api);
-  *j = *tmpl;
-  CUresult r = D->cuLaunchHostFunc(st, run_cpu, j);
-  if (r != CUDA_SUCCESS) {
-    free(j);
-    return FAIL(r, "%s: cuLaunchHostFunc: %s", api, rgpu_driver_error_name(D, r));
-  }
-  return CUDA_SUCCESS;
+  return rgpu_cudnn_srv_host_launch(w, api, st, run_cpu, tmpl, sizeof *tmpl);
 }
 
 #define CPU(t) rgpu_cudnn_srv_cpu_tensor(t)
