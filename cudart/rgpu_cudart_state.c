@@ -158,48 +158,70 @@ cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc) {
 
 /* ---- exit: flush, goodbye, stats ---------------------------------------- */
 
+/* The counters of this process's session as the RGPU_STATS object.  The
+ * strings land in the caller's buffers, which must outlive the use of *s. */
+static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *transport,
+                               size_t tcap, char *server, size_t scap) {
+  rgpu_client_counters ctr = {0};
+  snprintf(transport, tcap, "none");
+  server[0] = 0;
+  if (c) {
+    rgpu_client_get_counters(c, &ctr);
+    snprintf(transport, tcap, "%s", rgpu_client_transport(c));
+    snprintf(server, scap, "%s", rgpu_client_uri(c));
+  }
+  unsigned long long calls = atomic_load(&g_calls);
+  unsigned long long waited = atomic_load(&g_calls_waited);
+  *s = (rgpu_client_stats){
+      .calls = calls,
+      .async_calls = calls > waited ? calls - waited : 0,
+      .round_trips = ctr.round_trips,
+      .bytes_sent = ctr.bytes_sent,
+      .bytes_received = ctr.bytes_received,
+      .wall_s = rgpu_clock_elapsed_s(g_start_ns),
+      .transport = transport,
+      .server = server[0] ? server : g_cfg.server,
+      .sync_every_call = g_cfg.sync_every_call,
+      .frames_sent = ctr.frames_sent,
+      .flushes = ctr.flushes,
+      .flow_waits = ctr.flow_waits,
+      .resumes = ctr.resumes,
+      .connected = c != NULL,
+  };
+  rgpu_rt_image_counters(&s->images_sent, &s->image_bytes_sent, &s->image_cache_hits);
+}
+
+/* rgpu's one public extension: the RGPU_STATS object now, so a program (or
+ * a script through ctypes, e.g. tests/torch/) can count the round trips and
+ * bytes of a stretch of its own work.  Natively the symbol does not exist,
+ * which is how a caller tells the two apart.  Returns the bytes written
+ * (without the NUL) or -1 when cap is too small. */
+RGPU_API int rgpu_stats_json(char *out, size_t cap) {
+  rgpu_client_stats s;
+  char transport[16], server[1024];
+  rgpu_rt_stats_fill(g_client, &s, transport, sizeof transport, server, sizeof server);
+  return rgpu_client_stats_json(&s, out, cap);
+}
+
 /* A destructor runs after the program's atexit handlers (including the
  * __cudaUnregisterFatBinary ones nvcc registers), so every call the
  * program made is counted and its queued work reaches the server. */
 __attribute__((destructor)) static void rgpu_rt_fini(void) {
-  rgpu_client_counters ctr = {0};
   rgpu_client *c = g_client;
   rgpu_rt_callbacks_stop();
-  if (c) rgpu_client_get_counters(c, &ctr);
-  char transport[16] = "none";
-  char server[1024] = "";
-  if (c) {
-    snprintf(transport, sizeof transport, "%s", rgpu_client_transport(c));
-    snprintf(server, sizeof server, "%s", rgpu_client_uri(c));
-  }
+  rgpu_client_stats s;
+  char transport[16], server[1024];
   if (!g_cfg_loaded) {
     char err[256];
     if (rgpu_client_config_load(&g_cfg, NULL, NULL, err, sizeof err) == 0) g_cfg_loaded = 1;
   }
+  /* Counted before the close: the goodbye is not the program's work. */
+  rgpu_rt_stats_fill(c, &s, transport, sizeof transport, server, sizeof server);
   if (c) {
     g_client = NULL;
     rgpu_client_close(c);
   }
   if (g_cfg_loaded && g_cfg.stats_path[0]) {
-    unsigned long long calls = atomic_load(&g_calls);
-    unsigned long long waited = atomic_load(&g_calls_waited);
-    rgpu_client_stats s = {
-        .calls = calls,
-        .async_calls = calls > waited ? calls - waited : 0,
-        .round_trips = ctr.round_trips,
-        .bytes_sent = ctr.bytes_sent,
-        .bytes_received = ctr.bytes_received,
-        .wall_s = rgpu_clock_elapsed_s(g_start_ns),
-        .transport = transport,
-        .server = server[0] ? server : g_cfg.server,
-        .sync_every_call = g_cfg.sync_every_call,
-        .frames_sent = ctr.frames_sent,
-        .flushes = ctr.flushes,
-        .flow_waits = ctr.flow_waits,
-        .resumes = ctr.resumes,
-        .connected = c != NULL,
-    };
-    rgpu_rt_image_counters(&s.images_sent, &s.image_bytes_sent, &s.image_cache_hits);
     if (rgpu_client_stats_write(g_cfg.stats_path, &s))
       fprintf(stderr, "rgpu: cannot write RGPU_STATS file %s: %m\n", g_cfg.stats_path);
   }

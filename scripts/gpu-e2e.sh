@@ -10,7 +10,7 @@ set -u
 cd "$(dirname "$0")/.."
 use_pack=0 rebuild=1 out=${OUT:-/tmp/rgpu-gpu-e2e}
 # A program that hangs must not eat the device call: each run gets this long.
-limit=${RGPU_E2E_TIMEOUT_S:-60}
+base_limit=${RGPU_E2E_TIMEOUT_S:-60}
 while [ $# -gt 0 ]; do
   case "$1" in
     --pack) use_pack=1; shift ;;
@@ -79,14 +79,18 @@ for f in "$E2E"/*; do
 done
 # The PyTorch scripts (tests/torch/: PyTorch's cuBLAS/cuBLASLt calls), run
 # by python3 when this machine has PyTorch; each through a small wrapper.
-if python3 -c 'import torch' 2>/dev/null; then
+# RGPU_E2E_TORCH=0 leaves them to scripts/gpu-torch.sh (which also runs them
+# over quic and through rgpu-netem).  They get a longer limit: the first
+# step through rgpu sends torch's kernel images.
+declare -A limit_of
+if [ "${RGPU_E2E_TORCH:-1}" != 0 ] && python3 -c 'import torch' 2>/dev/null; then
   mkdir -p "$out/torch-bin"
-  for s in tests/torch/*.py; do
+  for s in tests/torch/torch_*.py; do
     [ -f "$s" ] || continue
     n=torch_$(basename "$s" .py)
     printf '#!/bin/sh\nexec python3 %s "$@"\n' "$PWD/$s" >"$out/torch-bin/$n"
     chmod +x "$out/torch-bin/$n"
-    progs+=("$n") exe_of[$n]=$out/torch-bin/$n
+    progs+=("$n") exe_of[$n]=$out/torch-bin/$n limit_of[$n]=${RGPU_E2E_TORCH_TIMEOUT_S:-300}
   done
 fi
 # What a program printed, natively and through rgpu, must be the same text
@@ -101,6 +105,7 @@ printf '\n| program | native | native s | rgpu (tcp, real GPU) | rgpu s | round 
 fails=0 differ=()
 for p in "${progs[@]}"; do
   exe=${exe_of[$p]}
+  limit=${limit_of[$p]:-$base_limit}
   [ -x "$exe" ] || { printf '| %s | missing | | missing | | |\n' "$p"; fails=$((fails+1)); continue; }
   t0=$(date +%s.%N)
   LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout "$limit" "$exe" >"$out/$p.native" 2>&1; nrc=$?

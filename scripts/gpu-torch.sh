@@ -1,41 +1,126 @@
 #!/usr/bin/env bash
-# PyTorch through rgpu on a GPU machine (issue 16's calls): each script of
-# tests/torch/ natively and through `rgpu run` against a local rgpu-server
-# on the real GPU (tcp loopback), outputs compared line by line.  Uses
-# .gpu-pack/ (scripts/gpu-pack.sh).  Usage: scripts/gpu-torch.sh [--out DIR]
+# PyTorch through rgpu on a GPU machine (issue 18): each stage script of
+# tests/torch/ natively and through `rgpu run` against an rgpu-server on the
+# real GPU, over tcp and quic on loopback and, with --netem PROFILE, through
+# rgpu-netem (needs root and /dev/net/tun).  Outputs are compared line by
+# line with the timing and "rgpu-stats:" lines left out; a second table puts
+# each timed step natively and through every transport side by side.
+# Uses .gpu-pack/ (scripts/gpu-pack.sh).
+# Usage: scripts/gpu-torch.sh [--out DIR] [--modes "tcp quic"] [--netem PROFILE]
+#        [--scripts "torch_basics torch_cnn"] [--timeout S]
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rgpu-gpu-torch}
-[ "${1:-}" = --out ] && out=$2
+modes="tcp quic" netem="" scripts="" limit=300
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    --netem) netem=$2; shift 2 ;;
+    --scripts) scripts=$2; shift 2 ;;
+    --timeout) limit=$2; shift 2 ;;
+    *) echo "usage: $0 [--out DIR] [--modes LIST] [--netem PROFILE] [--scripts LIST] [--timeout S]" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
-P=.gpu-pack
-export LD_LIBRARY_PATH=$PWD/$P/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-"$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --device cuda >"$out/server.out" 2>"$out/server.err" &
+P=$PWD/.gpu-pack
+export LD_LIBRARY_PATH=$P/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -n "$scripts" ] || scripts=$(for s in tests/torch/torch_*.py; do basename "$s" .py; done)
+
+"$P/bin/rgpu-server" --gen-cert "$out/cert" 2>"$out/gen-cert.err" || { cat "$out/gen-cert.err"; exit 1; }
+tlsargs=(--cert "$out/cert/cert.pem" --key "$out/cert/key.pem")
+"$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --listen quic://127.0.0.1:0 --device cuda "${tlsargs[@]}" \
+  >"$out/server.out" 2>"$out/server.err" &
 srv=$!
 trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT
-for _ in $(seq 50); do
-  uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
-  [ -n "$uri" ] && break
+declare -A uri
+for _ in $(seq 100); do
+  uri[tcp]=$(sed -n 's/^rgpu-server: listening on \(tcp:[^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
+  uri[quic]=$(sed -n 's/^rgpu-server: listening on \(quic:[^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
+  [ -n "${uri[tcp]}" ] && [ -n "${uri[quic]}" ] && break
   sleep 0.1
 done
-[ -n "$uri" ] || { echo "rgpu-server did not start"; cat "$out/server.err"; exit 1; }
+[ -n "${uri[tcp]}" ] || { echo "rgpu-server did not start"; cat "$out/server.err"; exit 1; }
+
+# The text both runs must agree on: without timings and rgpu's own lines.
+normalized() { grep -avE '^rgpu[-:[ ]|^time |Warning|warn\(' "$1" 2>/dev/null; }
+
+run_mode() {  # script mode -> $out/<script>.<mode>{,.err,.stats}; prints rc
+  local s=$1 m=$2 f=$out/$1.$2
+  rm -f "$f.stats"
+  case $m in
+    native)
+      timeout "$limit" python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
+    tcp|quic)
+      RGPU_CA=$out/cert/cert.pem RGPU_STATS=$f.stats timeout "$limit" \
+        "$P/bin/rgpu" run --server "${uri[$m]}" -- python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
+    netem-tcp|netem-quic)
+      local t=${m#netem-} port=7400
+      timeout "$limit" "$P/bin/rgpu-netem" -q --profile "$netem" --server-ready-timeout 30 \
+        --server-ready-wait "$([ "$t" = tcp ] && echo tcp || echo udp):$port" -- \
+        "$P/bin/rgpu-server" --listen "$t://10.77.0.2:$port" --device cuda "${tlsargs[@]}" ::: \
+        env RGPU_CA="$out/cert/cert.pem" RGPU_STATS="$f.stats" \
+        "$P/bin/rgpu" run --server "$t://10.77.0.2:$port" -- python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
+  esac
+  echo $?
+}
+
+all_modes="native $modes"
+[ -n "$netem" ] && all_modes="$all_modes netem-tcp netem-quic"
 fails=0
-echo "| script | native | rgpu | output |"
-echo "|---|---|---|---|"
-for s in tests/torch/*.py; do
-  n=$(basename "$s" .py)
-  timeout 300 python3 "$s" >"$out/$n.native" 2>"$out/$n.native.err"; rn=$?
-  RGPU_STATS=$out/$n.stats timeout 300 "$P/bin/rgpu" run --server "$uri" -- python3 "$s" \
-    >"$out/$n.rgpu" 2>"$out/$n.rgpu.err"; rr=$?
+printf '| script |'; for m in $all_modes; do printf ' %s |' "$m"; done; printf ' output |\n'
+printf '|---|'; for m in $all_modes; do printf -- '---|'; done; printf -- '---|\n'
+for s in $scripts; do
+  printf '| %s |' "$s"
   same=same
-  cmp -s "$out/$n.native" "$out/$n.rgpu" || { same=DIFFERS; fails=$((fails + 1)); }
-  [ $rn = 0 ] && [ $rr = 0 ] || fails=$((fails + 1))
-  echo "| $n | rc $rn | rc $rr | $same |"
+  for m in $all_modes; do
+    rc=$(run_mode "$s" "$m")
+    printf ' rc %s |' "$rc"
+    [ "$rc" = 0 ] || [ "$rc" = 3 ] || fails=$((fails + 1))
+    if [ "$m" != native ] && ! cmp -s <(normalized "$out/$s.native") <(normalized "$out/$s.$m"); then
+      same="DIFFERS($m)"; fails=$((fails + 1))
+    fi
+  done
+  printf ' %s |\n' "$same"
 done
-for s in tests/torch/*.py; do
-  n=$(basename "$s" .py)
-  echo "--- $n natively:"; cat "$out/$n.native"
-  cmp -s "$out/$n.native" "$out/$n.rgpu" || { echo "--- $n through rgpu:"; cat "$out/$n.rgpu"; tail -n 20 "$out/$n.rgpu.err"; }
-  echo "--- $n rgpu stats: $(head -c 300 "$out/$n.stats" 2>/dev/null)"
+
+# Step times: every "time WHAT: X ms" line, natively and per mode, with
+# rgpu's round trips per step (from the "rgpu-stats:" line of the same step).
+echo
+printf '| step |'; for m in $all_modes; do printf ' %s ms |' "$m"; done; printf ' round trips/step (%s) |\n' "$modes"
+printf '|---|'; for m in $all_modes; do printf -- '---|'; done; printf -- '---|\n'
+for s in $scripts; do
+  grep -a '^time ' "$out/$s.native" 2>/dev/null | sed 's/^time \(.*\): [0-9.]* ms.*/\1/' | while read -r what; do
+    printf '| %s |' "$what"
+    base=$(grep -a "^time $what: " "$out/$s.native" | sed 's/.*: \([0-9.]*\) ms.*/\1/')
+    for m in $all_modes; do
+      v=$(grep -a "^time $what: " "$out/$s.$m" 2>/dev/null | sed 's/.*: \([0-9.]*\) ms.*/\1/')
+      if [ -n "$v" ] && [ "$m" != native ]; then
+        printf ' %s (%s×) |' "$v" "$(awk "BEGIN{printf \"%.3f\", $v/$base}")"
+      else
+        printf ' %s |' "${v:--}"
+      fi
+    done
+    rts=""
+    for m in $modes; do
+      r=$(grep -a "^rgpu-stats: $what: " "$out/$s.$m" 2>/dev/null | sed 's/.*: \([0-9.]*\) round trips per step against \([0-9]*\).*/\1 vs \2 syncs/')
+      rts="$rts ${r:--};"
+    done
+    printf '%s |\n' "$rts"
+  done
 done
+echo
+for s in $scripts; do
+  for m in $all_modes; do
+    if ! grep -aq "^PASS" "$out/$s.$m" 2>/dev/null; then
+      echo "--- $s ($m):"; tail -n 12 "$out/$s.$m" 2>/dev/null; tail -n 25 "$out/$s.$m.err" 2>/dev/null
+    fi
+    if [ "$m" != native ] && ! cmp -s <(normalized "$out/$s.native") <(normalized "$out/$s.$m"); then
+      echo "--- $s: natively (<) and through rgpu $m (>):"
+      diff <(normalized "$out/$s.native") <(normalized "$out/$s.$m") | head -n 16
+    fi
+  done
+  for m in $modes; do echo "--- $s $m stats: $(head -c 400 "$out/$s.$m.stats" 2>/dev/null)"; done
+done
+echo "--- server log tail:"; tail -n 5 "$out/server.err"
 exit $((fails > 0))
