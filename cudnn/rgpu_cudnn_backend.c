@@ -449,6 +449,19 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendFinalize(cudnnBackendDescriptor_
   const struct required *r = NULL;
   for (size_t i = 0; i < sizeof k_required / sizeof k_required[0]; i++)
     if (k_required[i].type == d->type) r = &k_required[i];
+  /* Every other operation and its parameters (normalization, resample,
+   * concatenation, signals, SDPA, block scaling, ...) are data too: the
+   * server rebuilds them with cuDNN's own checks when a plan needs them.
+   * The types whose content is cuDNN's answer about its kernels (knob,
+   * layout and intermediate info, kernel caches, device properties) have
+   * no client-side meaning. */
+  static const struct required k_data_only = {0, {0}, 0};
+  if (!r && d->type != CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR &&
+      d->type != CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR &&
+      d->type != CUDNN_BACKEND_INTERMEDIATE_INFO_DESCRIPTOR &&
+      d->type != CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR &&
+      d->type != CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR)
+    r = &k_data_only;
   if (!r) {
     REFUSE("cudnnBackendFinalize: backend descriptor type %d is not supported by rgpu; it "
            "returns CUDNN_STATUS_NOT_SUPPORTED",

@@ -27,6 +27,7 @@ P=$PWD/.gpu-pack
 export LD_LIBRARY_PATH=$P/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -n "$scripts" ] || scripts=$(for s in tests/torch/torch_*.py; do basename "$s" .py; done)
 
+mkdir -p "$out/cert"
 "$P/bin/rgpu-server" --gen-cert "$out/cert" 2>"$out/gen-cert.err" || { cat "$out/gen-cert.err"; exit 1; }
 tlsargs=(--cert "$out/cert/cert.pem" --key "$out/cert/key.pem")
 "$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --listen quic://127.0.0.1:0 --device cuda "${tlsargs[@]}" \
@@ -43,7 +44,7 @@ done
 [ -n "${uri[tcp]}" ] || { echo "rgpu-server did not start"; cat "$out/server.err"; exit 1; }
 
 # The text both runs must agree on: without timings and rgpu's own lines.
-normalized() { grep -avE '^rgpu[-:[ ]|^time |Warning|warn\(' "$1" 2>/dev/null; }
+normalized() { grep -avE '^rgpu[-:[ ]|^time |Warning|warnings.warn' "$1" 2>/dev/null; }
 
 run_mode() {  # script mode -> $out/<script>.<mode>{,.err,.stats}; prints rc
   local s=$1 m=$2 f=$out/$1.$2

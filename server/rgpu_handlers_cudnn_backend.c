@@ -13,6 +13,7 @@
  * no knobs, workspace 0) and run in a host function on the stream; anything
  * else is NOT_SUPPORTED with the reason. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,12 +92,19 @@ static int answer_attr(int64_t name) {
 }
 
 /* NVIDIA's descriptors for every node of g, finalized, into real[] (NULL
- * where not made; the caller destroys them). */
-static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDescriptor_t *real) {
+ * where not made; the caller destroys them).  On a refusal, where says
+ * which node (its type) and which step (the attribute cuDNN refused, or
+ * its finalize): the one line a user needs to tell rgpu's fault from a
+ * graph cuDNN does not take. */
+static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDescriptor_t *real,
+                                char *where, size_t wcap) {
   for (uint32_t i = 0; i < g->n; i++) {
     const wnode *d = &g->node[i];
     cudnnStatus_t st = g_be.create((cudnnBackendDescriptorType_t)d->type, &real[i]);
-    if (st) return st;
+    if (st) {
+      snprintf(where, wcap, "creating node %u (descriptor type %d)", i, (int)d->type);
+      return st;
+    }
     for (uint32_t j = 0; j < d->nattr; j++) {
       const wattr *a = &d->attr[j];
       void *elems = NULL;
@@ -129,9 +137,16 @@ static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDe
       st = g_be.set(real[i], (cudnnBackendAttributeName_t)a->name,
                     (cudnnBackendAttributeType_t)a->type, count, elems);
       free(elems);
-      if (st) return st;
+      if (st) {
+        snprintf(where, wcap, "setting attribute %lld (type %d, %u elements) of node %u (descriptor type %d)",
+                 (long long)a->name, (int)a->type, (unsigned)a->count, i, (int)d->type);
+        return st;
+      }
     }
-    if ((st = g_be.finalize(real[i]))) return st;
+    if ((st = g_be.finalize(real[i]))) {
+      snprintf(where, wcap, "finalizing node %u of %u (descriptor type %d)", i, g->n, (int)d->type);
+      return st;
+    }
   }
   return CUDNN_STATUS_SUCCESS;
 }
@@ -236,7 +251,8 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
     return r;
   }
   e->real = calloc(e->g.n, sizeof *e->real);
-  cudnnStatus_t st = e->real ? real_build(&e->g, h, e->real)
+  char where[160] = "reading the plan's workspace size";
+  cudnnStatus_t st = e->real ? real_build(&e->g, h, e->real, where, sizeof where)
                              : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   int64_t ws = 0, got = 0;
   if (!st)
@@ -244,7 +260,7 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
                   1, &got, &ws);
   if (st) {
     plan_free(e);
-    return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+    return FAIL(status_cu(st), "%s: cuDNN status %d %s", api, (int)st, where);
   }
   e->workspace = (uint64_t)ws;
   *out = e;
@@ -336,7 +352,8 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
       return r;
     }
     cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
-    cudnnStatus_t st = real ? real_build(&g, h, real)
+    char where[160] = "reading cuDNN's answer";
+    cudnnStatus_t st = real ? real_build(&g, h, real, where, sizeof where)
                             : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     int64_t count = 0;
     cudnnBackendDescriptor_t heur = real ? real[g.n - 1] : NULL;
@@ -416,7 +433,7 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
     graph_free(&g);
     if (st) {
       free(ans);
-      return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+      return FAIL(status_cu(st), "%s: cuDNN status %d %s", api, (int)st, where);
     }
   }
   rgpu_msg_cudnn_backend_heur_rep rep = {
@@ -462,7 +479,8 @@ CUresult rgpu_h_cudnn_backend_engine_count(rgpu_req *rq,
       return r;
     }
     cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
-    cudnnStatus_t st = real ? real_build(&g, h, real)
+    char where[160] = "reading cuDNN's answer";
+    cudnnStatus_t st = real ? real_build(&g, h, real, where, sizeof where)
                             : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     int64_t got = 0;
     if (!st)
@@ -470,7 +488,7 @@ CUresult rgpu_h_cudnn_backend_engine_count(rgpu_req *rq,
                     1, &got, &count);
     real_free(real, g.n);
     graph_free(&g);
-    if (st) return FAIL(status_cu(st), "%s: cuDNN status %d", api, (int)st);
+    if (st) return FAIL(status_cu(st), "%s: cuDNN status %d %s", api, (int)st, where);
   }
   rgpu_msg_cudnn_backend_engine_count_rep rep = {.count = (uint64_t)count};
   rgpu_msg_cudnn_backend_engine_count_rep_encode(rq->rep, &rep);
