@@ -231,6 +231,11 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendSetAttribute(
   st = rgpu_cudnn_bdesc_store(d, (int64_t)name, (int)type, count, elems);
   free(refs);
 out:
+  /* Frameworks try engines and attributes until one answers: refusals are
+   * part of normal operation, so they are logged at debug level only. */
+  if (st)
+    RGPU_DEBUG("cudnnBackendSetAttribute(descriptor type %d, attribute %d, type %d, count %lld): "
+               "status %d", d ? d->type : -1, (int)name, (int)type, (long long)count, (int)st);
   pthread_mutex_unlock(&g_lock);
   return st;
 }
@@ -308,6 +313,10 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendGetAttribute(
     memcpy(elems, a->data, (size_t)n * es);
   }
 out:
+  if (st)
+    RGPU_DEBUG("cudnnBackendGetAttribute(descriptor type %d, attribute %d, type %d, requested "
+               "%lld): status %d", d ? d->type : -1, (int)name, (int)type, (long long)requested,
+               (int)st);
   pthread_mutex_unlock(&g_lock);
   if (!entered) rgpu_rt_count_call();
   return st;
@@ -471,12 +480,15 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendFinalize(cudnnBackendDescriptor_
   }
   for (int i = 0; i < r->n; i++)
     if (!rgpu_cudnn_bdesc_find(d, r->attrs[i])) {
+      RGPU_DEBUG("cudnnBackendFinalize: descriptor type %d lacks required attribute %lld", d->type,
+                 (long long)r->attrs[i]);
       st = CUDNN_STATUS_BAD_PARAM;
       goto out;
     }
   st = check_shape(d);
   if (st == CUDNN_STATUS_SUCCESS) d->finalized = 1;
 out:
+  if (st) RGPU_DEBUG("cudnnBackendFinalize(descriptor type %d): status %d", d ? d->type : -1, (int)st);
   pthread_mutex_unlock(&g_lock);
   return st;
 }
