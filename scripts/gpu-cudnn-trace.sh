@@ -52,7 +52,9 @@ for w in $what; do
   RGPU_LOG=debug timeout 120 "$P/bin/rgpu" run --server "$uri" -- python3 "$probe" "$w" \
     >"$out/$w.rgpu" 2>&1
   echo "== $w rgpu rc $?: $(tail -n 1 "$out/$w.rgpu")"
-  grep -a "cudnn\|cuDNN\|Error" "$out/$w.rgpu" | grep -v "^rgpu.*debug" | head -n 20
+  # The facade's refusals (debug level), most frequent first, then the end.
+  grep -a "cudnnBackend" "$out/$w.rgpu" | sed 's/^[^]]*] *//' | sort | uniq -c | sort -rn | head -n 25
+  grep -a "Error" "$out/$w.rgpu" | tail -n 3
 done
 # The server's worker logs cuDNN's own API trace when asked: restart it so.
 kill $srv; wait $srv 2>/dev/null
