@@ -288,6 +288,18 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendGetAttribute(
     }
     goto out;
   }
+  /* cuDNN's answers about an engine or config the program made itself (by
+   * global index), which no heuristics answer brought: asked of the server
+   * once per content, then kept on the record. */
+  if (!a && d && d->finalized &&
+      ((d->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR &&
+        (name == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE || name == CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE)) ||
+       (d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR &&
+        (name == CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE ||
+         name == CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED)))) {
+    if ((st = rgpu_cudnn_backend_info(d, &entered))) goto out;
+    a = rgpu_cudnn_bdesc_find(d, (int64_t)name);
+  }
   /* A config made without knob choices has none: an empty list, not an
    * error (the frontend reads them to tag every plan). */
   if (!a && d && d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR &&

@@ -69,6 +69,11 @@ cudnnStatus_t rgpu_cudnn_backend_finalize_remote(struct rgpu_cudnn_bdesc *d);
  * graph: the server's cuDNN knows it (CUDNN_BACKEND_ENGINE_COUNT, cached per
  * graph content).  *entered: a round trip was made (it counted the call).
  * Called with the backend lock held. */
+/* cuDNN's answers about an engine or engine config the program made
+ * itself (notes; a config's workspace and shared memory), stored on d
+ * (CUDNN_BACKEND_INFO, cached per graph content).  *entered as for
+ * rgpu_cudnn_backend_engine_count. */
+cudnnStatus_t rgpu_cudnn_backend_info(struct rgpu_cudnn_bdesc *d, int *entered);
 cudnnStatus_t rgpu_cudnn_backend_engine_count(struct rgpu_cudnn_bdesc *graph, int64_t *count,
                                               int *entered);
 

@@ -8,6 +8,7 @@
  * The wire form of a graph is in proto/rgpu_messages.def (the block of
  * CUDNN_BACKEND_HEUR). */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,7 +130,9 @@ typedef struct {
   uint32_t knob_count[ENGINES_MAX], numerical_count[ENGINES_MAX], behavior_count[ENGINES_MAX];
   uint64_t *knob_type, *knob_value;
   uint32_t *numerical, *behavior;
-  uint64_t workspace;
+  uint64_t cfg_workspace[ENGINES_MAX], cfg_shared_memory[ENGINES_MAX];
+  uint64_t workspace; /* PLAN; INFO: the config's (with shared_memory) */
+  uint64_t shared_memory;
 } answer;
 
 static struct {
@@ -234,6 +237,10 @@ static struct rgpu_cudnn_bdesc *make_config(const answer *a, int i, size_t knob0
                                &eng) &&
        !rgpu_cudnn_bdesc_store(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                                CUDNN_TYPE_BACKEND_DESCRIPTOR, nk, knobs);
+  int32_t shm = (int32_t)a->cfg_shared_memory[i];
+  ok = ok && !store_i64(cfg, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, (int64_t)a->cfg_workspace[i]) &&
+       !rgpu_cudnn_bdesc_store(cfg, CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, 1,
+                               &shm);
   if (cfg) cfg->finalized = 1;
   /* The config holds its engine and knobs; drop the creation references. */
   rgpu_cudnn_bdesc_unref(eng);
@@ -273,7 +280,8 @@ static cudnnStatus_t results_into(struct rgpu_cudnn_bdesc *heur, const answer *a
 static int heur_reply_ok(const rgpu_msg_cudnn_backend_heur_rep *r) {
   uint32_t n = r->engine.count;
   if (n > ENGINES_MAX || r->knob_count.count != n || r->numerical_count.count != n ||
-      r->behavior_count.count != n || r->knob_type.count != r->knob_value.count)
+      r->behavior_count.count != n || r->knob_type.count != r->knob_value.count ||
+      r->workspace.count != n || r->shared_memory.count != n)
     return 0;
   uint64_t k = 0, nu = 0, b = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -333,6 +341,8 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
       a->knob_count[i] = rgpu_array_u32(&rep.knob_count, (uint32_t)i);
       a->numerical_count[i] = rgpu_array_u32(&rep.numerical_count, (uint32_t)i);
       a->behavior_count[i] = rgpu_array_u32(&rep.behavior_count, (uint32_t)i);
+      a->cfg_workspace[i] = rgpu_array_u64(&rep.workspace, (uint32_t)i);
+      a->cfg_shared_memory[i] = rgpu_array_u64(&rep.shared_memory, (uint32_t)i);
     }
     a->knob_type = dup_array(&rep.knob_type, 8);
     a->knob_value = dup_array(&rep.knob_value, 8);
@@ -402,9 +412,32 @@ static cudnnStatus_t ask_u64(int kind, const struct cudnnContext *h, const rgpu_
   return st;
 }
 
+/* The operation graph under an engine config or an engine, or NULL. */
+static struct rgpu_cudnn_bdesc *graph_under(struct rgpu_cudnn_bdesc *d) {
+  if (d && d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR) d = ref_attr(d, CUDNN_ATTR_ENGINECFG_ENGINE);
+  return d && d->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR
+             ? ref_attr(d, CUDNN_ATTR_ENGINE_OPERATION_GRAPH)
+             : NULL;
+}
+
+/* The handle a request about d travels with: d's own where it names one
+ * (CUDNN_ATTR_EXECUTION_PLAN_HANDLE), else its operation graph's (cuDNN 9
+ * lets a plan go without a handle, and cuDNN's frontend sets none). */
+static struct cudnnContext *handle_of(struct rgpu_cudnn_bdesc *d) {
+  struct rgpu_cudnn_bdesc *og = NULL;
+  if (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
+    const struct rgpu_cudnn_battr *a = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE);
+    if (a) return handle_attr(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE); /* NULL: a bad one */
+    og = graph_under(ref_attr(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG));
+  } else {
+    og = graph_under(d);
+  }
+  return og ? handle_attr(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE) : NULL;
+}
+
 static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   const char *api = "cudnnBackendFinalize(execution plan)";
-  struct cudnnContext *h = handle_attr(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE);
+  struct cudnnContext *h = handle_of(d);
   if (!h || !ref_attr(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)) return CUDNN_STATUS_BAD_PARAM;
   rgpu_buf g;
   if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
@@ -448,7 +481,131 @@ cudnnStatus_t rgpu_cudnn_backend_finalize_remote(struct rgpu_cudnn_bdesc *d) {
   return st;
 }
 
+/* ---- cuDNN's answers about an engine the program made --------------------- */
+
+static int notes_into(struct rgpu_cudnn_bdesc *eng, const answer *a) {
+  int notes[64];
+  for (uint32_t k = 0; k < a->numerical_count[0]; k++) notes[k] = (int)a->numerical[k];
+  if (rgpu_cudnn_bdesc_store(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                             a->numerical_count[0], notes))
+    return -1;
+  for (uint32_t k = 0; k < a->behavior_count[0]; k++) notes[k] = (int)a->behavior[k];
+  return rgpu_cudnn_bdesc_store(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                a->behavior_count[0], notes)
+             ? -1
+             : 0;
+}
+
+/* Stores the answers of a (CUDNN_BACKEND_INFO) on d: an engine's notes, or
+ * a config's workspace and shared memory and its engine's notes. */
+static cudnnStatus_t info_into(struct rgpu_cudnn_bdesc *d, const answer *a) {
+  struct rgpu_cudnn_bdesc *eng =
+      d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR ? ref_attr(d, CUDNN_ATTR_ENGINECFG_ENGINE) : d;
+  if (eng && !rgpu_cudnn_bdesc_find(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE) && notes_into(eng, a))
+    return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  if (d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR) {
+    int32_t shm = (int32_t)a->shared_memory;
+    if (store_i64(d, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, (int64_t)a->workspace) ||
+        rgpu_cudnn_bdesc_store(d, CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, 1, &shm))
+      return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t rgpu_cudnn_backend_info(struct rgpu_cudnn_bdesc *d, int *entered) {
+  const char *api = "cudnnBackendGetAttribute(engine or engine config)";
+  struct cudnnContext *h = handle_of(d);
+  if (!h) return CUDNN_STATUS_BAD_PARAM;
+  rgpu_buf g;
+  if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  uint64_t hash = content_hash(g.data, g.len);
+  const answer *hit = cache_find(h->device, RGPU_OP_CUDNN_BACKEND_INFO, &g, hash);
+  if (hit) {
+    rgpu_buf_free(&g);
+    return info_into(d, hit);
+  }
+  rgpu_client *c;
+  *entered = 1; /* rgpu_rt_enter counts the call */
+  if (rgpu_rt_enter(&c) != cudaSuccess) {
+    rgpu_buf_free(&g);
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  rgpu_msg_cudnn_backend_info_req q = {.handle = h->id, .graph = {g.data, g.len}};
+  rgpu_msg_cudnn_backend_info_rep rep;
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply rr = {.payload = &pay};
+  rgpu_status rc = rgpu_call_cudnn_backend_info(c, h->device, 0, &q, &rep, &rr);
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  answer *a = NULL;
+  if (rc) {
+    st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
+  } else if (rep.numerical.count > 64 || rep.behavior.count > 64 || !(a = calloc(1, sizeof *a))) {
+    RGPU_ERROR("%s: the server's reply is inconsistent", api);
+    st = CUDNN_STATUS_INTERNAL_ERROR;
+  } else {
+    a->device = h->device;
+    a->kind = RGPU_OP_CUDNN_BACKEND_INFO;
+    a->hash = hash;
+    a->graph = g.data;
+    a->graph_len = g.len;
+    g.data = NULL;
+    a->n = 1;
+    a->numerical_count[0] = rep.numerical.count;
+    a->behavior_count[0] = rep.behavior.count;
+    a->numerical = dup_array(&rep.numerical, 4);
+    a->behavior = dup_array(&rep.behavior, 4);
+    a->workspace = rep.workspace;
+    a->shared_memory = rep.shared_memory;
+    if (!a->numerical || !a->behavior) {
+      answer_free(a);
+      st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    } else {
+      st = info_into(d, a);
+      cache_insert(a);
+    }
+  }
+  rgpu_buf_free(&pay);
+  if (g.data) rgpu_buf_free(&g);
+  return st;
+}
+
 /* ---- execute --------------------------------------------------------------- */
+
+#define BY_VALUE_MAX 4096 /* bytes of by-value tensors in one execute */
+
+/* The bytes the tensor with unique id uid spans when the graph under d
+ * passes it by value (CUDNN_ATTR_TENSOR_IS_BY_VALUE: its variant pack
+ * entry is a host pointer, whose value must travel), else 0. */
+static uint64_t by_value_bytes(const struct rgpu_cudnn_bdesc *d, int64_t uid, int depth) {
+  if (depth > 64) return 0;
+  if (d->type == CUDNN_BACKEND_TENSOR_DESCRIPTOR) {
+    const struct rgpu_cudnn_battr *id = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_UNIQUE_ID);
+    const struct rgpu_cudnn_battr *bv = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE);
+    const struct rgpu_cudnn_battr *dims = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_DIMENSIONS);
+    const struct rgpu_cudnn_battr *str = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_STRIDES);
+    const struct rgpu_cudnn_battr *dt = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_DATA_TYPE);
+    if (!id || id->count != 1 || *(int64_t *)id->data != uid || !bv || bv->count != 1 ||
+        !*(bool *)bv->data || !dims || !str || !dt || dims->count != str->count)
+      return 0;
+    uint64_t last = 0;
+    for (int64_t i = 0; i < dims->count; i++) {
+      int64_t n = ((int64_t *)dims->data)[i], st = ((int64_t *)str->data)[i];
+      if (n < 1 || st < 0 || n > BY_VALUE_MAX || st > BY_VALUE_MAX) return 0;
+      last += (uint64_t)(n - 1) * (uint64_t)st;
+    }
+    return (last + 1) * rgpu_cudnn_type_size(*(int *)dt->data);
+  }
+  for (int i = 0; i < d->nattr; i++) {
+    const struct rgpu_cudnn_battr *a = &d->attr[i];
+    if (a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR) continue;
+    for (int64_t k = 0; k < a->count; k++) {
+      uint64_t b = by_value_bytes(((struct rgpu_cudnn_bdesc **)a->data)[k], uid, depth + 1);
+      if (b) return b;
+    }
+  }
+  return 0;
+}
 
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
                                                         cudnnBackendDescriptor_t plan,
@@ -456,6 +613,8 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
   struct cudnnContext *h = rgpu_cudnn_handle(handle);
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   uint64_t uid[PACK_MAX], ptr[PACK_MAX], workspace = 0;
+  uint8_t values[BY_VALUE_MAX];
+  size_t nvalues = 0;
   uint32_t n = 0;
   uint8_t *graph = NULL;
   size_t graph_len = 0;
@@ -481,16 +640,29 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
       st = CUDNN_STATUS_NOT_SUPPORTED;
     } else {
       n = (uint32_t)ids->count;
-      for (uint32_t i = 0; i < n; i++) {
+      for (uint32_t i = 0; i < n && !st; i++) {
         uid[i] = (uint64_t)((int64_t *)ids->data)[i];
         ptr[i] = (uint64_t)(uintptr_t)((void **)ptrs->data)[i];
+        /* A by-value tensor: its value travels, read now, as cuDNN reads
+         * it during the call. */
+        uint64_t b = by_value_bytes(p, (int64_t)uid[i], 0);
+        if (!b) continue;
+        if (!ptr[i] || nvalues + b > sizeof values) {
+          st = CUDNN_STATUS_BAD_PARAM;
+          break;
+        }
+        memcpy(values + nvalues, (const void *)(uintptr_t)ptr[i], b);
+        nvalues += b;
+        ptr[i] = 0;
       }
       if (ws) workspace = (uint64_t)(uintptr_t) * (void **)ws->data;
       /* The plan's graph travels with it (a server that lost its cache
        * rebuilds); copied, as the program may destroy the plan at once. */
-      graph = malloc(p->graph_len);
-      if (!graph) st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-      else memcpy(graph, p->graph, graph_len = p->graph_len);
+      if (!st) {
+        graph = malloc(p->graph_len);
+        if (!graph) st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+        else memcpy(graph, p->graph, graph_len = p->graph_len);
+      }
       hash = p->hash;
     }
   }
@@ -509,7 +681,8 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
   }
   rgpu_msg_cudnn_backend_execute_req q = {.handle = h->id, .stream = wire, .plan_hash = hash,
                                           .graph = {graph, graph_len}, .uid = {uid, n},
-                                          .ptr = {ptr, n}, .workspace = workspace};
+                                          .ptr = {ptr, n}, .workspace = workspace,
+                                          .by_value = {values, nvalues}};
   rgpu_buf b;
   rgpu_buf_init(&b);
   int enc = rgpu_msg_cudnn_backend_execute_req_encode(&b, &q);

@@ -260,12 +260,92 @@ static void test_backend(void **state) {
   assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
 }
 
+/* What cuDNN's frontend does when it makes engines itself: an engine by
+ * global index (its notes asked of the server, none on softgpu), a config
+ * of it (workspace and shared memory asked of the server), a heuristics
+ * config's workspace read locally, and an execution plan without a handle
+ * (the operation graph's is used), which then computes. */
+static void test_backend_engine_by_index(void **state) {
+  (void)state;
+  cudnnHandle_t h;
+  assert_int_equal(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+  cudnnBackendDescriptor_t g = bgraph(h, CUDNN_DATA_FLOAT);
+  int64_t n = -1, index = 0, ws = -1;
+  int32_t shm = -1;
+  int notes[8];
+  assert_int_equal(cudnnBackendGetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n, &index), 0);
+  assert_int_equal(index, 1);
+  index = 0;
+  cudnnBackendDescriptor_t eng = bmake(CUDNN_BACKEND_ENGINE_DESCRIPTOR), cfg = bmake(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g), 0);
+  assert_int_equal(cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index), 0);
+  assert_int_equal(cudnnBackendFinalize(eng), 0);
+  n = -1;
+  assert_int_equal(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 8, &n, notes), 0);
+  assert_int_equal(n, 0);
+  n = -1;
+  assert_int_equal(cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 8, &n, notes), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng), 0);
+  assert_int_equal(cudnnBackendFinalize(cfg), 0);
+  assert_int_equal(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws), 0);
+  assert_int_equal(ws, 0);
+  assert_int_equal(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, 1, &n, &shm), 0);
+  assert_int_equal(shm, 0);
+
+  /* An engine softgpu does not have: the server's refusal, not a guess. */
+  cudnnBackendDescriptor_t other = bmake(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t seven = 7;
+  assert_int_equal(cudnnBackendSetAttribute(other, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g), 0);
+  assert_int_equal(cudnnBackendSetAttribute(other, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &seven), 0);
+  assert_int_equal(cudnnBackendFinalize(other), 0);
+  assert_int_equal(cudnnBackendGetAttribute(other, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 8, &n, notes), CUDNN_STATUS_NOT_SUPPORTED);
+
+  /* A heuristics config carries its workspace: no round trip to read it. */
+  cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_INSTANT;
+  cudnnBackendDescriptor_t heur = bmake(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), hcfg = bmake(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g), 0);
+  assert_int_equal(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm), 0);
+  assert_int_equal(cudnnBackendFinalize(heur), 0);
+  assert_int_equal(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &hcfg), 0);
+  ws = -1;
+  assert_int_equal(cudnnBackendGetAttribute(hcfg, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws), 0);
+  assert_int_equal(ws, 0);
+
+  /* The plan names no handle: cuDNN 9 takes that, and so must rgpu. */
+  cudnnBackendDescriptor_t plan = bmake(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg), 0);
+  assert_int_equal(cudnnBackendFinalize(plan), 0);
+  float *d, x[18], wt[4] = {0.5f, -2, 1, 3}, y[18];
+  for (int i = 0; i < 18; i++) x[i] = (float)(i % 5) - 2;
+  assert_int_equal(cudaMalloc((void **)&d, 40 * sizeof *d), cudaSuccess);
+  assert_int_equal(cudaMemcpy(d, x, sizeof x, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudaMemcpy(d + 18, wt, sizeof wt, cudaMemcpyHostToDevice), cudaSuccess);
+  int64_t uids[3] = {1, 2, 3};
+  void *ptrs[3] = {d, d + 18, d + 22}, *none = NULL;
+  cudnnBackendDescriptor_t pack = bmake(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), 0);
+  assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs), 0);
+  assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &none), 0);
+  assert_int_equal(cudnnBackendFinalize(pack), 0);
+  assert_int_equal(cudnnBackendExecute(h, plan, pack), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaMemcpy(y, d + 22, sizeof y, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < 9; p++)
+      assert_true(y[k * 9 + p] == wt[k * 2] * x[p] + wt[k * 2 + 1] * x[9 + p]);
+  cudnnBackendDescriptor_t all[] = {pack, plan, hcfg, heur, other, cfg, eng, g};
+  for (int i = 0; i < 8; i++) assert_int_equal(cudnnBackendDestroyDescriptor(all[i]), 0);
+  cudaFree(d);
+  assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_errors),
       cmocka_unit_test(test_stream),
       cmocka_unit_test(test_algorithm_queries),
       cmocka_unit_test(test_backend),
+      cmocka_unit_test(test_backend_engine_by_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

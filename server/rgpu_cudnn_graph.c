@@ -160,6 +160,11 @@ uint64_t rgpu_cudnn_graph_tensor_extent(const rgpu_cudnn_wnode *t) {
   return bytes;
 }
 
+int rgpu_cudnn_graph_tensor_by_value(const rgpu_cudnn_wnode *t) {
+  const rgpu_cudnn_wattr *a = rgpu_cudnn_graph_attr(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE);
+  return a && a->type == CUDNN_TYPE_BOOLEAN && a->count == 1 && a->data[0] != 0;
+}
+
 uint64_t rgpu_cudnn_graph_hash(const uint8_t *p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;

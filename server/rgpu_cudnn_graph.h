@@ -66,6 +66,11 @@ const rgpu_cudnn_wnode *rgpu_cudnn_graph_tensor(const rgpu_cudnn_wgraph *g, int6
 /* The bytes a tensor node spans from its address (0: not computable). */
 uint64_t rgpu_cudnn_graph_tensor_extent(const rgpu_cudnn_wnode *t);
 
+/* A tensor passed by value (CUDNN_ATTR_TENSOR_IS_BY_VALUE): its variant
+ * pack entry is a host pointer to the value, which the client sends along
+ * (an attention scale, a dropout probability). */
+int rgpu_cudnn_graph_tensor_by_value(const rgpu_cudnn_wnode *t);
+
 /* FNV-1a 64 of the serialized bytes: the plan caches' key (with a full
  * compare). */
 uint64_t rgpu_cudnn_graph_hash(const uint8_t *p, size_t n);

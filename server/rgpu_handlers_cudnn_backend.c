@@ -1,5 +1,6 @@
 /* cuDNN backend (graph) API requests (issue 17): CUDNN_BACKEND_HEUR,
- * CUDNN_BACKEND_PLAN, CUDNN_BACKEND_ENGINE_COUNT (one reply each) and
+ * CUDNN_BACKEND_PLAN, CUDNN_BACKEND_ENGINE_COUNT, CUDNN_BACKEND_INFO (one
+ * reply each) and
  * CUDNN_BACKEND_EXECUTE (none).
  *
  * Each carries a descriptor graph serialized by the client (its form is in
@@ -86,7 +87,9 @@ static int answer_attr(int64_t name) {
     case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE: case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
     case CUDNN_ATTR_ENGINE_KNOB_INFO: case CUDNN_ATTR_ENGINE_LAYOUT_INFO:
     case CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE: case CUDNN_ATTR_ENGINEHEUR_RESULTS:
-    case CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: return 1;
+    case CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT:
+    case CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE: case CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED:
+      return 1;
     default: return 0;
   }
 }
@@ -315,7 +318,8 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
     uint64_t engine[ENGINES_MAX], knob_type[4096], knob_value[4096];
     uint32_t knob_count[ENGINES_MAX], num_count[ENGINES_MAX], beh_count[ENGINES_MAX];
     uint32_t num[4096], beh[4096];
-  } *ans = malloc(sizeof *ans);
+    uint64_t workspace[ENGINES_MAX], shmem[ENGINES_MAX];
+  } *ans = calloc(1, sizeof *ans);
   if (!ans) {
     graph_free(&g);
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
@@ -417,6 +421,15 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
           knob_type[nk + j] = (uint64_t)kt;
           knob_value[nk + j] = (uint64_t)kv;
         }
+        /* The config's own answers (optional: an older cuDNN has none). */
+        int64_t ws = 0;
+        int32_t shm = 0;
+        if (!st && !g_be.get(cfgs[i], CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                             &c1, &ws))
+          ans->workspace[n] = (uint64_t)ws;
+        if (!st && !g_be.get(cfgs[i], CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, 1,
+                             &c1, &shm))
+          ans->shmem[n] = (uint64_t)(uint32_t)shm;
         if (!st) {
           knob_count[n] = (uint32_t)k;
           nk += (uint32_t)k;
@@ -439,9 +452,87 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
   rgpu_msg_cudnn_backend_heur_rep rep = {
       .engine = {engine, n}, .knob_count = {knob_count, n}, .knob_type = {knob_type, nk},
       .knob_value = {knob_value, nk}, .numerical_count = {num_count, n},
-      .numerical = {num, nn}, .behavior_count = {beh_count, n}, .behavior = {beh, nb}};
+      .numerical = {num, nn}, .behavior_count = {beh_count, n}, .behavior = {beh, nb},
+      .workspace = {ans->workspace, n}, .shared_memory = {ans->shmem, n}};
   rgpu_msg_cudnn_backend_heur_rep_encode(rq->rep, &rep);
   free(ans);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_cudnn_backend_info(rgpu_req *rq, const rgpu_msg_cudnn_backend_info_req *q) {
+  rgpu_worker *w = rq->w;
+  const char *api = "cudnnBackendGetAttribute(engine or engine config)";
+  wgraph g;
+  CUresult r = graph_decode(w, api, &q->graph, &g);
+  if (r) return r;
+  const wnode *root = &g.node[g.n - 1];
+  int is_cfg = root->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR;
+  if (!is_cfg && root->type != CUDNN_BACKEND_ENGINE_DESCRIPTOR) {
+    graph_free(&g);
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the graph's root is no engine or engine config", api);
+  }
+  rgpu_msg_cudnn_backend_info_rep rep = {0};
+  uint32_t num[64], beh[64];
+  if (D->is_softgpu) {
+    /* softgpu's one engine: no workspace, no notes. */
+    const wnode *eng = is_cfg ? ref(&g, root, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                    CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+                              : root;
+    int64_t index = -1;
+    int known = eng && i64s(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, &index, 1) == 1 && index == 0;
+    graph_free(&g);
+    if (!known)
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: only engine 0 (softgpu's one engine)",
+                  api);
+    rgpu_msg_cudnn_backend_info_rep_encode(rq->rep, &rep);
+    return CUDA_SUCCESS;
+  }
+  if (be_load() < 0) {
+    graph_free(&g);
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing", api);
+  }
+  cudnnHandle_t h;
+  if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+    graph_free(&g);
+    return r;
+  }
+  cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
+  char where[160] = "reading cuDNN's answer";
+  cudnnStatus_t st = real ? real_build(&g, h, real, where, sizeof where)
+                          : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  cudnnBackendDescriptor_t eng = NULL;
+  int64_t c = 0;
+  if (!st && is_cfg) {
+    int64_t ws = 0;
+    int32_t shm = 0;
+    if (!g_be.get(real[g.n - 1], CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &c, &ws))
+      rep.workspace = (uint64_t)ws;
+    if (!g_be.get(real[g.n - 1], CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, 1, &c,
+                  &shm))
+      rep.shared_memory = (uint64_t)(uint32_t)shm;
+    st = g_be.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+    if (!st)
+      st = g_be.get(real[g.n - 1], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                    &c, &eng);
+  }
+  if (!st) {
+    cudnnBackendDescriptor_t e = is_cfg ? eng : real[g.n - 1];
+    int notes[64];
+    /* Notes are optional answers: none when cuDNN has none. */
+    c = 0;
+    if (g_be.get(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 64, &c, notes)) c = 0;
+    for (int64_t j = 0; j < c && j < 64; j++) num[j] = (uint32_t)notes[j];
+    rep.numerical = (rgpu_array){num, (uint32_t)(c < 64 ? c : 64)};
+    c = 0;
+    if (g_be.get(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 64, &c, notes)) c = 0;
+    for (int64_t j = 0; j < c && j < 64; j++) beh[j] = (uint32_t)notes[j];
+    rep.behavior = (rgpu_array){beh, (uint32_t)(c < 64 ? c : 64)};
+  }
+  if (eng) g_be.destroy(eng);
+  real_free(real, g.n);
+  graph_free(&g);
+  if (st) return FAIL(status_cu(st), "%s: cuDNN status %d %s", api, (int)st, where);
+  rgpu_msg_cudnn_backend_info_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
 
@@ -525,7 +616,12 @@ CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend
   plan_entry *e;
   CUresult r = plan_get(w, api, &q->graph, &e);
   if (r) return r;
-  /* Every pointer in the session, over the extent of the tensor it is for. */
+  /* Every pointer in the session, over the extent of the tensor it is for;
+   * a by-value tensor's value came with the request (aligned copies here:
+   * cuDNN reads them while it enqueues, before this returns). */
+  _Alignas(16) uint8_t values[4096];
+  size_t used = 0, from = 0; /* bytes of values and of by_value taken */
+  void *by_value_ptr[VARIANT_MAX] = {0};
   for (uint32_t i = 0; i < q->uid.count; i++) {
     int64_t uid = (int64_t)rgpu_array_u64(&q->uid, i);
     uint64_t ptr = rgpu_array_u64(&q->ptr, i);
@@ -534,16 +630,32 @@ CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend
     if (!bytes)
       return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: unique id %lld names no tensor of the plan", api,
                   (long long)uid);
+    if (rgpu_cudnn_graph_tensor_by_value(t)) {
+      size_t at = (used + 15) & ~(size_t)15;
+      if (from + bytes > q->by_value.len || at + bytes > sizeof values)
+        return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the value of by-value tensor %lld (%llu bytes) "
+                    "is missing from the request", api, (long long)uid, (unsigned long long)bytes);
+      memcpy(values + at, (const uint8_t *)q->by_value.data + from, bytes);
+      by_value_ptr[i] = values + at;
+      used = at + bytes;
+      from += bytes;
+      continue;
+    }
     if (!rgpu_alloc_table_lookup(&w->allocs, ptr, bytes))
       return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: tensor %lld (%llu bytes at 0x%llx) is not inside "
                   "a device allocation of this session", api, (long long)uid,
                   (unsigned long long)bytes, (unsigned long long)ptr);
   }
+  if (from != q->by_value.len)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: %zu bytes of by-value tensors, %zu sent", api, from,
+                (size_t)q->by_value.len);
   if (e->workspace && !rgpu_alloc_table_lookup(&w->allocs, q->workspace, e->workspace))
     return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the workspace (%llu bytes at 0x%llx) is not inside "
                 "a device allocation of this session", api, (unsigned long long)e->workspace,
                 (unsigned long long)q->workspace);
   if (e->soft) {
+    if (used)
+      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s on softgpu: tensors passed by value", api);
     if (!D->cuLaunchHostFunc)
       return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: this softgpu has no cuLaunchHostFunc", api);
     int64_t uids[VARIANT_MAX];
@@ -573,7 +685,7 @@ CUresult rgpu_h_cudnn_backend_execute(rgpu_req *rq, const rgpu_msg_cudnn_backend
   uint32_t n = q->uid.count;
   for (uint32_t i = 0; i < n; i++) {
     uids[i] = (int64_t)rgpu_array_u64(&q->uid, i);
-    ptrs[i] = (void *)(uintptr_t)rgpu_array_u64(&q->ptr, i);
+    ptrs[i] = by_value_ptr[i] ? by_value_ptr[i] : (void *)(uintptr_t)rgpu_array_u64(&q->ptr, i);
   }
   void *ws = (void *)(uintptr_t)q->workspace;
   cudnnStatus_t s = g_be.create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
