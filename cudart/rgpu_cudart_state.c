@@ -3,6 +3,8 @@
  * errors), call counting and the RGPU_STATS report at exit, and the error
  * query functions. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +71,34 @@ void rgpu_rt_count_call(void) {
   tl_call_waited = 0;
 }
 
+/* RGPU_TRACE_ROUND_TRIPS=1: every round trip logs (info level) the
+ * exported functions on the stack that waited, innermost first: the
+ * facade's API call and the program's or framework's callers, so a
+ * surprising round trip can be named without a debugger. */
+static int g_trace_round_trips;
+
+static void trace_round_trip(void) {
+  void *pc[24];
+  int n = backtrace(pc, 24);
+  char line[512];
+  size_t len = 0;
+  int names = 0;
+  const char *last = NULL;
+  for (int i = 2; i < n && names < 6 && len < sizeof line - 64; i++) {
+    Dl_info di;
+    if (!dladdr(pc[i], &di) || !di.dli_sname || !strncmp(di.dli_sname, "rgpu_", 5)) continue;
+    if (last && !strcmp(last, di.dli_sname)) continue;
+    last = di.dli_sname;
+    int k = snprintf(line + len, sizeof line - len, "%s%.80s", names ? " < " : "", di.dli_sname);
+    if (k > 0) len += (size_t)k;
+    names++;
+  }
+  line[len < sizeof line ? len : sizeof line - 1] = 0;
+  RGPU_INFO("round trip: %s", names ? line : "(no exported caller)");
+}
+
 static void on_wait(void) {
+  if (g_trace_round_trips) trace_round_trip();
   if (!tl_call_waited) {
     tl_call_waited = 1;
     atomic_fetch_add_explicit(&g_calls_waited, 1, memory_order_relaxed);
@@ -93,6 +122,8 @@ static void connect_once(void) {
     fprintf(stderr, "%s\n", err);
     return;
   }
+  const char *trace = getenv("RGPU_TRACE_ROUND_TRIPS");
+  g_trace_round_trips = trace && *trace && strcmp(trace, "0");
   rgpu_client_set_wait_hook(c, on_wait);
   g_client = c;
   g_connect_error = cudaSuccess;

@@ -4,7 +4,7 @@
 # log of the client, and cuDNN's API log of the server, which shows what
 # the server rebuilt and where cuDNN refused it).  Logs land gzipped in
 # --out.  Uses .gpu-pack/ (scripts/gpu-pack.sh).
-# Usage: scripts/gpu-cudnn-trace.sh [--out DIR] [conv|sdpa|bn|all]
+# Usage: scripts/gpu-cudnn-trace.sh [--out DIR] [conv|sdpa|bn|pose|all]
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rgpu-cudnn-trace}
@@ -29,6 +29,14 @@ elif w == "bn":
     x = torch.randn(2, 8, 8, 8, device="cuda", requires_grad=True)
     y = m(x); y.square().sum().backward()
     print("bn", y.sum().item(), x.grad.sum().item())
+elif w == "pose":
+    sys.path.insert(0, "tests/torch")
+    from torch_cnn import pose_net
+    net = pose_net(torch).cuda().eval()
+    x = torch.rand(1, 3, 368, 368, device="cuda")
+    with torch.no_grad():
+        p, h = net(x)
+    print("pose", p.double().sum().item(), h.double().sum().item())
 elif w == "sdpa":
     q = torch.randn(2, 4, 64, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     y = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
@@ -70,6 +78,18 @@ for w in $what; do
   : >"$out/server.cudnn"
   timeout 120 "$P/bin/rgpu" run --server "$uri" -- python3 "$probe" "$w" >/dev/null 2>&1
   cp "$out/server.cudnn" "$out/$w.server.cudnn"
+done
+# The engine and knobs of every execute, natively and as the server ran it.
+executes() {
+  awk '/function cudnnBackendExecute\(\) called/ {on=1; line=""; next}
+       on && /engine_id: type=int; val=/ {sub(/.*val=/, ""); sub(/;.*/, ""); line="engine " $0}
+       on && /CUDNN_KNOB_TYPE_/ {k=$0; sub(/^[^C]*/, "", k); sub(/: type=int; val=/, "=", k); sub(/;.*/, "", k); line=line " " k}
+       on && /^i! Time:/ {print line; on=0}' "$1"
+}
+for w in $what; do
+  [ -f "$out/$w.server.cudnn" ] || continue
+  echo "--- $w: executes natively (<) and on the server through rgpu (>)"
+  diff <(executes "$out/$w.native.cudnn" | sort | uniq -c) <(executes "$out/$w.server.cudnn" | sort | uniq -c) | head -n 30
 done
 gzip -f "$out"/*.cudnn "$out"/*.rgpu 2>/dev/null
 ls -la "$out"

@@ -7,11 +7,14 @@
 # each timed step natively and through every transport side by side.
 # Uses .gpu-pack/ (scripts/gpu-pack.sh).
 # Usage: scripts/gpu-torch.sh [--out DIR] [--modes "tcp quic"] [--netem PROFILE]
-#        [--scripts "torch_basics torch_cnn"] [--timeout S]
+#        [--scripts "torch_basics torch_cnn"] [--timeout S] [--trace]
+# --trace: through rgpu, log every round trip's callers and the cuDNN
+# facade's refusals (RGPU_TRACE_ROUND_TRIPS=1, RGPU_LOG=debug); natively,
+# cuDNN's own errors and warnings; summaries at the end.
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rgpu-gpu-torch}
-modes="tcp quic" netem="" scripts="" limit=300
+modes="tcp quic" netem="" scripts="" limit=300 trace=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -19,6 +22,7 @@ while [ $# -gt 0 ]; do
     --netem) netem=$2; shift 2 ;;
     --scripts) scripts=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
+    --trace) trace=1; shift ;;
     *) echo "usage: $0 [--out DIR] [--modes LIST] [--netem PROFILE] [--scripts LIST] [--timeout S]" >&2; exit 2 ;;
   esac
 done
@@ -49,6 +53,9 @@ normalized() { grep -avE '^rgpu[-:[ ]|^time |Warning|warnings.warn' "$1" 2>/dev/
 run_mode() {  # script mode -> $out/<script>.<mode>{,.err,.stats}; prints rc
   local s=$1 m=$2 f=$out/$1.$2
   rm -f "$f.stats"
+  if [ $trace = 1 ]; then
+    export RGPU_TRACE_ROUND_TRIPS=1 RGPU_LOG=debug CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=$f.cudnn
+  fi
   case $m in
     native)
       timeout "$limit" python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
@@ -123,5 +130,17 @@ for s in $scripts; do
   done
   for m in $modes; do echo "--- $s $m stats: $(head -c 400 "$out/$s.$m.stats" 2>/dev/null)"; done
 done
+if [ $trace = 1 ]; then
+  for s in $scripts; do
+    for m in $modes; do
+      echo "--- $s $m: round trips by caller (most first)"
+      grep -a "round trip:" "$out/$s.$m.err" | sed 's/.*round trip: //' | sort | uniq -c | sort -rn | head -n 15
+      echo "--- $s $m: cuDNN facade refusals"
+      grep -a "debug: cudnnBackend" "$out/$s.$m.err" | sed 's/^[^]]*] *//' | sort | uniq -c | sort -rn | head -n 10
+    done
+    echo "--- $s native: cuDNN errors and warnings"
+    grep -a "^E!\|^W!" "$out/$s.native.cudnn" 2>/dev/null | sort | uniq -c | sort -rn | head -n 8
+  done
+fi
 echo "--- server log tail:"; tail -n 5 "$out/server.err"
 exit $((fails > 0))
