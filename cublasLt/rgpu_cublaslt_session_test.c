@@ -206,6 +206,9 @@ static int work(int rounds) {
         cublasLtMatmulDescDestroy(op) || cublasLtMatrixLayoutDestroy(l) || cublasLtDestroy(t))
       return 1;
   }
+  /* Work queued in either case, so the final synchronization is a round
+   * trip with or without the rounds (a stream known idle syncs for free). */
+  if (cudaMemsetAsync(d, 0, sizeof *d, s)) return 1;
   if (cudaStreamSynchronize(s) || cublasLtDestroy(h) || cudaStreamDestroy(s) || cudaFree(d))
     return 1;
   printf("PASS cublaslt_work %d\n", rounds);

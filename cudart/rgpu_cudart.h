@@ -274,6 +274,12 @@ rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind
  * 64-byte D2H copies, then cudaDeviceSynchronize took 380 us on the H200,
  * natively 8 us).  ok: the request succeeded. */
 void rgpu_rt_idle_after_wait_locked(rgpu_client *c, int device, uint64_t first, int ok);
+/* (client lock) A synchronous operation on stream (its wire id) completed
+ * with everything queued on it before (a D2H copy into pageable memory, a
+ * stream synchronization): while no frame leaves, the stream is idle and
+ * cudaStreamSynchronize/Query of it answer without a round trip.  ok = 0
+ * forgets (a failure may have been a fault). */
+void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok);
 
 /* A new client-chosen handle id (nonzero, unique in the process). */
 uint64_t rgpu_rt_new_handle_id(void);

@@ -151,6 +151,7 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
    * copies it covers must have landed before it returns. */
   if (rc == 0) rc = rgpu_client_drain_locked(c, stream ? stream : RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
   rgpu_rt_idle_after_wait_locked(c, device, first, rc == 0 && status == 0);
+  rgpu_rt_stream_idle_locked(c, stream, rc == 0 && status == 0);
   rgpu_client_unlock(c);
   if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);
   return rgpu_rt_sync_ret(c, rc ? rc : (int)status);

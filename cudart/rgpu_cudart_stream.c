@@ -69,11 +69,49 @@ void rgpu_rt_idle_after_wait_locked(rgpu_client *c, int device, uint64_t first, 
   g_idle_next[device] = ok ? rgpu_client_next_seq_locked(c) : 0;
 }
 
+/* (client lock) Per stream, as g_idle_next per device: the next frame's
+ * sequence number right after a synchronous operation on the stream
+ * completed.  PyTorch's `.cpu()` is a pageable D2H cudaMemcpyAsync (which
+ * waits) followed by cudaStreamSynchronize of the same stream: the second
+ * is answered here.  A small direct-mapped table: a stream that lost its
+ * slot just pays its round trip. */
+#define STREAM_IDLE_SLOTS 64
+static struct {
+  uint64_t stream, next;
+} g_stream_idle[STREAM_IDLE_SLOTS];
+
+static unsigned stream_idle_slot(uint64_t stream) {
+  return (unsigned)((stream * 0x9e3779b97f4a7c15ull) >> 58) % STREAM_IDLE_SLOTS;
+}
+
+void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok) {
+  assert(rgpu_client_lock_held(c));
+  if (rgpu_client_sync_every_call(c)) return;
+  unsigned i = stream_idle_slot(stream);
+  g_stream_idle[i].stream = stream;
+  g_stream_idle[i].next = ok ? rgpu_client_next_seq_locked(c) : 0;
+}
+
+/* (client lock) Nothing left since stream was last seen idle, or since its
+ * device was. */
+static int stream_known_idle_locked(rgpu_client *c, int device, uint64_t stream) {
+  uint64_t next = rgpu_client_next_seq_locked(c);
+  unsigned i = stream_idle_slot(stream);
+  if (rgpu_client_sync_every_call(c)) return 0;
+  if (g_stream_idle[i].stream == stream && g_stream_idle[i].next == next && next) return 1;
+  return device >= 0 && device < RGPU_MAX_DEVICES && g_idle_next[device] == next && next;
+}
+
 rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
                               uint64_t handle, uint64_t drain_stream) {
   rgpu_client_reply r = {0};
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
+  if ((kind == RGPU_RT_SYNC_STREAM || kind == RGPU_RT_QUERY_STREAM) &&
+      stream_known_idle_locked(c, device, handle)) {
+    rgpu_client_unlock(c);
+    return 0;
+  }
   int idle_known = kind == RGPU_RT_SYNC_DEVICE && device >= 0 && device < RGPU_MAX_DEVICES &&
                    !rgpu_client_sync_every_call(c);
   if (idle_known && g_idle_next[device] != 0 &&
@@ -95,6 +133,7 @@ rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind
   if (drain_stream == 0) drain_stream = RGPU_CLIENT_ALL_STREAMS;
   if (rc == 0) rc = rgpu_client_drain_locked(c, drain_stream, seq);
   if (idle_known) g_idle_next[device] = rc == 0 ? rgpu_client_next_seq_locked(c) : 0;
+  if (kind == RGPU_RT_SYNC_STREAM) rgpu_rt_stream_idle_locked(c, handle, rc == 0);
   rgpu_client_unlock(c);
   if (rc == 0 && kind == RGPU_RT_SYNC_DEVICE) rgpu_rt_arena_synced(device, seq);
   return rc;

@@ -17,6 +17,7 @@
 #include "rgpu_cudart_op.h"
 #include "rgpu_cudnn_backend.h"
 #include "rgpu_cudnn_call.h"
+#include "rgpu_cudnn_graph_wire.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -204,7 +205,8 @@ static cudnnStatus_t store_i64(struct rgpu_cudnn_bdesc *d, int64_t name, int64_t
 /* Engine config i of answer a, as finalized client records (engine, knob
  * choices, config) over the heuristics' operation graph. */
 static struct rgpu_cudnn_bdesc *make_config(const answer *a, int i, size_t knob0, size_t num0,
-                                            size_t beh0, struct rgpu_cudnn_bdesc *graph) {
+                                            size_t beh0, struct rgpu_cudnn_bdesc *graph,
+                                            int64_t mode) {
   struct rgpu_cudnn_bdesc *eng = rgpu_cudnn_bdesc_new(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   struct rgpu_cudnn_bdesc *cfg = rgpu_cudnn_bdesc_new(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   uint32_t nk = a->knob_count[i];
@@ -237,6 +239,10 @@ static struct rgpu_cudnn_bdesc *make_config(const answer *a, int i, size_t knob0
                                &eng) &&
        !rgpu_cudnn_bdesc_store(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                                CUDNN_TYPE_BACKEND_DESCRIPTOR, nk, knobs);
+  /* Where the config came from, so the server can run cuDNN's own config
+   * object (proto/rgpu_cudnn_graph_wire.h says why). */
+  int64_t origin[3] = {mode, i, (int64_t)a->engine[i]};
+  ok = ok && !rgpu_cudnn_bdesc_store(cfg, RGPU_CUDNN_ATTR_HEUR_ORIGIN, CUDNN_TYPE_INT64, 3, origin);
   int32_t shm = (int32_t)a->cfg_shared_memory[i];
   ok = ok && !store_i64(cfg, CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, (int64_t)a->cfg_workspace[i]) &&
        !rgpu_cudnn_bdesc_store(cfg, CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, 1,
@@ -259,8 +265,10 @@ static cudnnStatus_t results_into(struct rgpu_cudnn_bdesc *heur, const answer *a
   size_t knob0 = 0, num0 = 0, beh0 = 0;
   int made = 0;
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  const struct rgpu_cudnn_battr *m = rgpu_cudnn_bdesc_find(heur, CUDNN_ATTR_ENGINEHEUR_MODE);
+  int64_t mode = m && m->count == 1 ? *(int *)m->data : 0;
   for (int i = 0; i < a->n; i++) {
-    if (!(cfg[i] = make_config(a, i, knob0, num0, beh0, graph))) {
+    if (!(cfg[i] = make_config(a, i, knob0, num0, beh0, graph, mode))) {
       st = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
       break;
     }

@@ -22,6 +22,7 @@
 
 #include "rgpu_cudnn_backend_soft.h"
 #include "rgpu_cudnn_graph.h"
+#include "rgpu_cudnn_graph_wire.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_handlers_cudnn.h"
 #include "rgpu_log.h"
@@ -89,9 +90,64 @@ static int answer_attr(int64_t name) {
     case CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE: case CUDNN_ATTR_ENGINEHEUR_RESULTS:
     case CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT:
     case CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE: case CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED:
+    case RGPU_CUDNN_ATTR_HEUR_ORIGIN:
       return 1;
     default: return 0;
   }
+}
+
+/* cuDNN's own engine config for a config that came from a heuristics
+ * answer (RGPU_CUDNN_ATTR_HEUR_ORIGIN: mode, position, engine): a
+ * heuristics run of that mode on the real operation graph under it, its
+ * config at that position when it is still that engine.  NULL when it
+ * cannot be had (the caller then rebuilds the config from its attributes,
+ * which runs, with cuDNN's default knobs). */
+static cudnnBackendDescriptor_t heur_config(const wgraph *g, const wnode *cfg,
+                                            cudnnBackendDescriptor_t *real) {
+  int64_t origin[3];
+  if (rgpu_cudnn_graph_i64s(cfg, RGPU_CUDNN_ATTR_HEUR_ORIGIN, origin, 3) != 3) return NULL;
+  const wnode *eng = ref(g, cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  const wnode *og = eng ? ref(g, eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                              CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+                        : NULL;
+  if (!og || origin[1] < 0 || origin[1] >= ENGINES_MAX) return NULL;
+  cudnnBackendDescriptor_t graph = real[og - g->node], heur = NULL, got = NULL;
+  cudnnBackendDescriptor_t cfgs[ENGINES_MAX] = {0};
+  int mode = (int)origin[0];
+  int64_t count = 0, n = 0, want = origin[1] + 1;
+  if (!graph || g_be.create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur)) return NULL;
+  if (!g_be.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                &graph) &&
+      !g_be.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode) &&
+      !g_be.finalize(heur) &&
+      !g_be.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                NULL) &&
+      count >= want) {
+    int ok = 1;
+    for (int64_t i = 0; i < want && ok; i++)
+      ok = !g_be.create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]);
+    if (ok && !g_be.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, want,
+                        &n, cfgs) &&
+        n == want) {
+      cudnnBackendDescriptor_t e = NULL;
+      int64_t index = -1, c = 0;
+      if (!g_be.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e) &&
+          !g_be.get(cfgs[origin[1]], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                    &c, &e) &&
+          !g_be.get(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &c, &index) &&
+          index == origin[2]) {
+        got = cfgs[origin[1]];
+        cfgs[origin[1]] = NULL;
+      }
+      if (e) g_be.destroy(e);
+    }
+  }
+  for (int64_t i = 0; i < want && i < ENGINES_MAX; i++)
+    if (cfgs[i]) g_be.destroy(cfgs[i]);
+  g_be.destroy(heur);
+  if (!got) RGPU_DEBUG("cudnn: heuristics no longer give engine %lld at %lld: the config is rebuilt",
+                       (long long)origin[2], (long long)origin[1]);
+  return got;
 }
 
 /* NVIDIA's descriptors for every node of g, finalized, into real[] (NULL
@@ -103,6 +159,8 @@ static cudnnStatus_t real_build(const wgraph *g, cudnnHandle_t h, cudnnBackendDe
                                 char *where, size_t wcap) {
   for (uint32_t i = 0; i < g->n; i++) {
     const wnode *d = &g->node[i];
+    if (d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR && (real[i] = heur_config(g, d, real)))
+      continue; /* cuDNN's own, finalized */
     cudnnStatus_t st = g_be.create((cudnnBackendDescriptorType_t)d->type, &real[i]);
     if (st) {
       snprintf(where, wcap, "creating node %u (descriptor type %d)", i, (int)d->type);
