@@ -4,7 +4,7 @@
 # log of the client, and cuDNN's API log of the server, which shows what
 # the server rebuilt and where cuDNN refused it).  Logs land gzipped in
 # --out.  Uses .gpu-pack/ (scripts/gpu-pack.sh).
-# Usage: scripts/gpu-cudnn-trace.sh [--out DIR] [conv|sdpa|bn|pose|all]
+# Usage: scripts/gpu-cudnn-trace.sh [--out DIR] [conv|sdpa|bn|pose|all|torch_SCRIPT]
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rgpu-cudnn-trace}
@@ -43,6 +43,8 @@ elif w == "sdpa":
     y.float().sum().backward()
     print("sdpa", y.float().sum().item())
 EOF
+# A probe by name, or a whole script of tests/torch/ (torch_graphs, ...).
+prog() { if [ -f "tests/torch/$1.py" ]; then echo "tests/torch/$1.py"; else echo "$probe $1"; fi; }
 "$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --device cuda >"$out/server.out" 2>"$out/server.err" &
 srv=$!
 trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT
@@ -54,10 +56,10 @@ done
 [ -n "$uri" ] || { echo "rgpu-server did not start"; exit 1; }
 [ "$what" = all ] && what="conv bn sdpa"
 for w in $what; do
-  CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/$w.native.cudnn" timeout 120 python3 "$probe" "$w" \
+  CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/$w.native.cudnn" timeout 120 python3 $(prog "$w") \
     >"$out/$w.native" 2>&1
   echo "== $w native rc $?: $(tail -n 1 "$out/$w.native")"
-  RGPU_LOG=debug timeout 120 "$P/bin/rgpu" run --server "$uri" -- python3 "$probe" "$w" \
+  RGPU_LOG=debug timeout 120 "$P/bin/rgpu" run --server "$uri" -- python3 $(prog "$w") \
     >"$out/$w.rgpu" 2>&1
   echo "== $w rgpu rc $?: $(tail -n 1 "$out/$w.rgpu")"
   # The facade's refusals (debug level), most frequent first, then the end.
@@ -76,7 +78,7 @@ for _ in $(seq 100); do
 done
 for w in $what; do
   : >"$out/server.cudnn"
-  timeout 120 "$P/bin/rgpu" run --server "$uri" -- python3 "$probe" "$w" >/dev/null 2>&1
+  timeout 120 "$P/bin/rgpu" run --server "$uri" -- python3 $(prog "$w") >/dev/null 2>&1
   cp "$out/server.cudnn" "$out/$w.server.cudnn"
 done
 # The engine and knobs of every execute, natively and as the server ran it.
