@@ -92,6 +92,9 @@ for w in $what; do
   [ -f "$out/$w.server.cudnn" ] || continue
   echo "--- $w: executes natively (<) and on the server through rgpu (>)"
   diff <(executes "$out/$w.native.cudnn" | sort | uniq -c) <(executes "$out/$w.server.cudnn" | sort | uniq -c) | head -n 30
+  echo "--- $w: cuDNN functions called natively (<) and by the server (>)"
+  diff <(grep -ao 'function [A-Za-z_]*()' "$out/$w.native.cudnn" | sort | uniq -c) \
+       <(grep -ao 'function [A-Za-z_]*()' "$out/$w.server.cudnn" | sort | uniq -c) | head -n 30
 done
 gzip -f "$out"/*.cudnn "$out"/*.rgpu 2>/dev/null
 ls -la "$out"
