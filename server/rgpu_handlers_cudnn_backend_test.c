@@ -83,11 +83,11 @@ static void tensor(gw *g, int64_t uid, const int64_t d[4], int type) {
 }
 
 /* The operation graph (nodes 0-5); root: 0 none, 1 heuristics, 2 plan of
- * engine `engine`. */
+ * engine `engine`, 3 that engine's config, 4 the engine. */
 static void conv_graph(gw *g, int root, int type, int64_t engine) {
   rgpu_buf_init(&g->b);
   g->nodes = 0;
-  rgpu_buf_put_u32(&g->b, root == 1 ? 7 : 9);
+  rgpu_buf_put_u32(&g->b, root == 1 || root == 4 ? 7 : root == 3 ? 8 : 9);
   static const int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, yd[4] = {1, 3, 3, 3};
   tensor(g, 1, xd, type);
   tensor(g, 2, wd, type);
@@ -119,9 +119,11 @@ static void conv_graph(gw *g, int root, int type, int64_t engine) {
     node(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 2);
     a_ref(g, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, 5);
     a_i64(g, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, 1, &engine);
+    if (root == 4) return;
     node(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, 2);
     a_ref(g, CUDNN_ATTR_ENGINECFG_ENGINE, 6);
     attr(g, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, NULL, 0);
+    if (root == 3) return;
     node(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, 2);
     attr(g, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, NULL, 0);
     a_ref(g, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, 7);
@@ -159,6 +161,35 @@ static void test_conv_graph(void **state) {
   assert_int_equal(hr.engine.count, 1);
   assert_int_equal(rgpu_array_u64(&hr.engine, 0), 0);
   assert_int_equal(rgpu_array_u32(&hr.knob_count, 0), 0);
+  assert_int_equal(hr.workspace.count, 1);
+  assert_int_equal(hr.shared_memory.count, 1);
+  assert_int_equal(rgpu_array_u64(&hr.workspace, 0), 0);
+  rgpu_buf_free(&g.b);
+
+  /* cuDNN's answers about an engine and a config made by index. */
+  for (int root = 3; root <= 4; root++) {
+    conv_graph(&g, root, CUDNN_DATA_FLOAT, 0);
+    rgpu_msg_cudnn_backend_info_req iq = {.graph = {g.b.data, g.b.len}};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_INFO, cudnn_backend_info, &iq, NULL, 0), 0);
+    rgpu_msg_cudnn_backend_info_rep ir;
+    assert_int_equal(rgpu_msg_cudnn_backend_info_rep_decode(t->p, t->h.length, &ir), 0);
+    assert_int_equal(ir.workspace, 0);
+    assert_int_equal(ir.numerical.count, 0);
+    assert_int_equal(ir.behavior.count, 0);
+    rgpu_buf_free(&g.b);
+    conv_graph(&g, root, CUDNN_DATA_FLOAT, 5);
+    iq.graph = (rgpu_bytes){g.b.data, g.b.len};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_INFO, cudnn_backend_info, &iq, NULL, 0),
+                     CUDA_ERROR_NOT_SUPPORTED);
+    assert_true(reply_says(t, "engine 0"));
+    rgpu_buf_free(&g.b);
+  }
+  /* The root must be an engine or a config. */
+  conv_graph(&g, 1, CUDNN_DATA_FLOAT, 0);
+  rgpu_msg_cudnn_backend_info_req bad = {.graph = {g.b.data, g.b.len}};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_INFO, cudnn_backend_info, &bad, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "no engine or engine config"));
   rgpu_buf_free(&g.b);
 
   conv_graph(&g, 2, CUDNN_DATA_FLOAT, 0);
@@ -192,6 +223,16 @@ static void test_conv_graph(void **state) {
   assert_true(reply_says(t, "names no tensor"));
   assert_int_equal(execute(t, &g, mem, mem + Y_OFF, 3, 2), CUDA_ERROR_INVALID_VALUE);
   assert_true(reply_says(t, "unique ids for"));
+  /* Values for by-value tensors the plan does not have. */
+  {
+    uint64_t uid[3] = {1, 2, 3}, ptr[3] = {mem + X_OFF, mem + W_OFF, mem + Y_OFF};
+    float v = 1;
+    rgpu_msg_cudnn_backend_execute_req q = {.graph = {g.b.data, g.b.len}, .uid = {uid, 3},
+                                            .ptr = {ptr, 3}, .by_value = {&v, sizeof v}};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_CUDNN_BACKEND_EXECUTE, cudnn_backend_execute, &q, NULL, 0),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_true(reply_says(t, "by-value"));
+  }
   rgpu_buf_free(&g.b);
 
   /* Malformed graphs: truncated, a forward reference, trailing bytes. */
