@@ -997,7 +997,7 @@ static cudaError_t send_lib_node(rgpu_client *c, const node_params *p, uint64_t 
   rgpu_rt_op op = p->op;
   op.stream = wire;
   op.device = dev;
-  cudaError_t e = rgpu_rt_lib_call_send(c, &op);
+  cudaError_t e = rgpu_rt_graph_lib_node_send(c, &op);
   return e == cudaSuccess ? e : rgpu_rt_ret(e);
 }
 

@@ -256,6 +256,70 @@ static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+/* A library call as a node of a launched graph (GRAPH_LIB_NODE): the
+ * request, whole, with its stream field at stream_at; the server captures
+ * it into a graph of its own (server/rgpu_graph_lib.c). */
+static cudaError_t send_graph_node(rgpu_client *c, const rgpu_rt_op *op, uint16_t opcode,
+                                   const uint8_t *req, size_t len, size_t stream_at) {
+  rgpu_msg_graph_lib_node_req q = {.stream = op->stream, .opcode = opcode,
+                                   .stream_at = (uint32_t)stream_at, .request = {req, len}};
+  rgpu_status rc = rgpu_call_graph_lib_node(c, op->device, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+}
+
+cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op) {
+  if (op->lib.opcode) {
+    if (op->lib.stream_at + 8 > op->lib.args_len) return cudaErrorInvalidValue;
+    uint8_t *req = malloc(op->lib.args_len);
+    if (!req) return cudaErrorMemoryAllocation;
+    memcpy(req, op->lib.args, op->lib.args_len);
+    uint64_t wire = op->stream;
+    memcpy(req + op->lib.stream_at, &wire, 8);
+    cudaError_t e = send_graph_node(c, op, (uint16_t)op->lib.opcode, req, op->lib.args_len,
+                                    op->lib.stream_at);
+    free(req);
+    return e;
+  }
+  /* A LIB_CALL (cuBLAS): encoded here; its stream field's place is where
+   * two encodings that differ only in the stream differ. */
+  rgpu_msg_lib_call_req m = {.lib = op->lib.lib,
+                             .fn = op->lib.fn,
+                             .handle = op->lib.handle,
+                             .stream = 0,
+                             .math_mode = op->lib.math_mode,
+                             .pointer_mode = op->lib.pointer_mode,
+                             .atomics_mode = op->lib.atomics_mode,
+                             .workspace = op->lib.workspace,
+                             .workspace_size = op->lib.workspace_size,
+                             .args = {op->lib.args, op->lib.args_len}};
+  rgpu_buf a, b;
+  rgpu_buf_init(&a);
+  rgpu_buf_init(&b);
+  int ea = rgpu_msg_lib_call_req_encode(&a, &m);
+  m.stream = ~(uint64_t)0;
+  int eb = rgpu_msg_lib_call_req_encode(&b, &m);
+  cudaError_t e = cudaErrorMemoryAllocation;
+  if (!ea && !eb && a.len == b.len) {
+    size_t at = 0;
+    while (at < a.len && a.data[at] == b.data[at]) at++;
+    uint64_t wire = op->stream;
+    /* The codec leaves a message's last bytes field (args) to the frame's
+     * tail: here it follows the fields. */
+    if (op->lib.args_len) rgpu_buf_put(&a, op->lib.args, op->lib.args_len);
+    if (a.err) {
+      e = cudaErrorMemoryAllocation;
+    } else if (at + 8 <= a.len) {
+      memcpy(a.data + at, &wire, 8);
+      e = send_graph_node(c, op, RGPU_OP_LIB_CALL, a.data, a.len, at);
+    } else {
+      e = cudaErrorInvalidValue;
+    }
+  }
+  rgpu_buf_free(&a);
+  rgpu_buf_free(&b);
+  return e;
+}
+
 cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (op->lib.opcode) {
     /* A pre-encoded request: a copy with this send's stream (a graph node

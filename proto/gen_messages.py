@@ -18,7 +18,7 @@ ARRAYS = {"u32[]": 4, "i32[]": 4, "u64[]": 8}
 # Attributes after a message's opcode, read by the other generators that
 # import parse() (the client's typed calls, the server's dispatch table).
 # Each one is documented in rgpu_messages.def's header.
-ATTRS = {"noctx", "barrier", "query", "ends", "loop"}
+ATTRS = {"noctx", "barrier", "query", "ends", "loop", "graphnode"}
 
 
 def parse(path):

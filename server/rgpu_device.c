@@ -8,6 +8,7 @@
 
 #include "rgpu_device_list.h"
 #include "rgpu_graph.h"
+#include "rgpu_graph_lib.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
@@ -177,6 +178,7 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
     d.destroy = 0; /* anything left has no context: forget it */
   }
   rgpu_graph_drop_device(w, dev, d.destroy); /* first: graphs use the rest */
+  rgpu_graph_lib_drop_device(w, dev, d.destroy);
   rgpu_handle_map_remove_matching(&w->streams, dev, drop_stream, &d);
   rgpu_handle_map_remove_matching(&w->events, dev, drop_event, &d);
   rgpu_handle_map_remove_matching(&w->modules, dev, drop_module, &d);

@@ -90,6 +90,7 @@ struct rgpu_worker {
   rgpu_handle_map events;
   rgpu_handle_map modules; /* ptr: rgpu_module_rec * */
   struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
+  struct rgpu_graph_lib *graph_libs; /* rgpu_graph_lib.c; created on first use */
 
   /* Request handling (rgpu_req.h). */
   rgpu_req *req;     /* the request being handled (NULL between requests):
