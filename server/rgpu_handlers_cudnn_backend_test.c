@@ -272,6 +272,60 @@ static void test_conv_graph(void **state) {
   harness_free(t);
 }
 
+/* A library call as a graph's node (GRAPH_LIB_NODE): on softgpu it runs as
+ * the plain call it wraps; what is not a library call, or a request whose
+ * stream field is not where the wrapper says, is refused with a reason. */
+static void test_graph_lib_node(void **state) {
+  (void)state;
+  harness *t = harness_new();
+  if (!t) skip();
+  harness_hello(t);
+  uint64_t mem = harness_mem_alloc(t, MEM);
+  float x[50], w[54], y[27];
+  for (int i = 0; i < 50; i++) x[i] = 1;
+  for (int i = 0; i < 54; i++) w[i] = 1;
+  rgpu_msg_memcpy_htod_req hx = {.dst = mem + X_OFF}, hw = {.dst = mem + W_OFF};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &hx, x, sizeof x), 0);
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &hw, w, sizeof w), 0);
+  gw g;
+  conv_graph(&g, 2, CUDNN_DATA_FLOAT, 0);
+  uint64_t uid[3] = {1, 2, 3}, ptr[3] = {mem + X_OFF, mem + W_OFF, mem + Y_OFF};
+  rgpu_msg_cudnn_backend_execute_req eq = {.graph = {g.b.data, g.b.len}, .uid = {uid, 3},
+                                           .ptr = {ptr, 3}};
+  rgpu_buf req;
+  rgpu_buf_init(&req);
+  assert_int_equal(rgpu_msg_cudnn_backend_execute_req_encode(&req, &eq), 0);
+  /* handle (8 bytes), then the stream: 0, the legacy stream. */
+  rgpu_msg_graph_lib_node_req nq = {.stream = 0, .opcode = RGPU_OP_CUDNN_BACKEND_EXECUTE,
+                                    .stream_at = 8, .request = {req.data, req.len}};
+  for (int launch = 0; launch < 2; launch++) {
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0), 0);
+    rgpu_msg_memcpy_dtoh_req dq = {.src = mem + Y_OFF, .size = sizeof y};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &dq, NULL, 0), 0);
+    memcpy(y, t->p, sizeof y);
+    /* Ones everywhere, alpha 2: 2 x (taps inside the padded 5x5 input) x 2 channels. */
+    assert_true(y[0] == 2 * 4 * 2 && y[4] == 2 * 9 * 2);
+  }
+  nq.stream_at = 24; /* the graph's length and bytes, not 0 */
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "stream field"));
+  nq.stream_at = (uint32_t)req.len - 4;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  nq.stream_at = 8;
+  nq.opcode = RGPU_OP_MEM_ALLOC;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_says(t, "no library call of a graph"));
+  nq.opcode = 0x12345;
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
+                   CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_free(&req);
+  rgpu_buf_free(&g.b);
+  harness_free(t);
+}
+
 /* ---- pointwise graphs: softgpu's planner ------------------------------------ */
 
 static void tensor_v(gw *g, int64_t uid, const int64_t d[4], int virt) {
@@ -435,6 +489,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_graph),
       cmocka_unit_test(test_pointwise_graph),
+      cmocka_unit_test(test_graph_lib_node),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
