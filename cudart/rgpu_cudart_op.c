@@ -256,6 +256,19 @@ static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+/* A pre-encoded request (op->lib.opcode): a copy with this send's stream
+ * in its stream field (a graph node keeps its bytes for every launch). */
+static cudaError_t patched_request(const rgpu_rt_op *op, uint8_t **out) {
+  if (op->lib.stream_at + 8 > op->lib.args_len) return cudaErrorInvalidValue;
+  uint8_t *req = malloc(op->lib.args_len);
+  if (!req) return cudaErrorMemoryAllocation;
+  memcpy(req, op->lib.args, op->lib.args_len);
+  uint64_t wire = op->stream;
+  memcpy(req + op->lib.stream_at, &wire, 8); /* the codec writes u64s so */
+  *out = req;
+  return cudaSuccess;
+}
+
 /* A library call as a node of a launched graph (GRAPH_LIB_NODE): the
  * request, whole, with its stream field at stream_at; the server captures
  * it into a graph of its own (server/rgpu_graph_lib.c). */
@@ -269,13 +282,10 @@ static cudaError_t send_graph_node(rgpu_client *c, const rgpu_rt_op *op, uint16_
 
 cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (op->lib.opcode) {
-    if (op->lib.stream_at + 8 > op->lib.args_len) return cudaErrorInvalidValue;
-    uint8_t *req = malloc(op->lib.args_len);
-    if (!req) return cudaErrorMemoryAllocation;
-    memcpy(req, op->lib.args, op->lib.args_len);
-    uint64_t wire = op->stream;
-    memcpy(req + op->lib.stream_at, &wire, 8);
-    cudaError_t e = send_graph_node(c, op, (uint16_t)op->lib.opcode, req, op->lib.args_len,
+    uint8_t *req;
+    cudaError_t e = patched_request(op, &req);
+    if (e != cudaSuccess) return e;
+    e = send_graph_node(c, op, (uint16_t)op->lib.opcode, req, op->lib.args_len,
                                     op->lib.stream_at);
     free(req);
     return e;
@@ -322,14 +332,9 @@ cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op) {
 
 cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (op->lib.opcode) {
-    /* A pre-encoded request: a copy with this send's stream (a graph node
-     * keeps its bytes for every launch). */
-    if (op->lib.stream_at + 8 > op->lib.args_len) return cudaErrorInvalidValue;
-    uint8_t *req = malloc(op->lib.args_len);
-    if (!req) return cudaErrorMemoryAllocation;
-    memcpy(req, op->lib.args, op->lib.args_len);
-    uint64_t wire = op->stream;
-    memcpy(req + op->lib.stream_at, &wire, 8); /* the codec writes u64s so */
+    uint8_t *req;
+    cudaError_t e = patched_request(op, &req);
+    if (e != cudaSuccess) return e;
     rgpu_status rc = rgpu_client_call(c, op->device, (uint16_t)op->lib.opcode, 1, req,
                                       op->lib.args_len, NULL, 0, NULL);
     free(req);

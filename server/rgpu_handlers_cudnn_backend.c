@@ -219,6 +219,26 @@ static void real_free(cudnnBackendDescriptor_t *real, uint32_t n) {
   free(real);
 }
 
+/* NVIDIA's finalized descriptors for every node of g (*real; the caller
+ * frees it with real_free), built with the session's cuDNN handle.
+ * Returns the failure of what is not cuDNN's answer (no backend API, no
+ * handle), its message written; else CUDA_SUCCESS with cuDNN's status in
+ * *st and, on a refusal, where it refused in where. */
+static CUresult real_graph(rgpu_worker *w, const char *api, const wgraph *g,
+                           cudnnBackendDescriptor_t **real, cudnnStatus_t *st, char *where,
+                           size_t wcap) {
+  *real = NULL;
+  if (be_load() < 0)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing", api);
+  cudnnHandle_t h;
+  CUresult r = rgpu_cudnn_server_handle(w, api, NULL, &h);
+  if (r) return r;
+  *real = calloc(g->n, sizeof **real);
+  *st = *real ? real_build(g, h, *real, where, wcap)
+              : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  return CUDA_SUCCESS;
+}
+
 static CUresult status_cu(cudnnStatus_t st) {
   return st >= CUDNN_STATUS_NOT_SUPPORTED && st < CUDNN_STATUS_INTERNAL_ERROR
              ? CUDA_ERROR_NOT_SUPPORTED
@@ -302,19 +322,12 @@ static CUresult plan_build(rgpu_worker *w, const char *api, const rgpu_bytes *b,
     *out = e;
     return CUDA_SUCCESS;
   }
-  if (be_load() < 0) {
-    plan_free(e);
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing", api);
-  }
-  cudnnHandle_t h;
-  if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+  char where[160] = "reading the plan's workspace size";
+  cudnnStatus_t st;
+  if ((r = real_graph(w, api, &e->g, &e->real, &st, where, sizeof where))) {
     plan_free(e);
     return r;
   }
-  e->real = calloc(e->g.n, sizeof *e->real);
-  char where[160] = "reading the plan's workspace size";
-  cudnnStatus_t st = e->real ? real_build(&e->g, h, e->real, where, sizeof where)
-                             : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   int64_t ws = 0, got = 0;
   if (!st)
     st = g_be.get(e->real[e->g.n - 1], CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
@@ -401,22 +414,14 @@ CUresult rgpu_h_cudnn_backend_heur(rgpu_req *rq, const rgpu_msg_cudnn_backend_he
     knob_count[0] = num_count[0] = beh_count[0] = 0;
     n = 1;
   } else {
-    if (be_load() < 0) {
-      graph_free(&g);
-      free(ans);
-      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing",
-                  api);
-    }
-    cudnnHandle_t h;
-    if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+    cudnnBackendDescriptor_t *real;
+    cudnnStatus_t st;
+    char where[160] = "reading cuDNN's answer";
+    if ((r = real_graph(w, api, &g, &real, &st, where, sizeof where))) {
       graph_free(&g);
       free(ans);
       return r;
     }
-    cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
-    char where[160] = "reading cuDNN's answer";
-    cudnnStatus_t st = real ? real_build(&g, h, real, where, sizeof where)
-                            : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     int64_t count = 0;
     cudnnBackendDescriptor_t heur = real ? real[g.n - 1] : NULL;
     if (!st)
@@ -545,19 +550,13 @@ CUresult rgpu_h_cudnn_backend_info(rgpu_req *rq, const rgpu_msg_cudnn_backend_in
     rgpu_msg_cudnn_backend_info_rep_encode(rq->rep, &rep);
     return CUDA_SUCCESS;
   }
-  if (be_load() < 0) {
-    graph_free(&g);
-    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing", api);
-  }
-  cudnnHandle_t h;
-  if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+  cudnnBackendDescriptor_t *real;
+  cudnnStatus_t st;
+  char where[160] = "reading cuDNN's answer";
+  if ((r = real_graph(w, api, &g, &real, &st, where, sizeof where))) {
     graph_free(&g);
     return r;
   }
-  cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
-  char where[160] = "reading cuDNN's answer";
-  cudnnStatus_t st = real ? real_build(&g, h, real, where, sizeof where)
-                          : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   cudnnBackendDescriptor_t eng = NULL;
   int64_t c = 0;
   if (!st && is_cfg) {
@@ -617,20 +616,13 @@ CUresult rgpu_h_cudnn_backend_engine_count(rgpu_req *rq,
     if (rc == -2) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
     count = rc == 0;
   } else {
-    cudnnHandle_t h;
-    if (be_load() < 0) {
-      graph_free(&g);
-      return FAIL(CUDA_ERROR_NOT_SUPPORTED, "%s: NVIDIA's libcudnn.so.9 backend API is missing",
-                  api);
-    }
-    if ((r = rgpu_cudnn_server_handle(w, api, NULL, &h))) {
+    cudnnBackendDescriptor_t *real;
+    cudnnStatus_t st;
+    char where[160] = "reading cuDNN's answer";
+    if ((r = real_graph(w, api, &g, &real, &st, where, sizeof where))) {
       graph_free(&g);
       return r;
     }
-    cudnnBackendDescriptor_t *real = calloc(g.n, sizeof *real);
-    char where[160] = "reading cuDNN's answer";
-    cudnnStatus_t st = real ? real_build(&g, h, real, where, sizeof where)
-                            : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     int64_t got = 0;
     if (!st)
       st = g_be.get(real[g.n - 1], CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64,
