@@ -3,7 +3,9 @@
 // at exit, cudaDeviceReset): the server must keep
 // reading the connection while it waits, or it never sees the callback's
 // HOST_CALL_DONE and the program hangs (issue 14, "Found by hostile
-// clients").  Usage: host_callback_exit exit|reset
+// clients").  Usage: host_callback_exit exit|reset [BYTES]
+// BYTES (default 64 KiB): the size of the queued copy; a large one travels
+// on a QUIC bulk lane, whose barrier GOODBYE and cudaDeviceReset wait for.
 #include "rgpu_check.h"
 #include <atomic>
 #include <chrono>
@@ -18,7 +20,7 @@ static void slow(void *) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "exit";
-  const size_t n = 1 << 16;
+  const size_t n = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : (size_t)1 << 16;
   int *d;
   CHECK(cudaMalloc(&d, n));
   CHECK(cudaMemset(d, 7, n));
