@@ -102,6 +102,26 @@ void rgpu_graph_lib_drop_device(rgpu_worker *w, int dev, int destroy) {
   }
 }
 
+void rgpu_graph_lib_forget(rgpu_worker *w) {
+  struct rgpu_graph_lib *s = w->graph_libs;
+  if (!s || s->state != 1) return;
+  int cur = w->cur_dev, switched = 0;
+  for (unsigned i = 0; i < SLOTS; i++) {
+    captured *c = &s->slot[i];
+    if (!c->bytes) continue;
+    /* An executable graph is destroyed in its own context. */
+    if (c->device != cur && c->device >= 0 && c->device < RGPU_MAX_DEVICES && w->ctx[c->device]) {
+      D->cuCtxSetCurrent(w->ctx[c->device]);
+      switched = 1;
+    }
+    captured_free(s, c);
+    if (switched && cur >= 0 && cur < RGPU_MAX_DEVICES && w->ctx[cur]) {
+      D->cuCtxSetCurrent(w->ctx[cur]);
+      switched = 0;
+    }
+  }
+}
+
 static uint64_t content_hash(uint16_t opcode, const uint8_t *p, size_t n, size_t skip_at) {
   uint64_t h = 0xcbf29ce484222325ull ^ opcode;
   for (size_t i = 0; i < n; i++)

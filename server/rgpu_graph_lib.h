@@ -11,4 +11,11 @@
  * context is current), 0 only forgets them (the context is gone). */
 void rgpu_graph_lib_drop_device(rgpu_worker *w, int dev, int destroy);
 
+/* Forgets every captured call (their graphs destroyed; one in flight ends
+ * first).  A captured call was checked against the session's memory when
+ * it was captured and is launched unchecked afterwards, so a free, which
+ * may leave its pointers dangling, makes each one be captured, and
+ * checked, again at its next launch. */
+void rgpu_graph_lib_forget(rgpu_worker *w);
+
 #endif
