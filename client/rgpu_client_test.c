@@ -154,6 +154,17 @@ static void test_connect_no_server(void **state) {
   assert_non_null(strstr(err, "RGPU_SERVER"));
 }
 
+/* A list of servers is refused with its own reason, not as a bad URI. */
+static void test_server_list_refused(void **state) {
+  (void)state;
+  rgpu_client_config cfg;
+  char err[512];
+  fake_env e = {0};
+  set(&e, "RGPU_SERVER", "tcp://10.0.0.2:7000,tcp://10.0.0.3:7000");
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), -1);
+  assert_non_null(strstr(err, "several servers"));
+}
+
 static void test_connect_refused(void **state) {
   rgpu_client_config cfg;
   char err[256];
@@ -172,7 +183,8 @@ int main(void) {
       cmocka_unit_test(test_config_defaults),   cmocka_unit_test(test_config_values),
       cmocka_unit_test(test_config_sync_false_words), cmocka_unit_test(test_config_bad_number),
       cmocka_unit_test(test_config_token_file), cmocka_unit_test(test_stats_json),
-      cmocka_unit_test(test_connect_no_server), cmocka_unit_test(test_connect_refused),
+      cmocka_unit_test(test_connect_no_server),
+      cmocka_unit_test(test_server_list_refused), cmocka_unit_test(test_connect_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
