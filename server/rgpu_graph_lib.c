@@ -223,13 +223,10 @@ CUresult rgpu_h_graph_lib_node(rgpu_req *rq, const rgpu_msg_graph_lib_node_req *
           s->cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS)
         captured_ok = 1;
       if (g) s->cuGraphDestroy(g);
-      if (call != CUDA_SUCCESS && end == CUDA_SUCCESS) {
-        /* The call itself failed (its status, as a plain call's). */
-        rgpu_handle_entry gone;
-        rgpu_handle_map_remove(&w->streams, tmp_id, &gone);
-        free(bytes);
-        return call;
-      }
+      /* A call that failed under capture may have failed because of it (a
+       * library that synchronizes inside): it runs once more as a plain
+       * call below, whose status is the call's own. */
+      rq->msg[0] = 0;
     }
     rgpu_handle_entry gone;
     rgpu_handle_map_remove(&w->streams, tmp_id, &gone);
