@@ -261,8 +261,10 @@ static int lane_read_reply(rgpu_conn *s, uint64_t seq, uint8_t *dst, size_t len,
 }
 
 rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src,
-                                  size_t n, uint64_t stream, size_t *done_bytes) {
+                                  size_t n, uint64_t stream, size_t *done_bytes,
+                                  uint64_t *idle_next) {
   *done_bytes = 0;
+  *idle_next = 0;
   rgpu_client_lock(c);
   int k = -1;
   rgpu_client_lane *l = lane_get_locked(c, &k);
@@ -350,6 +352,7 @@ rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint
   if (rc == 0 && !status) {
     /* A synchronous copy also synchronizes with earlier work. */
     rc = rgpu_client_drain_locked(c, stream ? stream : RGPU_CLIENT_ALL_STREAMS, UINT64_MAX);
+    if (rc == 0 && !lane_failed && done == nchunks) *idle_next = rgpu_client_next_seq_locked(c);
   }
   rgpu_client_unlock(c);
   if (status && msg[0]) RGPU_INFO("device-to-host copy failed: %s", msg);

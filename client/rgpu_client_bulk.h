@@ -42,9 +42,12 @@ extern "C" {
 rgpu_status rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
                                   const uint8_t *src, size_t n, size_t *done);
 /* Synchronous device-to-host copy through the lane.  Drains the background
- * replies the copy covers, as the inline copy does. */
+ * replies the copy covers, as the inline copy does.  *idle_next: the next
+ * frame's sequence number when the whole copy succeeded (the stream was
+ * idle then: cudart's known-idle streams), else 0. */
 rgpu_status rgpu_client_bulk_dtoh(rgpu_client *c, int device, uint8_t *dst, uint64_t src,
-                                  size_t n, uint64_t stream, size_t *done);
+                                  size_t n, uint64_t stream, size_t *done,
+                                  uint64_t *idle_next);
 
 /* ---- pure bookkeeping (unit-tested) --------------------------------------
  * Which thread owns which lane, and the one confirmation a lane's thread

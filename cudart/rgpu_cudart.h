@@ -280,6 +280,9 @@ void rgpu_rt_idle_after_wait_locked(rgpu_client *c, int device, uint64_t first, 
  * cudaStreamSynchronize/Query of it answer without a round trip.  ok = 0
  * forgets (a failure may have been a fault). */
 void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok);
+/* (client lock) The same, for an operation that ended earlier, when the
+ * next frame's number was next (rgpu_client_bulk_dtoh's *idle_next). */
+void rgpu_rt_stream_idle_at_locked(rgpu_client *c, uint64_t stream, uint64_t next);
 
 /* A new client-chosen handle id (nonzero, unique in the process). */
 uint64_t rgpu_rt_new_handle_id(void);

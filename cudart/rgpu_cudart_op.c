@@ -94,7 +94,14 @@ static cudaError_t copy_dtoh(rgpu_client *c, uint8_t *dst, uint64_t src, size_t 
     /* quic://: the reply on this thread's own stream (rgpu_client_bulk.h);
      * what a failed stream did not deliver is copied inline below. */
     size_t done = 0;
-    int brc = rgpu_client_bulk_dtoh(c, device, dst, src, n, stream, &done);
+    uint64_t idle_next = 0;
+    int brc = rgpu_client_bulk_dtoh(c, device, dst, src, n, stream, &done, &idle_next);
+    if (idle_next) {
+      /* The stream was idle when the copy ended (a later frame undoes it). */
+      rgpu_client_lock(c);
+      rgpu_rt_stream_idle_at_locked(c, stream, idle_next);
+      rgpu_client_unlock(c);
+    }
     if (brc || done == n) return rgpu_rt_sync_ret(c, brc);
     dst += done;
     src += done;

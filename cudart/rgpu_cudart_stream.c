@@ -84,12 +84,16 @@ static unsigned stream_idle_slot(uint64_t stream) {
   return (unsigned)((stream * 0x9e3779b97f4a7c15ull) >> 58) % STREAM_IDLE_SLOTS;
 }
 
-void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok) {
+void rgpu_rt_stream_idle_at_locked(rgpu_client *c, uint64_t stream, uint64_t next) {
   assert(rgpu_client_lock_held(c));
   if (rgpu_client_sync_every_call(c)) return;
   unsigned i = stream_idle_slot(stream);
   g_stream_idle[i].stream = stream;
-  g_stream_idle[i].next = ok ? rgpu_client_next_seq_locked(c) : 0;
+  g_stream_idle[i].next = next;
+}
+
+void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok) {
+  rgpu_rt_stream_idle_at_locked(c, stream, ok ? rgpu_client_next_seq_locked(c) : 0);
 }
 
 /* (client lock) Nothing left since stream was last seen idle, or since its

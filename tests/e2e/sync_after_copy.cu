@@ -6,6 +6,8 @@
 // (rgpu_stats_json, found with dlsym: natively there is none) and requires
 // one round trip per iteration, for the copy, not two: the stream is known
 // idle after it.  Work queued after the copy must still be waited for.
+// Usage: sync_after_copy [N]: N ints per copy (default 1000; a large copy
+// travels on a QUIC bulk lane).
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -36,8 +38,9 @@ static long round_trips(stats_fn fn) {
   return p ? std::atol(p + 14) : -1;
 }
 
-int main() {
-  const int n = 1000, iters = 50;
+int main(int argc, char **argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 1000, iters = 50;
+  EXPECT(n > 0);
   int *d;
   cudaStream_t s;
   CHECK(cudaMalloc(&d, n * sizeof(int)));
