@@ -154,9 +154,14 @@ uint64_t rgpu_cudnn_graph_tensor_extent(const rgpu_cudnn_wnode *t) {
   }
   for (int i = 0; i < n; i++) {
     if (dim[i] < 1 || stride[i] < 0 || dim[i] > (1ll << 40) || stride[i] > (1ll << 40)) return 0;
-    last += (uint64_t)(dim[i] - 1) * (uint64_t)stride[i];
+    /* (2^40)^2 does not fit: a wrapped extent would pass the allocation
+     * check of a tensor that reaches far past it. */
+    uint64_t span;
+    if (__builtin_mul_overflow((uint64_t)(dim[i] - 1), (uint64_t)stride[i], &span) ||
+        __builtin_add_overflow(last, span, &last))
+      return 0;
   }
-  if (__builtin_mul_overflow(last + 1, size, &bytes)) return 0;
+  if (last == UINT64_MAX || __builtin_mul_overflow(last + 1, size, &bytes)) return 0;
   return bytes;
 }
 

@@ -19,6 +19,7 @@
 #include <cuda.h>
 #include <cudnn.h>
 
+#include "rgpu_cudnn_graph.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_handlers_test_harness.h"
 #include "rgpu_messages.h"
@@ -326,6 +327,31 @@ static void test_graph_lib_node(void **state) {
   harness_free(t);
 }
 
+/* A tensor's extent never wraps: (2^40)^2 bytes of span is refused (0),
+ * not taken modulo 2^64, where it would pass an allocation check. */
+static void test_tensor_extent_overflow(void **state) {
+  (void)state;
+  gw g;
+  rgpu_buf_init(&g.b);
+  g.nodes = 0;
+  rgpu_buf_put_u32(&g.b, 2);
+  static const int64_t big[4] = {1ll << 40, 1ll << 40, 1, 1}, ok[4] = {1, 2, 3, 4};
+  int64_t strides[4] = {1ll << 40, 1, 1, 1}, uid = 9, align = 16;
+  node(&g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 5);
+  a_enum(&g, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
+  a_i64(&g, CUDNN_ATTR_TENSOR_DIMENSIONS, 4, big);
+  a_i64(&g, CUDNN_ATTR_TENSOR_STRIDES, 4, strides);
+  a_i64(&g, CUDNN_ATTR_TENSOR_UNIQUE_ID, 1, &uid);
+  a_i64(&g, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 1, &align);
+  tensor(&g, 10, ok, CUDNN_DATA_FLOAT);
+  rgpu_cudnn_wgraph wg;
+  assert_int_equal(rgpu_cudnn_graph_decode(g.b.data, g.b.len, &wg), 0);
+  assert_int_equal(rgpu_cudnn_graph_tensor_extent(&wg.node[0]), 0);
+  assert_int_equal(rgpu_cudnn_graph_tensor_extent(&wg.node[1]), 24 * 4);
+  rgpu_cudnn_graph_free(&wg);
+  rgpu_buf_free(&g.b);
+}
+
 /* ---- pointwise graphs: softgpu's planner ------------------------------------ */
 
 static void tensor_v(gw *g, int64_t uid, const int64_t d[4], int virt) {
@@ -490,6 +516,7 @@ int main(void) {
       cmocka_unit_test(test_conv_graph),
       cmocka_unit_test(test_pointwise_graph),
       cmocka_unit_test(test_graph_lib_node),
+      cmocka_unit_test(test_tensor_extent_overflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
