@@ -263,6 +263,20 @@ static cudaError_t send_event_wait(rgpu_client *c, const rgpu_rt_op *op) {
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+/* The LIB_CALL request of a library op (a cuBLAS call), on stream. */
+static rgpu_msg_lib_call_req lib_call_msg(const rgpu_rt_op *op, uint64_t stream) {
+  return (rgpu_msg_lib_call_req){.lib = op->lib.lib,
+                                 .fn = op->lib.fn,
+                                 .handle = op->lib.handle,
+                                 .stream = stream,
+                                 .math_mode = op->lib.math_mode,
+                                 .pointer_mode = op->lib.pointer_mode,
+                                 .atomics_mode = op->lib.atomics_mode,
+                                 .workspace = op->lib.workspace,
+                                 .workspace_size = op->lib.workspace_size,
+                                 .args = {op->lib.args, op->lib.args_len}};
+}
+
 /* A pre-encoded request (op->lib.opcode): a copy with this send's stream
  * in its stream field (a graph node keeps its bytes for every launch). */
 static cudaError_t patched_request(const rgpu_rt_op *op, uint8_t **out) {
@@ -299,16 +313,7 @@ cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op) {
   }
   /* A LIB_CALL (cuBLAS): encoded here; its stream field's place is where
    * two encodings that differ only in the stream differ. */
-  rgpu_msg_lib_call_req m = {.lib = op->lib.lib,
-                             .fn = op->lib.fn,
-                             .handle = op->lib.handle,
-                             .stream = 0,
-                             .math_mode = op->lib.math_mode,
-                             .pointer_mode = op->lib.pointer_mode,
-                             .atomics_mode = op->lib.atomics_mode,
-                             .workspace = op->lib.workspace,
-                             .workspace_size = op->lib.workspace_size,
-                             .args = {op->lib.args, op->lib.args_len}};
+  rgpu_msg_lib_call_req m = lib_call_msg(op, 0);
   rgpu_buf a, b;
   rgpu_buf_init(&a);
   rgpu_buf_init(&b);
@@ -347,16 +352,7 @@ cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
     free(req);
     return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
   }
-  rgpu_msg_lib_call_req m = {.lib = op->lib.lib,
-                             .fn = op->lib.fn,
-                             .handle = op->lib.handle,
-                             .stream = op->stream,
-                             .math_mode = op->lib.math_mode,
-                             .pointer_mode = op->lib.pointer_mode,
-                             .atomics_mode = op->lib.atomics_mode,
-                             .workspace = op->lib.workspace,
-                             .workspace_size = op->lib.workspace_size,
-                             .args = {op->lib.args, op->lib.args_len}};
+  rgpu_msg_lib_call_req m = lib_call_msg(op, op->stream);
   rgpu_status rc = rgpu_call_lib_call(c, op->device, RGPU_CALL_ASYNC, &m, NULL, NULL);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
