@@ -247,6 +247,14 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
     const cudnnTensorDescriptor_t yDesc, void *y) {
   struct cudnnContext *h = rgpu_cudnn_handle(handle);
   struct cudnnPoolingStruct *p = rgpu_cudnn_pool(poolingDesc);
+  if (p && p->set && p->nb_spatial != 2) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("%s of %d-d pooling is not supported by rgpu (2-d is); it returns "
+                "CUDNN_STATUS_NOT_SUPPORTED", "cudnnPoolingForward", p->nb_spatial);
+    rgpu_rt_count_call();
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
   struct cudnnTensorStruct *xt = rgpu_cudnn_tensor(xDesc), *yt = rgpu_cudnn_tensor(yDesc);
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   int n, ch, oh, ow;

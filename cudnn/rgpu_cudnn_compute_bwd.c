@@ -8,6 +8,7 @@
 #include "rgpu_calls.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_cudnn_wire.h"
+#include "rgpu_log.h"
 #include "rgpu_messages.h"
 
 /* The session and the handle's stream, or the status to return (the
@@ -161,6 +162,14 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingBackward(
     const cudnnTensorDescriptor_t dxDesc, void *dx) {
   struct cudnnContext *h = rgpu_cudnn_handle(handle);
   struct cudnnPoolingStruct *p = rgpu_cudnn_pool(poolingDesc);
+  if (p && p->set && p->nb_spatial != 2) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("%s of %d-d pooling is not supported by rgpu (2-d is); it returns "
+                "CUDNN_STATUS_NOT_SUPPORTED", "cudnnPoolingBackward", p->nb_spatial);
+    rgpu_rt_count_call();
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
   struct cudnnTensorStruct *yt = rgpu_cudnn_set_tensor(yDesc), *dyt = rgpu_cudnn_set_tensor(dyDesc);
   struct cudnnTensorStruct *xt = rgpu_cudnn_set_tensor(xDesc), *dxt = rgpu_cudnn_set_tensor(dxDesc);
   cudnnStatus_t st = !p || !p->set ? CUDNN_STATUS_BAD_PARAM

@@ -614,13 +614,85 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPooling2dDescriptor(
   return CUDNN_STATUS_SUCCESS;
 }
 
+/* The Nd forms (what frameworks written against cuDNN's general API call,
+ * 2-d pooling included): the same record.  Pooling of other than two
+ * dimensions is described but not computed (cudnnPoolingForward/Backward
+ * answer NOT_SUPPORTED for it). */
+RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnSetPoolingNdDescriptor(
+    cudnnPoolingDescriptor_t d, const cudnnPoolingMode_t mode,
+    const cudnnNanPropagation_t maxpoolingNanOpt, int nbDims, const int windowDimA[],
+    const int paddingA[], const int strideA[]) {
+  struct cudnnPoolingStruct *p = rgpu_cudnn_pool(d);
+  rgpu_rt_count_call();
+  if (!p || (int)mode < CUDNN_POOLING_MAX || (int)mode > CUDNN_POOLING_MAX_DETERMINISTIC ||
+      (maxpoolingNanOpt != CUDNN_NOT_PROPAGATE_NAN && maxpoolingNanOpt != CUDNN_PROPAGATE_NAN) ||
+      nbDims < 1 || nbDims > RGPU_CUDNN_CONV_DIMS_MAX || !windowDimA || !paddingA || !strideA)
+    return CUDNN_STATUS_BAD_PARAM;
+  for (int i = 0; i < nbDims; i++)
+    if (windowDimA[i] <= 0 || paddingA[i] < 0 || strideA[i] <= 0) return CUDNN_STATUS_BAD_PARAM;
+  *p = (struct cudnnPoolingStruct){.magic = RGPU_CUDNN_POOL_MAGIC,
+                                   .set = 1,
+                                   .mode = (int)mode,
+                                   .nan_prop = (int)maxpoolingNanOpt,
+                                   .nb_spatial = nbDims};
+  for (int i = 0; i < nbDims; i++) {
+    p->window[i] = windowDimA[i];
+    p->pad[i] = paddingA[i];
+    p->stride[i] = strideA[i];
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPoolingNdDescriptor(
+    const cudnnPoolingDescriptor_t d, int nbDimsRequested, cudnnPoolingMode_t *mode,
+    cudnnNanPropagation_t *maxpoolingNanOpt, int *nbDims, int windowDimA[], int paddingA[],
+    int strideA[]) {
+  struct cudnnPoolingStruct *p = rgpu_cudnn_pool(d);
+  rgpu_rt_count_call();
+  if (!p || !p->set || nbDimsRequested < 0 || !mode || !maxpoolingNanOpt || !nbDims ||
+      (nbDimsRequested > 0 && (!windowDimA || !paddingA || !strideA)))
+    return CUDNN_STATUS_BAD_PARAM;
+  *mode = (cudnnPoolingMode_t)p->mode;
+  *maxpoolingNanOpt = (cudnnNanPropagation_t)p->nan_prop;
+  *nbDims = p->nb_spatial;
+  for (int i = 0; i < nbDimsRequested && i < p->nb_spatial; i++) {
+    windowDimA[i] = p->window[i];
+    paddingA[i] = p->pad[i];
+    strideA[i] = p->stride[i];
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPoolingNdForwardOutputDim(
+    const cudnnPoolingDescriptor_t poolingDesc, const cudnnTensorDescriptor_t inputTensorDesc,
+    int nbDims, int outputTensorDimA[]) {
+  struct cudnnPoolingStruct *p = rgpu_cudnn_pool(poolingDesc);
+  struct cudnnTensorStruct *x = rgpu_cudnn_tensor(inputTensorDesc);
+  rgpu_rt_count_call();
+  /* nbDims is the tensor's: batch, channels and the pooled dimensions. */
+  if (!p || !p->set || !x || !x->set || !outputTensorDimA || nbDims != x->nb_dims ||
+      nbDims != p->nb_spatial + 2)
+    return CUDNN_STATUS_BAD_PARAM;
+  int out[RGPU_CUDNN_CONV_DIMS_MAX];
+  for (int i = 0; i < p->nb_spatial; i++) {
+    int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)p->pad[i] - p->window[i];
+    if (room < 0) return CUDNN_STATUS_BAD_PARAM;
+    out[i] = (int)(1 + room / p->stride[i]);
+  }
+  outputTensorDimA[0] = x->dim[0];
+  outputTensorDimA[1] = x->dim[1];
+  for (int i = 0; i < p->nb_spatial; i++) outputTensorDimA[i + 2] = out[i];
+  return CUDNN_STATUS_SUCCESS;
+}
+
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPooling2dForwardOutputDim(
     const cudnnPoolingDescriptor_t poolingDesc, const cudnnTensorDescriptor_t inputTensorDesc,
     int *n, int *c, int *h, int *w) {
   struct cudnnPoolingStruct *p = rgpu_cudnn_pool(poolingDesc);
   struct cudnnTensorStruct *x = rgpu_cudnn_tensor(inputTensorDesc);
   rgpu_rt_count_call();
-  if (!p || !p->set || !x || !x->set || x->nb_dims != 4 || !n || !c || !h || !w)
+  if (!p || !p->set || p->nb_spatial != 2 || !x || !x->set || x->nb_dims != 4 || !n || !c ||
+      !h || !w)
     return CUDNN_STATUS_BAD_PARAM;
   /* cuDNN's formula: out = 1 + (in + 2 pad - window) / stride. */
   int out[2];

@@ -267,6 +267,76 @@ static void test_activation_and_pooling(void **state) {
   assert_int_equal(cudnnDestroyTensorDescriptor(x), CUDNN_STATUS_SUCCESS);
 }
 
+/* The Nd pooling forms: a 2-d descriptor set through them reads back
+ * through the 2-d ones and gives the same output; a 3-d one describes a
+ * 5-d tensor's output, is refused by the 2-d getters, and refused (named,
+ * NOT_SUPPORTED) where it would compute. */
+static void test_pooling_nd(void **state) {
+  (void)state;
+  cudnnPoolingDescriptor_t p;
+  cudnnTensorDescriptor_t x, y;
+  assert_int_equal(cudnnCreatePoolingDescriptor(&p), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  int win[3] = {2, 3, 2}, pad[3] = {0, 1, 1}, str[3] = {2, 2, 1};
+  assert_int_equal(cudnnSetPoolingNdDescriptor(p, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, 2,
+                                               win, pad, str),
+                   CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 3, 5, 8, 7),
+                   CUDNN_STATUS_SUCCESS);
+  int n, c, h, w, out[5];
+  assert_int_equal(cudnnGetPooling2dForwardOutputDim(p, x, &n, &c, &h, &w), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnGetPoolingNdForwardOutputDim(p, x, 4, out), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(out[0] * 1000 + out[1] * 100 + out[2] * 10 + out[3], 3544);
+  assert_true(n == out[0] && c == out[1] && h == out[2] && w == out[3]);
+  assert_int_equal(cudnnGetPoolingNdForwardOutputDim(p, x, 5, out), CUDNN_STATUS_BAD_PARAM);
+
+  /* 3-d: x 2x4x6x8x10, y = 1 + (in + 2 pad - win) / stride per dimension. */
+  assert_int_equal(cudnnSetPoolingNdDescriptor(p, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+                                               CUDNN_PROPAGATE_NAN, 3, win, pad, str),
+                   CUDNN_STATUS_SUCCESS);
+  int xd[5] = {2, 4, 6, 8, 10}, xs[5] = {1920, 480, 80, 10, 1};
+  assert_int_equal(cudnnSetTensorNdDescriptor(x, CUDNN_DATA_FLOAT, 5, xd, xs), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnGetPoolingNdForwardOutputDim(p, x, 5, out), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(out[2] * 100 + out[3] * 10 + out[4], 3 * 100 + 4 * 10 + 11);
+  assert_int_equal(cudnnGetPooling2dForwardOutputDim(p, x, &n, &c, &h, &w), CUDNN_STATUS_BAD_PARAM);
+  cudnnPoolingMode_t pm;
+  cudnnNanPropagation_t nan;
+  int nb, gw[3], gp[3], gs[3];
+  assert_int_equal(cudnnGetPoolingNdDescriptor(p, 3, &pm, &nan, &nb, gw, gp, gs), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(nb, 3);
+  assert_int_equal(pm, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
+  assert_int_equal(nan, CUDNN_PROPAGATE_NAN);
+  assert_true(!memcmp(gw, win, sizeof win) && !memcmp(gp, pad, sizeof pad) && !memcmp(gs, str, sizeof str));
+  int wh, ww, ph, pw, sh, sw;
+  assert_int_equal(cudnnGetPooling2dDescriptor(p, &pm, &nan, &wh, &ww, &ph, &pw, &sh, &sw),
+                   CUDNN_STATUS_BAD_PARAM);
+  int yd[5] = {2, 4, 3, 4, 11}, ys[5] = {528, 132, 44, 11, 1};
+  assert_int_equal(cudnnSetTensorNdDescriptor(y, CUDNN_DATA_FLOAT, 5, yd, ys), CUDNN_STATUS_SUCCESS);
+  /* No session here: a handle that is none; the refusal comes first. */
+  float one = 1, zero = 0;
+  static char junk[256];
+  assert_int_equal(cudnnPoolingForward((cudnnHandle_t)junk, p, &one, x, (void *)0x100, &zero, y,
+                                       (void *)0x200),
+                   CUDNN_STATUS_NOT_SUPPORTED);
+
+  /* Bad arguments. */
+  win[0] = 0;
+  assert_int_equal(cudnnSetPoolingNdDescriptor(p, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, 2,
+                                               win, pad, str),
+                   CUDNN_STATUS_BAD_PARAM);
+  win[0] = 2;
+  assert_int_equal(cudnnSetPoolingNdDescriptor(p, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN,
+                                               CUDNN_DIM_MAX - 1, win, pad, str),
+                   CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnSetPoolingNdDescriptor(p, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, 2,
+                                               NULL, pad, str),
+                   CUDNN_STATUS_BAD_PARAM);
+  assert_int_equal(cudnnDestroyPoolingDescriptor(p), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnDestroyTensorDescriptor(x), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnDestroyTensorDescriptor(y), CUDNN_STATUS_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_versions_and_names),
@@ -274,6 +344,7 @@ int main(void) {
       cmocka_unit_test(test_tensor),
       cmocka_unit_test(test_filter_and_convolution),
       cmocka_unit_test(test_activation_and_pooling),
+      cmocka_unit_test(test_pooling_nd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
