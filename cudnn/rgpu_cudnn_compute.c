@@ -171,19 +171,22 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnConvolutionForward(
 
 /* ---- bias add, activation, pooling, softmax ------------------------------ */
 
-RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
-                                                   const cudnnTensorDescriptor_t aDesc,
-                                                   const void *A, const void *beta,
-                                                   const cudnnTensorDescriptor_t cDesc, void *C) {
+/* cudnnAddTensor (transform 0: A broadcast into C) and cudnnTransformTensor
+ * (1: x into y of the same dimensions, any strides): C = alpha A + beta C,
+ * one message. */
+static cudnnStatus_t add_or_transform(int transform, cudnnHandle_t handle, const void *alpha,
+                                      const cudnnTensorDescriptor_t aDesc, const void *A,
+                                      const void *beta, const cudnnTensorDescriptor_t cDesc,
+                                      void *C) {
   struct cudnnContext *h = rgpu_cudnn_handle(handle);
   struct cudnnTensorStruct *a = rgpu_cudnn_tensor(aDesc), *ct = rgpu_cudnn_tensor(cDesc);
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   if (!h || !a || !a->set || !ct || !ct->set || !alpha || !beta || !A || !C ||
       a->nb_dims != ct->nb_dims || a->type != ct->type)
     st = CUDNN_STATUS_BAD_PARAM;
-  /* Each of A's dimensions is C's or 1 (broadcast). */
+  /* Each of A's dimensions is C's or 1 (broadcast; a transform: C's). */
   for (int i = 0; !st && i < a->nb_dims; i++)
-    if (a->dim[i] != ct->dim[i] && a->dim[i] != 1) st = CUDNN_STATUS_BAD_PARAM;
+    if (a->dim[i] != ct->dim[i] && (transform || a->dim[i] != 1)) st = CUDNN_STATUS_BAD_PARAM;
   if (st) {
     rgpu_rt_count_call();
     return st;
@@ -195,10 +198,29 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnAddTensor(cudnnHandle_t handle, const v
   rgpu_msg_cudnn_add_tensor_req q = {.handle = h->id,
                                      .stream = wire,
                                      .alpha = scale_of(ct->type, alpha),
-                                     .beta = scale_of(ct->type, beta)};
+                                     .beta = scale_of(ct->type, beta),
+                                     .transform = (uint32_t)transform};
   TENSOR_FIELDS(q, a, a, A);
   TENSOR_FIELDS(q, c, ct, C);
   return RGPU_CUDNN_SUBMIT(c, device, wire, CUDNN_ADD_TENSOR, cudnn_add_tensor, &q);
+}
+
+RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnAddTensor(cudnnHandle_t handle, const void *alpha,
+                                                   const cudnnTensorDescriptor_t aDesc,
+                                                   const void *A, const void *beta,
+                                                   const cudnnTensorDescriptor_t cDesc, void *C) {
+  return add_or_transform(0, handle, alpha, aDesc, A, beta, cDesc, C);
+}
+
+/* A layout change (NCHW <-> NHWC, packed <-> padded) of one data type;
+ * cuDNN's conversions between types and to vectorized layouts are not
+ * rgpu's (descriptors of those types are refused when they are set). */
+RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnTransformTensor(cudnnHandle_t handle, const void *alpha,
+                                                         const cudnnTensorDescriptor_t xDesc,
+                                                         const void *x, const void *beta,
+                                                         const cudnnTensorDescriptor_t yDesc,
+                                                         void *y) {
+  return add_or_transform(1, handle, alpha, xDesc, x, beta, yDesc, y);
 }
 
 /* The checks x -> y calls of one shape share. */

@@ -99,6 +99,41 @@ static void test_stream(void **state) {
   assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
 }
 
+/* cudnnTransformTensor: NCHW x into an NHWC y, y = 2 x + 0.5 y, every
+ * element checked; dimensions that differ are refused at once. */
+static void test_transform_tensor(void **state) {
+  (void)state;
+  cudnnHandle_t h;
+  assert_int_equal(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+  enum { N = 2, C = 3, H = 4, W = 5, E = N * C * H * W };
+  cudnnTensorDescriptor_t x = tensor4(N, C, H, W), y, bad = tensor4(N, C, W, H);
+  assert_int_equal(cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, C, H, W),
+                   CUDNN_STATUS_SUCCESS);
+  float hx[E], hy[E], out[E], alpha = 2, beta = 0.5f, *dx, *dy;
+  for (int i = 0; i < E; i++) hx[i] = (float)(i % 17) - 8, hy[i] = (float)(i % 5);
+  assert_int_equal(cudaMalloc((void **)&dx, sizeof hx), cudaSuccess);
+  assert_int_equal(cudaMalloc((void **)&dy, sizeof hy), cudaSuccess);
+  assert_int_equal(cudaMemcpy(dx, hx, sizeof hx, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudaMemcpy(dy, hy, sizeof hy, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudnnTransformTensor(h, &alpha, x, dx, &beta, y, dy), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaMemcpy(out, dy, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int i = 0; i < H; i++)
+        for (int j = 0; j < W; j++) {
+          int xi = ((n * C + c) * H + i) * W + j, yi = ((n * H + i) * W + j) * C + c;
+          assert_true(out[yi] == 2 * hx[xi] + 0.5f * hy[yi]);
+        }
+  assert_int_equal(cudnnTransformTensor(h, &alpha, x, dx, &beta, bad, dy), CUDNN_STATUS_BAD_PARAM);
+  cudaFree(dx);
+  cudaFree(dy);
+  cudnnDestroyTensorDescriptor(x);
+  cudnnDestroyTensorDescriptor(y);
+  cudnnDestroyTensorDescriptor(bad);
+  assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
+}
+
 /* softgpu's answer to the algorithm queries: one algorithm, no workspace,
  * and any algorithm's workspace is 0. */
 static void test_algorithm_queries(void **state) {
@@ -343,6 +378,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_errors),
       cmocka_unit_test(test_stream),
+      cmocka_unit_test(test_transform_tensor),
       cmocka_unit_test(test_algorithm_queries),
       cmocka_unit_test(test_backend),
       cmocka_unit_test(test_backend_engine_by_index),

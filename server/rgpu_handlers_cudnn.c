@@ -241,7 +241,7 @@ static CUresult softgpu_float_only(rgpu_worker *w, const char *api, const dnn_te
   X(cudnnSetActivationDescriptor) X(cudnnSetActivationDescriptorSwishBeta)                   \
   X(cudnnDestroyActivationDescriptor) X(cudnnCreatePoolingDescriptor)                        \
   X(cudnnSetPoolingNdDescriptor) X(cudnnDestroyPoolingDescriptor) X(cudnnConvolutionForward) \
-  X(cudnnAddTensor) X(cudnnActivationForward) X(cudnnPoolingForward) X(cudnnSoftmaxForward)  \
+  X(cudnnAddTensor) X(cudnnTransformTensor) X(cudnnActivationForward) X(cudnnPoolingForward) X(cudnnSoftmaxForward)  \
   X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnGetConvolutionForwardAlgorithm_v7)       \
   X(cudnnFindConvolutionForwardAlgorithm)
 
@@ -435,7 +435,7 @@ CUresult rgpu_h_cudnn_conv_fwd(rgpu_req *rq, const rgpu_msg_cudnn_conv_fwd_req *
 
 CUresult rgpu_h_cudnn_add_tensor(rgpu_req *rq, const rgpu_msg_cudnn_add_tensor_req *q) {
   rgpu_worker *w = rq->w;
-  const char *api = "cudnnAddTensor";
+  const char *api = q->transform ? "cudnnTransformTensor" : "cudnnAddTensor";
   dnn_tensor a, c;
   CUresult r = tensor_of(w, api, "A", q->a_type, &q->a_dim, &q->a_stride, q->a, &a);
   if (!r) r = tensor_of(w, api, "C", q->c_type, &q->c_dim, &q->c_stride, q->c, &c);
@@ -443,8 +443,9 @@ CUresult rgpu_h_cudnn_add_tensor(rgpu_req *rq, const rgpu_msg_cudnn_add_tensor_r
   if (a.nb != c.nb || a.type != c.type)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: A and C differ in rank or type", api);
   for (int i = 0; i < a.nb; i++)
-    if (a.dim[i] != c.dim[i] && a.dim[i] != 1)
-      return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: A's dimension %d is neither C's nor 1", api, i);
+    if (a.dim[i] != c.dim[i] && (q->transform || a.dim[i] != 1))
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: A's dimension %d is not C's%s", api, i,
+                  q->transform ? "" : " nor 1");
   if ((r = tensor_in_session(w, api, "A", &a)) || (r = tensor_in_session(w, api, "C", &c))) return r;
   CUstream st;
   if ((r = get_stream(w, q->stream, &st))) return r;
@@ -461,8 +462,10 @@ CUresult rgpu_h_cudnn_add_tensor(rgpu_req *rq, const rgpu_msg_cudnn_add_tensor_r
   if (!s) s = real_tensor(&c, &real.t[1]);
   dnn_scale al = scale_for(c.type, q->alpha), be = scale_for(c.type, q->beta);
   if (!s)
-    s = g_dnn.cudnnAddTensor(h, &al, real.t[0], (const void *)(uintptr_t)q->a, &be, real.t[1],
-                             (void *)(uintptr_t)q->c);
+    s = q->transform ? g_dnn.cudnnTransformTensor(h, &al, real.t[0], (const void *)(uintptr_t)q->a,
+                                                  &be, real.t[1], (void *)(uintptr_t)q->c)
+                     : g_dnn.cudnnAddTensor(h, &al, real.t[0], (const void *)(uintptr_t)q->a, &be,
+                                            real.t[1], (void *)(uintptr_t)q->c);
   real_free(&real);
   return s ? FAIL(status_cu(s), "%s: status %d", api, (int)s) : CUDA_SUCCESS;
 }
