@@ -60,19 +60,26 @@ def main():
         static_loss = train_body(graphed, opt_g, static_x, static_y)
 
     losses_e, losses_g = [], []
-    for x, y in batches:
+    for i, (x, y) in enumerate(batches):
         opt_e.zero_grad(set_to_none=True)
         losses_e.append(train_body(eager, opt_e, x, y).item())
         static_x.copy_(x)
         static_y.copy_(y)
         g.replay()
         losses_g.append(static_loss.item())
+        if i == 0:
+            # Where a difference from the native run starts: the first
+            # replay's and the same eager step's results, bit for bit.
+            ck.same("first replay: loss", static_loss)
+            ck.same("first replay: weights", torch.cat([p.detach().flatten() for p in graphed.parameters()]))
+            ck.same("first eager step: weights", torch.cat([p.detach().flatten() for p in eager.parameters()]))
     ck.true("graphed and eager losses agree",
             all(abs(a - b) <= 1e-4 * max(1.0, abs(a)) for a, b in zip(losses_e, losses_g)))
     for (n, pe), pg in zip(eager.named_parameters(), graphed.parameters()):
         if n in ("0.weight", "8.weight", "12.weight"):
             ck.close(f"graphed training: {n} against eager", pg, pe, 1e-4)
     ck.same("graphed training weights", torch.cat([p.detach().flatten() for p in graphed.parameters()]))
+    ck.same("eager training weights", torch.cat([p.detach().flatten() for p in eager.parameters()]))
 
     def eager_step():
         opt_e.zero_grad(set_to_none=True)
