@@ -152,5 +152,25 @@ for p in "${differ[@]}"; do
   echo "--- $p: output natively (<) and through rgpu (>), normalized:"
   diff <(normalized_output "$out/$p.native") <(normalized_output "$out/$p.rgpu") | head -n 12
 done
+# The PyTorch scripts' step times natively and through rgpu (tcp), with
+# rgpu's round trips per step (scripts/gpu-torch.sh gives quic and netem).
+steps=0
+for p in "${progs[@]}"; do
+  case $p in torch_*) ;; *) continue ;; esac
+  while IFS= read -r line; do
+    what=${line#time }
+    what=${what%%: *}
+    nat=$(sed -n "s/^time $what: \([0-9.]*\) ms.*/\1/p" "$out/$p.native" 2>/dev/null | head -n 1)
+    rg=$(sed -n "s/^time $what: \([0-9.]*\) ms.*/\1/p" "$out/$p.rgpu" 2>/dev/null | head -n 1)
+    rt=$(sed -n "s/^rgpu-stats: $what: \([0-9.]*\) round trips per step against \([0-9]*\).*/\1 per \2 syncs/p" "$out/$p.rgpu" 2>/dev/null | head -n 1)
+    if [ $steps = 0 ]; then
+      printf '\n| PyTorch step | native ms | rgpu (tcp) ms | ratio | round trips |\n|---|---|---|---|---|\n'
+      steps=1
+    fi
+    ratio=-
+    [ -n "$nat" ] && [ -n "$rg" ] && ratio=$(awk "BEGIN{printf \"%.3f\", $rg/$nat}")
+    printf '| %s | %s | %s | %s | %s |\n' "$what" "${nat:--}" "${rg:--}" "$ratio" "${rt:--}"
+  done < <(grep -a '^time ' "$out/$p.native" 2>/dev/null)
+done
 echo "--- server log tail:"; tail -n 5 "$out/server.err"
 exit $fails
