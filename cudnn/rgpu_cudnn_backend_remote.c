@@ -18,6 +18,7 @@
 #include "rgpu_cudnn_backend.h"
 #include "rgpu_cudnn_call.h"
 #include "rgpu_cudnn_graph_wire.h"
+#include "rgpu_hash.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -111,12 +112,6 @@ static int serialize(struct rgpu_cudnn_bdesc *root, rgpu_buf *out) {
   return 0;
 }
 
-/* FNV-1a, 64 bits: the graph's name in the server's plan cache. */
-static uint64_t content_hash(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 /* ---- the cache of answers ------------------------------------------------- */
 
@@ -311,7 +306,7 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
   if (!h) return CUDNN_STATUS_BAD_PARAM;
   rgpu_buf g;
   if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-  uint64_t hash = content_hash(g.data, g.len);
+  uint64_t hash = rgpu_fnv1a64(g.data, g.len);
   const answer *hit = cache_find(h->device, RGPU_OP_CUDNN_BACKEND_HEUR, &g, hash);
   if (hit) {
     rgpu_buf_free(&g);
@@ -449,7 +444,7 @@ static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   if (!h || !ref_attr(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)) return CUDNN_STATUS_BAD_PARAM;
   rgpu_buf g;
   if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-  uint64_t hash = content_hash(g.data, g.len);
+  uint64_t hash = rgpu_fnv1a64(g.data, g.len);
   uint64_t workspace = 0;
   cudnnStatus_t st = ask_u64(RGPU_OP_CUDNN_BACKEND_PLAN, h, &g, hash, api, &workspace, entered);
   if (!st) st = store_i64(d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, (int64_t)workspace);
@@ -473,7 +468,7 @@ cudnnStatus_t rgpu_cudnn_backend_engine_count(struct rgpu_cudnn_bdesc *graph, in
   if (serialize(graph, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   uint64_t n = 0;
   cudnnStatus_t st = ask_u64(RGPU_OP_CUDNN_BACKEND_ENGINE_COUNT, h, &g,
-                             content_hash(g.data, g.len), api, &n, entered);
+                             rgpu_fnv1a64(g.data, g.len), api, &n, entered);
   rgpu_buf_free(&g);
   if (!st) *count = (int64_t)n;
   return st;
@@ -526,7 +521,7 @@ cudnnStatus_t rgpu_cudnn_backend_info(struct rgpu_cudnn_bdesc *d, int *entered) 
   if (!h) return CUDNN_STATUS_BAD_PARAM;
   rgpu_buf g;
   if (serialize(d, &g)) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-  uint64_t hash = content_hash(g.data, g.len);
+  uint64_t hash = rgpu_fnv1a64(g.data, g.len);
   const answer *hit = cache_find(h->device, RGPU_OP_CUDNN_BACKEND_INFO, &g, hash);
   if (hit) {
     rgpu_buf_free(&g);

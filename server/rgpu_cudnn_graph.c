@@ -1,5 +1,6 @@
 /* The decoded cuDNN backend graph (see rgpu_cudnn_graph.h). */
 #include "rgpu_cudnn_graph.h"
+#include "rgpu_hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -170,8 +171,4 @@ int rgpu_cudnn_graph_tensor_by_value(const rgpu_cudnn_wnode *t) {
   return a && a->type == CUDNN_TYPE_BOOLEAN && a->count == 1 && a->data[0] != 0;
 }
 
-uint64_t rgpu_cudnn_graph_hash(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
+uint64_t rgpu_cudnn_graph_hash(const uint8_t *p, size_t n) { return rgpu_fnv1a64(p, n); }

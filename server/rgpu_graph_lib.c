@@ -21,6 +21,7 @@
 
 #include "rgpu_dispatch.h"
 #include "rgpu_graph_lib.h"
+#include "rgpu_hash.h"
 #include "rgpu_log.h"
 #include "rgpu_worker_internal.h"
 
@@ -122,17 +123,15 @@ void rgpu_graph_lib_forget(rgpu_worker *w) {
   }
 }
 
-static uint64_t content_hash(uint16_t opcode, const uint8_t *p, size_t n, size_t skip_at) {
-  uint64_t h = 0xcbf29ce484222325ull ^ opcode;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (i >= skip_at && i < skip_at + 8 ? 0 : p[i])) * 0x100000001b3ull;
-  return h;
-}
-
 /* Runs the wrapped request through its handler, as if it had come alone,
- * with the stream field of its bytes (at stream_at) set to stream_id. */
-static CUresult run_inner(rgpu_req *rq, const rgpu_dispatch_entry *e, uint8_t *bytes, size_t len,
-                          size_t stream_at, uint64_t stream_id) {
+ * on a copy of its bytes whose stream field (at stream_at) names
+ * stream_id. */
+static CUresult run_inner(rgpu_req *rq, const rgpu_dispatch_entry *e, const uint8_t *req,
+                          size_t len, size_t stream_at, uint64_t stream_id) {
+  rgpu_worker *w = rq->w;
+  uint8_t *bytes = malloc(len ? len : 1);
+  if (!bytes) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "graph library node: server out of memory");
+  memcpy(bytes, req, len);
   memcpy(bytes + stream_at, &stream_id, 8);
   rgpu_req inner = *rq;
   inner.op = e->op;
@@ -143,7 +142,23 @@ static CUresult run_inner(rgpu_req *rq, const rgpu_dispatch_entry *e, uint8_t *b
    * outer request; rgpu_req_fail writes inner's. */
   CUresult r = e->run(&inner, bytes, len);
   if (r && inner.msg[0]) memcpy(rq->msg, inner.msg, sizeof rq->msg);
+  free(bytes);
   return r;
+}
+
+/* A request's key: its bytes with the stream field (8 bytes at at) taken
+ * as zeros, so the same node launched on any stream is one captured call. */
+static uint64_t key_hash(const uint8_t *p, size_t n, size_t at) {
+  static const uint8_t zero[8];
+  uint64_t h = rgpu_fnv1a64_more(RGPU_FNV1A64_INIT, p, at);
+  h = rgpu_fnv1a64_more(h, zero, sizeof zero);
+  return rgpu_fnv1a64_more(h, p + at + 8, n - at - 8);
+}
+
+static int key_equal(const captured *c, const uint8_t *p, size_t n, size_t at) {
+  static const uint8_t zero[8];
+  return c->len == n && !memcmp(c->bytes, p, at) && !memcmp(c->bytes + at, zero, 8) &&
+         !memcmp(c->bytes + at + 8, p + at + 8, n - at - 8);
 }
 
 /* The u64 at p (the codec writes them little-endian, as this host is). */
@@ -165,42 +180,30 @@ CUresult rgpu_h_graph_lib_node(rgpu_req *rq, const rgpu_msg_graph_lib_node_req *
   if (stream_at > len || len - stream_at < 8 || u64_at(req + stream_at) != q->stream)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "%s: the request's stream field (at %zu of %zu bytes) "
                 "does not name stream %llu", api, stream_at, len, (unsigned long long)q->stream);
-  uint8_t *bytes = malloc(len ? len : 1);
-  if (!bytes) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
-  memcpy(bytes, req, len);
   struct rgpu_graph_lib *s = lib_state(w);
   CUstream st = NULL;
   if (q->stream) {
     const rgpu_handle_entry *he = rgpu_handle_map_get(&w->streams, q->stream);
-    if (!he) {
-      free(bytes);
+    if (!he)
       return FAIL(CUDA_ERROR_INVALID_HANDLE, "%s: unknown stream id %llu", api,
                   (unsigned long long)q->stream);
-    }
     st = (CUstream)he->ptr;
   }
   int dev = w->cur_dev < 0 ? 0 : w->cur_dev;
-  if (!s || s->state != 1) {
-    CUresult r = run_inner(rq, e, bytes, len, stream_at, q->stream);
-    free(bytes);
-    return r;
-  }
-  uint64_t hash = content_hash((uint16_t)q->opcode, bytes, len, stream_at);
+  if (!s || s->state != 1) return run_inner(rq, e, req, len, stream_at, q->stream);
+  /* A replay: no copy of the request, a graph launch. */
+  uint64_t hash = key_hash(req, len, stream_at);
   captured *hit = NULL;
   for (unsigned i = 0; i < SLOTS && !hit; i++) {
     captured *c = &s->slot[i];
     if (c->bytes && c->hash == hash && c->device == dev && c->opcode == q->opcode &&
-        c->len == len && !memcmp(c->bytes, bytes, stream_at) &&
-        !memcmp(c->bytes + stream_at + 8, bytes + stream_at + 8, len - stream_at - 8))
+        key_equal(c, req, len, stream_at))
       hit = c;
   }
   if (hit) {
-    CUresult r = hit->exec ? s->cuGraphLaunch(hit->exec, st)
-                           : run_inner(rq, e, bytes, len, stream_at, q->stream);
-    free(bytes);
-    if (r && hit->exec)
-      return FAIL(r, "%s: cuGraphLaunch: %s", api, rgpu_driver_error_name(D, r));
-    return r;
+    if (!hit->exec) return run_inner(rq, e, req, len, stream_at, q->stream);
+    CUresult r = s->cuGraphLaunch(hit->exec, st);
+    return r ? FAIL(r, "%s: cuGraphLaunch: %s", api, rgpu_driver_error_name(D, r)) : CUDA_SUCCESS;
   }
   /* First sight: capture the call on the device's private stream, under a
    * temporary stream id (removed before any other request is read). */
@@ -217,7 +220,7 @@ CUresult rgpu_h_graph_lib_node(rgpu_req *rq, const rgpu_msg_graph_lib_node_req *
     CUgraph g = NULL;
     r = s->cuStreamBeginCapture(s->capture[dev], CU_STREAM_CAPTURE_MODE_RELAXED);
     if (r == CUDA_SUCCESS) {
-      CUresult call = run_inner(rq, e, bytes, len, stream_at, tmp_id);
+      CUresult call = run_inner(rq, e, req, len, stream_at, tmp_id);
       CUresult end = s->cuStreamEndCapture(s->capture[dev], &g);
       if (call == CUDA_SUCCESS && end == CUDA_SUCCESS && g &&
           s->cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS)
@@ -231,20 +234,23 @@ CUresult rgpu_h_graph_lib_node(rgpu_req *rq, const rgpu_msg_graph_lib_node_req *
     rgpu_handle_entry gone;
     rgpu_handle_map_remove(&w->streams, tmp_id, &gone);
   }
-  memset(bytes + stream_at, 0, 8);
-  *c = (captured){.hash = hash, .device = dev, .opcode = (uint16_t)q->opcode, .bytes = bytes,
-                  .len = len, .exec = captured_ok ? exec : NULL};
+  /* Remembered (its key, with the stream field zeroed) whether captured
+   * or not: a call that cannot be captured is not tried again. */
+  uint8_t *bytes = malloc(len ? len : 1);
+  if (bytes) {
+    memcpy(bytes, req, len);
+    memset(bytes + stream_at, 0, 8);
+    *c = (captured){.hash = hash, .device = dev, .opcode = (uint16_t)q->opcode, .bytes = bytes,
+                    .len = len, .exec = captured_ok ? exec : NULL};
+  } else if (captured_ok) {
+    s->cuGraphExecDestroy(exec); /* not kept: the launch below runs the call */
+    captured_ok = 0;
+  }
   if (captured_ok) {
     r = s->cuGraphLaunch(exec, st);
     return r ? FAIL(r, "%s: cuGraphLaunch: %s", api, rgpu_driver_error_name(D, r)) : CUDA_SUCCESS;
   }
   RGPU_DEBUG("session=%llu %s (%s) cannot be captured: it runs as a plain call",
              (unsigned long long)w->cfg.session_id, api, e->name);
-  /* A copy to run: c keeps the request with its stream field zeroed. */
-  uint8_t *run = malloc(len ? len : 1);
-  if (!run) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "%s: server out of memory", api);
-  memcpy(run, bytes, len);
-  r = run_inner(rq, e, run, len, stream_at, q->stream);
-  free(run);
-  return r;
+  return run_inner(rq, e, req, len, stream_at, q->stream);
 }
