@@ -95,6 +95,7 @@ void rgpu_cudnn_bdesc_unref(struct rgpu_cudnn_bdesc *d) {
   for (int i = 0; i < d->nattr; i++) attr_clear(&d->attr[i]);
   free(d->attr);
   free(d->graph);
+  free(d->by_value);
   d->magic = 0;
   free(d);
 }

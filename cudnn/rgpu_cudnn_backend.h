@@ -37,6 +37,13 @@ struct rgpu_cudnn_bdesc {
   uint8_t *graph;
   size_t graph_len;
   uint64_t hash;
+  /* A finalized plan's by-value tensors (CUDNN_ATTR_TENSOR_IS_BY_VALUE),
+   * whose values travel with each execute (owned; NULL when none). */
+  struct rgpu_cudnn_by_value {
+    int64_t uid;
+    uint64_t bytes;
+  } *by_value;
+  int n_by_value;
 };
 
 /* The bytes of one element of a cudnnBackendAttributeType_t, 0 for a value

@@ -415,6 +415,65 @@ static cudnnStatus_t ask_u64(int kind, const struct cudnnContext *h, const rgpu_
   return st;
 }
 
+/* ---- by-value tensors ------------------------------------------------------ */
+
+#define BY_VALUE_MAX 4096 /* bytes of by-value tensors in one execute */
+
+/* The bytes a by-value tensor record spans (CUDNN_ATTR_TENSOR_IS_BY_VALUE:
+ * its variant pack entry is a host pointer, whose value must travel), or 0
+ * for any other record. */
+static uint64_t by_value_bytes(const struct rgpu_cudnn_bdesc *d) {
+  if (d->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR) return 0;
+  const struct rgpu_cudnn_battr *id = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_UNIQUE_ID);
+  const struct rgpu_cudnn_battr *bv = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE);
+  const struct rgpu_cudnn_battr *dims = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_DIMENSIONS);
+  const struct rgpu_cudnn_battr *str = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_STRIDES);
+  const struct rgpu_cudnn_battr *dt = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_DATA_TYPE);
+  if (!id || id->count != 1 || !bv || bv->count != 1 || !*(bool *)bv->data || !dims || !str ||
+      !dt || dims->count != str->count)
+    return 0;
+  uint64_t last = 0;
+  for (int64_t i = 0; i < dims->count; i++) {
+    int64_t n = ((int64_t *)dims->data)[i], st = ((int64_t *)str->data)[i];
+    if (n < 1 || st < 0 || n > BY_VALUE_MAX || st > BY_VALUE_MAX) return 0;
+    last += (uint64_t)(n - 1) * (uint64_t)st;
+  }
+  return (last + 1) * rgpu_cudnn_type_size(*(int *)dt->data);
+}
+
+/* The plan's by-value tensors (unique id and bytes), found once when it is
+ * finalized: cudnnBackendExecute, the hot path, only looks them up.  Its
+ * graph is the depth-first list serialize() made, so each record is seen
+ * once.  Returns 0, or -1 out of memory. */
+static int by_value_collect(struct rgpu_cudnn_bdesc *plan) {
+  graph_writer g = {0};
+  rgpu_buf_init(&g.out);
+  int rc = visit(&g, plan, 0);
+  for (int i = 0; rc == 0 && i < g.n; i++) {
+    uint64_t b = by_value_bytes(g.node[i]);
+    if (!b) continue;
+    struct rgpu_cudnn_by_value *grown =
+        realloc(plan->by_value, (size_t)(plan->n_by_value + 1) * sizeof *grown);
+    if (!grown) {
+      rc = -1;
+      break;
+    }
+    plan->by_value = grown;
+    plan->by_value[plan->n_by_value++] = (struct rgpu_cudnn_by_value){
+        *(int64_t *)rgpu_cudnn_bdesc_find(g.node[i], CUDNN_ATTR_TENSOR_UNIQUE_ID)->data, b};
+  }
+  free(g.node);
+  rgpu_buf_free(&g.out);
+  return rc;
+}
+
+/* The bytes of the plan's by-value tensor uid, 0 when uid is not one. */
+static uint64_t by_value_of(const struct rgpu_cudnn_bdesc *plan, int64_t uid) {
+  for (int i = 0; i < plan->n_by_value; i++)
+    if (plan->by_value[i].uid == uid) return plan->by_value[i].bytes;
+  return 0;
+}
+
 /* The operation graph under an engine config or an engine, or NULL. */
 static struct rgpu_cudnn_bdesc *graph_under(struct rgpu_cudnn_bdesc *d) {
   if (d && d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR) d = ref_attr(d, CUDNN_ATTR_ENGINECFG_ENGINE);
@@ -456,7 +515,11 @@ static cudnnStatus_t finalize_plan(struct rgpu_cudnn_bdesc *d, int *entered) {
   d->graph = g.data;
   d->graph_len = g.len;
   d->hash = hash;
-  return CUDNN_STATUS_SUCCESS;
+  free(d->by_value);
+  d->by_value = NULL;
+  d->n_by_value = 0;
+  return by_value_collect(d) ? CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED
+                             : CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t rgpu_cudnn_backend_engine_count(struct rgpu_cudnn_bdesc *graph, int64_t *count,
@@ -575,41 +638,6 @@ cudnnStatus_t rgpu_cudnn_backend_info(struct rgpu_cudnn_bdesc *d, int *entered) 
 
 /* ---- execute --------------------------------------------------------------- */
 
-#define BY_VALUE_MAX 4096 /* bytes of by-value tensors in one execute */
-
-/* The bytes the tensor with unique id uid spans when the graph under d
- * passes it by value (CUDNN_ATTR_TENSOR_IS_BY_VALUE: its variant pack
- * entry is a host pointer, whose value must travel), else 0. */
-static uint64_t by_value_bytes(const struct rgpu_cudnn_bdesc *d, int64_t uid, int depth) {
-  if (depth > 64) return 0;
-  if (d->type == CUDNN_BACKEND_TENSOR_DESCRIPTOR) {
-    const struct rgpu_cudnn_battr *id = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_UNIQUE_ID);
-    const struct rgpu_cudnn_battr *bv = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE);
-    const struct rgpu_cudnn_battr *dims = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_DIMENSIONS);
-    const struct rgpu_cudnn_battr *str = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_STRIDES);
-    const struct rgpu_cudnn_battr *dt = rgpu_cudnn_bdesc_find(d, CUDNN_ATTR_TENSOR_DATA_TYPE);
-    if (!id || id->count != 1 || *(int64_t *)id->data != uid || !bv || bv->count != 1 ||
-        !*(bool *)bv->data || !dims || !str || !dt || dims->count != str->count)
-      return 0;
-    uint64_t last = 0;
-    for (int64_t i = 0; i < dims->count; i++) {
-      int64_t n = ((int64_t *)dims->data)[i], st = ((int64_t *)str->data)[i];
-      if (n < 1 || st < 0 || n > BY_VALUE_MAX || st > BY_VALUE_MAX) return 0;
-      last += (uint64_t)(n - 1) * (uint64_t)st;
-    }
-    return (last + 1) * rgpu_cudnn_type_size(*(int *)dt->data);
-  }
-  for (int i = 0; i < d->nattr; i++) {
-    const struct rgpu_cudnn_battr *a = &d->attr[i];
-    if (a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR) continue;
-    for (int64_t k = 0; k < a->count; k++) {
-      uint64_t b = by_value_bytes(((struct rgpu_cudnn_bdesc **)a->data)[k], uid, depth + 1);
-      if (b) return b;
-    }
-  }
-  return 0;
-}
-
 RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
                                                         cudnnBackendDescriptor_t plan,
                                                         cudnnBackendDescriptor_t pack) {
@@ -648,7 +676,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnBackendExecute(cudnnHandle_t handle,
         ptr[i] = (uint64_t)(uintptr_t)((void **)ptrs->data)[i];
         /* A by-value tensor: its value travels, read now, as cuDNN reads
          * it during the call. */
-        uint64_t b = by_value_bytes(p, (int64_t)uid[i], 0);
+        uint64_t b = by_value_of(p, (int64_t)uid[i]);
         if (!b) continue;
         if (!ptr[i] || nvalues + b > sizeof values) {
           st = CUDNN_STATUS_BAD_PARAM;

@@ -7,6 +7,7 @@
  * server staying out of the answer). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -374,6 +375,77 @@ static void test_backend_engine_by_index(void **state) {
   assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
 }
 
+/* A by-value tensor (a scale, its pack entry a host pointer): the client
+ * finds it at finalize and sends its value with each execute.  softgpu
+ * then refuses by-value tensors by name (cudaErrorNotSupported at the next
+ * synchronization); had the value not arrived the server would answer
+ * cudaErrorInvalidValue ("missing from the request"). */
+static void test_backend_by_value(void **state) {
+  (void)state;
+  cudnnHandle_t h;
+  assert_int_equal(cudnnCreate(&h), CUDNN_STATUS_SUCCESS);
+  static const int64_t xd[4] = {1, 2, 3, 3}, one[4] = {1, 1, 1, 1};
+  cudnnBackendDescriptor_t x = btensor(1, xd, CUDNN_DATA_FLOAT), y = btensor(3, xd, CUDNN_DATA_FLOAT);
+  cudnnBackendDescriptor_t sc = bmake(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  int64_t uid = 2, align = 16;
+  cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  bool by_value = true;
+  assert_int_equal(cudnnBackendSetAttribute(sc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f), 0);
+  assert_int_equal(cudnnBackendSetAttribute(sc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, one), 0);
+  assert_int_equal(cudnnBackendSetAttribute(sc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, one), 0);
+  assert_int_equal(cudnnBackendSetAttribute(sc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), 0);
+  assert_int_equal(cudnnBackendSetAttribute(sc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align), 0);
+  assert_int_equal(cudnnBackendSetAttribute(sc, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value), 0);
+  assert_int_equal(cudnnBackendFinalize(sc), 0);
+  cudnnBackendDescriptor_t pw = bmake(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_MUL;
+  assert_int_equal(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode), 0);
+  assert_int_equal(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f), 0);
+  assert_int_equal(cudnnBackendFinalize(pw), 0);
+  cudnnBackendDescriptor_t op = bmake(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw), 0);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x), 0);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sc), 0);
+  assert_int_equal(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y), 0);
+  assert_int_equal(cudnnBackendFinalize(op), 0);
+  cudnnBackendDescriptor_t g = bmake(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h), 0);
+  assert_int_equal(cudnnBackendSetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op), 0);
+  assert_int_equal(cudnnBackendFinalize(g), 0);
+  int64_t index = 0;
+  cudnnBackendDescriptor_t eng = bmake(CUDNN_BACKEND_ENGINE_DESCRIPTOR), cfg = bmake(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR),
+                           plan = bmake(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g), 0);
+  assert_int_equal(cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index), 0);
+  assert_int_equal(cudnnBackendFinalize(eng), 0);
+  assert_int_equal(cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng), 0);
+  assert_int_equal(cudnnBackendFinalize(cfg), 0);
+  assert_int_equal(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg), 0);
+  assert_int_equal(cudnnBackendFinalize(plan), 0);
+  float *d, scale = 3;
+  assert_int_equal(cudaMalloc((void **)&d, 64 * sizeof *d), cudaSuccess);
+  int64_t uids[3] = {1, 2, 3};
+  void *ptrs[3] = {d, &scale, d + 32}, *none = NULL;
+  cudnnBackendDescriptor_t pack = bmake(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), 0);
+  assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs), 0);
+  assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &none), 0);
+  assert_int_equal(cudnnBackendFinalize(pack), 0);
+  assert_int_equal(cudnnBackendExecute(h, plan, pack), CUDNN_STATUS_SUCCESS);
+  assert_int_equal(cudaDeviceSynchronize(), cudaErrorNotSupported);
+  /* A by-value entry with no host pointer is refused at once. */
+  ptrs[1] = NULL;
+  cudnnBackendDescriptor_t nopack = bmake(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  assert_int_equal(cudnnBackendSetAttribute(nopack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), 0);
+  assert_int_equal(cudnnBackendSetAttribute(nopack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs), 0);
+  assert_int_equal(cudnnBackendFinalize(nopack), 0);
+  assert_int_equal(cudnnBackendExecute(h, plan, nopack), CUDNN_STATUS_BAD_PARAM);
+  cudnnBackendDescriptor_t all[] = {nopack, pack, plan, cfg, eng, g, op, pw, sc, y, x};
+  for (int i = 0; i < 11; i++) assert_int_equal(cudnnBackendDestroyDescriptor(all[i]), 0);
+  cudaFree(d);
+  assert_int_equal(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deferred_errors),
@@ -382,6 +454,7 @@ int main(void) {
       cmocka_unit_test(test_algorithm_queries),
       cmocka_unit_test(test_backend),
       cmocka_unit_test(test_backend_engine_by_index),
+      cmocka_unit_test(test_backend_by_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
