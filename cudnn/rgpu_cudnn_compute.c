@@ -269,11 +269,8 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingForward(
     const cudnnTensorDescriptor_t yDesc, void *y) {
   struct cudnnContext *h = rgpu_cudnn_handle(handle);
   struct cudnnPoolingStruct *p = rgpu_cudnn_pool(poolingDesc);
-  if (p && p->set && p->nb_spatial != 2) {
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("%s of %d-d pooling is not supported by rgpu (2-d is); it returns "
-                "CUDNN_STATUS_NOT_SUPPORTED", "cudnnPoolingForward", p->nb_spatial);
+  static int logged;
+  if (p && rgpu_cudnn_pool_runnable(p, "cudnnPoolingForward", &logged)) {
     rgpu_rt_count_call();
     return CUDNN_STATUS_NOT_SUPPORTED;
   }

@@ -8,7 +8,6 @@
 #include "rgpu_calls.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_cudnn_wire.h"
-#include "rgpu_log.h"
 #include "rgpu_messages.h"
 
 /* The session and the handle's stream, or the status to return (the
@@ -162,11 +161,8 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnPoolingBackward(
     const cudnnTensorDescriptor_t dxDesc, void *dx) {
   struct cudnnContext *h = rgpu_cudnn_handle(handle);
   struct cudnnPoolingStruct *p = rgpu_cudnn_pool(poolingDesc);
-  if (p && p->set && p->nb_spatial != 2) {
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("%s of %d-d pooling is not supported by rgpu (2-d is); it returns "
-                "CUDNN_STATUS_NOT_SUPPORTED", "cudnnPoolingBackward", p->nb_spatial);
+  static int logged;
+  if (p && rgpu_cudnn_pool_runnable(p, "cudnnPoolingBackward", &logged)) {
     rgpu_rt_count_call();
     return CUDNN_STATUS_NOT_SUPPORTED;
   }

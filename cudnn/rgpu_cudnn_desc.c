@@ -614,6 +614,27 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPooling2dDescriptor(
   return CUDNN_STATUS_SUCCESS;
 }
 
+cudnnStatus_t rgpu_cudnn_pool_runnable(const struct cudnnPoolingStruct *p, const char *api,
+                                       int *logged) {
+  if (!p->set || p->nb_spatial == 2) return CUDNN_STATUS_SUCCESS;
+  if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
+    RGPU_WARN("%s of %d-d pooling is not supported by rgpu (2-d is); it returns "
+              "CUDNN_STATUS_NOT_SUPPORTED", api, p->nb_spatial);
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+/* The pooled dimensions of x's output, cuDNN's formula: out = 1 + (in +
+ * 2 pad - window) / stride.  x has the descriptor's dimensions + 2. */
+static cudnnStatus_t pool_out_dims(const struct cudnnPoolingStruct *p,
+                                   const struct cudnnTensorStruct *x, int *out) {
+  for (int i = 0; i < p->nb_spatial; i++) {
+    int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)p->pad[i] - p->window[i];
+    if (room < 0) return CUDNN_STATUS_BAD_PARAM;
+    out[i] = (int)(1 + room / p->stride[i]);
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
 /* The Nd forms (what frameworks written against cuDNN's general API call,
  * 2-d pooling included): the same record.  Pooling of other than two
  * dimensions is described but not computed (cudnnPoolingForward/Backward
@@ -674,11 +695,7 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPoolingNdForwardOutputDim(
       nbDims != p->nb_spatial + 2)
     return CUDNN_STATUS_BAD_PARAM;
   int out[RGPU_CUDNN_CONV_DIMS_MAX];
-  for (int i = 0; i < p->nb_spatial; i++) {
-    int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)p->pad[i] - p->window[i];
-    if (room < 0) return CUDNN_STATUS_BAD_PARAM;
-    out[i] = (int)(1 + room / p->stride[i]);
-  }
+  if (pool_out_dims(p, x, out)) return CUDNN_STATUS_BAD_PARAM;
   outputTensorDimA[0] = x->dim[0];
   outputTensorDimA[1] = x->dim[1];
   for (int i = 0; i < p->nb_spatial; i++) outputTensorDimA[i + 2] = out[i];
@@ -694,13 +711,8 @@ RGPU_CUDNN cudnnStatus_t rgpu_cudnn_cudnnGetPooling2dForwardOutputDim(
   if (!p || !p->set || p->nb_spatial != 2 || !x || !x->set || x->nb_dims != 4 || !n || !c ||
       !h || !w)
     return CUDNN_STATUS_BAD_PARAM;
-  /* cuDNN's formula: out = 1 + (in + 2 pad - window) / stride. */
   int out[2];
-  for (int i = 0; i < 2; i++) {
-    int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)p->pad[i] - p->window[i];
-    if (room < 0) return CUDNN_STATUS_BAD_PARAM;
-    out[i] = (int)(1 + room / p->stride[i]);
-  }
+  if (pool_out_dims(p, x, out)) return CUDNN_STATUS_BAD_PARAM;
   *n = x->dim[0], *c = x->dim[1], *h = out[0], *w = out[1];
   return CUDNN_STATUS_SUCCESS;
 }

@@ -96,6 +96,11 @@ struct cudnnFilterStruct *rgpu_cudnn_filter(cudnnFilterDescriptor_t d);
 struct cudnnConvolutionStruct *rgpu_cudnn_conv(cudnnConvolutionDescriptor_t d);
 struct cudnnActivationStruct *rgpu_cudnn_act(cudnnActivationDescriptor_t d);
 struct cudnnPoolingStruct *rgpu_cudnn_pool(cudnnPoolingDescriptor_t d);
+/* CUDNN_STATUS_NOT_SUPPORTED (logged once per *logged) for a set pooling
+ * descriptor of other than two dimensions, which api (a compute call)
+ * cannot run; else CUDNN_STATUS_SUCCESS. */
+cudnnStatus_t rgpu_cudnn_pool_runnable(const struct cudnnPoolingStruct *p, const char *api,
+                                       int *logged);
 
 /* The bytes a tensor spans, from its first element to one past its last
  * (what a call touches: strides may leave gaps). */
