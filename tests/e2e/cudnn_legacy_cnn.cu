@@ -126,19 +126,6 @@ static std::vector<float> random_vec(size_t n) {
   return v;
 }
 
-static float *to_device(const std::vector<float> &v) {
-  float *d;
-  CHECK(cudaMalloc(&d, v.size() * sizeof(float)));
-  CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return d;
-}
-
-static std::vector<float> from_device(const float *d, size_t n) {
-  std::vector<float> v(n);
-  CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
-  return v;
-}
-
 static cudnnTensorDescriptor_t tensor(const Shape &s) {
   cudnnTensorDescriptor_t t;
   DN(cudnnCreateTensorDescriptor(&t));

@@ -31,16 +31,7 @@
 #include <vector>
 
 #include "rgpu_check.h"
-
-#define DN(call)                                                                  \
-  do {                                                                            \
-    cudnnStatus_t st_ = (call);                                                   \
-    if (st_ != CUDNN_STATUS_SUCCESS) {                                            \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #call,  \
-                   cudnnGetErrorString(st_));                                     \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "rgpu_cudnn_check.h"
 
 typedef std::vector<double> Vec;
 
@@ -253,23 +244,10 @@ static std::vector<float> random_vec(size_t n, float scale) {
 
 static Vec widen(const std::vector<float> &v) { return Vec(v.begin(), v.end()); }
 
-static float *to_device(const std::vector<float> &v) {
-  float *d;
-  CHECK(cudaMalloc(&d, v.size() * sizeof(float)));
-  CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return d;
-}
-
 static float *device_buffer(size_t n) {
   float *d;
   CHECK(cudaMalloc(&d, n * sizeof(float)));
   return d;
-}
-
-static std::vector<float> from_device(const float *d, size_t n) {
-  std::vector<float> v(n);
-  CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
-  return v;
 }
 
 static cudnnTensorDescriptor_t tensor(int n, int c, int h, int w) {

@@ -13,19 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include <cublas_v2.h>
-
 #include "rgpu_check.h"
+#include "rgpu_cublas_check.h"
 #include "rgpu_cudnn_check.h"
-
-#define BL(call)                                                                     \
-  do {                                                                               \
-    cublasStatus_t s_ = (call);                                                      \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
-      std::fprintf(stderr, "FAIL %s:%d: %s -> %d\n", __FILE__, __LINE__, #call, (int)s_); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 typedef std::vector<double> vec;
 
@@ -33,19 +23,6 @@ static unsigned g_seed = 12345;
 static float frand() {  // a fixed LCG: the same weights natively and through rgpu
   g_seed = g_seed * 1103515245u + 12345u;
   return ((g_seed >> 8) & 0xffff) / 65536.0f - 0.5f;
-}
-
-static float *upload(const std::vector<float> &h) {
-  float *d;
-  CHECK(cudaMalloc(&d, h.size() * sizeof(float)));
-  CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return d;
-}
-
-static std::vector<float> download(const float *d, size_t n) {
-  std::vector<float> h(n);
-  CHECK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
-  return h;
 }
 
 static void compare(const char *what, const std::vector<float> &got, const vec &ref, double tol) {
@@ -131,7 +108,7 @@ static float *conv_forward(cudnnHandle_t h, const conv_layer &L, const float *dx
   DN(cudnnGetConvolutionForwardWorkspaceSize(h, xd, fd, cd, yd, algo, &ws));
   void *dws = nullptr;
   if (ws) CHECK(cudaMalloc(&dws, ws));
-  float *dw = upload(L.w), *db = upload(L.b), *dy;
+  float *dw = to_device(L.w), *db = to_device(L.b), *dy;
   CHECK(cudaMalloc(&dy, (size_t)odim[1] * odim[2] * odim[3] * sizeof(float)));
   float one = 1, zero = 0;
   DN(cudnnConvolutionForward(h, &one, xd, dx, fd, dw, cd, algo, dws, ws, &zero, yd, dy));
@@ -169,8 +146,8 @@ static float *max_pool(cudnnHandle_t h, const float *dx, int c, int hgt, int wid
 // in x out for cuBLAS, hence the transposed gemv).
 static float *fully_connected(cublasHandle_t bl, const std::vector<float> &W,
                               const std::vector<float> &b, const float *dx, int in, int out) {
-  float *dW = upload(W), *dy = upload(b), one = 1;
-  BL(cublasSgemv(bl, CUBLAS_OP_T, in, out, &one, dW, in, dx, 1, &one, dy, 1));
+  float *dW = to_device(W), *dy = to_device(b), one = 1;
+  CB(cublasSgemv(bl, CUBLAS_OP_T, in, out, &one, dW, in, dx, 1, &one, dy, 1));
   CHECK(cudaFree(dW));
   return dy;
 }
@@ -190,7 +167,7 @@ int main() {
   cudnnHandle_t h;
   cublasHandle_t bl;
   DN(cudnnCreate(&h));
-  BL(cublasCreate(&bl));
+  CB(cublasCreate(&bl));
   // A synthetic "7": a bar and a diagonal on a dark background.
   std::vector<float> img(28 * 28, 0.0f);
   for (int j = 6; j < 22; j++) img[6 * 28 + j] = 1.0f;
@@ -210,26 +187,26 @@ int main() {
   for (float &v : w2) v = frand() * 0.2f;
   for (float &v : b2) v = frand() * 0.1f;
 
-  float *dx = upload(img);
+  float *dx = to_device(img);
   int oh, ow;
   float *a1 = conv_forward(h, c1, dx, 28, 28, &oh, &ow);
   EXPECT(oh == 24 && ow == 24);
   vec r1 = conv_ref(c1, x, 28, 28);
-  compare("conv1 + bias", download(a1, r1.size()), r1, 1e-5);
+  compare("conv1 + bias", from_device(a1, r1.size()), r1, 1e-5);
   float *p1 = max_pool(h, a1, 20, 24, 24);
   vec rp1 = pool_ref(r1, 20, 24, 24);
-  compare("pool1", download(p1, rp1.size()), rp1, 1e-5);
+  compare("pool1", from_device(p1, rp1.size()), rp1, 1e-5);
   float *a2 = conv_forward(h, c2, p1, 12, 12, &oh, &ow);
   EXPECT(oh == 8 && ow == 8);
   vec r2 = conv_ref(c2, rp1, 12, 12);
-  compare("conv2 + bias", download(a2, r2.size()), r2, 1e-5);
+  compare("conv2 + bias", from_device(a2, r2.size()), r2, 1e-5);
   float *p2 = max_pool(h, a2, 50, 8, 8);
   vec rp2 = pool_ref(r2, 50, 8, 8);
-  compare("pool2", download(p2, rp2.size()), rp2, 1e-5);
+  compare("pool2", from_device(p2, rp2.size()), rp2, 1e-5);
 
   float *f1 = fully_connected(bl, w1, b1, p2, 800, 500);
   vec rf1 = fc_ref(w1, b1, rp2, 800, 500);
-  compare("fc1", download(f1, 500), rf1, 1e-5);
+  compare("fc1", from_device(f1, 500), rf1, 1e-5);
   // ReLU in place.
   cudnnActivationDescriptor_t act;
   DN(cudnnCreateActivationDescriptor(&act));
@@ -238,7 +215,7 @@ int main() {
   float one = 1, zero = 0;
   DN(cudnnActivationForward(h, act, &one, t500, f1, &zero, t500, f1));
   for (double &v : rf1) v = v > 0 ? v : 0;
-  compare("relu", download(f1, 500), rf1, 1e-5);
+  compare("relu", from_device(f1, 500), rf1, 1e-5);
   // LRN across the 500 "channels" (the sample normalizes here).
   cudnnLRNDescriptor_t lrn;
   const unsigned lrn_n = 5;
@@ -255,10 +232,10 @@ int main() {
       if (k >= 0 && k < 500) sq += rf1[k] * rf1[k];
     rn1[c] = rf1[c] / std::pow(lrn_k + lrn_alpha / lrn_n * sq, lrn_beta);
   }
-  compare("lrn", download(n1, 500), rn1, 1e-5);
+  compare("lrn", from_device(n1, 500), rn1, 1e-5);
   float *f2 = fully_connected(bl, w2, b2, n1, 500, 10);
   vec rf2 = fc_ref(w2, b2, rn1, 500, 10);
-  compare("fc2", download(f2, 10), rf2, 1e-5);
+  compare("fc2", from_device(f2, 10), rf2, 1e-5);
   cudnnTensorDescriptor_t t10 = tensor_nd(1, 10, 1, 1);
   float *prob;
   CHECK(cudaMalloc(&prob, 10 * sizeof(float)));
@@ -269,7 +246,7 @@ int main() {
   for (double v : rf2) mx = std::fmax(mx, v);
   for (int i = 0; i < 10; i++) sum += rp[i] = std::exp(rf2[i] - mx);
   for (double &v : rp) v /= sum;
-  std::vector<float> p = download(prob, 10);
+  std::vector<float> p = from_device(prob, 10);
   compare("softmax", p, rp, 1e-5);
   int best = 0;
   for (int i = 1; i < 10; i++)
@@ -285,7 +262,7 @@ int main() {
   DN(cudnnDestroyTensorDescriptor(t10));
   DN(cudnnDestroyActivationDescriptor(act));
   DN(cudnnDestroyLRNDescriptor(lrn));
-  BL(cublasDestroy(bl));
+  CB(cublasDestroy(bl));
   DN(cudnnDestroy(h));
   pass("cudnn_mnist_flow");
   return 0;

@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cudnn.h>
+#include <vector>
+
+#include "rgpu_check.h"
 
 #define DN(call)                                                                  \
   do {                                                                            \
@@ -19,6 +22,20 @@
       std::exit(1);                                                               \
     }                                                                             \
   } while (0)
+
+// A float vector copied into new device memory, and n floats copied back.
+static inline float *to_device(const std::vector<float> &v) {
+  float *d;
+  CHECK(cudaMalloc(&d, v.size() * sizeof(float)));
+  CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return d;
+}
+
+static inline std::vector<float> from_device(const float *d, size_t n) {
+  std::vector<float> v(n);
+  CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
 
 static inline cudnnBackendDescriptor_t bd_make(cudnnBackendDescriptorType_t t) {
   cudnnBackendDescriptor_t d;
