@@ -137,6 +137,19 @@ static struct {
   unsigned next;
 } g_cache = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
 
+/* A new cache entry of kind for the serialized graph (len bytes, owned by
+ * the entry once it is made) on device; NULL out of memory. */
+static answer *answer_new(int device, int kind, uint64_t hash, uint8_t *graph, size_t len) {
+  answer *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->device = device;
+  a->kind = kind;
+  a->hash = hash;
+  a->graph = graph;
+  a->graph_len = len;
+  return a;
+}
+
 static void answer_free(answer *a) {
   if (!a) return;
   free(a->graph);
@@ -328,15 +341,11 @@ static cudnnStatus_t finalize_heur(struct rgpu_cudnn_bdesc *d, int *entered) {
   answer *a = NULL;
   if (rc) {
     st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
-  } else if (!heur_reply_ok(&rep) || !(a = calloc(1, sizeof *a))) {
+  } else if (!heur_reply_ok(&rep) ||
+             !(a = answer_new(h->device, RGPU_OP_CUDNN_BACKEND_HEUR, hash, g.data, g.len))) {
     RGPU_ERROR("%s: the server's reply is inconsistent", api);
     st = CUDNN_STATUS_INTERNAL_ERROR;
   } else {
-    a->device = h->device;
-    a->kind = RGPU_OP_CUDNN_BACKEND_HEUR;
-    a->hash = hash;
-    a->graph = g.data;
-    a->graph_len = g.len;
     g.data = NULL;
     a->n = (int)rep.engine.count;
     for (int i = 0; i < a->n; i++) {
@@ -398,17 +407,14 @@ static cudnnStatus_t ask_u64(int kind, const struct cudnnContext *h, const rgpu_
   if (rc) {
     st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
   } else {
-    answer *a = calloc(1, sizeof *a);
-    if (a && (a->graph = malloc(g->len))) {
-      memcpy(a->graph, g->data, g->len);
-      a->graph_len = g->len;
-      a->device = h->device;
-      a->kind = kind;
-      a->hash = hash;
+    uint8_t *copy = malloc(g->len);
+    answer *a = copy ? answer_new(h->device, kind, hash, copy, g->len) : NULL;
+    if (a) {
+      memcpy(copy, g->data, g->len);
       a->workspace = *out;
       cache_insert(a);
     } else {
-      answer_free(a); /* not remembered: the next one asks again */
+      free(copy); /* not remembered: the next one asks again */
     }
   }
   rgpu_buf_free(&pay);
@@ -606,15 +612,11 @@ cudnnStatus_t rgpu_cudnn_backend_info(struct rgpu_cudnn_bdesc *d, int *entered) 
   answer *a = NULL;
   if (rc) {
     st = rgpu_cudnn_reply_status(c, rc, api, rr.msg);
-  } else if (rep.numerical.count > 64 || rep.behavior.count > 64 || !(a = calloc(1, sizeof *a))) {
+  } else if (rep.numerical.count > 64 || rep.behavior.count > 64 ||
+             !(a = answer_new(h->device, RGPU_OP_CUDNN_BACKEND_INFO, hash, g.data, g.len))) {
     RGPU_ERROR("%s: the server's reply is inconsistent", api);
     st = CUDNN_STATUS_INTERNAL_ERROR;
   } else {
-    a->device = h->device;
-    a->kind = RGPU_OP_CUDNN_BACKEND_INFO;
-    a->hash = hash;
-    a->graph = g.data;
-    a->graph_len = g.len;
     g.data = NULL;
     a->n = 1;
     a->numerical_count[0] = rep.numerical.count;
