@@ -15,6 +15,7 @@
 // besides the default); a build without it says SKIP, natively and through
 // rgpu.
 #include "rgpu_check.h"
+#include "rgpu_device_arch.h"
 #include <cstdio>
 #include <vector>
 
@@ -23,12 +24,6 @@
 #else
 #define HAVE_DMMA 0
 #endif
-
-__global__ void arch_of(int *out) {
-#ifdef __CUDA_ARCH__
-  *out = __CUDA_ARCH__;
-#endif
-}
 
 // d = a * b + c for one warp's fragments.
 __device__ void dmma(double &d0, double &d1, double a, double b, double c0, double c1) {
@@ -106,13 +101,7 @@ static void check(int ntiles, int k_steps, const char *what) {
 }
 
 int main() {
-  int *d_arch, arch = 0;
-  CHECK(cudaMalloc(&d_arch, sizeof(int)));
-  CHECK(cudaMemset(d_arch, 0, sizeof(int)));
-  arch_of<<<1, 1>>>(d_arch);
-  CHECK(cudaGetLastError());
-  CHECK(cudaMemcpy(&arch, d_arch, sizeof(int), cudaMemcpyDeviceToHost));
-  CHECK(cudaFree(d_arch));
+  int arch = device_code_arch();
   if (arch < 800) {
     std::printf("SKIP mma_f64: built without sm_80 code\n");
     return 0;

@@ -11,6 +11,7 @@
 // Needs sm_80 code (as the other tensor-core programs); a build without it
 // says SKIP, natively and through rgpu.
 #include "rgpu_check.h"
+#include "rgpu_device_arch.h"
 #include <cuda_fp16.h>
 #include <cstdio>
 #include <vector>
@@ -20,12 +21,6 @@
 #else
 #define HAVE_MMA 0
 #endif
-
-__global__ void arch_of(int *out) {
-#ifdef __CUDA_ARCH__
-  *out = __CUDA_ARCH__;
-#endif
-}
 
 // (row, col) of element i of `lane`'s fragment: which 0 = A, 1 = B, 2 = C/D.
 __device__ void coord(int which, bool col_major, bool f32, unsigned lane, unsigned i, unsigned &row, unsigned &col) {
@@ -146,13 +141,7 @@ static void check(const char *what) {
 }
 
 int main() {
-  int *d_arch, arch = 0;
-  CHECK(cudaMalloc(&d_arch, sizeof(int)));
-  CHECK(cudaMemset(d_arch, 0, sizeof(int)));
-  arch_of<<<1, 1>>>(d_arch);
-  CHECK(cudaGetLastError());
-  CHECK(cudaMemcpy(&arch, d_arch, sizeof(int), cudaMemcpyDeviceToHost));
-  CHECK(cudaFree(d_arch));
+  int arch = device_code_arch();
   if (arch < 800) {
     std::printf("SKIP mma_m8n8k4_f16: built without sm_80 code\n");
     return 0;

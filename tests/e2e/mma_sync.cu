@@ -16,6 +16,7 @@
 // besides the default); a build without it says SKIP, natively and through
 // rgpu.
 #include "rgpu_check.h"
+#include "rgpu_device_arch.h"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cmath>
@@ -27,12 +28,6 @@
 #else
 #define HAVE_MMA 0
 #endif
-
-__global__ void arch_of(int *out) {
-#ifdef __CUDA_ARCH__
-  *out = __CUDA_ARCH__;
-#endif
-}
 
 __device__ unsigned shared_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -489,13 +484,7 @@ template <bool BF16, bool B_T> static void check_gemm(const char *name) {
 }
 
 int main() {
-  int *d_arch, arch = 0;
-  CHECK(cudaMalloc(&d_arch, sizeof(int)));
-  CHECK(cudaMemset(d_arch, 0, sizeof(int)));
-  arch_of<<<1, 1>>>(d_arch);
-  CHECK(cudaGetLastError());
-  CHECK(cudaMemcpy(&arch, d_arch, sizeof(int), cudaMemcpyDeviceToHost));
-  CHECK(cudaFree(d_arch));
+  int arch = device_code_arch();
   if (arch < 800) {
     std::printf("SKIP mma_sync: built without sm_80 code\n");
     return 0;
