@@ -12,18 +12,8 @@
 #
 #   migrate_netem.sh BUILD/bin PROGRAM        (root; exit 77 = skipped)
 set -u
-bin=$1 prog=$2
-if [ "$(id -u)" != 0 ] || [ ! -c /dev/net/tun ]; then
-  echo "migrate_netem: needs root and /dev/net/tun: skipped"; exit 77
-fi
-[ -x "$bin/rgpu-netem" ] || { echo "migrate_netem: $bin/rgpu-netem not built: skipped"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# A certificate for the server namespace's address (--gen-cert covers only
-# localhost and 127.0.0.1).
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=10.77.0.2 \
-  -addext subjectAltName=IP:10.77.0.2 -keyout "$work/key.pem" -out "$work/cert.pem" >/dev/null 2>&1 ||
-  { echo "migrate_netem: openssl cannot make a certificate"; exit 1; }
+name=migrate_netem bin=$1 prog=$2
+. "$(dirname "$0")/netem_prologue.sh"
 
 # run TRANSPORT PORT: one rgpu-netem session, the address change at 2 s;
 # resume_loop 40 iterations 100 ms apart (at least 4 s, so the change lands
