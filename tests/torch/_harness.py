@@ -29,10 +29,10 @@ import time
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
-def import_torch(name):
+def import_torch(name, cuda_only=None):
     """torch, or None after printing SKIP (no PyTorch, no CUDA device).
     `--device cpu` runs a script on the CPU, to check the script itself on
-    a machine without a GPU."""
+    a machine without a GPU, unless cuda_only says why it cannot."""
     try:
         import torch
     except ImportError:
@@ -41,6 +41,9 @@ def import_torch(name):
     dev = "cpu" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu" else "cuda"
     if dev == "cuda" and not torch.cuda.is_available():
         print(f"SKIP {name}: no CUDA device")
+        return None, None
+    if dev != "cuda" and cuda_only:
+        print(f"SKIP {name}: {cuda_only}")
         return None, None
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.deterministic = True

@@ -10,11 +10,8 @@ from _harness import Checker, import_torch, timed
 
 
 def main():
-    torch, dev = import_torch("torch_compile")
+    torch, dev = import_torch("torch_compile", cuda_only="Triton needs a CUDA device")
     if torch is None:
-        return 3
-    if dev != "cuda":
-        print("SKIP torch_compile: Triton needs a CUDA device")
         return 3
     ck = Checker("torch_compile")
     nn = torch.nn

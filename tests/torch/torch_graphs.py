@@ -14,11 +14,8 @@ from torch_cnn import small_cnn
 
 
 def main():
-    torch, dev = import_torch("torch_graphs")
+    torch, dev = import_torch("torch_graphs", cuda_only="CUDA graphs need a CUDA device")
     if torch is None:
-        return 3
-    if dev != "cuda":
-        print("SKIP torch_graphs: CUDA graphs need a CUDA device")
         return 3
     ck = Checker("torch_graphs")
     nn = torch.nn
