@@ -470,6 +470,7 @@ typedef struct tls_sess {
   size_t down_off, down_len;
   int tls_eof;       /* no more bytes will come from the client */
   int rel_wr_closed; /* shutdown(rel, SHUT_WR) done */
+  int worker_gone;   /* the worker reads no more: client bytes are dropped */
   /* worker -> client */
   char *up;
   size_t up_off, up_len;
@@ -593,14 +594,24 @@ static int sess_pump(tls_sess *x) {
         progress = 1;
       }
     }
-    if (x->down_len > 0) {
+    if (x->down_len > 0 && x->worker_gone) {
+      x->down_len = 0;
+      progress = 1;
+    } else if (x->down_len > 0) {
       ssize_t w = send(x->rel, x->down + x->down_off, x->down_len, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w > 0) {
         x->down_off += (size_t)w;
         x->down_len -= (size_t)w;
         progress = 1;
       } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        return -1; /* the worker is gone */
+        /* The worker stopped reading: it ended the session, e.g. refused a
+         * HELLO that came with requests behind it.  Dropping the
+         * connection now would lose what it wrote last (the refusal and
+         * its reason, still in the socketpair): the client's further bytes
+         * are dropped instead, and the worker's go out before the close. */
+        x->worker_gone = 1;
+        x->down_len = 0;
+        progress = 1;
       }
     }
     if (x->tls_eof && x->down_len == 0 && !x->rel_wr_closed) {

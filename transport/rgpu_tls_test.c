@@ -437,6 +437,47 @@ static void test_half_close(void **state) {
   rgpu_listener_close(l);
 }
 
+/* A worker that answers the first message and ends the session while the
+ * client's next bytes are still coming (a refused HELLO with requests
+ * pipelined behind it): the client still reads the answer, and the relay
+ * drops what the worker no longer reads instead of the connection. */
+static void *answer_first_and_close(void *arg) {
+  rgpu_conn *w = arg;
+  char first[16];
+  if (rgpu_conn_read_exact(w, first, sizeof first) == 0) {
+    struct iovec v = {.iov_base = "refused: bad token, goodbye....", .iov_len = 32};
+    rgpu_conn_writev_all(w, &v, 1);
+  }
+  rgpu_conn_close(w);
+  return NULL;
+}
+
+static void test_worker_ends_with_input_unread(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  for (int round = 0; round < 5; round++) {
+    rgpu_conn *c, *w;
+    assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+    assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+    pthread_t th;
+    pthread_create(&th, NULL, answer_first_and_close, w);
+    size_t more = 8u << 20;
+    char *buf = calloc(1, 16 + more);
+    assert_non_null(buf);
+    struct iovec v = {.iov_base = buf, .iov_len = 16 + more};
+    /* The write may fail once the relay closes after its answer. */
+    (void)rgpu_conn_writev_all(c, &v, 1);
+    char got[32];
+    assert_int_equal(rgpu_conn_read_exact(c, got, sizeof got), 0);
+    assert_memory_equal(got, "refused: bad token, goodbye....", 32);
+    pthread_join(th, NULL);
+    free(buf);
+    rgpu_conn_close(c);
+  }
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -448,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_silent_handshakes_do_not_lock_out),
       cmocka_unit_test(test_cert_dates),    cmocka_unit_test(test_tls_bytes),
       cmocka_unit_test(test_listener_refuses_expired_cert),
+      cmocka_unit_test(test_worker_ends_with_input_unread),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
