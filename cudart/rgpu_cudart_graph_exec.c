@@ -180,9 +180,11 @@ static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int dep
 
 typedef struct {
   rgpu_buf types, words, plens, params;
+  cudaError_t err; /* a node that could not be encoded (a library node's request) */
 } node_enc;
 
 static void enc_init(node_enc *x) {
+  x->err = cudaSuccess;
   rgpu_buf_init(&x->types);
   rgpu_buf_init(&x->words);
   rgpu_buf_init(&x->plens);
@@ -288,6 +290,23 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
     n.type = p->type == cudaGraphNodeTypeEventRecord ? RGPU_GNODE_EVENT_RECORD : RGPU_GNODE_EVENT_WAIT;
     n.event.event = valid_event(p->op.event.event) ? p->op.event.event->id : 0;
     break;
+  case cudaGraphNodeTypeHost: {
+    /* Only library nodes reach the server (host nodes run here): the
+     * whole request, which the server captures into a child graph of
+     * this one, or runs as a plain call at each launch where it cannot. */
+    if (!node_params_is_lib(p)) break;
+    size_t before = x->params.len, at = 0;
+    uint16_t opcode = 0;
+    cudaError_t e = rgpu_rt_lib_node_request(&p->op, &x->params, &at, &opcode);
+    if (e != cudaSuccess) {
+      if (x->err == cudaSuccess) x->err = e;
+      break;
+    }
+    n.type = RGPU_GNODE_LIB;
+    n.lib = (rgpu_gnode_lib){.opcode = opcode, .stream_at = at};
+    plen = (uint32_t)(x->params.len - before);
+    break;
+  }
   default: break; /* empty, child entry */
   }
   uint64_t w[RGPU_GNODE_WORDS];
@@ -450,6 +469,8 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
   cudaError_t e = cudaSuccess;
   if (enc.types.err || enc.words.err || enc.plens.err || enc.params.err || edges.err)
     e = cudaErrorMemoryAllocation;
+  else if (enc.err != cudaSuccess)
+    e = enc.err;
   else if (enc.params.len > 16u << 20 || L->ndev > 65536 || edges.len / 4 > 1048576) {
     RGPU_WARN("graph too large to instantiate: %zu nodes, %zu edges, %zu bytes of kernel "
               "parameters (limits: 65536, 524288, 16 MiB)", L->ndev, edges.len / 8, enc.params.len);
@@ -580,6 +601,8 @@ static cudaError_t send_update(rgpu_client *c, cudaGraphExec_t x, level_t *L, co
   cudaError_t e = cudaSuccess;
   if (enc.types.err || enc.words.err || enc.plens.err || enc.params.err || ind.err)
     e = cudaErrorMemoryAllocation;
+  else if (enc.err != cudaSuccess)
+    e = enc.err;
   if (e == cudaSuccess)
     e = queued_ret(c, rgpu_call_graph_exec_update(c, x->device, RGPU_CALL_ASYNC, &m, NULL, NULL));
   rgpu_buf_free(&ind);
@@ -992,15 +1015,6 @@ static void CUDART_CB run_queued_host_node(void *user) {
   free(q);
 }
 
-/* A library node at launch: its call, queued on the launch's stream. */
-static cudaError_t send_lib_node(rgpu_client *c, const node_params *p, uint64_t wire, int dev) {
-  rgpu_rt_op op = p->op;
-  op.stream = wire;
-  op.device = dev;
-  cudaError_t e = rgpu_rt_graph_lib_node_send(c, &op);
-  return e == cudaSuccess ? e : rgpu_rt_ret(e);
-}
-
 /* 1 if no level from L on sends host bytes with the launch: only then may
  * level L's host nodes run later than the call (a host node may produce
  * what a host-to-device node of its own or a later level reads, and those
@@ -1039,15 +1053,9 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
     if (lv->nhost && host_nodes_may_queue(x, L)) {
       /* Queued on the stream as host callbacks (HOST_FUNC): no round trip;
        * the server announces each only after the earlier device-to-host
-       * results of the stream have been sent.  A library node sends its
-       * call instead, in the same place in the stream. */
+       * results of the stream have been sent. */
       for (size_t k = 0; k < lv->nhost; k++) {
         if (x->f[lv->host[k]].disabled) continue;
-        if (node_params_is_lib(&x->f[lv->host[k]].p)) {
-          e = send_lib_node(c, &x->f[lv->host[k]].p, wire, sdev);
-          if (e != cudaSuccess) return e;
-          continue;
-        }
         queued_host_node *q = malloc(sizeof *q);
         if (!q) return rgpu_rt_ret(cudaErrorMemoryAllocation);
         q->p = x->f[lv->host[k]].p;
@@ -1063,15 +1071,8 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
        * (the public call, so earlier background copies land first). */
       e = per_thread ? cudaStreamSynchronize_ptsz(stream) : cudaStreamSynchronize(stream);
       if (e != cudaSuccess) return e;
-      for (size_t k = 0; k < lv->nhost && e == cudaSuccess; k++) {
-        const node_params *hp = &x->f[lv->host[k]].p;
-        if (x->f[lv->host[k]].disabled) continue;
-        if (node_params_is_lib(hp))
-          e = send_lib_node(c, hp, wire, sdev);
-        else
-          run_host_node(hp);
-      }
-      if (e != cudaSuccess) return e;
+      for (size_t k = 0; k < lv->nhost; k++)
+        if (!x->f[lv->host[k]].disabled) run_host_node(&x->f[lv->host[k]].p);
     }
     if (!lv->server_id) continue;
     for (size_t k = 0; k < lv->nh2d_big; k++) {

@@ -51,8 +51,9 @@ struct CUgraph_st {
   size_t n, cap;
 };
 
-/* A library call captured from a stream (a cuBLAS gemm): a host-side node
- * whose launch sends the call instead of running a host function. */
+/* A library call captured from a stream (a cuBLAS gemm): a node of type
+ * host that is not host-side: it travels to the server with the graph
+ * (a LIB node), which makes the library's kernels part of its graph. */
 static inline int node_params_is_lib(const node_params *p) {
   return p->type == cudaGraphNodeTypeHost && p->op.kind == RGPU_RT_OP_LIB_CALL;
 }
@@ -84,7 +85,8 @@ cudaError_t node_params_empty(node_params *p);
 /* A kernel node from a launch operation (the node owns a copy of the
  * packed parameters). */
 cudaError_t node_params_launch(node_params *p, const rgpu_rt_op *launch);
-/* Host nodes and host-to-host copies: they run in this process. */
+/* Host nodes (not library nodes) and host-to-host copies: they run in
+ * this process. */
 int node_params_host_side(const node_params *p);
 /* Start and span of a 3D copy's side; -1 when it does not fit. */
 int graph_copy_extent(const struct cudaPitchedPtr *pp, const struct cudaPos *pos,

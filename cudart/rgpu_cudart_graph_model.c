@@ -280,7 +280,7 @@ cudaError_t node_params_empty(node_params *p) {
 }
 
 int node_params_host_side(const node_params *p) {
-  return p->type == cudaGraphNodeTypeHost ||
+  return (p->type == cudaGraphNodeTypeHost && !node_params_is_lib(p)) ||
          (p->type == cudaGraphNodeTypeMemcpy && p->op.copy.cp.kind == cudaMemcpyHostToHost);
 }
 

@@ -290,26 +290,18 @@ static cudaError_t patched_request(const rgpu_rt_op *op, uint8_t **out) {
   return cudaSuccess;
 }
 
-/* A library call as a node of a launched graph (GRAPH_LIB_NODE): the
- * request, whole, with its stream field at stream_at; the server captures
- * it into a graph of its own (server/rgpu_graph_lib.c). */
-static cudaError_t send_graph_node(rgpu_client *c, const rgpu_rt_op *op, uint16_t opcode,
-                                   const uint8_t *req, size_t len, size_t stream_at) {
-  rgpu_msg_graph_lib_node_req q = {.stream = op->stream, .opcode = opcode,
-                                   .stream_at = (uint32_t)stream_at, .request = {req, len}};
-  rgpu_status rc = rgpu_call_graph_lib_node(c, op->device, RGPU_CALL_ASYNC, &q, NULL, NULL);
-  return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
-}
-
-cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op) {
+cudaError_t rgpu_rt_lib_node_request(const rgpu_rt_op *op, rgpu_buf *out, size_t *stream_at,
+                                     uint16_t *opcode) {
   if (op->lib.opcode) {
-    uint8_t *req;
-    cudaError_t e = patched_request(op, &req);
-    if (e != cudaSuccess) return e;
-    e = send_graph_node(c, op, (uint16_t)op->lib.opcode, req, op->lib.args_len,
-                                    op->lib.stream_at);
-    free(req);
-    return e;
+    /* Pre-encoded (cuDNN): the bytes as they are, the stream field zeroed. */
+    if (op->lib.stream_at + 8 > op->lib.args_len) return cudaErrorInvalidValue;
+    size_t at = op->lib.stream_at;
+    rgpu_buf_put(out, op->lib.args, op->lib.args_len);
+    if (out->err) return cudaErrorMemoryAllocation;
+    memset(out->data + out->len - op->lib.args_len + at, 0, 8);
+    *stream_at = at;
+    *opcode = (uint16_t)op->lib.opcode;
+    return cudaSuccess;
   }
   /* A LIB_CALL (cuBLAS): encoded here; its stream field's place is where
    * two encodings that differ only in the stream differ. */
@@ -324,15 +316,16 @@ cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (!ea && !eb && a.len == b.len) {
     size_t at = 0;
     while (at < a.len && a.data[at] == b.data[at]) at++;
-    uint64_t wire = op->stream;
     /* The codec leaves a message's last bytes field (args) to the frame's
      * tail: here it follows the fields. */
     if (op->lib.args_len) rgpu_buf_put(&a, op->lib.args, op->lib.args_len);
     if (a.err) {
       e = cudaErrorMemoryAllocation;
     } else if (at + 8 <= a.len) {
-      memcpy(a.data + at, &wire, 8);
-      e = send_graph_node(c, op, RGPU_OP_LIB_CALL, a.data, a.len, at);
+      rgpu_buf_put(out, a.data, a.len);
+      e = out->err ? cudaErrorMemoryAllocation : cudaSuccess;
+      *stream_at = at;
+      *opcode = RGPU_OP_LIB_CALL;
     } else {
       e = cudaErrorInvalidValue;
     }

@@ -120,9 +120,14 @@ int rgpu_rt_capture_take(const rgpu_rt_op *op, cudaError_t *out);
  * deferred).  Also what a captured library node sends at each launch.
  * Returns the error, not recorded. */
 cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op);
-/* The same call as a node of a launched graph: wrapped in GRAPH_LIB_NODE,
- * which the server captures into a graph of its own on a GPU. */
-cudaError_t rgpu_rt_graph_lib_node_send(rgpu_client *c, const rgpu_rt_op *op);
+/* The same call as a node of an instantiated graph (a LIB node of
+ * GRAPH_EXEC_CREATE, proto/rgpu_graph_nodes.def): appends the whole
+ * request to out with its stream field zeroed (the server writes the
+ * launch's stream there, or captures the call on a stream of its own) and
+ * gives the field's offset in the request and the request's opcode.
+ * cudaErrorMemoryAllocation when out cannot grow. */
+cudaError_t rgpu_rt_lib_node_request(const rgpu_rt_op *op, rgpu_buf *out, size_t *stream_at,
+                                     uint16_t *opcode);
 
 /* Wire side of a host function (rgpu_cudart_callbacks.c: the callback
  * registry that answers the server's HOST_CALL lives there). */

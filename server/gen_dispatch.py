@@ -32,7 +32,7 @@ FLAGS = [("noctx", "RGPU_DISPATCH_NOCTX", "no current context is made for it"),
          ("barrier", "RGPU_DISPATCH_BARRIER", "bulk-lane work finishes first"),
          ("query", "RGPU_DISPATCH_QUERY", "CUDA_ERROR_NOT_READY is an answer"),
          ("ends", "RGPU_DISPATCH_ENDS", "the session ends after it succeeded"),
-         ("graphnode", "RGPU_DISPATCH_GRAPHNODE", "may run inside GRAPH_LIB_NODE")]
+         ("graphnode", "RGPU_DISPATCH_GRAPHNODE", "may be a LIB node of a graph (GRAPH_EXEC_CREATE)")]
 
 
 def gen(msgs, hpath, cpath):

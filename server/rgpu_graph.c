@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_graph_lib.h"
 #include "rgpu_log.h"
 
 #define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
@@ -29,6 +30,9 @@ typedef struct {
   GRAPH_FUNCS(FIELD)
 #undef FIELD
   __typeof__(&cuGraphNodeSetEnabled) cuGraphNodeSetEnabled; /* optional */
+  /* Optional: library nodes become child graphs (else the exec replays). */
+  __typeof__(&cuGraphAddChildGraphNode) cuGraphAddChildGraphNode;
+  __typeof__(&cuGraphExecChildGraphNodeSetParams) cuGraphExecChildGraphNodeSetParams;
 } graph_drv;
 
 typedef struct {
@@ -64,6 +68,13 @@ typedef struct {
   CUevent done;
   CUstream done_stream;
   int done_valid;
+  /* Library nodes (LIB): how many, and the w->graph_lib_epoch their
+   * captures were checked at; lib_stale: an update changed one that could
+   * not be updated in place.  Either makes the next launch capture them
+   * all again (a rebuilt driver graph). */
+  uint32_t nlib;
+  uint64_t lib_epoch;
+  int lib_stale;
 } gexec;
 
 typedef struct rgpu_graph_state {
@@ -93,6 +104,9 @@ static int have_graph_api(rgpu_worker *w, rgpu_graph_state *st) {
 #undef RESOLVE
       if (ok) st->drv_state = 1;
       *(void **)&st->d.cuGraphNodeSetEnabled = dlsym(w->drv.lib, "cuGraphNodeSetEnabled");
+      *(void **)&st->d.cuGraphAddChildGraphNode = dlsym(w->drv.lib, "cuGraphAddChildGraphNode");
+      *(void **)&st->d.cuGraphExecChildGraphNodeSetParams =
+          dlsym(w->drv.lib, "cuGraphExecChildGraphNodeSetParams");
     }
     RGPU_DEBUG("session=%llu graphs: %s", (unsigned long long)w->cfg.session_id,
                st->drv_state == 1 ? "driver graph API" : "replay on the stream");
@@ -202,6 +216,17 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
     g->ev = (CUevent)e->ptr;
     return CUDA_SUCCESS;
   }
+  case RGPU_GNODE_LIB:
+    /* The call's own arguments are checked by its handler: when it is
+     * captured (instantiation, and again after any free) or at each launch
+     * when it runs as a plain call. */
+    if (!rgpu_graph_lib_entry((uint32_t)g->n.lib.opcode) || g->n.lib.opcode > 0xffff)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: opcode 0x%llx is no library call of a graph",
+                  i, (unsigned long long)g->n.lib.opcode);
+    if (g->n.lib.stream_at > g->plen || g->plen - g->n.lib.stream_at < 8)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: stream field at %llu of a %u-byte request",
+                  i, (unsigned long long)g->n.lib.stream_at, g->plen);
+    return CUDA_SUCCESS;
   default:
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: unknown node type %u", i, g->type);
   }
@@ -262,9 +287,10 @@ static void fill_memset(const gnode *g, CUDA_MEMSET_NODE_PARAMS *m) {
   m->height = g->n.fill.height;
 }
 
-/* Adds (exec == NULL) or updates (in x->ge) driver node i. */
-static CUresult driver_node(rgpu_worker *w, rgpu_graph_state *st, gexec *x, uint32_t i,
+/* Adds (update == 0) or updates (in x->ge) driver node i. */
+static CUresult driver_node(rgpu_req *rq, rgpu_graph_state *st, gexec *x, uint32_t i,
                             const CUgraphNode *deps, size_t ndeps, int update) {
+  rgpu_worker *w = rq->w;
   gnode *g = &x->nodes[i];
   CUcontext ctx = x->device >= 0 && x->device < RGPU_MAX_DEVICES ? w->ctx[x->device] : NULL;
   switch (g->type) {
@@ -308,11 +334,28 @@ static CUresult driver_node(rgpu_worker *w, rgpu_graph_state *st, gexec *x, uint
   case RGPU_GNODE_EVENT_WAIT:
     return update ? st->d.cuGraphExecEventWaitNodeSetEvent(x->ge, g->dn, g->ev)
                   : st->d.cuGraphAddEventWaitNode(&g->dn, x->g, deps, ndeps, g->ev);
+  case RGPU_GNODE_LIB: {
+    /* The library's kernels, captured now, as a child graph (added by
+     * copy: the captured graph is not kept). */
+    if (!st->d.cuGraphAddChildGraphNode || !st->d.cuGraphExecChildGraphNodeSetParams)
+      return CUDA_ERROR_NOT_SUPPORTED;
+    CUgraph child = NULL;
+    CUresult r = rgpu_graph_lib_capture(rq, (uint32_t)g->n.lib.opcode, g->params, g->plen,
+                                        (size_t)g->n.lib.stream_at, &child);
+    /* A refusal under capture is not this graph's error: the node then
+     * runs as a plain call, whose status is the call's own. */
+    rq->msg[0] = 0;
+    if (r != CUDA_SUCCESS) return r;
+    r = update ? st->d.cuGraphExecChildGraphNodeSetParams(x->ge, g->dn, child)
+               : st->d.cuGraphAddChildGraphNode(&g->dn, x->g, deps, ndeps, child);
+    rgpu_graph_lib_destroy_graph(w, child);
+    return r;
+  }
   default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
-static CUresult build_driver_graph(rgpu_worker *w, rgpu_graph_state *st, gexec *x) {
+static CUresult build_driver_graph(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
   CUresult r = st->d.cuGraphCreate(&x->g, 0);
   if (r != CUDA_SUCCESS) return r;
   CUgraphNode *deps = malloc((x->nedges ? x->nedges : 1) * sizeof *deps);
@@ -321,12 +364,35 @@ static CUresult build_driver_graph(rgpu_worker *w, rgpu_graph_state *st, gexec *
     uint32_t i = x->order[oi];
     size_t nd = 0;
     for (uint32_t k = x->in_start[i]; k < x->in_start[i + 1]; k++) deps[nd++] = x->nodes[x->in_src[k]].dn;
-    r = driver_node(w, st, x, i, deps, nd, 0);
+    r = driver_node(rq, st, x, i, deps, nd, 0);
   }
   free(deps);
   if (r == CUDA_SUCCESS) r = st->d.cuGraphInstantiateWithFlags(&x->ge, x->g, 0);
   if (r != CUDA_SUCCESS) x->ge = NULL;
+  /* Nodes switched off by updates stay off in a rebuilt graph. */
+  for (uint32_t i = 0; r == CUDA_SUCCESS && i < x->n; i++)
+    if (x->nodes[i].disabled)
+      r = st->d.cuGraphNodeSetEnabled ? st->d.cuGraphNodeSetEnabled(x->ge, x->nodes[i].dn, 0)
+                                      : CUDA_ERROR_NOT_SUPPORTED;
+  x->lib_epoch = rq->w->graph_lib_epoch;
+  x->lib_stale = 0;
   return r;
+}
+
+/* Builds the driver graph of x, or leaves x to replay when the driver
+ * cannot take it (x->g and x->ge NULL then). */
+static void build_or_replay(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
+  rgpu_worker *w = rq->w;
+  CUresult br = build_driver_graph(rq, st, x);
+  if (br == CUDA_SUCCESS) return;
+  /* A driver whose graph support cannot take this graph, or a library
+   * node that cannot be captured: replay it. */
+  RGPU_DEBUG("session=%llu graph %llu: driver graph failed (%s), replaying",
+             (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br));
+  if (x->ge) st->d.cuGraphExecDestroy(x->ge);
+  if (x->g) st->d.cuGraphDestroy(x->g);
+  x->g = NULL;
+  x->ge = NULL;
 }
 
 /* ---- replay --------------------------------------------------------------- */
@@ -372,7 +438,8 @@ static CUresult replay_memset(rgpu_worker *w, const gnode *g, CUstream s) {
   return CUDA_SUCCESS;
 }
 
-static CUresult replay(rgpu_worker *w, gexec *x, CUstream s, uint32_t *failed) {
+static CUresult replay(rgpu_req *rq, gexec *x, CUstream s, uint64_t stream_id, uint32_t *failed) {
+  rgpu_worker *w = rq->w;
   const rgpu_driver *D = &w->drv;
   static __thread void *kp[MAX_KERNEL_PARAMS];
   for (uint32_t oi = 0; oi < x->n; oi++) {
@@ -403,6 +470,10 @@ static CUresult replay(rgpu_worker *w, gexec *x, CUstream s, uint32_t *failed) {
     case RGPU_GNODE_MEMSET: r = replay_memset(w, g, s); break;
     case RGPU_GNODE_EVENT_RECORD: r = D->cuEventRecord(g->ev, s); break;
     case RGPU_GNODE_EVENT_WAIT: r = D->cuStreamWaitEvent(s, g->ev, 0); break;
+    case RGPU_GNODE_LIB:
+      r = rgpu_graph_lib_run_plain(rq, (uint32_t)g->n.lib.opcode, g->params, g->plen,
+                                   (size_t)g->n.lib.stream_at, stream_id);
+      break;
     default: break;
     }
     if (r != CUDA_SUCCESS) return r;
@@ -486,6 +557,7 @@ CUresult rgpu_h_graph_exec_create(rgpu_req *rq, const rgpu_msg_graph_exec_create
     r = decode_node(w, &x->nodes[i], i, &q->types, &q->words, &q->param_lens, i, q->params.data, &poff,
                     q->params.len);
     if (r == CUDA_SUCCESS) r = check_node(w, &x->nodes[i], i, 1);
+    if (r == CUDA_SUCCESS && x->nodes[i].type == RGPU_GNODE_LIB) x->nlib++;
   }
   if (r == CUDA_SUCCESS && poff != q->params.len)
     r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: %zu parameter bytes unused", q->params.len - poff);
@@ -549,17 +621,7 @@ CUresult rgpu_h_graph_exec_create(rgpu_req *rq, const rgpu_msg_graph_exec_create
   }
   if (r == CUDA_SUCCESS && x->h2d_len && !(x->h2d = malloc(x->h2d_len))) r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS && x->d2h_len && !(x->d2h = malloc(x->d2h_len))) r = CUDA_ERROR_OUT_OF_MEMORY;
-  if (r == CUDA_SUCCESS && have_graph_api(w, st)) {
-    CUresult br = build_driver_graph(w, st, x);
-    if (br != CUDA_SUCCESS) {
-      /* A driver whose graph support cannot take this graph: replay it. */
-      RGPU_DEBUG("session=%llu graph %llu: driver graph failed (%s), replaying",
-                 (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br));
-      if (x->g) st->d.cuGraphDestroy(x->g);
-      x->g = NULL;
-      x->ge = NULL;
-    }
-  }
+  if (r == CUDA_SUCCESS && have_graph_api(w, st)) build_or_replay(rq, st, x);
   if (r == CUDA_SUCCESS && rgpu_handle_map_put(&st->execs, x->id, x, w->cur_dev))
     r = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a graph");
   free(indeg);
@@ -586,6 +648,17 @@ CUresult rgpu_h_graph_exec_destroy(rgpu_req *rq, const rgpu_msg_graph_exec_destr
   return CUDA_SUCCESS;
 }
 
+/* Drops x's driver graph and builds it again (its library nodes captured
+ * anew), or leaves x to replay. */
+static void st_rebuild(rgpu_req *rq, gexec *x) {
+  rgpu_graph_state *st = rq->w->graphs;
+  if (x->ge) st->d.cuGraphExecDestroy(x->ge);
+  if (x->g) st->d.cuGraphDestroy(x->g);
+  x->g = NULL;
+  x->ge = NULL;
+  build_or_replay(rq, st, x);
+}
+
 CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
   rgpu_worker *w = rq->w;
   gexec *x = get_exec(w, q->exec_id);
@@ -606,6 +679,14 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
     CUresult r = check_node(w, &x->nodes[i], i, 0);
     if (r) return r;
   }
+  if (x->ge && x->nlib && (x->lib_stale || x->lib_epoch != w->graph_lib_epoch)) {
+    /* Memory was freed since the library nodes were captured (and checked):
+     * capture them again, which checks them again.  A launch in flight
+     * keeps its graph: the driver frees a destroyed one when it ends. */
+    if (x->last_pending) D->cuEventSynchronize(x->last);
+    x->last_pending = 0;
+    st_rebuild(rq, x);
+  }
   if (x->h2d_len) {
     /* The staging buffer is read by the previous launch until it ends. */
     if (x->last_pending) D->cuEventSynchronize(x->last);
@@ -618,7 +699,7 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
     r = w->graphs->d.cuGraphLaunch(x->ge, s);
   } else {
     if (x->done_valid && x->done_stream != s) D->cuStreamWaitEvent(s, x->done, 0);
-    r = replay(w, x, s, &failed);
+    r = replay(rq, x, s, q->stream, &failed);
     if (r == CUDA_SUCCESS && (x->done || D->cuEventCreate(&x->done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
       x->done_valid = D->cuEventRecord(x->done, s) == CUDA_SUCCESS;
       x->done_stream = s;
@@ -627,6 +708,8 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
   if (r != CUDA_SUCCESS) {
     if (x->h2d_len) D->cuStreamSynchronize(s);
     if (x->ge) return FAIL(r, "graph launch: %s", ENAME(r));
+    /* A library node's failure keeps its handler's message. */
+    if (x->nodes[failed].type == RGPU_GNODE_LIB && rq->msg[0]) return r;
     return FAIL(r, "graph launch (replay), node %u: %s", failed, ENAME(r));
   }
   if (x->h2d_len) {
@@ -704,8 +787,12 @@ CUresult rgpu_h_graph_exec_update(rgpu_req *rq, const rgpu_msg_graph_exec_update
     free(g->params);
     *g = nw[j];
     nw[j].params = NULL;
-    if (x->ge) {
-      CUresult dr = driver_node(w, w->graphs, x, i, NULL, 0, 1);
+    if (x->ge && g->type == RGPU_GNODE_LIB) {
+      /* Captured again at the next launch, with the whole graph if the
+       * new capture does not fit the old one's place. */
+      if (driver_node(rq, w->graphs, x, i, NULL, 0, 1) != CUDA_SUCCESS) x->lib_stale = 1;
+    } else if (x->ge) {
+      CUresult dr = driver_node(rq, w->graphs, x, i, NULL, 0, 1);
       if (dr == CUDA_SUCCESS && was_disabled) dr = w->graphs->d.cuGraphNodeSetEnabled(x->ge, g->dn, 1);
       if (dr != CUDA_SUCCESS) r = FAIL(dr, "graph update of node %u: %s", i, ENAME(dr));
     }

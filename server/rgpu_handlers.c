@@ -444,7 +444,7 @@ CUresult rgpu_h_mem_free(rgpu_req *rq, const rgpu_msg_mem_free_req *q) {
   if (!a || a->kind != RGPU_ALLOC_MALLOC)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx was not returned by cuMemAlloc in this session",
                 (unsigned long long)q->dptr);
-  rgpu_graph_lib_forget(w);
+  rgpu_graph_lib_invalidate(w);
   if (w->host_calls && rgpu_jobs_enabled(w) && a->device >= 0 && a->device < RGPU_MAX_DEVICES) {
     /* cuMemFree waits for the device, which may wait for a host callback
      * whose HOST_CALL_DONE only this thread can read: free in the
@@ -872,7 +872,7 @@ CUresult rgpu_h_module_unload(rgpu_req *rq, const rgpu_msg_module_unload_req *q)
   if (r) return r;
   rgpu_module_rec *m = e.ptr;
   rgpu_jobs_barrier(w, NULL);
-  rgpu_graph_lib_forget(w); /* its globals may be a captured call's pointers */
+  rgpu_graph_lib_invalidate(w); /* its globals may be a captured call's pointers */
   rgpu_alloc_table_remove_matching(&w->allocs, -1, q->module_id, NULL, NULL);
   r = D->cuModuleUnload((CUmodule)m->module);
   rgpu_module_rec_free(m);

@@ -21,6 +21,7 @@
 
 #include "rgpu_cudnn_graph.h"
 #include "rgpu_dispatch.h"
+#include "rgpu_graph_nodes.h"
 #include "rgpu_handlers_test_harness.h"
 #include "rgpu_messages.h"
 #include "rgpu_wire.h"
@@ -273,9 +274,29 @@ static void test_conv_graph(void **state) {
   harness_free(t);
 }
 
-/* A library call as a graph's node (GRAPH_LIB_NODE): on softgpu it runs as
- * the plain call it wraps; what is not a library call, or a request whose
- * stream field is not where the wrapper says, is refused with a reason. */
+/* Sends GRAPH_EXEC_CREATE for exec id `id`: one LIB node carrying req
+ * (len bytes, its stream field at stream_at) with opcode `opcode`. */
+static uint32_t create_lib_graph(harness *t, uint64_t id, uint32_t opcode, const uint8_t *req,
+                                 size_t len, uint64_t stream_at) {
+  rgpu_gnode n;
+  memset(&n, 0, sizeof n);
+  n.type = RGPU_GNODE_LIB;
+  n.lib = (rgpu_gnode_lib){.opcode = opcode, .stream_at = stream_at};
+  uint64_t words[RGPU_GNODE_WORDS];
+  rgpu_gnode_encode(&n, words);
+  uint32_t type = RGPU_GNODE_LIB, plen = (uint32_t)len;
+  rgpu_msg_graph_exec_create_req q = {.exec_id = id,
+                                      .types = {&type, 1},
+                                      .words = {words, RGPU_GNODE_WORDS},
+                                      .param_lens = {&plen, 1},
+                                      .params = {req, len}};
+  return HARNESS_SEND(t, RGPU_OP_GRAPH_EXEC_CREATE, graph_exec_create, &q, NULL, 0);
+}
+
+/* A library call as a graph's node (a LIB node): on softgpu the graph is
+ * replayed and the node runs as the plain call it carries, at every
+ * launch; what is not a library call, or a request whose stream field is
+ * not inside it, is refused at instantiation with a reason. */
 static void test_graph_lib_node(void **state) {
   (void)state;
   harness *t = harness_new();
@@ -296,32 +317,34 @@ static void test_graph_lib_node(void **state) {
   rgpu_buf req;
   rgpu_buf_init(&req);
   assert_int_equal(rgpu_msg_cudnn_backend_execute_req_encode(&req, &eq), 0);
-  /* handle (8 bytes), then the stream: 0, the legacy stream. */
-  rgpu_msg_graph_lib_node_req nq = {.stream = 0, .opcode = RGPU_OP_CUDNN_BACKEND_EXECUTE,
-                                    .stream_at = 8, .request = {req.data, req.len}};
+  /* handle (8 bytes), then the stream field. */
+  assert_int_equal(create_lib_graph(t, 77, RGPU_OP_CUDNN_BACKEND_EXECUTE, req.data, req.len, 8), 0);
   for (int launch = 0; launch < 2; launch++) {
-    assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0), 0);
+    float zero[27] = {0};
+    rgpu_msg_memcpy_htod_req hy = {.dst = mem + Y_OFF};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_HTOD, memcpy_htod, &hy, zero, sizeof zero), 0);
+    rgpu_msg_graph_launch_req lq = {.exec_id = 77, .stream = 0};
+    assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LAUNCH, graph_launch, &lq, NULL, 0), 0);
     rgpu_msg_memcpy_dtoh_req dq = {.src = mem + Y_OFF, .size = sizeof y};
     assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEMCPY_DTOH, memcpy_dtoh, &dq, NULL, 0), 0);
     memcpy(y, t->p, sizeof y);
     /* Ones everywhere, alpha 2: 2 x (taps inside the padded 5x5 input) x 2 channels. */
     assert_true(y[0] == 2 * 4 * 2 && y[4] == 2 * 9 * 2);
   }
-  nq.stream_at = 24; /* the graph's length and bytes, not 0 */
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
+  /* Its memory freed: the next launch runs the call, which refuses it. */
+  rgpu_msg_mem_free_req fq = {.dptr = mem};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_FREE, mem_free, &fq, NULL, 0), 0);
+  rgpu_msg_graph_launch_req lq = {.exec_id = 77, .stream = 0};
+  assert_int_not_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LAUNCH, graph_launch, &lq, NULL, 0), 0);
+  /* Refused at instantiation: a stream field past the request's end, an
+   * opcode that is no library call, one that is no opcode. */
+  assert_int_equal(create_lib_graph(t, 78, RGPU_OP_CUDNN_BACKEND_EXECUTE, req.data, req.len, req.len - 4),
                    CUDA_ERROR_INVALID_VALUE);
   assert_true(reply_says(t, "stream field"));
-  nq.stream_at = (uint32_t)req.len - 4;
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
-                   CUDA_ERROR_INVALID_VALUE);
-  nq.stream_at = 8;
-  nq.opcode = RGPU_OP_MEM_ALLOC;
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
+  assert_int_equal(create_lib_graph(t, 79, RGPU_OP_MEM_ALLOC, req.data, req.len, 8),
                    CUDA_ERROR_INVALID_VALUE);
   assert_true(reply_says(t, "no library call of a graph"));
-  nq.opcode = 0x12345;
-  assert_int_equal(HARNESS_SEND(t, RGPU_OP_GRAPH_LIB_NODE, graph_lib_node, &nq, NULL, 0),
-                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(create_lib_graph(t, 80, 0x12345, req.data, req.len, 8), CUDA_ERROR_INVALID_VALUE);
   rgpu_buf_free(&req);
   rgpu_buf_free(&g.b);
   harness_free(t);

@@ -91,6 +91,9 @@ struct rgpu_worker {
   rgpu_handle_map modules; /* ptr: rgpu_module_rec * */
   struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
   struct rgpu_graph_lib *graph_libs; /* rgpu_graph_lib.c; created on first use */
+  /* Advanced by every free and module unload: a library call captured into
+   * a graph before it was checked against memory that may be gone. */
+  uint64_t graph_lib_epoch;
 
   /* Request handling (rgpu_req.h). */
   rgpu_req *req;     /* the request being handled (NULL between requests):
