@@ -75,6 +75,10 @@ typedef struct {
   uint32_t nlib;
   uint64_t lib_epoch;
   int lib_stale;
+  /* The session tables' removal counts when every node last passed its
+   * launch check: while none moved, the check would pass again. */
+  int checked;
+  uint64_t checked_allocs, checked_modules, checked_events;
 } gexec;
 
 typedef struct rgpu_graph_state {
@@ -387,8 +391,9 @@ static void build_or_replay(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
   if (br == CUDA_SUCCESS) return;
   /* A driver whose graph support cannot take this graph, or a library
    * node that cannot be captured: replay it. */
-  RGPU_DEBUG("session=%llu graph %llu: driver graph failed (%s), replaying",
-             (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br));
+  RGPU_INFO("session=%llu graph %llu: the driver graph failed (%s%s): it runs node by node",
+            (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br),
+            x->nlib ? "; it has library nodes" : "");
   if (x->ge) st->d.cuGraphExecDestroy(x->ge);
   if (x->g) st->d.cuGraphDestroy(x->g);
   x->g = NULL;
@@ -673,11 +678,22 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
     if (!e) return FAIL(CUDA_ERROR_INVALID_HANDLE, "unknown stream id %llu", (unsigned long long)q->stream);
     s = (CUstream)e->ptr;
   }
-  /* What the graph touches may have been freed or unloaded since. */
-  for (uint32_t i = 0; i < x->n; i++) {
-    if (x->nodes[i].disabled) continue;
-    CUresult r = check_node(w, &x->nodes[i], i, 0);
-    if (r) return r;
+  /* What the graph touches may have been freed or unloaded since.  Each
+   * node's check is a few table searches, on every launch of a graph that
+   * may have thousands of nodes, so they run again only after one of the
+   * tables lost an entry. */
+  if (!x->checked || x->checked_allocs != w->allocs.removals ||
+      x->checked_modules != w->modules.removals || x->checked_events != w->events.removals) {
+    x->checked = 0;
+    for (uint32_t i = 0; i < x->n; i++) {
+      if (x->nodes[i].disabled) continue;
+      CUresult r = check_node(w, &x->nodes[i], i, 0);
+      if (r) return r;
+    }
+    x->checked = 1;
+    x->checked_allocs = w->allocs.removals;
+    x->checked_modules = w->modules.removals;
+    x->checked_events = w->events.removals;
   }
   if (x->ge && x->nlib && (x->lib_stale || x->lib_epoch != w->graph_lib_epoch)) {
     /* Memory was freed since the library nodes were captured (and checked):
@@ -799,6 +815,7 @@ CUresult rgpu_h_graph_exec_update(rgpu_req *rq, const rgpu_msg_graph_exec_update
   }
   for (uint32_t j = 0; j < cnt; j++) free(nw[j].params);
   free(nw);
+  x->checked = 0;
   return r;
 }
 

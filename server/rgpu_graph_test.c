@@ -233,7 +233,19 @@ static void test_graph_flow(void **state) {
   assert_int_equal(launch(t, 1000, in, sizeof in), 0); /* unchanged by the refusals */
   assert_int_equal(t->last_p[100], 0x22);
 
-  /* Freed memory and destroyed events are noticed at launch. */
+  /* Freed memory and destroyed events are noticed at launch (the launch
+   * checks again only after a table lost an entry: a free elsewhere makes
+   * it check, and pass). */
+  uint64_t c = alloc(t, 64);
+  assert_int_equal(u64_req(t, RGPU_OP_MEM_FREE, c), 0);
+  assert_int_equal(launch(t, 1000, in, sizeof in), 0);
+  assert_int_equal(t->last_p[100], 0x22);
+  nodes ge = {0};
+  node(&ge, RGPU_GNODE_EVENT_RECORD)[0] = 77;
+  assert_int_equal(create(t, 1001, &ge), 0);
+  assert_int_equal(launch(t, 1001, NULL, 0), 0);
+  assert_int_equal(u64_req(t, RGPU_OP_EVENT_DESTROY, 77), 0);
+  assert_int_equal(launch(t, 1001, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(u64_req(t, RGPU_OP_MEM_FREE, b), 0);
   assert_int_equal(launch(t, 1000, in, sizeof in), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(u64_req(t, RGPU_OP_GRAPH_EXEC_DESTROY, 1000), 0);

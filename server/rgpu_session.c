@@ -14,8 +14,10 @@ RGPU_INTERVAL_TABLE_DEFINE(alloc_tab, rgpu_alloc_table, rgpu_alloc, dptr, size, 
 void rgpu_alloc_table_init(rgpu_alloc_table *t) { memset(t, 0, sizeof *t); }
 
 void rgpu_alloc_table_free(rgpu_alloc_table *t) {
+  uint64_t removals = t->removals;
   alloc_tab_free(t);
   memset(t, 0, sizeof *t);
+  t->removals = removals + 1;
 }
 
 int rgpu_alloc_table_add(rgpu_alloc_table *t, uint64_t dptr, uint64_t size,
@@ -45,6 +47,7 @@ const rgpu_alloc *rgpu_alloc_table_lookup(const rgpu_alloc_table *t, uint64_t pt
 int rgpu_alloc_table_remove(rgpu_alloc_table *t, uint64_t dptr, rgpu_alloc *out) {
   rgpu_alloc a;
   if (alloc_tab_remove(t, dptr, &a)) return RGPU_SESS_ENOENT;
+  t->removals++;
   if (out) *out = a;
   if (a.kind == RGPU_ALLOC_MALLOC) t->malloc_bytes -= a.size;
   if (a.kind == RGPU_ALLOC_MODULE_GLOBAL) t->module_bytes -= a.size;
@@ -75,6 +78,7 @@ static int alloc_matches(void *p, const rgpu_alloc *a) {
 void rgpu_alloc_table_remove_matching(rgpu_alloc_table *t, int device, uint64_t module_id,
                                       void (*fn)(void *ctx, const rgpu_alloc *a), void *ctx) {
   alloc_match m = {t, device, module_id, fn, ctx};
+  t->removals++;
   alloc_tab_remove_if(t, alloc_matches, &m);
 }
 
@@ -83,8 +87,10 @@ void rgpu_alloc_table_remove_matching(rgpu_alloc_table *t, int device, uint64_t 
 void rgpu_handle_map_init(rgpu_handle_map *m) { memset(m, 0, sizeof *m); }
 
 void rgpu_handle_map_free(rgpu_handle_map *m) {
+  uint64_t removals = m->removals;
   free(m->v);
   memset(m, 0, sizeof *m);
+  m->removals = removals + 1;
 }
 
 /* Index of the first entry with id >= key (lower bound). */
@@ -123,12 +129,14 @@ int rgpu_handle_map_remove(rgpu_handle_map *m, uint64_t id, rgpu_handle_entry *o
   if (out) *out = m->v[i];
   memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof *m->v);
   m->n--;
+  m->removals++;
   return 0;
 }
 
 void rgpu_handle_map_remove_matching(rgpu_handle_map *m, int device,
                                      void (*fn)(void *ctx, const rgpu_handle_entry *e),
                                      void *ctx) {
+  m->removals++;
   size_t w = 0;
   for (size_t r = 0; r < m->n; r++) {
     if (device < 0 || m->v[r].device == device) {

@@ -40,6 +40,10 @@ typedef struct {
   /* Sum of RGPU_ALLOC_MODULE_GLOBAL sizes: __device__ variables hold device
    * memory too; the quota measures malloc_bytes + module_bytes. */
   uint64_t module_bytes;
+  /* Advanced by every removal (and by free): a check that ranges lie in
+   * the table stays true while it has not moved (adding never breaks one),
+   * so a graph launch need not check its nodes again (rgpu_graph.c). */
+  uint64_t removals;
 } rgpu_alloc_table;
 
 enum {
@@ -78,6 +82,7 @@ typedef struct {
 typedef struct {
   rgpu_handle_entry *v; /* sorted by id */
   size_t n, cap;
+  uint64_t removals; /* advanced by every removal and by free, as above */
 } rgpu_handle_map;
 
 void rgpu_handle_map_init(rgpu_handle_map *m);
