@@ -113,6 +113,24 @@ def rgpu_stats():
     return json.loads(buf.value[:n].decode()) if n > 0 else None
 
 
+def gpu_timed(torch, what, step, steps):
+    """Prints the mean GPU time of step() (CUDA events around each call,
+    each waited for), i.e. how long the device itself works on it, apart
+    from launch and link latency.  Skipped without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    total = 0.0
+    for _ in range(steps):
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        total += start.elapsed_time(end)
+    print(f"time {what}: {total / steps:.3f} ms per step ({steps} steps)")
+    return total / steps
+
+
 def timed(torch, what, step, steps, syncs_per_step=1):
     """Runs step() `steps` times after the caller's warm-up and prints the
     mean time per step, and through rgpu the round trips and bytes per

@@ -9,7 +9,7 @@ per step)."""
 import copy
 import sys
 
-from _harness import Checker, import_torch, timed
+from _harness import Checker, gpu_timed, import_torch, timed
 from torch_cnn import small_cnn
 
 
@@ -70,6 +70,10 @@ def main():
             ck.same("first replay: loss", static_loss)
             ck.same("first replay: weights", torch.cat([p.detach().flatten() for p in graphed.parameters()]))
             ck.same("first eager step: weights", torch.cat([p.detach().flatten() for p in eager.parameters()]))
+            # Which layer a difference starts in: the replay's gradients,
+            # one digest per parameter.
+            for n, p in graphed.named_parameters():
+                ck.same(f"first replay: grad {n}", p.grad)
     ck.true("graphed and eager losses agree",
             all(abs(a - b) <= 1e-4 * max(1.0, abs(a)) for a, b in zip(losses_e, losses_g)))
     for (n, pe), pg in zip(eager.named_parameters(), graphed.parameters()):
@@ -90,6 +94,7 @@ def main():
 
     timed(torch, "small cnn training step, eager", eager_step, 50)
     timed(torch, "small cnn training step, graphed", graphed_step, 50)
+    gpu_timed(torch, "small cnn training step, graph on the GPU", g.replay, 20)
 
     # Inference captured in eval mode.
     graphed.eval(), eager.eval()
@@ -118,6 +123,7 @@ def main():
 
         timed(torch, "small cnn inference, eager", eager_infer, 50)
         timed(torch, "small cnn inference, graphed", graphed_infer, 50)
+        gpu_timed(torch, "small cnn inference, graph on the GPU", gi.replay, 20)
     return ck.finish()
 
 
