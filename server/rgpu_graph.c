@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rgpu_graph_lib.h"
 #include "rgpu_log.h"
@@ -79,6 +80,10 @@ typedef struct {
    * launch check: while none moved, the check would pass again. */
   int checked;
   uint64_t checked_allocs, checked_modules, checked_events;
+  /* Debug log only: launches, node checks, rebuilds and the time spent in
+   * the launch handler since the last report. */
+  uint64_t launches, checks, rebuilds;
+  double launch_s;
 } gexec;
 
 typedef struct rgpu_graph_state {
@@ -391,9 +396,11 @@ static void build_or_replay(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
   if (br == CUDA_SUCCESS) return;
   /* A driver whose graph support cannot take this graph, or a library
    * node that cannot be captured: replay it. */
-  RGPU_INFO("session=%llu graph %llu: the driver graph failed (%s%s): it runs node by node",
-            (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br),
-            x->nlib ? "; it has library nodes" : "");
+  /* Expected where library calls cannot be captured (softgpu): debug. */
+  rgpu_log(br == CUDA_ERROR_NOT_SUPPORTED ? RGPU_LOG_DEBUG : RGPU_LOG_INFO,
+           "session=%llu graph %llu: the driver graph failed (%s%s): it runs node by node",
+           (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br),
+           x->nlib ? "; it has library nodes" : "");
   if (x->ge) st->d.cuGraphExecDestroy(x->ge);
   if (x->g) st->d.cuGraphDestroy(x->g);
   x->g = NULL;
@@ -664,10 +671,36 @@ static void st_rebuild(rgpu_req *rq, gexec *x) {
   build_or_replay(rq, st, x);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static CUresult launch_exec(rgpu_req *rq, gexec *x, const rgpu_msg_graph_launch_req *q);
+
 CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
   rgpu_worker *w = rq->w;
   gexec *x = get_exec(w, q->exec_id);
   if (!x) return CUDA_ERROR_INVALID_HANDLE;
+  if (!rgpu_log_enabled(RGPU_LOG_DEBUG)) return launch_exec(rq, x, q);
+  /* What a launch costs the server, every 256 launches of a graph. */
+  double t0 = now_s();
+  CUresult r = launch_exec(rq, x, q);
+  x->launch_s += now_s() - t0;
+  if (++x->launches % 256 == 0) {
+    RGPU_DEBUG("session=%llu graph %llu (%u nodes, %u library nodes, %s): %.1f us a launch in the "
+               "server over the last 256; node checks %llu, rebuilds %llu in all",
+               (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, x->n, x->nlib,
+               x->ge ? "driver graph" : "node by node", x->launch_s / 256 * 1e6,
+               (unsigned long long)x->checks, (unsigned long long)x->rebuilds);
+    x->launch_s = 0;
+  }
+  return r;
+}
+
+static CUresult launch_exec(rgpu_req *rq, gexec *x, const rgpu_msg_graph_launch_req *q) {
+  rgpu_worker *w = rq->w;
   const rgpu_driver *D = &w->drv;
   if (q->h2d.len != x->h2d_len)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph launch: %zu bytes of host data, the graph copies %zu",
@@ -685,6 +718,7 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
   if (!x->checked || x->checked_allocs != w->allocs.removals ||
       x->checked_modules != w->modules.removals || x->checked_events != w->events.removals) {
     x->checked = 0;
+    x->checks++;
     for (uint32_t i = 0; i < x->n; i++) {
       if (x->nodes[i].disabled) continue;
       CUresult r = check_node(w, &x->nodes[i], i, 0);
@@ -701,6 +735,7 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
      * keeps its graph: the driver frees a destroyed one when it ends. */
     if (x->last_pending) D->cuEventSynchronize(x->last);
     x->last_pending = 0;
+    x->rebuilds++;
     st_rebuild(rq, x);
   }
   if (x->h2d_len) {
