@@ -32,6 +32,7 @@
 #include "rgpu_frame.h"
 #include "rgpu_frame_io.h"
 #include "rgpu_log.h"
+#include "rgpu_spin.h"
 #include "rgpu_messages.h"
 #include "rgpu_mutex.h"
 #include "rgpu_transport.h"
@@ -85,6 +86,7 @@ struct rgpu_client {
 
   rgpu_client_counters ctr;
   void (*wait_hook)(void);
+  unsigned spin_us; /* polling before a reply's read blocks (rgpu_spin.h) */
 
   /* background D2H replies (under lock) */
   rgpu_bg_reply *bg;
@@ -550,6 +552,9 @@ rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rg
   if (c->wait_hook) c->wait_hook();
   if (!rs[0].continued) c->ctr.round_trips++;
   for (;;) {
+    /* Awake for a while before a read blocks (rgpu_spin.h). */
+    if (c->spin_us && c->rxpre_off >= c->rxpre.len && !c->broken && rgpu_conn_pending(c->conn) == 0)
+      rgpu_spin_readable(rgpu_conn_poll_fd(c->conn), c->spin_us);
     rc = read_one(c, seqs, rs, n, first_seq);
     if (rc < 0) return rc;
     if (rc > 0) {
@@ -1028,6 +1033,12 @@ int rgpu_client_sync_every_call(const rgpu_client *c) { return c->sync_every_cal
 int rgpu_client_is_dead(const rgpu_client *c) { return c->dead; }
 void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hook = hook; }
 
+void rgpu_client_set_spin(rgpu_client *c, int spin) {
+  rgpu_client_lock(c);
+  c->spin_us = spin ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US) : 0;
+  rgpu_client_unlock(c);
+}
+
 void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   rgpu_client_lock(c);
   *out = c->ctr;
@@ -1146,6 +1157,7 @@ static void client_resume_init(rgpu_client *c, const rgpu_client_config *cfg) {
   rgpu_resend_init(&c->resend);
   rgpu_buf_init(&c->rxpre);
   c->reconnect_s = cfg->reconnect_s;
+  c->spin_us = rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US);
   c->cfg = malloc(sizeof *c->cfg);
   if (c->cfg)
     *c->cfg = *cfg;

@@ -120,6 +120,13 @@ void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out);
  * server; the cudart facade uses it to count calls that waited. */
 void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
 
+/* A thread waiting for a reply polls for it for a while before it blocks
+ * (rgpu_spin.h): RGPU_CLIENT_SPIN_US microseconds, or RGPU_SPIN_US.  The
+ * cudart facade turns it off for cudaDeviceScheduleBlockingSync, which asks
+ * that the waiting thread sleep. */
+#define RGPU_CLIENT_SPIN_US 2000
+void rgpu_client_set_spin(rgpu_client *c, int spin);
+
 /* A reply being waited for.  If `dst` is set, a successful reply's payload
  * (at most dst_cap bytes) is read straight into it and `dst_len` tells how
  * much came; otherwise the payload goes to `payload` (caller's buffer, may

@@ -348,9 +348,12 @@ RGPU_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
   rgpu_rt_device *d;
   e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  /* Scheduling flags describe how the host thread waits; the remote wait is
-   * a socket read either way, so they are kept for cudaGetDeviceFlags. */
+  /* Scheduling flags describe how the host thread waits: blocking sync
+   * asks that it sleep, the others allow the short poll the client makes
+   * before a read blocks (rgpu_client_set_spin).  Kept for
+   * cudaGetDeviceFlags. */
   d->flags = flags;
+  rgpu_client_set_spin(c, (flags & cudaDeviceScheduleMask) != cudaDeviceScheduleBlockingSync);
   return cudaSuccess;
 }
 

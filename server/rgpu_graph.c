@@ -684,15 +684,15 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
   gexec *x = get_exec(w, q->exec_id);
   if (!x) return CUDA_ERROR_INVALID_HANDLE;
   if (!rgpu_log_enabled(RGPU_LOG_DEBUG)) return launch_exec(rq, x, q);
-  /* What a launch costs the server, every 256 launches of a graph. */
+  /* What a launch costs the server, every 32 launches of a graph. */
   double t0 = now_s();
   CUresult r = launch_exec(rq, x, q);
   x->launch_s += now_s() - t0;
-  if (++x->launches % 256 == 0) {
+  if (++x->launches % 32 == 0) {
     RGPU_DEBUG("session=%llu graph %llu (%u nodes, %u library nodes, %s): %.1f us a launch in the "
-               "server over the last 256; node checks %llu, rebuilds %llu in all",
+               "server over the last 32; node checks %llu, rebuilds %llu in all",
                (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, x->n, x->nlib,
-               x->ge ? "driver graph" : "node by node", x->launch_s / 256 * 1e6,
+               x->ge ? "driver graph" : "node by node", x->launch_s / 32 * 1e6,
                (unsigned long long)x->checks, (unsigned long long)x->rebuilds);
     x->launch_s = 0;
   }

@@ -26,6 +26,7 @@
 #include "rgpu_frame_io.h"
 #include "rgpu_image_cache.h"
 #include "rgpu_log.h"
+#include "rgpu_spin.h"
 #include "rgpu_metrics.h"
 
 /* ---- bounded end (own process only; rgpu_worker.h) --------------------- */
@@ -162,6 +163,7 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   if (w->cfg.max_payload == 0 || w->cfg.max_payload > RGPU_FRAME_MAX_PAYLOAD)
     w->cfg.max_payload = RGPU_FRAME_MAX_PAYLOAD;
   w->cur_dev = -1;
+  w->spin_us = rgpu_spin_budget_us(200);
   rgpu_alloc_table_init(&w->allocs);
   rgpu_handle_map_init(&w->streams);
   rgpu_handle_map_init(&w->events);
@@ -565,6 +567,10 @@ static int ctl_take_stream(rgpu_worker *w) {
 }
 
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
+  /* A while awake first (rgpu_spin.h); not before HELLO, where a peer may
+   * be anybody. */
+  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c))
+    rgpu_spin_readable(rgpu_conn_poll_fd(c), w->spin_us);
   while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
     int timeout_ms = -1;
     if (w->read_deadline > 0) {

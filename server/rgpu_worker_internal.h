@@ -75,6 +75,10 @@ struct rgpu_worker {
 
   /* Driver and contexts: loaded after an authenticated HELLO. */
   int drv_state; /* 0 not tried, 1 loaded, -1 failed */
+  /* How long the session thread polls for the client's next frame before
+   * it blocks (rgpu_spin.h; RGPU_SPIN_US, default 200 us): a program's
+   * next request follows the reply it waited for within tens of us. */
+  unsigned spin_us;
   rgpu_driver drv;
   char drv_err[768];
   int device_count; /* the devices the session sees (--devices) */

@@ -95,6 +95,13 @@ def main():
     timed(torch, "small cnn training step, eager", eager_step, 50)
     timed(torch, "small cnn training step, graphed", graphed_step, 50)
     gpu_timed(torch, "small cnn training step, graph on the GPU", g.replay, 20)
+    # Where a graphed step's time goes: the replay alone, and the two
+    # input copies alone.
+    timed(torch, "small cnn training step, graphed, no input copies",
+          lambda: (g.replay(), static_loss.item()), 50)
+    timed(torch, "small cnn training step, input copies and a synchronize",
+          lambda: (static_x.copy_(batches[1][0]), static_y.copy_(batches[1][1]),
+                   torch.cuda.synchronize()), 50)
 
     # Inference captured in eval mode.
     graphed.eval(), eager.eval()

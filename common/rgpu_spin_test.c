@@ -1,0 +1,55 @@
+/* rgpu_spin: a readable descriptor ends the poll at once, an idle one after
+ * the budget and not before; RGPU_SPIN_US is read with its bounds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "rgpu_clock.h"
+#include "rgpu_spin.h"
+
+static void test_readable_and_idle(void **state) {
+  (void)state;
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_spin_readable(p[0], 3000), 0); /* nothing written */
+  assert_true(rgpu_clock_elapsed_ns(t0) >= 3 * RGPU_NS_PER_MS);
+  assert_int_equal(rgpu_spin_readable(p[0], 0), 0); /* budget 0: no poll at all */
+  assert_int_equal(write(p[1], "x", 1), 1);
+  t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_spin_readable(p[0], 100000), 1);
+  assert_true(rgpu_clock_elapsed_ns(t0) < 50 * RGPU_NS_PER_MS); /* at once, not the budget */
+  close(p[1]);
+  char b;
+  assert_int_equal(read(p[0], &b, 1), 1);
+  assert_int_equal(rgpu_spin_readable(p[0], 100000), 1); /* hang-up: the read reports it */
+  close(p[0]);
+  assert_int_equal(rgpu_spin_readable(-1, 1000), 0);
+}
+
+static void test_budget_from_environment(void **state) {
+  (void)state;
+  unsetenv("RGPU_SPIN_US");
+  assert_int_equal(rgpu_spin_budget_us(200), 200);
+  setenv("RGPU_SPIN_US", "0", 1);
+  assert_int_equal(rgpu_spin_budget_us(200), 0);
+  setenv("RGPU_SPIN_US", "750", 1);
+  assert_int_equal(rgpu_spin_budget_us(200), 750);
+  setenv("RGPU_SPIN_US", "100001", 1); /* out of range: the default */
+  assert_int_equal(rgpu_spin_budget_us(200), 200);
+  setenv("RGPU_SPIN_US", "12ms", 1);
+  assert_int_equal(rgpu_spin_budget_us(200), 200);
+  unsetenv("RGPU_SPIN_US");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_readable_and_idle),
+      cmocka_unit_test(test_budget_from_environment),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
