@@ -159,15 +159,11 @@ static double scalar_value(int t, const void *p) {
   }
 }
 
-/* The session and the stream's wire id and device; a capturing stream is
- * refused (a cuBLASLt call is no graph node kind yet). */
+/* The session and the stream's wire id and device. */
 static cublasStatus_t enter(cudaStream_t stream, rgpu_client **c, uint64_t *wire, int *device) {
   if (rgpu_rt_enter(c) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   if (rgpu_rt_stream_resolve(*c, stream, 0, wire, device) != cudaSuccess)
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  if (rgpu_rt_graph_is_capturing(*wire))
-    REFUSE("cublasLtMatmul on a capturing stream is not supported by rgpu yet; it returns "
-           "CUBLAS_STATUS_NOT_SUPPORTED");
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -213,13 +209,25 @@ RGPU_CUBLASLT cublasStatus_t rgpu_cublaslt_cublasLtMatmul(
                                     .workspace_size = workspace ? workspaceSizeInBytes : 0,
                                     .algo = {algo, algo ? sizeof *algo : 0}};
   LT_SHAPE_FIELDS(q, &s);
-  rgpu_rt_host_backpressure(c, wire, 0);
-  rgpu_status rc = rgpu_call_cublaslt_matmul(c, device, RGPU_CALL_ASYNC, &q, NULL, NULL);
-  if (rc) {
-    rgpu_rt_sync_ret(c, rc);
-    return CUBLAS_STATUS_EXECUTION_FAILED;
+  /* Sent as a library call operation, so that a capturing stream makes it
+   * a graph node (the server captures it into the graph: the kernels
+   * cuBLASLt runs natively inside a capture); otherwise one CUBLASLT_MATMUL
+   * without a reply, behind the stream's backpressure. */
+  rgpu_buf req;
+  rgpu_buf_init(&req);
+  int enc = rgpu_msg_cublaslt_matmul_req_encode(&req, &q);
+  if (enc || req.err) {
+    rgpu_buf_free(&req);
+    return CUBLAS_STATUS_ALLOC_FAILED;
   }
-  return CUBLAS_STATUS_SUCCESS;
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_LIB_CALL, .stream = wire, .device = device};
+  op.lib.opcode = RGPU_OP_CUBLASLT_MATMUL;
+  op.lib.stream_at = 8; /* after the u64 handle */
+  op.lib.args = req.data;
+  op.lib.args_len = req.len;
+  cudaError_t e = rgpu_rt_submit(c, &op);
+  rgpu_buf_free(&req);
+  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 /* ---- cublasLtMatmulAlgoGetHeuristic and its cache ------------------------ */
