@@ -79,6 +79,38 @@ rgpu_client *rgpu_rt_client_peek(void);
 /* Start of a call that needs the server: counts the call, connects, and
  * returns the sticky error if there is one.  On success *out is the client. */
 cudaError_t rgpu_rt_enter(rgpu_client **out);
+/* ---- several servers (issue 19) ----------------------------------------
+ * RGPU_SERVER may name several servers; their devices form one list in
+ * order, and each request goes to the session of the server owning its
+ * device.  With one server none of this costs anything: the routing is
+ * one load of rgpu_rt_several_servers. */
+extern int rgpu_rt_several_servers;
+/* Sessions opened (0 before the first call; 1 with one server). */
+int rgpu_rt_server_count(void);
+rgpu_client *rgpu_rt_server_client(int i);
+/* Index of the server owning process-wide device dev. */
+int rgpu_rt_server_of_device(int dev);
+/* The session carrying dev's requests (with one server: the session). */
+rgpu_client *rgpu_rt_client_of_device(int dev);
+/* c, or the session owning dev when that is another server's. */
+static inline rgpu_client *rgpu_rt_route(rgpu_client *c, int dev) {
+  return rgpu_rt_several_servers && dev >= 0 ? rgpu_rt_client_of_device(dev) : c;
+}
+/* Server-local number of dev, for the messages that carry a device in
+ * their fields (DEVICE_PROPS, DEVICE_RESET, PEER_ACCESS, NVML_QUERY). */
+static inline uint32_t rgpu_rt_local_device(rgpu_client *owner, int dev) {
+  return (uint32_t)(dev - rgpu_client_first_device(owner));
+}
+/* 1 when devices a and b belong to different servers. */
+static inline int rgpu_rt_devices_apart(int a, int b) {
+  return rgpu_rt_several_servers && rgpu_rt_server_of_device(a) != rgpu_rt_server_of_device(b);
+}
+/* The error state of a session's devices. */
+rgpu_err_state *rgpu_rt_err_state_of(const rgpu_client *c);
+/* (rgpu_cudart_device.c) With several servers the device count and driver
+ * version are known once every session is open. */
+void rgpu_rt_devices_preset(int count, int driver_version);
+
 /* Records e as the thread's last error (if nonzero) and returns it. */
 cudaError_t rgpu_rt_ret(cudaError_t e);
 /* Turns the result of a client call (CUresult or negative transport code)
@@ -90,6 +122,7 @@ cudaError_t rgpu_rt_from_call(int rc);
 cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc);
 /* Pulls latched async errors of the client into the error state. */
 void rgpu_rt_collect_async(rgpu_client *c);
+/* The error state of the calling thread's current device's server. */
 rgpu_err_state *rgpu_rt_err_state(void);
 /* The calling thread's last error, read and written without the rules of
  * cudaGetLastError: the driver facade saves it around the runtime code it

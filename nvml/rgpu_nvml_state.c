@@ -95,10 +95,12 @@ static int handle_index(nvmlDevice_t d, unsigned int *idx) {
 static nvmlReturn_t fetch(unsigned int dev, rgpu_nvml_snapshot *s) {
   rgpu_client *c = rgpu_rt_client_peek();
   if (!c) return NVML_ERROR_UNKNOWN;
+  /* Several servers (issue 19): the owner's session, its own number. */
+  c = rgpu_rt_route(c, (int)dev);
   rgpu_buf pay;
   rgpu_buf_init(&pay);
   rgpu_client_reply rr = {.payload = &pay};
-  rgpu_msg_nvml_query_req q = {.device = dev};
+  rgpu_msg_nvml_query_req q = {.device = rgpu_rt_local_device(c, (int)dev)};
   rgpu_msg_nvml_query_rep rep;
   rgpu_status rc = rgpu_call_nvml_query(c, -1, 0, &q, &rep, &rr);
   nvmlReturn_t r = NVML_SUCCESS;
