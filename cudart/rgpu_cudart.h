@@ -356,6 +356,15 @@ void rgpu_rt_arena_synced(int dev, uint64_t seq);
 uint64_t rgpu_rt_arena_unused(int dev);
 void rgpu_rt_arena_forget_device(int dev);
 
+/* Several servers (issue 19): memory of mem_dev used by a copy or memset on
+ * a stream of stream_dev, another server's.  That server cannot order work
+ * on this one, so the client waits for the stream now (a round trip) and
+ * sets *wire to 0: the work runs on mem_dev's legacy stream, which later
+ * work of this kind on any stream again follows.  With one server, a
+ * capturing stream, or both on one server: nothing.  Returns the error,
+ * recorded. */
+cudaError_t rgpu_rt_foreign_stream(int mem_dev, int stream_dev, uint64_t *wire);
+
 /* The copy engine shared by memcpy and symbol copies. dst/src are device
  * addresses or host pointers according to kind (already resolved, never
  * cudaMemcpyDefault). */

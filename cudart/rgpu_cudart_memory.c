@@ -81,6 +81,16 @@ static cudaError_t sync_other_source(rgpu_client *c, const void *src, int dst_de
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+cudaError_t rgpu_rt_foreign_stream(int mem_dev, int stream_dev, uint64_t *wire) {
+  if (!rgpu_rt_devices_apart(mem_dev, stream_dev) || rgpu_rt_graph_is_capturing(*wire))
+    return cudaSuccess;
+  rgpu_client *cw = rgpu_rt_client_of_device(stream_dev);
+  rgpu_status rc = rgpu_rt_sync_call(cw, stream_dev, RGPU_RT_SYNC_STREAM, *wire, *wire);
+  if (rc) return rgpu_rt_sync_ret(cw, rc);
+  *wire = 0;
+  return cudaSuccess;
+}
+
 /* Bytes staged in client memory per piece of a copy between servers. */
 #define RGPU_RT_CROSS_STAGE_BYTES (64u << 20)
 
@@ -161,16 +171,10 @@ static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
       return copy_between_servers(c, (uint64_t)(uintptr_t)dst, dev, (uint64_t)(uintptr_t)src,
                                   rs.device, count, wire, sdev, async);
     }
-    if (rgpu_rt_devices_apart(sdev, dev) && !rgpu_rt_graph_is_capturing(wire)) {
-      /* The stream is another server's than the memory: that server cannot
-       * order the copy, so the client waits for the stream and copies
-       * synchronously on the memory's device. */
-      rgpu_client *cw = rgpu_rt_client_of_device(sdev);
-      rgpu_status rc = rgpu_rt_sync_call(cw, sdev, RGPU_RT_SYNC_STREAM, wire, wire);
-      if (rc) return rgpu_rt_sync_ret(cw, rc);
-      wire = 0;
-      async = 0;
-    }
+    uint64_t asked = wire;
+    e = rgpu_rt_foreign_stream(dev, sdev, &wire);
+    if (e != cudaSuccess) return e;
+    if (asked && !wire) async = 0; /* the stream's own ordering is gone: wait for it */
   }
   if (!async && kind == cudaMemcpyDeviceToDevice) {
     e = sync_other_source(c, src, dev);
@@ -768,16 +772,10 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
       }
       return cudaSuccess;
     }
-    if (rgpu_rt_devices_apart(sdev, dev) && !rgpu_rt_graph_is_capturing(wire)) {
-      /* The stream is another server's than the memory: that server cannot
-       * order the copy, so the client waits for the stream and copies
-       * synchronously on the memory's device. */
-      rgpu_client *cw = rgpu_rt_client_of_device(sdev);
-      rgpu_status rc = rgpu_rt_sync_call(cw, sdev, RGPU_RT_SYNC_STREAM, wire, wire);
-      if (rc) return rgpu_rt_sync_ret(cw, rc);
-      wire = 0;
-      async = 0;
-    }
+    uint64_t asked = wire;
+    e = rgpu_rt_foreign_stream(dev, sdev, &wire);
+    if (e != cudaSuccess) return e;
+    if (asked && !wire) async = 0; /* the stream's own ordering is gone: wait for it */
   }
   if (!async && kind == cudaMemcpyDeviceToDevice) {
     e = sync_other_source(c, src, dev);
@@ -845,6 +843,7 @@ static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_foreign_stream(r.device, sdev, &wire)) != cudaSuccess) return e;
   rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = r.device};
   op.fill = (struct cudaMemsetParams){.dst = devPtr,
                                       .pitch = pitch,
