@@ -35,6 +35,11 @@ __global__ void saxpy(float *y, const float *x, float a, int n) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
+// Stores through a null pointer: an asynchronous fault on any device.
+__global__ void write_at(int *p, int v) { p[4] = v; }
+
+static void host_count(void *arg) { ++*(int *)arg; }
+
 static unsigned char expected_byte(size_t i, int seed) {
   return (unsigned char)(i * 7 + seed * 31 + (i >> 8));
 }
@@ -283,6 +288,52 @@ int main() {
     for (int d = 0; d < count; d++) EXPECT(ok[d] == 1);
   }
   std::printf("four threads on four devices ok\n");
+
+  // ---- host functions on both servers' streams -------------------------------
+  {
+    int calls[4] = {0, 0, 0, 0};
+    for (int d = 0; d < count; d++) {
+      CHECK(cudaSetDevice(d));
+      fill<<<blocks(n), 256, 0, st[d]>>>(buf[d], n, 80 + d);
+      CHECK(cudaLaunchHostFunc(st[d], host_count, &calls[d]));
+      CHECK(cudaLaunchHostFunc(st[d], host_count, &calls[d]));
+    }
+    for (int d = 0; d < count; d++) {
+      CHECK(cudaStreamSynchronize(st[d]));
+      EXPECT(calls[d] == 2);
+      expect_on_device(buf[d], n, 80 + d, "kernel before a host function");
+    }
+  }
+  std::printf("host functions on both servers ok\n");
+
+  // ---- a fault on server B's device: server A's devices go on ------------------
+  {
+    CHECK(cudaSetDevice(3));
+    write_at<<<1, 1, 0, st[3]>>>(nullptr, 4);
+    EXPECT_ERR(cudaStreamSynchronize(st[3]), cudaErrorIllegalAddress);
+    EXPECT_ERR(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT_ERR(cudaDeviceSynchronize(), cudaErrorIllegalAddress); // sticky there
+    EXPECT_ERR(cudaGetLastError(), cudaErrorIllegalAddress);       // that call's
+    CHECK(cudaGetLastError());
+    for (int d = 0; d < 2; d++) {
+      fill_on(d, buf[d], n, 90 + d);
+      expect_on_device(buf[d], n, 90 + d, "device of server A after a fault on server B");
+    }
+    CHECK(cudaGetLastError());
+    // A reset of the faulted device clears server B's error; its memory on
+    // device 3 is gone, device 2's stays.
+    CHECK(cudaSetDevice(3));
+    cudaError_t reset = cudaDeviceReset();
+    EXPECT(reset == cudaSuccess || reset == cudaErrorIllegalAddress);
+    (void)cudaGetLastError();
+    CHECK(cudaStreamCreateWithFlags(&st[3], cudaStreamNonBlocking));
+    CHECK(cudaMalloc(&buf[3], n));
+    fill_on(3, buf[3], n, 93);
+    expect_on_device(buf[3], n, 93, "device 3 after its reset");
+    fill_on(2, buf[2], n, 92);
+    expect_on_device(buf[2], n, 92, "device 2 after device 3's reset");
+  }
+  std::printf("a fault on server B left server A's devices working ok\n");
 
   // ---- a server drops out: only its devices fail -------------------------------
   const char *pg = std::getenv("RGPU_TEST_SERVER_PGIDS");
