@@ -79,6 +79,21 @@ rgpu_client *rgpu_rt_client_peek(void);
 /* Start of a call that needs the server: counts the call, connects, and
  * returns the sticky error if there is one.  On success *out is the client. */
 cudaError_t rgpu_rt_enter(rgpu_client **out);
+/* ---- the device list of several servers (rgpu_cudart_devlist.c, pure) -- */
+
+/* Server i's devices are the process's first[i] .. first[i]+count[i]-1,
+ * each server's after the previous one's, in RGPU_SERVER's order. */
+typedef struct {
+  int n;
+  int first[RGPU_CLIENT_MAX_SERVERS];
+  int count[RGPU_CLIENT_MAX_SERVERS];
+} rgpu_devlist;
+/* From each server's device count (n <= RGPU_CLIENT_MAX_SERVERS); at most
+ * max devices in all (the later ones are cut).  Returns the total. */
+int rgpu_devlist_build(rgpu_devlist *l, const int *counts, int n, int max);
+/* The server owning dev, or -1 (no such device). */
+int rgpu_devlist_server_of(const rgpu_devlist *l, int dev);
+
 /* ---- several servers (issue 19) ----------------------------------------
  * RGPU_SERVER may name several servers; their devices form one list in
  * order, and each request goes to the session of the server owning its

@@ -48,12 +48,8 @@ static rgpu_client *g_client;
  * its devices following the previous server's in the process's list.
  * Written once in connect_once (before g_client is published), then read
  * without locks. */
-typedef struct {
-  rgpu_client *client;
-  int first_device;
-  int ndevices;
-} rgpu_rt_server;
-static rgpu_rt_server g_servers[RGPU_CLIENT_MAX_SERVERS];
+static rgpu_client *g_server_clients[RGPU_CLIENT_MAX_SERVERS];
+static rgpu_devlist g_devlist;
 static int g_nservers;
 int rgpu_rt_several_servers;
 static cudaError_t g_connect_error = cudaErrorNoDevice;
@@ -62,25 +58,26 @@ static int g_cfg_loaded;
 
 int rgpu_rt_server_count(void) { return g_nservers; }
 rgpu_client *rgpu_rt_server_client(int i) {
-  return i >= 0 && i < g_nservers ? g_servers[i].client : NULL;
+  return i >= 0 && i < g_nservers ? g_server_clients[i] : NULL;
 }
 
 int rgpu_rt_server_of_device(int dev) {
-  for (int i = 1; i < g_nservers; i++)
-    if (dev < g_servers[i].first_device) return i - 1;
-  return g_nservers > 0 ? g_nservers - 1 : 0;
+  if (!rgpu_rt_several_servers) return 0;
+  int i = rgpu_devlist_server_of(&g_devlist, dev);
+  /* No such device: the last server's session refuses it (its range
+   * check), as one server's would. */
+  return i >= 0 ? i : g_nservers - 1;
 }
 
 rgpu_client *rgpu_rt_client_of_device(int dev) {
   if (!rgpu_rt_several_servers) return g_client;
-  if (dev < 0) return g_client;
-  return g_servers[rgpu_rt_server_of_device(dev)].client;
+  return g_server_clients[rgpu_rt_server_of_device(dev)];
 }
 
 /* The server index of a session (0 for one server or an unknown one). */
 static int server_index(const rgpu_client *c) {
   for (int i = 1; i < g_nservers; i++)
-    if (g_servers[i].client == c) return i;
+    if (g_server_clients[i] == c) return i;
   return 0;
 }
 
@@ -180,8 +177,8 @@ static int server_driver_info(rgpu_client *c, int *count, int *driver_version, c
 
 static void close_servers(int n) {
   for (int i = 0; i < n; i++) {
-    rgpu_client_close(g_servers[i].client);
-    g_servers[i].client = NULL;
+    rgpu_client_close(g_server_clients[i]);
+    g_server_clients[i] = NULL;
   }
 }
 
@@ -198,34 +195,32 @@ static int connect_several(void) {
     fprintf(stderr, "rgpu: %s\n", err);
     return -1;
   }
-  int total = 0, driver_version = 0;
+  int counts[RGPU_CLIENT_MAX_SERVERS], driver_version = 0;
   for (int i = 0; i < n; i++) {
     rgpu_client_config one = g_cfg;
     memcpy(one.server, uris[i], sizeof one.server); /* both RGPU_CLIENT_URI_MAX */
     one.nservers = 1;
     rgpu_client *c = NULL;
-    int count = 0, version = 0;
+    int version = 0;
     if (rgpu_client_connect(&one, &c, err, sizeof err) ||
-        server_driver_info(c, &count, &version, err, sizeof err)) {
+        server_driver_info(c, &counts[i], &version, err, sizeof err)) {
       fprintf(stderr, "%s (server %d of %d in RGPU_SERVER; no device of any is used)\n", err,
               i + 1, n);
       if (c) rgpu_client_close(c);
       close_servers(i);
       return -1;
     }
-    if (count > RGPU_MAX_DEVICES - total) count = RGPU_MAX_DEVICES - total;
-    g_servers[i] = (rgpu_rt_server){.client = c, .first_device = total, .ndevices = count};
-    if (i == 0) driver_version = version;
+    g_server_clients[i] = c;
     /* The oldest driver bounds what the program may rely on. */
-    if (version < driver_version) driver_version = version;
-    total += count;
+    if (i == 0 || version < driver_version) driver_version = version;
   }
+  int total = rgpu_devlist_build(&g_devlist, counts, n, RGPU_MAX_DEVICES);
   for (int i = 0; i < n; i++) {
-    rgpu_client_set_device_range(g_servers[i].client, g_servers[i].first_device,
-                                 g_servers[i].ndevices, rgpu_rt_client_of_device);
-    rgpu_client_set_wait_hook(g_servers[i].client, on_wait);
-    RGPU_INFO("server %d of %d: %s, devices %d..%d", i + 1, n, uris[i],
-              g_servers[i].first_device, g_servers[i].first_device + g_servers[i].ndevices - 1);
+    rgpu_client_set_device_range(g_server_clients[i], g_devlist.first[i], g_devlist.count[i],
+                                 rgpu_rt_client_of_device);
+    rgpu_client_set_wait_hook(g_server_clients[i], on_wait);
+    RGPU_INFO("server %d of %d: %s, devices %d..%d", i + 1, n, uris[i], g_devlist.first[i],
+              g_devlist.first[i] + g_devlist.count[i] - 1);
   }
   g_nservers = n;
   rgpu_rt_several_servers = 1;
@@ -248,7 +243,7 @@ static void connect_once(void) {
   enable_round_trip_trace();
   if (g_cfg.nservers > 1) {
     if (connect_several()) return;
-    g_client = g_servers[0].client;
+    g_client = g_server_clients[0];
     g_connect_error = cudaSuccess;
     return;
   }
@@ -258,7 +253,7 @@ static void connect_once(void) {
     return;
   }
   rgpu_client_set_wait_hook(c, on_wait);
-  g_servers[0] = (rgpu_rt_server){.client = c, .first_device = 0, .ndevices = RGPU_MAX_DEVICES};
+  g_server_clients[0] = c;
   g_nservers = 1;
   g_client = c;
   g_connect_error = cudaSuccess;
@@ -344,8 +339,8 @@ static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *trans
    * server is RGPU_SERVER's list (docs/architecture.md, issue 19). */
   for (int i = 1; c && rgpu_rt_several_servers && i < g_nservers; i++) {
     rgpu_client_counters more = {0};
-    if (!g_servers[i].client) continue;
-    rgpu_client_get_counters(g_servers[i].client, &more);
+    if (!g_server_clients[i]) continue;
+    rgpu_client_get_counters(g_server_clients[i], &more);
     ctr.round_trips += more.round_trips;
     ctr.bytes_sent += more.bytes_sent;
     ctr.bytes_received += more.bytes_received;
@@ -353,7 +348,7 @@ static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *trans
     ctr.flushes += more.flushes;
     ctr.flow_waits += more.flow_waits;
     ctr.resumes += more.resumes;
-    if (strcmp(transport, rgpu_client_transport(g_servers[i].client)))
+    if (strcmp(transport, rgpu_client_transport(g_server_clients[i])))
       snprintf(transport, tcap, "mixed");
   }
   if (c && rgpu_rt_several_servers) snprintf(server, scap, "%s", g_cfg.server);
@@ -409,8 +404,8 @@ __attribute__((destructor)) static void rgpu_rt_fini(void) {
     /* Every session says goodbye (the others' queued work must run too). */
     int n = rgpu_rt_several_servers ? g_nservers : 1;
     for (int i = 0; i < n; i++) {
-      rgpu_client *ci = i == 0 ? c : g_servers[i].client;
-      g_servers[i].client = NULL;
+      rgpu_client *ci = i == 0 ? c : g_server_clients[i];
+      g_server_clients[i] = NULL;
       if (ci) rgpu_client_close(ci);
     }
   }
@@ -432,7 +427,7 @@ static cudaError_t poll_errors(int take) {
   int mine = rgpu_rt_several_servers ? rgpu_rt_server_of_device(rgpu_rt_current_device()) : 0;
   for (int k = 0; k < n; k++) {
     int i = (mine + k) % n;
-    rgpu_client *c = g_servers[i].client;
+    rgpu_client *c = g_server_clients[i];
     if (!c) continue;
     rgpu_client_poll_events(c);
     rgpu_rt_collect_async(c);
