@@ -18,7 +18,8 @@
 # client; --client-scheme tcp makes the client speak plain tcp:// to the
 # server's tls:// port.
 # --servers N (with --listen) starts N servers alike and gives the program
-# all of them (RGPU_SERVER=URI1,URI2,...: several servers, issue 19); each
+# all of them (RGPU_SERVER=URI1,URI2,...: several servers, issue 19), and
+# --remote's URI after them when both are given; each
 # runs in a process group of its own, whose ids the program finds in
 # RGPU_TEST_SERVER_PGIDS (comma-separated, in RGPU_SERVER's order) to stop
 # one mid-run.
@@ -100,7 +101,7 @@ if [ -n "$listen" ]; then
   case " $server_args " in
     *" --image-cache "*) own_cache=0 ;;
   esac
-  if [ "$nservers" -gt 1 ]; then
+  if [ "$nservers" -gt 1 ] || [ -n "$remote" ]; then
     uris="" pgids=""
     for k in $(seq 1 "$nservers"); do
       # setsid: the server leads a process group (no job control here, so
@@ -125,6 +126,9 @@ if [ -n "$listen" ]; then
       uris="$uris${uris:+,}$u"
       pgids="$pgids${pgids:+,}${extra_pids[-1]}"
     done
+    # --remote with --listen: one more server, not started here (after the
+    # started ones in RGPU_SERVER).
+    [ -n "$remote" ] && uris="$uris,$remote"
     envs+=("RGPU_TEST_SERVER_PGIDS=$pgids")
     run_args=(--server "$uris")
   else

@@ -289,6 +289,38 @@ int main() {
   }
   std::printf("four threads on four devices ok\n");
 
+  // ---- graphs: one on server B's device; a copy between servers is not
+  // capturable (documented) ------------------------------------------------------
+  {
+    CHECK(cudaSetDevice(2));
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    CHECK(cudaStreamBeginCapture(st[2], cudaStreamCaptureModeThreadLocal));
+    fill<<<blocks(n), 256, 0, st[2]>>>(buf[2], n, 66);
+    bump<<<blocks(n), 256, 0, st[2]>>>(buf[2], n);
+    CHECK(cudaStreamEndCapture(st[2], &g));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, st[2]));
+    CHECK(cudaStreamSynchronize(st[2]));
+    std::vector<unsigned char> h(n);
+    CHECK(cudaMemcpy(h.data(), buf[2], n, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+      if (h[i] != (unsigned char)(expected_byte(i, 66) * 3 + 1)) {
+        std::fprintf(stderr, "FAIL graph on device 2: byte %zu is %u\n", i, h[i]);
+        return 1;
+      }
+    CHECK(cudaGraphExecDestroy(x));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamBeginCapture(st[0], cudaStreamCaptureModeThreadLocal));
+    EXPECT_ERR(cudaMemcpyPeerAsync(dst[2], 2, buf[0], 0, n, st[0]), cudaErrorNotSupported);
+    cudaGraph_t g2 = nullptr;
+    (void)cudaStreamEndCapture(st[0], &g2);
+    if (g2) CHECK(cudaGraphDestroy(g2));
+    (void)cudaGetLastError();
+  }
+  std::printf("graphs on server B's device ok\n");
+
   // ---- host functions on both servers' streams -------------------------------
   {
     int calls[4] = {0, 0, 0, 0};
