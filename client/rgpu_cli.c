@@ -44,6 +44,7 @@ static void usage(FILE *f) {
           "\n"
           "  run    runs PROGRAM (built with nvcc -cudart shared) with rgpu's libcudart.so.13,\n"
           "         on the GPU of the server at URI (tcp://HOST:PORT, tls://, quic://, unix:///PATH).\n"
+          "         URI,URI,... names several servers: their GPUs form one device list, in order.\n"
           "         With no --server and no RGPU_SERVER, a private local server on softgpu (the\n"
           "         CPU implementation) is started for the run; when PROGRAM fails, that\n"
           "         server's log is kept in $TMPDIR (or /tmp) and its last lines are shown.\n"
