@@ -116,6 +116,9 @@ static inline rgpu_client *rgpu_rt_route(rgpu_client *c, int dev) {
 static inline uint32_t rgpu_rt_local_device(rgpu_client *owner, int dev) {
   return (uint32_t)(dev - rgpu_client_first_device(owner));
 }
+/* Every server lost (with one: c's connection failed).  A lost server of
+ * several fails only its own devices. */
+int rgpu_rt_all_lost(rgpu_client *c);
 /* 1 when devices a and b belong to different servers. */
 static inline int rgpu_rt_devices_apart(int a, int b) {
   return rgpu_rt_several_servers && rgpu_rt_server_of_device(a) != rgpu_rt_server_of_device(b);

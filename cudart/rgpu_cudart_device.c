@@ -244,7 +244,7 @@ RGPU_API cudaError_t cudaGetDeviceCount(int *count) {
   cudaError_t e = cudaErrorNoDevice;
   rgpu_client *c = rgpu_rt_client(&e);
   if (!c) return rgpu_rt_ret(e);
-  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorNoDevice);
+  if (rgpu_rt_all_lost(c)) return rgpu_rt_ret(cudaErrorNoDevice);
   int n = 0;
   e = rgpu_rt_device_count(c, &n);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
@@ -323,7 +323,6 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   cudaError_t e = cudaErrorNoDevice;
   rgpu_client *c = rgpu_rt_client(&e);
   if (!c) return rgpu_rt_ret(e);
-  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
   int dev = rgpu_rt_current_device();
   c = rgpu_rt_route(c, dev);
   if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);

@@ -74,6 +74,13 @@ rgpu_client *rgpu_rt_client_of_device(int dev) {
   return g_server_clients[rgpu_rt_server_of_device(dev)];
 }
 
+int rgpu_rt_all_lost(rgpu_client *c) {
+  if (!rgpu_rt_several_servers) return rgpu_client_is_dead(c);
+  for (int i = 0; i < g_nservers; i++)
+    if (g_server_clients[i] && !rgpu_client_is_dead(g_server_clients[i])) return 0;
+  return 1;
+}
+
 /* The server index of a session (0 for one server or an unknown one). */
 static int server_index(const rgpu_client *c) {
   for (int i = 1; i < g_nservers; i++)

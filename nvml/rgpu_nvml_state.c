@@ -32,7 +32,7 @@ void rgpu_nvml_note_unsupported(const char *name, int *logged) {
 static nvmlReturn_t init_common(void) {
   cudaError_t e = cudaSuccess;
   rgpu_client *c = rgpu_rt_client(&e);
-  if (!c || rgpu_client_is_dead(c)) return NVML_ERROR_DRIVER_NOT_LOADED;
+  if (!c || rgpu_rt_all_lost(c)) return NVML_ERROR_DRIVER_NOT_LOADED;
   int n = 0;
   if (rgpu_rt_device_count(c, &n) != cudaSuccess) return NVML_ERROR_DRIVER_NOT_LOADED;
   rgpu_mutex_lock(&g_lock);

@@ -360,6 +360,7 @@ int main() {
     (void)cudaGetLastError();
     CHECK(cudaStreamCreateWithFlags(&st[3], cudaStreamNonBlocking));
     CHECK(cudaMalloc(&buf[3], n));
+    CHECK(cudaMalloc(&dst[3], n));
     fill_on(3, buf[3], n, 93);
     expect_on_device(buf[3], n, 93, "device 3 after its reset");
     fill_on(2, buf[2], n, 92);
@@ -368,49 +369,59 @@ int main() {
   std::printf("a fault on server B left server A's devices working ok\n");
 
   // ---- a server drops out: only its devices fail -------------------------------
+  // RGPU_TEST_LOSE=0 stops server A (devices 0, 1: the session opened
+  // first), else server B (devices 2, 3).
   const char *pg = std::getenv("RGPU_TEST_SERVER_PGIDS");
   if (!pg || !std::strchr(pg, ',')) {
     std::printf("PASS multi_server (no server stopped: RGPU_TEST_SERVER_PGIDS unset)\n");
     return 0;
   }
-  pid_t pgid_b = (pid_t)std::atol(std::strchr(pg, ',') + 1);
-  EXPECT(pgid_b > 1);
-  CHECK(cudaSetDevice(2));
+  const char *lose_env = std::getenv("RGPU_TEST_LOSE");
+  int lose = lose_env && std::atoi(lose_env) == 0 ? 0 : 1;
+  int gone0 = 2 * lose, gone1 = gone0 + 1, live0 = 2 - gone0, live1 = live0 + 1;
+  pid_t pgid = (pid_t)std::atol(lose ? std::strchr(pg, ',') + 1 : pg);
+  EXPECT(pgid > 1);
+  CHECK(cudaSetDevice(gone0));
   CHECK(cudaDeviceSynchronize());
-  EXPECT(kill(-pgid_b, SIGKILL) == 0);
-  // Device 2's next call finds its server gone (after the client's short
-  // resume attempt: RGPU_RECONNECT_S in the test).
+  EXPECT(kill(-pgid, SIGKILL) == 0);
+  // The lost server's device fails at its next call (after the client's
+  // short resume attempt: RGPU_RECONNECT_S in the test).
   std::vector<unsigned char> h(n);
-  cudaError_t e2 = cudaMemcpy(h.data(), buf[2], n, cudaMemcpyDeviceToHost);
+  cudaError_t e2 = cudaMemcpy(h.data(), buf[gone0], n, cudaMemcpyDeviceToHost);
   EXPECT(e2 == cudaErrorDevicesUnavailable);
   (void)cudaGetLastError();
   unsigned char *lost = nullptr;
   EXPECT_ERR(cudaMalloc(&lost, 1024), cudaErrorDevicesUnavailable);
   (void)cudaGetLastError();
-  CHECK(cudaSetDevice(3)); // switching is no device work
+  CHECK(cudaSetDevice(gone1)); // switching is no device work
   EXPECT_ERR(cudaDeviceSynchronize(), cudaErrorDevicesUnavailable);
   (void)cudaGetLastError();
-  // Copies that need the lost server fail; those between A's devices work.
-  CHECK(cudaSetDevice(0));
-  EXPECT_ERR(cudaMemcpyPeer(dst[0], 0, buf[2], 2, n), cudaErrorDevicesUnavailable);
+  // Copies that need the lost server fail; those between the live
+  // server's devices work.
+  CHECK(cudaSetDevice(live0));
+  EXPECT_ERR(cudaMemcpyPeer(dst[live0], live0, buf[gone0], gone0, n), cudaErrorDevicesUnavailable);
   (void)cudaGetLastError();
-  for (int d = 0; d < 2; d++) {
+  int still = -1;
+  CHECK(cudaGetDeviceCount(&still));
+  EXPECT(still == 4); // the numbering stays
+  for (int d = live0; d <= live1; d++) {
     fill_on(d, buf[d], n, 70 + d);
     expect_on_device(buf[d], n, 70 + d, "device of the live server after the other was lost");
   }
-  CHECK(cudaMemcpyPeer(dst[1], 1, buf[0], 0, n));
-  expect_on_device(dst[1], n, 70, "cudaMemcpyPeer 0 -> 1 after server B was lost");
+  CHECK(cudaMemcpyPeer(dst[live1], live1, buf[live0], live0, n));
+  expect_on_device(dst[live1], n, 70 + live0, "cudaMemcpyPeer on the live server after a loss");
   {
     int ok[2] = {0, 0};
-    std::thread t0(thread_work, 0, 3, &ok[0]), t1(thread_work, 1, 3, &ok[1]);
+    std::thread t0(thread_work, live0, 3, &ok[0]), t1(thread_work, live1, 3, &ok[1]);
     t0.join();
     t1.join();
     EXPECT(ok[0] == 1 && ok[1] == 1);
   }
-  CHECK(cudaSetDevice(1));
+  CHECK(cudaSetDevice(live1));
   CHECK(cudaDeviceSynchronize());
   CHECK(cudaGetLastError());
-  std::printf("server B lost: devices 2, 3 fail, devices 0, 1 keep computing ok\n");
+  std::printf("server %c lost: devices %d, %d fail, devices %d, %d keep computing ok\n",
+              lose ? 'B' : 'A', gone0, gone1, live0, live1);
   std::printf("PASS multi_server\n");
   return 0;
 }
