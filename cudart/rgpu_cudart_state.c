@@ -161,24 +161,49 @@ static void enable_round_trip_trace(void) {
   g_trace_round_trips = trace && *trace && strcmp(trace, "0");
 }
 
-/* Device count and driver version of one more server (a round trip each,
- * at start-up only). */
-static int server_driver_info(rgpu_client *c, int *count, int *driver_version, char *err,
-                              size_t errlen) {
+/* DRIVER_INFO asked for in HELLO's round trip (rgpu_client_hello_fn), so
+ * opening each of several servers costs one round trip, as opening one
+ * does. */
+typedef struct {
+  uint64_t seq;
+  rgpu_client_reply reply;
   rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_client_reply r = {.payload = &pay};
+} driver_info_prefetch;
+
+static size_t prefetch_driver_info(rgpu_client *c, void *ctx, uint64_t **seqs,
+                                   rgpu_client_reply **rs) {
+  driver_info_prefetch *p = ctx;
+  p->reply = (rgpu_client_reply){.payload = &p->pay};
+  if (rgpu_send_driver_info_locked(c, 1, NULL, &p->seq) != 0) return 0;
+  *seqs = &p->seq;
+  *rs = &p->reply;
+  return 1;
+}
+
+/* Device count and driver version of a server: the prefetched answer, or
+ * (none came) a round trip now. */
+static int server_driver_info(rgpu_client *c, driver_info_prefetch *pre, int *count,
+                              int *driver_version, char *err, size_t errlen) {
   rgpu_msg_driver_info_rep rep;
-  rgpu_status rc = rgpu_call_driver_info(c, -1, 0, NULL, &rep, &r);
+  rgpu_status rc;
+  rgpu_client_reply *r = &pre->reply;
+  if (r->done && r->status == 0) {
+    rc = rgpu_msg_driver_info_rep_decode(pre->pay.data, pre->pay.len, &rep) == 0
+             ? 0
+             : 999 /* CUDA_ERROR_UNKNOWN: a malformed reply */;
+  } else {
+    rgpu_buf_free(&pre->pay);
+    *r = (rgpu_client_reply){.payload = &pre->pay};
+    rc = rgpu_call_driver_info(c, -1, 0, NULL, &rep, r);
+  }
   if (rc == 0) {
     *count = (int)rep.device_count;
     *driver_version = rep.driver_version;
   } else {
     snprintf(err, errlen, "rgpu: server %s did not say how many GPUs it has (%s%s%s)",
              rgpu_client_uri(c), rgpu_cudart_error_name(rgpu_rt_from_call(rc)),
-             r.msg[0] ? ": " : "", r.msg);
+             r->msg[0] ? ": " : "", r->msg);
   }
-  rgpu_buf_free(&pay);
   return rc == 0 ? 0 : -1;
 }
 
@@ -209,8 +234,12 @@ static int connect_several(void) {
     one.nservers = 1;
     rgpu_client *c = NULL;
     int version = 0;
-    if (rgpu_client_connect(&one, &c, err, sizeof err) ||
-        server_driver_info(c, &counts[i], &version, err, sizeof err)) {
+    driver_info_prefetch pre = {0};
+    rgpu_buf_init(&pre.pay);
+    int failed = rgpu_client_connect_with(&one, prefetch_driver_info, &pre, &c, err, sizeof err) ||
+                 server_driver_info(c, &pre, &counts[i], &version, err, sizeof err);
+    rgpu_buf_free(&pre.pay);
+    if (failed) {
       fprintf(stderr, "%s (server %d of %d in RGPU_SERVER; no device of any is used)\n", err,
               i + 1, n);
       if (c) rgpu_client_close(c);
