@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rgpu_client.h"
+#include "rgpu_transport.h"
 
 static const char *env_default(const char *name, void *ctx) {
   (void)ctx;
@@ -114,14 +115,13 @@ int rgpu_client_server_list_parse(const char *list, char (*uris)[RGPU_CLIENT_URI
     }
     memcpy(uris[n], b, len);
     uris[n][len] = '\0';
-    const char *sep = strstr(uris[n], "://");
-    /* A list is where a forgotten scheme ("a:7000,b:7000") is likeliest;
-     * one URI alone is left to the transport, which says the same. */
-    if (!sep || sep == uris[n] || !sep[3]) {
-      snprintf(err, errlen,
-               "RGPU_SERVER=%.200s: entry %d (%.200s) is not a server URI (expected "
-               "SCHEME://HOST:PORT, e.g. quic://gpu1:7000)",
-               list, n + 1, uris[n]);
+    /* Each entry of a list is checked now, with the transport's own words
+     * (a forgotten scheme, "a:7000,b:7000", is likeliest there); one URI
+     * alone is left to the connection, which says the same. */
+    rgpu_uri parsed;
+    char why[300];
+    if (strchr(list, ',') && rgpu_uri_parse(uris[n], &parsed, why, sizeof why)) {
+      snprintf(err, errlen, "RGPU_SERVER=%.200s: entry %d: %.300s", list, n + 1, why);
       return -1;
     }
     for (int k = 0; k < n; k++)

@@ -191,9 +191,15 @@ static void test_server_list_malformed(void **state) {
   expect_list_error("tcp://a:1,", "entry 2 is empty");
   expect_list_error(",tcp://a:1", "entry 1 is empty");
   expect_list_error("tcp://a:1, ", "entry 2 is empty");
-  expect_list_error("tcp://a:1,b:7000", "entry 2 (b:7000) is not a server URI");
-  expect_list_error("tcp://a:1,://b:7000", "is not a server URI");
-  expect_list_error("tcp://a:1,tcp://", "is not a server URI");
+  expect_list_error("tcp://a:1,b:7000", "entry 2: URI 'b:7000': expected SCHEME://");
+  expect_list_error("tcp://a:1,://b:7000", "entry 2: URI '://b:7000'");
+  expect_list_error("tcp://a:1,tcp://", "entry 2: URI 'tcp://'");
+  expect_list_error("tcp://a:1,tcp://b", "entry 2: URI 'tcp://b': missing port");
+  expect_list_error("foo://a:1,tcp://b:1", "entry 1: URI 'foo://a:1': unknown scheme");
+  /* One URI is the connection's to judge, as before lists existed. */
+  char one[1][RGPU_CLIENT_URI_MAX];
+  char err1[256];
+  assert_int_equal(rgpu_client_server_list_parse("b:7000", one, 1, err1, sizeof err1), 1);
   expect_list_error("tcp://a:1,tcp://a:1", "names tcp://a:1 twice");
   expect_list_error("tcp://a:1,tcp://a:2,tcp://a:3,tcp://a:4,tcp://a:5,tcp://a:6,tcp://a:7,"
                     "tcp://a:8,tcp://a:9",
