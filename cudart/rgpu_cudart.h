@@ -103,6 +103,10 @@ extern int rgpu_rt_several_servers;
 /* Sessions opened (0 before the first call; 1 with one server). */
 int rgpu_rt_server_count(void);
 rgpu_client *rgpu_rt_server_client(int i);
+/* Index of a session's server (0 with one server, or for a session not
+ * in the list); a loop over at most RGPU_CLIENT_MAX_SERVERS sessions only
+ * with several. */
+int rgpu_rt_server_index(const rgpu_client *c);
 /* Index of the server owning process-wide device dev. */
 int rgpu_rt_server_of_device(int dev);
 /* The session carrying dev's requests (with one server: the session). */

@@ -81,8 +81,7 @@ int rgpu_rt_all_lost(rgpu_client *c) {
   return 1;
 }
 
-/* The server index of a session (0 for one server or an unknown one). */
-static int server_index(const rgpu_client *c) {
+int rgpu_rt_server_index(const rgpu_client *c) {
   for (int i = 1; i < g_nservers; i++)
     if (g_server_clients[i] == c) return i;
   return 0;
@@ -93,7 +92,9 @@ rgpu_err_state *rgpu_rt_err_state(void) {
              ? &g_errs[rgpu_rt_server_of_device(rgpu_rt_current_device())]
              : &g_errs[0];
 }
-rgpu_err_state *rgpu_rt_err_state_of(const rgpu_client *c) { return &g_errs[server_index(c)]; }
+rgpu_err_state *rgpu_rt_err_state_of(const rgpu_client *c) {
+  return &g_errs[rgpu_rt_server_index(c)];
+}
 cudaError_t rgpu_rt_last_error_get(void) { return tl_last_error; }
 void rgpu_rt_last_error_set(cudaError_t e) { tl_last_error = e; }
 int rgpu_rt_thread_bound(void) { return tl_bound; }

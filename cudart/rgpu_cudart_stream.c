@@ -77,9 +77,11 @@ void rgpu_rt_idle_after_wait_locked(rgpu_client *c, int device, uint64_t first, 
  * is answered here.  A small direct-mapped table: a stream that lost its
  * slot just pays its round trip. */
 #define STREAM_IDLE_SLOTS 64
+/* One table per server (issue 19): each is read and written under its own
+ * session's lock, and its sequence numbers are that session's. */
 static struct {
   uint64_t stream, next;
-} g_stream_idle[STREAM_IDLE_SLOTS];
+} g_stream_idle[RGPU_CLIENT_MAX_SERVERS][STREAM_IDLE_SLOTS];
 
 static unsigned stream_idle_slot(uint64_t stream) {
   return (unsigned)((stream * 0x9e3779b97f4a7c15ull) >> 58) % STREAM_IDLE_SLOTS;
@@ -89,8 +91,9 @@ void rgpu_rt_stream_idle_at_locked(rgpu_client *c, uint64_t stream, uint64_t nex
   assert(rgpu_client_lock_held(c));
   if (rgpu_client_sync_every_call(c)) return;
   unsigned i = stream_idle_slot(stream);
-  g_stream_idle[i].stream = stream;
-  g_stream_idle[i].next = next;
+  int k = rgpu_rt_server_index(c);
+  g_stream_idle[k][i].stream = stream;
+  g_stream_idle[k][i].next = next;
 }
 
 void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok) {
@@ -103,7 +106,8 @@ static int stream_known_idle_locked(rgpu_client *c, int device, uint64_t stream)
   uint64_t next = rgpu_client_next_seq_locked(c);
   unsigned i = stream_idle_slot(stream);
   if (rgpu_client_sync_every_call(c)) return 0;
-  if (g_stream_idle[i].stream == stream && g_stream_idle[i].next == next && next) return 1;
+  int k = rgpu_rt_server_index(c);
+  if (g_stream_idle[k][i].stream == stream && g_stream_idle[k][i].next == next && next) return 1;
   return device >= 0 && device < RGPU_MAX_DEVICES && g_idle_next[device] == next && next;
 }
 
