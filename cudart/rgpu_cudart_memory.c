@@ -414,6 +414,7 @@ served:
 }
 
 cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPtr) {
+  c = rgpu_rt_route(c, dev); /* the device's session: its arena, its errors */
   uint64_t p = 0;
   rgpu_status rc = 0;
   int served = 0;
