@@ -111,6 +111,8 @@ if [ -n "$listen" ]; then
       # shellcheck disable=SC2086
       setsid "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args $cache >"$work/server$k.out" 2>"$work/server$k.err" &
       extra_pids+=($!)
+      # The program may kill it (a lost server): no "Killed" line from bash.
+      disown "$!" 2>/dev/null
       u=""
       for _ in $(seq 1 100); do
         u=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server$k.err" | head -n 1)
