@@ -725,7 +725,8 @@ int rgpu_client_try_pump(rgpu_client *c) {
 
 int rgpu_client_poll_fd(rgpu_client *c) { return c->conn ? rgpu_conn_poll_fd(c->conn) : -1; }
 
-void rgpu_client_set_device_range(rgpu_client *c, int first, int count, rgpu_client_route_fn route) {
+void rgpu_client_set_device_range(rgpu_client *c, int first, int count,
+                                  rgpu_client_route_fn route) {
   c->first_device = first;
   c->device_count = count < 0 ? 0 : (unsigned)count;
   c->route = route;

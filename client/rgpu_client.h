@@ -104,9 +104,9 @@ typedef struct {
 typedef struct rgpu_client rgpu_client;
 
 /* Connects to cfg->server (one URI: a list is refused, its caller
- * connects to each entry with its own copy of cfg) and performs HELLO.  On failure returns a negative
- * code and a one-line reason in err ("cannot reach server tcp://h:1:
- * connection refused"); *out is NULL.  Allocates: release with
+ * connects to each entry with its own copy of cfg) and performs HELLO.
+ * On failure returns a negative code and a one-line reason in err
+ * ("cannot reach server tcp://h:1: connection refused"); *out is NULL.  Allocates: release with
  * rgpu_client_close. */
 rgpu_status rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
                         size_t errlen);
