@@ -124,6 +124,7 @@ typedef struct {
   uint32_t reply_status;
   int malformed; /* answer MEM_ALLOC with a truncated payload */
   int frames;    /* requests other than HELLO/GOODBYE/CTX_SET_DEVICE */
+  int set_device; /* device of the last CTX_SET_DEVICE (-1: none yet) */
   /* How the next requests that want a reply are answered (client paths
    * that only a misbehaving or busy server takes). */
   enum {
@@ -237,7 +238,10 @@ static void *server_main(void *arg) {
       reply(fd, h.opcode, h.seq, 0, NULL, 0);
       rgpu_buf_free(&b);
       break;
-    } else if (h.opcode != RGPU_OP_CTX_SET_DEVICE) {
+    } else if (h.opcode == RGPU_OP_CTX_SET_DEVICE) {
+      rgpu_msg_ctx_set_device_req q;
+      if (rgpu_msg_ctx_set_device_req_decode(pay, h.length, &q) == 0) s->set_device = (int)q.device;
+    } else {
       s->frames++;
       s->op = h.opcode;
       s->aux = h.aux;
@@ -274,8 +278,10 @@ typedef struct {
 } fixture;
 
 static int setup(void **state) {
+  static int made; /* a test may run two fake servers */
   fixture *f = calloc(1, sizeof *f);
-  snprintf(f->path, sizeof f->path, "/tmp/rgpu-calls-test-%d.sock", (int)getpid());
+  f->s.set_device = -1;
+  snprintf(f->path, sizeof f->path, "/tmp/rgpu-calls-test-%d-%d.sock", (int)getpid(), made++);
   unlink(f->path);
   f->s.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -335,6 +341,58 @@ static void test_call_async_is_queued(void **state) {
   assert_int_equal(f->s.frames, 2);
   rgpu_client_get_counters(f->c, &after);
   assert_int_equal(after.round_trips, before.round_trips + 1);
+}
+
+/* Several servers (issue 19): session A serves devices 0..1, session B
+ * devices 2..3.  A request for device 3 given to A goes to B (the route),
+ * as B's device 1; a device nobody owns is refused without a frame. */
+static rgpu_client *g_route_a, *g_route_b;
+static rgpu_client *route_by_device(int device) {
+  if (device >= 0 && device < 2) return g_route_a;
+  if (device >= 2 && device < 4) return g_route_b;
+  return NULL;
+}
+
+static void test_device_range_routes(void **state) {
+  fixture *a = *state;
+  void *second = NULL;
+  assert_int_equal(setup(&second), 0);
+  fixture *b = second;
+  g_route_a = a->c;
+  g_route_b = b->c;
+  rgpu_client_set_device_range(a->c, 0, 2, route_by_device);
+  rgpu_client_set_device_range(b->c, 2, 2, route_by_device);
+  assert_true(rgpu_client_owns_device(a->c, 1));
+  assert_false(rgpu_client_owns_device(a->c, 2));
+  assert_true(rgpu_client_owns_device(b->c, 3));
+  assert_false(rgpu_client_owns_device(b->c, 4));
+  assert_int_equal(rgpu_client_first_device(b->c), 2);
+
+  rgpu_msg_mem_alloc_req q = {.size = 64};
+  rgpu_msg_mem_alloc_rep r = {0};
+  assert_int_equal(rgpu_call_mem_alloc(a->c, 1, 0, &q, &r, NULL), 0);
+  assert_int_equal(a->s.set_device, 1);
+  assert_int_equal(a->s.frames, 1);
+  /* Device 3 through A's handle: B's session, B's own number 1. */
+  assert_int_equal(rgpu_call_mem_alloc(a->c, 3, 0, &q, &r, NULL), 0);
+  assert_int_equal(r.dptr, 0xd000);
+  assert_int_equal(a->s.frames, 1);
+  assert_int_equal(b->s.frames, 1);
+  assert_int_equal(b->s.set_device, 1);
+  assert_int_equal(rgpu_call_mem_alloc(b->c, 2, 0, &q, &r, NULL), 0);
+  assert_int_equal(b->s.set_device, 0);
+  /* Nobody's device: refused here, nothing sent. */
+  assert_int_equal(rgpu_call_mem_alloc(a->c, 7, 0, &q, &r, NULL), 101);
+  assert_int_equal(a->s.frames + b->s.frames, 3);
+  /* A locked sequence that binds a device of another session is a routing
+   * mistake: refused, not sent as a wrong number. */
+  rgpu_client_lock(a->c);
+  assert_int_equal(rgpu_client_bind_device_locked(a->c, 2), 101);
+  rgpu_client_unlock(a->c);
+  /* No route at all: only the session's own devices. */
+  rgpu_client_set_device_range(b->c, 2, 2, NULL);
+  assert_int_equal(rgpu_call_mem_alloc(b->c, 0, 0, &q, &r, NULL), 101);
+  assert_int_equal(teardown(&second), 0);
 }
 
 static void test_call_server_error(void **state) {
@@ -589,6 +647,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_call_decodes_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_async_is_queued, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_server_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_device_range_routes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_malformed_reply, setup, teardown),
       cmocka_unit_test_setup_teardown(test_call_pointer_reply_needs_payload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_invariants, setup, teardown),

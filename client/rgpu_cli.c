@@ -44,12 +44,13 @@ static void usage(FILE *f) {
           "\n"
           "  run    runs PROGRAM (built with nvcc -cudart shared) with rgpu's libcudart.so.13,\n"
           "         on the GPU of the server at URI (tcp://HOST:PORT, tls://, quic://, unix:///PATH).\n"
+          "         URI,URI,... names several servers: their GPUs form one device list, in order.\n"
           "         With no --server and no RGPU_SERVER, a private local server on softgpu (the\n"
           "         CPU implementation) is started for the run; when PROGRAM fails, that\n"
           "         server's log is kept in $TMPDIR (or /tmp) and its last lines are shown.\n"
           "         --sync-every-call  wait for the server after every request (baseline mode)\n"
           "         --stats PATH       write call/round-trip/byte counts as JSON at exit\n"
-          "  info   shows the server's version, sessions and devices.\n"
+          "  info   shows the server's version, sessions and devices (each server's of a list).\n"
           "\n"
           "environment: RGPU_SERVER, RGPU_TOKEN / RGPU_TOKEN_FILE, RGPU_CA, RGPU_CERT, RGPU_KEY,\n"
           "             RGPU_LIBDIR (where libcudart.so.13 is), RGPU_LOG=error|warn|info|debug\n");
@@ -660,6 +661,33 @@ static int cmd_smi(int argc, char **argv) {
   return ret;
 }
 
+/* info and smi given several servers (--server or RGPU_SERVER naming a
+ * list, issue 19): the command once per server, in the list's order (the
+ * order of their devices in a program's device list). */
+static int query_each_server(int (*cmd)(int, char **), int argc, char **argv, const char *name,
+                             void (*help)(FILE *)) {
+  const char *server = NULL;
+  int rc = query_args(argc, argv, name, help, &server);
+  if (rc >= 0) return rc;
+  if (!server || !*server) server = getenv("RGPU_SERVER");
+  if (!server || !strchr(server, ',')) return cmd(argc, argv);
+  static char uris[RGPU_CLIENT_MAX_SERVERS][RGPU_CLIENT_URI_MAX];
+  char err[1024];
+  int n = rgpu_client_server_list_parse(server, uris, RGPU_CLIENT_MAX_SERVERS, err, sizeof err);
+  if (n < 0) {
+    fprintf(stderr, "rgpu: %s\n", err);
+    return 1;
+  }
+  int worst = 0;
+  for (int i = 0; i < n; i++) {
+    if (i) printf("\n");
+    char *one[2] = {"--server", uris[i]};
+    int r = cmd(2, one);
+    if (r > worst) worst = r;
+  }
+  return worst;
+}
+
 int main(int argc, char **argv) {
   rgpu_log_set_component("rgpu");
   if (argc < 2) {
@@ -676,7 +704,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
-  if (!strcmp(cmd, "info")) return cmd_info(argc - 2, argv + 2);
-  if (!strcmp(cmd, "smi")) return cmd_smi(argc - 2, argv + 2);
+  if (!strcmp(cmd, "info")) return query_each_server(cmd_info, argc - 2, argv + 2, "info", usage);
+  if (!strcmp(cmd, "smi"))
+    return query_each_server(cmd_smi, argc - 2, argv + 2, "smi", smi_usage);
   return die_usage("unknown command %s", cmd);
 }

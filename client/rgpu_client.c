@@ -17,6 +17,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,7 +66,12 @@ struct rgpu_client {
   size_t batch_bytes;
   size_t chunk_bytes;
   uint64_t next_seq;
-  int bound_device; /* -1: none sent yet */
+  int bound_device; /* -1: none sent yet (a process-wide number) */
+  /* Process-wide devices of this session (rgpu_client_set_device_range):
+   * first_device .. first_device + device_count - 1. */
+  int first_device;
+  unsigned device_count;
+  rgpu_client_route_fn route;
 
   rgpu_buf queue;   /* encoded frames not yet written */
   uint64_t queued_since_ns;
@@ -724,10 +730,28 @@ int rgpu_client_try_pump(rgpu_client *c) {
 
 int rgpu_client_poll_fd(rgpu_client *c) { return c->conn ? rgpu_conn_poll_fd(c->conn) : -1; }
 
+void rgpu_client_set_device_range(rgpu_client *c, int first, int count,
+                                  rgpu_client_route_fn route) {
+  c->first_device = first;
+  c->device_count = count < 0 ? 0 : (unsigned)count;
+  c->route = route;
+}
+
+int rgpu_client_first_device(const rgpu_client *c) { return c->first_device; }
+
+int rgpu_client_owns_device(const rgpu_client *c, int device) {
+  return (unsigned)(device - c->first_device) < c->device_count;
+}
+
 rgpu_status rgpu_client_bind_device_locked(rgpu_client *c, int device) {
   ASSERT_CLIENT_LOCK(c);
   if (c->bound_device == device) return 0;
-  rgpu_msg_ctx_set_device_req m = {.device = (uint32_t)device};
+  if (!rgpu_client_owns_device(c, device)) {
+    RGPU_ERROR("device %d is not one of server %s's (devices %d..%d): request refused", device,
+               c->uri, c->first_device, c->first_device + (int)c->device_count - 1);
+    return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  }
+  rgpu_msg_ctx_set_device_req m = {.device = (uint32_t)(device - c->first_device)};
   rgpu_status rc = rgpu_send_ctx_set_device_locked(c, 0, &m, NULL);
   if (rc == 0) c->bound_device = device;
   return rc;
@@ -744,6 +768,12 @@ rgpu_status rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_
   if (!r) {
     memset(&local, 0, sizeof local);
     r = &local;
+  }
+  if (device >= 0 && !rgpu_client_owns_device(c, device)) {
+    /* Another server's device (issue 19): its own session carries it. */
+    rgpu_client *owner = c->route ? c->route(device) : NULL;
+    if (!owner || owner == c) return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    c = owner;
   }
   rgpu_client_lock(c);
   int rc = 0;
@@ -812,6 +842,12 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
              "rgpu: no server configured (set RGPU_SERVER=tcp://HOST:PORT or use rgpu run)");
     return RGPU_T_EINVAL;
   }
+  if (strchr(cfg->server, ',')) {
+    snprintf(err, errlen,
+             "rgpu: %.200s names several servers; this program talks to one at a time (name one)",
+             cfg->server);
+    return RGPU_T_EINVAL;
+  }
   rgpu_client *c = calloc(1, sizeof *c);
   if (!c) {
     snprintf(err, errlen, "rgpu: out of memory");
@@ -833,6 +869,7 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
   c->chunk_bytes = RGPU_CHUNK_BYTES;
   c->next_seq = 1;
   c->bound_device = -1;
+  c->device_count = UINT_MAX; /* one server: every device number is its own */
   client_resume_init(c, cfg);
 
   rgpu_transport_opts o;

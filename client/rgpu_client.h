@@ -48,8 +48,13 @@ extern "C" {
  * written from the caller's buffer before the call returns. */
 #define RGPU_CLIENT_INLINE_TAIL_BYTES (64u << 10)
 
+/* RGPU_SERVER may name several servers (issue 19), separated by commas. */
+#define RGPU_CLIENT_MAX_SERVERS 8
+#define RGPU_CLIENT_URI_MAX 1024
+
 typedef struct {
-  char server[1024];       /* URI from RGPU_SERVER; "" when unset */
+  char server[1024];       /* RGPU_SERVER as given (one URI or a comma list); "" when unset */
+  int nservers;            /* URIs in server (0 when unset) */
   char token[4096];        /* RGPU_TOKEN, or the first line of RGPU_TOKEN_FILE */
   char ca_file[1024];      /* RGPU_CA */
   char cert_file[1024];    /* RGPU_CERT */
@@ -68,6 +73,13 @@ typedef struct {
 /* Where configuration values come from: getenv in production, a table in
  * tests.  Returns NULL for unset names. */
 typedef const char *(*rgpu_client_getenv_fn)(const char *name, void *ctx);
+
+/* Splits a comma-separated RGPU_SERVER value into its URIs (blanks
+ * around each are dropped) into uris[0..max).  Returns how many, or -1
+ * with a sentence in err: an empty entry, one without SCHEME://, a URI
+ * named twice, more than max. */
+int rgpu_client_server_list_parse(const char *list, char (*uris)[RGPU_CLIENT_URI_MAX], int max,
+                                  char *err, size_t errlen);
 
 /* Fills *cfg from the environment (getenv_fn NULL = getenv).  Returns 0, or
  * -1 with a sentence in err for a value that cannot be used (bad number,
@@ -91,9 +103,10 @@ typedef struct {
 
 typedef struct rgpu_client rgpu_client;
 
-/* Connects to cfg->server and performs HELLO.  On failure returns a negative
- * code and a one-line reason in err ("cannot reach server tcp://h:1:
- * connection refused"); *out is NULL.  Allocates: release with
+/* Connects to cfg->server (one URI: a list is refused, its caller
+ * connects to each entry with its own copy of cfg) and performs HELLO.
+ * On failure returns a negative code and a one-line reason in err
+ * ("cannot reach server tcp://h:1: connection refused"); *out is NULL.  Allocates: release with
  * rgpu_client_close. */
 rgpu_status rgpu_client_connect(const rgpu_client_config *cfg, rgpu_client **out, char *err,
                         size_t errlen);
@@ -237,6 +250,22 @@ int rgpu_client_poll_fd(rgpu_client *c);
 /* The session's current device on the server: sends CTX_SET_DEVICE (no
  * reply) when it differs from the last one sent. */
 rgpu_status rgpu_client_bind_device_locked(rgpu_client *c, int device);
+/* Several servers (issue 19): this session serves the process-wide
+ * devices [first, first + count).  Device numbers given to the client
+ * (bind, rgpu_client_call) are those; the client sends first's distance
+ * (the server's own number).  A number outside the range sent to
+ * rgpu_client_call goes to route(device), the session that owns it
+ * (NULL: refused); one reaching bind is refused with
+ * CUDA_ERROR_INVALID_DEVICE and logged, as it is a routing mistake.
+ * Never called with one server: its range is everything, so the hot
+ * path pays one compare. */
+typedef rgpu_client *(*rgpu_client_route_fn)(int device);
+void rgpu_client_set_device_range(rgpu_client *c, int first, int count, rgpu_client_route_fn route);
+/* The first process-wide device of this session (0 with one server). */
+int rgpu_client_first_device(const rgpu_client *c);
+/* 1 when device is one of this session's. */
+int rgpu_client_owns_device(const rgpu_client *c, int device);
+
 /* Forget the bound device (after DEVICE_RESET). */
 void rgpu_client_unbind_device_locked(rgpu_client *c);
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rgpu_client.h"
+#include "rgpu_transport.h"
 
 static const char *env_default(const char *name, void *ctx) {
   (void)ctx;
@@ -80,6 +81,63 @@ static int read_token_file(const char *path, char *dst, size_t cap, char *err, s
   return 0;
 }
 
+/* One entry of a server list without the blanks around it: [*b, *e). */
+static void trim_span(const char **b, const char **e) {
+  while (*b < *e && (**b == ' ' || **b == '\t')) (*b)++;
+  while (*e > *b && ((*e)[-1] == ' ' || (*e)[-1] == '\t')) (*e)--;
+}
+
+int rgpu_client_server_list_parse(const char *list, char (*uris)[RGPU_CLIENT_URI_MAX], int max,
+                                  char *err, size_t errlen) {
+  int n = 0;
+  const char *p = list;
+  for (;;) {
+    const char *end = strchr(p, ',');
+    if (!end) end = p + strlen(p);
+    const char *b = p, *e = end;
+    trim_span(&b, &e);
+    size_t len = (size_t)(e - b);
+    if (len == 0) {
+      snprintf(err, errlen,
+               "RGPU_SERVER=%.200s: entry %d is empty (expected SCHEME://HOST:PORT, several "
+               "separated by commas)",
+               list, n + 1);
+      return -1;
+    }
+    if (n == max) {
+      snprintf(err, errlen, "RGPU_SERVER=%.200s names more than %d servers", list, max);
+      return -1;
+    }
+    if (len >= RGPU_CLIENT_URI_MAX) {
+      snprintf(err, errlen, "RGPU_SERVER: entry %d is too long (%zu bytes, at most %d)", n + 1,
+               len, RGPU_CLIENT_URI_MAX - 1);
+      return -1;
+    }
+    memcpy(uris[n], b, len);
+    uris[n][len] = '\0';
+    /* Each entry of a list is checked now, with the transport's own words
+     * (a forgotten scheme, "a:7000,b:7000", is likeliest there); one URI
+     * alone is left to the connection, which says the same. */
+    rgpu_uri parsed;
+    char why[300];
+    if (strchr(list, ',') && rgpu_uri_parse(uris[n], &parsed, why, sizeof why)) {
+      snprintf(err, errlen, "RGPU_SERVER=%.200s: entry %d: %.300s", list, n + 1, why);
+      return -1;
+    }
+    for (int k = 0; k < n; k++)
+      if (!strcmp(uris[k], uris[n])) {
+        /* Two sessions with one server would show its GPUs twice, each
+         * copy with memory the other cannot see. */
+        snprintf(err, errlen, "RGPU_SERVER=%.200s names %.200s twice", list, uris[n]);
+        return -1;
+      }
+    n++;
+    if (!*end) break;
+    p = end + 1;
+  }
+  return n;
+}
+
 int rgpu_client_config_load(rgpu_client_config *cfg, rgpu_client_getenv_fn getenv_fn, void *ctx,
                             char *err, size_t errlen) {
   if (!getenv_fn) getenv_fn = env_default;
@@ -90,16 +148,13 @@ int rgpu_client_config_load(rgpu_client_config *cfg, rgpu_client_getenv_fn geten
 
   const char *v;
   if ((v = getenv_fn("RGPU_SERVER", ctx)) && *v) {
-    /* Several servers as one device list (design.md) is issue 19's second
-     * half, not built: say so, rather than fail to parse the list as one
-     * URI. */
-    if (strchr(v, ',')) {
-      snprintf(err, errlen,
-               "RGPU_SERVER names several servers (%.200s): this rgpu client uses one server "
-               "(the GPUs of several servers as one device list are not supported yet); name one",
-               v);
-      return -1;
-    }
+    /* A comma list names several servers whose devices form one list
+     * (issue 19): checked here so that a malformed list is one clear
+     * sentence at the first CUDA call, not a connection error. */
+    char uris[RGPU_CLIENT_MAX_SERVERS][RGPU_CLIENT_URI_MAX];
+    int n = rgpu_client_server_list_parse(v, uris, RGPU_CLIENT_MAX_SERVERS, err, errlen);
+    if (n < 0) return -1;
+    cfg->nservers = n;
     if (copy_str(cfg->server, sizeof cfg->server, v, "RGPU_SERVER", err, errlen)) return -1;
   }
   if ((v = getenv_fn("RGPU_TOKEN", ctx)) && *v) {

@@ -155,14 +155,76 @@ static void test_connect_no_server(void **state) {
 }
 
 /* A list of servers is refused with its own reason, not as a bad URI. */
-static void test_server_list_refused(void **state) {
+static void test_server_list(void **state) {
   (void)state;
   rgpu_client_config cfg;
   char err[512];
   fake_env e = {0};
-  set(&e, "RGPU_SERVER", "tcp://10.0.0.2:7000,tcp://10.0.0.3:7000");
+  set(&e, "RGPU_SERVER", "tcp://10.0.0.2:7000, quic://gpu-b:7001");
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  assert_int_equal(cfg.nservers, 2);
+  char uris[RGPU_CLIENT_MAX_SERVERS][RGPU_CLIENT_URI_MAX];
+  assert_int_equal(rgpu_client_server_list_parse(cfg.server, uris, RGPU_CLIENT_MAX_SERVERS, err,
+                                                 sizeof err),
+                   2);
+  assert_string_equal(uris[0], "tcp://10.0.0.2:7000");
+  assert_string_equal(uris[1], "quic://gpu-b:7001");
+  /* One URI is a list of one. */
+  fake_env one = {0};
+  set(&one, "RGPU_SERVER", "unix:///tmp/s.sock");
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &one, err, sizeof err), 0);
+  assert_int_equal(cfg.nservers, 1);
+}
+
+static void expect_list_error(const char *list, const char *words) {
+  char uris[RGPU_CLIENT_MAX_SERVERS][RGPU_CLIENT_URI_MAX];
+  char err[512] = "";
+  assert_int_equal(rgpu_client_server_list_parse(list, uris, RGPU_CLIENT_MAX_SERVERS, err,
+                                                 sizeof err),
+                   -1);
+  if (!strstr(err, words)) fail_msg("list %s: message '%s' lacks '%s'", list, err, words);
+}
+
+static void test_server_list_malformed(void **state) {
+  (void)state;
+  expect_list_error("tcp://a:1,,tcp://b:1", "entry 2 is empty");
+  expect_list_error("tcp://a:1,", "entry 2 is empty");
+  expect_list_error(",tcp://a:1", "entry 1 is empty");
+  expect_list_error("tcp://a:1, ", "entry 2 is empty");
+  expect_list_error("tcp://a:1,b:7000", "entry 2: URI 'b:7000': expected SCHEME://");
+  expect_list_error("tcp://a:1,://b:7000", "entry 2: URI '://b:7000'");
+  expect_list_error("tcp://a:1,tcp://", "entry 2: URI 'tcp://'");
+  expect_list_error("tcp://a:1,tcp://b", "entry 2: URI 'tcp://b': missing port");
+  expect_list_error("foo://a:1,tcp://b:1", "entry 1: URI 'foo://a:1': unknown scheme");
+  /* One URI is the connection's to judge, as before lists existed. */
+  char one[1][RGPU_CLIENT_URI_MAX];
+  char err1[256];
+  assert_int_equal(rgpu_client_server_list_parse("b:7000", one, 1, err1, sizeof err1), 1);
+  expect_list_error("tcp://a:1,tcp://a:1", "names tcp://a:1 twice");
+  expect_list_error("tcp://a:1,tcp://a:2,tcp://a:3,tcp://a:4,tcp://a:5,tcp://a:6,tcp://a:7,"
+                    "tcp://a:8,tcp://a:9",
+                    "more than 8 servers");
+  /* Through the environment: the same sentence, and no partial config. */
+  rgpu_client_config cfg;
+  char err[512];
+  fake_env e = {0};
+  set(&e, "RGPU_SERVER", "tcp://10.0.0.2:7000,,tcp://10.0.0.3:7000");
   assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), -1);
-  assert_non_null(strstr(err, "several servers"));
+  assert_non_null(strstr(err, "entry 2 is empty"));
+}
+
+/* A list given to the one-server connect is refused, not read as one URI. */
+static void test_connect_list_refused(void **state) {
+  (void)state;
+  rgpu_client_config cfg;
+  char err[512];
+  fake_env e = {0};
+  set(&e, "RGPU_SERVER", "tcp://127.0.0.1:1,tcp://127.0.0.1:2");
+  assert_int_equal(rgpu_client_config_load(&cfg, fake_getenv, &e, err, sizeof err), 0);
+  rgpu_client *c = NULL;
+  assert_true(rgpu_client_connect(&cfg, &c, err, sizeof err) < 0);
+  assert_null(c);
+  assert_non_null(strstr(err, "names several servers"));
 }
 
 static void test_connect_refused(void **state) {
@@ -184,7 +246,8 @@ int main(void) {
       cmocka_unit_test(test_config_sync_false_words), cmocka_unit_test(test_config_bad_number),
       cmocka_unit_test(test_config_token_file), cmocka_unit_test(test_stats_json),
       cmocka_unit_test(test_connect_no_server),
-      cmocka_unit_test(test_server_list_refused), cmocka_unit_test(test_connect_refused),
+      cmocka_unit_test(test_server_list), cmocka_unit_test(test_server_list_malformed),
+      cmocka_unit_test(test_connect_list_refused), cmocka_unit_test(test_connect_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

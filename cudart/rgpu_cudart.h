@@ -79,6 +79,60 @@ rgpu_client *rgpu_rt_client_peek(void);
 /* Start of a call that needs the server: counts the call, connects, and
  * returns the sticky error if there is one.  On success *out is the client. */
 cudaError_t rgpu_rt_enter(rgpu_client **out);
+/* ---- the device list of several servers (rgpu_cudart_devlist.c, pure) -- */
+
+/* Server i's devices are the process's first[i] .. first[i]+count[i]-1,
+ * each server's after the previous one's, in RGPU_SERVER's order. */
+typedef struct {
+  int n;
+  int first[RGPU_CLIENT_MAX_SERVERS];
+  int count[RGPU_CLIENT_MAX_SERVERS];
+} rgpu_devlist;
+/* From each server's device count (n <= RGPU_CLIENT_MAX_SERVERS); at most
+ * max devices in all (the later ones are cut).  Returns the total. */
+int rgpu_devlist_build(rgpu_devlist *l, const int *counts, int n, int max);
+/* The server owning dev, or -1 (no such device). */
+int rgpu_devlist_server_of(const rgpu_devlist *l, int dev);
+
+/* ---- several servers (issue 19) ----------------------------------------
+ * RGPU_SERVER may name several servers; their devices form one list in
+ * order, and each request goes to the session of the server owning its
+ * device.  With one server none of this costs anything: the routing is
+ * one load of rgpu_rt_several_servers. */
+extern int rgpu_rt_several_servers;
+/* Sessions opened (0 before the first call; 1 with one server). */
+int rgpu_rt_server_count(void);
+rgpu_client *rgpu_rt_server_client(int i);
+/* Index of a session's server (0 with one server, or for a session not
+ * in the list); a loop over at most RGPU_CLIENT_MAX_SERVERS sessions only
+ * with several. */
+int rgpu_rt_server_index(const rgpu_client *c);
+/* Index of the server owning process-wide device dev. */
+int rgpu_rt_server_of_device(int dev);
+/* The session carrying dev's requests (with one server: the session). */
+rgpu_client *rgpu_rt_client_of_device(int dev);
+/* c, or the session owning dev when that is another server's. */
+static inline rgpu_client *rgpu_rt_route(rgpu_client *c, int dev) {
+  return rgpu_rt_several_servers && dev >= 0 ? rgpu_rt_client_of_device(dev) : c;
+}
+/* Server-local number of dev, for the messages that carry a device in
+ * their fields (DEVICE_PROPS, DEVICE_RESET, PEER_ACCESS, NVML_QUERY). */
+static inline uint32_t rgpu_rt_local_device(rgpu_client *owner, int dev) {
+  return (uint32_t)(dev - rgpu_client_first_device(owner));
+}
+/* Every server lost (with one: c's connection failed).  A lost server of
+ * several fails only its own devices. */
+int rgpu_rt_all_lost(rgpu_client *c);
+/* 1 when devices a and b belong to different servers. */
+static inline int rgpu_rt_devices_apart(int a, int b) {
+  return rgpu_rt_several_servers && rgpu_rt_server_of_device(a) != rgpu_rt_server_of_device(b);
+}
+/* The error state of a session's devices. */
+rgpu_err_state *rgpu_rt_err_state_of(const rgpu_client *c);
+/* (rgpu_cudart_device.c) With several servers the device count and driver
+ * version are known once every session is open. */
+void rgpu_rt_devices_preset(int count, int driver_version);
+
 /* Records e as the thread's last error (if nonzero) and returns it. */
 cudaError_t rgpu_rt_ret(cudaError_t e);
 /* Turns the result of a client call (CUresult or negative transport code)
@@ -90,6 +144,7 @@ cudaError_t rgpu_rt_from_call(int rc);
 cudaError_t rgpu_rt_sync_ret(rgpu_client *c, int rc);
 /* Pulls latched async errors of the client into the error state. */
 void rgpu_rt_collect_async(rgpu_client *c);
+/* The error state of the calling thread's current device's server. */
 rgpu_err_state *rgpu_rt_err_state(void);
 /* The calling thread's last error, read and written without the rules of
  * cudaGetLastError: the driver facade saves it around the runtime code it
@@ -322,6 +377,15 @@ void rgpu_rt_modules_forget_device(int dev);
 void rgpu_rt_arena_synced(int dev, uint64_t seq);
 uint64_t rgpu_rt_arena_unused(int dev);
 void rgpu_rt_arena_forget_device(int dev);
+
+/* Several servers (issue 19): memory of mem_dev used by a copy or memset on
+ * a stream of stream_dev, another server's.  That server cannot order work
+ * on this one, so the client waits for the stream now (a round trip) and
+ * sets *wire to 0: the work runs on mem_dev's legacy stream, which later
+ * work of this kind on any stream again follows.  With one server, a
+ * capturing stream, or both on one server: nothing.  Returns the error,
+ * recorded. */
+cudaError_t rgpu_rt_foreign_stream(int mem_dev, int stream_dev, uint64_t *wire);
 
 /* The copy engine shared by memcpy and symbol copies. dst/src are device
  * addresses or host pointers according to kind (already resolved, never

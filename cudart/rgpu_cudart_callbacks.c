@@ -81,6 +81,7 @@ typedef struct rgpu_cb_call {
   rgpu_cb_rec *rec; /* NULL: unknown id, answer without running anything */
   uint64_t token;
   uint64_t callback;
+  rgpu_client *client; /* the session whose server called (the one to answer) */
   struct rgpu_cb_call *next;
 } rgpu_cb_call;
 
@@ -163,7 +164,7 @@ static int stream_full(uint64_t stream, int host_fn) {
 
 static int context_failed(rgpu_client *c) {
   assert(rgpu_mutex_not_held(&g_lock));
-  rgpu_err_state *es = rgpu_rt_err_state();
+  rgpu_err_state *es = rgpu_rt_err_state_of(c);
   rgpu_mutex_lock(&es->lock);
   int sticky = es->sticky != cudaSuccess;
   rgpu_mutex_unlock(&es->lock);
@@ -230,14 +231,14 @@ static rgpu_cb_rec *waiting_take(uint64_t id) {
 
 /* Called with the client lock held, from whichever thread reads. */
 static void on_host_call(void *ctx, uint64_t callback, uint64_t token) {
-  (void)ctx;
+  rgpu_client *from = ctx;
   rgpu_cb_call *call = calloc(1, sizeof *call);
   rgpu_mutex_lock(&g_lock);
   rgpu_cb_rec *rec = waiting_take(callback);
   if (!rec) RGPU_WARN("server called unknown host callback %llu; answering without running it",
                       (unsigned long long)callback);
   if (call) {
-    *call = (rgpu_cb_call){.rec = rec, .token = token, .callback = callback};
+    *call = (rgpu_cb_call){.rec = rec, .token = token, .callback = callback, .client = from};
     rgpu_fifo_push(&g_calls, call, next);
     pthread_cond_broadcast(&g_cond);
   } else {
@@ -264,8 +265,15 @@ static void *callback_main(void *arg) {
   rgpu_mutex_lock(&g_lock);
   for (;;) {
     while (rgpu_fifo_empty(&g_calls) && !g_stop) {
-      rgpu_client *c = rgpu_rt_client_peek();
-      if (!g_outstanding || !c || rgpu_client_is_dead(c)) {
+      /* Every live session (several servers: issue 19) may call back. */
+      rgpu_client *cs[RGPU_CLIENT_MAX_SERVERS];
+      int n = 0;
+      if (rgpu_rt_client_peek())
+        for (int i = 0; i < rgpu_rt_server_count() && n < RGPU_CLIENT_MAX_SERVERS; i++) {
+          rgpu_client *ci = rgpu_rt_server_client(i);
+          if (ci && !rgpu_client_is_dead(ci)) cs[n++] = ci;
+        }
+      if (!g_outstanding || n == 0) {
         rgpu_mutex_cond_wait(&g_cond, &g_lock);
         continue;
       }
@@ -274,7 +282,8 @@ static void *callback_main(void *arg) {
       rgpu_mutex_unlock(&g_lock);
       /* The pump may call on_host_call, which takes g_lock. */
       assert(rgpu_mutex_held_count() == 0);
-      int busy = rgpu_client_try_pump(c) == 1;
+      int busy = 0;
+      for (int i = 0; i < n; i++) busy |= rgpu_client_try_pump(cs[i]) == 1;
       rgpu_mutex_lock(&g_lock);
       if (!rgpu_fifo_empty(&g_calls) || g_stop) break;
       if (busy) {
@@ -282,10 +291,14 @@ static void *callback_main(void *arg) {
         struct timespec ts = rgpu_clock_timespec_in(RGPU_NS_PER_MS);
         rgpu_mutex_cond_timedwait(&g_cond, &g_lock, &ts);
       } else {
-        int fd = rgpu_client_poll_fd(c);
+        struct pollfd p[RGPU_CLIENT_MAX_SERVERS];
+        int np = 0;
+        for (int i = 0; i < n; i++) {
+          int fd = rgpu_client_poll_fd(cs[i]);
+          if (fd >= 0) p[np++] = (struct pollfd){.fd = fd, .events = POLLIN};
+        }
         rgpu_mutex_unlock(&g_lock);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (fd >= 0) poll(&p, 1, 1);
+        if (np) poll(p, (nfds_t)np, 1);
         rgpu_mutex_lock(&g_lock);
       }
     }
@@ -305,7 +318,7 @@ static void *callback_main(void *arg) {
         rec->stream_cb(rec->stream, cudaSuccess, rec->user);
       tl_in_callback = 0;
     }
-    rgpu_client *c = rgpu_rt_client_peek();
+    rgpu_client *c = call->client ? call->client : rgpu_rt_client_peek();
     if (c) answer(c, call->token);
     free(rec);
     free(call);
@@ -384,7 +397,7 @@ cudaError_t rgpu_rt_host_func_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (!rec) return rgpu_rt_ret(cudaErrorMemoryAllocation);
   *rec = (rgpu_cb_rec){.id = rgpu_rt_new_handle_id(), .host_fn = fn, .stream_cb = scb,
                        .stream = stream, .user = user};
-  rgpu_client_set_host_call_hook(c, on_host_call, NULL);
+  rgpu_client_set_host_call_hook(c, on_host_call, c);
   rgpu_mutex_lock(&g_lock);
   rec->next = g_waiting;
   g_waiting = rec;

@@ -181,6 +181,13 @@ decode:
   return e;
 }
 
+void rgpu_rt_devices_preset(int count, int driver_version) {
+  rgpu_mutex_lock(&g_dev_lock);
+  g_count = count;
+  g_driver_version = driver_version;
+  rgpu_mutex_unlock(&g_dev_lock);
+}
+
 cudaError_t rgpu_rt_device_count(rgpu_client *c, int *count) {
   rgpu_mutex_lock(&g_dev_lock);
   cudaError_t e = fetch_driver_info(c);
@@ -206,11 +213,12 @@ cudaError_t rgpu_rt_device_get(rgpu_client *c, int dev, rgpu_rt_device **out) {
     rgpu_rt_device *d = calloc(1, sizeof *d);
     rgpu_buf pay;
     rgpu_buf_init(&pay);
-    rgpu_msg_device_props_req req = {.device = (uint32_t)dev};
+    rgpu_client *owner = rgpu_rt_route(c, dev);
+    rgpu_msg_device_props_req req = {.device = rgpu_rt_local_device(owner, dev)};
     rgpu_msg_device_props_rep rep;
     rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
     assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
-    rgpu_status rc = d ? rgpu_call_device_props(c, -1, 0, &req, &rep, &r) : 0;
+    rgpu_status rc = d ? rgpu_call_device_props(owner, -1, 0, &req, &rep, &r) : 0;
     e = d ? rgpu_rt_from_call(rc) : cudaErrorMemoryAllocation;
     if (e == cudaSuccess) fill_device(d, &rep);
     rgpu_buf_free(&pay);
@@ -236,7 +244,7 @@ RGPU_API cudaError_t cudaGetDeviceCount(int *count) {
   cudaError_t e = cudaErrorNoDevice;
   rgpu_client *c = rgpu_rt_client(&e);
   if (!c) return rgpu_rt_ret(e);
-  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorNoDevice);
+  if (rgpu_rt_all_lost(c)) return rgpu_rt_ret(cudaErrorNoDevice);
   int n = 0;
   e = rgpu_rt_device_count(c, &n);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
@@ -247,8 +255,17 @@ RGPU_API cudaError_t cudaGetDeviceCount(int *count) {
 
 RGPU_API cudaError_t cudaSetDevice(int device) {
   rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
+  cudaError_t e;
+  if (rgpu_rt_client_peek() && rgpu_rt_several_servers && !rgpu_rt_in_host_callback()) {
+    /* Several servers: switching is no work for any server, so a lost
+     * server or a sticky error of the current device's must not keep the
+     * thread from moving to a device of another one. */
+    rgpu_rt_count_call();
+    c = rgpu_rt_client_peek();
+  } else {
+    e = rgpu_rt_enter(&c);
+    if (e != cudaSuccess) return e;
+  }
   int n = 0;
   e = rgpu_rt_device_count(c, &n);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
@@ -306,9 +323,10 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   cudaError_t e = cudaErrorNoDevice;
   rgpu_client *c = rgpu_rt_client(&e);
   if (!c) return rgpu_rt_ret(e);
-  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
   int dev = rgpu_rt_current_device();
-  rgpu_msg_device_reset_req req = {.device = (uint32_t)dev};
+  c = rgpu_rt_route(c, dev);
+  if (rgpu_client_is_dead(c)) return rgpu_rt_ret(cudaErrorDevicesUnavailable);
+  rgpu_msg_device_reset_req req = {.device = rgpu_rt_local_device(c, dev)};
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_client_lock(c);
   /* Copies still on their way land before the context they came from goes. */
@@ -327,7 +345,7 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
    * allocations, modules, streams and any error it had latched. */
   while (rgpu_client_take_async_error(c, NULL, NULL, NULL, 0)) {
   }
-  rgpu_err_state_reset(rgpu_rt_err_state());
+  rgpu_err_state_reset(rgpu_rt_err_state_of(c));
   if (dev >= 0 && dev < RGPU_MAX_DEVICES) __atomic_add_fetch(&g_epoch[dev], 1, __ATOMIC_RELEASE);
   rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
   rgpu_rt_arena_forget_device(dev);

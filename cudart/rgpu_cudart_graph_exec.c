@@ -503,6 +503,17 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
   e = flatten(graph, UINT32_MAX, &fl, 0);
   x->f = fl.v;
   x->nf = fl.n;
+  /* Several servers (issue 19): an executable graph lives on one server;
+   * a node for a device of another cannot run there. */
+  for (size_t i = 0; e == cudaSuccess && rgpu_rt_several_servers && i < x->nf; i++) {
+    if (node_params_host_side(&x->f[i].p) || !rgpu_rt_devices_apart(x->f[i].p.op.device, x->device))
+      continue;
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("cudaGraphInstantiate: a graph with work for devices of two servers is not "
+                "supported; it returns cudaErrorNotSupported");
+    e = cudaErrorNotSupported;
+  }
   if (e == cudaSuccess) e = assign_levels(x);
   for (size_t i = 0; e == cudaSuccess && i < x->nlevels; i++) {
     if (e == cudaSuccess && x->lv[i].ndev) e = send_level(c, x, &x->lv[i]);

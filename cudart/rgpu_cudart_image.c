@@ -46,6 +46,7 @@ rgpu_status rgpu_rt_image_load(rgpu_client *c, int dev, uint64_t module_id, cons
                                size_t len, const char *const *func_names, uint32_t nfuncs,
                                const char *const *var_names, uint32_t nvars,
                                rgpu_client_reply *r) {
+  c = rgpu_rt_route(c, dev); /* its server's cache and kind */
   rgpu_client_reply local;
   if (!r) {
     memset(&local, 0, sizeof local);

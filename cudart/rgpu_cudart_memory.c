@@ -81,6 +81,68 @@ static cudaError_t sync_other_source(rgpu_client *c, const void *src, int dst_de
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
+cudaError_t rgpu_rt_foreign_stream(int mem_dev, int stream_dev, uint64_t *wire) {
+  if (!rgpu_rt_devices_apart(mem_dev, stream_dev) || rgpu_rt_graph_is_capturing(*wire))
+    return cudaSuccess;
+  rgpu_client *cw = rgpu_rt_client_of_device(stream_dev);
+  rgpu_status rc = rgpu_rt_sync_call(cw, stream_dev, RGPU_RT_SYNC_STREAM, *wire, *wire);
+  if (rc) return rgpu_rt_sync_ret(cw, rc);
+  *wire = 0;
+  return cudaSuccess;
+}
+
+/* Bytes staged in client memory per piece of a copy between servers. */
+#define RGPU_RT_CROSS_STAGE_BYTES (64u << 20)
+
+/* A copy between devices of two servers (issue 19) goes through this
+ * client: each piece is read from the source server (a synchronous D2H, one
+ * round trip) into a buffer here and written to the destination server (an
+ * H2D, queued like any other).  So the bytes cross the network twice and
+ * the call returns once they left the source.  Ordering: the read runs on
+ * the source side of the stream (the stream itself when it is the source
+ * server's, else the source device's legacy stream, after the whole source
+ * device for a synchronous copy, as cudaMemcpyPeer serializes with both
+ * devices); the write runs on the stream when it is the destination
+ * server's, else on the destination device's legacy stream, so later work
+ * on that stream sees the bytes.  A stream of a third server is waited for
+ * first. */
+static cudaError_t copy_between_servers(rgpu_client *c, uint64_t dst, int dst_dev, uint64_t src,
+                                        int src_dev, size_t n, uint64_t wire, int stream_dev,
+                                        int async) {
+  rgpu_client *cs = rgpu_rt_client_of_device(src_dev), *cd = rgpu_rt_client_of_device(dst_dev);
+  int stream_srv = rgpu_rt_server_of_device(stream_dev);
+  uint64_t src_stream = 0, dst_stream = 0;
+  if (stream_srv == rgpu_rt_server_of_device(src_dev)) {
+    src_stream = wire;
+  } else if (stream_srv == rgpu_rt_server_of_device(dst_dev)) {
+    dst_stream = wire;
+  } else if (wire) {
+    rgpu_client *cw = rgpu_rt_client_of_device(stream_dev);
+    rgpu_status rc = rgpu_rt_sync_call(cw, stream_dev, RGPU_RT_SYNC_STREAM, wire, wire);
+    if (rc) return rgpu_rt_sync_ret(cw, rc);
+  }
+  if (!async || !src_stream) {
+    rgpu_status rc =
+        rgpu_rt_sync_call(cs, src_dev, RGPU_RT_SYNC_DEVICE, 0, RGPU_CLIENT_ALL_STREAMS);
+    if (rc) return rgpu_rt_sync_ret(cs, rc);
+  }
+  (void)c;
+  size_t piece = n < RGPU_RT_CROSS_STAGE_BYTES ? n : RGPU_RT_CROSS_STAGE_BYTES;
+  uint8_t *stage = malloc(piece);
+  if (!stage) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  cudaError_t e = cudaSuccess;
+  for (size_t off = 0; e == cudaSuccess && off < n; off += piece) {
+    size_t len = n - off < piece ? n - off : piece;
+    e = rgpu_rt_memcpy(cs, (uint64_t)(uintptr_t)stage, src + off, len, cudaMemcpyDeviceToHost,
+                       src_stream, src_dev, 0);
+    if (e == cudaSuccess)
+      e = rgpu_rt_memcpy(cd, dst + off, (uint64_t)(uintptr_t)stage, len, cudaMemcpyHostToDevice,
+                         dst_stream, dst_dev, 0);
+  }
+  free(stage);
+  return e;
+}
+
 static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
                                  enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
                                  int async) {
@@ -95,6 +157,25 @@ static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (rgpu_rt_several_servers) {
+    rgpu_range rs;
+    if (kind == cudaMemcpyDeviceToDevice && is_device_range((uint64_t)(uintptr_t)src, 1, &rs) &&
+        rgpu_rt_devices_apart(rs.device, dev)) {
+      if (rgpu_rt_graph_is_capturing(wire)) {
+        static int logged;
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+          RGPU_WARN("a captured copy between devices of two servers is not supported; it "
+                    "returns cudaErrorNotSupported");
+        return rgpu_rt_ret(cudaErrorNotSupported);
+      }
+      return copy_between_servers(c, (uint64_t)(uintptr_t)dst, dev, (uint64_t)(uintptr_t)src,
+                                  rs.device, count, wire, sdev, async);
+    }
+    uint64_t asked = wire;
+    e = rgpu_rt_foreign_stream(dev, sdev, &wire);
+    if (e != cudaSuccess) return e;
+    if (asked && !wire) async = 0; /* the stream's own ordering is gone: wait for it */
+  }
   if (!async && kind == cudaMemcpyDeviceToDevice) {
     e = sync_other_source(c, src, dev);
     if (e != cudaSuccess) return e;
@@ -333,6 +414,7 @@ served:
 }
 
 cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPtr) {
+  c = rgpu_rt_route(c, dev); /* the device's session: its arena, its errors */
   uint64_t p = 0;
   rgpu_status rc = 0;
   int served = 0;
@@ -357,9 +439,21 @@ cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPt
   }
   if (rc) return rgpu_rt_sync_ret(c, rc);
   rgpu_range rg = {.base = p, .size = size, .device = dev, .kind = RGPU_RANGE_DEVICE};
-  if (rgpu_range_add(&g_dev_ranges, &rg))
+  if (rgpu_range_add(&g_dev_ranges, &rg)) {
+    rgpu_range other;
+    if (rgpu_rt_several_servers && rgpu_range_find(&g_dev_ranges, p, 1, &other) == 0 &&
+        rgpu_rt_devices_apart(other.device, dev)) {
+      /* Two servers' address spaces are their own: a pointer that names
+       * memory on both could not be routed.  Refused, not misrouted. */
+      RGPU_ERROR("device %d's server returned memory at 0x%llx, where device %d (another "
+                 "server) has memory already; cudaMalloc fails with "
+                 "cudaErrorMemoryAllocation (the block stays allocated on its server)",
+                 dev, (unsigned long long)p, other.device);
+      return rgpu_rt_ret(cudaErrorMemoryAllocation);
+    }
     RGPU_WARN("server returned an allocation overlapping a known one (0x%llx)",
               (unsigned long long)p);
+  }
   *devPtr = (void *)(uintptr_t)p;
   return cudaSuccess;
 }
@@ -383,6 +477,7 @@ cudaError_t rgpu_rt_dev_free(rgpu_client *c, void *devPtr) {
       r.base != (uint64_t)(uintptr_t)devPtr || r.kind != RGPU_RANGE_DEVICE)
     return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_range_remove(&g_dev_ranges, r.base, NULL);
+  c = rgpu_rt_route(c, r.device); /* the arena's sequence numbers are its server's */
   if (r.device >= 0 && r.device < RGPU_MAX_DEVICES) {
     /* Arena memory goes back to the arena: nothing to send.  It is handed
      * out again only after a device-wide synchronization issued after
@@ -410,12 +505,16 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
 /* Background copies into host memory about to be released land first (CUDA's
  * cudaFreeHost synchronizes too). */
 static void drain_host_range(void *p, size_t n) {
-  rgpu_client *c = rgpu_rt_client_peek();
-  if (!c) return;
+  if (!rgpu_rt_client_peek()) return;
   assert(rgpu_mutex_held_count() == 0); /* waits for replies: no cudart lock held */
-  rgpu_client_lock(c);
-  rgpu_client_drain_dst_locked(c, p, n);
-  rgpu_client_unlock(c);
+  /* Any server's copies may land there. */
+  for (int i = 0; i < rgpu_rt_server_count(); i++) {
+    rgpu_client *c = rgpu_rt_server_client(i);
+    if (!c) continue;
+    rgpu_client_lock(c);
+    rgpu_client_drain_dst_locked(c, p, n);
+    rgpu_client_unlock(c);
+  }
 }
 
 RGPU_API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
@@ -652,6 +751,33 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (rgpu_rt_several_servers) {
+    rgpu_range rs;
+    if (kind == cudaMemcpyDeviceToDevice && is_device_range((uint64_t)(uintptr_t)src, 1, &rs) &&
+        rgpu_rt_devices_apart(rs.device, dev)) {
+      if (rgpu_rt_graph_is_capturing(wire)) {
+        static int logged;
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+          RGPU_WARN("a captured copy between devices of two servers is not supported; it "
+                    "returns cudaErrorNotSupported");
+        return rgpu_rt_ret(cudaErrorNotSupported);
+      }
+      /* Row by row through the client (a round trip each) unless the rows
+       * are contiguous. */
+      if (dpitch == width && spitch == width)
+        return copy_between_servers(c, d, dev, s, rs.device, width * height, wire, sdev, async);
+      for (size_t r = 0; r < height; r++) {
+        e = copy_between_servers(c, d + r * dpitch, dev, s + r * spitch, rs.device, width, wire,
+                                 sdev, async);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
+    }
+    uint64_t asked = wire;
+    e = rgpu_rt_foreign_stream(dev, sdev, &wire);
+    if (e != cudaSuccess) return e;
+    if (asked && !wire) async = 0; /* the stream's own ordering is gone: wait for it */
+  }
   if (!async && kind == cudaMemcpyDeviceToDevice) {
     e = sync_other_source(c, src, dev);
     if (e != cudaSuccess) return e;
@@ -718,6 +844,7 @@ static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t
   int sdev;
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_foreign_stream(r.device, sdev, &wire)) != cudaSuccess) return e;
   rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = r.device};
   op.fill = (struct cudaMemsetParams){.dst = devPtr,
                                       .pitch = pitch,

@@ -355,6 +355,8 @@ cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
 cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
   cudaError_t e;
   if (rgpu_rt_capture_take(op, &e)) return rgpu_rt_ret(e);
+  /* The session of the server owning the op's device (issue 19). */
+  c = rgpu_rt_route(c, op->device);
   /* A stream behind an unanswered host function takes only so much. */
   rgpu_rt_host_backpressure(c, op->stream, op->kind == RGPU_RT_OP_HOST_FUNC);
   switch (op->kind) {

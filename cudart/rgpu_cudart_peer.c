@@ -24,8 +24,12 @@ static cudaError_t check_devices(rgpu_client *c, int a, int b) {
   return cudaSuccess;
 }
 
+/* Only between devices of one server (the caller checks): both numbers
+ * are sent as that server's own. */
 static rgpu_status peer_call(rgpu_client *c, int device, int peer, uint32_t op, int32_t *value) {
-  rgpu_msg_peer_access_req req = {.device = (uint32_t)device, .peer = (uint32_t)peer, .op = op};
+  c = rgpu_rt_route(c, device);
+  rgpu_msg_peer_access_req req = {.device = rgpu_rt_local_device(c, device),
+                                  .peer = rgpu_rt_local_device(c, peer), .op = op};
   rgpu_msg_peer_access_rep rep;
   memset(&rep, 0, sizeof rep);
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
@@ -43,6 +47,13 @@ RGPU_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   /* CUDA: a device is not its own peer. */
   if (device == peerDevice) {
+    *canAccessPeer = 0;
+    return cudaSuccess;
+  }
+  /* Devices of two servers (issue 19) share no memory: a kernel on one
+   * cannot reach the other's.  Copies between them still work, through
+   * this client (cudaMemcpyPeer). */
+  if (rgpu_rt_devices_apart(device, peerDevice)) {
     *canAccessPeer = 0;
     return cudaSuccess;
   }
@@ -76,6 +87,10 @@ static cudaError_t peer_change(int peer, uint32_t op, unsigned flags) {
   e = check_devices(c, dev, peer);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (dev == peer) return rgpu_rt_ret(cudaErrorInvalidDevice);
+  /* What CUDA answers for a pair whose cudaDeviceCanAccessPeer is 0. */
+  if (rgpu_rt_devices_apart(dev, peer))
+    return rgpu_rt_ret(op == PEER_ENABLE ? cudaErrorPeerAccessUnsupported
+                                         : cudaErrorPeerAccessNotEnabled);
   return rgpu_rt_ret(rgpu_rt_from_call(peer_call(c, dev, peer, op, NULL)));
 }
 

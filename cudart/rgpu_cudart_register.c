@@ -277,7 +277,8 @@ RGPU_API void __cudaUnregisterFatBinary(void **fatCubinHandle) {
   for (int d = 0; d < RGPU_MAX_DEVICES; d++) {
     rgpu_rt_module *m = &fb->mods[d];
     unload[d] = 0;
-    if (!c || m->state != 1 || m->epoch != rgpu_rt_device_epoch(d) || rgpu_client_is_dead(c))
+    if (!c || m->state != 1 || m->epoch != rgpu_rt_device_epoch(d) ||
+        rgpu_client_is_dead(rgpu_rt_client_of_device(d)))
       continue;
     unload[d] = m->module_id;
     m->state = 0;
@@ -438,7 +439,7 @@ static cudaError_t module_ensure(rgpu_client *c, rgpu_rt_fatbin *fb, int dev) {
   rgpu_mutex_lock(&fb->lock);
   m->state = 0; /* module_install decides */
   cudaError_t e;
-  if (rgpu_status_layer(rc) == 2 && !rgpu_client_is_dead(c))
+  if (rgpu_status_layer(rc) == 2 && !rgpu_client_is_dead(rgpu_rt_route(c, dev)))
     e = cudaErrorInvalidValue; /* the request did not encode (names over the limits): not sent */
   else
     e = module_install(fb, m, dev, epoch, id, rc, &r, &pay);

@@ -13,6 +13,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_log.h"
 #include "rgpu_messages.h"
 
 static atomic_ullong g_next_id = 1;
@@ -76,9 +77,11 @@ void rgpu_rt_idle_after_wait_locked(rgpu_client *c, int device, uint64_t first, 
  * is answered here.  A small direct-mapped table: a stream that lost its
  * slot just pays its round trip. */
 #define STREAM_IDLE_SLOTS 64
+/* One table per server (issue 19): each is read and written under its own
+ * session's lock, and its sequence numbers are that session's. */
 static struct {
   uint64_t stream, next;
-} g_stream_idle[STREAM_IDLE_SLOTS];
+} g_stream_idle[RGPU_CLIENT_MAX_SERVERS][STREAM_IDLE_SLOTS];
 
 static unsigned stream_idle_slot(uint64_t stream) {
   return (unsigned)((stream * 0x9e3779b97f4a7c15ull) >> 58) % STREAM_IDLE_SLOTS;
@@ -88,8 +91,9 @@ void rgpu_rt_stream_idle_at_locked(rgpu_client *c, uint64_t stream, uint64_t nex
   assert(rgpu_client_lock_held(c));
   if (rgpu_client_sync_every_call(c)) return;
   unsigned i = stream_idle_slot(stream);
-  g_stream_idle[i].stream = stream;
-  g_stream_idle[i].next = next;
+  int k = rgpu_rt_server_index(c);
+  g_stream_idle[k][i].stream = stream;
+  g_stream_idle[k][i].next = next;
 }
 
 void rgpu_rt_stream_idle_locked(rgpu_client *c, uint64_t stream, int ok) {
@@ -102,7 +106,8 @@ static int stream_known_idle_locked(rgpu_client *c, int device, uint64_t stream)
   uint64_t next = rgpu_client_next_seq_locked(c);
   unsigned i = stream_idle_slot(stream);
   if (rgpu_client_sync_every_call(c)) return 0;
-  if (g_stream_idle[i].stream == stream && g_stream_idle[i].next == next && next) return 1;
+  int k = rgpu_rt_server_index(c);
+  if (g_stream_idle[k][i].stream == stream && g_stream_idle[k][i].next == next && next) return 1;
   return device >= 0 && device < RGPU_MAX_DEVICES && g_idle_next[device] == next && next;
 }
 
@@ -110,6 +115,7 @@ rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind
                               uint64_t handle, uint64_t drain_stream) {
   rgpu_client_reply r = {0};
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  c = rgpu_rt_route(c, device);
   rgpu_client_lock(c);
   if ((kind == RGPU_RT_SYNC_STREAM || kind == RGPU_RT_QUERY_STREAM) &&
       stream_known_idle_locked(c, device, handle)) {
@@ -247,7 +253,7 @@ RGPU_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 static cudaError_t query_ret(rgpu_client *c, int rc) {
   if (rc == CUDA_ERROR_NOT_READY) {
     rgpu_rt_collect_async(c);
-    cudaError_t s = rgpu_err_state_sync(rgpu_rt_err_state(), cudaSuccess);
+    cudaError_t s = rgpu_err_state_sync(rgpu_rt_err_state_of(c), cudaSuccess);
     return s != cudaSuccess ? rgpu_rt_ret(s) : cudaErrorNotReady;
   }
   return rgpu_rt_sync_ret(c, rc);
@@ -264,6 +270,7 @@ static cudaError_t stream_wait_call(cudaStream_t stream, int per_thread, rgpu_rt
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if ((e = rgpu_rt_graph_check_sync(wire)) != cudaSuccess) return rgpu_rt_ret(e);
+  c = rgpu_rt_route(c, dev); /* its errors are its server's */
   rgpu_status rc = rgpu_rt_sync_call(c, dev, kind, wire, wire);
   return kind == RGPU_RT_QUERY_STREAM ? query_ret(c, rc) : rgpu_rt_sync_ret(c, rc);
 }
@@ -300,6 +307,24 @@ static cudaError_t submit_event_op(rgpu_rt_op_kind kind, cudaEvent_t event, cuda
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (kind == RGPU_RT_OP_EVENT_RECORD && dev != event->device)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  if (kind == RGPU_RT_OP_EVENT_WAIT && rgpu_rt_devices_apart(dev, event->device)) {
+    /* An event of another server (issue 19): no server can wait for the
+     * other's, so the client does, now, with cudaEventSynchronize's round
+     * trip; the stream's later work is sent after the event completed.
+     * The host blocks where CUDA would not.  A capture cannot record a
+     * wait that happens in the client. */
+    if (rgpu_rt_graph_is_capturing(wire)) {
+      static int logged;
+      if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+        RGPU_WARN("cudaStreamWaitEvent: a capturing stream cannot wait for an event of another "
+                  "server; it returns cudaErrorNotSupported");
+      return rgpu_rt_ret(cudaErrorNotSupported);
+    }
+    rgpu_client *owner = rgpu_rt_route(c, event->device);
+    rgpu_status rc = rgpu_rt_sync_call(owner, event->device, RGPU_RT_SYNC_EVENT, event->id,
+                                       RGPU_CLIENT_ALL_STREAMS);
+    return rgpu_rt_sync_ret(owner, rc);
+  }
   rgpu_rt_op op = {.kind = kind, .stream = wire, .device = dev};
   op.event.event = event;
   op.event.flags = flags;
@@ -449,6 +474,7 @@ static cudaError_t event_wait_call(cudaEvent_t event, rgpu_rt_sync_kind kind) {
   if (!event || event->magic != RGPU_EVENT_MAGIC)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   if ((e = rgpu_rt_graph_check_event(event)) != cudaSuccess) return rgpu_rt_ret(e);
+  c = rgpu_rt_route(c, event->device);
   /* The event's stream is not tracked here: drain every stream's earlier
    * copies (more waiting than needed at worst, never missing data). */
   rgpu_status rc = rgpu_rt_sync_call(c, event->device, kind, event->id, RGPU_CLIENT_ALL_STREAMS);
@@ -472,6 +498,11 @@ RGPU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEven
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
   if ((start->flags | end->flags) & cudaEventDisableTiming)
     return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  /* Two servers' clocks cannot be compared; CUDA refuses events of two
+   * devices alike. */
+  if (rgpu_rt_devices_apart(start->device, end->device))
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  c = rgpu_rt_route(c, start->device);
   rgpu_msg_event_elapsed_req req = {.start_event = start->id, .end_event = end->id};
   rgpu_msg_event_elapsed_rep rep;
   rgpu_status rc = rgpu_call_event_elapsed(c, start->device, 0, &req, &rep, NULL);

@@ -403,6 +403,37 @@ static void test_error_texts(void **state) {
   assert_non_null(rgpu_cudart_error_text(424242));
 }
 
+/* Several servers (issue 19): devices numbered in server order, the owner
+ * of each, a server without devices, the cap on the total. */
+static void test_devlist(void **state) {
+  (void)state;
+  rgpu_devlist l;
+  int counts[3] = {2, 2, 0};
+  assert_int_equal(rgpu_devlist_build(&l, counts, 2, 64), 4);
+  assert_int_equal(l.first[1], 2);
+  int want[4] = {0, 0, 1, 1};
+  for (int d = 0; d < 4; d++) assert_int_equal(rgpu_devlist_server_of(&l, d), want[d]);
+  assert_int_equal(rgpu_devlist_server_of(&l, 4), -1);
+  assert_int_equal(rgpu_devlist_server_of(&l, -1), -1);
+  /* A server with no GPU owns no number; the next one's follow on. */
+  int gap[3] = {1, 0, 3};
+  assert_int_equal(rgpu_devlist_build(&l, gap, 3, 64), 4);
+  assert_int_equal(rgpu_devlist_server_of(&l, 0), 0);
+  assert_int_equal(rgpu_devlist_server_of(&l, 1), 2);
+  assert_int_equal(rgpu_devlist_server_of(&l, 3), 2);
+  assert_int_equal(l.count[1], 0);
+  /* More devices than the runtime numbers: the last server's are cut. */
+  int many[2] = {40, 40};
+  assert_int_equal(rgpu_devlist_build(&l, many, 2, 64), 64);
+  assert_int_equal(l.count[1], 24);
+  assert_int_equal(rgpu_devlist_server_of(&l, 63), 1);
+  assert_int_equal(rgpu_devlist_server_of(&l, 64), -1);
+  /* A negative count (a broken reply) is none. */
+  int bad[2] = {-5, 2};
+  assert_int_equal(rgpu_devlist_build(&l, bad, 2, 64), 2);
+  assert_int_equal(rgpu_devlist_server_of(&l, 0), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_errmap),
@@ -414,6 +445,7 @@ int main(void) {
       cmocka_unit_test(test_undelivered_mask),
       cmocka_unit_test(test_module_refused_line),
       cmocka_unit_test(test_ranges),
+      cmocka_unit_test(test_devlist),
       cmocka_unit_test(test_ranges_threads),
       cmocka_unit_test(test_params),
       cmocka_unit_test(test_error_texts),

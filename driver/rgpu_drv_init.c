@@ -46,7 +46,7 @@ RGPU_DRV CUresult rgpu_drv_cuInit(unsigned int Flags) {
   /* No server: CUDA's answer when no usable driver or device is present
    * (the client already said why, once). */
   if (!c) return CUDA_ERROR_NO_DEVICE;
-  if (rgpu_client_is_dead(c)) return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  if (rgpu_rt_all_lost(c)) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   __atomic_store_n(&g_initialized, 1, __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
 }

@@ -276,6 +276,8 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
   int sdev;
   cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)s, pt, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_drv_from_rt(e);
+  e = rgpu_rt_foreign_stream(rg.device, sdev, &wire);
+  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
   rgpu_rt_op op = {.kind = RGPU_RT_OP_MEMSET, .stream = wire, .device = rg.device};
   op.fill = (struct cudaMemsetParams){.dst = DPTR(dst),
                                       .pitch = height > 1 ? pitch : row,

@@ -246,7 +246,8 @@ static void module_release(rgpu_client *c, struct CUmod_st *m) {
   m->globals = NULL;
   m->nglobals = 0;
   rgpu_mutex_unlock(&m->lock);
-  if (m->epoch == rgpu_rt_device_epoch(m->device) && !rgpu_client_is_dead(c)) {
+  if (m->epoch == rgpu_rt_device_epoch(m->device) &&
+      !rgpu_client_is_dead(rgpu_rt_route(c, m->device))) {
     rgpu_msg_module_unload_req q = {.module_id = m->id};
     rgpu_call_module_unload(c, m->device, RGPU_CALL_ASYNC, &q, NULL, NULL);
   }

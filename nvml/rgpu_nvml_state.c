@@ -32,7 +32,7 @@ void rgpu_nvml_note_unsupported(const char *name, int *logged) {
 static nvmlReturn_t init_common(void) {
   cudaError_t e = cudaSuccess;
   rgpu_client *c = rgpu_rt_client(&e);
-  if (!c || rgpu_client_is_dead(c)) return NVML_ERROR_DRIVER_NOT_LOADED;
+  if (!c || rgpu_rt_all_lost(c)) return NVML_ERROR_DRIVER_NOT_LOADED;
   int n = 0;
   if (rgpu_rt_device_count(c, &n) != cudaSuccess) return NVML_ERROR_DRIVER_NOT_LOADED;
   rgpu_mutex_lock(&g_lock);
@@ -95,10 +95,12 @@ static int handle_index(nvmlDevice_t d, unsigned int *idx) {
 static nvmlReturn_t fetch(unsigned int dev, rgpu_nvml_snapshot *s) {
   rgpu_client *c = rgpu_rt_client_peek();
   if (!c) return NVML_ERROR_UNKNOWN;
+  /* Several servers (issue 19): the owner's session, its own number. */
+  c = rgpu_rt_route(c, (int)dev);
   rgpu_buf pay;
   rgpu_buf_init(&pay);
   rgpu_client_reply rr = {.payload = &pay};
-  rgpu_msg_nvml_query_req q = {.device = dev};
+  rgpu_msg_nvml_query_req q = {.device = rgpu_rt_local_device(c, (int)dev)};
   rgpu_msg_nvml_query_rep rep;
   rgpu_status rc = rgpu_call_nvml_query(c, -1, 0, &q, &rep, &rr);
   nvmlReturn_t r = NVML_SUCCESS;

@@ -3,7 +3,8 @@
 #
 #   e2e_run.sh --bin BUILD/bin [--listen URI] [--server-args "..."] [--env K=V]...
 #              [--remote URI] [--expect REGEX]... [--expect-fail]
-#              [--server-token T] [--untrusted-ca] [--client-scheme S] -- PROGRAM ARGS...
+#              [--server-token T] [--untrusted-ca] [--client-scheme S] [--servers N]
+#              -- PROGRAM ARGS...
 #
 # Without --listen the program runs under `rgpu run` with its private
 # softgpu server (the quick-start path).  With --listen the script starts
@@ -16,9 +17,15 @@
 # --untrusted-ca pins a second, unrelated self-signed certificate on the
 # client; --client-scheme tcp makes the client speak plain tcp:// to the
 # server's tls:// port.
+# --servers N (with --listen) starts N servers alike and gives the program
+# all of them (RGPU_SERVER=URI1,URI2,...: several servers, issue 19), and
+# --remote's URI after them when both are given; each
+# runs in a process group of its own, whose ids the program finds in
+# RGPU_TEST_SERVER_PGIDS (comma-separated, in RGPU_SERVER's order) to stop
+# one mid-run.
 set -u
 bin="" listen="" remote="" server_args="" expect_fail=0
-server_token="" untrusted_ca=0 client_scheme=""
+server_token="" untrusted_ca=0 client_scheme="" nservers=1
 expects=() envs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +39,7 @@ while [ $# -gt 0 ]; do
     --server-token) server_token=$2; shift 2 ;;
     --untrusted-ca) untrusted_ca=1; shift ;;
     --client-scheme) client_scheme=$2; shift 2 ;;
+    --servers) nservers=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "e2e_run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -40,12 +48,19 @@ done
 
 work=$(mktemp -d)
 server_pid=""
+extra_pids=()
 cleanup() {
   if [ -n "$server_pid" ]; then
     kill "$server_pid" 2>/dev/null
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$server_pid" 2>/dev/null
   fi
+  # --servers: each server and its workers form a process group.
+  for p in "${extra_pids[@]}"; do
+    kill -- "-$p" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 -- "-$p" 2>/dev/null
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -82,27 +97,62 @@ if [ -n "$listen" ]; then
   fi
   # Each run its own kernel image cache (issue 15), so that no test depends
   # on what an earlier one left in the default directory.
+  own_cache=1
   case " $server_args " in
-    *" --image-cache "*) ;;
-    *) server_args="$server_args --image-cache $work/image-cache" ;;
+    *" --image-cache "*) own_cache=0 ;;
   esac
-  # shellcheck disable=SC2086
-  "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
-  server_pid=$!
-  uri=""
-  for _ in $(seq 1 100); do
-    uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server.err" | head -n 1)
-    [ -n "$uri" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$uri" ]; then
-    echo "e2e_run.sh: rgpu-server did not start listening on $listen" >&2
-    cat "$work/server.err" >&2
-    exit 1
+  if [ "$nservers" -gt 1 ] || [ -n "$remote" ]; then
+    uris="" pgids=""
+    for k in $(seq 1 "$nservers"); do
+      # setsid: the server leads a process group (no job control here, so
+      # it execs in place and $! is the server), its workers join it.
+      cache=""
+      [ "$own_cache" = 1 ] && cache="--image-cache $work/image-cache-$k"
+      # shellcheck disable=SC2086
+      setsid "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args $cache >"$work/server$k.out" 2>"$work/server$k.err" &
+      extra_pids+=($!)
+      # The program may kill it (a lost server): no "Killed" line from bash.
+      disown "$!" 2>/dev/null
+      u=""
+      for _ in $(seq 1 100); do
+        u=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server$k.err" | head -n 1)
+        [ -n "$u" ] && break
+        kill -0 "${extra_pids[-1]}" 2>/dev/null || break
+        sleep 0.1
+      done
+      if [ -z "$u" ]; then
+        echo "e2e_run.sh: rgpu-server $k did not start listening on $listen" >&2
+        cat "$work/server$k.err" >&2
+        exit 1
+      fi
+      uris="$uris${uris:+,}$u"
+      pgids="$pgids${pgids:+,}${extra_pids[-1]}"
+    done
+    # --remote with --listen: one more server, not started here (after the
+    # started ones in RGPU_SERVER).
+    [ -n "$remote" ] && uris="$uris,$remote"
+    envs+=("RGPU_TEST_SERVER_PGIDS=$pgids")
+    run_args=(--server "$uris")
+  else
+    [ "$own_cache" = 1 ] && server_args="$server_args --image-cache $work/image-cache"
+    # shellcheck disable=SC2086
+    "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
+    server_pid=$!
+    uri=""
+    for _ in $(seq 1 100); do
+      uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server.err" | head -n 1)
+      [ -n "$uri" ] && break
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ -z "$uri" ]; then
+      echo "e2e_run.sh: rgpu-server did not start listening on $listen" >&2
+      cat "$work/server.err" >&2
+      exit 1
+    fi
+    [ -n "$client_scheme" ] && uri="$client_scheme://${uri#*://}"
+    run_args=(--server "$uri")
   fi
-  [ -n "$client_scheme" ] && uri="$client_scheme://${uri#*://}"
-  run_args=(--server "$uri")
 fi
 
 env "${envs[@]}" "$bin/rgpu" run "${run_args[@]}" -- "$@" >"$work/out" 2>&1
