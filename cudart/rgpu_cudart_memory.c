@@ -143,6 +143,26 @@ static cudaError_t copy_between_servers(rgpu_client *c, uint64_t dst, int dst_de
   return e;
 }
 
+/* With several servers: the device of src when a device-to-device copy to
+ * dev leaves dev's server (-1 when it does not); *e is the refusal of such
+ * a copy on a capturing stream (cudaSuccess otherwise). */
+static int other_server_source(enum cudaMemcpyKind kind, const void *src, int dev, uint64_t wire,
+                               cudaError_t *e) {
+  *e = cudaSuccess;
+  rgpu_range rs;
+  if (kind != cudaMemcpyDeviceToDevice || !is_device_range((uint64_t)(uintptr_t)src, 1, &rs) ||
+      !rgpu_rt_devices_apart(rs.device, dev))
+    return -1;
+  if (rgpu_rt_graph_is_capturing(wire)) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("a captured copy between devices of two servers is not supported; it "
+                "returns cudaErrorNotSupported");
+    *e = cudaErrorNotSupported;
+  }
+  return rs.device;
+}
+
 static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
                                  enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
                                  int async) {
@@ -158,19 +178,11 @@ static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (rgpu_rt_several_servers) {
-    rgpu_range rs;
-    if (kind == cudaMemcpyDeviceToDevice && is_device_range((uint64_t)(uintptr_t)src, 1, &rs) &&
-        rgpu_rt_devices_apart(rs.device, dev)) {
-      if (rgpu_rt_graph_is_capturing(wire)) {
-        static int logged;
-        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-          RGPU_WARN("a captured copy between devices of two servers is not supported; it "
-                    "returns cudaErrorNotSupported");
-        return rgpu_rt_ret(cudaErrorNotSupported);
-      }
+    int from = other_server_source(kind, src, dev, wire, &e);
+    if (e != cudaSuccess) return rgpu_rt_ret(e);
+    if (from >= 0)
       return copy_between_servers(c, (uint64_t)(uintptr_t)dst, dev, (uint64_t)(uintptr_t)src,
-                                  rs.device, count, wire, sdev, async);
-    }
+                                  from, count, wire, sdev, async);
     uint64_t asked = wire;
     e = rgpu_rt_foreign_stream(dev, sdev, &wire);
     if (e != cudaSuccess) return e;
@@ -752,22 +764,15 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (rgpu_rt_several_servers) {
-    rgpu_range rs;
-    if (kind == cudaMemcpyDeviceToDevice && is_device_range((uint64_t)(uintptr_t)src, 1, &rs) &&
-        rgpu_rt_devices_apart(rs.device, dev)) {
-      if (rgpu_rt_graph_is_capturing(wire)) {
-        static int logged;
-        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-          RGPU_WARN("a captured copy between devices of two servers is not supported; it "
-                    "returns cudaErrorNotSupported");
-        return rgpu_rt_ret(cudaErrorNotSupported);
-      }
+    int from = other_server_source(kind, (const void *)(uintptr_t)s, dev, wire, &e);
+    if (e != cudaSuccess) return rgpu_rt_ret(e);
+    if (from >= 0) {
       /* Row by row through the client (a round trip each) unless the rows
        * are contiguous. */
       if (dpitch == width && spitch == width)
-        return copy_between_servers(c, d, dev, s, rs.device, width * height, wire, sdev, async);
+        return copy_between_servers(c, d, dev, s, from, width * height, wire, sdev, async);
       for (size_t r = 0; r < height; r++) {
-        e = copy_between_servers(c, d + r * dpitch, dev, s + r * spitch, rs.device, width, wire,
+        e = copy_between_servers(c, d + r * dpitch, dev, s + r * spitch, from, width, wire,
                                  sdev, async);
         if (e != cudaSuccess) return e;
       }

@@ -67,6 +67,22 @@ trap cleanup EXIT
 
 run_args=()
 [ -n "$remote" ] && run_args=(--server "$remote")
+# The URI a server started with stderr in $1 (pid $2, named $3 in the
+# message) says it listens on, once it does; 1 (with its log) if it exits
+# or says nothing within 10 s.
+listening_uri() {
+  local u=""
+  for _ in $(seq 1 100); do
+    u=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$1" | head -n 1)
+    [ -n "$u" ] && { echo "$u"; return 0; }
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "e2e_run.sh: $3 did not start listening on $listen" >&2
+  cat "$1" >&2
+  return 1
+}
+
 if [ -n "$listen" ]; then
   # tls:// and quic:// need a certificate: a fresh self-signed pair per run
   # (a few ms), pinned by the client through RGPU_CA, unless the caller
@@ -113,18 +129,7 @@ if [ -n "$listen" ]; then
       extra_pids+=($!)
       # The program may kill it (a lost server): no "Killed" line from bash.
       disown "$!" 2>/dev/null
-      u=""
-      for _ in $(seq 1 100); do
-        u=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server$k.err" | head -n 1)
-        [ -n "$u" ] && break
-        kill -0 "${extra_pids[-1]}" 2>/dev/null || break
-        sleep 0.1
-      done
-      if [ -z "$u" ]; then
-        echo "e2e_run.sh: rgpu-server $k did not start listening on $listen" >&2
-        cat "$work/server$k.err" >&2
-        exit 1
-      fi
+      u=$(listening_uri "$work/server$k.err" "${extra_pids[-1]}" "rgpu-server $k") || exit 1
       uris="$uris${uris:+,}$u"
       pgids="$pgids${pgids:+,}${extra_pids[-1]}"
     done
@@ -138,18 +143,7 @@ if [ -n "$listen" ]; then
     # shellcheck disable=SC2086
     "$bin/rgpu-server" --listen "$listen" --device softgpu $server_args >"$work/server.out" 2>"$work/server.err" &
     server_pid=$!
-    uri=""
-    for _ in $(seq 1 100); do
-      uri=$(sed -n 's/^rgpu-server: listening on \([^ ]*\).*/\1/p' "$work/server.err" | head -n 1)
-      [ -n "$uri" ] && break
-      kill -0 "$server_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if [ -z "$uri" ]; then
-      echo "e2e_run.sh: rgpu-server did not start listening on $listen" >&2
-      cat "$work/server.err" >&2
-      exit 1
-    fi
+    uri=$(listening_uri "$work/server.err" "$server_pid" rgpu-server) || exit 1
     [ -n "$client_scheme" ] && uri="$client_scheme://${uri#*://}"
     run_args=(--server "$uri")
   fi
