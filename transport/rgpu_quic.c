@@ -1524,14 +1524,17 @@ static int cs_writable(const qclient *cl, const qstream *s) {
   return cl->ended || s->write_off - s->acked_off < Q_SEND_BUF_MAX;
 }
 
-/* Keeps ready_fd readable while a read would not wait, except while the
- * stream's reader is inside a read: it takes the bytes itself and brings
- * the fd up to date when it leaves, so a synchronous call costs no
- * eventfd write and read. */
+/* ready_fd, the conn's poll fd, follows the contract of a TLS socket:
+ * it polls readable when bytes arrived that nobody has taken yet, or the
+ * stream or connection ended, and callers ask rgpu_conn_pending() before
+ * they poll (a reader that took part of what arrived leaves the rest
+ * there, without touching the fd).  Bytes that arrive for a reader inside
+ * a read are its own business: a synchronous call costs no eventfd write
+ * and read. */
 static void cs_update_ready(qclient *cl, qstream *s) {
   if (s->ready_fd < 0) return;
   int want = cs_readable(cl, s);
-  if (want && s->readers) return;
+  if (want && s->readers && s->recvq.head) return;
   if (want && !s->ready_set) {
     q_kick(s->ready_fd);
     s->ready_set = 1;
@@ -1930,7 +1933,7 @@ static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
     }
   }
   s->readers--;
-  cs_update_ready(cl, s);
+  if (!s->recvq.head) cs_update_ready(cl, s); /* clears the fd if it was set */
   client_leave(cl);
   pthread_mutex_unlock(&cl->mu);
   return ret;
