@@ -1581,6 +1581,7 @@ static void client_end(qclient *cl) {
     q_kick(w->efd);
     w->woken = 1;
   }
+  if (cl->driver) q_kick(cl->driver->efd); /* e.g. a stream's reader while the session closes */
   q_kick(cl->io_efd);
 }
 
@@ -1829,9 +1830,15 @@ static void client_leave(qclient *cl) {
   if (!cl->apps_inside && !cl->driver && !cl->ended && client_has_unsent(cl)) q_kick(cl->io_efd);
 }
 
+/* The linger at close waits for what was written to be acknowledged; a
+ * stream whose conn is still open (a bulk lane) has nothing to finish
+ * beyond that, and waiting for its FIN made its reader wait the whole
+ * second. */
 static int client_all_sent(qconn *q) {
-  for (qstream *s = q->streams; s; s = s->next)
-    if (!(s->app_eof && s->fin_sent && s->acked_off >= s->write_off) && !s->closed) return 0;
+  for (qstream *s = q->streams; s; s = s->next) {
+    if (s->closed) continue;
+    if (s->acked_off < s->write_off || (s->app_eof && !s->fin_sent)) return 0;
+  }
   return 1;
 }
 

@@ -1081,6 +1081,38 @@ static void test_fork_child_cannot_use_client(void **state) {
   rgpu_listener_close(l);
 }
 
+/* A thread blocked in a read of a bulk stream (polling the UDP socket
+ * itself) learns at once that the session conn closed the connection,
+ * not at its next timer. */
+static void test_stream_reader_sees_session_close(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_multi(uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1, *w[2];
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  struct iovec v = {"x", 1};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_conn_writev_all(s1, &v, 1), 0);
+  char b[4];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(rgpu_listener_accept(l, &w[i], err, sizeof err), 0);
+    assert_int_equal(rgpu_conn_read_exact(w[i], b, 1), 0);
+  }
+  blocked_reader r = {.c = s1, .rc = 0};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_read_main, &r);
+  usleep(300 * 1000); /* timers settled: the reader polls until the keep-alive */
+  uint64_t t0 = rgpu_clock_ns();
+  rgpu_conn_close(c);
+  pthread_join(th, NULL);
+  assert_true(r.rc != 0);
+  assert_true(rgpu_clock_ns() - t0 < 400000000ull);
+  rgpu_conn_close(s1);
+  for (int i = 0; i < 2; i++) rgpu_conn_close(w[i]);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -1098,6 +1130,7 @@ int main(void) {
       cmocka_unit_test(test_loopback_datagrams),
       cmocka_unit_test(test_reader_drives_through_migration_and_poll_fd),
       cmocka_unit_test(test_fork_child_cannot_use_client),
+      cmocka_unit_test(test_stream_reader_sees_session_close),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
