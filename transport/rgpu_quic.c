@@ -1695,7 +1695,8 @@ static void client_flush(qclient *cl) {
    * went out: if they armed an earlier timer (a probe for data sent into
    * an idle connection), it must wake to honour it, or a lost packet
    * waits for the keep-alive. */
-  if (cl->driver && q_next_expiry(q) < cl->drive_until) q_kick(cl->driver->efd);
+  if (cl->driver && (q_next_expiry(q) < cl->drive_until || q->send_blocked))
+    q_kick(cl->driver->efd); /* send_blocked: it must poll for POLLOUT too */
 }
 
 /* Wakes followers whose stream can go on. */
@@ -1876,9 +1877,11 @@ static void *client_main(void *arg) {
       }
       wake_at = lazy_until;
     } else {
-      /* An app thread drives (or is about to): nothing to do until it
-       * leaves; bounded, so a missed kick costs a second, not a hang. */
-      wake_at = now + 1000000000ull;
+      /* An app thread drives (or is about to).  Look again after the
+       * grace period: a caller that leaves does not wake this thread (that
+       * would cost a wake-up per call), yet the timers of what it left in
+       * flight (a loss probe, say) must not wait much longer than that. */
+      wake_at = now + Q_APP_GRACE_NS;
     }
     struct timespec ts = rgpu_ns_timespec(rgpu_deadline_left_ns(wake_at));
     struct pollfd p = {.fd = cl->io_efd, .events = POLLIN};

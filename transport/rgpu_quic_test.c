@@ -1113,6 +1113,51 @@ static void test_stream_reader_sees_session_close(void **state) {
   rgpu_listener_close(l);
 }
 
+/* Issue 21: a write returns once its bytes are sent, and no caller may
+ * wait for the answer (an asynchronous call).  If those packets are lost,
+ * the connection's own thread must still probe on time, even though a
+ * caller was driving the connection a moment before. */
+static void test_lost_write_probed_without_caller(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  lossy_proxy px;
+  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 0);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *w;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  char b[8];
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+  /* A caller waits (drives) for a while, so the connection's thread finds
+   * it inside and stands back, then the caller leaves. */
+  blocked_reader r = {.c = c, .rc = -1};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_read_main, &r);
+  usleep(100 * 1000);
+  struct iovec pong = {"pong", 4};
+  assert_int_equal(rgpu_conn_writev_all(w, &pong, 1), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(r.rc, 0);
+  px.blackhole = 1;
+  struct iovec late = {"late", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &late, 1), 0); /* sent, and lost */
+  usleep(50 * 1000);
+  px.blackhole = 0;
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+  assert_memory_equal(b, "late", 4);
+  /* Probes after 50 ms of loss come within a few probe timeouts (tens of
+   * ms here), not after a thread's long sleep. */
+  assert_true(rgpu_clock_ns() - t0 < 500000000ull);
+  rgpu_conn_close(c);
+  rgpu_conn_close(w);
+  lossy_stop(&px);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -1131,6 +1176,7 @@ int main(void) {
       cmocka_unit_test(test_reader_drives_through_migration_and_poll_fd),
       cmocka_unit_test(test_fork_child_cannot_use_client),
       cmocka_unit_test(test_stream_reader_sees_session_close),
+      cmocka_unit_test(test_lost_write_probed_without_caller),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
