@@ -582,7 +582,7 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
       s->app_gone = 1;
     }
   }
-  if (!s->app_gone && !s->recvq.head && s->rd_buf && s->rd_got < s->rd_cap) {
+  if (len && !s->app_gone && !s->recvq.head && s->rd_buf && s->rd_got < s->rd_cap) {
     /* A client thread waits in a read (quic_client_read): its buffer
      * takes the bytes at once, one memcpy instead of two per byte of a
      * device-to-host copy. */
