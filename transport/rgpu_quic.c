@@ -2150,6 +2150,7 @@ static const struct rgpu_conn_ops quic_client_ops = {
     .pending = quic_client_pending,
     .shutdown = quic_client_shutdown,
     .destroy = quic_client_destroy,
+    .driven_by_reads = 1,
 };
 
 /* Opens a bidirectional stream with its conn (mu held, or before the I/O
