@@ -32,7 +32,7 @@ export LD_LIBRARY_PATH=$P/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -n "$scripts" ] || scripts=$(for s in tests/torch/torch_*.py; do basename "$s" .py; done)
 
 mkdir -p "$out/cert"
-"$P/bin/rgpu-server" --gen-cert "$out/cert" 2>"$out/gen-cert.err" || { cat "$out/gen-cert.err"; exit 1; }
+"$P/bin/rgpu-server" --gen-cert "$out/cert" --cert-names 10.77.0.2 2>"$out/gen-cert.err" || { cat "$out/gen-cert.err"; exit 1; }
 tlsargs=(--cert "$out/cert/cert.pem" --key "$out/cert/key.pem")
 "$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --listen quic://127.0.0.1:0 --device cuda "${tlsargs[@]}" \
   >"$out/server.out" 2>"$out/server.err" &

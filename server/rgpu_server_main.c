@@ -74,7 +74,9 @@ static void usage(FILE *f) {
           "  --image-cache-max-mb N  bound of the image cache, least recently used images\n"
           "                      go first (default %d)\n"
           "  --gen-cert DIR      write DIR/cert.pem and DIR/key.pem (self-signed, for\n"
-          "                      localhost,127.0.0.1) and exit\n"
+          "                      localhost,127.0.0.1 and the --cert-names) and exit\n"
+          "  --cert-names LIST   with --gen-cert: the server's other names or addresses the\n"
+          "                      certificate is valid for (gpu-host.example,10.0.0.5)\n"
           "  --foreground        stay in the foreground (the only mode; accepted for scripts)\n"
           "  --help, --version\n"
           "\n"
@@ -159,7 +161,7 @@ int main(int argc, char **argv) {
 
   enum {
     OPT_LISTEN = 256, OPT_DEVICE, OPT_SGLIB, OPT_TOKEN, OPT_CERT, OPT_KEY, OPT_CLIENT_CA,
-    OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_FG, OPT_HELP, OPT_VERSION,
+    OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_CERTNAMES, OPT_FG, OPT_HELP, OPT_VERSION,
     OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
     OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG, OPT_TOKEN_DIR,
     OPT_SG_DEVICES, OPT_DEVICES
@@ -179,6 +181,7 @@ int main(int argc, char **argv) {
       {"mem-quota", required_argument, 0, OPT_QUOTA},
       {"max-payload", required_argument, 0, OPT_MAXPAY},
       {"gen-cert", required_argument, 0, OPT_GENCERT},
+      {"cert-names", required_argument, 0, OPT_CERTNAMES},
       {"grace-s", required_argument, 0, OPT_GRACE},
       {"drain-s", required_argument, 0, OPT_DRAIN},
       {"max-pending-auth", required_argument, 0, OPT_MAXPENDING},
@@ -197,6 +200,7 @@ int main(int argc, char **argv) {
   static rgpu_server_opts o; /* large (token buffer): keep it off the stack */
   memset(&o, 0, sizeof o);
   const char *sglib = NULL, *token_file = NULL, *gen_cert = NULL, *image_cache = NULL;
+  const char *cert_names = NULL;
   const char *token_dir = NULL;
   int device_set = 0;
   o.worker.max_payload = RGPU_FRAME_MAX_PAYLOAD;
@@ -314,6 +318,7 @@ int main(int argc, char **argv) {
         o.worker.max_payload = (uint32_t)v;
         break;
       case OPT_GENCERT: gen_cert = optarg; break;
+      case OPT_CERTNAMES: cert_names = optarg; break;
       case OPT_GRACE:
       case OPT_DRAIN: {
         char *end;
@@ -368,13 +373,36 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (cert_names && !gen_cert) {
+    fprintf(stderr, "rgpu-server: --cert-names goes with --gen-cert (it names the certificate's hosts)\n");
+    return 2;
+  }
   if (gen_cert) {
     if (!rgpu_tls_generate_self_signed) {
       fprintf(stderr, "rgpu-server: --gen-cert: this build has no TLS support\n");
       return 1;
     }
-    char err[512] = "";
-    if (rgpu_tls_generate_self_signed(gen_cert, "localhost,127.0.0.1", err, sizeof err)) {
+    char err[512] = "", names[1024] = "localhost,127.0.0.1";
+    if (cert_names) {
+      /* Names for a server reached by another name than localhost (a host
+       * name, a LAN or emulator address): each non-empty, no blanks. */
+      size_t n = strlen(names);
+      for (const char *p = cert_names; *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == 0 || k > 253 || memchr(p, ' ', k) || n + 1 + k >= sizeof names) {
+          fprintf(stderr, "rgpu-server: --cert-names '%s': expected a comma list of host names "
+                  "or addresses (no empty entries, no blanks, 253 bytes each, 1000 in all)\n",
+                  cert_names);
+          return 2;
+        }
+        names[n++] = ',';
+        memcpy(names + n, p, k);
+        n += k;
+        names[n] = 0;
+        p += k + (p[k] == ',');
+      }
+    }
+    if (rgpu_tls_generate_self_signed(gen_cert, names, err, sizeof err)) {
       fprintf(stderr, "rgpu-server: --gen-cert %s: %s\n", gen_cert, err);
       return 1;
     }
