@@ -989,18 +989,6 @@ static int poll_readable(rgpu_conn *c, int timeout_ms) {
   return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
-/* A client conn to uri and the server's end of it from l, after a "ping"
- * has gone across (the handshake done, the stream open both ways). */
-static void connect_pinged(rgpu_listener *l, const char *uri, rgpu_conn **c, rgpu_conn **w) {
-  char err[256], b[4];
-  rgpu_transport_opts co = {.ca_file = srv_cert};
-  assert_int_equal(rgpu_conn_connect(uri, &co, c, err, sizeof err), 0);
-  struct iovec v = {"ping", 4};
-  assert_int_equal(rgpu_conn_writev_all(*c, &v, 1), 0);
-  assert_int_equal(rgpu_listener_accept(l, w, err, sizeof err), 0);
-  assert_int_equal(rgpu_conn_read_exact(*w, b, 4), 0);
-}
-
 /* Issue 21: a client thread blocked in a read polls the UDP socket itself
  * (no I/O thread relays to it).  A migration made meanwhile on another
  * thread must move that poll to the new socket (the old one is closed),
@@ -1009,9 +997,14 @@ static void connect_pinged(rgpu_listener *l, const char *uri, rgpu_conn **c, rgp
 static void test_reader_drives_through_migration_and_poll_fd(void **state) {
   char uri[64], err[256];
   rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
   rgpu_conn *c, *w;
-  connect_pinged(l, uri, &c, &w);
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
   char b[8];
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
 
   blocked_reader r = {.c = c, .rc = -1};
   pthread_t th;
@@ -1125,14 +1118,19 @@ static void test_stream_reader_sees_session_close(void **state) {
  * the connection's own thread must still probe on time, even though a
  * caller was driving the connection a moment before. */
 static void test_lost_write_probed_without_caller(void **state) {
-  char uri[64];
+  char uri[64], err[256];
   rgpu_listener *l = open_server(NULL, uri, sizeof uri);
   lossy_proxy px;
   uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 0);
   snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
   rgpu_conn *c, *w;
-  connect_pinged(l, uri, &c, &w);
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
   char b[8];
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
   /* A caller waits (drives) for a while, so the connection's thread finds
    * it inside and stands back, then the caller leaves. */
   blocked_reader r = {.c = c, .rc = -1};
