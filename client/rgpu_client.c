@@ -884,7 +884,6 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
     return rc;
   }
   snprintf(c->transport, sizeof c->transport, "%s", rgpu_conn_transport_name(c->conn));
-  rgpu_conn_set_spin_us(c->conn, c->spin_us);
   /* A token over tcp:// to another machine can be read by anyone on the
    * path (issue 14); once per process, reconnections included. */
   static int clear_token_warned;
@@ -1074,7 +1073,6 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hoo
 void rgpu_client_set_spin(rgpu_client *c, int spin) {
   rgpu_client_lock(c);
   c->spin_us = spin ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US) : 0;
-  if (c->conn) rgpu_conn_set_spin_us(c->conn, c->spin_us);
   rgpu_client_unlock(c);
 }
 
@@ -1512,7 +1510,6 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
       rc = resume_on(c, nc, rx, deadline, msg, sizeof msg);
       if (rc == 0) {
         c->conn = nc;
-        rgpu_conn_set_spin_us(nc, c->spin_us);
         c->broken = 0;
         c->rx_count = c->rx_frame_start = rx;
         c->rx_acked = rx;

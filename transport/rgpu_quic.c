@@ -21,8 +21,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
-#include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1481,7 +1479,6 @@ struct qclient {
   int exited;         /* the I/O thread has returned */
   uint64_t last_migrate_ns;
   uint8_t *rxbuf;     /* Q_RX_BUF bytes, used by whoever drives */
-  unsigned spin_us;   /* a driver polls this long before ppoll blocks */
 };
 
 /* The rgpu_conn's view: which client, which stream. */
@@ -1772,18 +1769,8 @@ static void client_drive(qclient *cl, qwaiter *w, uint64_t deadline) {
       tsp = &ts;
     }
   }
-  unsigned spin_us = cl->spin_us;
   pthread_mutex_unlock(&cl->mu);
-  int r = 0;
-  if (spin_us) {
-    /* Awake for a while first (rgpu_spin.h), not past ngtcp2's next timer:
-     * a thread that sleeps through a synchronous call wakes late. */
-    uint64_t until = rgpu_clock_ns() + (uint64_t)spin_us * RGPU_NS_PER_US;
-    if (exp < until) until = exp;
-    while ((r = poll(p, 3, 0)) == 0 && rgpu_clock_ns() < until) sched_yield();
-    if (r == 0 && tsp) ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp));
-  }
-  if (r == 0) r = ppoll(p, 3, tsp, NULL);
+  int r = ppoll(p, 3, tsp, NULL);
   pthread_mutex_lock(&cl->mu);
   cl->driver = NULL;
   if (r > 0 && p[1].revents) q_drain(w->efd);
@@ -2125,13 +2112,6 @@ static void quic_client_shutdown(rgpu_conn *c) {
   pthread_mutex_unlock(&cl->mu);
 }
 
-static void quic_client_set_spin(rgpu_conn *c, unsigned us) {
-  qhandle *h = c->impl;
-  pthread_mutex_lock(&h->cl->mu);
-  h->cl->spin_us = us;
-  pthread_mutex_unlock(&h->cl->mu);
-}
-
 static void quic_client_destroy(rgpu_conn *c) {
   qhandle *h = c->impl;
   if (!h) return;
@@ -2171,7 +2151,6 @@ static const struct rgpu_conn_ops quic_client_ops = {
     .shutdown = quic_client_shutdown,
     .destroy = quic_client_destroy,
     .driven_by_reads = 1,
-    .set_spin_us = quic_client_set_spin,
 };
 
 /* Opens a bidirectional stream with its conn (mu held, or before the I/O

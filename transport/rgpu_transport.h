@@ -126,11 +126,6 @@ int rgpu_conn_poll_fd(const rgpu_conn *c);
  * a read (the QUIC client: its reads drive the connection, and block in
  * their own poll of the UDP socket). */
 int rgpu_conn_spin_fd(const rgpu_conn *c);
-/* Where reads drive the connection (rgpu_conn_spin_fd is -1), a read that
- * must wait polls for up to us microseconds, yielding the CPU each round,
- * before it blocks (rgpu_spin.h); 0 (the default) blocks at once.  Other
- * transports ignore it: their callers poll rgpu_conn_spin_fd themselves. */
-void rgpu_conn_set_spin_us(rgpu_conn *c, unsigned us);
 /* Bytes already buffered inside the transport (TLS records, QUIC streams). */
 size_t rgpu_conn_pending(const rgpu_conn *c);
 /* Half-closes the sending direction (graceful end of session). */

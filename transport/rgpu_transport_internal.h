@@ -35,9 +35,6 @@ struct rgpu_conn_ops {
    * reading thread drives the connection), so polling it without reading
    * waits for nothing (rgpu_conn_spin_fd). */
   int driven_by_reads;
-  /* Optional, for those: how long a read that must wait polls for bytes
-   * before it blocks (rgpu_conn_set_spin_us). */
-  void (*set_spin_us)(rgpu_conn *c, unsigned us);
 };
 
 struct rgpu_conn {
