@@ -560,7 +560,7 @@ rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rg
   for (;;) {
     /* Awake for a while before a read blocks (rgpu_spin.h). */
     if (c->spin_us && c->rxpre_off >= c->rxpre.len && !c->broken && rgpu_conn_pending(c->conn) == 0)
-      rgpu_spin_readable(rgpu_conn_spin_fd(c->conn), c->spin_us);
+      rgpu_spin_readable(rgpu_conn_poll_fd(c->conn), c->spin_us);
     rc = read_one(c, seqs, rs, n, first_seq);
     if (rc < 0) return rc;
     if (rc > 0) {

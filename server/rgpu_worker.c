@@ -570,7 +570,7 @@ static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len
   /* A while awake first (rgpu_spin.h); not before HELLO, where a peer may
    * be anybody. */
   if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c))
-    rgpu_spin_readable(rgpu_conn_spin_fd(c), w->spin_us);
+    rgpu_spin_readable(rgpu_conn_poll_fd(c), w->spin_us);
   while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
     int timeout_ms = -1;
     if (w->read_deadline > 0) {

@@ -207,7 +207,6 @@ int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len) {
 }
 
 int rgpu_conn_poll_fd(const rgpu_conn *c) { return c ? c->fd : -1; }
-int rgpu_conn_spin_fd(const rgpu_conn *c) { return c && !c->ops->driven_by_reads ? c->fd : -1; }
 size_t rgpu_conn_pending(const rgpu_conn *c) { return c ? c->ops->pending(c) : 0; }
 void rgpu_conn_shutdown(rgpu_conn *c) {
   if (c) c->ops->shutdown(c);

@@ -1699,7 +1699,6 @@ static const struct rgpu_conn_ops quic_client_ops = {
     .pending = quic_client_pending,
     .shutdown = quic_client_shutdown,
     .destroy = quic_client_destroy,
-    .driven_by_reads = 1,
 };
 
 static rgpu_conn *quic_client_conn(qclient *cl, int fd, int primary) {

@@ -119,11 +119,6 @@ ssize_t rgpu_conn_read_some(rgpu_conn *c, void *buf, size_t len);
 /* A file descriptor that polls readable when rgpu_conn_read_some would not
  * block (for transports with their own buffering this is an eventfd/pipe). */
 int rgpu_conn_poll_fd(const rgpu_conn *c);
-/* A descriptor a caller may poll in a bounded busy wait before a blocking
- * read (rgpu_spin.h): the poll fd, or -1 where bytes reach it only through
- * a read (the QUIC client: its reads drive the connection, and block in
- * their own poll of the UDP socket). */
-int rgpu_conn_spin_fd(const rgpu_conn *c);
 /* Bytes already buffered inside the transport (TLS records, QUIC streams). */
 size_t rgpu_conn_pending(const rgpu_conn *c);
 /* Half-closes the sending direction (graceful end of session). */

@@ -23,18 +23,13 @@
 /* Every conn is a vtable plus a file descriptor.  For tcp/unix and the
  * relayed server side of tls/quic the fd is the stream itself; the TLS client
  * keeps the TCP socket there and routes I/O through GnuTLS; the QUIC client
- * keeps an eventfd there, signalled for bytes that arrived while no read
- * was driving the connection. */
+ * keeps its end of a socketpair to the connection's I/O thread. */
 struct rgpu_conn_ops {
   int (*writev_all)(rgpu_conn *c, const struct iovec *iov, int iovcnt);
   ssize_t (*read_some)(rgpu_conn *c, void *buf, size_t len);
   size_t (*pending)(const rgpu_conn *c);
   void (*shutdown)(rgpu_conn *c);
   void (*destroy)(rgpu_conn *c); /* releases impl; generic code closes fd */
-  /* 1: bytes reach the poll fd only through a read (the QUIC client, whose
-   * reading thread drives the connection), so polling it without reading
-   * waits for nothing (rgpu_conn_spin_fd). */
-  int driven_by_reads;
 };
 
 struct rgpu_conn {
