@@ -566,10 +566,19 @@ static int ctl_take_stream(rgpu_worker *w) {
   return 1;
 }
 
+/* Whether the session thread polls before a read blocks: where it reads
+ * the client's socket itself (tcp, unix).  tls:// and quic:// reach it
+ * through the listener's relay, a thread that needs the CPU to bring the
+ * bytes (see transport_spins in client/rgpu_client.c). */
+static int worker_conn_spins(const rgpu_conn *c) {
+  const char *t = rgpu_conn_transport_name(c);
+  return !strcmp(t, "tcp") || !strcmp(t, "unix");
+}
+
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
   /* A while awake first (rgpu_spin.h); not before HELLO, where a peer may
    * be anybody. */
-  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c))
+  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c) && worker_conn_spins(c))
     rgpu_spin_readable(rgpu_conn_poll_fd(c), w->spin_us);
   while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
     int timeout_ms = -1;
