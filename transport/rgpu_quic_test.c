@@ -972,6 +972,192 @@ static void test_default_keepalive(void **state) {
   rgpu_listener_close(l);
 }
 
+typedef struct {
+  rgpu_conn *c;
+  char buf[8];
+  int rc;
+} blocked_reader;
+
+static void *blocked_read_main(void *arg) {
+  blocked_reader *r = arg;
+  r->rc = rgpu_conn_read_exact(r->c, r->buf, 4);
+  return NULL;
+}
+
+static int poll_readable(rgpu_conn *c, int timeout_ms) {
+  struct pollfd p = {.fd = rgpu_conn_poll_fd(c), .events = POLLIN};
+  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+/* Issue 21: a client thread blocked in a read polls the UDP socket itself
+ * (no I/O thread relays to it).  A migration made meanwhile on another
+ * thread must move that poll to the new socket (the old one is closed),
+ * and bytes that arrive while nobody reads must still be taken in and
+ * shown on the poll fd (rgpu_client polls it for events). */
+static void test_reader_drives_through_migration_and_poll_fd(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *w;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  char b[8];
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+
+  blocked_reader r = {.c = c, .rc = -1};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_read_main, &r);
+  /* Long enough for every ACK and probe timer to be done: the reader now
+   * waits in ppoll on the first socket until the busy connection's
+   * keep-alive, 1 s after the last byte (quic_max_pto_ms). */
+  usleep(300 * 1000);
+  uint64_t t0 = rgpu_clock_ns();
+  int rc = rgpu_conn_migrate(c, err, sizeof err);
+  if (rc) fail_msg("migrate: %s", err);
+  usleep(50 * 1000);
+  struct iovec pong = {"pong", 4};
+  assert_int_equal(rgpu_conn_writev_all(w, &pong, 1), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(r.rc, 0);
+  assert_memory_equal(r.buf, "pong", 4);
+  /* Woken to poll the new socket, not at the keep-alive 0.7 s later. */
+  assert_true(rgpu_clock_ns() - t0 < 400000000ull);
+
+  /* Nothing unread: the poll fd is quiet. */
+  assert_int_equal(rgpu_conn_pending(c), 0);
+  assert_false(poll_readable(c, 0));
+  /* Bytes nobody waits for: the connection's thread takes them in. */
+  struct iovec late = {"late", 4};
+  assert_int_equal(rgpu_conn_writev_all(w, &late, 1), 0);
+  assert_true(poll_readable(c, 3000));
+  assert_int_equal(rgpu_conn_pending(c), 4);
+  assert_int_equal(rgpu_conn_read_exact(c, b, 2), 0);
+  assert_int_equal(rgpu_conn_pending(c), 2);
+  assert_int_equal(rgpu_conn_read_exact(c, b + 2, 2), 0);
+  assert_memory_equal(b, "late", 4);
+  assert_int_equal(rgpu_conn_pending(c), 0);
+  assert_false(poll_readable(c, 0));
+
+  /* The end shows on the poll fd too, and reads see it. */
+  rgpu_conn_close(w);
+  assert_true(poll_readable(c, 3000));
+  ssize_t n = rgpu_conn_read_some(c, b, sizeof b);
+  assert_true(n == 0 || n == RGPU_T_ECLOSED);
+  rgpu_conn_close(c);
+  rgpu_listener_close(l);
+}
+
+/* A forked child shares the parent's sockets but not its QUIC state: its
+ * reads and writes fail with a sentence instead of sending on the
+ * parent's connection, and the parent's session goes on. */
+static void test_fork_child_cannot_use_client(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  tu_echo_server s;
+  tu_echo_start(&s, l, 1);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(tu_echo_check(c, 1 << 16, 512, 4), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    struct iovec v = {"x", 1};
+    int bad = rgpu_conn_writev_all(c, &v, 1) != RGPU_T_ECLOSED;
+    char b;
+    bad |= rgpu_conn_read_some(c, &b, 1) != RGPU_T_ECLOSED;
+    bad |= strstr(rgpu_conn_error(c), "parent process") == NULL;
+    rgpu_conn_close(c);
+    _exit(bad);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 5), 0);
+  rgpu_conn_close(c);
+  tu_echo_join(&s);
+  rgpu_listener_close(l);
+}
+
+/* A thread blocked in a read of a bulk stream (polling the UDP socket
+ * itself) learns at once that the session conn closed the connection,
+ * not at its next timer. */
+static void test_stream_reader_sees_session_close(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_multi(uri, sizeof uri);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1, *w[2];
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  struct iovec v = {"x", 1};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_conn_writev_all(s1, &v, 1), 0);
+  char b[4];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(rgpu_listener_accept(l, &w[i], err, sizeof err), 0);
+    assert_int_equal(rgpu_conn_read_exact(w[i], b, 1), 0);
+  }
+  blocked_reader r = {.c = s1, .rc = 0};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_read_main, &r);
+  usleep(300 * 1000); /* timers settled: the reader polls until the keep-alive */
+  uint64_t t0 = rgpu_clock_ns();
+  rgpu_conn_close(c);
+  pthread_join(th, NULL);
+  assert_true(r.rc != 0);
+  assert_true(rgpu_clock_ns() - t0 < 400000000ull);
+  rgpu_conn_close(s1);
+  for (int i = 0; i < 2; i++) rgpu_conn_close(w[i]);
+  rgpu_listener_close(l);
+}
+
+/* Issue 21: a write returns once its bytes are sent, and no caller may
+ * wait for the answer (an asynchronous call).  If those packets are lost,
+ * the connection's own thread must still probe on time, even though a
+ * caller was driving the connection a moment before. */
+static void test_lost_write_probed_without_caller(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_server(NULL, uri, sizeof uri);
+  lossy_proxy px;
+  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 0);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *w;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  assert_int_equal(rgpu_listener_accept(l, &w, err, sizeof err), 0);
+  char b[8];
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+  /* A caller waits (drives) for a while, so the connection's thread finds
+   * it inside and stands back, then the caller leaves. */
+  blocked_reader r = {.c = c, .rc = -1};
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_read_main, &r);
+  usleep(100 * 1000);
+  struct iovec pong = {"pong", 4};
+  assert_int_equal(rgpu_conn_writev_all(w, &pong, 1), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(r.rc, 0);
+  px.blackhole = 1;
+  struct iovec late = {"late", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &late, 1), 0); /* sent, and lost */
+  usleep(50 * 1000);
+  px.blackhole = 0;
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_conn_read_exact(w, b, 4), 0);
+  assert_memory_equal(b, "late", 4);
+  /* Probes after 50 ms of loss come within a few probe timeouts (tens of
+   * ms here), not after a thread's long sleep. */
+  assert_true(rgpu_clock_ns() - t0 < 500000000ull);
+  rgpu_conn_close(c);
+  rgpu_conn_close(w);
+  lossy_stop(&px);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -987,6 +1173,10 @@ int main(void) {
       cmocka_unit_test(test_default_cc_by_peer),
       cmocka_unit_test(test_outage_probe_after_silence),
       cmocka_unit_test(test_loopback_datagrams),
+      cmocka_unit_test(test_reader_drives_through_migration_and_poll_fd),
+      cmocka_unit_test(test_fork_child_cannot_use_client),
+      cmocka_unit_test(test_stream_reader_sees_session_close),
+      cmocka_unit_test(test_lost_write_probed_without_caller),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
