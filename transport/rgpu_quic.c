@@ -1,12 +1,13 @@
 /* quic://: QUIC v1 through ngtcp2 0.12 with GnuTLS, ALPN "rgpu/1".
  *
- * The client's calling threads drive their connection themselves (see
- * "client" below): a write encrypts and sends at once, a read that must
- * wait polls the UDP socket; a background I/O thread covers the time no
- * caller is inside.  The server listener has one I/O thread for its UDP
- * socket that demultiplexes by connection ID and feeds each stream's
- * socketpair, whose worker end rgpu_listener_accept returns, which keeps
- * the worker's code identical for every scheme.
+ * Both sides expose the QUIC stream as a plain stream socket: the client
+ * conn's fd is one end of a socketpair whose other end belongs to a
+ * background I/O thread that owns the ngtcp2 connection; the server listener
+ * has one I/O thread for its UDP socket that demultiplexes by connection ID
+ * and feeds each connection's socketpair, whose worker end
+ * rgpu_listener_accept returns.  Bytes are copied once into the socketpair
+ * either way, which keeps the code above the transport identical for every
+ * scheme.
  *
  * ngtcp2 0.12 facts this file relies on (see shared/notes/quic-netem.md):
  * flow-control limits default to zero and credit must be handed back as the
@@ -26,9 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -315,16 +314,6 @@ typedef struct qstream {
   int peer_fin, app_wr_closed, app_gone;
   int closed;          /* ngtcp2 closed it (both directions done, or reset) */
   int reset_sent;
-  /* Client streams have no socketpair: the calling thread copies in and out
-   * of sendq/recvq under the client's lock (qclient).  ready_fd is an
-   * eventfd that polls readable while recvq holds bytes or the stream or
-   * connection has ended: the conn's poll fd. */
-  int ready_fd, ready_set;
-  int handle_gone;     /* the rgpu_conn for this stream was closed */
-  size_t credit_unsent; /* bytes read since window updates last had a chance to go */
-  int readers;         /* threads inside a read of this stream (client) */
-  uint8_t *rd_buf;     /* client: the waiting reader's buffer (recv_stream_data_cb fills it) */
-  size_t rd_cap, rd_got;
 } qstream;
 
 struct qconn {
@@ -475,7 +464,6 @@ static qstream *qs_new(qconn *q, int64_t sid, int app_fd) {
   if (!s) return NULL;
   s->sid = sid;
   s->app_fd = app_fd;
-  s->ready_fd = -1;
   s->index = (int)(sid >> 2);
   /* Append, so that round-robin order is opening order. */
   qstream **pp = &q->streams;
@@ -494,7 +482,6 @@ static void qs_free(qconn *q, qstream *s) {
     else
       close(s->app_fd);
   }
-  if (s->ready_fd >= 0) close(s->ready_fd);
   free(s);
 }
 
@@ -581,18 +568,6 @@ static int recv_stream_data_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
     } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       s->app_gone = 1;
     }
-  }
-  if (len && !s->app_gone && !s->recvq.head && s->rd_buf && s->rd_got < s->rd_cap) {
-    /* A client thread waits in a read (quic_client_read): its buffer
-     * takes the bytes at once, one memcpy instead of two per byte of a
-     * device-to-host copy. */
-    size_t n = s->rd_cap - s->rd_got < len ? s->rd_cap - s->rd_got : len;
-    memcpy(s->rd_buf + s->rd_got, data, n);
-    s->rd_got += n;
-    q_consumed(q, s, n);
-    s->credit_unsent += n;
-    data += n;
-    len -= n;
   }
   if (s->app_gone) {
     q_consumed(q, s, len); /* keep the peer moving; the data has nowhere to go */
@@ -1420,40 +1395,8 @@ static uint64_t q_next_expiry(qconn *q) {
 
 /* ---- client ------------------------------------------------------------------ */
 
-/* The client has no relay of its own (issue 21).  It used to hand every
- * byte to a background I/O thread over a socketpair: a synchronous call
- * then woke that thread to encrypt the request and woke the caller again
- * with the reply, two of the six thread hops of a quic:// call (TCP has
- * two in all).  Now the thread that reads or writes drives the connection
- * itself, under the client's lock: a write copies into the stream's send
- * queue and sends the packets at once; a read that finds nothing waits in
- * ppoll on the UDP socket and runs ngtcp2 on what arrives.
- *
- * One waiting thread at a time polls the socket (the driver); any other
- * waits on its own eventfd and is woken when its stream can go on, or
- * handed the driver's role when the driver leaves.  The I/O thread remains
- * for everything nobody waits for (ACKs and loss probes of data already
- * written, keep-alives, a server's unsolicited bytes, the linger at close).
- * It drives at once when written data is still unsent (a window or credit
- * limit stopped it), and otherwise only Q_APP_GRACE_NS after the last
- * caller left: in a loop of synchronous calls the caller is back within
- * microseconds, its next request carries the ACK that ngtcp2's timer
- * would have sent as a packet of its own, and the I/O thread stays
- * asleep. */
-#define Q_APP_GRACE_NS (2 * NGTCP2_MILLISECONDS)
-
 typedef struct qclient qclient;
-
-enum { Q_WAIT_READ = 1, Q_WAIT_WRITE = 2, Q_WAIT_IO = 3 };
-
-/* A thread waiting for the connection (client_wait). */
-typedef struct qwaiter {
-  struct qwaiter *next;
-  int efd;     /* the thread's own eventfd (q_thread_efd) */
-  int kind;    /* Q_WAIT_* */
-  qstream *s;  /* the stream it waits on (READ, WRITE) */
-  int woken;
-} qwaiter;
+typedef int (*qclient_cmd)(qclient *cl, void *arg, char *err, size_t errlen);
 
 struct qclient {
   qconn *q;
@@ -1461,104 +1404,27 @@ struct qclient {
   gnutls_certificate_credentials_t cred;
   pthread_t th;
   int th_started;
+  int stop_r, stop_w;
+  atomic_int stop;
   atomic_int refs; /* the session conn plus every stream conn */
+  int exited;      /* the I/O thread has finished (under mu) */
   pid_t owner;
-  unsigned fork_gen; /* q_forks when the connection was made */
-  /* Guards q, its streams and everything below (ngtcp2 is not
+  /* Requests from user threads, run by the I/O thread (ngtcp2 is not
    * thread-safe). */
   pthread_mutex_t mu;
-  qwaiter *driver;    /* the thread in ppoll on ep.fd; NULL = none */
-  uint64_t drive_until; /* when the driver's ppoll ends at the latest */
-  qwaiter *followers; /* app threads waiting while another drives */
-  int apps_inside;    /* app threads inside a read or write call */
-  uint64_t app_left_ns;
-  int io_efd;         /* wakes the I/O thread */
-  int timer_fd;       /* a driver's short timers (client_drive) */
-  int stop;           /* the session conn was closed: linger, then close */
-  int ended;          /* the connection is over; nothing drives it again */
-  int exited;         /* the I/O thread has returned */
-  uint64_t last_migrate_ns;
-  uint8_t *rxbuf;     /* Q_RX_BUF bytes, used by whoever drives */
+  pthread_cond_t cv;
+  qclient_cmd cmd;
+  void *cmd_arg;
+  int cmd_done, cmd_rc;
+  char cmd_err[200];
+  uint8_t *rxbuf; /* Q_RX_BUF bytes */
 };
 
-/* The rgpu_conn's view: which client, which stream. */
+/* The rgpu_conn's view: which client and whether it is the session stream. */
 typedef struct {
   qclient *cl;
-  qstream *s;
   int primary;
 } qhandle;
-
-/* Each thread that ever waits on a client connection gets one eventfd,
- * kept for the thread's life (a pthread key closes it at exit): making
- * one per wait would cost two system calls per synchronous call. */
-/* Whether this process is a fork of the one that made the connection.
- * getpid() is a system call; a read or write asks on every call, so a
- * fork counter kept by an atfork handler answers instead. */
-static atomic_uint q_forks;
-static pthread_once_t q_fork_once = PTHREAD_ONCE_INIT;
-static void q_fork_child(void) { atomic_fetch_add(&q_forks, 1); }
-static void q_fork_init(void) { (void)pthread_atfork(NULL, NULL, q_fork_child); }
-
-static pthread_key_t q_efd_key;
-static pthread_once_t q_efd_once = PTHREAD_ONCE_INIT;
-static __thread int q_efd_mine = -1;
-
-static void q_efd_at_exit(void *p) {
-  intptr_t fd = (intptr_t)p - 1;
-  if (fd >= 0) close((int)fd);
-}
-
-static void q_efd_key_init(void) { (void)pthread_key_create(&q_efd_key, q_efd_at_exit); }
-
-static int q_thread_efd(void) {
-  if (q_efd_mine >= 0) return q_efd_mine;
-  pthread_once(&q_efd_once, q_efd_key_init);
-  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (fd < 0) return -1;
-  q_efd_mine = fd;
-  (void)pthread_setspecific(q_efd_key, (void *)(intptr_t)(fd + 1));
-  return fd;
-}
-
-static void q_kick(int efd) {
-  uint64_t one = 1;
-  if (efd >= 0) (void)!write(efd, &one, sizeof one);
-}
-
-static void q_drain(int efd) {
-  uint64_t v;
-  if (efd >= 0) (void)!read(efd, &v, sizeof v);
-}
-
-static int q_client_forked(const qclient *cl) { return atomic_load(&q_forks) != cl->fork_gen; }
-
-static int cs_readable(const qclient *cl, const qstream *s) {
-  return s->recvq.head || s->rd_got || s->peer_fin || cl->ended;
-}
-
-static int cs_writable(const qclient *cl, const qstream *s) {
-  return cl->ended || s->write_off - s->acked_off < Q_SEND_BUF_MAX;
-}
-
-/* ready_fd, the conn's poll fd, follows the contract of a TLS socket:
- * it polls readable when bytes arrived that nobody has taken yet, or the
- * stream or connection ended, and callers ask rgpu_conn_pending() before
- * they poll (a reader that took part of what arrived leaves the rest
- * there, without touching the fd).  Bytes that arrive for a reader inside
- * a read are its own business: a synchronous call costs no eventfd write
- * and read. */
-static void cs_update_ready(qclient *cl, qstream *s) {
-  if (s->ready_fd < 0) return;
-  int want = cs_readable(cl, s);
-  if (want && s->readers && !s->peer_fin && !cl->ended) return;
-  if (want && !s->ready_set) {
-    q_kick(s->ready_fd);
-    s->ready_set = 1;
-  } else if (!want && s->ready_set) {
-    q_drain(s->ready_fd);
-    s->ready_set = 0;
-  }
-}
 
 static void client_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
                        const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
@@ -1566,32 +1432,10 @@ static void client_pkt(void *ctx, const struct sockaddr *local, socklen_t locall
   q_read_packet((qconn *)ctx, local, locallen, from, fromlen, pkt, len);
 }
 
-/* The connection is over (an error, the peer's close, the session stream's
- * end, or our own close): tell the server once, and let every reader and
- * waiter see it. */
-static void client_end(qclient *cl) {
-  if (cl->ended) return;
-  qconn *q = cl->q;
-  cl->ended = 1;
-  if (!q->dead) q_send_close(q);
-  if (!cl->stop && !atomic_load(&q->errcode) && !q->primary_done)
-    q_set_error(q, RGPU_T_ECLOSED, "QUIC connection to %s ended", q->peer);
-  for (qstream *s = q->streams; s; s = s->next) cs_update_ready(cl, s);
-  for (qwaiter *w = cl->followers; w; w = w->next) {
-    q_kick(w->efd);
-    w->woken = 1;
-  }
-  if (cl->driver) q_kick(cl->driver->efd); /* e.g. a stream's reader while the session closes */
-  q_kick(cl->io_efd);
-}
-
 /* Moves the connection to a fresh UDP socket (a new local port, or a new
- * interface after a network change); the server follows by connection ID.
- * Under mu; a thread polling the old socket is woken to poll the new one. */
-static int client_do_migrate(qclient *cl, char *err, size_t errlen) {
+ * interface after a network change); the server follows by connection ID. */
+static int client_do_migrate(qclient *cl, void *arg, char *err, size_t errlen) {
   qconn *q = cl->q;
-  if (cl->ended || q->dead || q->closing)
-    return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection to %s is closed", q->peer);
   const ngtcp2_path *cur = ngtcp2_conn_get_path(q->conn);
   struct sockaddr_storage remote;
   socklen_t rl = (socklen_t)cur->remote.addrlen;
@@ -1612,8 +1456,6 @@ static int client_do_migrate(qclient *cl, char *err, size_t errlen) {
     close(fd);
     return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC migrate: %s", ngtcp2_strerror(lib));
   }
-  /* A driver in ppoll holds its own reference to the old socket's file, so
-   * closing it here is safe; the kick makes it poll the new one. */
   close(cl->ep.fd);
   cl->ep.fd = fd;
   cl->ep.local = local;
@@ -1623,223 +1465,67 @@ static int client_do_migrate(qclient *cl, char *err, size_t errlen) {
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&local, ll, (ngtcp2_sockaddr *)&remote, rl,
                            NULL);
   q->batch.n = q->batch.len = 0;
-  if (cl->driver) q_kick(cl->driver->efd);
   return 0;
 }
 
-/* Stream bookkeeping after packets or the app moved data: credit for
- * bytes nobody will read, resets, the session stream's end, readiness. */
-static void client_service_streams(qclient *cl) {
+static int client_do_open_stream(qclient *cl, void *arg, char *err, size_t errlen) {
+  int app_fd = *(int *)arg;
   qconn *q = cl->q;
-  qstream **pp = &q->streams;
-  while (*pp) {
-    qstream *s = *pp;
-    if (s->handle_gone && s->recvq.head) s->app_gone = 1;
-    if (s->app_gone) {
-      /* Nobody reads any more: give the credit back so the peer is not
-       * stuck, and stop it sending on this stream. */
-      qchunk *c;
-      while ((c = rgpu_fifo_pop(&s->recvq, next))) {
-        q_consumed(q, s, c->len - c->pos);
-        chunk_put(c);
-      }
-      if (!s->closed && !s->reset_sent && !q->dead && !q->closing) {
-        s->reset_sent = 1;
-        ngtcp2_conn_shutdown_stream(q->conn, s->sid, 1);
-      }
-    }
-    /* The server ended the session stream: the connection has nothing left
-     * to carry (what is in recvq stays readable). */
-    if (s->index == 0 && s->closed) q->primary_done = 1;
-    cs_update_ready(cl, s);
-    if (s->handle_gone && (s->closed || cl->ended)) {
-      *pp = s->next;
-      q->nstreams--;
-      qs_free(q, s);
-    } else {
-      pp = &s->next;
-    }
+  if (q->dead || q->closing)
+    return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection to %s is closed", q->peer);
+  int64_t sid;
+  int lib = ngtcp2_conn_open_bidi_stream(q->conn, &sid, NULL);
+  if (lib == NGTCP2_ERR_STREAM_ID_BLOCKED)
+    return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
+                       "QUIC server %s allows no more streams on this connection", q->peer);
+  if (lib) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC open stream: %s", ngtcp2_strerror(lib));
+  qstream *s = qs_new(q, sid, app_fd);
+  if (!s) {
+    ngtcp2_conn_shutdown_stream(q->conn, sid, 1);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
   }
-}
-
-/* Sends what ngtcp2 has to send, then settles the connection's state. */
-static void client_flush(qclient *cl) {
-  qconn *q = cl->q;
-  if (cl->ended) return;
-  q_write(q);
-  if (cl->ep.local_gone && !q->dead && !q->closing) {
-    /* The host lost the address this socket sends from (the client moved
-     * to another network): carry on from a fresh socket, which takes the
-     * host's current address; the server follows by connection ID.  At
-     * most every 100 ms, so a host with no address at all is not
-     * hammered. */
-    uint64_t now = rgpu_clock_ns();
-    if (now - cl->last_migrate_ns >= 100000000ull) {
-      char merr[200];
-      cl->last_migrate_ns = now;
-      if (client_do_migrate(cl, merr, sizeof merr) == 0) {
-        RGPU_INFO("QUIC: local address gone; migrated the connection to %s", q->peer);
-        q_write(q);
-      } else {
-        RGPU_DEBUG("QUIC: local address gone; %s", merr);
-      }
-    }
-  }
-  client_service_streams(cl);
-  if (q->primary_done && !q->dead && !q->closing) q->closing = 1;
-  if (q->dead || q->closing) {
-    client_end(cl);
-    return;
-  }
-  /* Another thread polls with a timeout computed before these packets
-   * went out: if they armed an earlier timer (a probe for data sent into
-   * an idle connection), it must wake to honour it, or a lost packet
-   * waits for the keep-alive. */
-  if (cl->driver && (q_next_expiry(q) < cl->drive_until || q->send_blocked))
-    q_kick(cl->driver->efd); /* send_blocked: it must poll for POLLOUT too */
-}
-
-/* Wakes followers whose stream can go on. */
-static void client_wake_ready(qclient *cl) {
-  for (qwaiter *w = cl->followers; w; w = w->next) {
-    if (w->woken) continue;
-    int go = cl->ended || (w->kind == Q_WAIT_READ && cs_readable(cl, w->s)) ||
-             (w->kind == Q_WAIT_WRITE && cs_writable(cl, w->s));
-    if (go) {
-      q_kick(w->efd);
-      w->woken = 1;
-    }
-  }
-}
-
-/* Nobody drives: the first waiting app thread takes over. */
-static void client_hand_over(qclient *cl) {
-  if (cl->driver || cl->ended) return;
-  for (qwaiter *w = cl->followers; w; w = w->next)
-    if (w->woken) return; /* a woken follower will drive if it must */
-  if (cl->followers) {
-    q_kick(cl->followers->efd);
-    cl->followers->woken = 1;
-  }
-}
-
-/* Written bytes that could not leave yet: only packets from the server
- * (ACKs, credit) let them go, so someone must poll for those now. */
-static int client_has_unsent(const qclient *cl) {
-  const qconn *q = cl->q;
-  if (q->send_blocked) return 1;
-  for (const qstream *s = q->streams; s; s = s->next)
-    if (qs_has_output(s)) return 1;
+  ngtcp2_conn_set_stream_user_data(q->conn, sid, s);
   return 0;
 }
 
-/* Timers closer than this wait on timer_fd instead of ppoll's timeout.
- * A thread's poll timeouts are late by up to its timer slack (50 us by
- * default, and the I/O thread's 1 ns cannot be imposed on the caller's
- * thread): with pacing toward a network peer, a synchronous call whose
- * driver slept through its pacing timers that way took 3 ms more per
- * round trip under wifi-bad (35 against 32 ms).  A timerfd fires on
- * time whatever the slack; arming it is a system call, so only short
- * timers use it. */
-#define Q_PRECISE_TIMER_NS (2 * NGTCP2_MILLISECONDS)
+/* Runs fn on the I/O thread and waits for it. */
+static int client_run(qclient *cl, qclient_cmd fn, void *arg, char *err, size_t errlen) {
+  pthread_mutex_lock(&cl->mu);
+  while (cl->cmd && !cl->exited) pthread_cond_wait(&cl->cv, &cl->mu);
+  if (cl->exited) {
+    pthread_mutex_unlock(&cl->mu);
+    return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection is closed");
+  }
+  cl->cmd = fn;
+  cl->cmd_arg = arg;
+  cl->cmd_done = 0;
+  char b = 1;
+  (void)!write(cl->stop_w, &b, 1);
+  while (!cl->cmd_done && !cl->exited) pthread_cond_wait(&cl->cv, &cl->mu);
+  int rc = cl->cmd_done ? cl->cmd_rc : RGPU_T_ECLOSED;
+  if (!cl->cmd_done)
+    rgpu_t_fail(err, errlen, rc, "QUIC connection closed before the request ran");
+  else if (rc)
+    rgpu_t_fail(err, errlen, rc, "%s", cl->cmd_err);
+  cl->cmd = NULL;
+  pthread_cond_broadcast(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
+  return rc;
+}
 
-/* Polls the UDP socket as the driver (mu held on entry and return) until a
- * packet, a kick or ngtcp2's next timer, and runs what came. */
-static void client_drive(qclient *cl, qwaiter *w, uint64_t deadline) {
-  qconn *q = cl->q;
-  cl->driver = w;
-  uint64_t exp = q_next_expiry(q);
-  if (deadline < exp) exp = deadline;
-  cl->drive_until = exp;
-  struct pollfd p[3] = {
-      {.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)},
-      {.fd = w->efd, .events = POLLIN},
-      {.fd = -1, .events = POLLIN},
-  };
-  struct timespec ts, *tsp = NULL;
-  if (exp != UINT64_MAX) {
-    uint64_t left = rgpu_deadline_left_ns(exp);
-    if (left > 0 && left < Q_PRECISE_TIMER_NS && cl->timer_fd >= 0) {
-      struct itimerspec its = {.it_value = rgpu_ns_timespec(exp)};
-      if (timerfd_settime(cl->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
-        p[2].fd = cl->timer_fd;
-    }
-    if (p[2].fd < 0) {
-      ts = rgpu_ns_timespec(left); /* ppoll takes the time left */
-      tsp = &ts;
-    }
+static void client_serve_cmd(qclient *cl) {
+  pthread_mutex_lock(&cl->mu);
+  if (cl->cmd && !cl->cmd_done) {
+    cl->cmd_rc = cl->cmd(cl, cl->cmd_arg, cl->cmd_err, sizeof cl->cmd_err);
+    cl->cmd_done = 1;
+    pthread_cond_broadcast(&cl->cv);
   }
   pthread_mutex_unlock(&cl->mu);
-  int r = ppoll(p, 3, tsp, NULL);
-  pthread_mutex_lock(&cl->mu);
-  cl->driver = NULL;
-  if (r > 0 && p[1].revents) q_drain(w->efd);
-  if (p[2].fd >= 0) {
-    /* Fired or not, it must not wake a later driver: disarm and drain. */
-    struct itimerspec off = {0};
-    timerfd_settime(cl->timer_fd, TFD_TIMER_ABSTIME, &off, NULL);
-    q_drain(cl->timer_fd);
-  }
-  if (cl->ended) return;
-  /* The socket may have been replaced meanwhile (a migration): then read
-   * whatever the new one holds; ep_read_batch does not block. */
-  if (r > 0 && (p[0].revents || p[0].fd != cl->ep.fd)) ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
-  q_expiry(q);
-  client_flush(cl);
-  client_wake_ready(cl);
 }
 
-/* An app thread whose stream cannot go on waits (mu held on entry and
- * return; the caller checks again).  Returns <0 when the thread cannot
- * wait (no eventfd). */
-static int client_wait(qclient *cl, int kind, qstream *s) {
-  if (cl->ended) return 0;
-  qwaiter w = {.efd = q_thread_efd(), .kind = kind, .s = s};
-  if (w.efd < 0) return RGPU_T_EIO;
-  if (!cl->driver) {
-    client_drive(cl, &w, UINT64_MAX);
-    return 0;
-  }
-  w.next = cl->followers;
-  cl->followers = &w;
-  /* The I/O thread drives only while no app thread waits: it hands over. */
-  if (cl->driver->kind == Q_WAIT_IO) q_kick(cl->driver->efd);
-  pthread_mutex_unlock(&cl->mu);
-  struct pollfd p = {.fd = w.efd, .events = POLLIN};
-  /* A bounded wait is a safety net only: every change that lets the
-   * thread go on kicks it. */
-  int r = poll(&p, 1, 1000);
-  pthread_mutex_lock(&cl->mu);
-  if (r > 0) q_drain(w.efd);
-  for (qwaiter **pp = &cl->followers; *pp; pp = &(*pp)->next) {
-    if (*pp == &w) {
-      *pp = w.next;
-      break;
-    }
-  }
-  return 0;
-}
-
-static void client_enter(qclient *cl) { cl->apps_inside++; }
-
-/* An app thread leaves a read or write (mu held). */
-static void client_leave(qclient *cl) {
-  cl->apps_inside--;
-  cl->app_left_ns = rgpu_clock_ns();
-  client_hand_over(cl);
-  /* Nobody left to poll for what the unsent bytes wait for. */
-  if (!cl->apps_inside && !cl->driver && !cl->ended && client_has_unsent(cl)) q_kick(cl->io_efd);
-}
-
-/* The linger at close waits for what was written to be acknowledged; a
- * stream whose conn is still open (a bulk lane) has nothing to finish
- * beyond that, and waiting for its FIN made its reader wait the whole
- * second. */
 static int client_all_sent(qconn *q) {
-  for (qstream *s = q->streams; s; s = s->next) {
-    if (s->closed) continue;
-    if (s->acked_off < s->write_off || (s->app_eof && !s->fin_sent)) return 0;
-  }
+  for (qstream *s = q->streams; s; s = s->next)
+    if (!(s->app_eof && s->fin_sent && s->acked_off >= s->write_off) && !s->closed) return 0;
   return 1;
 }
 
@@ -1851,48 +1537,80 @@ static void *client_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
-  qwaiter me = {.efd = cl->io_efd, .kind = Q_WAIT_IO};
-  uint64_t linger = 0;
-  pthread_mutex_lock(&cl->mu);
-  while (!cl->ended) {
-    uint64_t now = rgpu_clock_ns();
-    if (cl->stop && !linger) {
+  uint64_t linger = 0, last_migrate_ns = 0;
+  size_t pfd_cap = 0, who_cap = 0;
+  struct pollfd *pfd = NULL;
+  void **who = NULL;
+  for (;;) {
+    client_serve_cmd(cl);
+    if (atomic_load(&cl->stop) && !linger) {
       /* Give data the app wrote before closing a moment to be acknowledged. */
-      linger = now + 1000000000ull;
-      for (qstream *s = q->streams; s; s = s->next) cs_update_ready(cl, s);
+      linger = rgpu_clock_ns() + 1000000000ull;
     }
-    if (linger && (client_all_sent(q) || now >= linger)) {
+    q_service_streams(q);
+    q_write(q);
+    if (cl->ep.local_gone && !q->dead && !q->closing) {
+      /* The host lost the address this socket sends from (the client moved
+       * to another network): carry on from a fresh socket, which takes the
+       * host's current address; the server follows by connection ID.  At
+       * most every 100 ms, so a host with no address at all is not
+       * hammered. */
+      uint64_t now = rgpu_clock_ns();
+      if (now - last_migrate_ns >= 100000000ull) {
+        char merr[200];
+        last_migrate_ns = now;
+        if (client_do_migrate(cl, NULL, merr, sizeof merr) == 0) {
+          RGPU_INFO("QUIC: local address gone; migrated the connection to %s", q->peer);
+          q_write(q);
+        } else {
+          RGPU_DEBUG("QUIC: local address gone; %s", merr);
+        }
+      }
+    }
+    if (q->dead || q->closing) break;
+    if (q->primary_done && !q->dead) {
+      /* The server ended the session. */
       q->closing = 1;
-      client_end(cl);
       break;
     }
-    uint64_t wake_at = UINT64_MAX;
-    if (!cl->driver && !cl->apps_inside) {
-      uint64_t lazy_until = cl->app_left_ns + Q_APP_GRACE_NS;
-      if (linger || client_has_unsent(cl) || now >= lazy_until) {
-        client_drive(cl, &me, linger ? linger : UINT64_MAX);
-        /* Callers arrived meanwhile: the first one drives from now on. */
-        client_hand_over(cl);
-        continue;
-      }
-      wake_at = lazy_until;
-    } else {
-      /* An app thread drives (or is about to).  Look again after the
-       * grace period: a caller that leaves does not wake this thread (that
-       * would cost a wake-up per call), yet the timers of what it left in
-       * flight (a loss probe, say) must not wait much longer than that. */
-      wake_at = now + Q_APP_GRACE_NS;
+    if (linger && (client_all_sent(q) || rgpu_clock_ns() >= linger)) break;
+    size_t need = 2 + (size_t)q->nstreams;
+    /* Out of memory for the poll set ends the relay, as a failed poll does. */
+    if (RGPU_ARRAY_RESERVE(pfd, pfd_cap, need, 2 * need) || RGPU_ARRAY_RESERVE(who, who_cap, need, 2 * need))
+      break;
+    size_t n = 0;
+    pfd[n++] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
+    pfd[n++] = (struct pollfd){.fd = cl->stop_r, .events = POLLIN};
+    n += (size_t)q_add_pollfds(q, pfd, who, n);
+    uint64_t exp = q_next_expiry(q);
+    if (linger && linger < exp) exp = linger;
+    struct timespec ts, *tsp = NULL;
+    if (exp != UINT64_MAX) {
+      ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
+      tsp = &ts;
     }
-    struct timespec ts = rgpu_ns_timespec(rgpu_deadline_left_ns(wake_at));
-    struct pollfd p = {.fd = cl->io_efd, .events = POLLIN};
-    pthread_mutex_unlock(&cl->mu);
-    int r = ppoll(&p, 1, &ts, NULL);
-    pthread_mutex_lock(&cl->mu);
-    if (r > 0) q_drain(cl->io_efd);
+    int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
+    if (r < 0 && errno != EINTR) break;
+    if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
+    if (pfd[1].revents) {
+      char b[16];
+      while (read(cl->stop_r, b, sizeof b) > 0) {
+      }
+    }
+    q_expiry(q);
   }
-  if (!cl->ended) client_end(cl);
+  free(pfd);
+  free(who);
+  if (!q->dead) q_send_close(q);
+  if (!atomic_load(&cl->stop) && !atomic_load(&q->errcode) && !q->primary_done)
+    q_set_error(q, RGPU_T_ECLOSED, "QUIC connection to %s ended", q->peer);
+  /* Wake readers blocked on any stream: they see EOF and then errcode. */
+  for (qstream *s = q->streams; s; s = s->next)
+    if (s->app_fd >= 0) shutdown(s->app_fd, SHUT_RDWR);
   chunk_pool_drain();
+  pthread_mutex_lock(&cl->mu);
   cl->exited = 1;
+  pthread_cond_broadcast(&cl->cv);
   pthread_mutex_unlock(&cl->mu);
   return NULL;
 }
@@ -1900,11 +1618,12 @@ static void *client_main(void *arg) {
 static void qclient_free(qclient *cl) {
   if (cl->q) q_free(cl->q);
   if (cl->ep.fd >= 0) close(cl->ep.fd);
-  if (cl->io_efd >= 0) close(cl->io_efd);
-  if (cl->timer_fd >= 0) close(cl->timer_fd);
+  if (cl->stop_r >= 0) close(cl->stop_r);
+  if (cl->stop_w >= 0) close(cl->stop_w);
   if (cl->cred) gnutls_certificate_free_credentials(cl->cred);
   free(cl->rxbuf);
   pthread_mutex_destroy(&cl->mu);
+  pthread_cond_destroy(&cl->cv);
   free(cl);
 }
 
@@ -1912,234 +1631,64 @@ static void qclient_unref(qclient *cl) {
   if (atomic_fetch_sub(&cl->refs, 1) == 1) qclient_free(cl);
 }
 
-static int quic_client_foreign(rgpu_conn *c) {
-  qhandle *h = c->impl;
-  if (!q_client_forked(h->cl)) return 0;
-  /* A forked child (a DataLoader worker, say) inherited this conn but not
-   * its connection: another process owns the QUIC state. */
-  snprintf(c->errmsg, sizeof c->errmsg, "QUIC connection to %s belongs to the parent process",
-           c->peer);
-  return 1;
-}
-
-/* The connection's failure, for a reader or writer that found it ended. */
-static int quic_client_failure(rgpu_conn *c, qclient *cl) {
-  int code = atomic_load(&cl->q->errcode);
-  if (!code) {
-    snprintf(c->errmsg, sizeof c->errmsg, "QUIC connection to %s is closed", c->peer);
-    return RGPU_T_ECLOSED;
-  }
-  snprintf(c->errmsg, sizeof c->errmsg, "%s", cl->q->errmsg);
-  return code;
-}
-
-/* Bytes consumed since ngtcp2 last had a chance to send window updates:
- * past this, a read sends them at once (a bulk sender may be waiting on
- * the credit); below it they ride on the next packet. */
-#define Q_CREDIT_FLUSH (256 * 1024)
-
 static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
-  if (quic_client_foreign(c)) return RGPU_T_ECLOSED;
-  if (len == 0) return 0;
   qhandle *h = c->impl;
-  qclient *cl = h->cl;
-  qstream *s = h->s;
-  ssize_t ret = 0;
-  pthread_mutex_lock(&cl->mu);
-  client_enter(cl);
-  s->readers++;
-  for (;;) {
-    if (s->recvq.head) {
-      size_t got = 0;
-      while (got < len && s->recvq.head) {
-        qchunk *k = rgpu_fifo_peek(&s->recvq);
-        size_t n = k->len - k->pos < len - got ? k->len - k->pos : len - got;
-        memcpy((uint8_t *)buf + got, k->data + k->pos, n);
-        k->pos += n;
-        got += n;
-        if (k->pos == k->len) chunk_put(rgpu_fifo_pop(&s->recvq, next));
-      }
-      if (!cl->ended) {
-        q_consumed(cl->q, s, got);
-        s->credit_unsent += got;
-        if (s->credit_unsent >= Q_CREDIT_FLUSH) {
-          s->credit_unsent = 0;
-          client_flush(cl);
-        }
-      }
-      ret = (ssize_t)got;
-      break;
-    }
-    if (s->peer_fin) {
-      ret = 0; /* the server's FIN, or its reset */
-      break;
-    }
-    if (cl->ended) {
-      ret = atomic_load(&cl->q->errcode) ? quic_client_failure(c, cl) : 0;
-      break;
-    }
-    /* Whoever runs ngtcp2 while we wait copies into buf directly. */
-    int direct = !s->rd_buf;
-    if (direct) {
-      s->rd_buf = buf;
-      s->rd_cap = len;
-      s->rd_got = 0;
-    }
-    int rc = client_wait(cl, Q_WAIT_READ, s);
-    size_t got = 0;
-    if (direct) {
-      got = s->rd_got;
-      s->rd_buf = NULL;
-      s->rd_cap = s->rd_got = 0;
-    }
-    if (got) {
-      if (!cl->ended && s->credit_unsent >= Q_CREDIT_FLUSH) {
-        s->credit_unsent = 0;
-        client_flush(cl);
-      }
-      ret = (ssize_t)got;
-      break;
-    }
-    if (rc) {
-      ret = rc;
-      break;
+  ssize_t r = rgpu_fd_read_some(c->fd, buf, len);
+  if (r == 0 || r == RGPU_T_ECLOSED) {
+    /* EOF from the I/O thread: a clean FIN, or a failure it recorded. */
+    qconn *q = h->cl->q;
+    int code = atomic_load(&q->errcode);
+    if (code) {
+      snprintf(c->errmsg, sizeof c->errmsg, "%s", q->errmsg);
+      return code;
     }
   }
-  s->readers--;
-  if (!s->recvq.head) cs_update_ready(cl, s); /* clears the fd if it was set */
-  client_leave(cl);
-  pthread_mutex_unlock(&cl->mu);
-  return ret;
-}
-
-/* Copies up to n bytes into the stream's send queue, as room allows. */
-static size_t cs_append(qstream *s, const uint8_t *p, size_t n) {
-  size_t done = 0;
-  while (done < n && s->write_off - s->acked_off < Q_SEND_BUF_MAX) {
-    qchunk *t = s->sendq.tail;
-    if (!t || t->len == Q_CHUNK) {
-      t = qqueue_append_chunk(&s->sendq, s->write_off);
-      if (!t) break;
-      if (!s->send_cur) s->send_cur = t;
-    }
-    size_t room = Q_CHUNK - t->len;
-    uint64_t buf_room = Q_SEND_BUF_MAX - (s->write_off - s->acked_off);
-    if (room > buf_room) room = (size_t)buf_room;
-    size_t k = n - done < room ? n - done : room;
-    memcpy(t->data + t->len, p + done, k);
-    t->len += k;
-    s->write_off += k;
-    done += k;
-  }
-  return done;
+  return r;
 }
 
 static int quic_client_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
-  if (quic_client_foreign(c)) return RGPU_T_ECLOSED;
   qhandle *h = c->impl;
-  qclient *cl = h->cl;
-  qstream *s = h->s;
-  int rc = 0;
-  pthread_mutex_lock(&cl->mu);
-  client_enter(cl);
-  int i = 0;
-  size_t off = 0;
-  for (;;) {
-    if (cl->ended) {
-      rc = quic_client_failure(c, cl);
-      break;
-    }
-    if (s->app_eof) {
-      snprintf(c->errmsg, sizeof c->errmsg, "QUIC stream to %s was shut down for writing",
-               c->peer);
-      rc = RGPU_T_ECLOSED;
-      break;
-    }
-    size_t before = s->write_off;
-    while (i < iovcnt) {
-      size_t n = iov[i].iov_len - off;
-      size_t k = n ? cs_append(s, (const uint8_t *)iov[i].iov_base + off, n) : 0;
-      off += k;
-      if (off < iov[i].iov_len) break; /* no room (or no memory) */
-      i++;
-      off = 0;
-    }
-    if (s->write_off != before) {
-      cl->q->last_data_ns = rgpu_clock_ns();
-      client_flush(cl);
-    }
-    if (i == iovcnt) break;
-    if (s->write_off == before && cs_writable(cl, s) && !cl->ended) {
-      /* Room, yet nothing taken: out of memory for a chunk. */
-      snprintf(c->errmsg, sizeof c->errmsg, "QUIC stream to %s: out of memory", c->peer);
-      rc = RGPU_T_EIO;
-      break;
-    }
-    if (!cs_writable(cl, s)) {
-      int wrc = client_wait(cl, Q_WAIT_WRITE, s);
-      if (wrc) {
-        rc = wrc;
-        break;
-      }
-    }
+  int rc = rgpu_fd_writev_all(c->fd, iov, iovcnt);
+  int code = rc ? atomic_load(&h->cl->q->errcode) : 0;
+  if (code) {
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", h->cl->q->errmsg);
+    return code;
   }
-  client_leave(cl);
-  pthread_mutex_unlock(&cl->mu);
   return rc;
 }
 
-static size_t quic_client_pending(const rgpu_conn *c) {
-  qhandle *h = c->impl;
-  qclient *cl = h->cl;
-  if (q_client_forked(cl)) return 0;
-  size_t n = 0;
-  pthread_mutex_lock(&cl->mu);
-  for (qchunk *k = h->s->recvq.head; k; k = k->next) n += k->len - k->pos;
-  pthread_mutex_unlock(&cl->mu);
-  return n;
-}
+static size_t quic_client_pending(const rgpu_conn *c) { return 0; }
 
 static void quic_client_shutdown(rgpu_conn *c) {
   qhandle *h = c->impl;
-  qclient *cl = h->cl;
-  if (q_client_forked(cl)) return;
-  pthread_mutex_lock(&cl->mu);
-  if (!h->s->app_eof) {
-    h->s->app_eof = 1; /* FIN after the last byte written */
-    client_flush(cl);
-    if (!cl->apps_inside && !cl->driver && !cl->ended && client_has_unsent(cl)) q_kick(cl->io_efd);
-  }
-  pthread_mutex_unlock(&cl->mu);
+  if (h->cl->owner == getpid()) shutdown(c->fd, SHUT_WR);
 }
 
 static void quic_client_destroy(rgpu_conn *c) {
   qhandle *h = c->impl;
   if (!h) return;
   qclient *cl = h->cl;
-  c->fd = -1; /* the stream's ready_fd: the stream closes it */
   if (cl->owner != getpid()) {
     /* A forked child (a DataLoader worker, say) inherited this conn but not
      * its I/O thread: drop our descriptor copies and touch nothing else. */
     if (h->primary) {
       close(cl->ep.fd);
-      close(cl->io_efd);
-      close(cl->timer_fd);
-      for (qstream *s = cl->q->streams; s; s = s->next)
-        if (s->ready_fd >= 0) close(s->ready_fd);
+      close(cl->stop_r);
+      close(cl->stop_w);
+      for (qstream *s = cl->q->streams; s; s = s->next) close(s->app_fd);
     }
     free(h);
     return;
   }
-  pthread_mutex_lock(&cl->mu);
-  /* The stream ends after the last byte written (FIN); bytes that still
-   * arrive for it are dropped and the peer told to stop. */
-  h->s->app_eof = 1;
-  h->s->handle_gone = 1;
-  if (h->primary) cl->stop = 1;
-  client_flush(cl);
-  q_kick(cl->io_efd);
-  pthread_mutex_unlock(&cl->mu);
-  if (h->primary && cl->th_started) pthread_join(cl->th, NULL);
+  /* Closing our end first lets the thread send FIN after the last byte. */
+  close(c->fd);
+  c->fd = -1;
+  if (h->primary && cl->th_started) {
+    atomic_store(&cl->stop, 1);
+    char b = 1;
+    (void)!write(cl->stop_w, &b, 1);
+    pthread_join(cl->th, NULL);
+  }
   free(h);
   qclient_unref(cl);
 }
@@ -2152,49 +1701,23 @@ static const struct rgpu_conn_ops quic_client_ops = {
     .destroy = quic_client_destroy,
 };
 
-/* Opens a bidirectional stream with its conn (mu held, or before the I/O
- * thread exists). */
-static int client_open_stream(qclient *cl, int primary, rgpu_conn **out, char *err, size_t errlen) {
-  qconn *q = cl->q;
-  if (cl->ended || q->dead || q->closing)
-    return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection to %s is closed", q->peer);
+static rgpu_conn *quic_client_conn(qclient *cl, int fd, int primary) {
   rgpu_conn *c = calloc(1, sizeof *c);
   qhandle *h = calloc(1, sizeof *h);
-  int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (!c || !h || efd < 0) {
+  if (!c || !h) {
     free(c);
     free(h);
-    if (efd >= 0) close(efd);
-    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC open stream: %s",
-                       efd < 0 ? strerror(errno) : "out of memory");
+    return NULL;
   }
-  int64_t sid;
-  int lib = ngtcp2_conn_open_bidi_stream(q->conn, &sid, NULL);
-  qstream *s = lib ? NULL : qs_new(q, sid, -1);
-  if (!s) {
-    free(c);
-    free(h);
-    close(efd);
-    if (lib == NGTCP2_ERR_STREAM_ID_BLOCKED)
-      return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
-                         "QUIC server %s allows no more streams on this connection", q->peer);
-    if (!lib) ngtcp2_conn_shutdown_stream(q->conn, sid, 1);
-    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC open stream: %s",
-                       lib ? ngtcp2_strerror(lib) : "out of memory");
-  }
-  s->ready_fd = efd;
-  ngtcp2_conn_set_stream_user_data(q->conn, sid, s);
   h->cl = cl;
-  h->s = s;
   h->primary = primary;
   c->ops = &quic_client_ops;
-  c->fd = efd;
+  c->fd = fd;
   c->impl = h;
   snprintf(c->name, sizeof c->name, "quic");
-  snprintf(c->peer, sizeof c->peer, "%s", q->peer);
-  c->session_key = q->session_key;
-  *out = c;
-  return 0;
+  snprintf(c->peer, sizeof c->peer, "%s", cl->q->peer);
+  c->session_key = cl->q->session_key;
+  return c;
 }
 
 int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn **out,
@@ -2210,12 +1733,11 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
 
   qclient *cl = calloc(1, sizeof *cl);
   if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
-  cl->ep.fd = cl->io_efd = cl->timer_fd = -1;
+  cl->ep.fd = cl->stop_r = cl->stop_w = -1;
   cl->owner = getpid();
-  pthread_once(&q_fork_once, q_fork_init);
-  cl->fork_gen = atomic_load(&q_forks);
   atomic_init(&cl->refs, 1);
   pthread_mutex_init(&cl->mu, NULL);
+  pthread_cond_init(&cl->cv, NULL);
   cl->rxbuf = malloc(Q_RX_BUF);
   if (!cl->rxbuf) {
     rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
@@ -2328,17 +1850,35 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
     rc = rgpu_t_fail(err, errlen, atomic_load(&q->errcode), "%s", q->errmsg);
     goto fail;
   }
-  cl->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-  cl->io_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (cl->io_efd < 0 || cl->timer_fd < 0) {
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "eventfd: %s", strerror(errno));
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "socketpair: %s", strerror(errno));
     goto fail;
   }
-  rgpu_conn *c = NULL;
-  rc = client_open_stream(cl, 1, &c, err, errlen);
-  if (rc) goto fail;
-  cl->app_left_ns = rgpu_clock_ns();
+  rgpu_set_nonblock(sv[1], 1);
+  q_tune_pair(sv[0], sv[1]);
+  rc = client_do_open_stream(cl, &sv[1], err, errlen);
+  if (rc) {
+    close(sv[0]);
+    close(sv[1]);
+    goto fail;
+  }
+  int pp[2];
+  if (pipe2(pp, O_CLOEXEC | O_NONBLOCK) < 0) {
+    close(sv[0]);
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "pipe: %s", strerror(errno));
+    goto fail;
+  }
+  cl->stop_r = pp[0];
+  cl->stop_w = pp[1];
+  rgpu_conn *c = quic_client_conn(cl, sv[0], 1);
+  if (!c) {
+    close(sv[0]);
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+    goto fail;
+  }
   if (pthread_create(&cl->th, NULL, client_main, cl) != 0) {
+    close(sv[0]);
     free(c->impl);
     free(c);
     rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC: cannot start the connection thread");
@@ -2352,25 +1892,14 @@ fail:
   return rc;
 }
 
-static qclient *quic_client_of(rgpu_conn *c) { return ((qhandle *)c->impl)->cl; }
-
 int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen) {
   if (!c || c->ops != &quic_client_ops)
     return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
                        "connection migration is a quic:// client feature");
-  qclient *cl = quic_client_of(c);
+  qclient *cl = ((qhandle *)c->impl)->cl;
   if (cl->owner != getpid())
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
-  pthread_mutex_lock(&cl->mu);
-  int rc = client_do_migrate(cl, err, errlen);
-  if (rc == 0) {
-    client_flush(cl);
-    /* The new path is validated by packets from the server: someone must
-     * read them even if no caller waits. */
-    if (!cl->apps_inside && !cl->driver) q_kick(cl->io_efd);
-  }
-  pthread_mutex_unlock(&cl->mu);
-  return rc;
+  return client_run(cl, client_do_migrate, NULL, err, errlen);
 }
 
 int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errlen) {
@@ -2380,19 +1909,37 @@ int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errle
     return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP,
                        "extra streams need a quic:// connection (this one is %s)",
                        c ? c->name : "none");
-  qclient *cl = quic_client_of(c);
+  qclient *cl = ((qhandle *)c->impl)->cl;
   if (cl->owner != getpid())
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
-  pthread_mutex_lock(&cl->mu);
-  int rc = client_open_stream(cl, 0, out, err, errlen);
-  pthread_mutex_unlock(&cl->mu);
-  if (rc == 0) atomic_fetch_add(&cl->refs, 1);
-  return rc;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "socketpair: %s", strerror(errno));
+  rgpu_set_nonblock(sv[1], 1);
+  q_tune_pair(sv[0], sv[1]);
+  rgpu_conn *sc = quic_client_conn(cl, sv[0], 0);
+  if (!sc) {
+    close(sv[0]);
+    close(sv[1]);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  }
+  int rc = client_run(cl, client_do_open_stream, &sv[1], err, errlen);
+  if (rc) {
+    close(sv[1]);
+    close(sv[0]);
+    free(sc->impl);
+    free(sc);
+    return rc;
+  }
+  atomic_fetch_add(&cl->refs, 1);
+  *out = sc;
+  return 0;
 }
 
-static int client_do_info(qclient *cl, rgpu_quic_info *out, char *err, size_t errlen) {
+static int client_do_info(qclient *cl, void *arg, char *err, size_t errlen) {
+  rgpu_quic_info *out = arg;
   qconn *q = cl->q;
-  if (cl->ended || q->dead || q->closing)
+  if (q->dead || q->closing)
     return rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "QUIC connection to %s is closed", q->peer);
   ngtcp2_conn_stat st;
   ngtcp2_conn_get_conn_stat(q->conn, &st);
@@ -2418,13 +1965,10 @@ int rgpu_conn_quic_info(rgpu_conn *c, rgpu_quic_info *out, char *err, size_t err
   if (!out) return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "rgpu_conn_quic_info: no output pointer");
   if (!c || c->ops != &quic_client_ops)
     return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP, "QUIC statistics need a quic:// client conn");
-  qclient *cl = quic_client_of(c);
+  qclient *cl = ((qhandle *)c->impl)->cl;
   if (cl->owner != getpid())
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
-  pthread_mutex_lock(&cl->mu);
-  int rc = client_do_info(cl, out, err, errlen);
-  pthread_mutex_unlock(&cl->mu);
-  return rc;
+  return client_run(cl, client_do_info, out, err, errlen);
 }
 
 /* ---- server ------------------------------------------------------------------ */

@@ -116,10 +116,8 @@ int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len);
 /* Reads what is available, blocking for at least one byte; >0 bytes read,
  * 0 on orderly EOF, <0 RGPU_T_E*. */
 ssize_t rgpu_conn_read_some(rgpu_conn *c, void *buf, size_t len);
-/* A file descriptor that polls readable when new bytes (or the end) arrived
- * that no read has taken yet (for transports with their own buffering an
- * eventfd).  Bytes a read left buffered do not show here (a TLS socket's
- * decrypted records cannot): ask rgpu_conn_pending() before polling. */
+/* A file descriptor that polls readable when rgpu_conn_read_some would not
+ * block (for transports with their own buffering this is an eventfd/pipe). */
 int rgpu_conn_poll_fd(const rgpu_conn *c);
 /* Bytes already buffered inside the transport (TLS records, QUIC streams). */
 size_t rgpu_conn_pending(const rgpu_conn *c);
