@@ -154,7 +154,8 @@ static void test_connect_no_server(void **state) {
   assert_non_null(strstr(err, "RGPU_SERVER"));
 }
 
-/* A list of servers is refused with its own reason, not as a bad URI. */
+/* A list of servers is split into its URIs, blanks around each dropped;
+ * one URI is a list of one. */
 static void test_server_list(void **state) {
   (void)state;
   rgpu_client_config cfg;

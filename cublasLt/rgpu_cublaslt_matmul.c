@@ -220,13 +220,8 @@ RGPU_CUBLASLT cublasStatus_t rgpu_cublaslt_cublasLtMatmul(
     rgpu_buf_free(&req);
     return CUBLAS_STATUS_ALLOC_FAILED;
   }
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_LIB_CALL, .stream = wire, .device = device};
-  op.lib.opcode = RGPU_OP_CUBLASLT_MATMUL;
-  op.lib.stream_at = 8; /* after the u64 handle */
-  op.lib.args = req.data;
-  op.lib.args_len = req.len;
-  cudaError_t e = rgpu_rt_submit(c, &op);
-  rgpu_buf_free(&req);
+  /* The stream field follows the u64 handle. */
+  cudaError_t e = rgpu_rt_submit_request(c, device, wire, RGPU_OP_CUBLASLT_MATMUL, 8, &req);
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

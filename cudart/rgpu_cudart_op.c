@@ -335,6 +335,18 @@ cudaError_t rgpu_rt_lib_node_request(const rgpu_rt_op *op, rgpu_buf *out, size_t
   return e;
 }
 
+cudaError_t rgpu_rt_submit_request(rgpu_client *c, int device, uint64_t wire, uint16_t opcode,
+                                   size_t stream_at, rgpu_buf *req) {
+  rgpu_rt_op op = {.kind = RGPU_RT_OP_LIB_CALL, .stream = wire, .device = device};
+  op.lib.opcode = opcode;
+  op.lib.stream_at = stream_at;
+  op.lib.args = req->data;
+  op.lib.args_len = req->len;
+  cudaError_t e = rgpu_rt_submit(c, &op);
+  rgpu_buf_free(req);
+  return e;
+}
+
 cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op) {
   if (op->lib.opcode) {
     uint8_t *req;

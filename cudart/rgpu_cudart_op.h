@@ -116,10 +116,18 @@ cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op);
  * means "send it".  Costs one relaxed atomic load while nothing captures. */
 int rgpu_rt_capture_take(const rgpu_rt_op *op, cudaError_t *out);
 
-/* Wire side of a library call: one LIB_CALL without a reply (a failure is
- * deferred).  Also what a captured library node sends at each launch.
- * Returns the error, not recorded. */
+/* Wire side of a library call: one LIB_CALL (or the op's pre-encoded
+ * request) without a reply (a failure is deferred).  Returns the error,
+ * not recorded. */
 cudaError_t rgpu_rt_lib_call_send(rgpu_client *c, const rgpu_rt_op *op);
+
+/* Submits a pre-encoded library request (a `graphnode` message of opcode
+ * `opcode`, its u64 stream field at byte stream_at) on stream `wire` of
+ * `device`, as an RGPU_RT_OP_LIB_CALL op: sent without a reply behind the
+ * stream's backpressure, or a library node of the graph a capturing stream
+ * builds.  Frees req's storage either way. */
+cudaError_t rgpu_rt_submit_request(rgpu_client *c, int device, uint64_t wire, uint16_t opcode,
+                                   size_t stream_at, rgpu_buf *req);
 /* The same call as a node of an instantiated graph (a LIB node of
  * GRAPH_EXEC_CREATE, proto/rgpu_graph_nodes.def): appends the whole
  * request to out with its stream field zeroed (the server writes the

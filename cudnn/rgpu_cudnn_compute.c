@@ -38,13 +38,7 @@ cudnnStatus_t rgpu_cudnn_submit(rgpu_client *c, int device, uint64_t wire, uint1
     return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
   }
   /* Every cuDNN compute request begins u64 handle, u64 stream. */
-  rgpu_rt_op op = {.kind = RGPU_RT_OP_LIB_CALL, .stream = wire, .device = device};
-  op.lib.opcode = opcode;
-  op.lib.stream_at = 8;
-  op.lib.args = req->data;
-  op.lib.args_len = req->len;
-  cudaError_t e = rgpu_rt_submit(c, &op);
-  rgpu_buf_free(req);
+  cudaError_t e = rgpu_rt_submit_request(c, device, wire, opcode, 8, req);
   return e == cudaSuccess ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
 }
 

@@ -4,8 +4,8 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_graph_lib.h"
 #include "rgpu_log.h"
 
@@ -229,7 +229,7 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
     /* The call's own arguments are checked by its handler: when it is
      * captured (instantiation, and again after any free) or at each launch
      * when it runs as a plain call. */
-    if (!rgpu_graph_lib_entry((uint32_t)g->n.lib.opcode) || g->n.lib.opcode > 0xffff)
+    if (g->n.lib.opcode > UINT32_MAX || !rgpu_graph_lib_entry((uint32_t)g->n.lib.opcode))
       return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: opcode 0x%llx is no library call of a graph",
                   i, (unsigned long long)g->n.lib.opcode);
     if (g->n.lib.stream_at > g->plen || g->plen - g->n.lib.stream_at < 8)
@@ -388,23 +388,29 @@ static CUresult build_driver_graph(rgpu_req *rq, rgpu_graph_state *st, gexec *x)
   return r;
 }
 
-/* Builds the driver graph of x, or leaves x to replay when the driver
- * cannot take it (x->g and x->ge NULL then). */
-static void build_or_replay(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
-  rgpu_worker *w = rq->w;
-  CUresult br = build_driver_graph(rq, st, x);
-  if (br == CUDA_SUCCESS) return;
-  /* A driver whose graph support cannot take this graph, or a library
-   * node that cannot be captured: replay it. */
-  /* Expected where library calls cannot be captured (softgpu): debug. */
-  rgpu_log(br == CUDA_ERROR_NOT_SUPPORTED ? RGPU_LOG_DEBUG : RGPU_LOG_INFO,
-           "session=%llu graph %llu: the driver graph failed (%s%s): it runs node by node",
-           (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br),
-           x->nlib ? "; it has library nodes" : "");
+static void drop_driver_graph(rgpu_graph_state *st, gexec *x) {
   if (x->ge) st->d.cuGraphExecDestroy(x->ge);
   if (x->g) st->d.cuGraphDestroy(x->g);
   x->g = NULL;
   x->ge = NULL;
+}
+
+/* Builds x's driver graph (anew, its library nodes captured again, when it
+ * has one), or leaves x to replay when the driver cannot take it (x->g and
+ * x->ge NULL then).  A launch in flight keeps the graph it runs: the
+ * driver frees a destroyed one when it ends. */
+static void build_or_replay(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
+  rgpu_worker *w = rq->w;
+  drop_driver_graph(st, x);
+  CUresult br = build_driver_graph(rq, st, x);
+  if (br == CUDA_SUCCESS) return;
+  /* A driver whose graph support cannot take this graph, or a library node
+   * that cannot be captured (expected on softgpu: debug only). */
+  rgpu_log(br == CUDA_ERROR_NOT_SUPPORTED ? RGPU_LOG_DEBUG : RGPU_LOG_INFO,
+           "session=%llu graph %llu: the driver graph failed (%s%s): it runs node by node",
+           (unsigned long long)w->cfg.session_id, (unsigned long long)x->id, ENAME(br),
+           x->nlib ? "; it has library nodes" : "");
+  drop_driver_graph(st, x);
 }
 
 /* ---- replay --------------------------------------------------------------- */
@@ -502,8 +508,7 @@ static void exec_free(rgpu_worker *w, rgpu_graph_state *st, gexec *x, int destro
       w->drv.cuEventDestroy(x->last);
     }
     if (x->done) w->drv.cuEventDestroy(x->done);
-    if (x->ge) st->d.cuGraphExecDestroy(x->ge);
-    if (x->g) st->d.cuGraphDestroy(x->g);
+    drop_driver_graph(st, x);
   }
   for (uint32_t i = 0; i < x->n; i++) free(x->nodes[i].params);
   free(x->nodes);
@@ -660,23 +665,6 @@ CUresult rgpu_h_graph_exec_destroy(rgpu_req *rq, const rgpu_msg_graph_exec_destr
   return CUDA_SUCCESS;
 }
 
-/* Drops x's driver graph and builds it again (its library nodes captured
- * anew), or leaves x to replay. */
-static void st_rebuild(rgpu_req *rq, gexec *x) {
-  rgpu_graph_state *st = rq->w->graphs;
-  if (x->ge) st->d.cuGraphExecDestroy(x->ge);
-  if (x->g) st->d.cuGraphDestroy(x->g);
-  x->g = NULL;
-  x->ge = NULL;
-  build_or_replay(rq, st, x);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static CUresult launch_exec(rgpu_req *rq, gexec *x, const rgpu_msg_graph_launch_req *q);
 
 CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
@@ -685,9 +673,9 @@ CUresult rgpu_h_graph_launch(rgpu_req *rq, const rgpu_msg_graph_launch_req *q) {
   if (!x) return CUDA_ERROR_INVALID_HANDLE;
   if (!rgpu_log_enabled(RGPU_LOG_DEBUG)) return launch_exec(rq, x, q);
   /* What a launch costs the server, every 32 launches of a graph. */
-  double t0 = now_s();
+  double t0 = rgpu_clock_s();
   CUresult r = launch_exec(rq, x, q);
-  x->launch_s += now_s() - t0;
+  x->launch_s += rgpu_clock_s() - t0;
   if (++x->launches % 32 == 0) {
     RGPU_DEBUG("session=%llu graph %llu (%u nodes, %u library nodes, %s): %.1f us a launch in the "
                "server over the last 32; node checks %llu, rebuilds %llu in all",
@@ -731,12 +719,11 @@ static CUresult launch_exec(rgpu_req *rq, gexec *x, const rgpu_msg_graph_launch_
   }
   if (x->ge && x->nlib && (x->lib_stale || x->lib_epoch != w->graph_lib_epoch)) {
     /* Memory was freed since the library nodes were captured (and checked):
-     * capture them again, which checks them again.  A launch in flight
-     * keeps its graph: the driver frees a destroyed one when it ends. */
+     * capture them again, which checks them again. */
     if (x->last_pending) D->cuEventSynchronize(x->last);
     x->last_pending = 0;
     x->rebuilds++;
-    st_rebuild(rq, x);
+    build_or_replay(rq, w->graphs, x);
   }
   if (x->h2d_len) {
     /* The staging buffer is read by the previous launch until it ends. */

@@ -107,13 +107,25 @@ const rgpu_dispatch_entry *rgpu_graph_lib_entry(uint32_t opcode) {
   return e && (e->flags & RGPU_DISPATCH_GRAPHNODE) ? e : NULL;
 }
 
+/* The entry of a library node's request, or NULL after failing the
+ * request: an opcode that is no library call of a graph, or a stream field
+ * (8 bytes at stream_at) outside its len bytes. */
+static const rgpu_dispatch_entry *node_entry(rgpu_req *rq, uint32_t opcode, size_t len,
+                                             size_t stream_at) {
+  rgpu_worker *w = rq->w;
+  const rgpu_dispatch_entry *e = rgpu_graph_lib_entry(opcode);
+  if (!e || stream_at > len || len - stream_at < 8) {
+    FAIL(CUDA_ERROR_INVALID_VALUE, "graph library node: opcode 0x%04x with its stream field at "
+         "%zu of %zu bytes", (unsigned)opcode, stream_at, len);
+    return NULL;
+  }
+  return e;
+}
+
 CUresult rgpu_graph_lib_run_plain(rgpu_req *rq, uint32_t opcode, const uint8_t *req, size_t len,
                                   size_t stream_at, uint64_t stream_id) {
-  const rgpu_dispatch_entry *e = rgpu_graph_lib_entry(opcode);
-  rgpu_worker *w = rq->w;
-  if (!e || stream_at > len || len - stream_at < 8)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph library node: opcode 0x%04x with its stream "
-                "field at %zu of %zu bytes", (unsigned)opcode, stream_at, len);
+  const rgpu_dispatch_entry *e = node_entry(rq, opcode, len, stream_at);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
   return run_inner(rq, e, req, len, stream_at, stream_id);
 }
 
@@ -121,10 +133,8 @@ CUresult rgpu_graph_lib_capture(rgpu_req *rq, uint32_t opcode, const uint8_t *re
                                 size_t stream_at, CUgraph *out) {
   rgpu_worker *w = rq->w;
   *out = NULL;
-  const rgpu_dispatch_entry *e = rgpu_graph_lib_entry(opcode);
-  if (!e || stream_at > len || len - stream_at < 8)
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "graph library node: opcode 0x%04x with its stream "
-                "field at %zu of %zu bytes", (unsigned)opcode, stream_at, len);
+  const rgpu_dispatch_entry *e = node_entry(rq, opcode, len, stream_at);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
   struct rgpu_graph_lib *s = lib_state(w);
   if (!s) return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "graph library node: server out of memory");
   if (s->state != 1) return CUDA_ERROR_NOT_SUPPORTED;

@@ -578,7 +578,7 @@ static int worker_conn_spins(const rgpu_conn *c) {
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
   /* A while awake first (rgpu_spin.h); not before HELLO, where a peer may
    * be anybody. */
-  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c) && worker_conn_spins(c))
+  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c))
     rgpu_spin_readable(rgpu_conn_poll_fd(c), w->spin_us);
   while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
     int timeout_ms = -1;
@@ -976,6 +976,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   }
   w->conn = c;
   w->resume.orig_conn = c;
+  if (!worker_conn_spins(c)) w->spin_us = 0;
   w->cur_rb = &rb;
   int hello_s = w->cfg.hello_timeout_s > 0 ? w->cfg.hello_timeout_s : RGPU_HELLO_TIMEOUT_MS / 1000;
   double hello_deadline = rgpu_clock_s() + hello_s;

@@ -77,7 +77,9 @@ struct rgpu_worker {
   int drv_state; /* 0 not tried, 1 loaded, -1 failed */
   /* How long the session thread polls for the client's next frame before
    * it blocks (rgpu_spin.h; RGPU_SPIN_US, default 200 us): a program's
-   * next request follows the reply it waited for within tens of us. */
+   * next request follows the reply it waited for within tens of us.  0 for
+   * sessions that reach the worker through the listener's relay (tls,
+   * quic: rgpu_worker_serve). */
   unsigned spin_us;
   rgpu_driver drv;
   char drv_err[768];

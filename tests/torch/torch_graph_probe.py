@@ -64,32 +64,22 @@ def main():
         return [("loss", loss), ("grad", logits.grad)]
     probe("cross entropy", seeded(3, ce_inputs), ce_body)
 
-    lin = nn.Linear(256, 10).to(dev)
+    def layer_body(layer):
+        """Forward and backward through one layer with weight and bias: its
+        output and both gradients."""
+        def body(x):
+            layer.zero_grad(set_to_none=False)
+            out = layer(x)
+            (out * out).sum().backward()
+            return [("out", out), ("grad weight", layer.weight.grad), ("grad bias", layer.bias.grad)]
+        return body
 
-    def lin_body(x):
-        lin.zero_grad(set_to_none=False)
-        out = lin(x)
-        (out * out).sum().backward()
-        return [("out", out), ("grad weight", lin.weight.grad), ("grad bias", lin.bias.grad)]
-    probe("linear", seeded(4, lambda: torch.randn(64, 256, device=dev)), lin_body)
-
-    conv = nn.Conv2d(3, 16, 3, padding=1).to(dev)
-
-    def conv_body(x):
-        conv.zero_grad(set_to_none=False)
-        out = conv(x)
-        (out * out).sum().backward()
-        return [("out", out), ("grad weight", conv.weight.grad), ("grad bias", conv.bias.grad)]
-    probe("conv", seeded(5, lambda: torch.randn(64, 3, 32, 32, device=dev)), conv_body)
-
-    bn = nn.BatchNorm2d(16).to(dev)
-
-    def bn_body(x):
-        bn.zero_grad(set_to_none=False)
-        out = bn(x)
-        (out * out).sum().backward()
-        return [("out", out), ("grad weight", bn.weight.grad), ("grad bias", bn.bias.grad)]
-    probe("batch norm", seeded(6, lambda: torch.randn(64, 16, 16, 16, device=dev)), bn_body)
+    probe("linear", seeded(4, lambda: torch.randn(64, 256, device=dev)),
+          layer_body(nn.Linear(256, 10).to(dev)))
+    probe("conv", seeded(5, lambda: torch.randn(64, 3, 32, 32, device=dev)),
+          layer_body(nn.Conv2d(3, 16, 3, padding=1).to(dev)))
+    probe("batch norm", seeded(6, lambda: torch.randn(64, 16, 16, 16, device=dev)),
+          layer_body(nn.BatchNorm2d(16).to(dev)))
     return ck.finish()
 
 
