@@ -2,7 +2,9 @@
  *
  * Sending: request frames are encoded into one contiguous queue and written
  * with a single gathered write when a reply is needed, when the queue passes
- * batch_bytes, or when the batch timer (a small background thread) fires.
+ * batch_bytes, or once its oldest frame is batch_us old: checked by each
+ * new frame and by the batch timer (a small background thread) for a
+ * program that queued work and went quiet.
  * Large tails are written from the caller's buffer in the same gathered
  * write instead of being copied.
  *
@@ -310,7 +312,12 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
     c->queue.err = 0;
     return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
   }
-  if (flush_now || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0)
+  /* The age test here, not only in the timer: a program that keeps
+   * queueing holds this lock nearly all the time, and the timer thread
+   * then waited for it long past its deadline while the GPU sat idle
+   * (the pose frame: all 300 requests went out at its synchronization). */
+  if (flush_now || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0 ||
+      (!was_empty && rgpu_clock_ns() - c->queued_since_ns >= (uint64_t)c->batch_us * 1000ull))
     return rgpu_client_flush_locked(c);
   if (was_empty) {
     c->queued_since_ns = rgpu_clock_ns();
@@ -564,17 +571,18 @@ rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rg
   if (!pending) return RGPU_PROTO_EINVAL;
   if (c->wait_hook) c->wait_hook();
   if (!rs[0].continued) c->ctr.round_trips++;
+  uint64_t t0 = rgpu_clock_ns();
   for (;;) {
     /* Awake for a while before a read blocks (rgpu_spin.h). */
     if (c->spin_us && c->rxpre_off >= c->rxpre.len && !c->broken && rgpu_conn_pending(c->conn) == 0)
       rgpu_spin_readable(rgpu_conn_poll_fd(c->conn), c->spin_us);
     rc = read_one(c, seqs, rs, n, first_seq);
-    if (rc < 0) return rc;
-    if (rc > 0) {
-      if (which) *which = (size_t)rc - 1;
-      return 0;
-    }
+    if (rc != 0) break;
   }
+  c->ctr.wait_ns += rgpu_clock_elapsed_ns(t0);
+  if (rc < 0) return rc;
+  if (which) *which = (size_t)rc - 1;
+  return 0;
 }
 
 rgpu_status rgpu_client_wait_locked(rgpu_client *c, uint64_t seq, uint64_t first_seq,
@@ -632,10 +640,11 @@ rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, cons
     if (rc) return rc;
     if (c->wait_hook) c->wait_hook();
     c->ctr.flow_waits++; /* the server is pushing those replies: no idle round trip */
-    while (c->bg_bytes && c->bg_bytes + cap > RGPU_CLIENT_BG_MAX_BYTES) {
+    uint64_t t0 = rgpu_clock_ns();
+    while (rc >= 0 && c->bg_bytes && c->bg_bytes + cap > RGPU_CLIENT_BG_MAX_BYTES)
       rc = read_one(c, NULL, NULL, 0, 0);
-      if (rc < 0) return rc;
-    }
+    c->ctr.wait_ns += rgpu_clock_elapsed_ns(t0);
+    if (rc < 0) return rc;
   }
   if (RGPU_ARRAY_RESERVE(c->bg, c->capbg, c->nbg + 1, 16))
     return client_fail(c, RGPU_PROTO_ENOMEM, "queue");
@@ -653,10 +662,12 @@ rgpu_status rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t b
   if (!bg_pending(c, stream, before_seq)) return 0;
   ASSERT_ONLY_CLIENT_LOCK(c);
   int rc = rgpu_client_flush_locked(c);
+  uint64_t t0 = rgpu_clock_ns();
   while (rc == 0 && bg_pending(c, stream, before_seq)) {
     rc = read_one(c, NULL, NULL, 0, 0);
     if (rc > 0) rc = 0;
   }
+  c->ctr.wait_ns += rgpu_clock_elapsed_ns(t0);
   return rc < 0 ? rc : 0;
 }
 
@@ -664,6 +675,7 @@ rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n
   ASSERT_CLIENT_LOCK(c);
   uintptr_t lo = (uintptr_t)p, hi = lo + n;
   int rc = 0;
+  uint64_t t0 = rgpu_clock_ns();
   for (;;) {
     int busy = 0;
     for (size_t i = 0; i < c->nbg && !busy; i++) {
@@ -676,6 +688,7 @@ rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n
     if (rc == 0) rc = read_one(c, NULL, NULL, 0, 0);
     if (rc > 0) rc = 0;
   }
+  c->ctr.wait_ns += rgpu_clock_elapsed_ns(t0);
   return rc;
 }
 

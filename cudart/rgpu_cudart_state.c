@@ -384,6 +384,7 @@ static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *trans
     ctr.frames_sent += more.frames_sent;
     ctr.flushes += more.flushes;
     ctr.flow_waits += more.flow_waits;
+    ctr.wait_ns += more.wait_ns;
     ctr.resumes += more.resumes;
     if (strcmp(transport, rgpu_client_transport(g_server_clients[i])))
       snprintf(transport, tcap, "mixed");
@@ -404,6 +405,7 @@ static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *trans
       .frames_sent = ctr.frames_sent,
       .flushes = ctr.flushes,
       .flow_waits = ctr.flow_waits,
+      .wait_s = (double)ctr.wait_ns / 1e9,
       .resumes = ctr.resumes,
       .connected = c != NULL,
   };

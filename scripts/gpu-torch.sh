@@ -35,6 +35,7 @@ mkdir -p "$out/cert"
 "$P/bin/rgpu-server" --gen-cert "$out/cert" --cert-names 10.77.0.2 2>"$out/gen-cert.err" || { cat "$out/gen-cert.err"; exit 1; }
 tlsargs=(--cert "$out/cert/cert.pem" --key "$out/cert/key.pem")
 "$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --listen quic://127.0.0.1:0 --device cuda "${tlsargs[@]}" \
+  --metrics tcp://127.0.0.1:0 \
   >"$out/server.out" 2>"$out/server.err" &
 srv=$!
 trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT
@@ -42,7 +43,9 @@ declare -A uri
 for _ in $(seq 100); do
   uri[tcp]=$(sed -n 's/^rgpu-server: listening on \(tcp:[^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
   uri[quic]=$(sed -n 's/^rgpu-server: listening on \(quic:[^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
-  [ -n "${uri[tcp]}" ] && [ -n "${uri[quic]}" ] && break
+  # The harness prints the server's busy time per step from it (tests/torch/_harness.py).
+  metrics_url=$(sed -n 's/^rgpu-server: metrics on \(http:[^ ]*\).*/\1/p' "$out/server.err" | head -n 1)
+  [ -n "${uri[tcp]}" ] && [ -n "${uri[quic]}" ] && [ -n "$metrics_url" ] && break
   sleep 0.1
 done
 [ -n "${uri[tcp]}" ] || { echo "rgpu-server did not start"; cat "$out/server.err"; exit 1; }
@@ -60,7 +63,7 @@ run_mode() {  # script mode -> $out/<script>.<mode>{,.err,.stats}; prints rc
     native)
       timeout "$limit" python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
     tcp|quic)
-      RGPU_CA=$out/cert/cert.pem RGPU_STATS=$f.stats timeout "$limit" \
+      RGPU_CA=$out/cert/cert.pem RGPU_STATS=$f.stats RGPU_SERVER_METRICS=$metrics_url timeout "$limit" \
         "$P/bin/rgpu" run --server "${uri[$m]}" -- python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
     netem-tcp|netem-quic)
       local t=${m#netem-} port=7400

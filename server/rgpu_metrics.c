@@ -35,6 +35,9 @@ const double rgpu_metrics_bucket_bounds[RGPU_METRICS_BUCKETS] = {
  * see a request's call counted before its bytes: harmless for monitoring. */
 typedef struct {
   uint64_t calls[RGPU_METRICS_OPS];
+  /* Session-thread time per opcode: where a server-bound workload's time
+   * goes (the histogram below has no opcode). */
+  uint64_t op_ns[RGPU_METRICS_OPS];
   uint64_t err_code[RGPU_METRICS_ERR_CODES]; /* 0 = free entry */
   uint64_t err_count[RGPU_METRICS_ERR_CODES];
   uint64_t err_other;                        /* codes beyond the table */
@@ -190,7 +193,9 @@ void rgpu_metrics_request(uint16_t opcode, uint32_t status, uint64_t ns, uint64_
   rgpu_metrics_slot *s = g_self;
   if (!s) return;
   rgpu_metrics_counts *c = &s->c;
-  add(&c->calls[opcode < RGPU_METRICS_OPS - 1 ? opcode : RGPU_METRICS_OPS - 1], 1);
+  unsigned op = opcode < RGPU_METRICS_OPS - 1 ? opcode : RGPU_METRICS_OPS - 1;
+  add(&c->calls[op], 1);
+  add(&c->op_ns[op], ns);
   /* "Send the image" is the cache protocol's question, not a failure. */
   if (status && status != RGPU_STATUS_IMAGE_NOT_CACHED) count_error(c, status, 1);
   add(&c->lat_bucket[bucket_of(ns)], 1);
@@ -275,7 +280,10 @@ int rgpu_metrics_enter_worker_fd(int slots_fd, int slot) {
 }
 
 static void fold(rgpu_metrics_counts *dst, const rgpu_metrics_counts *src) {
-  for (int i = 0; i < RGPU_METRICS_OPS; i++) dst->calls[i] += ld(&src->calls[i]);
+  for (int i = 0; i < RGPU_METRICS_OPS; i++) {
+    dst->calls[i] += ld(&src->calls[i]);
+    dst->op_ns[i] += ld(&src->op_ns[i]);
+  }
   for (int i = 0; i < RGPU_METRICS_ERR_CODES; i++) {
     uint64_t k = ld(&src->err_code[i]);
     if (k) count_error(dst, (uint32_t)(k - 1), ld(&src->err_count[i]));
@@ -467,6 +475,16 @@ int rgpu_metrics_render(rgpu_metrics *m, rgpu_buf *out) {
       putf(out, "rgpu_calls_total{op=\"%s\"} %llu\n", name, (unsigned long long)all->calls[op]);
     else
       putf(out, "rgpu_calls_total{op=\"0x%04x\"} %llu\n", op, (unsigned long long)all->calls[op]);
+  }
+  help(out, "rgpu_request_seconds_total", "counter",
+       "Time requests spent in the session thread, by opcode (waits moved to background threads excluded).");
+  for (int op = 0; op < RGPU_METRICS_OPS; op++) {
+    if (!all->calls[op]) continue;
+    const char *name = op < RGPU_METRICS_OPS - 1 ? rgpu_op_name((uint16_t)op) : NULL;
+    if (name)
+      putf(out, "rgpu_request_seconds_total{op=\"%s\"} %.9f\n", name, (double)all->op_ns[op] / 1e9);
+    else
+      putf(out, "rgpu_request_seconds_total{op=\"0x%04x\"} %.9f\n", op, (double)all->op_ns[op] / 1e9);
   }
   help(out, "rgpu_calls_total_all", "counter", "Requests handled, all opcodes.");
   putf(out, "rgpu_calls_total_all %llu\n", (unsigned long long)calls_all);

@@ -209,6 +209,9 @@ static void test_render_and_fork(void **state) {
   assert_non_null(strstr(t, "rgpu_calls_total{op=\"MEM_ALLOC\"} 2\n"));
   assert_non_null(strstr(t, "rgpu_calls_total{op=\"0x00ff\"} 1\n")); /* opcodes beyond the table */
   assert_non_null(strstr(t, "rgpu_calls_total_all 4\n"));
+  /* Time per opcode: 3 ms + 1 us for the two MEM_ALLOCs. */
+  assert_non_null(strstr(t, "rgpu_request_seconds_total{op=\"MEM_ALLOC\"} 0.003001000\n"));
+  assert_non_null(strstr(t, "rgpu_request_seconds_total{op=\"HELLO\"} 0.000020000\n"));
   assert_non_null(strstr(t, "rgpu_errors_total{code=\"2\"} 1\n"));
   assert_non_null(strstr(t, "rgpu_errors_total{code=\"1\"} 1\n"));
   assert_non_null(strstr(t, "rgpu_bytes_received_total 204\n"));

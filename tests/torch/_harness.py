@@ -113,6 +113,45 @@ def rgpu_stats():
     return json.loads(buf.value[:n].decode()) if n > 0 else None
 
 
+def server_op_seconds():
+    """{opcode: (calls, seconds)} from the rgpu-server named by
+    RGPU_SERVER_METRICS (http://HOST:PORT/metrics), or None when unset or
+    unreachable: the session thread's time per request kind."""
+    url = os.environ.get("RGPU_SERVER_METRICS")
+    if not url:
+        return None
+    import re
+    import urllib.request
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except OSError:
+        return None
+    out = {}
+    for m in re.finditer(r'^rgpu_(calls_total|request_seconds_total)\{op="([^"]+)"\} (\S+)$', text, re.M):
+        calls, secs = out.get(m.group(2), (0, 0.0))
+        if m.group(1) == "calls_total":
+            calls = int(m.group(3))
+        else:
+            secs = float(m.group(3))
+        out[m.group(2)] = (calls, secs)
+    return out
+
+
+def print_server_ops(what, before, after, steps):
+    """The server's busy time per step and its five costliest request kinds."""
+    if before is None or after is None:
+        return
+    delta = []
+    for op, (calls, secs) in after.items():
+        c0, s0 = before.get(op, (0, 0.0))
+        if calls > c0:
+            delta.append(((secs - s0) / steps, (calls - c0) / steps, op))
+    delta.sort(reverse=True)
+    busy = sum(d[0] for d in delta)
+    top = ", ".join(f"{op} {n:.1f}x {t * 1e3:.3f} ms" for t, n, op in delta[:5])
+    print(f"rgpu-server: {what}: session thread busy {busy * 1e3:.3f} ms per step; {top}")
+
+
 def gpu_timed(torch, what, step, steps):
     """Prints the mean GPU time of step() (CUDA events around each call,
     each waited for), i.e. how long the device itself works on it, apart
@@ -141,6 +180,7 @@ def timed(torch, what, step, steps, syncs_per_step=1):
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     sync()
     s0 = rgpu_stats()
+    m0 = server_op_seconds() if s0 else None
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
@@ -152,7 +192,10 @@ def timed(torch, what, step, steps, syncs_per_step=1):
         rt = (s1["round_trips"] - s0["round_trips"]) / steps
         up = (s1["bytes_sent"] - s0["bytes_sent"]) / steps
         down = (s1["bytes_received"] - s0["bytes_received"]) / steps
+        wait = (s1.get("wait_s", 0.0) - s0.get("wait_s", 0.0)) / steps
+        flushes = (s1.get("flushes", 0) - s0.get("flushes", 0)) / steps
         print(f"rgpu-stats: {what}: {rt:.2f} round trips per step against {syncs_per_step} "
               f"synchronizations; {up:.0f} bytes up, {down:.0f} bytes down per step "
-              f"(transport {s1.get('transport')})")
+              f"(transport {s1.get('transport')}); waited {wait * 1e3:.3f} ms, {flushes:.1f} writes per step")
+        print_server_ops(what, m0, server_op_seconds(), steps)
     return dt

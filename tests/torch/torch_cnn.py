@@ -8,7 +8,7 @@ the frame time (the frame ends with its heatmaps copied to the host, as a
 pose pipeline does).  `--quick` shrinks the input (for a CPU check)."""
 import sys
 
-from _harness import Checker, import_torch, timed
+from _harness import Checker, gpu_timed, import_torch, timed
 
 
 def small_cnn(nn):
@@ -148,6 +148,17 @@ def main():
     for _ in range(2):
         pose_frame()
     timed(torch, "pose frame (batch 1)", pose_frame, 3 if quick else 20, syncs_per_step=2)
+
+    def pose_forward():
+        with torch.no_grad():
+            pose(frame)
+
+    # Device time from the forward's first kernel to its last, gaps included,
+    # and the forward with one synchronization (no copies back).
+    gpu_timed(torch, "pose forward on the GPU", pose_forward, 3 if quick else 10)
+    if torch.cuda.is_available():
+        timed(torch, "pose forward and a synchronize", lambda: (pose_forward(), torch.cuda.synchronize()),
+              3 if quick else 10)
     return ck.finish()
 
 
