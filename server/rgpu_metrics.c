@@ -45,6 +45,7 @@ typedef struct {
   uint64_t lat_sum_ns;
   uint64_t bytes_in, bytes_out;
   uint64_t image_cache[RGPU_METRICS_IMAGE_EVENTS]; /* RGPU_METRICS_IMAGE_* */
+  uint64_t staging_pins, staging_pin_ns;
 } rgpu_metrics_counts;
 
 typedef struct {
@@ -204,6 +205,13 @@ void rgpu_metrics_request(uint16_t opcode, uint32_t status, uint64_t ns, uint64_
   __atomic_store_n(&s->mem_held, mem_held, __ATOMIC_RELAXED);
 }
 
+void rgpu_metrics_staging_pin(unsigned pins, uint64_t ns) {
+  rgpu_metrics_slot *s = g_self;
+  if (!s) return;
+  add(&s->c.staging_pins, pins);
+  add(&s->c.staging_pin_ns, ns);
+}
+
 void rgpu_metrics_image_cache(int event) {
   rgpu_metrics_slot *s = g_self;
   if (!s || event < 0 || event >= RGPU_METRICS_IMAGE_EVENTS) return;
@@ -294,6 +302,8 @@ static void fold(rgpu_metrics_counts *dst, const rgpu_metrics_counts *src) {
   dst->bytes_in += ld(&src->bytes_in);
   dst->bytes_out += ld(&src->bytes_out);
   for (int i = 0; i < RGPU_METRICS_IMAGE_EVENTS; i++) dst->image_cache[i] += ld(&src->image_cache[i]);
+  dst->staging_pins += ld(&src->staging_pins);
+  dst->staging_pin_ns += ld(&src->staging_pin_ns);
 }
 
 /* Reason names come from the server's own code but end up in label values:
@@ -514,6 +524,12 @@ int rgpu_metrics_render(rgpu_metrics *m, rgpu_buf *out) {
   for (int i = 0; i < RGPU_METRICS_IMAGE_EVENTS; i++)
     putf(out, "rgpu_image_cache_events_total{event=\"%s\"} %llu\n", image_events[i],
          (unsigned long long)all->image_cache[i]);
+
+  help(out, "rgpu_staging_pins_total", "counter",
+       "Copies that pinned their own staging memory because the session's pinned pools were used up.");
+  putf(out, "rgpu_staging_pins_total %llu\n", (unsigned long long)all->staging_pins);
+  help(out, "rgpu_staging_pin_seconds_total", "counter", "Time those copies spent pinning and unpinning.");
+  putf(out, "rgpu_staging_pin_seconds_total %.9f\n", (double)all->staging_pin_ns / 1e9);
 
   help(out, "rgpu_request_duration_seconds", "histogram",
        "Time a request spends in the session thread (waits moved to background threads excluded).");

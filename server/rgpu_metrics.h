@@ -92,6 +92,11 @@ void rgpu_metrics_bytes_sent(const struct iovec *iov, int n);
 /* The session's end reason ("eof", "goodbye", "hello-refused", ...; at most
  * 23 characters kept), written just before the worker exits. */
 void rgpu_metrics_session_end_reason(const char *reason);
+/* A copy pinned its own staging memory (cuMemHostRegister) because the
+ * session's pinned pools were used up or may not grow: ns is what the
+ * pinning (or, with pins 0, the unpinning) cost.  Counted because it is
+ * slow next to a copy from the pools. */
+void rgpu_metrics_staging_pin(unsigned pins, uint64_t ns);
 
 /* The session table.  A worker records its client's pid and name (from
  * HELLO; name_len bytes, at most 31 kept) and each device it makes a

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
+#include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
 
 #define D (&w->drv)
@@ -17,7 +19,10 @@
  * still works, synchronously). */
 void *rgpu_staging_pin(rgpu_worker *w, void *p, size_t n) {
   if (!D->cuMemHostRegister || !D->cuMemHostUnregister || n == 0) return NULL;
-  return D->cuMemHostRegister(p, n, 0) == CUDA_SUCCESS ? p : NULL;
+  uint64_t t0 = rgpu_clock_ns();
+  CUresult r = D->cuMemHostRegister(p, n, 0);
+  rgpu_metrics_staging_pin(1, rgpu_clock_elapsed_ns(t0));
+  return r == CUDA_SUCCESS ? p : NULL;
 }
 
 /* Pinning per copy (cuMemHostRegister + Unregister) cost more than a small
@@ -144,7 +149,11 @@ void *rgpu_staging_get(rgpu_worker *w, size_t n, void **pinned) {
 
 
 void rgpu_staging_release(rgpu_worker *w, void *buf, void *pinned) {
-  if (pinned && w->drv.cuMemHostUnregister) w->drv.cuMemHostUnregister(pinned);
+  if (pinned && w->drv.cuMemHostUnregister) {
+    uint64_t t0 = rgpu_clock_ns();
+    w->drv.cuMemHostUnregister(pinned);
+    rgpu_metrics_staging_pin(0, rgpu_clock_elapsed_ns(t0)); /* counted with its pin */
+  }
   /* A pooled staging buffer goes back to the pool; any other is freed.
    * Job threads read the pointer the session thread creates lazily. */
   rgpu_chunk_pool *small = __atomic_load_n(&w->staging.small, __ATOMIC_ACQUIRE);
