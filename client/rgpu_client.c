@@ -190,7 +190,9 @@ static void client_resume_free(rgpu_client *c);
 static void client_transport_opts(const rgpu_client_config *cfg, rgpu_transport_opts *o);
 static int client_resume(rgpu_client *c, int rc, const char *what, uint64_t rx);
 static int client_can_resume(const rgpu_client *c);
-static int client_write(rgpu_client *c, const struct iovec *iov, int n);
+/* reading: the caller holds the client lock (the read side), so input may
+ * be taken in while the write waits (client_absorb_input). */
+static int client_write(rgpu_client *c, const struct iovec *iov, int n, int reading);
 static int client_read_exact(rgpu_client *c, void *buf, size_t n);
 
 /* Whether a reply's reader polls before it blocks (rgpu_spin.h): where this
@@ -242,7 +244,7 @@ rgpu_status rgpu_client_flush_locked(rgpu_client *c) {
   if (c->queue.len == 0) return 0;
   struct iovec iov = {.iov_base = c->queue.data, .iov_len = c->queue.len};
   rgpu_mutex_lock(&c->wlock);
-  int rc = client_write(c, &iov, 1);
+  int rc = client_write(c, &iov, 1, 1);
   rgpu_mutex_unlock(&c->wlock);
   if (rc) return client_fail(c, rc, "send");
   if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
@@ -295,7 +297,7 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
     if (fixed_len) iov[n++] = (struct iovec){(void *)fixed, fixed_len};
     iov[n++] = (struct iovec){(void *)tail, tail_len};
     rgpu_mutex_lock(&c->wlock);
-    int rc = client_write(c, iov, n);
+    int rc = client_write(c, iov, n, 1);
     rgpu_mutex_unlock(&c->wlock);
     if (rc) return client_fail(c, rc, "send");
     if (c->broken && (rc = client_resume(c, RGPU_T_ECLOSED, "send", c->rx_count))) return rc;
@@ -723,7 +725,7 @@ rgpu_status rgpu_client_send_now(rgpu_client *c, uint16_t op, const void *fixed,
   rgpu_frame_hdr_encode(hdr, &h);
   struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)fixed, fixed_len}};
   rgpu_mutex_lock(&c->wlock);
-  int rc = client_write(c, iov, fixed_len ? 2 : 1);
+  int rc = client_write(c, iov, fixed_len ? 2 : 1, 0); /* without the client lock */
   if (rc == 0) {
     c->now_frames++;
     c->now_bytes += sizeof hdr + fixed_len;
@@ -1242,8 +1244,32 @@ static int client_can_resume(const rgpu_client *c) {
  * copier's thread while this one writes it (rgpu_copier.h). */
 #define RGPU_CLIENT_COPY_ASIDE_BYTES (1u << 20)
 
-static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
+/* Called while a write of ours cannot go on and the server has bytes for
+ * us: takes them into rxpre, which every read consumes first (in stream
+ * order; rx_count counts them when consumed, so a resume discards and
+ * replays them).  The server stops reading when its writes block, e.g.
+ * one ASYNC_ERROR per queued request after a fault: without this, a
+ * program queueing enough failing work between two synchronizations hung
+ * with both sides writing (rgpu_client_integration_test, error flood). */
+static int client_absorb_input(void *ctx) {
+  rgpu_client *c = ctx;
+  ASSERT_CLIENT_LOCK(c);
+  enum { ABSORB = 64u << 10 };
+  if (c->rxpre_off == c->rxpre.len) {
+    rgpu_buf_reset(&c->rxpre);
+    c->rxpre_off = 0;
+  }
+  if (rgpu_buf_reserve(&c->rxpre, ABSORB)) return RGPU_T_EIO;
+  ssize_t r = rgpu_conn_read_some(c->conn, c->rxpre.data + c->rxpre.len, ABSORB);
+  if (r == 0) return RGPU_T_ECLOSED;
+  if (r < 0) return (int)r;
+  c->rxpre.len += (size_t)r;
+  return 0;
+}
+
+static int client_write(rgpu_client *c, const struct iovec *iov, int n, int reading) {
   ASSERT_WRITE_LOCK(c);
+  if (reading) ASSERT_CLIENT_LOCK(c);
   int aside = 0;
   if (c->reconnect_s > 0 && !c->no_resume) {
     int big = n > 0 && iov[n - 1].iov_len >= RGPU_CLIENT_COPY_ASIDE_BYTES && !c->broken;
@@ -1266,7 +1292,8 @@ static int client_write(rgpu_client *c, const struct iovec *iov, int n) {
     }
   }
   if (c->broken) return 0; /* kept: it goes out after the resume */
-  int rc = rgpu_conn_writev_all(c->conn, iov, n);
+  int rc = reading ? rgpu_conn_writev_all_reading(c->conn, iov, n, client_absorb_input, c)
+                   : rgpu_conn_writev_all(c->conn, iov, n);
   /* The caller's buffer may be reused once this returns. */
   if (aside) rgpu_copier_wait(c->copier);
   if (rc && client_can_resume(c)) {

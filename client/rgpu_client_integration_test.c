@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -210,6 +211,90 @@ static void test_core_batching(void **state) {
   assert_true(after.flushes - before.flushes < 50);
   assert_int_equal(rgpu_client_take_async_error(c, NULL, NULL, NULL, 0), 0);
   rgpu_client_close(c);
+}
+
+/* Queues requests without a pause for `ms` milliseconds; returns how many. */
+static int queue_for_ms(rgpu_client *c, int ms, uint64_t first_event) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int n = 0;
+  do {
+    /* Created and destroyed: the test driver's events are few. */
+    rgpu_msg_event_create_req m = {.event = first_event + (uint64_t)n, .flags = 0};
+    assert_int_equal(rgpu_call_event_create(c, 0, RGPU_CALL_ASYNC, &m, NULL, NULL), 0);
+    rgpu_msg_event_destroy_req d = {.event = first_event + (uint64_t)n};
+    assert_int_equal(rgpu_call_event_destroy(c, 0, RGPU_CALL_ASYNC, &d, NULL, NULL), 0);
+    n++;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+  return n;
+}
+
+/* The batch window: a program that keeps queueing has its queue sent
+ * once the oldest request is batch_us old, before any synchronization
+ * (else the GPU would start on a step's work only at its end); with a
+ * long window nothing leaves early; waits are timed. */
+static void test_core_batch_window(void **state) {
+  NEED_SERVER();
+  char err[512];
+  for (int pass = 0; pass < 2; pass++) {
+    rgpu_client_config cfg;
+    assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
+    snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
+    cfg.batch_us = pass == 0 ? 500 : 10 * 1000 * 1000;
+    cfg.batch_bytes = 64u << 20;
+    rgpu_client *c = NULL;
+    assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
+    rgpu_client_counters before, mid, after;
+    rgpu_client_get_counters(c, &before);
+    int n = queue_for_ms(c, 20, 5000);
+    rgpu_client_get_counters(c, &mid);
+    if (pass == 0)
+      assert_true(mid.flushes - before.flushes >= 10); /* every ~0.5 ms of 20 ms */
+    else
+      assert_int_equal(mid.flushes, before.flushes); /* all still queued */
+    assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
+    rgpu_client_get_counters(c, &after);
+    assert_true(after.frames_sent - before.frames_sent >= 2 * (uint64_t)n + 1);
+    assert_true(after.wait_ns > before.wait_ns);
+    assert_int_equal(rgpu_client_take_async_error(c, NULL, NULL, NULL, 0), 0);
+    rgpu_client_close(c);
+  }
+}
+
+/* A careless program: many queued requests that each fail on the server,
+ * no synchronization between them.  Each failure is an ASYNC_ERROR the
+ * server writes back while the client is still writing; the client must
+ * take them in meanwhile, or both block writing for ever.  The first
+ * error is kept for the synchronization, as CUDA keeps it. */
+static void test_core_error_flood(void **state) {
+  NEED_SERVER();
+  for (int batch = 0; batch < 2; batch++) {
+    rgpu_client_config cfg;
+    char err[512];
+    assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
+    snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
+    /* One long write of the whole flood, or the usual batches. */
+    cfg.batch_us = batch ? 10 * 1000 * 1000 : 200;
+    cfg.batch_bytes = batch ? 64u << 20 : 0;
+    rgpu_client *c = NULL;
+    assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
+    enum { FLOOD = 50000 };
+    for (int i = 0; i < FLOOD; i++) {
+      rgpu_msg_event_destroy_req d = {.event = 900000 + (uint64_t)i}; /* never created */
+      assert_int_equal(rgpu_call_event_destroy(c, 0, RGPU_CALL_ASYNC, &d, NULL, NULL), 0);
+    }
+    assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
+    uint32_t status = 0;
+    char msg[256] = "";
+    assert_int_equal(rgpu_client_take_async_error(c, &status, NULL, msg, sizeof msg), 1);
+    assert_int_equal(status, CUDA_ERROR_INVALID_HANDLE);
+    assert_non_null(strstr(msg, "event"));
+    /* The session still works. */
+    rgpu_msg_event_create_req m = {.event = 7, .flags = 0};
+    assert_int_equal(rgpu_call_event_create(c, 0, 0, &m, NULL, NULL), 0);
+    rgpu_client_close(c);
+  }
 }
 
 /* ---- libcudart.so.13 through dlopen ------------------------------------- */
@@ -419,6 +504,8 @@ int main(void) {
       cmocka_unit_test(test_core_async_error_latched),
       cmocka_unit_test(test_core_background_d2h),
       cmocka_unit_test(test_core_batching),
+      cmocka_unit_test(test_core_batch_window),
+      cmocka_unit_test(test_core_error_flood),
       cmocka_unit_test(test_cudart_memory),
       cmocka_unit_test(test_cudart_unreachable),
   };

@@ -121,7 +121,9 @@ static void test_stats_json(void **state) {
                          .resumes = 4,
                          .images_sent = 2,
                          .image_bytes_sent = 4096,
-                         .image_cache_hits = 5};
+                         .image_cache_hits = 5,
+                         .flow_waits = 2,
+                         .wait_s = 0.25};
   char buf[1024];
   int n = rgpu_client_stats_json(&s, buf, sizeof buf);
   assert_true(n > 0);
@@ -136,6 +138,7 @@ static void test_stats_json(void **state) {
   assert_non_null(strstr(buf, "\"server\":\"tcp://h:1/\\\"x\\\"\""));
   assert_non_null(strstr(buf, "\"sync_every_call\":false"));
   assert_non_null(strstr(buf, "\"resumes\":4,"));
+  assert_non_null(strstr(buf, "\"flow_waits\":2,\"wait_s\":0.250000,"));
   assert_non_null(strstr(buf, "\"images_sent\":2,\"image_bytes_sent\":4096,\"image_cache_hits\":5}"));
   assert_int_equal(buf[0], '{');
   assert_int_equal(buf[n - 1], '}');

@@ -51,6 +51,11 @@ int rgpu_wait_fd(int fd, short events, int timeout_ms) {
 /* ---- plain fd stream ---------------------------------------------------- */
 
 int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt) {
+  return rgpu_fd_writev_all_reading(fd, iov, iovcnt, NULL, NULL);
+}
+
+int rgpu_fd_writev_all_reading(int fd, const struct iovec *iov, int iovcnt,
+                               int (*on_readable)(void *ctx), void *ctx) {
   /* The caller's iovec array is const, so walk it with (index, offset) and
    * hand the kernel a window of at most IOV_MAX entries per call. */
   int idx = 0;
@@ -66,9 +71,20 @@ int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt) {
       n++;
     }
     struct msghdr mh = {.msg_iov = win, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (on_readable ? MSG_DONTWAIT : 0));
     if (w < 0) {
       if (errno == EINTR) continue;
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && on_readable) {
+        /* Full: make room on the other side too if the peer waits for us. */
+        struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
+        int pr = poll(&p, 1, -1);
+        if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
+        if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT)) {
+          int rc = on_readable(ctx);
+          if (rc < 0) return rc;
+        }
+        continue;
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         /* Someone handed us a non-blocking socket; keep blocking semantics. */
         rgpu_wait_fd(fd, POLLOUT, -1);
@@ -119,6 +135,10 @@ ssize_t rgpu_fd_read_some(int fd, void *buf, size_t len) {
 static int fd_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
   return rgpu_fd_writev_all(c->fd, iov, iovcnt);
 }
+static int fd_writev_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
+                             int (*on_readable)(void *ctx), void *ctx) {
+  return rgpu_fd_writev_all_reading(c->fd, iov, iovcnt, on_readable, ctx);
+}
 static ssize_t fd_read(rgpu_conn *c, void *buf, size_t len) {
   return rgpu_fd_read_some(c->fd, buf, len);
 }
@@ -128,6 +148,7 @@ static void fd_destroy(rgpu_conn *c) {}
 
 const struct rgpu_conn_ops rgpu_fd_conn_ops = {
     .writev_all = fd_writev,
+    .writev_reading = fd_writev_reading,
     .read_some = fd_read,
     .pending = fd_pending,
     .shutdown = fd_shutdown,
@@ -182,6 +203,13 @@ int rgpu_conn_connect(const char *uri, const rgpu_transport_opts *opts,
 int rgpu_conn_writev_all(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
   if (!c || iovcnt < 0 || (iovcnt > 0 && !iov)) return RGPU_T_EINVAL;
   return c->ops->writev_all(c, iov, iovcnt);
+}
+
+int rgpu_conn_writev_all_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
+                                 int (*on_readable)(void *ctx), void *ctx) {
+  if (!c || iovcnt < 0 || (iovcnt > 0 && !iov)) return RGPU_T_EINVAL;
+  if (!on_readable || !c->ops->writev_reading) return c->ops->writev_all(c, iov, iovcnt);
+  return c->ops->writev_reading(c, iov, iovcnt, on_readable, ctx);
 }
 
 ssize_t rgpu_conn_read_some(rgpu_conn *c, void *buf, size_t len) {

@@ -1646,15 +1646,20 @@ static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
   return r;
 }
 
-static int quic_client_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
+static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
+                                      int (*on_readable)(void *ctx), void *ctx) {
   qhandle *h = c->impl;
-  int rc = rgpu_fd_writev_all(c->fd, iov, iovcnt);
+  int rc = rgpu_fd_writev_all_reading(c->fd, iov, iovcnt, on_readable, ctx);
   int code = rc ? atomic_load(&h->cl->q->errcode) : 0;
   if (code) {
     snprintf(c->errmsg, sizeof c->errmsg, "%s", h->cl->q->errmsg);
     return code;
   }
   return rc;
+}
+
+static int quic_client_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
+  return quic_client_writev_reading(c, iov, iovcnt, NULL, NULL);
 }
 
 static size_t quic_client_pending(const rgpu_conn *c) { return 0; }
@@ -1695,6 +1700,7 @@ static void quic_client_destroy(rgpu_conn *c) {
 
 static const struct rgpu_conn_ops quic_client_ops = {
     .writev_all = quic_client_writev,
+    .writev_reading = quic_client_writev_reading,
     .read_some = quic_client_read,
     .pending = quic_client_pending,
     .shutdown = quic_client_shutdown,

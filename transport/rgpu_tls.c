@@ -15,6 +15,7 @@
 #include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,11 +290,37 @@ typedef struct {
   /* Small pieces of a gathered write are packed into full records instead
    * of one record (and 22+ bytes of overhead) each. */
   char stage[16384];
+  /* During rgpu_conn_writev_all_reading: the socket is non-blocking, and a
+   * record that cannot go out waits in poll, taking input in meanwhile. */
+  int fd;
+  int (*on_readable)(void *ctx);
+  void *ctx;
 } tls_client;
 
-static int tls_send_all(gnutls_session_t s, const char *p, size_t n) {
+/* A send that would block (non-blocking socket): 0 to retry the send,
+ * or an error code.  GnuTLS keeps the unsent part of its record for the
+ * retry, and reading in between is allowed (its send and receive record
+ * states are apart). */
+static int tls_wait_writable(tls_client *t) {
+  struct pollfd p = {.fd = t->fd, .events = POLLOUT | POLLIN};
+  int pr = poll(&p, 1, -1);
+  if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
+  if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT) && t->on_readable) {
+    int rc = t->on_readable(t->ctx);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static int tls_send_all(tls_client *t, const char *p, size_t n) {
+  gnutls_session_t s = t->s;
   while (n > 0) {
     ssize_t w = gnutls_record_send(s, p, n);
+    if (w == GNUTLS_E_AGAIN && t->on_readable) {
+      int rc = tls_wait_writable(t);
+      if (rc) return rc;
+      continue;
+    }
     if (w == GNUTLS_E_INTERRUPTED || w == GNUTLS_E_AGAIN) continue;
     if (w < 0) return (w == GNUTLS_E_PUSH_ERROR) ? RGPU_T_ECLOSED : RGPU_T_EIO;
     p += w;
@@ -319,19 +346,19 @@ static int tls_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
       memcpy(t->stage + staged, p, fill);
       p += fill;
       n -= fill;
-      int rc = tls_send_all(t->s, t->stage, sizeof t->stage);
+      int rc = tls_send_all(t, t->stage, sizeof t->stage);
       if (rc) return rc;
       staged = 0;
     }
     size_t direct = n - n % sizeof t->stage;
     if (direct) {
-      int rc = tls_send_all(t->s, p, direct);
+      int rc = tls_send_all(t, p, direct);
       if (rc) return rc;
     }
     memcpy(t->stage, p + direct, n - direct);
     staged = n - direct;
   }
-  return staged ? tls_send_all(t->s, t->stage, staged) : 0;
+  return staged ? tls_send_all(t, t->stage, staged) : 0;
 }
 
 static ssize_t tls_read(rgpu_conn *c, void *buf, size_t len) {
@@ -342,6 +369,12 @@ static ssize_t tls_read(rgpu_conn *c, void *buf, size_t len) {
     if (r >= 0) {
       if (r == 0) t->eof = 1;
       return r;
+    }
+    if (r == GNUTLS_E_AGAIN && t->on_readable) {
+      /* Reading in the middle of a non-blocking write: the rest of the
+       * record is on its way. */
+      rgpu_wait_fd(t->fd, POLLIN, -1);
+      continue;
     }
     if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN) continue;
     if (r == GNUTLS_E_PREMATURE_TERMINATION || r == GNUTLS_E_PULL_ERROR) {
@@ -378,8 +411,24 @@ static void tls_destroy(rgpu_conn *c) {
   free(t);
 }
 
+static int tls_writev_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
+                              int (*on_readable)(void *ctx), void *ctx) {
+  tls_client *t = c->impl;
+  int fl = fcntl(c->fd, F_GETFL);
+  if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) return tls_writev(c, iov, iovcnt);
+  t->fd = c->fd;
+  t->on_readable = on_readable;
+  t->ctx = ctx;
+  int rc = tls_writev(c, iov, iovcnt);
+  t->on_readable = NULL;
+  t->ctx = NULL;
+  fcntl(c->fd, F_SETFL, fl);
+  return rc;
+}
+
 static const struct rgpu_conn_ops tls_client_ops = {
     .writev_all = tls_writev,
+    .writev_reading = tls_writev_reading,
     .read_some = tls_read,
     .pending = tls_pending,
     .shutdown = tls_shutdown,

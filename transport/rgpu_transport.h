@@ -111,6 +111,16 @@ int rgpu_conn_from_fd(int fd, const char *transport_name, rgpu_conn **out);
 
 /* Writes every byte of iov[0..iovcnt) or fails; returns 0 or RGPU_T_E*. */
 int rgpu_conn_writev_all(rgpu_conn *c, const struct iovec *iov, int iovcnt);
+/* The same, for a writer that also owns the read side: while the write
+ * cannot go on and c has bytes to read, calls on_readable(ctx), which must
+ * read some (a negative return ends the write with that code).  Why: a
+ * peer blocked writing to us stops reading from us; if we then block
+ * writing to it, neither ever goes on (a program queueing many requests
+ * that each fail asynchronously, each failure an event the server writes
+ * back).  tcp, unix and quic connections do this; tls:// writes block as
+ * rgpu_conn_writev_all does (its records are not resumable mid-write). */
+int rgpu_conn_writev_all_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
+                                 int (*on_readable)(void *ctx), void *ctx);
 /* Reads exactly len bytes; returns 0, RGPU_T_ECLOSED on EOF, or RGPU_T_E*. */
 int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len);
 /* Reads what is available, blocking for at least one byte; >0 bytes read,

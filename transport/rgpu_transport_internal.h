@@ -26,6 +26,9 @@
  * keeps its end of a socketpair to the connection's I/O thread. */
 struct rgpu_conn_ops {
   int (*writev_all)(rgpu_conn *c, const struct iovec *iov, int iovcnt);
+  /* Optional (NULL: writev_all): rgpu_conn_writev_all_reading. */
+  int (*writev_reading)(rgpu_conn *c, const struct iovec *iov, int iovcnt,
+                        int (*on_readable)(void *ctx), void *ctx);
   ssize_t (*read_some)(rgpu_conn *c, void *buf, size_t len);
   size_t (*pending)(const rgpu_conn *c);
   void (*shutdown)(rgpu_conn *c);
@@ -72,6 +75,9 @@ int rgpu_fd_conn_new(int fd, const char *name, const char *peer, int raw_visible
                      rgpu_conn **out);
 /* sendmsg/recv loops usable by any fd-backed implementation. */
 int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt);
+/* on_readable non-NULL: rgpu_conn_writev_all_reading's contract on fd. */
+int rgpu_fd_writev_all_reading(int fd, const struct iovec *iov, int iovcnt,
+                               int (*on_readable)(void *ctx), void *ctx);
 ssize_t rgpu_fd_read_some(int fd, void *buf, size_t len);
 
 /* Socket helpers (rgpu_tcp.c). */
