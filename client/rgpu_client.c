@@ -193,6 +193,7 @@ static int client_can_resume(const rgpu_client *c);
 /* reading: the caller holds the client lock (the read side), so input may
  * be taken in while the write waits (client_absorb_input). */
 static int client_write(rgpu_client *c, const struct iovec *iov, int n, int reading);
+static int client_write_reading(rgpu_client *c, rgpu_conn *conn, const struct iovec *iov, int n);
 static int client_read_exact(rgpu_client *c, void *buf, size_t n);
 
 /* Whether a reply's reader polls before it blocks (rgpu_spin.h): where this
@@ -1171,7 +1172,7 @@ rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_r
   if (c->reconnect_s > 0 && !c->no_resume) rgpu_resend_append(&c->resend, twin, ntwin);
   rc = 0;
   if (!c->broken) {
-    rc = rgpu_conn_writev_all(c->conn, iov, fixed_len ? 2 : 1);
+    rc = client_write_reading(c, c->conn, iov, fixed_len ? 2 : 1);
     if (rc && client_can_resume(c)) {
       c->broken = 1;
       rc = 0;
@@ -1251,8 +1252,14 @@ static int client_can_resume(const rgpu_client *c) {
  * one ASYNC_ERROR per queued request after a fault: without this, a
  * program queueing enough failing work between two synchronizations hung
  * with both sides writing (rgpu_client_integration_test, error flood). */
+typedef struct {
+  rgpu_client *c;
+  rgpu_conn *conn; /* c->conn, or the new connection of a resume */
+} client_absorb;
+
 static int client_absorb_input(void *ctx) {
-  rgpu_client *c = ctx;
+  client_absorb *a = ctx;
+  rgpu_client *c = a->c;
   ASSERT_CLIENT_LOCK(c);
   enum { ABSORB = 64u << 10 };
   if (c->rxpre_off == c->rxpre.len) {
@@ -1260,11 +1267,21 @@ static int client_absorb_input(void *ctx) {
     c->rxpre_off = 0;
   }
   if (rgpu_buf_reserve(&c->rxpre, ABSORB)) return RGPU_T_EIO;
-  ssize_t r = rgpu_conn_read_some(c->conn, c->rxpre.data + c->rxpre.len, ABSORB);
+  ssize_t r = rgpu_conn_read_some(a->conn, c->rxpre.data + c->rxpre.len, ABSORB);
   if (r == 0) return RGPU_T_ECLOSED;
   if (r < 0) return (int)r;
   c->rxpre.len += (size_t)r;
   return 0;
+}
+
+/* rgpu_conn_writev_all on conn by a thread that holds the client lock:
+ * input is taken in while the write waits. */
+static int client_write_reading(rgpu_client *c, rgpu_conn *conn, const struct iovec *iov, int n) {
+  ASSERT_CLIENT_LOCK(c);
+  client_absorb a = {c, conn};
+  /* A full socket is polled as a reply is (spin_us; 0 on quic://). */
+  rgpu_conn_set_write_spin_us(conn, c->spin_us);
+  return rgpu_conn_writev_all_reading(conn, iov, n, client_absorb_input, &a);
 }
 
 static int client_write(rgpu_client *c, const struct iovec *iov, int n, int reading) {
@@ -1292,8 +1309,7 @@ static int client_write(rgpu_client *c, const struct iovec *iov, int n, int read
     }
   }
   if (c->broken) return 0; /* kept: it goes out after the resume */
-  int rc = reading ? rgpu_conn_writev_all_reading(c->conn, iov, n, client_absorb_input, c)
-                   : rgpu_conn_writev_all(c->conn, iov, n);
+  int rc = reading ? client_write_reading(c, c->conn, iov, n) : rgpu_conn_writev_all(c->conn, iov, n);
   /* The caller's buffer may be reused once this returns. */
   if (aside) rgpu_copier_wait(c->copier);
   if (rc && client_can_resume(c)) {
@@ -1352,7 +1368,9 @@ static void client_frame_begin(rgpu_client *c) {
   struct iovec iov[2];
   int niov = rgpu_call_frame_iov(&f, iov);
   rgpu_mutex_lock(&c->wlock);
-  if (!c->broken && rgpu_conn_writev_all(c->conn, iov, niov) == 0)
+  /* Reading while it waits, like every write under the client lock: the
+   * server may be blocked writing to us (client_absorb_input). */
+  if (!c->broken && client_write_reading(c, c->conn, iov, niov) == 0)
     c->rx_acked = c->rx_count;
   else if (client_can_resume(c))
     c->broken = 1;
@@ -1515,7 +1533,8 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
   for (size_t done = 0; done < n;) {
     struct iovec io[64];
     int k = rgpu_resend_iov(&c->resend, done, io, 64);
-    rc = rgpu_conn_writev_all(nc, io, k);
+    /* The server runs what it gets and may answer at once: read meanwhile. */
+    rc = client_write_reading(c, nc, io, k);
     if (rc) return rc;
     for (int i = 0; i < k; i++) done += io[i].iov_len;
   }
