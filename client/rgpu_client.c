@@ -1279,8 +1279,6 @@ static int client_absorb_input(void *ctx) {
 static int client_write_reading(rgpu_client *c, rgpu_conn *conn, const struct iovec *iov, int n) {
   ASSERT_CLIENT_LOCK(c);
   client_absorb a = {c, conn};
-  /* A full socket is polled as a reply is (spin_us; 0 on quic://). */
-  rgpu_conn_set_write_spin_us(conn, c->spin_us);
   return rgpu_conn_writev_all_reading(conn, iov, n, client_absorb_input, &a);
 }
 

@@ -9,20 +9,18 @@
 #include "rgpu_clock.h"
 #include "rgpu_log.h"
 
-short rgpu_spin_poll(int fd, short events, unsigned budget_us) {
+int rgpu_spin_readable(int fd, unsigned budget_us) {
   if (fd < 0 || budget_us == 0) return 0;
   uint64_t end = rgpu_clock_ns() + (uint64_t)budget_us * RGPU_NS_PER_US;
-  struct pollfd p = {.fd = fd, .events = events};
+  struct pollfd p = {.fd = fd, .events = POLLIN};
   for (;;) {
     int r = poll(&p, 1, 0);
-    if (r > 0) return p.revents ? p.revents : events;
-    if (r < 0 && errno != EINTR) return events; /* the call that follows reports it */
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return 1; /* the read reports it */
     if (rgpu_clock_ns() >= end) return 0;
     sched_yield();
   }
 }
-
-int rgpu_spin_readable(int fd, unsigned budget_us) { return rgpu_spin_poll(fd, POLLIN, budget_us) != 0; }
 
 unsigned rgpu_spin_budget_us(unsigned dflt) {
   const char *s = getenv("RGPU_SPIN_US");

@@ -18,12 +18,6 @@
  * 0: the budget ran out (at once with budget_us 0). */
 int rgpu_spin_readable(int fd, unsigned budget_us);
 
-/* The same for any poll events: the revents seen (nonzero), or 0 when the
- * budget ran out.  A writer whose socket is full polls POLLOUT this way
- * before it sleeps: the reader that makes room is usually a few
- * microseconds away, a wake-up from sleep is not. */
-short rgpu_spin_poll(int fd, short events, unsigned budget_us);
-
 /* The spin budget in microseconds: RGPU_SPIN_US when set (a number from 0,
  * which turns spinning off, to 100000), else dflt.  Read once per call. */
 unsigned rgpu_spin_budget_us(unsigned dflt);

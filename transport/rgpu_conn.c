@@ -1,6 +1,5 @@
 /* Generic conn/listener entry points, the plain stream-socket conn, and the
  * relay descriptor registry used across fork(). */
-#include "rgpu_spin.h"
 #include "rgpu_transport_internal.h"
 
 #include <errno.h>
@@ -52,11 +51,11 @@ int rgpu_wait_fd(int fd, short events, int timeout_ms) {
 /* ---- plain fd stream ---------------------------------------------------- */
 
 int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt) {
-  return rgpu_fd_writev_all_reading(fd, iov, iovcnt, NULL, NULL, 0);
+  return rgpu_fd_writev_all_reading(fd, iov, iovcnt, NULL, NULL);
 }
 
 int rgpu_fd_writev_all_reading(int fd, const struct iovec *iov, int iovcnt,
-                               int (*on_readable)(void *ctx), void *ctx, unsigned spin_us) {
+                               int (*on_readable)(void *ctx), void *ctx) {
   /* The caller's iovec array is const, so walk it with (index, offset) and
    * hand the kernel a window of at most IOV_MAX entries per call. */
   int idx = 0;
@@ -76,12 +75,11 @@ int rgpu_fd_writev_all_reading(int fd, const struct iovec *iov, int iovcnt,
     if (w < 0) {
       if (errno == EINTR) continue;
       if ((errno == EAGAIN || errno == EWOULDBLOCK) && on_readable) {
-        /* Full: make room on the other side too if the peer waits for us;
-         * awake for a while first (rgpu_spin.h). */
+        /* Full: make room on the other side too if the peer waits for us.
+         * (Polling POLLOUT for the client's spin budget before this sleep
+         * made no difference to bulk H2D on the H200: not done.) */
         struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
-        int pr = 1;
-        p.revents = rgpu_spin_poll(fd, POLLOUT | POLLIN, spin_us);
-        if (!p.revents) pr = poll(&p, 1, -1);
+        int pr = poll(&p, 1, -1);
         if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
         if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT)) {
           int rc = on_readable(ctx);
@@ -141,7 +139,7 @@ static int fd_writev(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
 }
 static int fd_writev_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
                              int (*on_readable)(void *ctx), void *ctx) {
-  return rgpu_fd_writev_all_reading(c->fd, iov, iovcnt, on_readable, ctx, c->write_spin_us);
+  return rgpu_fd_writev_all_reading(c->fd, iov, iovcnt, on_readable, ctx);
 }
 static ssize_t fd_read(rgpu_conn *c, void *buf, size_t len) {
   return rgpu_fd_read_some(c->fd, buf, len);
@@ -207,10 +205,6 @@ int rgpu_conn_connect(const char *uri, const rgpu_transport_opts *opts,
 int rgpu_conn_writev_all(rgpu_conn *c, const struct iovec *iov, int iovcnt) {
   if (!c || iovcnt < 0 || (iovcnt > 0 && !iov)) return RGPU_T_EINVAL;
   return c->ops->writev_all(c, iov, iovcnt);
-}
-
-void rgpu_conn_set_write_spin_us(rgpu_conn *c, unsigned us) {
-  if (c) c->write_spin_us = us;
 }
 
 int rgpu_conn_writev_all_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,

@@ -1649,7 +1649,7 @@ static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
 static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
                                       int (*on_readable)(void *ctx), void *ctx) {
   qhandle *h = c->impl;
-  int rc = rgpu_fd_writev_all_reading(c->fd, iov, iovcnt, on_readable, ctx, c->write_spin_us);
+  int rc = rgpu_fd_writev_all_reading(c->fd, iov, iovcnt, on_readable, ctx);
   int code = rc ? atomic_load(&h->cl->q->errcode) : 0;
   if (code) {
     snprintf(c->errmsg, sizeof c->errmsg, "%s", h->cl->q->errmsg);

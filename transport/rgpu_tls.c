@@ -8,7 +8,6 @@
  * client that fails the handshake (wrong certificate, plain TCP, no client
  * certificate when one is required) never reaches the accept queue, so it
  * costs the server nothing but the handshake. */
-#include "rgpu_spin.h"
 #include "rgpu_tls_internal.h"
 
 #include <arpa/inet.h>
@@ -296,7 +295,6 @@ typedef struct {
   int fd;
   int (*on_readable)(void *ctx);
   void *ctx;
-  unsigned spin_us;
 } tls_client;
 
 /* A send that would block (non-blocking socket): 0 to retry the send,
@@ -305,9 +303,7 @@ typedef struct {
  * states are apart). */
 static int tls_wait_writable(tls_client *t) {
   struct pollfd p = {.fd = t->fd, .events = POLLOUT | POLLIN};
-  int pr = 1;
-  p.revents = rgpu_spin_poll(t->fd, POLLOUT | POLLIN, t->spin_us);
-  if (!p.revents) pr = poll(&p, 1, -1);
+  int pr = poll(&p, 1, -1);
   if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
   if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT) && t->on_readable) {
     int rc = t->on_readable(t->ctx);
@@ -421,7 +417,6 @@ static int tls_writev_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
   int fl = fcntl(c->fd, F_GETFL);
   if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) return tls_writev(c, iov, iovcnt);
   t->fd = c->fd;
-  t->spin_us = c->write_spin_us;
   t->on_readable = on_readable;
   t->ctx = ctx;
   int rc = tls_writev(c, iov, iovcnt);

@@ -121,9 +121,6 @@ int rgpu_conn_writev_all(rgpu_conn *c, const struct iovec *iov, int iovcnt);
  * rgpu_conn_writev_all does (its records are not resumable mid-write). */
 int rgpu_conn_writev_all_reading(rgpu_conn *c, const struct iovec *iov, int iovcnt,
                                  int (*on_readable)(void *ctx), void *ctx);
-/* How long rgpu_conn_writev_all_reading polls a full socket before it
- * sleeps in poll (rgpu_spin.h; 0, the default: at once). */
-void rgpu_conn_set_write_spin_us(rgpu_conn *c, unsigned us);
 /* Reads exactly len bytes; returns 0, RGPU_T_ECLOSED on EOF, or RGPU_T_E*. */
 int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len);
 /* Reads what is available, blocking for at least one byte; >0 bytes read,

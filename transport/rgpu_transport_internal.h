@@ -44,7 +44,6 @@ struct rgpu_conn {
   char errmsg[256]; /* why the last failing read/write failed, if known */
   uint64_t session_key; /* quic: shared by the streams of one connection */
   int stream_index;     /* quic: 0 = the connection's first stream */
-  unsigned write_spin_us; /* rgpu_conn_set_write_spin_us */
   void *impl;
 };
 
@@ -78,7 +77,7 @@ int rgpu_fd_conn_new(int fd, const char *name, const char *peer, int raw_visible
 int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt);
 /* on_readable non-NULL: rgpu_conn_writev_all_reading's contract on fd. */
 int rgpu_fd_writev_all_reading(int fd, const struct iovec *iov, int iovcnt,
-                               int (*on_readable)(void *ctx), void *ctx, unsigned spin_us);
+                               int (*on_readable)(void *ctx), void *ctx);
 ssize_t rgpu_fd_read_some(int fd, void *buf, size_t len);
 
 /* Socket helpers (rgpu_tcp.c). */
