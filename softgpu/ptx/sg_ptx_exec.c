@@ -2341,6 +2341,9 @@ static int run_block(worker *W, uint64_t bid) {
   }
 }
 
+/* Grids of at most this many blocks run in block order on one thread. */
+#define SG_SERIAL_GRID_BLOCKS 64
+
 static void run_blocks(worker *W) {
   launch *L = W->L;
   W->slice_left = SLICE_INSNS;
@@ -2497,6 +2500,16 @@ int sg_ptx_launch_ex(const sg_ptx_kernel *k, const sg_ptx_launch_cfg *cfg, const
   }
   if (nworkers > 256) nworkers = 256;
   if ((uint64_t)nworkers > L->nblocks) nworkers = (int)L->nblocks;
+  /* A small grid runs its blocks one after another, in order, on this
+   * thread.  Why: programs race blocks as the CUDA samples' reduction does
+   * in its in-place passes (block 0 reads the inputs at indices the other
+   * blocks write their sums to).  On a GPU every block of such a grid is
+   * resident at once and loads its inputs long before any block stores its
+   * result; on worker threads a busy CPU could run block 1 to its end
+   * before block 0's first load (a wrong sum in CI, one run in ten under
+   * load).  In block order the race cannot happen, and grids this small
+   * are cheap anyway. */
+  if (L->nblocks <= SG_SERIAL_GRID_BLOCKS) nworkers = 1;
 
   pthread_once(&pool_once, pool_register_atfork);
   pthread_mutex_lock(&pool.lock);
