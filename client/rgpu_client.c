@@ -131,6 +131,13 @@ struct rgpu_client {
 
   /* Bulk streams of host threads (rgpu_client_bulk.c); NULL until used. */
   struct rgpu_client_bulk *bulk;
+  /* Which thread queued the last request, and when a request last came
+   * from another thread than the one before it (0: one thread so far).
+   * rgpu_client_bulk.c puts a host-to-device copy on its thread's lane
+   * only while other threads are calling too (rgpu_client_mixed_ns_locked). */
+  pthread_t last_req_thread;
+  int have_req_thread;
+  uint64_t mixed_ns;
 
   /* batch timer */
   pthread_t timer;
@@ -263,11 +270,21 @@ rgpu_status rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply,
   return send_frame(c, op, need_reply, need_reply, fixed, fixed_len, tail, tail_len, seq_out);
 }
 
+/* Notes the thread of a request about to be queued (lock held). */
+static void note_request_thread(rgpu_client *c) {
+  pthread_t self = pthread_self();
+  if (c->have_req_thread && pthread_equal(self, c->last_req_thread)) return;
+  if (c->have_req_thread) c->mixed_ns = rgpu_clock_ns();
+  c->last_req_thread = self;
+  c->have_req_thread = 1;
+}
+
 static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now,
                       const void *fixed, size_t fixed_len, const void *tail, size_t tail_len,
                       uint64_t *seq_out) {
   ASSERT_CLIENT_LOCK(c);
   if (c->dead) return RGPU_CLIENT_EDEAD;
+  note_request_thread(c);
   if (fixed_len + tail_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
   if (tail_len > RGPU_CLIENT_INLINE_TAIL_BYTES) {
     int crc = resend_checkpoint(c);
@@ -1137,7 +1154,13 @@ void rgpu_client_count_bulk_locked(rgpu_client *c, uint64_t sent, uint64_t recei
 
 uint64_t rgpu_client_take_seq_locked(rgpu_client *c) {
   ASSERT_CLIENT_LOCK(c);
+  note_request_thread(c);
   return __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t rgpu_client_mixed_ns_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  return c->mixed_ns;
 }
 
 rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,
