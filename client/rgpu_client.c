@@ -22,6 +22,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,8 @@ struct rgpu_client {
    * reading and everything below not said otherwise.  The order of the
    * client's locks and how they relate to cudart's: rgpu_client_internal.h. */
   rgpu_mutex lock;
+  /* Threads inside rgpu_client_lock waiting for `lock` (see there). */
+  _Atomic int lock_waiters;
   /* Held around every write on conn.  Taken alone (without `lock`) only by
    * rgpu_client_send_now, so that a host-callback thread can answer the
    * server while an application thread holds `lock` waiting for a stream
@@ -238,7 +242,30 @@ uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) {
   return __atomic_load_n(&c->next_seq, __ATOMIC_RELAXED);
 }
 
-void rgpu_client_lock(rgpu_client *c) { rgpu_mutex_lock(&c->lock); }
+/* A thread that makes synchronous calls back to back holds the lock for
+ * each call's whole round trip (the waiting thread reads the reply) and
+ * takes it again microseconds after releasing it, before a thread that was
+ * blocked on it has woken up: pthread mutexes are not fair.  Under loss that
+ * starved a second thread, which needs the lock only to queue a request,
+ * for seconds (issue 21, bench_threads under wifi-bad over quic://: the
+ * copying thread got 0.5 MB/s of a 2.5 MB/s link beside another thread's
+ * 64-byte calls).  So a thread that finds others waiting lets one of them
+ * in first, for at most RGPU_CLIENT_HANDOFF_NS (never a deadlock: it then
+ * competes as before).  One uncontended atomic load costs the single-threaded
+ * program nothing measurable. */
+#define RGPU_CLIENT_HANDOFF_NS 2000000ull
+void rgpu_client_lock(rgpu_client *c) {
+  int waiting = atomic_load_explicit(&c->lock_waiters, memory_order_relaxed);
+  if (waiting) {
+    uint64_t t0 = rgpu_clock_ns();
+    while (atomic_load_explicit(&c->lock_waiters, memory_order_relaxed) >= waiting &&
+           rgpu_clock_elapsed_ns(t0) < RGPU_CLIENT_HANDOFF_NS)
+      sched_yield();
+  }
+  atomic_fetch_add_explicit(&c->lock_waiters, 1, memory_order_relaxed);
+  rgpu_mutex_lock(&c->lock);
+  atomic_fetch_sub_explicit(&c->lock_waiters, 1, memory_order_relaxed);
+}
 void rgpu_client_unlock(rgpu_client *c) { rgpu_mutex_unlock(&c->lock); }
 int rgpu_client_lock_held(const rgpu_client *c) { return rgpu_mutex_held(&c->lock); }
 int rgpu_client_lock_not_held(const rgpu_client *c) { return rgpu_mutex_not_held(&c->lock); }
