@@ -214,6 +214,15 @@ def cases_for(setname, profile, device, wanted):
     # is only made on loopback.
     add("graph", "bench_pipeline", pargs + ["--graph"],
         ["async"] if setname == "full" and profile != "none" else None)
+    # Small calls beside a copying thread (issue 21, bench_threads): thread
+    # A's copies take about a quarter second of the link each way (at least
+    # the 256 KiB a quic:// bulk lane needs), thread B makes 64-byte
+    # synchronous calls meanwhile; the row is B's p99.  Over tcp:// each of
+    # B's calls can wait behind a whole copy, so the count stays small.
+    # Opt-in (--workloads threads), like cublas.
+    copy = max(256 << 10, min(4 << 20, int(rate * 0.25)))
+    ncalls = {"smoke": 20, "quick": 40, "full": 60}[setname]
+    add("threads", "bench_threads", ["--copy", copy, "--calls", ncalls], ["async"])
     # PyTorch: loopback only; n/a until PyTorch runs through rgpu.
     if profile == "none" and setname != "smoke":
         add("torch_infer", "torch_cnn.py", ["--mode", "infer", "--iters", 10])
@@ -239,7 +248,7 @@ SETS = {
 }
 # cuBLAS is measured on request (--workloads cublas, docs/benchmarks.md): it
 # would not fit --full's one 10-minute call beside the rest.
-ALL_WORKLOADS = SETS["full"]["workloads"] + ["cublas"]
+ALL_WORKLOADS = SETS["full"]["workloads"] + ["cublas", "threads"]
 
 
 # ---- servers ------------------------------------------------------------
@@ -647,6 +656,9 @@ def estimate_s(pt):
     elif w == "matmul":
         n = int(arg("--n", 256))
         t += 12 * n * n / rate + 5 * rtt
+    elif w == "threads":
+        # B's calls, each a round trip and, over tcp://, up to a copy's wait.
+        t += int(arg("--calls", 100)) * (rtt + int(arg("--copy", 1 << 20)) / rate)
     elif w == "cublas":
         # Per N: reps + 1 one-off transfers of the four types (48 N^2 bytes
         # each), the resident result read back, cuBLAS's start-up.
@@ -788,8 +800,9 @@ PRIMARY = {  # workload -> (metric key, unit, higher is better)
     "torch_infer": ("time_s", "s/iter", False),
     "torch_train": ("time_s", "s/iter", False),
     "cublas": ("gflops", "GFLOP/s", True),
+    "threads": ("p99_us", "us p99", False),
 }
-EXTRA = {"latency": "p99_us", "launch": "cpu_us_per_launch", "matmul": "time_s", "cublas": "time_s",
+EXTRA = {"threads": "p50_us", "latency": "p99_us", "launch": "cpu_us_per_launch", "matmul": "time_s", "cublas": "time_s",
          "bandwidth": "time_s", "pipeline": "time_s", "graph": "time_s"}
 
 

@@ -22,6 +22,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,8 @@ struct rgpu_client {
    * reading and everything below not said otherwise.  The order of the
    * client's locks and how they relate to cudart's: rgpu_client_internal.h. */
   rgpu_mutex lock;
+  /* Threads inside rgpu_client_lock waiting for `lock` (see there). */
+  _Atomic int lock_waiters;
   /* Held around every write on conn.  Taken alone (without `lock`) only by
    * rgpu_client_send_now, so that a host-callback thread can answer the
    * server while an application thread holds `lock` waiting for a stream
@@ -131,6 +135,13 @@ struct rgpu_client {
 
   /* Bulk streams of host threads (rgpu_client_bulk.c); NULL until used. */
   struct rgpu_client_bulk *bulk;
+  /* Which thread queued the last request, and when a request last came
+   * from another thread than the one before it (0: one thread so far).
+   * rgpu_client_bulk.c puts a host-to-device copy on its thread's lane
+   * only while other threads are calling too (rgpu_client_mixed_ns_locked). */
+  pthread_t last_req_thread;
+  int have_req_thread;
+  uint64_t mixed_ns;
 
   /* batch timer */
   pthread_t timer;
@@ -234,7 +245,30 @@ uint64_t rgpu_client_next_seq_locked(const rgpu_client *c) {
   return __atomic_load_n(&c->next_seq, __ATOMIC_RELAXED);
 }
 
-void rgpu_client_lock(rgpu_client *c) { rgpu_mutex_lock(&c->lock); }
+/* A thread that makes synchronous calls back to back holds the lock for
+ * each call's whole round trip (the waiting thread reads the reply) and
+ * takes it again microseconds after releasing it, before a thread that was
+ * blocked on it has woken up: pthread mutexes are not fair.  Under loss that
+ * starved a second thread, which needs the lock only to queue a request,
+ * for seconds (issue 21, bench_threads under wifi-bad over quic://: the
+ * copying thread got 0.5 MB/s of a 2.5 MB/s link beside another thread's
+ * 64-byte calls).  So a thread that finds others waiting lets one of them
+ * in first, for at most RGPU_CLIENT_HANDOFF_NS (never a deadlock: it then
+ * competes as before).  One uncontended atomic load costs the single-threaded
+ * program nothing measurable. */
+#define RGPU_CLIENT_HANDOFF_NS 2000000ull
+void rgpu_client_lock(rgpu_client *c) {
+  int waiting = atomic_load_explicit(&c->lock_waiters, memory_order_relaxed);
+  if (waiting) {
+    uint64_t t0 = rgpu_clock_ns();
+    while (atomic_load_explicit(&c->lock_waiters, memory_order_relaxed) >= waiting &&
+           rgpu_clock_elapsed_ns(t0) < RGPU_CLIENT_HANDOFF_NS)
+      sched_yield();
+  }
+  atomic_fetch_add_explicit(&c->lock_waiters, 1, memory_order_relaxed);
+  rgpu_mutex_lock(&c->lock);
+  atomic_fetch_sub_explicit(&c->lock_waiters, 1, memory_order_relaxed);
+}
 void rgpu_client_unlock(rgpu_client *c) { rgpu_mutex_unlock(&c->lock); }
 int rgpu_client_lock_held(const rgpu_client *c) { return rgpu_mutex_held(&c->lock); }
 int rgpu_client_lock_not_held(const rgpu_client *c) { return rgpu_mutex_not_held(&c->lock); }
@@ -266,11 +300,21 @@ rgpu_status rgpu_client_send_locked(rgpu_client *c, uint16_t op, int need_reply,
   return send_frame(c, op, need_reply, need_reply, fixed, fixed_len, tail, tail_len, seq_out);
 }
 
+/* Notes the thread of a request about to be queued (lock held). */
+static void note_request_thread(rgpu_client *c) {
+  pthread_t self = pthread_self();
+  if (c->have_req_thread && pthread_equal(self, c->last_req_thread)) return;
+  if (c->have_req_thread) c->mixed_ns = rgpu_clock_ns();
+  c->last_req_thread = self;
+  c->have_req_thread = 1;
+}
+
 static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now,
                       const void *fixed, size_t fixed_len, const void *tail, size_t tail_len,
                       uint64_t *seq_out) {
   ASSERT_CLIENT_LOCK(c);
   if (c->dead) return RGPU_CLIENT_EDEAD;
+  note_request_thread(c);
   if (fixed_len + tail_len > RGPU_FRAME_MAX_PAYLOAD) return RGPU_PROTO_ETOOBIG;
   if (tail_len > RGPU_CLIENT_INLINE_TAIL_BYTES) {
     int crc = resend_checkpoint(c);
@@ -1140,7 +1184,13 @@ void rgpu_client_count_bulk_locked(rgpu_client *c, uint64_t sent, uint64_t recei
 
 uint64_t rgpu_client_take_seq_locked(rgpu_client *c) {
   ASSERT_CLIENT_LOCK(c);
+  note_request_thread(c);
   return __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t rgpu_client_mixed_ns_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  return c->mixed_ns;
 }
 
 rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_reply, uint64_t seq,

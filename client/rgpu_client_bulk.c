@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rgpu_calls.h"
+#include "rgpu_clock.h"
 #include "rgpu_client_internal.h"
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
@@ -170,10 +171,36 @@ static rgpu_status htod_request(rgpu_client *c, rgpu_client_lane *l, int k, int 
   return rc;
 }
 
+/* A lane costs a host-to-device copy one round trip: the thread waits for
+ * the worker's receipt of the last chunk before it queues that chunk's
+ * request on stream 0 (so that the session thread never waits for bytes
+ * in flight while other threads' requests queue behind it), where an
+ * inline copy is queued right behind its bytes.  That round trip buys
+ * something only while other threads make calls; a program whose calls
+ * all come from one thread paid it for nothing (issue 21: a 256 KiB H2D
+ * under the cellular profile took 0.31 s on a lane, 0.25 s inline and
+ * over tcp).  So a copy takes its lane only if another thread made a
+ * request within the last RGPU_BULK_MIXED_MS; device-to-host copies,
+ * whose lane costs no round trip, always do.  RGPU_QUIC_STREAMS=all
+ * puts every large copy on a lane (tests of the lane path from a single
+ * thread). */
+#define RGPU_BULK_MIXED_MS 1000
+
+static int htod_lane_pays_locked(rgpu_client *c) {
+  const char *e = getenv("RGPU_QUIC_STREAMS");
+  if (e && !strcmp(e, "all")) return 1;
+  uint64_t mixed = rgpu_client_mixed_ns_locked(c);
+  return mixed && rgpu_clock_elapsed_ns(mixed) < RGPU_BULK_MIXED_MS * 1000000ull;
+}
+
 rgpu_status rgpu_client_bulk_htod(rgpu_client *c, int device, uint64_t dst, uint64_t stream,
                                   const uint8_t *src, size_t n, size_t *done_bytes) {
   *done_bytes = 0;
   rgpu_client_lock(c);
+  if (!htod_lane_pays_locked(c)) {
+    rgpu_client_unlock(c);
+    return 0; /* not taken: the caller copies inline */
+  }
   int k = -1;
   rgpu_client_lane *l = lane_get_locked(c, &k);
   struct rgpu_client_bulk *b = *rgpu_client_bulk_slot(c);

@@ -13,7 +13,9 @@
  * re-sends it inline; a lane that fails ends in the inline path too.
  *
  * Negotiated with RGPU_CAP_BULK_STREAMS on quic:// only; RGPU_QUIC_STREAMS=0
- * turns it off.  At most RGPU_BULK_MAX_LANES threads get a lane (a thread
+ * turns it off.  A host-to-device copy takes its lane only while other
+ * threads make calls too (its receipt costs a round trip that protects
+ * nobody in a single-threaded program); RGPU_QUIC_STREAMS=all always.  At most RGPU_BULK_MAX_LANES threads get a lane (a thread
  * keeps its lane for the session); the others copy inline. */
 #ifndef RGPU_CLIENT_BULK_H
 #define RGPU_CLIENT_BULK_H

@@ -88,6 +88,9 @@ rgpu_status rgpu_client_send_twin_locked(rgpu_client *c, uint16_t op, int need_r
                                  const void *fixed, size_t fixed_len, const struct iovec *twin,
                                  int ntwin);
 uint64_t rgpu_client_take_seq_locked(rgpu_client *c);
+/* When (rgpu_clock_ns) a request last came from a different host thread
+ * than the request before it; 0 while only one thread has made requests. */
+uint64_t rgpu_client_mixed_ns_locked(rgpu_client *c);
 /* One more bulk request whose confirmation nobody waits for was seen on
  * stream 0 (called by the read path, lock held). */
 void rgpu_client_bulk_note_reply(rgpu_client *c, uint64_t seq, uint32_t status);

@@ -173,8 +173,19 @@ static void job_done(rgpu_job *j) {
   free(j);
 }
 
-/* Replies from this size on are kept by the replay by reference. */
-#define RGPU_REPLY_KEEP_MIN (64u << 10)
+/* Replies from this size on are kept by the replay by reference.  A kept
+ * reply holds its whole pooled staging buffer (RGPU_CHUNK_BYTES, 4 MiB)
+ * until the client acknowledges it, every few MiB: with the bound at
+ * 64 KiB, a run of 64 KiB D2H copies whose replies a job sent held one
+ * buffer each, so the pool grew by a buffer per copy (up to 32 of them),
+ * and on softgpu, whose pools start empty, each new buffer cost 4 MiB of
+ * page faults: 3-4 ms per 64 KiB copy on the 2-vCPU dev VM (issue 21:
+ * most of quic's D2H 64 KiB gap under cellular; quic's relay thread made
+ * the session thread's 20 us poll miss more often, so more of its replies
+ * went through a job).  Copying a reply under 1 MiB into the replay's
+ * own blocks costs less than that, and the buffer goes back at once, as
+ * it does when the session thread replies itself. */
+#define RGPU_REPLY_KEEP_MIN (1u << 20)
 
 static void release_kept_staging(void *ctx, void *buf) {
   rgpu_staging_release(ctx, buf, NULL);

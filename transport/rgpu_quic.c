@@ -707,6 +707,11 @@ const char *rgpu_quic_default_cc_name(const struct sockaddr *peer) {
 /* *automatic: no name given, q_default_cc decides per peer. */
 static int parse_cc(const char *name, ngtcp2_cc_algo *out, int *automatic, char *err,
                     size_t errlen) {
+  /* RGPU_QUIC_CC (either end) names the controller where the caller left
+   * the default, so a benchmark can compare them through unmodified
+   * programs and servers (issue 21). */
+  const char *env = getenv("RGPU_QUIC_CC");
+  if ((!name || !*name) && env && *env) name = env;
   *automatic = !name || !*name;
   if (*automatic)
     *out = NGTCP2_CC_ALGO_BBR2;
