@@ -213,7 +213,8 @@ static void test_core_batching(void **state) {
   rgpu_client_close(c);
 }
 
-/* Queues requests without a pause for `ms` milliseconds; returns how many. */
+/* Queues requests without a pause for at least `ms` milliseconds and 1,000
+ * pairs; returns how many pairs. */
 static int queue_for_ms(rgpu_client *c, int ms, uint64_t first_event) {
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -226,7 +227,7 @@ static int queue_for_ms(rgpu_client *c, int ms, uint64_t first_event) {
     assert_int_equal(rgpu_call_event_destroy(c, 0, RGPU_CALL_ASYNC, &d, NULL, NULL), 0);
     n++;
     clock_gettime(CLOCK_MONOTONIC, &t);
-  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+  } while (n < 1000 || (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
   return n;
 }
 
@@ -249,8 +250,10 @@ static void test_core_batch_window(void **state) {
     rgpu_client_get_counters(c, &before);
     int n = queue_for_ms(c, 20, 5000);
     rgpu_client_get_counters(c, &mid);
+    /* Sent on the way (not a timing test: a sanitizer build on a loaded
+     * machine may run only a few windows' worth in 20 ms), or not at all. */
     if (pass == 0)
-      assert_true(mid.flushes - before.flushes >= 10); /* every ~0.5 ms of 20 ms */
+      assert_true(mid.flushes - before.flushes >= 2);
     else
       assert_int_equal(mid.flushes, before.flushes); /* all still queued */
     assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
