@@ -122,6 +122,14 @@ static void test_refusals(void **state) {
   assert_int_equal(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
+/* host[0..15]: A, the 4x4 identity; host[16..31]: a B whose product with
+ * A is itself; host[32..47]: zero, for D. */
+static void identity_and_b(float host[48]) {
+  memset(host, 0, 48 * sizeof *host);
+  for (int i = 0; i < 4; i++) host[i * 5] = 1;
+  for (int i = 0; i < 16; i++) host[16 + i] = (float)(i * 3 - 7);
+}
+
 /* A cuBLAS handle cast to cublasLtHandle_t (NVIDIA documents it may stand
  * in for one) runs a matmul: D = I B is B. */
 static void test_cublas_handle_cast(void **state) {
@@ -129,8 +137,7 @@ static void test_cublas_handle_cast(void **state) {
   cublasHandle_t bh;
   small_mm s;
   float *d, one = 1, zero = 0, host[48] = {0}, out[16];
-  for (int i = 0; i < 4; i++) host[i * 5] = 1;         /* A: the identity */
-  for (int i = 0; i < 16; i++) host[16 + i] = (float)(i * 3 - 7); /* B */
+  identity_and_b(host);
   assert_int_equal(cublasCreate(&bh), CUBLAS_STATUS_SUCCESS);
   assert_int_equal(small_make(&s, CUBLASLT_EPILOGUE_DEFAULT), 0);
   assert_int_equal(cudaMalloc((void **)&d, sizeof host), cudaSuccess);
@@ -153,8 +160,7 @@ static void test_captured_matmul(void **state) {
   cublasLtHandle_t h;
   small_mm s;
   float *d, one = 1, zero = 0, host[48] = {0}, out[16];
-  for (int i = 0; i < 4; i++) host[i * 5] = 1; /* A: the identity */
-  for (int i = 0; i < 16; i++) host[16 + i] = (float)(i * 3 - 7);
+  identity_and_b(host);
   assert_int_equal(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
   assert_int_equal(small_make(&s, CUBLASLT_EPILOGUE_DEFAULT), 0);
   assert_int_equal(cudaMalloc((void **)&d, sizeof host), cudaSuccess);

@@ -417,6 +417,14 @@ static void put_le(rgpu_buf *b, double v) {
     putf(b, "%g", v);
 }
 
+/* An opcode's label value: its name, or 0xNNNN beyond the table. */
+static const char *op_label(int op, char buf[8]) {
+  const char *name = op < RGPU_METRICS_OPS - 1 ? rgpu_op_name((uint16_t)op) : NULL;
+  if (name) return name;
+  snprintf(buf, 8, "0x%04x", (unsigned)op);
+  return buf;
+}
+
 int rgpu_metrics_render(rgpu_metrics *m, rgpu_buf *out) {
   if (!m) return -1;
   /* Snapshot under the lock (a reap folds concurrently), render outside. */
@@ -477,25 +485,19 @@ int rgpu_metrics_render(rgpu_metrics *m, rgpu_buf *out) {
 
   help(out, "rgpu_calls_total", "counter", "Requests handled, by opcode.");
   uint64_t calls_all = 0;
+  char label[8];
   for (int op = 0; op < RGPU_METRICS_OPS; op++) {
     if (!all->calls[op]) continue;
     calls_all += all->calls[op];
-    const char *name = op < RGPU_METRICS_OPS - 1 ? rgpu_op_name((uint16_t)op) : NULL;
-    if (name)
-      putf(out, "rgpu_calls_total{op=\"%s\"} %llu\n", name, (unsigned long long)all->calls[op]);
-    else
-      putf(out, "rgpu_calls_total{op=\"0x%04x\"} %llu\n", op, (unsigned long long)all->calls[op]);
+    putf(out, "rgpu_calls_total{op=\"%s\"} %llu\n", op_label(op, label),
+         (unsigned long long)all->calls[op]);
   }
   help(out, "rgpu_request_seconds_total", "counter",
        "Time requests spent in the session thread, by opcode (waits moved to background threads excluded).");
-  for (int op = 0; op < RGPU_METRICS_OPS; op++) {
-    if (!all->calls[op]) continue;
-    const char *name = op < RGPU_METRICS_OPS - 1 ? rgpu_op_name((uint16_t)op) : NULL;
-    if (name)
-      putf(out, "rgpu_request_seconds_total{op=\"%s\"} %.9f\n", name, (double)all->op_ns[op] / 1e9);
-    else
-      putf(out, "rgpu_request_seconds_total{op=\"0x%04x\"} %.9f\n", op, (double)all->op_ns[op] / 1e9);
-  }
+  for (int op = 0; op < RGPU_METRICS_OPS; op++)
+    if (all->calls[op])
+      putf(out, "rgpu_request_seconds_total{op=\"%s\"} %.9f\n", op_label(op, label),
+           (double)all->op_ns[op] / 1e9);
   help(out, "rgpu_calls_total_all", "counter", "Requests handled, all opcodes.");
   putf(out, "rgpu_calls_total_all %llu\n", (unsigned long long)calls_all);
 

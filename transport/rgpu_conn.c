@@ -48,6 +48,17 @@ int rgpu_wait_fd(int fd, short events, int timeout_ms) {
   }
 }
 
+int rgpu_wait_writable_reading(int fd, int (*on_readable)(void *ctx), void *ctx) {
+  struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
+  int pr = poll(&p, 1, -1);
+  if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
+  if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT)) {
+    int rc = on_readable(ctx);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
 /* ---- plain fd stream ---------------------------------------------------- */
 
 int rgpu_fd_writev_all(int fd, const struct iovec *iov, int iovcnt) {
@@ -78,13 +89,8 @@ int rgpu_fd_writev_all_reading(int fd, const struct iovec *iov, int iovcnt,
         /* Full: make room on the other side too if the peer waits for us.
          * (Polling POLLOUT for the client's spin budget before this sleep
          * made no difference to bulk H2D on the H200: not done.) */
-        struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
-        int pr = poll(&p, 1, -1);
-        if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
-        if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT)) {
-          int rc = on_readable(ctx);
-          if (rc < 0) return rc;
-        }
+        int rc = rgpu_wait_writable_reading(fd, on_readable, ctx);
+        if (rc) return rc;
         continue;
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK) {

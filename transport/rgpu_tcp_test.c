@@ -95,12 +95,17 @@ static void test_listener_port_and_names(void **state) {
   rgpu_listener_close(l);
 }
 
-static void test_eof(void **state) {
+/* Two connected conns over a socketpair. */
+static void conn_pair(rgpu_conn **a, rgpu_conn **b) {
   int sv[2];
   assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  assert_int_equal(rgpu_conn_from_fd(sv[0], "unix", a), 0);
+  assert_int_equal(rgpu_conn_from_fd(sv[1], "unix", b), 0);
+}
+
+static void test_eof(void **state) {
   rgpu_conn *a, *b;
-  assert_int_equal(rgpu_conn_from_fd(sv[0], "unix", &a), 0);
-  assert_int_equal(rgpu_conn_from_fd(sv[1], "unix", &b), 0);
+  conn_pair(&a, &b);
   struct iovec v = {"hello", 5};
   assert_int_equal(rgpu_conn_writev_all(a, &v, 1), 0);
   rgpu_conn_shutdown(a);
@@ -150,11 +155,8 @@ static void *cross_peer(void *arg) {
 }
 
 static void test_writer_reads_meanwhile(void **state) {
-  int sv[2];
-  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   rgpu_conn *a, *b;
-  assert_int_equal(rgpu_conn_from_fd(sv[0], "unix", &a), 0);
-  assert_int_equal(rgpu_conn_from_fd(sv[1], "unix", &b), 0);
+  conn_pair(&a, &b);
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, cross_peer, b), 0);
   uint8_t *mine = malloc(CROSS_BYTES);

@@ -15,7 +15,6 @@
 #include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,27 +296,15 @@ typedef struct {
   void *ctx;
 } tls_client;
 
-/* A send that would block (non-blocking socket): 0 to retry the send,
- * or an error code.  GnuTLS keeps the unsent part of its record for the
- * retry, and reading in between is allowed (its send and receive record
- * states are apart). */
-static int tls_wait_writable(tls_client *t) {
-  struct pollfd p = {.fd = t->fd, .events = POLLOUT | POLLIN};
-  int pr = poll(&p, 1, -1);
-  if (pr < 0 && errno != EINTR) return rgpu_t_errno_code(errno);
-  if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLOUT) && t->on_readable) {
-    int rc = t->on_readable(t->ctx);
-    if (rc < 0) return rc;
-  }
-  return 0;
-}
-
 static int tls_send_all(tls_client *t, const char *p, size_t n) {
   gnutls_session_t s = t->s;
   while (n > 0) {
     ssize_t w = gnutls_record_send(s, p, n);
     if (w == GNUTLS_E_AGAIN && t->on_readable) {
-      int rc = tls_wait_writable(t);
+      /* Non-blocking socket: GnuTLS keeps the unsent part of its record
+       * for the retry, and reading in between is allowed (its send and
+       * receive record states are apart). */
+      int rc = rgpu_wait_writable_reading(t->fd, t->on_readable, t->ctx);
       if (rc) return rc;
       continue;
     }

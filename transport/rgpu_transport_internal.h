@@ -91,6 +91,10 @@ int rgpu_tcp_listen_socket(const rgpu_uri *u, const rgpu_transport_opts *o,
 int rgpu_tcp_apply_opts(int fd, const rgpu_transport_opts *o, char *err, size_t errlen);
 int rgpu_set_nonblock(int fd, int on);
 int rgpu_wait_fd(int fd, short events, int timeout_ms);
+/* A write on fd would block: waits until fd is writable, calling
+ * on_readable(ctx) when only input is there (rgpu_conn_writev_all_reading's
+ * contract).  0 to retry the write, or a negative code. */
+int rgpu_wait_writable_reading(int fd, int (*on_readable)(void *ctx), void *ctx);
 
 /* Per-scheme entry points. */
 int rgpu_tls_connect(const rgpu_uri *u, const rgpu_transport_opts *o,

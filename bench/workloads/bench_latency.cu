@@ -35,9 +35,7 @@ int main(int argc, char **argv) {
   t_all = bench_now() - t_all;
   VERIFY(!std::memcmp(host, want, (size_t)size), "device-to-host data differs");
 
-  double mean = 0;
-  for (int i = 0; i < iters; i++) mean += lat[i];
-  mean /= iters;
+  double mean = bench_mean(lat, iters);
   double p99 = bench_quantile(lat, iters, 0.99);
   double p50 = bench_quantile(lat, iters, 0.50);
   CK(cudaFree(dev));

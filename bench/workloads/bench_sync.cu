@@ -14,12 +14,6 @@
 
 #include "bench_util.h"
 
-static double mean_of(const double *v, int n) {
-  double s = 0;
-  for (int i = 0; i < n; i++) s += v[i];
-  return n ? s / n : 0;
-}
-
 int main(int argc, char **argv) {
   bench_name = "sync";
   bench_args a = bench_args_init(argc, argv);
@@ -45,7 +39,7 @@ int main(int argc, char **argv) {
     CK_SYNC(cudaDeviceSynchronize());
     lat[i] = bench_now() - t0;
   }
-  double mean = mean_of(lat, iters);
+  double mean = bench_mean(lat, iters);
   bench_result("variant=empty iters=%d time_s=%.9f syncs=1 p50_us=%.3f p99_us=%.3f mean_us=%.3f", iters,
                bench_quantile(lat, iters, 0.5), bench_quantile(lat, iters, 0.5) * 1e6,
                bench_quantile(lat, iters, 0.99) * 1e6, mean * 1e6);
@@ -61,7 +55,7 @@ int main(int argc, char **argv) {
     bad += std::memcmp(back, src + (size_t)i * slot, slot) != 0;
   }
   VERIFY(bad == 0, "%d small copies read back wrong", bad);
-  mean = mean_of(lat, iters);
+  mean = bench_mean(lat, iters);
   bench_result("variant=d2h_after iters=%d time_s=%.9f bytes=64 syncs=1 p50_us=%.3f p99_us=%.3f mean_us=%.3f",
                iters, mean, bench_quantile(lat, iters, 0.5) * 1e6, bench_quantile(lat, iters, 0.99) * 1e6,
                mean * 1e6);

@@ -178,6 +178,13 @@ static double bench_quantile(double *v, int n, double q) {
   return v[k];
 }
 
+// Mean of v[0..n-1] (0 for none).
+static double bench_mean(const double *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += v[i];
+  return n > 0 ? s / n : 0;
+}
+
 // Deterministic pseudo-random data; the same on every machine.
 static inline unsigned bench_lcg(unsigned &s) {
   s = s * 1664525u + 1013904223u;
