@@ -1,10 +1,13 @@
 /* Bounded busy waits: see rgpu_spin.h. */
+#define _GNU_SOURCE
 #include "rgpu_spin.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "rgpu_clock.h"
 #include "rgpu_log.h"
@@ -34,4 +37,40 @@ unsigned rgpu_spin_budget_us(unsigned dflt) {
     return dflt;
   }
   return (unsigned)v;
+}
+
+int rgpu_spin_relayed_ok(void) {
+  static int cached = -1; /* racy first use is harmless: every thread computes the same */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v >= 0) return v;
+  const char *e = getenv("RGPU_SPIN_RELAYED");
+  if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) {
+    v = e[0] == '1';
+  } else {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    v = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= RGPU_SPIN_MIN_CPUS_RELAYED;
+  }
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return v;
+}
+
+int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_ns,
+                    uint64_t deadline_ns) {
+  if (spin_until_ns > deadline_ns) spin_until_ns = deadline_ns;
+  if (spin_until_ns) {
+    static const struct timespec zero;
+    for (;;) {
+      int r = ppoll(fds, (nfds_t)nfds, &zero, NULL);
+      if (r != 0) return r;
+      if (rgpu_clock_ns() >= spin_until_ns) break;
+      sched_yield();
+    }
+  }
+  struct timespec ts, *tsp = NULL;
+  if (deadline_ns != UINT64_MAX) {
+    ts = rgpu_ns_timespec(rgpu_deadline_left_ns(deadline_ns)); /* ppoll takes the time left */
+    tsp = &ts;
+  }
+  return ppoll(fds, (nfds_t)nfds, tsp, NULL);
 }

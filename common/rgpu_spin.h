@@ -13,6 +13,8 @@
 #ifndef RGPU_SPIN_H
 #define RGPU_SPIN_H
 
+#include <stdint.h>
+
 /* Polls fd for input, yielding between polls, for at most budget_us
  * microseconds.  1: readable (or an error or hang-up a read will report);
  * 0: the budget ran out (at once with budget_us 0). */
@@ -21,5 +23,26 @@ int rgpu_spin_readable(int fd, unsigned budget_us);
 /* The spin budget in microseconds: RGPU_SPIN_US when set (a number from 0,
  * which turns spinning off, to 100000), else dflt.  Read once per call. */
 unsigned rgpu_spin_budget_us(unsigned dflt);
+
+/* Whether a thread whose bytes another thread of the same pipeline brings
+ * (quic://: the client's QUIC I/O thread, the listener's relay; tls:// in
+ * the worker) may poll too, and whether those I/O threads may poll: only
+ * where this process may run on at least RGPU_SPIN_MIN_CPUS_RELAYED CPUs
+ * (sched_getaffinity), so that the pollers never take the CPU the thread
+ * they wait for needs.  Why the bound: on the 2-vCPU dev VM under wifi-bad
+ * a synchronous call over quic took 37.7-40.1 ms with a polling reader
+ * against 33.0-33.5 ms without; on a 16-core host a synchronous call over
+ * quic crosses six threads, each a wake-up when it sleeps (issue 21).
+ * RGPU_SPIN_RELAYED=0/1 overrides the count (tests, comparisons). */
+#define RGPU_SPIN_MIN_CPUS_RELAYED 4
+int rgpu_spin_relayed_ok(void);
+
+/* Polls fds like ppoll, but without sleeping until spin_until_ns
+ * (rgpu_clock_ns; 0 or past: not at all) or deadline_ns, whichever comes
+ * first, yielding the CPU between polls; then sleeps in ppoll until
+ * deadline_ns (UINT64_MAX: no deadline).  Returns what ppoll returns. */
+struct pollfd;
+int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_ns,
+                    uint64_t deadline_ns);
 
 #endif

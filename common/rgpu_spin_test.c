@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -46,10 +47,47 @@ static void test_budget_from_environment(void **state) {
   unsetenv("RGPU_SPIN_US");
 }
 
+/* rgpu_spin_ppoll: input ends both phases at once; with no input it polls
+ * until the spin end, then sleeps until the deadline, never past it. */
+static void test_spin_ppoll(void **state) {
+  (void)state;
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  struct pollfd pf = {.fd = p[0], .events = POLLIN};
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_spin_ppoll(&pf, 1, t0 + 2 * RGPU_NS_PER_MS, t0 + 5 * RGPU_NS_PER_MS), 0);
+  assert_true(rgpu_clock_elapsed_ns(t0) >= 5 * RGPU_NS_PER_MS);
+  /* A spin end past the deadline stops at the deadline. */
+  t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_spin_ppoll(&pf, 1, t0 + 10000 * RGPU_NS_PER_MS, t0 + 3 * RGPU_NS_PER_MS), 0);
+  uint64_t took = rgpu_clock_elapsed_ns(t0);
+  assert_true(took >= 3 * RGPU_NS_PER_MS && took < 2000 * RGPU_NS_PER_MS);
+  assert_int_equal(write(p[1], "x", 1), 1);
+  t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_spin_ppoll(&pf, 1, t0 + 10000 * RGPU_NS_PER_MS, UINT64_MAX), 1);
+  assert_true(pf.revents & POLLIN);
+  assert_int_equal(rgpu_spin_ppoll(&pf, 1, 0, UINT64_MAX), 1); /* no spin: blocks, ready */
+  assert_true(rgpu_clock_elapsed_ns(t0) < 1000 * RGPU_NS_PER_MS);
+  close(p[0]);
+  close(p[1]);
+}
+
+/* The environment decides where it names 0 or 1; the answer is kept. */
+static void test_relayed_from_environment(void **state) {
+  (void)state;
+  setenv("RGPU_SPIN_RELAYED", "1", 1);
+  assert_int_equal(rgpu_spin_relayed_ok(), 1);
+  setenv("RGPU_SPIN_RELAYED", "0", 1);
+  assert_int_equal(rgpu_spin_relayed_ok(), 1); /* read once per process */
+  unsetenv("RGPU_SPIN_RELAYED");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_readable_and_idle),
       cmocka_unit_test(test_budget_from_environment),
+      cmocka_unit_test(test_spin_ppoll),
+      cmocka_unit_test(test_relayed_from_environment),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

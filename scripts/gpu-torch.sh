@@ -56,6 +56,10 @@ normalized() { grep -avE '^rgpu[-:[ ]|^time |Warning|warnings.warn' "$1" 2>/dev/
 run_mode() {  # script mode -> $out/<script>.<mode>{,.err,.stats}; prints rc
   local s=$1 m=$2 f=$out/$1.$2
   rm -f "$f.stats"
+  # torch.compile's caches are fresh for every run (the second run would
+  # otherwise load what the first compiled, and print less).
+  rm -rf "$f.cache"
+  export TORCHINDUCTOR_CACHE_DIR=$f.cache/inductor TRITON_CACHE_DIR=$f.cache/triton
   if [ $trace = 1 ]; then
     export RGPU_TRACE_ROUND_TRIPS=1 RGPU_LOG=debug CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=$f.cudnn
   fi

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rgpu_clock.h"
 #include "rgpu_fifo.h"
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
@@ -187,6 +188,10 @@ static void job_done(rgpu_job *j) {
  * it does when the session thread replies itself. */
 #define RGPU_REPLY_KEEP_MIN (1u << 20)
 
+/* A job whose reply leaves this long after its request is logged at debug
+ * level (where the time went). */
+#define RGPU_JOB_SLOW_NS 1000000ull
+
 static void release_kept_staging(void *ctx, void *buf) {
   rgpu_staging_release(ctx, buf, NULL);
 }
@@ -199,6 +204,7 @@ static void job_run(rgpu_job *j) {
     r = d->cuMemFree((CUdeviceptr)j->dptr);
   else if (r == CUDA_SUCCESS)
     r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
+  uint64_t waited_ns = rgpu_clock_ns() - j->submitted_ns;
   if (j->own_ev && j->ev) rgpu_worker_marker_release(w, j->ctx, j->ev, j->own_ev, r == CUDA_SUCCESS);
   if (r != CUDA_SUCCESS) rgpu_metrics_note_status(w->cfg.session_id, j->opcode, (uint32_t)r);
   if (j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE) {
@@ -234,6 +240,15 @@ static void job_run(rgpu_job *j) {
       rgpu_worker_send(w, iov, tail_len ? 2 : 1);
     }
     rgpu_buf_free(&out);
+    /* Where a late reply spent its time (RGPU_LOG=debug): in the queue and
+     * the wait for its point in the stream, or in sending. */
+    uint64_t total_ns = rgpu_clock_ns() - j->submitted_ns;
+    if (total_ns >= RGPU_JOB_SLOW_NS)
+      RGPU_DEBUG("session=%llu %s seq=%llu: reply %.3f ms after its request was handled "
+                 "(%.3f ms waiting for the stream, %.3f ms sending %zu bytes)",
+                 (unsigned long long)w->cfg.session_id, rgpu_op_name(j->opcode),
+                 (unsigned long long)j->seq, total_ns / 1e6, waited_ns / 1e6,
+                 (total_ns - waited_ns) / 1e6, tail_len);
   } else if (r != CUDA_SUCCESS) {
     /* The copy itself failed: report it like any unreplied failure. */
     RGPU_DEBUG("session=%llu background %s failed: %s", (unsigned long long)w->cfg.session_id,
@@ -352,6 +367,7 @@ static rgpu_job_queue *queue_for(rgpu_worker *w, const rgpu_job *j) {
 int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   j->w = w;
   j->qnext = NULL;
+  j->submitted_ns = rgpu_clock_ns();
   pthread_mutex_lock(&w->jobs.lock);
   if (!w->jobs.queues) {
     w->jobs.queues = calloc(1, sizeof *w->jobs.queues);

@@ -569,10 +569,11 @@ static int ctl_take_stream(rgpu_worker *w) {
 /* Whether the session thread polls before a read blocks: where it reads
  * the client's socket itself (tcp, unix).  tls:// and quic:// reach it
  * through the listener's relay, a thread that needs the CPU to bring the
- * bytes (see transport_spins in client/rgpu_client.c). */
+ * bytes: only where there are CPUs to spare (rgpu_spin_relayed_ok; see
+ * transport_spins in client/rgpu_client.c). */
 static int worker_conn_spins(const rgpu_conn *c) {
   const char *t = rgpu_conn_transport_name(c);
-  return !strcmp(t, "tcp") || !strcmp(t, "unix");
+  return !strcmp(t, "tcp") || !strcmp(t, "unix") || rgpu_spin_relayed_ok();
 }
 
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {

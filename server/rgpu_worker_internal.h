@@ -178,6 +178,7 @@ typedef struct rgpu_job {
    * its HOST_CALL only after such earlier replies (rgpu_host_call_run). */
   CUstream stream;
   uint64_t order;
+  uint64_t submitted_ns; /* rgpu_clock_ns at rgpu_jobs_submit (the debug log's slow jobs) */
   pthread_t th;
   struct rgpu_job *next, *prev; /* w->jobs.inflight, under w->jobs.lock */
   struct rgpu_job *qnext; /* in its completion queue (rgpu_jobs.c) */

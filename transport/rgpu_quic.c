@@ -40,6 +40,7 @@
 #include "rgpu_clock.h"
 #include "rgpu_fifo.h"
 #include "rgpu_log.h"
+#include "rgpu_spin.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -76,6 +77,13 @@
 #define Q_MAX_STREAM_WINDOW (64ull << 20)
 #define Q_MAX_CONN_WINDOW (96ull << 20)
 #define Q_MAX_CIDS 16
+/* How long the I/O threads poll after traffic before they sleep, where
+ * there are CPUs to spare (rgpu_spin_relayed_ok): the client's as long as
+ * the calling thread waits awake for its reply (RGPU_CLIENT_SPIN_US), the
+ * relay as long as a worker waits awake for the next frame.  RGPU_SPIN_US
+ * sets both (0: off). */
+#define Q_CLIENT_SPIN_US 2000
+#define Q_RELAY_SPIN_US 200
 
 static const char quic_priority[] =
     "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE";
@@ -1542,7 +1550,8 @@ static void *client_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
-  uint64_t linger = 0, last_migrate_ns = 0;
+  uint64_t linger = 0, last_migrate_ns = 0, spin_until = 0;
+  uint64_t spin_ns = rgpu_spin_relayed_ok() ? (uint64_t)rgpu_spin_budget_us(Q_CLIENT_SPIN_US) * 1000 : 0;
   size_t pfd_cap = 0, who_cap = 0;
   struct pollfd *pfd = NULL;
   void **who = NULL;
@@ -1589,13 +1598,11 @@ static void *client_main(void *arg) {
     n += (size_t)q_add_pollfds(q, pfd, who, n);
     uint64_t exp = q_next_expiry(q);
     if (linger && linger < exp) exp = linger;
-    struct timespec ts, *tsp = NULL;
-    if (exp != UINT64_MAX) {
-      ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
-      tsp = &ts;
-    }
-    int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
+    int r = rgpu_spin_ppoll(pfd, n, spin_until, exp);
     if (r < 0 && errno != EINTR) break;
+    /* Awake for a while after traffic (rgpu_spin.h): a reply follows a
+     * request, the next request a reply. */
+    if (r > 0 && spin_ns) spin_until = rgpu_clock_ns() + spin_ns;
     if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
     if (pfd[1].revents) {
       char b[16];
@@ -2149,6 +2156,8 @@ static void *server_main(void *arg) {
   struct pollfd *pfd = NULL;
   void **who = NULL;
   size_t pfd_cap = 0, who_cap = 0;
+  uint64_t spin_until = 0;
+  uint64_t spin_ns = rgpu_spin_relayed_ok() ? (uint64_t)rgpu_spin_budget_us(Q_RELAY_SPIN_US) * 1000 : 0;
   for (;;) {
     size_t need = 2;
     for (qconn *q = sv->conns; q; q = q->next) need += (size_t)q->nstreams;
@@ -2172,16 +2181,13 @@ static void *server_main(void *arg) {
       if (q->primary_fd >= 0) waiting_primary = 1;
     uint64_t cap_ns = rgpu_clock_ns() + (waiting_primary ? 100000000ull : UINT64_MAX / 2);
     if (cap_ns < exp) exp = cap_ns;
-    struct timespec ts, *tsp = NULL;
-    if (exp != UINT64_MAX) {
-      ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp)); /* ppoll takes the time left */
-      tsp = &ts;
-    }
-    int r = ppoll(pfd, (nfds_t)n, tsp, NULL);
+    int r = rgpu_spin_ppoll(pfd, n, spin_until, exp);
     if (r < 0 && errno != EINTR) {
       RGPU_ERROR("quic relay: poll: %s", strerror(errno));
       break;
     }
+    /* Awake for a while after traffic (rgpu_spin.h), as a worker is. */
+    if (r > 0 && spin_ns) spin_until = rgpu_clock_ns() + spin_ns;
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) ep_read_batch(&sv->ep, rx, server_pkt, sv);
     qconn **pp = &sv->conns;

@@ -28,6 +28,7 @@
 #include "rgpu_array.h"
 #include "rgpu_clock.h"
 #include "rgpu_log.h"
+#include "rgpu_spin.h"
 
 /* TLS 1.3 only; QUIC additionally needs compat mode off, harmless for TCP. */
 static const char tls_priority[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE";
@@ -730,6 +731,9 @@ static void *tls_relay_main(void *arg) {
   struct pollfd *pfd = NULL;
   tls_sess **who = NULL;
   size_t pfd_cap = 0, who_cap = 0;
+  /* Polls after traffic as long as a worker does (rgpu_spin.h). */
+  uint64_t spin_until = 0;
+  uint64_t spin_ns = rgpu_spin_relayed_ok() ? (uint64_t)rgpu_spin_budget_us(200) * 1000 : 0;
   for (;;) {
     size_t need = 2 + 2 * (size_t)sv->nsessions;
     /* Out of memory for the poll set ends the relay, as a failed poll does. */
@@ -789,16 +793,13 @@ static void *tls_relay_main(void *arg) {
         pfd[n++] = (struct pollfd){.fd = rev ? x->rel : -1, .events = rev};
       }
     }
-    int timeout = -1;
-    if (immediate)
-      timeout = 0;
-    else if (next != UINT64_MAX)
-      timeout = next <= now ? 0 : (int)((next - now) / 1000000 + 1);
-    int pr = poll(pfd, n, timeout);
+    int pr = rgpu_spin_ppoll(pfd, n, spin_until, immediate ? now : next);
     if (pr < 0 && errno != EINTR) {
       RGPU_ERROR("tls relay: poll: %s", strerror(errno));
       break;
     }
+    /* Awake for a while after traffic (rgpu_spin.h), as a worker is. */
+    if (pr > 0 && spin_ns) spin_until = rgpu_clock_ns() + spin_ns;
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) {
       for (int k = 0; k < 32; k++) {
