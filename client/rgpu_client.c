@@ -126,8 +126,11 @@ struct rgpu_client {
   uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
   rgpu_copier *copier;      /* copies bulk data into resend while it is written */
   int copier_failed;
-  rgpu_buf rxpre;           /* replayed frames read during RESUME, consumed first */
+  rgpu_buf rxpre;           /* replayed frames read during RESUME, or input a
+                             * blocked write took in; consumed first */
   size_t rxpre_off;
+  size_t rxpre_peak;        /* most bytes rxpre held (tests) */
+  uint64_t async_digested;  /* async errors taken in by client_digest_async_errors */
   uint64_t rx_count;        /* session bytes consumed (frames of the stream) */
   uint64_t rx_frame_start;  /* rx_count where the frame being read began */
   uint64_t rx_acked;
@@ -1311,6 +1314,55 @@ typedef struct {
   rgpu_conn *conn; /* c->conn, or the new connection of a resume */
 } client_absorb;
 
+/* Past this many absorbed bytes not read yet, the async errors at their
+ * front are taken in at once (client_digest_async_errors). */
+#define RGPU_CLIENT_ABSORB_DIGEST_BYTES (1u << 20)
+
+/* A program that keeps queueing work after a failure gets one ASYNC_ERROR
+ * event per failed request (issue 14: 200,000 launches after a faulting
+ * kernel), and nothing reads them before its next synchronization: kept as
+ * bytes they grew without bound (about 70 bytes per request).  So the
+ * async errors at the front of rxpre are taken in here, as a wait would
+ * take them: the first is latched (the next synchronizing call reports
+ * it), the others counted, their bytes consumed (rx_count, the resend
+ * buffer's confirmation) and dropped.  It stops at the first frame of any
+ * other kind, which a wait reads in order.  One difference from a wait: an
+ * error of the request being waited for right now is latched rather than
+ * made that call's result, so the call after it reports it; only a flood
+ * of failures gets here.  Not on a resume's new connection. */
+static void client_digest_async_errors(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  ASSERT_WRITE_LOCK(c);
+  for (;;) {
+    size_t have = c->rxpre.len - c->rxpre_off;
+    const uint8_t *p = c->rxpre.data + c->rxpre_off;
+    rgpu_frame_hdr h;
+    if (have < RGPU_FRAME_HDR_SIZE || rgpu_frame_hdr_decode(p, RGPU_FRAME_MAX_PAYLOAD, &h) != 0)
+      break;
+    if (h.kind != RGPU_KIND_EVENT || h.opcode != RGPU_EVT_ASYNC_ERROR) break;
+    size_t flen = RGPU_FRAME_HDR_SIZE + (size_t)h.length;
+    if (have < flen) break;
+    rgpu_msg_async_error_evt ev;
+    char text[256] = "";
+    if (rgpu_msg_async_error_evt_decode(p + RGPU_FRAME_HDR_SIZE, h.length, &ev) == 0)
+      rgpu_str_copy(text, sizeof text, ev.message.data,
+                    ev.message.len < sizeof text - 1 ? ev.message.len : sizeof text - 1);
+    latch_async(c, h.aux, h.seq, text);
+    c->rxpre_off += flen;
+    c->rx_count += flen;
+    c->rx_frame_start = c->rx_count;
+    c->ctr.bytes_received += flen;
+    c->async_digested++;
+    /* client_frame_seen's confirmation; the write lock is ours already. */
+    if (h.seq && c->reconnect_s > 0) rgpu_resend_confirm(&c->resend, h.seq);
+  }
+  if (c->rxpre_off) {
+    memmove(c->rxpre.data, c->rxpre.data + c->rxpre_off, c->rxpre.len - c->rxpre_off);
+    c->rxpre.len -= c->rxpre_off;
+    c->rxpre_off = 0;
+  }
+}
+
 static int client_absorb_input(void *ctx) {
   client_absorb *a = ctx;
   rgpu_client *c = a->c;
@@ -1320,13 +1372,20 @@ static int client_absorb_input(void *ctx) {
     rgpu_buf_reset(&c->rxpre);
     c->rxpre_off = 0;
   }
+  if (c->rxpre.len - c->rxpre_off >= RGPU_CLIENT_ABSORB_DIGEST_BYTES && a->conn == c->conn &&
+      !c->broken)
+    client_digest_async_errors(c);
   if (rgpu_buf_reserve(&c->rxpre, ABSORB)) return RGPU_T_EIO;
   ssize_t r = rgpu_conn_read_some(a->conn, c->rxpre.data + c->rxpre.len, ABSORB);
   if (r == 0) return RGPU_T_ECLOSED;
   if (r < 0) return (int)r;
   c->rxpre.len += (size_t)r;
+  if (c->rxpre.len > c->rxpre_peak) c->rxpre_peak = c->rxpre.len;
   return 0;
 }
+
+size_t rgpu_client_absorbed_peak_bytes(const rgpu_client *c) { return c->rxpre_peak; }
+uint64_t rgpu_client_async_errors_digested(const rgpu_client *c) { return c->async_digested; }
 
 /* rgpu_conn_writev_all on conn by a thread that holds the client lock:
  * input is taken in while the write waits. */

@@ -24,6 +24,7 @@
 
 #include "rgpu_calls.h"
 #include "rgpu_client.h"
+#include "rgpu_client_internal.h"
 #include "rgpu_frame.h"
 #include "rgpu_messages.h"
 
@@ -282,7 +283,7 @@ static void test_core_error_flood(void **state) {
     cfg.batch_bytes = batch ? 64u << 20 : 0;
     rgpu_client *c = NULL;
     assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
-    enum { FLOOD = 50000 };
+    enum { FLOOD = 90000 };
     for (int i = 0; i < FLOOD; i++) {
       rgpu_msg_event_destroy_req d = {.event = 900000 + (uint64_t)i}; /* never created */
       assert_int_equal(rgpu_call_event_destroy(c, 0, RGPU_CALL_ASYNC, &d, NULL, NULL), 0);
@@ -293,6 +294,11 @@ static void test_core_error_flood(void **state) {
     assert_int_equal(rgpu_client_take_async_error(c, &status, NULL, msg, sizeof msg), 1);
     assert_int_equal(status, CUDA_ERROR_INVALID_HANDLE);
     assert_non_null(strstr(msg, "event"));
+    /* The errors a write took in stayed bounded (about 70 bytes each: 6 MiB
+     * for the whole flood kept as bytes), and the first is what was
+     * reported. */
+    assert_true(rgpu_client_absorbed_peak_bytes(c) < (2u << 20));
+    if (batch) assert_true(rgpu_client_async_errors_digested(c) > 0);
     /* The session still works. */
     rgpu_msg_event_create_req m = {.event = 7, .flags = 0};
     assert_int_equal(rgpu_call_event_create(c, 0, 0, &m, NULL, NULL), 0);

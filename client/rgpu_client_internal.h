@@ -102,4 +102,10 @@ int rgpu_client_bulk_wanted(const char *uri);
 #ifdef __cplusplus
 }
 #endif
+/* The most bytes a blocked write took in before a wait read them, and how
+ * many async errors were taken in during writes (client_digest_async_errors
+ * in rgpu_client.c): for tests of an error flood's memory bound. */
+size_t rgpu_client_absorbed_peak_bytes(const rgpu_client *c);
+uint64_t rgpu_client_async_errors_digested(const rgpu_client *c);
+
 #endif
