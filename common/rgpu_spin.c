@@ -39,7 +39,7 @@ unsigned rgpu_spin_budget_us(unsigned dflt) {
   return (unsigned)v;
 }
 
-int rgpu_spin_relayed_ok(void) {
+int rgpu_spin_spare_cpus(void) {
   static int cached = -1; /* racy first use is harmless: every thread computes the same */
   int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (v >= 0) return v;

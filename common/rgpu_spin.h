@@ -24,7 +24,8 @@ int rgpu_spin_readable(int fd, unsigned budget_us);
  * which turns spinning off, to 100000), else dflt.  Read once per call. */
 unsigned rgpu_spin_budget_us(unsigned dflt);
 
-/* Whether a thread whose bytes another thread of the same pipeline brings
+/* Whether there are CPUs to spare for polling beyond the plain case.  Used
+ * for: whether a thread whose bytes another thread of the same pipeline brings
  * (quic://: the client's QUIC I/O thread, the listener's relay; tls:// in
  * the worker) may poll too, and whether those I/O threads may poll: only
  * where this process may run on at least RGPU_SPIN_MIN_CPUS_RELAYED CPUs
@@ -33,9 +34,11 @@ unsigned rgpu_spin_budget_us(unsigned dflt);
  * a synchronous call over quic took 37.7-40.1 ms with a polling reader
  * against 33.0-33.5 ms without; on a 16-core host a synchronous call over
  * quic crosses six threads, each a wake-up when it sleeps (issue 21).
- * RGPU_SPIN_RELAYED=0/1 overrides the count (tests, comparisons). */
+ * Also whether a worker stays awake while a reply of a job thread is
+ * pending (server/rgpu_worker.c, await_frame_awake).  RGPU_SPIN_RELAYED=0/1
+ * overrides the count (tests, comparisons). */
 #define RGPU_SPIN_MIN_CPUS_RELAYED 4
-int rgpu_spin_relayed_ok(void);
+int rgpu_spin_spare_cpus(void);
 
 /* Polls fds like ppoll, but without sleeping until spin_until_ns
  * (rgpu_clock_ns; 0 or past: not at all) or deadline_ns, whichever comes

@@ -189,11 +189,28 @@ static void job_done(rgpu_job *j) {
 #define RGPU_REPLY_KEEP_MIN (1u << 20)
 
 /* A job whose reply leaves this long after its request is logged at debug
- * level (where the time went). */
+ * level (where the time went); RGPU_SLOW_REPLY_US sets it (0: every one). */
 #define RGPU_JOB_SLOW_NS 1000000ull
+
+static uint64_t slow_reply_ns(void) {
+  static uint64_t cached = UINT64_MAX; /* racy first use is harmless: same value */
+  uint64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v != UINT64_MAX) return v;
+  const char *e = getenv("RGPU_SLOW_REPLY_US");
+  char *end = NULL;
+  unsigned long long us = e && *e ? strtoull(e, &end, 10) : 0;
+  v = e && *e && end && !*end && us < 10000000ull ? us * 1000ull : RGPU_JOB_SLOW_NS;
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return v;
+}
 
 static void release_kept_staging(void *ctx, void *buf) {
   rgpu_staging_release(ctx, buf, NULL);
+}
+
+/* Whether job j sends a reply when it is done (the others release or free). */
+static int job_replies(const rgpu_job *j) {
+  return j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE;
 }
 
 static void job_run(rgpu_job *j) {
@@ -207,7 +224,7 @@ static void job_run(rgpu_job *j) {
   uint64_t waited_ns = rgpu_clock_ns() - j->submitted_ns;
   if (j->own_ev && j->ev) rgpu_worker_marker_release(w, j->ctx, j->ev, j->own_ev, r == CUDA_SUCCESS);
   if (r != CUDA_SUCCESS) rgpu_metrics_note_status(w->cfg.session_id, j->opcode, (uint32_t)r);
-  if (j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE) {
+  if (job_replies(j)) {
     rgpu_buf out;
     rgpu_buf_init(&out);
     rgpu_worker_flush_output(w, &out);
@@ -240,10 +257,12 @@ static void job_run(rgpu_job *j) {
       rgpu_worker_send(w, iov, tail_len ? 2 : 1);
     }
     rgpu_buf_free(&out);
+    __atomic_store_n(&w->jobs.last_reply_ns, rgpu_clock_ns(), __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&w->jobs.replies_pending, 1, __ATOMIC_RELAXED);
     /* Where a late reply spent its time (RGPU_LOG=debug): in the queue and
      * the wait for its point in the stream, or in sending. */
     uint64_t total_ns = rgpu_clock_ns() - j->submitted_ns;
-    if (total_ns >= RGPU_JOB_SLOW_NS)
+    if (total_ns >= slow_reply_ns() && rgpu_log_enabled(RGPU_LOG_DEBUG))
       RGPU_DEBUG("session=%llu %s seq=%llu: reply %.3f ms after its request was handled "
                  "(%.3f ms waiting for the stream, %.3f ms sending %zu bytes)",
                  (unsigned long long)w->cfg.session_id, rgpu_op_name(j->opcode),
@@ -368,6 +387,7 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
   j->w = w;
   j->qnext = NULL;
   j->submitted_ns = rgpu_clock_ns();
+  if (job_replies(j)) __atomic_add_fetch(&w->jobs.replies_pending, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&w->jobs.lock);
   if (!w->jobs.queues) {
     w->jobs.queues = calloc(1, sizeof *w->jobs.queues);
@@ -406,6 +426,7 @@ int rgpu_jobs_submit(rgpu_worker *w, rgpu_job *j) {
     }
   }
   pthread_mutex_unlock(&w->jobs.lock);
+  if (rc && job_replies(j)) __atomic_sub_fetch(&w->jobs.replies_pending, 1, __ATOMIC_RELAXED);
   return rc;
 }
 

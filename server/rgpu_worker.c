@@ -569,18 +569,46 @@ static int ctl_take_stream(rgpu_worker *w) {
 /* Whether the session thread polls before a read blocks: where it reads
  * the client's socket itself (tcp, unix).  tls:// and quic:// reach it
  * through the listener's relay, a thread that needs the CPU to bring the
- * bytes: only where there are CPUs to spare (rgpu_spin_relayed_ok; see
+ * bytes: only where there are CPUs to spare (rgpu_spin_spare_cpus; see
  * transport_spins in client/rgpu_client.c). */
 static int worker_conn_spins(const rgpu_conn *c) {
   const char *t = rgpu_conn_transport_name(c);
-  return !strcmp(t, "tcp") || !strcmp(t, "unix") || rgpu_spin_relayed_ok();
+  return !strcmp(t, "tcp") || !strcmp(t, "unix") || rgpu_spin_spare_cpus();
+}
+
+/* Awake for the next frame (rgpu_spin.h): spin_us after the last one, and
+ * also while a reply that a job thread sends is pending or was sent less
+ * than spin_us ago, up to RGPU_WORKER_SPIN_PENDING_US in all.  Why: a
+ * synchronization whose reply waits for the GPU (a graph replay and its
+ * .item(): 0.72 ms) outlasted the plain window, so the client's next
+ * request, which follows that reply, woke a sleeping thread: 0.12 ms per
+ * step between request and reply beyond the GPU's time on the H200 host
+ * (a 64-byte call's whole round trip costs 0.04 ms). */
+#define RGPU_WORKER_SPIN_PENDING_US 2000
+
+static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
+  int fd = rgpu_conn_poll_fd(c);
+  /* The longer wait only where CPUs are to spare: on softgpu with two
+   * CPUs it would take one from the kernels the reply waits for. */
+  if (!rgpu_spin_spare_cpus()) {
+    rgpu_spin_readable(fd, w->spin_us);
+    return;
+  }
+  uint64_t cap = rgpu_clock_ns() + (uint64_t)RGPU_WORKER_SPIN_PENDING_US * RGPU_NS_PER_US;
+  uint64_t window = (uint64_t)w->spin_us * RGPU_NS_PER_US;
+  for (;;) {
+    if (rgpu_spin_readable(fd, w->spin_us)) return;
+    uint64_t now = rgpu_clock_ns();
+    if (now >= cap) return;
+    int pending = __atomic_load_n(&w->jobs.replies_pending, __ATOMIC_RELAXED) > 0;
+    uint64_t last = __atomic_load_n(&w->jobs.last_reply_ns, __ATOMIC_RELAXED);
+    if (!pending && now - last >= window) return;
+  }
 }
 
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
-  /* A while awake first (rgpu_spin.h); not before HELLO, where a peer may
-   * be anybody. */
-  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c))
-    rgpu_spin_readable(rgpu_conn_poll_fd(c), w->spin_us);
+  /* A while awake first; not before HELLO, where a peer may be anybody. */
+  if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c)) await_frame_awake(w, c);
   while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
     int timeout_ms = -1;
     if (w->read_deadline > 0) {

@@ -29,6 +29,8 @@ typedef struct {
   struct rgpu_job *inflight;
   int n;
   uint64_t order;          /* jobs submitted so far (under lock) */
+  uint64_t last_reply_ns;  /* rgpu_clock_ns when a job last sent a reply (atomic) */
+  int replies_pending;     /* jobs in flight that will send a reply (atomic) */
   struct rgpu_job_queues *queues; /* per-stream completion threads */
   int wake_fd;             /* eventfd a reading barrier polls beside the connection (0: none) */
   int readers;             /* reading barriers waiting (under lock): job_done signals wake_fd */

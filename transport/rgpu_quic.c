@@ -78,7 +78,7 @@
 #define Q_MAX_CONN_WINDOW (96ull << 20)
 #define Q_MAX_CIDS 16
 /* How long the I/O threads poll after traffic before they sleep, where
- * there are CPUs to spare (rgpu_spin_relayed_ok): the client's as long as
+ * there are CPUs to spare (rgpu_spin_spare_cpus): the client's as long as
  * the calling thread waits awake for its reply (RGPU_CLIENT_SPIN_US), the
  * relay as long as a worker waits awake for the next frame.  RGPU_SPIN_US
  * sets both (0: off). */
@@ -1551,7 +1551,7 @@ static void *client_main(void *arg) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
   uint64_t linger = 0, last_migrate_ns = 0, spin_until = 0;
-  uint64_t spin_ns = rgpu_spin_relayed_ok() ? (uint64_t)rgpu_spin_budget_us(Q_CLIENT_SPIN_US) * 1000 : 0;
+  uint64_t spin_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(Q_CLIENT_SPIN_US) * 1000 : 0;
   size_t pfd_cap = 0, who_cap = 0;
   struct pollfd *pfd = NULL;
   void **who = NULL;
@@ -2157,7 +2157,7 @@ static void *server_main(void *arg) {
   void **who = NULL;
   size_t pfd_cap = 0, who_cap = 0;
   uint64_t spin_until = 0;
-  uint64_t spin_ns = rgpu_spin_relayed_ok() ? (uint64_t)rgpu_spin_budget_us(Q_RELAY_SPIN_US) * 1000 : 0;
+  uint64_t spin_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(Q_RELAY_SPIN_US) * 1000 : 0;
   for (;;) {
     size_t need = 2;
     for (qconn *q = sv->conns; q; q = q->next) need += (size_t)q->nstreams;

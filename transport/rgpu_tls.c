@@ -733,7 +733,7 @@ static void *tls_relay_main(void *arg) {
   size_t pfd_cap = 0, who_cap = 0;
   /* Polls after traffic as long as a worker does (rgpu_spin.h). */
   uint64_t spin_until = 0;
-  uint64_t spin_ns = rgpu_spin_relayed_ok() ? (uint64_t)rgpu_spin_budget_us(200) * 1000 : 0;
+  uint64_t spin_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(200) * 1000 : 0;
   for (;;) {
     size_t need = 2 + 2 * (size_t)sv->nsessions;
     /* Out of memory for the poll set ends the relay, as a failed poll does. */
