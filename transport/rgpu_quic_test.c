@@ -680,23 +680,42 @@ static void lossy_stop(lossy_proxy *p) {
   close(p->up);
 }
 
+/* A quic listener with `so`, a lossy_proxy dropping `permille` in front of
+ * it, an echo server behind it, and a client connected through the proxy
+ * with `co`. */
+typedef struct {
+  rgpu_listener *l;
+  lossy_proxy px;
+  tu_echo_server s;
+  rgpu_conn *c;
+} proxied_echo;
+
+static void proxied_echo_open(proxied_echo *e, const rgpu_transport_opts *so, unsigned permille,
+                              const rgpu_transport_opts *co) {
+  char uri[64], err[256];
+  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", so, &e->l, err, sizeof err), 0);
+  uint16_t pport = lossy_start(&e->px, rgpu_listener_port(e->l), permille);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
+  tu_echo_start(&e->s, e->l, 1);
+  if (rgpu_conn_connect(uri, co, &e->c, err, sizeof err)) fail_msg("connect through the proxy: %s", err);
+}
+
+static void proxied_echo_close(proxied_echo *e) {
+  rgpu_conn_close(e->c);
+  tu_echo_join(&e->s);
+  lossy_stop(&e->px);
+  rgpu_listener_close(e->l);
+}
+
 /* 3% loss each way: handshake, bulk and ping-pong still complete intact. */
 static void test_loss_recovery(void **state) {
-  char uri[64], err[256];
   /* A short idle timeout bounds the test should every CONNECTION_CLOSE copy
    * be lost. */
   rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .idle_timeout_ms = 3000};
-  rgpu_listener *l;
-  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
-  lossy_proxy px;
-  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 30);
-  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
-  tu_echo_server s;
-  tu_echo_start(&s, l, 1);
   rgpu_transport_opts co = {.ca_file = srv_cert, .cc_algo = "bbr2"};
-  rgpu_conn *c;
-  int rc = rgpu_conn_connect(uri, &co, &c, err, sizeof err);
-  if (rc) fail_msg("connect through lossy proxy: %s", err);
+  proxied_echo e;
+  proxied_echo_open(&e, &so, 30, &co);
+  rgpu_conn *c = e.c;
   assert_int_equal(tu_echo_check(c, 8u << 20, 10000, 11), 0);
   for (int i = 0; i < 300; i++) {
     char m[64];
@@ -706,11 +725,8 @@ static void test_loss_recovery(void **state) {
     assert_int_equal(rgpu_conn_read_exact(c, m, sizeof m), 0);
     assert_int_equal((unsigned char)m[63], (unsigned char)i);
   }
-  rgpu_conn_close(c);
-  tu_echo_join(&s);
-  assert_true(px.dropped > 0);
-  lossy_stop(&px);
-  rgpu_listener_close(l);
+  assert_true(e.px.dropped > 0);
+  proxied_echo_close(&e);
 }
 
 /* Issue 21: what a connection runs with by default and when told
@@ -860,18 +876,11 @@ static void test_outage_probe_after_silence(void **state) {
  * datagrams before (doubling probes, cap PINGs), 77-78 now.  The answer
  * must then arrive intact. */
 static void test_outage_pings_each_pto(void **state) {
-  char uri[64], err[256];
   rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key};
-  rgpu_listener *l;
-  assert_int_equal(rgpu_listener_open("quic://127.0.0.1:0", &so, &l, err, sizeof err), 0);
-  lossy_proxy px;
-  uint16_t pport = lossy_start(&px, rgpu_listener_port(l), 0);
-  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", pport);
-  tu_echo_server s;
-  tu_echo_start(&s, l, 1);
   rgpu_transport_opts co = {.ca_file = srv_cert};
-  rgpu_conn *c;
-  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  proxied_echo e;
+  proxied_echo_open(&e, &so, 0, &co);
+  rgpu_conn *c = e.c;
   char m[64];
   for (int i = 0; i < 20; i++) { /* an RTT sample, and a busy connection */
     memset(m, i, sizeof m);
@@ -879,22 +888,19 @@ static void test_outage_pings_each_pto(void **state) {
     assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
     assert_int_equal(rgpu_conn_read_exact(c, m, sizeof m), 0);
   }
-  px.blackhole = 1;
-  unsigned long before = px.dropped_up;
+  e.px.blackhole = 1;
+  unsigned long before = e.px.dropped_up;
   memset(m, 0x5a, sizeof m);
   struct iovec v = {m, sizeof m};
   assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
   usleep(2000 * 1000);
-  unsigned long sent_in_outage = px.dropped_up - before;
-  px.blackhole = 0;
+  unsigned long sent_in_outage = e.px.dropped_up - before;
+  e.px.blackhole = 0;
   memset(m, 0, sizeof m);
   assert_int_equal(rgpu_conn_read_exact(c, m, sizeof m), 0);
   for (size_t i = 0; i < sizeof m; i++) assert_int_equal((unsigned char)m[i], 0x5a);
   if (sent_in_outage < 30) fail_msg("only %lu client datagrams in a 2 s outage", sent_in_outage);
-  rgpu_conn_close(c);
-  tu_echo_join(&s);
-  lossy_stop(&px);
-  rgpu_listener_close(l);
+  proxied_echo_close(&e);
 }
 
 /* The listener's side of multi-stream sessions: accept the extra stream and
