@@ -377,6 +377,7 @@ struct qconn {
   uint64_t last_rx_ns;    /* last packet that ngtcp2 accepted */
   uint64_t last_data_ns;  /* last stream byte in either direction */
   uint64_t capped_probes;
+  int connect_waited_confirm; /* rgpu_quic_info */
 };
 
 
@@ -910,6 +911,12 @@ static void q_set_keepalive(qconn *q, const rgpu_transport_opts *o, ngtcp2_cc_al
                   : (uint64_t)(cap_ms > 0 ? cap_ms : Q_MAX_PTO_MS) * NGTCP2_MILLISECONDS;
   q->ka_applied_ns = UINT64_MAX;
   q_tune_keepalive(q, rgpu_clock_ns());
+}
+
+/* Whether a client's connect may return (see rgpu_quic_connect). */
+static int q_connect_done(qconn *q) {
+  if (q->hs_confirmed) return 1;
+  return q->handshake_done && q->tls && !gnutls_certificate_client_get_request_status(q->tls);
 }
 
 static void q_free(qconn *q) {
@@ -1850,10 +1857,15 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
   q_set_keepalive(q, o, cc);
 
-  /* Handshake on the caller's thread so that failures come back here.  Wait
-   * for HANDSHAKE_DONE: a server that rejects our client certificate says so
-   * only after our Finished. */
-  while (!q->hs_confirmed) {
+  /* Handshake on the caller's thread so that failures come back here.  Done
+   * once our Finished is out: the session's first request then leaves with
+   * it, one round trip earlier than waiting for the server's HANDSHAKE_DONE
+   * (`rgpu info` through rgpu-netem at 100 ms RTT: 0.83 s over quic://,
+   * 0.82 s over tls://, 0.71 s over tcp://; quic:// 0.72 s now, and every
+   * reconnect of a resume gains the same).  Except
+   * where the server asked for a client certificate: one it rejects shows
+   * only after our Finished, and must fail here, named. */
+  while (!q_connect_done(q)) {
     q_write(q);
     if (q->dead || q->closing) break;
     uint64_t now = rgpu_clock_ns();
@@ -1885,7 +1897,9 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
     }
     q_expiry(q);
   }
-  if (!q->hs_confirmed || q->dead || q->closing) {
+  q->connect_waited_confirm = q->hs_confirmed;
+  if (q_connect_done(q) && !q->dead && !q->closing) q_write(q); /* our Finished, now */
+  if (!q_connect_done(q) || q->dead || q->closing) {
     if (!q->dead) q_send_close(q);
     if (!atomic_load(&q->errcode))
       q_set_error(q, RGPU_T_EIO, "QUIC connect to %s:%u failed", u->host, u->port);
@@ -1998,6 +2012,7 @@ static int client_do_info(qclient *cl, void *arg, char *err, size_t errlen) {
   out->bytes_in_flight = st.bytes_in_flight;
   out->pto_count = st.pto_count;
   out->capped_probes = q->capped_probes;
+  out->connect_waited_confirm = q->connect_waited_confirm;
   out->max_udp_payload = q->big_failed ? Q_FALLBACK_PKT
                                         : ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
   return 0;

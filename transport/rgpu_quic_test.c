@@ -304,6 +304,10 @@ static void test_mtls(void **state) {
   rgpu_transport_opts good = {.ca_file = srv_cert, .cert_file = cli_cert, .key_file = cli_key};
   int rc = rgpu_conn_connect(uri, &good, &c, err, sizeof err);
   if (rc) fail_msg("mtls connect: %s", err);
+  /* The server asked for a certificate: connect waited for its verdict. */
+  rgpu_quic_info qi;
+  assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
+  assert_int_equal(qi.connect_waited_confirm, 1);
   assert_int_equal(tu_echo_check(c, 1 << 20, 5000, 5), 0);
   rgpu_conn_close(c);
   tu_echo_join(&s);
@@ -743,6 +747,9 @@ static void test_info_defaults_and_options(void **state) {
   assert_int_equal(rgpu_conn_quic_info(c, &qi, err, sizeof err), 0);
   assert_string_equal(qi.cc, "cubic"); /* the peer is loopback */
   assert_int_equal(qi.max_pto_ms, 1000);
+  /* No client certificate asked for: connect returned with our Finished,
+   * not a round trip later with the server's HANDSHAKE_DONE. */
+  assert_int_equal(qi.connect_waited_confirm, 0);
   assert_int_equal(qi.idle_timeout_ms, 30000);
   assert_true(qi.cwnd_bytes > 0);
   assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 5), 0);
