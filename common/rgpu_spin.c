@@ -49,7 +49,7 @@ int rgpu_spin_spare_cpus(void) {
   } else {
     cpu_set_t set;
     CPU_ZERO(&set);
-    v = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= RGPU_SPIN_MIN_CPUS_RELAYED;
+    v = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= RGPU_SPIN_MIN_SPARE_CPUS;
   }
   __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
   return v;

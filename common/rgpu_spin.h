@@ -28,7 +28,7 @@ unsigned rgpu_spin_budget_us(unsigned dflt);
  * for: whether a thread whose bytes another thread of the same pipeline brings
  * (quic://: the client's QUIC I/O thread, the listener's relay; tls:// in
  * the worker) may poll too, and whether those I/O threads may poll: only
- * where this process may run on at least RGPU_SPIN_MIN_CPUS_RELAYED CPUs
+ * where this process may run on at least RGPU_SPIN_MIN_SPARE_CPUS CPUs
  * (sched_getaffinity), so that the pollers never take the CPU the thread
  * they wait for needs.  Why the bound: on the 2-vCPU dev VM under wifi-bad
  * a synchronous call over quic took 37.7-40.1 ms with a polling reader
@@ -37,7 +37,7 @@ unsigned rgpu_spin_budget_us(unsigned dflt);
  * Also whether a worker stays awake while a reply of a job thread is
  * pending (server/rgpu_worker.c, await_frame_awake).  RGPU_SPIN_RELAYED=0/1
  * overrides the count (tests, comparisons). */
-#define RGPU_SPIN_MIN_CPUS_RELAYED 4
+#define RGPU_SPIN_MIN_SPARE_CPUS 4
 int rgpu_spin_spare_cpus(void);
 
 /* Polls fds like ppoll, but without sleeping until spin_until_ns
