@@ -602,7 +602,7 @@ static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
     if (now >= cap) return;
     int pending = __atomic_load_n(&w->jobs.replies_pending, __ATOMIC_RELAXED) > 0;
     uint64_t last = __atomic_load_n(&w->jobs.last_reply_ns, __ATOMIC_RELAXED);
-    if (!pending && now - last >= window) return;
+    if (!pending && last <= now && now - last >= window) return; /* last > now: a reply just left */
   }
 }
 
