@@ -80,6 +80,7 @@ typedef struct {
   uint64_t cwnd_bytes, bytes_in_flight;
   uint64_t pto_count;      /* consecutive unanswered probe timeouts now */
   uint64_t capped_probes;  /* probe timeouts fired early by the cap, so far */
+  uint64_t peer_max_ack_delay_ms; /* the ACK delay the server announced */
   int connect_waited_confirm; /* connect waited for HANDSHAKE_DONE (the server asked for a
                                * client certificate); else it returned after our Finished */
   uint64_t max_udp_payload;/* current datagram payload size (after PMTUD) */
