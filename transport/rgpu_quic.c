@@ -83,8 +83,11 @@
  * relay as long as a worker waits awake for the next frame.  RGPU_SPIN_US
  * sets both (0: off). */
 #define Q_CLIENT_SPIN_US 2000
-/* The ACK delay each end announces (fill_settings says why). */
-#define Q_MAX_ACK_DELAY_MS 5
+/* The ACK delay each end announces: ngtcp2's default.  5 ms shortens the
+ * peer's probe timeout by 20 ms (fill_settings has the numbers), but with it
+ * one CI run of reliability_migrate_netem hung (not reproduced in six
+ * local runs): left to RGPU_QUIC_MAX_ACK_DELAY_MS until that is understood. */
+#define Q_MAX_ACK_DELAY_MS 25
 #define Q_RELAY_SPIN_US 200
 
 static const char quic_priority[] =
@@ -801,8 +804,8 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
    * three seeds each, 25 ms (ngtcp2's default) against 5 ms: wifi-bad
    * 121-129 -> 97-102 ms, edge-worst 243-321 -> 218-287 ms; medians and
    * bulk goodput unchanged (a bulk receiver acknowledges every second
-   * packet anyway).  RGPU_QUIC_MAX_ACK_DELAY_MS (1-1000) overrides it for
-   * comparisons. */
+   * packet anyway).  RGPU_QUIC_MAX_ACK_DELAY_MS (1-1000) sets it (see
+   * Q_MAX_ACK_DELAY_MS for why the default stays 25). */
   uint64_t mad_ms = Q_MAX_ACK_DELAY_MS;
   const char *mad = getenv("RGPU_QUIC_MAX_ACK_DELAY_MS");
   if (mad && *mad) {
