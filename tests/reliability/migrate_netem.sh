@@ -23,7 +23,10 @@ run() {
   [ "$t" = quic ] && ready=udp
   local start end
   start=$(date +%s.%N)
-  "$bin/rgpu-netem" --rtt-ms 10 --client-readdress 2 --server-ready-wait "$ready:$port" \
+  # Bounded, so that a run that hangs is reported with its logs instead of
+  # eating the test's whole timeout (CI saw the whole test time out twice
+  # with no output, never reproduced alone: which run hung is unknown).
+  timeout 45 "$bin/rgpu-netem" --rtt-ms 10 --client-readdress 2 --server-ready-wait "$ready:$port" \
     --stats "$work/$t.netem.json" -- \
     "$bin/rgpu-server" --listen "$t://10.77.0.2:$port" --device softgpu \
     --cert "$work/cert.pem" --key "$work/key.pem" ::: \
@@ -53,8 +56,10 @@ printf "migrate_netem: address change at 2 s: quic wall %s s, resumes %s, migrat
   "$(cat "$work/quic.wall")" "$rq" "$(grep -c "migrated the connection" "$work/quic.err")" \
   "$(cat "$work/tcp.wall")" "$rt"
 if [ "$(cat "$work/quic.rc")" != 0 ] || ! grep -q "PASS resume_loop" "$work/quic.out"; then
-  echo "migrate_netem: the quic:// run did not PASS"; fail=1
+  echo "migrate_netem: the quic:// run did not PASS (exit $(cat "$work/quic.rc"); 124: hung 45 s)"; fail=1
 fi
+# tcp:// is reported, not asserted (see the top); a hang there is named.
+[ "$(cat "$work/tcp.rc")" = 124 ] && echo "migrate_netem: note: the tcp:// run hung for 45 s (not asserted)"
 if [ "$rq" != 0 ]; then
   echo "migrate_netem: the quic:// session was resumed ($rq), not migrated"; fail=1
 fi
