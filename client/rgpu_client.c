@@ -424,6 +424,14 @@ static void latch_async(rgpu_client *c, uint32_t status, uint64_t seq, const cha
   RGPU_DEBUG("async error %u for request %llu: %s", status, (unsigned long long)seq, text);
 }
 
+/* An ASYNC_ERROR event's message (empty when it does not decode). */
+static void async_error_text(const uint8_t *payload, size_t len, char text[256]) {
+  rgpu_msg_async_error_evt ev;
+  text[0] = '\0';
+  if (rgpu_msg_async_error_evt_decode(payload, len, &ev) == 0)
+    rgpu_str_copy(text, 256, ev.message.data, ev.message.len < 255 ? ev.message.len : 255);
+}
+
 static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first_seq,
                          rgpu_client_reply *r) {
   ASSERT_CLIENT_LOCK(c);
@@ -468,11 +476,8 @@ static void handle_event(rgpu_client *c, const rgpu_frame_hdr *h, uint64_t first
     return;
   }
   if (h->opcode == RGPU_EVT_ASYNC_ERROR) {
-    rgpu_msg_async_error_evt ev;
-    char text[256] = "";
-    if (rgpu_msg_async_error_evt_decode(c->rx.data, c->rx.len, &ev) == 0)
-      rgpu_str_copy(text, sizeof text, ev.message.data,
-                    ev.message.len < sizeof text - 1 ? ev.message.len : sizeof text - 1);
+    char text[256];
+    async_error_text(c->rx.data, c->rx.len, text);
     if (r && first_seq && h->seq >= first_seq) {
       /* A frame of the operation being waited for failed: that is the
        * operation's own result, keep the first failure. */
@@ -1342,11 +1347,8 @@ static void client_digest_async_errors(rgpu_client *c) {
     if (h.kind != RGPU_KIND_EVENT || h.opcode != RGPU_EVT_ASYNC_ERROR) break;
     size_t flen = RGPU_FRAME_HDR_SIZE + (size_t)h.length;
     if (have < flen) break;
-    rgpu_msg_async_error_evt ev;
-    char text[256] = "";
-    if (rgpu_msg_async_error_evt_decode(p + RGPU_FRAME_HDR_SIZE, h.length, &ev) == 0)
-      rgpu_str_copy(text, sizeof text, ev.message.data,
-                    ev.message.len < sizeof text - 1 ? ev.message.len : sizeof text - 1);
+    char text[256];
+    async_error_text(p + RGPU_FRAME_HDR_SIZE, h.length, text);
     latch_async(c, h.aux, h.seq, text);
     c->rxpre_off += flen;
     c->rx_count += flen;

@@ -16,13 +16,8 @@ int rgpu_spin_readable(int fd, unsigned budget_us) {
   if (fd < 0 || budget_us == 0) return 0;
   uint64_t end = rgpu_clock_ns() + (uint64_t)budget_us * RGPU_NS_PER_US;
   struct pollfd p = {.fd = fd, .events = POLLIN};
-  for (;;) {
-    int r = poll(&p, 1, 0);
-    if (r > 0) return 1;
-    if (r < 0 && errno != EINTR) return 1; /* the read reports it */
-    if (rgpu_clock_ns() >= end) return 0;
-    sched_yield();
-  }
+  int r = rgpu_spin_ppoll(&p, 1, end, end);
+  return r > 0 || (r < 0 && errno != EINTR); /* an error: the read reports it */
 }
 
 unsigned rgpu_spin_budget_us(unsigned dflt) {
@@ -62,7 +57,7 @@ int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_
     static const struct timespec zero;
     for (;;) {
       int r = ppoll(fds, (nfds_t)nfds, &zero, NULL);
-      if (r != 0) return r;
+      if (r > 0 || (r < 0 && errno != EINTR)) return r;
       if (rgpu_clock_ns() >= spin_until_ns) break;
       sched_yield();
     }
@@ -73,4 +68,16 @@ int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_
     tsp = &ts;
   }
   return ppoll(fds, (nfds_t)nfds, tsp, NULL);
+}
+
+void rgpu_spin_window_init(rgpu_spin_window *s, unsigned dflt_us) {
+  s->until_ns = 0;
+  s->window_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(dflt_us) * RGPU_NS_PER_US : 0;
+}
+
+int rgpu_spin_window_ppoll(rgpu_spin_window *s, struct pollfd *fds, unsigned long nfds,
+                           uint64_t deadline_ns) {
+  int r = rgpu_spin_ppoll(fds, nfds, s->until_ns, deadline_ns);
+  if (r > 0 && s->window_ns) s->until_ns = rgpu_clock_ns() + s->window_ns;
+  return r;
 }

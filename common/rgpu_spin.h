@@ -48,4 +48,19 @@ struct pollfd;
 int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_ns,
                     uint64_t deadline_ns);
 
+/* An I/O thread that stays awake for a while after traffic (a reply
+ * follows a request, the next request a reply): the client's QUIC I/O
+ * thread, the listener's QUIC and TLS relays.  The window is dflt_us
+ * (RGPU_SPIN_US where set) where rgpu_spin_spare_cpus(), else 0: such a
+ * thread then always sleeps in ppoll. */
+typedef struct {
+  uint64_t window_ns; /* 0: never polls */
+  uint64_t until_ns;  /* polls without sleeping until then */
+} rgpu_spin_window;
+void rgpu_spin_window_init(rgpu_spin_window *s, unsigned dflt_us);
+/* rgpu_spin_ppoll within the window; a ready descriptor (r > 0) starts the
+ * window again from now. */
+int rgpu_spin_window_ppoll(rgpu_spin_window *s, struct pollfd *fds, unsigned long nfds,
+                           uint64_t deadline_ns);
+
 #endif

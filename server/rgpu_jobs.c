@@ -257,11 +257,12 @@ static void job_run(rgpu_job *j) {
       rgpu_worker_send(w, iov, tail_len ? 2 : 1);
     }
     rgpu_buf_free(&out);
-    __atomic_store_n(&w->jobs.last_reply_ns, rgpu_clock_ns(), __ATOMIC_RELAXED);
+    uint64_t sent_ns = rgpu_clock_ns();
+    __atomic_store_n(&w->jobs.last_reply_ns, sent_ns, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&w->jobs.replies_pending, 1, __ATOMIC_RELAXED);
     /* Where a late reply spent its time (RGPU_LOG=debug): in the queue and
      * the wait for its point in the stream, or in sending. */
-    uint64_t total_ns = rgpu_clock_ns() - j->submitted_ns;
+    uint64_t total_ns = sent_ns - j->submitted_ns;
     if (total_ns >= slow_reply_ns() && rgpu_log_enabled(RGPU_LOG_DEBUG))
       RGPU_DEBUG("session=%llu %s seq=%llu: reply %.3f ms after its request was handled "
                  "(%.3f ms waiting for the stream, %.3f ms sending %zu bytes)",

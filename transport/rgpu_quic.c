@@ -83,12 +83,12 @@
  * relay as long as a worker waits awake for the next frame.  RGPU_SPIN_US
  * sets both (0: off). */
 #define Q_CLIENT_SPIN_US 2000
+#define Q_RELAY_SPIN_US 200
 /* The ACK delay each end announces: ngtcp2's default.  5 ms shortens the
  * peer's probe timeout by 20 ms (fill_settings has the numbers), but with it
  * one CI run of reliability_migrate_netem hung (not reproduced in six
  * local runs): left to RGPU_QUIC_MAX_ACK_DELAY_MS until that is understood. */
 #define Q_MAX_ACK_DELAY_MS 25
-#define Q_RELAY_SPIN_US 200
 
 static const char quic_priority[] =
     "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE";
@@ -1602,8 +1602,9 @@ static void *client_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
-  uint64_t linger = 0, last_migrate_ns = 0, spin_until = 0;
-  uint64_t spin_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(Q_CLIENT_SPIN_US) * 1000 : 0;
+  uint64_t linger = 0, last_migrate_ns = 0;
+  rgpu_spin_window spin;
+  rgpu_spin_window_init(&spin, Q_CLIENT_SPIN_US);
   size_t pfd_cap = 0, who_cap = 0;
   struct pollfd *pfd = NULL;
   void **who = NULL;
@@ -1650,11 +1651,8 @@ static void *client_main(void *arg) {
     n += (size_t)q_add_pollfds(q, pfd, who, n);
     uint64_t exp = q_next_expiry(q);
     if (linger && linger < exp) exp = linger;
-    int r = rgpu_spin_ppoll(pfd, n, spin_until, exp);
+    int r = rgpu_spin_window_ppoll(&spin, pfd, n, exp);
     if (r < 0 && errno != EINTR) break;
-    /* Awake for a while after traffic (rgpu_spin.h): a reply follows a
-     * request, the next request a reply. */
-    if (r > 0 && spin_ns) spin_until = rgpu_clock_ns() + spin_ns;
     if (pfd[0].revents & POLLIN) ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
     if (pfd[1].revents) {
       char b[16];
@@ -1919,8 +1917,9 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
     q_expiry(q);
   }
   q->connect_waited_confirm = q->hs_confirmed;
-  if (q_connect_done(q) && !q->dead && !q->closing) q_write(q); /* our Finished, now */
-  if (!q_connect_done(q) || q->dead || q->closing) {
+  int connected = q_connect_done(q) && !q->dead && !q->closing;
+  if (connected) q_write(q); /* our Finished, now */
+  if (!connected || q->dead || q->closing) { /* the write may have failed */
     if (!q->dead) q_send_close(q);
     if (!atomic_load(&q->errcode))
       q_set_error(q, RGPU_T_EIO, "QUIC connect to %s:%u failed", u->host, u->port);
@@ -2217,8 +2216,8 @@ static void *server_main(void *arg) {
   struct pollfd *pfd = NULL;
   void **who = NULL;
   size_t pfd_cap = 0, who_cap = 0;
-  uint64_t spin_until = 0;
-  uint64_t spin_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(Q_RELAY_SPIN_US) * 1000 : 0;
+  rgpu_spin_window spin;
+  rgpu_spin_window_init(&spin, Q_RELAY_SPIN_US);
   for (;;) {
     size_t need = 2;
     for (qconn *q = sv->conns; q; q = q->next) need += (size_t)q->nstreams;
@@ -2242,13 +2241,11 @@ static void *server_main(void *arg) {
       if (q->primary_fd >= 0) waiting_primary = 1;
     uint64_t cap_ns = rgpu_clock_ns() + (waiting_primary ? 100000000ull : UINT64_MAX / 2);
     if (cap_ns < exp) exp = cap_ns;
-    int r = rgpu_spin_ppoll(pfd, n, spin_until, exp);
+    int r = rgpu_spin_window_ppoll(&spin, pfd, n, exp);
     if (r < 0 && errno != EINTR) {
       RGPU_ERROR("quic relay: poll: %s", strerror(errno));
       break;
     }
-    /* Awake for a while after traffic (rgpu_spin.h), as a worker is. */
-    if (r > 0 && spin_ns) spin_until = rgpu_clock_ns() + spin_ns;
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) ep_read_batch(&sv->ep, rx, server_pkt, sv);
     qconn **pp = &sv->conns;

@@ -732,8 +732,8 @@ static void *tls_relay_main(void *arg) {
   tls_sess **who = NULL;
   size_t pfd_cap = 0, who_cap = 0;
   /* Polls after traffic as long as a worker does (rgpu_spin.h). */
-  uint64_t spin_until = 0;
-  uint64_t spin_ns = rgpu_spin_spare_cpus() ? (uint64_t)rgpu_spin_budget_us(200) * 1000 : 0;
+  rgpu_spin_window spin;
+  rgpu_spin_window_init(&spin, 200);
   for (;;) {
     size_t need = 2 + 2 * (size_t)sv->nsessions;
     /* Out of memory for the poll set ends the relay, as a failed poll does. */
@@ -793,13 +793,11 @@ static void *tls_relay_main(void *arg) {
         pfd[n++] = (struct pollfd){.fd = rev ? x->rel : -1, .events = rev};
       }
     }
-    int pr = rgpu_spin_ppoll(pfd, n, spin_until, immediate ? now : next);
+    int pr = rgpu_spin_window_ppoll(&spin, pfd, n, immediate ? now : next);
     if (pr < 0 && errno != EINTR) {
       RGPU_ERROR("tls relay: poll: %s", strerror(errno));
       break;
     }
-    /* Awake for a while after traffic (rgpu_spin.h), as a worker is. */
-    if (pr > 0 && spin_ns) spin_until = rgpu_clock_ns() + spin_ns;
     if (pfd[0].revents) break;
     if (pfd[1].revents & POLLIN) {
       for (int k = 0; k < 32; k++) {
