@@ -222,6 +222,13 @@ def cases_for(setname, profile, device, wanted):
     # Opt-in (--workloads threads), like cublas.
     copy = max(256 << 10, min(4 << 20, int(rate * 0.25)))
     ncalls = {"smoke": 20, "quick": 40, "full": 60}[setname]
+    # A GPU step and the small read that ends it (issue 18): what a
+    # synchronization costs beyond the GPU's own time (bench_step prints
+    # both).  Loopback only, opt-in (--workloads step).
+    if profile == "none":
+        add("step", "bench_step", ["--work", 2000 if soft else 300000,
+                                   "--steps", {"smoke": 20, "quick": 200, "full": 400}[setname]],
+            ["async"])
     add("threads", "bench_threads", ["--copy", copy, "--calls", ncalls], ["async"])
     # PyTorch: loopback only; n/a until PyTorch runs through rgpu.
     if profile == "none" and setname != "smoke":
@@ -248,7 +255,7 @@ SETS = {
 }
 # cuBLAS is measured on request (--workloads cublas, docs/benchmarks.md): it
 # would not fit --full's one 10-minute call beside the rest.
-ALL_WORKLOADS = SETS["full"]["workloads"] + ["cublas", "threads"]
+ALL_WORKLOADS = SETS["full"]["workloads"] + ["cublas", "threads", "step"]
 
 
 # ---- servers ------------------------------------------------------------

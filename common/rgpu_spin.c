@@ -81,3 +81,9 @@ int rgpu_spin_window_ppoll(rgpu_spin_window *s, struct pollfd *fds, unsigned lon
   if (r > 0 && s->window_ns) s->until_ns = rgpu_clock_ns() + s->window_ns;
   return r;
 }
+
+void rgpu_spin_window_await(rgpu_spin_window *s, uint64_t asked_ns) {
+  if (!s->window_ns || !asked_ns) return;
+  uint64_t until = asked_ns + (uint64_t)RGPU_SPIN_ANSWER_US * RGPU_NS_PER_US;
+  if (until > s->until_ns) s->until_ns = until;
+}

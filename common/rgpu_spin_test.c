@@ -82,12 +82,37 @@ static void test_relayed_from_environment(void **state) {
   unsetenv("RGPU_SPIN_RELAYED");
 }
 
+/* A relay awaiting a worker's answer polls until RGPU_SPIN_ANSWER_US after
+ * the request, never shortens its window, and does nothing where it never
+ * polls (RGPU_SPIN_US=0).  Runs after test_relayed_from_environment, which
+ * leaves spare CPUs set for this process. */
+static void test_window_await(void **state) {
+  (void)state;
+  rgpu_spin_window s;
+  rgpu_spin_window_init(&s, 200);
+  assert_int_equal(s.window_ns, 200 * RGPU_NS_PER_US);
+  rgpu_spin_window_await(&s, 0); /* nothing asked yet */
+  assert_int_equal(s.until_ns, 0);
+  uint64_t asked = rgpu_clock_ns();
+  rgpu_spin_window_await(&s, asked);
+  assert_int_equal(s.until_ns, asked + RGPU_SPIN_ANSWER_US * RGPU_NS_PER_US);
+  s.until_ns = asked + 10 * RGPU_NS_PER_MS; /* a later window stays */
+  rgpu_spin_window_await(&s, asked);
+  assert_int_equal(s.until_ns, asked + 10 * RGPU_NS_PER_MS);
+  setenv("RGPU_SPIN_US", "0", 1);
+  rgpu_spin_window_init(&s, 200);
+  unsetenv("RGPU_SPIN_US");
+  rgpu_spin_window_await(&s, asked);
+  assert_int_equal(s.until_ns, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_readable_and_idle),
       cmocka_unit_test(test_budget_from_environment),
       cmocka_unit_test(test_spin_ppoll),
       cmocka_unit_test(test_relayed_from_environment),
+      cmocka_unit_test(test_window_await),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -383,6 +383,7 @@ struct qconn {
   uint64_t last_data_ns;  /* last stream byte in either direction */
   uint64_t capped_probes;
   int connect_waited_confirm; /* rgpu_quic_info */
+  uint64_t asked_ns; /* server: when stream bytes last went to the worker */
 };
 
 
@@ -518,6 +519,7 @@ static void qs_deliver(qconn *q, qstream *s) {
     }
     c->pos += (size_t)w;
     q_consumed(q, s, (size_t)w);
+    if (q->is_server) q->asked_ns = rgpu_clock_ns();
     if (c->pos == c->len) chunk_put(rgpu_fifo_pop(&s->recvq, next));
   }
   if (s->app_gone) {
@@ -957,7 +959,7 @@ static int qs_can_read_app(const qstream *s) {
 }
 
 /* Reads what the app wrote, as far as buffer limits allow. */
-static void qs_app_read(qstream *s) {
+static void qs_app_read(qconn *q, qstream *s) {
   while (qs_can_read_app(s)) {
     qchunk *t = s->sendq.tail;
     if (!t || t->len == Q_CHUNK) {
@@ -1306,7 +1308,7 @@ static void q_service_streams(qconn *q) {
     qstream *s = *pp;
     qs_deliver(q, s);
     uint64_t before = s->write_off;
-    qs_app_read(s);
+    qs_app_read(q, s);
     if (s->write_off != before) q->last_data_ns = rgpu_clock_ns();
     int done = 0;
     if (s->closed && !s->recvq.head) done = 1;
@@ -2228,6 +2230,7 @@ static void *server_main(void *arg) {
     int any_blocked = 0;
     uint64_t exp = UINT64_MAX;
     for (qconn *q = sv->conns; q; q = q->next) {
+      rgpu_spin_window_await(&spin, q->asked_ns);
       if (q->send_blocked) any_blocked = 1;
       uint64_t e = q_next_expiry(q);
       if (e < exp) exp = e;

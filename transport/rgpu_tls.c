@@ -514,6 +514,7 @@ typedef struct tls_sess {
   int rel_eof;  /* the worker has finished sending */
   int bye_sent;
   int want_tcp_out;
+  uint64_t asked_ns; /* when client bytes last went to the worker */
 } tls_sess;
 
 typedef struct {
@@ -639,6 +640,7 @@ static int sess_pump(tls_sess *x) {
       if (w > 0) {
         x->down_off += (size_t)w;
         x->down_len -= (size_t)w;
+        x->asked_ns = rgpu_clock_ns();
         progress = 1;
       } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
         /* The worker stopped reading: it ended the session, e.g. refused a
@@ -770,6 +772,7 @@ static void *tls_relay_main(void *arg) {
     pfd[n++] = (struct pollfd){.fd = can_accept ? sv->lfd : -1, .events = POLLIN};
     int immediate = 0;
     for (tls_sess *x = sv->sessions; x; x = x->next) {
+      rgpu_spin_window_await(&spin, x->asked_ns);
       if (x->deadline_ns && x->deadline_ns < next) next = x->deadline_ns;
       short ev = 0;
       if (x->state == SESS_HANDSHAKE) {
