@@ -375,6 +375,26 @@ RGPU_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
   return cudaSuccess;
 }
 
+/* Initializes a device without making it current: rgpu's devices need no
+ * work for that (the server makes the primary context on first use), so
+ * this checks the device and applies deviceFlags when flags says so, as
+ * cudaSetDeviceFlags would on that device. */
+RGPU_API cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (flags & ~(unsigned)cudaInitDeviceFlagsAreValid) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_device *d;
+  e = rgpu_rt_device_get(c, device, &d);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (!(flags & cudaInitDeviceFlagsAreValid)) return cudaSuccess;
+  int cur = tl_device;
+  tl_device = device;
+  e = cudaSetDeviceFlags(deviceFlags);
+  tl_device = cur;
+  return e;
+}
+
 RGPU_API cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);

@@ -14,6 +14,7 @@
 #include "rgpu_cudart_arena.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_cudart_unsupported.h"
 #include "rgpu_client_bulk.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -877,6 +878,146 @@ RGPU_API cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, si
 RGPU_API_PTSZ(cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width,
                                                  size_t height, cudaStream_t stream)) {
   return memset2d_common(devPtr, pitch, value, width, height, stream, 1);
+}
+
+/* ---- 3D (pitched) memory ------------------------------------------------ */
+
+/* A 3D allocation is a pitched one of height x depth rows; the pitched
+ * pointer remembers the slice height (ysize) that kernels and 3D copies
+ * step by. */
+RGPU_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent) {
+  if (!pitchedDevPtr || (extent.depth && extent.height > SIZE_MAX / extent.depth)) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  void *p = NULL;
+  size_t pitch = 0;
+  cudaError_t e = cudaMallocPitch(&p, &pitch, extent.width, extent.height * extent.depth);
+  if (e == cudaSuccess)
+    *pitchedDevPtr = (struct cudaPitchedPtr){.ptr = p, .pitch = pitch, .xsize = extent.width,
+                                             .ysize = extent.height};
+  return e;
+}
+
+/* The first byte of slice z, row y, byte x of a pitched pointer. */
+static char *pitched_at(struct cudaPitchedPtr pp, struct cudaPos pos) {
+  return (char *)pp.ptr + (pos.z * pp.ysize + pos.y) * pp.pitch + pos.x;
+}
+
+/* Whether every slice of a 3D copy lies within its pitched pointer, so that
+ * slice z + 1 starts where the copy expects (pitch * ysize further on). */
+static int pitched_fits(struct cudaPitchedPtr pp, struct cudaPos pos, struct cudaExtent ext) {
+  if (pos.x > pp.pitch || ext.width > pp.pitch - pos.x) return 0;
+  return ext.depth <= 1 || (pos.y <= pp.ysize && ext.height <= pp.ysize - pos.y);
+}
+
+/* cudaMemcpy3D between linear (pitched) memory and host or device memory,
+ * as 2D copies: one when the slices follow each other without a gap on
+ * both sides, else one per slice.  CUDA arrays are not supported by rgpu
+ * (cudaMallocArray returns cudaErrorNotSupported), so a copy naming one
+ * cannot name an array rgpu made. */
+static cudaError_t memcpy3d_common(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
+                                   int per_thread, int async) {
+  if (!p) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  if (p->srcArray || p->dstArray) {
+    static int logged;
+    rgpu_rt_count_call();
+    return rgpu_cudart_report_unsupported("cudaMemcpy3D with a CUDA array", &logged);
+  }
+  struct cudaExtent ext = p->extent;
+  if (ext.width == 0 || ext.height == 0 || ext.depth == 0) {
+    rgpu_rt_count_call();
+    return cudaSuccess;
+  }
+  if (!p->srcPtr.ptr || !p->dstPtr.ptr || !pitched_fits(p->srcPtr, p->srcPos, ext) ||
+      !pitched_fits(p->dstPtr, p->dstPos, ext)) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  const char *src = pitched_at(p->srcPtr, p->srcPos);
+  char *dst = pitched_at(p->dstPtr, p->dstPos);
+  size_t sp = p->srcPtr.pitch, dp = p->dstPtr.pitch;
+  if (ext.depth == 1 || (p->srcPtr.ysize == ext.height && p->dstPtr.ysize == ext.height)) {
+    if (ext.depth > SIZE_MAX / ext.height) {
+      rgpu_rt_count_call();
+      return rgpu_rt_ret(cudaErrorInvalidValue);
+    }
+    return memcpy2d_common(dst, dp, src, sp, ext.width, ext.height * ext.depth, p->kind, stream,
+                           per_thread, async);
+  }
+  size_t sslice = sp * p->srcPtr.ysize, dslice = dp * p->dstPtr.ysize;
+  for (size_t z = 0; z < ext.depth; z++) {
+    cudaError_t e = memcpy2d_common(dst + z * dslice, dp, src + z * sslice, sp, ext.width,
+                                    ext.height, p->kind, stream, per_thread, async);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) {
+  return memcpy3d_common(p, NULL, 0, 0);
+}
+RGPU_API cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p);
+RGPU_API cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p) {
+  return memcpy3d_common(p, NULL, 1, 0);
+}
+RGPU_API cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream) {
+  return memcpy3d_common(p, stream, 0, 1);
+}
+RGPU_API_PTSZ(cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p,
+                                                 cudaStream_t stream)) {
+  return memcpy3d_common(p, stream, 1, 1);
+}
+
+/* cudaMemset3D as 2D sets: one when the slices have no gap, else one per
+ * slice. */
+static cudaError_t memset3d_common(struct cudaPitchedPtr pp, int value, struct cudaExtent ext,
+                                   cudaStream_t stream, int per_thread) {
+  if (ext.width == 0 || ext.height == 0 || ext.depth == 0) {
+    rgpu_rt_count_call();
+    return cudaSuccess;
+  }
+  struct cudaPos origin = {0, 0, 0};
+  if (!pp.ptr || !pitched_fits(pp, origin, ext)) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  if (ext.depth == 1 || pp.ysize == ext.height) {
+    if (ext.depth > SIZE_MAX / ext.height) {
+      rgpu_rt_count_call();
+      return rgpu_rt_ret(cudaErrorInvalidValue);
+    }
+    return memset2d_common(pp.ptr, pp.pitch, value, ext.width, ext.height * ext.depth, stream,
+                           per_thread);
+  }
+  for (size_t z = 0; z < ext.depth; z++) {
+    cudaError_t e = memset2d_common((char *)pp.ptr + z * pp.pitch * pp.ysize, pp.pitch, value,
+                                    ext.width, ext.height, stream, per_thread);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                  struct cudaExtent extent) {
+  return memset3d_common(pitchedDevPtr, value, extent, NULL, 0);
+}
+RGPU_API cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                       struct cudaExtent extent);
+RGPU_API cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                       struct cudaExtent extent) {
+  return memset3d_common(pitchedDevPtr, value, extent, NULL, 1);
+}
+RGPU_API cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                       struct cudaExtent extent, cudaStream_t stream) {
+  return memset3d_common(pitchedDevPtr, value, extent, stream, 0);
+}
+RGPU_API_PTSZ(cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                                 struct cudaExtent extent, cudaStream_t stream)) {
+  return memset3d_common(pitchedDevPtr, value, extent, stream, 1);
 }
 
 /* ---- registered host memory --------------------------------------------- */

@@ -790,6 +790,17 @@ RGPU_API_PTSZ(cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, 
 
 /* ---- function attributes ------------------------------------------------ */
 
+/* The name the kernel was registered with (mangled unless extern "C"), as
+ * the runtime answers it: no server involved. */
+RGPU_API cudaError_t cudaFuncGetName(const char **name, const void *func) {
+  rgpu_rt_count_call();
+  if (!name) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f || !f->name) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  *name = f->name;
+  return cudaSuccess;
+}
+
 RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);

@@ -382,6 +382,30 @@ RGPU_API_PTSZ(cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device))
   return cudaStreamGetDevice(s, device);
 }
 
+/* The stream's identity on the wire: 0 for the legacy stream, the per-thread
+ * stream's own id for each thread, a created stream's id (never 0 or
+ * reused within the process). */
+static cudaError_t stream_get_id(cudaStream_t s, unsigned long long *id, int per_thread) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!id) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!is_special(s) && s->magic != RGPU_STREAM_MAGIC)
+    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+  uint64_t wire;
+  int dev;
+  e = rgpu_rt_stream_resolve(c, s, per_thread, &wire, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  *id = (unsigned long long)wire;
+  return cudaSuccess;
+}
+RGPU_API cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *streamId) {
+  return stream_get_id(s, streamId, 0);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamGetId_ptsz(cudaStream_t s, unsigned long long *streamId)) {
+  return stream_get_id(s, streamId, 1);
+}
+
 RGPU_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
