@@ -67,20 +67,24 @@ int main(int argc, char **argv) {
   bench_result("variant=gpu time_s=%.9f bytes=0 syncs=1 p50_us=%.3f mean_us=%.3f work=%lld",
                gpu_mean, gpu_p50 * 1e6, gpu_mean * 1e6, work);
 
-  // kernel: launch, then read the result back (cudaMemcpy synchronizes).
-  for (int i = 0; i < steps; i++) {
-    double t0 = bench_now();
-    lcg_steps<<<1, 1, 0, s>>>(state, work);
-    CK_SYNC(cudaMemcpyAsync(&got, state, sizeof got, cudaMemcpyDeviceToHost, s));
-    CK_SYNC(cudaStreamSynchronize(s));
-    lat[i] = bench_now() - t0;
-    x = host_steps(x, work);
-    VERIFY(got == x, "kernel step %d: state %llx, expected %llx", i, got, x);
-  }
-  double k_mean = bench_mean(lat, steps), k_p50 = bench_quantile(lat, steps, 0.5);
-  bench_result("variant=kernel time_s=%.9f bytes=8 syncs=1 p50_us=%.3f mean_us=%.3f "
-               "over_gpu_us=%.3f",
-               k_mean, k_p50 * 1e6, k_mean * 1e6, (k_mean - gpu_mean) * 1e6);
+  // One step: queue the work, read its result back, check it.
+  auto run_steps = [&](const char *variant, auto queue_work) {
+    for (int i = 0; i < steps; i++) {
+      double t0 = bench_now();
+      queue_work();
+      CK_SYNC(cudaMemcpyAsync(&got, state, sizeof got, cudaMemcpyDeviceToHost, s));
+      CK_SYNC(cudaStreamSynchronize(s));
+      lat[i] = bench_now() - t0;
+      x = host_steps(x, work);
+      VERIFY(got == x, "%s step %d: state %llx, expected %llx", variant, i, got, x);
+    }
+    double mean = bench_mean(lat, steps), p50 = bench_quantile(lat, steps, 0.5);
+    bench_result("variant=%s time_s=%.9f bytes=8 syncs=1 p50_us=%.3f mean_us=%.3f over_gpu_us=%.3f",
+                 variant, mean, p50 * 1e6, mean * 1e6, (mean - gpu_mean) * 1e6);
+  };
+
+  // kernel: a launch per step.
+  run_steps("kernel", [&] { lcg_steps<<<1, 1, 0, s>>>(state, work); });
 
   // graph: the same work, captured once.
   cudaGraph_t g;
@@ -89,19 +93,7 @@ int main(int argc, char **argv) {
   lcg_steps<<<1, 1, 0, s>>>(state, work);
   CK(cudaStreamEndCapture(s, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int i = 0; i < steps; i++) {
-    double t0 = bench_now();
-    CK(cudaGraphLaunch(ge, s));
-    CK_SYNC(cudaMemcpyAsync(&got, state, sizeof got, cudaMemcpyDeviceToHost, s));
-    CK_SYNC(cudaStreamSynchronize(s));
-    lat[i] = bench_now() - t0;
-    x = host_steps(x, work);
-    VERIFY(got == x, "graph step %d: state %llx, expected %llx", i, got, x);
-  }
-  double g_mean = bench_mean(lat, steps), g_p50 = bench_quantile(lat, steps, 0.5);
-  bench_result("variant=graph time_s=%.9f bytes=8 syncs=1 p50_us=%.3f mean_us=%.3f "
-               "over_gpu_us=%.3f",
-               g_mean, g_p50 * 1e6, g_mean * 1e6, (g_mean - gpu_mean) * 1e6);
+  run_steps("graph", [&] { CK(cudaGraphLaunch(ge, s)); });
 
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
