@@ -41,6 +41,7 @@
 #include "rgpu_messages.h"
 #include "rgpu_mutex.h"
 #include "rgpu_transport.h"
+#include "rgpu_thread_name.h"
 
 /* A device-to-host copy whose reply is read whenever it arrives, straight
  * into the (pinned) destination: an async D2H costs no round trip. */
@@ -390,6 +391,7 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
 /* Sends queued frames after batch_us so that work the program queued and
  * then stopped talking about still reaches the GPU soon. */
 static void *timer_main(void *arg) {
+  rgpu_thread_name("rgpu-batch");
   rgpu_client *c = arg;
   rgpu_mutex_lock(&c->lock);
   while (!c->timer_stop) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rgpu_mutex.h"
+#include "rgpu_thread_name.h"
 
 struct rgpu_copier {
   /* A leaf: taken under the client's write lock by client_write, alone by
@@ -23,6 +24,7 @@ struct rgpu_copier {
 };
 
 static void *copier_main(void *arg) {
+  rgpu_thread_name("rgpu-copier");
   rgpu_copier *cp = arg;
   rgpu_mutex_lock(&cp->mu);
   for (;;) {

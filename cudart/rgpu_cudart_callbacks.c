@@ -33,6 +33,7 @@
 #include "rgpu_calls.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_thread_name.h"
 
 typedef struct rgpu_cb_rec {
   uint64_t id;
@@ -261,6 +262,7 @@ static void answer(rgpu_client *c, uint64_t token) {
 }
 
 static void *callback_main(void *arg) {
+  rgpu_thread_name("rgpu-hostfn");
   (void)arg;
   rgpu_mutex_lock(&g_lock);
   for (;;) {

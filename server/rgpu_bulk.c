@@ -16,6 +16,7 @@
 #include "rgpu_frame.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_thread_name.h"
 
 /* ---- staged items (pure) ------------------------------------------------ */
 
@@ -171,6 +172,7 @@ static void lane_mark_dead(rgpu_bulk_lane *l) {
 }
 
 static void *lane_reader(void *arg) {
+  rgpu_thread_name("rgpu-lane-in");
   rgpu_bulk_lane *l = arg;
   rgpu_bulk *b = l->b;
   rgpu_worker *w = b->w;
@@ -315,6 +317,7 @@ static void send_one(rgpu_bulk_lane *l, rgpu_bulk_send *s) {
 }
 
 static void *lane_sender(void *arg) {
+  rgpu_thread_name("rgpu-lane-out");
   rgpu_bulk_lane *l = arg;
   rgpu_bulk *b = l->b;
   pthread_mutex_lock(&b->lock);

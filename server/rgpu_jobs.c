@@ -11,6 +11,7 @@
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 #include "rgpu_worker_internal.h"
+#include "rgpu_thread_name.h"
 
 /* Bounds the threads of their own one session may hold (jobs that are not
  * a wait for a point in a stream); beyond it submit waits. */
@@ -319,6 +320,7 @@ static void job_thread(rgpu_worker *w, rgpu_job *j) {
 }
 
 static void *job_main(void *arg) {
+  rgpu_thread_name("rgpu-job");
   rgpu_job *j = arg;
   job_thread(j->w, j);
   return NULL;
@@ -327,6 +329,7 @@ static void *job_main(void *arg) {
 /* The session's first thread for device-wide waits, started parked with
  * the job queues, so that no synchronization pays for its creation. */
 static void *spare_main(void *arg) {
+  rgpu_thread_name("rgpu-job-spare");
   /* glibc gives a thread its malloc arena at its first malloc (a 64 MiB
    * mapping): take it now, not inside the first wait's reply. */
   void *volatile warm = malloc(64); /* volatile: the pair must not be optimized away */
@@ -336,6 +339,7 @@ static void *spare_main(void *arg) {
 }
 
 static void *queue_main(void *arg) {
+  rgpu_thread_name("rgpu-stream-q");
   rgpu_job_queue *q = arg;
   rgpu_worker *w = q->w;
   pthread_mutex_lock(&w->jobs.lock);

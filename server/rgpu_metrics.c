@@ -26,6 +26,7 @@
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #include "rgpu_transport.h"
+#include "rgpu_thread_name.h"
 
 const double rgpu_metrics_bucket_bounds[RGPU_METRICS_BUCKETS] = {
     0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 1e300 /* +Inf */};
@@ -776,6 +777,7 @@ static void conn_io(rgpu_metrics *m, int i, short rev) {
 }
 
 static void *http_thread(void *arg) {
+  rgpu_thread_name("rgpu-metrics");
   rgpu_metrics *m = arg;
   struct pollfd pfd[RGPU_METRICS_MAX_CONNS + 2];
   int idx[RGPU_METRICS_MAX_CONNS + 2];

@@ -1,6 +1,7 @@
 /* Device printf output of a session (rgpu_output.h). */
 #define _GNU_SOURCE /* pipe2 */
 #include "rgpu_output.h"
+#include "rgpu_thread_name.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +50,7 @@ static int read_available_locked(rgpu_worker_output *o) {
 /* The driver may print more than a pipe holds between two replies; with
  * nobody reading, its write would block the synchronization that prints. */
 static void *reader_main(void *arg) {
+  rgpu_thread_name("rgpu-output");
   rgpu_worker_output *o = arg;
   for (;;) {
     struct pollfd p = {o->capture_fd, POLLIN, 0};

@@ -28,6 +28,7 @@
 #include "rgpu_log.h"
 #include "rgpu_spin.h"
 #include "rgpu_metrics.h"
+#include "rgpu_thread_name.h"
 
 /* ---- bounded end (own process only; rgpu_worker.h) --------------------- */
 
@@ -64,6 +65,7 @@ void rgpu_worker_on_sigterm(int sig) {
 }
 
 static void *watchdog_main(void *arg) {
+  rgpu_thread_name("rgpu-watchdog");
   (void)arg;
   int listener_gone = 0, term_seen = 0;
   for (;;) {

@@ -18,6 +18,7 @@
 #include "sg_internal.h"
 #include "rgpu_clock.h"
 #include "rgpu_fifo.h"
+#include "rgpu_thread_name.h"
 
 pthread_mutex_t sg_sched_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
@@ -110,6 +111,7 @@ static void run_op(sg_stream *s, sg_op *op) {
 static void stream_stop_locked(sg_stream *s);
 
 static void *worker_main(void *arg) {
+  rgpu_thread_name("sg-stream");
   sg_stream *s = arg;
   pthread_mutex_lock(&sg_sched_lock);
   for (;;) {

@@ -41,6 +41,7 @@
 #include "rgpu_fifo.h"
 #include "rgpu_log.h"
 #include "rgpu_spin.h"
+#include "rgpu_thread_name.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -1597,6 +1598,7 @@ static int client_all_sent(qconn *q) {
 }
 
 static void *client_main(void *arg) {
+  rgpu_thread_name("rgpu-quic-io");
   qclient *cl = arg;
   qconn *q = cl->q;
   chunk_pool_on = 1;
@@ -2203,6 +2205,7 @@ static int server_conn_finished(qconn *q) {
 }
 
 static void *server_main(void *arg) {
+  rgpu_thread_name("rgpu-quic-rly");
   qserver *sv = arg;
   chunk_pool_on = 1;
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);

@@ -82,8 +82,18 @@ int rgpu_tcp_apply_opts(int fd, const rgpu_transport_opts *o, char *err, size_t 
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
   }
-  if (o->keepalive_ms > 0) {
-    int idle = o->keepalive_ms / 1000;
+  /* Keep-alive probes where the caller set an idle timeout, as QUIC sends
+   * PINGs: with TCP_USER_TIMEOUT alone, a connection that has nothing
+   * unacknowledged when its path dies (a client waiting for a reply whose
+   * request the server had acknowledged) is never found dead, and a read
+   * blocks forever.  Seen: reliability_migrate_netem's tcp run hung in 1
+   * of 3-7 runs when the client's address went away (gdb: the client in
+   * read(), its socket's send queue empty); unacknowledged probes end the
+   * connection at the user timeout, and the session resumes. */
+  int ka_ms = o->keepalive_ms;
+  if (ka_ms == 0 && o->idle_timeout_ms > 0) ka_ms = o->idle_timeout_ms / 3;
+  if (ka_ms > 0) {
+    int idle = ka_ms / 1000;
     if (idle < 1) idle = 1;
     int cnt = 3;
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -96,8 +106,8 @@ int rgpu_tcp_apply_opts(int fd, const rgpu_transport_opts *o, char *err, size_t 
   unsigned ut = 0;
   if (o->idle_timeout_ms > 0)
     ut = (unsigned)o->idle_timeout_ms;
-  else if (o->keepalive_ms > 0)
-    ut = (unsigned)o->keepalive_ms * 4u;
+  else if (ka_ms > 0)
+    ut = (unsigned)ka_ms * 4u;
   if (ut) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -247,6 +248,45 @@ static void test_bad_cc(void **state) {
   rgpu_listener_close(l);
 }
 
+/* An idle timeout without a keep-alive interval turns keep-alive probes on
+ * at a third of it (at least a second), with the user timeout the idle
+ * timeout: a client whose path died while it waited for a reply (nothing
+ * of its own unacknowledged) must find out, not block in read() forever
+ * (reliability_migrate_netem's tcp run did, 1 run in 3-7).  keepalive_ms
+ * < 0 keeps them off. */
+static int sockopt_int(int fd, int level, int name) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  assert_int_equal(getsockopt(fd, level, name, &v, &len), 0);
+  return v;
+}
+
+static void test_keepalive_from_idle_timeout(void **state) {
+  (void)state;
+  rgpu_listener *l;
+  char err[256], uri[64];
+  assert_int_equal(rgpu_listener_open("tcp://127.0.0.1:0", NULL, &l, err, sizeof err), 0);
+  snprintf(uri, sizeof uri, "tcp://127.0.0.1:%u", rgpu_listener_port(l));
+  rgpu_transport_opts o = {.idle_timeout_ms = 4000};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &o, &c, err, sizeof err), 0);
+  int fd = rgpu_conn_raw_fd(c);
+  assert_true(fd >= 0);
+  assert_int_equal(sockopt_int(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+  assert_int_equal(sockopt_int(fd, IPPROTO_TCP, TCP_KEEPIDLE), 1); /* 4000 / 3 ms: 1 s */
+  assert_int_equal(sockopt_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 4000);
+  rgpu_conn_close(c);
+  o.idle_timeout_ms = 30000;
+  assert_int_equal(rgpu_conn_connect(uri, &o, &c, err, sizeof err), 0);
+  assert_int_equal(sockopt_int(rgpu_conn_raw_fd(c), IPPROTO_TCP, TCP_KEEPIDLE), 10);
+  rgpu_conn_close(c);
+  o.keepalive_ms = -1;
+  assert_int_equal(rgpu_conn_connect(uri, &o, &c, err, sizeof err), 0);
+  assert_int_equal(sockopt_int(rgpu_conn_raw_fd(c), SOL_SOCKET, SO_KEEPALIVE), 0);
+  rgpu_conn_close(c);
+  rgpu_listener_close(l);
+}
+
 static void test_unix_stale(void **state) {
   char path[108], uri[120];
   snprintf(path, sizeof path, "/tmp/rgpu_tcp_test_stale_%d.sock", (int)getpid());
@@ -296,7 +336,7 @@ int main(void) {
       cmocka_unit_test(test_eof),            cmocka_unit_test(test_connect_refused),
       cmocka_unit_test(test_writer_reads_meanwhile),
       cmocka_unit_test(test_connect_timeout), cmocka_unit_test(test_bad_cc),
-      cmocka_unit_test(test_unix_stale),
+      cmocka_unit_test(test_unix_stale), cmocka_unit_test(test_keepalive_from_idle_timeout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

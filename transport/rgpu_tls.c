@@ -29,6 +29,7 @@
 #include "rgpu_clock.h"
 #include "rgpu_log.h"
 #include "rgpu_spin.h"
+#include "rgpu_thread_name.h"
 
 /* TLS 1.3 only; QUIC additionally needs compat mode off, harmless for TCP. */
 static const char tls_priority[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:%DISABLE_TLS13_COMPAT_MODE";
@@ -729,6 +730,7 @@ static int tls_evict_oldest_handshake(tls_server *sv) {
 }
 
 static void *tls_relay_main(void *arg) {
+  rgpu_thread_name("rgpu-tls-rly");
   tls_server *sv = arg;
   struct pollfd *pfd = NULL;
   tls_sess **who = NULL;

@@ -49,8 +49,9 @@ typedef struct {
   const char *key_file;
   const char *server_name; /* client: name to verify; NULL = host part of URI */
   int idle_timeout_ms;   /* QUIC idle timeout; TCP/TLS: TCP_USER_TIMEOUT. 0 = default (QUIC 30 s) */
-  int keepalive_ms;      /* TCP/TLS: SO_KEEPALIVE probe interval, 0 = off.  QUIC: PING interval,
-                          * 0 = a third of the idle timeout (idle sessions survive), <0 = off */
+  int keepalive_ms;      /* Probe interval: QUIC PINGs, TCP/TLS SO_KEEPALIVE.  0 = a third of
+                          * the idle timeout where one is set (QUIC: always; idle sessions
+                          * survive, dead links are noticed), else off; <0 = off */
   /* Added after the first interface (append only; zero keeps the old behaviour). */
   int sock_buf_bytes;    /* >0 forces SO_SNDBUF/SO_RCVBUF; 0 lets the kernel autotune (best for TCP) */
   const char *client_ca_file; /* server: require client certificates signed by this CA (mutual TLS) */

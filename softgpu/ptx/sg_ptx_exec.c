@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "rgpu_clock.h"
+#include "rgpu_thread_name.h"
 
 #define FULL 0xffffffffu
 #define NOPC 0xffffffffu
@@ -2380,6 +2381,7 @@ static struct {
           NULL, 0, 0, NULL, 0, 0};
 
 static void *pool_main(void *arg) {
+  rgpu_thread_name("sg-exec");
   int index = (int)(intptr_t)arg;
   uint64_t seen = 0;
   pthread_mutex_lock(&pool.mu);
