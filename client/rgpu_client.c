@@ -1271,8 +1271,10 @@ static void client_transport_opts(const rgpu_client_config *cfg, rgpu_transport_
   o->cert_file = cfg->cert_file[0] ? cfg->cert_file : NULL;
   o->key_file = cfg->key_file[0] ? cfg->key_file : NULL;
   /* TCP: a dead link is noticed (TCP_USER_TIMEOUT = 4 x 10 s) so that the
-   * session is resumed instead of waiting forever; QUIC pings every 10 s. */
-  if (cfg->reconnect_s > 0) o->keepalive_ms = 10000;
+   * session is resumed, or without resume the failure reported, instead of
+   * a wait that never ends; QUIC pings every 10 s.  A server busy with a
+   * long kernel still answers the probes (its kernel does). */
+  o->keepalive_ms = 10000;
   o->idle_timeout_ms = cfg->idle_timeout_ms;
   /* QUIC pings a third of the idle timeout apart keep an idle link alive. */
   if (cfg->idle_timeout_ms > 0 && cfg->idle_timeout_ms < 30000) o->keepalive_ms = 0;
