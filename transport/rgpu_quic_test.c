@@ -751,7 +751,7 @@ static void test_info_defaults_and_options(void **state) {
    * not a round trip later with the server's HANDSHAKE_DONE. */
   assert_int_equal(qi.connect_waited_confirm, 0);
   /* The announced ACK delay (Q_MAX_ACK_DELAY_MS) reaches the peer. */
-  assert_int_equal(qi.peer_max_ack_delay_ms, 25);
+  assert_int_equal(qi.peer_max_ack_delay_ms, 5);
   assert_int_equal(qi.idle_timeout_ms, 30000);
   assert_true(qi.cwnd_bytes > 0);
   assert_int_equal(tu_echo_check(c, 1 << 20, 4096, 5), 0);
