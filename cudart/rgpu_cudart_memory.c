@@ -905,10 +905,15 @@ static char *pitched_at(struct cudaPitchedPtr pp, struct cudaPos pos) {
 }
 
 /* Whether every slice of a 3D copy lies within its pitched pointer, so that
- * slice z + 1 starts where the copy expects (pitch * ysize further on). */
-static int pitched_fits(struct cudaPitchedPtr pp, struct cudaPos pos, struct cudaExtent ext) {
-  if (pos.x > pp.pitch || ext.width > pp.pitch - pos.x) return 0;
-  return ext.depth <= 1 || (pos.y <= pp.ysize && ext.height <= pp.ysize - pos.y);
+ * slice z + 1 starts where the copy expects (pitch * ysize further on):
+ * cudaSuccess, cudaErrorInvalidPitchValue for rows wider than the pitch (as
+ * NVIDIA's runtime answers on the H200), else cudaErrorInvalidValue. */
+static cudaError_t pitched_fits(struct cudaPitchedPtr pp, struct cudaPos pos,
+                                struct cudaExtent ext) {
+  if (pos.x > pp.pitch || ext.width > pp.pitch - pos.x) return cudaErrorInvalidPitchValue;
+  if (ext.depth > 1 && (pos.y > pp.ysize || ext.height > pp.ysize - pos.y))
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
 }
 
 /* cudaMemcpy3D between linear (pitched) memory and host or device memory,
@@ -932,10 +937,12 @@ static cudaError_t memcpy3d_common(const struct cudaMemcpy3DParms *p, cudaStream
     rgpu_rt_count_call();
     return cudaSuccess;
   }
-  if (!p->srcPtr.ptr || !p->dstPtr.ptr || !pitched_fits(p->srcPtr, p->srcPos, ext) ||
-      !pitched_fits(p->dstPtr, p->dstPos, ext)) {
+  cudaError_t fit = !p->srcPtr.ptr || !p->dstPtr.ptr ? cudaErrorInvalidValue
+                                                      : pitched_fits(p->srcPtr, p->srcPos, ext);
+  if (fit == cudaSuccess) fit = pitched_fits(p->dstPtr, p->dstPos, ext);
+  if (fit != cudaSuccess) {
     rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
+    return rgpu_rt_ret(fit);
   }
   const char *src = pitched_at(p->srcPtr, p->srcPos);
   char *dst = pitched_at(p->dstPtr, p->dstPos);
@@ -981,9 +988,10 @@ static cudaError_t memset3d_common(struct cudaPitchedPtr pp, int value, struct c
     return cudaSuccess;
   }
   struct cudaPos origin = {0, 0, 0};
-  if (!pp.ptr || !pitched_fits(pp, origin, ext)) {
+  cudaError_t fit = pp.ptr ? pitched_fits(pp, origin, ext) : cudaErrorInvalidValue;
+  if (fit != cudaSuccess) {
     rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidValue);
+    return rgpu_rt_ret(fit);
   }
   if (ext.depth == 1 || pp.ysize == ext.height) {
     if (ext.depth > SIZE_MAX / ext.height) {
