@@ -961,7 +961,7 @@ static int qs_can_read_app(const qstream *s) {
 }
 
 /* Reads what the app wrote, as far as buffer limits allow. */
-static void qs_app_read(qconn *q, qstream *s) {
+static void qs_app_read(qstream *s) {
   while (qs_can_read_app(s)) {
     qchunk *t = s->sendq.tail;
     if (!t || t->len == Q_CHUNK) {
@@ -1310,7 +1310,7 @@ static void q_service_streams(qconn *q) {
     qstream *s = *pp;
     qs_deliver(q, s);
     uint64_t before = s->write_off;
-    qs_app_read(q, s);
+    qs_app_read(s);
     if (s->write_off != before) q->last_data_ns = rgpu_clock_ns();
     int done = 0;
     if (s->closed && !s->recvq.head) done = 1;
