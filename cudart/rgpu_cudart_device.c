@@ -496,6 +496,57 @@ RGPU_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) 
   return cudaSuccess;
 }
 
+/* The device whose PCI id cudaDeviceGetPCIBusId would print: the domain is
+ * optional and hex digits may be of either case, as in NVIDIA's parser
+ * ("0000:1b:00.0", "1b:00.0"). */
+RGPU_API cudaError_t cudaDeviceGetByPCIBusId(int *device, const char *pciBusId) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!device || !pciBusId) return rgpu_rt_ret(cudaErrorInvalidValue);
+  unsigned dom = 0, bus = 0, dv = 0, fn = 0;
+  char tail;
+  if (sscanf(pciBusId, "%x:%x:%x.%x%c", &dom, &bus, &dv, &fn, &tail) != 4) {
+    dom = 0;
+    if (sscanf(pciBusId, "%x:%x.%x%c", &bus, &dv, &fn, &tail) != 3)
+      return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  for (int i = 0; i < n; i++) {
+    rgpu_rt_device *d;
+    if (rgpu_rt_device_get(c, i, &d) != cudaSuccess) continue;
+    if ((unsigned)d->prop.pciDomainID == dom && (unsigned)d->prop.pciBusID == bus &&
+        (unsigned)d->prop.pciDeviceID == dv && fn == 0) {
+      *device = i;
+      return cudaSuccess;
+    }
+  }
+  return rgpu_rt_ret(cudaErrorInvalidDevice);
+}
+
+/* Bank size: four bytes on every GPU CUDA 13 supports; a setting is
+ * accepted and changes nothing, as NVIDIA's runtime does (H200: set eight,
+ * read back four). */
+RGPU_API cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *pConfig) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!pConfig) return rgpu_rt_ret(cudaErrorInvalidValue);
+  *pConfig = cudaSharedMemBankSizeFourByte;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if ((unsigned)config > (unsigned)cudaSharedMemBankSizeEightByte)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+
 RGPU_API cudaError_t cudaDriverGetVersion(int *driverVersion) {
   rgpu_rt_count_call();
   if (!driverVersion) return rgpu_rt_ret(cudaErrorInvalidValue);

@@ -929,7 +929,6 @@ static cudaError_t memcpy3d_common(const struct cudaMemcpy3DParms *p, cudaStream
   }
   if (p->srcArray || p->dstArray) {
     static int logged;
-    rgpu_rt_count_call();
     return rgpu_cudart_report_unsupported("cudaMemcpy3D with a CUDA array", &logged);
   }
   struct cudaExtent ext = p->extent;

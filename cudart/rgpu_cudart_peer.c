@@ -9,6 +9,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
+#include "rgpu_cudart_unsupported.h"
 
 enum { PEER_CAN_ACCESS = 0, PEER_ENABLE = 1, PEER_DISABLE = 2 };
 
@@ -75,6 +76,36 @@ RGPU_API cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int
   }
   *canAccessPeer = known == 2;
   return cudaSuccess;
+}
+
+/* What can be said without guessing: a device is not its own peer
+ * (cudaErrorInvalidDevice, as on the H200), access support is
+ * cudaDeviceCanAccessPeer's answer, and a pair without access has no rank,
+ * atomics or array access.  For a pair with access, the rank and the
+ * atomics are the hardware's and the server is not asked: reported as
+ * unsupported rather than guessed. */
+RGPU_API cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr,
+                                               int srcDevice, int dstDevice) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!value) return rgpu_rt_ret(cudaErrorInvalidValue);
+  e = check_devices(c, srcDevice, dstDevice);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (srcDevice == dstDevice) return rgpu_rt_ret(cudaErrorInvalidDevice);
+  if (attr != cudaDevP2PAttrPerformanceRank && attr != cudaDevP2PAttrAccessSupported &&
+      attr != cudaDevP2PAttrNativeAtomicSupported && attr != cudaDevP2PAttrCudaArrayAccessSupported)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  int can = 0;
+  e = cudaDeviceCanAccessPeer(&can, srcDevice, dstDevice);
+  if (e != cudaSuccess) return e;
+  if (attr == cudaDevP2PAttrAccessSupported || !can) {
+    *value = attr == cudaDevP2PAttrAccessSupported ? can : 0;
+    return cudaSuccess;
+  }
+  static int logged;
+  return rgpu_cudart_report_unsupported("cudaDeviceGetP2PAttribute (rank, atomics or arrays of a "
+                                        "pair with peer access)", &logged);
 }
 
 /* Enable or disable: the current device's access to peer's memory. */

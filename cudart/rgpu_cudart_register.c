@@ -1006,6 +1006,59 @@ RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
   return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, flags);
 }
 
+/* The most dynamic shared memory a block may ask for with numBlocks blocks
+ * of blockSize threads still resident per SM: the largest size for which
+ * the server's own occupancy answer (the driver's model, limits included)
+ * is at least numBlocks, capped by what the function allows
+ * (cudaFuncAttributeMaxDynamicSharedMemorySize, 48 KiB unless raised):
+ * 49152 on the H200 for a kernel without static shared memory, as NVIDIA's
+ * runtime answers.  A binary search over sizes, each answer cached per
+ * configuration (rgpu_rt_occupancy): about 17 round trips the first time. */
+RGPU_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
+                                                               const void *func, int numBlocks,
+                                                               int blockSize) {
+  if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  struct cudaFuncAttributes a;
+  cudaError_t e = cudaFuncGetAttributes(&a, func);
+  if (e != cudaSuccess) return e;
+  int nb = 0;
+  if ((e = max_active_blocks(&nb, func, blockSize, 0, 0)) != cudaSuccess) return e;
+  if (nb < numBlocks) {
+    *dynamicSmemSize = 0;
+    return cudaSuccess;
+  }
+  size_t lo = 0, hi = (size_t)(a.maxDynamicSharedSizeBytes > 0 ? a.maxDynamicSharedSizeBytes : 0);
+  if (hi && (e = max_active_blocks(&nb, func, blockSize, hi, 0)) != cudaSuccess) return e;
+  if (hi == 0 || nb >= numBlocks) {
+    *dynamicSmemSize = hi;
+    return cudaSuccess;
+  }
+  while (hi - lo > 1) { /* occupancy(lo) >= numBlocks > occupancy(hi) */
+    size_t mid = lo + (hi - lo) / 2;
+    if ((e = max_active_blocks(&nb, func, blockSize, mid, 0)) != cudaSuccess) return e;
+    if (nb >= numBlocks)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  *dynamicSmemSize = lo;
+  return cudaSuccess;
+}
+
+/* Shared memory bank size: fixed at four bytes on every GPU CUDA 13 runs
+ * on; NVIDIA's runtime accepts a setting and changes nothing (measured on
+ * the H200), so this checks the arguments and does the same. */
+RGPU_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config) {
+  rgpu_rt_count_call();
+  if ((unsigned)config > (unsigned)cudaSharedMemBankSizeEightByte)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!rgpu_rt_func_by_stub(func)) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  return cudaSuccess;
+}
+
 RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks,
                                                                    const void *func,
                                                                    int blockSize,
