@@ -210,6 +210,13 @@ RGPU_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigne
   if (e != cudaSuccess) return e;
   if (!pStream) return rgpu_rt_ret(cudaErrorInvalidValue);
   if (flags & ~(unsigned)cudaStreamNonBlocking) return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* CUDA clamps a priority outside cudaDeviceGetStreamPriorityRange to the
+   * range, and cudaStreamGetPriority reports the clamped value. */
+  int least = 0, greatest = 0;
+  e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e != cudaSuccess) return e;
+  if (priority < greatest) priority = greatest;
+  if (priority > least) priority = least;
   struct CUstream_st *s = calloc(1, sizeof *s);
   if (!s) return rgpu_rt_ret(cudaErrorMemoryAllocation);
   s->magic = RGPU_STREAM_MAGIC;

@@ -3,7 +3,8 @@
 // shared-memory bank size calls (accepted, four bytes whatever is set),
 // cudaOccupancyAvailableDynamicSMemPerBlock (capped by the kernel's 48 KiB
 // default), cudaDeviceGetByPCIBusId (round trip with cudaDeviceGetPCIBusId,
-// unknown ids refused), cudaDeviceGetP2PAttribute of a device with itself.
+// unknown ids refused), cudaDeviceGetP2PAttribute of a device with itself,
+// stream priorities clamped to the device's range.
 #include "rgpu_check.h"
 
 __global__ void uses_dynamic_shared(float *p) {
@@ -46,6 +47,21 @@ int main() {
   EXPECT(dev == 0);
   EXPECT_ERR(cudaDeviceGetByPCIBusId(&dev, "0000:ff:1f.0"), cudaErrorInvalidDevice);
   std::printf("device 0 found again by its PCI bus id\n");
+
+  // Stream priorities outside the device's range are clamped to it, and the
+  // stream reports the clamped value (CUDA's documented behaviour).
+  int least = 0, greatest = 0, prio = 1;
+  CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t hi_s, lo_s;
+  CHECK(cudaStreamCreateWithPriority(&hi_s, cudaStreamNonBlocking, greatest - 100));
+  CHECK(cudaStreamCreateWithPriority(&lo_s, cudaStreamNonBlocking, least + 100));
+  CHECK(cudaStreamGetPriority(hi_s, &prio));
+  EXPECT(prio == greatest);
+  CHECK(cudaStreamGetPriority(lo_s, &prio));
+  EXPECT(prio == least);
+  std::printf("stream priorities clamped to [%d, %d]\n", greatest, least);
+  CHECK(cudaStreamDestroy(hi_s));
+  CHECK(cudaStreamDestroy(lo_s));
 
   int v = -1;
   EXPECT_ERR(cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, 0, 0),
