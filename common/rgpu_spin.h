@@ -64,9 +64,9 @@ int rgpu_spin_window_ppoll(rgpu_spin_window *s, struct pollfd *fds, unsigned lon
                            uint64_t deadline_ns);
 
 /* A relay thread (the listener's QUIC and TLS relays) that handed a
- * worker a request stays awake for RGPU_SPIN_ANSWER_US after it, as the
- * worker itself stays awake while a reply is pending
- * (server/rgpu_worker.c): a synchronization whose reply waits for the GPU
+ * worker a request stays awake for RGPU_SPIN_ANSWER_US after it, and the
+ * worker stays awake as long while a reply of a job thread is pending
+ * (server/rgpu_worker.c, await_frame_awake): a synchronization whose reply waits for the GPU
  * outlasts the plain window, and the reply then found the relay asleep.
  * Not "until the worker answers": a worker writes before its reply (the
  * answer to a checkpoint, an async error), and stopping there measured

@@ -203,6 +203,18 @@ static int is_special(cudaStream_t s) {
 
 /* ---- streams ------------------------------------------------------------ */
 
+/* The current device's stream priorities: the driver's range where they
+ * exist (0 = lowest, -5 = highest on every GPU since Volta); a device
+ * without them has only 0. */
+static cudaError_t priority_range(rgpu_client *c, int *least, int *greatest) {
+  rgpu_rt_device *d;
+  cudaError_t e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  if (e != cudaSuccess) return e;
+  *least = 0;
+  *greatest = d->prop.streamPrioritiesSupported ? -5 : 0;
+  return cudaSuccess;
+}
+
 RGPU_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags,
                                                   int priority) {
   rgpu_client *c;
@@ -212,9 +224,9 @@ RGPU_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigne
   if (flags & ~(unsigned)cudaStreamNonBlocking) return rgpu_rt_ret(cudaErrorInvalidValue);
   /* CUDA clamps a priority outside cudaDeviceGetStreamPriorityRange to the
    * range, and cudaStreamGetPriority reports the clamped value. */
-  int least = 0, greatest = 0;
-  e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-  if (e != cudaSuccess) return e;
+  int least, greatest;
+  e = priority_range(c, &least, &greatest);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (priority < greatest) priority = greatest;
   if (priority > least) priority = least;
   struct CUstream_st *s = calloc(1, sizeof *s);
@@ -417,14 +429,11 @@ RGPU_API cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *g
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  rgpu_rt_device *d;
-  e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
+  int least, greatest;
+  e = priority_range(c, &least, &greatest);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
-  /* The driver's range when priorities exist (0 = lowest, -5 = highest on
-   * every GPU since Volta); a device without them has only 0. */
-  int has = d->prop.streamPrioritiesSupported;
-  if (leastPriority) *leastPriority = 0;
-  if (greatestPriority) *greatestPriority = has ? -5 : 0;
+  if (leastPriority) *leastPriority = least;
+  if (greatestPriority) *greatestPriority = greatest;
   return cudaSuccess;
 }
 

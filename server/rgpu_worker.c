@@ -580,13 +580,13 @@ static int worker_conn_spins(const rgpu_conn *c) {
 
 /* Awake for the next frame (rgpu_spin.h): spin_us after the last one, and
  * also while a reply that a job thread sends is pending or was sent less
- * than spin_us ago, up to RGPU_WORKER_SPIN_PENDING_US in all.  Why: a
+ * than spin_us ago, up to RGPU_SPIN_ANSWER_US in all (the relays' bound for
+ * the same wait).  Why: a
  * synchronization whose reply waits for the GPU (a graph replay and its
  * .item(): 0.72 ms) outlasted the plain window, so the client's next
  * request, which follows that reply, woke a sleeping thread: 0.12 ms per
  * step between request and reply beyond the GPU's time on the H200 host
  * (a 64-byte call's whole round trip costs 0.04 ms). */
-#define RGPU_WORKER_SPIN_PENDING_US 2000
 
 static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
   int fd = rgpu_conn_poll_fd(c);
@@ -596,7 +596,7 @@ static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
     rgpu_spin_readable(fd, w->spin_us);
     return;
   }
-  uint64_t cap = rgpu_clock_ns() + (uint64_t)RGPU_WORKER_SPIN_PENDING_US * RGPU_NS_PER_US;
+  uint64_t cap = rgpu_clock_ns() + (uint64_t)RGPU_SPIN_ANSWER_US * RGPU_NS_PER_US;
   uint64_t window = (uint64_t)w->spin_us * RGPU_NS_PER_US;
   for (;;) {
     if (rgpu_spin_readable(fd, w->spin_us)) return;

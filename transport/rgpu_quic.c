@@ -511,6 +511,7 @@ static void q_consumed(qconn *q, qstream *s, size_t n) {
 }
 
 static void qs_deliver(qconn *q, qstream *s) {
+  int delivered = 0;
   while (!rgpu_fifo_empty(&s->recvq) && s->app_fd >= 0 && !s->app_gone) {
     qchunk *c = rgpu_fifo_peek(&s->recvq);
     ssize_t w = send(s->app_fd, c->data + c->pos, c->len - c->pos, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -522,9 +523,10 @@ static void qs_deliver(qconn *q, qstream *s) {
     }
     c->pos += (size_t)w;
     q_consumed(q, s, (size_t)w);
-    if (q->is_server) q->asked_ns = rgpu_clock_ns();
+    delivered = 1;
     if (c->pos == c->len) chunk_put(rgpu_fifo_pop(&s->recvq, next));
   }
+  if (delivered && q->is_server) q->asked_ns = rgpu_clock_ns();
   if (s->app_gone) {
     /* Nobody reads any more: give the credit back so the peer is not stuck. */
     qchunk *c;
@@ -921,8 +923,8 @@ static void q_probe_after_silence(qconn *q, uint64_t now, uint64_t prev_rx) {
  * them off. */
 static void q_set_keepalive(qconn *q, const rgpu_transport_opts *o, ngtcp2_cc_algo cc) {
   int idle = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : 30000;
-  int ka = o->keepalive_ms;
-  if (ka == 0) ka = idle / 3 > 0 ? idle / 3 : 1;
+  int ka = rgpu_t_keepalive_ms(o, idle);
+  if (ka == 0) ka = 1; /* an idle timeout under 3 ms: still keep alive */
   q->cc = cc;
   q->idle_ns = (uint64_t)idle * NGTCP2_MILLISECONDS;
   q->ka_quiet_ns = ka > 0 ? (uint64_t)ka * NGTCP2_MILLISECONDS : 0;

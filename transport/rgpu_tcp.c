@@ -90,8 +90,7 @@ int rgpu_tcp_apply_opts(int fd, const rgpu_transport_opts *o, char *err, size_t 
    * of 3-7 runs when the client's address went away (gdb: the client in
    * read(), its socket's send queue empty); unacknowledged probes end the
    * connection at the user timeout, and the session resumes. */
-  int ka_ms = o->keepalive_ms;
-  if (ka_ms == 0 && o->idle_timeout_ms > 0) ka_ms = o->idle_timeout_ms / 3;
+  int ka_ms = rgpu_t_keepalive_ms(o, 0);
   if (ka_ms > 0) {
     int idle = ka_ms / 1000;
     if (idle < 1) idle = 1;

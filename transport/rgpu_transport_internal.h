@@ -69,6 +69,17 @@ int rgpu_t_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 /* Maps an errno value to an RGPU_T_E* code. */
 int rgpu_t_errno_code(int e);
 
+/* The keep-alive interval in ms that o asks for: keepalive_ms as given, or
+ * for 0 a third of the idle timeout (idle_timeout_ms, else default_idle_ms;
+ * 0 when neither is set).  <0: off.  TCP probes and QUIC PINGs follow the
+ * same rule (rgpu_transport_opts); QUIC's idle timeout defaults to 30 s,
+ * TCP has none. */
+static inline int rgpu_t_keepalive_ms(const rgpu_transport_opts *o, int default_idle_ms) {
+  if (o->keepalive_ms != 0) return o->keepalive_ms;
+  int idle = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : default_idle_ms;
+  return idle > 0 ? idle / 3 : 0;
+}
+
 /* Plain stream-socket ops (tcp, unix, relayed tls/quic worker ends). */
 extern const struct rgpu_conn_ops rgpu_fd_conn_ops;
 int rgpu_fd_conn_new(int fd, const char *name, const char *peer, int raw_visible,
