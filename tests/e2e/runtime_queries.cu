@@ -37,8 +37,8 @@ int main() {
   float h[128];
   CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
   for (int i = 0; i < 128; i++) EXPECT(h[i] == (float)(127 - i));
-  EXPECT_ERR(cudaOccupancyAvailableDynamicSMemPerBlock(nullptr, uses_dynamic_shared, 1, 32),
-             cudaErrorInvalidValue);
+  // No null-pointer case here: NVIDIA's runtime crashes on it (measured on
+  // the H200); rgpu answers cudaErrorInvalidValue.
 
   char bus[64] = {0};
   CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, 0));
