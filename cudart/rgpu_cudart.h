@@ -390,6 +390,9 @@ cudaError_t rgpu_rt_foreign_stream(int mem_dev, int stream_dev, uint64_t *wire);
 /* The copy engine shared by memcpy and symbol copies. dst/src are device
  * addresses or host pointers according to kind (already resolved, never
  * cudaMemcpyDefault). */
+/* cudaMemcpy3D(Async) with a CUDA array on either side (rgpu_cudart_array.c). */
+cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
+                                   int per_thread, int async);
 cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
                            enum cudaMemcpyKind kind, uint64_t stream, int device, int async);
 

@@ -918,19 +918,15 @@ static cudaError_t pitched_fits(struct cudaPitchedPtr pp, struct cudaPos pos,
 
 /* cudaMemcpy3D between linear (pitched) memory and host or device memory,
  * as 2D copies: one when the slices follow each other without a gap on
- * both sides, else one per slice.  CUDA arrays are not supported by rgpu
- * (cudaMallocArray returns cudaErrorNotSupported), so a copy naming one
- * cannot name an array rgpu made. */
+ * both sides, else one per slice.  A copy that names a CUDA array is an
+ * ARRAY_COPY (rgpu_cudart_array.c). */
 static cudaError_t memcpy3d_common(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
                                    int per_thread, int async) {
   if (!p) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidValue);
   }
-  if (p->srcArray || p->dstArray) {
-    static int logged;
-    return rgpu_cudart_report_unsupported("cudaMemcpy3D with a CUDA array", &logged);
-  }
+  if (p->srcArray || p->dstArray) return rgpu_rt_memcpy3d_array(p, stream, per_thread, async);
   struct cudaExtent ext = p->extent;
   if (ext.width == 0 || ext.height == 0 || ext.depth == 0) {
     rgpu_rt_count_call();

@@ -405,7 +405,7 @@ CUresult rgpu_h_mem_get_info(rgpu_req *rq, const rgpu_msg_mem_get_info_req *q) {
   CHECK_DRV(D->cuMemGetInfo(&fr, &tot), "cuMemGetInfo");
   uint64_t f = fr, t = tot;
   if (w->cfg.mem_quota) {
-    uint64_t used = w->allocs.malloc_bytes + w->allocs.module_bytes;
+    uint64_t used = rgpu_worker_held_bytes(w);
     uint64_t qfree = used < w->cfg.mem_quota ? w->cfg.mem_quota - used : 0;
     if (w->cfg.mem_quota < t) t = w->cfg.mem_quota;
     if (qfree < f) f = qfree;
@@ -418,7 +418,7 @@ CUresult rgpu_h_mem_get_info(rgpu_req *rq, const rgpu_msg_mem_get_info_req *q) {
 CUresult rgpu_h_mem_alloc(rgpu_req *rq, const rgpu_msg_mem_alloc_req *q) {
   rgpu_worker *w = rq->w;
   if (q->size == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: size 0");
-  uint64_t held = w->allocs.malloc_bytes + w->allocs.module_bytes; /* globals count too */
+  uint64_t held = rgpu_worker_held_bytes(w); /* globals count too */
   if (w->cfg.mem_quota && (q->size > w->cfg.mem_quota || held > w->cfg.mem_quota - q->size))
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY,
                 "session memory quota exceeded: %llu bytes in use, %llu requested, quota %llu",
@@ -445,6 +445,7 @@ CUresult rgpu_h_mem_free(rgpu_req *rq, const rgpu_msg_mem_free_req *q) {
     return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx was not returned by cuMemAlloc in this session",
                 (unsigned long long)q->dptr);
   rgpu_graph_lib_invalidate(w);
+  rgpu_worker_drop_views(w, NULL, a->dptr, a->size);
   if (w->host_calls && rgpu_jobs_enabled(w) && a->device >= 0 && a->device < RGPU_MAX_DEVICES) {
     /* cuMemFree waits for the device, which may wait for a host callback
      * whose HOST_CALL_DONE only this thread can read: free in the
@@ -515,20 +516,7 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
       src = base;
     }
     CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, src, q->data.len, s);
-    CUevent ev = NULL;
-    CUcontext sctx = stream_ctx(w, q->stream);
-    int own = 1;
-    if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker_pooled(w, sctx, s, &ev, &own);
-    if (cr != CUDA_SUCCESS) {
-      D->cuStreamSynchronize(s);
-      rgpu_staging_release(w, base, pinned);
-      return drv_fail(w, cr, "cuMemcpyHtoDAsync");
-    }
-    if (!defer_to_job_on(rq, RGPU_JOB_RELEASE, sctx, s, ev, own, NULL, base, 0, pinned)) {
-      CUresult sr = D->cuEventSynchronize(ev);
-      rgpu_worker_marker_release(w, sctx, ev, own, sr == CUDA_SUCCESS);
-      rgpu_staging_release(w, base, pinned);
-    }
+    return rgpu_req_release_after_stream(rq, q->stream, s, cr, "cuMemcpyHtoDAsync", base, pinned);
   } else if (!s) {
     CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q->dst, q->data.data, q->data.len), "cuMemcpyHtoD");
   } else {
@@ -539,6 +527,36 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
     CHECK_DRV(D->cuStreamSynchronize(s), "cuMemcpyHtoDAsync");
   }
   return CUDA_SUCCESS;
+}
+
+CUresult rgpu_req_release_after_stream(rgpu_req *rq, uint64_t stream_id, CUstream s,
+                                       CUresult queued, const char *what, void *base,
+                                       void *pinned) {
+  rgpu_worker *w = rq->w;
+  CUevent ev = NULL;
+  CUcontext sctx = stream_ctx(w, stream_id);
+  int own = 1;
+  CUresult cr = queued;
+  if (cr == CUDA_SUCCESS) cr = rgpu_worker_marker_pooled(w, sctx, s, &ev, &own);
+  if (cr != CUDA_SUCCESS) {
+    D->cuStreamSynchronize(s);
+    rgpu_staging_release(w, base, pinned);
+    return drv_fail(w, cr, what);
+  }
+  if (!defer_to_job_on(rq, RGPU_JOB_RELEASE, sctx, s, ev, own, NULL, base, 0, pinned)) {
+    CUresult sr = D->cuEventSynchronize(ev);
+    rgpu_worker_marker_release(w, sctx, ev, own, sr == CUDA_SUCCESS);
+    rgpu_staging_release(w, base, pinned);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_worker_stream_get(rgpu_worker *w, uint64_t id, CUstream *out) {
+  return get_stream(w, id, out);
+}
+
+CUresult rgpu_worker_range_check(rgpu_worker *w, uint64_t ptr, uint64_t len, const char *what) {
+  return check_range(w, ptr, len, what);
 }
 
 CUresult rgpu_req_reply_after_stream(rgpu_req *rq, uint64_t stream_id, CUstream s, void *buf,
@@ -791,7 +809,7 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
       fnp[i]++;
     }
   }
-  uint64_t held_before = w->allocs.malloc_bytes + w->allocs.module_bytes;
+  uint64_t held_before = rgpu_worker_held_bytes(w);
   rgpu_strlist_iter_init(&it, &q->var_names);
   for (uint32_t i = 0; i < nv && rgpu_strlist_next(&it, &s, &sl); i++) {
     if (rgpu_str_copy(name, sizeof name, s, sl)) {
@@ -810,7 +828,7 @@ CUresult rgpu_h_module_load(rgpu_req *rq, const rgpu_msg_module_load_req *q) {
   }
   /* A module's __device__ variables are device memory the session holds:
    * a 512 MiB array must not load under a 64 MiB quota. */
-  if (w->cfg.mem_quota && w->allocs.malloc_bytes + w->allocs.module_bytes > w->cfg.mem_quota) {
+  if (w->cfg.mem_quota && rgpu_worker_held_bytes(w) > w->cfg.mem_quota) {
     status = FAIL(CUDA_ERROR_OUT_OF_MEMORY,
                   "session memory quota exceeded: the module's __device__ variables need more "
                   "than the %llu bytes left of the quota %llu",

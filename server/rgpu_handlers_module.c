@@ -121,7 +121,7 @@ CUresult rgpu_h_module_get_global(rgpu_req *rq, const rgpu_msg_module_get_global
     /* The first time the program names it: it becomes memory the session
      * holds (copies to it validate; it counts against the quota as
      * MODULE_LOAD's variables do, though the driver placed it at load). */
-    uint64_t held = w->allocs.malloc_bytes + w->allocs.module_bytes;
+    uint64_t held = rgpu_worker_held_bytes(w);
     if (w->cfg.mem_quota && (sz > w->cfg.mem_quota || held > w->cfg.mem_quota - sz))
       return FAIL(CUDA_ERROR_OUT_OF_MEMORY,
                   "session memory quota exceeded: module variable '%s' (%zu bytes) does not fit "

@@ -124,7 +124,7 @@ typedef struct {
   uint64_t mem_sum;
 } proc_list;
 
-static uint64_t own_mem(const rgpu_worker *w) { return w->allocs.malloc_bytes + w->allocs.module_bytes; }
+static uint64_t own_mem(const rgpu_worker *w) { return rgpu_worker_held_bytes(w); }
 
 static void proc_add(proc_list *p, uint32_t pid, uint64_t mem, uint64_t session, const char *name) {
   if (p->n >= RGPU_METRICS_SLOTS) return;

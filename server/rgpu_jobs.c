@@ -211,7 +211,8 @@ static void release_kept_staging(void *ctx, void *buf) {
 
 /* Whether job j sends a reply when it is done (the others release or free). */
 static int job_replies(const rgpu_job *j) {
-  return j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE;
+  return j->kind != RGPU_JOB_RELEASE && j->kind != RGPU_JOB_FREE &&
+         j->kind != RGPU_JOB_ARRAY_DESTROY;
 }
 
 static void job_run(rgpu_job *j) {
@@ -220,6 +221,8 @@ static void job_run(rgpu_job *j) {
   CUresult r = d->cuCtxSetCurrent(j->ctx);
   if (r == CUDA_SUCCESS && j->kind == RGPU_JOB_FREE)
     r = d->cuMemFree((CUdeviceptr)j->dptr);
+  else if (r == CUDA_SUCCESS && j->kind == RGPU_JOB_ARRAY_DESTROY)
+    r = d->cuArrayDestroy((CUarray)(uintptr_t)j->dptr);
   else if (r == CUDA_SUCCESS)
     r = j->kind == RGPU_JOB_CTX_SYNC ? d->cuCtxSynchronize() : d->cuEventSynchronize(j->ev);
   uint64_t waited_ns = rgpu_clock_ns() - j->submitted_ns;
@@ -273,7 +276,9 @@ static void job_run(rgpu_job *j) {
   } else if (r != CUDA_SUCCESS) {
     /* The copy itself failed: report it like any unreplied failure. */
     RGPU_DEBUG("session=%llu background %s failed: %s", (unsigned long long)w->cfg.session_id,
-               j->kind == RGPU_JOB_FREE ? "free" : "copy",
+               j->kind == RGPU_JOB_FREE            ? "free"
+               : j->kind == RGPU_JOB_ARRAY_DESTROY ? "array destroy"
+                                                   : "copy",
                rgpu_driver_error_name(d, r));
   }
   job_done(j);

@@ -73,6 +73,13 @@ CUresult rgpu_req_fail(rgpu_req *rq, CUresult status, const char *fmt, ...)
 CUresult rgpu_req_malformed(rgpu_req *rq, int e);
 /* Loads the driver and makes a context current if none is (device 0). */
 CUresult rgpu_req_ensure_ctx(rgpu_req *rq);
+/* After a copy from staging buffer `base` was queued on s (`queued`: the
+ * driver's answer to queueing it; `what` names the call in a failure):
+ * base is released once the stream has consumed it, by a job where one
+ * runs, else after waiting here.  Returns the failure or CUDA_SUCCESS. */
+CUresult rgpu_req_release_after_stream(rgpu_req *rq, uint64_t stream_id, CUstream s,
+                                       CUresult queued, const char *what, void *base,
+                                       void *pinned);
 /* Replies with len bytes at buf (a staging buffer, rgpu_staging_get; given
  * back here) once stream s (wire id stream_id) has reached this point: by a
  * job when the stream is busy, else at once.  For replies computed in

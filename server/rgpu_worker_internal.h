@@ -97,6 +97,12 @@ struct rgpu_worker {
   rgpu_handle_map streams;
   rgpu_handle_map events;
   rgpu_handle_map modules; /* ptr: rgpu_module_rec * */
+  rgpu_handle_map arrays;  /* ptr: rgpu_array_rec * (rgpu_handlers_array.c) */
+  /* Texture and surface objects by the driver's value (the client names
+   * none: a kernel parameter carries the driver's own handle). */
+  rgpu_handle_map texobjs;
+  rgpu_handle_map surfobjs;
+  uint64_t array_bytes; /* device bytes held by arrays: counted by the quota */
   struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
   struct rgpu_graph_lib *graph_libs; /* rgpu_graph_lib.c; created on first use */
   /* Advanced by every free and module unload: a library call captured into
@@ -158,7 +164,8 @@ typedef enum {
   RGPU_JOB_WAIT_EVENT = 1, /* cuEventSynchronize(ev), then reply */
   RGPU_JOB_CTX_SYNC = 2,   /* cuCtxSynchronize, then reply */
   RGPU_JOB_RELEASE = 3,    /* wait for ev, free buf, no reply (async HTOD source) */
-  RGPU_JOB_FREE = 4        /* cuMemFree(dptr), no reply: it waits for the device */
+  RGPU_JOB_FREE = 4,       /* cuMemFree(dptr), no reply: it waits for the device */
+  RGPU_JOB_ARRAY_DESTROY = 5 /* cuArrayDestroy((CUarray)dptr), no reply, as FREE */
 } rgpu_job_kind;
 
 typedef struct rgpu_job {
@@ -173,7 +180,7 @@ typedef struct rgpu_job {
   const void *ref;  /* user handle the job uses, for rgpu_jobs_barrier */
   void *buf;        /* reply tail (DTOH) or buffer to free (RELEASE) */
   void *pinned;     /* cuMemHostRegister'ed inside buf: unregistered first */
-  uint64_t dptr;    /* RGPU_JOB_FREE */
+  uint64_t dptr;    /* RGPU_JOB_FREE; the CUarray of RGPU_JOB_ARRAY_DESTROY */
   size_t buf_len;
   /* The stream a device-to-host reply was copied on (NULL: legacy) and the
    * job's place in submission order: a host callback on that stream sends
@@ -240,6 +247,26 @@ void rgpu_worker_markers_drop(rgpu_worker *w);
  * the driver reads them from).  CUDA_ERROR_OUT_OF_MEMORY with a message when
  * it cannot grow (rgpu_handlers.c). */
 CUresult rgpu_worker_copy_params(rgpu_worker *w, const void *data, size_t len);
+/* Device bytes the session holds, as its memory quota counts them:
+ * cuMemAlloc'ed memory, module globals and CUDA arrays. */
+static inline uint64_t rgpu_worker_held_bytes(const rgpu_worker *w) {
+  return w->allocs.malloc_bytes + w->allocs.module_bytes + w->array_bytes;
+}
+
+/* rgpu_handlers.c's lookups for the handlers in other files: a stream by
+ * its wire id (0: the legacy stream), and a device range that must lie in
+ * one allocation of the session (`what` names the call in the failure). */
+CUresult rgpu_worker_stream_get(rgpu_worker *w, uint64_t id, CUstream *out);
+CUresult rgpu_worker_range_check(rgpu_worker *w, uint64_t ptr, uint64_t len, const char *what);
+/* Texture and surface objects that read an array or a device allocation
+ * (rgpu_handlers_array.c): destroyed before the memory under them goes, so
+ * a kernel that still names one gets an invalid handle, never freed memory.
+ * Those of array_rec (an rgpu_array_rec), or with array_rec NULL those
+ * whose memory overlaps [dptr, dptr + size). */
+void rgpu_worker_drop_views(rgpu_worker *w, const void *array_rec, uint64_t dptr, uint64_t size);
+/* Frees the session's arrays and objects of device dev (-1: all); destroy 0
+ * forgets them without calling the driver (their context is gone). */
+void rgpu_worker_drop_arrays(rgpu_worker *w, int dev, int destroy);
 
 /* ---- small host-to-device copies (rgpu_staging.c) ------------------------
  * A 64-byte H2D used to cost a staging buffer of its own, a marker event
