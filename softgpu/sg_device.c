@@ -412,6 +412,7 @@ static void ctx_deactivate(sg_ctx *c) {
   c->active = 0;
   sg_ctx_release_modules(c);
   sg_ctx_release_streams(c);
+  sg_array_release_ctx(c);
   sg_mem_release_ctx(c);
 }
 

@@ -158,116 +158,14 @@ static void kern_get(const sg_kern *k, CUDA_KERNEL_NODE_PARAMS *p) {
 
 /* ---- copies and memsets ------------------------------------------------- */
 
-/* One side of a 3D copy, resolved to a base address and strides. */
-typedef struct {
-  uint64_t base;     /* address of the first byte copied */
-  int dev;           /* in the allocation table: re-checked when it runs */
-  size_t pitch, slice;
-  uint64_t span;     /* bytes from base to the last byte copied, plus one */
-} side;
-
-typedef struct {
-  side dst, src;
-  size_t width, height, depth;
-} sg_copy3d;
-
 static int mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t *out) {
   uint64_t m;
   if (__builtin_mul_overflow(a, b, &m) || __builtin_add_overflow(m, c, out)) return -1;
   return 0;
 }
 
-static CUresult side_resolve(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr, size_t x, size_t y,
-                             size_t z, size_t lod, size_t pitch, size_t height, const CUDA_MEMCPY3D *p, side *s) {
-  memset(s, 0, sizeof *s);
-  uint64_t addr;
-  switch (t) {
-  case CU_MEMORYTYPE_HOST:
-    addr = (uint64_t)(uintptr_t)host;
-    break;
-  case CU_MEMORYTYPE_DEVICE:
-  case CU_MEMORYTYPE_UNIFIED:
-    addr = dev;
-    break;
-  case CU_MEMORYTYPE_ARRAY: {
-    (void)arr;
-    static atomic_int once;
-    if (!atomic_exchange(&once, 1)) RGPU_WARN("CUDA arrays in memcpy nodes are not implemented");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  default:
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (!addr || lod) return CUDA_ERROR_INVALID_VALUE;
-  size_t w = p->WidthInBytes, h = p->Height, d = p->Depth;
-  if ((h > 1 || d > 1) && pitch < w + x) return CUDA_ERROR_INVALID_VALUE;
-  if (d > 1 && height < h + y) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t slice, off, span;
-  if (__builtin_mul_overflow((uint64_t)pitch, (uint64_t)(d > 1 ? height : 0), &slice)) return CUDA_ERROR_INVALID_VALUE;
-  if (mul_add(z, slice, 0, &off) || mul_add(y, pitch, off + 0, &off) || __builtin_add_overflow(off, x, &off))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (mul_add(d - 1, slice, 0, &span) || mul_add(h - 1, pitch, span, &span) || __builtin_add_overflow(span, w, &span))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (__builtin_add_overflow(addr, off, &s->base)) return CUDA_ERROR_INVALID_VALUE;
-  s->pitch = pitch;
-  s->slice = (size_t)slice;
-  s->span = span;
-  sg_alloc a;
-  if (t == CU_MEMORYTYPE_DEVICE) {
-    if (sg_mem_check(s->base, span, 0, NULL) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-    s->dev = 1;
-  } else if (t == CU_MEMORYTYPE_UNIFIED || t == CU_MEMORYTYPE_HOST) {
-    /* Host memory softgpu knows (pinned, registered) is checked like device
-     * memory; other host memory is the caller's to keep valid. */
-    if (sg_mem_find(s->base, &a) == 0) {
-      if (sg_mem_check(s->base, span, 0, NULL) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-      s->dev = 1;
-    }
-  }
-  return CUDA_SUCCESS;
-}
-
-static CUresult copy3d_resolve(const CUDA_MEMCPY3D *p, sg_copy3d *c) {
-  if (!p) return CUDA_ERROR_INVALID_VALUE;
-  if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = side_resolve(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY,
-                            p->srcZ, p->srcLOD, p->srcPitch, p->srcHeight, p, &c->src);
-  if (r) return r;
-  r = side_resolve(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ,
-                   p->dstLOD, p->dstPitch, p->dstHeight, p, &c->dst);
-  if (r) return r;
-  if (c->dst.dev && sg_mem_check(c->dst.base, c->dst.span, 1, NULL) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-  c->width = p->WidthInBytes;
-  c->height = p->Height;
-  c->depth = p->Depth;
-  return CUDA_SUCCESS;
-}
-
-CUresult sg_memcpy3d_check(const CUDA_MEMCPY3D *p) {
-  sg_copy3d c;
-  return copy3d_resolve(p, &c);
-}
-
-static void copy3d_run(sg_ctx *ctx, void *arg) {
-  sg_copy3d *c = arg;
-  sg_mem_use_begin();
-  /* Re-checked: the memory may have been freed since the launch. */
-  if ((c->dst.dev && sg_mem_check(c->dst.base, c->dst.span, 1, NULL) != CUDA_SUCCESS) ||
-      (c->src.dev && sg_mem_check(c->src.base, c->src.span, 0, NULL) != CUDA_SUCCESS)) {
-    sg_mem_use_end();
-    RGPU_WARN("graph memcpy node 0x%llx -> 0x%llx hit freed memory", (unsigned long long)c->src.base,
-              (unsigned long long)c->dst.base);
-    sg_ctx_set_sticky(ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
-    return;
-  }
-  for (size_t z = 0; z < c->depth; z++)
-    for (size_t y = 0; y < c->height; y++) {
-      char *d = (char *)(uintptr_t)(c->dst.base + z * c->dst.slice + y * c->dst.pitch);
-      const char *s = (const char *)(uintptr_t)(c->src.base + z * c->src.slice + y * c->src.pitch);
-      memmove(d, s, c->width);
-    }
-  sg_mem_use_end();
-}
+/* 2D/3D copies (arrays too) are sg_array.c's copy engine, shared with
+ * cuMemcpy2D/3D: sg_copy3d_resolve, sg_memcpy3d_check, sg_copy3d_run. */
 
 static CUresult memset_check(const CUDA_MEMSET_NODE_PARAMS *p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
@@ -1165,7 +1063,7 @@ static CUresult build_ops(const sg_graph *g, chain *c) {
     case CU_GRAPH_NODE_TYPE_MEMCPY: {
       sg_copy3d *cp = malloc(sizeof *cp);
       if (!cp) return CUDA_ERROR_OUT_OF_MEMORY;
-      CUresult r = copy3d_resolve(&n->u.cp.p, cp);
+      CUresult r = sg_copy3d_resolve(&n->u.cp.p, cp);
       if (r) {
         /* Its memory was freed since the node was set: what a GPU would
          * meet as an illegal address, but here we can still refuse. */
@@ -1177,7 +1075,7 @@ static CUresult build_ops(const sg_graph *g, chain *c) {
         free(cp);
         return CUDA_ERROR_OUT_OF_MEMORY;
       }
-      op->u.func.run = copy3d_run;
+      op->u.func.run = sg_copy3d_run;
       op->u.func.free = free;
       op->u.func.arg = cp;
       break;

@@ -181,6 +181,18 @@ int sg_capture_submit(sg_stream *s, sg_op *op, int wait, CUresult *res) {
       }
       break;
     }
+    case SG_OP_FUNC:
+      /* cuMemcpy2D/3D(Async): a memcpy node with the caller's parameters */
+      if (op->u.func.run == sg_copy3d_run) {
+        r = capture_add(s, CU_GRAPH_NODE_TYPE_MEMCPY, &n);
+        if (!r) {
+          n->u.cp.p = ((const sg_copy3d *)op->u.func.arg)->p;
+          n->u.cp.ctx = s->ctx;
+        }
+      } else {
+        r = invalidate(c, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+      }
+      break;
     case SG_OP_MEMSET:
       r = capture_add(s, CU_GRAPH_NODE_TYPE_MEMSET, &n);
       if (!r) {

@@ -43,6 +43,7 @@ typedef enum {
   SG_H_GRAPH,      /* sg_graph.c */
   SG_H_GRAPH_NODE,
   SG_H_GRAPH_EXEC,
+  SG_H_ARRAY,      /* sg_array.c */
 } sg_handle_type;
 int sg_handle_add(const void *p, sg_handle_type t);
 void sg_handle_del(const void *p);
@@ -148,6 +149,13 @@ void sg_mem_release_ctx(sg_ctx *c);
  * context sticky. */
 void sg_exec_copy(sg_ctx *c, sg_op *op);
 void sg_exec_memset(sg_ctx *c, sg_op *op);
+/* Device-memory accounting and the free barrier, for memory that is not in
+ * the allocation table (CUDA arrays, sg_array.c). */
+CUresult sg_mem_charge(sg_device *d, uint64_t bytes);
+void sg_mem_uncharge(sg_device *d, uint64_t bytes);
+/* Waits until no copy or kernel is in flight (they hold the use lock),
+ * so memory unlinked before the call can be freed after it. */
+void sg_mem_quiesce(void);
 /* Interpreter callback: the allocation table as sg_ptx_env.lookup wants it. */
 int sg_mem_lookup_cb(void *ctx, uint64_t addr, void *range /* sg_ptx_range* */);
 
@@ -307,6 +315,36 @@ CUresult sg_capture_check_sync(sg_stream *s);
 /* Querying or synchronising an event last recorded in a running capture is
  * CUDA_ERROR_CAPTURED_EVENT. */
 CUresult sg_capture_event_check(sg_event *e);
+
+/* ---- CUDA arrays, 2D/3D copies, texture and surface objects (sg_array.c) - */
+/* One side of a 2D/3D copy, resolved to a base address and strides. */
+typedef struct {
+  uint64_t base;      /* address of the first byte copied */
+  int dev;            /* in the allocation table: re-checked when it runs */
+  int pageable;       /* host memory softgpu does not know: the copy is synchronous */
+  struct CUarray_st *arr; /* an array side: re-checked (arr_id) when it runs */
+  uint64_t arr_id;
+  size_t pitch, slice;
+  uint64_t span;      /* bytes from base to the last byte copied, plus one */
+} sg_copy_side;
+
+typedef struct {
+  sg_copy_side dst, src;
+  size_t width, height, depth;
+  CUDA_MEMCPY3D p;    /* as given (stream capture turns it into a node) */
+} sg_copy3d;
+
+/* Validates a CUDA_MEMCPY3D (every memory type, arrays included) and
+ * resolves it; CUDA_ERROR_INVALID_VALUE for anything out of bounds. */
+CUresult sg_copy3d_resolve(const CUDA_MEMCPY3D *p, sg_copy3d *c);
+CUresult sg_memcpy3d_check(const CUDA_MEMCPY3D *p);
+/* Runs a resolved copy (an SG_OP_FUNC body; arg: sg_copy3d*). */
+void sg_copy3d_run(sg_ctx *ctx, void *arg);
+/* Frees the arrays and texture/surface objects of c (c is idle). */
+void sg_array_release_ctx(sg_ctx *c);
+/* Interpreter callback: resolves a texture/surface object handle
+ * (sg_ptx_env.texobj; t is an sg_ptx_tex*). */
+int sg_texobj_lookup_cb(void *ctx, uint64_t handle, void *t);
 
 /* ---- modules (sg_module.c) ---------------------------------------------- */
 struct CUmod_st {

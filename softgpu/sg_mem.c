@@ -154,6 +154,13 @@ static void uncharge(sg_device *d, uint64_t bytes) {
   pthread_mutex_unlock(&d->mem_lock);
 }
 
+CUresult sg_mem_charge(sg_device *d, uint64_t bytes) { return charge(d, bytes); }
+void sg_mem_uncharge(sg_device *d, uint64_t bytes) { uncharge(d, bytes); }
+void sg_mem_quiesce(void) {
+  reclaim_begin();
+  reclaim_end();
+}
+
 static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* ---- device and pinned allocations -------------------------------------- */

@@ -489,6 +489,7 @@ SG_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache c
 
 #ifdef SG_HAVE_PTX
 static int lookup_tramp(void *ctx, uint64_t addr, sg_ptx_range *r) { return sg_mem_lookup_cb(ctx, addr, r); }
+static int texobj_tramp(void *ctx, uint64_t h, sg_ptx_tex *t) { return sg_texobj_lookup_cb(ctx, h, t); }
 #endif
 
 void sg_module_run_launch(sg_op *op) {
@@ -498,6 +499,7 @@ void sg_module_run_launch(sg_op *op) {
   env.lookup = lookup_tramp;
   env.print = print_tramp;
   env.nworkers = sg_cfg.nworkers;
+  env.texobj = texobj_tramp;
   sg_ptx_launch_cfg cfg = {0};
   memcpy(cfg.grid, op->u.launch.grid, sizeof cfg.grid);
   memcpy(cfg.block, op->u.launch.block, sizeof cfg.block);

@@ -137,6 +137,12 @@ CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) {
   SG_PTDS_SYNC(cuMemsetD32Async(d, v, n, CU_STREAM_PER_THREAD));
 }
 
+SG_EXPORT CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy);
+SG_EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy);
+SG_EXPORT CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy);
+SG_EXPORT CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
+SG_EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
+
 /* ---- exported but not implemented --------------------------------------- */
 /* Commonly resolved by libraries at load time; answering NOT_SUPPORTED
  * (and logging once) is better than a missing symbol. */
@@ -209,6 +215,12 @@ static const sg_proc procs[] = {
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD, (void *)cuMemcpyHtoD_v2_ptds, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH, (void *)cuMemcpyDtoH_v2_ptds, 0},
     {"cuMemcpyDtoD", (void *)cuMemcpyDtoD, (void *)cuMemcpyDtoD_v2_ptds, 0},
+    P(cuArrayCreate), P(cuArray3DCreate), P(cuArrayDestroy), P(cuArrayGetDescriptor), P(cuArray3DGetDescriptor),
+    PT(cuMemcpy2D, cuMemcpy2D_v2_ptds), PT(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2_ptds),
+    PT(cuMemcpy3D, cuMemcpy3D_v2_ptds), PT(cuMemcpy2DAsync, cuMemcpy2DAsync_v2_ptsz),
+    PT(cuMemcpy3DAsync, cuMemcpy3DAsync_v2_ptsz),
+    P(cuTexObjectCreate), P(cuTexObjectDestroy), P(cuTexObjectGetResourceDesc), P(cuTexObjectGetTextureDesc),
+    P(cuTexObjectGetResourceViewDesc), P(cuSurfObjectCreate), P(cuSurfObjectDestroy), P(cuSurfObjectGetResourceDesc),
     PT(cuMemcpyAsync, cuMemcpyAsync_ptsz), PT(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2_ptsz),
     PT(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2_ptsz), PT(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2_ptsz),
     {"cuMemsetD8", (void *)cuMemsetD8, (void *)cuMemsetD8_v2_ptds, 0},

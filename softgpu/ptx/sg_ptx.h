@@ -65,6 +65,32 @@ typedef struct {
   void *host;      /* host memory backing base */
 } sg_ptx_range;
 
+/* A texture or surface object as the tex/tld4/txq/suld/sust instructions
+ * see it (sg_ptx_tex.c).  The driver fills it from its own descriptors;
+ * enumerations carry cuda.h's values (CUarray_format, CUaddress_mode,
+ * CUfilter_mode). */
+enum { SG_PTX_RES_ARRAY = 1, SG_PTX_RES_LINEAR, SG_PTX_RES_PITCH2D };
+typedef struct {
+  uint8_t *data;          /* host memory of element (0,0,0) of layer 0 */
+  uint64_t bytes;         /* bytes addressable from data (bounds of every access) */
+  int resource;           /* SG_PTX_RES_* */
+  int is_surface;         /* a surface object (suld/sust); else a texture object */
+  int dims;               /* 1, 2 or 3 (layered: of one layer) */
+  int layered;
+  unsigned format;        /* CUarray_format */
+  unsigned channels;      /* 1, 2 or 4 */
+  unsigned elem_size;     /* bytes of one element (all channels) */
+  uint64_t width, height, depth; /* elements; 1 in unused dimensions */
+  uint64_t layers;        /* layered: number of layers, else 1 */
+  uint64_t pitch;         /* bytes from one row to the next */
+  uint64_t slice;         /* bytes from one 2D slice (or layer) to the next */
+  unsigned addr_mode[3];  /* CUaddress_mode per dimension */
+  unsigned filter;        /* CUfilter_mode */
+  int read_as_int;        /* CU_TRSF_READ_AS_INTEGER */
+  int normalized_coords;  /* CU_TRSF_NORMALIZED_COORDINATES */
+  float border[4];
+} sg_ptx_tex;
+
 typedef struct {
   /* Finds the allocation containing device address addr; returns 0 and
    * fills *r, or -1 if addr is not inside any allocation. Thread-safe. */
@@ -77,6 +103,12 @@ typedef struct {
    * launch stops with CUDA_ERROR_LAUNCH_TIMEOUT (a kernel that never ends
    * would otherwise hold its session forever). */
   unsigned timeout_ms;
+  /* Resolves a texture/surface object handle (the 64-bit value a kernel
+   * passes to tex/suld/sust); returns 0 and fills *t, or -1 for a handle
+   * that is not a live object.  May be NULL (every object is invalid).
+   * Called once per instruction and distinct handle, not per lane.  The
+   * memory behind t->data must stay valid for the whole launch. */
+  int (*texobj)(void *ctx, uint64_t handle, sg_ptx_tex *t);
 } sg_ptx_env;
 
 typedef struct {

@@ -1945,6 +1945,23 @@ static int run_warp(worker *W, warp *w, int widx) {
         });
         break;
       }
+      case SG_OP_TEX:
+      case SG_OP_TLD4:
+      case SG_OP_TXQ:
+      case SG_OP_SULD:
+      case SG_OP_SUST:
+      case SG_OP_SUQ: {
+        int fl = 0;
+        uint64_t fa = 0;
+        char what[160];
+        int code_ = sg_tex_exec(I, m, K, R, L->env, &fl, &fa, what, sizeof what);
+        if (code_) {
+          record_fault(W, widx, fl, code_, fa, I, what);
+          rc = -1;
+          goto out;
+        }
+        break;
+      }
       case SG_OP_MMA:
       case SG_OP_LDMATRIX:
       case SG_OP_STMATRIX:

@@ -58,6 +58,7 @@ typedef enum {
   SG_OP_TRAP, SG_OP_ADDC, SG_OP_LOP3, SG_OP_CVT_PACK, SG_OP_SHF, SG_OP_MADC, SG_OP_BMSK, SG_OP_SZEXT, SG_OP_REDUX,
   SG_OP_NANOSLEEP, SG_OP_WARPSYNC,
   SG_OP_WMMA_LOAD, SG_OP_WMMA_MMA, SG_OP_WMMA_STORE, SG_OP_MMA, SG_OP_LDMATRIX, SG_OP_CP_ASYNC, SG_OP_STMATRIX, SG_OP_MOVMATRIX,
+  SG_OP_TEX, SG_OP_TLD4, SG_OP_TXQ, SG_OP_SULD, SG_OP_SUST, SG_OP_SUQ,
   SG_OP_COUNT
 } sg_opcode;
 
@@ -121,6 +122,24 @@ enum { SG_WMMA_M16N16K16 = 0, SG_WMMA_M32N8K16, SG_WMMA_M8N32K16 };
  * the sources in s[0..3]; movmatrix d[0], s[0]. */
 enum { SG_MMA_M16N8K16 = 1, SG_MMA_M16N8K8, SG_MMA_M16N8K4, SG_MMA_M8N8K16, SG_MMA_M16N8K32, SG_MMA_M8N8K4 };
 
+/* Texture and surface instructions (sg_ptx_tex.c).  The object handle is
+ * in base (a 64-bit register or constant).
+ *   tex:  mod = geometry, type = destination type (f32/s32/u32), type2 =
+ *         coordinate type (f32/s32), d[0..3] = destinations (SG_NOREG for
+ *         sinks), s[0..3] = coordinates in PTX order (a1d/a2d: layer first).
+ *   tld4: as tex (2d only), mod2 = component (0 r, 1 g, 2 b, 3 a).
+ *   txq/suq: mod = SG_TXQ_* query, d[0] = destination.
+ *   suld: mod = geometry, vec, type = element type (b8..b64), mod2 =
+ *         SG_SU_* out-of-range mode, d[0..vec-1] = destinations, s[0..2] =
+ *         coordinates (x in bytes).
+ *   sust: as suld, but the values to store are sources in d[0..vec-1]
+ *         (stores have no destination; the parser relocates d and s alike). */
+enum { SG_TEXG_1D = 1, SG_TEXG_2D, SG_TEXG_3D, SG_TEXG_A1D, SG_TEXG_A2D };
+enum { SG_SU_TRAP = 0, SG_SU_CLAMP, SG_SU_ZERO };
+enum { SG_TXQ_WIDTH = 1, SG_TXQ_HEIGHT, SG_TXQ_DEPTH, SG_TXQ_CHANNEL_DATA_TYPE, SG_TXQ_CHANNEL_ORDER,
+       SG_TXQ_NORMALIZED_COORDS, SG_TXQ_FILTER_MODE, SG_TXQ_ADDR_MODE_0, SG_TXQ_ADDR_MODE_1,
+       SG_TXQ_ADDR_MODE_2, SG_TXQ_ARRAY_SIZE };
+
 /* flags */
 #define SG_F_GNEG 0x01   /* guard predicate negated */
 #define SG_F_FTZ 0x02
@@ -164,6 +183,13 @@ void sg_ldmatrix_distribute(const sg_insn *I, uint16_t rows[4][8][8], uint64_t *
 void sg_stmatrix_gather(const sg_insn *I, const uint64_t *K, const uint64_t *R, uint16_t rows[4][8][8]);
 /* movmatrix.trans: d[0] gets the transpose of the matrix the lanes hold in s[0]. */
 void sg_movmatrix(const sg_insn *I, const uint64_t *K, uint64_t *R);
+
+/* Runs a texture/surface instruction for the lanes in m (R: the
+ * lane-major register file, K: the constant pool).  Returns 0, or a
+ * CUresult with *fault_lane, *fault_addr and what[] describing the fault
+ * (an invalid object handle, a .trap surface access out of range). */
+int sg_tex_exec(const sg_insn *I, uint32_t m, const uint64_t *K, uint64_t *R, const sg_ptx_env *env,
+                int *fault_lane, uint64_t *fault_addr, char *what, size_t whatlen);
 
 typedef struct {
   uint32_t off, size;

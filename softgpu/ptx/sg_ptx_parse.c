@@ -1430,6 +1430,188 @@ static int decode_cp_async(parser *P, const token *optok, opnd *ops, int nops, s
   return P->failed ? -1 : 0;
 }
 
+/* Texture and surface instructions on objects (unified mode; see
+ * sg_ptx_tex.c for what they do and sg_ptx_internal.h for the encoding):
+ *   tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32}  d, [obj, {coords}]
+ *   tld4.{r,g,b,a}.2d.v4.{f32,s32,u32}.f32             d, [obj, {x, y}]
+ *   txq.{width,height,depth,normalized_coords,filter_mode,addr_mode_0..2,
+ *        array_size}.b32                                d, [obj]
+ *   suld.b.{1d,2d,3d,a1d,a2d}{.v2,.v4}.{b8,b16,b32,b64}.{trap,clamp,zero}
+ *   sust.b.(same)                                       [obj, {coords}], {values}
+ * Everything else of the family (texture references and samplers,
+ * mipmaps, cube maps, depth compare, offsets, the predicate output,
+ * formatted sust.p, suq, other txq queries) is refused by name. */
+static int tex_geometry(const char *w) {
+  if (!strcmp(w, "1d")) return SG_TEXG_1D;
+  if (!strcmp(w, "2d")) return SG_TEXG_2D;
+  if (!strcmp(w, "3d")) return SG_TEXG_3D;
+  if (!strcmp(w, "a1d")) return SG_TEXG_A1D;
+  if (!strcmp(w, "a2d")) return SG_TEXG_A2D;
+  return 0;
+}
+
+static int tex_coord_count(int g) {
+  switch (g) {
+    case SG_TEXG_1D: return 1;
+    case SG_TEXG_2D: return 2;
+    case SG_TEXG_A1D: return 2;
+    default: return 4; /* 3d: x, y, z, ignored; a2d: layer, x, y, ignored */
+  }
+}
+
+static int refuse_tex(parser *P, const token *optok, const char *why) {
+  fail(P, CUDA_ERROR_NOT_SUPPORTED, optok->line, "unsupported instruction '%.*s': %s", (int)optok->len, optok->p, why);
+  return -1;
+}
+
+/* [obj] or [obj, {coords}]: the object handle as a 64-bit register. */
+static int parse_tex_address(parser *P, const token *optok, opnd *obj, opnd *coords) {
+  if (!expect(P, '[')) return -1;
+  if (parse_operand(P, obj)) return -1;
+  if (obj->kind != PO_REG || (obj->reg & SG_PBIT)) {
+    if (obj->kind == PO_SYM) return refuse_tex(P, optok, "texture/surface references named by symbol are not supported (use texture objects)");
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'%.*s': expected a texture/surface object register", (int)optok->len, optok->p);
+    return -1;
+  }
+  memset(coords, 0, sizeof *coords);
+  if (accept(P, ',')) {
+    if (parse_operand(P, coords)) return -1;
+    if (coords->kind != PO_VEC) {
+      fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'%.*s': coordinates must be a vector {..}", (int)optok->len, optok->p);
+      return -1;
+    }
+  }
+  return expect(P, ']') ? 0 : -1;
+}
+
+static int decode_texsurf(parser *P, const token *optok, uint32_t guard, int gneg) {
+  /* words of up to 31 characters ("normalized_coords" does not fit opcode_words') */
+  char w[16][32];
+  int nw = 0;
+  for (size_t i = 0, st = 0; i <= optok->len && nw < 16; i++) {
+    if (i == optok->len || optok->p[i] == '.') {
+      size_t n = i - st;
+      if (n > 31) return refuse_tex(P, optok, "unknown modifier");
+      memcpy(w[nw], optok->p + st, n);
+      w[nw++][n] = 0;
+      st = i + 1;
+    }
+  }
+  const char *b = w[0];
+  int op = !strcmp(b, "tex") ? SG_OP_TEX : !strcmp(b, "tld4") ? SG_OP_TLD4 : !strcmp(b, "txq") ? SG_OP_TXQ
+         : !strcmp(b, "suld") ? SG_OP_SULD : !strcmp(b, "sust") ? SG_OP_SUST : SG_OP_SUQ;
+  if (op == SG_OP_SUQ) return refuse_tex(P, optok, "suq is not supported by softgpu");
+  int geom = 0, vec = 1, type = 0, type2 = 0, mode = SG_SU_TRAP, comp = 0, query = 0;
+  int k = 1;
+  if (op == SG_OP_TLD4) {
+    if (k >= nw || strlen(w[k]) != 1 || !strchr("rgba", w[k][0])) return refuse_tex(P, optok, "expected tld4.{r,g,b,a}");
+    comp = (int)(strchr("rgba", w[k][0]) - "rgba");
+    k++;
+  }
+  if (op == SG_OP_TXQ) {
+    static const struct { const char *n; int q; } qs[] = {
+      {"width", SG_TXQ_WIDTH}, {"height", SG_TXQ_HEIGHT}, {"depth", SG_TXQ_DEPTH},
+      {"normalized_coords", SG_TXQ_NORMALIZED_COORDS}, {"filter_mode", SG_TXQ_FILTER_MODE},
+      {"addr_mode_0", SG_TXQ_ADDR_MODE_0}, {"addr_mode_1", SG_TXQ_ADDR_MODE_1},
+      {"addr_mode_2", SG_TXQ_ADDR_MODE_2}, {"array_size", SG_TXQ_ARRAY_SIZE},
+    };
+    for (size_t q = 0; k < nw && q < sizeof qs / sizeof qs[0]; q++)
+      if (!strcmp(w[k], qs[q].n)) query = qs[q].q;
+    if (!query || nw != 3 || strcmp(w[2], "b32"))
+      return refuse_tex(P, optok, "txq supports width, height, depth, normalized_coords, filter_mode, addr_mode_0..2 and array_size (.b32) only");
+  } else {
+    if (op == SG_OP_SULD || op == SG_OP_SUST) {
+      if (k >= nw || strcmp(w[k], "b")) return refuse_tex(P, optok, "only the unformatted surface accesses suld.b/sust.b are supported");
+      k++;
+    }
+    geom = k < nw ? tex_geometry(w[k]) : 0;
+    if (!geom) return refuse_tex(P, optok, "geometries 1d, 2d, 3d, a1d and a2d are supported (no cube maps, multisample or mipmap levels)");
+    if (op == SG_OP_TLD4 && geom != SG_TEXG_2D) return refuse_tex(P, optok, "tld4 is supported for 2d only");
+    k++;
+    if (op == SG_OP_TEX || op == SG_OP_TLD4) {
+      if (k >= nw || strcmp(w[k], "v4")) return refuse_tex(P, optok, "only .v4 results are supported (no .level/.grad/.base, no .v2.f16x2)");
+      vec = 4;
+      k++;
+      if (k + 2 != nw) return refuse_tex(P, optok, "expected .dtype.ctype after .v4");
+      type = !strcmp(w[k], "f32") ? SG_T_F32 : !strcmp(w[k], "s32") ? SG_T_S32 : !strcmp(w[k], "u32") ? SG_T_U32 : 0;
+      type2 = !strcmp(w[k + 1], "f32") ? SG_T_F32 : !strcmp(w[k + 1], "s32") ? SG_T_S32 : 0;
+      if (!type || !type2) return refuse_tex(P, optok, "result types f32/s32/u32 and coordinate types f32/s32 are supported");
+      if (op == SG_OP_TLD4 && type2 != SG_T_F32) return refuse_tex(P, optok, "tld4 takes f32 coordinates");
+    } else {
+      if (k < nw && (!strcmp(w[k], "v2") || !strcmp(w[k], "v4"))) { vec = w[k][1] - '0'; k++; }
+      type = k < nw ? (!strcmp(w[k], "b8") ? SG_T_B8 : !strcmp(w[k], "b16") ? SG_T_B16
+                     : !strcmp(w[k], "b32") ? SG_T_B32 : !strcmp(w[k], "b64") ? SG_T_B64 : 0) : 0;
+      if (!type) return refuse_tex(P, optok, "element types b8, b16, b32 and b64 are supported");
+      k++;
+      if (k < nw) {
+        if (!strcmp(w[k], "trap")) mode = SG_SU_TRAP;
+        else if (!strcmp(w[k], "clamp")) mode = SG_SU_CLAMP;
+        else if (!strcmp(w[k], "zero")) mode = SG_SU_ZERO;
+        else return refuse_tex(P, optok, "out-of-range modes .trap, .clamp and .zero are supported (no cache operators)");
+        k++;
+      }
+      if (k != nw) return refuse_tex(P, optok, "unexpected modifier");
+    }
+  }
+
+  opnd dst, obj, coords, src;
+  memset(&dst, 0, sizeof dst);
+  memset(&src, 0, sizeof src);
+  if (op == SG_OP_SUST) {
+    if (parse_tex_address(P, optok, &obj, &coords)) return -1;
+    if (!expect(P, ',')) return -1;
+    if (parse_operand(P, &src)) return -1;
+  } else {
+    if (parse_operand(P, &dst)) return -1;
+    if (is_punct(peek(P), '|')) return refuse_tex(P, optok, "the optional predicate output is not supported");
+    if (!expect(P, ',')) return -1;
+    if (parse_tex_address(P, optok, &obj, &coords)) return -1;
+  }
+  if (!is_punct(peek(P), ';')) return refuse_tex(P, optok, "extra operands (offsets, depth compare, LOD) are not supported");
+  if (!expect(P, ';')) return -1;
+
+  sg_insn *I = emit(P, optok->line);
+  I->guard = guard;
+  if (gneg) I->flags |= SG_F_GNEG;
+  I->op = (uint16_t)op;
+  I->base = obj.reg;
+  I->vec = (uint8_t)vec;
+  I->type = (uint8_t)type;
+  I->type2 = (uint8_t)type2;
+  if (op == SG_OP_TXQ) {
+    I->mod = (uint8_t)query;
+    I->type = SG_T_B32;
+    if (coords.kind == PO_VEC) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "txq takes no coordinates"); return -1; }
+    I->d[0] = dst_index(P, &dst);
+    if (I->d[0] == SG_NOREG && !P->failed) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "txq needs a destination register"); return -1; }
+    return P->failed ? -1 : 0;
+  }
+  I->mod = (uint8_t)geom;
+  I->mod2 = (uint8_t)(op == SG_OP_TLD4 ? comp : mode);
+  int want = op == SG_OP_SULD || op == SG_OP_SUST ? (geom == SG_TEXG_1D ? 1 : geom == SG_TEXG_2D || geom == SG_TEXG_A1D ? 2 : 4)
+                                                   : tex_coord_count(geom);
+  if (coords.kind != PO_VEC || coords.nvec != want) {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'%.*s' expects %d coordinates", (int)optok->len, optok->p, want);
+    return -1;
+  }
+  for (int c = 0; c < want && c < 4; c++) {
+    if (coords.vec[c] == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "a coordinate cannot be '_'"); return -1; }
+    I->s[c] = coords.vec[c];
+  }
+  const opnd *vals = op == SG_OP_SUST ? &src : &dst;
+  int nvals = vals->kind == PO_VEC ? vals->nvec : 1;
+  if (nvals != vec) {
+    fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "'%.*s' expects a vector of %d registers", (int)optok->len, optok->p, vec);
+    return -1;
+  }
+  for (int c = 0; c < vec; c++) {
+    uint32_t r = vals->kind == PO_VEC ? vals->vec[c] : op == SG_OP_SUST ? src_index(P, vals, type) : dst_index(P, vals);
+    if (op == SG_OP_SUST && r == SG_NOREG) { fail(P, CUDA_ERROR_INVALID_PTX, optok->line, "sust cannot store '_'"); return -1; }
+    I->d[c] = r;
+  }
+  return P->failed ? -1 : 0;
+}
+
 static int decode_insn(parser *P, uint32_t guard, int gneg) {
   token *optok = next(P);
   opinfo oi;
@@ -1437,6 +1619,10 @@ static int decode_insn(parser *P, uint32_t guard, int gneg) {
   const char *b = oi.base;
   int is_setp = !strcmp(b, "setp") || !strcmp(b, "set");
   classify_mods(&oi, is_setp);
+
+  if (!strcmp(b, "tex") || !strcmp(b, "tld4") || !strcmp(b, "txq") || !strcmp(b, "suld") || !strcmp(b, "sust") ||
+      !strcmp(b, "suq"))
+    return decode_texsurf(P, optok, guard, gneg);
 
   if (!strcmp(b, "call")) {
     if (oi.nwords) return unsupported(P, optok);
