@@ -699,6 +699,44 @@ cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream
 
 /* ---- texture and surface objects ----------------------------------------------- */
 
+/* TEXOBJ_DESTROY or SURFOBJ_DESTROY of an object the server made, queued. */
+static rgpu_status view_destroy_on_server(rgpu_client *c, int dev, uint64_t handle, int surf) {
+  if (surf) {
+    rgpu_msg_surfobj_destroy_req q = {.surfobj = handle};
+    return rgpu_call_surfobj_destroy(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  }
+  rgpu_msg_texobj_destroy_req q = {.texobj = handle};
+  return rgpu_call_texobj_destroy(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+}
+
+/* Keeps the record of an object the server just made; out of memory, the
+ * object goes again. */
+static cudaError_t view_keep(rgpu_client *c, const rgpu_rt_view *v) {
+  if (view_add(v) == 0) return cudaSuccess;
+  view_destroy_on_server(c, v->dev, v->handle, v->surf);
+  return rgpu_rt_ret(cudaErrorMemoryAllocation);
+}
+
+/* cudaDestroyTextureObject / cudaDestroySurfaceObject. */
+static cudaError_t view_destroy(uint64_t handle, int surf) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!handle) return cudaSuccess;
+  rgpu_rt_view v;
+  if (!view_take(handle, surf, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return call_result(c, view_destroy_on_server(c, v.dev, handle, surf), 0);
+}
+
+/* The Get*ObjectResourceDesc queries, answered from the record. */
+static cudaError_t view_res_desc(struct cudaResourceDesc *out, uint64_t handle, int surf) {
+  rgpu_rt_count_call();
+  rgpu_rt_view v;
+  if (!out || !view_get(handle, surf, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  *out = v.res;
+  return cudaSuccess;
+}
+
 /* The driver's flags for a runtime texture description. */
 static uint32_t tex_flags(const struct cudaTextureDesc *t) {
   uint32_t f = 0;
@@ -786,33 +824,18 @@ RGPU_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject,
   if (rc) return call_result(c, rc, 1);
   v = (rgpu_rt_view){.handle = rep.texobj, .surf = 0, .dev = dev, .arr = arr_ptr,
                      .res = *pResDesc, .tex = *pTexDesc};
-  if (view_add(&v) != 0) {
-    rgpu_msg_texobj_destroy_req d = {.texobj = rep.texobj};
-    rgpu_call_texobj_destroy(c, dev, RGPU_CALL_ASYNC, &d, NULL, NULL);
-    return rgpu_rt_ret(cudaErrorMemoryAllocation);
-  }
+  if ((e = view_keep(c, &v)) != cudaSuccess) return e;
   *pTexObject = (cudaTextureObject_t)rep.texobj;
   return cudaSuccess;
 }
 
 RGPU_API cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!texObject) return cudaSuccess;
-  rgpu_rt_view v;
-  if (!view_take(texObject, 0, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
-  rgpu_msg_texobj_destroy_req q = {.texobj = texObject};
-  return call_result(c, rgpu_call_texobj_destroy(c, v.dev, RGPU_CALL_ASYNC, &q, NULL, NULL), 0);
+  return view_destroy(texObject, 0);
 }
 
 RGPU_API cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *pResDesc,
                                                       cudaTextureObject_t texObject) {
-  rgpu_rt_count_call();
-  rgpu_rt_view v;
-  if (!pResDesc || !view_get(texObject, 0, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
-  *pResDesc = v.res;
-  return cudaSuccess;
+  return view_res_desc(pResDesc, texObject, 0);
 }
 
 RGPU_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexDesc,
@@ -841,31 +864,16 @@ RGPU_API cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *pSurfObject,
   memset(&v, 0, sizeof v);
   v.handle = rep.surfobj, v.surf = 1, v.dev = a.dev, v.arr = pResDesc->res.array.array;
   v.res = *pResDesc;
-  if (view_add(&v) != 0) {
-    rgpu_msg_surfobj_destroy_req d = {.surfobj = rep.surfobj};
-    rgpu_call_surfobj_destroy(c, a.dev, RGPU_CALL_ASYNC, &d, NULL, NULL);
-    return rgpu_rt_ret(cudaErrorMemoryAllocation);
-  }
+  if ((e = view_keep(c, &v)) != cudaSuccess) return e;
   *pSurfObject = (cudaSurfaceObject_t)rep.surfobj;
   return cudaSuccess;
 }
 
 RGPU_API cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surfObject) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (!surfObject) return cudaSuccess;
-  rgpu_rt_view v;
-  if (!view_take(surfObject, 1, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
-  rgpu_msg_surfobj_destroy_req q = {.surfobj = surfObject};
-  return call_result(c, rgpu_call_surfobj_destroy(c, v.dev, RGPU_CALL_ASYNC, &q, NULL, NULL), 0);
+  return view_destroy(surfObject, 1);
 }
 
 RGPU_API cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc *pResDesc,
                                                       cudaSurfaceObject_t surfObject) {
-  rgpu_rt_count_call();
-  rgpu_rt_view v;
-  if (!pResDesc || !view_get(surfObject, 1, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
-  *pResDesc = v.res;
-  return cudaSuccess;
+  return view_res_desc(pResDesc, surfObject, 1);
 }

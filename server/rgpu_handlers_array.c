@@ -373,16 +373,22 @@ CUresult rgpu_h_texobj_create(rgpu_req *rq, const rgpu_msg_texobj_create_req *q)
   return CUDA_SUCCESS;
 }
 
-CUresult rgpu_h_texobj_destroy(rgpu_req *rq, const rgpu_msg_texobj_destroy_req *q) {
-  rgpu_worker *w = rq->w;
+/* TEXOBJ_DESTROY and SURFOBJ_DESTROY: only objects of this session. */
+static CUresult view_destroy(rgpu_worker *w, uint64_t handle, int surf) {
   rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->texobjs, q->texobj, &e))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "%llu is not a texture object of this session",
-                (unsigned long long)q->texobj);
+  if (rgpu_handle_map_remove(surf ? &w->surfobjs : &w->texobjs, handle, &e))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "%llu is not a %s object of this session",
+                (unsigned long long)handle, surf ? "surface" : "texture");
   free(e.ptr);
-  CUresult r = D->cuTexObjectDestroy((CUtexObject)q->texobj);
-  if (r != CUDA_SUCCESS) return FAIL(r, "cuTexObjectDestroy: %s", ENAME(r));
+  CUresult r = surf ? D->cuSurfObjectDestroy((CUsurfObject)handle)
+                    : D->cuTexObjectDestroy((CUtexObject)handle);
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "%s: %s", surf ? "cuSurfObjectDestroy" : "cuTexObjectDestroy", ENAME(r));
   return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_texobj_destroy(rgpu_req *rq, const rgpu_msg_texobj_destroy_req *q) {
+  return view_destroy(rq->w, q->texobj, 0);
 }
 
 CUresult rgpu_h_surfobj_create(rgpu_req *rq, const rgpu_msg_surfobj_create_req *q) {
@@ -411,15 +417,7 @@ CUresult rgpu_h_surfobj_create(rgpu_req *rq, const rgpu_msg_surfobj_create_req *
 }
 
 CUresult rgpu_h_surfobj_destroy(rgpu_req *rq, const rgpu_msg_surfobj_destroy_req *q) {
-  rgpu_worker *w = rq->w;
-  rgpu_handle_entry e;
-  if (rgpu_handle_map_remove(&w->surfobjs, q->surfobj, &e))
-    return FAIL(CUDA_ERROR_INVALID_VALUE, "%llu is not a surface object of this session",
-                (unsigned long long)q->surfobj);
-  free(e.ptr);
-  CUresult r = D->cuSurfObjectDestroy((CUsurfObject)q->surfobj);
-  if (r != CUDA_SUCCESS) return FAIL(r, "cuSurfObjectDestroy: %s", ENAME(r));
-  return CUDA_SUCCESS;
+  return view_destroy(rq->w, q->surfobj, 1);
 }
 
 /* ---- teardown -------------------------------------------------------------- */
