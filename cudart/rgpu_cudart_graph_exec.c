@@ -1059,6 +1059,8 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
       RGPU_WARN("cudaGraphLaunch into a capturing stream is not supported");
     return rgpu_rt_ret(cudaErrorStreamCaptureUnsupported);
   }
+  /* Managed memory the host owns goes to the device first. */
+  if ((e = rgpu_rt_managed_to_device(c)) != cudaSuccess) return rgpu_rt_ret(e);
   for (size_t L = 0; L < x->nlevels; L++) {
     level_t *lv = &x->lv[L];
     if (lv->nhost && host_nodes_may_queue(x, L)) {

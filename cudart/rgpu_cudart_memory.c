@@ -511,6 +511,7 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!devPtr) return cudaSuccess;
+  if (rgpu_rt_managed_free(c, devPtr, &e)) return e;
   if (rgpu_rt_mempool_on_free((uint64_t)(uintptr_t)devPtr)) return rgpu_rt_ret(cudaErrorInvalidValue);
   return rgpu_rt_dev_free(c, devPtr);
 }
@@ -585,7 +586,14 @@ RGPU_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr
   memset(attributes, 0, sizeof *attributes);
   rgpu_range r;
   uint64_t p = (uint64_t)(uintptr_t)ptr;
-  if (is_device_range(p, 1, &r)) {
+  int mdev;
+  if (rgpu_rt_managed_find(p, &mdev)) {
+    /* The same address on the host and on the device. */
+    attributes->type = cudaMemoryTypeManaged;
+    attributes->device = mdev;
+    attributes->devicePointer = (void *)ptr;
+    attributes->hostPointer = (void *)ptr;
+  } else if (is_device_range(p, 1, &r)) {
     attributes->type = cudaMemoryTypeDevice;
     attributes->device = r.device;
     attributes->devicePointer = (void *)ptr;

@@ -97,6 +97,11 @@ void rgpu_cudart_mask_undelivered(int32_t *attrs, uint32_t n,
     if (u->delivered_by && !is_stubbed(u->delivered_by, ctx)) continue;
     attrs[u->attr] = 0;
   }
+  /* Managed memory is the client's (rgpu_cudart_managed.c): whatever the
+   * server's driver says about its own, programs get it, in the model of a
+   * device without concurrent access (that attribute stays 0 above). */
+  if ((uint32_t)CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY < n && !is_stubbed("cudaMallocManaged", ctx))
+    attrs[CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY] = 1;
 }
 
 static int32_t A(const int32_t *attrs, uint32_t n, int a) {

@@ -111,8 +111,23 @@ static int stream_known_idle_locked(rgpu_client *c, int device, uint64_t stream)
   return device >= 0 && device < RGPU_MAX_DEVICES && g_idle_next[device] == next && next;
 }
 
+static rgpu_status sync_call_wait(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
+                                  uint64_t handle, uint64_t drain_stream);
+
 rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
                               uint64_t handle, uint64_t drain_stream) {
+  rgpu_status rc = sync_call_wait(c, device, kind, handle, drain_stream);
+  if (rc == 0) {
+    /* The program may now read managed memory: it comes back from the
+     * device (nothing happens while there is none). */
+    cudaError_t e = rgpu_rt_managed_to_host(c, kind == RGPU_RT_SYNC_DEVICE ? device : -1);
+    if (e != cudaSuccess) rc = rgpu_cudart_to_cu(e);
+  }
+  return rc;
+}
+
+static rgpu_status sync_call_wait(rgpu_client *c, int device, rgpu_rt_sync_kind kind,
+                                  uint64_t handle, uint64_t drain_stream) {
   rgpu_client_reply r = {0};
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   c = rgpu_rt_route(c, device);

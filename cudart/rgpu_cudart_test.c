@@ -217,6 +217,16 @@ static void test_undelivered_mask(void **state) {
   assert_int_equal(attrs[cudaDevAttrCanMapHostMemory], 0);
   assert_int_equal(attrs[cudaDevAttrPageableMemoryAccess], 0);
 
+  /* Managed memory is the client's: delivered once implemented, even where
+   * the server's driver has none (softgpu says 0). */
+  for (int i = 0; i < RGPU_MAX_ATTRS; i++) attrs[i] = 0;
+  const char *const none[] = {NULL};
+  rgpu_cudart_mask_undelivered(attrs, RGPU_MAX_ATTRS, fake_stubbed, (void *)none);
+  assert_int_equal(attrs[cudaDevAttrManagedMemory], 1);
+  assert_int_equal(attrs[cudaDevAttrConcurrentManagedAccess], 0);
+  for (int i = 0; i < RGPU_MAX_ATTRS; i++) attrs[i] = 1;
+  rgpu_cudart_mask_undelivered(attrs, RGPU_MAX_ATTRS, fake_stubbed, (void *)pools_done);
+
   /* The struct built from masked attributes agrees with them. */
   struct cudaDeviceProp p;
   rgpu_cudart_build_props(&p, "x", 1, NULL, 0, 1, attrs, RGPU_MAX_ATTRS);

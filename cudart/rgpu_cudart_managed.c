@@ -1,0 +1,314 @@
+/* Managed memory (cudaMallocManaged, cudaMemPrefetchAsync, cudaMemAdvise,
+ * cudaStreamAttachMemAsync) on a GPU in another machine.
+ *
+ * A managed pointer must work in the program's own code and in kernels.  So
+ * the allocation is device memory on the server (MEM_ALLOC), and the client
+ * maps host memory at the same address in its own process
+ * (MAP_FIXED_NOREPLACE; the server's address space and the client's are
+ * different processes, so the range is almost always free here, and an
+ * allocation whose range is taken is kept aside and another asked for).
+ * Pointers stored inside managed memory therefore mean the same thing on
+ * both sides.
+ *
+ * Coherence is the model CUDA gives devices without concurrent managed
+ * access (rgpu reports concurrentManagedAccess 0): the host may touch
+ * managed memory only while the GPU is not using it, that is after a
+ * synchronization.  Each allocation is owned by the host or the device:
+ * - before device work is sent (a launch, copy, memset, library call or
+ *   graph launch: rgpu_rt_managed_to_device), every host-owned allocation
+ *   is copied to the device and waited for, and becomes device-owned;
+ * - after a synchronization returns (device, stream or event
+ *   synchronize, or a query that found the work done:
+ *   rgpu_rt_managed_to_host), the device is synchronized as a whole and
+ *   every device-owned allocation is copied back, and becomes host-owned.
+ * So a loop of launches costs one copy each way per synchronization, not
+ * per launch.  Host accesses between a launch and its synchronization see
+ * stale data, as CUDA leaves them undefined on such devices.  Kernels
+ * launched through the driver-API facade (libcuda.so.1) do not move managed
+ * memory. */
+#define _GNU_SOURCE
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rgpu_calls.h"
+#include "rgpu_cudart.h"
+#include "rgpu_cudart_alloc.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+#include "rgpu_mutex.h"
+
+typedef struct {
+  uint64_t base;  /* MEM_ALLOC's address (what MEM_FREE takes) */
+  uint64_t ptr;   /* the program's pointer: page-aligned inside the allocation */
+  size_t size;    /* the mapped bytes: the request rounded up to pages */
+  int dev;
+  int device_owns;
+} managed_rec;
+
+static rgpu_mutex g_mlock = RGPU_MUTEX_INITIALIZER;
+static managed_rec *g_recs;
+static size_t g_nrecs, g_caprecs;
+/* How many allocations each side owns: the hooks return at once when the
+ * side they move from owns none (every launch and sync asks). */
+static int g_host_owned, g_device_owned;
+/* Set while this thread moves managed memory: its own copies and
+ * synchronizations must not move it again. */
+static __thread int tl_moving;
+
+/* How many tries for an allocation whose address is free in this process. */
+enum { MANAGED_PLACE_TRIES = 8 };
+
+static size_t page_size(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? (size_t)p : 4096;
+}
+
+/* The record holding p (p inside [ptr, ptr + size)), under g_mlock. */
+static managed_rec *find_locked(uint64_t p) {
+  assert(rgpu_mutex_held(&g_mlock));
+  for (size_t i = 0; i < g_nrecs; i++)
+    if (p >= g_recs[i].ptr && p - g_recs[i].ptr < g_recs[i].size) return &g_recs[i];
+  return NULL;
+}
+
+int rgpu_rt_managed_find(uint64_t p, int *dev) {
+  if (!__atomic_load_n(&g_nrecs, __ATOMIC_RELAXED)) return 0;
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(p);
+  if (r && dev) *dev = r->dev;
+  rgpu_mutex_unlock(&g_mlock);
+  return r != NULL;
+}
+
+static void count_owner(const managed_rec *r, int delta) {
+  __atomic_add_fetch(r->device_owns ? &g_device_owned : &g_host_owned, delta, __ATOMIC_RELAXED);
+}
+
+/* MEM_ALLOC of n bytes on dev, waiting for the address. */
+static rgpu_status server_alloc(rgpu_client *c, int dev, uint64_t n, uint64_t *out) {
+  rgpu_msg_mem_alloc_req q = {.size = n};
+  rgpu_msg_mem_alloc_rep rep;
+  rgpu_status rc = rgpu_call_mem_alloc(c, dev, 0, &q, &rep, NULL);
+  if (rc == 0 && rep.dptr == 0) rc = CUDA_ERROR_UNKNOWN;
+  if (rc == 0) *out = rep.dptr;
+  return rc;
+}
+
+static void server_free(rgpu_client *c, int dev, uint64_t base) {
+  rgpu_msg_mem_free_req q = {.dptr = base};
+  rgpu_call_mem_free(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+}
+
+RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  size_t pg = page_size();
+  if (size > SIZE_MAX - 2 * pg) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  size_t mapped = (size + pg - 1) / pg * pg;
+  /* One page more than mapped, so that a page-aligned start lies inside the
+   * allocation and no other allocation shares the mapped pages. */
+  uint64_t want = (uint64_t)mapped + pg;
+  int dev = rgpu_rt_current_device();
+  c = rgpu_rt_route(c, dev);
+  uint64_t spare[MANAGED_PLACE_TRIES];
+  int nspare = 0;
+  uint64_t base = 0, ptr = 0;
+  rgpu_status rc = 0;
+  for (int t = 0; t < MANAGED_PLACE_TRIES && !ptr; t++) {
+    if ((rc = server_alloc(c, dev, want, &base)) != 0) break;
+    uint64_t p = (base + pg - 1) / pg * pg;
+    void *m = mmap((void *)(uintptr_t)p, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == (void *)(uintptr_t)p) {
+      ptr = p;
+    } else {
+      /* Taken here (or a kernel that ignores NOREPLACE put it elsewhere):
+       * keep this allocation until the end so that the next is another. */
+      if (m != MAP_FAILED) munmap(m, mapped);
+      spare[nspare++] = base;
+    }
+  }
+  for (int i = 0; i < nspare; i++) server_free(c, dev, spare[i]);
+  if (rc) return rgpu_rt_sync_ret(c, rc);
+  if (!ptr) {
+    RGPU_WARN("cudaMallocManaged: no address of %d server allocations was free in this "
+              "process; cudaErrorMemoryAllocation",
+              MANAGED_PLACE_TRIES);
+    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  }
+  rgpu_range rg = {.base = base, .size = want, .device = dev, .kind = RGPU_RANGE_DEVICE};
+  rgpu_mutex_lock(&g_mlock);
+  int ok = 1;
+  if (g_nrecs == g_caprecs) {
+    size_t cap = g_caprecs ? g_caprecs * 2 : 16;
+    managed_rec *nv = realloc(g_recs, cap * sizeof *nv);
+    if (nv) {
+      g_recs = nv;
+      g_caprecs = cap;
+    } else {
+      ok = 0;
+    }
+  }
+  if (ok && rgpu_range_add(rgpu_rt_device_ranges(), &rg) != 0) ok = 0;
+  if (ok) {
+    /* Host-owned: the program writes it first, and the first device work
+     * takes it over. */
+    managed_rec r = {.base = base, .ptr = ptr, .size = mapped, .dev = dev, .device_owns = 0};
+    g_recs[g_nrecs] = r;
+    __atomic_store_n(&g_nrecs, g_nrecs + 1, __ATOMIC_RELAXED);
+    count_owner(&r, 1);
+  }
+  rgpu_mutex_unlock(&g_mlock);
+  if (!ok) {
+    munmap((void *)(uintptr_t)ptr, mapped);
+    server_free(c, dev, base);
+    return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  }
+  *devPtr = (void *)(uintptr_t)ptr;
+  return cudaSuccess;
+}
+
+int rgpu_rt_managed_free(rgpu_client *c, void *p, cudaError_t *err) {
+  uint64_t v = (uint64_t)(uintptr_t)p;
+  if (!__atomic_load_n(&g_nrecs, __ATOMIC_RELAXED)) return 0;
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(v);
+  managed_rec gone;
+  int mine = r && r->ptr == v;
+  if (mine) {
+    gone = *r;
+    count_owner(r, -1);
+    *r = g_recs[g_nrecs - 1];
+    __atomic_store_n(&g_nrecs, g_nrecs - 1, __ATOMIC_RELAXED);
+  }
+  rgpu_mutex_unlock(&g_mlock);
+  if (!r) return 0;
+  if (!mine) {
+    *err = rgpu_rt_ret(cudaErrorInvalidValue); /* inside a managed block, not its start */
+    return 1;
+  }
+  munmap((void *)(uintptr_t)gone.ptr, gone.size);
+  *err = rgpu_rt_dev_free(c, (void *)(uintptr_t)gone.base);
+  return 1;
+}
+
+/* The allocations one side owns, handed to the other: copies of their
+ * records (the copies themselves run without g_mlock). */
+static size_t take_owned(int device_owns, managed_rec **out) {
+  rgpu_mutex_lock(&g_mlock);
+  size_t n = 0;
+  managed_rec *v = malloc((g_nrecs ? g_nrecs : 1) * sizeof *v);
+  if (v) {
+    for (size_t i = 0; i < g_nrecs; i++)
+      if (g_recs[i].device_owns == device_owns) {
+        count_owner(&g_recs[i], -1);
+        g_recs[i].device_owns = !device_owns;
+        count_owner(&g_recs[i], 1);
+        v[n++] = g_recs[i];
+      }
+  }
+  rgpu_mutex_unlock(&g_mlock);
+  *out = v;
+  return n;
+}
+
+cudaError_t rgpu_rt_managed_to_device(rgpu_client *c) {
+  if (tl_moving || !__atomic_load_n(&g_host_owned, __ATOMIC_RELAXED)) return cudaSuccess;
+  tl_moving = 1;
+  managed_rec *v;
+  size_t n = take_owned(0, &v);
+  cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
+  int synced[RGPU_MAX_DEVICES] = {0};
+  for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+    e = rgpu_rt_memcpy(c, v[i].ptr, v[i].ptr, v[i].size, cudaMemcpyHostToDevice, 0, v[i].dev, 0);
+    if (v[i].dev >= 0 && v[i].dev < RGPU_MAX_DEVICES) synced[v[i].dev] = 1;
+  }
+  /* In place before any stream uses it, whatever stream the work is on. */
+  for (int d = 0; d < RGPU_MAX_DEVICES && e == cudaSuccess; d++)
+    if (synced[d]) e = rgpu_rt_from_call(rgpu_rt_sync_call(c, d, RGPU_RT_SYNC_STREAM, 0, 0));
+  free(v);
+  tl_moving = 0;
+  return e;
+}
+
+cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, int device_synced) {
+  if (tl_moving || !__atomic_load_n(&g_device_owned, __ATOMIC_RELAXED)) return cudaSuccess;
+  tl_moving = 1;
+  managed_rec *v;
+  size_t n = take_owned(1, &v);
+  cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
+  int synced[RGPU_MAX_DEVICES] = {0};
+  for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+    int d = v[i].dev;
+    /* The whole device, not only the stream just synchronized: a kernel of
+     * another stream may still write it. */
+    if (d >= 0 && d < RGPU_MAX_DEVICES && !synced[d] && device_synced != d) {
+      e = rgpu_rt_from_call(rgpu_rt_sync_call(c, d, RGPU_RT_SYNC_DEVICE, 0, 0));
+      synced[d] = 1;
+    }
+    if (e == cudaSuccess)
+      e = rgpu_rt_memcpy(c, v[i].ptr, v[i].ptr, v[i].size, cudaMemcpyDeviceToHost, 0, d, 0);
+  }
+  free(v);
+  tl_moving = 0;
+  return e;
+}
+
+/* The managed allocation holding [p, p + count), or cudaErrorInvalidValue. */
+static cudaError_t managed_range_check(const void *p, size_t count) {
+  uint64_t v = (uint64_t)(uintptr_t)p;
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(v);
+  int ok = r && count <= r->size - (v - r->ptr);
+  rgpu_mutex_unlock(&g_mlock);
+  return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
+                                          struct cudaMemLocation location, unsigned int flags,
+                                          cudaStream_t stream) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  (void)stream;
+  if (flags != 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if ((e = managed_range_check(devPtr, count)) != cudaSuccess) return rgpu_rt_ret(e);
+  /* Whole allocations move, as at a launch or a synchronization; done now,
+   * which orders it after everything before it on any stream. */
+  switch (location.type) {
+  case cudaMemLocationTypeDevice: e = rgpu_rt_managed_to_device(c); break;
+  case cudaMemLocationTypeHost:
+  case cudaMemLocationTypeHostNuma:
+  case cudaMemLocationTypeHostNumaCurrent: e = rgpu_rt_managed_to_host(c, -1); break;
+  default: return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  return rgpu_rt_ret(e);
+}
+
+RGPU_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
+                                   struct cudaMemLocation location) {
+  rgpu_rt_count_call();
+  (void)location;
+  if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* Hints about placement; whole allocations move at launches and
+   * synchronizations whatever they say. */
+  return rgpu_rt_ret(managed_range_check(devPtr, count));
+}
+
+RGPU_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
+                                              unsigned int flags) {
+  rgpu_rt_count_call();
+  (void)stream;
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* Attaching narrows which streams may use it; with every synchronization
+   * moving whole allocations, the widest attachment is always correct. */
+  return rgpu_rt_ret(managed_range_check(devPtr, length));
+}

@@ -1,0 +1,137 @@
+// Managed memory as tutorials and simulations use it: cudaMallocManaged
+// buffers written on the host, changed by kernels, read back after a
+// synchronization; a loop of launch / synchronize / host update; a linked
+// structure whose pointers live in managed memory and are followed on the
+// device; a stream synchronization instead of a device one; copies to and
+// from managed memory; prefetches and advice; pointer attributes.
+#include "rgpu_check.h"
+
+struct node {
+  int value;
+  node *next;
+};
+
+__global__ void saxpy(int n, float a, const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+__global__ void add_one(int *v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] += 1;
+}
+
+__global__ void walk(const node *head, int *sum) {
+  int s = 0;
+  for (const node *p = head; p; p = p->next) s += p->value;
+  *sum = s;
+}
+
+int main() {
+  int managed = 0;
+  CHECK(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, 0));
+  EXPECT(managed == 1);
+
+  // The classic: two managed arrays, initialised on the host.
+  const int N = 1 << 20;
+  float *x = nullptr, *y = nullptr;
+  CHECK(cudaMallocManaged(&x, N * sizeof(float)));
+  CHECK(cudaMallocManaged(&y, N * sizeof(float)));
+  for (int i = 0; i < N; i++) {
+    x[i] = 1.0f;
+    y[i] = (float)(i % 100);
+  }
+  saxpy<<<(N + 255) / 256, 256>>>(N, 2.0f, x, y);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  double max_err = 0;
+  for (int i = 0; i < N; i++) {
+    double err = y[i] - (2.0 + (i % 100));
+    if (err < 0) err = -err;
+    if (err > max_err) max_err = err;
+  }
+  EXPECT(max_err == 0);
+  std::printf("saxpy on %d managed floats: max error %g\n", N, max_err);
+
+  // Launch, synchronize, change on the host, again: each round sees the
+  // other side's writes.
+  const int M = 5000;
+  int *v = nullptr;
+  CHECK(cudaMallocManaged(&v, M * sizeof(int)));
+  for (int i = 0; i < M; i++) v[i] = i;
+  for (int round = 0; round < 4; round++) {
+    add_one<<<(M + 127) / 128, 128>>>(v, M);
+    add_one<<<(M + 127) / 128, 128>>>(v, M);
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < M; i++) {
+      EXPECT(v[i] == i + 2 * (round + 1) + 10 * round);
+      v[i] += 10;
+    }
+  }
+  std::printf("4 rounds of launch, synchronize and host update\n");
+
+  // A linked list in managed memory, followed on the device.
+  node *nodes = nullptr;
+  int *sum = nullptr;
+  CHECK(cudaMallocManaged(&nodes, 64 * sizeof(node)));
+  CHECK(cudaMallocManaged(&sum, sizeof(int)));
+  int want = 0;
+  for (int i = 0; i < 64; i++) {
+    nodes[i].value = i * 3 + 1;
+    nodes[i].next = i + 1 < 64 ? &nodes[(i * 7 + 7) % 64 == 0 ? 63 : i + 1] : nullptr;
+  }
+  for (const node *p = nodes; p; p = p->next) want += p->value;
+  *sum = -1;
+  walk<<<1, 1>>>(nodes, sum);
+  CHECK(cudaDeviceSynchronize());
+  EXPECT(*sum == want);
+  std::printf("linked list in managed memory: sum %d\n", *sum);
+
+  // A stream of its own, synchronized by itself.
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  add_one<<<(M + 127) / 128, 128, 0, st>>>(v, M);
+  CHECK(cudaStreamSynchronize(st));
+  for (int i = 0; i < M; i++) EXPECT(v[i] == i + 8 + 40 + 1);
+  std::printf("stream synchronization brings the results back\n");
+
+  // Copies from and into managed memory.
+  int host[16], *dev = nullptr;
+  CHECK(cudaMemcpy(host, v + 100, sizeof host, cudaMemcpyDefault));
+  for (int i = 0; i < 16; i++) EXPECT(host[i] == v[100 + i]);
+  CHECK(cudaMalloc(&dev, sizeof host));
+  for (int i = 0; i < 16; i++) host[i] = -i;
+  CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(v, dev, sizeof host, cudaMemcpyDeviceToDevice));
+  CHECK(cudaDeviceSynchronize());
+  for (int i = 0; i < 16; i++) EXPECT(v[i] == -i);
+  std::printf("copies to and from managed memory\n");
+
+  // Prefetch and advice.
+  cudaMemLocation on_dev = {cudaMemLocationTypeDevice, 0};
+  cudaMemLocation on_host = {cudaMemLocationTypeHost, 0};
+  CHECK(cudaMemAdvise(x, N * sizeof(float), cudaMemAdviseSetReadMostly, on_dev));
+  CHECK(cudaMemPrefetchAsync(y, N * sizeof(float), on_dev, 0, 0));
+  saxpy<<<(N + 255) / 256, 256>>>(N, -2.0f, x, y);
+  CHECK(cudaMemPrefetchAsync(y, N * sizeof(float), on_host, 0, 0));
+  CHECK(cudaDeviceSynchronize());
+  for (int i = 0; i < N; i++) EXPECT(y[i] == (float)(i % 100));
+  std::printf("prefetch to the device and back, read-mostly advice\n");
+
+  cudaPointerAttributes pa;
+  CHECK(cudaPointerGetAttributes(&pa, v + 10));
+  EXPECT(pa.type == cudaMemoryTypeManaged && pa.devicePointer == v + 10 && pa.hostPointer == v + 10);
+  EXPECT_ERR(cudaMallocManaged(&v, 0), cudaErrorInvalidValue);
+  cudaGetLastError();
+  std::printf("pointer attributes say managed\n");
+
+  CHECK(cudaStreamDestroy(st));
+  CHECK(cudaFree(dev));
+  CHECK(cudaFree(nodes));
+  CHECK(cudaFree(sum));
+  CHECK(cudaFree(v));
+  CHECK(cudaFree(x));
+  CHECK(cudaFree(y));
+  pass("managed_memory");
+  return 0;
+}
