@@ -1,8 +1,9 @@
 // Managed memory (issue 14): where the device reports managedMemory the
-// program uses cudaMallocManaged with prefetch and advice; where it does not
-// (a remote GPU cannot share the client's memory coherently), the calls
-// answer cudaErrorNotSupported and the program takes its explicit-copy
-// fallback.  Either way the results are the same.
+// program uses cudaMallocManaged; where it does not, the calls answer
+// cudaErrorNotSupported and the program takes its explicit-copy fallback.
+// Either way the results are the same.  rgpu reports managedMemory (the
+// client moves managed allocations at launches and synchronizations,
+// cudart/rgpu_cudart_managed.c), so through rgpu the first branch runs.
 #include "rgpu_check.h"
 #include <vector>
 
