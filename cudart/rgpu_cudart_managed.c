@@ -22,7 +22,10 @@
  *   rgpu_rt_managed_to_host), the device is synchronized as a whole and
  *   every device-owned allocation is copied back, and becomes host-owned.
  * So a loop of launches costs one copy each way per synchronization, not
- * per launch.  Host accesses between a launch and its synchronization see
+ * per launch, and each copy carries only changed chunks (64 KiB): a push
+ * the chunks that differ from what the device was last known to hold (a
+ * copy kept here), a pull the chunks the device changed (MANAGED_PULL,
+ * server/rgpu_handlers_managed.c).  Host accesses between a launch and its synchronization see
  * stale data, as CUDA leaves them undefined on such devices.  Kernels
  * launched through the driver-API facade (libcuda.so.1) do not move managed
  * memory. */
@@ -37,6 +40,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_alloc.h"
 #include "rgpu_log.h"
+#include "rgpu_managed_proto.h"
 #include "rgpu_messages.h"
 #include "rgpu_mutex.h"
 
@@ -46,6 +50,10 @@ typedef struct {
   size_t size;    /* the mapped bytes: the request rounded up to pages */
   int dev;
   int device_owns;
+  /* What the device holds as far as this process knows (the bytes of the
+   * last push or pull), or NULL before the first: a push sends only the
+   * chunks the program changed since. */
+  uint8_t *shadow;
 } managed_rec;
 
 static rgpu_mutex g_mlock = RGPU_MUTEX_INITIALIZER;
@@ -194,6 +202,7 @@ int rgpu_rt_managed_free(rgpu_client *c, void *p, cudaError_t *err) {
     return 1;
   }
   munmap((void *)(uintptr_t)gone.ptr, gone.size);
+  free(gone.shadow);
   *err = rgpu_rt_dev_free(c, (void *)(uintptr_t)gone.base);
   return 1;
 }
@@ -218,6 +227,101 @@ static size_t take_owned(int device_owns, managed_rec **out) {
   return n;
 }
 
+/* Stores a shadow made for the allocation at ptr (if it still exists and has
+ * none; else frees it). */
+static void shadow_store(uint64_t ptr, uint8_t *shadow) {
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(ptr);
+  if (r && r->ptr == ptr && !r->shadow) {
+    r->shadow = shadow;
+    shadow = NULL;
+  }
+  rgpu_mutex_unlock(&g_mlock);
+  free(shadow);
+}
+
+/* Sends the chunks of r the program changed since the device last had
+ * them (all of it the first time), queued on the legacy stream.  *sent: 1
+ * when anything went. */
+static cudaError_t push_changed(rgpu_client *c, const managed_rec *r, int *sent) {
+  if (!r->shadow) {
+    cudaError_t e =
+        rgpu_rt_memcpy(c, r->ptr, r->ptr, r->size, cudaMemcpyHostToDevice, 0, r->dev, 1);
+    if (e != cudaSuccess) return e;
+    *sent = 1;
+    uint8_t *sh = malloc(r->size);
+    if (sh) {
+      memcpy(sh, (const void *)(uintptr_t)r->ptr, r->size);
+      shadow_store(r->ptr, sh);
+    }
+    return cudaSuccess;
+  }
+  const uint8_t *host = (const uint8_t *)(uintptr_t)r->ptr;
+  for (size_t off = 0; off < r->size;) {
+    size_t len = r->size - off < RGPU_MANAGED_CHUNK ? r->size - off : RGPU_MANAGED_CHUNK;
+    if (memcmp(host + off, r->shadow + off, len) == 0) {
+      off += len;
+      continue;
+    }
+    /* A run of changed chunks goes as one copy. */
+    size_t end = off + len;
+    while (end < r->size) {
+      size_t l2 = r->size - end < RGPU_MANAGED_CHUNK ? r->size - end : RGPU_MANAGED_CHUNK;
+      if (memcmp(host + end, r->shadow + end, l2) == 0) break;
+      end += l2;
+    }
+    cudaError_t e = rgpu_rt_memcpy(c, r->ptr + off, r->ptr + off, end - off,
+                                   cudaMemcpyHostToDevice, 0, r->dev, 1);
+    if (e != cudaSuccess) return e;
+    memcpy(r->shadow + off, host + off, end - off);
+    *sent = 1;
+    off = end;
+  }
+  return cudaSuccess;
+}
+
+/* Brings back the chunks of r the device changed since the last pull
+ * (MANAGED_PULL, in pieces of at most RGPU_MANAGED_PULL_MAX_BYTES), into
+ * the program's memory and the shadow. */
+static cudaError_t pull_changed(rgpu_client *c, const managed_rec *r) {
+  size_t piece_max = (size_t)RGPU_MANAGED_PULL_MAX_BYTES;
+  size_t nbits = (piece_max + RGPU_MANAGED_CHUNK - 1) / RGPU_MANAGED_CHUNK;
+  uint8_t *buf = malloc((nbits + 7) / 8 + piece_max);
+  if (!buf) return cudaErrorMemoryAllocation;
+  uint8_t *host = (uint8_t *)(uintptr_t)r->ptr;
+  rgpu_status rc = 0;
+  for (size_t at = 0; at < r->size && rc == 0; at += piece_max) {
+    size_t piece = r->size - at < piece_max ? r->size - at : piece_max;
+    size_t n = (piece + RGPU_MANAGED_CHUNK - 1) / RGPU_MANAGED_CHUNK, bm = (n + 7) / 8;
+    rgpu_msg_managed_pull_req q = {.ptr = r->ptr + at, .size = piece, .chunk = RGPU_MANAGED_CHUNK};
+    rgpu_client_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.dst = buf;
+    rep.dst_cap = bm + piece;
+    rc = rgpu_call_managed_pull(c, r->dev, 0, &q, NULL, &rep);
+    if (rc) break;
+    if (rep.dst_len < bm) {
+      rc = CUDA_ERROR_UNKNOWN;
+      break;
+    }
+    size_t data = bm;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+      if (!(buf[i / 8] & (1u << (i % 8)))) continue;
+      size_t off = i * RGPU_MANAGED_CHUNK;
+      size_t len = piece - off < RGPU_MANAGED_CHUNK ? piece - off : RGPU_MANAGED_CHUNK;
+      if (data + len > rep.dst_len) {
+        rc = CUDA_ERROR_UNKNOWN; /* a reply shorter than its bitmap says */
+        break;
+      }
+      memcpy(host + at + off, buf + data, len);
+      if (r->shadow) memcpy(r->shadow + at + off, buf + data, len);
+      data += len;
+    }
+  }
+  free(buf);
+  return rgpu_rt_from_call(rc);
+}
+
 cudaError_t rgpu_rt_managed_to_device(rgpu_client *c) {
   if (tl_moving || !__atomic_load_n(&g_host_owned, __ATOMIC_RELAXED)) return cudaSuccess;
   tl_moving = 1;
@@ -226,8 +330,9 @@ cudaError_t rgpu_rt_managed_to_device(rgpu_client *c) {
   cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
   int synced[RGPU_MAX_DEVICES] = {0};
   for (size_t i = 0; i < n && e == cudaSuccess; i++) {
-    e = rgpu_rt_memcpy(c, v[i].ptr, v[i].ptr, v[i].size, cudaMemcpyHostToDevice, 0, v[i].dev, 0);
-    if (v[i].dev >= 0 && v[i].dev < RGPU_MAX_DEVICES) synced[v[i].dev] = 1;
+    int sent = 0;
+    e = push_changed(c, &v[i], &sent);
+    if (sent && v[i].dev >= 0 && v[i].dev < RGPU_MAX_DEVICES) synced[v[i].dev] = 1;
   }
   /* In place before any stream uses it, whatever stream the work is on. */
   for (int d = 0; d < RGPU_MAX_DEVICES && e == cudaSuccess; d++)
@@ -252,8 +357,7 @@ cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, int device_synced) {
       e = rgpu_rt_from_call(rgpu_rt_sync_call(c, d, RGPU_RT_SYNC_DEVICE, 0, 0));
       synced[d] = 1;
     }
-    if (e == cudaSuccess)
-      e = rgpu_rt_memcpy(c, v[i].ptr, v[i].ptr, v[i].size, cudaMemcpyDeviceToHost, 0, d, 0);
+    if (e == cudaSuccess) e = pull_changed(c, &v[i]);
   }
   free(v);
   tl_moving = 0;

@@ -446,6 +446,7 @@ CUresult rgpu_h_mem_free(rgpu_req *rq, const rgpu_msg_mem_free_req *q) {
                 (unsigned long long)q->dptr);
   rgpu_graph_lib_invalidate(w);
   rgpu_worker_drop_views(w, NULL, a->dptr, a->size);
+  rgpu_worker_drop_managed_copies(w, -1, a->dptr, a->size);
   if (w->host_calls && rgpu_jobs_enabled(w) && a->device >= 0 && a->device < RGPU_MAX_DEVICES) {
     /* cuMemFree waits for the device, which may wait for a host callback
      * whose HOST_CALL_DONE only this thread can read: free in the

@@ -173,6 +173,7 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_handle_map_init(&w->arrays);
   rgpu_handle_map_init(&w->texobjs);
   rgpu_handle_map_init(&w->surfobjs);
+  rgpu_handle_map_init(&w->managed_copies);
   rgpu_buf_init(&w->rep_buf);
   rgpu_output_init(&w->output);
   pthread_mutex_init(&w->write_lock, NULL);
@@ -209,6 +210,7 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_handle_map_free(&w->arrays);
   rgpu_handle_map_free(&w->texobjs);
   rgpu_handle_map_free(&w->surfobjs);
+  rgpu_handle_map_free(&w->managed_copies);
   rgpu_buf_free(&w->rep_buf);
   rgpu_replay_free(&w->replay);
   pthread_mutex_destroy(&w->write_lock);

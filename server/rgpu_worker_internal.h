@@ -103,6 +103,10 @@ struct rgpu_worker {
   rgpu_handle_map texobjs;
   rgpu_handle_map surfobjs;
   uint64_t array_bytes; /* device bytes held by arrays: counted by the quota */
+  /* MANAGED_PULL's copies of what it last sent, by device address
+   * (rgpu_handlers_managed.c); ptr: a managed_copy. */
+  rgpu_handle_map managed_copies;
+  uint64_t managed_copy_bytes;
   struct rgpu_graph_state *graphs; /* rgpu_graph.c; created on first use */
   struct rgpu_graph_lib *graph_libs; /* rgpu_graph_lib.c; created on first use */
   /* Advanced by every free and module unload: a library call captured into
@@ -264,6 +268,9 @@ CUresult rgpu_worker_range_check(rgpu_worker *w, uint64_t ptr, uint64_t len, con
  * Those of array_rec (an rgpu_array_rec), or with array_rec NULL those
  * whose memory overlaps [dptr, dptr + size). */
 void rgpu_worker_drop_views(rgpu_worker *w, const void *array_rec, uint64_t dptr, uint64_t size);
+/* Forgets MANAGED_PULL's copies of ranges starting inside [dptr, dptr +
+ * size), or with size 0 all of device dev (-1: all devices). */
+void rgpu_worker_drop_managed_copies(rgpu_worker *w, int dev, uint64_t dptr, uint64_t size);
 /* Frees the session's arrays and objects of device dev (-1: all); destroy 0
  * forgets them without calling the driver (their context is gone). */
 void rgpu_worker_drop_arrays(rgpu_worker *w, int dev, int destroy);
