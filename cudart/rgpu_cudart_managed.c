@@ -26,9 +26,9 @@
  * the chunks that differ from what the device was last known to hold (a
  * copy kept here), a pull the chunks the device changed (MANAGED_PULL,
  * server/rgpu_handlers_managed.c).  Host accesses between a launch and its synchronization see
- * stale data, as CUDA leaves them undefined on such devices.  Kernels
- * launched through the driver-API facade (libcuda.so.1) do not move managed
- * memory. */
+ * stale data, as CUDA leaves them undefined on such devices.  The
+ * driver-API facade (libcuda.so.1) allocates here too (cuMemAllocManaged),
+ * and its launches and synchronizations go through the same hooks. */
 #define _GNU_SOURCE
 #include <assert.h>
 #include <stdlib.h>

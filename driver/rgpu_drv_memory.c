@@ -396,6 +396,23 @@ RGPU_DRV CUresult rgpu_drv_cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, C
   return copy_2d(pCopy, hStream, 1, 1);
 }
 
+/* ---- managed memory: the runtime's (cudart/rgpu_cudart_managed.c) ------------------ */
+
+/* Launches and synchronizations of this facade go through the runtime's
+ * submit and sync paths, which move managed memory. */
+RGPU_DRV CUresult rgpu_drv_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+                                             unsigned int flags) {
+  RGPU_DRV_ENTER_CTX();
+  if (!dptr) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  void *p = NULL;
+  CUresult r = RGPU_DRV_RT(cudaMallocManaged(&p, bytesize, flags));
+  if (r == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
+  return r;
+}
+
 /* ---- address queries ------------------------------------------------------------ */
 
 RGPU_DRV CUresult rgpu_drv_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,

@@ -106,8 +106,7 @@ static void test_bad_handles(void **state) {
 
 static void test_refused_and_stubbed(void **state) {
   (void)state;
-  CUdeviceptr d;
-  assert_int_equal(cuMemAllocManaged(&d, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuMemAllocManaged(NULL, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
   CUmemGenericAllocationHandle h;
   CUmemAllocationProp prop = {0};
   assert_int_equal(cuMemCreate(&h, 1 << 21, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
