@@ -565,3 +565,74 @@ RGPU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEven
   if (rc == CUDA_ERROR_NOT_READY) return query_ret(c, rc);
   return rgpu_rt_sync_ret(c, rc);
 }
+
+/* ---- stream attributes (STREAM_ATTR: the server's driver answers) ------------ */
+
+/* op 0 gets attr of s into *out, 1 sets it from *in, 2 copies every
+ * attribute of src to s.  A priority that changed is read back into the
+ * stream's record, so cudaStreamGetPriority agrees. */
+static cudaError_t stream_attr(cudaStream_t s, int per_thread, uint32_t op, uint32_t attr,
+                               cudaStream_t src, const cudaLaunchAttributeValue *in,
+                               cudaLaunchAttributeValue *out) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  uint64_t wire = 0, src_wire = 0;
+  int dev, src_dev;
+  if ((e = rgpu_rt_stream_resolve(c, s, per_thread, &wire, &dev)) != cudaSuccess)
+    return rgpu_rt_ret(e);
+  if (op == 2) {
+    if ((e = rgpu_rt_stream_resolve(c, src, per_thread, &src_wire, &src_dev)) != cudaSuccess)
+      return rgpu_rt_ret(e);
+    if (src_dev != dev) return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  rgpu_msg_stream_attr_req q = {.stream = wire, .op = op, .attr = attr, .src = src_wire};
+  if (in) q.value = (rgpu_bytes){in, sizeof *in};
+  rgpu_msg_stream_attr_rep rep;
+  rgpu_buf payload;
+  rgpu_buf_init(&payload);
+  rgpu_client_reply r;
+  memset(&r, 0, sizeof r);
+  r.payload = &payload;
+  rgpu_status rc = rgpu_call_stream_attr(c, dev, 0, &q, &rep, &r);
+  if (rc == 0 && out) {
+    if (rep.value.len == sizeof *out)
+      memcpy(out, rep.value.data, sizeof *out);
+    else
+      rc = CUDA_ERROR_UNKNOWN;
+  }
+  rgpu_buf_free(&payload);
+  if (rc == 0 && op != 0 && (op == 2 || attr == cudaLaunchAttributePriority) && !is_special(s)) {
+    cudaLaunchAttributeValue v;
+    if (stream_attr(s, per_thread, 0, cudaLaunchAttributePriority, NULL, NULL, &v) == cudaSuccess)
+      s->priority = v.priority;
+  }
+  return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
+                                            const cudaStreamAttrValue *value) {
+  if (!value) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_attr(hStream, 0, 1, (uint32_t)attr, NULL, value, NULL);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID attr,
+                                                      const cudaStreamAttrValue *value)) {
+  if (!value) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_attr(hStream, 1, 1, (uint32_t)attr, NULL, value, NULL);
+}
+RGPU_API cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
+                                            cudaStreamAttrValue *value_out) {
+  if (!value_out) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_attr(hStream, 0, 0, (uint32_t)attr, NULL, NULL, value_out);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaStreamAttrID attr,
+                                                      cudaStreamAttrValue *value_out)) {
+  if (!value_out) return rgpu_rt_ret(cudaErrorInvalidValue);
+  return stream_attr(hStream, 1, 0, (uint32_t)attr, NULL, NULL, value_out);
+}
+RGPU_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
+  return stream_attr(dst, 0, 2, 0, src, NULL, NULL);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src)) {
+  return stream_attr(dst, 1, 2, 0, src, NULL, NULL);
+}

@@ -36,8 +36,9 @@
 /* cuFuncSetAttribute (FUNC_SET_ATTR), cuLaunchCooperativeKernel and
  * cuLaunchKernelEx (LAUNCH_EX), cuOccupancy... (OCCUPANCY): a driver
  * without them answers NOT_SUPPORTED. */
-/* CUDA arrays, texture and surface objects (ARRAY_*, TEXOBJ_*, SURFOBJ_*):
- * a driver without them answers NOT_SUPPORTED. */
+/* CUDA arrays, texture and surface objects (ARRAY_*, TEXOBJ_*, SURFOBJ_*)
+ * and stream attributes (STREAM_ATTR): a driver without them answers
+ * NOT_SUPPORTED. */
 /* Peer access and peer copies (PEER_ACCESS, MEMCPY_DTOD between devices,
  * issue 19): without them PEER_ACCESS answers NOT_SUPPORTED and copies
  * between devices take cuMemcpyDtoD (unified addressing). */
@@ -49,7 +50,8 @@
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)  \
   X(cuMemcpyPeer) X(cuMemcpyPeerAsync)                                        \
   X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
-  X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
+  X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)          \
+  X(cuStreamGetAttribute) X(cuStreamSetAttribute) X(cuStreamCopyAttributes)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

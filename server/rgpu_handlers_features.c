@@ -131,3 +131,40 @@ CUresult rgpu_h_occupancy(rgpu_req *rq, const rgpu_msg_occupancy_req *q) {
   rgpu_msg_occupancy_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
+
+/* STREAM_ATTR: the driver's own stream attributes, checks and answers. */
+CUresult rgpu_h_stream_attr(rgpu_req *rq, const rgpu_msg_stream_attr_req *q) {
+  rgpu_worker *w = rq->w;
+  if (!D->cuStreamGetAttribute || !D->cuStreamSetAttribute || !D->cuStreamCopyAttributes)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the server's CUDA driver has no stream attributes");
+  CUstream s = NULL;
+  CUresult r = rgpu_worker_stream_get(w, q->stream, &s);
+  if (r) return r;
+  CUstreamAttrValue v;
+  memset(&v, 0, sizeof v);
+  switch (q->op) {
+  case 0:
+    r = D->cuStreamGetAttribute(s, (CUstreamAttrID)q->attr, &v);
+    break;
+  case 1:
+    if (q->value.len != sizeof v)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "stream attribute value of %zu bytes (%zu)",
+                  q->value.len, sizeof v);
+    memcpy(&v, q->value.data, sizeof v);
+    r = D->cuStreamSetAttribute(s, (CUstreamAttrID)q->attr, &v);
+    break;
+  case 2: {
+    CUstream src = NULL;
+    if ((r = rgpu_worker_stream_get(w, q->src, &src))) return r;
+    r = D->cuStreamCopyAttributes(s, src);
+    break;
+  }
+  default: return FAIL(CUDA_ERROR_INVALID_VALUE, "STREAM_ATTR op %u", q->op);
+  }
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "cuStream%sAttribute%s: %s", q->op == 0 ? "Get" : q->op == 1 ? "Set" : "Copy",
+                q->op == 2 ? "s" : "", rgpu_driver_error_name(D, r));
+  rgpu_msg_stream_attr_rep rep = {.value = {&v, sizeof v}};
+  rgpu_msg_stream_attr_rep_encode(rq->rep, &rep);
+  return CUDA_SUCCESS;
+}

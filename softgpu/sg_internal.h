@@ -235,6 +235,12 @@ struct CUstream_st {
   int is_legacy;
   pthread_t ptds_owner;  /* per-thread default stream of this thread, if ptds */
   int is_ptds;
+  /* Stream attributes (cuStreamSetAttribute): hints that change nothing
+   * on a CPU, kept so they read back as set.  sync_policy 0 is AUTO. */
+  CUaccessPolicyWindow access_policy;
+  int sync_policy;
+  CUlaunchMemSyncDomain mem_sync_domain;
+  CUlaunchMemSyncDomainMap mem_sync_domain_map;
   /* Below: protected by sg_sched_lock. */
   int refs;
   int destroyed;

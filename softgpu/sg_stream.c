@@ -530,6 +530,88 @@ SG_EXPORT CUresult CUDAAPI cuStreamGetPriority(CUstream hStream, int *priority) 
   return CUDA_SUCCESS;
 }
 
+/* ---- stream attributes ------------------------------------------------------ */
+
+/* Whether v is a value NVIDIA's driver accepts for attr on a stream. */
+static CUresult stream_attr_check(CUstreamAttrID attr, const CUstreamAttrValue *v) {
+  switch (attr) {
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+    const CUaccessPolicyWindow *w = &v->accessPolicyWindow;
+    if (!(w->hitRatio >= 0.0f && w->hitRatio <= 1.0f)) return CUDA_ERROR_INVALID_VALUE;
+    if (w->hitProp > CU_ACCESS_PROPERTY_PERSISTING || w->missProp > CU_ACCESS_PROPERTY_PERSISTING)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (w->missProp == CU_ACCESS_PROPERTY_PERSISTING) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+  }
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    return v->syncPolicy >= CU_SYNC_POLICY_AUTO && v->syncPolicy <= CU_SYNC_POLICY_BLOCKING_SYNC
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: return CUDA_SUCCESS;
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+    return v->memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT ||
+                   v->memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+SG_EXPORT CUresult CUDAAPI cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                                const CUstreamAttrValue *value) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  sg_stream *s;
+  CUresult r = sg_stream_resolve(hStream, &s);
+  if (r) return r;
+  if ((r = stream_attr_check(attr, value))) return r;
+  switch (attr) {
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: s->access_policy = value->accessPolicyWindow; break;
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY: s->sync_policy = value->syncPolicy; break;
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    /* Clamped to cuCtxGetStreamPriorityRange's [-5, 0], as at creation. */
+    s->priority = value->priority < -5 ? -5 : value->priority > 0 ? 0 : value->priority;
+    break;
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: s->mem_sync_domain_map = value->memSyncDomainMap; break;
+  default: s->mem_sync_domain = value->memSyncDomain; break;
+  }
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                                CUstreamAttrValue *value_out) {
+  if (!value_out) return CUDA_ERROR_INVALID_VALUE;
+  sg_stream *s;
+  CUresult r = sg_stream_resolve(hStream, &s);
+  if (r) return r;
+  memset(value_out, 0, sizeof *value_out);
+  switch (attr) {
+  case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: value_out->accessPolicyWindow = s->access_policy; break;
+  case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    value_out->syncPolicy = s->sync_policy ? (CUsynchronizationPolicy)s->sync_policy
+                                           : CU_SYNC_POLICY_AUTO;
+    break;
+  case CU_LAUNCH_ATTRIBUTE_PRIORITY: value_out->priority = s->priority; break;
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: value_out->memSyncDomainMap = s->mem_sync_domain_map; break;
+  case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: value_out->memSyncDomain = s->mem_sync_domain; break;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuStreamCopyAttributes(CUstream dst, CUstream src) {
+  sg_stream *d, *s;
+  CUresult r = sg_stream_resolve(dst, &d);
+  if (r == CUDA_SUCCESS) r = sg_stream_resolve(src, &s);
+  if (r) return r;
+  d->access_policy = s->access_policy;
+  d->sync_policy = s->sync_policy;
+  d->priority = s->priority;
+  d->mem_sync_domain = s->mem_sync_domain;
+  d->mem_sync_domain_map = s->mem_sync_domain_map;
+  return CUDA_SUCCESS;
+}
+
 SG_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   sg_stream *s;
