@@ -99,6 +99,9 @@ cublasStatus_t rgpu_cublas_call_submit(struct cublasContext *h, rgpu_cublas_fn *
   memset(&r, 0, sizeof r);
   r.dst = reply;
   r.dst_cap = sizeof reply;
+  /* Managed memory the host owns reaches the device first, as for work
+   * that goes through rgpu_rt_submit. */
+  if (rgpu_rt_managed_to_device(c) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   rc = rgpu_call_lib_call(c, device, 0, &m, NULL, &r);
   rgpu_buf_free(&a->args);
   if (rc) {
