@@ -417,40 +417,40 @@ static cudaError_t array_side(const void *array, copy_side *s) {
 /* Height and depth of an array counted as CUDA counts them (0 is 1). */
 static size_t rows_of(const rgpu_rt_array *a) { return a->extent.height ? a->extent.height : 1; }
 
-static cudaError_t to_array(cudaArray_t dst, size_t w_off, size_t h_off, const void *src,
-                            size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
-                            cudaStream_t stream, int per_thread, int async) {
+/* A copy between an array and memory at ptr (host or device, as kind
+ * says; pitch bytes a row): into the array (into_array 1) or out of it. */
+static cudaError_t pointer_array_copy(int into_array, cudaArray_const_t array, size_t w_off,
+                                      size_t h_off, const void *ptr, size_t pitch, size_t width,
+                                      size_t height, enum cudaMemcpyKind kind,
+                                      cudaStream_t stream, int per_thread, int async) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  copy_side d, s;
-  memset(&s, 0, sizeof s);
-  if ((e = array_side(dst, &d)) != cudaSuccess) return rgpu_rt_ret(e);
-  if (!src) return rgpu_rt_ret(cudaErrorInvalidValue);
-  if ((e = pointer_side(src, 1, kind, &s)) != cudaSuccess) return rgpu_rt_ret(e);
-  d.x = w_off, d.y = h_off;
-  s.pitch = spitch, s.rows = height;
-  if (height > 1 && width > spitch) return rgpu_rt_ret(cudaErrorInvalidPitchValue);
-  if (height <= 1 && spitch < width) s.pitch = width;
-  return array_copy(c, d.arr.dev, &s, &d, width, height, 1, stream, per_thread, async);
+  copy_side a, p;
+  memset(&p, 0, sizeof p);
+  if ((e = array_side(array, &a)) != cudaSuccess) return rgpu_rt_ret(e);
+  if (!ptr) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if ((e = pointer_side(ptr, into_array, kind, &p)) != cudaSuccess) return rgpu_rt_ret(e);
+  a.x = w_off, a.y = h_off;
+  p.pitch = pitch, p.rows = height;
+  if (height > 1 && width > pitch) return rgpu_rt_ret(cudaErrorInvalidPitchValue);
+  if (height <= 1 && pitch < width) p.pitch = width;
+  return into_array ? array_copy(c, a.arr.dev, &p, &a, width, height, 1, stream, per_thread, async)
+                    : array_copy(c, a.arr.dev, &a, &p, width, height, 1, stream, per_thread, async);
+}
+
+static cudaError_t to_array(cudaArray_t dst, size_t w_off, size_t h_off, const void *src,
+                            size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                            cudaStream_t stream, int per_thread, int async) {
+  return pointer_array_copy(1, dst, w_off, h_off, src, spitch, width, height, kind, stream,
+                            per_thread, async);
 }
 
 static cudaError_t from_array(void *dst, size_t dpitch, cudaArray_const_t src, size_t w_off,
                               size_t h_off, size_t width, size_t height, enum cudaMemcpyKind kind,
                               cudaStream_t stream, int per_thread, int async) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  copy_side d, s;
-  memset(&d, 0, sizeof d);
-  if ((e = array_side(src, &s)) != cudaSuccess) return rgpu_rt_ret(e);
-  if (!dst) return rgpu_rt_ret(cudaErrorInvalidValue);
-  if ((e = pointer_side(dst, 0, kind, &d)) != cudaSuccess) return rgpu_rt_ret(e);
-  s.x = w_off, s.y = h_off;
-  d.pitch = dpitch, d.rows = height;
-  if (height > 1 && width > dpitch) return rgpu_rt_ret(cudaErrorInvalidPitchValue);
-  if (height <= 1 && dpitch < width) d.pitch = width;
-  return array_copy(c, s.arr.dev, &s, &d, width, height, 1, stream, per_thread, async);
+  return pointer_array_copy(0, src, w_off, h_off, dst, dpitch, width, height, kind, stream,
+                            per_thread, async);
 }
 
 static cudaError_t array_to_array(cudaArray_t dst, size_t dx, size_t dy, cudaArray_const_t src,
