@@ -470,18 +470,19 @@ static cudaError_t array_to_array(cudaArray_t dst, size_t dx, size_t dy, cudaArr
 
 /* The deprecated 1D forms copy `count` bytes from (wOffset, hOffset) on,
  * row after row of the array: a partial first row, whole rows, a partial
- * last row. */
-static cudaError_t linear_to_array(cudaArray_t dst, size_t w_off, size_t h_off, const void *src,
-                                   size_t count, enum cudaMemcpyKind kind, cudaStream_t stream,
-                                   int per_thread, int async) {
+ * last row; into the array (into_array 1) or out of it. */
+static cudaError_t linear_array_copy(int into_array, cudaArray_const_t array, size_t w_off,
+                                     size_t h_off, const void *ptr, size_t count,
+                                     enum cudaMemcpyKind kind, cudaStream_t stream,
+                                     int per_thread, int async) {
   rgpu_rt_array a;
-  cudaError_t e = array_get(dst, &a);
+  cudaError_t e = array_get(array, &a);
   if (e != cudaSuccess) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(e);
   }
   size_t row = a.extent.width * a.elem_size;
-  const uint8_t *p = src;
+  const uint8_t *p = ptr;
   while (count > 0 && e == cudaSuccess) {
     size_t n = row > w_off ? row - w_off : 0;
     if (n == 0 || h_off >= rows_of(&a)) {
@@ -489,34 +490,23 @@ static cudaError_t linear_to_array(cudaArray_t dst, size_t w_off, size_t h_off, 
       return rgpu_rt_ret(cudaErrorInvalidValue);
     }
     if (n > count) n = count;
-    e = to_array(dst, w_off, h_off, p, n, n, 1, kind, stream, per_thread, async);
+    e = pointer_array_copy(into_array, array, w_off, h_off, p, n, n, 1, kind, stream, per_thread,
+                           async);
     p += n, count -= n, w_off = 0, h_off++;
   }
   return e;
 }
 
+static cudaError_t linear_to_array(cudaArray_t dst, size_t w_off, size_t h_off, const void *src,
+                                   size_t count, enum cudaMemcpyKind kind, cudaStream_t stream,
+                                   int per_thread, int async) {
+  return linear_array_copy(1, dst, w_off, h_off, src, count, kind, stream, per_thread, async);
+}
+
 static cudaError_t linear_from_array(void *dst, cudaArray_const_t src, size_t w_off, size_t h_off,
                                      size_t count, enum cudaMemcpyKind kind, cudaStream_t stream,
                                      int per_thread, int async) {
-  rgpu_rt_array a;
-  cudaError_t e = array_get(src, &a);
-  if (e != cudaSuccess) {
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(e);
-  }
-  size_t row = a.extent.width * a.elem_size;
-  uint8_t *p = dst;
-  while (count > 0 && e == cudaSuccess) {
-    size_t n = row > w_off ? row - w_off : 0;
-    if (n == 0 || h_off >= rows_of(&a)) {
-      rgpu_rt_count_call();
-      return rgpu_rt_ret(cudaErrorInvalidValue);
-    }
-    if (n > count) n = count;
-    e = from_array(p, n, src, w_off, h_off, n, 1, kind, stream, per_thread, async);
-    p += n, count -= n, w_off = 0, h_off++;
-  }
-  return e;
+  return linear_array_copy(0, src, w_off, h_off, dst, count, kind, stream, per_thread, async);
 }
 
 RGPU_API cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
