@@ -423,6 +423,24 @@ int main() {
     std::printf("3D array: host, device and array copies, tex3D exact\n");
   }
 
+  // The deprecated 1D copies: 50 floats from (5, 2) on run over the end of
+  // row 2 into row 3, and come back the same way.
+  {
+    std::vector<float> in(50), got(50, -1.0f);
+    for (int i = 0; i < 50; i++) in[i] = 1000.0f + i;
+    CHECK(cudaMemcpyToArray(arr, 5 * sizeof(float), 2, in.data(), 50 * sizeof(float),
+                            cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpyFromArray(got.data(), arr, 5 * sizeof(float), 2, 50 * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 50; i++) EXPECT(got[i] == in[i]);
+    float row3[W];
+    CHECK(cudaMemcpy2DFromArray(row3, sizeof row3, arr, 0, 3, sizeof row3, 1,
+                                cudaMemcpyDeviceToHost));
+    for (int x = 0; x < 50 - (W - 5); x++) EXPECT(row3[x] == in[W - 5 + x]);
+    EXPECT(row3[50 - (W - 5)] == value_at(50 - (W - 5), 3, 0));
+    std::printf("deprecated 1D copies across a row boundary\n");
+  }
+
   CHECK(cudaFreeArray(arr));
   CHECK(cudaFree(d_out));
   pass("texture_array");
