@@ -402,6 +402,11 @@ cudaError_t rgpu_rt_managed_to_device(rgpu_client *c);
 cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, int device_synced);
 int rgpu_rt_managed_free(rgpu_client *c, void *p, cudaError_t *err);
 int rgpu_rt_managed_find(uint64_t p, int *dev);
+/* After cudaDeviceReset of dev: its managed allocations, arrays and
+ * texture/surface objects are gone on the server; their records and host
+ * mappings go too (a stale pointer or cudaArray_t is then refused). */
+void rgpu_rt_managed_forget_device(int dev);
+void rgpu_rt_arrays_forget_device(int dev);
 /* cudaMemcpy3D(Async) with a CUDA array on either side (rgpu_cudart_array.c). */
 cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
                                    int per_thread, int async);

@@ -148,6 +148,24 @@ static int view_get(uint64_t handle, int surf, rgpu_rt_view *out) {
   return found;
 }
 
+void rgpu_rt_arrays_forget_device(int dev) {
+  rgpu_mutex_lock(&g_lock);
+  for (size_t v = 0; v < g_nviews;)
+    if (g_views[v].dev == dev)
+      g_views[v] = g_views[--g_nviews];
+    else
+      v++;
+  for (size_t i = 0; i < g_narrays;) {
+    if (g_arrays[i]->dev != dev) {
+      i++;
+      continue;
+    }
+    free(g_arrays[i]);
+    g_arrays[i] = g_arrays[--g_narrays];
+  }
+  rgpu_mutex_unlock(&g_lock);
+}
+
 /* ---- formats ----------------------------------------------------------------- */
 
 /* The driver's format and channel count of a channel description:

@@ -349,6 +349,8 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   if (dev >= 0 && dev < RGPU_MAX_DEVICES) __atomic_add_fetch(&g_epoch[dev], 1, __ATOMIC_RELEASE);
   rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
   rgpu_rt_arena_forget_device(dev);
+  rgpu_rt_managed_forget_device(dev);
+  rgpu_rt_arrays_forget_device(dev);
   rgpu_rt_modules_forget_device(dev);
   rgpu_rt_host_pending_forget();
   return rgpu_rt_ret(rgpu_rt_from_call(rc));

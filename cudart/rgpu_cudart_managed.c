@@ -207,6 +207,22 @@ int rgpu_rt_managed_free(rgpu_client *c, void *p, cudaError_t *err) {
   return 1;
 }
 
+void rgpu_rt_managed_forget_device(int dev) {
+  rgpu_mutex_lock(&g_mlock);
+  for (size_t i = 0; i < g_nrecs;) {
+    if (g_recs[i].dev != dev) {
+      i++;
+      continue;
+    }
+    count_owner(&g_recs[i], -1);
+    munmap((void *)(uintptr_t)g_recs[i].ptr, g_recs[i].size);
+    free(g_recs[i].shadow);
+    g_recs[i] = g_recs[g_nrecs - 1];
+    __atomic_store_n(&g_nrecs, g_nrecs - 1, __ATOMIC_RELAXED);
+  }
+  rgpu_mutex_unlock(&g_mlock);
+}
+
 /* The allocations one side owns, handed to the other: copies of their
  * records (the copies themselves run without g_mlock). */
 static size_t take_owned(int device_owns, managed_rec **out) {

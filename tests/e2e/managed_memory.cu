@@ -132,6 +132,20 @@ int main() {
   CHECK(cudaFree(v));
   CHECK(cudaFree(x));
   CHECK(cudaFree(y));
+
+  // A reset takes a live managed allocation with it; managed memory made
+  // after it works as before.
+  int *old = nullptr, *fresh = nullptr;
+  CHECK(cudaMallocManaged(&old, 4096));
+  old[0] = 1;
+  CHECK(cudaDeviceReset());
+  CHECK(cudaMallocManaged(&fresh, M * sizeof(int)));
+  for (int i = 0; i < M; i++) fresh[i] = 7 * i;
+  add_one<<<(M + 127) / 128, 128>>>(fresh, M);
+  CHECK(cudaDeviceSynchronize());
+  for (int i = 0; i < M; i++) EXPECT(fresh[i] == 7 * i + 1);
+  CHECK(cudaFree(fresh));
+  std::printf("managed memory after a device reset\n");
   pass("managed_memory");
   return 0;
 }
