@@ -59,8 +59,8 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
 
 /* One side of a driver copy (CUDA_MEMCPY2D or CUDA_MEMCPY3D): the first
  * byte its memory type names, and its direction in *dev: 1 device, 0 host,
- * -1 unified (the pointer decides).  Arrays are not offered (no CUarray in
- * rgpu); an unknown type is invalid. */
+ * -1 unified (the pointer decides).  Arrays are not a pointer: copies
+ * that name one go to rgpu_drv_copy_3d_array; an unknown type is invalid. */
 static inline CUresult rgpu_drv_copy_side(CUmemorytype type, const void *host,
                                           CUdeviceptr device, const char **base, int *dev) {
   switch (type) {
@@ -71,6 +71,10 @@ static inline CUresult rgpu_drv_copy_side(CUmemorytype type, const void *host,
   default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
+
+/* A driver copy with a CUDA array on either side, as the runtime's
+ * cudaMemcpy3D(Async) (rgpu_drv_array.c); pt: the _ptds/_ptsz entry. */
+CUresult rgpu_drv_copy_3d_array(const CUDA_MEMCPY3D *p, CUstream s, int pt, int async);
 
 /* The runtime's copy kind for two sides' directions (rgpu_drv_copy_side):
  * cudaMemcpyDefault when either is unified. */

@@ -355,6 +355,17 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream s, int pt, int async) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    CUDA_MEMCPY3D q = {
+        .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
+        .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray,
+        .srcPitch = p->srcPitch, .srcHeight = p->Height,
+        .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstMemoryType = p->dstMemoryType,
+        .dstHost = p->dstHost, .dstDevice = p->dstDevice, .dstArray = p->dstArray,
+        .dstPitch = p->dstPitch, .dstHeight = p->Height,
+        .WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = 1};
+    return rgpu_drv_copy_3d_array(&q, s, pt, async);
+  }
   const void *src, *dst;
   int sdev, ddev;
   CUresult r = copy_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY,
@@ -575,18 +586,21 @@ RGPU_DRV CUresult rgpu_drv_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemory
 
 /* ---- 3D copies: one 2D copy per slice ----------------------------------------- */
 
-/* The runtime has no 3D copy of its own (cudaMemcpy3D answers
- * cudaErrorNotSupported); a linear 3D copy is Depth 2D copies, queued in
- * order on the same stream, so it keeps the copy's ordering. */
+/* A linear 3D copy is Depth 2D copies, queued in order on the same
+ * stream, so it keeps the copy's ordering; one with an array is the
+ * runtime's cudaMemcpy3D (rgpu_drv_array.c). */
 static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream s, int pt, int async) {
   if (!p) {
     rgpu_rt_count_call();
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (p->srcLOD || p->dstLOD || p->srcMemoryType == CU_MEMORYTYPE_ARRAY ||
-      p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+  if (p->srcLOD || p->dstLOD) {
     rgpu_rt_count_call();
-    return CUDA_ERROR_NOT_SUPPORTED; /* arrays and mipmap levels */
+    return CUDA_ERROR_NOT_SUPPORTED; /* mipmap levels */
+  }
+  if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    RGPU_DRV_ENTER_CTX();
+    return rgpu_drv_copy_3d_array(p, s, pt, async);
   }
   size_t depth = p->Depth ? p->Depth : 1;
   size_t src_height = p->srcHeight ? p->srcHeight : p->Height;
