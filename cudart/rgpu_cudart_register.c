@@ -224,6 +224,10 @@ RGPU_API void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun,
   rgpu_mutex_unlock(&fb->lock);
   rgpu_mutex_lock(&g_reg_lock);
   map_put(&g_funcs, hostFun, f, 0);
+  /* The record is also the function's cudaKernel_t (cudaGetKernel): every
+   * call that takes a function symbol takes that handle too, as NVIDIA's
+   * runtime does. */
+  map_put(&g_funcs, f, f, 0);
   rgpu_mutex_unlock(&g_reg_lock);
 }
 
@@ -750,6 +754,11 @@ RGPU_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostStub)
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   *kernel = (cudaKernel_t)f;
   return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr) {
+  rgpu_rt_count_call();
+  return __cudaGetKernel(kernelPtr, entryFuncAddr);
 }
 
 RGPU_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
