@@ -407,6 +407,9 @@ int rgpu_rt_managed_find(uint64_t p, int *dev);
  * mappings go too (a stale pointer or cudaArray_t is then refused). */
 void rgpu_rt_managed_forget_device(int dev);
 void rgpu_rt_arrays_forget_device(int dev);
+/* After cudaDeviceReset of dev: its context limits are the driver's
+ * defaults again (rgpu_cudart_device.c). */
+void rgpu_rt_limits_forget_device(int dev);
 /* cudaMemcpy3D(Async) with a CUDA array on either side (rgpu_cudart_array.c). */
 cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
                                    int per_thread, int async);

@@ -349,6 +349,7 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   if (dev >= 0 && dev < RGPU_MAX_DEVICES) __atomic_add_fetch(&g_epoch[dev], 1, __ATOMIC_RELEASE);
   rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
   rgpu_rt_arena_forget_device(dev);
+  rgpu_rt_limits_forget_device(dev);
   rgpu_rt_managed_forget_device(dev);
   rgpu_rt_arrays_forget_device(dev);
   rgpu_rt_modules_forget_device(dev);
@@ -410,51 +411,62 @@ RGPU_API cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
   return cudaSuccess;
 }
 
-/* Defaults NVIDIA documents for each limit; values the server does not
- * know about, so only these can be answered honestly. */
-static int limit_default(enum cudaLimit limit, size_t *v) {
-  switch (limit) {
-  case cudaLimitStackSize: *v = 1024; return 0;
-  case cudaLimitPrintfFifoSize: *v = 8650752; return 0; /* as an H200 reports */
-  case cudaLimitMallocHeapSize: *v = 8u << 20; return 0;
-  case cudaLimitDevRuntimeSyncDepth: *v = 2; return 0;
-  case cudaLimitDevRuntimePendingLaunchCount: *v = 2048; return 0;
-  case cudaLimitMaxL2FetchGranularity: *v = 32; return 0;
-  case cudaLimitPersistingL2CacheSize: *v = 0; return 0;
-  default: return -1;
-  }
+/* Context limits live in the server's driver (CTX_LIMIT): a set is a round
+ * trip, and so is the first read of a limit on a device; the answers are
+ * kept per device until a reset (rgpu_rt_limits_forget_device). */
+static rgpu_mutex g_limits_lock = RGPU_MUTEX_INITIALIZER;
+static size_t g_limits[RGPU_MAX_DEVICES][16];
+static unsigned char g_limit_known[RGPU_MAX_DEVICES][16];
+
+static void limit_keep(int dev, unsigned limit, size_t v) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES || limit >= 16) return;
+  rgpu_mutex_lock(&g_limits_lock);
+  g_limits[dev][limit] = v;
+  g_limit_known[dev][limit] = 1;
+  rgpu_mutex_unlock(&g_limits_lock);
 }
 
-static size_t g_limits[16];
-static int g_limit_set[16];
+void rgpu_rt_limits_forget_device(int dev) {
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES) return;
+  rgpu_mutex_lock(&g_limits_lock);
+  memset(g_limit_known[dev], 0, sizeof g_limit_known[dev]);
+  rgpu_mutex_unlock(&g_limits_lock);
+}
+
+static cudaError_t limit_call(enum cudaLimit limit, int set, size_t value, size_t *out) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  int dev = rgpu_rt_current_device();
+  if (!set && dev >= 0 && dev < RGPU_MAX_DEVICES && (unsigned)limit < 16) {
+    rgpu_mutex_lock(&g_limits_lock);
+    int known = g_limit_known[dev][limit];
+    size_t v = g_limits[dev][limit];
+    rgpu_mutex_unlock(&g_limits_lock);
+    if (known) {
+      *out = v;
+      return cudaSuccess;
+    }
+  }
+  rgpu_msg_ctx_limit_req q = {.limit = (uint32_t)limit, .set = (uint32_t)set, .value = value};
+  rgpu_msg_ctx_limit_rep rep;
+  rgpu_status rc = rgpu_call_ctx_limit(c, dev, 0, &q, &rep, NULL);
+  if (rc) return rgpu_rt_ret(rgpu_rt_from_call(rc));
+  limit_keep(dev, (unsigned)limit, (size_t)rep.value);
+  if (out) *out = (size_t)rep.value;
+  return cudaSuccess;
+}
 
 RGPU_API cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit) {
-  rgpu_rt_count_call();
-  if (!pValue) return rgpu_rt_ret(cudaErrorInvalidValue);
-  size_t v;
-  if (limit_default(limit, &v)) return rgpu_rt_ret(cudaErrorUnsupportedLimit);
-  if ((unsigned)limit < 16 && g_limit_set[limit]) v = g_limits[limit];
-  *pValue = v;
-  return cudaSuccess;
+  if (!pValue) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  return limit_call(limit, 0, 0, pValue);
 }
 
 RGPU_API cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
-  rgpu_rt_count_call();
-  size_t def;
-  if (limit_default(limit, &def)) return rgpu_rt_ret(cudaErrorUnsupportedLimit);
-  /* Nothing on the wire sets limits yet: accept what needs no change on the
-   * server (a value within the default), refuse the rest honestly. */
-  if (value > def) {
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("cudaDeviceSetLimit above the default is not supported yet");
-    return rgpu_rt_ret(cudaErrorNotSupported);
-  }
-  if ((unsigned)limit < 16) {
-    g_limits[limit] = value;
-    g_limit_set[limit] = 1;
-  }
-  return cudaSuccess;
+  return limit_call(limit, 1, value, NULL);
 }
 
 RGPU_API cudaError_t cudaChooseDevice(int *device, const struct cudaDeviceProp *prop) {

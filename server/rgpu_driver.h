@@ -37,7 +37,8 @@
  * cuLaunchKernelEx (LAUNCH_EX), cuOccupancy... (OCCUPANCY): a driver
  * without them answers NOT_SUPPORTED. */
 /* CUDA arrays, texture and surface objects (ARRAY_*, TEXOBJ_*, SURFOBJ_*)
- * and stream attributes (STREAM_ATTR): a driver without them answers
+ * stream attributes (STREAM_ATTR) and context limits (CTX_LIMIT): a driver
+ * without them answers
  * NOT_SUPPORTED. */
 /* Peer access and peer copies (PEER_ACCESS, MEMCPY_DTOD between devices,
  * issue 19): without them PEER_ACCESS answers NOT_SUPPORTED and copies
@@ -51,7 +52,8 @@
   X(cuMemcpyPeer) X(cuMemcpyPeerAsync)                                        \
   X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
   X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)          \
-  X(cuStreamGetAttribute) X(cuStreamSetAttribute) X(cuStreamCopyAttributes)
+  X(cuStreamGetAttribute) X(cuStreamSetAttribute) X(cuStreamCopyAttributes)     \
+  X(cuCtxGetLimit) X(cuCtxSetLimit)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

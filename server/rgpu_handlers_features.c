@@ -168,3 +168,20 @@ CUresult rgpu_h_stream_attr(rgpu_req *rq, const rgpu_msg_stream_attr_req *q) {
   rgpu_msg_stream_attr_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }
+
+/* CTX_LIMIT: the driver's own context limits (heap, stack, printf FIFO...). */
+CUresult rgpu_h_ctx_limit(rgpu_req *rq, const rgpu_msg_ctx_limit_req *q) {
+  rgpu_worker *w = rq->w;
+  if (!D->cuCtxGetLimit || !D->cuCtxSetLimit)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the server's CUDA driver has no context limits");
+  CUresult r = CUDA_SUCCESS;
+  if (q->set && (r = D->cuCtxSetLimit((CUlimit)q->limit, (size_t)q->value)) != CUDA_SUCCESS)
+    return FAIL(r, "cuCtxSetLimit(%u, %llu): %s", q->limit, (unsigned long long)q->value,
+                rgpu_driver_error_name(D, r));
+  size_t v = 0;
+  if ((r = D->cuCtxGetLimit(&v, (CUlimit)q->limit)) != CUDA_SUCCESS)
+    return FAIL(r, "cuCtxGetLimit(%u): %s", q->limit, rgpu_driver_error_name(D, r));
+  rgpu_msg_ctx_limit_rep rep = {.value = v};
+  rgpu_msg_ctx_limit_rep_encode(rq->rep, &rep);
+  return CUDA_SUCCESS;
+}

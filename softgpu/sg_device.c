@@ -395,6 +395,7 @@ static CUresult ctx_activate(sg_ctx *c, unsigned flags) {
   memset(c->limits, 0, sizeof c->limits);
   c->cache_config = CU_FUNC_CACHE_PREFER_NONE;
   atomic_store(&c->peers, 0);
+  atomic_store(&c->heap_used, 0);
   c->streams = NULL;
   c->events = NULL;
   c->modules = NULL;

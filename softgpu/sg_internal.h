@@ -94,6 +94,8 @@ struct CUctx_st {
   sg_stream *streams;     /* user streams and per-thread streams */
   sg_event *events;
   sg_module *modules;
+  /* Bytes of the device heap (a kernel's malloc) in use. */
+  _Atomic uint64_t heap_used;
 };
 
 extern int sg_initialized;
@@ -116,6 +118,7 @@ typedef enum {
   SG_MEM_VMM = 3,     /* a mapped, accessible piece of a cuMemAddressReserve range */
   SG_MEM_GLOBAL = 4,  /* a module's .global/.const variable */
   SG_MEM_REGISTERED = 5, /* cuMemHostRegister: the caller's memory, never freed by us */
+  SG_MEM_HEAP = 6,    /* a kernel's malloc (the device heap, CU_LIMIT_MALLOC_HEAP_SIZE) */
 } sg_mem_kind;
 
 typedef struct {
@@ -145,6 +148,14 @@ CUresult sg_mem_alloc_device(sg_ctx *c, uint64_t size, sg_mem_kind kind, uint64_
 CUresult sg_mem_free_device(uint64_t dptr);
 /* Frees everything a context owns (context destroy / primary reset). */
 void sg_mem_release_ctx(sg_ctx *c);
+/* The device heap (sg_mem.c): a kernel's malloc of size bytes in context c
+ * (0 when the heap, CU_LIMIT_MALLOC_HEAP_SIZE, is full); its free, which
+ * takes effect after the launch (other lanes of the kernel may still read
+ * the block; freeing mid-launch would need the use lock the launch holds);
+ * and the end-of-launch step that performs those frees. */
+uint64_t sg_mem_heap_alloc(sg_ctx *c, uint64_t size);
+void sg_mem_heap_free_later(sg_ctx *c, uint64_t addr);
+void sg_mem_heap_flush(void);
 /* Runs queued copies and memsets (on a stream worker); failures make the
  * context sticky. */
 void sg_exec_copy(sg_ctx *c, sg_op *op);

@@ -281,6 +281,68 @@ void sg_mem_release_ctx(sg_ctx *c) {
   free(rel);
 }
 
+/* ---- the device heap ----------------------------------------------------- */
+
+static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *heap_pending; /* frees that wait for their launch to end */
+static size_t heap_npending, heap_cap;
+
+static uint64_t heap_limit(const sg_ctx *c) {
+  size_t v = c->limits[CU_LIMIT_MALLOC_HEAP_SIZE];
+  return v ? v : 8u << 20;
+}
+
+uint64_t sg_mem_heap_alloc(sg_ctx *c, uint64_t size) {
+  if (size == 0) return 0;
+  uint64_t fp = round_up(size, SG_ALIGN);
+  uint64_t used = atomic_fetch_add(&c->heap_used, fp);
+  if (used + fp > heap_limit(c) || used + fp < used) {
+    atomic_fetch_sub(&c->heap_used, fp);
+    return 0; /* what malloc returns on a GPU whose heap is full */
+  }
+  void *p;
+  if (alloc_common(c, size, SG_MEM_HEAP, &p) != CUDA_SUCCESS) {
+    atomic_fetch_sub(&c->heap_used, fp);
+    return 0;
+  }
+  return (uint64_t)(uintptr_t)p;
+}
+
+void sg_mem_heap_free_later(sg_ctx *c, uint64_t addr) {
+  sg_alloc a;
+  /* Not a block of this context's heap: ignored (undefined on a GPU). */
+  if (sg_mem_find(addr, &a) != 0 || a.base != addr || a.kind != SG_MEM_HEAP || a.ctx != c) return;
+  pthread_mutex_lock(&heap_lock);
+  if (heap_npending == heap_cap) {
+    size_t cap = heap_cap ? heap_cap * 2 : 64;
+    uint64_t *nv = realloc(heap_pending, cap * sizeof *nv);
+    if (nv) {
+      heap_pending = nv;
+      heap_cap = cap;
+    }
+  }
+  /* Without room the block stays allocated until its context goes. */
+  if (heap_npending < heap_cap) heap_pending[heap_npending++] = addr;
+  pthread_mutex_unlock(&heap_lock);
+}
+
+void sg_mem_heap_flush(void) {
+  pthread_mutex_lock(&heap_lock);
+  uint64_t *v = heap_pending;
+  size_t n = heap_npending;
+  heap_pending = NULL;
+  heap_npending = heap_cap = 0;
+  pthread_mutex_unlock(&heap_lock);
+  for (size_t i = 0; i < n; i++) {
+    sg_alloc a;
+    /* Freed twice, or gone with its context meanwhile: nothing left. */
+    if (sg_mem_find(v[i], &a) != 0 || a.base != v[i] || a.kind != SG_MEM_HEAP) continue;
+    if (free_common(v[i], 1u << SG_MEM_HEAP) == CUDA_SUCCESS && a.ctx)
+      atomic_fetch_sub(&a.ctx->heap_used, round_up(a.size, SG_ALIGN));
+  }
+  free(v);
+}
+
 SG_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
   sg_ctx *c;
   CUresult r = sg_current(&c);

@@ -490,6 +490,9 @@ SG_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache c
 #ifdef SG_HAVE_PTX
 static int lookup_tramp(void *ctx, uint64_t addr, sg_ptx_range *r) { return sg_mem_lookup_cb(ctx, addr, r); }
 static int texobj_tramp(void *ctx, uint64_t h, sg_ptx_tex *t) { return sg_texobj_lookup_cb(ctx, h, t); }
+/* env.ctx is the launching context: the device heap is per context. */
+static uint64_t heap_alloc_tramp(void *ctx, uint64_t size) { return sg_mem_heap_alloc(ctx, size); }
+static void heap_free_tramp(void *ctx, uint64_t addr) { sg_mem_heap_free_later(ctx, addr); }
 #endif
 
 void sg_module_run_launch(sg_op *op) {
@@ -500,6 +503,9 @@ void sg_module_run_launch(sg_op *op) {
   env.print = print_tramp;
   env.nworkers = sg_cfg.nworkers;
   env.texobj = texobj_tramp;
+  env.dev_malloc = heap_alloc_tramp;
+  env.dev_free = heap_free_tramp;
+  env.ctx = f->mod->ctx;
   sg_ptx_launch_cfg cfg = {0};
   memcpy(cfg.grid, op->u.launch.grid, sizeof cfg.grid);
   memcpy(cfg.block, op->u.launch.block, sizeof cfg.block);
@@ -511,6 +517,7 @@ void sg_module_run_launch(sg_op *op) {
   sg_mem_use_begin();
   int rc = sg_ptx_launch(f->k, &cfg, &env, &fault);
   sg_mem_use_end();
+  sg_mem_heap_flush(); /* the frees the kernel made */
   if (rc != 0) {
     const char *en = "?";
     cuGetErrorName((CUresult)rc, &en);

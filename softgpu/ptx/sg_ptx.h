@@ -109,6 +109,12 @@ typedef struct {
    * Called once per instruction and distinct handle, not per lane.  The
    * memory behind t->data must stay valid for the whole launch. */
   int (*texobj)(void *ctx, uint64_t handle, sg_ptx_tex *t);
+  /* Device-side malloc and free (the `malloc`/`free` a kernel calls): the
+   * address of size new bytes of device memory, or 0 when the heap is
+   * full; free of such an address (0: nothing).  May be NULL (malloc
+   * returns 0).  Called per calling lane. */
+  uint64_t (*dev_malloc)(void *ctx, uint64_t size);
+  void (*dev_free)(void *ctx, uint64_t addr);
 } sg_ptx_env;
 
 typedef struct {

@@ -248,6 +248,8 @@ static const char *op_name(int op) {
     case SG_OP_ST: return "st";
     case SG_OP_ATOM: return "atom";
     case SG_OP_VPRINTF: return "vprintf";
+    case SG_OP_MALLOC: return "malloc";
+    case SG_OP_FREE: return "free";
     default: return "access";
   }
 }
@@ -960,6 +962,28 @@ static void do_vprintf(worker *W, warp *w, int widx, const sg_insn *I, uint32_t 
     if (ci->has_ret && ci->ret.size >= 4) {
       int32_t r = n;
       memcpy(fp + ci->ret.off, &r, 4);
+    }
+  }
+}
+
+/* ------------------------------------------------------- malloc / free */
+
+/* Device-side malloc and free, lane by lane, through the driver's heap
+ * (env->dev_malloc / dev_free). */
+static void do_heap(worker *W, warp *w, const sg_insn *I, uint32_t m) {
+  launch *L = W->L;
+  const sg_call_info *ci = &L->m->calls[I->aux];
+  for (uint32_t mm = m; mm;) {
+    int l = __builtin_ctz(mm);
+    mm &= mm - 1;
+    uint8_t *fp = w->fparam + (size_t)l * L->fparam_stride;
+    uint64_t arg;
+    memcpy(&arg, fp + ci->args[0].off, 8);
+    if (I->op == SG_OP_MALLOC) {
+      uint64_t p = L->env && L->env->dev_malloc ? L->env->dev_malloc(L->env->ctx, arg) : 0;
+      memcpy(fp + ci->ret.off, &p, 8);
+    } else if (arg && L->env && L->env->dev_free) {
+      L->env->dev_free(L->env->ctx, arg);
     }
   }
 }
@@ -2097,6 +2121,10 @@ static int run_warp(worker *W, warp *w, int widx) {
         });
         break;
       }
+      case SG_OP_MALLOC:
+      case SG_OP_FREE:
+        if (m) do_heap(W, w, I, m);
+        break;
       case SG_OP_VPRINTF:
         if (m) {
           do_vprintf(W, w, widx, I, m);

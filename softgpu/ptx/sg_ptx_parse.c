@@ -2624,6 +2624,22 @@ static int finish(parser *P) {
       I->op = SG_OP_VPRINTF;
       continue;
     }
+    if (x->len == 6 && !memcmp(x->name, "malloc", 6)) {
+      if (ci->nargs != 1 || ci->args[0].size != 8 || !ci->has_ret || ci->ret.size != 8) {
+        fail(P, CUDA_ERROR_INVALID_PTX, x->line, "malloc takes a 64-bit size and returns a 64-bit address");
+        return -1;
+      }
+      I->op = SG_OP_MALLOC;
+      continue;
+    }
+    if (x->len == 4 && !memcmp(x->name, "free", 4)) {
+      if (ci->nargs != 1 || ci->args[0].size != 8 || ci->has_ret) {
+        fail(P, CUDA_ERROR_INVALID_PTX, x->line, "free takes one 64-bit address");
+        return -1;
+      }
+      I->op = SG_OP_FREE;
+      continue;
+    }
     if (x->len == 12 && !memcmp(x->name, "__assertfail", 12)) {
       if (ci->nargs < 4 || ci->args[0].size != 8 || ci->args[1].size != 8 || ci->args[2].size != 4 || ci->args[3].size != 8) {
         fail(P, CUDA_ERROR_INVALID_PTX, x->line, "__assertfail called with unexpected arguments");
@@ -2822,7 +2838,8 @@ static int finish(parser *P) {
       if (I->op == SG_OP_WMMA_LOAD || I->op == SG_OP_WMMA_MMA || I->op == SG_OP_WMMA_STORE || I->op == SG_OP_MMA)
         for (int k = 0; k < SG_WMMA_REGS; k++) m->wregs[I->aux + k] = reloc_reg(f, m->wregs[I->aux + k]);
       if (I->flags & SG_F_FPREL) I->off = (int64_t)((uint64_t)I->off + f->fpbase);
-      if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
+      if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || I->op == SG_OP_MALLOC ||
+          I->op == SG_OP_FREE || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
         sg_call_info *ci = &m->calls[I->aux];
         for (int a = 0; a < ci->nargs; a++) ci->args[a].off += f->fpbase;
         if (ci->has_ret) ci->ret.off += f->fpbase;
