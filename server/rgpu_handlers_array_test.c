@@ -166,7 +166,8 @@ static void test_views_die_with_their_memory(void **state) {
   harness_free(t);
 }
 
-/* Arrays count against --mem-quota with cuMemAlloc'ed memory. */
+/* Arrays count against --mem-quota with cuMemAlloc'ed memory, and a device
+ * heap (CTX_LIMIT) must fit beside them. */
 static void test_array_quota(void **state) {
   (void)state;
   if (!softgpu_built()) return;
@@ -179,9 +180,18 @@ static void test_array_quota(void **state) {
   rgpu_msg_mem_alloc_req q = {.size = 16};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0),
                    CUDA_ERROR_OUT_OF_MEMORY);
+  /* A device heap is device memory too: it must fit beside the rest. */
+  rgpu_msg_ctx_limit_req lq = {.limit = CU_LIMIT_MALLOC_HEAP_SIZE, .set = 1, .value = 1 << 20};
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CTX_LIMIT, ctx_limit, &lq, NULL, 0),
+                   CUDA_ERROR_OUT_OF_MEMORY);
   rgpu_msg_array_destroy_req ad = {.array = 2};
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_ARRAY_DESTROY, array_destroy, &ad, NULL, 0), 0);
   assert_int_equal(HARNESS_SEND(t, RGPU_OP_MEM_ALLOC, mem_alloc, &q, NULL, 0), 0);
+  lq.value = 256 << 10; /* 512 KiB + 16 bytes held: fits */
+  assert_int_equal(HARNESS_SEND(t, RGPU_OP_CTX_LIMIT, ctx_limit, &lq, NULL, 0), 0);
+  rgpu_msg_ctx_limit_rep lr;
+  assert_int_equal(rgpu_msg_ctx_limit_rep_decode(t->p, t->h.length, &lr), 0);
+  assert_true(lr.value == 256 << 10);
   harness_free(t);
 }
 

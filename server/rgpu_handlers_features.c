@@ -175,6 +175,18 @@ CUresult rgpu_h_ctx_limit(rgpu_req *rq, const rgpu_msg_ctx_limit_req *q) {
   if (!D->cuCtxGetLimit || !D->cuCtxSetLimit)
     return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the server's CUDA driver has no context limits");
   CUresult r = CUDA_SUCCESS;
+  /* The device heap and the printf FIFO are device memory the driver
+   * reserves: under a quota they must fit beside what the session holds. */
+  if (q->set && w->cfg.mem_quota &&
+      (q->limit == CU_LIMIT_MALLOC_HEAP_SIZE || q->limit == CU_LIMIT_PRINTF_FIFO_SIZE)) {
+    uint64_t held = rgpu_worker_held_bytes(w);
+    if (q->value > w->cfg.mem_quota || held > w->cfg.mem_quota - q->value)
+      return FAIL(CUDA_ERROR_OUT_OF_MEMORY,
+                  "session memory quota exceeded: a %s of %llu bytes beside %llu in use, quota %llu",
+                  q->limit == CU_LIMIT_MALLOC_HEAP_SIZE ? "device heap" : "printf FIFO",
+                  (unsigned long long)q->value, (unsigned long long)held,
+                  (unsigned long long)w->cfg.mem_quota);
+  }
   if (q->set && (r = D->cuCtxSetLimit((CUlimit)q->limit, (size_t)q->value)) != CUDA_SUCCESS)
     return FAIL(r, "cuCtxSetLimit(%u, %llu): %s", q->limit, (unsigned long long)q->value,
                 rgpu_driver_error_name(D, r));
