@@ -92,8 +92,8 @@ seeds['peer'] = b''.join([
     F(0x16, u32(7) + u32(0) + u32(0)),
 ])
 # Managed pulls (MANAGED_PULL 0x2F): the first sends everything, the second
-# nothing; the array messages (0x28-0x2E) reach their handlers (the fake
-# driver has no arrays: NOT_SUPPORTED) and their checks.
+# nothing; the array, stream attribute and limit messages reach their
+# handlers (the fake driver has none of them: NOT_SUPPORTED) and checks.
 seeds['managed'] = b''.join([
     F(0x20, u64(8192)),
     F(0x2F, u64(BASE) + u64(8192) + u32(4096)), F(0x2F, u64(BASE) + u64(8192) + u32(4096)),
@@ -101,6 +101,9 @@ seeds['managed'] = b''.join([
     F(0x2B, u32(2) + u64(0) + u64(BASE) + u32(0x20) + u32(1) + u64(64) + u64(0) + u64(0)
           + u32(0) * 7 + b'\0' * 28),
     F(0x2C, u64(12345)), F(0x29, u64(3)), F(0x21, u64(BASE)),
+    # Stream attributes (0x45) and context limits (0x17).
+    F(0x45, u64(0) + u32(0) + u32(3) + u64(0) + u32(0)),
+    F(0x17, u32(2) + u32(1) + u64(1 << 20)), F(0x17, u32(2) + u32(0) + u64(0)),
 ])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
