@@ -407,6 +407,23 @@ int rgpu_rt_managed_find(uint64_t p, int *dev);
  * mappings go too (a stale pointer or cudaArray_t is then refused). */
 void rgpu_rt_managed_forget_device(int dev);
 void rgpu_rt_arrays_forget_device(int dev);
+/* Graph memory nodes (rgpu_cudart_graph_mem.c).  is: ptr is a block a graph
+ * allocated.  capture_alloc / capture_free: cudaMallocAsync / cudaFreeAsync
+ * inside a capture of stream wire.  user_free: cudaFree / cudaFreeAsync of
+ * a graph block outside a graph (1 when it was one).  launched: a launch
+ * left block ptr allocated for the program.  ref / unref: a node's hold.
+ * collect: frees blocks whose last reference went (no lock held).
+ * forget_device: after a reset. */
+int rgpu_rt_graphmem_is(uint64_t ptr);
+cudaError_t rgpu_rt_graphmem_capture_alloc(rgpu_client *c, uint64_t wire, int dev, size_t size,
+                                           void **out);
+cudaError_t rgpu_rt_graphmem_capture_free(uint64_t wire, uint64_t ptr);
+int rgpu_rt_graphmem_user_free(uint64_t ptr);
+void rgpu_rt_graphmem_launched(uint64_t ptr);
+void rgpu_rt_graphmem_ref(uint64_t ptr);
+void rgpu_rt_graphmem_unref(uint64_t ptr);
+void rgpu_rt_graphmem_collect(void);
+void rgpu_rt_graphmem_forget_device(int dev);
 /* After cudaDeviceReset of dev: its context limits are the driver's
  * defaults again (rgpu_cudart_device.c). */
 void rgpu_rt_limits_forget_device(int dev);

@@ -350,6 +350,7 @@ RGPU_API cudaError_t cudaDeviceReset(void) {
   rgpu_range_remove_device(rgpu_rt_device_ranges(), dev, 0);
   rgpu_rt_arena_forget_device(dev);
   rgpu_rt_limits_forget_device(dev);
+  rgpu_rt_graphmem_forget_device(dev);
   rgpu_rt_managed_forget_device(dev);
   rgpu_rt_arrays_forget_device(dev);
   rgpu_rt_modules_forget_device(dev);

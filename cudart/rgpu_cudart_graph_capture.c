@@ -225,6 +225,10 @@ static int capture_node(uint64_t wire, node_params *p, cudaError_t *out) {
   return r;
 }
 
+int rgpu_rt_capture_node(uint64_t wire, node_params *p, cudaError_t *out) {
+  return capture_node(wire, p, out);
+}
+
 /* The capture side of each operation kind: 1 when taken (or refused
  * because of a capture), *out the call's result; 0: send it. */
 static int take_launch(const rgpu_rt_op *op, cudaError_t *out) {

@@ -582,6 +582,7 @@ RGPU_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
     }
   }
   exec_free(graphExec);
+  rgpu_rt_graphmem_collect(); /* graph blocks whose last hold was this exec */
   return e;
 }
 
@@ -1061,6 +1062,15 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
   }
   /* Managed memory the host owns goes to the device first. */
   if ((e = rgpu_rt_managed_to_device(c)) != cudaSuccess) return rgpu_rt_ret(e);
+  /* Blocks the graph allocates and does not free stay the program's after
+   * this launch (rgpu_cudart_graph_mem.c). */
+  for (size_t i = 0; i < x->nf; i++) {
+    if (x->f[i].p.type != cudaGraphNodeTypeMemAlloc) continue;
+    int freed = 0;
+    for (size_t j = 0; j < x->nf && !freed; j++)
+      freed = x->f[j].p.type == cudaGraphNodeTypeMemFree && x->f[j].p.mem_ptr == x->f[i].p.mem_ptr;
+    if (!freed) rgpu_rt_graphmem_launched(x->f[i].p.mem_ptr);
+  }
   for (size_t L = 0; L < x->nlevels; L++) {
     level_t *lv = &x->lv[L];
     if (lv->nhost && host_nodes_may_queue(x, L)) {

@@ -32,6 +32,11 @@ typedef struct {
   void **argv; /* pointers into op.launch.params */
   /* child graph: an owned clone */
   cudaGraph_t child;
+  /* memory alloc and free nodes (rgpu_cudart_graph_mem.c): the block, and
+   * for alloc nodes its size and device; an alloc node holds a reference
+   * to the block (taken by node_params_copy, given back by _free). */
+  uint64_t mem_ptr, mem_size;
+  int mem_dev;
 } node_params;
 
 struct CUgraphNode_st {
@@ -101,6 +106,13 @@ cudaError_t graph_node_add(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphN
 cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origin);
 /* Node indices of g in a topological order; -1 on a cycle or no memory. */
 int graph_topo_order(cudaGraph_t g, size_t *order);
+
+/* ---- rgpu_cudart_graph_capture.c ------------------------------------------ */
+
+/* Adds a node with params p (taken over) to the capture of stream `wire`:
+ * 1 and *out when the stream captures (p consumed either way), 0 when it
+ * does not (p untouched). */
+int rgpu_rt_capture_node(uint64_t wire, node_params *p, cudaError_t *out);
 
 /* ---- rgpu_cudart_graph_exec.c ------------------------------------------- */
 

@@ -30,6 +30,10 @@ static int is_device_ptr(const void *p, uint64_t len, rgpu_range *out) {
 /* The op is a union: a kernel node owns memory through it (its packed
  * parameters), and so does a library node (its encoded arguments). */
 void node_params_free(node_params *p) {
+  if (p->type == cudaGraphNodeTypeMemAlloc && p->mem_ptr) {
+    rgpu_rt_graphmem_unref(p->mem_ptr);
+    p->mem_ptr = 0;
+  }
   if (p->type == cudaGraphNodeTypeKernel) {
     free(p->op.launch.params);
     p->op.launch.params = NULL;
@@ -52,6 +56,7 @@ void node_params_free(node_params *p) {
 /* Deep copy (the child graph is cloned). */
 cudaError_t node_params_copy(node_params *dst, const node_params *src) {
   *dst = *src;
+  if (src->type == cudaGraphNodeTypeMemAlloc && src->mem_ptr) rgpu_rt_graphmem_ref(src->mem_ptr);
   dst->offsets = NULL;
   dst->argv = NULL;
   dst->child = NULL;
@@ -443,6 +448,7 @@ RGPU_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   rgpu_rt_count_call();
   if (!valid_graph(graph)) return rgpu_rt_ret(cudaErrorInvalidValue);
   graph_free(graph);
+  rgpu_rt_graphmem_collect(); /* graph blocks whose last hold was this graph */
   return cudaSuccess;
 }
 
@@ -869,6 +875,8 @@ static const char *type_name(enum cudaGraphNodeType t) {
   case cudaGraphNodeTypeHost: return "host";
   case cudaGraphNodeTypeGraph: return "graph";
   case cudaGraphNodeTypeEmpty: return "empty";
+  case cudaGraphNodeTypeMemAlloc: return "mem_alloc";
+  case cudaGraphNodeTypeMemFree: return "mem_free";
   case cudaGraphNodeTypeWaitEvent: return "event_wait";
   case cudaGraphNodeTypeEventRecord: return "event_record";
   default: return "other";

@@ -512,6 +512,8 @@ RGPU_API cudaError_t cudaFree(void *devPtr) {
   if (e != cudaSuccess) return e;
   if (!devPtr) return cudaSuccess;
   if (rgpu_rt_managed_free(c, devPtr, &e)) return e;
+  /* A block a graph launch left allocated: the program's hold goes. */
+  if (rgpu_rt_graphmem_user_free((uint64_t)(uintptr_t)devPtr)) return cudaSuccess;
   if (rgpu_rt_mempool_on_free((uint64_t)(uintptr_t)devPtr)) return rgpu_rt_ret(cudaErrorInvalidValue);
   return rgpu_rt_dev_free(c, devPtr);
 }

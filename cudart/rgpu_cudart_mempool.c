@@ -29,9 +29,9 @@
  * Pools are client objects: they carry the attributes a program sets and
  * reads (release threshold, reuse flags) and count the bytes allocated
  * from them (used, and reserved = used + kept, current and high).  Not supported (logged,
- * cudaErrorNotSupported): shareable handles (IPC export/import), and
- * capturing cudaMallocAsync/cudaFreeAsync into a graph (graph memory nodes):
- * the capture is invalidated with cudaErrorStreamCaptureUnsupported. */
+ * cudaErrorNotSupported): shareable handles (IPC export/import).
+ * cudaMallocAsync/cudaFreeAsync inside a stream capture become graph
+ * memory nodes (rgpu_cudart_graph_mem.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,13 +276,23 @@ static cudaError_t malloc_async(void **ptr, size_t size, struct CUmemPool_st *po
   if ((e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev)) != cudaSuccess)
     return rgpu_rt_ret(e);
   if (rgpu_rt_graph_is_capturing(wire)) {
-    /* A graph memory node is not supported: invalidate the capture the way
-     * CUDA does for a call it cannot capture. */
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      note_unsupported("capturing cudaMallocAsync (graph memory nodes)");
-    e = rgpu_rt_graph_check_sync(wire);
-    return rgpu_rt_ret(e != cudaSuccess ? e : cudaErrorStreamCaptureUnsupported);
+    /* A graph memory node (rgpu_cudart_graph_mem.c): the block has its
+     * address now, as CUDA gives it at capture. */
+    if (size == 0) {
+      *ptr = NULL;
+      return cudaSuccess;
+    }
+    int dev = sdev;
+    rgpu_mutex_lock(&g_pool_lock);
+    if (pool && valid_pool(pool)) dev = pool->device;
+    int bad = pool && !valid_pool(pool);
+    rgpu_mutex_unlock(&g_pool_lock);
+    if (bad) return rgpu_rt_ret(cudaErrorInvalidValue);
+    void *p = NULL;
+    if ((e = rgpu_rt_graphmem_capture_alloc(c, wire, dev, size, &p)) != cudaSuccess)
+      return rgpu_rt_ret(e);
+    *ptr = p;
+    return cudaSuccess;
   }
   if (sdev < 0 || sdev >= RGPU_MAX_DEVICES) return rgpu_rt_ret(cudaErrorInvalidDevice);
   rgpu_mutex_lock(&g_pool_lock);
@@ -366,11 +376,17 @@ static cudaError_t free_async(void *devPtr, cudaStream_t stream, int per_thread)
   if ((e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev)) != cudaSuccess)
     return rgpu_rt_ret(e);
   if (rgpu_rt_graph_is_capturing(wire)) {
+    /* A free node, for memory a graph allocated; other memory cannot be
+     * freed by a graph. */
+    if (devPtr && rgpu_rt_graphmem_is((uint64_t)(uintptr_t)devPtr))
+      return rgpu_rt_ret(rgpu_rt_graphmem_capture_free(wire, (uint64_t)(uintptr_t)devPtr));
     e = rgpu_rt_graph_check_sync(wire);
     return rgpu_rt_ret(e != cudaSuccess ? e : cudaErrorStreamCaptureUnsupported);
   }
   if (!devPtr) return cudaSuccess;
   uint64_t p = (uint64_t)(uintptr_t)devPtr;
+  /* A block a graph launch left allocated: the program's hold goes. */
+  if (rgpu_rt_graphmem_user_free(p)) return cudaSuccess;
   /* cudaMalloc'd memory may be freed here too: then there is no record. */
   rgpu_mutex_lock(&g_pool_lock);
   alloc_rec **link = &g_allocs[bucket_of(p)];
