@@ -296,45 +296,105 @@ static cudaError_t push_changed(rgpu_client *c, const managed_rec *r, int *sent)
   return cudaSuccess;
 }
 
-/* Brings back the chunks of r the device changed since the last pull
- * (MANAGED_PULL, in pieces of at most RGPU_MANAGED_PULL_MAX_BYTES), into
- * the program's memory and the shadow. */
-static cudaError_t pull_changed(rgpu_client *c, const managed_rec *r) {
-  size_t piece_max = (size_t)RGPU_MANAGED_PULL_MAX_BYTES;
-  size_t nbits = (piece_max + RGPU_MANAGED_CHUNK - 1) / RGPU_MANAGED_CHUNK;
-  uint8_t *buf = malloc((nbits + 7) / 8 + piece_max);
-  if (!buf) return cudaErrorMemoryAllocation;
-  uint8_t *host = (uint8_t *)(uintptr_t)r->ptr;
-  rgpu_status rc = 0;
-  for (size_t at = 0; at < r->size && rc == 0; at += piece_max) {
-    size_t piece = r->size - at < piece_max ? r->size - at : piece_max;
-    size_t n = (piece + RGPU_MANAGED_CHUNK - 1) / RGPU_MANAGED_CHUNK, bm = (n + 7) / 8;
-    rgpu_msg_managed_pull_req q = {.ptr = r->ptr + at, .size = piece, .chunk = RGPU_MANAGED_CHUNK};
-    rgpu_client_reply rep;
-    memset(&rep, 0, sizeof rep);
-    rep.dst = buf;
-    rep.dst_cap = bm + piece;
-    rc = rgpu_call_managed_pull(c, r->dev, 0, &q, NULL, &rep);
-    if (rc) break;
-    if (rep.dst_len < bm) {
-      rc = CUDA_ERROR_UNKNOWN;
-      break;
-    }
-    size_t data = bm;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-      if (!(buf[i / 8] & (1u << (i % 8)))) continue;
-      size_t off = i * RGPU_MANAGED_CHUNK;
-      size_t len = piece - off < RGPU_MANAGED_CHUNK ? piece - off : RGPU_MANAGED_CHUNK;
-      if (data + len > rep.dst_len) {
-        rc = CUDA_ERROR_UNKNOWN; /* a reply shorter than its bitmap says */
-        break;
-      }
-      memcpy(host + at + off, buf + data, len);
-      if (r->shadow) memcpy(r->shadow + at + off, buf + data, len);
-      data += len;
-    }
+/* One MANAGED_PULL: a piece of at most RGPU_MANAGED_PULL_MAX_BYTES of an
+ * allocation, and the buffer its reply lands in (bitmap, then chunks). */
+typedef struct {
+  const managed_rec *r;
+  size_t at, len, bm;
+  uint8_t *buf;
+  uint64_t seq;
+} pull_piece;
+
+/* Bytes of reply buffers in flight at once: the pulls of one
+ * synchronization go out back to back (one round trip for many small
+ * allocations), in windows of this size for large ones. */
+#define MANAGED_PULL_WINDOW (64u << 20)
+
+/* Applies a piece's reply: the changed chunks into the program's memory
+ * and the shadow.  0, or CUDA_ERROR_UNKNOWN for a reply shorter than its
+ * bitmap says. */
+static rgpu_status pull_apply(const pull_piece *pc, size_t got) {
+  size_t n = (pc->len + RGPU_MANAGED_CHUNK - 1) / RGPU_MANAGED_CHUNK;
+  if (got < pc->bm) return CUDA_ERROR_UNKNOWN;
+  uint8_t *host = (uint8_t *)(uintptr_t)pc->r->ptr + pc->at;
+  uint8_t *shadow = pc->r->shadow ? pc->r->shadow + pc->at : NULL;
+  size_t data = pc->bm;
+  for (size_t i = 0; i < n; i++) {
+    if (!(pc->buf[i / 8] & (1u << (i % 8)))) continue;
+    size_t off = i * RGPU_MANAGED_CHUNK;
+    size_t len = pc->len - off < RGPU_MANAGED_CHUNK ? pc->len - off : RGPU_MANAGED_CHUNK;
+    if (data + len > got) return CUDA_ERROR_UNKNOWN;
+    memcpy(host + off, pc->buf + data, len);
+    if (shadow) memcpy(shadow + off, pc->buf + data, len);
+    data += len;
   }
-  free(buf);
+  return 0;
+}
+
+/* Sends the pieces [lo, hi) of device dev's session back to back, then
+ * takes their replies in order. */
+static rgpu_status pull_window(rgpu_client *c, int dev, pull_piece *pc, size_t lo, size_t hi) {
+  rgpu_client *cc = rgpu_rt_route(c, dev);
+  rgpu_client_lock(cc);
+  uint64_t first = rgpu_client_next_seq_locked(cc);
+  rgpu_status rc = rgpu_client_bind_device_locked(cc, dev);
+  size_t sent = lo;
+  for (; sent < hi && rc == 0; sent++) {
+    rgpu_msg_managed_pull_req q = {.ptr = pc[sent].r->ptr + pc[sent].at, .size = pc[sent].len,
+                                   .chunk = RGPU_MANAGED_CHUNK};
+    rc = rgpu_send_managed_pull_locked(cc, 1, &q, &pc[sent].seq);
+  }
+  for (size_t i = lo; i < sent; i++) {
+    rgpu_client_reply r;
+    memset(&r, 0, sizeof r);
+    r.dst = pc[i].buf;
+    r.dst_cap = pc[i].bm + pc[i].len;
+    rgpu_status w = rgpu_client_wait_locked(cc, pc[i].seq, first, &r);
+    if (w == 0) w = (rgpu_status)r.status;
+    if (w == 0) w = pull_apply(&pc[i], r.dst_len);
+    if (rc == 0) rc = w;
+    if (w < 0) break; /* the connection: the rest will not come */
+  }
+  rgpu_client_unlock(cc);
+  return rc;
+}
+
+/* Brings back the chunks the device changed since the last pull of each of
+ * the n allocations (MANAGED_PULL), into the program's memory and the
+ * shadows. */
+static cudaError_t pull_changed(rgpu_client *c, const managed_rec *v, size_t n) {
+  size_t np = 0;
+  for (size_t i = 0; i < n; i++)
+    np += (v[i].size + RGPU_MANAGED_PULL_MAX_BYTES - 1) / RGPU_MANAGED_PULL_MAX_BYTES;
+  pull_piece *pc = calloc(np ? np : 1, sizeof *pc);
+  if (!pc) return cudaErrorMemoryAllocation;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t at = 0; at < v[i].size; at += RGPU_MANAGED_PULL_MAX_BYTES) {
+      size_t len = v[i].size - at < RGPU_MANAGED_PULL_MAX_BYTES ? v[i].size - at
+                                                                : RGPU_MANAGED_PULL_MAX_BYTES;
+      size_t chunks = (len + RGPU_MANAGED_CHUNK - 1) / RGPU_MANAGED_CHUNK;
+      pc[k++] = (pull_piece){.r = &v[i], .at = at, .len = len, .bm = (chunks + 7) / 8};
+    }
+  rgpu_status rc = 0;
+  /* Windows of pieces of one device at a time, each under its session's lock. */
+  for (size_t lo = 0; lo < np && rc == 0;) {
+    int dev = pc[lo].r->dev;
+    size_t hi = lo, bytes = 0;
+    while (hi < np && pc[hi].r->dev == dev && (hi == lo || bytes + pc[hi].bm + pc[hi].len <= MANAGED_PULL_WINDOW)) {
+      bytes += pc[hi].bm + pc[hi].len;
+      hi++;
+    }
+    for (size_t i = lo; i < hi && rc == 0; i++)
+      if (!(pc[i].buf = malloc(pc[i].bm + pc[i].len))) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == 0) rc = pull_window(c, dev, pc, lo, hi);
+    for (size_t i = lo; i < hi; i++) {
+      free(pc[i].buf);
+      pc[i].buf = NULL;
+    }
+    lo = hi;
+  }
+  free(pc);
   return rgpu_rt_from_call(rc);
 }
 
@@ -373,8 +433,8 @@ cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, int device_synced) {
       e = rgpu_rt_from_call(rgpu_rt_sync_call(c, d, RGPU_RT_SYNC_DEVICE, 0, 0));
       synced[d] = 1;
     }
-    if (e == cudaSuccess) e = pull_changed(c, &v[i]);
   }
+  if (e == cudaSuccess && n) e = pull_changed(c, v, n);
   free(v);
   tl_moving = 0;
   return e;
