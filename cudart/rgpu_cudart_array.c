@@ -222,10 +222,13 @@ static cudaError_t array_create(cudaArray_t *out, const struct cudaChannelFormat
   if (!out || !desc || ext.width == 0) return rgpu_rt_ret(cudaErrorInvalidValue);
   uint32_t format, channels, elem;
   if ((e = channel_format(desc, &format, &channels, &elem)) != cudaSuccess) return rgpu_rt_ret(e);
-  if (flags & (cudaArrayCubemap | cudaArraySparse | cudaArrayDeferredMapping)) {
+  /* Cubemaps go to the server's driver, which has them on a GPU (softgpu
+   * answers NOT_SUPPORTED by name); sparse and deferred-mapping arrays need
+   * the virtual memory calls rgpu does not carry. */
+  if (flags & (cudaArraySparse | cudaArrayDeferredMapping)) {
     static int logged;
     return (cudaError_t)rgpu_cudart_report_unsupported(
-        "cudaMalloc3DArray with cubemap, sparse or deferred-mapping flags", &logged);
+        "cudaMalloc3DArray with sparse or deferred-mapping flags", &logged);
   }
   rgpu_rt_array *a = calloc(1, sizeof *a);
   if (!a) return rgpu_rt_ret(cudaErrorMemoryAllocation);

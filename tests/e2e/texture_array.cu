@@ -41,6 +41,11 @@ __global__ void sample3d(cudaTextureObject_t t, float *out, int w, int h, int d)
   out[(z * h + y) * w + x] = tex3D<float>(t, x + 0.5f, y + 0.5f, z + 0.5f);
 }
 
+__global__ void sample_layers(cudaTextureObject_t t, float *out, int w, int h) {
+  int x = threadIdx.x, y = threadIdx.y, l = blockIdx.x;
+  out[(l * h + y) * w + x] = tex2DLayered<float>(t, x + 0.5f, y + 0.5f, l);
+}
+
 __global__ void surface_square(cudaSurfaceObject_t s, int w, int h) {
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= w || y >= h) return;
@@ -421,6 +426,40 @@ int main() {
     CHECK(cudaFreeArray(a3));
     CHECK(cudaFreeArray(a3b));
     std::printf("3D array: host, device and array copies, tex3D exact\n");
+  }
+
+  // A layered 2D array (simpleLayeredTexture's pattern): three layers
+  // filled by one cudaMemcpy3D, each sampled by its own block.
+  {
+    const int LW = 8, LH = 4, L = 3;
+    cudaArray_t la = nullptr;
+    CHECK(cudaMalloc3DArray(&la, &fdesc, make_cudaExtent(LW, LH, L), cudaArrayLayered));
+    std::vector<float> src(LW * LH * L), got(LW * LH * L);
+    for (int i = 0; i < LW * LH * L; i++) src[i] = 1.5f * i - 7.0f;
+    cudaMemcpy3DParms lp;
+    std::memset(&lp, 0, sizeof lp);
+    lp.srcPtr = make_cudaPitchedPtr(src.data(), LW * sizeof(float), LW, LH);
+    lp.dstArray = la;
+    lp.extent = make_cudaExtent(LW, LH, L);
+    lp.kind = cudaMemcpyHostToDevice;
+    CHECK(cudaMemcpy3D(&lp));
+    cudaResourceDesc lres;
+    std::memset(&lres, 0, sizeof lres);
+    lres.resType = cudaResourceTypeArray;
+    lres.res.array.array = la;
+    cudaTextureDesc ltd;
+    std::memset(&ltd, 0, sizeof ltd);
+    ltd.filterMode = cudaFilterModePoint;
+    ltd.readMode = cudaReadModeElementType;
+    cudaTextureObject_t lt = 0;
+    CHECK(cudaCreateTextureObject(&lt, &lres, &ltd, nullptr));
+    sample_layers<<<L, dim3(LW, LH)>>>(lt, d_out, LW, LH);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(got.data(), d_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < LW * LH * L; i++) EXPECT(got[i] == src[i]);
+    CHECK(cudaDestroyTextureObject(lt));
+    CHECK(cudaFreeArray(la));
+    std::printf("layered array: %d layers sampled exactly\n", L);
   }
 
   // The deprecated 1D copies: 50 floats from (5, 2) on run over the end of
