@@ -101,7 +101,7 @@ cublasStatus_t rgpu_cublas_call_submit(struct cublasContext *h, rgpu_cublas_fn *
   r.dst_cap = sizeof reply;
   /* Managed memory the host owns reaches the device first, as for work
    * that goes through rgpu_rt_submit. */
-  if (rgpu_rt_managed_to_device(c) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (rgpu_rt_managed_to_device(c, stream) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   rc = rgpu_call_lib_call(c, device, 0, &m, NULL, &r);
   rgpu_buf_free(&a->args);
   if (rc) {

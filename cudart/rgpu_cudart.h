@@ -391,15 +391,18 @@ cudaError_t rgpu_rt_foreign_stream(int mem_dev, int stream_dev, uint64_t *wire);
  * addresses or host pointers according to kind (already resolved, never
  * cudaMemcpyDefault). */
 /* Managed memory (rgpu_cudart_managed.c).  to_device: before device work
- * is sent, host-owned managed allocations are copied to their devices and
- * waited for.  to_host: after a synchronization, device-owned ones are
- * copied back once their devices are idle (device_synced: a device the
- * caller just synchronized as a whole, or -1).  Both return at once while
+ * on stream (a wire id) is sent, the host-owned managed allocations it may
+ * use are copied to their devices and waited for.  to_host: after a
+ * synchronization of stream (any_stream: device-wide, or one whose stream
+ * is not known), the device-owned ones it concerns are copied back once
+ * nothing can still write them (device_synced: a device the caller just
+ * synchronized as a whole, or -1).  Both return at once while
  * nothing is to move.  managed_free: cudaFree of a managed pointer (1 and
  * *err), or 0 when p is not managed.  managed_find: whether p lies in a
  * managed allocation (its device in *dev). */
-cudaError_t rgpu_rt_managed_to_device(rgpu_client *c);
-cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, int device_synced);
+cudaError_t rgpu_rt_managed_to_device(rgpu_client *c, uint64_t stream);
+cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, uint64_t stream, int any_stream,
+                                    int device_synced);
 int rgpu_rt_managed_free(rgpu_client *c, void *p, cudaError_t *err);
 int rgpu_rt_managed_find(uint64_t p, int *dev);
 /* After cudaDeviceReset of dev: its managed allocations, arrays and

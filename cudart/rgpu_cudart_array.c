@@ -355,7 +355,7 @@ static cudaError_t array_copy(rgpu_client *c, int dev, const copy_side *src, con
   }
   /* Managed memory the host owns reaches the device first (a device side
    * may be managed). */
-  if ((e = rgpu_rt_managed_to_device(c)) != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_managed_to_device(c, wire)) != cudaSuccess) return rgpu_rt_ret(e);
   int src_host = src->kind == RGPU_COPY_SIDE_HOST, dst_host = dst->kind == RGPU_COPY_SIDE_HOST;
   const copy_side *host = src_host ? src : dst_host ? dst : NULL;
   if (host && (host->x > host->pitch || width > host->pitch - host->x))

@@ -1061,7 +1061,7 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
     return rgpu_rt_ret(cudaErrorStreamCaptureUnsupported);
   }
   /* Managed memory the host owns goes to the device first. */
-  if ((e = rgpu_rt_managed_to_device(c)) != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_managed_to_device(c, wire)) != cudaSuccess) return rgpu_rt_ret(e);
   /* Blocks the graph allocates and does not free stay the program's after
    * this launch (rgpu_cudart_graph_mem.c). */
   for (size_t i = 0; i < x->nf; i++) {

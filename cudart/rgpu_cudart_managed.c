@@ -50,6 +50,13 @@ typedef struct {
   size_t size;    /* the mapped bytes: the request rounded up to pages */
   int dev;
   int device_owns;
+  /* Attachment (cudaMallocManaged's flags, cudaStreamAttachMemAsync):
+   * ATTACH_GLOBAL moves with work on any stream and comes back after a
+   * device-wide synchronization; ATTACH_SINGLE only with work on stream
+   * `stream` and after that stream's synchronization; ATTACH_HOST stays
+   * with the host (the device may not use it). */
+  int attach;
+  uint64_t stream;
   /* What the device holds as far as this process knows (the bytes of the
    * last push or pull), or NULL before the first: a push sends only the
    * chunks the program changed since. */
@@ -62,6 +69,8 @@ static size_t g_nrecs, g_caprecs;
 /* How many allocations each side owns: the hooks return at once when the
  * side they move from owns none (every launch and sync asks). */
 static int g_host_owned, g_device_owned;
+enum { ATTACH_GLOBAL = 0, ATTACH_HOST = 1, ATTACH_SINGLE = 2 };
+
 /* Set while this thread moves managed memory: its own copies and
  * synchronizations must not move it again. */
 static __thread int tl_moving;
@@ -167,7 +176,8 @@ RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int 
   if (ok) {
     /* Host-owned: the program writes it first, and the first device work
      * takes it over. */
-    managed_rec r = {.base = base, .ptr = ptr, .size = mapped, .dev = dev, .device_owns = 0};
+    managed_rec r = {.base = base, .ptr = ptr, .size = mapped, .dev = dev, .device_owns = 0,
+                     .attach = flags == cudaMemAttachHost ? ATTACH_HOST : ATTACH_GLOBAL};
     g_recs[g_nrecs] = r;
     __atomic_store_n(&g_nrecs, g_nrecs + 1, __ATOMIC_RELAXED);
     count_owner(&r, 1);
@@ -223,15 +233,28 @@ void rgpu_rt_managed_forget_device(int dev) {
   rgpu_mutex_unlock(&g_mlock);
 }
 
-/* The allocations one side owns, handed to the other: copies of their
- * records (the copies themselves run without g_mlock). */
-static size_t take_owned(int device_owns, managed_rec **out) {
+/* Which allocations a move concerns: work or a synchronization on stream
+ * `stream` (any_stream: device-wide, every stream). */
+static int concerns(const managed_rec *r, uint64_t stream, int any_stream) {
+  if (r->attach == ATTACH_HOST) return 0;
+  if (r->attach == ATTACH_SINGLE && !any_stream) return r->stream == stream;
+  return 1;
+}
+
+/* The allocations one side owns that a move on `stream` concerns, handed
+ * to the other side: copies of their records (the copies themselves run
+ * without g_mlock).  *global_out: one of them is attached globally (a
+ * device-wide synchronization must come first when it goes to the host). */
+static size_t take_owned(int device_owns, uint64_t stream, int any_stream, managed_rec **out,
+                         int *global_out) {
   rgpu_mutex_lock(&g_mlock);
   size_t n = 0;
+  int global = 0;
   managed_rec *v = malloc((g_nrecs ? g_nrecs : 1) * sizeof *v);
   if (v) {
     for (size_t i = 0; i < g_nrecs; i++)
-      if (g_recs[i].device_owns == device_owns) {
+      if (g_recs[i].device_owns == device_owns && concerns(&g_recs[i], stream, any_stream)) {
+        global |= g_recs[i].attach == ATTACH_GLOBAL;
         count_owner(&g_recs[i], -1);
         g_recs[i].device_owns = !device_owns;
         count_owner(&g_recs[i], 1);
@@ -240,6 +263,7 @@ static size_t take_owned(int device_owns, managed_rec **out) {
   }
   rgpu_mutex_unlock(&g_mlock);
   *out = v;
+  if (global_out) *global_out = global;
   return n;
 }
 
@@ -398,11 +422,11 @@ static cudaError_t pull_changed(rgpu_client *c, const managed_rec *v, size_t n) 
   return rgpu_rt_from_call(rc);
 }
 
-cudaError_t rgpu_rt_managed_to_device(rgpu_client *c) {
+cudaError_t rgpu_rt_managed_to_device(rgpu_client *c, uint64_t stream) {
   if (tl_moving || !__atomic_load_n(&g_host_owned, __ATOMIC_RELAXED)) return cudaSuccess;
   tl_moving = 1;
   managed_rec *v;
-  size_t n = take_owned(0, &v);
+  size_t n = take_owned(0, stream, 0, &v, NULL);
   cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
   int synced[RGPU_MAX_DEVICES] = {0};
   for (size_t i = 0; i < n && e == cudaSuccess; i++) {
@@ -418,17 +442,20 @@ cudaError_t rgpu_rt_managed_to_device(rgpu_client *c) {
   return e;
 }
 
-cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, int device_synced) {
+cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, uint64_t stream, int any_stream,
+                                    int device_synced) {
   if (tl_moving || !__atomic_load_n(&g_device_owned, __ATOMIC_RELAXED)) return cudaSuccess;
   tl_moving = 1;
   managed_rec *v;
-  size_t n = take_owned(1, &v);
+  int global = 0;
+  size_t n = take_owned(1, stream, any_stream, &v, &global);
   cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
   int synced[RGPU_MAX_DEVICES] = {0};
-  for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+  /* Allocations attached to the synchronized stream alone are done with
+   * once it is; any other may still be written by a kernel of another
+   * stream: the whole device first. */
+  for (size_t i = 0; i < n && e == cudaSuccess && (global || any_stream); i++) {
     int d = v[i].dev;
-    /* The whole device, not only the stream just synchronized: a kernel of
-     * another stream may still write it. */
     if (d >= 0 && d < RGPU_MAX_DEVICES && !synced[d] && device_synced != d) {
       e = rgpu_rt_from_call(rgpu_rt_sync_call(c, d, RGPU_RT_SYNC_DEVICE, 0, 0));
       synced[d] = 1;
@@ -462,10 +489,10 @@ RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
   /* Whole allocations move, as at a launch or a synchronization; done now,
    * which orders it after everything before it on any stream. */
   switch (location.type) {
-  case cudaMemLocationTypeDevice: e = rgpu_rt_managed_to_device(c); break;
+  case cudaMemLocationTypeDevice: e = rgpu_rt_managed_to_device(c, 0); break;
   case cudaMemLocationTypeHost:
   case cudaMemLocationTypeHostNuma:
-  case cudaMemLocationTypeHostNumaCurrent: e = rgpu_rt_managed_to_host(c, -1); break;
+  case cudaMemLocationTypeHostNumaCurrent: e = rgpu_rt_managed_to_host(c, 0, 1, -1); break;
   default: return rgpu_rt_ret(cudaErrorInvalidValue);
   }
   return rgpu_rt_ret(e);
@@ -484,11 +511,42 @@ RGPU_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMe
 
 RGPU_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
                                               unsigned int flags) {
-  rgpu_rt_count_call();
-  (void)stream;
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
     return rgpu_rt_ret(cudaErrorInvalidValue);
-  /* Attaching narrows which streams may use it; with every synchronization
-   * moving whole allocations, the widest attachment is always correct. */
-  return rgpu_rt_ret(managed_range_check(devPtr, length));
+  if ((e = managed_range_check(devPtr, length)) != cudaSuccess) return rgpu_rt_ret(e);
+  uint64_t wire = 0;
+  int sdev;
+  if ((e = rgpu_rt_stream_resolve(c, stream, 0, &wire, &sdev)) != cudaSuccess)
+    return rgpu_rt_ret(e);
+  /* Single attachment to the legacy stream is not allowed (CUDA's rule). */
+  if (flags == cudaMemAttachSingle && !stream) return rgpu_rt_ret(cudaErrorInvalidValue);
+  uint64_t v = (uint64_t)(uintptr_t)devPtr;
+  /* Going to the host: its bytes come back first, with the device idle (a
+   * kernel may still write them). */
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(v);
+  int pull = r && flags == cudaMemAttachHost && r->device_owns;
+  if (r && !pull) {
+    r->attach = flags == cudaMemAttachHost ? ATTACH_HOST
+                : flags == cudaMemAttachSingle ? ATTACH_SINGLE
+                                               : ATTACH_GLOBAL;
+    r->stream = wire;
+  }
+  uint64_t ptr = r ? r->ptr : 0;
+  rgpu_mutex_unlock(&g_mlock);
+  if (pull) {
+    /* Pulled as an allocation of this stream alone, then attached. */
+    rgpu_mutex_lock(&g_mlock);
+    if ((r = find_locked(ptr))) r->attach = ATTACH_SINGLE, r->stream = ~(uint64_t)0;
+    rgpu_mutex_unlock(&g_mlock);
+    e = rgpu_rt_from_call(rgpu_rt_sync_call(c, sdev, RGPU_RT_SYNC_DEVICE, 0, 0));
+    if (e == cudaSuccess) e = rgpu_rt_managed_to_host(c, ~(uint64_t)0, 0, sdev);
+    rgpu_mutex_lock(&g_mlock);
+    if ((r = find_locked(ptr))) r->attach = ATTACH_HOST, r->stream = wire;
+    rgpu_mutex_unlock(&g_mlock);
+  }
+  return rgpu_rt_ret(e);
 }

@@ -372,7 +372,7 @@ cudaError_t rgpu_rt_submit(rgpu_client *c, const rgpu_rt_op *op) {
   if (op->kind == RGPU_RT_OP_LAUNCH || op->kind == RGPU_RT_OP_COPY ||
       op->kind == RGPU_RT_OP_MEMSET || op->kind == RGPU_RT_OP_LIB_CALL) {
     /* Managed memory the host owns goes to the device first. */
-    if ((e = rgpu_rt_managed_to_device(c)) != cudaSuccess) return rgpu_rt_ret(e);
+    if ((e = rgpu_rt_managed_to_device(c, op->stream)) != cudaSuccess) return rgpu_rt_ret(e);
   }
   /* A stream behind an unanswered host function takes only so much. */
   rgpu_rt_host_backpressure(c, op->stream, op->kind == RGPU_RT_OP_HOST_FUNC);

@@ -120,7 +120,12 @@ rgpu_status rgpu_rt_sync_call(rgpu_client *c, int device, rgpu_rt_sync_kind kind
   if (rc == 0) {
     /* The program may now read managed memory: it comes back from the
      * device (nothing happens while there is none). */
-    cudaError_t e = rgpu_rt_managed_to_host(c, kind == RGPU_RT_SYNC_DEVICE ? device : -1);
+    /* A stream's synchronization brings back what is attached to it (and
+     * what is global, after the whole device); the legacy stream, events
+     * and the device count as device-wide. */
+    int one_stream = (kind == RGPU_RT_SYNC_STREAM || kind == RGPU_RT_QUERY_STREAM) && handle;
+    cudaError_t e = rgpu_rt_managed_to_host(c, one_stream ? handle : 0, !one_stream,
+                                            kind == RGPU_RT_SYNC_DEVICE ? device : -1);
     if (e != cudaSuccess) rc = rgpu_cudart_to_cu(e);
   }
   return rc;
