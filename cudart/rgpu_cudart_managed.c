@@ -21,6 +21,9 @@
  *   synchronize, or a query that found the work done:
  *   rgpu_rt_managed_to_host), the device is synchronized as a whole and
  *   every device-owned allocation is copied back, and becomes host-owned.
+ * Attachment narrows both (CUDA's rule for such devices): an allocation
+ * attached to a stream moves only with that stream's work and comes back
+ * at that stream's synchronization, one attached to the host never moves.
  * So a loop of launches costs one copy each way per synchronization, not
  * per launch, and each copy carries only changed chunks (64 KiB): a push
  * the chunks that differ from what the device was last known to hold (a
