@@ -249,11 +249,15 @@ static int concerns(const managed_rec *r, uint64_t stream, int any_stream) {
  * without g_mlock).  *global_out: one of them is attached globally (a
  * device-wide synchronization must come first when it goes to the host). */
 static size_t take_owned(int device_owns, uint64_t stream, int any_stream, managed_rec **out,
-                         int *global_out) {
+                         int *global_out, int *oom) {
   rgpu_mutex_lock(&g_mlock);
-  size_t n = 0;
+  size_t n = 0, want = 0;
   int global = 0;
-  managed_rec *v = malloc((g_nrecs ? g_nrecs : 1) * sizeof *v);
+  /* Most calls find nothing to move (host-attached allocations count as
+   * host-owned): no list then. */
+  for (size_t i = 0; i < g_nrecs; i++)
+    want += g_recs[i].device_owns == device_owns && concerns(&g_recs[i], stream, any_stream);
+  managed_rec *v = want ? malloc(want * sizeof *v) : NULL;
   if (v) {
     for (size_t i = 0; i < g_nrecs; i++)
       if (g_recs[i].device_owns == device_owns && concerns(&g_recs[i], stream, any_stream)) {
@@ -267,7 +271,9 @@ static size_t take_owned(int device_owns, uint64_t stream, int any_stream, manag
   rgpu_mutex_unlock(&g_mlock);
   *out = v;
   if (global_out) *global_out = global;
-  return n;
+  /* Out of memory for the list: nothing moved (ownership unchanged). */
+  *oom = want && !v;
+  return v ? n : 0;
 }
 
 /* Stores a shadow made for the allocation at ptr (if it still exists and has
@@ -429,8 +435,9 @@ cudaError_t rgpu_rt_managed_to_device(rgpu_client *c, uint64_t stream) {
   if (tl_moving || !__atomic_load_n(&g_host_owned, __ATOMIC_RELAXED)) return cudaSuccess;
   tl_moving = 1;
   managed_rec *v;
-  size_t n = take_owned(0, stream, 0, &v, NULL);
-  cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
+  int oom;
+  size_t n = take_owned(0, stream, 0, &v, NULL, &oom);
+  cudaError_t e = oom ? cudaErrorMemoryAllocation : cudaSuccess;
   int synced[RGPU_MAX_DEVICES] = {0};
   for (size_t i = 0; i < n && e == cudaSuccess; i++) {
     int sent = 0;
@@ -451,8 +458,9 @@ cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, uint64_t stream, int any_str
   tl_moving = 1;
   managed_rec *v;
   int global = 0;
-  size_t n = take_owned(1, stream, any_stream, &v, &global);
-  cudaError_t e = v ? cudaSuccess : cudaErrorMemoryAllocation;
+  int oom;
+  size_t n = take_owned(1, stream, any_stream, &v, &global, &oom);
+  cudaError_t e = oom ? cudaErrorMemoryAllocation : cudaSuccess;
   int synced[RGPU_MAX_DEVICES] = {0};
   /* Allocations attached to the synchronized stream alone are done with
    * once it is; any other may still be written by a kernel of another
