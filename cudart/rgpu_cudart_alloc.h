@@ -16,6 +16,12 @@ cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPt
  * work.  cudaErrorInvalidValue (recorded) for an unknown pointer. */
 cudaError_t rgpu_rt_dev_free(rgpu_client *c, void *devPtr);
 
+/* The server's own allocation, below the arena: MEM_ALLOC waiting for the
+ * address (a CUresult or < 0), and MEM_FREE queued.  For memory that must
+ * be a block of its own (arena chunks, managed memory's pages). */
+rgpu_status rgpu_rt_server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr);
+rgpu_status rgpu_rt_server_free(rgpu_client *c, int dev, uint64_t dptr);
+
 /* Stream-ordered pools (rgpu_cudart_mempool.c): gives back every freed
  * block dev's pools keep for same-stream reuse (queued frees); 1 if there
  * were any.  An allocation about to fail calls it and tries again, so

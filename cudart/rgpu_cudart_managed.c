@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rgpu_array.h"
 #include "rgpu_calls.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_alloc.h"
@@ -107,21 +108,6 @@ static void count_owner(const managed_rec *r, int delta) {
   __atomic_add_fetch(r->device_owns ? &g_device_owned : &g_host_owned, delta, __ATOMIC_RELAXED);
 }
 
-/* MEM_ALLOC of n bytes on dev, waiting for the address. */
-static rgpu_status server_alloc(rgpu_client *c, int dev, uint64_t n, uint64_t *out) {
-  rgpu_msg_mem_alloc_req q = {.size = n};
-  rgpu_msg_mem_alloc_rep rep;
-  rgpu_status rc = rgpu_call_mem_alloc(c, dev, 0, &q, &rep, NULL);
-  if (rc == 0 && rep.dptr == 0) rc = CUDA_ERROR_UNKNOWN;
-  if (rc == 0) *out = rep.dptr;
-  return rc;
-}
-
-static void server_free(rgpu_client *c, int dev, uint64_t base) {
-  rgpu_msg_mem_free_req q = {.dptr = base};
-  rgpu_call_mem_free(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
-}
-
 RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
@@ -141,7 +127,7 @@ RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int 
   uint64_t base = 0, ptr = 0;
   rgpu_status rc = 0;
   for (int t = 0; t < MANAGED_PLACE_TRIES && !ptr; t++) {
-    if ((rc = server_alloc(c, dev, want, &base)) != 0) break;
+    if ((rc = rgpu_rt_server_alloc(c, dev, want, &base)) != 0) break;
     uint64_t p = (base + pg - 1) / pg * pg;
     void *m = mmap((void *)(uintptr_t)p, mapped, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -154,7 +140,7 @@ RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int 
       spare[nspare++] = base;
     }
   }
-  for (int i = 0; i < nspare; i++) server_free(c, dev, spare[i]);
+  for (int i = 0; i < nspare; i++) rgpu_rt_server_free(c, dev, spare[i]);
   if (rc) return rgpu_rt_sync_ret(c, rc);
   if (!ptr) {
     RGPU_WARN("cudaMallocManaged: no address of %d server allocations was free in this "
@@ -164,17 +150,7 @@ RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int 
   }
   rgpu_range rg = {.base = base, .size = want, .device = dev, .kind = RGPU_RANGE_DEVICE};
   rgpu_mutex_lock(&g_mlock);
-  int ok = 1;
-  if (g_nrecs == g_caprecs) {
-    size_t cap = g_caprecs ? g_caprecs * 2 : 16;
-    managed_rec *nv = realloc(g_recs, cap * sizeof *nv);
-    if (nv) {
-      g_recs = nv;
-      g_caprecs = cap;
-    } else {
-      ok = 0;
-    }
-  }
+  int ok = RGPU_ARRAY_RESERVE(g_recs, g_caprecs, g_nrecs + 1, 16) == 0;
   if (ok && rgpu_range_add(rgpu_rt_device_ranges(), &rg) != 0) ok = 0;
   if (ok) {
     /* Host-owned: the program writes it first, and the first device work
@@ -188,7 +164,7 @@ RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int 
   rgpu_mutex_unlock(&g_mlock);
   if (!ok) {
     munmap((void *)(uintptr_t)ptr, mapped);
-    server_free(c, dev, base);
+    rgpu_rt_server_free(c, dev, base);
     return rgpu_rt_ret(cudaErrorMemoryAllocation);
   }
   *devPtr = (void *)(uintptr_t)ptr;

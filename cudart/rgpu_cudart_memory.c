@@ -317,8 +317,7 @@ void rgpu_rt_arena_forget_device(int dev) {
   rgpu_mutex_unlock(&g_arena_lock);
 }
 
-/* MEM_ALLOC, waiting for the address: a CUresult or <0. */
-static rgpu_status server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
+rgpu_status rgpu_rt_server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t *dptr) {
   assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
   rgpu_msg_mem_alloc_req req = {.size = size};
   rgpu_msg_mem_alloc_rep rep;
@@ -328,8 +327,7 @@ static rgpu_status server_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t
   return rc;
 }
 
-/* MEM_FREE, queued. */
-static rgpu_status server_free(rgpu_client *c, int dev, uint64_t dptr) {
+rgpu_status rgpu_rt_server_free(rgpu_client *c, int dev, uint64_t dptr) {
   assert(rgpu_mutex_held_count() == 0); /* sends a frame (a round trip in sync mode) */
   rgpu_msg_mem_free_req req = {.dptr = dptr};
   return rgpu_call_mem_free(c, dev, RGPU_CALL_ASYNC, &req, NULL, NULL);
@@ -347,7 +345,7 @@ static int release_empty_chunks(rgpu_client *c, int dev) {
     int got = rgpu_arena_take_empty_chunk(&g_arena[dev], &base) == 0;
     rgpu_mutex_unlock(&g_arena_lock);
     if (!got) return n;
-    server_free(c, dev, base);
+    rgpu_rt_server_free(c, dev, base);
     n++;
   }
 }
@@ -392,7 +390,7 @@ static rgpu_status arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t 
   rgpu_mutex_unlock(&g_arena_lock);
 
   uint64_t base = 0;
-  rgpu_status arc = server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
+  rgpu_status arc = rgpu_rt_server_alloc(c, dev, RGPU_ARENA_CHUNK, &base);
 
   rgpu_mutex_lock(&g_arena_lock);
   g_chunk_fetching[dev] = 0;
@@ -417,7 +415,7 @@ static rgpu_status arena_alloc(rgpu_client *c, int dev, uint64_t size, uint64_t 
     rc = arc; /* a dead connection, a sticky error: report it */
   } /* out of memory for a whole chunk: maybe not for this request */
   rgpu_mutex_unlock(&g_arena_lock);
-  if (give_back) server_free(c, dev, base);
+  if (give_back) rgpu_rt_server_free(c, dev, base);
   return rc;
 
 served:
@@ -437,17 +435,17 @@ cudaError_t rgpu_rt_dev_alloc(rgpu_client *c, int dev, size_t size, void **devPt
       !rgpu_client_sync_every_call(c))
     rc = arena_alloc(c, dev, size, &p, &served);
   if (rc == 0 && !served) {
-    rc = server_alloc(c, dev, size, &p);
+    rc = rgpu_rt_server_alloc(c, dev, size, &p);
     /* Exact: out of memory only if it still is with no idle chunk held. */
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
         release_empty_chunks(c, dev))
-      rc = server_alloc(c, dev, size, &p);
+      rc = rgpu_rt_server_alloc(c, dev, size, &p);
     /* Blocks stream-ordered pools keep for reuse: given back, then once more
      * (their arena chunks may have emptied too). */
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0 && dev < RGPU_MAX_DEVICES &&
         rgpu_rt_mempool_release_cached(c, dev)) {
       release_empty_chunks(c, dev);
-      rc = server_alloc(c, dev, size, &p);
+      rc = rgpu_rt_server_alloc(c, dev, size, &p);
     }
   }
   if (rc) return rgpu_rt_sync_ret(c, rc);
@@ -502,7 +500,7 @@ cudaError_t rgpu_rt_dev_free(rgpu_client *c, void *devPtr) {
     if (mine) return cudaSuccess;
   }
   /* MEM_FREE is queued; the server frees after the device's earlier work. */
-  int rc = server_free(c, r.device, r.base);
+  int rc = rgpu_rt_server_free(c, r.device, r.base);
   return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
 }
 
