@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_array.h"
 #include "rgpu_array_proto.h"
 #include "rgpu_calls.h"
 #include "rgpu_cudart.h"
@@ -28,10 +29,7 @@
 #include "rgpu_messages.h"
 #include "rgpu_mutex.h"
 
-#define ARRAY_MAGIC 0x41525259u /* "ARRY" */
-
 typedef struct rgpu_rt_array {
-  uint32_t magic;
   uint64_t id;  /* the server's name for it */
   int dev;
   struct cudaChannelFormatDesc desc;
@@ -86,17 +84,7 @@ static cudaError_t array_get(const void *a, rgpu_rt_array *out) {
 
 static int array_add(rgpu_rt_array *a) {
   rgpu_mutex_lock(&g_lock);
-  int rc = 0;
-  if (g_narrays == g_arrays_cap) {
-    size_t cap = g_arrays_cap ? g_arrays_cap * 2 : 16;
-    rgpu_rt_array **nv = realloc(g_arrays, cap * sizeof *nv);
-    if (nv) {
-      g_arrays = nv;
-      g_arrays_cap = cap;
-    } else {
-      rc = -1;
-    }
-  }
+  int rc = RGPU_ARRAY_RESERVE(g_arrays, g_arrays_cap, g_narrays + 1, 16);
   if (rc == 0) g_arrays[g_narrays++] = a;
   rgpu_mutex_unlock(&g_lock);
   return rc;
@@ -104,57 +92,44 @@ static int array_add(rgpu_rt_array *a) {
 
 static int view_add(const rgpu_rt_view *v) {
   rgpu_mutex_lock(&g_lock);
-  int rc = 0;
-  if (g_nviews == g_views_cap) {
-    size_t cap = g_views_cap ? g_views_cap * 2 : 16;
-    rgpu_rt_view *nv = realloc(g_views, cap * sizeof *nv);
-    if (nv) {
-      g_views = nv;
-      g_views_cap = cap;
-    } else {
-      rc = -1;
-    }
-  }
+  int rc = RGPU_ARRAY_RESERVE(g_views, g_views_cap, g_nviews + 1, 16);
   if (rc == 0) g_views[g_nviews++] = *v;
   rgpu_mutex_unlock(&g_lock);
   return rc;
 }
 
-/* Takes the view with this handle out of the registry (copied to *out). */
-static int view_take(uint64_t handle, int surf, rgpu_rt_view *out) {
-  rgpu_mutex_lock(&g_lock);
-  int found = 0;
+static rgpu_rt_view *view_find_locked(uint64_t handle, int surf) {
+  assert(rgpu_mutex_held(&g_lock));
   for (size_t i = 0; i < g_nviews; i++)
-    if (g_views[i].handle == handle && g_views[i].surf == surf) {
-      if (out) *out = g_views[i];
-      g_views[i] = g_views[--g_nviews];
-      found = 1;
-      break;
-    }
-  rgpu_mutex_unlock(&g_lock);
-  return found;
+    if (g_views[i].handle == handle && g_views[i].surf == surf) return &g_views[i];
+  return NULL;
 }
 
-static int view_get(uint64_t handle, int surf, rgpu_rt_view *out) {
+/* A copy of the view with this handle (take: and out of the registry). */
+static int view_lookup(uint64_t handle, int surf, int take, rgpu_rt_view *out) {
   rgpu_mutex_lock(&g_lock);
-  int found = 0;
-  for (size_t i = 0; i < g_nviews; i++)
-    if (g_views[i].handle == handle && g_views[i].surf == surf) {
-      *out = g_views[i];
-      found = 1;
-      break;
-    }
+  rgpu_rt_view *v = view_find_locked(handle, surf);
+  if (v) {
+    *out = *v;
+    if (take) *v = g_views[--g_nviews];
+  }
   rgpu_mutex_unlock(&g_lock);
-  return found;
+  return v != NULL;
+}
+
+/* Forgets the views that read array a, or with a NULL those of device dev. */
+static void views_drop_locked(const void *a, int dev) {
+  assert(rgpu_mutex_held(&g_lock));
+  for (size_t v = 0; v < g_nviews;)
+    if (a ? g_views[v].arr == a : g_views[v].dev == dev)
+      g_views[v] = g_views[--g_nviews];
+    else
+      v++;
 }
 
 void rgpu_rt_arrays_forget_device(int dev) {
   rgpu_mutex_lock(&g_lock);
-  for (size_t v = 0; v < g_nviews;)
-    if (g_views[v].dev == dev)
-      g_views[v] = g_views[--g_nviews];
-    else
-      v++;
+  views_drop_locked(NULL, dev);
   for (size_t i = 0; i < g_narrays;) {
     if (g_arrays[i]->dev != dev) {
       i++;
@@ -233,7 +208,7 @@ static cudaError_t array_create(cudaArray_t *out, const struct cudaChannelFormat
   rgpu_rt_array *a = calloc(1, sizeof *a);
   if (!a) return rgpu_rt_ret(cudaErrorMemoryAllocation);
   int dev = rgpu_rt_current_device();
-  *a = (rgpu_rt_array){.magic = ARRAY_MAGIC, .id = rgpu_rt_new_handle_id(), .dev = dev,
+  *a = (rgpu_rt_array){.id = rgpu_rt_new_handle_id(), .dev = dev,
                        .desc = *desc, .extent = ext, .flags = flags, .elem_size = elem};
   rgpu_msg_array_create_req q = {.array = a->id, .format = format, .channels = channels,
                                  .width = ext.width, .height = ext.height, .depth = ext.depth,
@@ -273,12 +248,7 @@ RGPU_API cudaError_t cudaFreeArray(cudaArray_t array) {
   rgpu_rt_array *a = i >= 0 ? g_arrays[i] : NULL;
   if (a) {
     g_arrays[i] = g_arrays[--g_narrays];
-    /* The server destroys the objects that read it first. */
-    for (size_t v = 0; v < g_nviews;)
-      if (g_views[v].arr == a)
-        g_views[v] = g_views[--g_nviews];
-      else
-        v++;
+    views_drop_locked(a, -1); /* the server destroys the objects that read it first */
   }
   rgpu_mutex_unlock(&g_lock);
   if (!a) return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
@@ -738,7 +708,7 @@ static cudaError_t view_destroy(uint64_t handle, int surf) {
   if (e != cudaSuccess) return e;
   if (!handle) return cudaSuccess;
   rgpu_rt_view v;
-  if (!view_take(handle, surf, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!view_lookup(handle, surf, 1, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
   return call_result(c, view_destroy_on_server(c, v.dev, handle, surf), 0);
 }
 
@@ -746,7 +716,7 @@ static cudaError_t view_destroy(uint64_t handle, int surf) {
 static cudaError_t view_res_desc(struct cudaResourceDesc *out, uint64_t handle, int surf) {
   rgpu_rt_count_call();
   rgpu_rt_view v;
-  if (!out || !view_get(handle, surf, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!out || !view_lookup(handle, surf, 0, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
   *out = v.res;
   return cudaSuccess;
 }
@@ -856,7 +826,7 @@ RGPU_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTe
                                                      cudaTextureObject_t texObject) {
   rgpu_rt_count_call();
   rgpu_rt_view v;
-  if (!pTexDesc || !view_get(texObject, 0, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (!pTexDesc || !view_lookup(texObject, 0, 0, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
   *pTexDesc = v.tex;
   return cudaSuccess;
 }
