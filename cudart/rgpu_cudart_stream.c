@@ -574,8 +574,9 @@ RGPU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEven
 /* ---- stream attributes (STREAM_ATTR: the server's driver answers) ------------ */
 
 /* op 0 gets attr of s into *out, 1 sets it from *in, 2 copies every
- * attribute of src to s.  A priority that changed is read back into the
- * stream's record, so cudaStreamGetPriority agrees. */
+ * attribute of src to s.  The reply is attr as the driver then reports
+ * it: a copy asks with the priority, and a priority that changed goes into
+ * the stream's record, so cudaStreamGetPriority agrees. */
 static cudaError_t stream_attr(cudaStream_t s, int per_thread, uint32_t op, uint32_t attr,
                                cudaStream_t src, const cudaLaunchAttributeValue *in,
                                cudaLaunchAttributeValue *out) {
@@ -600,18 +601,17 @@ static cudaError_t stream_attr(cudaStream_t s, int per_thread, uint32_t op, uint
   memset(&r, 0, sizeof r);
   r.payload = &payload;
   rgpu_status rc = rgpu_call_stream_attr(c, dev, 0, &q, &rep, &r);
-  if (rc == 0 && out) {
-    if (rep.value.len == sizeof *out)
-      memcpy(out, rep.value.data, sizeof *out);
+  cudaLaunchAttributeValue now;
+  if (rc == 0) {
+    if (rep.value.len == sizeof now)
+      memcpy(&now, rep.value.data, sizeof now);
     else
       rc = CUDA_ERROR_UNKNOWN;
   }
   rgpu_buf_free(&payload);
-  if (rc == 0 && op != 0 && (op == 2 || attr == cudaLaunchAttributePriority) && !is_special(s)) {
-    cudaLaunchAttributeValue v;
-    if (stream_attr(s, per_thread, 0, cudaLaunchAttributePriority, NULL, NULL, &v) == cudaSuccess)
-      s->priority = v.priority;
-  }
+  if (rc == 0 && out) *out = now;
+  if (rc == 0 && op != 0 && attr == cudaLaunchAttributePriority && !is_special(s))
+    s->priority = now.priority;
   return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
 }
 
@@ -636,8 +636,8 @@ RGPU_API_PTSZ(cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cuda
   return stream_attr(hStream, 1, 0, (uint32_t)attr, NULL, NULL, value_out);
 }
 RGPU_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
-  return stream_attr(dst, 0, 2, 0, src, NULL, NULL);
+  return stream_attr(dst, 0, 2, cudaLaunchAttributePriority, src, NULL, NULL);
 }
 RGPU_API_PTSZ(cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src)) {
-  return stream_attr(dst, 1, 2, 0, src, NULL, NULL);
+  return stream_attr(dst, 1, 2, cudaLaunchAttributePriority, src, NULL, NULL);
 }

@@ -143,9 +143,7 @@ CUresult rgpu_h_stream_attr(rgpu_req *rq, const rgpu_msg_stream_attr_req *q) {
   CUstreamAttrValue v;
   memset(&v, 0, sizeof v);
   switch (q->op) {
-  case 0:
-    r = D->cuStreamGetAttribute(s, (CUstreamAttrID)q->attr, &v);
-    break;
+  case 0: break;
   case 1:
     if (q->value.len != sizeof v)
       return FAIL(CUDA_ERROR_INVALID_VALUE, "stream attribute value of %zu bytes (%zu)",
@@ -162,8 +160,12 @@ CUresult rgpu_h_stream_attr(rgpu_req *rq, const rgpu_msg_stream_attr_req *q) {
   default: return FAIL(CUDA_ERROR_INVALID_VALUE, "STREAM_ATTR op %u", q->op);
   }
   if (r != CUDA_SUCCESS)
-    return FAIL(r, "cuStream%sAttribute%s: %s", q->op == 0 ? "Get" : q->op == 1 ? "Set" : "Copy",
-                q->op == 2 ? "s" : "", rgpu_driver_error_name(D, r));
+    return FAIL(r, "cuStream%s: %s", q->op == 1 ? "SetAttribute" : "CopyAttributes",
+                rgpu_driver_error_name(D, r));
+  /* Every op answers with attribute attr as the driver now reports it. */
+  memset(&v, 0, sizeof v);
+  if ((r = D->cuStreamGetAttribute(s, (CUstreamAttrID)q->attr, &v)) != CUDA_SUCCESS)
+    return FAIL(r, "cuStreamGetAttribute: %s", rgpu_driver_error_name(D, r));
   rgpu_msg_stream_attr_rep rep = {.value = {&v, sizeof v}};
   rgpu_msg_stream_attr_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
