@@ -143,25 +143,19 @@ static CUresult rt_side(CUmemorytype t, const void *host, CUdeviceptr dptr, CUar
   return CUDA_SUCCESS;
 }
 
-/* Element size of the array a copy names (source first). */
-static CUresult copy_elem_size(CUmemorytype st, CUarray sa, CUmemorytype dt, CUarray da,
-                               size_t *es) {
-  CUDA_ARRAY3D_DESCRIPTOR d;
-  CUresult r = array_desc(st == CU_MEMORYTYPE_ARRAY ? sa : da, &d);
-  if (r != CUDA_SUCCESS) return r;
-  (void)dt;
-  size_t b = d.Format == CU_AD_FORMAT_UNSIGNED_INT8 || d.Format == CU_AD_FORMAT_SIGNED_INT8 ? 1
-             : d.Format == CU_AD_FORMAT_UNSIGNED_INT16 || d.Format == CU_AD_FORMAT_SIGNED_INT16 ||
-                     d.Format == CU_AD_FORMAT_HALF
-                 ? 2
-                 : 4;
-  *es = b * d.NumChannels;
-  return CUDA_SUCCESS;
+/* Element size of the array a copy names (source first): its channels'
+ * bits, as the runtime keeps its description. */
+static CUresult copy_elem_size(CUmemorytype st, CUarray sa, CUarray da, size_t *es) {
+  struct cudaChannelFormatDesc cd;
+  CUresult r = RGPU_DRV_RT(
+      cudaArrayGetInfo(&cd, NULL, NULL, (cudaArray_t)(st == CU_MEMORYTYPE_ARRAY ? sa : da)));
+  if (r == CUDA_SUCCESS) *es = (size_t)(cd.x + cd.y + cd.z + cd.w) / 8;
+  return r;
 }
 
 CUresult rgpu_drv_copy_3d_array(const CUDA_MEMCPY3D *p, CUstream s, int pt, int async) {
   size_t es = 1;
-  CUresult r = copy_elem_size(p->srcMemoryType, p->srcArray, p->dstMemoryType, p->dstArray, &es);
+  CUresult r = copy_elem_size(p->srcMemoryType, p->srcArray, p->dstArray, &es);
   if (r != CUDA_SUCCESS) return r;
   if (p->WidthInBytes % es) return CUDA_ERROR_INVALID_VALUE;
   struct cudaMemcpy3DParms q;

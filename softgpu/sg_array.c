@@ -183,16 +183,14 @@ SG_EXPORT CUresult CUDAAPI cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR *pArra
   return CUDA_SUCCESS;
 }
 
+/* The 3D descriptor's first two dimensions (the same checks, in the same
+ * order). */
 SG_EXPORT CUresult CUDAAPI cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray) {
-  sg_ctx *c;
-  CUresult r = sg_current(&c);
+  CUDA_ARRAY3D_DESCRIPTOR d;
+  CUresult r = cuArray3DGetDescriptor(pArrayDescriptor ? &d : NULL, hArray);
   if (r) return r;
-  if (!array_ok(hArray)) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pArrayDescriptor) return CUDA_ERROR_INVALID_VALUE;
-  pArrayDescriptor->Width = hArray->desc.Width;
-  pArrayDescriptor->Height = hArray->desc.Height;
-  pArrayDescriptor->Format = hArray->desc.Format;
-  pArrayDescriptor->NumChannels = hArray->desc.NumChannels;
+  *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){.Width = d.Width, .Height = d.Height,
+                                              .Format = d.Format, .NumChannels = d.NumChannels};
   return CUDA_SUCCESS;
 }
 
