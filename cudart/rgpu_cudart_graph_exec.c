@@ -75,6 +75,10 @@ struct CUgraphExec_st {
   size_t nf;
   level_t *lv;
   size_t nlevels;
+  /* Blocks an alloc node allocates that no free node of the graph frees:
+   * each launch leaves them to the program (rgpu_cudart_graph_mem.c). */
+  uint64_t *escapes;
+  size_t nescapes;
 };
 
 /* ---- flattening ----------------------------------------------------------- */
@@ -329,8 +333,25 @@ static void exec_free(cudaGraphExec_t x) {
     free(x->lv[i].h2d_big);
   }
   free(x->lv);
+  free(x->escapes);
   x->magic = 0;
   free(x);
+}
+
+/* x->escapes from the flat nodes (once, at instantiation: updates keep the
+ * node kinds). */
+static cudaError_t find_escapes(cudaGraphExec_t x) {
+  size_t cap = 0;
+  for (size_t i = 0; i < x->nf; i++) {
+    if (x->f[i].p.type != cudaGraphNodeTypeMemAlloc) continue;
+    int freed = 0;
+    for (size_t j = 0; j < x->nf && !freed; j++)
+      freed = x->f[j].p.type == cudaGraphNodeTypeMemFree && x->f[j].p.mem_ptr == x->f[i].p.mem_ptr;
+    if (freed) continue;
+    if (RGPU_ARRAY_RESERVE(x->escapes, cap, x->nescapes + 1, 4)) return cudaErrorMemoryAllocation;
+    x->escapes[x->nescapes++] = x->f[i].p.mem_ptr;
+  }
+  return cudaSuccess;
 }
 
 /* Whether device-to-host node i may be read from its source after its
@@ -514,6 +535,7 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
                 "supported; it returns cudaErrorNotSupported");
     e = cudaErrorNotSupported;
   }
+  if (e == cudaSuccess) e = find_escapes(x);
   if (e == cudaSuccess) e = assign_levels(x);
   for (size_t i = 0; e == cudaSuccess && i < x->nlevels; i++) {
     if (e == cudaSuccess && x->lv[i].ndev) e = send_level(c, x, &x->lv[i]);
@@ -1064,13 +1086,7 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
   if ((e = rgpu_rt_managed_to_device(c, wire)) != cudaSuccess) return rgpu_rt_ret(e);
   /* Blocks the graph allocates and does not free stay the program's after
    * this launch (rgpu_cudart_graph_mem.c). */
-  for (size_t i = 0; i < x->nf; i++) {
-    if (x->f[i].p.type != cudaGraphNodeTypeMemAlloc) continue;
-    int freed = 0;
-    for (size_t j = 0; j < x->nf && !freed; j++)
-      freed = x->f[j].p.type == cudaGraphNodeTypeMemFree && x->f[j].p.mem_ptr == x->f[i].p.mem_ptr;
-    if (!freed) rgpu_rt_graphmem_launched(x->f[i].p.mem_ptr);
-  }
+  for (size_t i = 0; i < x->nescapes; i++) rgpu_rt_graphmem_launched(x->escapes[i]);
   for (size_t L = 0; L < x->nlevels; L++) {
     level_t *lv = &x->lv[L];
     if (lv->nhost && host_nodes_may_queue(x, L)) {
