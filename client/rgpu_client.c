@@ -212,15 +212,11 @@ static int client_write_reading(rgpu_client *c, rgpu_conn *conn, const struct io
 static int client_read_exact(rgpu_client *c, void *buf, size_t n);
 
 /* Whether a reply's reader polls before it blocks (rgpu_spin.h): where this
- * thread reads the socket itself (tcp, unix, the TLS client); quic://,
- * whose bytes an I/O thread of this process brings, only where there are
- * CPUs to spare for both (rgpu_spin_spare_cpus): a poller competes with
- * the I/O thread for the CPU (on the 2-vCPU dev VM under wifi-bad, a
- * synchronous call took 37.7-40.1 ms polling against 33.5 ms without,
- * median of 3 each). */
-static int transport_spins(const rgpu_client *c) {
-  return strcmp(c->transport, "quic") != 0 || rgpu_spin_spare_cpus();
-}
+ * thread reads the socket itself (tcp, unix, the TLS client).  Not quic://:
+ * its read polls the UDP socket itself, with the same budget where there
+ * are CPUs to spare (transport/rgpu_quic.c, "client"), and its poll fd
+ * becomes readable only when some thread has read the datagram. */
+static int transport_spins(const rgpu_client *c) { return strcmp(c->transport, "quic") != 0; }
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);
 static void client_frame_seen(rgpu_client *c, const rgpu_frame_hdr *h);
