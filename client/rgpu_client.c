@@ -100,6 +100,7 @@ struct rgpu_client {
   rgpu_client_counters ctr;
   void (*wait_hook)(void);
   unsigned spin_us; /* polling before a reply's read blocks (rgpu_spin.h) */
+  int spin_off;      /* rgpu_client_set_spin(c, 0): the waiting thread sleeps */
 
   /* background D2H replies (under lock) */
   rgpu_bg_reply *bg;
@@ -217,6 +218,14 @@ static int client_read_exact(rgpu_client *c, void *buf, size_t n);
  * are CPUs to spare (transport/rgpu_quic.c, "client"), and its poll fd
  * becomes readable only when some thread has read the datagram. */
 static int transport_spins(const rgpu_client *c) { return strcmp(c->transport, "quic") != 0; }
+
+/* Sets the spin budget of this client and of its conn (quic:// polls in
+ * the transport), after a connect, a resume or rgpu_client_set_spin. */
+static void client_apply_spin(rgpu_client *c) {
+  unsigned us = c->spin_off ? 0 : rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US);
+  c->spin_us = transport_spins(c) ? us : 0;
+  rgpu_conn_set_poll_us(c->conn, us);
+}
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);
 static void client_frame_seen(rgpu_client *c, const rgpu_frame_hdr *h);
@@ -961,7 +970,7 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
     return rc;
   }
   snprintf(c->transport, sizeof c->transport, "%s", rgpu_conn_transport_name(c->conn));
-  if (!transport_spins(c)) c->spin_us = 0;
+  client_apply_spin(c);
   /* A token over tcp:// to another machine can be read by anyone on the
    * path (issue 14); once per process, reconnections included. */
   static int clear_token_warned;
@@ -1150,7 +1159,8 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void)) { c->wait_hoo
 
 void rgpu_client_set_spin(rgpu_client *c, int spin) {
   rgpu_client_lock(c);
-  c->spin_us = spin && transport_spins(c) ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US) : 0;
+  c->spin_off = !spin;
+  client_apply_spin(c);
   rgpu_client_unlock(c);
 }
 
@@ -1690,6 +1700,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
       rc = resume_on(c, nc, rx, deadline, msg, sizeof msg);
       if (rc == 0) {
         c->conn = nc;
+        client_apply_spin(c);
         c->broken = 0;
         c->rx_count = c->rx_frame_start = rx;
         c->rx_acked = rx;

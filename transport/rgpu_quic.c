@@ -1649,6 +1649,13 @@ static int client_step(qclient *cl, int io, const qstream *reader, uint64_t spin
   qconn *q = cl->q;
   q_write(q);
   uint64_t exp = q_next_expiry(q);
+  if (exp <= rgpu_clock_ns()) {
+    /* A timer that is already due (sending arms some): handled here, not
+     * by a ppoll that returns at once and another step. */
+    q_expiry(q);
+    q_write(q);
+    exp = q_next_expiry(q);
+  }
   if (deadline < exp) exp = deadline;
   struct pollfd pfd[3];
   pfd[0] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
@@ -2401,6 +2408,15 @@ int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errle
   atomic_fetch_add(&cl->refs, 1);
   *out = sc;
   return 0;
+}
+
+void rgpu_conn_set_poll_us(rgpu_conn *c, unsigned us) {
+  if (!c || c->ops != &quic_client_ops) return;
+  qclient *cl = ((qhandle *)c->impl)->cl;
+  if (cl->owner != getpid()) return;
+  pthread_mutex_lock(&cl->mu);
+  cl->spin_ns = us && rgpu_spin_spare_cpus() ? (uint64_t)us * 1000 : 0;
+  pthread_mutex_unlock(&cl->mu);
 }
 
 static int client_do_info(qclient *cl, rgpu_quic_info *out, char *err, size_t errlen) {
