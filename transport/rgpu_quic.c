@@ -1629,6 +1629,34 @@ static void client_notify(qclient *cl) {
   if (cl->waiting) pthread_cond_broadcast(&cl->cv);
 }
 
+/* A program thread cancelled in its poll (ppoll is a cancellation point)
+ * gives the socket back, or every other thread would wait for it. */
+static void client_poller_cancelled(void *arg) {
+  qclient *cl = arg;
+  pthread_mutex_lock(&cl->mu);
+  cl->poller = Q_POLLER_NONE;
+  if (cl->io_wants) ev_raise(cl->io_wake);
+  pthread_cond_broadcast(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
+}
+
+/* A program thread cancelled in pthread_cond_wait holds mu again: it
+ * stops counting as a waiter and lets go. */
+static void client_waiter_cancelled(void *arg) {
+  qclient *cl = arg;
+  cl->waiting--;
+  pthread_mutex_unlock(&cl->mu);
+}
+
+/* Waits on cl->cv (mu held). */
+static void client_wait(qclient *cl) {
+  cl->waiting++;
+  pthread_cleanup_push(client_waiter_cancelled, cl);
+  pthread_cond_wait(&cl->cv, &cl->mu);
+  pthread_cleanup_pop(0);
+  cl->waiting--;
+}
+
 /* One poll of the UDP socket by the poller: send what is due, sleep until a
  * datagram, a timer or poll_wake (and io_wake for the I/O thread), read
  * what came, send again.  mu held (dropped for the sleep).  Returns what
@@ -1662,7 +1690,10 @@ static int client_step(qclient *cl, int io, const qstream *reader, uint64_t spin
   pfd[1] = (struct pollfd){.fd = cl->poll_wake, .events = POLLIN};
   pfd[2] = (struct pollfd){.fd = cl->io_wake, .events = POLLIN};
   pthread_mutex_unlock(&cl->mu);
-  int r = rgpu_spin_ppoll(pfd, io ? 3 : 2, spin_until, exp);
+  int r;
+  pthread_cleanup_push(client_poller_cancelled, cl);
+  r = rgpu_spin_ppoll(pfd, io ? 3 : 2, spin_until, exp);
+  pthread_cleanup_pop(0);
   pthread_mutex_lock(&cl->mu);
   if (r > 0) {
     if (pfd[1].revents) ev_drain(cl->poll_wake);
@@ -1708,9 +1739,7 @@ static void client_progress(qclient *cl, const qstream *reader) {
     cl->app_wants = 1;
     ev_raise(cl->poll_wake);
   }
-  cl->waiting++;
-  pthread_cond_wait(&cl->cv, &cl->mu);
-  cl->waiting--;
+  client_wait(cl);
 }
 
 /* Takes the socket for a command that changes it (migration).  mu held.
@@ -1720,9 +1749,7 @@ static int client_acquire(qclient *cl) {
     if (cl->exited) return RGPU_T_ECLOSED;
     if (cl->poller == Q_POLLER_IO) cl->app_wants = 1;
     ev_raise(cl->poll_wake);
-    cl->waiting++;
-    pthread_cond_wait(&cl->cv, &cl->mu);
-    cl->waiting--;
+    client_wait(cl);
   }
   if (cl->exited) return RGPU_T_ECLOSED;
   cl->poller = Q_POLLER_APP;
@@ -1956,11 +1983,20 @@ static int client_conn_error(rgpu_conn *c, qclient *cl) {
   return code;
 }
 
+/* A forked child inherited the conn but not its threads (and maybe a
+ * locked mu): it must not read or write. */
+static int client_not_ours(rgpu_conn *c) {
+  snprintf(c->errmsg, sizeof c->errmsg,
+           "QUIC connection belongs to the parent process (this is a fork of it)");
+  return RGPU_T_ECLOSED;
+}
+
 static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
   qhandle *h = c->impl;
   qclient *cl = h->cl;
   qstream *s = h->s;
   if (len == 0) return 0;
+  if (cl->owner != getpid()) return client_not_ours(c);
   pthread_mutex_lock(&cl->mu);
   s->reading++;
   while (!client_stream_ready(cl, s)) client_progress(cl, s);
@@ -2030,6 +2066,7 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
   qstream *s = h->s;
   qconn *q = cl->q;
   int rc = 0;
+  if (cl->owner != getpid()) return client_not_ours(c);
   pthread_mutex_lock(&cl->mu);
   for (int i = 0; i < iovcnt && !rc; i++) {
     const uint8_t *p = iov[i].iov_base;

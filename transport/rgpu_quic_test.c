@@ -1032,6 +1032,49 @@ static void test_default_keepalive(void **state) {
   rgpu_listener_close(l);
 }
 
+static void *blocked_reader_main(void *arg) {
+  char b;
+  rgpu_conn_read_some(arg, &b, 1); /* cancelled while it waits */
+  return NULL;
+}
+
+/* The client is driven by the threads that read and write (issue 21): its
+ * poll fd still says when bytes wait (the I/O thread brings them when no
+ * thread reads), and a reading thread cancelled while it polls the socket
+ * does not leave the other streams without a poller. */
+static void test_client_poll_fd_and_cancel(void **state) {
+  char uri[64], err[256];
+  rgpu_listener *l = open_multi(uri, sizeof uri);
+  tu_echo_server srv;
+  tu_echo_start(&srv, l, 2);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c, *s1;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  struct iovec v = {"ping", 4};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0);
+  struct pollfd p = {.fd = rgpu_conn_poll_fd(c), .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 5000), 1);
+  assert_int_equal(rgpu_conn_pending(c), 4);
+  char got[4];
+  assert_int_equal(rgpu_conn_read_exact(c, got, 4), 0);
+  assert_memory_equal(got, "ping", 4);
+  assert_int_equal(poll(&p, 1, 0), 0); /* nothing left: not readable */
+  assert_int_equal(rgpu_conn_pending(c), 0);
+
+  pthread_t th;
+  pthread_create(&th, NULL, blocked_reader_main, s1);
+  usleep(50 * 1000);
+  pthread_cancel(th);
+  pthread_join(th, NULL);
+  assert_int_equal(tu_echo_check(c, 1u << 20, 4096, 31), 0);
+  assert_int_equal(tu_echo_check(s1, 1u << 20, 999, 32), 0);
+  rgpu_conn_close(s1);
+  rgpu_conn_close(c);
+  tu_echo_join(&srv);
+  rgpu_listener_close(l);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -1048,6 +1091,7 @@ int main(void) {
       cmocka_unit_test(test_outage_probe_after_silence),
       cmocka_unit_test(test_outage_pings_each_pto),
       cmocka_unit_test(test_loopback_datagrams),
+      cmocka_unit_test(test_client_poll_fd_and_cancel),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
