@@ -1062,11 +1062,14 @@ static void test_client_poll_fd_and_cancel(void **state) {
   assert_int_equal(poll(&p, 1, 0), 0); /* nothing left: not readable */
   assert_int_equal(rgpu_conn_pending(c), 0);
 
+#ifndef __SANITIZE_ADDRESS__ /* ASan's runtime aborts when a cancellation unwinds
+                                (asan_thread.cpp CHECK in __asan_handle_no_return) */
   pthread_t th;
   pthread_create(&th, NULL, blocked_reader_main, s1);
   usleep(50 * 1000);
   pthread_cancel(th);
   pthread_join(th, NULL);
+#endif
   assert_int_equal(tu_echo_check(c, 1u << 20, 4096, 31), 0);
   assert_int_equal(tu_echo_check(s1, 1u << 20, 999, 32), 0);
   rgpu_conn_close(s1);
