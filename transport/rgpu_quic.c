@@ -999,15 +999,22 @@ static int qs_can_read_app(const qstream *s) {
   return s->app_fd >= 0 && !s->app_eof && s->write_off - s->acked_off < Q_SEND_BUF_MAX;
 }
 
+/* The send queue's last chunk, with room for at least one byte (a new one
+ * when the last is full); NULL when out of memory. */
+static qchunk *qs_send_tail(qstream *s) {
+  qchunk *t = s->sendq.tail;
+  if (!t || t->len == Q_CHUNK) {
+    t = qqueue_append_chunk(&s->sendq, s->write_off);
+    if (t && !s->send_cur) s->send_cur = t;
+  }
+  return t;
+}
+
 /* Reads what the app wrote, as far as buffer limits allow. */
 static void qs_app_read(qstream *s) {
   while (qs_can_read_app(s)) {
-    qchunk *t = s->sendq.tail;
-    if (!t || t->len == Q_CHUNK) {
-      t = qqueue_append_chunk(&s->sendq, s->write_off);
-      if (!t) return;
-      if (!s->send_cur) s->send_cur = t;
-    }
+    qchunk *t = qs_send_tail(s);
+    if (!t) return;
     size_t room = Q_CHUNK - t->len;
     ssize_t r = recv(s->app_fd, t->data + t->len, room, MSG_DONTWAIT);
     if (r > 0) {
@@ -2079,12 +2086,8 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
       size_t piece = left < Q_WRITE_PIECE ? left : Q_WRITE_PIECE;
       size_t took = 0;
       while (took < piece && s->write_off - s->acked_off < Q_SEND_BUF_MAX) {
-        qchunk *t = s->sendq.tail;
-        if (!t || t->len == Q_CHUNK) {
-          t = qqueue_append_chunk(&s->sendq, s->write_off);
-          if (!t) break;
-          if (!s->send_cur) s->send_cur = t;
-        }
+        qchunk *t = qs_send_tail(s);
+        if (!t) break;
         size_t k = Q_CHUNK - t->len;
         if (k > piece - took) k = piece - took;
         uint64_t room = Q_SEND_BUF_MAX - (s->write_off - s->acked_off);
