@@ -175,5 +175,55 @@ for p in "${progs[@]}"; do
     printf '| %s | %s | %s | %s | %s |\n' "$what" "${nat:--}" "${rg:--}" "$ratio" "${rt:--}"
   done < <(grep -a '^time ' "$out/$p.native" 2>/dev/null)
 done
+# tcp against quic on loopback (issue 21): the raw transport's 64-byte
+# ping and bulk copies, and bench_latency's synchronous call through rgpu
+# on this GPU, in one run.  RGPU_E2E_TRANSPORT=0 skips it.
+if [ "${RGPU_E2E_TRANSPORT:-1}" != 0 ] && [ -x "$BIN/rgpu-transport-perf" ]; then
+  tdir=$out/transport
+  mkdir -p "$tdir"
+  if "$BIN/rgpu-server" --gen-cert "$tdir" --cert-names 127.0.0.1 >/dev/null 2>&1; then
+    tc=(--cert "$tdir/cert.pem" --key "$tdir/key.pem")
+    "$BIN/rgpu-transport-perf" --server tcp://127.0.0.1:7311 >"$tdir/perf-tcp.log" 2>&1 &
+    p1=$!
+    "$BIN/rgpu-transport-perf" --server quic://127.0.0.1:7312 "${tc[@]}" >"$tdir/perf-quic.log" 2>&1 &
+    p2=$!
+    "$BIN/rgpu-server" --listen tcp://127.0.0.1:7313 --listen quic://127.0.0.1:7314 --device cuda \
+      "${tc[@]}" >"$tdir/server.out" 2>"$tdir/server.err" &
+    p3=$!
+    sleep 2
+    lat_exe=""
+    for d in "$E2E/../bench" .gpu-pack/bench build/bench; do
+      [ -x "$d/bench_latency" ] && { lat_exe=$d/bench_latency; break; }
+    done
+    printf '\n| loopback, this host | tcp | quic | quic / tcp |\n|---|---|---|---|\n'
+    row() { # name tcp quic (numbers; lower is better when $4 = time)
+      r=-
+      [ -n "$2" ] && [ -n "$3" ] && r=$(awk "BEGIN{printf \"%.2f\", $3/$2}")
+      printf '| %s | %s | %s | %s |\n' "$1" "${2:--}" "${3:--}" "$r"
+    }
+    perf() { # uri mode extra... -> the number
+      timeout 60 "$BIN/rgpu-transport-perf" --client "$1" --ca "$tdir/cert.pem" --mode "$2" "${@:3}" 2>&1
+    }
+    for i in 1 2 3; do
+      pt=$(perf tcp://127.0.0.1:7311 ping -n 5000 | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
+      pq=$(perf quic://127.0.0.1:7312 ping -n 5000 | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
+      row "raw 64-byte ping p50 (us), round $i" "$pt" "$pq"
+    done
+    for m in bulk down; do
+      bt=$(perf tcp://127.0.0.1:7311 $m --bytes 2000000000 | sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p')
+      bq=$(perf quic://127.0.0.1:7312 $m --bytes 2000000000 | sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p')
+      row "raw bulk $m (Gbit/s)" "$bt" "$bq"
+    done
+    if [ -n "$lat_exe" ]; then
+      for i in 1 2 3; do
+        lt=$(RGPU_CA=$tdir/cert.pem timeout 60 "$BIN/rgpu" run --server tcp://127.0.0.1:7313 -- "$lat_exe" --iters 3000 2>&1 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
+        lq=$(RGPU_CA=$tdir/cert.pem timeout 60 "$BIN/rgpu" run --server quic://127.0.0.1:7314 -- "$lat_exe" --iters 3000 2>&1 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
+        row "rgpu bench_latency p50 (us), round $i" "$lt" "$lq"
+      done
+    fi
+    kill $p1 $p2 $p3 2>/dev/null
+    wait $p1 $p2 $p3 2>/dev/null
+  fi
+fi
 echo "--- server log tail:"; tail -n 5 "$out/server.err"
 exit $fails

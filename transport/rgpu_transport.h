@@ -162,9 +162,8 @@ int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen);
  * the server allows no more streams (see quic_max_streams). */
 int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errlen);
 /* quic:// client: how long a thread that waits for bytes polls the UDP
- * socket before it sleeps, where the process has CPUs to spare
- * (rgpu_spin_spare_cpus); 0: it sleeps at once.  The default is
- * RGPU_SPIN_US or 2000.  Applies to every stream of the connection.  No
+ * socket before it sleeps (yielding the CPU each round); 0: it sleeps at
+ * once.  The default is RGPU_SPIN_US or 2000.  Applies to every stream of the connection.  No
  * effect on other transports, whose waiting threads poll in the caller
  * (rgpu_spin_readable on the poll fd). */
 void rgpu_conn_set_poll_us(rgpu_conn *c, unsigned us);
