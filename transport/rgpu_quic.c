@@ -1590,6 +1590,7 @@ struct qclient {
   int waiting;    /* app threads in cv */
   int bulk_rx;    /* the I/O thread polls for a bulk reader (Q_BULK_RX) */
   uint64_t app_poll_ns; /* when an app thread last gave the socket back */
+  uint64_t migrate_ns;  /* the last migration after the local address went */
 };
 
 /* The rgpu_conn's view: which client, which stream. */
@@ -1684,10 +1685,33 @@ static void client_wait(qclient *cl) {
  * the ACK's jitter.  An ACK the program does not carry goes with the I/O
  * thread's next wake-up (Q_CLIENT_IDLE_NS), inside the 5 ms ACK delay we
  * announce. */
+static int client_do_migrate(qclient *cl, char *err, size_t errlen);
+
+/* The host lost the address this socket sends from (the client moved to
+ * another network; a send failed, see batch_flush): carry on from a fresh
+ * socket, which takes the host's current address; the server follows by
+ * connection ID.  Whichever thread polls does it (it owns the socket):
+ * a caller waiting for its reply is usually the one whose probes fail.
+ * At most every 100 ms, so a host with no address at all is not
+ * hammered.  mu held, the socket ours. */
+static void client_follow_address(qclient *cl) {
+  qconn *q = cl->q;
+  if (!cl->ep.local_gone || q->dead || q->closing) return;
+  uint64_t now = rgpu_clock_ns();
+  if (now - cl->migrate_ns < 100000000ull) return;
+  cl->migrate_ns = now;
+  char merr[200];
+  if (client_do_migrate(cl, merr, sizeof merr) == 0)
+    RGPU_INFO("QUIC: local address gone; migrated the connection to %s", q->peer);
+  else
+    RGPU_DEBUG("QUIC: local address gone; %s", merr);
+}
+
 static int client_step(qclient *cl, int io, const qstream *reader, uint64_t spin_until,
                        uint64_t deadline) {
   qconn *q = cl->q;
   q_write(q);
+  client_follow_address(cl);
   uint64_t exp = q_next_expiry(q);
   if (exp <= rgpu_clock_ns()) {
     /* A timer that is already due (sending arms some): handled here, not
@@ -1714,7 +1738,10 @@ static int client_step(qclient *cl, int io, const qstream *reader, uint64_t spin
       ep_read_batch(&cl->ep, cl->rxbuf, client_pkt, q);
   }
   q_expiry(q);
-  if (!reader || !client_stream_ready(cl, reader)) q_write(q);
+  if (!reader || !client_stream_ready(cl, reader)) {
+    q_write(q);
+    client_follow_address(cl);
+  }
   client_notify(cl);
   return r;
 }
@@ -1876,7 +1903,7 @@ static void *client_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* the user's signals belong to the user's threads */
-  uint64_t linger = 0, last_migrate_ns = 0;
+  uint64_t linger = 0;
   rgpu_spin_window spin;
   rgpu_spin_window_init(&spin, Q_CLIENT_SPIN_US);
   pthread_mutex_lock(&cl->mu);
@@ -1905,19 +1932,6 @@ static void *client_main(void *arg) {
         cl->app_poll_ns = now;
         client_release(cl);
         continue;
-      }
-      if (cl->ep.local_gone && now - last_migrate_ns >= 100000000ull) {
-        /* The host lost the address this socket sends from (the client
-         * moved to another network): carry on from a fresh socket, which
-         * takes the host's current address; the server follows by
-         * connection ID.  At most every 100 ms, so a host with no address
-         * at all is not hammered. */
-        char merr[200];
-        last_migrate_ns = now;
-        if (client_do_migrate(cl, merr, sizeof merr) == 0)
-          RGPU_INFO("QUIC: local address gone; migrated the connection to %s", q->peer);
-        else
-          RGPU_DEBUG("QUIC: local address gone; %s", merr);
       }
       uint64_t before = q->rx_stream_bytes;
       int r = client_step(cl, 1, NULL, spin.until_ns, linger ? linger : UINT64_MAX);
