@@ -2141,9 +2141,11 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
       client_progress(cl, NULL);
     }
   }
-  /* Bytes the congestion window holds back leave as ACKs come: the I/O
-   * thread reads them if no app thread does within its idle wait. */
-  if (!rc && s->sent_off < s->write_off && cl->poller == Q_POLLER_NONE && !cl->io_take) {
+  /* Bytes the congestion window holds back leave as ACKs come, and
+   * packets a full socket buffer refused (send_blocked) when it drains:
+   * the I/O thread polls for them at once if no app thread polls. */
+  if (!rc && (s->sent_off < s->write_off || q->send_blocked) && cl->poller == Q_POLLER_NONE &&
+      !cl->io_take) {
     cl->io_take = 1;
     ev_raise(cl->io_wake);
   }
