@@ -982,6 +982,44 @@ RGPU_API_PTSZ(cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms 
   return memcpy3d_common(p, stream, 1, 1);
 }
 
+/* cudaMemcpy3DPeer(Async): with one address space for the session's
+ * devices (see cudaMemcpyPeer) this is cudaMemcpy3D as a device-to-device
+ * copy; the devices must exist.  Array copies go where cudaMemcpy3D sends
+ * them (the array knows its device). */
+static cudaError_t memcpy3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream,
+                                 int per_thread, int async) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!p) return rgpu_rt_ret(cudaErrorInvalidValue);
+  int n = 0;
+  e = rgpu_rt_device_count(c, &n);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (p->dstDevice < 0 || p->dstDevice >= n || p->srcDevice < 0 || p->srcDevice >= n)
+    return rgpu_rt_ret(cudaErrorInvalidDevice);
+  struct cudaMemcpy3DParms q = {.srcArray = p->srcArray, .srcPos = p->srcPos,
+                                .srcPtr = p->srcPtr, .dstArray = p->dstArray,
+                                .dstPos = p->dstPos, .dstPtr = p->dstPtr,
+                                .extent = p->extent, .kind = cudaMemcpyDeviceToDevice};
+  return memcpy3d_common(&q, stream, per_thread, async);
+}
+
+RGPU_API cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p) {
+  return memcpy3d_peer(p, NULL, 0, 0);
+}
+RGPU_API cudaError_t cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms *p);
+RGPU_API cudaError_t cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms *p) {
+  return memcpy3d_peer(p, NULL, 1, 0);
+}
+RGPU_API cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p,
+                                           cudaStream_t stream) {
+  return memcpy3d_peer(p, stream, 0, 1);
+}
+RGPU_API_PTSZ(cudaError_t cudaMemcpy3DPeerAsync_ptsz(const struct cudaMemcpy3DPeerParms *p,
+                                                     cudaStream_t stream)) {
+  return memcpy3d_peer(p, stream, 1, 1);
+}
+
 /* cudaMemset3D as 2D sets: one when the slices have no gap, else one per
  * slice. */
 static cudaError_t memset3d_common(struct cudaPitchedPtr pp, int value, struct cudaExtent ext,

@@ -1,9 +1,9 @@
 // Pitched memory the way image and volume programs use it: cudaMallocPitch
 // with cudaMemcpy2D / cudaMemset2D, cudaMalloc3D with cudaMemcpy3D (whole
 // volumes, a sub-box at an offset, host memory with a slice height larger
-// than the box, async on a stream) and cudaMemset3D; and the small runtime
-// queries such programs make: cudaFuncGetName, cudaStreamGetId,
-// cudaInitDevice.  Every value is checked on the host.
+// than the box, async on a stream), cudaMemcpy3DPeer(Async) and cudaMemset3D;
+// and the small runtime queries such programs make: cudaFuncGetName,
+// cudaStreamGetId, cudaInitDevice.  Every value is checked on the host.
 #include "rgpu_check.h"
 #include <vector>
 
@@ -20,6 +20,8 @@ __global__ void add_rows(float *p, size_t pitch, int w, int h) {
 }
 
 int main() {
+  int n0 = 0;
+  CHECK(cudaGetDeviceCount(&n0));
   const int w = 37, h = 19, d = 5;  // odd sizes: rows shorter than the pitch
   const size_t row = w * sizeof(float);
 
@@ -93,6 +95,32 @@ int main() {
         }
       }
   std::printf("3d: %dx%dx%d box at an offset, async, checked\n", bw, bh, bd);
+
+  // cudaMemcpy3DPeer: the scaled volume into a second one on the same
+  // device (any machine has device 0 twice), then back to the host.
+  cudaPitchedPtr pv2;
+  CHECK(cudaMalloc3D(&pv2, ext));
+  cudaMemcpy3DPeerParms peer = {};
+  peer.srcPtr = pv;
+  peer.srcDevice = 0;
+  peer.dstPtr = pv2;
+  peer.dstDevice = 0;
+  peer.extent = ext;
+  CHECK(cudaMemcpy3DPeer(&peer));
+  std::vector<float> pback(w * h * d, -1.0f);
+  cudaMemcpy3DParms down2 = down;
+  down2.srcPtr = pv2;
+  down2.dstPtr = make_cudaPitchedPtr(pback.data(), row, w, h);
+  CHECK(cudaMemcpy3DPeerAsync(&peer, s));
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaMemcpy3D(&down2));
+  EXPECT(pback == vback);
+  EXPECT_ERR(cudaMemcpy3DPeer(nullptr), cudaErrorInvalidValue);
+  peer.dstDevice = n0 + 3;
+  EXPECT_ERR(cudaMemcpy3DPeer(&peer), cudaErrorInvalidDevice);
+  cudaGetLastError();
+  CHECK(cudaFree(pv2.ptr));
+  std::printf("3d peer: volume copied between two allocations, checked; bad device refused\n");
 
   CHECK(cudaMemset3D(pv, 0, ext));
   CHECK(cudaMemcpy3D(&down));
