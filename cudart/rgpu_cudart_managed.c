@@ -1,5 +1,6 @@
 /* Managed memory (cudaMallocManaged, cudaMemPrefetchAsync, cudaMemAdvise,
- * cudaStreamAttachMemAsync) on a GPU in another machine.
+ * cudaStreamAttachMemAsync, cudaMemRangeGetAttribute) on a GPU in another
+ * machine.
  *
  * A managed pointer must work in the program's own code and in kernels.  So
  * the allocation is device memory on the server (MEM_ALLOC), and the client
@@ -65,7 +66,19 @@ typedef struct {
    * last push or pull), or NULL before the first: a push sends only the
    * chunks the program changed since. */
   uint8_t *shadow;
+  /* cudaMemAdvise's and cudaMemPrefetchAsync's record, one entry per host
+   * page, for cudaMemRangeGetAttribute(s); NULL until the first of them. */
+  struct page_hint *hints;
 } managed_rec;
+
+/* What a page was told (hints): CUDA reports a range's attribute only
+ * where every page of it agrees, so advice is kept per page, not per
+ * allocation.  Types are cudaMemLocationType values (0: none). */
+struct page_hint {
+  uint64_t accessed_by; /* bit d: device d has SetAccessedBy */
+  int32_t pref_id, prefetch_id;
+  uint8_t read_mostly, pref_type, prefetch_type, accessed_by_host;
+};
 
 static rgpu_mutex g_mlock = RGPU_MUTEX_INITIALIZER;
 static managed_rec *g_recs;
@@ -192,6 +205,7 @@ int rgpu_rt_managed_free(rgpu_client *c, void *p, cudaError_t *err) {
   }
   munmap((void *)(uintptr_t)gone.ptr, gone.size);
   free(gone.shadow);
+  free(gone.hints);
   *err = rgpu_rt_dev_free(c, (void *)(uintptr_t)gone.base);
   return 1;
 }
@@ -206,6 +220,7 @@ void rgpu_rt_managed_forget_device(int dev) {
     count_owner(&g_recs[i], -1);
     munmap((void *)(uintptr_t)g_recs[i].ptr, g_recs[i].size);
     free(g_recs[i].shadow);
+    free(g_recs[i].hints);
     g_recs[i] = g_recs[g_nrecs - 1];
     __atomic_store_n(&g_nrecs, g_nrecs - 1, __ATOMIC_RELAXED);
   }
@@ -464,6 +479,81 @@ static cudaError_t managed_range_check(const void *p, size_t count) {
   return ok ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+/* hints_record's what: a cudaMemoryAdvise value, or a prefetch. */
+enum { HINT_PREFETCH = 100 };
+
+/* Records advice (a cudaMemoryAdvise value) or a prefetch (HINT_PREFETCH)
+ * for the pages of [p, p + count), which must lie in one managed
+ * allocation: cudaErrorInvalidValue otherwise, or for a location the
+ * advice cannot take; cudaErrorInvalidDevice for a device that does not
+ * exist; cudaErrorMemoryAllocation if the record cannot be made. */
+static cudaError_t hints_record(rgpu_client *c, const void *p, size_t count, int what,
+                                struct cudaMemLocation loc) {
+  int ndev = 0;
+  cudaError_t e;
+  int wants_loc = what == cudaMemAdviseSetPreferredLocation ||
+                  what == cudaMemAdviseSetAccessedBy || what == cudaMemAdviseUnsetAccessedBy ||
+                  what == HINT_PREFETCH;
+  if (wants_loc && loc.type == cudaMemLocationTypeDevice) {
+    if ((e = rgpu_rt_device_count(c, &ndev)) != cudaSuccess) return e;
+    if (loc.id < 0 || loc.id >= ndev || loc.id >= 64) return cudaErrorInvalidDevice;
+  }
+  /* Accessors are devices or the host; a preference or a prefetch may
+   * also name a host NUMA node (the current one is node 0 here). */
+  int type = loc.type == cudaMemLocationTypeHostNumaCurrent ? cudaMemLocationTypeHostNuma
+                                                             : (int)loc.type;
+  int id = loc.type == cudaMemLocationTypeHostNumaCurrent ? 0 : loc.id;
+  if (wants_loc) {
+    int ok = type == cudaMemLocationTypeDevice || type == cudaMemLocationTypeHost ||
+             (type == cudaMemLocationTypeHostNuma && what != cudaMemAdviseSetAccessedBy &&
+              what != cudaMemAdviseUnsetAccessedBy && id >= 0);
+    if (!ok) return cudaErrorInvalidValue;
+  }
+  uint64_t v = (uint64_t)(uintptr_t)p;
+  size_t pg = page_size();
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(v);
+  if (!r || count > r->size - (v - r->ptr)) {
+    rgpu_mutex_unlock(&g_mlock);
+    return cudaErrorInvalidValue;
+  }
+  if (!r->hints) r->hints = calloc(r->size / pg, sizeof *r->hints);
+  if (!r->hints) {
+    rgpu_mutex_unlock(&g_mlock);
+    return cudaErrorMemoryAllocation;
+  }
+  size_t first = (v - r->ptr) / pg, last = count ? (v - r->ptr + count - 1) / pg : first;
+  for (size_t i = first; i <= last && count; i++) {
+    struct page_hint *h = &r->hints[i];
+    switch (what) {
+    case cudaMemAdviseSetReadMostly: h->read_mostly = 1; break;
+    case cudaMemAdviseUnsetReadMostly: h->read_mostly = 0; break;
+    case cudaMemAdviseSetPreferredLocation:
+      h->pref_type = (uint8_t)type;
+      h->pref_id = type == cudaMemLocationTypeHost ? 0 : id;
+      break;
+    case cudaMemAdviseUnsetPreferredLocation: h->pref_type = 0, h->pref_id = 0; break;
+    case cudaMemAdviseSetAccessedBy:
+    case cudaMemAdviseUnsetAccessedBy: {
+      int set = what == cudaMemAdviseSetAccessedBy;
+      if (type == cudaMemLocationTypeHost)
+        h->accessed_by_host = (uint8_t)set;
+      else if (set)
+        h->accessed_by |= (uint64_t)1 << id;
+      else
+        h->accessed_by &= ~((uint64_t)1 << id);
+      break;
+    }
+    case HINT_PREFETCH:
+      h->prefetch_type = (uint8_t)type;
+      h->prefetch_id = type == cudaMemLocationTypeHost ? 0 : id;
+      break;
+    }
+  }
+  rgpu_mutex_unlock(&g_mlock);
+  return cudaSuccess;
+}
+
 RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
                                           struct cudaMemLocation location, unsigned int flags,
                                           cudaStream_t stream) {
@@ -472,7 +562,10 @@ RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
   if (e != cudaSuccess) return e;
   (void)stream;
   if (flags != 0) return rgpu_rt_ret(cudaErrorInvalidValue);
-  if ((e = managed_range_check(devPtr, count)) != cudaSuccess) return rgpu_rt_ret(e);
+  /* The range and location checks, and the record cudaMemRangeGetAttribute
+   * reads. */
+  if ((e = hints_record(c, devPtr, count, HINT_PREFETCH, location)) != cudaSuccess)
+    return rgpu_rt_ret(e);
   /* Whole allocations move, as at a launch or a synchronization; done now,
    * which orders it after everything before it on any stream. */
   switch (location.type) {
@@ -487,13 +580,117 @@ RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
 
 RGPU_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
                                    struct cudaMemLocation location) {
-  rgpu_rt_count_call();
-  (void)location;
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
   if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
     return rgpu_rt_ret(cudaErrorInvalidValue);
-  /* Hints about placement; whole allocations move at launches and
-   * synchronizations whatever they say. */
-  return rgpu_rt_ret(managed_range_check(devPtr, count));
+  /* Hints about placement: whole allocations move at launches and
+   * synchronizations whatever they say, but the program can read them
+   * back (cudaMemRangeGetAttribute). */
+  return rgpu_rt_ret(hints_record(c, devPtr, count, (int)advice, location));
+}
+
+/* One attribute of [p, p + count) into data (size bytes), under g_mlock:
+ * what every page of the range agrees on, as cudaMemRangeGetAttribute
+ * defines it.  Pages never advised have no preference, no accessors and
+ * no prefetch. */
+static cudaError_t range_attribute_locked(const managed_rec *r, uint64_t p, size_t count,
+                                          enum cudaMemRangeAttribute attr, void *data,
+                                          size_t size) {
+  assert(rgpu_mutex_held(&g_mlock));
+  size_t pg = page_size(), first = (p - r->ptr) / pg;
+  size_t last = count ? (p - r->ptr + count - 1) / pg : first;
+  static const struct page_hint none = {0};
+  int32_t v = 0;
+  uint64_t acc = ~(uint64_t)0;
+  int host = 1, same_pref = 1, same_pf = 1;
+  const struct page_hint *h0 = r->hints ? &r->hints[first] : &none;
+  int read_mostly = 1;
+  for (size_t i = first; i <= last; i++) {
+    const struct page_hint *h = r->hints ? &r->hints[i] : &none;
+    read_mostly &= h->read_mostly;
+    acc &= h->accessed_by;
+    host &= h->accessed_by_host;
+    same_pref &= h->pref_type == h0->pref_type && h->pref_id == h0->pref_id;
+    same_pf &= h->prefetch_type == h0->prefetch_type && h->prefetch_id == h0->prefetch_id;
+  }
+  int pref_type = same_pref ? h0->pref_type : cudaMemLocationTypeInvalid;
+  int pf_type = same_pf ? h0->prefetch_type : cudaMemLocationTypeInvalid;
+  if (attr == cudaMemRangeAttributeAccessedBy) {
+    if (size == 0 || size % sizeof(int32_t)) return cudaErrorInvalidValue;
+    int32_t *out = data;
+    size_t n = size / sizeof(int32_t), k = 0;
+    for (int d = 0; d < 64 && k < n; d++)
+      if (acc >> d & 1) out[k++] = d;
+    if (host && k < n) out[k++] = cudaCpuDeviceId;
+    while (k < n) out[k++] = cudaInvalidDeviceId;
+    return cudaSuccess;
+  }
+  if (size != sizeof(int32_t)) return cudaErrorInvalidValue;
+  /* The older attributes name a location by device id (host: cudaCpuDeviceId). */
+#define HINT_AS_DEVICE(type, id)                                                                \
+  ((type) == cudaMemLocationTypeDevice ? (id)                                                   \
+   : (type) == cudaMemLocationTypeHost || (type) == cudaMemLocationTypeHostNuma ? cudaCpuDeviceId \
+                                                                                : cudaInvalidDeviceId)
+  switch (attr) {
+  case cudaMemRangeAttributeReadMostly: v = read_mostly; break;
+  case cudaMemRangeAttributePreferredLocation: v = HINT_AS_DEVICE(pref_type, h0->pref_id); break;
+  case cudaMemRangeAttributeLastPrefetchLocation:
+    v = HINT_AS_DEVICE(pf_type, h0->prefetch_id);
+    break;
+  case cudaMemRangeAttributePreferredLocationType: v = pref_type; break;
+  case cudaMemRangeAttributePreferredLocationId:
+    v = pref_type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId : h0->pref_id;
+    break;
+  case cudaMemRangeAttributeLastPrefetchLocationType: v = pf_type; break;
+  case cudaMemRangeAttributeLastPrefetchLocationId:
+    v = pf_type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId : h0->prefetch_id;
+    break;
+  default: return cudaErrorInvalidValue;
+  }
+#undef HINT_AS_DEVICE
+  memcpy(data, &v, sizeof v);
+  return cudaSuccess;
+}
+
+/* The attributes of a range inside one managed allocation (the range
+ * must be managed memory: cudaErrorInvalidValue otherwise).  Answered
+ * here: advice is this process's record. */
+static cudaError_t range_attributes(void **data, const size_t *sizes,
+                                    const enum cudaMemRangeAttribute *attrs, size_t n,
+                                    const void *devPtr, size_t count) {
+  if (!data || !sizes || !attrs || !n || !count) return cudaErrorInvalidValue;
+  for (size_t i = 0; i < n; i++)
+    if (!data[i]) return cudaErrorInvalidValue;
+  uint64_t p = (uint64_t)(uintptr_t)devPtr;
+  cudaError_t e = cudaSuccess;
+  rgpu_mutex_lock(&g_mlock);
+  managed_rec *r = find_locked(p);
+  if (!r || count > r->size - (p - r->ptr)) e = cudaErrorInvalidValue;
+  for (size_t i = 0; i < n && e == cudaSuccess; i++)
+    e = range_attribute_locked(r, p, count, attrs[i], data[i], sizes[i]);
+  rgpu_mutex_unlock(&g_mlock);
+  return e;
+}
+
+RGPU_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize,
+                                              enum cudaMemRangeAttribute attribute,
+                                              const void *devPtr, size_t count) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  return rgpu_rt_ret(range_attributes(&data, &dataSize, &attribute, 1, devPtr, count));
+}
+
+RGPU_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes,
+                                               enum cudaMemRangeAttribute *attributes,
+                                               size_t numAttributes, const void *devPtr,
+                                               size_t count) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  return rgpu_rt_ret(range_attributes(data, dataSizes, attributes, numAttributes, devPtr, count));
 }
 
 RGPU_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,

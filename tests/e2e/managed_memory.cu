@@ -3,7 +3,8 @@
 // synchronization; a loop of launch / synchronize / host update; a linked
 // structure whose pointers live in managed memory and are followed on the
 // device; a stream synchronization instead of a device one; copies to and
-// from managed memory; prefetches and advice; pointer attributes.
+// from managed memory; prefetches and advice, read back with
+// cudaMemRangeGetAttribute(s); pointer attributes.
 #include "rgpu_check.h"
 
 struct node {
@@ -117,6 +118,46 @@ int main() {
   CHECK(cudaDeviceSynchronize());
   for (int i = 0; i < N; i++) EXPECT(y[i] == (float)(i % 100));
   std::printf("prefetch to the device and back, read-mostly advice\n");
+
+  // What the advice and prefetches say when read back: a range's value
+  // is what all its pages agree on.  x's first half gets device 0 as its
+  // preferred location, then everything of x says accessed by device 0.
+  size_t half = N / 2 * sizeof(float);
+  CHECK(cudaMemAdvise(x, half, cudaMemAdviseSetPreferredLocation, on_dev));
+  CHECK(cudaMemAdvise(x, N * sizeof(float), cudaMemAdviseSetAccessedBy, on_dev));
+  int rm = -9, pref_all = -9, pref_half = -9, last_pf = -9, acc[3] = {-9, -9, -9};
+  CHECK(cudaMemRangeGetAttribute(&rm, 4, cudaMemRangeAttributeReadMostly, x, N * sizeof(float)));
+  CHECK(cudaMemRangeGetAttribute(&pref_half, 4, cudaMemRangeAttributePreferredLocation, x, half));
+  CHECK(cudaMemRangeGetAttribute(&pref_all, 4, cudaMemRangeAttributePreferredLocation, x,
+                                 N * sizeof(float)));
+  CHECK(cudaMemRangeGetAttribute(acc, sizeof acc, cudaMemRangeAttributeAccessedBy, x,
+                                 N * sizeof(float)));
+  CHECK(cudaMemRangeGetAttribute(&last_pf, 4, cudaMemRangeAttributeLastPrefetchLocation, y,
+                                 N * sizeof(float)));
+  std::printf("range attributes: read mostly %d, preferred (first half) %d, preferred (all) %d, "
+              "accessed by {%d, %d, %d}, y last prefetched to %d\n",
+              rm, pref_half, pref_all, acc[0], acc[1], acc[2], last_pf);
+  EXPECT(rm == 1 && pref_half == 0 && pref_all == cudaInvalidDeviceId && acc[0] == 0 &&
+         acc[1] == cudaInvalidDeviceId && acc[2] == cudaInvalidDeviceId &&
+         last_pf == cudaCpuDeviceId);
+  CHECK(cudaMemAdvise(x, N * sizeof(float), cudaMemAdviseUnsetReadMostly, on_dev));
+  int type = -9, id = -9, pf_type = -9;
+  void *outs[4] = {&rm, &type, &id, &pf_type};
+  size_t sizes[4] = {4, 4, 4, 4};
+  cudaMemRangeAttribute which[4] = {
+      cudaMemRangeAttributeReadMostly, cudaMemRangeAttributePreferredLocationType,
+      cudaMemRangeAttributePreferredLocationId, cudaMemRangeAttributeLastPrefetchLocationType};
+  CHECK(cudaMemRangeGetAttributes(outs, sizes, which, 4, x, half));
+  std::printf("range attributes (several at once): read mostly %d, preferred type %d id %d, "
+              "x never prefetched: type %d\n", rm, type, id, pf_type);
+  EXPECT(rm == 0 && type == cudaMemLocationTypeDevice && id == 0 &&
+         pf_type == cudaMemLocationTypeInvalid);
+  EXPECT_ERR(cudaMemRangeGetAttribute(&rm, 4, cudaMemRangeAttributeReadMostly, dev, 64),
+             cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemRangeGetAttribute(&rm, 8, cudaMemRangeAttributeReadMostly, x, 64),
+             cudaErrorInvalidValue);
+  cudaGetLastError();
+  std::printf("range attributes of plain device memory, or with the wrong size: refused\n");
 
   cudaPointerAttributes pa;
   CHECK(cudaPointerGetAttributes(&pa, v + 10));
