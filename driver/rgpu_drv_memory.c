@@ -424,6 +424,73 @@ RGPU_DRV CUresult rgpu_drv_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
   return r;
 }
 
+/* ---- managed memory's advice, prefetches and range attributes ------------------ */
+
+/* The driver's location types and range attributes number as the
+ * runtime's, so these are cudart's calls.  The older entry points name a
+ * device, CU_DEVICE_CPU for the host. */
+static struct cudaMemLocation location_of_device(CUdevice dev) {
+  struct cudaMemLocation l = {.type = dev == CU_DEVICE_CPU ? cudaMemLocationTypeHost
+                                                           : cudaMemLocationTypeDevice,
+                              .id = dev == CU_DEVICE_CPU ? 0 : dev};
+  return l;
+}
+static struct cudaMemLocation location_of(CUmemLocation loc) {
+  struct cudaMemLocation l = {.type = (enum cudaMemLocationType)loc.type, .id = loc.id};
+  return l;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                                          CUmemLocation location) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemAdvise(DPTR(devPtr), count, (enum cudaMemoryAdvise)advice,
+                                   location_of(location)));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                                       CUdevice device) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemAdvise(DPTR(devPtr), count, (enum cudaMemoryAdvise)advice,
+                                   location_of_device(device)));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count,
+                                                 CUmemLocation location, unsigned int flags,
+                                                 CUstream hStream) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaMemPrefetchAsync(DPTR(devPtr), count, location_of(location), flags, hStream));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
+                                                      CUmemLocation location, unsigned int flags,
+                                                      CUstream hStream) {
+  return rgpu_drv_cuMemPrefetchAsync_v2(devPtr, count, location, flags, hStream);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                              CUstream hStream) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaMemPrefetchAsync(DPTR(devPtr), count, location_of_device(dstDevice), 0, hStream));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count,
+                                                   CUdevice dstDevice, CUstream hStream) {
+  return rgpu_drv_cuMemPrefetchAsync(devPtr, count, dstDevice, hStream);
+}
+RGPU_DRV CUresult rgpu_drv_cuMemRangeGetAttribute(void *data, size_t dataSize,
+                                                  CUmem_range_attribute attribute,
+                                                  CUdeviceptr devPtr, size_t count) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemRangeGetAttribute(
+      data, dataSize, (enum cudaMemRangeAttribute)attribute, DPTR(devPtr), count));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemRangeGetAttributes(void **data, size_t *dataSizes,
+                                                   CUmem_range_attribute *attributes,
+                                                   size_t numAttributes, CUdeviceptr devPtr,
+                                                   size_t count) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemRangeGetAttributes(data, dataSizes,
+                                               (enum cudaMemRangeAttribute *)attributes,
+                                               numAttributes, DPTR(devPtr), count));
+}
+
 /* ---- address queries ------------------------------------------------------------ */
 
 RGPU_DRV CUresult rgpu_drv_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,

@@ -384,6 +384,19 @@ int main() {
   int seen[1024];
   CU_CHECK(cuMemcpyDtoH(seen, managed, sizeof seen));
   for (int i = 0; i < 1024; i++) EXPECT(seen[i] == 3 * i);
+  // Its advice and prefetches, read back.
+  CUmemLocation dev_loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CU_CHECK(cuMemAdvise(managed, 4096, CU_MEM_ADVISE_SET_READ_MOSTLY, dev_loc));
+  CU_CHECK(cuMemPrefetchAsync(managed, 4096, dev_loc, 0, 0));
+  CU_CHECK(cuCtxSynchronize());
+  int read_mostly = -9, last_prefetch = -9;
+  CU_CHECK(cuMemRangeGetAttribute(&read_mostly, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, managed,
+                                  4096));
+  CU_CHECK(cuMemRangeGetAttribute(&last_prefetch, 4,
+                                  CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, 4096));
+  std::printf("managed range: read mostly %d, last prefetched to device %d\n", read_mostly,
+              last_prefetch);
+  EXPECT(read_mostly == 1 && last_prefetch == 0);
   CU_CHECK(cuMemFree(managed));
 
   // ---- teardown
