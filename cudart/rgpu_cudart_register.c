@@ -810,6 +810,30 @@ RGPU_API cudaError_t cudaFuncGetName(const char **name, const void *func) {
   return cudaSuccess;
 }
 
+/* Where parameter paramIndex lies in the kernel's parameter buffer: the
+ * layout the launch packs by, from the module loaded on the current device
+ * (the load is a round trip the first time). */
+RGPU_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex,
+                                          size_t *paramOffset, size_t *paramSize) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  rgpu_rt_module *m;
+  if ((e = lock_func_module(c, f, rgpu_rt_current_device(), &m)) != cudaSuccess)
+    return rgpu_rt_ret(e);
+  const rgpu_param_layout *l = &m->layouts[f->index];
+  if (paramIndex >= l->nparams) {
+    e = cudaErrorInvalidValue;
+  } else {
+    if (paramOffset) *paramOffset = l->offsets[paramIndex];
+    if (paramSize) *paramSize = l->sizes[paramIndex];
+  }
+  rgpu_mutex_unlock(&f->fb->lock);
+  return rgpu_rt_ret(e);
+}
+
 RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);

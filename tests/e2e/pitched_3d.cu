@@ -3,7 +3,7 @@
 // volumes, a sub-box at an offset, host memory with a slice height larger
 // than the box, async on a stream), cudaMemcpy3DPeer(Async) and cudaMemset3D;
 // and the small runtime queries such programs make: cudaFuncGetName,
-// cudaStreamGetId, cudaInitDevice.  Every value is checked on the host.
+// cudaFuncGetParamInfo, cudaStreamGetId, cudaInitDevice.  Every value is checked on the host.
 #include "rgpu_check.h"
 #include <vector>
 
@@ -141,6 +141,18 @@ int main() {
   CHECK(cudaFuncGetName(&name, (const void *)scale_volume));
   std::printf("kernel name: %s\n", name);
   EXPECT_ERR(cudaFuncGetName(nullptr, (const void *)scale_volume), cudaErrorInvalidValue);
+  // Where each of scale_volume's five parameters lies in its buffer.
+  size_t offs[5], sizes[5];
+  for (int i = 0; i < 5; i++)
+    CHECK(cudaFuncGetParamInfo((const void *)scale_volume, i, &offs[i], &sizes[i]));
+  std::printf("scale_volume parameters (offset/size): %zu/%zu %zu/%zu %zu/%zu %zu/%zu %zu/%zu\n",
+              offs[0], sizes[0], offs[1], sizes[1], offs[2], sizes[2], offs[3], sizes[3], offs[4],
+              sizes[4]);
+  EXPECT(offs[0] == 0 && sizes[0] == sizeof(cudaPitchedPtr) && offs[1] == sizeof(cudaPitchedPtr) &&
+         sizes[1] == 4 && offs[4] == offs[3] + 4 && sizes[4] == 4);
+  EXPECT_ERR(cudaFuncGetParamInfo((const void *)scale_volume, 5, &offs[0], &sizes[0]),
+             cudaErrorInvalidValue);
+  cudaGetLastError();
   cudaStream_t s2;
   CHECK(cudaStreamCreate(&s2));
   unsigned long long id1 = 0, id2 = 0, id0 = 0, id0b = 0;
