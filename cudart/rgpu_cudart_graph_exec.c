@@ -79,6 +79,14 @@ struct CUgraphExec_st {
    * each launch leaves them to the program (rgpu_cudart_graph_mem.c). */
   uint64_t *escapes;
   size_t nescapes;
+  /* The graph's user objects (and its child graphs'), held until the work
+   * of every launch is done; the streams it was launched on, for that. */
+  rgpu_user_refs user_refs;
+  struct {
+    cudaStream_t stream;
+    int per_thread;
+  } *launched;
+  size_t nlaunched, caplaunched;
 };
 
 /* ---- flattening ----------------------------------------------------------- */
@@ -334,8 +342,61 @@ static void exec_free(cudaGraphExec_t x) {
   }
   free(x->lv);
   free(x->escapes);
+  rgpu_user_refs_release(&x->user_refs);
+  free(x->launched);
   x->magic = 0;
   free(x);
+}
+
+RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
+
+/* The user-object references of g and of its child graphs, into r. */
+static cudaError_t collect_user_refs(rgpu_user_refs *r, cudaGraph_t g) {
+  cudaError_t e = rgpu_user_refs_copy(r, &g->user_refs);
+  for (size_t i = 0; i < g->n && e == cudaSuccess; i++)
+    if (g->nodes[i]->p.child) e = collect_user_refs(r, g->nodes[i]->p.child);
+  return e;
+}
+
+/* An executable graph's user-object references, handed over at its
+ * destruction, and how many of its launch streams have still to reach the
+ * host function that counts down (the last one releases them). */
+typedef struct {
+  rgpu_user_refs refs;
+  unsigned left;
+} exec_refs_pending;
+
+static void CUDART_CB exec_refs_countdown(void *arg) {
+  exec_refs_pending *h = arg;
+  if (__atomic_sub_fetch(&h->left, 1, __ATOMIC_ACQ_REL)) return;
+  rgpu_user_refs_release(&h->refs);
+  free(h);
+}
+
+/* Releases x's user-object references once the work of its launches is
+ * done: a host function behind its last launch on every stream it used.
+ * Where one cannot be queued (the stream is gone, this is a host
+ * callback), that stream counts as done.  The program's last error is not
+ * touched. */
+static void exec_release_user_refs(cudaGraphExec_t x) {
+  if (!x->user_refs.n) return;
+  exec_refs_pending *h = x->nlaunched ? malloc(sizeof *h) : NULL;
+  if (!h) {
+    rgpu_user_refs_release(&x->user_refs);
+    return;
+  }
+  h->refs = x->user_refs;
+  x->user_refs = (rgpu_user_refs){0};
+  h->left = (unsigned)x->nlaunched;
+  size_t n = x->nlaunched;
+  cudaError_t saved = rgpu_rt_last_error_get();
+  for (size_t i = 0; i < n; i++) {
+    cudaError_t e = x->launched[i].per_thread
+                        ? cudaLaunchHostFunc_ptsz(x->launched[i].stream, exec_refs_countdown, h)
+                        : cudaLaunchHostFunc(x->launched[i].stream, exec_refs_countdown, h);
+    if (e != cudaSuccess) exec_refs_countdown(h);
+  }
+  rgpu_rt_last_error_set(saved);
 }
 
 /* x->escapes from the flat nodes (once, at instantiation: updates keep the
@@ -536,6 +597,7 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
     e = cudaErrorNotSupported;
   }
   if (e == cudaSuccess) e = find_escapes(x);
+  if (e == cudaSuccess) e = collect_user_refs(&x->user_refs, graph);
   if (e == cudaSuccess) e = assign_levels(x);
   for (size_t i = 0; e == cudaSuccess && i < x->nlevels; i++) {
     if (e == cudaSuccess && x->lv[i].ndev) e = send_level(c, x, &x->lv[i]);
@@ -603,6 +665,7 @@ RGPU_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
       if (e == cudaSuccess) e = e2;
     }
   }
+  exec_release_user_refs(graphExec);
   exec_free(graphExec);
   rgpu_rt_graphmem_collect(); /* graph blocks whose last hold was this exec */
   return e;
@@ -1034,7 +1097,6 @@ static void run_host_node(const node_params *p) {
 }
 
 RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
-RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
 
 /* A host node queued on the stream as a host callback: its own copy of the
  * parameters, because the exec may be destroyed before the stream gets
@@ -1084,6 +1146,19 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
   }
   /* Managed memory the host owns goes to the device first. */
   if ((e = rgpu_rt_managed_to_device(c, wire)) != cudaSuccess) return rgpu_rt_ret(e);
+  /* The streams whose work must be done before the user objects go. */
+  if (x->user_refs.n) {
+    size_t k = 0;
+    while (k < x->nlaunched &&
+           (x->launched[k].stream != stream || x->launched[k].per_thread != per_thread))
+      k++;
+    if (k == x->nlaunched) {
+      if (RGPU_ARRAY_RESERVE(x->launched, x->caplaunched, x->nlaunched + 1, 4))
+        return rgpu_rt_ret(cudaErrorMemoryAllocation);
+      x->launched[x->nlaunched].stream = stream;
+      x->launched[x->nlaunched++].per_thread = per_thread;
+    }
+  }
   /* Blocks the graph allocates and does not free stay the program's after
    * this launch (rgpu_cudart_graph_mem.c). */
   for (size_t i = 0; i < x->nescapes; i++) rgpu_rt_graphmem_launched(x->escapes[i]);

@@ -50,10 +50,26 @@ struct CUgraphNode_st {
   node_params p;
 };
 
+/* User-object references a graph or an executable graph holds
+ * (rgpu_cudart_user_object.c): each object once, with its count. */
+typedef struct {
+  struct {
+    cudaUserObject_t obj;
+    unsigned count;
+  } *v;
+  size_t n, cap;
+} rgpu_user_refs;
+
+/* dst takes references of its own to everything src holds. */
+cudaError_t rgpu_user_refs_copy(rgpu_user_refs *dst, const rgpu_user_refs *src);
+/* Releases everything r holds (a destructor may then be queued) and empties it. */
+void rgpu_user_refs_release(rgpu_user_refs *r);
+
 struct CUgraph_st {
   uint32_t magic;
   struct CUgraphNode_st **nodes;
   size_t n, cap;
+  rgpu_user_refs user_refs; /* cudaGraphRetainUserObject */
 };
 
 /* A library call captured from a stream (a cuBLAS gemm): a node of type

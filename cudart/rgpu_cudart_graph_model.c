@@ -309,6 +309,7 @@ static void node_free(cudaGraphNode_t n) {
 void graph_free(cudaGraph_t g) {
   for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
   free(g->nodes);
+  rgpu_user_refs_release(&g->user_refs);
   g->magic = 0;
   free(g);
 }
@@ -367,6 +368,8 @@ cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origin) {
   cudaGraph_t g;
   cudaError_t e = graph_new(&g);
   if (e != cudaSuccess) return e;
+  /* A clone (and so a child graph node's copy) owns references of its own. */
+  e = rgpu_user_refs_copy(&g->user_refs, &src->user_refs);
   for (size_t i = 0; i < src->n && e == cudaSuccess; i++) {
     cudaGraphNode_t s = src->nodes[i];
     node_params p;

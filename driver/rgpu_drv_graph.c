@@ -18,6 +18,32 @@ RGPU_DRV CUresult rgpu_drv_cuGraphDestroy(CUgraph hGraph) {
   return RGPU_DRV_RT(cudaGraphDestroy(hGraph));
 }
 
+/* User objects are cudart's (rgpu_cudart_user_object.c): the handle
+ * types are the same structs. */
+RGPU_DRV CUresult rgpu_drv_cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy,
+                                              unsigned int initialRefcount, unsigned int flags) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaUserObjectCreate(object_out, ptr, destroy, initialRefcount, flags));
+}
+RGPU_DRV CUresult rgpu_drv_cuUserObjectRetain(CUuserObject object, unsigned int count) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaUserObjectRetain(object, count));
+}
+RGPU_DRV CUresult rgpu_drv_cuUserObjectRelease(CUuserObject object, unsigned int count) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaUserObjectRelease(object, count));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphRetainUserObject(CUgraph graph, CUuserObject object,
+                                                   unsigned int count, unsigned int flags) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphRetainUserObject(graph, object, count, flags));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphReleaseUserObject(CUgraph graph, CUuserObject object,
+                                                    unsigned int count) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphReleaseUserObject(graph, object, count));
+}
+
 RGPU_DRV CUresult rgpu_drv_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph) {
   RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphClone(phGraphClone, originalGraph));
