@@ -125,8 +125,14 @@ RGPU_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int 
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+  if (!devPtr || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
     return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* Nothing asked for: success and no allocation, as NVIDIA's runtime
+   * answers on the H200 (CUDA 13.0), and as cudaMalloc does. */
+  if (size == 0) {
+    *devPtr = NULL;
+    return cudaSuccess;
+  }
   size_t pg = page_size();
   if (size > SIZE_MAX - 2 * pg) return rgpu_rt_ret(cudaErrorMemoryAllocation);
   size_t mapped = (size + pg - 1) / pg * pg;

@@ -197,10 +197,10 @@ RGPU_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObjec
   rgpu_user_refs *r = &graph->user_refs;
   for (size_t i = 0; i < r->n; i++) {
     if (r->v[i].obj != object) continue;
-    /* More than the graph holds is the caller's error, not a release of
-     * references someone else owns. */
-    if (count > r->v[i].count) return rgpu_rt_ret(cudaErrorInvalidValue);
-    r->v[i].count -= count;
+    /* More than the graph holds is undefined in CUDA; NVIDIA's runtime
+     * answers cudaSuccess (H200, CUDA 13.0), so it is taken from the
+     * object and the graph keeps none. */
+    r->v[i].count = count > r->v[i].count ? 0 : r->v[i].count - count;
     if (!r->v[i].count) r->v[i] = r->v[--r->n];
     object_release(object, count);
     return cudaSuccess;
