@@ -128,6 +128,7 @@ struct rgpu_client {
   uint64_t ckpt_seq;        /* resend checkpoint PING in flight (0: none) */
   rgpu_copier *copier;      /* copies bulk data into resend while it is written */
   int copier_failed;
+  int stable_tails;         /* rgpu_client_set_stable_tails_locked (client lock) */
   rgpu_buf rxpre;           /* replayed frames read during RESUME, or input a
                              * blocked write took in; consumed first */
   size_t rxpre_off;
@@ -755,7 +756,15 @@ rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n
     if (rc > 0) rc = 0;
   }
   c->ctr.wait_ns += rgpu_clock_elapsed_ns(t0);
+  rgpu_mutex_lock(&c->wlock);
+  rgpu_resend_own(&c->resend, p, n);
+  rgpu_mutex_unlock(&c->wlock);
   return rc;
+}
+
+void rgpu_client_set_stable_tails_locked(rgpu_client *c, int on) {
+  ASSERT_CLIENT_LOCK(c);
+  c->stable_tails = on;
 }
 
 size_t rgpu_client_background_count(rgpu_client *c) {
@@ -1413,11 +1422,14 @@ static int client_write(rgpu_client *c, const struct iovec *iov, int n, int read
   int aside = 0;
   if (c->reconnect_s > 0 && !c->no_resume) {
     int big = n > 0 && iov[n - 1].iov_len >= RGPU_CLIENT_COPY_ASIDE_BYTES && !c->broken;
-    if (big && !c->copier && !c->copier_failed) {
+    if (big && !(reading && c->stable_tails) && !c->copier && !c->copier_failed) {
       c->copier = rgpu_copier_new();
       c->copier_failed = c->copier == NULL;
     }
-    if (big && c->copier) {
+    /* stable_tails is the client lock's, which every big write holds. */
+    if (big && reading && c->stable_tails) {
+      rgpu_resend_append_ref(&c->resend, iov, n, n - 1);
+    } else if (big && c->copier) {
       /* Where the payload goes in the resend ring (it may span chunks);
        * none out of memory (the buffer notes it). */
       struct iovec dst[RGPU_COPIER_MAX_SEGS];

@@ -232,8 +232,18 @@ rgpu_status rgpu_client_send_background_locked(rgpu_client *c, uint16_t op, cons
  * outstanding.  Used right after a synchronizing reply, so it is part of
  * that round trip and not counted again. */
 rgpu_status rgpu_client_drain_locked(rgpu_client *c, uint64_t stream, uint64_t before_seq);
-/* Reads until no background reply writes into [p, p+n) (before freeing it). */
+/* Host memory [p, p+n) is about to be released (cudaFreeHost,
+ * cudaHostUnregister): reads until no background reply writes into it,
+ * and copies what the resend buffer holds of it by reference
+ * (rgpu_client_set_stable_tails_locked) into the buffer. */
 rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n);
+/* While on, the large tails of the requests this thread sends are kept for
+ * a resume by reference instead of copied: the caller guarantees that
+ * their memory does not change before the server confirms the request
+ * (an asynchronous copy from page-locked memory, which the program may
+ * not touch before a synchronization, whose reply confirms it) or
+ * rgpu_client_drain_dst_locked is called for it.  Client lock held. */
+void rgpu_client_set_stable_tails_locked(rgpu_client *c, int on);
 size_t rgpu_client_background_count(rgpu_client *c);
 
 /* ---- host callbacks -------------------------------------------------------

@@ -28,6 +28,7 @@ void rgpu_resend_free(rgpu_resend_buf *b) {
   free(b->chunk);
   for (size_t i = 0; i < b->nspare; i++) free(b->spare[i]);
   free(b->idx);
+  free(b->ref);
   memset(b, 0, sizeof *b);
 }
 
@@ -37,6 +38,7 @@ static void release_all(rgpu_resend_buf *b) {
   b->chunk_head = b->nchunk = 0;
   b->origin = b->base = b->total;
   b->idx_head = b->nidx = 0;
+  b->ref_head = b->nref = 0;
 }
 
 static void drop_to(rgpu_resend_buf *b, uint64_t off) {
@@ -57,6 +59,11 @@ static void drop_to(rgpu_resend_buf *b, uint64_t off) {
     b->nidx--;
   }
   if (b->nidx == 0) b->idx_head = 0;
+  while (b->nref && b->ref[b->ref_head].off + b->ref[b->ref_head].len <= b->base) {
+    b->ref_head++;
+    b->nref--;
+  }
+  if (b->nref == 0) b->ref_head = 0;
 }
 
 /* The frame index is an array FIFO: confirmations take from the front
@@ -116,12 +123,26 @@ static int header_at(const struct iovec *iov, int n, size_t pos, rgpu_frame_hdr 
   return rgpu_frame_hdr_decode(raw, (size_t)-1, h);
 }
 
+static int append(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
+                  struct iovec *dst, int maxdst, int *ndst, int by_ref);
+
 int rgpu_resend_append(rgpu_resend_buf *b, const struct iovec *iov, int n) {
-  return rgpu_resend_append_aside(b, iov, n, -1, NULL, 0, NULL);
+  return append(b, iov, n, -1, NULL, 0, NULL, 0);
 }
 
 int rgpu_resend_append_aside(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
                              struct iovec *dst, int maxdst, int *ndst) {
+  return append(b, iov, n, aside, dst, maxdst, ndst, 0);
+}
+
+int rgpu_resend_append_ref(rgpu_resend_buf *b, const struct iovec *iov, int n, int ref) {
+  return append(b, iov, n, ref, NULL, 0, NULL, 1);
+}
+
+/* iov[aside]: with by_ref kept by reference, else (dst given) left for
+ * the caller to copy into dst, else copied here. */
+static int append(rgpu_resend_buf *b, const struct iovec *iov, int n, int aside,
+                  struct iovec *dst, int maxdst, int *ndst, int by_ref) {
   if (ndst) *ndst = 0;
   size_t nb = 0;
   for (int i = 0; i < n; i++) nb += iov[i].iov_len;
@@ -147,6 +168,16 @@ int rgpu_resend_append_aside(rgpu_resend_buf *b, const struct iovec *iov, int n,
     size_t len = iov[i].iov_len;
     size_t covered = 0;
     int k = 0;
+    if (i == aside && by_ref && len) {
+      if (RGPU_ARRAY_QUEUE_ROOM(b->ref, b->ref_head, b->nref, b->ref_cap, 16)) {
+        put(b, off, iov[i].iov_base, len); /* no room for the note: a copy */
+      } else {
+        b->ref[b->ref_head + b->nref++] =
+            (rgpu_resend_ref){.off = off, .len = len, .ptr = iov[i].iov_base};
+      }
+      off += len;
+      continue;
+    }
     if (i == aside && dst && ndst) k = segments(b, off, len, dst, maxdst, &covered);
     if (covered == len && k > 0)
       *ndst = k; /* the caller fills it (no frame header lies inside a tail) */
@@ -191,10 +222,46 @@ int rgpu_resend_from(rgpu_resend_buf *b, uint64_t off, size_t *n, size_t *frames
   return 0;
 }
 
+void rgpu_resend_own(rgpu_resend_buf *b, const void *p, size_t n) {
+  uintptr_t lo = (uintptr_t)p, hi = lo + n;
+  size_t keep = 0;
+  for (size_t i = 0; i < b->nref; i++) {
+    rgpu_resend_ref r = b->ref[b->ref_head + i];
+    if ((uintptr_t)r.ptr < hi && (uintptr_t)r.ptr + r.len > lo) {
+      /* Only the held part: the chunks before base may be gone. */
+      uint64_t from = r.off < b->base ? b->base : r.off;
+      put(b, from, r.ptr + (from - r.off), (size_t)(r.off + r.len - from));
+      continue;
+    }
+    b->ref[b->ref_head + keep++] = r;
+  }
+  b->nref = keep;
+  if (!keep) b->ref_head = 0;
+}
+
 int rgpu_resend_iov(const rgpu_resend_buf *b, size_t skip, struct iovec *iov, int max) {
-  size_t held = rgpu_resend_held(b), covered;
+  size_t held = rgpu_resend_held(b);
   if (skip >= held || max <= 0) return 0;
-  return segments(b, b->base + skip, held - skip, iov, max, &covered);
+  uint64_t off = b->base + skip;
+  int k = 0;
+  size_t r = 0; /* the first reference not wholly before off */
+  while (r < b->nref && b->ref[b->ref_head + r].off + b->ref[b->ref_head + r].len <= off) r++;
+  while (off < b->total && k < max) {
+    const rgpu_resend_ref *ref = r < b->nref ? &b->ref[b->ref_head + r] : NULL;
+    if (ref && off >= ref->off) {
+      /* Inside a reference: the program's bytes. */
+      iov[k].iov_base = (void *)(ref->ptr + (off - ref->off));
+      iov[k].iov_len = (size_t)(ref->off + ref->len - off);
+      off += iov[k++].iov_len;
+      r++;
+      continue;
+    }
+    uint64_t end = ref ? ref->off : b->total;
+    size_t covered;
+    k += segments(b, off, (size_t)(end - off), iov + k, max - k, &covered);
+    off += covered;
+  }
+  return k;
 }
 
 int rgpu_resume_backoff_ms(int attempt) {

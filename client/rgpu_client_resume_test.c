@@ -246,6 +246,69 @@ static void test_append_aside_with_copier(void **state) {
   rgpu_resend_free(&b);
 }
 
+/* Payloads kept by reference: small frames, then two bulk frames whose
+ * payloads stay the program's memory.  A replay from the middle of the
+ * first bulk payload gives the program's bytes; rgpu_resend_own copies
+ * them in, so the program's buffer may then change without changing the
+ * replay; a confirmation drops the references with their frames. */
+static void test_append_by_reference(void **state) {
+  (void)state;
+  rgpu_resend_buf b;
+  rgpu_resend_init(&b);
+  uint8_t small[256];
+  size_t ns = frame(small, 1, 40, 0x11);
+  struct iovec io0 = {small, ns};
+  assert_int_equal(rgpu_resend_append(&b, &io0, 1), 0);
+  size_t plen = (3u << 20) + 77; /* spans chunks, ends mid-chunk */
+  uint8_t *pin1 = malloc(plen), *pin2 = malloc(plen);
+  for (size_t i = 0; i < plen; i++) pin1[i] = (uint8_t)(i * 7), pin2[i] = (uint8_t)(i * 11 + 3);
+  uint8_t h1[RGPU_FRAME_HDR_SIZE], h2[RGPU_FRAME_HDR_SIZE];
+  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REQUEST, 0x22, (uint32_t)plen, 0, 2};
+  rgpu_frame_hdr_encode(h1, &h);
+  h.seq = 3;
+  rgpu_frame_hdr_encode(h2, &h);
+  struct iovec io1[2] = {{h1, sizeof h1}, {pin1, plen}}, io2[2] = {{h2, sizeof h2}, {pin2, plen}};
+  assert_int_equal(rgpu_resend_append_ref(&b, io1, 2, 1), 0);
+  assert_int_equal(rgpu_resend_append_ref(&b, io2, 2, 1), 0);
+  assert_int_equal(b.nref, 2);
+  size_t total = ns + 2 * (sizeof h1 + plen);
+  assert_int_equal(rgpu_resend_held(&b), total);
+  /* The whole stream, as it went on the wire. */
+  uint8_t *want = malloc(total);
+  memcpy(want, small, ns);
+  memcpy(want + ns, h1, sizeof h1);
+  memcpy(want + ns + sizeof h1, pin1, plen);
+  memcpy(want + ns + sizeof h1 + plen, h2, sizeof h2);
+  memcpy(want + ns + 2 * sizeof h1 + plen, pin2, plen);
+  /* Replay from inside the first payload (the server had read part of it). */
+  uint64_t off = ns + sizeof h1 + 12345;
+  uint8_t *p = NULL;
+  size_t got, frames;
+  assert_int_equal(resend_from(&b, off, &p, &got, &frames), 0);
+  assert_int_equal(got, total - off);
+  assert_int_equal(frames, 2);
+  assert_memory_equal(p, want + off, got);
+  free(p);
+  /* The program releases its first buffer: the held part is copied in. */
+  rgpu_resend_own(&b, pin1 + 100, 10);
+  assert_int_equal(b.nref, 1);
+  memset(pin1, 0xee, plen);
+  assert_int_equal(resend_from(&b, off, &p, &got, &frames), 0);
+  assert_memory_equal(p, want + off, got);
+  free(p);
+  /* Releasing memory no reference points into changes nothing. */
+  rgpu_resend_own(&b, small, sizeof small);
+  assert_int_equal(b.nref, 1);
+  /* Confirming the last frame drops everything, the reference too. */
+  rgpu_resend_confirm(&b, 3);
+  assert_int_equal(rgpu_resend_held(&b), 0);
+  assert_int_equal(b.nref, 0);
+  free(want);
+  free(pin1);
+  free(pin2);
+  rgpu_resend_free(&b);
+}
+
 /* Deterministic pseudo-random numbers (xorshift), so a failure repeats. */
 static uint64_t rnd(uint64_t *s) {
   *s ^= *s << 13;
@@ -287,7 +350,8 @@ static void test_ring_random_stream(void **state) {
   rgpu_resend_buf b;
   rgpu_resend_init(&b);
   uint64_t r = 0x9e3779b97f4a7c15ull, seq = 1;
-  size_t nf = 0, first_unconfirmed = 0, replays = 0, spans = 0, asides = 0, most_chunks = 0;
+  size_t nf = 0, first_unconfirmed = 0, replays = 0, spans = 0, asides = 0, most_chunks = 0,
+         refs = 0;
   uint64_t off = 0;
   while (nf + 8 < MAXF) {
     uint64_t kind = rnd(&r) % 10;
@@ -325,6 +389,14 @@ static void test_ring_random_stream(void **state) {
       }
       struct iovec dst[RGPU_COPIER_MAX_SEGS];
       int ndst = 0;
+      if (nio == 3 && rnd(&r) % 3 == 0) {
+        /* By reference (the model stream stays as it is), and now and
+         * then taken back in at once, as cudaFreeHost does. */
+        assert_int_equal(rgpu_resend_append_ref(&b, io, nio, 2), 0);
+        refs++;
+        if (rnd(&r) % 4 == 0) rgpu_resend_own(&b, io[2].iov_base, 1);
+        goto appended;
+      }
       assert_int_equal(rgpu_resend_append_aside(&b, io, nio, nio - 1, dst, RGPU_COPIER_MAX_SEGS, &ndst), 0);
       if (nio == 3) {
         assert_true(ndst >= 1);
@@ -338,6 +410,7 @@ static void test_ring_random_stream(void **state) {
         }
         assert_int_equal(sum, io[2].iov_len);
       }
+    appended:;
     } else if (first_unconfirmed < nf) { /* confirm a random unconfirmed frame */
       size_t i = first_unconfirmed + rnd(&r) % (nf - first_unconfirmed);
       while (i < nf && !seqs[i]) i++;
@@ -376,6 +449,7 @@ static void test_ring_random_stream(void **state) {
   assert_true(replays > 5);
   assert_true(spans > 5);
   assert_true(asides > 5);
+  assert_true(refs > 5);
   /* The stream went round the chunks it ever had several times. */
   assert_true(b.total > 3u * most_chunks * RGPU_RESEND_CHUNK_BYTES);
   assert_int_equal(b.oom, 0);
@@ -515,6 +589,7 @@ int main(void) {
       cmocka_unit_test(test_index_window),
       cmocka_unit_test(test_backoff),
       cmocka_unit_test(test_append_aside_with_copier),
+      cmocka_unit_test(test_append_by_reference),
       cmocka_unit_test(test_ring_random_stream),
       cmocka_unit_test(test_confirm_mid_chunk),
       cmocka_unit_test(test_oom),

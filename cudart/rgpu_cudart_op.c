@@ -35,8 +35,24 @@ struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
 
 /* ---- copy: the copy engine --------------------------------------------- */
 
+/* From this size on, a synchronous cudaMemcpy from page-locked memory
+ * waits for the server to confirm its last chunk, and in exchange the
+ * client keeps no copy of its bytes for a resume (see copy_htod).  The
+ * round trip is well under 1 % of such a copy's time on any link. */
+#define RGPU_RT_PINNED_WAIT_BYTES (16u << 20)
+
+/* stable: the source is page-locked memory of an asynchronous copy, which
+ * the program may not change before it has seen the copy complete (a
+ * synchronization, whose reply confirms the copy's frames): the resend
+ * buffer keeps a reference to it instead of a copy of it.
+ * pinned_sync: a synchronous copy from page-locked memory, which CUDA
+ * makes synchronous with the host: large ones wait for the server's
+ * confirmation of their last chunk and are kept by reference likewise
+ * (a copy into the resend buffer per chunk took a CPU's worth of memory
+ * bandwidth and made rgpu's default mode slower than RGPU_SYNC_EVERY_CALL
+ * for pinned 256 MiB uploads, issue 14). */
 static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, size_t n,
-                             uint64_t stream, int device) {
+                             uint64_t stream, int device, int stable, int pinned_sync) {
   if (n >= RGPU_BULK_MIN_BYTES) {
     /* quic://: the bytes on this thread's own stream (rgpu_client_bulk.h). */
     size_t done = 0;
@@ -46,16 +62,22 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
   }
   size_t chunk = rgpu_client_chunk_bytes(c);
   int wait_each = rgpu_client_sync_every_call(c);
+  int wait_last = !wait_each && pinned_sync && n >= RGPU_RT_PINNED_WAIT_BYTES;
   rgpu_client_lock(c);
   uint64_t first = rgpu_client_next_seq_locked(c);
   int rc = rgpu_client_bind_device_locked(c, device);
   uint32_t status = 0;
+  /* With a wait for every chunk (RGPU_SYNC_EVERY_CALL) each is confirmed
+   * before the next goes, and the call returns after the last: any
+   * source stays as it is until then. */
+  rgpu_client_set_stable_tails_locked(c, stable || wait_last || wait_each);
   for (size_t off = 0; rc == 0 && off < n; off += chunk) {
     size_t len = n - off < chunk ? n - off : chunk;
     rgpu_msg_memcpy_htod_req q = {.dst = dst + off, .stream = stream, .data = {src + off, len}};
     uint64_t seq;
-    rc = rgpu_send_memcpy_htod_locked(c, wait_each, &q, &seq);
-    if (rc == 0 && wait_each) {
+    int wait = wait_each || (wait_last && off + len == n);
+    rc = rgpu_send_memcpy_htod_locked(c, wait, &q, &seq);
+    if (rc == 0 && wait) {
       rgpu_client_reply r = {0};
       rc = rgpu_client_wait_locked(c, seq, first, &r);
       if (rc == 0 && r.status) {
@@ -64,6 +86,7 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
       }
     }
   }
+  rgpu_client_set_stable_tails_locked(c, 0);
   rgpu_client_unlock(c);
   if (rc) return rgpu_rt_sync_ret(c, rc);
   if (status) return rgpu_rt_sync_ret(c, (int)status);
@@ -181,7 +204,8 @@ static cudaError_t send_copy(rgpu_client *c, const rgpu_rt_op *op) {
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return cudaSuccess;
   case cudaMemcpyHostToDevice:
-    return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device);
+    return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device,
+                     op->copy.async && is_pinned(src, n), !op->copy.async && is_pinned(src, n));
   case cudaMemcpyDeviceToHost:
     if (op->copy.async && !rgpu_client_sync_every_call(c) && is_pinned(dst, n))
       return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);

@@ -40,6 +40,13 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&dx, n * sizeof(float)));
   CK(cudaMalloc(&dy, n * sizeof(float)));
   CK(cudaMallocHost(&pinned, n * sizeof(float)));
+  // A 2 MiB page-locked upload: large enough that the client keeps it for
+  // a resend by reference (the program's memory) rather than by copy.
+  const int m = 1 << 19;
+  float *pin_up = nullptr, *pin_down = nullptr, *dz;
+  CK(cudaMallocHost(&pin_up, m * sizeof(float)));
+  CK(cudaMallocHost(&pin_down, m * sizeof(float)));
+  CK(cudaMalloc(&dz, m * sizeof(float)));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   for (it = 0;; it++) {
@@ -73,11 +80,27 @@ int main(int argc, char **argv) {
         return 1;
       }
     }
+    // Pinned upload and download on the stream; the upload's buffer is
+    // rewritten only after the synchronization, as CUDA requires.
+    for (int i = 0; i < m; i++) pin_up[i] = (float)((i * 3 + it) % 5003);
+    CK(cudaMemcpyAsync(dz, pin_up, m * sizeof(float), cudaMemcpyHostToDevice, s));
+    CK(cudaMemcpyAsync(pin_down, dz, m * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    for (int i = 0; i < m; i++) {
+      if (pin_down[i] != (float)((i * 3 + it) % 5003)) {
+        printf("FAIL resume_loop: pinned upload %d element %d is %g, want %g\n", it, i,
+               pin_down[i], (float)((i * 3 + it) % 5003));
+        return 1;
+      }
+    }
     if (pause_ms) usleep(pause_ms * 1000);
   }
   CK(cudaFree(dx));
   CK(cudaFree(dy));
   CK(cudaFreeHost(pinned));
+  CK(cudaFreeHost(pin_up));
+  CK(cudaFreeHost(pin_down));
+  CK(cudaFree(dz));
   printf("PASS resume_loop (%d iterations)\n", it);
   return 0;
 }
