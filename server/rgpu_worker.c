@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -665,40 +664,15 @@ static int rdbuf_fill(rgpu_worker *w, rgpu_conn *c, rdbuf *b, size_t need) {
   return 0;
 }
 
-/* A large payload over tcp arrives in 64 KiB pieces, and each piece took
- * a poll and a read.  With RGPU_RCVLOWAT_KB set, the socket reports itself
- * readable only once that much of the rest (or all of it) is there
- * (SO_RCVLOWAT, honoured by poll for TCP): fewer, larger reads.  An
- * experiment for issue 14's async upload rate; off by default. */
-static size_t rcvlowat_bytes(void) {
-  static long kb = -1;
-  if (kb < 0) {
-    const char *e = getenv("RGPU_RCVLOWAT_KB");
-    long v = e ? strtol(e, NULL, 10) : 0;
-    kb = v > 0 && v <= 65536 ? v : 0;
-  }
-  return (size_t)kb << 10;
-}
-
-static void set_rcvlowat(rgpu_conn *c, size_t n) {
-  int v = n > INT_MAX ? INT_MAX : (int)(n ? n : 1);
-  setsockopt(rgpu_conn_poll_fd(c), SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
-}
-
 static int read_exact_ctl(rgpu_worker *w, rgpu_conn *c, uint8_t *p, size_t n) {
-  size_t got = 0, lowat = rcvlowat_bytes();
-  int tune = lowat && n > lowat && !strcmp(rgpu_conn_transport_name(c), "tcp");
-  int rc = 0;
+  size_t got = 0;
   while (got < n) {
-    if (tune) set_rcvlowat(c, n - got < lowat ? n - got : lowat);
     ssize_t r = read_some_ctl(w, c, p + got, n - got);
-    if (r == 0) rc = RGPU_T_ECLOSED;
-    if (r < 0) rc = (int)r;
-    if (rc) break;
+    if (r == 0) return RGPU_T_ECLOSED;
+    if (r < 0) return (int)r;
     got += (size_t)r;
   }
-  if (tune) set_rcvlowat(c, 1);
-  return rc;
+  return 0;
 }
 
 static int ctl_send(rgpu_worker *w, const rgpu_ctl_msg *m) {
