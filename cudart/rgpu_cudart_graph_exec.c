@@ -391,9 +391,16 @@ static void exec_release_user_refs(cudaGraphExec_t x) {
   size_t n = x->nlaunched;
   cudaError_t saved = rgpu_rt_last_error_get();
   for (size_t i = 0; i < n; i++) {
-    cudaError_t e = x->launched[i].per_thread
-                        ? cudaLaunchHostFunc_ptsz(x->launched[i].stream, exec_refs_countdown, h)
-                        : cudaLaunchHostFunc(x->launched[i].stream, exec_refs_countdown, h);
+    cudaStream_t st = x->launched[i].stream;
+    if (!st && x->launched[i].per_thread) st = cudaStreamPerThread;
+    /* A stream being captured would put the host function into the
+     * program's graph instead of behind the launches: counted as done. */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(st, &cs);
+    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone)
+      e = cudaLaunchHostFunc(st, exec_refs_countdown, h);
+    else
+      e = cudaErrorStreamCaptureUnsupported;
     if (e != cudaSuccess) exec_refs_countdown(h);
   }
   rgpu_rt_last_error_set(saved);
