@@ -626,9 +626,11 @@ int rgpu_metrics_http_parse(const char *buf, size_t len, int *head) {
   }
   /* Target: origin form, query string ignored. */
   size_t tl = strcspn(target, "?");
+  if (tl != 8 || strncmp(target, "/metrics", 8)) return 404;
+  /* Only a request that is served says HEAD (the fuzz target's rule:
+   * "HEAD * HTTP/1.1" reported it with its 404). */
   if (head) *head = is_head;
-  if (tl == 8 && !strncmp(target, "/metrics", 8)) return 200;
-  return 404;
+  return 200;
 }
 
 static const char *status_text(int code) {

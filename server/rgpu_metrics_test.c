@@ -34,6 +34,9 @@ static void test_http_parse(void **state) {
   assert_int_equal(head, 1);
   assert_int_equal(parse("GET /metrics?x=1 HTTP/1.1\n\n", &head), 200); /* bare LF */
   assert_int_equal(parse("GET / HTTP/1.1\r\n\r\n", &head), 404);
+  /* HEAD is reported only with a 200 (found by the fuzz target). */
+  assert_int_equal(parse("HEAD * HTTP/1.1\r\n\n", &head), 404);
+  assert_int_equal(head, 0);
   assert_int_equal(parse("GET /metricsX HTTP/1.1\r\n\r\n", &head), 404);
   assert_int_equal(parse("POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\n", &head), 405);
   assert_int_equal(parse("DELETE /metrics HTTP/1.1\r\n\r\n", &head), 405);
