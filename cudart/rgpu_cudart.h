@@ -283,6 +283,9 @@ typedef struct {
 long rgpu_cudart_pack_params(const rgpu_param_layout *l, void **args, void *buf, size_t cap);
 /* Computes l->total from offsets and sizes; -1 when a field overflows. */
 int rgpu_cudart_layout_finish(rgpu_param_layout *l);
+/* Parameter i's offset and size (each out optional): 0, or -1 when the
+ * kernel has no parameter i (cudaFuncGetParamInfo, cuFuncGetParamInfo). */
+int rgpu_cudart_layout_param(const rgpu_param_layout *l, size_t i, size_t *offset, size_t *size);
 
 /* ---- streams and events (rgpu_cudart_stream.c) ------------------------- */
 

@@ -17,6 +17,13 @@ int rgpu_cudart_layout_finish(rgpu_param_layout *l) {
   return 0;
 }
 
+int rgpu_cudart_layout_param(const rgpu_param_layout *l, size_t i, size_t *offset, size_t *size) {
+  if (i >= l->nparams) return -1;
+  if (offset) *offset = l->offsets[i];
+  if (size) *size = l->sizes[i];
+  return 0;
+}
+
 long rgpu_cudart_pack_params(const rgpu_param_layout *l, void **args, void *buf, size_t cap) {
   if (l->total > cap) return -1;
   if (l->nparams && !args) return -1;

@@ -823,13 +823,8 @@ RGPU_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex,
   rgpu_rt_module *m;
   if ((e = lock_func_module(c, f, rgpu_rt_current_device(), &m)) != cudaSuccess)
     return rgpu_rt_ret(e);
-  const rgpu_param_layout *l = &m->layouts[f->index];
-  if (paramIndex >= l->nparams) {
+  if (rgpu_cudart_layout_param(&m->layouts[f->index], paramIndex, paramOffset, paramSize))
     e = cudaErrorInvalidValue;
-  } else {
-    if (paramOffset) *paramOffset = l->offsets[paramIndex];
-    if (paramSize) *paramSize = l->sizes[paramIndex];
-  }
   rgpu_mutex_unlock(&f->fb->lock);
   return rgpu_rt_ret(e);
 }

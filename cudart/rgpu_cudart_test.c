@@ -389,6 +389,11 @@ static void test_params(void **state) {
   assert_memory_equal(buf + 32, &d3, 8);
   assert_int_equal(buf[40], 'z');
   assert_int_equal(buf[41], 0xee); /* nothing written past total */
+  /* Parameter 4's place, and no parameter 5. */
+  size_t po = 0, ps = 0;
+  assert_int_equal(rgpu_cudart_layout_param(&l, 4, &po, &ps), 0);
+  assert_true(po == offs[4] && ps == sizes[4]);
+  assert_int_equal(rgpu_cudart_layout_param(&l, 5, &po, &ps), -1);
   /* Too small a buffer, or a NULL argument, fails. */
   assert_int_equal(rgpu_cudart_pack_params(&l, args, buf, 40), -1);
   args[2] = NULL;

@@ -1044,11 +1044,8 @@ RGPU_DRV CUresult rgpu_drv_cuFuncGetParamInfo(CUfunction func, size_t paramIndex
   BEGIN();
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, func, -1, &f);
-  if (r == CUDA_SUCCESS && paramIndex >= f->layout.nparams) r = CUDA_ERROR_INVALID_VALUE;
-  if (r == CUDA_SUCCESS) {
-    if (paramOffset) *paramOffset = f->layout.offsets[paramIndex];
-    if (paramSize) *paramSize = f->layout.sizes[paramIndex];
-  }
+  if (r == CUDA_SUCCESS && rgpu_cudart_layout_param(&f->layout, paramIndex, paramOffset, paramSize))
+    r = CUDA_ERROR_INVALID_VALUE;
   RET(r);
 }
 
@@ -1067,11 +1064,8 @@ RGPU_DRV CUresult rgpu_drv_cuKernelGetParamInfo(CUkernel kernel, size_t paramInd
   if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, -1, &f);
-  if (r == CUDA_SUCCESS && paramIndex >= f->layout.nparams) r = CUDA_ERROR_INVALID_VALUE;
-  if (r == CUDA_SUCCESS) {
-    if (paramOffset) *paramOffset = f->layout.offsets[paramIndex];
-    if (paramSize) *paramSize = f->layout.sizes[paramIndex];
-  }
+  if (r == CUDA_SUCCESS && rgpu_cudart_layout_param(&f->layout, paramIndex, paramOffset, paramSize))
+    r = CUDA_ERROR_INVALID_VALUE;
   RET(r);
 }
 
