@@ -475,14 +475,28 @@ cudaError_t rgpu_rt_managed_to_host(rgpu_client *c, uint64_t stream, int any_str
   return e;
 }
 
+/* The record whose allocation holds all of [p, p + count), under g_mlock;
+ * NULL if none does. */
+static managed_rec *find_range_locked(uint64_t p, size_t count) {
+  managed_rec *r = find_locked(p);
+  return r && count <= r->size - (p - r->ptr) ? r : NULL;
+}
+
 /* The managed allocation holding [p, p + count), or cudaErrorInvalidValue. */
 static cudaError_t managed_range_check(const void *p, size_t count) {
-  uint64_t v = (uint64_t)(uintptr_t)p;
   rgpu_mutex_lock(&g_mlock);
-  managed_rec *r = find_locked(v);
-  int ok = r && count <= r->size - (v - r->ptr);
+  int ok = find_range_locked((uint64_t)(uintptr_t)p, count) != NULL;
   rgpu_mutex_unlock(&g_mlock);
   return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* The host pages [*first, *last] that bytes [p, p + count) of r touch
+ * (count 0: the page of p alone). */
+static void range_pages(const managed_rec *r, uint64_t p, size_t count, size_t *first,
+                        size_t *last) {
+  size_t pg = page_size();
+  *first = (p - r->ptr) / pg;
+  *last = count ? (p - r->ptr + count - 1) / pg : *first;
 }
 
 /* hints_record's what: a cudaMemoryAdvise value, or a prefetch. */
@@ -516,19 +530,19 @@ static cudaError_t hints_record(rgpu_client *c, const void *p, size_t count, int
     if (!ok) return cudaErrorInvalidValue;
   }
   uint64_t v = (uint64_t)(uintptr_t)p;
-  size_t pg = page_size();
   rgpu_mutex_lock(&g_mlock);
-  managed_rec *r = find_locked(v);
-  if (!r || count > r->size - (v - r->ptr)) {
+  managed_rec *r = find_range_locked(v, count);
+  if (!r) {
     rgpu_mutex_unlock(&g_mlock);
     return cudaErrorInvalidValue;
   }
-  if (!r->hints) r->hints = calloc(r->size / pg, sizeof *r->hints);
+  if (!r->hints) r->hints = calloc(r->size / page_size(), sizeof *r->hints);
   if (!r->hints) {
     rgpu_mutex_unlock(&g_mlock);
     return cudaErrorMemoryAllocation;
   }
-  size_t first = (v - r->ptr) / pg, last = count ? (v - r->ptr + count - 1) / pg : first;
+  size_t first, last;
+  range_pages(r, v, count, &first, &last);
   for (size_t i = first; i <= last && count; i++) {
     struct page_hint *h = &r->hints[i];
     switch (what) {
@@ -597,39 +611,52 @@ RGPU_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMe
   return rgpu_rt_ret(hints_record(c, devPtr, count, (int)advice, location));
 }
 
-/* One attribute of [p, p + count) into data (size bytes), under g_mlock:
- * what every page of the range agrees on, as cudaMemRangeGetAttribute
- * defines it.  Pages never advised have no preference, no accessors and
- * no prefetch. */
-static cudaError_t range_attribute_locked(const managed_rec *r, uint64_t p, size_t count,
-                                          enum cudaMemRangeAttribute attr, void *data,
-                                          size_t size) {
+/* What every page of a range agrees on, as cudaMemRangeGetAttribute
+ * defines it: a preference or prefetch only where all pages have the same
+ * one (type cudaMemLocationTypeInvalid otherwise), the accessors all of
+ * them have.  Pages never advised have no preference, no accessors and no
+ * prefetch. */
+typedef struct {
+  int read_mostly, accessed_by_host;
+  uint64_t accessed_by;
+  int pref_type, prefetch_type;
+  int32_t pref_id, prefetch_id;
+} range_hints;
+
+/* The range_hints of [p, p + count) of r, walking its pages once. */
+static range_hints range_hints_locked(const managed_rec *r, uint64_t p, size_t count) {
   assert(rgpu_mutex_held(&g_mlock));
-  size_t pg = page_size(), first = (p - r->ptr) / pg;
-  size_t last = count ? (p - r->ptr + count - 1) / pg : first;
+  size_t first, last;
+  range_pages(r, p, count, &first, &last);
   static const struct page_hint none = {0};
-  int32_t v = 0;
-  uint64_t acc = ~(uint64_t)0;
-  int host = 1, same_pref = 1, same_pf = 1;
   const struct page_hint *h0 = r->hints ? &r->hints[first] : &none;
-  int read_mostly = 1;
+  range_hints a = {.read_mostly = 1, .accessed_by_host = 1, .accessed_by = ~(uint64_t)0};
+  int same_pref = 1, same_pf = 1;
   for (size_t i = first; i <= last; i++) {
     const struct page_hint *h = r->hints ? &r->hints[i] : &none;
-    read_mostly &= h->read_mostly;
-    acc &= h->accessed_by;
-    host &= h->accessed_by_host;
+    a.read_mostly &= h->read_mostly;
+    a.accessed_by &= h->accessed_by;
+    a.accessed_by_host &= h->accessed_by_host;
     same_pref &= h->pref_type == h0->pref_type && h->pref_id == h0->pref_id;
     same_pf &= h->prefetch_type == h0->prefetch_type && h->prefetch_id == h0->prefetch_id;
   }
-  int pref_type = same_pref ? h0->pref_type : cudaMemLocationTypeInvalid;
-  int pf_type = same_pf ? h0->prefetch_type : cudaMemLocationTypeInvalid;
+  a.pref_type = same_pref ? h0->pref_type : cudaMemLocationTypeInvalid;
+  a.prefetch_type = same_pf ? h0->prefetch_type : cudaMemLocationTypeInvalid;
+  a.pref_id = h0->pref_id;
+  a.prefetch_id = h0->prefetch_id;
+  return a;
+}
+
+/* One attribute of a range (its range_hints) into data (size bytes). */
+static cudaError_t range_attribute(const range_hints *a, enum cudaMemRangeAttribute attr,
+                                   void *data, size_t size) {
   if (attr == cudaMemRangeAttributeAccessedBy) {
     if (size == 0 || size % sizeof(int32_t)) return cudaErrorInvalidValue;
     int32_t *out = data;
     size_t n = size / sizeof(int32_t), k = 0;
     for (int d = 0; d < 64 && k < n; d++)
-      if (acc >> d & 1) out[k++] = d;
-    if (host && k < n) out[k++] = cudaCpuDeviceId;
+      if (a->accessed_by >> d & 1) out[k++] = d;
+    if (a->accessed_by_host && k < n) out[k++] = cudaCpuDeviceId;
     while (k < n) out[k++] = cudaInvalidDeviceId;
     return cudaSuccess;
   }
@@ -639,19 +666,20 @@ static cudaError_t range_attribute_locked(const managed_rec *r, uint64_t p, size
   ((type) == cudaMemLocationTypeDevice ? (id)                                                   \
    : (type) == cudaMemLocationTypeHost || (type) == cudaMemLocationTypeHostNuma ? cudaCpuDeviceId \
                                                                                 : cudaInvalidDeviceId)
+  int32_t v = 0;
   switch (attr) {
-  case cudaMemRangeAttributeReadMostly: v = read_mostly; break;
-  case cudaMemRangeAttributePreferredLocation: v = HINT_AS_DEVICE(pref_type, h0->pref_id); break;
+  case cudaMemRangeAttributeReadMostly: v = a->read_mostly; break;
+  case cudaMemRangeAttributePreferredLocation: v = HINT_AS_DEVICE(a->pref_type, a->pref_id); break;
   case cudaMemRangeAttributeLastPrefetchLocation:
-    v = HINT_AS_DEVICE(pf_type, h0->prefetch_id);
+    v = HINT_AS_DEVICE(a->prefetch_type, a->prefetch_id);
     break;
-  case cudaMemRangeAttributePreferredLocationType: v = pref_type; break;
+  case cudaMemRangeAttributePreferredLocationType: v = a->pref_type; break;
   case cudaMemRangeAttributePreferredLocationId:
-    v = pref_type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId : h0->pref_id;
+    v = a->pref_type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId : a->pref_id;
     break;
-  case cudaMemRangeAttributeLastPrefetchLocationType: v = pf_type; break;
+  case cudaMemRangeAttributeLastPrefetchLocationType: v = a->prefetch_type; break;
   case cudaMemRangeAttributeLastPrefetchLocationId:
-    v = pf_type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId : h0->prefetch_id;
+    v = a->prefetch_type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId : a->prefetch_id;
     break;
   default: return cudaErrorInvalidValue;
   }
@@ -670,13 +698,15 @@ static cudaError_t range_attributes(void **data, const size_t *sizes,
   for (size_t i = 0; i < n; i++)
     if (!data[i]) return cudaErrorInvalidValue;
   uint64_t p = (uint64_t)(uintptr_t)devPtr;
-  cudaError_t e = cudaSuccess;
   rgpu_mutex_lock(&g_mlock);
-  managed_rec *r = find_locked(p);
-  if (!r || count > r->size - (p - r->ptr)) e = cudaErrorInvalidValue;
-  for (size_t i = 0; i < n && e == cudaSuccess; i++)
-    e = range_attribute_locked(r, p, count, attrs[i], data[i], sizes[i]);
+  managed_rec *r = find_range_locked(p, count);
+  range_hints a = {0};
+  if (r) a = range_hints_locked(r, p, count);
   rgpu_mutex_unlock(&g_mlock);
+  if (!r) return cudaErrorInvalidValue;
+  cudaError_t e = cudaSuccess;
+  for (size_t i = 0; i < n && e == cudaSuccess; i++)
+    e = range_attribute(&a, attrs[i], data[i], sizes[i]);
   return e;
 }
 
