@@ -220,8 +220,9 @@ RGPU_API_PTSZ(cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_
  * this is a device-to-device copy, on the server the driver's peer copy
  * (MEMCPY_DTOD between two devices' allocations: cuMemcpyPeer(Async)).
  * The devices must exist; the pointers must be device memory. */
-static cudaError_t memcpy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t count,
-                               cudaStream_t stream, int per_thread, int async) {
+/* The start of a peer copy: both devices must exist.  cudaSuccess, or the
+ * call's result (already through rgpu_rt_ret). */
+static cudaError_t peer_devices_check(int dst_dev, int src_dev) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -230,6 +231,13 @@ static cudaError_t memcpy_peer(void *dst, int dst_dev, const void *src, int src_
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (dst_dev < 0 || dst_dev >= n || src_dev < 0 || src_dev >= n)
     return rgpu_rt_ret(cudaErrorInvalidDevice);
+  return cudaSuccess;
+}
+
+static cudaError_t memcpy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t count,
+                               cudaStream_t stream, int per_thread, int async) {
+  cudaError_t e = peer_devices_check(dst_dev, src_dev);
+  if (e != cudaSuccess) return e;
   return memcpy_common(dst, src, count, cudaMemcpyDeviceToDevice, stream, per_thread, async);
 }
 
@@ -988,15 +996,12 @@ RGPU_API_PTSZ(cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms 
  * them (the array knows its device). */
 static cudaError_t memcpy3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream,
                                  int per_thread, int async) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
+  if (!p) {
+    rgpu_rt_count_call();
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  cudaError_t e = peer_devices_check(p->dstDevice, p->srcDevice);
   if (e != cudaSuccess) return e;
-  if (!p) return rgpu_rt_ret(cudaErrorInvalidValue);
-  int n = 0;
-  e = rgpu_rt_device_count(c, &n);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  if (p->dstDevice < 0 || p->dstDevice >= n || p->srcDevice < 0 || p->srcDevice >= n)
-    return rgpu_rt_ret(cudaErrorInvalidDevice);
   struct cudaMemcpy3DParms q = {.srcArray = p->srcArray, .srcPos = p->srcPos,
                                 .srcPtr = p->srcPtr, .dstArray = p->dstArray,
                                 .dstPos = p->dstPos, .dstPtr = p->dstPtr,

@@ -41,18 +41,18 @@ struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
  * round trip is well under 1 % of such a copy's time on any link. */
 #define RGPU_RT_PINNED_WAIT_BYTES (16u << 20)
 
-/* stable: the source is page-locked memory of an asynchronous copy, which
- * the program may not change before it has seen the copy complete (a
+/* pinned: the source is page-locked memory.  Of an asynchronous copy, the
+ * program may not change it before it has seen the copy complete (a
  * synchronization, whose reply confirms the copy's frames): the resend
- * buffer keeps a reference to it instead of a copy of it.
- * pinned_sync: a synchronous copy from page-locked memory, which CUDA
- * makes synchronous with the host: large ones wait for the server's
- * confirmation of their last chunk and are kept by reference likewise
+ * buffer keeps a reference to it instead of a copy of it.  A synchronous
+ * copy from it CUDA makes synchronous with the host: large ones wait for
+ * the server's confirmation of their last chunk and are kept by reference
+ * likewise
  * (a copy into the resend buffer per chunk took a CPU's worth of memory
  * bandwidth and made rgpu's default mode slower than RGPU_SYNC_EVERY_CALL
  * for pinned 256 MiB uploads, issue 14). */
 static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, size_t n,
-                             uint64_t stream, int device, int stable, int pinned_sync) {
+                             uint64_t stream, int device, int pinned, int async) {
   if (n >= RGPU_BULK_MIN_BYTES) {
     /* quic://: the bytes on this thread's own stream (rgpu_client_bulk.h). */
     size_t done = 0;
@@ -62,7 +62,7 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
   }
   size_t chunk = rgpu_client_chunk_bytes(c);
   int wait_each = rgpu_client_sync_every_call(c);
-  int wait_last = !wait_each && pinned_sync && n >= RGPU_RT_PINNED_WAIT_BYTES;
+  int wait_last = !wait_each && pinned && !async && n >= RGPU_RT_PINNED_WAIT_BYTES;
   rgpu_client_lock(c);
   uint64_t first = rgpu_client_next_seq_locked(c);
   int rc = rgpu_client_bind_device_locked(c, device);
@@ -70,7 +70,7 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
   /* With a wait for every chunk (RGPU_SYNC_EVERY_CALL) each is confirmed
    * before the next goes, and the call returns after the last: any
    * source stays as it is until then. */
-  rgpu_client_set_stable_tails_locked(c, stable || wait_last || wait_each);
+  rgpu_client_set_stable_tails_locked(c, (pinned && async) || wait_last || wait_each);
   for (size_t off = 0; rc == 0 && off < n; off += chunk) {
     size_t len = n - off < chunk ? n - off : chunk;
     rgpu_msg_memcpy_htod_req q = {.dst = dst + off, .stream = stream, .data = {src + off, len}};
@@ -205,7 +205,7 @@ static cudaError_t send_copy(rgpu_client *c, const rgpu_rt_op *op) {
     return cudaSuccess;
   case cudaMemcpyHostToDevice:
     return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device,
-                     op->copy.async && is_pinned(src, n), !op->copy.async && is_pinned(src, n));
+                     is_pinned(src, n), op->copy.async);
   case cudaMemcpyDeviceToHost:
     if (op->copy.async && !rgpu_client_sync_every_call(c) && is_pinned(dst, n))
       return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);
