@@ -82,10 +82,7 @@ struct CUgraphExec_st {
   /* The graph's user objects (and its child graphs'), held until the work
    * of every launch is done; the streams it was launched on, for that. */
   rgpu_user_refs user_refs;
-  struct {
-    cudaStream_t stream;
-    int per_thread;
-  } *launched;
+  cudaStream_t *launched; /* as handles: cudaStreamPerThread for a _ptsz NULL */
   size_t nlaunched, caplaunched;
 };
 
@@ -348,8 +345,6 @@ static void exec_free(cudaGraphExec_t x) {
   free(x);
 }
 
-RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
-
 /* The user-object references of g and of its child graphs, into r. */
 static cudaError_t collect_user_refs(rgpu_user_refs *r, cudaGraph_t g) {
   cudaError_t e = rgpu_user_refs_copy(r, &g->user_refs);
@@ -391,8 +386,7 @@ static void exec_release_user_refs(cudaGraphExec_t x) {
   size_t n = x->nlaunched;
   cudaError_t saved = rgpu_rt_last_error_get();
   for (size_t i = 0; i < n; i++) {
-    cudaStream_t st = x->launched[i].stream;
-    if (!st && x->launched[i].per_thread) st = cudaStreamPerThread;
+    cudaStream_t st = x->launched[i];
     /* A stream being captured would put the host function into the
      * program's graph instead of behind the launches: counted as done. */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -1104,6 +1098,7 @@ static void run_host_node(const node_params *p) {
 }
 
 RGPU_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+RGPU_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData);
 
 /* A host node queued on the stream as a host callback: its own copy of the
  * parameters, because the exec may be destroyed before the stream gets
@@ -1155,15 +1150,13 @@ static cudaError_t launch(cudaGraphExec_t x, cudaStream_t stream, int per_thread
   if ((e = rgpu_rt_managed_to_device(c, wire)) != cudaSuccess) return rgpu_rt_ret(e);
   /* The streams whose work must be done before the user objects go. */
   if (x->user_refs.n) {
+    cudaStream_t st = !stream && per_thread ? cudaStreamPerThread : stream;
     size_t k = 0;
-    while (k < x->nlaunched &&
-           (x->launched[k].stream != stream || x->launched[k].per_thread != per_thread))
-      k++;
+    while (k < x->nlaunched && x->launched[k] != st) k++;
     if (k == x->nlaunched) {
       if (RGPU_ARRAY_RESERVE(x->launched, x->caplaunched, x->nlaunched + 1, 4))
         return rgpu_rt_ret(cudaErrorMemoryAllocation);
-      x->launched[x->nlaunched].stream = stream;
-      x->launched[x->nlaunched++].per_thread = per_thread;
+      x->launched[x->nlaunched++] = st;
     }
   }
   /* Blocks the graph allocates and does not free stay the program's after
