@@ -1422,12 +1422,13 @@ static int client_write(rgpu_client *c, const struct iovec *iov, int n, int read
   int aside = 0;
   if (c->reconnect_s > 0 && !c->no_resume) {
     int big = n > 0 && iov[n - 1].iov_len >= RGPU_CLIENT_COPY_ASIDE_BYTES && !c->broken;
-    if (big && !(reading && c->stable_tails) && !c->copier && !c->copier_failed) {
+    /* stable_tails is the client lock's, which every big write holds. */
+    int by_ref = big && reading && c->stable_tails;
+    if (big && !by_ref && !c->copier && !c->copier_failed) {
       c->copier = rgpu_copier_new();
       c->copier_failed = c->copier == NULL;
     }
-    /* stable_tails is the client lock's, which every big write holds. */
-    if (big && reading && c->stable_tails) {
+    if (by_ref) {
       rgpu_resend_append_ref(&c->resend, iov, n, n - 1);
     } else if (big && c->copier) {
       /* Where the payload goes in the resend ring (it may span chunks);
