@@ -137,6 +137,11 @@ struct rgpu_client {
   uint64_t rx_count;        /* session bytes consumed (frames of the stream) */
   uint64_t rx_frame_start;  /* rx_count where the frame being read began */
   uint64_t rx_acked;
+  /* quic://: moves to the worker's own port (client_go_direct_locked);
+   * direct_off once one failed or RGPU_QUIC_DIRECT=0. */
+  uint64_t direct_moves;
+  int direct_off;
+  double hello_rtt_s;
   uint64_t resumes, resent_bytes, resent_frames, replayed_bytes;
 
   /* Bulk streams of host threads (rgpu_client_bulk.c); NULL until used. */
@@ -206,6 +211,7 @@ static void client_resume_init(rgpu_client *c, const rgpu_client_config *cfg);
 static void client_resume_free(rgpu_client *c);
 static void client_transport_opts(const rgpu_client_config *cfg, rgpu_transport_opts *o);
 static int client_resume(rgpu_client *c, int rc, const char *what, uint64_t rx);
+static void client_go_direct_locked(rgpu_client *c, uint16_t port);
 static int client_can_resume(const rgpu_client *c);
 /* reading: the caller holds the client lock (the read side), so input may
  * be taken in while the write waits (client_absorb_input). */
@@ -993,7 +999,8 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
       .proto_version = RGPU_PROTO_VERSION,
       .caps = RGPU_CAP_ASYNC_ERRORS | RGPU_CAP_OUTPUT | (c->reconnect_s > 0 ? 0 : RGPU_CAP_NO_RESUME) |
               (rgpu_client_bulk_wanted(cfg->server) ? RGPU_CAP_BULK_STREAMS : 0) |
-              RGPU_CAP_IMAGE_CACHE, /* cudart/rgpu_cudart_image.c names images by hash */
+              RGPU_CAP_IMAGE_CACHE | /* cudart/rgpu_cudart_image.c names images by hash */
+              (c->direct_off ? 0 : RGPU_CAP_QUIC_DIRECT),
       .client_pid = (uint32_t)getpid(),
       .token = {cfg->token, strlen(cfg->token)},
       .resume_token = {NULL, 0},
@@ -1004,6 +1011,7 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
   rgpu_buf_init(&pay);
   rgpu_client_reply r = {.payload = &pay};
   rgpu_client_lock(c);
+  double hello_t0 = rgpu_clock_s();
   rc = rgpu_send_hello_locked(c, 1, &hello, &seq);
   size_t npre = 0;
   uint64_t *pre_seqs = NULL;
@@ -1020,6 +1028,7 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
         if (rc != 0) break;
       }
       if (rc == 1) rc = 0;
+      c->hello_rtt_s = rgpu_clock_s() - hello_t0;
       /* The requests sent with HELLO: same round trip.  A refused HELLO
        * ran none of them (the server closes). */
       for (size_t got = 0; rc == 0 && r.status == 0 && got < npre; got++) {
@@ -1091,6 +1100,13 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
     if (c->chunk_bytes == 0) c->chunk_bytes = 1;
   }
   rgpu_buf_free(&pay);
+  if (hr.quic_direct_port) {
+    rgpu_client_lock(c);
+    rgpu_mutex_lock(&c->wlock);
+    client_go_direct_locked(c, hr.quic_direct_port);
+    rgpu_mutex_unlock(&c->wlock);
+    rgpu_client_unlock(c);
+  }
   *out = c;
   return 0;
 }
@@ -1192,7 +1208,7 @@ rgpu_conn *rgpu_client_conn_locked(rgpu_client *c) {
 }
 uint64_t rgpu_client_generation_locked(rgpu_client *c) {
   ASSERT_CLIENT_LOCK(c);
-  return c->resumes;
+  return c->resumes + c->direct_moves; /* every change of connection */
 }
 struct rgpu_client_bulk **rgpu_client_bulk_slot(rgpu_client *c) {
   ASSERT_CLIENT_LOCK(c);
@@ -1300,6 +1316,9 @@ static void client_resume_init(rgpu_client *c, const rgpu_client_config *cfg) {
   rgpu_buf_init(&c->rxpre);
   c->reconnect_s = cfg->reconnect_s;
   c->spin_us = rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US);
+  /* docs/architecture.md, "Direct QUIC sessions"; for comparisons. */
+  const char *direct = getenv("RGPU_QUIC_DIRECT");
+  c->direct_off = direct && !strcmp(direct, "0");
   c->cfg = malloc(sizeof *c->cfg);
   if (c->cfg)
     *c->cfg = *cfg;
@@ -1580,10 +1599,7 @@ static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) 
     if (rgpu_conn_pending(conn) == 0) {
       int ms = (int)((deadline - rgpu_clock_s()) * 1000.0);
       if (ms <= 0) return RGPU_T_ETIMEDOUT;
-      struct pollfd pf = {rgpu_conn_poll_fd(conn), POLLIN, 0};
-      int pr = poll(&pf, 1, ms);
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr <= 0) return RGPU_T_ETIMEDOUT;
+      if (rgpu_conn_wait_input(conn, -1, ms) == 0) return RGPU_T_ETIMEDOUT;
     }
     ssize_t r = rgpu_conn_read_some(conn, p, n);
     if (r == 0) return RGPU_T_ECLOSED;
@@ -1598,7 +1614,7 @@ static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) 
  * 1: the server refused (the session is gone; msg says why); <0: this
  * connection failed, try another. */
 static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline, char *msg,
-                     size_t msglen) {
+                     size_t msglen, uint16_t *direct_port) {
   /* Swaps the connection and fills rxpre (client lock: the read side),
    * reads the resend buffer (write lock). */
   ASSERT_CLIENT_LOCK(c);
@@ -1642,6 +1658,7 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
     snprintf(msg, msglen, "malformed RESUME reply");
     return 1;
   }
+  *direct_port = rep.quic_direct_port;
   /* Everything the server sent that we missed comes first; read it all
    * before re-sending, so neither side can block the other writing. */
   size_t missing = (size_t)(rep.tx_bytes - rx);
@@ -1680,6 +1697,64 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
   return 0;
 }
 
+/* Moves the session to the worker's own QUIC port (issue 21,
+ * server/rgpu_quic_direct.h): RESUME on a new connection there, which the
+ * worker takes as the session's connection; the relayed one then ends.
+ * Nothing is lost whatever happens: a port that cannot be reached leaves
+ * the session where it is (once per process: c->direct_off), and a
+ * connection that fails after the worker took it ends in an ordinary
+ * resume through the listener.  Client and write locks held. */
+static void client_go_direct_locked(rgpu_client *c, uint16_t port) {
+  ASSERT_CLIENT_LOCK(c);
+  ASSERT_WRITE_LOCK(c);
+  if (!port || c->direct_off || !client_can_resume(c) || strcmp(c->transport, "quic")) return;
+  rgpu_uri u;
+  char uerr[128];
+  if (rgpu_uri_parse(c->cfg->server, &u, uerr, sizeof uerr)) return;
+  char uri[300];
+  snprintf(uri, sizeof uri, strchr(u.host, ':') ? "quic://[%s]:%u" : "quic://%s:%u", u.host,
+           (unsigned)port);
+  /* A port that UDP cannot reach (a firewall that drops it) costs this
+   * once: ten round trips of HELLO's, at least 2 s (a lost handshake
+   * packet is resent after about 1 s), at most the connect timeout. */
+  int to = (int)(c->hello_rtt_s * 10000.0);
+  if (to < 2000) to = 2000;
+  int cto = c->cfg->connect_timeout_ms > 0 ? c->cfg->connect_timeout_ms : 5000;
+  if (to > cto) to = cto;
+  rgpu_transport_opts o;
+  client_transport_opts(c->cfg, &o);
+  o.connect_timeout_ms = to;
+  double t0 = rgpu_clock_s();
+  rgpu_conn *nc = NULL;
+  char terr[512] = "", msg[512] = "";
+  int rc = rgpu_conn_connect(uri, &o, &nc, terr, sizeof terr);
+  if (rc == 0) {
+    /* Between calls: every frame read is read whole. */
+    uint64_t rx = c->rx_count;
+    uint16_t again = 0;
+    rc = resume_on(c, nc, rx, t0 + to / 1000.0, msg, sizeof msg, &again);
+    if (rc == 0) {
+      rgpu_conn *old = c->conn;
+      c->conn = nc;
+      client_apply_spin(c);
+      c->rx_count = c->rx_frame_start = rx;
+      c->rx_acked = rx;
+      c->direct_moves++;
+      rgpu_conn_close(old);
+      RGPU_DEBUG("session %llu moved to the worker's own QUIC port %u in %.1f ms",
+                 (unsigned long long)c->session_id, (unsigned)port,
+                 (rgpu_clock_s() - t0) * 1000.0);
+      return;
+    }
+    rgpu_conn_close(nc);
+  }
+  c->direct_off = 1;
+  RGPU_INFO("session %llu stays on the server's relay: its direct QUIC port %s:%u: %s "
+            "(RGPU_QUIC_DIRECT=0 skips the attempt)",
+            (unsigned long long)c->session_id, u.host, (unsigned)port,
+            msg[0] ? msg : terr[0] ? terr : conn_err_text(rc));
+}
+
 /* rx: the server bytes consumed completely (a frame broken off half-way
  * comes again). */
 static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx) {
@@ -1710,7 +1785,8 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
     char terr[512] = "";
     int rc = rgpu_conn_connect(c->cfg->server, &o, &nc, terr, sizeof terr);
     if (rc == 0) {
-      rc = resume_on(c, nc, rx, deadline, msg, sizeof msg);
+      uint16_t direct_port = 0;
+      rc = resume_on(c, nc, rx, deadline, msg, sizeof msg, &direct_port);
       if (rc == 0) {
         c->conn = nc;
         client_apply_spin(c);
@@ -1718,12 +1794,16 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
         c->rx_count = c->rx_frame_start = rx;
         c->rx_acked = rx;
         c->resumes++;
-        rgpu_mutex_unlock(&c->wlock);
         RGPU_WARN("resumed session %llu after %.1f s (%d attempt%s; re-sent %llu bytes, %llu "
                   "bytes replayed by the server)",
                   (unsigned long long)c->session_id, rgpu_clock_s() - t0, attempt + 1,
                   attempt ? "s" : "", (unsigned long long)c->resent_bytes,
                   (unsigned long long)c->replayed_bytes);
+        /* Through the relay again: back to the worker's own port.  The
+         * server replays the same bytes there (nothing was consumed
+         * since), so rxpre is filled again alike. */
+        client_go_direct_locked(c, direct_port);
+        rgpu_mutex_unlock(&c->wlock);
         return 0;
       }
       rgpu_conn_close(nc);

@@ -46,6 +46,10 @@ typedef enum {
 /* The server keeps kernel images in its image cache (issue 15): MODULE_LOAD
  * may name an image by its hash alone. */
 #define RGPU_CAP_IMAGE_CACHE 0x8u
+/* Client to server: over quic:// this client moves its session to a port of
+ * the worker's own when HELLO's or RESUME's reply names one (issue 21,
+ * server/rgpu_quic_direct.h).  Not echoed: the port is the answer. */
+#define RGPU_CAP_QUIC_DIRECT 0x10u
 
 /* Reply statuses (frame aux) that are not CUresults: above every CUresult
  * (CUDA_ERROR_UNKNOWN is 999), never returned to a program.

@@ -145,10 +145,7 @@ void rgpu_bulk_notify_drain(rgpu_worker *w) {
 
 /* Makes the lane's blocking reads and writes return (the conn itself is
  * closed by its last thread). */
-static void lane_cut(rgpu_bulk_lane *l) {
-  int fd = rgpu_conn_raw_fd(l->conn);
-  if (fd >= 0) shutdown(fd, SHUT_RDWR);
-}
+static void lane_cut(rgpu_bulk_lane *l) { rgpu_conn_abort(l->conn); }
 
 /* Called by each lane thread as it ends (lock held). */
 static void lane_unref(rgpu_bulk_lane *l) {

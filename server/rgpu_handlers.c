@@ -20,6 +20,7 @@
 #include "rgpu_log.h"
 #include "rgpu_metrics.h"
 #include "rgpu_staging.h"
+#include "rgpu_quic_direct.h"
 #include "rgpu_worker_internal.h"
 
 #ifndef RGPU_VERSION
@@ -239,6 +240,7 @@ CUresult rgpu_h_hello(rgpu_req *rq, const rgpu_msg_hello_req *q) {
   if ((q->caps & RGPU_CAP_IMAGE_CACHE) && rgpu_worker_image_cache(w))
     w->caps |= RGPU_CAP_IMAGE_CACHE;
   w->hello_done = 1;
+  w->client_caps = q->caps;
   /* Who the session is, for NVML_QUERY's process list (rgpu_handlers_nvml.c). */
   w->client_pid = q->client_pid;
   rgpu_str_copy(w->client_name, sizeof w->client_name, q->client_name.data,
@@ -261,6 +263,7 @@ CUresult rgpu_h_hello(rgpu_req *rq, const rgpu_msg_hello_req *q) {
       .server_name = {host, strlen(host)},
       .device_kind = {kind, strlen(kind)},
       .max_payload = w->cfg.max_payload,
+      .quic_direct_port = rgpu_quic_direct_offer(w, q->caps),
   };
   rgpu_msg_hello_rep_encode(rq->rep, &r);
   return CUDA_SUCCESS;

@@ -331,6 +331,35 @@ static void kill_worker(rgpu_forkserver *fs, pid_t pid) {
   if (rgpu_forkserver_kill(fs, pid, SIGKILL)) kill(pid, SIGKILL);
 }
 
+/* A quic:// session's worker takes its client's connection on a port of
+ * its own (rgpu_quic_direct.h) with the listener's address and transport
+ * options, unless --quic-direct off or RGPU_QUIC_DIRECT=0 (the listener's
+ * environment) keeps every session on the relay.  host: the listener's address; NULL for the
+ * other transports. */
+static void quic_direct_config(const rgpu_server_opts *o, rgpu_worker_config *cfg,
+                               const char *host) {
+  memset(&cfg->quic_direct, 0, sizeof cfg->quic_direct);
+  const char *env = getenv("RGPU_QUIC_DIRECT");
+  if (!host || o->quic_direct_off || (env && !strcmp(env, "0"))) return;
+  const rgpu_transport_opts *t = &o->topts;
+  cfg->quic_direct.on = 1;
+  snprintf(cfg->quic_direct.host, sizeof cfg->quic_direct.host, "%s", host);
+  snprintf(cfg->quic_direct.cert_file, sizeof cfg->quic_direct.cert_file, "%s",
+           t->cert_file ? t->cert_file : "");
+  snprintf(cfg->quic_direct.key_file, sizeof cfg->quic_direct.key_file, "%s",
+           t->key_file ? t->key_file : "");
+  snprintf(cfg->quic_direct.client_ca_file, sizeof cfg->quic_direct.client_ca_file, "%s",
+           t->client_ca_file ? t->client_ca_file : "");
+  snprintf(cfg->quic_direct.cc_algo, sizeof cfg->quic_direct.cc_algo, "%s",
+           t->cc_algo ? t->cc_algo : "");
+  cfg->quic_direct.idle_timeout_ms = t->idle_timeout_ms;
+  cfg->quic_direct.keepalive_ms = t->keepalive_ms;
+  cfg->quic_direct.max_pto_ms = t->quic_max_pto_ms;
+  cfg->quic_direct.max_streams = t->quic_max_streams;
+  cfg->quic_direct.port_lo = o->quic_direct_lo;
+  cfg->quic_direct.port_hi = o->quic_direct_hi;
+}
+
 int rgpu_server_run(rgpu_server_opts *o) {
   /* main() starts the fork server before anything can make a thread; a
    * caller that did not gets one here, before this function's own relay
@@ -348,6 +377,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
   if (o->topts.quic_max_streams == 0) o->topts.quic_max_streams = RGPU_BULK_DEFAULT_QUIC_STREAMS;
   rgpu_listener *ls[RGPU_SERVER_MAX_LISTEN];
   char lname[RGPU_SERVER_MAX_LISTEN][16];
+  char lhost[RGPU_SERVER_MAX_LISTEN][256]; /* the address each listens on */
   int nl = 0;
   for (int i = 0; i < o->nlisten && i < RGPU_SERVER_MAX_LISTEN; i++) {
     char err[512];
@@ -362,6 +392,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       goto fail;
     }
     snprintf(lname[nl], sizeof lname[nl], "%s", rgpu_uri_scheme_name(u.scheme));
+    snprintf(lhost[nl], sizeof lhost[nl], "%s", u.host);
     nl++;
   }
   if (nl == 0) {
@@ -651,6 +682,7 @@ int rgpu_server_run(rgpu_server_opts *o) {
       snprintf(o->worker.peer, sizeof o->worker.peer, "%s", kid->peer);
       snprintf(o->worker.transport, sizeof o->worker.transport, "%s", kid->transport);
 
+      quic_direct_config(o, &o->worker, strcmp(lname[i], "quic") ? NULL : lhost[i]);
       worker_spawn_arg arg;
       memset(&arg, 0, sizeof arg);
       arg.cfg = o->worker;

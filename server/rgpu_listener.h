@@ -24,6 +24,10 @@ typedef struct {
   uint32_t max_pending_auth;    /* workers before HELLO at once; 0 = 16 */
   int shutdown_timeout_ms;      /* after SHUTDOWN, how long workers get before SIGKILL; 0 = 5000 */
   int grace_s;                  /* keep a disconnected session for resume; 0 = no resume */
+  /* --quic-direct (rgpu_quic_direct.h): off, or the UDP ports a session's
+   * own endpoint may take (0, 0: any the kernel picks). */
+  int quic_direct_off;
+  uint16_t quic_direct_lo, quic_direct_hi;
   int drain_s;                  /* SIGTERM/SIGINT: wait this long for sessions to end, then
                                  * tell the rest SHUTDOWN; < 0 = default 30 */
   const char *metrics;          /* tcp://HOST:PORT for GET /metrics (rgpu_metrics.h); NULL = off */

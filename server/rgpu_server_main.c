@@ -60,6 +60,9 @@ static void usage(FILE *f) {
           "                      drain (an endless kernel), then exit the worker (default 10)\n"
           "  --mem-quota BYTES   device memory per session, suffix K/M/G (default: unlimited)\n"
           "  --max-payload BYTES largest frame payload accepted (default and max: %u)\n"
+          "  --quic-direct PORTS quic:// sessions move to a UDP port of their worker's own\n"
+          "                      (no relay between client and worker): 'any' (default),\n"
+          "                      LO-HI (ports a firewall lets through), or 'off'\n"
           "  --grace-s N         keep a disconnected session N s for the client to resume\n"
           "                      it (default 60; 0: a broken connection ends the session)\n"
           "  --drain-s N         on SIGTERM/SIGINT refuse new sessions, wait up to N s for\n"
@@ -164,7 +167,7 @@ int main(int argc, char **argv) {
     OPT_MAXSESS, OPT_QUOTA, OPT_MAXPAY, OPT_GENCERT, OPT_CERTNAMES, OPT_FG, OPT_HELP, OPT_VERSION,
     OPT_GRACE, OPT_DRAIN, OPT_METRICS, OPT_METRICS_PORT, OPT_MAXPENDING, OPT_HELLO_TIMEOUT,
     OPT_END_TIMEOUT, OPT_IMAGE_CACHE, OPT_IMAGE_CACHE_MAX, OPT_CONFIG, OPT_TOKEN_DIR,
-    OPT_SG_DEVICES, OPT_DEVICES
+    OPT_SG_DEVICES, OPT_DEVICES, OPT_QUIC_DIRECT
   };
   static const struct option longopts[] = {
       {"listen", required_argument, 0, OPT_LISTEN},
@@ -183,6 +186,7 @@ int main(int argc, char **argv) {
       {"gen-cert", required_argument, 0, OPT_GENCERT},
       {"cert-names", required_argument, 0, OPT_CERTNAMES},
       {"grace-s", required_argument, 0, OPT_GRACE},
+      {"quic-direct", required_argument, 0, OPT_QUIC_DIRECT},
       {"drain-s", required_argument, 0, OPT_DRAIN},
       {"max-pending-auth", required_argument, 0, OPT_MAXPENDING},
       {"hello-timeout-s", required_argument, 0, OPT_HELLO_TIMEOUT},
@@ -319,6 +323,26 @@ int main(int argc, char **argv) {
         break;
       case OPT_GENCERT: gen_cert = optarg; break;
       case OPT_CERTNAMES: cert_names = optarg; break;
+      case OPT_QUIC_DIRECT: {
+        unsigned lo = 0, hi = 0;
+        char tail;
+        if (!strcmp(optarg, "off")) {
+          o.quic_direct_off = 1;
+        } else if (!strcmp(optarg, "any")) {
+          o.quic_direct_off = 0;
+          o.quic_direct_lo = o.quic_direct_hi = 0;
+        } else if (sscanf(optarg, "%u-%u%c", &lo, &hi, &tail) == 2 && lo >= 1 && lo <= hi &&
+                   hi <= 65535) {
+          o.quic_direct_off = 0;
+          o.quic_direct_lo = (uint16_t)lo;
+          o.quic_direct_hi = (uint16_t)hi;
+        } else {
+          fprintf(stderr, "rgpu-server: --quic-direct %s: expected any, off or LO-HI (UDP ports)\n",
+                  optarg);
+          return 2;
+        }
+        break;
+      }
       case OPT_GRACE:
       case OPT_DRAIN: {
         char *end;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "rgpu_log.h"
 #include "rgpu_spin.h"
 #include "rgpu_metrics.h"
+#include "rgpu_quic_direct.h"
 #include "rgpu_thread_name.h"
 
 /* ---- bounded end (own process only; rgpu_worker.h) --------------------- */
@@ -165,6 +167,7 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   if (w->cfg.max_payload == 0 || w->cfg.max_payload > RGPU_FRAME_MAX_PAYLOAD)
     w->cfg.max_payload = RGPU_FRAME_MAX_PAYLOAD;
   w->cur_dev = -1;
+  w->events_ep = -1;
   w->spin_us = rgpu_spin_budget_us(200);
   rgpu_alloc_table_init(&w->allocs);
   rgpu_handle_map_init(&w->streams);
@@ -202,6 +205,8 @@ void rgpu_worker_free(rgpu_worker *w) {
     rgpu_driver_unload(&w->drv);
   }
   rgpu_host_calls_free(w);
+  rgpu_quic_direct_free(w);
+  if (w->events_ep >= 0) close(w->events_ep);
   rgpu_output_free(&w->output);
   rgpu_alloc_table_free(&w->allocs);
   rgpu_handle_map_free(&w->streams);
@@ -482,29 +487,44 @@ int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n,
 
 /* Waits until c has bytes to read (1) or the listener sent a message
  * (RGPU_WORKER_ECTL); 0 on timeout.  timeout_ms < 0: no limit. */
+/* What a wait for the connection watches besides it: the control
+ * channel, and once the session has a direct endpoint its notify fd too
+ * (both in one epoll set: rgpu_conn_wait_input takes one descriptor).
+ * -1: nothing. */
+static int worker_events_fd(rgpu_worker *w) {
+  int dfd = rgpu_quic_direct_notify_fd(w);
+  if (dfd < 0) return w->cfg.ctl_fd > 0 ? w->cfg.ctl_fd : -1;
+  if (w->events_ep < 0) {
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) return w->cfg.ctl_fd > 0 ? w->cfg.ctl_fd : -1;
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (w->cfg.ctl_fd > 0) {
+      ev.data.fd = w->cfg.ctl_fd;
+      epoll_ctl(ep, EPOLL_CTL_ADD, w->cfg.ctl_fd, &ev);
+    }
+    ev.data.fd = dfd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &ev);
+    w->events_ep = ep;
+  }
+  return w->events_ep;
+}
+
 static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {
-  if (c && rgpu_conn_pending(c)) return 1;
-  struct pollfd pf[2];
-  int n = 0, ci = -1, ki = -1;
+  int x = worker_events_fd(w);
+  int r;
   if (c) {
-    pf[n] = (struct pollfd){rgpu_conn_poll_fd(c), POLLIN, 0};
-    ci = n++;
+    r = rgpu_conn_wait_input(c, x, timeout_ms);
+  } else {
+    if (x < 0) return 1;
+    struct pollfd pf = {x, POLLIN, 0};
+    int pr;
+    while ((pr = poll(&pf, 1, timeout_ms)) < 0 && errno == EINTR) {
+    }
+    r = pr > 0 ? 2 : pr == 0 ? 0 : 1;
   }
-  if (w->cfg.ctl_fd > 0) {
-    pf[n] = (struct pollfd){w->cfg.ctl_fd, POLLIN, 0};
-    ki = n++;
-  }
-  if (n == 0) return 1;
-  for (;;) {
-    int pr = poll(pf, (nfds_t)n, timeout_ms);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) return pr < 0 ? 1 : 0; /* a poll error: let the read report it */
-    /* Session bytes first: a RESUME never interrupts a frame that can be
-     * completed. */
-    if (ci >= 0 && pf[ci].revents) return 1;
-    if (ki >= 0 && pf[ki].revents) return RGPU_WORKER_ECTL;
-    return 1;
-  }
+  /* Session bytes first (rgpu_conn_wait_input): a RESUME never interrupts
+   * a frame that can be completed. */
+  return r == 2 ? RGPU_WORKER_ECTL : r;
 }
 
 /* Runs the HOST_CALL_DONE frames among the complete frames not yet
@@ -534,15 +554,13 @@ int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd) {
   if (!rb || !c || w->resume.lost) return -1;
   if (scan_ahead(w, rb)) return -1;
   if (rgpu_conn_pending(c) == 0) {
-    struct pollfd pf[2] = {{rgpu_conn_poll_fd(c), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    int pr = poll(pf, 2, 1000);
-    if (pr < 0 && errno != EINTR) return -1;
-    if (pr > 0 && pf[1].revents) {
+    int r = rgpu_conn_wait_input(c, wake_fd, 1000);
+    if (r == 2) {
       uint64_t v;
       ssize_t rd = read(wake_fd, &v, sizeof v);
       (void)rd;
     }
-    if (pr <= 0 || !pf[0].revents) return 0; /* a job ended, or a second passed */
+    if (r != 1) return 0; /* a job ended, or a second passed */
   }
   /* Only the free tail: the frames before rb->end stay where they are. */
   if (rb->end >= RGPU_RDBUF_CAP) return -1;
@@ -552,16 +570,38 @@ int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd) {
   return scan_ahead(w, rb);
 }
 
-/* A bulk stream the listener routed to us (RGPU_CTL_STREAM) is taken here,
- * in the middle of a frame if need be: unlike a RESUME it does not change
- * the session's byte stream, so the read must go on where it was.
- * Returns 1 when one was taken. */
+/* What woke a read is taken here, in the middle of a frame if need be,
+ * when it does not change the session's byte stream, so that the read goes
+ * on where it was: a bulk stream (RGPU_CTL_STREAM from the listener, or a
+ * lane of the session's direct QUIC connection), a DRAIN, or nothing (the
+ * direct endpoint's notify fd is raised for lanes already taken).  Returns
+ * 1 then; 0 when the serve loop must act (a RESUME, SHUTDOWN, the
+ * listener's end, a direct conn to move to): the frame is read again
+ * after it. */
 static int ctl_take_stream(rgpu_worker *w) {
   rgpu_ctl_msg m;
   ssize_t r;
+  if (w->direct) {
+    rgpu_conn *lane = rgpu_quic_direct_take_lane(w);
+    if (lane) {
+      rgpu_bulk_adopt(w, lane);
+      return 1;
+    }
+    if (rgpu_quic_direct_conn_waiting(w)) return 0;
+  }
+  if (w->cfg.ctl_fd <= 0) return 1;
   do {
     r = recv(w->cfg.ctl_fd, &m, sizeof m, MSG_PEEK | MSG_DONTWAIT);
   } while (r < 0 && errno == EINTR);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1; /* nothing */
+  if (r == (ssize_t)sizeof m && m.type == RGPU_CTL_DRAIN && !w->resume.lost) {
+    /* Noted; a connected session goes on (handle_ctl does the same). */
+    do {
+      r = recv(w->cfg.ctl_fd, &m, sizeof m, 0);
+    } while (r < 0 && errno == EINTR);
+    w->resume.draining = 1;
+    return 1;
+  }
   if (r != (ssize_t)sizeof m || m.type != RGPU_CTL_STREAM) return 0;
   do {
     r = recv(w->cfg.ctl_fd, &m, sizeof m, 0);
@@ -737,10 +777,12 @@ static void send_shutdown(rgpu_worker *w, const char *text) {
 }
 
 /* Takes over connection nc from a client that has received rx bytes:
- * RESUME's reply, then everything it missed.  Returns 0 (resumed, or lost
- * again if the new connection broke at once) or 1 when the session must
- * end (the bytes it needs are gone). */
-static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
+ * RESUME's reply, then everything it missed.  direct: nc came from the
+ * session's own QUIC endpoint (rgpu_quic_direct.h), a move rather than a
+ * resume after a failure.  Returns 0 (resumed, or lost again if the new
+ * connection broke at once) or 1 when the session must end (the bytes it
+ * needs are gone). */
+static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb, int direct) {
   /* The lanes belonged to the old QUIC connection: the client re-sends
    * what they carried inline, and opens new ones. */
   rgpu_bulk_reset(w);
@@ -765,41 +807,68 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb) {
   rgpu_conn *old = w->conn;
   w->conn = nc;
   w->write_failed = 0;
+  if (direct) {
+    /* Its waiting thread reads the socket itself (rgpu_conn_wait_input):
+     * the poll fd would only say what another thread has read. */
+    w->spin_us = 0;
+    rgpu_conn_set_poll_us(nc, rgpu_spin_budget_us(200));
+    rgpu_quic_direct_watch(w, nc);
+  } else {
+    w->spin_us = w->spin_us_relay;
+  }
   rgpu_buf b;
   rgpu_buf_init(&b);
   rgpu_msg_resume_rep rep = {.session_id = w->cfg.session_id,
                              .rx_bytes = w->replay.rx_consumed,
-                             .tx_bytes = w->replay.total};
+                             .tx_bytes = w->replay.total,
+                             .quic_direct_port =
+                                 direct ? 0 : rgpu_quic_direct_offer(w, w->client_caps)};
   rgpu_msg_resume_rep_encode(&b, &rep);
   int rc = write_reply_oob(nc, RGPU_OP_RESUME, 0, b.data, b.len, p, n);
   rgpu_buf_free(&b);
   if (rc) w->write_failed = 1;
-  w->replay.resumes++;
+  if (!direct) w->replay.resumes++;
   w->replay.replayed_bytes += n;
   pthread_mutex_unlock(&w->write_lock);
   /* Whatever was half-read from the old connection is re-sent by the
    * client (it starts at rx_consumed, a frame boundary). */
   rb->start = rb->end = 0;
-  if (old && old != w->resume.orig_conn) {
-    rgpu_conn_close(old);
-  } else if (old) {
-    /* serve()'s caller closes the original conn; make it inert now. */
-    int fd = rgpu_conn_raw_fd(old);
-    if (fd >= 0) shutdown(fd, SHUT_RDWR);
-  }
+  /* serve()'s caller closes the original conn; any other is ours.  Ended
+   * first either way: inert at once, and a QUIC conn then closes without
+   * waiting for its unacknowledged bytes (the client has moved on). */
+  if (old) rgpu_conn_abort(old);
+  if (old && old != w->resume.orig_conn) rgpu_conn_close(old);
   /* The break may not have been noticed here (a dead link looks idle). */
-  RGPU_INFO("session=%llu peer=%s event=resume outage_s=%.3f replayed_bytes=%zu rx_bytes=%llu "
-            "resumes=%llu",
-            (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc),
-            w->resume.lost ? rgpu_clock_s() - w->resume.lost_at : 0.0, n,
-            (unsigned long long)w->replay.rx_consumed, (unsigned long long)w->replay.resumes);
+  if (direct)
+    RGPU_INFO("session=%llu peer=%s event=quic-direct replayed_bytes=%zu rx_bytes=%llu",
+              (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc), n,
+              (unsigned long long)w->replay.rx_consumed);
+  else
+    RGPU_INFO("session=%llu peer=%s event=resume outage_s=%.3f replayed_bytes=%zu rx_bytes=%llu "
+              "resumes=%llu",
+              (unsigned long long)w->cfg.session_id, rgpu_conn_peer(nc),
+              w->resume.lost ? rgpu_clock_s() - w->resume.lost_at : 0.0, n,
+              (unsigned long long)w->replay.rx_consumed, (unsigned long long)w->replay.resumes);
   w->resume.lost = rc != 0;
   if (w->resume.lost) w->resume.lost_at = rgpu_clock_s();
   return 0;
 }
 
-/* A message from the listener: 0 to go on serving, 1 to end the session. */
+/* A message from the listener, or a conn from the session's own QUIC
+ * endpoint: 0 to go on serving, 1 to end the session.  Called when one of
+ * them polled readable (worker_events_fd); reads nothing that is not
+ * there. */
 static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
+  if (w->direct) {
+    rgpu_conn *dc;
+    uint64_t drx;
+    int moved = rgpu_quic_direct_take(w, &dc, &drx);
+    rgpu_conn *lane;
+    while ((lane = rgpu_quic_direct_take_lane(w))) rgpu_bulk_adopt(w, lane);
+    if (moved) return adopt_conn(w, dc, drx, rb, 1);
+    struct pollfd pf = {w->cfg.ctl_fd, POLLIN, 0};
+    if (w->cfg.ctl_fd <= 0 || poll(&pf, 1, 0) <= 0) return 0;
+  }
   rgpu_ctl_msg m;
   int r = ctl_recv(w, &m);
   if (r == 0) {
@@ -847,7 +916,7 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
       rgpu_conn_close(nc);
       return 0;
     }
-    return adopt_conn(w, nc, m.rx_bytes, rb);
+    return adopt_conn(w, nc, m.rx_bytes, rb, 0);
   }
   return 0;
 }
@@ -873,8 +942,9 @@ int rgpu_worker_bulk_wait(rgpu_req *rq, int (*ready)(rgpu_worker *w, void *arg),
       pf[n] = (struct pollfd){nfd, POLLIN, 0};
       ni = n++;
     }
-    if (w->cfg.ctl_fd > 0) {
-      pf[n] = (struct pollfd){w->cfg.ctl_fd, POLLIN, 0};
+    int xfd = worker_events_fd(w); /* the listener; the session's own QUIC endpoint */
+    if (xfd >= 0) {
+      pf[n] = (struct pollfd){xfd, POLLIN, 0};
       ki = n++;
     }
     if (w->conn && !w->resume.lost) {
@@ -1016,6 +1086,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
   w->conn = c;
   w->resume.orig_conn = c;
   if (!worker_conn_spins(c)) w->spin_us = 0;
+  w->spin_us_relay = w->spin_us;
   w->cur_rb = &rb;
   int hello_s = w->cfg.hello_timeout_s > 0 ? w->cfg.hello_timeout_s : RGPU_HELLO_TIMEOUT_MS / 1000;
   double hello_deadline = rgpu_clock_s() + hello_s;
@@ -1118,8 +1189,7 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
       if (brk && w->conn) {
         /* The connection is fine but the bytes are gone: cut it so that
          * the client resumes and sends the copy inline. */
-        int fd = rgpu_conn_raw_fd(w->conn);
-        if (fd >= 0) shutdown(fd, SHUT_RDWR);
+        rgpu_conn_abort(w->conn);
       }
       if (resumable(w)) {
         rb.start = rb.end = 0;
@@ -1190,6 +1260,12 @@ int rgpu_worker_serve(rgpu_worker *w, rgpu_conn *c) {
     rgpu_conn_close(w->conn);
   }
   w->conn = NULL;
+  /* After the direct conns are closed: their I/O threads call into it. */
+  rgpu_quic_direct_free(w);
+  if (w->events_ep >= 0) {
+    close(w->events_ep);
+    w->events_ep = -1;
+  }
   free(rb.p);
   rgpu_staging_frame_buffer_done(w, &in);
   rgpu_buf_free(&in);

@@ -72,6 +72,17 @@ typedef struct {
    * driver's device devices[i]; ndevices 0 = every device, in order. */
   int ndevices;
   int devices[64];
+  /* quic:// sessions: what the worker's own QUIC endpoint is made with
+   * (rgpu_quic_direct.h); on = 0 keeps the session on the relay.  The
+   * listener fills it from its quic:// address and transport options. */
+  struct {
+    int on;
+    char host[256];            /* bind address: the listener's */
+    char cert_file[512], key_file[512], client_ca_file[512];
+    char cc_algo[16];
+    int idle_timeout_ms, keepalive_ms, max_pto_ms, max_streams;
+    uint16_t port_lo, port_hi; /* --quic-direct LO-HI; 0, 0: any */
+  } quic_direct;
 } rgpu_worker_config;
 
 /* Messages between the listener and a worker on cfg.ctl_fd (one datagram

@@ -153,6 +153,14 @@ struct rgpu_worker {
    * MODULE_LOAD that uses it; image_cache_state -1: it could not be. */
   struct rgpu_image_cache *image_cache;
   int image_cache_state;
+
+  /* quic:// sessions' own endpoint (rgpu_quic_direct.h); NULL until the
+   * first offer.  events_ep: an epoll set of ctl_fd and its notify fd, for
+   * waits that take one extra descriptor (rgpu_conn_wait_input). */
+  struct rgpu_quic_direct *direct;
+  int events_ep;
+  uint32_t client_caps;   /* HELLO's, as the client sent them */
+  unsigned spin_us_relay; /* spin_us for a conn that is not direct */
 };
 
 /* ---- background completion (rgpu_jobs.c) ---------------------------------

@@ -247,6 +247,39 @@ size_t rgpu_conn_pending(const rgpu_conn *c) { return c ? c->ops->pending(c) : 0
 void rgpu_conn_shutdown(rgpu_conn *c) {
   if (c) c->ops->shutdown(c);
 }
+
+int rgpu_conn_wait_input(rgpu_conn *c, int extra_fd, int timeout_ms) {
+  if (c && c->ops->wait_input) return c->ops->wait_input(c, extra_fd, timeout_ms);
+  if (c && c->ops->pending(c)) return 1;
+  struct pollfd pf[2];
+  int n = 0, ci = -1, xi = -1;
+  if (c && c->fd >= 0) {
+    pf[n] = (struct pollfd){c->fd, POLLIN, 0};
+    ci = n++;
+  }
+  if (extra_fd >= 0) {
+    pf[n] = (struct pollfd){extra_fd, POLLIN, 0};
+    xi = n++;
+  }
+  if (n == 0) return 1;
+  for (;;) {
+    int pr = poll(pf, (nfds_t)n, timeout_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr < 0) return 1; /* the read reports it */
+    if (pr == 0) return 0;
+    if (ci >= 0 && pf[ci].revents) return 1; /* the conn's bytes first */
+    if (xi >= 0 && pf[xi].revents) return 2;
+    return 1;
+  }
+}
+
+void rgpu_conn_abort(rgpu_conn *c) {
+  if (!c) return;
+  if (c->ops->abort)
+    c->ops->abort(c);
+  else if (c->fd >= 0)
+    shutdown(c->fd, SHUT_RDWR);
+}
 void rgpu_conn_close(rgpu_conn *c) {
   if (!c) return;
   c->ops->destroy(c); /* may close c->fd itself and set it to -1 */

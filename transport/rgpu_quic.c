@@ -77,6 +77,7 @@
 #define Q_MAX_STREAM_WINDOW (64ull << 20)
 #define Q_MAX_CONN_WINDOW (96ull << 20)
 #define Q_MAX_CIDS 16
+#define Q_RESET_SECRET_LEN 32
 /* How long a poller polls before it sleeps.  On the client, the calling
  * thread that waits for its reply, as long as over tcp://
  * (RGPU_CLIENT_SPIN_US), always: it reads the socket itself, so it takes
@@ -368,12 +369,18 @@ typedef struct qstream {
   int ev_on;           /* evfd's counter is not zero */
   int app_open;        /* the stream's rgpu_conn exists */
   int reading;         /* threads in its read: they see the bytes without evfd */
+  /* Direct server (see "direct"): a stream the client opened, waiting for
+   * the I/O thread to hand its conn to the application. */
+  struct qstream *accept_next;
 } qstream;
+
+typedef struct qclient qclient;
 
 struct qconn {
   qconn *next;
   int is_server;
-  qserver *server;
+  qserver *server;     /* relayed server side: the listener's relay */
+  qclient *driver;     /* direct server side: driven like a client ("direct") */
   qendpoint *ep;
   ngtcp2_conn *conn;
   gnutls_session_t tls;
@@ -461,13 +468,32 @@ struct qserver {
   rgpu_transport_opts opts; /* scalar fields only */
   ngtcp2_cc_algo cc;
   int cc_auto; /* no cc_algo given: q_default_cc per client */
-  uint8_t reset_secret[32];
+  uint8_t reset_secret[Q_RESET_SECRET_LEN];
   qconn *conns;
   int nconns;
   pthread_t th;
   int th_started;
   uint64_t evictions; /* unfinished handshakes evicted so far (logged in bursts) */
 };
+
+/* What a server-side connection is made with: the relay's (one listener,
+ * many clients) or a direct endpoint's (one session's socket). */
+typedef struct {
+  qendpoint *ep;
+  qserver *server;  /* relayed */
+  qclient *driver;  /* direct */
+  gnutls_certificate_credentials_t cred;
+  int require_client_cert;
+  const rgpu_transport_opts *opts;
+  ngtcp2_cc_algo cc;
+  int cc_auto;
+  int max_streams;
+  const uint8_t *reset_secret;
+} qserver_params;
+
+static qconn *server_conn_new(const qserver_params *sp, const struct sockaddr *local,
+                              socklen_t locallen, const struct sockaddr *from, socklen_t fromlen,
+                              const uint8_t *pkt, size_t len);
 
 static void q_set_error(qconn *q, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -480,6 +506,10 @@ static void q_set_error(qconn *q, int code, const char *fmt, ...) {
   atomic_store(&q->errcode, code);
 }
 
+/* The secret a server side makes its stateless reset tokens with: the
+ * relay's, or the direct endpoint's own. */
+static const uint8_t *q_reset_secret(const qconn *q);
+
 static int get_new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
                           void *ud) {
   qconn *q = ud;
@@ -487,8 +517,8 @@ static int get_new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, si
   gnutls_rnd(GNUTLS_RND_RANDOM, buf, cidlen);
   ngtcp2_cid_init(cid, buf, cidlen);
   if (q->is_server) {
-    if (ngtcp2_crypto_generate_stateless_reset_token(token, q->server->reset_secret,
-                                                     sizeof q->server->reset_secret, cid) != 0)
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, q_reset_secret(q), Q_RESET_SECRET_LEN,
+                                                     cid) != 0)
       return NGTCP2_ERR_CALLBACK_FAILURE;
     if (cid_add(q, cid) < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
   } else {
@@ -583,10 +613,12 @@ static void qs_deliver(qconn *q, qstream *s) {
 }
 
 static int server_make_session(qserver *sv, qconn *q);
+static int direct_stream_open(qconn *q, int64_t sid);
 
 static int stream_open_cb(ngtcp2_conn *conn, int64_t sid, void *ud) {
   qconn *q = ud;
   if (!q->is_server || !ngtcp2_is_bidi_stream(sid)) return 0;
+  if (q->driver) return direct_stream_open(q, sid);
   /* Streams can arrive in any order (a later stream's first byte may beat
    * the session stream's), so the index comes from the stream ID. */
   int index = (int)(sid >> 2);
@@ -1564,8 +1596,6 @@ enum { Q_POLLER_NONE, Q_POLLER_APP, Q_POLLER_IO };
  * two CPUs do more than one (see client_progress). */
 #define Q_BULK_RX (256 * 1024)
 
-typedef struct qclient qclient;
-
 struct qclient {
   qconn *q;
   qendpoint ep;
@@ -1591,7 +1621,23 @@ struct qclient {
   int bulk_rx;    /* the I/O thread polls for a bulk reader (Q_BULK_RX) */
   uint64_t app_poll_ns; /* when an app thread last gave the socket back */
   uint64_t migrate_ns;  /* the last migration after the local address went */
+  /* Direct server side (see "direct"): the client's connection terminated
+   * in this process.  Streams the client opens after the first wait in
+   * accepted (under mu) until the I/O thread hands their conns to
+   * stream_cb, outside mu. */
+  int server;
+  uint8_t reset_secret[Q_RESET_SECRET_LEN];
+  qstream *accepted;
+  void (*stream_cb)(void *ctx, rgpu_conn *stream);
+  void *stream_ctx;
+  /* The session stream was aborted (rgpu_conn_abort): closing does not wait
+   * for unacknowledged bytes, whose peer has moved on. */
+  atomic_int no_linger;
 };
+
+static const uint8_t *q_reset_secret(const qconn *q) {
+  return q->driver ? q->driver->reset_secret : q->server->reset_secret;
+}
 
 /* The rgpu_conn's view: which client, which stream. */
 typedef struct {
@@ -1612,10 +1658,24 @@ static void ev_drain(int fd) {
   (void)!read(fd, &v, sizeof v);
 }
 
+/* Whether pkt is addressed to one of q's connection IDs.  A direct
+ * server's socket is reachable by anyone: packets of other connections
+ * (a second client's Initial, junk) are not q's. */
+static int q_owns_packet(const qconn *q, const uint8_t *pkt, size_t len) {
+  ngtcp2_version_cid vc;
+  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) != 0) return 0;
+  for (int i = 0; i < q->ncids; i++)
+    if (q->cids[i].datalen == vc.dcidlen && !memcmp(q->cids[i].data, vc.dcid, vc.dcidlen))
+      return 1;
+  return 0;
+}
+
 static void client_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
                        const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
                        size_t len) {
-  q_read_packet((qconn *)ctx, local, locallen, from, fromlen, pkt, len);
+  qconn *q = ctx;
+  if (q->driver && !q_owns_packet(q, pkt, len)) return;
+  q_read_packet(q, local, locallen, from, fromlen, pkt, len);
 }
 
 /* Whether the connection can carry nothing more (its reader then gets what
@@ -1696,7 +1756,8 @@ static int client_do_migrate(qclient *cl, char *err, size_t errlen);
  * hammered.  mu held, the socket ours. */
 static void client_follow_address(qclient *cl) {
   qconn *q = cl->q;
-  if (!cl->ep.local_gone || q->dead || q->closing) return;
+  /* A server's socket is bound where the client sends: it does not move. */
+  if (cl->server || !cl->ep.local_gone || q->dead || q->closing) return;
   uint64_t now = rgpu_clock_ns();
   if (now - cl->migrate_ns < 100000000ull) return;
   cl->migrate_ns = now;
@@ -1708,7 +1769,7 @@ static void client_follow_address(qclient *cl) {
 }
 
 static int client_step(qclient *cl, int io, const qstream *reader, uint64_t spin_until,
-                       uint64_t deadline) {
+                       uint64_t deadline, int extra_fd) {
   qconn *q = cl->q;
   q_write(q);
   client_follow_address(cl);
@@ -1721,14 +1782,16 @@ static int client_step(qclient *cl, int io, const qstream *reader, uint64_t spin
     exp = q_next_expiry(q);
   }
   if (deadline < exp) exp = deadline;
-  struct pollfd pfd[3];
-  pfd[0] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
-  pfd[1] = (struct pollfd){.fd = cl->poll_wake, .events = POLLIN};
-  pfd[2] = (struct pollfd){.fd = cl->io_wake, .events = POLLIN};
+  struct pollfd pfd[4];
+  int n = 0;
+  pfd[n++] = (struct pollfd){.fd = cl->ep.fd, .events = POLLIN | (q->send_blocked ? POLLOUT : 0)};
+  pfd[n++] = (struct pollfd){.fd = cl->poll_wake, .events = POLLIN};
+  if (io) pfd[n++] = (struct pollfd){.fd = cl->io_wake, .events = POLLIN};
+  if (extra_fd >= 0) pfd[n++] = (struct pollfd){.fd = extra_fd, .events = POLLIN};
   pthread_mutex_unlock(&cl->mu);
   int r;
   pthread_cleanup_push(client_poller_cancelled, cl);
-  r = rgpu_spin_ppoll(pfd, io ? 3 : 2, spin_until, exp);
+  r = rgpu_spin_ppoll(pfd, n, spin_until, exp);
   pthread_cleanup_pop(0);
   pthread_mutex_lock(&cl->mu);
   if (r > 0) {
@@ -1755,12 +1818,16 @@ static void client_release(qclient *cl) {
 
 /* Progress for an app thread that waits for bytes (reader: its stream) or
  * room (reader NULL): one step as the poller, or one wait for the poller's
- * news.  mu held. */
-static void client_progress(qclient *cl, const qstream *reader) {
+ * news.  Returns by `deadline` (CLOCK_MONOTONIC ns; UINT64_MAX: none) and,
+ * where extra_fd >= 0, soon after it polls readable (a wait for the
+ * poller's news is cut into 50 ms pieces to look at it).  mu held. */
+static void client_progress_until(qclient *cl, const qstream *reader, uint64_t deadline,
+                                  int extra_fd) {
   if (cl->poller == Q_POLLER_NONE && !cl->io_wants) {
     cl->poller = Q_POLLER_APP;
     uint64_t before = cl->q->rx_stream_bytes;
-    client_step(cl, 0, reader, cl->spin_ns ? rgpu_clock_ns() + cl->spin_ns : 0, UINT64_MAX);
+    client_step(cl, 0, reader, cl->spin_ns ? rgpu_clock_ns() + cl->spin_ns : 0, deadline,
+                extra_fd);
     cl->app_poll_ns = rgpu_clock_ns();
     if (cl->q->rx_stream_bytes - before >= Q_BULK_RX && !cl->bulk_rx) {
       /* Bulk bytes come: the I/O thread reads and decrypts the next ones
@@ -1778,7 +1845,29 @@ static void client_progress(qclient *cl, const qstream *reader) {
     cl->app_wants = 1;
     ev_raise(cl->poll_wake);
   }
-  client_wait(cl);
+  if (deadline == UINT64_MAX && extra_fd < 0) {
+    client_wait(cl);
+    return;
+  }
+  uint64_t now = rgpu_clock_ns();
+  uint64_t until = now + 50000000ull;
+  if (deadline < until) until = deadline;
+  if (until <= now) return;
+  /* cv runs on CLOCK_REALTIME (pthread_cond_init's default). */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t abs_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (until - now);
+  ts.tv_sec = (time_t)(abs_ns / 1000000000ull);
+  ts.tv_nsec = (long)(abs_ns % 1000000000ull);
+  cl->waiting++;
+  pthread_cleanup_push(client_waiter_cancelled, cl);
+  pthread_cond_timedwait(&cl->cv, &cl->mu, &ts);
+  pthread_cleanup_pop(0);
+  cl->waiting--;
+}
+
+static void client_progress(qclient *cl, const qstream *reader) {
+  client_progress_until(cl, reader, UINT64_MAX, -1);
 }
 
 /* Takes the socket for a command that changes it (migration).  mu held.
@@ -1895,6 +1984,31 @@ static int client_service_streams(qconn *q) {
   return session_over;
 }
 
+static rgpu_conn *quic_client_conn(qclient *cl, qstream *s, int primary);
+
+/* Direct server: hands the conns of streams the client opened to
+ * stream_cb, without mu (the handler may start threads that read them).
+ * Kept queued until a handler is set.  mu held on entry and return. */
+static void client_hand_streams(qclient *cl) {
+  while (cl->accepted && cl->stream_cb) {
+    qstream *s = cl->accepted;
+    cl->accepted = s->accept_next;
+    s->accept_next = NULL;
+    rgpu_conn *sc = quic_client_conn(cl, s, 0);
+    if (!sc) {
+      s->app_open = 0; /* freed once closed */
+      s->app_eof = s->app_gone = 1;
+      continue;
+    }
+    atomic_fetch_add(&cl->refs, 1);
+    void (*fn)(void *, rgpu_conn *) = cl->stream_cb;
+    void *ctx = cl->stream_ctx;
+    pthread_mutex_unlock(&cl->mu);
+    fn(ctx, sc);
+    pthread_mutex_lock(&cl->mu);
+  }
+}
+
 static void *client_main(void *arg) {
   rgpu_thread_name("rgpu-quic-io");
   qclient *cl = arg;
@@ -1911,10 +2025,11 @@ static void *client_main(void *arg) {
     uint64_t now = rgpu_clock_ns();
     if (atomic_load(&cl->stop) && !linger) {
       /* Give data the app wrote before closing a moment to be acknowledged. */
-      linger = now + 1000000000ull;
+      linger = now + (atomic_load(&cl->no_linger) ? 1 : 1000000000ull);
     }
+    if (cl->accepted && cl->stream_cb && !linger) client_hand_streams(cl);
     if (client_service_streams(q) && !q->dead && !q->closing) {
-      q->primary_done = 1; /* the server ended the session */
+      q->primary_done = 1; /* the peer ended the session */
       q->closing = 1;
     }
     if (q->dead || q->closing) break;
@@ -1934,7 +2049,7 @@ static void *client_main(void *arg) {
         continue;
       }
       uint64_t before = q->rx_stream_bytes;
-      int r = client_step(cl, 1, NULL, spin.until_ns, linger ? linger : UINT64_MAX);
+      int r = client_step(cl, 1, NULL, spin.until_ns, linger ? linger : UINT64_MAX, -1);
       if (r > 0 && spin.window_ns) spin.until_ns = rgpu_clock_ns() + spin.window_ns;
       if (cl->bulk_rx && q->rx_stream_bytes - before < Q_BULK_RX) {
         /* The bulk transfer ended: a waiting reader takes the socket. */
@@ -2017,6 +2132,19 @@ static int client_not_ours(rgpu_conn *c) {
   return RGPU_T_ECLOSED;
 }
 
+/* Makes s's eventfd say whether a read would return at once (readers in
+ * the stream do not raise it: client_notify).  mu held. */
+static void client_sync_evfd(qclient *cl, qstream *s) {
+  int ready = client_stream_ready(cl, s);
+  if (s->ev_on != ready && s->evfd >= 0) {
+    if (ready)
+      ev_raise(s->evfd);
+    else
+      ev_drain(s->evfd);
+    s->ev_on = ready;
+  }
+}
+
 static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
   qhandle *h = c->impl;
   qclient *cl = h->cl;
@@ -2070,14 +2198,7 @@ static ssize_t quic_client_read(rgpu_conn *c, void *buf, size_t len) {
   }
   /* The eventfd tells pollers what is left (the system calls are saved
    * where the reader took everything, as a reply's reader does). */
-  int ready = client_stream_ready(cl, s);
-  if (s->ev_on != ready && s->evfd >= 0) {
-    if (ready)
-      ev_raise(s->evfd);
-    else
-      ev_drain(s->evfd);
-    s->ev_on = ready;
-  }
+  client_sync_evfd(cl, s);
   pthread_mutex_unlock(&cl->mu);
   if (got) return (ssize_t)got;
   /* Nothing queued: a clean FIN, or a failure the connection recorded. */
@@ -2223,6 +2344,64 @@ static void quic_client_destroy(rgpu_conn *c) {
   qclient_unref(cl);
 }
 
+/* rgpu_conn_wait_input: the waiting thread polls the UDP socket itself,
+ * as a reader does; its poll fd would only say what another thread has
+ * already read (after up to Q_CLIENT_IDLE_NS, when nobody polls). */
+static int quic_client_wait_input(rgpu_conn *c, int extra_fd, int timeout_ms) {
+  qhandle *h = c->impl;
+  qclient *cl = h->cl;
+  qstream *s = h->s;
+  if (cl->owner != getpid()) return 1; /* the read says why */
+  uint64_t deadline =
+      timeout_ms < 0 ? UINT64_MAX : rgpu_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+  int r;
+  pthread_mutex_lock(&cl->mu);
+  s->reading++;
+  for (;;) {
+    if (client_stream_ready(cl, s)) {
+      r = 1;
+      break;
+    }
+    if (extra_fd >= 0) {
+      struct pollfd p = {.fd = extra_fd, .events = POLLIN};
+      if (poll(&p, 1, 0) > 0) {
+        r = 2;
+        break;
+      }
+    }
+    if (rgpu_clock_ns() >= deadline) {
+      r = 0;
+      break;
+    }
+    client_progress_until(cl, s, deadline, extra_fd);
+  }
+  s->reading--;
+  client_sync_evfd(cl, s);
+  pthread_mutex_unlock(&cl->mu);
+  return r;
+}
+
+/* rgpu_conn_abort: the stream ends both ways now (the peer gets a reset),
+ * and its threads return: readers with what is queued, then EOF. */
+static void quic_client_abort(rgpu_conn *c) {
+  qhandle *h = c->impl;
+  qclient *cl = h->cl;
+  qstream *s = h->s;
+  if (cl->owner != getpid()) return;
+  pthread_mutex_lock(&cl->mu);
+  if (!s->closed && !s->reset_sent && !client_over(cl)) {
+    s->reset_sent = 1;
+    ngtcp2_conn_shutdown_stream(cl->q->conn, s->sid, 1);
+    q_write(cl->q);
+  }
+  s->peer_fin = 1;
+  s->app_eof = 1;
+  if (h->primary) atomic_store(&cl->no_linger, 1);
+  client_notify(cl);
+  if (cl->poller == Q_POLLER_APP) ev_raise(cl->poll_wake); /* a reader may be the poller */
+  pthread_mutex_unlock(&cl->mu);
+}
+
 static const struct rgpu_conn_ops quic_client_ops = {
     .writev_all = quic_client_writev,
     .writev_reading = quic_client_writev_reading,
@@ -2230,6 +2409,8 @@ static const struct rgpu_conn_ops quic_client_ops = {
     .pending = quic_client_pending,
     .shutdown = quic_client_shutdown,
     .destroy = quic_client_destroy,
+    .wait_input = quic_client_wait_input,
+    .abort = quic_client_abort,
 };
 
 static rgpu_conn *quic_client_conn(qclient *cl, qstream *s, int primary) {
@@ -2252,6 +2433,29 @@ static rgpu_conn *quic_client_conn(qclient *cl, qstream *s, int primary) {
   c->stream_index = s->index;
   return c;
 }
+/* A connection's driver with no socket and no connection yet.  0, or
+ * RGPU_T_EIO (freed). */
+static int qclient_new(qclient **out, char *err, size_t errlen) {
+  qclient *cl = calloc(1, sizeof *cl);
+  if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  cl->ep.fd = cl->io_wake = cl->poll_wake = -1;
+  cl->owner = getpid();
+  atomic_init(&cl->refs, 1);
+  pthread_mutex_init(&cl->mu, NULL);
+  pthread_cond_init(&cl->cv, NULL);
+  cl->rxbuf = malloc(Q_RX_BUF);
+  cl->io_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  cl->poll_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (!cl->rxbuf || cl->io_wake < 0 || cl->poll_wake < 0) {
+    int rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "%s",
+                         cl->rxbuf ? "eventfd failed" : "out of memory");
+    qclient_free(cl);
+    return rc;
+  }
+  *out = cl;
+  return 0;
+}
+
 int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn **out,
                       char *err, size_t errlen) {
   ngtcp2_cc_algo cc;
@@ -2263,24 +2467,9 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000;
   uint64_t deadline = rgpu_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
 
-  qclient *cl = calloc(1, sizeof *cl);
-  if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
-  cl->ep.fd = cl->io_wake = cl->poll_wake = -1;
-  cl->owner = getpid();
-  atomic_init(&cl->refs, 1);
-  pthread_mutex_init(&cl->mu, NULL);
-  pthread_cond_init(&cl->cv, NULL);
-  cl->rxbuf = malloc(Q_RX_BUF);
-  if (!cl->rxbuf) {
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
-    goto fail;
-  }
-  cl->io_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  cl->poll_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (cl->io_wake < 0 || cl->poll_wake < 0) {
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "eventfd: %s", strerror(errno));
-    goto fail;
-  }
+  qclient *cl = NULL;
+  rc = qclient_new(&cl, err, errlen);
+  if (rc) return rc;
   cl->spin_ns = (uint64_t)rgpu_spin_budget_us(Q_CLIENT_SPIN_US) * 1000;
   rc = rgpu_tls_client_creds(o, &cl->cred, err, errlen);
   if (rc) goto fail;
@@ -2427,6 +2616,8 @@ int rgpu_conn_migrate(rgpu_conn *c, char *err, size_t errlen) {
   qclient *cl = ((qhandle *)c->impl)->cl;
   if (cl->owner != getpid())
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
+  if (cl->server)
+    return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP, "a QUIC server does not migrate; its client does");
   pthread_mutex_lock(&cl->mu);
   int rc = client_acquire(cl);
   if (rc) {
@@ -2450,6 +2641,8 @@ int rgpu_conn_open_stream(rgpu_conn *c, rgpu_conn **out, char *err, size_t errle
   qclient *cl = ((qhandle *)c->impl)->cl;
   if (cl->owner != getpid())
     return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "QUIC connection belongs to the parent process");
+  if (cl->server)
+    return rgpu_t_fail(err, errlen, RGPU_T_ENOTSUP, "streams of a direct QUIC session are opened by its client");
   pthread_mutex_lock(&cl->mu);
   qstream *s;
   int rc = client_open_stream(cl, &s, err, errlen);
@@ -2515,6 +2708,234 @@ int rgpu_conn_quic_info(rgpu_conn *c, rgpu_quic_info *out, char *err, size_t err
   return rc;
 }
 
+/* ---- direct ------------------------------------------------------------------ */
+
+/* A session's QUIC connection terminated in the worker (issue 21).
+ *
+ * Why: the listener's relay terminated every QUIC connection and passed
+ * the session's bytes to its worker through a socketpair.  A synchronous
+ * call crossed four threads (client, relay, worker, relay) where tcp://
+ * crosses two, and every byte was copied into and out of the socketpair;
+ * on the H200 host the call took 1.2-1.9x tcp's time and bulk stopped at
+ * 1.45 GB/s.  ngtcp2's state cannot move between processes, so the worker
+ * does not take over the relay's connection: its client makes a second one
+ * to a UDP port of the worker's own and moves the session there with
+ * RESUME (server/rgpu_quic_direct.c, client/rgpu_client.c).
+ *
+ * The worker's side is a qclient with `server` set: the same rules as the
+ * client (the thread that waits reads the socket, one poller at a time, an
+ * I/O thread between calls), so a request crosses no thread in the worker
+ * either.  Its socket is not connected (the client may migrate); packets
+ * for other connection IDs are dropped (q_owns_packet).  Streams the
+ * client opens later (bulk lanes) go to the handler set with
+ * rgpu_conn_set_stream_handler. */
+
+static int direct_stream_open(qconn *q, int64_t sid) {
+  qclient *cl = q->driver;
+  int evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (evfd < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
+  qstream *s = qs_new(q, sid, -1);
+  if (!s) {
+    close(evfd);
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  }
+  s->evfd = evfd;
+  s->app_open = 1; /* its conn is made by accept (stream 0) or client_hand_streams */
+  ngtcp2_conn_set_stream_user_data(q->conn, sid, s);
+  if (s->index > 0) {
+    qstream **pp = &cl->accepted;
+    while (*pp) pp = &(*pp)->accept_next;
+    *pp = s;
+    ev_raise(cl->io_wake);
+  }
+  return 0;
+}
+
+int rgpu_quic_direct_socket(const char *host, uint16_t port_lo, uint16_t port_hi, int *fd_out,
+                            uint16_t *port, char *err, size_t errlen) {
+  *fd_out = -1;
+  *port = 0;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *res = NULL;
+  int g = getaddrinfo(host && *host ? host : NULL, "0", &hints, &res);
+  if (g)
+    return rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "resolve '%s': %s", host ? host : "",
+                       gai_strerror(g));
+  unsigned n = port_lo && port_hi >= port_lo ? (unsigned)(port_hi - port_lo) + 1 : 1;
+  unsigned start = 0;
+  if (n > 1) {
+    gnutls_rnd(GNUTLS_RND_NONCE, &start, sizeof start);
+    start %= n;
+  }
+  int last = 0, fd = -1;
+  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+    for (unsigned i = 0; i < n && fd < 0; i++) {
+      uint16_t p = port_lo ? (uint16_t)(port_lo + (start + i) % n) : 0;
+      struct sockaddr_storage ss;
+      memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+      if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(p);
+      else
+        ((struct sockaddr_in *)&ss)->sin_port = htons(p);
+      fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) {
+        last = errno;
+        break;
+      }
+      if (bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) != 0) {
+        last = errno;
+        close(fd);
+        fd = -1;
+      }
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0)
+    return rgpu_t_fail(err, errlen, rgpu_t_errno_code(last), "udp socket on %s: %s",
+                       host && *host ? host : "*", strerror(last));
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  getsockname(fd, (struct sockaddr *)&ss, &sl);
+  *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                         : ((struct sockaddr_in *)&ss)->sin_port);
+  *fd_out = fd;
+  return 0;
+}
+
+typedef struct {
+  qclient *cl;
+  qserver_params sp;
+} direct_accept_ctx;
+
+/* A datagram while no handshake has finished: the first acceptable
+ * Initial makes the connection; what is not for it is dropped. */
+static void direct_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
+                       const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
+                       size_t len) {
+  direct_accept_ctx *dc = ctx;
+  qclient *cl = dc->cl;
+  if (!cl->q) {
+    cl->q = server_conn_new(&dc->sp, local, locallen, from, fromlen, pkt, len);
+    if (!cl->q) return;
+  }
+  client_pkt(cl->q, local, locallen, from, fromlen, pkt, len);
+}
+
+static qstream *direct_stream0(qconn *q) {
+  for (qstream *s = q->streams; s; s = s->next)
+    if (s->index == 0) return s;
+  return NULL;
+}
+
+int rgpu_quic_direct_accept(int fd, const rgpu_transport_opts *o, int stop_fd, int timeout_ms,
+                            rgpu_conn **out, char *err, size_t errlen) {
+  *out = NULL;
+  direct_accept_ctx dc;
+  memset(&dc, 0, sizeof dc);
+  int rc = parse_cc(o->cc_algo, &dc.sp.cc, &dc.sp.cc_auto, err, errlen);
+  if (rc == 0 && (o->quic_max_streams < 0 || o->quic_max_streams > 1024))
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EINVAL, "quic_max_streams %d out of range (0-1024)",
+                     o->quic_max_streams);
+  qclient *cl = NULL;
+  if (rc == 0) rc = qclient_new(&cl, err, errlen);
+  if (rc) {
+    close(fd);
+    return rc;
+  }
+  cl->server = 1;
+  cl->ep.fd = fd;
+  cl->ep.locallen = sizeof cl->ep.local;
+  getsockname(fd, (struct sockaddr *)&cl->ep.local, &cl->ep.locallen);
+  endpoint_tune(&cl->ep);
+  gnutls_rnd(GNUTLS_RND_RANDOM, cl->reset_secret, sizeof cl->reset_secret);
+  rc = rgpu_tls_server_creds(o, &cl->cred, err, errlen);
+  if (rc) goto fail;
+  rgpu_transport_opts so = *o;
+  so.cc_algo = so.ca_file = so.cert_file = so.key_file = so.server_name = so.client_ca_file = NULL;
+  dc.cl = cl;
+  dc.sp = (qserver_params){.ep = &cl->ep,
+                           .driver = cl,
+                           .cred = cl->cred,
+                           .require_client_cert = o->client_ca_file && *o->client_ca_file,
+                           .opts = &so,
+                           .cc = dc.sp.cc,
+                           .cc_auto = dc.sp.cc_auto,
+                           .max_streams = o->quic_max_streams > 0 ? o->quic_max_streams : 1,
+                           .reset_secret = cl->reset_secret};
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+                                     : rgpu_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+  qstream *s0 = NULL;
+  for (;;) {
+    qconn *q = cl->q;
+    if (q && !q->dead && !q->closing && q->handshake_done && (s0 = direct_stream0(q))) break;
+    if (q && (q->dead || q->closing)) {
+      /* A handshake that failed (a stranger, a certificate refused): the
+       * socket waits for the next one. */
+      RGPU_DEBUG("quic direct: %s", q->errmsg[0] ? q->errmsg : "handshake abandoned");
+      if (!q->dead) q_send_close(q);
+      q_free(q);
+      cl->q = NULL;
+    }
+    uint64_t now = rgpu_clock_ns();
+    if (now >= deadline) {
+      rc = rgpu_t_fail(err, errlen, RGPU_T_ETIMEDOUT,
+                       "no client finished a QUIC handshake on the direct port within %d ms",
+                       timeout_ms);
+      goto fail;
+    }
+    uint64_t exp = cl->q ? q_next_expiry(cl->q) : UINT64_MAX;
+    if (exp > deadline) exp = deadline;
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = stop_fd, .events = POLLIN}};
+    struct timespec ts = rgpu_ns_timespec(rgpu_deadline_left_ns(exp));
+    int r = ppoll(p, stop_fd >= 0 ? 2 : 1, exp == UINT64_MAX ? NULL : &ts, NULL);
+    if (r < 0 && errno != EINTR) {
+      rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "quic direct: poll: %s", strerror(errno));
+      goto fail;
+    }
+    if (r > 0 && stop_fd >= 0 && p[1].revents) {
+      rc = rgpu_t_fail(err, errlen, RGPU_T_ECLOSED, "quic direct: stopped");
+      goto fail;
+    }
+    if (r > 0 && p[0].revents) ep_read_batch(&cl->ep, cl->rxbuf, direct_pkt, &dc);
+    if (cl->q) {
+      q_expiry(cl->q);
+      q_write(cl->q);
+    }
+  }
+  rgpu_conn *c = quic_client_conn(cl, s0, 1);
+  if (!c) {
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+    goto fail;
+  }
+  cl->app_poll_ns = rgpu_clock_ns();
+  if (pthread_create(&cl->th, NULL, client_main, cl) != 0) {
+    free(c->impl);
+    free(c);
+    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC: cannot start the connection thread");
+    goto fail;
+  }
+  cl->th_started = 1;
+  *out = c;
+  return 0;
+fail:
+  if (cl->q && !cl->q->dead) q_send_close(cl->q);
+  qclient_free(cl); /* closes fd */
+  return rc;
+}
+
+void rgpu_conn_set_stream_handler(rgpu_conn *c, void (*fn)(void *ctx, rgpu_conn *stream),
+                                  void *ctx) {
+  if (!c || c->ops != &quic_client_ops) return;
+  qclient *cl = ((qhandle *)c->impl)->cl;
+  if (cl->owner != getpid() || !cl->server) return;
+  pthread_mutex_lock(&cl->mu);
+  cl->stream_cb = fn;
+  cl->stream_ctx = ctx;
+  if (cl->accepted) ev_raise(cl->io_wake);
+  pthread_mutex_unlock(&cl->mu);
+}
+
 /* ---- server ------------------------------------------------------------------ */
 
 static qconn *server_find(qserver *sv, const uint8_t *dcid, size_t dcidlen) {
@@ -2524,16 +2945,19 @@ static qconn *server_find(qserver *sv, const uint8_t *dcid, size_t dcidlen) {
   return NULL;
 }
 
-static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen_t locallen,
-                              const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
-                              size_t len) {
+/* A server connection for the client whose Initial is pkt; NULL when pkt
+ * is no acceptable Initial or on failure (logged). */
+static qconn *server_conn_new(const qserver_params *sp, const struct sockaddr *local,
+                              socklen_t locallen, const struct sockaddr *from, socklen_t fromlen,
+                              const uint8_t *pkt, size_t len) {
   ngtcp2_pkt_hd hd;
   if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
   qconn *q = calloc(1, sizeof *q);
   if (!q) return NULL;
   q->is_server = 1;
-  q->server = sv;
-  q->ep = &sv->ep;
+  q->server = sp->server;
+  q->driver = sp->driver;
+  q->ep = sp->ep;
   q->primary_fd = -1;
   q->big_probe_sid = -1;
   gnutls_rnd(GNUTLS_RND_NONCE, &q->session_key, sizeof q->session_key);
@@ -2548,14 +2972,14 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
   fill_callbacks(&cb, 1);
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
-  ngtcp2_cc_algo cc = sv->cc_auto ? q_default_cc(from) : sv->cc;
+  ngtcp2_cc_algo cc = sp->cc_auto ? q_default_cc(from) : sp->cc;
   q->loopback = q_loopback_path(from);
-  fill_settings(&st, &tp, &sv->opts, cc, 1, sv->max_streams, q->loopback);
+  fill_settings(&st, &tp, sp->opts, cc, 1, sp->max_streams, q->loopback);
   /* ngtcp2 does not fill this in for the server; the client checks it. */
   tp.original_dcid = hd.dcid;
   tp.stateless_reset_token_present = 1;
-  ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, sv->reset_secret,
-                                               sizeof sv->reset_secret, &scid);
+  ngtcp2_crypto_generate_stateless_reset_token(tp.stateless_reset_token, sp->reset_secret,
+                                               Q_RESET_SECRET_LEN, &scid);
   int lib = ngtcp2_conn_server_new(&q->conn, &hd.scid, &scid, &q->ps.path, hd.version, &cb, &st,
                                    &tp, NULL, q);
   if (lib) {
@@ -2563,16 +2987,33 @@ static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen
     return NULL;
   }
   char err[256];
-  if (q_setup_tls(q, rgpu_tls_server_cred_get(&sv->cred), 1, sv->require_client_cert, NULL, err,
-                  sizeof err)) {
+  if (q_setup_tls(q, sp->cred, 1, sp->require_client_cert, NULL, err, sizeof err)) {
     RGPU_WARN("quic: %s", err);
     q_free(q);
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
-  q_set_keepalive(q, &sv->opts, cc);
+  q_set_keepalive(q, sp->opts, cc);
   cid_add(q, &hd.dcid); /* the client keeps using it until it hears from us */
   cid_add(q, &scid);
+  q->created_ns = rgpu_clock_ns();
+  return q;
+}
+
+static qconn *server_new_conn(qserver *sv, const struct sockaddr *local, socklen_t locallen,
+                              const struct sockaddr *from, socklen_t fromlen, const uint8_t *pkt,
+                              size_t len) {
+  qserver_params sp = {.ep = &sv->ep,
+                       .server = sv,
+                       .cred = rgpu_tls_server_cred_get(&sv->cred),
+                       .require_client_cert = sv->require_client_cert,
+                       .opts = &sv->opts,
+                       .cc = sv->cc,
+                       .cc_auto = sv->cc_auto,
+                       .max_streams = sv->max_streams,
+                       .reset_secret = sv->reset_secret};
+  qconn *q = server_conn_new(&sp, local, locallen, from, fromlen, pkt, len);
+  if (!q) return NULL;
   q->next = sv->conns;
   sv->conns = q;
   sv->nconns++;
@@ -2624,7 +3065,6 @@ static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locall
     if (sv->nconns >= 4096 || ngtcp2_accept(&hd, pkt, len) != 0 || server_handshake_room(sv)) return;
     q = server_new_conn(sv, local, locallen, from, fromlen, pkt, len);
     if (!q) return;
-    q->created_ns = rgpu_clock_ns();
   }
   q_read_packet(q, local, locallen, from, fromlen, pkt, len);
 }

@@ -135,6 +135,16 @@ ssize_t rgpu_conn_read_some(rgpu_conn *c, void *buf, size_t len);
 int rgpu_conn_poll_fd(const rgpu_conn *c);
 /* Bytes already buffered inside the transport (TLS records, QUIC streams). */
 size_t rgpu_conn_pending(const rgpu_conn *c);
+/* Waits until a read on c would not block (1), extra_fd (-1: none) polls
+ * readable (2), or timeout_ms passed (0; < 0 waits without end).  Prefer
+ * it to polling rgpu_conn_poll_fd: a direct QUIC conn's waiting thread
+ * reads the UDP socket itself, where its poll fd only tells what another
+ * thread already read.  A failure returns 1: the read reports it. */
+int rgpu_conn_wait_input(rgpu_conn *c, int extra_fd, int timeout_ms);
+/* Ends c both ways at once, so that threads blocked reading or writing it
+ * return (EOF or an error); the conn must still be closed.  For fd conns
+ * shutdown(SHUT_RDWR); a QUIC stream is reset. */
+void rgpu_conn_abort(rgpu_conn *c);
 /* Half-closes the sending direction (graceful end of session). */
 void rgpu_conn_shutdown(rgpu_conn *c);
 void rgpu_conn_close(rgpu_conn *c);
@@ -175,6 +185,36 @@ int rgpu_conn_quic_info(rgpu_conn *c, rgpu_quic_info *out, char *err, size_t err
  * first stream.  Other transports: 0 and 0. */
 uint64_t rgpu_conn_session_key(const rgpu_conn *c);
 int rgpu_conn_stream_index(const rgpu_conn *c);
+
+/* quic:// direct sessions (issue 21).  A worker that serves a session
+ * relayed through the listener can take the client's QUIC connection
+ * itself, on a UDP socket of its own: no relay thread and no socketpair
+ * copy between client and worker.  The client reaches it as a session
+ * resume (docs/architecture.md, "Direct QUIC sessions").
+ *
+ * rgpu_quic_direct_socket: a UDP socket bound to host (the listener's
+ * address; "" or "0.0.0.0" for any) on a free port of port_lo..port_hi
+ * (tried from a random one on), or one the kernel picks (0, 0).  0 with *fd
+ * and *port, or RGPU_T_E* with err (every port of the range taken: what
+ * bind said). */
+int rgpu_quic_direct_socket(const char *host, uint16_t port_lo, uint16_t port_hi, int *fd,
+                            uint16_t *port, char *err, size_t errlen);
+/* Takes fd (closed on every path) and waits until one client finished its
+ * QUIC handshake there (o: cert_file, key_file, client_ca_file, cc_algo,
+ * idle_timeout_ms, keepalive_ms, quic_max_pto_ms, quic_max_streams) and
+ * opened its first stream; *out is that stream's conn, which behaves like
+ * a quic:// client conn (rgpu_conn_wait_input, rgpu_conn_set_poll_us).
+ * Handshakes that fail are dropped and the wait goes on.  Returns 0,
+ * RGPU_T_ETIMEDOUT after timeout_ms, RGPU_T_ECLOSED once stop_fd (-1:
+ * none) polls readable, or RGPU_T_E*. */
+int rgpu_quic_direct_accept(int fd, const rgpu_transport_opts *o, int stop_fd, int timeout_ms,
+                            rgpu_conn **out, char *err, size_t errlen);
+/* A conn from rgpu_quic_direct_accept: streams its client opens later are
+ * handed to fn (on the connection's I/O thread, which owns nothing the
+ * handler may need; each stream conn is the handler's to close).  Streams
+ * that came before a handler was set wait for it.  No effect on others. */
+void rgpu_conn_set_stream_handler(rgpu_conn *c, void (*fn)(void *ctx, rgpu_conn *stream),
+                                  void *ctx);
 
 /* Hands conn c (one with a raw fd: tcp, unix, or an accepted tls/quic conn)
  * to another process over a connected AF_UNIX socket `chan` (SCM_RIGHTS),

@@ -33,6 +33,10 @@ struct rgpu_conn_ops {
   size_t (*pending)(const rgpu_conn *c);
   void (*shutdown)(rgpu_conn *c);
   void (*destroy)(rgpu_conn *c); /* releases impl; generic code closes fd */
+  /* Optional (NULL: poll the fd): rgpu_conn_wait_input. */
+  int (*wait_input)(rgpu_conn *c, int extra_fd, int timeout_ms);
+  /* Optional (NULL: shutdown(fd, SHUT_RDWR)): rgpu_conn_abort. */
+  void (*abort)(rgpu_conn *c);
 };
 
 struct rgpu_conn {

@@ -100,14 +100,21 @@ class TcpProxy:
 
 
 class UdpProxy:
-    """UDP 127.0.0.1:port -> upstream, one upstream socket per client
-    address; cut(d) drops every datagram for d seconds."""
+    """UDP host:port -> upstream, one upstream socket per client address;
+    cut(d) drops every datagram for d seconds.  direct_ports: also forward
+    host:P -> 127.0.0.1:P for each P (a session's own port, rgpu-server
+    --quic-direct LO-HI), so that a cut cuts the direct path too."""
 
-    def __init__(self, upstream):
-        self.upstream = upstream
+    def __init__(self, upstream, host="127.0.0.1", direct_ports=()):
+        self.fronts = {}  # front socket -> upstream address
         self.s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.s.bind(("127.0.0.1", 0))
+        self.s.bind((host, 0))
         self.port = self.s.getsockname()[1]
+        self.fronts[self.s] = upstream
+        for p in direct_ports:
+            f = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            f.bind((host, p))
+            self.fronts[f] = ("127.0.0.1", p)
         self.map = {}
         self.rev = {}
         self.drop_until = 0.0
@@ -116,7 +123,7 @@ class UdpProxy:
 
     def _run(self):
         while True:
-            socks = [self.s] + list(self.rev.keys())
+            socks = list(self.fronts.keys()) + list(self.rev.keys())
             r, _, _ = select.select(socks, [], [], 0.5)
             for sk in r:
                 try:
@@ -125,16 +132,17 @@ class UdpProxy:
                     continue
                 if time.time() < self.drop_until:
                     continue
-                if sk is self.s:
-                    u = self.map.get(addr)
+                if sk in self.fronts:
+                    u = self.map.get((sk, addr))
                     if u is None:
                         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                        u.connect(self.upstream)
-                        self.map[addr] = u
-                        self.rev[u] = addr
+                        u.connect(self.fronts[sk])
+                        self.map[(sk, addr)] = u
+                        self.rev[u] = (sk, addr)
                     u.send(d)
                 else:
-                    self.s.sendto(d, self.rev[sk])
+                    front, addr = self.rev[sk]
+                    front.sendto(d, addr)
 
     def cut(self, block_s):
         self.drop_until = time.time() + block_s
@@ -146,8 +154,8 @@ def start_server(bindir, scheme, extra, workdir):
             "--device", "softgpu"] + extra
     env = dict(os.environ)
     if scheme in ("tls", "quic"):
-        subprocess.run([os.path.join(bindir, "rgpu-server"), "--gen-cert", workdir], check=True,
-                       capture_output=True)
+        subprocess.run([os.path.join(bindir, "rgpu-server"), "--gen-cert", workdir,
+                        "--cert-names", PROXY_HOST], check=True, capture_output=True)
         args += ["--cert", os.path.join(workdir, "cert.pem"), "--key", os.path.join(workdir, "key.pem")]
     err = open(os.path.join(workdir, "server.err"), "w+")
     p = subprocess.Popen(args, stderr=err, stdout=subprocess.DEVNULL, env=env)
@@ -172,12 +180,50 @@ def stop_server(p):
         p.wait()
 
 
+# quic-direct: the proxy's address, so that a session's own port (the same
+# number on both addresses) goes through it too.
+PROXY_HOST = "127.0.0.2"
+
+
+def free_udp_ports(n):
+    """n consecutive UDP port numbers free on both 127.0.0.1 and PROXY_HOST."""
+    for _ in range(50):
+        base = 20000 + int.from_bytes(os.urandom(2), "little") % 30000
+        socks = []
+        try:
+            for p in range(base, base + n):
+                for h in ("127.0.0.1", PROXY_HOST):
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    socks.append(s)
+                    s.bind((h, p))
+            return list(range(base, base + n))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free UDP port range")
+
+
 def run_case(bindir, program, scheme, cuts, block_s, grace_s, expect_ok, iters, workdir,
              pause_ms=100, min_s=0.0):
-    srv, port, errlog = start_server(bindir, scheme, ["--grace-s", str(grace_s)], workdir)
+    # quic: the relay only (--quic-direct off), a NAT forwarding the listener's
+    # port alone; quic-direct: sessions move to their worker's own port, which
+    # the proxy forwards (and cuts) too.
+    direct = scheme == "quic-direct"
+    if direct:
+        scheme = "quic"
+        ports = free_udp_ports(8)
+        extra = ["--quic-direct", "%d-%d" % (ports[0], ports[-1])]
+    else:
+        ports = []
+        extra = ["--quic-direct", "off"] if scheme == "quic" else []
+    srv, port, errlog = start_server(bindir, scheme, ["--grace-s", str(grace_s)] + extra, workdir)
     try:
-        proxy = UdpProxy(("127.0.0.1", port)) if scheme == "quic" else TcpProxy(("127.0.0.1", port))
-        env = dict(os.environ, RGPU_SERVER="%s://127.0.0.1:%d" % (scheme, proxy.port),
+        host = PROXY_HOST if direct else "127.0.0.1"
+        proxy = (UdpProxy(("127.0.0.1", port), host, ports) if scheme == "quic"
+                 else TcpProxy(("127.0.0.1", port)))
+        env = dict(os.environ, RGPU_SERVER="%s://%s:%d" % (scheme, host, proxy.port),
                    RGPU_LOG="warn", RGPU_RECONNECT_S="20")
         if scheme in ("tls", "quic"):
             env["RGPU_CA"] = os.path.join(workdir, "cert.pem")
@@ -203,15 +249,19 @@ def run_case(bindir, program, scheme, cuts, block_s, grace_s, expect_ok, iters, 
         time.sleep(0.3)
         slog = open(errlog).read()
         resumes = len(re.findall(r"event=resume ", slog))
+        moves = len(re.findall(r"event=quic-direct ", slog))
         client_resumes = len(re.findall(r"resumed session", out))
         resent = sum(int(x) for x in re.findall(r"re-sent (\d+) bytes", out)[-1:] or [0])
         replayed = sum(int(x) for x in re.findall(r"(\d+) bytes replayed", out)[-1:] or [0])
         summary = ("%s: cuts=%d wall=%.1fs exit=%d client_resumes=%d server_resumes=%d "
-                   "resent_bytes=%d replayed_bytes=%d" % (scheme, proxy.cuts, wall, cp.returncode,
-                                                          client_resumes, resumes, resent, replayed))
+                   "resent_bytes=%d replayed_bytes=%d direct_moves=%d"
+                   % ("quic-direct" if direct else scheme, proxy.cuts, wall, cp.returncode,
+                      client_resumes, resumes, resent, replayed, moves))
         if expect_ok:
+            # Direct: the first move, then one after each resume (which comes
+            # through the listener's relay).
             ok = (cp.returncode == 0 and "PASS resume_loop" in out and client_resumes == len(cuts)
-                  and resumes == len(cuts))
+                  and resumes == len(cuts) and moves == (1 + len(cuts) if direct else 0))
         else:
             expired = "event=grace-expired" in slog
             summary += " grace_expired=%d" % expired
@@ -267,15 +317,15 @@ def main():
             ok, s = drain_case(bindir, program, wd)
         print(("ok   " if ok else "FAIL ") + s, flush=True)
         return 0 if ok else 1
-    transports = ["tcp", "quic"]
+    transports = ["tcp", "quic", "quic-direct"]
     if "--transport" in sys.argv:
         t = sys.argv[sys.argv.index("--transport") + 1]
-        transports = ["tcp", "tls", "quic"] if t == "all" else [t]
+        transports = ["tcp", "tls", "quic", "quic-direct"] if t == "all" else [t]
     failed = 0
     for scheme in transports:
         with tempfile.TemporaryDirectory() as wd:
             # A QUIC cut lasts 2 s plus the idle timeout: space the cuts out.
-            cuts = [1.0, 5.5] if scheme == "quic" else [1.0, 2.5]
+            cuts = [1.0, 5.5] if scheme.startswith("quic") else [1.0, 2.5]
             ok, s = run_case(bindir, program, scheme, cuts=cuts, block_s=0, grace_s=60,
                              expect_ok=True, iters=20, workdir=wd, pause_ms=5,
                              min_s=cuts[-1] + 2.5)
