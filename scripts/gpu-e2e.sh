@@ -187,6 +187,8 @@ if [ "${RGPU_E2E_TRANSPORT:-1}" != 0 ] && [ -x "$BIN/rgpu-transport-perf" ]; the
     p1=$!
     "$BIN/rgpu-transport-perf" --server quic://127.0.0.1:7312 "${tc[@]}" >"$tdir/perf-quic.log" 2>&1 &
     p2=$!
+    "$BIN/rgpu-transport-perf" --server quic://127.0.0.1:7315 --direct "${tc[@]}" >"$tdir/perf-quic-direct.log" 2>&1 &
+    p4=$!
     "$BIN/rgpu-server" --listen tcp://127.0.0.1:7313 --listen quic://127.0.0.1:7314 --device cuda \
       "${tc[@]}" >"$tdir/server.out" 2>"$tdir/server.err" &
     p3=$!
@@ -195,34 +197,61 @@ if [ "${RGPU_E2E_TRANSPORT:-1}" != 0 ] && [ -x "$BIN/rgpu-transport-perf" ]; the
     for d in "$E2E/../bench" .gpu-pack/bench build/bench; do
       [ -x "$d/bench_latency" ] && { lat_exe=$d/bench_latency; break; }
     done
-    printf '\n| loopback, this host | tcp | quic | quic / tcp |\n|---|---|---|---|\n'
-    row() { # name tcp quic (numbers; lower is better when $4 = time)
+    printf '\n| loopback, this host | tcp | quic | quic, relayed | quic / tcp |\n|---|---|---|---|---|\n'
+    row() { # name tcp quic quic-relayed (numbers; the ratio is quic / tcp)
       r=-
       [ -n "$2" ] && [ -n "$3" ] && r=$(awk "BEGIN{printf \"%.2f\", $3/$2}")
-      printf '| %s | %s | %s | %s |\n' "$1" "${2:--}" "${3:--}" "$r"
+      printf '| %s | %s | %s | %s | %s |\n' "$1" "${2:--}" "${3:--}" "${4:--}" "$r"
     }
     perf() { # uri mode extra... -> the number
       timeout 60 "$BIN/rgpu-transport-perf" --client "$1" --ca "$tdir/cert.pem" --mode "$2" "${@:3}" 2>&1
     }
+    # quic: terminated where the session's worker would (--direct, as on a
+    # session's own port); relayed: through the listener's relay thread.
     for i in 1 2 3; do
       pt=$(perf tcp://127.0.0.1:7311 ping -n 5000 | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
-      pq=$(perf quic://127.0.0.1:7312 ping -n 5000 | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
-      row "raw 64-byte ping p50 (us), round $i" "$pt" "$pq"
+      pq=$(perf quic://127.0.0.1:7315 ping -n 5000 | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
+      pr=$(perf quic://127.0.0.1:7312 ping -n 5000 | sed -n 's/.*median *\([0-9.]*\) us.*/\1/p')
+      row "raw 64-byte ping p50 (us), round $i" "$pt" "$pq" "$pr"
     done
     for m in bulk down; do
       bt=$(perf tcp://127.0.0.1:7311 $m --bytes 2000000000 | sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p')
-      bq=$(perf quic://127.0.0.1:7312 $m --bytes 2000000000 | sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p')
-      row "raw bulk $m (Gbit/s)" "$bt" "$bq"
+      bq=$(perf quic://127.0.0.1:7315 $m --bytes 2000000000 | sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p')
+      br=$(perf quic://127.0.0.1:7312 $m --bytes 2000000000 | sed -n 's/.* \([0-9.]*\) Gbit\/s.*/\1/p')
+      row "raw bulk $m (Gbit/s)" "$bt" "$bq" "$br"
     done
+    # Through rgpu: quic sessions move to their worker's own port unless
+    # the client sets RGPU_QUIC_DIRECT=0 (the relayed column).
+    viargpu() { # uri relayed exe args... -> output
+      local u=$1 rel=$2
+      shift 2
+      if [ "$rel" = 1 ]; then
+        RGPU_QUIC_DIRECT=0 RGPU_CA=$tdir/cert.pem timeout 60 "$BIN/rgpu" run --server "$u" -- "$@" 2>&1
+      else
+        RGPU_CA=$tdir/cert.pem timeout 60 "$BIN/rgpu" run --server "$u" -- "$@" 2>&1
+      fi
+    }
     if [ -n "$lat_exe" ]; then
       for i in 1 2 3; do
-        lt=$(RGPU_CA=$tdir/cert.pem timeout 60 "$BIN/rgpu" run --server tcp://127.0.0.1:7313 -- "$lat_exe" --iters 3000 2>&1 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
-        lq=$(RGPU_CA=$tdir/cert.pem timeout 60 "$BIN/rgpu" run --server quic://127.0.0.1:7314 -- "$lat_exe" --iters 3000 2>&1 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
-        row "rgpu bench_latency p50 (us), round $i" "$lt" "$lq"
+        lt=$(viargpu tcp://127.0.0.1:7313 0 "$lat_exe" --iters 3000 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
+        lq=$(viargpu quic://127.0.0.1:7314 0 "$lat_exe" --iters 3000 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
+        lr=$(viargpu quic://127.0.0.1:7314 1 "$lat_exe" --iters 3000 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p' | head -n 1)
+        row "rgpu bench_latency p50 (us), round $i" "$lt" "$lq" "$lr"
       done
+      bw_exe=${lat_exe%/*}/bench_bandwidth
+      if [ -x "$bw_exe" ]; then
+        for i in 1 2; do
+          for d in h2d d2h; do
+            gb() { viargpu "$1" "$2" "$bw_exe" --sizes 256M --mem pinned --dir both --reps 3 |
+              grep -a "variant=${d}_pinned " | grep -o 'gbps=[0-9.]*' | head -n 1 | cut -d= -f2; }
+            row "rgpu pinned 256 MiB $d (GB/s), round $i" "$(gb tcp://127.0.0.1:7313 0)" \
+              "$(gb quic://127.0.0.1:7314 0)" "$(gb quic://127.0.0.1:7314 1)"
+          done
+        done
+      fi
     fi
-    kill $p1 $p2 $p3 2>/dev/null
-    wait $p1 $p2 $p3 2>/dev/null
+    kill $p1 $p2 $p3 $p4 2>/dev/null
+    wait $p1 $p2 $p3 $p4 2>/dev/null
   fi
 fi
 echo "--- server log tail:"; tail -n 5 "$out/server.err"

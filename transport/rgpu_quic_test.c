@@ -6,9 +6,11 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1086,6 +1088,128 @@ static void test_client_poll_fd_and_cancel(void **state) {
   rgpu_listener_close(l);
 }
 
+/* Issue 21, direct sessions: a QUIC connection terminated by the process
+ * that accepts it on a socket of its own (a worker's port), with its later
+ * streams handed to a handler, waits that watch another descriptor, an
+ * abort that ends a stream's threads, and a socket that takes nobody after
+ * its one connection. */
+typedef struct {
+  int fd, stop;
+  rgpu_conn *conn;
+  int rc;
+  pthread_mutex_t mu;
+  rgpu_conn *lane;
+} direct_srv;
+
+static void *direct_accept_main(void *arg) {
+  direct_srv *d = arg;
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key, .quic_max_streams = 4};
+  char err[256];
+  d->rc = rgpu_quic_direct_accept(d->fd, &so, d->stop, 5000, &d->conn, err, sizeof err);
+  if (d->rc) fprintf(stderr, "direct accept: %s\n", err);
+  return NULL;
+}
+
+static void direct_lane(void *ctx, rgpu_conn *stream) {
+  direct_srv *d = ctx;
+  pthread_mutex_lock(&d->mu);
+  d->lane = stream;
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void test_direct_session(void **state) {
+  char uri[64], err[256];
+  direct_srv d = {.stop = -1};
+  pthread_mutex_init(&d.mu, NULL);
+  uint16_t port = 0;
+  assert_int_equal(rgpu_quic_direct_socket("127.0.0.1", 0, 0, &d.fd, &port, err, sizeof err), 0);
+  assert_int_not_equal(port, 0);
+  /* A range: a port of it that is taken is skipped. */
+  int fd2;
+  uint16_t port2;
+  assert_int_equal(rgpu_quic_direct_socket("127.0.0.1", port, port, &fd2, &port2, err, sizeof err),
+                   RGPU_T_EIO); /* the range's only port is taken */
+  if (port < 65535 && rgpu_quic_direct_socket("127.0.0.1", port, (uint16_t)(port + 1), &fd2,
+                                              &port2, err, sizeof err) == 0) {
+    assert_int_equal(port2, port + 1);
+    close(fd2);
+  }
+  pthread_t th;
+  pthread_create(&th, NULL, direct_accept_main, &d);
+  snprintf(uri, sizeof uri, "quic://127.0.0.1:%u", port);
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  rgpu_conn *c;
+  assert_int_equal(rgpu_conn_connect(uri, &co, &c, err, sizeof err), 0);
+  struct iovec v = {"hello", 5};
+  assert_int_equal(rgpu_conn_writev_all(c, &v, 1), 0); /* the first stream's first bytes */
+  pthread_join(th, NULL);
+  assert_int_equal(d.rc, 0);
+  rgpu_conn *w = d.conn;
+  assert_string_equal(rgpu_conn_transport_name(w), "quic");
+  char b[8] = {0};
+  assert_int_equal(rgpu_conn_read_exact(w, b, 5), 0);
+  assert_memory_equal(b, "hello", 5);
+  /* Waits: the extra descriptor, then a timeout, then the conn's bytes. */
+  int ev = eventfd(1, EFD_CLOEXEC);
+  assert_int_equal(rgpu_conn_wait_input(w, ev, 1000), 2);
+  close(ev);
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_conn_wait_input(w, -1, 50), 0);
+  assert_true(rgpu_clock_ns() - t0 >= 40000000ull);
+  pthread_t echo;
+  pthread_create(&echo, NULL, tu_echo_conn, w);
+  assert_int_equal(tu_echo_check(c, 4u << 20, 7000, 11), 0);
+  /* A stream the client opens goes to the handler, also one that came
+   * before it was set. */
+  rgpu_conn *s1;
+  assert_int_equal(rgpu_conn_open_stream(c, &s1, err, sizeof err), 0);
+  struct iovec lv = {"lane", 4};
+  assert_int_equal(rgpu_conn_writev_all(s1, &lv, 1), 0);
+  usleep(100000);
+  rgpu_conn_set_stream_handler(w, direct_lane, &d);
+  rgpu_conn *lane = NULL;
+  for (int i = 0; i < 500 && !lane; i++) {
+    pthread_mutex_lock(&d.mu);
+    lane = d.lane;
+    pthread_mutex_unlock(&d.mu);
+    if (!lane) usleep(10000);
+  }
+  assert_non_null(lane);
+  assert_int_equal(rgpu_conn_stream_index(lane), 1);
+  assert_int_equal(rgpu_conn_read_exact(lane, b, 4), 0);
+  assert_memory_equal(b, "lane", 4);
+  /* The server's side does not open streams or migrate. */
+  rgpu_conn *bad;
+  assert_int_equal(rgpu_conn_open_stream(w, &bad, err, sizeof err), RGPU_T_ENOTSUP);
+  assert_int_equal(rgpu_conn_migrate(w, err, sizeof err), RGPU_T_ENOTSUP);
+  /* Abort: the client's reader of that stream sees it end. */
+  rgpu_conn_abort(lane);
+  assert_true(rgpu_conn_read_exact(s1, b, 1) != 0);
+  rgpu_conn_close(lane);
+  rgpu_conn_close(s1);
+  /* The socket belongs to its one connection: nobody else gets in. */
+  rgpu_transport_opts co2 = {.ca_file = srv_cert, .connect_timeout_ms = 300};
+  rgpu_conn *c2 = NULL;
+  assert_int_equal(rgpu_conn_connect(uri, &co2, &c2, err, sizeof err), RGPU_T_ETIMEDOUT);
+  assert_int_equal(tu_echo_check(c, 1u << 20, 3000, 12), 0);
+  rgpu_conn_shutdown(c);
+  pthread_join(echo, NULL); /* the echo ends at the client's FIN and closes w */
+  rgpu_conn_close(c);
+  /* Nobody comes: the accept times out; a stop ends it at once. */
+  assert_int_equal(rgpu_quic_direct_socket("127.0.0.1", 0, 0, &d.fd, &port, err, sizeof err), 0);
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key};
+  t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_quic_direct_accept(d.fd, &so, -1, 200, &w, err, sizeof err),
+                   RGPU_T_ETIMEDOUT);
+  assert_true(rgpu_clock_ns() - t0 >= 150000000ull);
+  assert_int_equal(rgpu_quic_direct_socket("127.0.0.1", 0, 0, &d.fd, &port, err, sizeof err), 0);
+  int stop = eventfd(1, EFD_CLOEXEC);
+  assert_int_equal(rgpu_quic_direct_accept(d.fd, &so, stop, 5000, &w, err, sizeof err),
+                   RGPU_T_ECLOSED);
+  close(stop);
+  pthread_mutex_destroy(&d.mu);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL);
   const struct CMUnitTest tests[] = {
@@ -1103,6 +1227,7 @@ int main(void) {
       cmocka_unit_test(test_outage_pings_each_pto),
       cmocka_unit_test(test_loopback_datagrams),
       cmocka_unit_test(test_client_poll_fd_and_cancel),
+      cmocka_unit_test(test_direct_session),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

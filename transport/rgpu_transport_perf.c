@@ -1,6 +1,6 @@
 /* rgpu-transport-perf: the raw-transport baseline for the benchmarks.
  *
- *   rgpu-transport-perf --server URI [--cert F --key F] [--client-ca F] [--cc ALGO]
+ *   rgpu-transport-perf --server URI [--cert F --key F] [--client-ca F] [--cc ALGO] [--direct]
  *   rgpu-transport-perf --client URI [--ca F] [--mode ping|bulk|down|all]
  *                       [-n ITER] [--size BYTES] [--bytes TOTAL] [--cc ALGO] [--json]
  *
@@ -8,7 +8,10 @@
  * bulk: TOTAL bytes client -> server; the server acknowledges the last byte,
  *       so the time includes one round trip (negligible for large TOTAL).
  * down: TOTAL bytes server -> client.
- * The server prints "listening on ADDRESS" once ready (port 0 picks one). */
+ * The server prints "listening on ADDRESS" once ready (port 0 picks one).
+ * --direct (quic:// only): the server terminates QUIC in its serving
+ * thread, as a worker does on a session's own port (rgpu_quic_direct_accept:
+ * no relay thread), one client at a time on URI's port. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -95,6 +98,7 @@ static int cmp_double(const void *a, const void *b) {
 static void usage(void) {
   fprintf(stderr,
           "usage: rgpu-transport-perf --server URI [--cert F --key F] [--client-ca F] [--cc ALGO]\n"
+          "              [--direct]\n"
           "       rgpu-transport-perf --client URI [--ca F] [--cert F --key F] [--server-name N]\n"
           "              [--mode ping|bulk|down|all] [-n ITER] [--size BYTES] [--bytes TOTAL]\n"
           "              [--cc ALGO] [--max-pto-ms MS] [--idle-ms MS] [--json]\n");
@@ -105,7 +109,7 @@ int main(int argc, char **argv) {
   rgpu_transport_opts o = {0};
   long iters = 10000, size = 64;
   unsigned long long bytes = 1ull << 30;
-  int json = 0;
+  int json = 0, direct = 0;
   signal(SIGPIPE, SIG_IGN);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -124,6 +128,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--size")) size = atol(TAKE());
     else if (!strcmp(a, "--bytes")) bytes = strtoull(TAKE(), NULL, 0);
     else if (!strcmp(a, "--json")) json = 1;
+    else if (!strcmp(a, "--direct")) direct = 1;
     else if (!strcmp(a, "--max-pto-ms")) o.quic_max_pto_ms = atoi(TAKE());
     else if (!strcmp(a, "--idle-ms")) o.idle_timeout_ms = atoi(TAKE());
     else {
@@ -133,6 +138,32 @@ int main(int argc, char **argv) {
   }
   if (!o.ca_file) o.ca_file = getenv("RGPU_CA");
   char err[512];
+  if (server && direct) {
+    rgpu_uri u;
+    if (rgpu_uri_parse(server, &u, err, sizeof err) || strcmp(rgpu_uri_scheme_name(u.scheme), "quic")) {
+      fprintf(stderr, "rgpu-transport-perf: --direct needs a quic:// URI\n");
+      return 2;
+    }
+    for (int first = 1;; first = 0) {
+      int fd;
+      uint16_t port;
+      if (rgpu_quic_direct_socket(u.host, u.port, u.port, &fd, &port, err, sizeof err)) {
+        fprintf(stderr, "rgpu-transport-perf: %s\n", err);
+        return 1;
+      }
+      if (first) {
+        printf("listening on quic://%s:%u (direct)\n", u.host, (unsigned)port);
+        fflush(stdout);
+      }
+      u.port = port;
+      rgpu_conn *c;
+      if (rgpu_quic_direct_accept(fd, &o, -1, -1, &c, err, sizeof err)) {
+        fprintf(stderr, "rgpu-transport-perf: %s\n", err);
+        continue;
+      }
+      serve_conn(c); /* one at a time: the next socket takes the same port */
+    }
+  }
   if (server) {
     rgpu_listener *l;
     if (rgpu_listener_open(server, &o, &l, err, sizeof err)) {
