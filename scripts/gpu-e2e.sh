@@ -56,7 +56,18 @@ else
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 
-"$BIN/rgpu-server" --listen tcp://127.0.0.1:0 --device cuda >"$out/server.out" 2>"$out/server.err" &
+# RGPU_E2E_LISTEN=quic://127.0.0.1:0 (or tls://) runs the programs over that
+# transport instead of tcp (a certificate is made for it).
+listen=${RGPU_E2E_LISTEN:-tcp://127.0.0.1:0}
+scheme=${listen%%://*}
+sargs=()
+if [ "$scheme" = quic ] || [ "$scheme" = tls ]; then
+  mkdir -p "$out/cert"
+  "$BIN/rgpu-server" --gen-cert "$out/cert" --cert-names 127.0.0.1 >/dev/null 2>&1
+  sargs=(--cert "$out/cert/cert.pem" --key "$out/cert/key.pem")
+  export RGPU_CA=$out/cert/cert.pem
+fi
+"$BIN/rgpu-server" --listen "$listen" --device cuda "${sargs[@]}" >"$out/server.out" 2>"$out/server.err" &
 spid=$!
 trap 'kill $spid 2>/dev/null' EXIT
 uri=""
@@ -104,7 +115,7 @@ fi
 normalized_output() {
   grep -avE '^rgpu[-:[ ]|[0-9.]+ ?(ns|us|µs|ms|s|GB/s|MB/s|GFLOP/s)([^a-zA-Z]|$)' "$1" 2>/dev/null | sort
 }
-printf '\n| program | native | native s | rgpu (tcp, real GPU) | rgpu s | round trips | output |\n|---|---|---|---|---|---|---|\n'
+printf '\n| program | native | native s | rgpu (%s, real GPU) | rgpu s | round trips | output |\n|---|---|---|---|---|---|---|\n' "$scheme"
 fails=0 differ=()
 for p in "${progs[@]}"; do
   exe=${exe_of[$p]}

@@ -656,9 +656,31 @@ static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
   }
 }
 
+/* A direct QUIC conn (rgpu_quic_direct.h): its waiting thread polls the
+ * socket itself, for as long as the conn's poll budget says; the budget
+ * follows await_frame_awake's rule (awake longer while a job's reply is
+ * pending or just left).  Over quic on the H200 host a graphed training
+ * step cost the same 0.91 ms through the direct conn as through the relay
+ * while the budget stayed at the plain 200 us. */
+static void direct_stay_awake(rgpu_worker *w, rgpu_conn *c) {
+  unsigned us = w->spin_us_direct;
+  if (us && rgpu_spin_spare_cpus()) {
+    uint64_t now = rgpu_clock_ns();
+    int pending = __atomic_load_n(&w->jobs.replies_pending, __ATOMIC_RELAXED) > 0;
+    uint64_t last = __atomic_load_n(&w->jobs.last_reply_ns, __ATOMIC_RELAXED);
+    if (pending || last > now || now - last < (uint64_t)us * RGPU_NS_PER_US)
+      us = RGPU_SPIN_ANSWER_US;
+  }
+  if (us != w->direct_poll_us) {
+    rgpu_conn_set_poll_us(c, us);
+    w->direct_poll_us = us;
+  }
+}
+
 static ssize_t read_some_ctl(rgpu_worker *w, rgpu_conn *c, void *buf, size_t len) {
   /* A while awake first; not before HELLO, where a peer may be anybody. */
   if (w->spin_us && w->read_deadline <= 0 && !rgpu_conn_pending(c)) await_frame_awake(w, c);
+  if (w->conn_direct && c == w->conn) direct_stay_awake(w, c);
   while (w->cfg.ctl_fd > 0 || w->read_deadline > 0) {
     int timeout_ms = -1;
     if (w->read_deadline > 0) {
@@ -807,11 +829,15 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb, int
   rgpu_conn *old = w->conn;
   w->conn = nc;
   w->write_failed = 0;
+  w->conn_direct = direct;
   if (direct) {
-    /* Its waiting thread reads the socket itself (rgpu_conn_wait_input):
-     * the poll fd would only say what another thread has read. */
+    /* Its waiting thread reads the socket itself (rgpu_conn_wait_input,
+     * direct_stay_awake): the poll fd would only say what another thread
+     * has read. */
     w->spin_us = 0;
-    rgpu_conn_set_poll_us(nc, rgpu_spin_budget_us(200));
+    w->spin_us_direct = rgpu_spin_budget_us(200);
+    w->direct_poll_us = w->spin_us_direct;
+    rgpu_conn_set_poll_us(nc, w->direct_poll_us);
     rgpu_quic_direct_watch(w, nc);
   } else {
     w->spin_us = w->spin_us_relay;

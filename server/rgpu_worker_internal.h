@@ -161,6 +161,8 @@ struct rgpu_worker {
   int events_ep;
   uint32_t client_caps;   /* HELLO's, as the client sent them */
   unsigned spin_us_relay; /* spin_us for a conn that is not direct */
+  int conn_direct;        /* conn came from the direct endpoint */
+  unsigned spin_us_direct, direct_poll_us; /* its poll budget: base, as set now */
 };
 
 /* ---- background completion (rgpu_jobs.c) ---------------------------------
