@@ -1740,6 +1740,8 @@ static void client_go_direct_locked(rgpu_client *c, uint16_t port) {
       c->rx_count = c->rx_frame_start = rx;
       c->rx_acked = rx;
       c->direct_moves++;
+      /* The worker dropped it when it took nc: nothing on it is awaited. */
+      rgpu_conn_abort(old);
       rgpu_conn_close(old);
       RGPU_DEBUG("session %llu moved to the worker's own QUIC port %u in %.1f ms",
                  (unsigned long long)c->session_id, (unsigned)port,

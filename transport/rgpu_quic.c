@@ -1633,6 +1633,7 @@ struct qclient {
   /* The session stream was aborted (rgpu_conn_abort): closing does not wait
    * for unacknowledged bytes, whose peer has moved on. */
   atomic_int no_linger;
+  uint64_t idle_ns; /* Q_CLIENT_IDLE_NS, or the direct server's (EXPERIMENT) */
 };
 
 static const uint8_t *q_reset_secret(const qconn *q) {
@@ -2035,7 +2036,7 @@ static void *client_main(void *arg) {
     if (q->dead || q->closing) break;
     if (linger && (client_all_sent(q) || now >= linger)) break;
     if (cl->poller == Q_POLLER_NONE &&
-        (linger || cl->io_take || cl->ep.local_gone || now - cl->app_poll_ns >= Q_CLIENT_IDLE_NS)) {
+        (linger || cl->io_take || cl->ep.local_gone || now - cl->app_poll_ns >= cl->idle_ns)) {
       cl->poller = Q_POLLER_IO;
       cl->io_wants = 0;
     }
@@ -2068,8 +2069,8 @@ static void *client_main(void *arg) {
       ev_raise(cl->poll_wake);
     }
     uint64_t exp = q_next_expiry(q);
-    if (cl->poller == Q_POLLER_NONE && cl->app_poll_ns + Q_CLIENT_IDLE_NS < exp)
-      exp = cl->app_poll_ns + Q_CLIENT_IDLE_NS;
+    if (cl->poller == Q_POLLER_NONE && cl->app_poll_ns + cl->idle_ns < exp)
+      exp = cl->app_poll_ns + cl->idle_ns;
     if (linger && linger < exp) exp = linger;
     struct pollfd p = {.fd = cl->io_wake, .events = POLLIN};
     pthread_mutex_unlock(&cl->mu);
@@ -2214,6 +2215,13 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
   qconn *q = cl->q;
   int rc = 0;
   if (cl->owner != getpid()) return client_not_ours(c);
+  /* Bytes copied in since the last q_write.  Packets are built once per
+   * piece, not once per iovec: a frame's header and its payload in two
+   * iovecs went out as two packets, and under wifi-bad's order-keeping
+   * jitter every extra packet can hold the next one back (the direct
+   * worker's replies: 64-byte call p50 34-35 ms against 31-32 relayed,
+   * whose socketpair had joined them). */
+  size_t unsent = 0;
   pthread_mutex_lock(&cl->mu);
   for (int i = 0; i < iovcnt && !rc; i++) {
     const uint8_t *p = iov[i].iov_base;
@@ -2223,7 +2231,7 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
         rc = RGPU_T_ECLOSED;
         break;
       }
-      size_t piece = left < Q_WRITE_PIECE ? left : Q_WRITE_PIECE;
+      size_t piece = left < Q_WRITE_PIECE - unsent ? left : Q_WRITE_PIECE - unsent;
       size_t took = 0;
       while (took < piece && s->write_off - s->acked_off < Q_SEND_BUF_MAX) {
         qchunk *t = qs_send_tail(s);
@@ -2241,7 +2249,17 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
         q->last_data_ns = rgpu_clock_ns();
         p += took;
         left -= took;
+        unsent += took;
+        if (unsent >= Q_WRITE_PIECE) {
+          q_write(q);
+          unsent = 0;
+        }
+        continue;
+      }
+      if (unsent) {
+        /* Full: what is in goes out first, and its ACKs make room. */
         q_write(q);
+        unsent = 0;
         continue;
       }
       if (s->write_off - s->acked_off < Q_SEND_BUF_MAX) {
@@ -2262,6 +2280,7 @@ static int quic_client_writev_reading(rgpu_conn *c, const struct iovec *iov, int
       client_progress(cl, NULL);
     }
   }
+  if (unsent && !client_over(cl)) q_write(q);
   /* Bytes the congestion window holds back leave as ACKs come, and
    * packets a full socket buffer refused (send_blocked) when it drains:
    * the I/O thread polls for them at once if no app thread polls. */
@@ -2440,6 +2459,7 @@ static int qclient_new(qclient **out, char *err, size_t errlen) {
   if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
   cl->ep.fd = cl->io_wake = cl->poll_wake = -1;
   cl->owner = getpid();
+  cl->idle_ns = Q_CLIENT_IDLE_NS;
   atomic_init(&cl->refs, 1);
   pthread_mutex_init(&cl->mu, NULL);
   pthread_cond_init(&cl->cv, NULL);
@@ -2844,6 +2864,10 @@ int rgpu_quic_direct_accept(int fd, const rgpu_transport_opts *o, int stop_fd, i
     return rc;
   }
   cl->server = 1;
+  {
+    const char *e = getenv("RGPU_QUIC_SERVER_IDLE_US");
+    if (e) cl->idle_ns = strtoull(e, NULL, 10) * 1000ull;
+  }
   cl->ep.fd = fd;
   cl->ep.locallen = sizeof cl->ep.local;
   getsockname(fd, (struct sockaddr *)&cl->ep.local, &cl->ep.locallen);
