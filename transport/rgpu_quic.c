@@ -1633,7 +1633,6 @@ struct qclient {
   /* The session stream was aborted (rgpu_conn_abort): closing does not wait
    * for unacknowledged bytes, whose peer has moved on. */
   atomic_int no_linger;
-  uint64_t idle_ns; /* Q_CLIENT_IDLE_NS, or the direct server's (EXPERIMENT) */
 };
 
 static const uint8_t *q_reset_secret(const qconn *q) {
@@ -2036,7 +2035,7 @@ static void *client_main(void *arg) {
     if (q->dead || q->closing) break;
     if (linger && (client_all_sent(q) || now >= linger)) break;
     if (cl->poller == Q_POLLER_NONE &&
-        (linger || cl->io_take || cl->ep.local_gone || now - cl->app_poll_ns >= cl->idle_ns)) {
+        (linger || cl->io_take || cl->ep.local_gone || now - cl->app_poll_ns >= Q_CLIENT_IDLE_NS)) {
       cl->poller = Q_POLLER_IO;
       cl->io_wants = 0;
     }
@@ -2069,8 +2068,8 @@ static void *client_main(void *arg) {
       ev_raise(cl->poll_wake);
     }
     uint64_t exp = q_next_expiry(q);
-    if (cl->poller == Q_POLLER_NONE && cl->app_poll_ns + cl->idle_ns < exp)
-      exp = cl->app_poll_ns + cl->idle_ns;
+    if (cl->poller == Q_POLLER_NONE && cl->app_poll_ns + Q_CLIENT_IDLE_NS < exp)
+      exp = cl->app_poll_ns + Q_CLIENT_IDLE_NS;
     if (linger && linger < exp) exp = linger;
     struct pollfd p = {.fd = cl->io_wake, .events = POLLIN};
     pthread_mutex_unlock(&cl->mu);
@@ -2459,7 +2458,6 @@ static int qclient_new(qclient **out, char *err, size_t errlen) {
   if (!cl) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
   cl->ep.fd = cl->io_wake = cl->poll_wake = -1;
   cl->owner = getpid();
-  cl->idle_ns = Q_CLIENT_IDLE_NS;
   atomic_init(&cl->refs, 1);
   pthread_mutex_init(&cl->mu, NULL);
   pthread_cond_init(&cl->cv, NULL);
@@ -2864,10 +2862,6 @@ int rgpu_quic_direct_accept(int fd, const rgpu_transport_opts *o, int stop_fd, i
     return rc;
   }
   cl->server = 1;
-  {
-    const char *e = getenv("RGPU_QUIC_SERVER_IDLE_US");
-    if (e) cl->idle_ns = strtoull(e, NULL, 10) * 1000ull;
-  }
   cl->ep.fd = fd;
   cl->ep.locallen = sizeof cl->ep.local;
   getsockname(fd, (struct sockaddr *)&cl->ep.local, &cl->ep.locallen);
