@@ -485,8 +485,6 @@ int rgpu_worker_send_locked_keep(rgpu_worker *w, const struct iovec *iov, int n,
   return rc;
 }
 
-/* Waits until c has bytes to read (1) or the listener sent a message
- * (RGPU_WORKER_ECTL); 0 on timeout.  timeout_ms < 0: no limit. */
 /* What a wait for the connection watches besides it: the control
  * channel, and once the session has a direct endpoint its notify fd too
  * (both in one epoll set: rgpu_conn_wait_input takes one descriptor).
@@ -509,6 +507,9 @@ static int worker_events_fd(rgpu_worker *w) {
   return w->events_ep;
 }
 
+/* Waits until c has bytes to read (1) or the listener or the direct
+ * endpoint has something (RGPU_WORKER_ECTL); 0 on timeout.  timeout_ms < 0:
+ * no limit. */
 static int wait_input(rgpu_worker *w, rgpu_conn *c, int timeout_ms) {
   int x = worker_events_fd(w);
   int r;
@@ -576,8 +577,9 @@ int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd) {
  * lane of the session's direct QUIC connection), a DRAIN, or nothing (the
  * direct endpoint's notify fd is raised for lanes already taken).  Returns
  * 1 then; 0 when the serve loop must act (a RESUME, SHUTDOWN, the
- * listener's end, a direct conn to move to): the frame is read again
- * after it. */
+ * listener's end, a direct conn to move to): the frame in progress is
+ * dropped, which a new connection's client re-sends and an ending session
+ * needs no more. */
 static int ctl_take_stream(rgpu_worker *w) {
   rgpu_ctl_msg m;
   ssize_t r;

@@ -2474,6 +2474,22 @@ static int qclient_new(qclient **out, char *err, size_t errlen) {
   return 0;
 }
 
+/* The connection is up: the conn of its first stream, and the I/O thread
+ * that drives it between calls.  0, or RGPU_T_EIO (the caller frees cl). */
+static int qclient_start(qclient *cl, qstream *s0, rgpu_conn **out, char *err, size_t errlen) {
+  rgpu_conn *c = quic_client_conn(cl, s0, 1);
+  if (!c) return rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
+  cl->app_poll_ns = rgpu_clock_ns();
+  if (pthread_create(&cl->th, NULL, client_main, cl) != 0) {
+    free(c->impl);
+    free(c);
+    return rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC: cannot start the connection thread");
+  }
+  cl->th_started = 1;
+  *out = c;
+  return 0;
+}
+
 int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn **out,
                       char *err, size_t errlen) {
   ngtcp2_cc_algo cc;
@@ -2607,20 +2623,8 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   qstream *s0;
   rc = client_open_stream(cl, &s0, err, errlen);
   if (rc) goto fail;
-  rgpu_conn *c = quic_client_conn(cl, s0, 1);
-  if (!c) {
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
-    goto fail;
-  }
-  cl->app_poll_ns = rgpu_clock_ns();
-  if (pthread_create(&cl->th, NULL, client_main, cl) != 0) {
-    free(c->impl);
-    free(c);
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC: cannot start the connection thread");
-    goto fail;
-  }
-  cl->th_started = 1;
-  *out = c;
+  rc = qclient_start(cl, s0, out, err, errlen);
+  if (rc) goto fail;
   return 0;
 fail:
   qclient_free(cl);
@@ -2921,20 +2925,8 @@ int rgpu_quic_direct_accept(int fd, const rgpu_transport_opts *o, int stop_fd, i
       q_write(cl->q);
     }
   }
-  rgpu_conn *c = quic_client_conn(cl, s0, 1);
-  if (!c) {
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "out of memory");
-    goto fail;
-  }
-  cl->app_poll_ns = rgpu_clock_ns();
-  if (pthread_create(&cl->th, NULL, client_main, cl) != 0) {
-    free(c->impl);
-    free(c);
-    rc = rgpu_t_fail(err, errlen, RGPU_T_EIO, "QUIC: cannot start the connection thread");
-    goto fail;
-  }
-  cl->th_started = 1;
-  *out = c;
+  rc = qclient_start(cl, s0, out, err, errlen);
+  if (rc) goto fail;
   return 0;
 fail:
   if (cl->q && !cl->q->dead) q_send_close(cl->q);
