@@ -125,9 +125,11 @@ static void *accept_main(void *arg) {
     return NULL;
   }
   pthread_mutex_lock(&d->mu);
+  rgpu_conn *older = d->ready; /* an earlier offer's, never taken: superseded */
   d->ready = c;
   d->ready_rx = rx;
   pthread_mutex_unlock(&d->mu);
+  if (older) rgpu_conn_close(older);
   notify(d);
   return NULL;
 }
