@@ -1193,6 +1193,7 @@ void rgpu_client_get_counters(rgpu_client *c, rgpu_client_counters *out) {
   rgpu_client_lock(c);
   *out = c->ctr;
   out->resumes = c->resumes;
+  out->quic_direct_moves = c->direct_moves;
   rgpu_mutex_lock(&c->wlock);
   out->frames_sent += c->now_frames;
   out->bytes_sent += c->now_bytes;

@@ -104,6 +104,9 @@ typedef struct {
    * they are not counted in round_trips. */
   uint64_t flow_waits;
   uint64_t resumes;        /* sessions resumed on a new connection */
+  /* quic://: moves to a UDP port of the worker's own (direct sessions:
+   * docs/architecture.md), not counted as resumes. */
+  uint64_t quic_direct_moves;
   /* Time the program's threads spent blocked for replies (round trips and
    * flow waits): with wall time it says whether a workload waits for the
    * server or the server for it. */
@@ -328,6 +331,7 @@ typedef struct {
   /* Sessions resumed on a new connection (issue 9); a QUIC connection that
    * migrated to a new address keeps its session and counts none. */
   uint64_t resumes;
+  uint64_t quic_direct_moves; /* rgpu_client_counters */
   int connected;
   /* Kernel images (issue 15): sent whole, their bytes, and module loads
    * the server's image cache served without them. */

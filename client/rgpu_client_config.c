@@ -267,11 +267,12 @@ int rgpu_client_stats_json(const rgpu_client_stats *s, char *out, size_t cap) {
   if (put_json_str(out, cap, &pos, s->server ? s->server : "")) return -1;
   if (put_raw(out, cap, &pos,
               ",\"sync_every_call\":%s,\"frames_sent\":%llu,\"flushes\":%llu,\"flow_waits\":%llu,\"wait_s\":%.6f,"
-              "\"resumes\":%llu,\"connected\":%s,\"images_sent\":%llu,\"image_bytes_sent\":%llu,"
-              "\"image_cache_hits\":%llu}",
+              "\"resumes\":%llu,\"quic_direct_moves\":%llu,\"connected\":%s,\"images_sent\":%llu,"
+              "\"image_bytes_sent\":%llu,\"image_cache_hits\":%llu}",
               s->sync_every_call ? "true" : "false", (unsigned long long)s->frames_sent,
               (unsigned long long)s->flushes, (unsigned long long)s->flow_waits, s->wait_s,
-              (unsigned long long)s->resumes, s->connected ? "true" : "false", (unsigned long long)s->images_sent,
+              (unsigned long long)s->resumes, (unsigned long long)s->quic_direct_moves,
+              s->connected ? "true" : "false", (unsigned long long)s->images_sent,
               (unsigned long long)s->image_bytes_sent, (unsigned long long)s->image_cache_hits))
     return -1;
   return (int)pos;

@@ -119,6 +119,7 @@ static void test_stats_json(void **state) {
                          .sync_every_call = 0,
                          .connected = 1,
                          .resumes = 4,
+                         .quic_direct_moves = 1,
                          .images_sent = 2,
                          .image_bytes_sent = 4096,
                          .image_cache_hits = 5,
@@ -137,7 +138,7 @@ static void test_stats_json(void **state) {
   assert_non_null(strstr(buf, "\"transport\":\"tcp\""));
   assert_non_null(strstr(buf, "\"server\":\"tcp://h:1/\\\"x\\\"\""));
   assert_non_null(strstr(buf, "\"sync_every_call\":false"));
-  assert_non_null(strstr(buf, "\"resumes\":4,"));
+  assert_non_null(strstr(buf, "\"resumes\":4,\"quic_direct_moves\":1,"));
   assert_non_null(strstr(buf, "\"flow_waits\":2,\"wait_s\":0.250000,"));
   assert_non_null(strstr(buf, "\"images_sent\":2,\"image_bytes_sent\":4096,\"image_cache_hits\":5}"));
   assert_int_equal(buf[0], '{');

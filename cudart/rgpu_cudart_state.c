@@ -386,6 +386,7 @@ static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *trans
     ctr.flow_waits += more.flow_waits;
     ctr.wait_ns += more.wait_ns;
     ctr.resumes += more.resumes;
+    ctr.quic_direct_moves += more.quic_direct_moves;
     if (strcmp(transport, rgpu_client_transport(g_server_clients[i])))
       snprintf(transport, tcap, "mixed");
   }
@@ -407,6 +408,7 @@ static void rgpu_rt_stats_fill(rgpu_client *c, rgpu_client_stats *s, char *trans
       .flow_waits = ctr.flow_waits,
       .wait_s = (double)ctr.wait_ns / 1e9,
       .resumes = ctr.resumes,
+      .quic_direct_moves = ctr.quic_direct_moves,
       .connected = c != NULL,
   };
   rgpu_rt_image_counters(&s->images_sent, &s->image_bytes_sent, &s->image_cache_hits);

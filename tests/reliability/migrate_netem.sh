@@ -70,6 +70,13 @@ fi
 if ! grep -q "migrated the connection" "$work/quic.err"; then
   echo "migrate_netem: the quic:// client never migrated (did the address change?)"; fail=1
 fi
+# The session moved to its worker's own port before the address changed:
+# the connection that migrated is the one the worker terminates itself.
+dq=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["quic_direct_moves"])' \
+  "$work/quic.stats.json" 2>/dev/null || echo "?")
+if [ "$dq" != 1 ]; then
+  echo "migrate_netem: the quic:// session did not move to a direct port once ($dq)"; fail=1
+fi
 if [ $fail != 0 ]; then
   cat "$work/quic.netem.json"
   echo "migrate_netem: FAIL"; exit 1
