@@ -1399,8 +1399,13 @@ static void q_service_streams(qconn *q) {
     if (s->closed && !s->recvq.head) done = 1;
     if (s->app_gone && !s->closed && !s->reset_sent && !q->dead && !q->closing) {
       s->reset_sent = 1;
-      /* The reader went away: stop the peer sending on this stream. */
-      ngtcp2_conn_shutdown_stream(q->conn, s->sid, 1);
+      /* The reader went away: stop the peer sending on this stream.  Only
+       * that direction: what the worker wrote before it closed (a refused
+       * HELLO's reply) still goes out.  A reset of both directions threw
+       * it away whenever the client's next bytes came in after the worker
+       * had closed, and the client saw the connection fail instead of the
+       * refusal (e2e_refused_missing_token_quic, once in a CI run). */
+      ngtcp2_conn_shutdown_stream_read(q->conn, s->sid, 1);
     }
     if (done) {
       if (s->index == 0) q->primary_done = 1;
@@ -3102,7 +3107,11 @@ static int server_conn_finished(qconn *q) {
    * worker went away: the connection has nothing left to carry. */
   if (q->primary_done) return 1;
   for (qstream *s = q->streams; s; s = s->next) {
-    if (s->index == 0 && s->app_gone) {
+    /* Once the worker's last bytes (and FIN) are acknowledged: closing
+     * before would lose them too. */
+    if (s->index == 0 && s->app_gone &&
+        (s->closed ||
+         (s->app_eof && s->fin_sent && s->acked_off >= s->write_off))) {
       q->close_error = 1;
       return 1;
     }
