@@ -1593,27 +1593,15 @@ static int resend_checkpoint(rgpu_client *c) {
 }
 
 
-/* Reads exactly n bytes from conn within the deadline. */
+/* Reads exactly n bytes from conn within the deadline (rgpu_clock_s). */
 static int read_deadline(rgpu_conn *conn, void *buf, size_t n, double deadline) {
-  uint8_t *p = buf;
-  while (n) {
-    if (rgpu_conn_pending(conn) == 0) {
-      int ms = (int)((deadline - rgpu_clock_s()) * 1000.0);
-      if (ms <= 0) return RGPU_T_ETIMEDOUT;
-      if (rgpu_conn_wait_input(conn, -1, ms) == 0) return RGPU_T_ETIMEDOUT;
-    }
-    ssize_t r = rgpu_conn_read_some(conn, p, n);
-    if (r == 0) return RGPU_T_ECLOSED;
-    if (r < 0) return (int)r;
-    p += r;
-    n -= (size_t)r;
-  }
-  return 0;
+  return rgpu_conn_read_exact_by(conn, buf, n, -1, deadline > 0 ? (uint64_t)(deadline * 1e9) : 0);
 }
 
-/* One RESUME on a fresh connection.  0: resumed (c->conn is nc);
- * 1: the server refused (the session is gone; msg says why); <0: this
- * connection failed, try another. */
+/* One RESUME on a fresh connection.  0: resumed (the caller then takes nc:
+ * client_take_conn_locked); 1: the server refused (the session is gone; msg
+ * says why); <0: this connection failed, try another.  *direct_port (NULL:
+ * not wanted): the port of the worker's own the reply offers, or 0. */
 static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline, char *msg,
                      size_t msglen, uint16_t *direct_port) {
   /* Swaps the connection and fills rxpre (client lock: the read side),
@@ -1659,7 +1647,7 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
     snprintf(msg, msglen, "malformed RESUME reply");
     return 1;
   }
-  *direct_port = rep.quic_direct_port;
+  if (direct_port) *direct_port = rep.quic_direct_port;
   /* Everything the server sent that we missed comes first; read it all
    * before re-sending, so neither side can block the other writing. */
   size_t missing = (size_t)(rep.tx_bytes - rx);
@@ -1698,6 +1686,18 @@ static int resume_on(rgpu_client *c, rgpu_conn *nc, uint64_t rx, double deadline
   return 0;
 }
 
+/* The session goes on over nc, whose RESUME (resume_on) found the client
+ * rx server bytes in.  Client and write locks held. */
+static void client_take_conn_locked(rgpu_client *c, rgpu_conn *nc, uint64_t rx) {
+  ASSERT_CLIENT_LOCK(c);
+  ASSERT_WRITE_LOCK(c);
+  c->conn = nc;
+  client_apply_spin(c);
+  c->broken = 0;
+  c->rx_count = c->rx_frame_start = rx;
+  c->rx_acked = rx;
+}
+
 /* Moves the session to the worker's own QUIC port (issue 21,
  * server/rgpu_quic_direct.h): RESUME on a new connection there, which the
  * worker takes as the session's connection; the relayed one then ends.
@@ -1732,14 +1732,10 @@ static void client_go_direct_locked(rgpu_client *c, uint16_t port) {
   if (rc == 0) {
     /* Between calls: every frame read is read whole. */
     uint64_t rx = c->rx_count;
-    uint16_t again = 0;
-    rc = resume_on(c, nc, rx, t0 + to / 1000.0, msg, sizeof msg, &again);
+    rc = resume_on(c, nc, rx, t0 + to / 1000.0, msg, sizeof msg, NULL);
     if (rc == 0) {
       rgpu_conn *old = c->conn;
-      c->conn = nc;
-      client_apply_spin(c);
-      c->rx_count = c->rx_frame_start = rx;
-      c->rx_acked = rx;
+      client_take_conn_locked(c, nc, rx);
       c->direct_moves++;
       /* The worker dropped it when it took nc: nothing on it is awaited. */
       rgpu_conn_abort(old);
@@ -1791,11 +1787,7 @@ static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx)
       uint16_t direct_port = 0;
       rc = resume_on(c, nc, rx, deadline, msg, sizeof msg, &direct_port);
       if (rc == 0) {
-        c->conn = nc;
-        client_apply_spin(c);
-        c->broken = 0;
-        c->rx_count = c->rx_frame_start = rx;
-        c->rx_acked = rx;
+        client_take_conn_locked(c, nc, rx);
         c->resumes++;
         RGPU_WARN("resumed session %llu after %.1f s (%d attempt%s; re-sent %llu bytes, %llu "
                   "bytes replayed by the server)",

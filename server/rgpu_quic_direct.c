@@ -36,7 +36,6 @@ struct rgpu_quic_direct {
   uint64_t ready_rx;
   rgpu_conn *lanes[DIRECT_MAX_LANES];
   int nlanes;
-  const rgpu_conn *adopted; /* the direct conn the session runs on (identity only) */
 };
 
 static void notify(struct rgpu_quic_direct *d) {
@@ -44,34 +43,11 @@ static void notify(struct rgpu_quic_direct *d) {
   (void)!write(d->notify_fd, &one, sizeof one);
 }
 
-/* Reads exactly n bytes within the deadline (ns), or fails. */
-static int read_until(struct rgpu_quic_direct *d, rgpu_conn *c, uint8_t *p, size_t n,
-                      uint64_t deadline) {
-  size_t got = 0;
-  while (got < n) {
-    uint64_t now = rgpu_clock_ns();
-    if (now >= deadline) return RGPU_T_ETIMEDOUT;
-    int ms = (int)((deadline - now) / 1000000ull) + 1;
-    int w = rgpu_conn_wait_input(c, d->stop_fd, ms);
-    if (w == 2) return RGPU_T_ECLOSED;
-    if (w == 0) continue;
-    ssize_t r = rgpu_conn_read_some(c, p + got, n - got);
-    if (r == 0) return RGPU_T_ECLOSED;
-    if (r < 0) return (int)r;
-    got += (size_t)r;
-  }
-  return 0;
-}
-
 /* A refusal the client reads as RESUME's failure (it then stays on the
  * relay). */
 static void refuse(rgpu_conn *c, const char *why) {
-  rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, RGPU_OP_RESUME, (uint32_t)strlen(why),
-                      CUDA_ERROR_DEVICE_UNAVAILABLE, 0};
-  uint8_t hdr[RGPU_FRAME_HDR_SIZE];
-  rgpu_frame_hdr_encode(hdr, &h);
-  struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)why, strlen(why)}};
-  rgpu_conn_writev_all(c, iov, 2);
+  rgpu_worker_write_reply_oob(c, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, why, strlen(why),
+                              NULL, 0);
   rgpu_conn_shutdown(c);
 }
 
@@ -79,7 +55,7 @@ static void refuse(rgpu_conn *c, const char *why) {
 static int check_resume(struct rgpu_quic_direct *d, rgpu_conn *c, uint64_t *rx) {
   uint64_t deadline = rgpu_clock_ns() + (uint64_t)RGPU_QUIC_DIRECT_RESUME_MS * 1000000ull;
   uint8_t hdr[RGPU_FRAME_HDR_SIZE];
-  if (read_until(d, c, hdr, sizeof hdr, deadline)) return 0;
+  if (rgpu_conn_read_exact_by(c, hdr, sizeof hdr, d->stop_fd, deadline)) return 0;
   rgpu_frame_hdr h;
   if (rgpu_frame_hdr_decode(hdr, 1024, &h) || h.kind != RGPU_KIND_REQUEST ||
       h.opcode != RGPU_OP_RESUME) {
@@ -87,7 +63,7 @@ static int check_resume(struct rgpu_quic_direct *d, rgpu_conn *c, uint64_t *rx) 
     return 0;
   }
   uint8_t pay[1024];
-  if (read_until(d, c, pay, h.length, deadline)) return 0;
+  if (rgpu_conn_read_exact_by(c, pay, h.length, d->stop_fd, deadline)) return 0;
   rgpu_msg_resume_req q;
   /* Constant time: the token is the session's only secret. */
   unsigned diff = 1;
@@ -235,7 +211,6 @@ int rgpu_quic_direct_take(rgpu_worker *w, rgpu_conn **conn, uint64_t *rx_bytes) 
   rgpu_conn *c = d->ready;
   *rx_bytes = d->ready_rx;
   d->ready = NULL;
-  if (c) d->adopted = c;
   pthread_mutex_unlock(&d->mu);
   if (!c) return 0;
   /* The accept thread has ended (it made c); join it now. */
@@ -275,14 +250,6 @@ int rgpu_quic_direct_conn_waiting(rgpu_worker *w) {
 
 void rgpu_quic_direct_watch(rgpu_worker *w, rgpu_conn *conn) {
   if (w->direct) rgpu_conn_set_stream_handler(conn, lane_arrived, w->direct);
-}
-
-int rgpu_quic_direct_is_direct(const rgpu_worker *w, const rgpu_conn *conn) {
-  if (!w->direct || !conn) return 0;
-  pthread_mutex_lock(&w->direct->mu);
-  int is = w->direct->adopted == conn;
-  pthread_mutex_unlock(&w->direct->mu);
-  return is;
 }
 
 void rgpu_quic_direct_free(rgpu_worker *w) {

@@ -55,9 +55,6 @@ int rgpu_quic_direct_conn_waiting(rgpu_worker *w);
  * bulk lanes (rgpu_quic_direct_take_lane). */
 void rgpu_quic_direct_watch(rgpu_worker *w, rgpu_conn *conn);
 
-/* Whether conn came from rgpu_quic_direct_take. */
-int rgpu_quic_direct_is_direct(const rgpu_worker *w, const rgpu_conn *conn);
-
 /* Session end: the accept thread stops, waiting conns are closed.  After
  * every direct conn has been closed (their I/O threads call into this
  * state). */

@@ -638,6 +638,14 @@ static int worker_conn_spins(const rgpu_conn *c) {
  * step between request and reply beyond the GPU's time on the H200 host
  * (a 64-byte call's whole round trip costs 0.04 ms). */
 
+/* Whether a job's reply is pending, or left less than window_ns ago: the
+ * client's next request is due soon (await_frame_awake, direct_stay_awake). */
+static int reply_keeps_awake(rgpu_worker *w, uint64_t now, uint64_t window_ns) {
+  int pending = __atomic_load_n(&w->jobs.replies_pending, __ATOMIC_RELAXED) > 0;
+  uint64_t last = __atomic_load_n(&w->jobs.last_reply_ns, __ATOMIC_RELAXED);
+  return pending || last > now || now - last < window_ns; /* last > now: a reply just left */
+}
+
 static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
   int fd = rgpu_conn_poll_fd(c);
   /* The longer wait only where CPUs are to spare: on softgpu with two
@@ -651,10 +659,7 @@ static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
   for (;;) {
     if (rgpu_spin_readable(fd, w->spin_us)) return;
     uint64_t now = rgpu_clock_ns();
-    if (now >= cap) return;
-    int pending = __atomic_load_n(&w->jobs.replies_pending, __ATOMIC_RELAXED) > 0;
-    uint64_t last = __atomic_load_n(&w->jobs.last_reply_ns, __ATOMIC_RELAXED);
-    if (!pending && last <= now && now - last >= window) return; /* last > now: a reply just left */
+    if (now >= cap || !reply_keeps_awake(w, now, window)) return;
   }
 }
 
@@ -666,13 +671,9 @@ static void await_frame_awake(rgpu_worker *w, rgpu_conn *c) {
  * while the budget stayed at the plain 200 us. */
 static void direct_stay_awake(rgpu_worker *w, rgpu_conn *c) {
   unsigned us = w->spin_us_direct;
-  if (us && rgpu_spin_spare_cpus()) {
-    uint64_t now = rgpu_clock_ns();
-    int pending = __atomic_load_n(&w->jobs.replies_pending, __ATOMIC_RELAXED) > 0;
-    uint64_t last = __atomic_load_n(&w->jobs.last_reply_ns, __ATOMIC_RELAXED);
-    if (pending || last > now || now - last < (uint64_t)us * RGPU_NS_PER_US)
-      us = RGPU_SPIN_ANSWER_US;
-  }
+  if (us && rgpu_spin_spare_cpus() &&
+      reply_keeps_awake(w, rgpu_clock_ns(), (uint64_t)us * RGPU_NS_PER_US))
+    us = RGPU_SPIN_ANSWER_US;
   if (us != w->direct_poll_us) {
     rgpu_conn_set_poll_us(c, us);
     w->direct_poll_us = us;
@@ -760,10 +761,8 @@ static int ctl_recv(rgpu_worker *w, rgpu_ctl_msg *m) {
   }
 }
 
-/* A reply frame written straight to c, outside the session's byte stream
- * (RESUME's reply is not counted by either side). */
-static int write_reply_oob(rgpu_conn *c, uint16_t op, uint32_t status, const void *p, size_t n,
-                           const void *tail, size_t tail_len) {
+int rgpu_worker_write_reply_oob(rgpu_conn *c, uint16_t op, uint32_t status, const void *p,
+                                size_t n, const void *tail, size_t tail_len) {
   rgpu_frame_hdr h = {RGPU_PROTO_VERSION, RGPU_KIND_REPLY, op, (uint32_t)n, status, 0};
   uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   rgpu_frame_hdr_encode(hdr, &h);
@@ -820,7 +819,7 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb, int
                      "%llu..%llu",
                      (unsigned long long)w->cfg.session_id, (unsigned long long)rx,
                      (unsigned long long)w->replay.base, (unsigned long long)w->replay.total);
-    write_reply_oob(nc, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, msg, (size_t)m, NULL, 0);
+    rgpu_worker_write_reply_oob(nc, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, msg, (size_t)m, NULL, 0);
     pthread_mutex_unlock(&w->write_lock);
     RGPU_WARN("session=%llu event=resume-failed %s", (unsigned long long)w->cfg.session_id, msg);
     rgpu_conn_shutdown(nc);
@@ -852,7 +851,7 @@ static int adopt_conn(rgpu_worker *w, rgpu_conn *nc, uint64_t rx, rdbuf *rb, int
                              .quic_direct_port =
                                  direct ? 0 : rgpu_quic_direct_offer(w, w->client_caps)};
   rgpu_msg_resume_rep_encode(&b, &rep);
-  int rc = write_reply_oob(nc, RGPU_OP_RESUME, 0, b.data, b.len, p, n);
+  int rc = rgpu_worker_write_reply_oob(nc, RGPU_OP_RESUME, 0, b.data, b.len, p, n);
   rgpu_buf_free(&b);
   if (rc) w->write_failed = 1;
   if (!direct) w->replay.resumes++;
@@ -939,7 +938,7 @@ static int handle_ctl(rgpu_worker *w, rdbuf *rb) {
       return 0;
     }
     if (!resumable(w)) {
-      write_reply_oob(nc, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, "session not resumable",
+      rgpu_worker_write_reply_oob(nc, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, "session not resumable",
                       21, NULL, 0);
       rgpu_conn_close(nc);
       return 0;
@@ -1072,7 +1071,7 @@ static int resume_handoff(rgpu_worker *w, rgpu_conn *c, const void *payload, siz
     }
   }
   RGPU_INFO("peer=%s event=resume-refused reason=\"%s\"", w->cfg.peer, why);
-  write_reply_oob(c, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, why, strlen(why), NULL, 0);
+  rgpu_worker_write_reply_oob(c, RGPU_OP_RESUME, CUDA_ERROR_DEVICE_UNAVAILABLE, why, strlen(why), NULL, 0);
   w->end_reason = "resume-refused";
   return 0;
 }

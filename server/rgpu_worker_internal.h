@@ -225,6 +225,12 @@ void rgpu_jobs_barrier(rgpu_worker *w, const void *ref);
  * 0: go on; RGPU_T_ECLOSED: the client is gone; -1: nothing more can be read
  * ahead (no connection, the read buffer full, a frame too large for it). */
 int rgpu_worker_read_ahead(rgpu_worker *w, int wake_fd);
+/* A reply frame written straight to c, outside the session's byte stream
+ * (RESUME's reply is not counted by either side; a direct QUIC port's
+ * refusal is not part of any session): header, payload p, optional
+ * tail.  The transport's result. */
+int rgpu_worker_write_reply_oob(rgpu_conn *c, uint16_t op, uint32_t status, const void *p,
+                                size_t n, const void *tail, size_t tail_len);
 /* Ends the completion threads (after rgpu_jobs_barrier(w, NULL)). */
 void rgpu_jobs_stop(rgpu_worker *w);
 /* Sends frames on the connection under the write lock. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "rgpu_array.h"
+#include "rgpu_clock.h"
 
 int rgpu_t_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
@@ -235,6 +236,25 @@ int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len) {
         snprintf(c->errmsg, sizeof c->errmsg, "%s peer %s closed the connection", c->name, c->peer);
       return RGPU_T_ECLOSED;
     }
+    if (r < 0) return (int)r;
+    p += r;
+    len -= (size_t)r;
+  }
+  return 0;
+}
+
+int rgpu_conn_read_exact_by(rgpu_conn *c, void *buf, size_t len, int stop_fd,
+                            uint64_t deadline_ns) {
+  uint8_t *p = buf;
+  while (len) {
+    uint64_t now = rgpu_clock_ns();
+    if (now >= deadline_ns) return RGPU_T_ETIMEDOUT;
+    int ms = (int)((deadline_ns - now + 999999) / 1000000);
+    int w = rgpu_conn_wait_input(c, stop_fd, ms);
+    if (w == 2) return RGPU_T_ECLOSED;
+    if (w == 0) continue; /* the deadline decides */
+    ssize_t r = rgpu_conn_read_some(c, p, len);
+    if (r == 0) return RGPU_T_ECLOSED;
     if (r < 0) return (int)r;
     p += r;
     len -= (size_t)r;

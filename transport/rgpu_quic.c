@@ -450,6 +450,13 @@ static int cid_add(qconn *q, const ngtcp2_cid *cid) {
   return 0;
 }
 
+/* Whether dcid is one of q's connection IDs (server demux). */
+static int cid_known(const qconn *q, const uint8_t *dcid, size_t dcidlen) {
+  for (int i = 0; i < q->ncids; i++)
+    if (q->cids[i].datalen == dcidlen && !memcmp(q->cids[i].data, dcid, dcidlen)) return 1;
+  return 0;
+}
+
 static void cid_remove(qconn *q, const ngtcp2_cid *cid) {
   for (int i = 0; i < q->ncids; i++) {
     if (q->cids[i].datalen == cid->datalen && !memcmp(q->cids[i].data, cid->data, cid->datalen)) {
@@ -1668,11 +1675,8 @@ static void ev_drain(int fd) {
  * (a second client's Initial, junk) are not q's. */
 static int q_owns_packet(const qconn *q, const uint8_t *pkt, size_t len) {
   ngtcp2_version_cid vc;
-  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) != 0) return 0;
-  for (int i = 0; i < q->ncids; i++)
-    if (q->cids[i].datalen == vc.dcidlen && !memcmp(q->cids[i].data, vc.dcid, vc.dcidlen))
-      return 1;
-  return 0;
+  return ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) == 0 &&
+         cid_known(q, vc.dcid, vc.dcidlen);
 }
 
 static void client_pkt(void *ctx, const struct sockaddr *local, socklen_t locallen,
@@ -2955,8 +2959,7 @@ void rgpu_conn_set_stream_handler(rgpu_conn *c, void (*fn)(void *ctx, rgpu_conn 
 
 static qconn *server_find(qserver *sv, const uint8_t *dcid, size_t dcidlen) {
   for (qconn *q = sv->conns; q; q = q->next)
-    for (int i = 0; i < q->ncids; i++)
-      if (q->cids[i].datalen == dcidlen && !memcmp(q->cids[i].data, dcid, dcidlen)) return q;
+    if (cid_known(q, dcid, dcidlen)) return q;
   return NULL;
 }
 

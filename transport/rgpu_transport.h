@@ -127,6 +127,10 @@ int rgpu_conn_writev_all_reading(rgpu_conn *c, const struct iovec *iov, int iovc
                                  int (*on_readable)(void *ctx), void *ctx);
 /* Reads exactly len bytes; returns 0, RGPU_T_ECLOSED on EOF, or RGPU_T_E*. */
 int rgpu_conn_read_exact(rgpu_conn *c, void *buf, size_t len);
+/* The same, done by deadline_ns (rgpu_clock_ns) or RGPU_T_ETIMEDOUT, and
+ * RGPU_T_ECLOSED as soon as stop_fd (-1: none) polls readable. */
+int rgpu_conn_read_exact_by(rgpu_conn *c, void *buf, size_t len, int stop_fd,
+                            uint64_t deadline_ns);
 /* Reads what is available, blocking for at least one byte; >0 bytes read,
  * 0 on orderly EOF, <0 RGPU_T_E*. */
 ssize_t rgpu_conn_read_some(rgpu_conn *c, void *buf, size_t len);
