@@ -370,6 +370,45 @@ cudaError_t rgpu_rt_launch(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, 
 cudaError_t rgpu_rt_symbol(rgpu_client *c, const void *symbol, uint64_t *dptr, size_t *size);
 /* Drops everything loaded on a device (after cudaDeviceReset). */
 void rgpu_rt_modules_forget_device(int dev);
+/* What the driver facade needs to use a registered kernel as a CUfunction
+ * (cudaGetFuncBySymbol, a cudaKernel_t passed to cuLaunchKernel): f's
+ * module loaded on dev, its server id and f's device name, with the
+ * attributes cudaFuncSetAttribute recorded queued ahead (the driver
+ * launch that follows needs them on the server).  No cudart lock held;
+ * errors returned, not recorded. */
+cudaError_t rgpu_rt_func_server_ref(rgpu_client *c, rgpu_rt_func *f, int dev, uint64_t *module_id,
+                                    const char **name);
+/* The device (mangled) name f was registered with. */
+const char *rgpu_rt_func_name(const rgpu_rt_func *f);
+/* cudaFuncAttributeMaxDynamicSharedMemorySize as recorded (-1: unset). */
+int rgpu_rt_func_max_dyn_shmem(const rgpu_rt_func *f);
+/* p itself when it is a function record (a cudaKernel_t from
+ * cudaGetKernel), NULL for anything else, host stubs included: a lookup,
+ * p is never read. */
+rgpu_rt_func *rgpu_rt_func_record(const void *p);
+/* The driver set an attribute of the CUfunction cudaGetFuncBySymbol gave
+ * (cuFuncSetAttribute): the runtime's launches of f follow it.  attr is a
+ * CUfunction_attribute; only the two the runtime records are kept. */
+void rgpu_rt_func_note_attr(rgpu_rt_func *f, int attr, int value);
+
+/* ---- a library's kernel in runtime calls (rgpu_cudart_library.c) ------- */
+
+/* 1 when func is no registered kernel but a driver object a runtime call
+ * takes as a kernel: a cudaKernel_t of cudaLibraryGetKernel (or a
+ * CUfunction cast to it).  The calls below do what the runtime call does,
+ * through the driver facade, and return the error recorded. */
+int rgpu_rt_is_driver_function(const void *func);
+cudaError_t rgpu_rt_driver_launch(const void *func, dim3 grid, dim3 block, void **args,
+                                  size_t shmem, cudaStream_t stream, int per_thread,
+                                  int cooperative, const unsigned cluster[3]);
+cudaError_t rgpu_rt_driver_func_attributes(struct cudaFuncAttributes *attr, const void *func);
+cudaError_t rgpu_rt_driver_func_set_attribute(const void *func, enum cudaFuncAttribute attr,
+                                              int value);
+cudaError_t rgpu_rt_driver_func_name(const char **name, const void *func);
+cudaError_t rgpu_rt_driver_func_param_info(const void *func, size_t index, size_t *offset,
+                                           size_t *size);
+cudaError_t rgpu_rt_driver_occupancy(int *numBlocks, const void *func, int blockSize,
+                                     size_t smem, unsigned flags);
 
 /* ---- memory (rgpu_cudart_memory.c) ------------------------------------- */
 

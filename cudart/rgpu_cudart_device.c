@@ -615,7 +615,8 @@ RGPU_API cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig) 
 
 RGPU_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig) {
   rgpu_rt_count_call();
-  if (!rgpu_rt_func_by_stub(func)) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  if (!rgpu_rt_func_by_stub(func) && !rgpu_rt_is_driver_function(func))
+    return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   if ((unsigned)cacheConfig > (unsigned)cudaFuncCachePreferEqual)
     return rgpu_rt_ret(cudaErrorInvalidValue);
   return cudaSuccess;

@@ -30,6 +30,11 @@ typedef struct {
   uint32_t nparams;
   uint32_t *offsets;
   void **argv; /* pointers into op.launch.params */
+  /* kernel nodes: cudaGraphKernelNodeSetAttribute's values, owned (hints
+   * kept for Get and Copy; rgpu_cudart_graph_model.c says why they are
+   * not sent) */
+  cudaLaunchAttribute *kattrs;
+  size_t nkattrs;
   /* child graph: an owned clone */
   cudaGraph_t child;
   /* memory alloc and free nodes (rgpu_cudart_graph_mem.c): the block, and

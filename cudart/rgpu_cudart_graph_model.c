@@ -46,8 +46,11 @@ void node_params_free(node_params *p) {
   }
   free(p->offsets);
   free(p->argv);
+  free(p->kattrs);
   p->offsets = NULL;
   p->argv = NULL;
+  p->kattrs = NULL;
+  p->nkattrs = 0;
   if (p->child) cudaGraphDestroy(p->child);
   p->child = NULL;
 }
@@ -60,6 +63,14 @@ cudaError_t node_params_copy(node_params *dst, const node_params *src) {
   dst->offsets = NULL;
   dst->argv = NULL;
   dst->child = NULL;
+  dst->kattrs = NULL;
+  dst->nkattrs = 0;
+  if (src->nkattrs) {
+    dst->kattrs = malloc(src->nkattrs * sizeof *dst->kattrs);
+    if (!dst->kattrs) return cudaErrorMemoryAllocation;
+    memcpy(dst->kattrs, src->kattrs, src->nkattrs * sizeof *dst->kattrs);
+    dst->nkattrs = src->nkattrs;
+  }
   if (node_params_is_lib(src)) {
     dst->op.lib.args = malloc(src->op.lib.args_len ? src->op.lib.args_len : 1);
     if (!dst->op.lib.args) return cudaErrorMemoryAllocation;
@@ -112,19 +123,30 @@ cudaError_t node_params_kernel(node_params *p, const struct cudaKernelNodeParams
     return cudaErrorNotSupported;
   }
   rgpu_rt_func *f = rgpu_rt_func_by_stub(kp->func);
-  if (!f) return cudaErrorInvalidDeviceFunction;
+  int library_kernel = !f && rgpu_rt_is_driver_function(kp->func);
+  if (!f && !library_kernel) return cudaErrorInvalidDeviceFunction;
   /* The launch path's own checks and packing, without sending: a kernel
    * node is exactly the operation a launch on the legacy stream would be.
-   * rgpu_rt_launch_with counts the call and connects, as the launch did. */
+   * rgpu_rt_launch_with counts the call and connects, as the launch did;
+   * a library's cudaKernel_t goes through the driver's launch path. */
   node_params np;
   memset(&np, 0, sizeof np); /* freed below also when the launch fails before the copy */
-  cudaError_t e = rgpu_rt_launch_with(f, kp->gridDim, kp->blockDim, kp->kernelParams,
-                                      kp->sharedMemBytes, NULL, 0, copy_launch, &np);
+  cudaError_t e =
+      library_kernel
+          ? rgpu_rt_driver_launch_with(kp->func, kp->gridDim, kp->blockDim, kp->kernelParams,
+                                       kp->sharedMemBytes, copy_launch, &np)
+          : rgpu_rt_launch_with(f, kp->gridDim, kp->blockDim, kp->kernelParams,
+                                kp->sharedMemBytes, NULL, 0, copy_launch, &np);
   if (e != cudaSuccess) {
     node_params_free(&np);
     return e;
   }
   np.func = kp->func;
+  /* New parameters keep the node's attributes. */
+  np.kattrs = p->kattrs;
+  np.nkattrs = p->nkattrs;
+  p->kattrs = NULL;
+  p->nkattrs = 0;
   node_params_free(p);
   *p = np;
   return cudaSuccess;
@@ -662,6 +684,114 @@ static cudaError_t set_Host(node_params *p, const struct cudaHostNodeParams *in)
     return rgpu_rt_ret(e);                                                                       \
   }
 #include "rgpu_graph_node_params.def"
+
+/* ---- kernel node attributes ----------------------------------------------- */
+
+/* What a kernel node runs with on the server is its launch (function,
+ * grid, block, shared memory, parameters).  Attributes that only hint (the
+ * L2 access policy window of the L2-persistence recipes, priority,
+ * synchronization policy, memory-sync domains, the carveout and cluster
+ * scheduling preferences) change no result: they are kept on the node for
+ * Get and Copy and not sent, the rule cudaLaunchKernelEx follows
+ * (rgpu_cudart_launch_ex.c).  One that would change how the kernel runs
+ * (cooperative, a cluster shape, programmatic or completion events, a
+ * device-updatable node) is cudaErrorNotSupported, logged once, unless it
+ * asks for the default. */
+static cudaError_t kernel_attr_check(cudaLaunchAttributeID id, const cudaLaunchAttributeValue *v) {
+  switch (id) {
+  case cudaLaunchAttributeAccessPolicyWindow:
+  case cudaLaunchAttributeSynchronizationPolicy:
+  case cudaLaunchAttributePriority:
+  case cudaLaunchAttributeMemSyncDomainMap:
+  case cudaLaunchAttributeMemSyncDomain:
+  case cudaLaunchAttributePreferredSharedMemoryCarveout:
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+  case cudaLaunchAttributePreferredClusterDimension:
+    return cudaSuccess;
+  case cudaLaunchAttributeCooperative:
+    if (!v->cooperative) return cudaSuccess;
+    break;
+  case cudaLaunchAttributeClusterDimension:
+    if (v->clusterDim.x <= 1 && v->clusterDim.y <= 1 && v->clusterDim.z <= 1) return cudaSuccess;
+    break;
+  case cudaLaunchAttributeDeviceUpdatableKernelNode:
+    if (!v->deviceUpdatableKernelNode.deviceUpdatable) return cudaSuccess;
+    break;
+  case cudaLaunchAttributeProgrammaticStreamSerialization:
+    /* Only allows the next kernel to start early: no result changes. */
+    return cudaSuccess;
+  case cudaLaunchAttributeProgrammaticEvent:
+  case cudaLaunchAttributeLaunchCompletionEvent:
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  static int logged;
+  if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+    RGPU_WARN("cudaGraphKernelNodeSetAttribute(%d): rgpu's graph kernel nodes do not take this "
+              "attribute; cudaErrorNotSupported",
+              (int)id);
+  return cudaErrorNotSupported;
+}
+
+RGPU_API cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode,
+                                                     cudaKernelNodeAttrID attr,
+                                                     const cudaKernelNodeAttrValue *value) {
+  rgpu_rt_count_call();
+  cudaError_t e = want_type(hNode, cudaGraphNodeTypeKernel);
+  if (e == cudaSuccess && !value) e = cudaErrorInvalidValue;
+  if (e == cudaSuccess) e = kernel_attr_check(attr, value);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  node_params *p = &hNode->p;
+  for (size_t i = 0; i < p->nkattrs; i++)
+    if (p->kattrs[i].id == attr) {
+      p->kattrs[i].val = *value;
+      return cudaSuccess;
+    }
+  cudaLaunchAttribute *grown = realloc(p->kattrs, (p->nkattrs + 1) * sizeof *grown);
+  if (!grown) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+  p->kattrs = grown;
+  memset(&p->kattrs[p->nkattrs], 0, sizeof *p->kattrs);
+  p->kattrs[p->nkattrs].id = attr;
+  p->kattrs[p->nkattrs].val = *value;
+  p->nkattrs++;
+  return cudaSuccess;
+}
+
+/* An attribute never set reads as its default: all zeros. */
+RGPU_API cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode,
+                                                     cudaKernelNodeAttrID attr,
+                                                     cudaKernelNodeAttrValue *value_out) {
+  rgpu_rt_count_call();
+  cudaError_t e = want_type(hNode, cudaGraphNodeTypeKernel);
+  if (e == cudaSuccess && !value_out) e = cudaErrorInvalidValue;
+  if (e == cudaSuccess && (int)attr <= 0) e = cudaErrorInvalidValue;
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  memset(value_out, 0, sizeof *value_out);
+  const node_params *p = &hNode->p;
+  for (size_t i = 0; i < p->nkattrs; i++)
+    if (p->kattrs[i].id == attr) *value_out = p->kattrs[i].val;
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc) {
+  rgpu_rt_count_call();
+  cudaError_t e = want_type(hDst, cudaGraphNodeTypeKernel);
+  if (e == cudaSuccess) e = want_type(hSrc, cudaGraphNodeTypeKernel);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  if (hDst == hSrc) return cudaSuccess;
+  cudaLaunchAttribute *copy = NULL;
+  size_t n = hSrc->p.nkattrs;
+  if (n) {
+    copy = malloc(n * sizeof *copy);
+    if (!copy) return rgpu_rt_ret(cudaErrorMemoryAllocation);
+    memcpy(copy, hSrc->p.kattrs, n * sizeof *copy);
+  }
+  free(hDst->p.kattrs);
+  hDst->p.kattrs = copy;
+  hDst->p.nkattrs = n;
+  return cudaSuccess;
+}
 
 RGPU_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst,
                                                     const void *src, size_t count,

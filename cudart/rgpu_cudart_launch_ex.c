@@ -106,6 +106,9 @@ static cudaError_t launch_by_stub(const void *func, dim3 grid, dim3 block, void 
                                   size_t shmem, cudaStream_t stream, int per_thread,
                                   int cooperative, const unsigned cluster[3]) {
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func))
+    return rgpu_rt_driver_launch(func, grid, block, args, shmem, stream, per_thread, cooperative,
+                                 cluster);
   if (!f) {
     /* CUDA 13's answer for a pointer that is no registered kernel
      * (cudaLaunchKernel's, measured on an H200). */

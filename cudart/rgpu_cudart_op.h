@@ -164,6 +164,11 @@ typedef cudaError_t (*rgpu_rt_launch_use)(rgpu_client *c, const rgpu_rt_op *op, 
 cudaError_t rgpu_rt_launch_with(rgpu_rt_func *f, dim3 grid, dim3 block, void **args, size_t shmem,
                                 cudaStream_t stream, int per_thread, rgpu_rt_launch_use use,
                                 void *ctx);
+/* The same for a library's cudaKernel_t (rgpu_cudart_library.c: the
+ * driver facade's launch path), on the legacy stream: kernel graph nodes
+ * made from it. */
+cudaError_t rgpu_rt_driver_launch_with(const void *func, dim3 grid, dim3 block, void **args,
+                                       size_t shmem, rgpu_rt_launch_use use, void *ctx);
 /* Blocks of blockSize threads with dynamicSMemSize bytes of dynamic shared
  * memory that fit on one multiprocessor, estimated from the properties
  * (registers not counted): cudaOccupancyMaxActiveBlocksPerMultiprocessor's

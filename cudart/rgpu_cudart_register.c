@@ -670,6 +670,40 @@ static cudaError_t send_func_attrs(rgpu_client *c, rgpu_rt_func *f, int dev, uin
   return cudaSuccess;
 }
 
+cudaError_t rgpu_rt_func_server_ref(rgpu_client *c, rgpu_rt_func *f, int dev, uint64_t *module_id,
+                                    const char **name) {
+  rgpu_rt_module *m;
+  cudaError_t e = lock_func_module(c, f, dev, &m);
+  if (e != cudaSuccess) return e;
+  uint64_t id = m->module_id;
+  rgpu_mutex_unlock(&f->fb->lock);
+  *module_id = id;
+  *name = f->name;
+  return send_func_attrs(c, f, dev, id);
+}
+
+const char *rgpu_rt_func_name(const rgpu_rt_func *f) { return f->name; }
+
+int rgpu_rt_func_max_dyn_shmem(const rgpu_rt_func *f) {
+  return __atomic_load_n(&f->max_dyn_shmem, __ATOMIC_RELAXED);
+}
+
+void rgpu_rt_func_note_attr(rgpu_rt_func *f, int attr, int value) {
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    __atomic_store_n(&f->max_dyn_shmem, value, __ATOMIC_RELAXED);
+  else if (attr == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+    __atomic_store_n(&f->carveout, value, __ATOMIC_RELAXED);
+  else
+    return;
+  /* The driver sent it to the server already; resending is harmless. */
+  __atomic_store_n(&f->attrs_module, 0, __ATOMIC_RELEASE);
+}
+
+rgpu_rt_func *rgpu_rt_func_record(const void *p) {
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(p);
+  return f == p ? f : NULL;
+}
+
 cudaError_t rgpu_rt_launch_prepare(rgpu_client *c, rgpu_rt_func *f, dim3 grid, dim3 block,
                                    void **args, size_t shmem, cudaStream_t stream, int per_thread,
                                    uint8_t *stackbuf, size_t stack_cap, uint8_t **heap,
@@ -761,40 +795,40 @@ RGPU_API cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFun
   return __cudaGetKernel(kernelPtr, entryFuncAddr);
 }
 
+/* cudaLaunchKernel's func: a registered kernel (its host stub or its
+ * cudaKernel_t), a library's cudaKernel_t (through the driver facade,
+ * rgpu_cudart_library.c), or neither. */
+static cudaError_t launch_any(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                              cudaStream_t stream, int per_thread) {
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (f) return rgpu_rt_launch(f, grid, block, args, shmem, stream, per_thread);
+  if (rgpu_rt_is_driver_function(func))
+    return rgpu_rt_driver_launch(func, grid, block, args, shmem, stream, per_thread, 0, NULL);
+  /* CUDA 13 answers a pointer that is no kernel with
+   * cudaErrorInvalidResourceHandle (measured on an H200), not
+   * cudaErrorInvalidDeviceFunction as older releases did. */
+  rgpu_rt_count_call();
+  return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
+}
+
 RGPU_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                         void **args, size_t sharedMem, cudaStream_t stream) {
-  return rgpu_rt_launch((rgpu_rt_func *)kernel, gridDim, blockDim, args, sharedMem, stream, 0);
+  return launch_any(kernel, gridDim, blockDim, args, sharedMem, stream, 0);
 }
 
 RGPU_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                              void **args, size_t sharedMem, cudaStream_t stream) {
-  return rgpu_rt_launch((rgpu_rt_func *)kernel, gridDim, blockDim, args, sharedMem, stream, 1);
+  return launch_any(kernel, gridDim, blockDim, args, sharedMem, stream, 1);
 }
 
 RGPU_API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                       size_t sharedMem, cudaStream_t stream) {
-  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
-  if (!f) {
-    /* CUDA 13 answers a pointer that is no registered kernel with
-     * cudaErrorInvalidResourceHandle (measured on an H200), not
-     * cudaErrorInvalidDeviceFunction as older releases did. */
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  }
-  return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 0);
+  return launch_any(func, gridDim, blockDim, args, sharedMem, stream, 0);
 }
 
 RGPU_API_PTSZ(cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
                                                 void **args, size_t sharedMem, cudaStream_t stream)) {
-  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
-  if (!f) {
-    /* CUDA 13 answers a pointer that is no registered kernel with
-     * cudaErrorInvalidResourceHandle (measured on an H200), not
-     * cudaErrorInvalidDeviceFunction as older releases did. */
-    rgpu_rt_count_call();
-    return rgpu_rt_ret(cudaErrorInvalidResourceHandle);
-  }
-  return rgpu_rt_launch(f, gridDim, blockDim, args, sharedMem, stream, 1);
+  return launch_any(func, gridDim, blockDim, args, sharedMem, stream, 1);
 }
 
 /* ---- function attributes ------------------------------------------------ */
@@ -805,6 +839,7 @@ RGPU_API cudaError_t cudaFuncGetName(const char **name, const void *func) {
   rgpu_rt_count_call();
   if (!name) return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func)) return rgpu_rt_driver_func_name(name, func);
   if (!f || !f->name) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   *name = f->name;
   return cudaSuccess;
@@ -819,6 +854,8 @@ RGPU_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex,
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func))
+    return rgpu_rt_driver_func_param_info(func, paramIndex, paramOffset, paramSize);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   rgpu_rt_module *m;
   if ((e = lock_func_module(c, f, rgpu_rt_current_device(), &m)) != cudaSuccess)
@@ -835,6 +872,7 @@ RGPU_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, cons
   if (e != cudaSuccess) return e;
   if (!attr) return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func)) return rgpu_rt_driver_func_attributes(attr, func);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   int dev = rgpu_rt_current_device();
   uint64_t module_id;
@@ -880,6 +918,8 @@ RGPU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func))
+    return rgpu_rt_driver_func_set_attribute(func, attr, value);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   rgpu_rt_device *d;
   e = rgpu_rt_device_get(c, rgpu_rt_current_device(), &d);
@@ -1019,6 +1059,8 @@ static cudaError_t max_active_blocks(int *numBlocks, const void *func, int block
   if (e != cudaSuccess) return e;
   if (!numBlocks || blockSize <= 0) return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func))
+    return rgpu_rt_driver_occupancy(numBlocks, func, blockSize, dynamicSMemSize, flags);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   e = rgpu_rt_occupancy(c, f, rgpu_rt_current_device(), blockSize, dynamicSMemSize, flags,
                         numBlocks);

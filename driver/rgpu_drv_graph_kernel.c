@@ -189,3 +189,23 @@ RGPU_DRV CUresult rgpu_drv_cuGraphExecKernelNodeSetParams(
     CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams) {
   return exec_set_kernel_node(hGraphExec, hNode, nodeParams, NULL);
 }
+
+/* Kernel node attributes are the runtime's (rgpu_cudart_graph_model.c):
+ * CUkernelNodeAttrID and its value union are cudaKernelNodeAttrID's. */
+RGPU_DRV CUresult rgpu_drv_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                                        CUkernelNodeAttrValue *value_out) {
+  return RGPU_DRV_RT(cudaGraphKernelNodeGetAttribute(
+      (cudaGraphNode_t)hNode, (cudaKernelNodeAttrID)attr, (cudaKernelNodeAttrValue *)value_out));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                                        const CUkernelNodeAttrValue *value) {
+  return RGPU_DRV_RT(cudaGraphKernelNodeSetAttribute((cudaGraphNode_t)hNode,
+                                                     (cudaKernelNodeAttrID)attr,
+                                                     (const cudaKernelNodeAttrValue *)value));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+  return RGPU_DRV_RT(
+      cudaGraphKernelNodeCopyAttributes((cudaGraphNode_t)dst, (cudaGraphNode_t)src));
+}

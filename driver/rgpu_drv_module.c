@@ -348,6 +348,10 @@ RGPU_DRV CUresult rgpu_drv_cuModuleLoad(CUmodule *module, const char *fname) {
 RGPU_DRV CUresult rgpu_drv_cuModuleUnload(CUmodule hmod) {
   BEGIN();
   if (!module_ok(hmod) || hmod->library) RET(CUDA_ERROR_INVALID_HANDLE);
+  /* The runtime's module (cuFuncGetModule of cudaGetFuncBySymbol's
+   * function) is the runtime's to unload: unloading it under the
+   * runtime would break every later launch of its kernels. */
+  if (hmod->runtime) RET(CUDA_ERROR_NOT_PERMITTED);
   module_release(c, hmod);
   RET(CUDA_SUCCESS);
 }
@@ -584,6 +588,12 @@ static int library_ok(const struct CUlib_st *l) {
 }
 static int kernel_ok(const struct CUkern_st *k) {
   return rgpu_drv_handle_plausible(k) && k->magic == RGPU_DRV_KERNEL_MAGIC;
+}
+/* Any CUkernel: a library's, or a registered kernel's cudaKernel_t
+ * (cudaGetKernel: CUDA lets the runtime's handle go wherever a CUkernel
+ * goes; rgpu_drv_resolve_func resolves both). */
+static int any_kernel_ok(const struct CUkern_st *k) {
+  return kernel_ok(k) || rgpu_rt_func_record(k) != NULL;
 }
 
 /* The library's module on dev, loaded now if it is not yet (a round trip
@@ -850,38 +860,130 @@ RGPU_DRV CUresult rgpu_drv_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel) 
   return CUDA_SUCCESS;
 }
 
+/* ---- the runtime's kernels as driver handles ---------------------------- */
+
+/* The runtime's modules as the driver sees them, one per (server module
+ * id, device), made the first time one of their kernels is used through
+ * the driver (cudaGetFuncBySymbol, a cudaKernel_t in cuLaunchKernel).
+ * Kept for the process, like every husk: after a device reset the runtime
+ * loads the fatbin again under a new id, and functions of the old one
+ * answer CUDA_ERROR_CONTEXT_IS_DESTROYED through its epoch.  The driver
+ * never unloads them (the runtime does). */
+static rgpu_mutex g_rt_mods_lock = RGPU_MUTEX_INITIALIZER;
+static struct CUmod_st **g_rt_mods;
+static size_t g_rt_nmods, g_rt_capmods;
+
+static CUresult runtime_module(uint64_t id, int dev, struct CUmod_st **out) {
+  rgpu_mutex_lock(&g_rt_mods_lock);
+  struct CUmod_st *m = NULL;
+  for (size_t i = 0; i < g_rt_nmods && !m; i++)
+    if (g_rt_mods[i]->id == id && g_rt_mods[i]->device == dev) m = g_rt_mods[i];
+  if (!m && RGPU_ARRAY_RESERVE(g_rt_mods, g_rt_capmods, g_rt_nmods + 1, 8) == 0 &&
+      (m = calloc(1, sizeof *m)) != NULL) {
+    m->id = id;
+    m->device = dev;
+    m->epoch = rgpu_rt_device_epoch(dev);
+    m->runtime = 1;
+    rgpu_mutex_init(&m->lock);
+    m->magic = RGPU_DRV_MODULE_MAGIC;
+    g_rt_mods[g_rt_nmods++] = m;
+  }
+  rgpu_mutex_unlock(&g_rt_mods_lock);
+  *out = m;
+  return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* A launch through the driver checks and sends what the runtime recorded
+ * for the kernel (cudaFuncSetAttribute before cudaGetFuncBySymbol, as
+ * CUTLASS's cluster launcher does): rgpu_rt_func_server_ref queued it to
+ * the server, and the limit joins the function's own here.  Returns the
+ * function's module on dev as the runtime has it now. */
+static CUresult runtime_attrs_follow(rgpu_client *c, struct CUfunc_st *f, rgpu_rt_func *rf, int dev,
+                                     uint64_t *module_id, const char **name) {
+  cudaError_t e = rgpu_rt_func_server_ref(c, rf, dev, module_id, name);
+  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
+  if (!f) return CUDA_SUCCESS;
+  int v = rgpu_rt_func_max_dyn_shmem(rf);
+  if (v > __atomic_load_n(&f->max_dyn_shmem, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&f->max_dyn_shmem, v, __ATOMIC_RELAXED);
+    f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = v;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* A registered kernel's function on dev: its module there (loaded now if
+ * the runtime has not yet), and the function looked up in it by its
+ * device name once (MODULE_GET_FUNCTION: the server answers the index the
+ * runtime launches it by). */
+static CUresult runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, struct CUfunc_st **out) {
+  uint64_t id = 0;
+  const char *name = NULL;
+  CUresult r = runtime_attrs_follow(c, NULL, rf, dev, &id, &name);
+  struct CUmod_st *m = NULL;
+  if (r == CUDA_SUCCESS) r = runtime_module(id, dev, &m);
+  if (r == CUDA_SUCCESS) r = module_function(c, m, name, out);
+  if (r != CUDA_SUCCESS) return r;
+  __atomic_store_n(&(*out)->rt_func, rf, __ATOMIC_RELEASE);
+  return runtime_attrs_follow(c, *out, rf, dev, &id, &name);
+}
+
+int rgpu_drv_is_function(const void *p) {
+  if (!rgpu_drv_handle_plausible(p)) return 0;
+  uint32_t magic = *(const uint32_t *)p;
+  return magic == RGPU_DRV_FUNC_MAGIC || magic == RGPU_DRV_KERNEL_MAGIC;
+}
+
+CUresult rgpu_drv_runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, CUfunction *out) {
+  struct CUfunc_st *f = NULL;
+  CUresult r = runtime_function(c, rf, dev, &f);
+  if (r == CUDA_SUCCESS) *out = f;
+  return r;
+}
+
 CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out) {
   if (!rgpu_drv_handle_plausible(f)) return CUDA_ERROR_INVALID_HANDLE;
   uint32_t magic = f->magic;
   if (magic == RGPU_DRV_FUNC_MAGIC) {
     CUresult r = module_live(f->module);
     if (r != CUDA_SUCCESS) return r;
+    rgpu_rt_func *rf = __atomic_load_n(&f->rt_func, __ATOMIC_ACQUIRE);
+    if (rf) {
+      uint64_t id;
+      const char *name;
+      if ((r = runtime_attrs_follow(c, f, rf, f->module->device, &id, &name)) != CUDA_SUCCESS)
+        return r;
+    }
     *out = f;
     return CUDA_SUCCESS;
   }
-  if (magic == RGPU_DRV_KERNEL_MAGIC) {
-    if (dev < 0) {
-      CUresult r = current_device(&dev);
-      if (r != CUDA_SUCCESS) return r;
-    }
-    return kernel_function(c, (struct CUkern_st *)f, dev, out);
+  rgpu_rt_func *rf = magic == RGPU_DRV_KERNEL_MAGIC ? NULL : rgpu_rt_func_record(f);
+  if (magic != RGPU_DRV_KERNEL_MAGIC && !rf) return CUDA_ERROR_INVALID_HANDLE;
+  if (dev < 0) {
+    CUresult r = current_device(&dev);
+    if (r != CUDA_SUCCESS) return r;
   }
-  return CUDA_ERROR_INVALID_HANDLE;
+  if (rf) return runtime_function(c, rf, dev, out);
+  return kernel_function(c, (struct CUkern_st *)f, dev, out);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
   BEGIN();
   if (!pFunc) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUfunc_st *f = NULL;
   CUR_DEV(dev);
-  CUresult r = kernel_function(c, kernel, dev, &f);
+  CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, dev, &f);
   if (r == CUDA_SUCCESS) *pFunc = f;
   RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetName(const char **name, CUkernel hfunc) {
   if (!name) return CUDA_ERROR_INVALID_VALUE;
+  rgpu_rt_func *rf = rgpu_rt_func_record(hfunc);
+  if (rf) {
+    *name = rgpu_rt_func_name(rf);
+    return CUDA_SUCCESS;
+  }
   if (!kernel_ok(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
   *name = hfunc->name;
   return CUDA_SUCCESS;
@@ -977,6 +1079,10 @@ static CUresult func_set_attribute(rgpu_client *c, CUfunction hfunc, CUfunction_
   rgpu_msg_func_set_attr_req q = {.module_id = f->module->id, .func_index = f->index,
                                   .attr = (int32_t)attrib, .value = value};
   rgpu_status rc = rgpu_call_func_set_attr(c, fdev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  /* One function for both APIs: the runtime's launches of a registered
+   * kernel follow what the driver set on it. */
+  rgpu_rt_func *rf = __atomic_load_n(&f->rt_func, __ATOMIC_ACQUIRE);
+  if (rc == 0 && rf) rgpu_rt_func_note_attr(rf, (int)attrib, value);
   return rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS;
 }
 
@@ -1001,7 +1107,7 @@ static CUresult check_device(rgpu_client *c, CUdevice dev) {
 RGPU_DRV CUresult rgpu_drv_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
                                        CUdevice dev) {
   BEGIN();
-  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
   CUresult r = check_device(c, dev);
   if (r == CUDA_SUCCESS) r = func_get_attribute(c, pi, attrib, (CUfunction)kernel, dev);
   RET(r);
@@ -1010,7 +1116,7 @@ RGPU_DRV CUresult rgpu_drv_cuKernelGetAttribute(int *pi, CUfunction_attribute at
 RGPU_DRV CUresult rgpu_drv_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
                                        CUdevice dev) {
   BEGIN();
-  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
   CUresult r = check_device(c, dev);
   if (r == CUDA_SUCCESS) r = func_set_attribute(c, (CUfunction)kernel, attrib, val, dev);
   RET(r);
@@ -1030,6 +1136,11 @@ RGPU_DRV CUresult rgpu_drv_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache c
 RGPU_DRV CUresult rgpu_drv_cuFuncGetName(const char **name, CUfunction hfunc) {
   if (!name) return CUDA_ERROR_INVALID_VALUE;
   if (!rgpu_drv_handle_plausible(hfunc)) return CUDA_ERROR_INVALID_HANDLE;
+  rgpu_rt_func *rf = rgpu_rt_func_record(hfunc);
+  if (rf) {
+    *name = rgpu_rt_func_name(rf);
+    return CUDA_SUCCESS;
+  }
   if (hfunc->magic == RGPU_DRV_KERNEL_MAGIC) {
     *name = ((struct CUkern_st *)hfunc)->name;
     return CUDA_SUCCESS;
@@ -1061,7 +1172,7 @@ RGPU_DRV CUresult rgpu_drv_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc) {
 RGPU_DRV CUresult rgpu_drv_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex,
                                                size_t *paramOffset, size_t *paramSize) {
   BEGIN();
-  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, -1, &f);
   if (r == CUDA_SUCCESS && rgpu_cudart_layout_param(&f->layout, paramIndex, paramOffset, paramSize))
@@ -1071,7 +1182,7 @@ RGPU_DRV CUresult rgpu_drv_cuKernelGetParamInfo(CUkernel kernel, size_t paramInd
 
 RGPU_DRV CUresult rgpu_drv_cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
   BEGIN();
-  if (!kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
   CUresult r = check_device(c, dev);
   /* A preference, as for cuFuncSetCacheConfig: checked, changes nothing. */
   if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) r = CUDA_ERROR_INVALID_VALUE;

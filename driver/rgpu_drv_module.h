@@ -15,7 +15,12 @@
  * it as a module on each device where it is first used.  A CUkernel is the
  * library's kernel by name; CUDA lets a program pass it wherever a
  * CUfunction goes, so every entry point that takes a CUfunction accepts a
- * kernel too and resolves it to its function on the current device. */
+ * kernel too and resolves it to its function on the current device.
+ *
+ * The runtime's registered kernels cross over too: cudaGetKernel's handle
+ * passes as a CUkernel, and cudaGetFuncBySymbol's CUfunction lives in a
+ * driver view of the runtime's module (runtime = 1), which the driver
+ * never unloads. */
 #ifndef RGPU_DRV_MODULE_H
 #define RGPU_DRV_MODULE_H
 
@@ -44,6 +49,9 @@ struct CUmod_st {
   int device;      /* the device it was loaded on */
   uint32_t epoch;  /* rgpu_rt_device_epoch at the load: a reset drops it */
   struct CUlib_st *library; /* the library it was loaded for, or NULL */
+  /* 1: the runtime's module of a registered fatbin, seen by the driver
+   * (runtime_module in rgpu_drv_module.c); the runtime owns and unloads it. */
+  int runtime;
   rgpu_mutex lock; /* guards funcs (a leaf lock: no round trip under it) */
   struct CUfunc_st **funcs; /* handed out by cuModuleGetFunction */
   size_t nfuncs, capfuncs;
@@ -54,6 +62,9 @@ struct CUmod_st {
 struct CUfunc_st {
   uint32_t magic;
   struct CUmod_st *module;
+  /* The registered kernel this is (cudaGetFuncBySymbol), whose recorded
+   * attributes launches follow, or NULL. */
+  rgpu_rt_func *rt_func;
   uint32_t index; /* MODULE_GET_FUNCTION's answer */
   char *name;
   rgpu_param_layout layout;
@@ -98,6 +109,14 @@ CUresult rgpu_drv_reply_ret(rgpu_client *c, int rc);
  * CUDA_ERROR_INVALID_HANDLE for a bad or released handle, or a module the
  * device dropped (reset); what the load or lookup answered. */
 CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out);
+/* 1 when p is one of this facade's CUfunction or CUkernel handles (live or
+ * released): the runtime then hands a call on it to the driver. */
+int rgpu_drv_is_function(const void *p);
+/* A registered kernel of the runtime as a CUfunction on dev
+ * (cudaGetFuncBySymbol): the runtime's module there, seen by the driver,
+ * and the function in it, which launches by the runtime's recorded
+ * attributes.  Round trips the first time; errors as CUresult. */
+CUresult rgpu_drv_runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, CUfunction *out);
 /* FUNC_GET_ATTRS once per function (then cached; cuFuncSetAttribute
  * keeps it current).  Round trip on first use. */
 CUresult rgpu_drv_func_attrs(rgpu_client *c, struct CUfunc_st *f, const int32_t **attrs);
