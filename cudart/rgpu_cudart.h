@@ -246,7 +246,9 @@ typedef struct {
   unsigned flags; /* cudaHostAlloc flags for host ranges */
 } rgpu_range;
 
-enum { RGPU_RANGE_DEVICE = 1, RGPU_RANGE_SYMBOL = 2, RGPU_RANGE_HOST = 3 };
+/* VMM: a cuMemMap'ed range made accessible (driver/rgpu_drv_vmm.c): device
+ * memory for copies and pointer queries, not cudaFree's. */
+enum { RGPU_RANGE_DEVICE = 1, RGPU_RANGE_SYMBOL = 2, RGPU_RANGE_HOST = 3, RGPU_RANGE_VMM = 4 };
 
 typedef struct {
   rgpu_mutex lock;

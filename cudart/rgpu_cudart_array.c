@@ -13,8 +13,8 @@
  * surface objects are the server driver's own handles, since a kernel
  * receives them as plain 64-bit parameters; their descriptions are kept
  * here for the Get*Desc queries.  Arrays inside CUDA graphs, mipmapped,
- * sparse and planar arrays, and resource views are reported unsupported by
- * name. */
+ * sparse and planar arrays, and resource views other than the whole array
+ * as it is are reported unsupported by name. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +25,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_unsupported.h"
+#include "rgpu_device_query.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 #include "rgpu_mutex.h"
@@ -46,6 +47,8 @@ typedef struct {
   const void *arr; /* the cudaArray_t it reads, or NULL */
   struct cudaResourceDesc res;
   struct cudaTextureDesc tex;
+  int has_view; /* created with a resource view (view) */
+  struct cudaResourceViewDesc view;
 } rgpu_rt_view;
 
 static rgpu_mutex g_lock = RGPU_MUTEX_INITIALIZER;
@@ -185,6 +188,39 @@ static cudaError_t channel_format(const struct cudaChannelFormatDesc *d, uint32_
   *channels = (uint32_t)n;
   *elem = (uint32_t)(b / 8 * n);
   return cudaSuccess;
+}
+
+/* The server driver's widest 1D linear texture of a format (DEVICE_QUERY).
+ * CUDA documents only cudaErrorInvalidValue for a bad description, so a
+ * description channel_format refuses is that. */
+RGPU_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(
+    size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!maxWidthInElements || !fmtDesc) return rgpu_rt_ret(cudaErrorInvalidValue);
+  int n = 0;
+  if ((e = rgpu_rt_device_count(c, &n)) != cudaSuccess) return rgpu_rt_ret(e);
+  if (device < 0 || device >= n) return rgpu_rt_ret(cudaErrorInvalidDevice);
+  uint32_t format, channels, elem;
+  if ((e = channel_format(fmtDesc, &format, &channels, &elem)) != cudaSuccess)
+    return rgpu_rt_ret(e == cudaErrorInvalidChannelDescriptor ? cudaErrorInvalidValue : e);
+  rgpu_client *owner = rgpu_rt_route(c, device);
+  uint32_t args[2] = {format, channels};
+  rgpu_msg_device_query_req q = {.what = RGPU_DQ_TEX1D_LINEAR_WIDTH,
+                                 .device = rgpu_rt_local_device(owner, device),
+                                 .args = {args, 2}};
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
+  rgpu_msg_device_query_rep rep;
+  memset(&rep, 0, sizeof rep);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  rgpu_status rc = rgpu_call_device_query(owner, -1, 0, &q, &rep, &r);
+  if (rc == 0 && rep.values.count != 1) rc = CUDA_ERROR_UNKNOWN; /* a malformed answer */
+  if (rc == 0) *maxWidthInElements = (size_t)rgpu_array_u64(&rep.values, 0);
+  rgpu_buf_free(&pay);
+  return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
 }
 
 /* ---- arrays ------------------------------------------------------------------ */
@@ -721,6 +757,45 @@ static cudaError_t view_res_desc(struct cudaResourceDesc *out, uint64_t handle, 
   return cudaSuccess;
 }
 
+/* The resource view format of a channel description's format and count
+ * (channel_format's answers), or cudaResViewFormatNone when it has none. */
+static enum cudaResourceViewFormat view_format_of(uint32_t format, uint32_t channels) {
+  /* Each family is three formats in a row: 1, 2 and 4 channels. */
+  int first;
+  switch (format) {
+  case CU_AD_FORMAT_UNSIGNED_INT8: first = cudaResViewFormatUnsignedChar1; break;
+  case CU_AD_FORMAT_SIGNED_INT8: first = cudaResViewFormatSignedChar1; break;
+  case CU_AD_FORMAT_UNSIGNED_INT16: first = cudaResViewFormatUnsignedShort1; break;
+  case CU_AD_FORMAT_SIGNED_INT16: first = cudaResViewFormatSignedShort1; break;
+  case CU_AD_FORMAT_UNSIGNED_INT32: first = cudaResViewFormatUnsignedInt1; break;
+  case CU_AD_FORMAT_SIGNED_INT32: first = cudaResViewFormatSignedInt1; break;
+  case CU_AD_FORMAT_HALF: first = cudaResViewFormatHalf1; break;
+  case CU_AD_FORMAT_FLOAT: first = cudaResViewFormatFloat1; break;
+  default: return cudaResViewFormatNone;
+  }
+  int step = channels == 1 ? 0 : channels == 2 ? 1 : channels == 4 ? 2 : -1;
+  return step < 0 ? cudaResViewFormatNone : (enum cudaResourceViewFormat)(first + step);
+}
+
+/* A resource view of array a that shows the whole array as it is: its own
+ * format (or none), its extent, its one level and layer.  Sampling through
+ * it is sampling the array, so such a texture is made without the view
+ * (TEXOBJ_CREATE carries none) and the view is kept for
+ * cudaGetTextureObjectResourceViewDesc.  1 for such a view, 0 for any other
+ * (a reinterpreting or partial view, a layered or cubemap array), -1 for a
+ * view whose reserved words are not zero (CUDA requires them zero). */
+static int whole_array_view(const struct cudaResourceViewDesc *v, const rgpu_rt_array *a) {
+  for (size_t i = 0; i < sizeof v->reserved / sizeof v->reserved[0]; i++)
+    if (v->reserved[i]) return -1;
+  if (a->flags & (cudaArrayLayered | cudaArrayCubemap)) return 0;
+  uint32_t format, channels, elem;
+  if (channel_format(&a->desc, &format, &channels, &elem) != cudaSuccess) return 0;
+  if (v->format != cudaResViewFormatNone && v->format != view_format_of(format, channels)) return 0;
+  return v->width == a->extent.width && v->height == a->extent.height &&
+         v->depth == a->extent.depth && v->firstMipmapLevel == 0 && v->lastMipmapLevel == 0 &&
+         v->firstLayer == 0 && v->lastLayer == 0;
+}
+
 /* The driver's flags for a runtime texture description. */
 static uint32_t tex_flags(const struct cudaTextureDesc *t) {
   uint32_t f = 0;
@@ -740,11 +815,10 @@ RGPU_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject,
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (!pTexObject || !pResDesc || !pTexDesc) return rgpu_rt_ret(cudaErrorInvalidValue);
-  if (pResViewDesc) {
-    static int logged;
-    return (cudaError_t)rgpu_cudart_report_unsupported(
-        "cudaCreateTextureObject with a resource view", &logged);
-  }
+  /* A view describes an array (CUDA: only array resources take one). */
+  if (pResViewDesc && pResDesc->resType != cudaResourceTypeArray &&
+      pResDesc->resType != cudaResourceTypeMipmappedArray)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_msg_texobj_create_req q;
   memset(&q, 0, sizeof q);
   rgpu_rt_view v;
@@ -755,6 +829,15 @@ RGPU_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject,
   switch (pResDesc->resType) {
   case cudaResourceTypeArray:
     if ((e = array_get(pResDesc->res.array.array, &a)) != cudaSuccess) return rgpu_rt_ret(e);
+    if (pResViewDesc) {
+      int whole = whole_array_view(pResViewDesc, &a);
+      if (whole < 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+      if (!whole) {
+        static int logged;
+        return (cudaError_t)rgpu_cudart_report_unsupported(
+            "cudaCreateTextureObject with a resource view other than the whole array", &logged);
+      }
+    }
     q.res_type = CU_RESOURCE_TYPE_ARRAY;
     q.array = a.id;
     dev = a.dev;
@@ -807,7 +890,8 @@ RGPU_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject,
   rgpu_status rc = rgpu_call_texobj_create(c, dev, 0, &q, &rep, NULL);
   if (rc) return call_result(c, rc, 1);
   v = (rgpu_rt_view){.handle = rep.texobj, .surf = 0, .dev = dev, .arr = arr_ptr,
-                     .res = *pResDesc, .tex = *pTexDesc};
+                     .res = *pResDesc, .tex = *pTexDesc, .has_view = pResViewDesc != NULL};
+  if (pResViewDesc) v.view = *pResViewDesc;
   if ((e = view_keep(c, &v)) != cudaSuccess) return e;
   *pTexObject = (cudaTextureObject_t)rep.texobj;
   return cudaSuccess;
@@ -828,6 +912,18 @@ RGPU_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTe
   rgpu_rt_view v;
   if (!pTexDesc || !view_lookup(texObject, 0, 0, &v)) return rgpu_rt_ret(cudaErrorInvalidValue);
   *pTexDesc = v.tex;
+  return cudaSuccess;
+}
+
+/* The view the object was created with; CUDA documents
+ * cudaErrorInvalidValue for an object made without one. */
+RGPU_API cudaError_t cudaGetTextureObjectResourceViewDesc(struct cudaResourceViewDesc *pResViewDesc,
+                                                          cudaTextureObject_t texObject) {
+  rgpu_rt_count_call();
+  rgpu_rt_view v;
+  if (!pResViewDesc || !view_lookup(texObject, 0, 0, &v) || !v.has_view)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  *pResViewDesc = v.view;
   return cudaSuccess;
 }
 

@@ -7,6 +7,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_op.h"
 #include "rgpu_cudart_graph.h"
+#include "rgpu_device_query.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
@@ -24,9 +25,20 @@ static int g_driver_version;
 static rgpu_rt_device *g_devs[RGPU_MAX_DEVICES];
 static uint32_t g_epoch[RGPU_MAX_DEVICES];
 static __thread int tl_device;
+/* The thread chose tl_device (cudaSetDevice, a driver context); until then
+ * its device is the implicit one. */
+static __thread int tl_device_chosen;
+/* The device of threads that chose none: 0, or the first usable device of
+ * cudaSetValidDevices' list. */
+static int g_implicit_device;
 
-int rgpu_rt_current_device(void) { return tl_device; }
-void rgpu_rt_set_current_device(int dev) { tl_device = dev; }
+int rgpu_rt_current_device(void) {
+  return tl_device_chosen ? tl_device : __atomic_load_n(&g_implicit_device, __ATOMIC_RELAXED);
+}
+void rgpu_rt_set_current_device(int dev) {
+  tl_device = dev;
+  tl_device_chosen = 1;
+}
 uint32_t rgpu_rt_device_epoch(int dev) {
   return (dev >= 0 && dev < RGPU_MAX_DEVICES) ? __atomic_load_n(&g_epoch[dev], __ATOMIC_ACQUIRE)
                                               : 0;
@@ -270,7 +282,7 @@ RGPU_API cudaError_t cudaSetDevice(int device) {
   e = rgpu_rt_device_count(c, &n);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (device < 0 || device >= n) return rgpu_rt_ret(cudaErrorInvalidDevice);
-  tl_device = device;
+  rgpu_rt_set_current_device(device);
   rgpu_rt_bind_device(device); /* CUDA 12+: initializes the device's primary context */
   return cudaSuccess;
 }
@@ -278,7 +290,7 @@ RGPU_API cudaError_t cudaSetDevice(int device) {
 RGPU_API cudaError_t cudaGetDevice(int *device) {
   rgpu_rt_count_call();
   if (!device) return rgpu_rt_ret(cudaErrorInvalidValue);
-  *device = tl_device;
+  *device = rgpu_rt_current_device();
   return cudaSuccess;
 }
 
@@ -392,10 +404,11 @@ RGPU_API cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsign
   e = rgpu_rt_device_get(c, device, &d);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   if (!(flags & cudaInitDeviceFlagsAreValid)) return cudaSuccess;
-  int cur = tl_device;
-  tl_device = device;
+  int cur = tl_device, chosen = tl_device_chosen;
+  rgpu_rt_set_current_device(device);
   e = cudaSetDeviceFlags(deviceFlags);
   tl_device = cur;
+  tl_device_chosen = chosen;
   return e;
 }
 
@@ -631,4 +644,154 @@ RGPU_API cudaError_t cudaProfilerStart(void) {
 RGPU_API cudaError_t cudaProfilerStop(void) {
   rgpu_rt_count_call();
   return cudaSuccess;
+}
+
+/* ---- cudaSetValidDevices --------------------------------------------------- */
+
+/* The list as the program gave it (priority order), kept for the program's
+ * lifetime; g_valid_lock guards it.  CUDA documents the list as the devices
+ * the runtime tries, in order, "until it finds one that works" when a
+ * thread has not chosen a device: so the implicit device becomes the
+ * first listed one that works (its server's session is alive and its
+ * compute mode allows contexts), and cudaSetDevice is unaffected.  A list
+ * of length 0 goes back to the default (device 0, then the others). */
+static rgpu_mutex g_valid_lock = RGPU_MUTEX_INITIALIZER;
+static int g_valid[RGPU_MAX_DEVICES];
+static int g_nvalid;
+
+static int device_works(rgpu_client *c, int dev) {
+  if (rgpu_client_is_dead(rgpu_rt_route(c, dev))) return 0;
+  rgpu_rt_device *d;
+  if (rgpu_rt_device_get(c, dev, &d) != cudaSuccess) return 0;
+  return CU_DEVICE_ATTRIBUTE_COMPUTE_MODE >= d->nattrs ||
+         d->attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_MODE] != CU_COMPUTEMODE_PROHIBITED;
+}
+
+RGPU_API cudaError_t cudaSetValidDevices(int *device_arr, int len) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  int n = 0;
+  if ((e = rgpu_rt_device_count(c, &n)) != cudaSuccess) return rgpu_rt_ret(e);
+  /* CUDA's order of checks: the list itself, then each device. */
+  if (len < 0 || (len > 0 && !device_arr) || len > n) return rgpu_rt_ret(cudaErrorInvalidValue);
+  unsigned char seen[RGPU_MAX_DEVICES] = {0};
+  for (int i = 0; i < len; i++) {
+    int dev = device_arr[i];
+    if (dev < 0 || dev >= n || dev >= RGPU_MAX_DEVICES) return rgpu_rt_ret(cudaErrorInvalidDevice);
+    /* A device listed twice: with len <= count, a list naming every device
+     * once is the longest valid one, so a repeat is an invalid list. */
+    if (seen[dev]++) return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
+  int implicit = 0;
+  for (int i = 0; i < len; i++)
+    if (device_works(c, device_arr[i])) {
+      implicit = device_arr[i];
+      break;
+    }
+  rgpu_mutex_lock(&g_valid_lock);
+  for (int i = 0; i < len; i++) g_valid[i] = device_arr[i];
+  g_nvalid = len;
+  __atomic_store_n(&g_implicit_device, implicit, __ATOMIC_RELAXED);
+  rgpu_mutex_unlock(&g_valid_lock);
+  return cudaSuccess;
+}
+
+/* ---- DEVICE_QUERY: answers of the server's driver ---------------------------- */
+
+/* One DEVICE_QUERY to the server of c (the caller routes) that binds
+ * bind_dev first (-1: leaves the session's device as it is) and expects
+ * exactly nvalues answers into values.  No cudart lock may be held. */
+static rgpu_status device_query(rgpu_client *c, int bind_dev, const rgpu_msg_device_query_req *q,
+                                uint64_t *values, uint32_t nvalues) {
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
+  rgpu_msg_device_query_rep rep;
+  memset(&rep, 0, sizeof rep);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  rgpu_status rc = rgpu_call_device_query(c, bind_dev, 0, q, &rep, &r);
+  if (rc == 0 && rep.values.count != nvalues) {
+    RGPU_ERROR("DEVICE_QUERY %u: %u answers, expected %u", q->what, rep.values.count, nvalues);
+    rc = CUDA_ERROR_UNKNOWN;
+  }
+  for (uint32_t i = 0; rc == 0 && i < nvalues; i++) values[i] = rgpu_array_u64(&rep.values, i);
+  rgpu_buf_free(&pay);
+  return rc;
+}
+
+/* cudaDeviceGet{Host,P2P}AtomicCapabilities (peer < 0: the host link).
+ * The server's driver answers for its devices, in pieces of at most
+ * RGPU_DQ_MAX_ARGS operations.  Two exceptions, both links rgpu cannot
+ * offer: the host is the client's CPU, which has no coherent link to a
+ * remote GPU (cudaDevAttrHostNativeAtomicSupported is 0 for the same
+ * reason, rgpu_cudart_props.c), so after the driver validated the list
+ * every capability is 0; and devices of two servers have no link at all,
+ * so every capability of such a pair is 0 too.  The runtime's operation
+ * numbers are the driver's CUatomicOperation values. */
+static cudaError_t atomic_caps(unsigned int *caps, const enum cudaAtomicOperation *ops,
+                               unsigned int count, int device, int peer) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  int n = 0;
+  if ((e = rgpu_rt_device_count(c, &n)) != cudaSuccess) return rgpu_rt_ret(e);
+  int p2p = peer != -1; /* -1: the host; other negatives: an invalid peer */
+  if (device < 0 || device >= n || (p2p && (peer < 0 || peer >= n)))
+    return rgpu_rt_ret(cudaErrorInvalidDevice);
+  if (p2p && device == peer) return rgpu_rt_ret(cudaErrorInvalidDevice);
+  if (!caps || !ops || count == 0) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if (p2p && rgpu_rt_devices_apart(device, peer)) {
+    for (unsigned i = 0; i < count; i++)
+      if ((unsigned)ops[i] > (unsigned)cudaAtomicOperationFloatMax)
+        return rgpu_rt_ret(cudaErrorInvalidValue);
+    memset(caps, 0, count * sizeof *caps);
+    return cudaSuccess;
+  }
+  rgpu_client *owner = rgpu_rt_route(c, device);
+  for (unsigned done = 0; done < count;) {
+    uint32_t k = count - done < RGPU_DQ_MAX_ARGS ? count - done : RGPU_DQ_MAX_ARGS;
+    uint32_t args[RGPU_DQ_MAX_ARGS];
+    uint64_t values[RGPU_DQ_MAX_ARGS];
+    for (uint32_t i = 0; i < k; i++) args[i] = (uint32_t)ops[done + i];
+    rgpu_msg_device_query_req q = {
+        .what = p2p ? RGPU_DQ_P2P_ATOMIC_CAPS : RGPU_DQ_HOST_ATOMIC_CAPS,
+        .device = rgpu_rt_local_device(owner, device),
+        .peer = p2p ? rgpu_rt_local_device(owner, peer) : 0,
+        .args = {args, k}};
+    rgpu_status rc = device_query(owner, -1, &q, values, k);
+    if (rc) return rgpu_rt_ret(rgpu_rt_from_call(rc));
+    for (uint32_t i = 0; i < k; i++) caps[done + i] = p2p ? (unsigned)values[i] : 0u;
+    done += k;
+  }
+  return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilities,
+                                                         const enum cudaAtomicOperation *operations,
+                                                         unsigned int count, int device) {
+  return atomic_caps(capabilities, operations, count, device, -1);
+}
+
+RGPU_API cudaError_t cudaDeviceGetP2PAtomicCapabilities(unsigned int *capabilities,
+                                                        const enum cudaAtomicOperation *operations,
+                                                        unsigned int count, int srcDevice,
+                                                        int dstDevice) {
+  /* A negative dstDevice is an invalid device, not "the host". */
+  return atomic_caps(capabilities, operations, count, srcDevice, dstDevice < 0 ? -2 : dstDevice);
+}
+
+/* The current device's context.  A round trip, not a queued request: CUDA
+ * says the reset takes effect when the call returns, and its status
+ * (cudaErrorNotSupported where the GPU keeps no persisting lines) is the
+ * program's answer at this call, which a queued request could only report
+ * later, at an unrelated one.  The server runs requests in order, so the
+ * work issued before is queued to the GPU before the reset, as locally. */
+RGPU_API cudaError_t cudaCtxResetPersistingL2Cache(void) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  rgpu_msg_device_query_req q = {.what = RGPU_DQ_RESET_PERSISTING_L2};
+  rgpu_status rc = device_query(c, rgpu_rt_current_device(), &q, NULL, 0);
+  return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
 }

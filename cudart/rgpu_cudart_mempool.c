@@ -1,5 +1,6 @@
 /* Stream-ordered allocation and memory pools (cudaMallocAsync, cudaFreeAsync,
- * cudaMallocFromPoolAsync, cudaMemPool*, cudaDevice{Get,Set,GetDefault}MemPool).
+ * cudaMallocFromPoolAsync, cudaMemPool*, cudaDevice{Get,Set,GetDefault}MemPool and
+ * CUDA 13's cudaMem{GetDefault,Get,Set}MemPool by location).
  *
  * Design: the allocation is served at once from the ordinary device path
  * (rgpu_cudart_alloc.h: the arena or MEM_ALLOC), so the pointer is valid
@@ -463,21 +464,106 @@ RGPU_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) {
   return device_pool(memPool, device, current_pool_locked);
 }
 
+/* Makes p the current pool of an existing device; the pool must belong to
+ * that device (CUDA: cudaErrorInvalidValue). */
+static cudaError_t set_current_pool(int device, struct CUmemPool_st *p) {
+  rgpu_mutex_lock(&g_pool_lock);
+  int ok = valid_pool(p) && p->device == device;
+  if (ok) g_current_pool[device] = p->is_default ? NULL : p;
+  rgpu_mutex_unlock(&g_pool_lock);
+  return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 RGPU_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if ((e = check_device(c, device)) != cudaSuccess) return rgpu_rt_ret(e);
-  struct CUmemPool_st *p = (struct CUmemPool_st *)memPool;
-  rgpu_mutex_lock(&g_pool_lock);
-  /* The pool must belong to that device (CUDA: cudaErrorInvalidValue). */
-  if (!valid_pool(p) || p->device != device) {
-    rgpu_mutex_unlock(&g_pool_lock);
-    return rgpu_rt_ret(cudaErrorInvalidValue);
+  return rgpu_rt_ret(set_current_pool(device, (struct CUmemPool_st *)memPool));
+}
+
+/* ---- pools by location (CUDA 13: cudaMem{GetDefault,Get,Set}MemPool) -------------
+ * A location and allocation type name a pool.  Device locations with pinned
+ * allocations are the device pools above (CUDA: the equivalent of the
+ * cudaDevice*MemPool calls).  The other combinations CUDA allows have no
+ * pools in rgpu: a host or host-NUMA pool would be memory of the GPU's
+ * machine, not of this process (cudaDevAttrHostMemoryPoolsSupported is 0
+ * for the same reason), and managed memory is not served from pools here;
+ * for those the getters answer cudaErrorNotSupported, which
+ * cudaMemGetDefaultMemPool documents for a location without pools.  What
+ * CUDA does not allow (another location type, HostNumaCurrent, a location
+ * of none for pinned memory, an unknown allocation type) is
+ * cudaErrorInvalidValue, and so is a device index that does not exist:
+ * these calls document no cudaErrorInvalidDevice. */
+
+/* cudaSuccess for a device location with pinned allocations; otherwise
+ * what the combination is (logged once for the unsupported ones). */
+static cudaError_t location_kind(const struct cudaMemLocation *loc,
+                                 enum cudaMemAllocationType type) {
+  int host = loc->type == cudaMemLocationTypeHost || loc->type == cudaMemLocationTypeHostNuma;
+  if (type == cudaMemAllocationTypePinned) {
+    if (loc->type == cudaMemLocationTypeDevice) return cudaSuccess;
+    if (!host) return cudaErrorInvalidValue;
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("host memory pools are not supported by rgpu (they would be memory of the GPU's "
+                "machine, not of this process): cudaErrorNotSupported");
+    return cudaErrorNotSupported;
   }
-  g_current_pool[device] = p->is_default ? NULL : p;
+  if (type == cudaMemAllocationTypeManaged) {
+    if (!host && loc->type != cudaMemLocationTypeDevice && loc->type != cudaMemLocationTypeNone)
+      return cudaErrorInvalidValue;
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("managed memory pools are not supported by rgpu (its managed memory is not "
+                "allocated from pools): cudaErrorNotSupported");
+    return cudaErrorNotSupported;
+  }
+  return cudaErrorInvalidValue;
+}
+
+/* cudaMemGetDefaultMemPool and cudaMemGetMemPool: the device pools of
+ * cudaDeviceGetDefaultMemPool and cudaDeviceGetMemPool, picked under
+ * g_pool_lock. */
+static cudaError_t location_pool(cudaMemPool_t *memPool, const struct cudaMemLocation *location,
+                                 enum cudaMemAllocationType type,
+                                 struct CUmemPool_st *(*pick_locked)(int dev)) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!memPool || !location) return rgpu_rt_ret(cudaErrorInvalidValue);
+  if ((e = location_kind(location, type)) != cudaSuccess) return rgpu_rt_ret(e);
+  if (check_device(c, location->id) != cudaSuccess) return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_mutex_lock(&g_pool_lock);
+  *memPool = (cudaMemPool_t)pick_locked(location->id);
   rgpu_mutex_unlock(&g_pool_lock);
   return cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *memPool,
+                                              struct cudaMemLocation *location,
+                                              enum cudaMemAllocationType type) {
+  return location_pool(memPool, location, type, default_pool_locked);
+}
+
+RGPU_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
+                                       enum cudaMemAllocationType type) {
+  return location_pool(memPool, location, type, current_pool_locked);
+}
+
+/* cudaDeviceSetMemPool for a device location with pinned allocations.  The
+ * pool must be of that location and type (CUDA: cudaErrorInvalidValue
+ * otherwise); every pool rgpu makes is a device's pinned one, so any pool
+ * given for another location or type mismatches it. */
+RGPU_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location,
+                                       enum cudaMemAllocationType type, cudaMemPool_t memPool) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!location || location->type != cudaMemLocationTypeDevice ||
+      type != cudaMemAllocationTypePinned || check_device(c, location->id) != cudaSuccess)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  return rgpu_rt_ret(set_current_pool(location->id, (struct CUmemPool_st *)memPool));
 }
 
 RGPU_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props) {

@@ -1135,3 +1135,82 @@ RGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlock
                                                                    size_t dynamicSMemSize) {
   return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, 0);
 }
+
+/* ---- cluster occupancy ---------------------------------------------------------
+ * (Its include is here, with the code that needs it, so that this file's
+ * launch paths above stay as they were.) */
+#include "rgpu_device_query.h"
+
+/* cudaOccupancyMaxActiveClusters and cudaOccupancyMaxPotentialClusterSize:
+ * the server driver's cuOccupancyMaxActiveClusters / MaxPotentialClusterSize
+ * (DEVICE_QUERY) for func's module on the configuration's device (its
+ * stream's, else the current one), as rgpu_rt_occupancy names a function.
+ * Of the launch attributes only the cluster dimension and the cluster
+ * scheduling policy change the answer; the others are hints for a launch
+ * and are not sent.  No cache: programs ask once per configuration. */
+static cudaError_t cluster_occupancy(int *out, const void *func, const cudaLaunchConfig_t *cfg,
+                                     uint32_t what) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (!out || !cfg || (cfg->numAttrs && !cfg->attrs) || cfg->dynamicSmemBytes > UINT32_MAX)
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
+  uint32_t args[RGPU_DQ_CFG_COUNT] = {
+      [RGPU_DQ_CFG_GRID_X] = cfg->gridDim.x,   [RGPU_DQ_CFG_GRID_Y] = cfg->gridDim.y,
+      [RGPU_DQ_CFG_GRID_Z] = cfg->gridDim.z,   [RGPU_DQ_CFG_BLOCK_X] = cfg->blockDim.x,
+      [RGPU_DQ_CFG_BLOCK_Y] = cfg->blockDim.y, [RGPU_DQ_CFG_BLOCK_Z] = cfg->blockDim.z,
+      [RGPU_DQ_CFG_SHARED_BYTES] = (uint32_t)cfg->dynamicSmemBytes};
+  for (unsigned i = 0; i < cfg->numAttrs; i++) {
+    const cudaLaunchAttribute *a = &cfg->attrs[i];
+    if (a->id == cudaLaunchAttributeClusterDimension) {
+      args[RGPU_DQ_CFG_CLUSTER_X] = a->val.clusterDim.x;
+      args[RGPU_DQ_CFG_CLUSTER_Y] = a->val.clusterDim.y;
+      args[RGPU_DQ_CFG_CLUSTER_Z] = a->val.clusterDim.z;
+    } else if (a->id == cudaLaunchAttributeClusterSchedulingPolicyPreference) {
+      args[RGPU_DQ_CFG_POLICY] = (uint32_t)a->val.clusterSchedulingPolicyPreference;
+    }
+  }
+  int dev = rgpu_rt_current_device();
+  if (cfg->stream) {
+    uint64_t wire;
+    if ((e = rgpu_rt_stream_resolve(c, cfg->stream, 0, &wire, &dev)) != cudaSuccess)
+      return rgpu_rt_ret(e);
+  }
+  rgpu_rt_device *d;
+  if ((e = rgpu_rt_device_get(c, dev, &d)) != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_rt_module *m;
+  if ((e = lock_func_module(c, f, dev, &m)) != cudaSuccess) return rgpu_rt_ret(e);
+  uint64_t module_id = m->module_id;
+  rgpu_mutex_unlock(&f->fb->lock);
+  /* What cudaFuncSetAttribute recorded (dynamic shared memory, required or
+   * non-portable cluster sizes) goes first: it changes the answer. */
+  if ((e = send_func_attrs(c, f, dev, module_id)) != cudaSuccess) return rgpu_rt_ret(e);
+  rgpu_msg_device_query_req q = {.what = what, .module_id = module_id, .func_index = f->index,
+                                 .args = {args, RGPU_DQ_CFG_COUNT}};
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
+  rgpu_msg_device_query_rep rep;
+  memset(&rep, 0, sizeof rep);
+  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
+  rgpu_status rc = rgpu_call_device_query(c, dev, 0, &q, &rep, &r);
+  if (rc == 0 && rep.values.count != 1) rc = CUDA_ERROR_UNKNOWN; /* a malformed answer */
+  if (rc == 0) {
+    uint64_t v = rgpu_array_u64(&rep.values, 0);
+    *out = v > INT32_MAX ? INT32_MAX : (int)v;
+  }
+  rgpu_buf_free(&pay);
+  return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
+}
+
+RGPU_API cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func,
+                                                    const cudaLaunchConfig_t *launchConfig) {
+  return cluster_occupancy(numClusters, func, launchConfig, RGPU_DQ_MAX_ACTIVE_CLUSTERS);
+}
+
+RGPU_API cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func,
+                                                          const cudaLaunchConfig_t *launchConfig) {
+  return cluster_occupancy(clusterSize, func, launchConfig, RGPU_DQ_MAX_CLUSTER_SIZE);
+}

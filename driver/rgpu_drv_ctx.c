@@ -423,6 +423,13 @@ RGPU_DRV CUresult rgpu_drv_cuCtxSetLimit(CUlimit limit, size_t value) {
   return RGPU_DRV_RT(cudaDeviceSetLimit((enum cudaLimit)limit, value));
 }
 
+/* The runtime's round trip (DEVICE_QUERY, rgpu_cudart_device.c says why
+ * it is not queued) on the current context's device. */
+RGPU_DRV CUresult rgpu_drv_cuCtxResetPersistingL2Cache(void) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaCtxResetPersistingL2Cache());
+}
+
 RGPU_DRV CUresult rgpu_drv_cuCtxGetCacheConfig(CUfunc_cache *pconfig) {
   RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaDeviceGetCacheConfig((enum cudaFuncCache *)pconfig));

@@ -2,15 +2,21 @@
  *
  * Device queries are answered from the runtime's cached properties (one
  * DEVICE_PROPS round trip per device for the whole process, shared with
- * cudaGetDeviceProperties), so after the first fetch they cost nothing. */
+ * cudaGetDeviceProperties), so after the first fetch they cost nothing;
+ * the few that only the server's driver knows (texture width per format,
+ * atomic capabilities) are one DEVICE_QUERY each. */
 #include <stdio.h>
 #include <string.h>
 
 #include <cuda_profiler_api.h>
 
+#include "rgpu_calls.h"
 #include "rgpu_cudart_errors.h"
+#include "rgpu_device_query.h"
 #include "rgpu_drv_internal.h"
+#include "rgpu_drv_module.h"
 #include "rgpu_log.h"
+#include "rgpu_messages.h"
 
 static int g_initialized;
 
@@ -283,6 +289,59 @@ RGPU_DRV CUresult rgpu_drv_cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice de
   if (r == CUDA_SUCCESS) r = device_of(peerDev, &d);
   if (r != CUDA_SUCCESS) return r;
   return RGPU_DRV_RT(cudaDeviceCanAccessPeer(canAccessPeer, dev, peerDev));
+}
+
+/* The server driver's answer (DEVICE_QUERY) for the format as the driver
+ * names it, so no runtime channel description is in between. */
+RGPU_DRV CUresult rgpu_drv_cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
+                                                              CUarray_format format,
+                                                              unsigned numChannels, CUdevice dev) {
+  cudaError_t saved = rgpu_rt_last_error_get();
+  rgpu_client *c;
+  CUresult r = rgpu_drv_enter_device(dev, &c);
+  if (r != CUDA_SUCCESS) return r;
+  if (!maxWidthInElements) return CUDA_ERROR_INVALID_VALUE;
+  rgpu_client *owner = rgpu_rt_route(c, dev);
+  uint32_t args[2] = {(uint32_t)format, numChannels};
+  rgpu_msg_device_query_req q = {.what = RGPU_DQ_TEX1D_LINEAR_WIDTH,
+                                 .device = rgpu_rt_local_device(owner, dev), .args = {args, 2}};
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply rr = {.payload = &pay}; /* rep points into pay */
+  rgpu_msg_device_query_rep rep;
+  memset(&rep, 0, sizeof rep);
+  rgpu_status rc = rgpu_call_device_query(owner, -1, 0, &q, &rep, &rr);
+  if (rc == 0 && rep.values.count != 1) rc = CUDA_ERROR_UNKNOWN; /* a malformed answer */
+  if (rc == 0) *maxWidthInElements = (size_t)rgpu_array_u64(&rep.values, 0);
+  rgpu_buf_free(&pay);
+  r = rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS;
+  rgpu_rt_last_error_set(saved);
+  return r;
+}
+
+/* The runtime's answers (its operation numbers are CUatomicOperation's):
+ * the server driver's for a pair of its devices, none over the host link
+ * (rgpu_cudart_device.c says why). */
+RGPU_DRV CUresult rgpu_drv_cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities,
+                                                             const CUatomicOperation *operations,
+                                                             unsigned int count, CUdevice dev) {
+  rgpu_rt_device *d;
+  CUresult r = device_of(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  return RGPU_DRV_RT(cudaDeviceGetHostAtomicCapabilities(
+      capabilities, (const enum cudaAtomicOperation *)operations, count, dev));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities,
+                                                            const CUatomicOperation *operations,
+                                                            unsigned int count, CUdevice srcDevice,
+                                                            CUdevice dstDevice) {
+  rgpu_rt_device *d;
+  CUresult r = device_of(srcDevice, &d);
+  if (r == CUDA_SUCCESS) r = device_of(dstDevice, &d);
+  if (r != CUDA_SUCCESS) return r;
+  return RGPU_DRV_RT(cudaDeviceGetP2PAtomicCapabilities(
+      capabilities, (const enum cudaAtomicOperation *)operations, count, srcDevice, dstDevice));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type,

@@ -16,7 +16,8 @@
  * cuOccupancyMaxPotentialBlockSize's walk over block sizes costs no round
  * trip per size.  The co-residency check of a cooperative launch asks the
  * server's driver instead (OCCUPANCY: exact, where a wrong estimate would
- * refuse a grid that fits). */
+ * refuse a grid that fits), and so do the cluster questions (DEVICE_QUERY:
+ * the hardware's cluster limits are known to the driver alone). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
 #include "rgpu_cudart_op.h"
+#include "rgpu_device_query.h"
 #include "rgpu_drv_module.h"
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
@@ -106,6 +108,73 @@ RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
                                                                        size_t dynamicSMemSize,
                                                                        unsigned int flags) {
   return max_active_blocks(numBlocks, func, blockSize, dynamicSMemSize, flags);
+}
+
+/* cuOccupancyMaxActiveClusters / cuOccupancyMaxPotentialClusterSize: the
+ * server driver's answer for the function on the device of the config's
+ * stream, else of the current context (CUDA's rule; a CUfunction of
+ * another device's module is CUDA_ERROR_INVALID_HANDLE, as for a launch).
+ * Of the launch attributes only the cluster dimension and scheduling
+ * policy change the answer, so only they are sent; the stream itself is
+ * not (the server uses that device's context). */
+static CUresult cluster_occupancy(int *out, CUfunction func, const CUlaunchConfig *config,
+                                  uint32_t what) {
+  cudaError_t saved = rgpu_rt_last_error_get();
+  rgpu_client *c;
+  CUresult r = rgpu_drv_enter(&c);
+  if (r != CUDA_SUCCESS) return r;
+  if (!out || !config || (config->numAttrs && !config->attrs))
+    return end_call(saved, CUDA_ERROR_INVALID_VALUE);
+  int dev = -1;
+  if (config->hStream) {
+    uint64_t wire;
+    cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)config->hStream, 0, &wire, &dev);
+    if (e != cudaSuccess) return end_call(saved, rgpu_drv_from_rt(e));
+  }
+  struct CUfunc_st *f;
+  if ((r = rgpu_drv_resolve_func(c, func, dev, &f)) != CUDA_SUCCESS) return end_call(saved, r);
+  if (dev >= 0 && f->module->device != dev) return end_call(saved, CUDA_ERROR_INVALID_HANDLE);
+  dev = f->module->device;
+  uint32_t args[RGPU_DQ_CFG_COUNT] = {
+      [RGPU_DQ_CFG_GRID_X] = config->gridDimX,   [RGPU_DQ_CFG_GRID_Y] = config->gridDimY,
+      [RGPU_DQ_CFG_GRID_Z] = config->gridDimZ,   [RGPU_DQ_CFG_BLOCK_X] = config->blockDimX,
+      [RGPU_DQ_CFG_BLOCK_Y] = config->blockDimY, [RGPU_DQ_CFG_BLOCK_Z] = config->blockDimZ,
+      [RGPU_DQ_CFG_SHARED_BYTES] = config->sharedMemBytes};
+  for (unsigned i = 0; i < config->numAttrs; i++) {
+    const CUlaunchAttribute *a = &config->attrs[i];
+    if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      args[RGPU_DQ_CFG_CLUSTER_X] = a->value.clusterDim.x;
+      args[RGPU_DQ_CFG_CLUSTER_Y] = a->value.clusterDim.y;
+      args[RGPU_DQ_CFG_CLUSTER_Z] = a->value.clusterDim.z;
+    } else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+      args[RGPU_DQ_CFG_POLICY] = (uint32_t)a->value.clusterSchedulingPolicyPreference;
+    }
+  }
+  rgpu_msg_device_query_req q = {.what = what, .module_id = f->module->id, .func_index = f->index,
+                                 .args = {args, RGPU_DQ_CFG_COUNT}};
+  rgpu_buf pay;
+  rgpu_buf_init(&pay);
+  rgpu_client_reply rr = {.payload = &pay}; /* rep points into pay */
+  rgpu_msg_device_query_rep rep;
+  memset(&rep, 0, sizeof rep);
+  rgpu_status rc = rgpu_call_device_query(c, dev, 0, &q, &rep, &rr);
+  if (rc == 0 && rep.values.count != 1) rc = CUDA_ERROR_UNKNOWN; /* a malformed answer */
+  if (rc == 0) {
+    uint64_t v = rgpu_array_u64(&rep.values, 0);
+    *out = v > INT32_MAX ? INT32_MAX : (int)v;
+  }
+  rgpu_buf_free(&pay);
+  return end_call(saved, rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+                                                        const CUlaunchConfig *config) {
+  return cluster_occupancy(numClusters, func, config, RGPU_DQ_MAX_ACTIVE_CLUSTERS);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                                              const CUlaunchConfig *config) {
+  return cluster_occupancy(clusterSize, func, config, RGPU_DQ_MAX_CLUSTER_SIZE);
 }
 
 /* CUDA's search: every block size from the largest allowed down, in warp

@@ -109,7 +109,16 @@ static void test_refused_and_stubbed(void **state) {
   assert_int_equal(cuMemAllocManaged(NULL, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
   CUmemGenericAllocationHandle h;
   CUmemAllocationProp prop = {0};
+  assert_int_equal(cuMemCreate(&h, 1 << 21, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  /* Shareable handles name memory of one machine's processes: refused
+   * before anything is sent, as is the export itself. */
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   assert_int_equal(cuMemCreate(&h, 1 << 21, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
+  int fd = -1;
+  assert_int_equal(cuMemExportToShareableHandle(&fd, 1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                   CUDA_ERROR_NOT_SUPPORTED);
   CUipcMemHandle ipc;
   assert_int_equal(cuIpcGetMemHandle(&ipc, 0), CUDA_ERROR_NOT_SUPPORTED);
   CUuuid id = {{0}};

@@ -105,6 +105,31 @@ seeds['managed'] = b''.join([
     F(0x45, u64(0) + u32(0) + u32(3) + u64(0) + u32(0)),
     F(0x17, u32(2) + u32(1) + u64(1 << 20)), F(0x17, u32(2) + u32(0) + u64(0)),
 ])
+# Device queries (DEVICE_QUERY 0x18): each question, one with an unknown
+# selector, one with a device that does not exist, and the cluster ones on
+# a loaded module (the fake driver has none of the functions: NOT_SUPPORTED).
+def u32s(xs): return u32(len(xs)) + b''.join(u32(x) for x in xs)
+def dq(what, dev=0, peer=0, module=0, func=0, args=()):
+    return u32(what) + u32(dev) + u32(peer) + u64(module) + u32(func) + u32s(args)
+cfg = [4, 1, 1, 128, 1, 1, 0, 1, 1, 1, 0]
+seeds['query'] = b''.join([
+    F(0x30, mod),
+    F(0x18, dq(1, args=(0x20, 1))), F(0x18, dq(2, args=(0, 9, 10))),
+    F(0x18, dq(3, peer=1, args=(0,))), F(0x18, dq(4, module=9, args=cfg)),
+    F(0x18, dq(5, module=9, args=cfg)), F(0x18, dq(6)), F(0x18, dq(77)),
+    F(0x18, dq(1, dev=5, args=(0x20, 1))),
+])
+# Virtual memory management (VMM 0x37): every op, an unknown one, a map of
+# an unknown handle and outside any reservation (the fake driver has no VMM
+# functions: NOT_SUPPORTED; softgpu's are checked by rgpu_handlers_test).
+def vm(op, dev=0, flags=0, handle=0, ptr=0, size=0, arg=0):
+    return u32(op) + u32(dev) + u64(flags) + u64(handle) + u64(ptr) + u64(size) + u64(arg)
+seeds['vmm'] = b''.join([
+    F(0x37, vm(1)), F(0x37, vm(2, size=2 << 20)), F(0x37, vm(4, handle=5, size=2 << 20)),
+    F(0x37, vm(6, handle=5, ptr=BASE, size=2 << 20)), F(0x37, vm(6, handle=6, ptr=BASE, size=1)),
+    F(0x37, vm(8, ptr=BASE, size=2 << 20, arg=3)), F(0x37, vm(7, ptr=BASE, size=2 << 20)),
+    F(0x37, vm(5, handle=5)), F(0x37, vm(3, ptr=BASE, size=2 << 20)), F(0x37, vm(99)),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data

@@ -184,6 +184,7 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
   rgpu_handle_map_remove_matching(&w->modules, dev, drop_module, &d);
   rgpu_worker_drop_arrays(w, dev, d.destroy);
   rgpu_worker_drop_managed_copies(w, dev, 0, 0);
+  rgpu_worker_drop_vmm(w, dev, d.destroy);
   rgpu_alloc_table_remove_matching(&w->allocs, dev, 0, drop_alloc, &d);
   if (d.destroy && w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES && w->ctx[w->cur_dev])
     w->drv.cuCtxSetCurrent(w->ctx[w->cur_dev]);

@@ -43,6 +43,12 @@
 /* Peer access and peer copies (PEER_ACCESS, MEMCPY_DTOD between devices,
  * issue 19): without them PEER_ACCESS answers NOT_SUPPORTED and copies
  * between devices take cuMemcpyDtoD (unified addressing). */
+/* DEVICE_QUERY's driver questions (1D linear texture width, atomic
+ * capabilities, cluster occupancy) and cuCtxResetPersistingL2Cache: the
+ * atomic capabilities are CUDA 13's, the rest 11.x's; a driver without one
+ * answers that selector NOT_SUPPORTED, never a made-up value. */
+/* Virtual memory management (VMM, rgpu_handlers_vmm.c): CUDA 10.2's; a
+ * driver without it answers NOT_SUPPORTED. */
 #define RGPU_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo) X(cuLaunchHostFunc) \
   X(cuMemHostRegister) X(cuMemHostUnregister) X(cuFuncSetAttribute)           \
   X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx)                            \
@@ -53,7 +59,12 @@
   X(cuArray3DCreate) X(cuArrayDestroy) X(cuMemcpy3DAsync) X(cuTexObjectCreate) \
   X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)          \
   X(cuStreamGetAttribute) X(cuStreamSetAttribute) X(cuStreamCopyAttributes)     \
-  X(cuCtxGetLimit) X(cuCtxSetLimit)
+  X(cuCtxGetLimit) X(cuCtxSetLimit)                                           \
+  X(cuDeviceGetTexture1DLinearMaxWidth) X(cuDeviceGetHostAtomicCapabilities)  \
+  X(cuDeviceGetP2PAtomicCapabilities) X(cuOccupancyMaxActiveClusters)         \
+  X(cuOccupancyMaxPotentialClusterSize) X(cuCtxResetPersistingL2Cache)       \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)    \
+  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

@@ -1,5 +1,6 @@
 /* Handlers for the function attributes, occupancy and cooperative launches
- * (FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX; proto/rgpu_messages.def).
+ * (FUNC_SET_ATTR, OCCUPANCY, LAUNCH_EX; proto/rgpu_messages.def), and the
+ * driver's answers to DEVICE_QUERY.
  *
  * Apart from rgpu_handlers.c so that the session-lifetime work there and
  * these runtime features change independently.  The contract is
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_device_query.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_log.h"
 #include "rgpu_worker_internal.h"
@@ -197,5 +199,162 @@ CUresult rgpu_h_ctx_limit(rgpu_req *rq, const rgpu_msg_ctx_limit_req *q) {
     return FAIL(r, "cuCtxGetLimit(%u): %s", q->limit, rgpu_driver_error_name(D, r));
   rgpu_msg_ctx_limit_rep rep = {.value = v};
   rgpu_msg_ctx_limit_rep_encode(rq->rep, &rep);
+  return CUDA_SUCCESS;
+}
+
+/* ---- DEVICE_QUERY ----------------------------------------------------------- */
+
+/* The driver's device of session device dev (the session's numbering,
+ * --devices), or CUDA_ERROR_INVALID_DEVICE. */
+static CUresult query_device(rgpu_worker *w, uint32_t dev, CUdevice *out) {
+  if (dev >= (uint32_t)w->device_count)
+    return FAIL(CUDA_ERROR_INVALID_DEVICE, "device query: device %u does not exist (%d device%s)",
+                dev, w->device_count, w->device_count == 1 ? "" : "s");
+  CUresult r = D->cuDeviceGet(out, rgpu_worker_ordinal(w, (int)dev));
+  if (r != CUDA_SUCCESS) return FAIL(r, "cuDeviceGet(%u): %s", dev, rgpu_driver_error_name(D, r));
+  return CUDA_SUCCESS;
+}
+
+static CUresult query_unsupported(rgpu_worker *w, const char *fn) {
+  return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the server's CUDA driver has no %s", fn);
+}
+
+/* cuDevice{Host,P2P}AtomicCapabilities: one capability mask per operation.
+ * The operations go to the driver as they came (it refuses the invalid
+ * ones); an empty list is refused here, as the driver documents. */
+static CUresult atomic_caps(rgpu_worker *w, const rgpu_msg_device_query_req *q, int p2p,
+                            uint64_t *values) {
+  if (p2p ? !D->cuDeviceGetP2PAtomicCapabilities : !D->cuDeviceGetHostAtomicCapabilities)
+    return query_unsupported(w, p2p ? "cuDeviceGetP2PAtomicCapabilities"
+                                    : "cuDeviceGetHostAtomicCapabilities");
+  uint32_t n = q->args.count;
+  if (n == 0) return FAIL(CUDA_ERROR_INVALID_VALUE, "atomic capabilities of no operation");
+  CUdevice dev, peer = 0;
+  CUresult r = query_device(w, q->device, &dev);
+  if (!r && p2p) r = query_device(w, q->peer, &peer);
+  if (r) return r;
+  CUatomicOperation ops[RGPU_DQ_MAX_ARGS];
+  unsigned int caps[RGPU_DQ_MAX_ARGS];
+  for (uint32_t i = 0; i < n; i++) {
+    ops[i] = (CUatomicOperation)rgpu_array_u32(&q->args, i);
+    caps[i] = 0;
+  }
+  r = p2p ? D->cuDeviceGetP2PAtomicCapabilities(caps, ops, n, dev, peer)
+          : D->cuDeviceGetHostAtomicCapabilities(caps, ops, n, dev);
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "cuDevice%sAtomicCapabilities: %s", p2p ? "P2P" : "Host",
+                rgpu_driver_error_name(D, r));
+  for (uint32_t i = 0; i < n; i++) values[i] = caps[i];
+  return CUDA_SUCCESS;
+}
+
+/* cuOccupancyMaxActiveClusters / cuOccupancyMaxPotentialClusterSize of a
+ * function of a loaded module, in the context of the module's device (the
+ * client binds it; a module of another device is refused rather than given
+ * to the driver with the wrong context current). */
+static CUresult cluster_query(rgpu_worker *w, const rgpu_msg_device_query_req *q, int potential,
+                              uint64_t *value) {
+  if (potential ? !D->cuOccupancyMaxPotentialClusterSize : !D->cuOccupancyMaxActiveClusters)
+    return query_unsupported(w, potential ? "cuOccupancyMaxPotentialClusterSize"
+                                          : "cuOccupancyMaxActiveClusters");
+  if (q->args.count != RGPU_DQ_CFG_COUNT)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cluster occupancy: %u launch values, expected %d",
+                q->args.count, (int)RGPU_DQ_CFG_COUNT);
+  rgpu_module_rec *m;
+  CUfunction f;
+  CUresult r = lookup_func(w, q->module_id, q->func_index, &m, &f);
+  if (r) return r;
+  if ((r = rgpu_worker_ensure_ctx(w))) return r;
+  const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, q->module_id);
+  if (e->device != w->cur_dev)
+    return FAIL(CUDA_ERROR_INVALID_HANDLE, "module %llu is device %d's, the current device is %d",
+                (unsigned long long)q->module_id, e->device, w->cur_dev);
+  uint32_t a[RGPU_DQ_CFG_COUNT];
+  for (uint32_t i = 0; i < RGPU_DQ_CFG_COUNT; i++) a[i] = rgpu_array_u32(&q->args, i);
+  CUlaunchAttribute attrs[2];
+  memset(attrs, 0, sizeof attrs);
+  unsigned nattrs = 0;
+  if (a[RGPU_DQ_CFG_CLUSTER_X] || a[RGPU_DQ_CFG_CLUSTER_Y] || a[RGPU_DQ_CFG_CLUSTER_Z]) {
+    attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[nattrs].value.clusterDim.x = a[RGPU_DQ_CFG_CLUSTER_X];
+    attrs[nattrs].value.clusterDim.y = a[RGPU_DQ_CFG_CLUSTER_Y];
+    attrs[nattrs].value.clusterDim.z = a[RGPU_DQ_CFG_CLUSTER_Z];
+    nattrs++;
+  }
+  if (a[RGPU_DQ_CFG_POLICY]) {
+    attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    attrs[nattrs].value.clusterSchedulingPolicyPreference =
+        (CUclusterSchedulingPolicy)a[RGPU_DQ_CFG_POLICY];
+    nattrs++;
+  }
+  CUlaunchConfig cfg = {.gridDimX = a[RGPU_DQ_CFG_GRID_X], .gridDimY = a[RGPU_DQ_CFG_GRID_Y],
+                        .gridDimZ = a[RGPU_DQ_CFG_GRID_Z], .blockDimX = a[RGPU_DQ_CFG_BLOCK_X],
+                        .blockDimY = a[RGPU_DQ_CFG_BLOCK_Y], .blockDimZ = a[RGPU_DQ_CFG_BLOCK_Z],
+                        .sharedMemBytes = a[RGPU_DQ_CFG_SHARED_BYTES], .hStream = NULL,
+                        .attrs = nattrs ? attrs : NULL, .numAttrs = nattrs};
+  int n = 0;
+  r = potential ? D->cuOccupancyMaxPotentialClusterSize(&n, f, &cfg)
+                : D->cuOccupancyMaxActiveClusters(&n, f, &cfg);
+  if (r != CUDA_SUCCESS)
+    return FAIL(r, "cuOccupancy%s: %s", potential ? "MaxPotentialClusterSize" : "MaxActiveClusters",
+                rgpu_driver_error_name(D, r));
+  *value = (uint64_t)(n < 0 ? 0 : n);
+  return CUDA_SUCCESS;
+}
+
+CUresult rgpu_h_device_query(rgpu_req *rq, const rgpu_msg_device_query_req *q) {
+  rgpu_worker *w = rq->w;
+  CUresult r = rgpu_worker_ensure_driver(w);
+  if (r) return r;
+  /* The decoder holds args to the message's limit; the arrays below too. */
+  if (q->args.count > RGPU_DQ_MAX_ARGS)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "device query: %u args", q->args.count);
+  uint64_t values[RGPU_DQ_MAX_ARGS];
+  uint32_t nvalues = 0;
+  switch (q->what) {
+  case RGPU_DQ_TEX1D_LINEAR_WIDTH: {
+    if (!D->cuDeviceGetTexture1DLinearMaxWidth)
+      return query_unsupported(w, "cuDeviceGetTexture1DLinearMaxWidth");
+    if (q->args.count != 2)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "texture width: %u args, expected 2", q->args.count);
+    CUdevice dev;
+    if ((r = query_device(w, q->device, &dev))) return r;
+    size_t width = 0;
+    CUarray_format format = (CUarray_format)rgpu_array_u32(&q->args, 0);
+    unsigned channels = rgpu_array_u32(&q->args, 1);
+    r = D->cuDeviceGetTexture1DLinearMaxWidth(&width, format, channels, dev);
+    if (r != CUDA_SUCCESS)
+      return FAIL(r, "cuDeviceGetTexture1DLinearMaxWidth(0x%x, %u): %s", (unsigned)format,
+                  channels, rgpu_driver_error_name(D, r));
+    values[nvalues++] = width;
+    break;
+  }
+  case RGPU_DQ_HOST_ATOMIC_CAPS:
+  case RGPU_DQ_P2P_ATOMIC_CAPS:
+    if ((r = atomic_caps(w, q, q->what == RGPU_DQ_P2P_ATOMIC_CAPS, values))) return r;
+    nvalues = q->args.count;
+    break;
+  case RGPU_DQ_MAX_ACTIVE_CLUSTERS:
+  case RGPU_DQ_MAX_CLUSTER_SIZE:
+    if ((r = cluster_query(w, q, q->what == RGPU_DQ_MAX_CLUSTER_SIZE, &values[0]))) return r;
+    nvalues = 1;
+    break;
+  case RGPU_DQ_RESET_PERSISTING_L2:
+    /* Synchronous (the client waits for this reply): CUDA says the reset
+     * "takes effect on function return", and the program checks its status
+     * (CUDA_ERROR_NOT_SUPPORTED on a GPU without persisting lines), which a
+     * queued request could only report later, at an unrelated call.  The
+     * session runs its requests in order, so work sent before it was
+     * queued to the GPU before the reset, as with a local driver. */
+    if (!D->cuCtxResetPersistingL2Cache) return query_unsupported(w, "cuCtxResetPersistingL2Cache");
+    if ((r = rgpu_worker_ensure_ctx(w))) return r;
+    r = D->cuCtxResetPersistingL2Cache();
+    if (r != CUDA_SUCCESS)
+      return FAIL(r, "cuCtxResetPersistingL2Cache: %s", rgpu_driver_error_name(D, r));
+    break;
+  default: return FAIL(CUDA_ERROR_INVALID_VALUE, "device query: unknown question %u", q->what);
+  }
+  rgpu_msg_device_query_rep rep = {.values = {values, nvalues}};
+  rgpu_msg_device_query_rep_encode(rq->rep, &rep);
   return CUDA_SUCCESS;
 }

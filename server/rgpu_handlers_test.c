@@ -15,6 +15,8 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include "rgpu_device_query.h"
+#include "rgpu_vmm_proto.h"
 #include "rgpu_dispatch.h"
 #include "rgpu_image_cache.h"
 #include "rgpu_messages.h"
@@ -852,9 +854,278 @@ static void test_cuda_fatbin_launch(void **state) {
   fatbin_flow("libcuda.so.1", RGPU_DEVICE_CUDA, "kernels_ptx.fatbin", 0);
 }
 
+/* ---- DEVICE_QUERY (server/rgpu_handlers_features.c) -------------------- */
+
+/* One DEVICE_QUERY; returns its status and, on success, the answers
+ * (values, at most cap) and their number. */
+static uint32_t device_query(harness *t, uint32_t what, uint32_t device, uint32_t peer,
+                             uint64_t module_id, uint32_t func_index, const uint32_t *args,
+                             uint32_t nargs, uint64_t *values, uint32_t cap, uint32_t *nvalues) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_device_query_req q = {.what = what, .device = device, .peer = peer,
+                                 .module_id = module_id, .func_index = func_index,
+                                 .args = {args, nargs}};
+  rgpu_msg_device_query_req_encode(&b, &q);
+  send_req(t, RGPU_OP_DEVICE_QUERY, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  uint32_t st = reply_status(t);
+  if (st == 0) {
+    rgpu_msg_device_query_rep r;
+    assert_int_equal(rgpu_msg_device_query_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+    assert_true(r.values.count <= cap);
+    for (uint32_t i = 0; i < r.values.count; i++) values[i] = rgpu_array_u64(&r.values, i);
+    if (nvalues) *nvalues = r.values.count;
+  }
+  return st;
+}
+
+/* A driver without the functions (the fake one) answers NOT_SUPPORTED for
+ * each question, never a value; unknown questions and malformed payloads
+ * are refused as such. */
+static void test_device_query_fake_driver(void **state) {
+  harness *t = harness_new(driver_path, NULL, 0);
+  hello(t, NULL, 0);
+  load_stub_module(t, 3, 0);
+  uint64_t v[RGPU_DQ_MAX_ARGS];
+  uint32_t tex[2] = {CU_AD_FORMAT_FLOAT, 1}, ops[2] = {0, 9}, cfg[RGPU_DQ_CFG_COUNT] = {0};
+  assert_int_equal(device_query(t, RGPU_DQ_TEX1D_LINEAR_WIDTH, 0, 0, 0, 0, tex, 2, v, 64, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_true(reply_msg_has(t, "cuDeviceGetTexture1DLinearMaxWidth"));
+  assert_int_equal(device_query(t, RGPU_DQ_HOST_ATOMIC_CAPS, 0, 0, 0, 0, ops, 2, v, 64, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(device_query(t, RGPU_DQ_P2P_ATOMIC_CAPS, 0, 1, 0, 0, ops, 2, v, 64, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_ACTIVE_CLUSTERS, 0, 0, 3, 0, cfg,
+                                RGPU_DQ_CFG_COUNT, v, 64, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_CLUSTER_SIZE, 0, 0, 3, 0, cfg, RGPU_DQ_CFG_COUNT,
+                                v, 64, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(device_query(t, RGPU_DQ_RESET_PERSISTING_L2, 0, 0, 0, 0, NULL, 0, v, 64, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(device_query(t, 0, 0, 0, 0, 0, NULL, 0, v, 64, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(device_query(t, 999, 0, 0, 0, 0, NULL, 0, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_msg_has(t, "unknown question 999"));
+  /* More args than the message allows, and a truncated payload. */
+  uint32_t many[RGPU_DQ_MAX_ARGS + 1] = {0};
+  assert_int_equal(device_query(t, RGPU_DQ_HOST_ATOMIC_CAPS, 0, 0, 0, 0, many,
+                                RGPU_DQ_MAX_ARGS + 1, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_buf_put_u32(&b, RGPU_DQ_TEX1D_LINEAR_WIDTH);
+  send_req(t, RGPU_OP_DEVICE_QUERY, 1, &b, NULL, 0);
+  assert_int_equal(reply_status(t), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_free(&b);
+  harness_free(t);
+}
+
+/* softgpu's answers: its texture limit, what its interpreter's atomics do,
+ * clusters of one block only, a reset with nothing to reset; and the
+ * handler's own checks of devices, arguments and modules. */
+static void test_device_query_softgpu(void **state) {
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  harness *t = harness_new(softgpu_lib, NULL, 0);
+  hello(t, NULL, 0);
+  uint64_t v[RGPU_DQ_MAX_ARGS];
+  uint32_t n = 0;
+  uint32_t tex[2] = {CU_AD_FORMAT_FLOAT, 4};
+  assert_int_equal(device_query(t, RGPU_DQ_TEX1D_LINEAR_WIDTH, 0, 0, 0, 0, tex, 2, v, 64, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], 1u << 27);
+  assert_int_equal(device_query(t, RGPU_DQ_TEX1D_LINEAR_WIDTH, 5, 0, 0, 0, tex, 2, v, 64, NULL),
+                   CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(device_query(t, RGPU_DQ_TEX1D_LINEAR_WIDTH, 0, 0, 0, 0, tex, 1, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  tex[1] = 3; /* no three-channel textures */
+  assert_int_equal(device_query(t, RGPU_DQ_TEX1D_LINEAR_WIDTH, 0, 0, 0, 0, tex, 2, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+
+  uint32_t ops[3] = {CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_FLOAT_ADD,
+                     CU_ATOMIC_OPERATION_INTEGER_INCREMENT};
+  assert_int_equal(device_query(t, RGPU_DQ_HOST_ATOMIC_CAPS, 0, 0, 0, 0, ops, 3, v, 64, &n), 0);
+  assert_int_equal(n, 3);
+  const unsigned s32_64 = CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64;
+  assert_int_equal(v[0], CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED |
+                             CU_ATOMIC_CAPABILITY_REDUCTION | s32_64);
+  assert_int_equal(v[1], CU_ATOMIC_CAPABILITY_REDUCTION | s32_64);
+  assert_int_equal(v[2], CU_ATOMIC_CAPABILITY_UNSIGNED | CU_ATOMIC_CAPABILITY_REDUCTION |
+                             CU_ATOMIC_CAPABILITY_SCALAR_32);
+  assert_int_equal(device_query(t, RGPU_DQ_HOST_ATOMIC_CAPS, 0, 0, 0, 0, ops, 0, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  ops[1] = CU_ATOMIC_OPERATION_MAX;
+  assert_int_equal(device_query(t, RGPU_DQ_HOST_ATOMIC_CAPS, 0, 0, 0, 0, ops, 2, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* One device: it is not its own peer, and device 1 does not exist. */
+  assert_int_equal(device_query(t, RGPU_DQ_P2P_ATOMIC_CAPS, 0, 0, 0, 0, ops, 1, v, 64, NULL),
+                   CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(device_query(t, RGPU_DQ_P2P_ATOMIC_CAPS, 0, 1, 0, 0, ops, 1, v, 64, NULL),
+                   CUDA_ERROR_INVALID_DEVICE);
+
+  assert_int_equal(device_query(t, RGPU_DQ_RESET_PERSISTING_L2, 0, 0, 0, 0, NULL, 0, v, 64, &n), 0);
+  assert_int_equal(n, 0);
+
+  /* Clusters need a kernel: the corpus' vecadd. */
+  char fatbin[2200];
+  snprintf(fatbin, sizeof fatbin, "%s/kernels_zstd.fatbin", fatbin_dir());
+  size_t ilen = 0;
+  void *image = read_file(fatbin, &ilen);
+  if (!image) {
+    print_message("SKIP (clusters): %s is missing\n", fatbin);
+    harness_free(t);
+    return;
+  }
+  const char *funcs[] = {"_Z6vecaddPKfS0_Pfi"};
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_module_load_req mq = {.module_id = 1, .func_names = {.items = funcs, .count = 1}};
+  rgpu_msg_module_load_req_encode(&b, &mq);
+  send_req(t, RGPU_OP_MODULE_LOAD, 1, &b, image, ilen);
+  free(image);
+  rgpu_buf_free(&b);
+  if (reply_status(t) != 0) {
+    print_message("SKIP (clusters): softgpu cannot load the corpus\n");
+    harness_free(t);
+    return;
+  }
+  uint32_t cfg[RGPU_DQ_CFG_COUNT] = {[RGPU_DQ_CFG_GRID_X] = 4, [RGPU_DQ_CFG_GRID_Y] = 1,
+                                     [RGPU_DQ_CFG_GRID_Z] = 1, [RGPU_DQ_CFG_BLOCK_X] = 256,
+                                     [RGPU_DQ_CFG_BLOCK_Y] = 1, [RGPU_DQ_CFG_BLOCK_Z] = 1};
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_CLUSTER_SIZE, 0, 0, 1, 0, cfg, RGPU_DQ_CFG_COUNT,
+                                v, 64, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(v[0], 1);
+  /* No cluster dimension, and a cluster of two: softgpu has neither. */
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_ACTIVE_CLUSTERS, 0, 0, 1, 0, cfg,
+                                RGPU_DQ_CFG_COUNT, v, 64, NULL),
+                   CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  cfg[RGPU_DQ_CFG_CLUSTER_X] = 2;
+  cfg[RGPU_DQ_CFG_CLUSTER_Y] = cfg[RGPU_DQ_CFG_CLUSTER_Z] = 1;
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_ACTIVE_CLUSTERS, 0, 0, 1, 0, cfg,
+                                RGPU_DQ_CFG_COUNT, v, 64, NULL),
+                   CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  cfg[RGPU_DQ_CFG_CLUSTER_X] = 1;
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_ACTIVE_CLUSTERS, 0, 0, 1, 0, cfg,
+                                RGPU_DQ_CFG_COUNT, v, 64, &n), 0);
+  assert_int_equal(n, 1);
+  assert_true(v[0] >= 1);
+  /* The handler's checks: the launch values, the module, the function. */
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_ACTIVE_CLUSTERS, 0, 0, 1, 0, cfg, 3, v, 64, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_ACTIVE_CLUSTERS, 0, 0, 77, 0, cfg,
+                                RGPU_DQ_CFG_COUNT, v, 64, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(device_query(t, RGPU_DQ_MAX_CLUSTER_SIZE, 0, 0, 1, 5, cfg, RGPU_DQ_CFG_COUNT,
+                                v, 64, NULL),
+                   CUDA_ERROR_INVALID_HANDLE);
+  harness_free(t);
+}
+
 /* The generated dispatch table: every request opcode has a handler except
  * the frames the session loop keeps (RESUME, ACK), and the flags the loop
  * acts on are those the hand-written dispatch had. */
+/* One VMM request (proto/rgpu_vmm_proto.h); its status, *value from the reply. */
+static uint32_t vmm(harness *t, uint32_t op, int32_t device, uint64_t handle, uint64_t ptr,
+                    uint64_t size, uint64_t arg, uint64_t *value) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_vmm_req q = {.op = op, .device = device, .handle = handle, .ptr = ptr, .size = size,
+                        .arg = arg};
+  rgpu_msg_vmm_req_encode(&b, &q);
+  send_req(t, RGPU_OP_VMM, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  uint32_t st = reply_status(t);
+  if (st == 0 && value) {
+    rgpu_msg_vmm_rep r;
+    assert_int_equal(rgpu_msg_vmm_rep_decode(reply(t)->p, reply(t)->h.length, &r), 0);
+    *value = r.value;
+  }
+  return st;
+}
+
+static uint32_t memset_status(harness *t, uint64_t dst, uint64_t count) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_memset_req ms = {.dst = dst, .value = 7, .elem_size = 1, .count = count};
+  rgpu_msg_memset_req_encode(&b, &ms);
+  send_req(t, RGPU_OP_MEMSET, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  return reply_status(t);
+}
+
+/* A hostile or careless client's VMM requests on softgpu: nothing outside
+ * this session's reservations is mapped, a mapping is no copy target until
+ * its access is set, whole mappings only, physical memory counts against
+ * the quota until it is both released and unmapped. */
+static void test_vmm_softgpu(void **state) {
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  const uint64_t MB = 1 << 20;
+  harness *t = harness_new(softgpu_lib, NULL, 8 * MB);
+  hello(t, NULL, 0);
+  uint64_t g = 0, va = 0;
+  assert_int_equal(vmm(t, RGPU_VMM_GRANULARITY, 0, 0, 0, 0, CU_MEM_ALLOC_GRANULARITY_MINIMUM, &g), 0);
+  assert_int_equal(g, 2 * MB);
+  assert_int_equal(vmm(t, RGPU_VMM_GRANULARITY, 9, 0, 0, 0, 0, &g), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(vmm(t, RGPU_VMM_RESERVE, 0, 0, 0, 8 * MB, 0, &va), 0);
+  assert_true(va != 0);
+  assert_int_equal(vmm(t, RGPU_VMM_RESERVE, 0, 0, 0, 0, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+
+  /* Physical memory and the quota. */
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 1, 0, 2 * MB, 0, NULL), 0);
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 2, 0, 4 * MB, 0, NULL), 0);
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 3, 0, 4 * MB, 0, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+  assert_true(reply_msg_has(t, "quota"));
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 1, 0, 2 * MB, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 0, 0, 2 * MB, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+
+  /* Mapping: inside a reservation, of a known handle. */
+  assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 99, va, 2 * MB, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 1, va + 64 * MB, 2 * MB, 0, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_msg_has(t, "reservation"));
+  assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 1, va, 4 * MB, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 1, va, 2 * MB, 0, NULL), 0);
+  assert_int_equal(memset_status(t, va, 64), CUDA_ERROR_INVALID_VALUE); /* no access yet */
+  assert_int_equal(vmm(t, RGPU_VMM_SET_ACCESS, 0, 0, va, 2 * MB, 9, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_SET_ACCESS, 0, 0, va, 2 * MB,
+                       CU_MEM_ACCESS_FLAGS_PROT_READWRITE, NULL), 0);
+  assert_int_equal(memset_status(t, va, 64), 0);
+  assert_int_equal(memset_status(t, va + MB, 2 * MB), CUDA_ERROR_INVALID_VALUE); /* past the end */
+  /* A second chunk beside it: a memset across the boundary is one range. */
+  assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 2, va + 2 * MB, 4 * MB, 0, NULL), 0);
+  assert_int_equal(vmm(t, RGPU_VMM_SET_ACCESS, 0, 0, va, 6 * MB,
+                       CU_MEM_ACCESS_FLAGS_PROT_READWRITE, NULL), 0);
+  assert_int_equal(memset_status(t, va + MB, 2 * MB), 0);
+
+  /* Released while mapped: the memory stays, and so does its charge. */
+  assert_int_equal(vmm(t, RGPU_VMM_RELEASE, 0, 1, 0, 0, 0, NULL), 0);
+  assert_int_equal(vmm(t, RGPU_VMM_RELEASE, 0, 1, 0, 0, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 1, va + 6 * MB, 2 * MB, 0, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 3, 0, 4 * MB, 0, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(memset_status(t, va, 64), 0);
+
+  /* Whole mappings only; then the first goes and its memory with it. */
+  assert_int_equal(vmm(t, RGPU_VMM_UNMAP, 0, 0, va + MB, 2 * MB, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(vmm(t, RGPU_VMM_ADDRESS_FREE, 0, 0, va, 8 * MB, 0, NULL),
+                   CUDA_ERROR_INVALID_VALUE); /* mappings left in it */
+  assert_int_equal(vmm(t, RGPU_VMM_UNMAP, 0, 0, va, 2 * MB, 0, NULL), 0);
+  assert_int_equal(memset_status(t, va, 64), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(memset_status(t, va + 2 * MB, 64), 0);
+  assert_int_equal(vmm(t, RGPU_VMM_CREATE, 0, 3, 0, 4 * MB, 0, NULL), 0);
+  assert_int_equal(vmm(t, 77, 0, 0, 0, 0, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* The rest (a mapping, two handles, the reservation) goes with the session. */
+  harness_free(t);
+}
+
 static void test_dispatch_table(void **state) {
   (void)state;
   for (uint32_t op = 0; op < 0x200; op++) {
@@ -873,7 +1144,8 @@ static void test_dispatch_table(void **state) {
                                    RGPU_OP_SERVER_STATUS, RGPU_OP_DRIVER_INFO,
                                    RGPU_OP_DEVICE_PROPS, RGPU_OP_CTX_SET_DEVICE,
                                    RGPU_OP_DEVICE_RESET, RGPU_OP_HOST_CALL_DONE,
-                                   RGPU_OP_NVML_QUERY, RGPU_OP_PEER_ACCESS};
+                                   RGPU_OP_NVML_QUERY, RGPU_OP_PEER_ACCESS,
+                                   RGPU_OP_DEVICE_QUERY};
   int n_noctx = 0, n_barrier = 0, n_query = 0, n_ends = 0;
   for (uint32_t op = 0; op < 0x200; op++) {
     const rgpu_dispatch_entry *d = rgpu_dispatch_for((uint16_t)op);
@@ -889,7 +1161,8 @@ static void test_dispatch_table(void **state) {
   assert_true(rgpu_dispatch_for(RGPU_OP_MEM_FREE)->flags & RGPU_DISPATCH_BARRIER);
   assert_true(rgpu_dispatch_for(RGPU_OP_DEVICE_RESET)->flags & RGPU_DISPATCH_BARRIER);
   assert_true(rgpu_dispatch_for(RGPU_OP_GOODBYE)->flags & RGPU_DISPATCH_BARRIER);
-  assert_int_equal(n_barrier, 3);
+  assert_true(rgpu_dispatch_for(RGPU_OP_VMM)->flags & RGPU_DISPATCH_BARRIER);
+  assert_int_equal(n_barrier, 4);
   assert_true(rgpu_dispatch_for(RGPU_OP_STREAM_QUERY)->flags & RGPU_DISPATCH_QUERY);
   assert_true(rgpu_dispatch_for(RGPU_OP_EVENT_QUERY)->flags & RGPU_DISPATCH_QUERY);
   assert_int_equal(n_query, 2);
@@ -918,6 +1191,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_modules_and_launch),
       cmocka_unit_test(test_features_fake_driver),
+      cmocka_unit_test(test_device_query_fake_driver),
+      cmocka_unit_test(test_device_query_softgpu),
+      cmocka_unit_test(test_vmm_softgpu),
       cmocka_unit_test(test_module_image_cache),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),

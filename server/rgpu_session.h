@@ -21,7 +21,10 @@ extern "C" {
 
 typedef enum {
   RGPU_ALLOC_MALLOC = 1,        /* MEM_ALLOC: the client may free it */
-  RGPU_ALLOC_MODULE_GLOBAL = 2  /* a module's __device__/__constant__ variable */
+  RGPU_ALLOC_MODULE_GLOBAL = 2, /* a module's __device__/__constant__ variable */
+  /* A cuMemMap'ed range made accessible (rgpu_handlers_vmm.c): copies may
+   * name it; its physical memory is counted there, not here. */
+  RGPU_ALLOC_VMM = 3
 } rgpu_alloc_kind;
 
 typedef struct {

@@ -174,6 +174,10 @@ rgpu_worker *rgpu_worker_new(const rgpu_worker_config *cfg) {
   rgpu_handle_map_init(&w->events);
   rgpu_handle_map_init(&w->modules);
   rgpu_handle_map_init(&w->arrays);
+  rgpu_alloc_table_init(&w->vmm_reserved);
+  rgpu_alloc_table_init(&w->vmm_mapped);
+  rgpu_handle_map_init(&w->vmm_handles);
+  rgpu_handle_map_init(&w->vmm_access);
   rgpu_handle_map_init(&w->texobjs);
   rgpu_handle_map_init(&w->surfobjs);
   rgpu_handle_map_init(&w->managed_copies);
@@ -213,6 +217,10 @@ void rgpu_worker_free(rgpu_worker *w) {
   rgpu_handle_map_free(&w->events);
   rgpu_handle_map_free(&w->modules);
   rgpu_handle_map_free(&w->arrays);
+  rgpu_alloc_table_free(&w->vmm_reserved);
+  rgpu_alloc_table_free(&w->vmm_mapped);
+  rgpu_handle_map_free(&w->vmm_handles);
+  rgpu_handle_map_free(&w->vmm_access);
   rgpu_handle_map_free(&w->texobjs);
   rgpu_handle_map_free(&w->surfobjs);
   rgpu_handle_map_free(&w->managed_copies);

@@ -103,6 +103,15 @@ struct rgpu_worker {
   rgpu_handle_map texobjs;
   rgpu_handle_map surfobjs;
   uint64_t array_bytes; /* device bytes held by arrays: counted by the quota */
+  /* Virtual memory management (rgpu_handlers_vmm.c): reservations and
+   * mappings (for mappings, module_id holds the physical allocation's id),
+   * the physical allocations by the client's ids (ptr: vmm_phys *), and
+   * their bytes, counted by the quota. */
+  rgpu_alloc_table vmm_reserved;
+  rgpu_alloc_table vmm_mapped;
+  rgpu_handle_map vmm_handles;
+  rgpu_handle_map vmm_access; /* id: an accessible mapping's address */
+  uint64_t vmm_bytes;
   /* MANAGED_PULL's copies of what it last sent, by device address
    * (rgpu_handlers_managed.c); ptr: a managed_copy. */
   rgpu_handle_map managed_copies;
@@ -268,9 +277,10 @@ void rgpu_worker_markers_drop(rgpu_worker *w);
  * it cannot grow (rgpu_handlers.c). */
 CUresult rgpu_worker_copy_params(rgpu_worker *w, const void *data, size_t len);
 /* Device bytes the session holds, as its memory quota counts them:
- * cuMemAlloc'ed memory, module globals and CUDA arrays. */
+ * cuMemAlloc'ed memory, module globals, CUDA arrays and cuMemCreate'd
+ * memory. */
 static inline uint64_t rgpu_worker_held_bytes(const rgpu_worker *w) {
-  return w->allocs.malloc_bytes + w->allocs.module_bytes + w->array_bytes;
+  return w->allocs.malloc_bytes + w->allocs.module_bytes + w->array_bytes + w->vmm_bytes;
 }
 
 /* rgpu_handlers.c's lookups for the handlers in other files: a stream by
@@ -290,6 +300,10 @@ void rgpu_worker_drop_managed_copies(rgpu_worker *w, int dev, uint64_t dptr, uin
 /* Frees the session's arrays and objects of device dev (-1: all); destroy 0
  * forgets them without calling the driver (their context is gone). */
 void rgpu_worker_drop_arrays(rgpu_worker *w, int dev, int destroy);
+/* Unmaps, releases and frees the session's virtual memory of device dev
+ * (-1: all; reservations go with the device current when they were made);
+ * destroy 0 only forgets (rgpu_handlers_vmm.c). */
+void rgpu_worker_drop_vmm(rgpu_worker *w, int dev, int destroy);
 
 /* ---- small host-to-device copies (rgpu_staging.c) ------------------------
  * A 64-byte H2D used to cost a staging buffer of its own, a marker event

@@ -51,6 +51,11 @@ static unsigned format_size(CUarray_format f) {
 
 static int channels_ok(unsigned n) { return n == 1 || n == 2 || n == 4; }
 
+/* The most elements a 1D linear texture (a LINEAR resource) may have, in
+ * any format softgpu samples: what cuTexObjectCreate accepts, and so what
+ * cuDeviceGetTexture1DLinearMaxWidth reports. */
+#define SG_TEX1D_LINEAR_MAX_ELEMS ((size_t)1 << 27)
+
 /* An array of the caller's: live, and (for queued work) still the same. */
 static int array_ok(const sg_array *a) { return sg_handle_ok(a, SG_H_ARRAY); }
 
@@ -405,6 +410,20 @@ CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hS
 
 /* ---- texture and surface objects ---------------------------------------- */
 
+/* The width limit above, for the formats and channel counts a texture
+ * object may have here (others: CUDA_ERROR_INVALID_VALUE, as
+ * cuTexObjectCreate answers them). */
+SG_EXPORT CUresult CUDAAPI cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements,
+                                                             CUarray_format format,
+                                                             unsigned numChannels, CUdevice dev) {
+  if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!sg_device_get(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!maxWidthInElements || !format_size(format) || !channels_ok(numChannels))
+    return CUDA_ERROR_INVALID_VALUE;
+  *maxWidthInElements = SG_TEX1D_LINEAR_MAX_ELEMS;
+  return CUDA_SUCCESS;
+}
+
 typedef struct {
   int live;
   uint32_t gen;             /* bumped on every reuse of the slot */
@@ -454,7 +473,8 @@ static CUresult resource_resolve(const CUDA_RESOURCE_DESC *rd, texobj *o, int su
       uint64_t es = (uint64_t)fs * rd->res.linear.numChannels;
       size_t n = rd->res.linear.sizeInBytes;
       CUdeviceptr p = rd->res.linear.devPtr;
-      if (!p || n < es || p % es || n / es > (1u << 27)) return CUDA_ERROR_INVALID_VALUE;
+      if (!p || n < es || p % es || n / es > SG_TEX1D_LINEAR_MAX_ELEMS)
+        return CUDA_ERROR_INVALID_VALUE;
       if (sg_mem_check(p, n, 0, NULL) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
       o->dptr = p;
       o->dbytes = n;

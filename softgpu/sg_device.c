@@ -342,7 +342,8 @@ static int attribute_value(CUdevice_attribute a, int dev, int *v) {
   case CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *v = 0; break;
   case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: *v = 0; break;
-  case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: *v = 0; break;
+  /* Some of CUDA's atomic forms over the host link, not all (atomic_capability). */
+  case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: *v = 1; break;
   default: return -1;
   }
   return 0;
@@ -356,6 +357,72 @@ SG_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attr
   if (attribute_value(attrib, dev, &v) != 0) return CUDA_ERROR_INVALID_VALUE;
   *pi = v;
   return CUDA_SUCCESS;
+}
+
+/* ---- atomic capabilities ------------------------------------------------ */
+
+/* What the PTX interpreter's atom and red execute for each CUDA atomic
+ * operation: 32- and 64-bit scalars (no 128-bit or vector forms), integer
+ * operations on signed and unsigned operands, red forms of all but exch and
+ * cas (PTX has none), inc and dec on u32 only (as PTX defines them), and
+ * f32/f64 add, min and max.  The interpreter runs them as the CPU's own
+ * atomics on the process's memory, which holds the host's memory and every
+ * softgpu device's alike: the host link and every device pair support the
+ * same set, natively.  Not all of CUDA's forms, hence
+ * ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED. */
+static int atomic_capability(unsigned op, unsigned *caps) {
+  const unsigned ints = CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED;
+  const unsigned both = CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64;
+  const unsigned red = CU_ATOMIC_CAPABILITY_REDUCTION;
+  switch (op) {
+  case CU_ATOMIC_OPERATION_INTEGER_ADD:
+  case CU_ATOMIC_OPERATION_INTEGER_MIN:
+  case CU_ATOMIC_OPERATION_INTEGER_MAX:
+  case CU_ATOMIC_OPERATION_AND:
+  case CU_ATOMIC_OPERATION_OR:
+  case CU_ATOMIC_OPERATION_XOR: *caps = ints | both | red; return 0;
+  case CU_ATOMIC_OPERATION_INTEGER_INCREMENT:
+  case CU_ATOMIC_OPERATION_INTEGER_DECREMENT:
+    *caps = CU_ATOMIC_CAPABILITY_UNSIGNED | CU_ATOMIC_CAPABILITY_SCALAR_32 | red;
+    return 0;
+  case CU_ATOMIC_OPERATION_EXCHANGE:
+  case CU_ATOMIC_OPERATION_CAS: *caps = ints | both; return 0;
+  case CU_ATOMIC_OPERATION_FLOAT_ADD:
+  case CU_ATOMIC_OPERATION_FLOAT_MIN:
+  case CU_ATOMIC_OPERATION_FLOAT_MAX: *caps = both | red; return 0;
+  default: return -1;
+  }
+}
+
+static CUresult atomic_capabilities(unsigned int *capabilities, const CUatomicOperation *operations,
+                                    unsigned int count) {
+  if (!capabilities || !operations || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  /* All checked before any is written, so a refused list leaves the output alone. */
+  for (unsigned i = 0; i < count; i++) {
+    unsigned c;
+    if (atomic_capability((unsigned)operations[i], &c)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (unsigned i = 0; i < count; i++) atomic_capability((unsigned)operations[i], &capabilities[i]);
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities,
+                                                            const CUatomicOperation *operations,
+                                                            unsigned int count, CUdevice dev) {
+  CUresult r = check_dev(dev, NULL);
+  if (r) return r;
+  return atomic_capabilities(capabilities, operations, count);
+}
+
+SG_EXPORT CUresult CUDAAPI cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities,
+                                                           const CUatomicOperation *operations,
+                                                           unsigned int count, CUdevice srcDevice,
+                                                           CUdevice dstDevice) {
+  CUresult r = check_dev(srcDevice, NULL);
+  if (!r) r = check_dev(dstDevice, NULL);
+  if (r) return r;
+  if (srcDevice == dstDevice) return CUDA_ERROR_INVALID_DEVICE; /* a device is not its own peer */
+  return atomic_capabilities(capabilities, operations, count);
 }
 
 /* ---- contexts ----------------------------------------------------------- */
@@ -684,6 +751,13 @@ SG_EXPORT CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
   if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) return CUDA_ERROR_INVALID_VALUE;
   c->cache_config = config;
   return CUDA_SUCCESS;
+}
+
+/* softgpu keeps no persisting L2 lines (MAX_PERSISTING_L2_CACHE_SIZE is 0):
+ * resetting them is done as soon as asked, in any usable context. */
+SG_EXPORT CUresult CUDAAPI cuCtxResetPersistingL2Cache(void) {
+  sg_ctx *c;
+  return sg_current(&c);
 }
 
 /* ---- error texts -------------------------------------------------------- */

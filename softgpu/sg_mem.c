@@ -102,9 +102,23 @@ CUresult sg_mem_check(uint64_t addr, uint64_t len, int write, void **host) {
   pthread_rwlock_rdlock(&tab_lock);
   sg_alloc *a = find_locked(addr);
   CUresult r = CUDA_ERROR_INVALID_VALUE;
-  if (a && len <= a->size - (addr - a->base) && !(write && a->readonly)) {
-    if (host) *host = (char *)a->host + (addr - a->base);
-    r = CUDA_SUCCESS;
+  if (a && !(write && a->readonly)) {
+    uint64_t avail = a->size - (addr - a->base);
+    /* VMM mappings side by side are one range of addresses, as on a GPU:
+     * a copy may run from one chunk of a reservation into the next (their
+     * pages are contiguous in this process too, so one memcpy does it). */
+    for (const sg_alloc *cur = a; len > avail && cur->kind == SG_MEM_VMM;) {
+      const sg_alloc *next = find_locked(cur->base + cur->size);
+      if (!next || next->kind != SG_MEM_VMM || next->base != cur->base + cur->size ||
+          (write && next->readonly))
+        break;
+      avail += next->size;
+      cur = next;
+    }
+    if (len <= avail) {
+      if (host) *host = (char *)a->host + (addr - a->base);
+      r = CUDA_SUCCESS;
+    }
   }
   pthread_rwlock_unlock(&tab_lock);
   return r;

@@ -684,6 +684,60 @@ SG_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGri
   return CUDA_SUCCESS;
 }
 
+/* ---- cluster occupancy ------------------------------------------------------
+ * softgpu offers no thread block clusters (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
+ * is 0): each block runs alone, which is a cluster of one, and that is the
+ * only cluster shape its launches take (rgpu launches a 1x1x1 cluster as a
+ * plain launch).  So the largest cluster is 1 block, a cluster of one is as
+ * many as the blocks that fit on the device, and any other shape, or none
+ * given (softgpu's functions have no required cluster size), is
+ * CUDA_ERROR_INVALID_CLUSTER_SIZE. */
+
+/* The checks both calls share, and the blocks of the configuration that
+ * fit on one multiprocessor. */
+static CUresult cluster_config(CUfunction func, const CUlaunchConfig *config, int *per_sm,
+                               unsigned cluster[3]) {
+  CUresult r = func_check(func);
+  if (r) return r;
+  if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  if (!config->blockDimX || !config->blockDimY || !config->blockDimZ)
+    return CUDA_ERROR_INVALID_VALUE;
+  uint64_t threads = (uint64_t)config->blockDimX * config->blockDimY * config->blockDimZ;
+  if (threads > 1024) return CUDA_ERROR_INVALID_VALUE;
+  cluster[0] = cluster[1] = cluster[2] = 0;
+  for (unsigned i = 0; i < config->numAttrs; i++)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster[0] = config->attrs[i].value.clusterDim.x;
+      cluster[1] = config->attrs[i].value.clusterDim.y;
+      cluster[2] = config->attrs[i].value.clusterDim.z;
+    }
+  return (CUresult)occupancy(func, (int)threads, config->sharedMemBytes, per_sm);
+}
+
+SG_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                                             const CUlaunchConfig *config) {
+  if (!clusterSize) return CUDA_ERROR_INVALID_VALUE;
+  int per_sm;
+  unsigned cluster[3];
+  CUresult r = cluster_config(func, config, &per_sm, cluster);
+  if (r) return r;
+  /* The configuration's own cluster dimensions do not matter (CUDA ignores them). */
+  *clusterSize = per_sm > 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+SG_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+                                                       const CUlaunchConfig *config) {
+  if (!numClusters) return CUDA_ERROR_INVALID_VALUE;
+  int per_sm;
+  unsigned cluster[3];
+  CUresult r = cluster_config(func, config, &per_sm, cluster);
+  if (r) return r;
+  if (cluster[0] != 1 || cluster[1] != 1 || cluster[2] != 1) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  *numClusters = per_sm * sg_cfg.ncpus;
+  return CUDA_SUCCESS;
+}
+
 SG_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
                                                             CUoccupancyB2DSize blockSizeToDynamicSMemSize,
                                                             size_t dynamicSMemSize, int blockSizeLimit) {
