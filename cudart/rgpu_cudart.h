@@ -411,6 +411,9 @@ cudaError_t rgpu_rt_driver_func_param_info(const void *func, size_t index, size_
                                            size_t *size);
 cudaError_t rgpu_rt_driver_occupancy(int *numBlocks, const void *func, int blockSize,
                                      size_t smem, unsigned flags);
+/* cudaOccupancyMaxActiveClusters (active 1) or MaxPotentialClusterSize. */
+cudaError_t rgpu_rt_driver_cluster_occupancy(int *out, const void *func,
+                                             const cudaLaunchConfig_t *cfg, int active);
 
 /* ---- memory (rgpu_cudart_memory.c) ------------------------------------- */
 

@@ -144,6 +144,10 @@ RGPU_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel,
 
 /* ---- a library's kernel where the runtime takes a kernel ----------------- */
 
+_Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute) &&
+                   offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value),
+               "cudaLaunchAttribute and CUlaunchAttribute share one layout");
+
 int rgpu_rt_is_driver_function(const void *func) { return rgpu_drv_is_function(func); }
 
 cudaError_t rgpu_rt_driver_launch(const void *func, dim3 grid, dim3 block, void **args,
@@ -248,6 +252,24 @@ cudaError_t rgpu_rt_driver_occupancy(int *numBlocks, const void *func, int block
   (void)c;
   return from_driver(rgpu_drv_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
       numBlocks, (CUfunction)func, blockSize, smem, flags));
+}
+
+cudaError_t rgpu_rt_driver_cluster_occupancy(int *out, const void *func,
+                                             const cudaLaunchConfig_t *cfg, int active) {
+  ENTER_OR_RETURN();
+  (void)c;
+  if (cfg->dynamicSmemBytes > UINT32_MAX) return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* cudaLaunchAttribute and CUlaunchAttribute are one layout (CUDA lets
+   * programs cast between them). */
+  CUlaunchConfig dc = {.gridDimX = cfg->gridDim.x, .gridDimY = cfg->gridDim.y,
+                       .gridDimZ = cfg->gridDim.z, .blockDimX = cfg->blockDim.x,
+                       .blockDimY = cfg->blockDim.y, .blockDimZ = cfg->blockDim.z,
+                       .sharedMemBytes = (unsigned)cfg->dynamicSmemBytes,
+                       .hStream = (CUstream)cfg->stream,
+                       .attrs = (CUlaunchAttribute *)cfg->attrs, .numAttrs = cfg->numAttrs};
+  CUresult r = active ? rgpu_drv_cuOccupancyMaxActiveClusters(out, (CUfunction)func, &dc)
+                      : rgpu_drv_cuOccupancyMaxPotentialClusterSize(out, (CUfunction)func, &dc);
+  return from_driver(r);
 }
 
 cudaError_t rgpu_rt_driver_launch_with(const void *func, dim3 grid, dim3 block, void **args,

@@ -1156,6 +1156,8 @@ static cudaError_t cluster_occupancy(int *out, const void *func, const cudaLaunc
   if (!out || !cfg || (cfg->numAttrs && !cfg->attrs) || cfg->dynamicSmemBytes > UINT32_MAX)
     return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_rt_func *f = rgpu_rt_func_by_stub(func);
+  if (!f && rgpu_rt_is_driver_function(func))
+    return rgpu_rt_driver_cluster_occupancy(out, func, cfg, what == RGPU_DQ_MAX_ACTIVE_CLUSTERS);
   if (!f) return rgpu_rt_ret(cudaErrorInvalidDeviceFunction);
   uint32_t args[RGPU_DQ_CFG_COUNT] = {
       [RGPU_DQ_CFG_GRID_X] = cfg->gridDim.x,   [RGPU_DQ_CFG_GRID_Y] = cfg->gridDim.y,

@@ -177,6 +177,13 @@ static void library_kernels() {
   int blocks = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)k_saxpy, 128, 0));
   EXPECT(blocks >= 1);
+  cudaLaunchConfig_t occ = {};
+  occ.gridDim = dim3(16);
+  occ.blockDim = dim3(128);
+  int csize = 0;
+  cudaError_t ce = cudaOccupancyMaxPotentialClusterSize(&csize, (const void *)k_saxpy, &occ);
+  EXPECT(ce == cudaErrorNotSupported || (ce == cudaSuccess && csize >= 1));
+  (void)cudaGetLastError();
   CHECK(cudaFuncSetCacheConfig((const void *)k_saxpy, cudaFuncCachePreferL1));
   printf("library kernel attributes: ok\n");
 
