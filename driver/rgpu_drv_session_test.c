@@ -110,11 +110,11 @@ static void test_refused_and_stubbed(void **state) {
   CUmemGenericAllocationHandle h;
   CUmemAllocationProp prop = {0};
   assert_int_equal(cuMemCreate(&h, 1 << 21, &prop, 0), CUDA_ERROR_INVALID_VALUE);
-  /* Shareable handles name memory of one machine's processes: refused
-   * before anything is sent, as is the export itself. */
+  /* Host memory of the server is not the program's: refused before
+   * anything is sent, as is exporting a shareable handle (it names memory
+   * of one machine's processes). */
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
   assert_int_equal(cuMemCreate(&h, 1 << 21, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
   int fd = -1;
   assert_int_equal(cuMemExportToShareableHandle(&fd, 1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),

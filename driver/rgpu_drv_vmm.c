@@ -14,8 +14,9 @@
  * cudaMemcpyDefault and cudaPointerGetAttributes know it as device memory
  * (cudaFree does not: it was not cudaMalloc'ed).
  *
- * Refused, CUDA_ERROR_NOT_SUPPORTED: shareable handles (export/import:
- * they name memory of one machine's processes, as IPC handles do),
+ * Refused, CUDA_ERROR_NOT_SUPPORTED: exporting and importing shareable
+ * handles (they name memory of one machine's processes, as IPC handles do;
+ * asking for a handle type at cuMemCreate is accepted),
  * cuMemRetainAllocationHandle, and allocations other than pinned device
  * memory (host or host-NUMA locations). */
 #include <stdlib.h>
@@ -98,13 +99,11 @@ static CUresult prop_check(const CUmemAllocationProp *p, uint64_t *packed) {
                 "server is not the program's); CUDA_ERROR_NOT_SUPPORTED");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (p->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("cuMemCreate: shareable handles name memory of one machine's processes; rgpu "
-                "does not export them: CUDA_ERROR_NOT_SUPPORTED");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
+  /* Shareable handle types are accepted and not passed on: programs ask
+   * for them in case they share the memory later (PyTorch's expandable
+   * segments ask for POSIX file descriptors), and only the export itself,
+   * which would hand out a handle of the server machine, is refused
+   * (cuMemExportToShareableHandle: CUDA_ERROR_NOT_SUPPORTED). */
   *packed = RGPU_VMM_PROP(p->allocFlags.compressionType, p->allocFlags.gpuDirectRDMACapable,
                           p->allocFlags.usage);
   return CUDA_SUCCESS;

@@ -85,7 +85,11 @@ int main() {
   CUdeviceptr big;
   CU_CHECK(cuMemAddressReserve(&big, 3 * chunk, 0, 0, 0));
   CUmemGenericAllocationHandle extra, keep;
-  CU_CHECK(cuMemCreate(&keep, chunk, &prop, 0));
+  // Asking for a shareable handle type (PyTorch's expandable segments ask
+  // for file descriptors) changes nothing here.
+  CUmemAllocationProp shareable = prop;
+  shareable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CU_CHECK(cuMemCreate(&keep, chunk, &shareable, 0));
   CU_CHECK(cuMemCreate(&extra, chunk, &prop, 0));
   CU_CHECK(cuMemMap(big, chunk, 0, keep, 0));
   CU_CHECK(cuMemMap(big + chunk, chunk, 0, extra, 0));
