@@ -21,6 +21,68 @@
 #include "rgpu_log.h"
 #include "rgpu_messages.h"
 
+/* ---- the handles this facade made ------------------------------------------ */
+
+/* Every CUfunction and CUkernel ever handed out (they are never freed:
+ * released ones stay as husks), so that the runtime can ask whether a
+ * pointer a program passed as a kernel is one of them without reading
+ * memory behind it: a garbage pointer given to cudaLaunchKernel is an
+ * error, never a crash.  Open addressing, guarded by g_handles_lock (a
+ * leaf). */
+static rgpu_mutex g_handles_lock = RGPU_MUTEX_INITIALIZER;
+static const void **g_handles;
+static size_t g_handles_cap, g_handles_n;
+
+static size_t handle_slot(const void *p, size_t cap) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+  return (size_t)(h >> 17) & (cap - 1);
+}
+
+/* Records p; 0, or -1 when the table cannot grow (p then stays unknown to
+ * the runtime, which refuses it as no kernel). */
+static int handles_add(const void *p) {
+  rgpu_mutex_lock(&g_handles_lock);
+  int rc = 0;
+  if ((g_handles_n + 1) * 2 > g_handles_cap) {
+    size_t cap = g_handles_cap ? g_handles_cap * 2 : 64;
+    const void **t = calloc(cap, sizeof *t);
+    if (!t) {
+      rc = -1;
+    } else {
+      for (size_t i = 0; i < g_handles_cap; i++)
+        if (g_handles[i]) {
+          size_t j = handle_slot(g_handles[i], cap);
+          while (t[j]) j = (j + 1) & (cap - 1);
+          t[j] = g_handles[i];
+        }
+      free(g_handles);
+      g_handles = t;
+      g_handles_cap = cap;
+    }
+  }
+  if (rc == 0) {
+    size_t j = handle_slot(p, g_handles_cap);
+    while (g_handles[j] && g_handles[j] != p) j = (j + 1) & (g_handles_cap - 1);
+    if (!g_handles[j]) g_handles_n++;
+    g_handles[j] = p;
+  }
+  rgpu_mutex_unlock(&g_handles_lock);
+  return rc;
+}
+
+int rgpu_drv_is_function(const void *p) {
+  if (!rgpu_drv_handle_plausible(p)) return 0;
+  rgpu_mutex_lock(&g_handles_lock);
+  int found = 0;
+  if (g_handles_cap) {
+    size_t j = handle_slot(p, g_handles_cap);
+    while (g_handles[j] && g_handles[j] != p) j = (j + 1) & (g_handles_cap - 1);
+    found = g_handles[j] == p;
+  }
+  rgpu_mutex_unlock(&g_handles_lock);
+  return found;
+}
+
 /* ---- calls ---------------------------------------------------------------- */
 
 CUresult rgpu_drv_reply_ret(rgpu_client *c, int rc) {
@@ -434,6 +496,7 @@ static CUresult module_function(rgpu_client *c, struct CUmod_st *m, const char *
     else if (!again)
       m->funcs[m->nfuncs++] = f;
     rgpu_mutex_unlock(&m->lock);
+    if (!again && r == CUDA_SUCCESS) handles_add(f);
     if (again) {
       f->magic = 0;
       r = CUDA_SUCCESS;
@@ -794,6 +857,7 @@ static CUresult library_kernel(rgpu_client *c, struct CUlib_st *library, const c
   else if (!again)
     library->kernels[library->nkernels++] = k;
   rgpu_mutex_unlock(&library->lock);
+  if (!again && r == CUDA_SUCCESS) handles_add(k);
   if (again || r != CUDA_SUCCESS) {
     free(k->name);
     free(k);
@@ -925,12 +989,6 @@ static CUresult runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, stru
   if (r != CUDA_SUCCESS) return r;
   __atomic_store_n(&(*out)->rt_func, rf, __ATOMIC_RELEASE);
   return runtime_attrs_follow(c, *out, rf, dev, &id, &name);
-}
-
-int rgpu_drv_is_function(const void *p) {
-  if (!rgpu_drv_handle_plausible(p)) return 0;
-  uint32_t magic = *(const uint32_t *)p;
-  return magic == RGPU_DRV_FUNC_MAGIC || magic == RGPU_DRV_KERNEL_MAGIC;
 }
 
 CUresult rgpu_drv_runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, CUfunction *out) {

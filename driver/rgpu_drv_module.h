@@ -110,7 +110,8 @@ CUresult rgpu_drv_reply_ret(rgpu_client *c, int rc);
  * device dropped (reset); what the load or lookup answered. */
 CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUfunc_st **out);
 /* 1 when p is one of this facade's CUfunction or CUkernel handles (live or
- * released): the runtime then hands a call on it to the driver. */
+ * released): the runtime then hands a call on it to the driver.  A table
+ * lookup: p is never read. */
 int rgpu_drv_is_function(const void *p);
 /* A registered kernel of the runtime as a CUfunction on dev
  * (cudaGetFuncBySymbol): the runtime's module there, seen by the driver,
