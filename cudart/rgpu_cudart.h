@@ -351,6 +351,11 @@ uint64_t rgpu_rt_new_handle_id(void);
  * default stream.  Errors: cudaErrorInvalidResourceHandle. */
 cudaError_t rgpu_rt_stream_resolve(rgpu_client *c, cudaStream_t s, int per_thread,
                                    uint64_t *wire, int *device);
+/* Whether s names the legacy NULL stream: 0 from an entry point without
+ * _ptsz/_ptds (per_thread 0), or cudaStreamLegacy. */
+static inline int rgpu_rt_is_legacy_stream(cudaStream_t s, int per_thread) {
+  return (s == NULL && !per_thread) || s == cudaStreamLegacy;
+}
 
 /* ---- host callbacks (rgpu_cudart_callbacks.c) ------------------------- */
 
@@ -482,5 +487,36 @@ cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream
                                    int per_thread, int async);
 cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
                            enum cudaMemcpyKind kind, uint64_t stream, int device, int async);
+/* cudaMemcpy(Async) in two steps, so that a batch (rgpu_cudart_batch.c)
+ * checks every copy before it sends any.  copy_check: resolves *kind
+ * (cudaMemcpyDefault from the pointers) and checks the pointers against
+ * the known allocations; *device is the device whose memory the copy
+ * touches.  Errors returned, not recorded.  copy_issue: sends (or
+ * captures) a checked copy of count > 0 bytes on stream wire of device
+ * sdev (rgpu_rt_stream_resolve's answers), also between devices of two
+ * servers.  src_transient: the source may change as soon as the call
+ * returns (cudaMemcpySrcAccessOrderDuringApiCall), so its bytes are never
+ * kept by reference (rgpu_cudart_op.h).  Errors recorded. */
+cudaError_t rgpu_rt_copy_check(const void *dst, const void *src, size_t n,
+                               enum cudaMemcpyKind *kind, int *device);
+cudaError_t rgpu_rt_copy_issue(rgpu_client *c, void *dst, const void *src, size_t count,
+                               enum cudaMemcpyKind kind, int dev, uint64_t wire, int sdev,
+                               int async, int src_transient);
+/* cudaMemcpy3DAsync (its checks included, errors recorded), with
+ * src_transient as above. */
+cudaError_t rgpu_rt_memcpy3d_async(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
+                                   int per_thread, int src_transient);
+/* cudaMemPrefetchAsync in two steps (rgpu_cudart_managed.c), for the
+ * prefetch batches.  check: [p, p + count) lies in one managed allocation
+ * and loc is a place a prefetch can name (cudaErrorInvalidValue, or
+ * cudaErrorInvalidDevice for a device that does not exist).  prefetch:
+ * records it for cudaMemRangeGetAttribute and moves the managed memory
+ * there now.  managed_range_check: only the range.  Errors returned, not
+ * recorded. */
+cudaError_t rgpu_rt_prefetch_check(rgpu_client *c, const void *p, size_t count,
+                                   struct cudaMemLocation loc);
+cudaError_t rgpu_rt_prefetch(rgpu_client *c, const void *p, size_t count,
+                             struct cudaMemLocation loc);
+cudaError_t rgpu_rt_managed_range_check(const void *p, size_t count);
 
 #endif

@@ -483,7 +483,7 @@ static managed_rec *find_range_locked(uint64_t p, size_t count) {
 }
 
 /* The managed allocation holding [p, p + count), or cudaErrorInvalidValue. */
-static cudaError_t managed_range_check(const void *p, size_t count) {
+cudaError_t rgpu_rt_managed_range_check(const void *p, size_t count) {
   rgpu_mutex_lock(&g_mlock);
   int ok = find_range_locked((uint64_t)(uintptr_t)p, count) != NULL;
   rgpu_mutex_unlock(&g_mlock);
@@ -502,13 +502,13 @@ static void range_pages(const managed_rec *r, uint64_t p, size_t count, size_t *
 /* hints_record's what: a cudaMemoryAdvise value, or a prefetch. */
 enum { HINT_PREFETCH = 100 };
 
-/* Records advice (a cudaMemoryAdvise value) or a prefetch (HINT_PREFETCH)
- * for the pages of [p, p + count), which must lie in one managed
- * allocation: cudaErrorInvalidValue otherwise, or for a location the
- * advice cannot take; cudaErrorInvalidDevice for a device that does not
- * exist; cudaErrorMemoryAllocation if the record cannot be made. */
-static cudaError_t hints_record(rgpu_client *c, const void *p, size_t count, int what,
-                                struct cudaMemLocation loc) {
+/* Whether advice `what` (or HINT_PREFETCH) can take location loc:
+ * cudaSuccess with the location as recorded (*type, *id: the current host
+ * NUMA node is node 0 here), cudaErrorInvalidValue for a location it
+ * cannot take, cudaErrorInvalidDevice for a device that does not exist.
+ * Advice without a location takes any. */
+static cudaError_t hint_location(rgpu_client *c, int what, struct cudaMemLocation loc, int *type,
+                                 int *id) {
   int ndev = 0;
   cudaError_t e;
   int wants_loc = what == cudaMemAdviseSetPreferredLocation ||
@@ -520,15 +520,30 @@ static cudaError_t hints_record(rgpu_client *c, const void *p, size_t count, int
   }
   /* Accessors are devices or the host; a preference or a prefetch may
    * also name a host NUMA node (the current one is node 0 here). */
-  int type = loc.type == cudaMemLocationTypeHostNumaCurrent ? cudaMemLocationTypeHostNuma
-                                                             : (int)loc.type;
-  int id = loc.type == cudaMemLocationTypeHostNumaCurrent ? 0 : loc.id;
+  int t = loc.type == cudaMemLocationTypeHostNumaCurrent ? cudaMemLocationTypeHostNuma
+                                                          : (int)loc.type;
+  int i = loc.type == cudaMemLocationTypeHostNumaCurrent ? 0 : loc.id;
   if (wants_loc) {
-    int ok = type == cudaMemLocationTypeDevice || type == cudaMemLocationTypeHost ||
-             (type == cudaMemLocationTypeHostNuma && what != cudaMemAdviseSetAccessedBy &&
-              what != cudaMemAdviseUnsetAccessedBy && id >= 0);
+    int ok = t == cudaMemLocationTypeDevice || t == cudaMemLocationTypeHost ||
+             (t == cudaMemLocationTypeHostNuma && what != cudaMemAdviseSetAccessedBy &&
+              what != cudaMemAdviseUnsetAccessedBy && i >= 0);
     if (!ok) return cudaErrorInvalidValue;
   }
+  *type = t;
+  *id = i;
+  return cudaSuccess;
+}
+
+/* Records advice (a cudaMemoryAdvise value) or a prefetch (HINT_PREFETCH)
+ * for the pages of [p, p + count), which must lie in one managed
+ * allocation: cudaErrorInvalidValue otherwise; the location as
+ * hint_location checks it; cudaErrorMemoryAllocation if the record cannot
+ * be made. */
+static cudaError_t hints_record(rgpu_client *c, const void *p, size_t count, int what,
+                                struct cudaMemLocation loc) {
+  int type, id;
+  cudaError_t e = hint_location(c, what, loc, &type, &id);
+  if (e != cudaSuccess) return e;
   uint64_t v = (uint64_t)(uintptr_t)p;
   rgpu_mutex_lock(&g_mlock);
   managed_rec *r = find_range_locked(v, count);
@@ -574,28 +589,55 @@ static cudaError_t hints_record(rgpu_client *c, const void *p, size_t count, int
   return cudaSuccess;
 }
 
-RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
-                                          struct cudaMemLocation location, unsigned int flags,
-                                          cudaStream_t stream) {
+cudaError_t rgpu_rt_prefetch_check(rgpu_client *c, const void *p, size_t count,
+                                   struct cudaMemLocation loc) {
+  int type, id;
+  cudaError_t e = hint_location(c, HINT_PREFETCH, loc, &type, &id);
+  return e != cudaSuccess ? e : rgpu_rt_managed_range_check(p, count);
+}
+
+cudaError_t rgpu_rt_prefetch(rgpu_client *c, const void *p, size_t count,
+                             struct cudaMemLocation loc) {
+  /* The range and location checks, and the record cudaMemRangeGetAttribute
+   * reads. */
+  cudaError_t e = hints_record(c, p, count, HINT_PREFETCH, loc);
+  if (e != cudaSuccess) return e;
+  /* Whole allocations move, as at a launch or a synchronization; done now,
+   * which orders it after everything before it on any stream. */
+  switch (loc.type) {
+  case cudaMemLocationTypeDevice: return rgpu_rt_managed_to_device(c, 0);
+  case cudaMemLocationTypeHost:
+  case cudaMemLocationTypeHostNuma:
+  case cudaMemLocationTypeHostNumaCurrent: return rgpu_rt_managed_to_host(c, 0, 1, -1);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/* The stream only orders the move, which happens now (rgpu_rt_prefetch):
+ * it is resolved so that a stale handle is refused as elsewhere. */
+static cudaError_t prefetch_common(const void *devPtr, size_t count,
+                                   struct cudaMemLocation location, unsigned int flags,
+                                   cudaStream_t stream, int per_thread) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  (void)stream;
   if (flags != 0) return rgpu_rt_ret(cudaErrorInvalidValue);
-  /* The range and location checks, and the record cudaMemRangeGetAttribute
-   * reads. */
-  if ((e = hints_record(c, devPtr, count, HINT_PREFETCH, location)) != cudaSuccess)
+  uint64_t wire;
+  int sdev;
+  if ((e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev)) != cudaSuccess)
     return rgpu_rt_ret(e);
-  /* Whole allocations move, as at a launch or a synchronization; done now,
-   * which orders it after everything before it on any stream. */
-  switch (location.type) {
-  case cudaMemLocationTypeDevice: e = rgpu_rt_managed_to_device(c, 0); break;
-  case cudaMemLocationTypeHost:
-  case cudaMemLocationTypeHostNuma:
-  case cudaMemLocationTypeHostNumaCurrent: e = rgpu_rt_managed_to_host(c, 0, 1, -1); break;
-  default: return rgpu_rt_ret(cudaErrorInvalidValue);
-  }
-  return rgpu_rt_ret(e);
+  return rgpu_rt_ret(rgpu_rt_prefetch(c, devPtr, count, location));
+}
+
+RGPU_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count,
+                                          struct cudaMemLocation location, unsigned int flags,
+                                          cudaStream_t stream) {
+  return prefetch_common(devPtr, count, location, flags, stream, 0);
+}
+RGPU_API_PTSZ(cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count,
+                                                    struct cudaMemLocation location,
+                                                    unsigned int flags, cudaStream_t stream)) {
+  return prefetch_common(devPtr, count, location, flags, stream, 1);
 }
 
 RGPU_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
@@ -729,20 +771,22 @@ RGPU_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes,
   return rgpu_rt_ret(range_attributes(data, dataSizes, attributes, numAttributes, devPtr, count));
 }
 
-RGPU_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
-                                              unsigned int flags) {
+static cudaError_t attach_common(cudaStream_t stream, void *devPtr, size_t length,
+                                 unsigned int flags, int per_thread) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle)
     return rgpu_rt_ret(cudaErrorInvalidValue);
-  if ((e = managed_range_check(devPtr, length)) != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = rgpu_rt_managed_range_check(devPtr, length)) != cudaSuccess) return rgpu_rt_ret(e);
   uint64_t wire = 0;
   int sdev;
-  if ((e = rgpu_rt_stream_resolve(c, stream, 0, &wire, &sdev)) != cudaSuccess)
+  if ((e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev)) != cudaSuccess)
     return rgpu_rt_ret(e);
-  /* Single attachment to the legacy stream is not allowed (CUDA's rule). */
-  if (flags == cudaMemAttachSingle && !stream) return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* Single attachment to the legacy stream is not allowed (CUDA's rule);
+   * 0 from the _ptsz form is the per-thread stream, which may. */
+  if (flags == cudaMemAttachSingle && rgpu_rt_is_legacy_stream(stream, per_thread))
+    return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t v = (uint64_t)(uintptr_t)devPtr;
   /* Going to the host: its bytes come back first, with the device idle (a
    * kernel may still write them). */
@@ -769,4 +813,13 @@ RGPU_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr,
     rgpu_mutex_unlock(&g_mlock);
   }
   return rgpu_rt_ret(e);
+}
+
+RGPU_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length,
+                                              unsigned int flags) {
+  return attach_common(stream, devPtr, length, flags, 0);
+}
+RGPU_API_PTSZ(cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr,
+                                                        size_t length, unsigned int flags)) {
+  return attach_common(stream, devPtr, length, flags, 1);
 }

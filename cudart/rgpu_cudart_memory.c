@@ -31,20 +31,28 @@ static int is_device_range(uint64_t p, uint64_t n, rgpu_range *out) {
 
 /* ---- copies (the wire side is rgpu_cudart_op.c) ------------------------ */
 
-cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
-                           enum cudaMemcpyKind kind, uint64_t stream, int device, int async) {
+/* One COPY op, submitted; src_transient as rgpu_rt_copy_issue's. */
+static cudaError_t copy_submit(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
+                               enum cudaMemcpyKind kind, uint64_t stream, int device, int async,
+                               int src_transient) {
   if (n == 0) return cudaSuccess;
   rgpu_rt_op op = {.kind = RGPU_RT_OP_COPY, .stream = stream, .device = device};
   op.copy.cp = rgpu_rt_copy_1d((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, kind);
   op.copy.async = async;
+  op.copy.src_transient = src_transient;
   return rgpu_rt_submit(c, &op);
+}
+
+cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
+                           enum cudaMemcpyKind kind, uint64_t stream, int device, int async) {
+  return copy_submit(c, dst, src, n, kind, stream, device, async, 0);
 }
 
 /* Resolves cudaMemcpyDefault and checks device-side pointers against the
  * known allocations, so a wild pointer fails now with cudaErrorInvalidValue
  * (as on a local GPU) rather than later. */
-static cudaError_t check_copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind *kind,
-                              int *device) {
+cudaError_t rgpu_rt_copy_check(const void *dst, const void *src, size_t n,
+                               enum cudaMemcpyKind *kind, int *device) {
   uint64_t d = (uint64_t)(uintptr_t)dst, s = (uint64_t)(uintptr_t)src;
   rgpu_range rd, rs;
   int d_dev = is_device_range(d, 1, &rd);
@@ -164,20 +172,10 @@ static int other_server_source(enum cudaMemcpyKind kind, const void *src, int de
   return rs.device;
 }
 
-static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
-                                 enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
-                                 int async) {
-  rgpu_client *c;
-  cudaError_t e = rgpu_rt_enter(&c);
-  if (e != cudaSuccess) return e;
-  if (count == 0) return cudaSuccess;
-  int dev;
-  e = check_copy(dst, src, count, &kind, &dev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
-  uint64_t wire = 0;
-  int sdev;
-  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
-  if (e != cudaSuccess) return rgpu_rt_ret(e);
+cudaError_t rgpu_rt_copy_issue(rgpu_client *c, void *dst, const void *src, size_t count,
+                               enum cudaMemcpyKind kind, int dev, uint64_t wire, int sdev,
+                               int async, int src_transient) {
+  cudaError_t e;
   if (rgpu_rt_several_servers) {
     int from = other_server_source(kind, src, dev, wire, &e);
     if (e != cudaSuccess) return rgpu_rt_ret(e);
@@ -193,8 +191,25 @@ static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
     e = sync_other_source(c, src, dev);
     if (e != cudaSuccess) return e;
   }
-  return rgpu_rt_memcpy(c, (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count, kind, wire,
-                        dev, async);
+  return copy_submit(c, (uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count, kind, wire,
+                     dev, async, src_transient);
+}
+
+static cudaError_t memcpy_common(void *dst, const void *src, size_t count,
+                                 enum cudaMemcpyKind kind, cudaStream_t stream, int per_thread,
+                                 int async) {
+  rgpu_client *c;
+  cudaError_t e = rgpu_rt_enter(&c);
+  if (e != cudaSuccess) return e;
+  if (count == 0) return cudaSuccess;
+  int dev;
+  e = rgpu_rt_copy_check(dst, src, count, &kind, &dev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  uint64_t wire = 0;
+  int sdev;
+  e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
+  if (e != cudaSuccess) return rgpu_rt_ret(e);
+  return rgpu_rt_copy_issue(c, dst, src, count, kind, dev, wire, sdev, async, 0);
 }
 
 RGPU_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
@@ -754,9 +769,11 @@ static int span_2d(size_t pitch, size_t width, size_t height, uint64_t *out) {
   return 0;
 }
 
+/* src_transient: as rgpu_rt_copy_issue's (a batch copy's DuringApiCall source). */
 static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, size_t spitch,
                                    size_t width, size_t height, enum cudaMemcpyKind kind,
-                                   cudaStream_t stream, int per_thread, int async) {
+                                   cudaStream_t stream, int per_thread, int async,
+                                   int src_transient) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
@@ -768,7 +785,7 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   int dev;
   /* Validate the whole extent of both sides with the 1D rules. */
   enum cudaMemcpyKind k2 = kind;
-  e = check_copy(dst, src, 1, &k2, &dev);
+  e = rgpu_rt_copy_check(dst, src, 1, &k2, &dev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
   kind = k2;
   uint64_t d = (uint64_t)(uintptr_t)dst, s = (uint64_t)(uintptr_t)src;
@@ -806,7 +823,7 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
   }
   if (dpitch == width && spitch == width) {
     size_t total = width * height;
-    return rgpu_rt_memcpy(c, d, s, total, kind, wire, dev, async);
+    return copy_submit(c, d, s, total, kind, wire, dev, async, src_transient);
   }
   if (kind == cudaMemcpyDeviceToHost && sspan <= (uint64_t)width * height * 2 &&
       !rgpu_rt_graph_is_capturing(wire)) {
@@ -823,7 +840,8 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
     }
   }
   for (size_t r = 0; r < height; r++) {
-    e = rgpu_rt_memcpy(c, d + r * dpitch, s + r * spitch, width, kind, wire, dev, async);
+    e = copy_submit(c, d + r * dpitch, s + r * spitch, width, kind, wire, dev, async,
+                    src_transient);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -831,23 +849,23 @@ static cudaError_t memcpy2d_common(void *dst, size_t dpitch, const void *src, si
 
 RGPU_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
                                   size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0, 0);
 }
 RGPU_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
                                        size_t width, size_t height, enum cudaMemcpyKind kind);
 RGPU_API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
                                        size_t width, size_t height, enum cudaMemcpyKind kind) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 1, 0);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, NULL, 1, 0, 0);
 }
 RGPU_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                                        size_t width, size_t height, enum cudaMemcpyKind kind,
                                        cudaStream_t stream) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 0, 1);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 0, 1, 0);
 }
 RGPU_API_PTSZ(cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
                                                  size_t spitch, size_t width, size_t height,
                                                  enum cudaMemcpyKind kind, cudaStream_t stream)) {
-  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1);
+  return memcpy2d_common(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1, 0);
 }
 
 static cudaError_t memset2d_common(void *devPtr, size_t pitch, int value, size_t width,
@@ -935,9 +953,11 @@ static cudaError_t pitched_fits(struct cudaPitchedPtr pp, struct cudaPos pos,
 /* cudaMemcpy3D between linear (pitched) memory and host or device memory,
  * as 2D copies: one when the slices follow each other without a gap on
  * both sides, else one per slice.  A copy that names a CUDA array is an
- * ARRAY_COPY (rgpu_cudart_array.c). */
+ * ARRAY_COPY (rgpu_cudart_array.c), whose host bytes always travel copied
+ * into the request, so src_transient (rgpu_rt_copy_issue's) changes
+ * nothing there. */
 static cudaError_t memcpy3d_common(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
-                                   int per_thread, int async) {
+                                   int per_thread, int async, int src_transient) {
   if (!p) {
     rgpu_rt_count_call();
     return rgpu_rt_ret(cudaErrorInvalidValue);
@@ -964,30 +984,36 @@ static cudaError_t memcpy3d_common(const struct cudaMemcpy3DParms *p, cudaStream
       return rgpu_rt_ret(cudaErrorInvalidValue);
     }
     return memcpy2d_common(dst, dp, src, sp, ext.width, ext.height * ext.depth, p->kind, stream,
-                           per_thread, async);
+                           per_thread, async, src_transient);
   }
   size_t sslice = sp * p->srcPtr.ysize, dslice = dp * p->dstPtr.ysize;
   for (size_t z = 0; z < ext.depth; z++) {
     cudaError_t e = memcpy2d_common(dst + z * dslice, dp, src + z * sslice, sp, ext.width,
-                                    ext.height, p->kind, stream, per_thread, async);
+                                    ext.height, p->kind, stream, per_thread, async,
+                                    src_transient);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
 
+cudaError_t rgpu_rt_memcpy3d_async(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
+                                   int per_thread, int src_transient) {
+  return memcpy3d_common(p, stream, per_thread, 1, src_transient);
+}
+
 RGPU_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) {
-  return memcpy3d_common(p, NULL, 0, 0);
+  return memcpy3d_common(p, NULL, 0, 0, 0);
 }
 RGPU_API cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p);
 RGPU_API cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p) {
-  return memcpy3d_common(p, NULL, 1, 0);
+  return memcpy3d_common(p, NULL, 1, 0, 0);
 }
 RGPU_API cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream) {
-  return memcpy3d_common(p, stream, 0, 1);
+  return memcpy3d_common(p, stream, 0, 1, 0);
 }
 RGPU_API_PTSZ(cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p,
                                                  cudaStream_t stream)) {
-  return memcpy3d_common(p, stream, 1, 1);
+  return memcpy3d_common(p, stream, 1, 1, 0);
 }
 
 /* cudaMemcpy3DPeer(Async): with one address space for the session's
@@ -1006,7 +1032,7 @@ static cudaError_t memcpy3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStre
                                 .srcPtr = p->srcPtr, .dstArray = p->dstArray,
                                 .dstPos = p->dstPos, .dstPtr = p->dstPtr,
                                 .extent = p->extent, .kind = cudaMemcpyDeviceToDevice};
-  return memcpy3d_common(&q, stream, per_thread, async);
+  return memcpy3d_common(&q, stream, per_thread, async, 0);
 }
 
 RGPU_API cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p) {

@@ -204,8 +204,9 @@ static cudaError_t send_copy(rgpu_client *c, const rgpu_rt_op *op) {
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return cudaSuccess;
   case cudaMemcpyHostToDevice:
+    /* A transient source is copied like a pageable one (rgpu_cudart_op.h). */
     return copy_htod(c, dst, (const uint8_t *)(uintptr_t)src, n, stream, device,
-                     is_pinned(src, n), op->copy.async);
+                     !op->copy.src_transient && is_pinned(src, n), op->copy.async);
   case cudaMemcpyDeviceToHost:
     if (op->copy.async && !rgpu_client_sync_every_call(c) && is_pinned(dst, n))
       return copy_dtoh_background(c, (uint8_t *)(uintptr_t)dst, src, n, stream, device);

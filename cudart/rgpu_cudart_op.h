@@ -56,6 +56,16 @@ typedef struct {
        * graph copy nodes use the whole 3D form. */
       struct cudaMemcpy3DParms cp;
       int async; /* 0: the synchronous API (cannot be captured) */
+      /* The source may change or vanish once the call returns: a batch
+       * copy with cudaMemcpySrcAccessOrderDuringApiCall, whose source is
+       * typically a stack buffer.  A page-locked source of an asynchronous
+       * copy is otherwise kept by reference for a resume (copy_htod), and
+       * a replay after a reconnect would then send whatever the program
+       * wrote there since (or read a dead stack frame); with this set its
+       * bytes are copied as a pageable source's are.  Capture never takes
+       * such a copy (the batch refuses it: the graph would read the source
+       * at each launch). */
+      int src_transient;
     } copy;
     /* Byte memsets from the runtime API (elementSize 1); the driver API
      * (cuMemsetD16/D32) and graph nodes also 2, 4 (width in elements). */
