@@ -398,6 +398,20 @@ rgpu_rt_func *rgpu_rt_func_record(const void *p);
  * CUfunction_attribute; only the two the runtime records are kept. */
 void rgpu_rt_func_note_attr(rgpu_rt_func *f, int attr, int value);
 
+/* One DEVICE_QUERY (proto/rgpu_device_query.h) to the server of c (the
+ * caller routes) that binds bind_dev first (-1: leaves the session's
+ * device as it is) and expects exactly nvalues answers into values (a
+ * malformed answer is CUDA_ERROR_UNKNOWN).  No cudart lock may be held
+ * (rgpu_cudart_device.c). */
+rgpu_status rgpu_rt_device_query(rgpu_client *c, int bind_dev, const rgpu_msg_device_query_req *q,
+                                 uint64_t *values, uint32_t nvalues);
+/* Launch attributes that only hint (an L2 access policy window, priority,
+ * synchronization policy, memory-sync domains, programmatic stream
+ * serialization, carveout and cluster preferences): they change no
+ * result, so a launch or a kernel node accepts them and sends none
+ * (rgpu_cudart_launch_ex.c). */
+int rgpu_rt_launch_attr_is_hint(cudaLaunchAttributeID id);
+
 /* ---- a library's kernel in runtime calls (rgpu_cudart_library.c) ------- */
 
 /* 1 when func is no registered kernel but a driver object a runtime call

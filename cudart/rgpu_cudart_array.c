@@ -210,16 +210,9 @@ RGPU_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(
   rgpu_msg_device_query_req q = {.what = RGPU_DQ_TEX1D_LINEAR_WIDTH,
                                  .device = rgpu_rt_local_device(owner, device),
                                  .args = {args, 2}};
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
-  rgpu_msg_device_query_rep rep;
-  memset(&rep, 0, sizeof rep);
-  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
-  rgpu_status rc = rgpu_call_device_query(owner, -1, 0, &q, &rep, &r);
-  if (rc == 0 && rep.values.count != 1) rc = CUDA_ERROR_UNKNOWN; /* a malformed answer */
-  if (rc == 0) *maxWidthInElements = (size_t)rgpu_array_u64(&rep.values, 0);
-  rgpu_buf_free(&pay);
+  uint64_t width = 0;
+  rgpu_status rc = rgpu_rt_device_query(owner, -1, &q, &width, 1);
+  if (rc == 0) *maxWidthInElements = (size_t)width;
   return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
 }
 

@@ -699,11 +699,8 @@ RGPU_API cudaError_t cudaSetValidDevices(int *device_arr, int len) {
 
 /* ---- DEVICE_QUERY: answers of the server's driver ---------------------------- */
 
-/* One DEVICE_QUERY to the server of c (the caller routes) that binds
- * bind_dev first (-1: leaves the session's device as it is) and expects
- * exactly nvalues answers into values.  No cudart lock may be held. */
-static rgpu_status device_query(rgpu_client *c, int bind_dev, const rgpu_msg_device_query_req *q,
-                                uint64_t *values, uint32_t nvalues) {
+rgpu_status rgpu_rt_device_query(rgpu_client *c, int bind_dev, const rgpu_msg_device_query_req *q,
+                                 uint64_t *values, uint32_t nvalues) {
   rgpu_buf pay;
   rgpu_buf_init(&pay);
   rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
@@ -759,7 +756,7 @@ static cudaError_t atomic_caps(unsigned int *caps, const enum cudaAtomicOperatio
         .device = rgpu_rt_local_device(owner, device),
         .peer = p2p ? rgpu_rt_local_device(owner, peer) : 0,
         .args = {args, k}};
-    rgpu_status rc = device_query(owner, -1, &q, values, k);
+    rgpu_status rc = rgpu_rt_device_query(owner, -1, &q, values, k);
     if (rc) return rgpu_rt_ret(rgpu_rt_from_call(rc));
     for (uint32_t i = 0; i < k; i++) caps[done + i] = p2p ? (unsigned)values[i] : 0u;
     done += k;
@@ -792,6 +789,6 @@ RGPU_API cudaError_t cudaCtxResetPersistingL2Cache(void) {
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   rgpu_msg_device_query_req q = {.what = RGPU_DQ_RESET_PERSISTING_L2};
-  rgpu_status rc = device_query(c, rgpu_rt_current_device(), &q, NULL, 0);
+  rgpu_status rc = rgpu_rt_device_query(c, rgpu_rt_current_device(), &q, NULL, 0);
   return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
 }

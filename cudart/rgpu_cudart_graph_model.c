@@ -698,16 +698,8 @@ static cudaError_t set_Host(node_params *p, const struct cudaHostNodeParams *in)
  * device-updatable node) is cudaErrorNotSupported, logged once, unless it
  * asks for the default. */
 static cudaError_t kernel_attr_check(cudaLaunchAttributeID id, const cudaLaunchAttributeValue *v) {
+  if (id != cudaLaunchAttributeIgnore && rgpu_rt_launch_attr_is_hint(id)) return cudaSuccess;
   switch (id) {
-  case cudaLaunchAttributeAccessPolicyWindow:
-  case cudaLaunchAttributeSynchronizationPolicy:
-  case cudaLaunchAttributePriority:
-  case cudaLaunchAttributeMemSyncDomainMap:
-  case cudaLaunchAttributeMemSyncDomain:
-  case cudaLaunchAttributePreferredSharedMemoryCarveout:
-  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-  case cudaLaunchAttributePreferredClusterDimension:
-    return cudaSuccess;
   case cudaLaunchAttributeCooperative:
     if (!v->cooperative) return cudaSuccess;
     break;
@@ -717,9 +709,6 @@ static cudaError_t kernel_attr_check(cudaLaunchAttributeID id, const cudaLaunchA
   case cudaLaunchAttributeDeviceUpdatableKernelNode:
     if (!v->deviceUpdatableKernelNode.deviceUpdatable) return cudaSuccess;
     break;
-  case cudaLaunchAttributeProgrammaticStreamSerialization:
-    /* Only allows the next kernel to start early: no result changes. */
-    return cudaSuccess;
   case cudaLaunchAttributeProgrammaticEvent:
   case cudaLaunchAttributeLaunchCompletionEvent:
     break;

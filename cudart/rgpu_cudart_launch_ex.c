@@ -132,6 +132,24 @@ RGPU_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gri
   return launch_by_stub(func, gridDim, blockDim, args, sharedMem, stream, 1, 1, NULL);
 }
 
+int rgpu_rt_launch_attr_is_hint(cudaLaunchAttributeID id) {
+  switch (id) {
+  case cudaLaunchAttributeIgnore:
+  case cudaLaunchAttributeAccessPolicyWindow:
+  case cudaLaunchAttributeSynchronizationPolicy:
+  case cudaLaunchAttributeProgrammaticStreamSerialization:
+  case cudaLaunchAttributePriority:
+  case cudaLaunchAttributeMemSyncDomainMap:
+  case cudaLaunchAttributeMemSyncDomain:
+  case cudaLaunchAttributePreferredSharedMemoryCarveout:
+  case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+  case cudaLaunchAttributePreferredClusterDimension:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 /* The attributes of a cudaLaunchKernelEx: *cooperative and cluster (zeros:
  * none), or an error. */
 static cudaError_t read_launch_attrs(const cudaLaunchConfig_t *config, int *cooperative,
@@ -141,18 +159,8 @@ static cudaError_t read_launch_attrs(const cudaLaunchConfig_t *config, int *coop
   if (config->numAttrs && !config->attrs) return cudaErrorInvalidValue;
   for (unsigned i = 0; i < config->numAttrs; i++) {
     const cudaLaunchAttribute *a = &config->attrs[i];
+    if (rgpu_rt_launch_attr_is_hint(a->id)) continue;
     switch (a->id) {
-    case cudaLaunchAttributeIgnore:
-    case cudaLaunchAttributeAccessPolicyWindow:
-    case cudaLaunchAttributeSynchronizationPolicy:
-    case cudaLaunchAttributeProgrammaticStreamSerialization:
-    case cudaLaunchAttributePriority:
-    case cudaLaunchAttributeMemSyncDomainMap:
-    case cudaLaunchAttributeMemSyncDomain:
-    case cudaLaunchAttributePreferredSharedMemoryCarveout:
-    case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-    case cudaLaunchAttributePreferredClusterDimension:
-      break;
     case cudaLaunchAttributeCooperative: *cooperative = a->val.cooperative != 0; break;
     case cudaLaunchAttributeClusterDimension:
       cluster[0] = a->val.clusterDim.x;

@@ -1191,19 +1191,9 @@ static cudaError_t cluster_occupancy(int *out, const void *func, const cudaLaunc
   if ((e = send_func_attrs(c, f, dev, module_id)) != cudaSuccess) return rgpu_rt_ret(e);
   rgpu_msg_device_query_req q = {.what = what, .module_id = module_id, .func_index = f->index,
                                  .args = {args, RGPU_DQ_CFG_COUNT}};
-  rgpu_buf pay;
-  rgpu_buf_init(&pay);
-  rgpu_client_reply r = {.payload = &pay}; /* rep points into pay */
-  rgpu_msg_device_query_rep rep;
-  memset(&rep, 0, sizeof rep);
-  assert(rgpu_mutex_held_count() == 0); /* a round trip: no cudart lock held */
-  rgpu_status rc = rgpu_call_device_query(c, dev, 0, &q, &rep, &r);
-  if (rc == 0 && rep.values.count != 1) rc = CUDA_ERROR_UNKNOWN; /* a malformed answer */
-  if (rc == 0) {
-    uint64_t v = rgpu_array_u64(&rep.values, 0);
-    *out = v > INT32_MAX ? INT32_MAX : (int)v;
-  }
-  rgpu_buf_free(&pay);
+  uint64_t v = 0;
+  rgpu_status rc = rgpu_rt_device_query(c, dev, &q, &v, 1);
+  if (rc == 0) *out = v > INT32_MAX ? INT32_MAX : (int)v;
   return rc ? rgpu_rt_ret(rgpu_rt_from_call(rc)) : cudaSuccess;
 }
 
