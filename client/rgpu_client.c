@@ -424,9 +424,19 @@ static void *timer_main(void *arg) {
   return NULL;
 }
 
+static rgpu_client_failure_tap_fn g_failure_tap;
+void rgpu_client_set_failure_tap(rgpu_client_failure_tap_fn fn) {
+  __atomic_store_n(&g_failure_tap, fn, __ATOMIC_RELEASE);
+}
+static void failure_tap(uint32_t status, const char *text) {
+  rgpu_client_failure_tap_fn fn = __atomic_load_n(&g_failure_tap, __ATOMIC_ACQUIRE);
+  if (fn && text && text[0]) fn(status, text);
+}
+
 /* Keeps the first async error until taken (see rgpu_client_take_async_error). */
 static void latch_async(rgpu_client *c, uint32_t status, uint64_t seq, const char *text) {
   ASSERT_CLIENT_LOCK(c);
+  failure_tap(status, text);
   if (!c->async_pending) {
     c->async_pending = 1;
     c->async_status = status;
@@ -630,6 +640,7 @@ static int read_one(rgpu_client *c, const uint64_t *seqs, rgpu_client_reply *rs,
     /* The text is for humans only: no control characters in logs. */
     for (size_t i = 0; i < m; i++)
       if ((unsigned char)r->msg[i] < 0x20) r->msg[i] = ' ';
+    failure_tap(h.aux, r->msg);
   }
   return (int)k + 1;
 }

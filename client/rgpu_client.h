@@ -303,6 +303,14 @@ rgpu_status rgpu_client_call(rgpu_client *c, int device, uint16_t op, int allow_
  * The first one is kept until taken; later ones while it is pending are
  * counted but only the first is reported, as CUDA reports one error.
  * Returns 1 and fills the outputs when one was pending (and clears it). */
+/* Sees the server's reason of every failed request (a reply's status and
+ * message, or an ASYNC_ERROR event's) as it arrives: the runtime's CUDA
+ * error log (cudart/rgpu_cudart_logs.c).  Called with the client's lock
+ * held, so it may only take leaf locks of its own and must not call back
+ * into the client.  NULL: none (the default). */
+typedef void (*rgpu_client_failure_tap_fn)(uint32_t status, const char *msg);
+void rgpu_client_set_failure_tap(rgpu_client_failure_tap_fn fn);
+
 int rgpu_client_take_async_error(rgpu_client *c, uint32_t *status, uint64_t *seq, char *msg,
                                  size_t msglen);
 /* 1 while an async error is latched and not yet taken (nothing cleared). */

@@ -67,8 +67,20 @@ int rgpu_log_enabled(rgpu_log_level level) {
   return (int)level <= (int)rgpu_log_get_level();
 }
 
+static rgpu_log_tap_fn log_tap;
+void rgpu_log_set_tap(rgpu_log_tap_fn fn) { __atomic_store_n(&log_tap, fn, __ATOMIC_RELEASE); }
+
 void rgpu_logv(rgpu_log_level level, const char *fmt, va_list ap) {
   static const char *names[] = {"error", "warn", "info", "debug"};
+  rgpu_log_tap_fn tap = __atomic_load_n(&log_tap, __ATOMIC_ACQUIRE);
+  if (tap && level <= RGPU_LOG_WARN) {
+    char msg[1024];
+    va_list aq;
+    va_copy(aq, ap);
+    vsnprintf(msg, sizeof msg, fmt, aq);
+    va_end(aq);
+    tap(level, msg);
+  }
   if (!rgpu_log_enabled(level)) return;
   static const int journal_priority[] = {3, 4, 6, 7};
   if (journal_prefix < 0) journal_prefix = rgpu_log_stderr_is_journal();

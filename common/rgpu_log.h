@@ -28,6 +28,13 @@ int rgpu_log_enabled(rgpu_log_level level);
  * turns into the entry's priority. */
 int rgpu_log_stderr_is_journal(void);
 
+/* A tap sees every error and warning, whatever RGPU_LOG lets through to
+ * stderr, as its text without the prefix (the client library feeds CUDA's
+ * error log with it, cudart/rgpu_cudart_logs.c).  It is called with no
+ * rgpu lock of the log's held and must not log itself. */
+typedef void (*rgpu_log_tap_fn)(rgpu_log_level level, const char *msg);
+void rgpu_log_set_tap(rgpu_log_tap_fn fn);
+
 void rgpu_log(rgpu_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void rgpu_logv(rgpu_log_level level, const char *fmt, va_list ap);

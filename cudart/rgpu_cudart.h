@@ -412,6 +412,11 @@ rgpu_status rgpu_rt_device_query(rgpu_client *c, int bind_dev, const rgpu_msg_de
  * (rgpu_cudart_launch_ex.c). */
 int rgpu_rt_launch_attr_is_hint(cudaLaunchAttributeID id);
 
+/* Hands the CUDA error log's new messages to the program's callbacks
+ * (cudaLogsRegisterCallback), when no rgpu lock is held and none is being
+ * delivered on this thread; nothing otherwise (rgpu_cudart_logs.c). */
+void rgpu_rt_logs_deliver(void);
+
 /* ---- a library's kernel in runtime calls (rgpu_cudart_library.c) ------- */
 
 /* 1 when func is no registered kernel but a driver object a runtime call

@@ -305,7 +305,10 @@ rgpu_client *rgpu_rt_client(cudaError_t *err) {
 }
 
 cudaError_t rgpu_rt_ret(cudaError_t e) {
-  if (e != cudaSuccess) tl_last_error = e;
+  if (e != cudaSuccess) {
+    tl_last_error = e;
+    rgpu_rt_logs_deliver(); /* CUDA's error log callbacks (rgpu_cudart_logs.c) */
+  }
   return e;
 }
 
