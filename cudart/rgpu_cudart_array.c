@@ -12,9 +12,12 @@
  * *Async (CUDA allows an async copy to be synchronous).  Texture and
  * surface objects are the server driver's own handles, since a kernel
  * receives them as plain 64-bit parameters; their descriptions are kept
- * here for the Get*Desc queries.  Arrays inside CUDA graphs, mipmapped,
- * sparse and planar arrays, and resource views other than the whole array
- * as it is are reported unsupported by name. */
+ * here for the Get*Desc queries.  A copy between device memory and arrays
+ * captured from a stream is a library node of the graph carrying the
+ * ARRAY_COPY request (array_copy); host sides in graphs, arrays in
+ * explicitly added memcpy nodes, mipmapped, sparse and planar arrays, and
+ * resource views other than the whole array as it is are reported
+ * unsupported by name. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@
 #include "rgpu_calls.h"
 #include "rgpu_cudart.h"
 #include "rgpu_cudart_graph.h"
+#include "rgpu_cudart_op.h"
 #include "rgpu_cudart_unsupported.h"
 #include "rgpu_device_query.h"
 #include "rgpu_log.h"
@@ -347,16 +351,40 @@ static cudaError_t array_copy(rgpu_client *c, int dev, const copy_side *src, con
   int sdev;
   cudaError_t e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev);
   if (e != cudaSuccess) return rgpu_rt_ret(e);
+  int src_host = src->kind == RGPU_COPY_SIDE_HOST, dst_host = dst->kind == RGPU_COPY_SIDE_HOST;
+  const copy_side *host = src_host ? src : dst_host ? dst : NULL;
   if (rgpu_rt_graph_is_capturing(wire)) {
-    static int logged;
-    return (cudaError_t)rgpu_cudart_report_unsupported("a copy with a CUDA array in a stream capture",
-                                                      &logged);
+    /* Between device memory and arrays, the copy joins the capture as a
+     * library node carrying the whole ARRAY_COPY request (a graphnode
+     * message): the server runs it on the launch's stream at each launch,
+     * and on a GPU captures it into the graph.  A host side would be read
+     * once, at capture, where a graph's copy node reads it at every
+     * launch: that stays unsupported. */
+    if (host) {
+      static int logged;
+      return (cudaError_t)rgpu_cudart_report_unsupported(
+          "a copy between host memory and a CUDA array in a stream capture", &logged);
+    }
+    rgpu_msg_array_copy_req q;
+    memset(&q, 0, sizeof q);
+    q.stream = wire;
+    q.width = width, q.height = height, q.depth = depth;
+    side_to_wire(src, 0, 0, &q.src_kind, &q.src_array, &q.src_ptr, &q.src_pitch, &q.src_rows,
+                 &q.src_x, &q.src_y, &q.src_z);
+    side_to_wire(dst, 0, 0, &q.dst_kind, &q.dst_array, &q.dst_ptr, &q.dst_pitch, &q.dst_rows,
+                 &q.dst_x, &q.dst_y, &q.dst_z);
+    rgpu_buf req;
+    rgpu_buf_init(&req);
+    if (rgpu_msg_array_copy_req_encode(&req, &q)) {
+      rgpu_buf_free(&req);
+      return rgpu_rt_ret(cudaErrorMemoryAllocation);
+    }
+    /* The stream is the request's first field. */
+    return rgpu_rt_submit_request(c, dev, wire, RGPU_OP_ARRAY_COPY, 0, &req);
   }
   /* Managed memory the host owns reaches the device first (a device side
    * may be managed). */
   if ((e = rgpu_rt_managed_to_device(c, wire)) != cudaSuccess) return rgpu_rt_ret(e);
-  int src_host = src->kind == RGPU_COPY_SIDE_HOST, dst_host = dst->kind == RGPU_COPY_SIDE_HOST;
-  const copy_side *host = src_host ? src : dst_host ? dst : NULL;
   if (host && (host->x > host->pitch || width > host->pitch - host->x))
     return rgpu_rt_ret(cudaErrorInvalidPitchValue);
   if (host && width > RGPU_ARRAY_COPY_MAX_HOST_BYTES) return rgpu_rt_ret(cudaErrorInvalidValue);

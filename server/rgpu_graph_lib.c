@@ -93,6 +93,7 @@ static CUresult run_inner(rgpu_req *rq, const rgpu_dispatch_entry *e, const uint
   inner.op = e->op;
   inner.need_reply = 0;
   inner.in = NULL;
+  inner.graph_node = 1;
   inner.msg[0] = 0;
   /* Helpers that only have the worker write the message of w->req, the
    * outer request; rgpu_req_fail writes inner's. */

@@ -237,6 +237,10 @@ CUresult rgpu_h_array_copy(rgpu_req *rq, const rgpu_msg_array_copy_req *q) {
                    q->dst_x, q->dst_y, q->dst_z};
   int src_host = src.kind == RGPU_COPY_SIDE_HOST, dst_host = dst.kind == RGPU_COPY_SIDE_HOST;
   if (src_host && dst_host) return FAIL(CUDA_ERROR_INVALID_VALUE, "array copy: host to host");
+  /* A graph's node has no reply to carry host bytes out, and its tail
+   * would be bytes frozen at capture (the client never sends such a node). */
+  if (rq->graph_node && (src_host || dst_host))
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "array copy: a graph node with a host side");
   unsigned __int128 host_bytes = (unsigned __int128)q->width * q->height * q->depth;
   if ((src_host || dst_host) && host_bytes > RGPU_ARRAY_COPY_MAX_HOST_BYTES)
     return FAIL(CUDA_ERROR_INVALID_VALUE, "array copy: %llu host bytes in one request (at most %llu)",

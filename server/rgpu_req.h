@@ -63,6 +63,7 @@ typedef struct rgpu_req {
   int reply_taken;      /* a job or a bulk lane sends the reply; the loop must not */
   rgpu_buf *in;         /* buffer holding the payload, which the handler may take; or NULL */
   int abandon;          /* 1: leave the frame unexecuted; 2: and break the connection */
+  int graph_node;       /* run as a LIB node of a graph (rgpu_graph_lib.c): no reply of its own */
 } rgpu_req;
 
 /* Formats rq->msg (printf-style).  Returns status, for `return rgpu_req_fail(...)`. */

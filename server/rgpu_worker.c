@@ -332,6 +332,7 @@ static int handle_frame(rgpu_worker *w, rgpu_req *rq, const rgpu_frame_hdr *h, c
   rq->reply_taken = 0;
   rq->in = in;
   rq->abandon = 0;
+  rq->graph_node = 0;
   if (h->kind != RGPU_KIND_REQUEST) {
     /* A client never sends replies or events: the stream is confused. */
     rgpu_req_fail(rq, CUDA_ERROR_INVALID_VALUE, "malformed request: frame kind %u from client",
