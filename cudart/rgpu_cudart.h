@@ -504,6 +504,12 @@ void rgpu_rt_limits_forget_device(int dev);
 /* cudaMemcpy3D(Async) with a CUDA array on either side (rgpu_cudart_array.c). */
 cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
                                    int per_thread, int async);
+/* A graph memcpy node with a CUDA array on either side (and device memory
+ * or an array on the other): checks it as cudaMemcpy3D would and, with req,
+ * appends the ARRAY_COPY request the server runs for it, its stream field
+ * (the first, 8 bytes) 0.  cudaErrorNotSupported for a host side.  Errors
+ * returned, not recorded (rgpu_cudart_array.c). */
+cudaError_t rgpu_rt_array_copy_node(const struct cudaMemcpy3DParms *p, rgpu_buf *req);
 cudaError_t rgpu_rt_memcpy(rgpu_client *c, uint64_t dst, uint64_t src, size_t n,
                            enum cudaMemcpyKind kind, uint64_t stream, int device, int async);
 /* cudaMemcpy(Async) in two steps, so that a batch (rgpu_cudart_batch.c)

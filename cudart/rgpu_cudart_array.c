@@ -12,12 +12,12 @@
  * *Async (CUDA allows an async copy to be synchronous).  Texture and
  * surface objects are the server driver's own handles, since a kernel
  * receives them as plain 64-bit parameters; their descriptions are kept
- * here for the Get*Desc queries.  A copy between device memory and arrays
- * captured from a stream is a library node of the graph carrying the
- * ARRAY_COPY request (array_copy); host sides in graphs, arrays in
- * explicitly added memcpy nodes, mipmapped, sparse and planar arrays, and
- * resource views other than the whole array as it is are reported
- * unsupported by name. */
+ * here for the Get*Desc queries.  A graph's memcpy node between device
+ * memory and arrays (captured or added) is instantiated as a library node
+ * carrying the ARRAY_COPY request (rgpu_rt_array_copy_node); host sides
+ * with arrays in graphs, mipmapped, sparse and planar arrays, and resource
+ * views other than the whole array as it is are reported unsupported by
+ * name. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +320,7 @@ RGPU_API cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc *desc, cuda
 typedef struct {
   uint32_t kind; /* RGPU_COPY_SIDE_* */
   rgpu_rt_array arr;
+  const void *handle; /* the cudaArray_t, for an array side */
   uint64_t ptr;
   size_t pitch, rows;
   size_t x, y, z;
@@ -354,33 +355,41 @@ static cudaError_t array_copy(rgpu_client *c, int dev, const copy_side *src, con
   int src_host = src->kind == RGPU_COPY_SIDE_HOST, dst_host = dst->kind == RGPU_COPY_SIDE_HOST;
   const copy_side *host = src_host ? src : dst_host ? dst : NULL;
   if (rgpu_rt_graph_is_capturing(wire)) {
-    /* Between device memory and arrays, the copy joins the capture as a
-     * library node carrying the whole ARRAY_COPY request (a graphnode
-     * message): the server runs it on the launch's stream at each launch,
-     * and on a GPU captures it into the graph.  A host side would be read
-     * once, at capture, where a graph's copy node reads it at every
+    /* Between device memory and arrays the copy becomes the graph's memcpy
+     * node, as natively (instantiated as a library node carrying the
+     * ARRAY_COPY request: rgpu_rt_array_copy_node).  A host side would be
+     * read once, at capture, where a graph's copy node reads it at every
      * launch: that stays unsupported. */
     if (host) {
       static int logged;
       return (cudaError_t)rgpu_cudart_report_unsupported(
           "a copy between host memory and a CUDA array in a stream capture", &logged);
     }
-    rgpu_msg_array_copy_req q;
-    memset(&q, 0, sizeof q);
-    q.stream = wire;
-    q.width = width, q.height = height, q.depth = depth;
-    side_to_wire(src, 0, 0, &q.src_kind, &q.src_array, &q.src_ptr, &q.src_pitch, &q.src_rows,
-                 &q.src_x, &q.src_y, &q.src_z);
-    side_to_wire(dst, 0, 0, &q.dst_kind, &q.dst_array, &q.dst_ptr, &q.dst_pitch, &q.dst_rows,
-                 &q.dst_x, &q.dst_y, &q.dst_z);
-    rgpu_buf req;
-    rgpu_buf_init(&req);
-    if (rgpu_msg_array_copy_req_encode(&req, &q)) {
-      rgpu_buf_free(&req);
-      return rgpu_rt_ret(cudaErrorMemoryAllocation);
+    const copy_side *arr = src->kind == RGPU_COPY_SIDE_ARRAY ? src : dst;
+    size_t es = arr->arr.elem_size ? arr->arr.elem_size : 1;
+    rgpu_rt_op op = {.kind = RGPU_RT_OP_COPY, .stream = wire, .device = dev};
+    struct cudaMemcpy3DParms *cp = &op.copy.cp;
+    op.copy.async = 1;
+    cp->kind = cudaMemcpyDeviceToDevice;
+    cp->extent = (struct cudaExtent){width / es, height, depth};
+    const copy_side *sides[2] = {src, dst};
+    for (int i = 0; i < 2; i++) {
+      const copy_side *sd = sides[i];
+      struct cudaPos pos = {sd->x, sd->y, sd->z};
+      struct cudaPitchedPtr pp = {0};
+      if (sd->kind == RGPU_COPY_SIDE_ARRAY)
+        pos.x = sd->x / es;
+      else
+        pp = (struct cudaPitchedPtr){(void *)(uintptr_t)sd->ptr, sd->pitch, width, sd->rows};
+      if (i == 0) {
+        cp->srcArray = sd->kind == RGPU_COPY_SIDE_ARRAY ? (cudaArray_t)sd->handle : NULL;
+        cp->srcPos = pos, cp->srcPtr = pp;
+      } else {
+        cp->dstArray = sd->kind == RGPU_COPY_SIDE_ARRAY ? (cudaArray_t)sd->handle : NULL;
+        cp->dstPos = pos, cp->dstPtr = pp;
+      }
     }
-    /* The stream is the request's first field. */
-    return rgpu_rt_submit_request(c, dev, wire, RGPU_OP_ARRAY_COPY, 0, &req);
+    return rgpu_rt_submit(c, &op);
   }
   /* Managed memory the host owns reaches the device first (a device side
    * may be managed). */
@@ -459,6 +468,7 @@ static cudaError_t pointer_side(const void *p, int is_src, enum cudaMemcpyKind k
 static cudaError_t array_side(const void *array, copy_side *s) {
   memset(s, 0, sizeof *s);
   s->kind = RGPU_COPY_SIDE_ARRAY;
+  s->handle = array;
   return array_get(array, &s->arr);
 }
 
@@ -693,49 +703,89 @@ RGPU_API_PTSZ(cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t dst, size_t wO
                            1);
 }
 
+/* The two sides of a cudaMemcpy3DParms with an array on either side:
+ * positions and extent count the array's elements, pointer sides count
+ * bytes.  *es: bytes per element; *dev: the array's device.  Errors
+ * returned, not recorded. */
+static cudaError_t sides_3d(const struct cudaMemcpy3DParms *p, copy_side *s, copy_side *d,
+                            size_t *es_out, int *dev) {
+  cudaError_t e;
+  memset(s, 0, sizeof *s);
+  memset(d, 0, sizeof *d);
+  const rgpu_rt_array *elem_from = NULL;
+  if (p->srcArray) {
+    if ((e = array_side(p->srcArray, s)) != cudaSuccess) return e;
+    elem_from = &s->arr;
+  }
+  if (p->dstArray) {
+    if ((e = array_side(p->dstArray, d)) != cudaSuccess) return e;
+    if (!elem_from) elem_from = &d->arr;
+  }
+  if (!elem_from) return cudaErrorInvalidValue;
+  size_t es = elem_from->elem_size;
+  if (p->srcArray) {
+    s->x = p->srcPos.x * es, s->y = p->srcPos.y, s->z = p->srcPos.z;
+  } else {
+    if (!p->srcPtr.ptr) return cudaErrorInvalidValue;
+    if ((e = pointer_side(p->srcPtr.ptr, 1, p->kind, s)) != cudaSuccess) return e;
+    s->pitch = p->srcPtr.pitch, s->rows = p->srcPtr.ysize;
+    s->x = p->srcPos.x, s->y = p->srcPos.y, s->z = p->srcPos.z;
+  }
+  if (p->dstArray) {
+    d->x = p->dstPos.x * es, d->y = p->dstPos.y, d->z = p->dstPos.z;
+  } else {
+    if (!p->dstPtr.ptr) return cudaErrorInvalidValue;
+    if ((e = pointer_side(p->dstPtr.ptr, 0, p->kind, d)) != cudaSuccess) return e;
+    d->pitch = p->dstPtr.pitch, d->rows = p->dstPtr.ysize;
+    d->x = p->dstPos.x, d->y = p->dstPos.y, d->z = p->dstPos.z;
+  }
+  if ((s->kind == RGPU_COPY_SIDE_HOST && s->rows < p->extent.height && p->extent.depth > 1) ||
+      (d->kind == RGPU_COPY_SIDE_HOST && d->rows < p->extent.height && p->extent.depth > 1))
+    return cudaErrorInvalidValue;
+  if (p->extent.width > SIZE_MAX / es) return cudaErrorInvalidValue;
+  *es_out = es;
+  *dev = elem_from->dev;
+  return cudaSuccess;
+}
+
 /* cudaMemcpy3D with an array on either side (rgpu_cudart_memory.c hands
- * these over): positions and extent count the array's elements, pointer
- * sides count bytes. */
+ * these over). */
 cudaError_t rgpu_rt_memcpy3d_array(const struct cudaMemcpy3DParms *p, cudaStream_t stream,
                                    int per_thread, int async) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   copy_side s, d;
-  memset(&s, 0, sizeof s);
-  memset(&d, 0, sizeof d);
-  const rgpu_rt_array *elem_from = NULL;
-  if (p->srcArray) {
-    if ((e = array_side(p->srcArray, &s)) != cudaSuccess) return rgpu_rt_ret(e);
-    elem_from = &s.arr;
+  size_t es = 1;
+  int dev = 0;
+  if ((e = sides_3d(p, &s, &d, &es, &dev)) != cudaSuccess) return rgpu_rt_ret(e);
+  return array_copy(c, dev, &s, &d, p->extent.width * es, p->extent.height, p->extent.depth,
+                    stream, per_thread, async);
+}
+
+cudaError_t rgpu_rt_array_copy_node(const struct cudaMemcpy3DParms *p, rgpu_buf *req) {
+  copy_side s, d;
+  size_t es = 1;
+  int dev = 0;
+  cudaError_t e = sides_3d(p, &s, &d, &es, &dev);
+  if (e != cudaSuccess) return e;
+  if (s.kind == RGPU_COPY_SIDE_HOST || d.kind == RGPU_COPY_SIDE_HOST) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("a graph memcpy node between host memory and a CUDA array is not supported; it "
+                "returns cudaErrorNotSupported");
+    return cudaErrorNotSupported;
   }
-  if (p->dstArray) {
-    if ((e = array_side(p->dstArray, &d)) != cudaSuccess) return rgpu_rt_ret(e);
-    if (!elem_from) elem_from = &d.arr;
-  }
-  size_t es = elem_from->elem_size;
-  if (p->srcArray) {
-    s.x = p->srcPos.x * es, s.y = p->srcPos.y, s.z = p->srcPos.z;
-  } else {
-    if (!p->srcPtr.ptr) return rgpu_rt_ret(cudaErrorInvalidValue);
-    if ((e = pointer_side(p->srcPtr.ptr, 1, p->kind, &s)) != cudaSuccess) return rgpu_rt_ret(e);
-    s.pitch = p->srcPtr.pitch, s.rows = p->srcPtr.ysize;
-    s.x = p->srcPos.x, s.y = p->srcPos.y, s.z = p->srcPos.z;
-  }
-  if (p->dstArray) {
-    d.x = p->dstPos.x * es, d.y = p->dstPos.y, d.z = p->dstPos.z;
-  } else {
-    if (!p->dstPtr.ptr) return rgpu_rt_ret(cudaErrorInvalidValue);
-    if ((e = pointer_side(p->dstPtr.ptr, 0, p->kind, &d)) != cudaSuccess) return rgpu_rt_ret(e);
-    d.pitch = p->dstPtr.pitch, d.rows = p->dstPtr.ysize;
-    d.x = p->dstPos.x, d.y = p->dstPos.y, d.z = p->dstPos.z;
-  }
-  if ((s.kind == RGPU_COPY_SIDE_HOST && s.rows < p->extent.height && p->extent.depth > 1) ||
-      (d.kind == RGPU_COPY_SIDE_HOST && d.rows < p->extent.height && p->extent.depth > 1))
-    return rgpu_rt_ret(cudaErrorInvalidValue);
-  if (p->extent.width > SIZE_MAX / es) return rgpu_rt_ret(cudaErrorInvalidValue);
-  return array_copy(c, elem_from->dev, &s, &d, p->extent.width * es, p->extent.height,
-                    p->extent.depth, stream, per_thread, async);
+  if (!p->extent.width || !p->extent.height || !p->extent.depth) return cudaErrorInvalidValue;
+  if (!req) return cudaSuccess;
+  rgpu_msg_array_copy_req q;
+  memset(&q, 0, sizeof q); /* stream 0: the launch's, patched in by the server */
+  q.width = p->extent.width * es, q.height = p->extent.height, q.depth = p->extent.depth;
+  side_to_wire(&s, 0, 0, &q.src_kind, &q.src_array, &q.src_ptr, &q.src_pitch, &q.src_rows,
+               &q.src_x, &q.src_y, &q.src_z);
+  side_to_wire(&d, 0, 0, &q.dst_kind, &q.dst_array, &q.dst_ptr, &q.dst_pitch, &q.dst_rows,
+               &q.dst_x, &q.dst_y, &q.dst_z);
+  return rgpu_msg_array_copy_req_encode(req, &q) ? cudaErrorMemoryAllocation : cudaSuccess;
 }
 
 /* ---- texture and surface objects ----------------------------------------------- */

@@ -264,8 +264,23 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage) {
     break;
   }
   case cudaGraphNodeTypeMemcpy: {
-    n.type = RGPU_GNODE_MEMCPY;
     const struct cudaMemcpy3DParms *cp = &p->op.copy.cp;
+    if (cp->srcArray || cp->dstArray) {
+      /* A copy with a CUDA array: the server runs the ARRAY_COPY request
+       * it stands for as a library node (captured into the graph on a
+       * GPU, run on the launch's stream otherwise). */
+      size_t before = x->params.len;
+      cudaError_t e = rgpu_rt_array_copy_node(cp, &x->params);
+      if (e != cudaSuccess) {
+        if (x->err == cudaSuccess) x->err = e;
+        break;
+      }
+      n.type = RGPU_GNODE_LIB;
+      n.lib = (rgpu_gnode_lib){.opcode = RGPU_OP_ARRAY_COPY, .stream_at = 0};
+      plen = (uint32_t)(x->params.len - before);
+      break;
+    }
+    n.type = RGPU_GNODE_MEMCPY;
     rgpu_gnode_copy *c = &n.copy;
     uint64_t sb = 0, ss = 0, db = 0, ds = 0;
     graph_copy_extent(&cp->srcPtr, &cp->srcPos, &cp->extent, &sb, &ss);

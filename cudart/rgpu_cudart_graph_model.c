@@ -206,10 +206,22 @@ int graph_copy_extent(const struct cudaPitchedPtr *pp, const struct cudaPos *pos
 cudaError_t node_params_memcpy(node_params *p, const struct cudaMemcpy3DParms *cp) {
   if (!cp) return cudaErrorInvalidValue;
   if (cp->srcArray || cp->dstArray) {
-    static int logged;
-    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      RGPU_WARN("memcpy graph nodes with CUDA arrays are not supported");
-    return cudaErrorNotSupported;
+    /* Checked as cudaMemcpy3D checks it (an array and device memory or
+     * another array; a host side is not supported in a graph); the node
+     * keeps the API's parameters, and instantiation sends the ARRAY_COPY
+     * request it stands for (rgpu_cudart_graph_exec.c). */
+    if ((int)cp->kind < 0 || (int)cp->kind > (int)cudaMemcpyDefault)
+      return cudaErrorInvalidMemcpyDirection;
+    cudaError_t e = rgpu_rt_array_copy_node(cp, NULL);
+    if (e != cudaSuccess) return e;
+    node_params_free(p);
+    memset(p, 0, sizeof *p);
+    p->type = cudaGraphNodeTypeMemcpy;
+    p->op.kind = RGPU_RT_OP_COPY;
+    p->op.copy.cp = *cp;
+    p->op.copy.cp.kind = cudaMemcpyDeviceToDevice;
+    p->op.device = rgpu_rt_current_device();
+    return cudaSuccess;
   }
   if (!cp->extent.width || !cp->extent.height || !cp->extent.depth) return cudaErrorInvalidValue;
   if (!cp->srcPtr.ptr || !cp->dstPtr.ptr) return cudaErrorInvalidValue;

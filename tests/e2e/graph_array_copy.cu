@@ -2,7 +2,8 @@
 // (issue 14): cudaMemcpy2DToArrayAsync and cudaMemcpy2DFromArrayAsync from
 // and to device buffers, with a kernel that samples the array through a
 // texture object in between.  The graph is launched three times with new
-// input each time, so every launch must copy again; every result checked.
+// input each time, so every launch must copy again; then the same copies as
+// explicitly added memcpy nodes.  Every result checked.
 #include <vector>
 
 #include "rgpu_check.h"
@@ -46,6 +47,15 @@ int main() {
   size_t nnodes = 0;
   CHECK(cudaGraphGetNodes(g, nullptr, &nnodes));
   EXPECT(nnodes == 3);
+  cudaGraphNode_t nodes[3];
+  CHECK(cudaGraphGetNodes(g, nodes, &nnodes));
+  int copies = 0;
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType t;
+    CHECK(cudaGraphNodeGetType(n, &t));
+    copies += t == cudaGraphNodeTypeMemcpy;
+  }
+  EXPECT(copies == 2);
   cudaGraphExec_t ge;
   CHECK(cudaGraphInstantiate(&ge, g, 0));
 
@@ -67,6 +77,38 @@ int main() {
 
   CHECK(cudaGraphExecDestroy(ge));
   CHECK(cudaGraphDestroy(g));
+
+  // The same copies as explicitly added memcpy nodes (3D parameters):
+  // device buffer -> array -> another device buffer, read back.
+  cudaGraph_t g2;
+  CHECK(cudaGraphCreate(&g2, 0));
+  cudaMemcpy3DParms to = {};
+  to.srcPtr = make_cudaPitchedPtr(dsrc, spitch, w, h);
+  to.dstArray = arr;
+  to.extent = make_cudaExtent(w, h, 1);
+  to.kind = cudaMemcpyDeviceToDevice;
+  cudaMemcpy3DParms from = {};
+  from.srcArray = arr;
+  from.dstPtr = make_cudaPitchedPtr(dback, w * sizeof(float), w, h);
+  from.extent = make_cudaExtent(w, h, 1);
+  from.kind = cudaMemcpyDeviceToDevice;
+  cudaGraphNode_t n_to, n_from;
+  CHECK(cudaGraphAddMemcpyNode(&n_to, g2, nullptr, 0, &to));
+  CHECK(cudaGraphAddMemcpyNode(&n_from, g2, &n_to, 1, &from));
+  cudaMemcpy3DParms got = {};
+  CHECK(cudaGraphMemcpyNodeGetParams(n_from, &got));
+  EXPECT(got.srcArray == arr && got.extent.width == (size_t)w);
+  CHECK(cudaGraphInstantiate(&ge, g2, 0));
+  for (int i = 0; i < w * h; i++) in[i] = (float)(i % 13) - 6.0f;
+  CHECK(cudaMemcpy2D(dsrc, spitch, in.data(), w * sizeof(float), w * sizeof(float), h,
+                     cudaMemcpyHostToDevice));
+  CHECK(cudaGraphLaunch(ge, s));
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaMemcpy(back.data(), dback, back.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < w * h; i++) EXPECT(back[i] == in[i]);
+  printf("explicit memcpy nodes with an array: ok\n");
+  CHECK(cudaGraphExecDestroy(ge));
+  CHECK(cudaGraphDestroy(g2));
   CHECK(cudaDestroyTextureObject(tex));
   CHECK(cudaFreeArray(arr));
   CHECK(cudaFree(dsrc));
