@@ -203,6 +203,18 @@ int graph_copy_extent(const struct cudaPitchedPtr *pp, const struct cudaPos *pos
   return 0;
 }
 
+/* p becomes a memcpy node of the checked parameters cp, kind resolved. */
+static void memcpy_node_set(node_params *p, const struct cudaMemcpy3DParms *cp,
+                            enum cudaMemcpyKind kind) {
+  node_params_free(p);
+  memset(p, 0, sizeof *p);
+  p->type = cudaGraphNodeTypeMemcpy;
+  p->op.kind = RGPU_RT_OP_COPY;
+  p->op.copy.cp = *cp;
+  p->op.copy.cp.kind = kind;
+  p->op.device = rgpu_rt_current_device();
+}
+
 cudaError_t node_params_memcpy(node_params *p, const struct cudaMemcpy3DParms *cp) {
   if (!cp) return cudaErrorInvalidValue;
   if (cp->srcArray || cp->dstArray) {
@@ -214,13 +226,7 @@ cudaError_t node_params_memcpy(node_params *p, const struct cudaMemcpy3DParms *c
       return cudaErrorInvalidMemcpyDirection;
     cudaError_t e = rgpu_rt_array_copy_node(cp, NULL);
     if (e != cudaSuccess) return e;
-    node_params_free(p);
-    memset(p, 0, sizeof *p);
-    p->type = cudaGraphNodeTypeMemcpy;
-    p->op.kind = RGPU_RT_OP_COPY;
-    p->op.copy.cp = *cp;
-    p->op.copy.cp.kind = cudaMemcpyDeviceToDevice;
-    p->op.device = rgpu_rt_current_device();
+    memcpy_node_set(p, cp, cudaMemcpyDeviceToDevice);
     return cudaSuccess;
   }
   if (!cp->extent.width || !cp->extent.height || !cp->extent.depth) return cudaErrorInvalidValue;
@@ -241,13 +247,7 @@ cudaError_t node_params_memcpy(node_params *p, const struct cudaMemcpy3DParms *c
   int need_d = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice;
   if (need_s && !is_device_ptr((void *)(uintptr_t)sb, ss, NULL)) return cudaErrorInvalidValue;
   if (need_d && !is_device_ptr((void *)(uintptr_t)db, ds, NULL)) return cudaErrorInvalidValue;
-  node_params_free(p);
-  memset(p, 0, sizeof *p);
-  p->type = cudaGraphNodeTypeMemcpy;
-  p->op.kind = RGPU_RT_OP_COPY;
-  p->op.copy.cp = *cp;
-  p->op.copy.cp.kind = k;
-  p->op.device = rgpu_rt_current_device();
+  memcpy_node_set(p, cp, k);
   return cudaSuccess;
 }
 

@@ -24,17 +24,15 @@
 #include "rgpu_drv_module.h"
 #include "rgpu_log.h"
 
-/* Enters the runtime (connects, binds the thread's primary context) and
- * returns the error already recorded, or cudaSuccess. */
-static cudaError_t enter(rgpu_client **c) { return rgpu_rt_enter(c); }
-
 /* A driver call's result as this runtime call's, recorded. */
 static cudaError_t from_driver(CUresult r) { return rgpu_rt_ret(rgpu_cudart_from_cu((int)r)); }
 
+/* Enters the runtime (connects, binds the thread's primary context), or
+ * returns the error it recorded. */
 #define ENTER_OR_RETURN()                       \
   rgpu_client *c;                               \
   do {                                          \
-    cudaError_t e_ = enter(&c);                 \
+    cudaError_t e_ = rgpu_rt_enter(&c);         \
     if (e_ != cudaSuccess) return e_;           \
   } while (0)
 

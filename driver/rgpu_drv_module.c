@@ -957,22 +957,16 @@ static CUresult runtime_module(uint64_t id, int dev, struct CUmod_st **out) {
   return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* A launch through the driver checks and sends what the runtime recorded
- * for the kernel (cudaFuncSetAttribute before cudaGetFuncBySymbol, as
- * CUTLASS's cluster launcher does): rgpu_rt_func_server_ref queued it to
- * the server, and the limit joins the function's own here.  Returns the
- * function's module on dev as the runtime has it now. */
-static CUresult runtime_attrs_follow(rgpu_client *c, struct CUfunc_st *f, rgpu_rt_func *rf, int dev,
-                                     uint64_t *module_id, const char **name) {
-  cudaError_t e = rgpu_rt_func_server_ref(c, rf, dev, module_id, name);
-  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
-  if (!f) return CUDA_SUCCESS;
+/* The limit cudaFuncSetAttribute recorded for the kernel joins the
+ * function's own (cudaFuncSetAttribute before cudaGetFuncBySymbol, as
+ * CUTLASS's cluster launcher does); rgpu_rt_func_server_ref has queued the
+ * recorded attributes to the server. */
+static void runtime_shmem_follow(struct CUfunc_st *f, rgpu_rt_func *rf) {
   int v = rgpu_rt_func_max_dyn_shmem(rf);
   if (v > __atomic_load_n(&f->max_dyn_shmem, __ATOMIC_RELAXED)) {
     __atomic_store_n(&f->max_dyn_shmem, v, __ATOMIC_RELAXED);
     f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = v;
   }
-  return CUDA_SUCCESS;
 }
 
 /* A registered kernel's function on dev: its module there (loaded now if
@@ -982,13 +976,15 @@ static CUresult runtime_attrs_follow(rgpu_client *c, struct CUfunc_st *f, rgpu_r
 static CUresult runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, struct CUfunc_st **out) {
   uint64_t id = 0;
   const char *name = NULL;
-  CUresult r = runtime_attrs_follow(c, NULL, rf, dev, &id, &name);
+  cudaError_t e = rgpu_rt_func_server_ref(c, rf, dev, &id, &name);
+  if (e != cudaSuccess) return rgpu_drv_from_rt(e);
   struct CUmod_st *m = NULL;
-  if (r == CUDA_SUCCESS) r = runtime_module(id, dev, &m);
+  CUresult r = runtime_module(id, dev, &m);
   if (r == CUDA_SUCCESS) r = module_function(c, m, name, out);
   if (r != CUDA_SUCCESS) return r;
   __atomic_store_n(&(*out)->rt_func, rf, __ATOMIC_RELEASE);
-  return runtime_attrs_follow(c, *out, rf, dev, &id, &name);
+  runtime_shmem_follow(*out, rf);
+  return CUDA_SUCCESS;
 }
 
 CUresult rgpu_drv_runtime_function(rgpu_client *c, rgpu_rt_func *rf, int dev, CUfunction *out) {
@@ -1006,10 +1002,12 @@ CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUf
     if (r != CUDA_SUCCESS) return r;
     rgpu_rt_func *rf = __atomic_load_n(&f->rt_func, __ATOMIC_ACQUIRE);
     if (rf) {
+      /* A launch through the driver sends what the runtime recorded first. */
       uint64_t id;
       const char *name;
-      if ((r = runtime_attrs_follow(c, f, rf, f->module->device, &id, &name)) != CUDA_SUCCESS)
-        return r;
+      cudaError_t e = rgpu_rt_func_server_ref(c, rf, f->module->device, &id, &name);
+      if (e != cudaSuccess) return rgpu_drv_from_rt(e);
+      runtime_shmem_follow(f, rf);
     }
     *out = f;
     return CUDA_SUCCESS;
