@@ -228,6 +228,9 @@ static void node_release_params(sg_gnode *n) {
     if (n->u.child) sg_graph_free(n->u.child);
     n->u.child = NULL;
     break;
+  case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+    sg_cond_node_release(n);
+    break;
   default:
     break;
   }
@@ -244,6 +247,7 @@ static void node_free_only(sg_gnode *n) {
 void sg_graph_free(sg_graph *g) {
   if (!g) return;
   for (int i = 0; i < g->n; i++) node_free_only(g->nodes[i]);
+  sg_cond_graph_release(g);
   free(g->nodes);
   free(g->order);
   sg_handle_del(g);
@@ -311,6 +315,8 @@ static CUresult params_copy(sg_gnode *m, const sg_gnode *n) {
     if (sg_graph_clone(n->u.child, &m->u.child) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
     m->u.child->owner = m;
     return CUDA_SUCCESS;
+  case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+    return sg_cond_node_copy(m, n);
   default:
     m->u = n->u;
     return CUDA_SUCCESS;
@@ -374,7 +380,7 @@ static CUresult node_check(CUgraphNode n, CUgraphNodeType t) {
 
 /* Common front half of every cuGraphAdd*Node: checks, then adds a node whose
  * parameters the caller fills in (still under the lock). */
-static CUresult add_begin(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, CUgraphNodeType t,
+CUresult sg_graph_add_begin(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, CUgraphNodeType t,
                           sg_gnode **n) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = graph_check(g);
@@ -446,7 +452,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUg
   CUresult r = kern_from_params(&k, nodeParams);
   sg_gnode *n = NULL;
   if (!r) {
-    r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, &n);
+    r = sg_graph_add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, &n);
     if (r) kern_clear(&k);
   }
   if (!r) {
@@ -478,7 +484,7 @@ static CUresult ctx_arg(CUcontext c, sg_ctx **out) {
   pthread_mutex_lock(&sg_graph_lock);                                                         \
   r = (CHECK);                                                                                \
   sg_gnode *n = NULL;                                                                         \
-  if (!r) r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, (TYPE), &n);      \
+  if (!r) r = sg_graph_add_begin(phGraphNode, hGraph, dependencies, numDependencies, (TYPE), &n);      \
   if (!r) {                                                                                   \
     n->u.MEMBER.p = *(PARAMS);                                                                \
     n->u.MEMBER.ctx = c;                                                                      \
@@ -505,7 +511,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph 
   if (!nodeParams || !nodeParams->fn) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sg_graph_lock);
   sg_gnode *n = NULL;
-  CUresult r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_HOST, &n);
+  CUresult r = sg_graph_add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_HOST, &n);
   if (!r) {
     n->u.host = *nodeParams;
     *phGraphNode = n;
@@ -532,7 +538,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CU
   if (!r) r = sg_graph_clone(childGraph, &copy);
   sg_gnode *n = NULL;
   if (!r) {
-    r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, &n);
+    r = sg_graph_add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, &n);
     if (r) sg_graph_free(copy);
   }
   if (!r) {
@@ -548,7 +554,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph
                                                const CUgraphNode *dependencies, size_t numDependencies) {
   pthread_mutex_lock(&sg_graph_lock);
   sg_gnode *n = NULL;
-  CUresult r = add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_EMPTY, &n);
+  CUresult r = sg_graph_add_begin(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_EMPTY, &n);
   if (!r) *phGraphNode = n;
   pthread_mutex_unlock(&sg_graph_lock);
   return r;
@@ -559,7 +565,7 @@ static CUresult add_event_node(CUgraphNode *out, CUgraph g, const CUgraphNode *d
   if (!sg_handle_ok(ev, SG_H_EVENT)) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sg_graph_lock);
   sg_gnode *n = NULL;
-  CUresult r = add_begin(out, g, deps, ndeps, t, &n);
+  CUresult r = sg_graph_add_begin(out, g, deps, ndeps, t, &n);
   if (!r) {
     n->u.ev = ev;
     *out = n;
@@ -875,7 +881,7 @@ SG_EXPORT CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode) {
 /* Kahn's algorithm, taking ready nodes in creation order so the order is
  * deterministic.  Sorts child graphs too.  CUDA_ERROR_INVALID_VALUE on a
  * cycle (cuGraphAddDependencies refuses them, so that is only defence). */
-static CUresult topo_sort(sg_graph *g) {
+CUresult sg_graph_topo_sort(sg_graph *g) {
   int n = g->n;
   free(g->order);
   g->order = NULL;
@@ -924,8 +930,12 @@ static CUresult topo_sort(sg_graph *g) {
     r = CUDA_ERROR_INVALID_VALUE;
     goto out;
   }
-  for (int i = 0; i < n && !r; i++)
-    if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_GRAPH) r = topo_sort(g->nodes[i]->u.child);
+  for (int i = 0; i < n && !r; i++) {
+    const sg_gnode *m = g->nodes[i];
+    if (m->type == CU_GRAPH_NODE_TYPE_GRAPH) r = sg_graph_topo_sort(m->u.child);
+    if (m->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+      for (unsigned b = 0; b < m->u.cond.size && !r; b++) r = sg_graph_topo_sort(m->u.cond.bodies[b]);
+  }
 out:
   free(indeg);
   free(start);
@@ -963,7 +973,8 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g, cuuint64_t flags, CUgra
   sg_gexec *x = calloc(1, sizeof *x);
   if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
   r = sg_graph_clone(g, &x->g);
-  if (!r) r = topo_sort(x->g);
+  if (!r) r = sg_graph_topo_sort(x->g);
+  if (!r) r = sg_cond_check_bodies(x->g);
   if (!r && sg_handle_add(x, SG_H_GRAPH_EXEC) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r) {
     sg_graph_free(x->g);
@@ -1037,6 +1048,10 @@ typedef RGPU_FIFO(sg_op) chain; /* ops linked through next, handed to sg_submit_
 
 /* Appends the ops of g (sorted) to c.  sg_graph_lock held. */
 static CUresult build_ops(const sg_graph *g, chain *c) {
+  sg_op *defaults = NULL;
+  CUresult dr = sg_cond_defaults_op(g, &defaults);
+  if (dr) return dr;
+  if (defaults) rgpu_fifo_push(c, defaults, next);
   for (int i = 0; i < g->n; i++) {
     const sg_gnode *n = g->order[i];
     if (n->disabled) continue;
@@ -1105,6 +1120,11 @@ static CUresult build_ops(const sg_graph *g, chain *c) {
       if (r) return r;
       break;
     }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+      CUresult r = sg_cond_build_op(n, &op);
+      if (r) return r;
+      break;
+    }
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
       if (!sg_handle_ok(n->u.ev, SG_H_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
       op = sg_op_new(SG_OP_RECORD);
@@ -1137,6 +1157,14 @@ static CUresult build_ops(const sg_graph *g, chain *c) {
     if (op) rgpu_fifo_push(c, op, next);
   }
   return CUDA_SUCCESS;
+}
+
+CUresult sg_graph_build_ops(const sg_graph *g, sg_op **head, sg_op **tail) {
+  chain c = {*head, *tail};
+  CUresult r = build_ops(g, &c);
+  *head = c.head;
+  *tail = c.tail;
+  return r;
 }
 
 /* Graph launch on a capturing stream: sg_graph_capture.c. */
@@ -1316,6 +1344,11 @@ static CUgraphExecUpdateResult topo_match(const sg_graph *a, const sg_graph *b, 
     if (x->type == CU_GRAPH_NODE_TYPE_MEMSET && x->u.ms.ctx != y->u.ms.ctx) {
       info->errorNode = (CUgraphNode)y;
       return CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+    }
+    if (x->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+      /* Not updatable in place here: its bodies would have to match too. */
+      info->errorNode = (CUgraphNode)y;
+      return CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
     }
     if (x->type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraphExecUpdateResult cr = topo_match(x->u.child, y->u.child, info);

@@ -91,6 +91,13 @@ SG_EXPORT CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph h
     return cuGraphAddEventWaitNode(phGraphNode, hGraph, d, n, p->eventWait.event);
   case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
     return cuGraphAddEventRecordNode(phGraphNode, hGraph, d, n, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+    if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&sg_graph_lock);
+    CUresult r = sg_cond_node_add(phGraphNode, hGraph, d, n, &p->conditional);
+    pthread_mutex_unlock(&sg_graph_lock);
+    return r;
+  }
   default: {
     static atomic_int once;
     if (!atomic_exchange(&once, 1))
@@ -384,7 +391,7 @@ CUresult CUDAAPI cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream s, CUgraphNo
 
 /* ---- exported but not implemented --------------------------------------- */
 /* Node kinds softgpu has no backing for (memory-pool allocation nodes,
- * external semaphores, batch memory ops, conditionals, user objects, kernel
+ * external semaphores, batch memory ops, user objects, kernel
  * node attributes).  They answer NOT_SUPPORTED, logged once, rather than
  * being missing symbols. */
 #define SG_GRAPH_STUB(name, params)                  \
@@ -420,8 +427,6 @@ SG_GRAPH_STUB(cuGraphMemAllocNodeGetParams, (CUgraphNode hNode, CUDA_MEM_ALLOC_N
 SG_GRAPH_STUB(cuGraphAddMemFreeNode, (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                       size_t numDependencies, CUdeviceptr dptr))
 SG_GRAPH_STUB(cuGraphMemFreeNodeGetParams, (CUgraphNode hNode, CUdeviceptr *dptr_out))
-SG_GRAPH_STUB(cuGraphConditionalHandleCreate, (CUgraphConditionalHandle * pHandle_out, CUgraph hGraph, CUcontext ctx,
-                                               unsigned int defaultLaunchValue, unsigned int flags))
 SG_GRAPH_STUB(cuGraphRetainUserObject, (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags))
 SG_GRAPH_STUB(cuGraphReleaseUserObject, (CUgraph graph, CUuserObject object, unsigned int count))
 SG_GRAPH_STUB(cuGraphKernelNodeGetAttribute,

@@ -957,6 +957,195 @@ static void test_capture_errors(void **state) {
 
 /* The generic node API, the older ABIs under the unversioned names (as a
  * dlsym() caller finds them) and cuGetProcAddress's per-thread variants. */
+/* Conditional nodes (CUDA 12.3+): a WHILE whose body counts down with
+ * cudaGraphSetConditional, IF/ELSE chosen by a kernel before it (its value
+ * changed through the exec), a SWITCH, a WHILE nested in an IF body with a
+ * handle of that body, and the node types a body may not hold. */
+static CUgraphNode cond_add(CUgraph g, const CUgraphNode *deps, size_t nd, CUgraphConditionalHandle h,
+                            CUgraphConditionalNodeType t, unsigned size, CUgraph *bodies) {
+  CUgraphNodeParams np;
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  np.conditional.handle = h;
+  np.conditional.type = t;
+  np.conditional.size = size;
+  np.conditional.phGraph_out = bodies;
+  np.conditional.ctx = ctx;
+  CUgraphNode n = NULL;
+  assert_int_equal(cuGraphAddNode(&n, g, deps, NULL, nd, &np), CUDA_SUCCESS);
+  return n;
+}
+
+static CUgraphNode kadd(CUgraph g, const CUgraphNode *deps, size_t nd, CUfunction f, void **args) {
+  CUDA_KERNEL_NODE_PARAMS kp = kparams(f, 1, 1, args, NULL);
+  CUgraphNode n = NULL;
+  assert_int_equal(cuGraphAddKernelNode(&n, g, deps, nd, &kp), CUDA_SUCCESS);
+  return n;
+}
+
+static unsigned rd32(CUdeviceptr d) {
+  unsigned v = 0;
+  assert_int_equal(cuMemcpyDtoH(&v, d, 4), CUDA_SUCCESS);
+  return v;
+}
+
+static void test_conditionals(void **state) {
+  (void)state;
+  char *ptx = NULL;
+  {
+    FILE *f = fopen(SG_COND_PTX, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    ptx = calloc(1, (size_t)n + 1);
+    assert_int_equal(fread(ptx, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+  }
+  CUmodule cm;
+  assert_int_equal(cuModuleLoadData(&cm, ptx), CUDA_SUCCESS);
+  free(ptx);
+  CUfunction countdown, setcond, addk;
+  assert_int_equal(cuModuleGetFunction(&countdown, cm, "countdown"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&setcond, cm, "setcond"), CUDA_SUCCESS);
+  assert_int_equal(cuModuleGetFunction(&addk, cm, "addk"), CUDA_SUCCESS);
+  CUdeviceptr n, iters, acc;
+  assert_int_equal(cuMemAlloc(&n, 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&iters, 4), CUDA_SUCCESS);
+  assert_int_equal(cuMemAlloc(&acc, 4), CUDA_SUCCESS);
+
+  /* WHILE: memset n = 5 and iters = 0, then the loop. */
+  CUgraph g;
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUgraphConditionalHandle h;
+  assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+  CUDA_MEMSET_NODE_PARAMS ms = {n, 4, 5, 4, 1, 1};
+  CUgraphNode m1, m2;
+  assert_int_equal(cuGraphAddMemsetNode(&m1, g, NULL, 0, &ms, ctx), CUDA_SUCCESS);
+  ms.dst = iters;
+  ms.value = 0;
+  assert_int_equal(cuGraphAddMemsetNode(&m2, g, &m1, 1, &ms, ctx), CUDA_SUCCESS);
+  CUgraph body[3];
+  cond_add(g, &m2, 1, h, CU_GRAPH_COND_TYPE_WHILE, 1, body);
+  /* A body belongs to its node. */
+  assert_int_equal(cuGraphDestroy(body[0]), CUDA_ERROR_INVALID_VALUE);
+  void *cargs[] = {&h, &n, &iters};
+  kadd(body[0], NULL, 0, countdown, cargs);
+  CUgraphExec x;
+  assert_int_equal(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(rd32(n), 0);
+    assert_int_equal(rd32(iters), 5);
+  }
+  /* An exec update cannot take a conditional graph here: refused, not
+   * half-applied. */
+  CUgraphExecUpdateResultInfo info;
+  assert_int_equal(cuGraphExecUpdate(x, g, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
+  assert_int_equal(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  /* IF/ELSE chosen by a kernel; its value changed in the exec. */
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 0, 0), CUDA_SUCCESS);
+  unsigned v = 1, ten = 10, one = 1, hundred = 100;
+  void *sargs[] = {&h, &v};
+  CUgraphNode sn = kadd(g, NULL, 0, setcond, sargs);
+  cond_add(g, &sn, 1, h, CU_GRAPH_COND_TYPE_IF, 2, body);
+  void *a10[] = {&acc, &ten}, *a1[] = {&acc, &one};
+  kadd(body[0], NULL, 0, addk, a10);
+  kadd(body[1], NULL, 0, addk, a1);
+  assert_int_equal(cuMemsetD32(acc, 0, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(rd32(acc), 10);
+  v = 0;
+  CUDA_KERNEL_NODE_PARAMS kp = kparams(setcond, 1, 1, sargs, NULL);
+  assert_int_equal(cuGraphExecKernelNodeSetParams(x, sn, &kp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(rd32(acc), 11);
+  assert_int_equal(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  /* SWITCH: value 2 runs body 2, value 7 runs none.  A handle of another
+   * graph is refused. */
+  CUgraph other;
+  CUgraphConditionalHandle foreign;
+  assert_int_equal(cuGraphCreate(&other, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphConditionalHandleCreate(&foreign, other, ctx, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 2, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+  CUgraphNodeParams bad;
+  memset(&bad, 0, sizeof bad);
+  bad.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  bad.conditional.handle = foreign;
+  bad.conditional.type = CU_GRAPH_COND_TYPE_SWITCH;
+  bad.conditional.size = 3;
+  bad.conditional.phGraph_out = body;
+  CUgraphNode bn;
+  assert_int_equal(cuGraphAddNode(&bn, g, NULL, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
+  bad.conditional.handle = h;
+  bad.conditional.type = CU_GRAPH_COND_TYPE_WHILE; /* WHILE has exactly one body */
+  assert_int_equal(cuGraphAddNode(&bn, g, NULL, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
+  cond_add(g, NULL, 0, h, CU_GRAPH_COND_TYPE_SWITCH, 3, body);
+  void *a100[] = {&acc, &hundred};
+  kadd(body[0], NULL, 0, addk, a1);
+  kadd(body[1], NULL, 0, addk, a10);
+  kadd(body[2], NULL, 0, addk, a100);
+  assert_int_equal(cuMemsetD32(acc, 0, 1), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(rd32(acc), 100);
+  assert_int_equal(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(other), CUDA_SUCCESS);
+
+  /* A WHILE nested in an IF body, its handle created on that body; the
+   * graph destroyed before the exec runs (the exec keeps its handles). */
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUgraphConditionalHandle hi, hw;
+  assert_int_equal(cuGraphConditionalHandleCreate(&hi, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+  ms.dst = n;
+  ms.value = 3;
+  assert_int_equal(cuGraphAddMemsetNode(&m1, g, NULL, 0, &ms, ctx), CUDA_SUCCESS);
+  ms.dst = iters;
+  ms.value = 0;
+  assert_int_equal(cuGraphAddMemsetNode(&m2, g, &m1, 1, &ms, ctx), CUDA_SUCCESS);
+  CUgraph ifbody[1], wbody[1];
+  cond_add(g, &m2, 1, hi, CU_GRAPH_COND_TYPE_IF, 1, ifbody);
+  assert_int_equal(cuGraphConditionalHandleCreate(&hw, ifbody[0], ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT),
+                   CUDA_SUCCESS);
+  cond_add(ifbody[0], NULL, 0, hw, CU_GRAPH_COND_TYPE_WHILE, 1, wbody);
+  void *wargs[] = {&hw, &n, &iters};
+  kadd(wbody[0], NULL, 0, countdown, wargs);
+  assert_int_equal(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+  assert_int_equal(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(rd32(iters), 3);
+  assert_int_equal(cuGraphExecDestroy(x), CUDA_SUCCESS);
+
+  /* A host node in a body: CUDA allows none; instantiation refuses. */
+  assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 1, 0), CUDA_SUCCESS);
+  cond_add(g, NULL, 0, h, CU_GRAPH_COND_TYPE_IF, 1, body);
+  CUDA_HOST_NODE_PARAMS hp = {mark_fn, "C"};
+  CUgraphNode hn;
+  assert_int_equal(cuGraphAddHostNode(&hn, body[0], NULL, 0, &hp), CUDA_SUCCESS);
+  assert_int_equal(cuGraphInstantiateWithFlags(&x, g, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  cuMemFree(n);
+  cuMemFree(iters);
+  cuMemFree(acc);
+  assert_int_equal(cuModuleUnload(cm), CUDA_SUCCESS);
+}
+
 static void test_compat(void **state) {
   (void)state;
   CUgraph g;
@@ -1062,7 +1251,7 @@ int main(void) {
       cmocka_unit_test(test_events),        cmocka_unit_test(test_exec_update),
       cmocka_unit_test(test_many_launches), cmocka_unit_test(test_capture),
       cmocka_unit_test(test_capture_errors), cmocka_unit_test(test_compat),
-      cmocka_unit_test(test_fault_is_sticky),
+      cmocka_unit_test(test_conditionals), cmocka_unit_test(test_fault_is_sticky),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -313,6 +313,12 @@ void sg_stream_ref(sg_stream *s);
 void sg_stream_unref(sg_stream *s);
 /* Frees ops (linked by ->next) that were never queued. */
 void sg_op_free_chain(sg_op *first);
+/* Runs a chain of ops on the calling stream thread, in order, and frees it:
+ * a conditional graph body inside its node's op (sg_graph_cond.c). */
+void sg_run_chain_inline(sg_ctx *c, sg_op *first);
+/* Device code's cudaGraphSetConditional (sg_graph_cond.c; any thread, no
+ * lock held): 0, or -1 for a handle that is not a live conditional handle. */
+int sg_cond_set(uint64_t handle, uint32_t value);
 
 /* ---- graphs and stream capture (sg_graph.c) ----------------------------- */
 /* Number of captures in progress, so sg_submit pays nothing otherwise. */

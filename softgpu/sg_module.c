@@ -493,6 +493,10 @@ static int texobj_tramp(void *ctx, uint64_t h, sg_ptx_tex *t) { return sg_texobj
 /* env.ctx is the launching context: the device heap is per context. */
 static uint64_t heap_alloc_tramp(void *ctx, uint64_t size) { return sg_mem_heap_alloc(ctx, size); }
 static void heap_free_tramp(void *ctx, uint64_t addr) { sg_mem_heap_free_later(ctx, addr); }
+static int setcond_tramp(void *ctx, uint64_t h, uint32_t v) {
+  (void)ctx;
+  return sg_cond_set(h, v);
+}
 #endif
 
 void sg_module_run_launch(sg_op *op) {
@@ -505,6 +509,7 @@ void sg_module_run_launch(sg_op *op) {
   env.texobj = texobj_tramp;
   env.dev_malloc = heap_alloc_tramp;
   env.dev_free = heap_free_tramp;
+  env.set_conditional = setcond_tramp;
   env.ctx = f->mod->ctx;
   sg_ptx_launch_cfg cfg = {0};
   memcpy(cfg.grid, op->u.launch.grid, sizeof cfg.grid);

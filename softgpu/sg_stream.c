@@ -78,8 +78,7 @@ static int waits_done(const sg_op *op) {
 
 /* ---- the worker --------------------------------------------------------- */
 
-static void run_op(sg_stream *s, sg_op *op) {
-  sg_ctx *c = s->ctx;
+static void run_op(sg_ctx *c, sg_op *op) {
   int sticky = atomic_load(&c->sticky);
   switch (op->type) {
   case SG_OP_COPY:
@@ -122,7 +121,7 @@ static void *worker_main(void *arg) {
     int exit_now = op->type == SG_OP_EXIT;
     if (!exit_now && op->type != SG_OP_RECORD && op->type != SG_OP_NOP) {
       pthread_mutex_unlock(&sg_sched_lock);
-      run_op(s, op);
+      run_op(s->ctx, op);
       if (op->type == SG_OP_LAUNCH) {
         /* Unloading frees device memory, which waits for in-flight
          * accesses: never do that while holding the scheduler lock. */
@@ -309,7 +308,7 @@ CUresult sg_submit(sg_stream *s, sg_op *op, int wait) {
     s->inline_running = 1;
     s->refs++;
     pthread_mutex_unlock(&sg_sched_lock);
-    run_op(s, op);
+    run_op(s->ctx, op);
     pthread_mutex_lock(&sg_sched_lock);
     s->inline_running = 0;
     s->completed = seq;
@@ -341,6 +340,21 @@ void sg_stream_unref(sg_stream *s) {
   pthread_mutex_lock(&sg_sched_lock);
   stream_unref_locked(s);
   pthread_mutex_unlock(&sg_sched_lock);
+}
+
+/* A conditional node's body runs inside that node's own op, on the stream
+ * thread: the stream's order already holds, so its ops need no queue, only
+ * what the worker does with each (sg_graph_cond.c builds them without
+ * waits, records or host functions: CUDA allows none in a body). */
+void sg_run_chain_inline(sg_ctx *c, sg_op *first) {
+  for (sg_op *op = first; op; op = op->next) {
+    run_op(c, op);
+    if (op->type == SG_OP_LAUNCH) {
+      sg_module_unref(op->u.launch.fn->mod);
+      op->u.launch.fn = NULL;
+    }
+  }
+  sg_op_free_chain(first);
 }
 
 void sg_op_free_chain(sg_op *first) {

@@ -115,6 +115,10 @@ typedef struct {
    * returns 0).  Called per calling lane. */
   uint64_t (*dev_malloc)(void *ctx, uint64_t size);
   void (*dev_free)(void *ctx, uint64_t addr);
+  /* cudaGraphSetConditional(handle, value) from device code: 0, or -1 for
+   * a handle that is not a live conditional handle (the launch then
+   * faults).  May be NULL (every handle is unknown).  Called per lane. */
+  int (*set_conditional)(void *ctx, uint64_t handle, uint32_t value);
 } sg_ptx_env;
 
 typedef struct {

@@ -988,6 +988,29 @@ static void do_heap(worker *W, warp *w, const sg_insn *I, uint32_t m) {
   }
 }
 
+/* cudaGraphSetConditional(handle, value), lane by lane in lane order (the
+ * last lane's value wins, as racing calls leave one of them on a GPU).  An
+ * unknown handle faults the launch: -1. */
+static int do_setcond(worker *W, warp *w, int widx, const sg_insn *I, uint32_t m) {
+  launch *L = W->L;
+  const sg_call_info *ci = &L->m->calls[I->aux];
+  for (uint32_t mm = m; mm;) {
+    int l = __builtin_ctz(mm);
+    mm &= mm - 1;
+    uint8_t *fp = w->fparam + (size_t)l * L->fparam_stride;
+    uint64_t handle;
+    uint32_t value;
+    memcpy(&handle, fp + ci->args[0].off, 8);
+    memcpy(&value, fp + ci->args[1].off, 4);
+    if (!L->env || !L->env->set_conditional || L->env->set_conditional(L->env->ctx, handle, value)) {
+      record_fault(W, widx, l, CUDA_ERROR_LAUNCH_FAILED, handle, I,
+                   "cudaGraphSetConditional: not a conditional handle of a graph");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* __assertfail(message, file, line, function, charsize): prints what a GPU
  * prints for a failed assert(). */
 static void assert_message(worker *W, warp *w, int widx, int l, const sg_insn *I) {
@@ -2124,6 +2147,9 @@ static int run_warp(worker *W, warp *w, int widx) {
       case SG_OP_MALLOC:
       case SG_OP_FREE:
         if (m) do_heap(W, w, I, m);
+        break;
+      case SG_OP_SETCOND:
+        if (m && do_setcond(W, w, widx, I, m)) { rc = -1; goto out; }
         break;
       case SG_OP_VPRINTF:
         if (m) {

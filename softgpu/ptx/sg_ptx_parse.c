@@ -2640,6 +2640,17 @@ static int finish(parser *P) {
       I->op = SG_OP_FREE;
       continue;
     }
+    if (x->len == 23 && !memcmp(x->name, "cudaGraphSetConditional", 23)) {
+      /* The device runtime's builtin that sets a conditional graph node's
+       * value (CUDA 12.3+); the driver (env->set_conditional) owns the
+       * handles. */
+      if (ci->nargs != 2 || ci->args[0].size != 8 || ci->args[1].size != 4 || ci->has_ret) {
+        fail(P, CUDA_ERROR_INVALID_PTX, x->line, "cudaGraphSetConditional takes a 64-bit handle and a 32-bit value");
+        return -1;
+      }
+      I->op = SG_OP_SETCOND;
+      continue;
+    }
     if (x->len == 12 && !memcmp(x->name, "__assertfail", 12)) {
       if (ci->nargs < 4 || ci->args[0].size != 8 || ci->args[1].size != 8 || ci->args[2].size != 4 || ci->args[3].size != 8) {
         fail(P, CUDA_ERROR_INVALID_PTX, x->line, "__assertfail called with unexpected arguments");
@@ -2839,7 +2850,7 @@ static int finish(parser *P) {
         for (int k = 0; k < SG_WMMA_REGS; k++) m->wregs[I->aux + k] = reloc_reg(f, m->wregs[I->aux + k]);
       if (I->flags & SG_F_FPREL) I->off = (int64_t)((uint64_t)I->off + f->fpbase);
       if (I->op == SG_OP_CALL || I->op == SG_OP_VPRINTF || I->op == SG_OP_MALLOC ||
-          I->op == SG_OP_FREE || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
+          I->op == SG_OP_FREE || I->op == SG_OP_SETCOND || (I->op == SG_OP_TRAP && I->aux != SG_NOREG)) {
         sg_call_info *ci = &m->calls[I->aux];
         for (int a = 0; a < ci->nargs; a++) ci->args[a].off += f->fpbase;
         if (ci->has_ret) ci->ret.off += f->fpbase;
