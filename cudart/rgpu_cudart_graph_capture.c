@@ -606,15 +606,21 @@ static cudaError_t capture_stream_wire(cudaStream_t stream, int per_thread, int 
 
 static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t *pGraph) {
   uint64_t wire;
-  cudaError_t e = capture_stream_wire(stream, per_thread, pGraph != NULL, &wire);
+  cudaError_t e = capture_stream_wire(stream, per_thread, 1, &wire);
   if (e != cudaSuccess) return e;
   rgpu_mutex_lock(&g_cap_lock);
   cap_stream *cs = cs_find(wire);
   if (!cs) {
     rgpu_mutex_unlock(&g_cap_lock);
-    return rgpu_rt_ret(cudaErrorIllegalState);
+    return rgpu_rt_ret(pGraph ? cudaErrorIllegalState : cudaErrorInvalidValue);
   }
   cap_seq *seq = cs->seq;
+  /* Capturing into the program's own graph (cudaStreamBeginCaptureToGraph,
+   * a conditional body's usual way) returns nothing new: pGraph may be NULL. */
+  if (!pGraph && seq->own_graph) {
+    rgpu_mutex_unlock(&g_cap_lock);
+    return rgpu_rt_ret(cudaErrorInvalidValue);
+  }
   if (seq->origin != wire) {
     /* Ending on a forked stream: CUDA invalidates the whole capture. */
     seq->invalidated = 1;
@@ -640,10 +646,10 @@ static cudaError_t end_capture(cudaStream_t stream, int per_thread, cudaGraph_t 
   rgpu_mutex_unlock(&g_cap_lock);
   if (result != cudaSuccess) {
     if (own) graph_free(g);
-    *pGraph = NULL;
+    if (pGraph) *pGraph = NULL;
     return rgpu_rt_ret(result);
   }
-  *pGraph = g;
+  if (pGraph) *pGraph = g;
   return cudaSuccess;
 }
 

@@ -52,6 +52,10 @@ typedef struct {
   int disabled;       /* cudaGraphNodeSetEnabled(0): an empty node on the server */
   int direct;         /* device-to-host copy read straight from its source after the
                          launch (nothing in its level can still write it) */
+  /* Conditional nodes: the graph the node is in (UINT32_MAX: the top, else
+   * its body's BODY node), for a BODY node its branch + 1, for a COND node
+   * how many flat nodes after it hold its bodies. */
+  uint32_t scope, body, span;
 } flat_node;
 
 typedef struct {
@@ -108,7 +112,16 @@ static cudaError_t flat_push(flat_list *fl, const node_params *p, uint64_t orig_
   if (RGPU_ARRAY_RESERVE(fl->v, fl->cap, fl->n + 1, 8)) return cudaErrorMemoryAllocation;
   flat_node *f = &fl->v[fl->n];
   memset(f, 0, sizeof *f);
-  if (p->type != cudaGraphNodeTypeGraph) {
+  if (p->type == cudaGraphNodeTypeConditional) {
+    /* Its bodies are flattened after it: the flat node keeps the rest. */
+    f->p = *p;
+    f->p.bodies = NULL;
+    f->p.offsets = NULL;
+    f->p.argv = NULL;
+    f->p.kattrs = NULL;
+    f->p.nkattrs = 0;
+    f->p.child = NULL;
+  } else if (p->type != cudaGraphNodeTypeGraph) {
     cudaError_t e = node_params_copy(&f->p, p);
     if (e != cudaSuccess) return e;
   } else {
@@ -131,7 +144,7 @@ static cudaError_t flat_push(flat_list *fl, const node_params *p, uint64_t orig_
 /* Appends g's nodes in topological order; nodes without dependencies
  * depend on `entry` (UINT32_MAX: none).  *exits receives every appended
  * index of this level (the exit node of a child waits for all of them). */
-static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int depth) {
+static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int depth, uint32_t scope) {
   if (depth > 32) return cudaErrorInvalidValue;
   size_t *order = malloc((g->n ? g->n : 1) * sizeof *order);
   uint32_t *idx = malloc((g->n ? g->n : 1) * sizeof *idx);
@@ -151,11 +164,30 @@ static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int dep
     for (size_t k = 0; k < n->ndeps; k++) deps[nd++] = idx[n->deps[k]->pos];
     if (!nd && entry != UINT32_MAX) deps[nd++] = entry;
     uint32_t me;
+    if (scope != UINT32_MAX && (e = cond_body_node_ok(&n->p)) != cudaSuccess) break;
     e = flat_push(fl, &n->p, n->id, deps, nd, &me);
     if (e != cudaSuccess) break;
-    if (n->p.type == cudaGraphNodeTypeGraph) {
+    fl->v[me].scope = scope;
+    if (n->p.type == cudaGraphNodeTypeConditional) {
+      /* Each body behind its BODY node, which waits for the COND node (for
+       * the levels here; the wire has no edge across graphs). */
+      for (uint32_t b = 0; e == cudaSuccess && b < n->p.cond_size; b++) {
+        node_params empty;
+        memset(&empty, 0, sizeof empty);
+        empty.type = cudaGraphNodeTypeEmpty;
+        uint32_t marker;
+        e = flat_push(fl, &empty, 0, &me, 1, &marker);
+        if (e != cudaSuccess) break;
+        fl->v[marker].body = b + 1;
+        fl->v[marker].scope = marker;
+        e = flatten(n->p.bodies[b], marker, fl, depth + 1, marker);
+      }
+      if (e != cudaSuccess) break;
+      fl->v[me].span = (uint32_t)(fl->n - me - 1);
+      idx[i] = me;
+    } else if (n->p.type == cudaGraphNodeTypeGraph) {
       size_t first = fl->n;
-      e = flatten(n->p.child, me, fl, depth + 1);
+      e = flatten(n->p.child, me, fl, depth + 1, scope);
       if (e != cudaSuccess) break;
       /* The exit node waits for every node of the child. */
       size_t cnt = fl->n - first;
@@ -173,6 +205,7 @@ static cudaError_t flatten(cudaGraph_t g, uint32_t entry, flat_list *fl, int dep
       e = flat_push(fl, &empty, 0, all, cnt, &exit_idx);
       free(all);
       if (e != cudaSuccess) break;
+      fl->v[exit_idx].scope = scope;
       fl->v[me].child_end = exit_idx;
       idx[i] = exit_idx;
     } else {
@@ -219,6 +252,28 @@ static void enc_node(node_enc *x, const node_params *p, uint64_t stage);
 /* A flat node as the server sees it: disabled nodes and directly read
  * device-to-host copies are empty there. */
 static void enc_flat(node_enc *x, const flat_node *f) {
+  if (f->body || f->p.type == cudaGraphNodeTypeConditional) {
+    rgpu_gnode n;
+    memset(&n, 0, sizeof n);
+    if (f->body) {
+      n.type = RGPU_GNODE_BODY;
+      n.body.branch = f->body - 1;
+    } else {
+      n.type = RGPU_GNODE_COND;
+      n.cond = (rgpu_gnode_cond){.handle = f->p.cond_handle,
+                                 .kind = f->p.cond_kind,
+                                 .size = f->p.cond_size,
+                                 .default_value = f->p.cond_default,
+                                 .flags = f->p.cond_flags,
+                                 .span = f->span};
+    }
+    uint64_t w[RGPU_GNODE_WORDS];
+    rgpu_gnode_encode(&n, w);
+    rgpu_buf_put_u32(&x->types, n.type);
+    rgpu_buf_put(&x->words, w, sizeof w);
+    rgpu_buf_put_u32(&x->plens, 0);
+    return;
+  }
   if (f->disabled || f->direct) {
     node_params empty;
     memset(&empty, 0, sizeof empty);
@@ -549,7 +604,8 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
     enc_flat(&enc, f);
     for (size_t d = 0; d < f->ndeps; d++) {
       const flat_node *df = &x->f[f->deps[d]];
-      if (df->level != f->level || node_params_host_side(&df->p)) continue;
+      /* A body's first node waits for its COND node only here (levels). */
+      if (df->level != f->level || node_params_host_side(&df->p) || df->scope != f->scope) continue;
       rgpu_buf_put_u32(&edges, df->sidx);
       rgpu_buf_put_u32(&edges, (uint32_t)k);
     }
@@ -598,7 +654,7 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
   x->device = rgpu_rt_current_device();
   x->flags = flags;
   flat_list fl = {0};
-  e = flatten(graph, UINT32_MAX, &fl, 0);
+  e = flatten(graph, UINT32_MAX, &fl, 0, UINT32_MAX);
   x->f = fl.v;
   x->nf = fl.n;
   /* Several servers (issue 19): an executable graph lives on one server;
@@ -852,6 +908,12 @@ static cudaError_t exec_apply(cudaGraphExec_t x, size_t first, flat_node *nf, si
       *why = cudaGraphExecUpdateErrorNodeTypeChanged;
       return cudaErrorGraphExecUpdateFailure;
     }
+    if (a->p.type == cudaGraphNodeTypeConditional || a->body) {
+      /* The server builds a conditional node's handles and bodies with the
+       * graph: not updated in place. */
+      *why = cudaGraphExecUpdateErrorNotSupported;
+      return cudaErrorGraphExecUpdateFailure;
+    }
     if (a->ndeps != b->ndeps) {
       *why = cudaGraphExecUpdateErrorTopologyChanged;
       return cudaErrorGraphExecUpdateFailure;
@@ -911,7 +973,7 @@ RGPU_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraph
   if (e == cudaSuccess) {
     memset(fl.v, 0, first * sizeof *fl.v);
     fl.n = first;
-    e = flatten(childGraph, (uint32_t)(first - 1), &fl, 1);
+    e = flatten(childGraph, (uint32_t)(first - 1), &fl, 1, f->scope);
   }
   if (e == cudaSuccess && fl.n - first != end - first) e = cudaErrorInvalidValue;
   if (e == cudaSuccess) {
@@ -930,7 +992,7 @@ RGPU_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t
   if (resultInfo) memset(resultInfo, 0, sizeof *resultInfo);
   if (!valid_exec(hGraphExec) || !valid_graph(hGraph)) return rgpu_rt_ret(cudaErrorInvalidValue);
   flat_list fl = {0};
-  cudaError_t e = flatten(hGraph, UINT32_MAX, &fl, 0);
+  cudaError_t e = flatten(hGraph, UINT32_MAX, &fl, 0, UINT32_MAX);
   enum cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
   size_t bad = 0;
   if (e == cudaSuccess && fl.n != hGraphExec->nf) {

@@ -5,6 +5,7 @@
  *                                server's node list), launch, updates
  *   rgpu_cudart_graph_capture.c  stream capture: sequences, modes, CUDA's
  *                                errors for illegal calls, capture of ops
+ *   rgpu_cudart_graph_cond.c     conditional nodes and their handles
  * Nothing here is visible outside libcudart (hidden visibility). */
 #ifndef RGPU_CUDART_GRAPH_INTERNAL_H
 #define RGPU_CUDART_GRAPH_INTERNAL_H
@@ -42,6 +43,12 @@ typedef struct {
    * to the block (taken by node_params_copy, given back by _free). */
   uint64_t mem_ptr, mem_size;
   int mem_dev;
+  /* conditional nodes (rgpu_cudart_graph_cond.c): the handle's value, its
+   * default and flags (copied from cudaGraphConditionalHandleCreate), and
+   * the bodies, owned, cond_size of them */
+  uint64_t cond_handle;
+  uint32_t cond_kind, cond_size, cond_default, cond_flags;
+  cudaGraph_t *bodies;
 } node_params;
 
 struct CUgraphNode_st {
@@ -72,6 +79,7 @@ void rgpu_user_refs_release(rgpu_user_refs *r);
 
 struct CUgraph_st {
   uint32_t magic;
+  int body; /* a conditional node's body: CUDA's, not the program's to destroy */
   struct CUgraphNode_st **nodes;
   size_t n, cap;
   rgpu_user_refs user_refs; /* cudaGraphRetainUserObject */
@@ -127,6 +135,22 @@ cudaError_t graph_node_add(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphN
 cudaError_t graph_clone(cudaGraph_t src, cudaGraph_t *out, int keep_origin);
 /* Node indices of g in a topological order; -1 on a cycle or no memory. */
 int graph_topo_order(cudaGraph_t g, size_t *order);
+
+/* ---- rgpu_cudart_graph_cond.c ---------------------------------------------- */
+
+/* A conditional node for graph g from the API's parameters: its bodies are
+ * made (empty graphs) but not yet handed out; cond_publish points the
+ * caller's phGraph_out at them once the node is in its graph. */
+cudaError_t node_params_conditional(node_params *p, cudaGraph_t g, const struct cudaConditionalNodeParams *cp);
+void cond_publish(const node_params *p, struct cudaConditionalNodeParams *cp);
+/* Deep copy / free of the bodies (node_params_copy, node_params_free). */
+cudaError_t cond_bodies_copy(node_params *dst, const node_params *src);
+void cond_bodies_free(node_params *p);
+/* Forgets the handles created on g (graph_free). */
+void cond_graph_forget(cudaGraph_t g);
+/* Whether a node may stand in a body (CUDA's list, less what rgpu cannot
+ * run there): cudaSuccess or the error instantiation returns. */
+cudaError_t cond_body_node_ok(const node_params *p);
 
 /* ---- rgpu_cudart_graph_capture.c ------------------------------------------ */
 

@@ -53,6 +53,7 @@ void node_params_free(node_params *p) {
   p->nkattrs = 0;
   if (p->child) cudaGraphDestroy(p->child);
   p->child = NULL;
+  if (p->type == cudaGraphNodeTypeConditional) cond_bodies_free(p);
 }
 
 
@@ -65,6 +66,11 @@ cudaError_t node_params_copy(node_params *dst, const node_params *src) {
   dst->child = NULL;
   dst->kattrs = NULL;
   dst->nkattrs = 0;
+  dst->bodies = NULL;
+  if (src->type == cudaGraphNodeTypeConditional) {
+    cudaError_t e = cond_bodies_copy(dst, src);
+    if (e != cudaSuccess) return e;
+  }
   if (src->nkattrs) {
     dst->kattrs = malloc(src->nkattrs * sizeof *dst->kattrs);
     if (!dst->kattrs) return cudaErrorMemoryAllocation;
@@ -341,6 +347,7 @@ static void node_free(cudaGraphNode_t n) {
 }
 
 void graph_free(cudaGraph_t g) {
+  cond_graph_forget(g);
   for (size_t i = 0; i < g->n; i++) node_free(g->nodes[i]);
   free(g->nodes);
   rgpu_user_refs_release(&g->user_refs);
@@ -484,6 +491,8 @@ RGPU_API cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags) {
 RGPU_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   rgpu_rt_count_call();
   if (!valid_graph(graph)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* A conditional node's body lives and dies with its node. */
+  if (graph->body) return rgpu_rt_ret(cudaErrorInvalidValue);
   graph_free(graph);
   rgpu_rt_graphmem_collect(); /* graph blocks whose last hold was this graph */
   return cudaSuccess;
@@ -611,6 +620,21 @@ RGPU_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t g
                                       const cudaGraphEdgeData *dependencyData,
                                       size_t numDependencies, struct cudaGraphNodeParams *nodeParams) {
   (void)dependencyData; /* only default edges exist without programmatic launches */
+  if (nodeParams && nodeParams->type == cudaGraphNodeTypeConditional) {
+    /* The bodies go to the caller only once the node is in its graph. */
+    rgpu_rt_count_call();
+    if (!pGraphNode) return rgpu_rt_ret(cudaErrorInvalidValue);
+    node_params p;
+    memset(&p, 0, sizeof p);
+    cudaError_t e = node_params_conditional(&p, graph, &nodeParams->conditional);
+    if (e == cudaSuccess) e = graph_node_add(pGraphNode, graph, pDependencies, numDependencies, &p);
+    if (e != cudaSuccess) {
+      node_params_free(&p);
+      return rgpu_rt_ret(e);
+    }
+    cond_publish(&(*pGraphNode)->p, &nodeParams->conditional);
+    return cudaSuccess;
+  }
   ADD_NODE(node_params_generic(&p, nodeParams));
 }
 

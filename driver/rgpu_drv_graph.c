@@ -455,3 +455,83 @@ RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_ME
   nodeParams->Depth = rp.extent.depth;
   return CUDA_SUCCESS;
 }
+
+/* Conditional nodes (cudart's rgpu_cudart_graph_cond.c): the handle is the
+ * runtime's; the context must be the current one's or NULL. */
+RGPU_DRV CUresult rgpu_drv_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out,
+                                                          CUgraph hGraph, CUcontext ctx,
+                                                          unsigned int defaultLaunchValue,
+                                                          unsigned int flags) {
+  RGPU_DRV_ENTER_CTX();
+  if (ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return RGPU_DRV_RT(cudaGraphConditionalHandleCreate((cudaGraphConditionalHandle *)pHandle_out, hGraph, defaultLaunchValue, flags));
+}
+
+/* The generic node API: each kind goes to its own cuGraphAdd*Node (which
+ * converts the driver's struct where it differs from the runtime's), a
+ * conditional node to the runtime's cudaGraphAddNode.  Edge data must be
+ * the default (no programmatic edges without programmatic launches). */
+RGPU_DRV CUresult rgpu_drv_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                             const CUgraphNode *dependencies,
+                                             const CUgraphEdgeData *dependencyData,
+                                             size_t numDependencies, CUgraphNodeParams *p) {
+  static const CUgraphEdgeData zero;
+  for (size_t i = 0; dependencyData && i < numDependencies; i++)
+    if (memcmp(&dependencyData[i], &zero, sizeof zero)) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  const CUgraphNode *d = dependencies;
+  size_t n = numDependencies;
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    /* CUDA_KERNEL_NODE_PARAMS_v3 has v2's layout. */
+    return rgpu_drv_cuGraphAddKernelNode_v2(phGraphNode, hGraph, d, n,
+                                            (const CUDA_KERNEL_NODE_PARAMS_v2 *)&p->kernel);
+  case CU_GRAPH_NODE_TYPE_MEMCPY:
+    if (p->memcpy.flags || p->memcpy.reserved) return CUDA_ERROR_INVALID_VALUE;
+    return rgpu_drv_cuGraphAddMemcpyNode(phGraphNode, hGraph, d, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    CUDA_MEMSET_NODE_PARAMS m = {p->memset.dst, p->memset.pitch, p->memset.value, p->memset.elementSize,
+                                 p->memset.width, p->memset.height};
+    return rgpu_drv_cuGraphAddMemsetNode(phGraphNode, hGraph, d, n, &m, p->memset.ctx);
+  }
+  case CU_GRAPH_NODE_TYPE_HOST: {
+    CUDA_HOST_NODE_PARAMS h = {p->host.fn, p->host.userData};
+    return rgpu_drv_cuGraphAddHostNode(phGraphNode, hGraph, d, n, &h);
+  }
+  case CU_GRAPH_NODE_TYPE_GRAPH:
+    if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) return CUDA_ERROR_NOT_SUPPORTED;
+    return rgpu_drv_cuGraphAddChildGraphNode(phGraphNode, hGraph, d, n, p->graph.graph);
+  case CU_GRAPH_NODE_TYPE_EMPTY: return rgpu_drv_cuGraphAddEmptyNode(phGraphNode, hGraph, d, n);
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    return rgpu_drv_cuGraphAddEventRecordNode(phGraphNode, hGraph, d, n, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    return rgpu_drv_cuGraphAddEventWaitNode(phGraphNode, hGraph, d, n, p->eventWait.event);
+  case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+    RGPU_DRV_ENTER_CTX();
+    if (p->conditional.ctx && rgpu_drv_ctx_check(p->conditional.ctx) != CUDA_SUCCESS) {
+      rgpu_rt_count_call();
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    struct cudaGraphNodeParams rp;
+    memset(&rp, 0, sizeof rp);
+    rp.type = cudaGraphNodeTypeConditional;
+    rp.conditional.handle = p->conditional.handle;
+    rp.conditional.type = (enum cudaGraphConditionalNodeType)p->conditional.type;
+    rp.conditional.size = p->conditional.size;
+    CUresult r = RGPU_DRV_RT(cudaGraphAddNode(phGraphNode, hGraph, d, NULL, n, &rp));
+    /* The bodies' array is CUDA's (the node's), as natively. */
+    if (r == CUDA_SUCCESS) p->conditional.phGraph_out = (CUgraph *)rp.conditional.phGraph_out;
+    return r;
+  }
+  default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                          const CUgraphNode *dependencies, size_t numDependencies,
+                                          CUgraphNodeParams *nodeParams) {
+  return rgpu_drv_cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
+}

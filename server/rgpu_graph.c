@@ -12,6 +12,8 @@
 #define FAIL(status, ...) rgpu_worker_fail(w, (status), __VA_ARGS__)
 #define ENAME(r) rgpu_driver_error_name(&w->drv, (r))
 #define MAX_KERNEL_PARAMS 8192
+/* CUDA's limit on a kernel's parameter bytes (32764 since CUDA 12.1). */
+#define KERNEL_PARAM_BYTES 32768
 
 /* The driver's graph API, resolved on first use (optional: softgpu may not
  * have it yet, the test driver never does).  Two levels so that cuda.h's
@@ -34,6 +36,10 @@ typedef struct {
   /* Optional: library nodes become child graphs (else the exec replays). */
   __typeof__(&cuGraphAddChildGraphNode) cuGraphAddChildGraphNode;
   __typeof__(&cuGraphExecChildGraphNodeSetParams) cuGraphExecChildGraphNodeSetParams;
+  /* Optional: conditional nodes (CUDA 12.3+; cuGraphAddNode is cuda.h's
+   * macro for cuGraphAddNode_v2). */
+  __typeof__(&cuGraphConditionalHandleCreate) cuGraphConditionalHandleCreate;
+  __typeof__(&cuGraphAddNode) cuGraphAddNode;
 } graph_drv;
 
 typedef struct {
@@ -80,6 +86,18 @@ typedef struct {
    * launch check: while none moved, the check would pass again. */
   int checked;
   uint64_t checked_allocs, checked_modules, checked_events;
+  /* Conditional nodes (rgpu_graph_nodes.def, COND and BODY): the graph
+   * each node belongs to (UINT32_MAX: the top; else the index of its body's
+   * BODY node), each BODY node's COND, the body graphs the driver made (per
+   * BODY node, valid while building), and the handles made for this build
+   * (client value -> driver handle). */
+  uint32_t nconds;
+  uint32_t *scope, *owner;
+  CUgraph *body_graph;
+  uint64_t *hclient;
+  CUgraphConditionalHandle *hdriver;
+  uint32_t nhandles;
+  CUresult build_err; /* why the driver graph failed, for a graph that cannot replay */
   /* Debug log only: launches, node checks, rebuilds and the time spent in
    * the launch handler since the last report. */
   uint64_t launches, checks, rebuilds;
@@ -116,6 +134,8 @@ static int have_graph_api(rgpu_worker *w, rgpu_graph_state *st) {
       *(void **)&st->d.cuGraphAddChildGraphNode = dlsym(w->drv.lib, "cuGraphAddChildGraphNode");
       *(void **)&st->d.cuGraphExecChildGraphNodeSetParams =
           dlsym(w->drv.lib, "cuGraphExecChildGraphNodeSetParams");
+      *(void **)&st->d.cuGraphConditionalHandleCreate = dlsym(w->drv.lib, "cuGraphConditionalHandleCreate");
+      *(void **)&st->d.cuGraphAddNode = dlsym(w->drv.lib, STR(cuGraphAddNode));
     }
     RGPU_DEBUG("session=%llu graphs: %s", (unsigned long long)w->cfg.session_id,
                st->drv_state == 1 ? "driver graph API" : "replay on the stream");
@@ -236,20 +256,144 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
       return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: stream field at %llu of a %u-byte request",
                   i, (unsigned long long)g->n.lib.stream_at, g->plen);
     return CUDA_SUCCESS;
+  case RGPU_GNODE_COND: {
+    const rgpu_gnode_cond *c = &g->n.cond;
+    uint64_t maxsz = c->kind == RGPU_GCOND_IF ? 2 : c->kind == RGPU_GCOND_WHILE ? 1 : 65536;
+    if (c->kind > RGPU_GCOND_SWITCH || !c->size || c->size > maxsz || !c->handle ||
+        c->default_value > UINT32_MAX || c->flags > 1 || g->plen)
+      return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: bad conditional node (kind %llu, %llu bodies)",
+                  i, (unsigned long long)c->kind, (unsigned long long)c->size);
+    return CUDA_SUCCESS;
+  }
+  case RGPU_GNODE_BODY:
+    /* Its place is checked with the graph's structure (cond_structure). */
+    return g->plen ? FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: body start with parameters", i)
+                   : CUDA_SUCCESS;
   default:
     return FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: unknown node type %u", i, g->type);
   }
 }
 
+/* ---- conditional nodes ----------------------------------------------------- */
+
+/* Checks where COND and BODY nodes stand (rgpu_graph_nodes.def) and fills
+ * x->scope and x->owner: every body starts with its BODY node, branches in
+ * order, spans nest, and each COND has exactly its `size` bodies. */
+static CUresult cond_structure(rgpu_worker *w, gexec *x) {
+  x->scope = malloc(((size_t)x->n + 1) * sizeof *x->scope);
+  x->owner = malloc(((size_t)x->n + 1) * sizeof *x->owner);
+  x->body_graph = calloc((size_t)x->n + 1, sizeof *x->body_graph);
+  /* The open COND nodes, innermost last: at most one per nesting level. */
+  uint32_t *stk = malloc(((size_t)x->n + 1) * sizeof *stk);
+  uint32_t *next_branch = calloc((size_t)x->n + 1, sizeof *next_branch);
+  uint32_t *cur_body = malloc(((size_t)x->n + 1) * sizeof *cur_body);
+  CUresult r = CUDA_SUCCESS;
+  if (!x->scope || !x->owner || !x->body_graph || !stk || !next_branch || !cur_body)
+    r = FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory for a graph");
+  uint32_t depth = 0;
+  for (uint32_t i = 0; r == CUDA_SUCCESS && i <= x->n; i++) {
+    /* Close the COND nodes whose span ended before i. */
+    while (depth && (uint64_t)stk[depth - 1] + x->nodes[stk[depth - 1]].n.cond.span < i) {
+      uint32_t c = stk[--depth];
+      if (next_branch[c] != x->nodes[c].n.cond.size)
+        r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: %u bodies of %llu", c, next_branch[c],
+                 (unsigned long long)x->nodes[c].n.cond.size);
+    }
+    if (r != CUDA_SUCCESS || i == x->n) break;
+    const gnode *g = &x->nodes[i];
+    uint32_t top = depth ? stk[depth - 1] : UINT32_MAX;
+    x->owner[i] = UINT32_MAX;
+    x->scope[i] = top == UINT32_MAX ? UINT32_MAX : cur_body[top];
+    if (g->type == RGPU_GNODE_BODY) {
+      if (top == UINT32_MAX || g->n.body.branch != next_branch[top]) {
+        r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: a body start out of place", i);
+        break;
+      }
+      next_branch[top]++;
+      cur_body[top] = i;
+      x->scope[i] = i;
+      x->owner[i] = top;
+      continue;
+    }
+    if (top != UINT32_MAX && cur_body[top] == UINT32_MAX) {
+      r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: inside conditional node %u before its first body", i, top);
+      break;
+    }
+    if (g->type == RGPU_GNODE_COND) {
+      uint64_t end = (uint64_t)i + g->n.cond.span;
+      uint64_t limit = top == UINT32_MAX ? x->n - 1 : (uint64_t)top + x->nodes[top].n.cond.span;
+      if (end > limit || g->n.cond.span < g->n.cond.size) {
+        r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph node %u: its bodies run past their graph", i);
+        break;
+      }
+      cur_body[i] = UINT32_MAX;
+      stk[depth++] = i;
+      x->nconds++;
+    }
+  }
+  /* Edges stay inside one graph and point forward (a COND is built before
+   * its bodies, so the build goes in index order). */
+  for (uint32_t k = 0; r == CUDA_SUCCESS && k < x->nedges; k++) {
+    uint32_t a = x->edges[2 * k], b = x->edges[2 * k + 1];
+    if (x->scope[a] != x->scope[b] || a >= b)
+      r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph: edge %u -> %u crosses a conditional body", a, b);
+  }
+  free(stk);
+  free(next_branch);
+  free(cur_body);
+  return r;
+}
+
+/* Makes the driver handles of the COND nodes that stand directly in graph
+ * `scope` (now built as dg). */
+static CUresult cond_make_handles(rgpu_worker *w, rgpu_graph_state *st, gexec *x, uint32_t scope, CUgraph dg) {
+  CUcontext ctx = x->device >= 0 && x->device < RGPU_MAX_DEVICES ? w->ctx[x->device] : NULL;
+  for (uint32_t i = 0; i < x->n; i++) {
+    const gnode *g = &x->nodes[i];
+    if (g->type != RGPU_GNODE_COND || x->scope[i] != scope) continue;
+    uint32_t k = 0;
+    while (k < x->nhandles && x->hclient[k] != g->n.cond.handle) k++;
+    if (k < x->nhandles) continue; /* two nodes of one graph on one handle */
+    CUgraphConditionalHandle h;
+    CUresult r = st->d.cuGraphConditionalHandleCreate(&h, dg, ctx, (unsigned)g->n.cond.default_value,
+                                                      (unsigned)g->n.cond.flags);
+    if (r != CUDA_SUCCESS) return r;
+    x->hclient[x->nhandles] = g->n.cond.handle;
+    x->hdriver[x->nhandles++] = h;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* The parameters a kernel node passes to the driver: its own, with every
+ * client handle value in an 8-byte aligned word replaced by the driver's
+ * handle.  Returns the buffer to use (g->params or out). */
+static const uint8_t *cond_patch_params(const gexec *x, const gnode *g, uint8_t *out) {
+  if (!x->nconds || g->plen < 8) return g->params;
+  int changed = 0;
+  for (uint32_t off = 0; off + 8 <= g->plen; off += 8) {
+    uint64_t v;
+    memcpy(&v, g->params + off, 8);
+    for (uint32_t k = 0; k < x->nhandles; k++)
+      if (v == x->hclient[k]) {
+        if (!changed) memcpy(out, g->params, g->plen);
+        changed = 1;
+        uint64_t d = (uint64_t)x->hdriver[k];
+        memcpy(out + off, &d, 8);
+        break;
+      }
+  }
+  return changed ? out : g->params;
+}
+
 /* ---- driver-graph nodes ------------------------------------------------- */
 
-static void kernel_ptrs(rgpu_worker *w, const gnode *g, void **kp, uint32_t *np) {
+static void kernel_ptrs(rgpu_worker *w, const gnode *g, const uint8_t *params, void **kp, uint32_t *np) {
   const rgpu_handle_entry *e = rgpu_handle_map_get(&w->modules, g->n.kernel.module_id);
   rgpu_module_rec *m = e->ptr;
   uint32_t fi = (uint32_t)g->n.kernel.func_index;
   *np = m->params_known ? m->nparams[fi] : 0;
   for (uint32_t k = 0; k < *np && k < MAX_KERNEL_PARAMS; k++)
-    kp[k] = g->params + m->param_offsets[m->param_first[fi] + k];
+    kp[k] = (void *)(params + m->param_offsets[m->param_first[fi] + k]);
 }
 
 static int params_known(rgpu_worker *w, const gnode *g) {
@@ -302,13 +446,17 @@ static CUresult driver_node(rgpu_req *rq, rgpu_graph_state *st, gexec *x, uint32
   rgpu_worker *w = rq->w;
   gnode *g = &x->nodes[i];
   CUcontext ctx = x->device >= 0 && x->device < RGPU_MAX_DEVICES ? w->ctx[x->device] : NULL;
+  /* The graph node i belongs to: the top, or a conditional node's body. */
+  CUgraph dg = x->nconds && x->scope[i] != UINT32_MAX ? x->body_graph[x->scope[i]] : x->g;
   switch (g->type) {
   case RGPU_GNODE_KERNEL: {
     static __thread void *kp[MAX_KERNEL_PARAMS];
+    static __thread _Alignas(64) uint8_t patched[KERNEL_PARAM_BYTES];
+    const uint8_t *params = g->plen <= sizeof patched ? cond_patch_params(x, g, patched) : g->params;
     uint32_t np = 0;
-    kernel_ptrs(w, g, kp, &np);
+    kernel_ptrs(w, g, params, kp, &np);
     size_t sz = g->plen;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, g->params, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params, CU_LAUNCH_PARAM_BUFFER_SIZE, &sz,
                      CU_LAUNCH_PARAM_END};
     CUDA_KERNEL_NODE_PARAMS kn;
     memset(&kn, 0, sizeof kn);
@@ -321,28 +469,28 @@ static CUresult driver_node(rgpu_req *rq, rgpu_graph_state *st, gexec *x, uint32
     else
       kn.extra = g->plen ? extra : NULL;
     return update ? st->d.cuGraphExecKernelNodeSetParams(x->ge, g->dn, &kn)
-                  : st->d.cuGraphAddKernelNode(&g->dn, x->g, deps, ndeps, &kn);
+                  : st->d.cuGraphAddKernelNode(&g->dn, dg, deps, ndeps, &kn);
   }
   case RGPU_GNODE_MEMCPY: {
     CUDA_MEMCPY3D c;
     fill_memcpy3d(x, g, &c);
     return update ? st->d.cuGraphExecMemcpyNodeSetParams(x->ge, g->dn, &c, ctx)
-                  : st->d.cuGraphAddMemcpyNode(&g->dn, x->g, deps, ndeps, &c, ctx);
+                  : st->d.cuGraphAddMemcpyNode(&g->dn, dg, deps, ndeps, &c, ctx);
   }
   case RGPU_GNODE_MEMSET: {
     CUDA_MEMSET_NODE_PARAMS m;
     fill_memset(g, &m);
     return update ? st->d.cuGraphExecMemsetNodeSetParams(x->ge, g->dn, &m, ctx)
-                  : st->d.cuGraphAddMemsetNode(&g->dn, x->g, deps, ndeps, &m, ctx);
+                  : st->d.cuGraphAddMemsetNode(&g->dn, dg, deps, ndeps, &m, ctx);
   }
   case RGPU_GNODE_EMPTY:
-    return update ? CUDA_SUCCESS : st->d.cuGraphAddEmptyNode(&g->dn, x->g, deps, ndeps);
+    return update ? CUDA_SUCCESS : st->d.cuGraphAddEmptyNode(&g->dn, dg, deps, ndeps);
   case RGPU_GNODE_EVENT_RECORD:
     return update ? st->d.cuGraphExecEventRecordNodeSetEvent(x->ge, g->dn, g->ev)
-                  : st->d.cuGraphAddEventRecordNode(&g->dn, x->g, deps, ndeps, g->ev);
+                  : st->d.cuGraphAddEventRecordNode(&g->dn, dg, deps, ndeps, g->ev);
   case RGPU_GNODE_EVENT_WAIT:
     return update ? st->d.cuGraphExecEventWaitNodeSetEvent(x->ge, g->dn, g->ev)
-                  : st->d.cuGraphAddEventWaitNode(&g->dn, x->g, deps, ndeps, g->ev);
+                  : st->d.cuGraphAddEventWaitNode(&g->dn, dg, deps, ndeps, g->ev);
   case RGPU_GNODE_LIB: {
     /* The library's kernels, captured now, as a child graph (added by
      * copy: the captured graph is not kept). */
@@ -356,8 +504,37 @@ static CUresult driver_node(rgpu_req *rq, rgpu_graph_state *st, gexec *x, uint32
     rq->msg[0] = 0;
     if (r != CUDA_SUCCESS) return r;
     r = update ? st->d.cuGraphExecChildGraphNodeSetParams(x->ge, g->dn, child)
-               : st->d.cuGraphAddChildGraphNode(&g->dn, x->g, deps, ndeps, child);
+               : st->d.cuGraphAddChildGraphNode(&g->dn, dg, deps, ndeps, child);
     rgpu_graph_lib_destroy_graph(w, child);
+    return r;
+  }
+  case RGPU_GNODE_BODY:
+    return update ? CUDA_SUCCESS : st->d.cuGraphAddEmptyNode(&g->dn, dg, NULL, 0);
+  case RGPU_GNODE_COND: {
+    if (update) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!st->d.cuGraphAddNode || !st->d.cuGraphConditionalHandleCreate) return CUDA_ERROR_NOT_SUPPORTED;
+    uint32_t k = 0;
+    while (k < x->nhandles && x->hclient[k] != g->n.cond.handle) k++;
+    if (k == x->nhandles) return CUDA_ERROR_INVALID_VALUE;
+    uint32_t size = (uint32_t)g->n.cond.size;
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = x->hdriver[k];
+    np.conditional.type = (CUgraphConditionalNodeType)g->n.cond.kind;
+    np.conditional.size = size;
+    np.conditional.ctx = ctx;
+    CUresult r = st->d.cuGraphAddNode(&g->dn, dg, deps, NULL, ndeps, &np);
+    /* The driver points phGraph_out at its own array of the bodies. */
+    CUgraph *bodies = np.conditional.phGraph_out;
+    if (r == CUDA_SUCCESS && !bodies) r = CUDA_ERROR_UNKNOWN;
+    /* Its BODY nodes learn their graphs; the handles of each body's own
+     * conditional nodes are made before any node of that body is added. */
+    for (uint32_t j = i + 1; r == CUDA_SUCCESS && j <= i + g->n.cond.span; j++) {
+      if (x->nodes[j].type != RGPU_GNODE_BODY || x->owner[j] != i) continue;
+      x->body_graph[j] = bodies[x->nodes[j].n.body.branch];
+      r = cond_make_handles(w, st, x, j, x->body_graph[j]);
+    }
     return r;
   }
   default: return CUDA_ERROR_INVALID_VALUE;
@@ -367,10 +544,23 @@ static CUresult driver_node(rgpu_req *rq, rgpu_graph_state *st, gexec *x, uint32
 static CUresult build_driver_graph(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
   CUresult r = st->d.cuGraphCreate(&x->g, 0);
   if (r != CUDA_SUCCESS) return r;
+  x->nhandles = 0;
+  if (x->nconds) {
+    if (!st->d.cuGraphAddNode || !st->d.cuGraphConditionalHandleCreate) return CUDA_ERROR_NOT_SUPPORTED;
+    free(x->hclient);
+    free(x->hdriver);
+    x->hclient = malloc(x->nconds * sizeof *x->hclient);
+    x->hdriver = malloc(x->nconds * sizeof *x->hdriver);
+    if (!x->hclient || !x->hdriver) return CUDA_ERROR_OUT_OF_MEMORY;
+    r = cond_make_handles(rq->w, st, x, UINT32_MAX, x->g);
+    if (r != CUDA_SUCCESS) return r;
+  }
   CUgraphNode *deps = malloc((x->nedges ? x->nedges : 1) * sizeof *deps);
   if (!deps) return CUDA_ERROR_OUT_OF_MEMORY;
   for (uint32_t oi = 0; oi < x->n && r == CUDA_SUCCESS; oi++) {
-    uint32_t i = x->order[oi];
+    /* With conditional nodes, index order (edges point forward there):
+     * a COND node makes its bodies' graphs before their nodes come. */
+    uint32_t i = x->nconds ? oi : x->order[oi];
     size_t nd = 0;
     for (uint32_t k = x->in_start[i]; k < x->in_start[i + 1]; k++) deps[nd++] = x->nodes[x->in_src[k]].dn;
     r = driver_node(rq, st, x, i, deps, nd, 0);
@@ -403,6 +593,7 @@ static void build_or_replay(rgpu_req *rq, rgpu_graph_state *st, gexec *x) {
   rgpu_worker *w = rq->w;
   drop_driver_graph(st, x);
   CUresult br = build_driver_graph(rq, st, x);
+  x->build_err = br;
   if (br == CUDA_SUCCESS) return;
   /* A driver whose graph support cannot take this graph, or a library node
    * that cannot be captured (expected on softgpu: debug only). */
@@ -459,6 +650,14 @@ static CUresult replay_memset(rgpu_worker *w, const gnode *g, CUstream s) {
 static CUresult replay(rgpu_req *rq, gexec *x, CUstream s, uint64_t stream_id, uint32_t *failed) {
   rgpu_worker *w = rq->w;
   const rgpu_driver *D = &w->drv;
+  if (x->nconds) {
+    /* Replay cannot branch on a value the GPU writes. */
+    *failed = 0;
+    rgpu_worker_fail(w, CUDA_ERROR_NOT_SUPPORTED,
+                     "graph launch: conditional nodes need the driver's graph API, and the driver "
+                     "graph could not be built (%s)", x->build_err ? ENAME(x->build_err) : "no graph API");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   static __thread void *kp[MAX_KERNEL_PARAMS];
   for (uint32_t oi = 0; oi < x->n; oi++) {
     uint32_t i = x->order[oi];
@@ -469,7 +668,7 @@ static CUresult replay(rgpu_req *rq, gexec *x, CUstream s, uint64_t stream_id, u
     switch (g->type) {
     case RGPU_GNODE_KERNEL: {
       uint32_t np = 0;
-      kernel_ptrs(w, g, kp, &np);
+      kernel_ptrs(w, g, g->params, kp, &np);
       if (params_known(w, g)) {
         r = D->cuLaunchKernel((CUfunction)g->func, (unsigned)g->n.kernel.grid_x, (unsigned)g->n.kernel.grid_y,
                               (unsigned)g->n.kernel.grid_z, (unsigned)g->n.kernel.block_x, (unsigned)g->n.kernel.block_y,
@@ -518,6 +717,11 @@ static void exec_free(rgpu_worker *w, rgpu_graph_state *st, gexec *x, int destro
   free(x->in_src);
   free(x->h2d);
   free(x->d2h);
+  free(x->scope);
+  free(x->owner);
+  free(x->body_graph);
+  free(x->hclient);
+  free(x->hdriver);
   free(x);
 }
 
@@ -626,6 +830,7 @@ CUresult rgpu_h_graph_exec_create(rgpu_req *rq, const rgpu_msg_graph_exec_create
   }
   free(out_start);
   free(out_dst);
+  if (r == CUDA_SUCCESS) r = cond_structure(w, x);
   /* Staging for the host side of copies, in node order. */
   for (uint32_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
     gnode *g = &x->nodes[i];
@@ -802,6 +1007,8 @@ CUresult rgpu_h_graph_exec_update(rgpu_req *rq, const rgpu_msg_graph_exec_update
     if (r == CUDA_SUCCESS) r = check_node(w, &nw[k], i, 1);
     if (r == CUDA_SUCCESS && nw[k].type != old->type)
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes type", i);
+    if (r == CUDA_SUCCESS && (old->type == RGPU_GNODE_COND || old->type == RGPU_GNODE_BODY))
+      r = FAIL(CUDA_ERROR_NOT_SUPPORTED, "graph update: node %u is part of a conditional node", i);
     if (r == CUDA_SUCCESS && old->type == RGPU_GNODE_MEMCPY &&
         (nw[k].n.copy.dir != old->n.copy.dir || (old->n.copy.dir != RGPU_GCOPY_D2D && copy_bytes(&nw[k]) != copy_bytes(old))))
       r = FAIL(CUDA_ERROR_INVALID_VALUE, "graph update: node %u changes its copy direction or host size", i);

@@ -170,7 +170,7 @@ CUresult sg_cond_node_copy(sg_gnode *m, const sg_gnode *n) {
 
 CUresult sg_cond_node_add(CUgraphNode *out, sg_graph *g, const CUgraphNode *deps, size_t ndeps,
                           CUDA_CONDITIONAL_NODE_PARAMS *p) {
-  if (!p->phGraph_out || !p->size) return CUDA_ERROR_INVALID_VALUE;
+  if (!p->size) return CUDA_ERROR_INVALID_VALUE;
   switch (p->type) {
   case CU_GRAPH_COND_TYPE_IF:
     if (p->size > 2) return CUDA_ERROR_INVALID_VALUE;
@@ -210,10 +210,9 @@ CUresult sg_cond_node_add(CUgraphNode *out, sg_graph *g, const CUgraphNode *deps
   n->u.cond.type = p->type;
   n->u.cond.size = p->size;
   n->u.cond.bodies = bodies;
-  for (unsigned b = 0; b < p->size; b++) {
-    bodies[b]->owner = n;
-    p->phGraph_out[b] = bodies[b];
-  }
+  for (unsigned b = 0; b < p->size; b++) bodies[b]->owner = n;
+  /* CUDA's array, valid as long as the node: the node's own. */
+  p->phGraph_out = bodies;
   *out = n;
   return CUDA_SUCCESS;
 }

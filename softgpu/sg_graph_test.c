@@ -973,6 +973,8 @@ static CUgraphNode cond_add(CUgraph g, const CUgraphNode *deps, size_t nd, CUgra
   np.conditional.ctx = ctx;
   CUgraphNode n = NULL;
   assert_int_equal(cuGraphAddNode(&n, g, deps, NULL, nd, &np), CUDA_SUCCESS);
+  assert_non_null(np.conditional.phGraph_out);
+  for (unsigned b = 0; b < size; b++) bodies[b] = np.conditional.phGraph_out[b];
   return n;
 }
 
