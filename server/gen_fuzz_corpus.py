@@ -130,6 +130,41 @@ seeds['vmm'] = b''.join([
     F(0x37, vm(8, ptr=BASE, size=2 << 20, arg=3)), F(0x37, vm(7, ptr=BASE, size=2 << 20)),
     F(0x37, vm(5, handle=5)), F(0x37, vm(3, ptr=BASE, size=2 << 20)), F(0x37, vm(99)),
 ])
+# Graphs (0x60-0x63): a memset and a D2H copy, then conditional nodes (a
+# WHILE around a memset, an IF/ELSE, a nested WHILE) whose structure the
+# server checks at instantiation; launches and an update of each.
+def arr32(xs): return u32(len(xs)) + b''.join(u32(x) for x in xs)
+def arr64(xs): return u32(len(xs)) + b''.join(u64(x) for x in xs)
+def gnode(t, *w): return (t, list(w) + [0] * (12 - len(w)))
+def gcreate(eid, nodes, edges):
+    return (u64(eid) + u32(0) + arr32([t for t, _ in nodes]) + arr64([x for _, w in nodes for x in w]) +
+            arr32([0] * len(nodes)) + u32(0) + arr32([x for e in edges for x in e]))
+MS = lambda: gnode(3, BASE, 256, 7, 1, 256, 1)
+COND = lambda kind, size, span: gnode(8, 0xC0D1000000000001, kind, size, 1, 1, span)
+BODY = lambda b: gnode(9, b)
+seeds['graphs'] = b''.join([
+    F(0x20, u64(256)),
+    F(0x60, gcreate(1, [MS(), gnode(2, 2, 0, BASE, 64, 1, 1, 64, 1, 64, 1)], [(0, 1)])),
+    F(0x62, u64(1) + u64(0)),
+    F(0x60, gcreate(2, [gnode(4), COND(1, 1, 2), BODY(0), MS()], [(0, 1), (2, 3)])),
+    F(0x62, u64(2) + u64(0)),
+    F(0x60, gcreate(3, [COND(0, 2, 4), BODY(0), MS(), BODY(1), MS()], [(1, 2), (3, 4)])),
+    F(0x60, gcreate(4, [COND(0, 1, 4), BODY(0), COND(1, 1, 2), BODY(0), MS(), gnode(4)], [(0, 5)])),
+    F(0x63, u64(2) + arr32([3]) + arr32([3]) + arr64(MS()[1]) + arr32([0]) + u32(0)),
+    F(0x63, u64(2) + arr32([1]) + arr32([8]) + arr64(COND(1, 1, 2)[1]) + arr32([0]) + u32(0)),
+    F(0x61, u64(2)), F(0x61, u64(3)), F(0x61, u64(4)), F(0x61, u64(1)),
+])
+# LINK (0x38): one PTX module, two (softgpu refuses), an option that is a
+# pointer, lengths that do not add up.
+PTX = b'.version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n ret;\n}\n\0'
+def link(ids, vals, types, lens, names, data):
+    return (arr32(ids) + arr64(vals) + arr32(types) + arr32(lens) + strlist(names) + data)
+seeds['link'] = b''.join([
+    F(0x38, link([7], [3], [1], [len(PTX)], [b'a.ptx'], PTX)),
+    F(0x38, link([], [], [1, 1], [len(PTX)] * 2, [b'a', b'b'], PTX * 2)),
+    F(0x38, link([3], [4096], [1], [len(PTX)], [b'a'], PTX)),
+    F(0x38, link([], [], [1], [len(PTX) + 5], [b'a'], PTX)),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data

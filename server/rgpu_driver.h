@@ -64,7 +64,8 @@
   X(cuDeviceGetP2PAtomicCapabilities) X(cuOccupancyMaxActiveClusters)         \
   X(cuOccupancyMaxPotentialClusterSize) X(cuCtxResetPersistingL2Cache)       \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)    \
-  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
+  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) \
+  X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

@@ -307,6 +307,113 @@ static void test_graph_refusals(void **state) {
   stop(t);
 }
 
+/* Conditional nodes from a hostile client: every misplaced COND or BODY
+ * node, span and cross-graph edge is refused at instantiation; a well-formed
+ * one instantiates, and on a driver without the graph API its launch is
+ * refused with the reason (replay cannot branch on the GPU's value). */
+static uint64_t *cond(nodes *g, uint64_t kind, uint64_t size, uint64_t span) {
+  uint64_t *w = node(g, RGPU_GNODE_COND);
+  w[0] = 0xC0D1000000000001ull, w[1] = kind, w[2] = size, w[3] = 1, w[4] = 1, w[5] = span;
+  return w;
+}
+
+static void test_graph_conditional_structure(void **state) {
+  (void)state;
+  harness *t = start();
+  uint64_t a = alloc(t, 64);
+  nodes g;
+#define MEMSET_A(g)                                   \
+  do {                                                \
+    uint64_t *mw_ = node(&(g), RGPU_GNODE_MEMSET);    \
+    mw_[0] = a, mw_[1] = 64, mw_[3] = 1, mw_[4] = 64, mw_[5] = 1; \
+  } while (0)
+  /* Good: empty -> WHILE { body: memset }. */
+  memset(&g, 0, sizeof g);
+  node(&g, RGPU_GNODE_EMPTY);
+  cond(&g, RGPU_GCOND_WHILE, 1, 2);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  MEMSET_A(g);
+  edge(&g, 0, 1);
+  edge(&g, 2, 3);
+  assert_int_equal(create(t, 1, &g), 0);
+  assert_int_equal(launch(t, 1, NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
+  /* An edge from outside into the body, and one pointing backwards. */
+  edge(&g, 0, 3);
+  assert_int_equal(create(t, 2, &g), CUDA_ERROR_INVALID_VALUE);
+  g.nedges = 1;
+  edge(&g, 3, 2);
+  assert_int_equal(create(t, 3, &g), CUDA_ERROR_INVALID_VALUE);
+  /* The span runs past the graph. */
+  memset(&g, 0, sizeof g);
+  cond(&g, RGPU_GCOND_IF, 1, 5);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  assert_int_equal(create(t, 4, &g), CUDA_ERROR_INVALID_VALUE);
+  /* A body's first node is not its BODY node. */
+  memset(&g, 0, sizeof g);
+  cond(&g, RGPU_GCOND_IF, 1, 2);
+  MEMSET_A(g);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  assert_int_equal(create(t, 5, &g), CUDA_ERROR_INVALID_VALUE);
+  /* Branches out of order; fewer bodies than the size. */
+  memset(&g, 0, sizeof g);
+  cond(&g, RGPU_GCOND_IF, 2, 2);
+  node(&g, RGPU_GNODE_BODY)[0] = 1;
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  assert_int_equal(create(t, 6, &g), CUDA_ERROR_INVALID_VALUE);
+  memset(&g, 0, sizeof g);
+  cond(&g, RGPU_GCOND_IF, 2, 2);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  MEMSET_A(g);
+  assert_int_equal(create(t, 7, &g), CUDA_ERROR_INVALID_VALUE);
+  /* A BODY node outside any COND; bad kind, size 0, WHILE with two. */
+  memset(&g, 0, sizeof g);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  assert_int_equal(create(t, 8, &g), CUDA_ERROR_INVALID_VALUE);
+  uint64_t bad[3][2] = {{3, 1}, {RGPU_GCOND_SWITCH, 0}, {RGPU_GCOND_WHILE, 2}};
+  for (int k = 0; k < 3; k++) {
+    memset(&g, 0, sizeof g);
+    cond(&g, bad[k][0], bad[k][1], 2);
+    node(&g, RGPU_GNODE_BODY)[0] = 0;
+    node(&g, RGPU_GNODE_BODY)[0] = 1;
+    assert_int_equal(create(t, 9 + (uint64_t)k, &g), CUDA_ERROR_INVALID_VALUE);
+  }
+  /* A nested COND whose span leaves its parent's. */
+  memset(&g, 0, sizeof g);
+  cond(&g, RGPU_GCOND_IF, 1, 3);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  cond(&g, RGPU_GCOND_WHILE, 1, 3);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  MEMSET_A(g);
+  MEMSET_A(g);
+  assert_int_equal(create(t, 12, &g), CUDA_ERROR_INVALID_VALUE);
+  /* The same nesting, well formed, with a node after the outer COND. */
+  g.words[0 * RGPU_GRAPH_WORDS + 5] = 4;
+  g.words[2 * RGPU_GRAPH_WORDS + 5] = 2;
+  edge(&g, 0, 5);
+  assert_int_equal(create(t, 13, &g), 0);
+  /* Parameters on a COND node. */
+  memset(&g, 0, sizeof g);
+  cond(&g, RGPU_GCOND_IF, 1, 1);
+  node(&g, RGPU_GNODE_BODY)[0] = 0;
+  g.plens[0] = 8;
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  uint8_t junk[8] = {0};
+  rgpu_msg_graph_exec_create_req q = {.exec_id = 14, .types = {g.types, g.n},
+                                      .words = {g.words, g.n * RGPU_GRAPH_WORDS},
+                                      .param_lens = {g.plens, g.n}, .params = {junk, 8}};
+  rgpu_msg_graph_exec_create_req_encode(&b, &q);
+  assert_int_equal(req(t, RGPU_OP_GRAPH_EXEC_CREATE, &b, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  rgpu_buf_free(&b);
+#undef MEMSET_A
+  /* Nothing of that broke the session. */
+  memset(&g, 0, sizeof g);
+  node(&g, RGPU_GNODE_EMPTY);
+  assert_int_equal(create(t, 15, &g), 0);
+  assert_int_equal(launch(t, 15, NULL, 0), 0);
+  stop(t);
+}
+
 int main(void) {
   char self[400];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -317,6 +424,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_graph_flow),
       cmocka_unit_test(test_graph_refusals),
+      cmocka_unit_test(test_graph_conditional_structure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

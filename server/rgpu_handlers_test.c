@@ -1062,6 +1062,76 @@ static uint32_t memset_status(harness *t, uint64_t dst, uint64_t count) {
  * this session's reservations is mapped, a mapping is no copy target until
  * its access is set, whole mappings only, physical memory counts against
  * the quota until it is both released and unmapped. */
+/* LINK from a hostile client, on softgpu: arrays that disagree, an empty
+ * input, lengths that do not add up, an option whose value would be a
+ * pointer, too many options: each refused before the linker runs.  A good
+ * request brings the image (softgpu's link of one PTX module is that PTX)
+ * and a failed link its error log with a success reply. */
+static uint32_t link_req(harness *t, const uint32_t *ids, const uint64_t *vals, uint32_t nopt,
+                         const uint32_t *types, const uint32_t *lens, uint32_t nlens, const char *const *names,
+                         uint32_t nin, const void *data, size_t len, rgpu_msg_link_rep *rep) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_link_req q = {.option_ids = {ids, nopt}, .option_values = {vals, nopt},
+                         .input_types = {types, nin}, .input_lens = {lens, nlens},
+                         .input_names = {.items = names, .count = nin}};
+  rgpu_msg_link_req_encode(&b, &q);
+  send_req(t, RGPU_OP_LINK, 1, &b, data, len);
+  rgpu_buf_free(&b);
+  uint32_t st = reply_status(t);
+  if (st == 0 && rep) assert_int_equal(rgpu_msg_link_rep_decode(reply(t)->p, reply(t)->h.length, rep), 0);
+  return st;
+}
+
+static void test_link_softgpu(void **state) {
+  (void)state;
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  harness *t = harness_new(softgpu_lib, NULL, 0);
+  hello(t, NULL, 0);
+  const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n ret;\n}\n";
+  const char *names[2] = {"a.ptx", "b.ptx"};
+  uint32_t types[2] = {CU_JIT_INPUT_PTX, CU_JIT_INPUT_PTX}, lens[2] = {sizeof ptx, sizeof ptx};
+  uint8_t two[2 * sizeof ptx];
+  memcpy(two, ptx, sizeof ptx);
+  memcpy(two + sizeof ptx, ptx, sizeof ptx);
+  uint32_t ids[40];
+  uint64_t vals[40];
+  for (int i = 0; i < 40; i++) ids[i] = CU_JIT_OPTIMIZATION_LEVEL, vals[i] = 3;
+  rgpu_msg_link_rep rep;
+  /* Refused. */
+  assert_int_equal(link_req(t, NULL, NULL, 0, types, lens, 1, names, 2, two, sizeof two, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(link_req(t, NULL, NULL, 0, types, lens, 0, names, 0, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(link_req(t, NULL, NULL, 0, types, lens, 1, names, 1, two, sizeof two, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_true(reply_msg_has(t, "bytes of data"));
+  uint32_t zero = 0;
+  assert_int_equal(link_req(t, NULL, NULL, 0, types, &zero, 1, names, 1, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  uint32_t ptr_opt = CU_JIT_INFO_LOG_BUFFER;
+  uint64_t ptr_val = 0x1000;
+  assert_int_equal(link_req(t, &ptr_opt, &ptr_val, 1, types, lens, 1, names, 1, ptx, sizeof ptx, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(link_req(t, ids, vals, 40, types, lens, 1, names, 1, ptx, sizeof ptx, NULL),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* Linked: the image is the module. */
+  assert_int_equal(link_req(t, ids, vals, 2, types, lens, 1, names, 1, ptx, sizeof ptx, &rep), 0);
+  assert_int_equal(rep.result, CUDA_SUCCESS);
+  assert_int_equal(rep.image.len, sizeof ptx);
+  assert_memory_equal(rep.image.data, ptx, sizeof ptx);
+  /* Two modules: softgpu refuses, with the reason in the error log. */
+  assert_int_equal(link_req(t, NULL, NULL, 0, types, lens, 2, names, 2, two, sizeof two, &rep), 0);
+  assert_int_equal(rep.result, CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(rep.image.len, 0);
+  char elog[256];
+  snprintf(elog, sizeof elog, "%.*s", (int)(rep.error_log.len < 255 ? rep.error_log.len : 255),
+           (const char *)rep.error_log.data);
+  assert_non_null(strstr(elog, "one PTX"));
+  harness_free(t);
+}
+
 static void test_vmm_softgpu(void **state) {
   if (access(softgpu_lib, R_OK)) {
     print_message("SKIP: %s not built\n", softgpu_lib);
@@ -1194,6 +1264,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_device_query_fake_driver),
       cmocka_unit_test(test_device_query_softgpu),
       cmocka_unit_test(test_vmm_softgpu),
+      cmocka_unit_test(test_link_softgpu),
       cmocka_unit_test(test_module_image_cache),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),

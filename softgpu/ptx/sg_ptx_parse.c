@@ -2462,7 +2462,7 @@ static void parse_function(parser *P, int is_entry, int is_extern) {
     while (!accept(P, ')')) {
       if (P->failed) return;
       if (!tok_is(peek(P), ".param") && !tok_is(peek(P), ".reg")) {
-        fail(P, CUDA_ERROR_NOT_SUPPORTED, peek(P)->line, "parameters must be .param");
+        fail(P, CUDA_ERROR_INVALID_PTX, peek(P)->line, "expected a .param parameter");
         return;
       }
       if (tok_is(peek(P), ".reg")) { fail(P, CUDA_ERROR_NOT_SUPPORTED, peek(P)->line, ".reg parameters are not supported"); return; }
