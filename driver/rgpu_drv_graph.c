@@ -535,3 +535,25 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGra
                                           CUgraphNodeParams *nodeParams) {
   return rgpu_drv_cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }
+
+/* Executable-graph and clone calls whose arguments are the runtime's. */
+RGPU_DRV CUresult rgpu_drv_cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                              CUevent event) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, event));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                            CUevent event) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, event));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                              CUgraph childGraph) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphExecChildGraphNodeSetParams(hGraphExec, hNode, childGraph));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
+                                                  CUgraph hClonedGraph) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphNodeFindInClone(phNode, hOriginalNode, hClonedGraph));
+}

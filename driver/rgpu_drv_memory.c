@@ -711,3 +711,51 @@ RGPU_DRV CUresult rgpu_drv_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstre
 RGPU_DRV CUresult rgpu_drv_cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) {
   return copy_3d(pCopy, hStream, 1, 1);
 }
+
+/* The pool of a memory location (CUDA 13: CUmemLocation is cudaMemLocation,
+ * CUmemAllocationType cudaMemAllocationType): the runtime's. */
+RGPU_DRV CUresult rgpu_drv_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemGetMemPool(pool, (struct cudaMemLocation *)location, (enum cudaMemAllocationType)type));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaMemSetMemPool((struct cudaMemLocation *)location, (enum cudaMemAllocationType)type, pool));
+}
+RGPU_DRV CUresult rgpu_drv_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
+                                                  CUmemAllocationType type) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaMemGetDefaultMemPool(pool_out, (struct cudaMemLocation *)location, (enum cudaMemAllocationType)type));
+}
+
+/* Graph memory (the runtime's accounting, rgpu_cudart_graph_mem.c):
+ * CUgraphMem_attribute is cudaGraphMemAttributeType. */
+RGPU_DRV CUresult rgpu_drv_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaDeviceGetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
+}
+RGPU_DRV CUresult rgpu_drv_cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaDeviceSetGraphMemAttribute(device, (enum cudaGraphMemAttributeType)attr, value));
+}
+RGPU_DRV CUresult rgpu_drv_cuDeviceGraphMemTrim(CUdevice device) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaDeviceGraphMemTrim(device));
+}
+
+/* cuPointerSetAttribute: only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS exists, and
+ * every copy rgpu makes to or from device memory is already ordered as it
+ * asks (a synchronous copy waits for the work before it), so setting it is
+ * accepted for device memory of this session. */
+RGPU_DRV CUresult rgpu_drv_cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  RGPU_DRV_ENTER_CTX();
+  if (!value || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) return CUDA_ERROR_INVALID_VALUE;
+  struct cudaPointerAttributes a;
+  cudaError_t e = cudaPointerGetAttributes(&a, (const void *)(uintptr_t)ptr);
+  if (e != cudaSuccess || a.type != cudaMemoryTypeDevice) {
+    cudaGetLastError();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}

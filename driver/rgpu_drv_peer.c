@@ -74,3 +74,13 @@ RGPU_DRV CUresult rgpu_drv_cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext ds
   if (r != CUDA_SUCCESS) return r;
   return RGPU_DRV_RT(cudaStreamSynchronize(cudaStreamPerThread));
 }
+
+/* CUdevice_P2PAttribute's values are cudaDeviceP2PAttr's. */
+RGPU_DRV CUresult rgpu_drv_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice,
+                                                   CUdevice dstDevice) {
+  if (!rgpu_drv_initialized()) {
+    rgpu_rt_count_call();
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  return RGPU_DRV_RT(cudaDeviceGetP2PAttribute(value, (enum cudaDeviceP2PAttr)attrib, srcDevice, dstDevice));
+}

@@ -361,3 +361,38 @@ RGPU_DRV CUresult rgpu_drv_cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CU
   return rgpu_drv_cuStreamBeginCaptureToGraph(per_thread_stream(hStream), hGraph, dependencies,
                                               dependencyData, numDependencies, mode);
 }
+
+/* ---- stream attributes ---------------------------------------------------------- */
+
+/* CUstreamAttrValue is cudaStreamAttrValue (CUlaunchAttributeValue and
+ * cudaLaunchAttributeValue share their layout and ids): the runtime's
+ * calls, which keep hints and refuse what would change how work runs. */
+RGPU_DRV CUresult rgpu_drv_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaStreamGetAttribute(hStream, (cudaStreamAttrID)attr, (cudaStreamAttrValue *)value_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr,
+                                                     CUstreamAttrValue *value_out) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaStreamGetAttribute_ptsz(hStream, (cudaStreamAttrID)attr, (cudaStreamAttrValue *)value_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                                const CUstreamAttrValue *value) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaStreamSetAttribute(hStream, (cudaStreamAttrID)attr, (const cudaStreamAttrValue *)value));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr,
+                                                     const CUstreamAttrValue *value) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaStreamSetAttribute_ptsz(hStream, (cudaStreamAttrID)attr, (const cudaStreamAttrValue *)value));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamCopyAttributes(CUstream dst, CUstream src) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaStreamCopyAttributes(dst, src));
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaStreamCopyAttributes_ptsz(dst, src));
+}
