@@ -6,6 +6,8 @@
 # times.  Usage: scripts/gpu-e2e.sh [--pack] [--no-rebuild] [--out DIR]
 # --no-rebuild uses the pack's programs as compiled on the dev machine
 # (same CUDA 13.0 toolkit) instead of recompiling them: saves device time.
+# RGPU_E2E_ONLY="prog ..." runs only those programs; RGPU_E2E_TRANSPORT=0
+# skips the loopback transport table; RGPU_E2E_TORCH=0 the PyTorch scripts.
 set -u
 cd "$(dirname "$0")/.."
 use_pack=0 rebuild=1 out=${OUT:-/tmp/rgpu-gpu-e2e}
@@ -115,6 +117,15 @@ fi
 normalized_output() {
   grep -avE '^rgpu[-:[ ]|[0-9.]+ ?(ns|us|µs|ms|s|GB/s|MB/s|GFLOP/s)([^a-zA-Z]|$)' "$1" 2>/dev/null | sort
 }
+# RGPU_E2E_ONLY="a b c" runs just those programs (a short device session
+# checking what changed; the PyTorch scripts are named torch_<script>).
+if [ -n "${RGPU_E2E_ONLY:-}" ]; then
+  kept=()
+  for p in "${progs[@]}"; do
+    case " $RGPU_E2E_ONLY " in *" $p "*) kept+=("$p") ;; esac
+  done
+  progs=("${kept[@]}")
+fi
 printf '\n| program | native | native s | rgpu (%s, real GPU) | rgpu s | round trips | output |\n|---|---|---|---|---|---|---|\n' "$scheme"
 fails=0 differ=()
 for p in "${progs[@]}"; do
