@@ -165,6 +165,17 @@ seeds['link'] = b''.join([
     F(0x38, link([3], [4096], [1], [len(PTX)], [b'a'], PTX)),
     F(0x38, link([], [], [1], [len(PTX) + 5], [b'a'], PTX)),
 ])
+# TENSOR_MAP (0x39): a tiled 2-D map, a rank the arrays do not match, a
+# replace with a short map (the fake driver has no encoder: NOT_SUPPORTED).
+def tmap(kind, rank, dims, strides, box, estr, m=b''):
+    return (u32(kind) + u32(7) + u32(rank) + u32(0) * 5 + u32(0) * 2 + i32(0) * 2 + u64(BASE) +
+            arr64(dims) + arr64(strides) + arr32(box) + u32(0) + u32(0) + arr32(estr) + u32(len(m)) + m)
+seeds['tensor_map'] = b''.join([
+    F(0x20, u64(256)),
+    F(0x39, tmap(0, 2, [64, 64], [256], [16, 16], [1, 1])),
+    F(0x39, tmap(0, 3, [64, 64], [256], [16, 16], [1, 1])),
+    F(0x39, tmap(3, 0, [], [], [], [], b'\0' * 100)),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data

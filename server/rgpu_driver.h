@@ -65,7 +65,9 @@
   X(cuOccupancyMaxPotentialClusterSize) X(cuCtxResetPersistingL2Cache)       \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)    \
   X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) \
-  X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy)
+  X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy) \
+  X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide) \
+  X(cuTensorMapReplaceAddress)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

@@ -20,6 +20,7 @@
 #include "rgpu_dispatch.h"
 #include "rgpu_image_cache.h"
 #include "rgpu_messages.h"
+#include "rgpu_tensor_map_proto.h"
 #include "rgpu_worker.h"
 
 typedef struct {
@@ -1132,6 +1133,52 @@ static void test_link_softgpu(void **state) {
   harness_free(t);
 }
 
+/* TENSOR_MAP from a hostile client: a bad rank, arrays shorter or longer
+ * than the rank asks, a wrong map length, an unknown kind are refused; a
+ * well-formed one on softgpu (no TMA) is CUDA_ERROR_NOT_SUPPORTED, named. */
+static uint32_t tmap_req(harness *t, const rgpu_msg_tensor_map_req *q) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_tensor_map_req_encode(&b, q);
+  send_req(t, RGPU_OP_TENSOR_MAP, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  return reply_status(t);
+}
+
+static void test_tensor_map_softgpu(void **state) {
+  (void)state;
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  harness *t = harness_new(softgpu_lib, NULL, 0);
+  hello(t, NULL, 0);
+  uint64_t dims[2] = {64, 64}, strides[1] = {256};
+  uint32_t box[2] = {16, 16}, estr[2] = {1, 1};
+  rgpu_msg_tensor_map_req q = {.kind = RGPU_TMAP_TILED, .rank = 2, .global_address = 0x1000,
+                               .global_dim = {dims, 2}, .global_strides = {strides, 1},
+                               .box_dim = {box, 2}, .element_strides = {estr, 2}};
+  assert_int_equal(tmap_req(t, &q), CUDA_ERROR_NOT_SUPPORTED);
+  assert_true(reply_msg_has(t, "cuTensorMapEncodeTiled"));
+  q.rank = 0;
+  assert_int_equal(tmap_req(t, &q), CUDA_ERROR_INVALID_VALUE);
+  q.rank = 6;
+  assert_int_equal(tmap_req(t, &q), CUDA_ERROR_INVALID_VALUE);
+  q.rank = 2;
+  q.global_strides.count = 0;
+  assert_int_equal(tmap_req(t, &q), CUDA_ERROR_INVALID_VALUE);
+  q.global_strides.count = 1;
+  q.box_dim.count = 1;
+  assert_int_equal(tmap_req(t, &q), CUDA_ERROR_INVALID_VALUE);
+  q.box_dim.count = 2;
+  q.kind = 77;
+  assert_int_equal(tmap_req(t, &q), CUDA_ERROR_INVALID_VALUE);
+  uint8_t short_map[64] = {0};
+  rgpu_msg_tensor_map_req rq = {.kind = RGPU_TMAP_REPLACE, .map = {short_map, sizeof short_map}};
+  assert_int_equal(tmap_req(t, &rq), CUDA_ERROR_INVALID_VALUE);
+  harness_free(t);
+}
+
 static void test_vmm_softgpu(void **state) {
   if (access(softgpu_lib, R_OK)) {
     print_message("SKIP: %s not built\n", softgpu_lib);
@@ -1265,6 +1312,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_device_query_softgpu),
       cmocka_unit_test(test_vmm_softgpu),
       cmocka_unit_test(test_link_softgpu),
+      cmocka_unit_test(test_tensor_map_softgpu),
       cmocka_unit_test(test_module_image_cache),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),
