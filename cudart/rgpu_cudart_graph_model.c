@@ -1037,6 +1037,7 @@ static const char *type_name(enum cudaGraphNodeType t) {
   case cudaGraphNodeTypeMemFree: return "mem_free";
   case cudaGraphNodeTypeWaitEvent: return "event_wait";
   case cudaGraphNodeTypeEventRecord: return "event_record";
+  case cudaGraphNodeTypeConditional: return "conditional";
   default: return "other";
   }
 }
@@ -1052,6 +1053,17 @@ static void dot_graph(FILE *f, cudaGraph_t g, const char *prefix, int verbose) {
       dot_graph(f, n->p.child, sub, verbose);
       fprintf(f, "}\n");
       fprintf(f, "\"%sn%zu\" [shape=point];\n", prefix, i);
+    } else if (n->p.type == cudaGraphNodeTypeConditional && n->p.bodies) {
+      static const char *kinds[] = {"if", "while", "switch"};
+      fprintf(f, "\"%sn%zu\" [label=\"%zu conditional %s\"];\n", prefix, i, i,
+              n->p.cond_kind < 3 ? kinds[n->p.cond_kind] : "?");
+      for (uint32_t b = 0; b < n->p.cond_size; b++) {
+        char sub[80];
+        snprintf(sub, sizeof sub, "%sn%zu_b%u_", prefix, i, b);
+        fprintf(f, "subgraph cluster_%s {\nlabel=\"body %u of node %zu\";\n", sub, b, i);
+        dot_graph(f, n->p.bodies[b], sub, verbose);
+        fprintf(f, "}\n");
+      }
     } else if (n->p.type == cudaGraphNodeTypeKernel && verbose) {
       fprintf(f, "\"%sn%zu\" [label=\"%zu kernel\\ngrid (%u,%u,%u) block (%u,%u,%u)\\nshared %u params %zu B\"];\n",
               prefix, i, i, n->p.op.launch.grid.x, n->p.op.launch.grid.y, n->p.op.launch.grid.z, n->p.op.launch.block.x, n->p.op.launch.block.y,

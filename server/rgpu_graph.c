@@ -280,6 +280,10 @@ static CUresult check_node(rgpu_worker *w, gnode *g, uint32_t i, int fresh) {
  * x->scope and x->owner: every body starts with its BODY node, branches in
  * order, spans nest, and each COND has exactly its `size` bodies. */
 static CUresult cond_structure(rgpu_worker *w, gexec *x) {
+  /* A graph without COND or BODY nodes needs none of this. */
+  uint32_t k = 0;
+  while (k < x->n && x->nodes[k].type != RGPU_GNODE_COND && x->nodes[k].type != RGPU_GNODE_BODY) k++;
+  if (k == x->n) return CUDA_SUCCESS;
   x->scope = malloc(((size_t)x->n + 1) * sizeof *x->scope);
   x->owner = malloc(((size_t)x->n + 1) * sizeof *x->owner);
   x->body_graph = calloc((size_t)x->n + 1, sizeof *x->body_graph);

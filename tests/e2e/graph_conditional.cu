@@ -232,6 +232,10 @@ int main() {
     add_cond(ib[0], nullptr, 0, hw, cudaGraphCondTypeWhile, 1, wb);
     void *cargs[] = {&hw, &n, &runs};
     add_kernel(wb[0], nullptr, 0, (void *)count_down, cargs);
+    CHECK(cudaGraphDebugDotPrint(g, "/dev/null", cudaGraphDebugDotFlagsVerbose));
+    cudaGraph_t copy;
+    CHECK(cudaGraphClone(&copy, g));
+    CHECK(cudaGraphDestroy(copy));
     cudaGraphExec_t e;
     CHECK(cudaGraphInstantiate(&e, g, 0));
     int three = 3;
