@@ -127,6 +127,8 @@ int graph_copy_extent(const struct cudaPitchedPtr *pp, const struct cudaPos *pos
                       const struct cudaExtent *ex, uint64_t *base, uint64_t *span);
 
 cudaError_t graph_new(cudaGraph_t *out);
+/* Whether g or a child graph of it holds a conditional node. */
+int graph_has_conditional(cudaGraph_t g);
 void graph_free(cudaGraph_t g);
 /* Adds a node with params p (taken over on success). */
 cudaError_t graph_node_add(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,

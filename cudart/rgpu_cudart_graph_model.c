@@ -313,8 +313,19 @@ cudaError_t node_params_event(node_params *p, enum cudaGraphNodeType type, cudaE
   return cudaSuccess;
 }
 
+int graph_has_conditional(cudaGraph_t g) {
+  for (size_t i = 0; i < g->n; i++) {
+    const node_params *p = &g->nodes[i]->p;
+    if (p->type == cudaGraphNodeTypeConditional) return 1;
+    if (p->type == cudaGraphNodeTypeGraph && p->child && graph_has_conditional(p->child)) return 1;
+  }
+  return 0;
+}
+
 cudaError_t node_params_child(node_params *p, cudaGraph_t child) {
   if (!valid_graph(child)) return cudaErrorInvalidValue;
+  /* Embedding is cloning: CUDA refuses it for conditional nodes too. */
+  if (graph_has_conditional(child)) return cudaErrorNotSupported;
   p->type = cudaGraphNodeTypeGraph;
   return graph_clone(child, &p->child, 1);
 }
@@ -501,6 +512,8 @@ RGPU_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 RGPU_API cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph) {
   rgpu_rt_count_call();
   if (!pGraphClone || !valid_graph(originalGraph)) return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* CUDA clones no graph with conditional nodes (measured on the H100). */
+  if (graph_has_conditional(originalGraph)) return rgpu_rt_ret(cudaErrorNotSupported);
   return rgpu_rt_ret(graph_clone(originalGraph, pGraphClone, 1));
 }
 

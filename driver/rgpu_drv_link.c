@@ -200,6 +200,16 @@ RGPU_DRV CUresult rgpu_drv_cuLinkAddFile_v2(CUlinkState state, CUjitInputType ty
   if (r == CUDA_SUCCESS && ferror(f)) r = CUDA_ERROR_FILE_NOT_FOUND;
   fclose(f);
   if (r == CUDA_SUCCESS && !len) r = CUDA_ERROR_INVALID_IMAGE;
+  /* PTX is text the driver reads to its NUL, which a file does not end with
+   * (the driver's own cuLinkAddFile adds it). */
+  if (r == CUDA_SUCCESS && type == CU_JIT_INPUT_PTX && buf[len - 1]) {
+    if (len == cap) {
+      uint8_t *nb = realloc(buf, cap + 1);
+      if (!nb) r = CUDA_ERROR_OUT_OF_MEMORY;
+      else buf = nb;
+    }
+    if (r == CUDA_SUCCESS) buf[len++] = 0;
+  }
   if (r == CUDA_SUCCESS) {
     const char *base = strrchr(path, '/');
     r = add_input(state, type, buf, len, base ? base + 1 : path);

@@ -53,6 +53,8 @@ int main() {
   CU_CHECK(cuLinkComplete(ls, &image, &image_len));
   EXPECT(image && image_len > 0);
   size_t filled = (size_t)(uintptr_t)vals[1];
+  if (getenv("RGPU_E2E_PROBE"))
+    printf("probe: info log size written back %zu, strlen %zu\n", filled, strlen(info));
   EXPECT(filled >= 1 && filled <= sizeof info && strlen(info) + 1 == filled);
   float wall;
   memcpy(&wall, &vals[4], sizeof wall);

@@ -233,9 +233,18 @@ int main() {
     void *cargs[] = {&hw, &n, &runs};
     add_kernel(wb[0], nullptr, 0, (void *)count_down, cargs);
     CHECK(cudaGraphDebugDotPrint(g, "/dev/null", cudaGraphDebugDotFlagsVerbose));
-    cudaGraph_t copy;
-    CHECK(cudaGraphClone(&copy, g));
-    CHECK(cudaGraphDestroy(copy));
+    // CUDA clones no graph with conditional nodes (nor embeds one).
+    cudaGraph_t copy = nullptr;
+    cudaError_t ce = cudaGraphClone(&copy, g);
+    printf("clone of a graph with conditional nodes: %s\n", cudaGetErrorName(ce));
+    if (ce == cudaSuccess) CHECK(cudaGraphDestroy(copy));
+    cudaGraph_t outer;
+    CHECK(cudaGraphCreate(&outer, 0));
+    cudaGraphNode_t child;
+    ce = cudaGraphAddChildGraphNode(&child, outer, nullptr, 0, g);
+    printf("as a child graph: %s\n", cudaGetErrorName(ce));
+    CHECK(cudaGraphDestroy(outer));
+    cudaGetLastError();
     cudaGraphExec_t e;
     CHECK(cudaGraphInstantiate(&e, g, 0));
     int three = 3;

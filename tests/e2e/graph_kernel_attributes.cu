@@ -72,12 +72,8 @@ int main() {
   EXPECT(same_window(got.accessPolicyWindow, v.accessPolicyWindow));
   printf("attributes copied to a node and a clone\n");
 
-  // Bad arguments.
-  EXPECT_ERR(cudaGraphKernelNodeSetAttribute(a, cudaKernelNodeAttributeAccessPolicyWindow, nullptr),
-             cudaErrorInvalidValue);
-  EXPECT_ERR(cudaGraphKernelNodeGetAttribute(a, cudaKernelNodeAttributePriority, nullptr),
-             cudaErrorInvalidValue);
-  (void)cudaGetLastError();
+  // (A NULL value pointer is not tried: CUDA dereferences it, measured on
+  // the H100 as a segmentation fault.)
 
   // Both graphs run: each adds 2.
   cudaStream_t s;

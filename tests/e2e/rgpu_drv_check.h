@@ -33,7 +33,7 @@ static inline const char *cu_name(CUresult r) {
     if (r_ != (want)) {                                                           \
       std::fprintf(stderr, "FAIL %s:%d: %s -> %d %s, expected %d %s\n", __FILE__, \
                    __LINE__, #call, (int)r_, cu_name(r_), (int)(want), cu_name(want)); \
-      std::exit(1);                                                               \
+      rgpu_expect_failed();                                                       \
     }                                                                             \
   } while (0)
 
