@@ -68,6 +68,14 @@ static cudaError_t during_call_capture_check(uint64_t wire, int during_call) {
   return rgpu_rt_graph_check_sync(wire);
 }
 
+/* The batch calls take no legacy stream, and no NULL stream even in their
+ * _ptsz forms, where NULL would name the per-thread stream: CUDA refuses
+ * it there too (cudaErrorInvalidValue, measured on the H100); the handle
+ * cudaStreamPerThread is accepted. */
+static int batch_stream_refused(cudaStream_t stream, int per_thread) {
+  return !stream || rgpu_rt_is_legacy_stream(stream, per_thread);
+}
+
 /* ---- cudaMemcpyBatchAsync ------------------------------------------------ */
 
 static cudaError_t memcpy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes,
@@ -79,7 +87,7 @@ static cudaError_t memcpy_batch(void *const *dsts, const void *const *srcs, cons
   if (e != cudaSuccess) return e;
   if (count == 0 || !dsts || !srcs || !sizes || !attrs ||
       !index_list_valid(attrs_idxs, num_attrs, count) ||
-      rgpu_rt_is_legacy_stream(stream, per_thread))
+      batch_stream_refused(stream, per_thread))
     return rgpu_rt_ret(cudaErrorInvalidValue);
   int during_call = 0;
   for (size_t k = 0; k < num_attrs; k++) {
@@ -251,7 +259,7 @@ static cudaError_t memcpy3d_batch(size_t num_ops, const struct cudaMemcpy3DBatch
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if (num_ops == 0 || !ops || flags != 0 || rgpu_rt_is_legacy_stream(stream, per_thread))
+  if (num_ops == 0 || !ops || flags != 0 || batch_stream_refused(stream, per_thread))
     return rgpu_rt_ret(cudaErrorInvalidValue);
   uint64_t wire;
   int sdev;
@@ -307,7 +315,7 @@ static cudaError_t managed_batch(void **dptrs, const size_t *sizes, size_t count
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
   if (count == 0 || !dptrs || !sizes || flags != 0 ||
-      rgpu_rt_is_legacy_stream(stream, per_thread))
+      batch_stream_refused(stream, per_thread))
     return rgpu_rt_ret(cudaErrorInvalidValue);
   if (prefetch && (!locs || !index_list_valid(locs_idxs, num_locs, count)))
     return rgpu_rt_ret(cudaErrorInvalidValue);

@@ -668,27 +668,40 @@ static cudaError_t want_type(cudaGraphNode_t node, enum cudaGraphNodeType t) {
 /* Per kind: a node's parameters as the API struct, and the struct checked
  * and taken into the node (the rest of each accessor comes from the table
  * in common/rgpu_graph_node_params.def). */
-static void get_Kernel(const node_params *p, struct cudaKernelNodeParams *out) {
+static cudaError_t get_Kernel(const node_params *p, struct cudaKernelNodeParams *out) {
+  /* A node made from a library's cudaKernel_t: CUDA answers
+   * cudaErrorInvalidDeviceFunction here (measured on the H100), the node
+   * having no function of the runtime's to report. */
+  if (p->func && !rgpu_rt_func_by_stub(p->func) && rgpu_rt_is_driver_function(p->func))
+    return cudaErrorInvalidDeviceFunction;
   out->func = (void *)p->func;
   out->gridDim = p->op.launch.grid;
   out->blockDim = p->op.launch.block;
   out->sharedMemBytes = p->op.launch.shmem;
   out->kernelParams = p->argv;
   out->extra = NULL;
+  return cudaSuccess;
 }
 static cudaError_t set_Kernel(node_params *p, const struct cudaKernelNodeParams *in) {
   return node_params_kernel(p, in);
 }
-static void get_Memcpy(const node_params *p, struct cudaMemcpy3DParms *out) { *out = p->op.copy.cp; }
+static cudaError_t get_Memcpy(const node_params *p, struct cudaMemcpy3DParms *out) {
+  *out = p->op.copy.cp;
+  return cudaSuccess;
+}
 static cudaError_t set_Memcpy(node_params *p, const struct cudaMemcpy3DParms *in) {
   return node_params_memcpy(p, in);
 }
-static void get_Memset(const node_params *p, struct cudaMemsetParams *out) { *out = p->op.fill; }
+static cudaError_t get_Memset(const node_params *p, struct cudaMemsetParams *out) {
+  *out = p->op.fill;
+  return cudaSuccess;
+}
 static cudaError_t set_Memset(node_params *p, const struct cudaMemsetParams *in) {
   return node_params_memset(p, in);
 }
-static void get_Host(const node_params *p, struct cudaHostNodeParams *out) {
+static cudaError_t get_Host(const node_params *p, struct cudaHostNodeParams *out) {
   *out = p->op.host.params;
+  return cudaSuccess;
 }
 static cudaError_t set_Host(node_params *p, const struct cudaHostNodeParams *in) {
   return node_params_host(p, in);
@@ -699,7 +712,7 @@ static cudaError_t set_Host(node_params *p, const struct cudaHostNodeParams *in)
     rgpu_rt_count_call();                                                                        \
     cudaError_t e = want_type(node, rt_type);                                                    \
     if (e == cudaSuccess && !pNodeParams) e = cudaErrorInvalidValue;                             \
-    if (e == cudaSuccess) get_##Kind(&node->p, pNodeParams);                                     \
+    if (e == cudaSuccess) e = get_##Kind(&node->p, pNodeParams);                                 \
     return rgpu_rt_ret(e);                                                                       \
   }                                                                                              \
   RGPU_API cudaError_t cudaGraph##Kind##NodeSetParams(cudaGraphNode_t node,                      \

@@ -186,7 +186,10 @@ RGPU_API cudaError_t cudaLogsUnregisterCallback(cudaLogsCallbackHandle callback)
 
 RGPU_API cudaError_t cudaLogsCurrent(cudaLogIterator *iterator_out, unsigned int flags) {
   rgpu_rt_count_call();
-  if (!iterator_out || flags) return rgpu_rt_ret(cudaErrorInvalidValue);
+  /* flags are reserved; CUDA ignores them (cudaLogsCurrent(&it, 1) succeeds
+   * on the H100), so rgpu does too. */
+  (void)flags;
+  if (!iterator_out) return rgpu_rt_ret(cudaErrorInvalidValue);
   rgpu_mutex_lock(&g_logs_lock);
   *iterator_out = g_next;
   rgpu_mutex_unlock(&g_logs_lock);

@@ -490,11 +490,12 @@ RGPU_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
  * machine, not of this process (cudaDevAttrHostMemoryPoolsSupported is 0
  * for the same reason), and managed memory is not served from pools here;
  * for those the getters answer cudaErrorNotSupported, which
- * cudaMemGetDefaultMemPool documents for a location without pools.  What
- * CUDA does not allow (another location type, HostNumaCurrent, a location
- * of none for pinned memory, an unknown allocation type) is
- * cudaErrorInvalidValue, and so is a device index that does not exist:
- * these calls document no cudaErrorInvalidDevice. */
+ * cudaMemGetDefaultMemPool documents for a location without pools, and
+ * which CUDA also answers for pinned memory at a location type it does not
+ * know (measured on the H100).  An unknown allocation type, or another
+ * location type for managed memory, is cudaErrorInvalidValue, and so is a
+ * device index that does not exist: these calls document no
+ * cudaErrorInvalidDevice. */
 
 /* cudaSuccess for a device location with pinned allocations; otherwise
  * what the combination is (logged once for the unsupported ones). */
@@ -503,7 +504,7 @@ static cudaError_t location_kind(const struct cudaMemLocation *loc,
   int host = loc->type == cudaMemLocationTypeHost || loc->type == cudaMemLocationTypeHostNuma;
   if (type == cudaMemAllocationTypePinned) {
     if (loc->type == cudaMemLocationTypeDevice) return cudaSuccess;
-    if (!host) return cudaErrorInvalidValue;
+    if (!host) return cudaErrorNotSupported;
     static int logged;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
       RGPU_WARN("host memory pools are not supported by rgpu (they would be memory of the GPU's "

@@ -224,13 +224,14 @@ RGPU_DRV CUresult rgpu_drv_cuLinkAddFile(CUlinkState state, CUjitInputType type,
 }
 
 /* Copies a log into the program's buffer (NUL-terminated, cut to fit) and
- * writes back how much was filled, as CUDA does. */
+ * writes back how much was filled: the text's length without its NUL, as
+ * CUDA does (measured on the H100). */
 static void give_log(char *dst, size_t cap, void **size_slot, const rgpu_bytes *src) {
   if (!dst || !cap) return;
   size_t n = src->len < cap - 1 ? src->len : cap - 1;
   memcpy(dst, src->data, n);
   dst[n] = 0;
-  if (size_slot) *size_slot = (void *)(uintptr_t)(n + 1);
+  if (size_slot) *size_slot = (void *)(uintptr_t)n;
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut) {

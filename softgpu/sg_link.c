@@ -34,7 +34,7 @@ static void put_log(char *dst, size_t cap, void **slot, const char *text) {
   if (n > cap - 1) n = cap - 1;
   memcpy(dst, text, n);
   dst[n] = 0;
-  if (slot) *slot = (void *)(uintptr_t)(n + 1);
+  if (slot) *slot = (void *)(uintptr_t)n; /* CUDA: the text's length, without its NUL */
 }
 
 SG_EXPORT CUresult CUDAAPI cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,

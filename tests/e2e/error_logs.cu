@@ -23,7 +23,7 @@ int main() {
   // Bad arguments.
   EXPECT_ERR(cudaLogsCurrent(nullptr, 0), cudaErrorInvalidValue);
   cudaLogIterator it = 0;
-  EXPECT_ERR(cudaLogsCurrent(&it, 1), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaLogsCurrent(&it, 1), cudaSuccess); // reserved flags: ignored, as on the H100
   EXPECT_ERR(cudaLogsRegisterCallback(nullptr, nullptr, nullptr), cudaErrorInvalidValue);
   (void)cudaGetLastError();
 
@@ -35,14 +35,15 @@ int main() {
   EXPECT(size == 0);
   printf("empty dump: ok\n");
 
-  // A callback, then a call that fails with a reason (an image the driver
-  // refuses); the log from the iterator on holds at least one message.
+  // A callback, then a call that fails with a reason (an allocation no
+  // device can make; a garbage library image is no such call: CUDA's lazy
+  // loading accepts it at load); the log from the iterator on holds what
+  // the failure left there.
   cudaLogsCallbackHandle h = nullptr;
   CHECK(cudaLogsRegisterCallback(on_log, nullptr, &h));
-  cudaLibrary_t lib;
-  cudaError_t e = cudaLibraryLoadData(&lib, "not an image at all", nullptr, nullptr, 0, nullptr,
-                                      nullptr, 0);
-  EXPECT(e != cudaSuccess);
+  void *huge = nullptr;
+  cudaError_t e = cudaMalloc(&huge, (size_t)1 << 62);
+  EXPECT(e == cudaErrorMemoryAllocation);
   (void)cudaGetLastError();
   size = sizeof buf;
   CHECK(cudaLogsDumpToMemory(&it, buf, &size, 0));
@@ -59,19 +60,13 @@ int main() {
   EXPECT(again == 0);
   printf("failed call logged: ok\n");
 
-  // A dump to a file, and a tiny buffer.
+  // A dump to a file.  (Not tried: a path that cannot be created, a
+  // one-byte buffer, unregistering twice; the first run on the H100 of a
+  // test that tried them ended in a crash of CUDA's own.)
   CHECK(cudaLogsDumpToFile(nullptr, "/tmp/rgpu_error_logs_test.txt", 0));
-  EXPECT_ERR(cudaLogsDumpToFile(nullptr, "/nonexistent-dir/x/y.txt", 0), cudaErrorInvalidValue);
-  (void)cudaGetLastError();
-  size = 1;
-  e = cudaLogsDumpToMemory(nullptr, buf, &size, 0);
-  EXPECT(e == cudaSuccess || (e == cudaErrorInvalidValue && size == 0));
-  (void)cudaGetLastError();
   printf("dumps: ok\n");
 
   CHECK(cudaLogsUnregisterCallback(h));
-  EXPECT_ERR(cudaLogsUnregisterCallback(h), cudaErrorInvalidValue);
-  (void)cudaGetLastError();
   CHECK(cudaDeviceSynchronize());
   pass("error_logs");
   return 0;

@@ -192,12 +192,14 @@ static void batch_1d(cudaStream_t s) {
                                cudaStreamPerThread));
     CHECK(cudaStreamSynchronize(cudaStreamPerThread));
     check_seq(out2.data(), 512, 3000);
+    // NULL is refused even through _ptsz (as on the H100).
     dsts[0] = out3.data();
-    CHECK(cudaMemcpyBatchAsync_ptsz(dsts, srcs, sizes, 1, &stream_order, &idx0, 1, 0));
+    EXPECT_INVALID(cudaMemcpyBatchAsync_ptsz(dsts, srcs, sizes, 1, &stream_order, &idx0, 1, 0));
+    CHECK(cudaMemcpyBatchAsync_ptsz(dsts, srcs, sizes, 1, &stream_order, &idx0, 1, cudaStreamPerThread));
     CHECK(cudaStreamSynchronize(cudaStreamPerThread));
     check_seq(out3.data(), 512, 3000);
   }
-  std::printf("per-thread default stream: handle and _ptsz\n");
+  std::printf("per-thread default stream: the handle, and NULL refused through _ptsz\n");
 
   // Refused batches: cudaErrorInvalidValue, as the documentation says.
   {
@@ -332,13 +334,15 @@ static void batch_3d(cudaStream_t s) {
   for (int z = 0; z < D; z++)
     for (int y = 0; y < H; y++)
       for (int x = 0; x < W; x++) EXPECT(back[(z * H + y) * W + x] == vol_value(x, y, z));
-  // Array B's box back to the host (through the per-thread default stream
-  // as 0 of the _ptsz form).
+  // Array B's box back to the host through the per-thread default stream
+  // (its handle: NULL is refused in the _ptsz form, as cudaMemcpyBatchAsync
+  // refuses it on the H100).
   {
     std::fill(back.begin(), back.end(), -1);
     cudaMemcpy3DBatchOp op =
         op3d(array_operand(arr_b, 0, 0, 0), ptr_operand(back.data(), 0, 0), W - 4, H - 2, D - 1);
-    CHECK(cudaMemcpy3DBatchAsync_ptsz(1, &op, 0, 0));
+    EXPECT_INVALID(cudaMemcpy3DBatchAsync_ptsz(1, &op, 0, 0));
+    CHECK(cudaMemcpy3DBatchAsync_ptsz(1, &op, 0, cudaStreamPerThread));
     CHECK(cudaStreamSynchronize(cudaStreamPerThread));
     const int BW = W - 4, BH = H - 2;
     for (int z = 0; z < D - 1; z++)
@@ -441,7 +445,8 @@ static void managed_batches(cudaStream_t s) {
     void *ptrs[1] = {m2};
     size_t sizes[1] = {NB};
     size_t idx0 = 0;
-    CHECK(cudaMemPrefetchBatchAsync_ptsz(ptrs, sizes, 1, &on_dev, &idx0, 1, 0, 0));
+    EXPECT_INVALID(cudaMemPrefetchBatchAsync_ptsz(ptrs, sizes, 1, &on_dev, &idx0, 1, 0, 0));
+    CHECK(cudaMemPrefetchBatchAsync_ptsz(ptrs, sizes, 1, &on_dev, &idx0, 1, 0, cudaStreamPerThread));
   }
   add_one<<<blocks, 256, 0, cudaStreamPerThread>>>(m1, N);
   CHECK(cudaStreamSynchronize(cudaStreamPerThread));

@@ -137,9 +137,11 @@ static void library_kernels() {
   cudaGraphNode_t node;
   CHECK(cudaGraphCreate(&g, 0));
   CHECK(cudaGraphAddKernelNode(&node, g, nullptr, 0, &kp));
+  // Its parameters cannot be read back (CUDA: cudaErrorInvalidDeviceFunction
+  // for a node of a library kernel, measured on the H100).
   cudaKernelNodeParams back = {};
-  CHECK(cudaGraphKernelNodeGetParams(node, &back));
-  EXPECT(back.func == (void *)k_saxpy && back.blockDim.x == 256);
+  EXPECT_ERR(cudaGraphKernelNodeGetParams(node, &back), cudaErrorInvalidDeviceFunction);
+  (void)cudaGetLastError();
   CHECK(cudaGraphInstantiate(&ge, g, 0));
   CHECK(cudaGraphLaunch(ge, s));
   CHECK(cudaStreamSynchronize(s));
