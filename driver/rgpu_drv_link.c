@@ -132,7 +132,12 @@ static CUresult add_input(CUlinkState s, CUjitInputType type, const void *data, 
   return CUDA_SUCCESS;
 }
 
+/* What cuLinkAddData and cuLinkAddFile check first: initialization and the
+ * connection (rgpu_drv_enter), the state, the input type, the options. */
 static CUresult input_check(CUlinkState state, CUjitInputType type, unsigned int numOptions) {
+  rgpu_client *c;
+  CUresult r = rgpu_drv_enter(&c);
+  if (r != CUDA_SUCCESS) return r;
   if (!valid_state(state) || state->image) return CUDA_ERROR_INVALID_HANDLE;
   if ((unsigned)type >= CU_JIT_NUM_INPUT_TYPES) return CUDA_ERROR_INVALID_VALUE;
   if (numOptions) {
@@ -150,10 +155,8 @@ RGPU_DRV CUresult rgpu_drv_cuLinkAddData_v2(CUlinkState state, CUjitInputType ty
                                             void **optionValues) {
   (void)options;
   (void)optionValues;
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
+  CUresult r = input_check(state, type, numOptions);
   if (r != CUDA_SUCCESS) return r;
-  if ((r = input_check(state, type, numOptions)) != CUDA_SUCCESS) return r;
   if (!data || !size) return CUDA_ERROR_INVALID_VALUE;
   return add_input(state, type, data, size, name);
 }
@@ -169,10 +172,8 @@ RGPU_DRV CUresult rgpu_drv_cuLinkAddFile_v2(CUlinkState state, CUjitInputType ty
                                             void **optionValues) {
   (void)options;
   (void)optionValues;
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
+  CUresult r = input_check(state, type, numOptions);
   if (r != CUDA_SUCCESS) return r;
-  if ((r = input_check(state, type, numOptions)) != CUDA_SUCCESS) return r;
   if (!path) return CUDA_ERROR_INVALID_VALUE;
   FILE *f = fopen(path, "rb");
   if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
