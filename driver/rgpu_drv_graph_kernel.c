@@ -45,23 +45,17 @@ static CUresult kernel_node_params(rgpu_client *c, const CUDA_KERNEL_NODE_PARAMS
 /* Begin of every entry here: the session, the current context (its device
  * is where the node's kernel runs), the runtime last error saved. */
 #define BEGIN_NODE()                                          \
-  rgpu_client *c;                                             \
-  cudaError_t saved_ = rgpu_rt_last_error_get();              \
+  RGPU_DRV_BEGIN();                                           \
   do {                                                        \
-    CUresult br_ = rgpu_drv_enter(&c);                        \
-    if (br_ == CUDA_SUCCESS) br_ = rgpu_drv_ctx_enter(NULL);  \
-    if (br_ != CUDA_SUCCESS) {                                \
-      rgpu_rt_last_error_set(saved_);                         \
-      return br_;                                             \
-    }                                                         \
+    CUresult cr_ = rgpu_drv_ctx_enter(NULL);                  \
+    if (cr_ != CUDA_SUCCESS) RGPU_DRV_RET(cr_);               \
   } while (0)
-#define RET(r) return (rgpu_rt_last_error_set(saved_), (r))
 
 static CUresult add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph,
                                 const CUgraphNode *dependencies, size_t numDependencies,
                                 const CUDA_KERNEL_NODE_PARAMS_v1 *kp, CUkernel kern) {
   BEGIN_NODE();
-  if (!phGraphNode || !valid_graph((cudaGraph_t)hGraph)) RET(CUDA_ERROR_INVALID_VALUE);
+  if (!phGraphNode || !valid_graph((cudaGraph_t)hGraph)) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   node_params np;
   memset(&np, 0, sizeof np);
   CUresult r = kernel_node_params(c, kp, kern, &np);
@@ -73,7 +67,7 @@ static CUresult add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph,
       r = rgpu_drv_from_rt(e);
     }
   }
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -150,7 +144,7 @@ static CUresult set_kernel_node(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS
     node_params_free(&n->p);
     n->p = np;
   }
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
@@ -176,7 +170,7 @@ static CUresult exec_set_kernel_node(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                 (cudaGraphNode_t)hNode, &np);
     if (e != cudaSuccess) r = rgpu_drv_from_rt(e);
   }
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphExecKernelNodeSetParams_v2(

@@ -57,6 +57,21 @@ static inline CUresult rgpu_drv_from_rt(cudaError_t e) { return (CUresult)rgpu_c
     }                                                                                        \
   } while (0)
 
+/* A driver call that does its own requests (not through a runtime entry
+ * point) and may run runtime code on the way: RGPU_DRV_BEGIN() counts it,
+ * checks initialization and connects (rgpu_drv_enter, `c` the client;
+ * its failure is returned as is), and remembers the runtime's last error;
+ * RGPU_DRV_RET(r) puts that back and returns r, so a driver call never
+ * changes what cudaGetLastError answers. */
+#define RGPU_DRV_BEGIN()                                                                     \
+  rgpu_client *c;                                                                            \
+  cudaError_t rgpu_drv_saved_last_ = rgpu_rt_last_error_get();                               \
+  do {                                                                                       \
+    CUresult br_ = rgpu_drv_enter(&c);                                                       \
+    if (br_ != CUDA_SUCCESS) return br_;                                                     \
+  } while (0)
+#define RGPU_DRV_RET(r) return (rgpu_rt_last_error_set(rgpu_drv_saved_last_), (r))
+
 /* One side of a driver copy (CUDA_MEMCPY2D or CUDA_MEMCPY3D): the first
  * byte its memory type names, and its direction in *dev: 1 device, 0 host,
  * -1 unified (the pointer decides).  Arrays are not a pointer: copies

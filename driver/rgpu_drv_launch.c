@@ -32,10 +32,6 @@
 
 /* Ends a driver call: the runtime last error as it was before (cudart's
  * paths used here record errors there), and the call's result. */
-static CUresult end_call(cudaError_t saved_last, CUresult r) {
-  rgpu_rt_last_error_set(saved_last);
-  return r;
-}
 
 /* ---- occupancy ---------------------------------------------------------- */
 
@@ -83,17 +79,15 @@ static CUresult occupancy_inputs(rgpu_client *c, CUfunction func, struct CUfunc_
 static CUresult max_active_blocks(int *numBlocks, CUfunction func, int blockSize, size_t dyn,
                                   unsigned flags) {
   if (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE) return CUDA_ERROR_INVALID_VALUE;
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
-  if (!numBlocks) return end_call(saved, CUDA_ERROR_INVALID_VALUE);
+  RGPU_DRV_BEGIN();
+  CUresult r;
+  if (!numBlocks) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   struct CUfunc_st *f;
   const int32_t *fa;
   rgpu_rt_device *d;
   r = occupancy_inputs(c, func, &f, &fa, &d);
   if (r == CUDA_SUCCESS) *numBlocks = occupancy_blocks(&d->prop, fa, blockSize, dyn);
-  return end_call(saved, r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
@@ -119,21 +113,19 @@ RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
  * not (the server uses that device's context). */
 static CUresult cluster_occupancy(int *out, CUfunction func, const CUlaunchConfig *config,
                                   uint32_t what) {
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
+  RGPU_DRV_BEGIN();
+  CUresult r;
   if (!out || !config || (config->numAttrs && !config->attrs))
-    return end_call(saved, CUDA_ERROR_INVALID_VALUE);
+    RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   int dev = -1;
   if (config->hStream) {
     uint64_t wire;
     cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)config->hStream, 0, &wire, &dev);
-    if (e != cudaSuccess) return end_call(saved, rgpu_drv_from_rt(e));
+    if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
   }
   struct CUfunc_st *f;
-  if ((r = rgpu_drv_resolve_func(c, func, dev, &f)) != CUDA_SUCCESS) return end_call(saved, r);
-  if (dev >= 0 && f->module->device != dev) return end_call(saved, CUDA_ERROR_INVALID_HANDLE);
+  if ((r = rgpu_drv_resolve_func(c, func, dev, &f)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  if (dev >= 0 && f->module->device != dev) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   dev = f->module->device;
   uint32_t args[RGPU_DQ_CFG_COUNT] = {
       [RGPU_DQ_CFG_GRID_X] = config->gridDimX,   [RGPU_DQ_CFG_GRID_Y] = config->gridDimY,
@@ -164,7 +156,7 @@ static CUresult cluster_occupancy(int *out, CUfunction func, const CUlaunchConfi
     *out = v > INT32_MAX ? INT32_MAX : (int)v;
   }
   rgpu_buf_free(&pay);
-  return end_call(saved, rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
+  RGPU_DRV_RET(rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
@@ -184,16 +176,14 @@ RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxPotentialClusterSize(int *clusterSize, 
 static CUresult max_potential_block(int *minGridSize, int *blockSize, CUfunction func,
                                     CUoccupancyB2DSize b2d, size_t dyn, int limit, unsigned flags) {
   if (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE) return CUDA_ERROR_INVALID_VALUE;
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
-  if (!minGridSize || !blockSize || limit < 0) return end_call(saved, CUDA_ERROR_INVALID_VALUE);
+  RGPU_DRV_BEGIN();
+  CUresult r;
+  if (!minGridSize || !blockSize || limit < 0) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   struct CUfunc_st *f;
   const int32_t *fa;
   rgpu_rt_device *d;
   r = occupancy_inputs(c, func, &f, &fa, &d);
-  if (r != CUDA_SUCCESS) return end_call(saved, r);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
   const struct cudaDeviceProp *p = &d->prop;
   int warp = p->warpSize > 0 ? p->warpSize : 32;
   int max_block = p->maxThreadsPerBlock;
@@ -218,7 +208,7 @@ static CUresult max_potential_block(int *minGridSize, int *blockSize, CUfunction
   }
   *blockSize = best_block;
   *minGridSize = best_blocks * p->multiProcessorCount;
-  return end_call(saved, CUDA_SUCCESS);
+  RGPU_DRV_RET(CUDA_SUCCESS);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize,
@@ -409,14 +399,12 @@ static CUresult launch_common(rgpu_client *c, CUfunction func, const launch_cfg 
 }
 
 static CUresult launch_entry(CUfunction f, const launch_cfg *cfg, void **kernelParams, void **extra) {
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
+  RGPU_DRV_BEGIN();
+  CUresult r;
   /* A launch runs in the current context: its device is the runtime's
    * current one, which the NULL stream names. */
-  if ((r = rgpu_drv_ctx_enter(NULL)) != CUDA_SUCCESS) return end_call(saved, r);
-  return end_call(saved, launch_common(c, f, cfg, kernelParams, extra));
+  if ((r = rgpu_drv_ctx_enter(NULL)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  RGPU_DRV_RET(launch_common(c, f, cfg, kernelParams, extra));
 }
 
 static launch_cfg plain_cfg(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -236,21 +236,18 @@ static void give_log(char *dst, size_t cap, void **size_slot, const rgpu_bytes *
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut) {
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
-  if (!valid_state(state)) return CUDA_ERROR_INVALID_HANDLE;
-  if (!cubinOut || !sizeOut) return CUDA_ERROR_INVALID_VALUE;
+  RGPU_DRV_BEGIN();
+  if (!valid_state(state)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
+  if (!cubinOut || !sizeOut) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   if (state->image) {
     *cubinOut = state->image;
     *sizeOut = state->image_len;
-    return CUDA_SUCCESS;
+    RGPU_DRV_RET(CUDA_SUCCESS);
   }
-  if (!state->ninputs) return CUDA_ERROR_INVALID_VALUE;
+  if (!state->ninputs) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   int dev = 0;
-  r = rgpu_drv_ctx_enter(&dev);
-  if (r != CUDA_SUCCESS) return r;
+  CUresult r = rgpu_drv_ctx_enter(&dev);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
   rgpu_msg_link_req q = {
       .option_ids = {state->opt_ids, state->nopts},
       .option_values = {state->opt_vals, state->nopts},
@@ -290,8 +287,7 @@ RGPU_DRV CUresult rgpu_drv_cuLinkComplete(CUlinkState state, void **cubinOut, si
     }
   }
   rgpu_buf_free(&payload);
-  rgpu_rt_last_error_set(saved);
-  return r;
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLinkDestroy(CUlinkState state) {

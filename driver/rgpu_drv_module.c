@@ -103,25 +103,16 @@ static CUresult current_device(int *dev) {
   return r;
 }
 
-/* Entry-point shorthands.  BEGIN: rgpu_drv_enter (cuInit done, connected,
- * no sticky error) and the runtime last error saved, since the runtime
- * code used below records errors there.  RET ends the call with a result
- * and puts the last error back: no driver call changes it. */
-#define BEGIN()                                               \
-  rgpu_client *c;                                             \
-  cudaError_t saved_ = rgpu_rt_last_error_get();              \
-  do {                                                        \
-    CUresult br_ = rgpu_drv_enter(&c);                        \
-    if (br_ != CUDA_SUCCESS) return br_;                      \
-  } while (0)
-#define RET(r) return (rgpu_rt_last_error_set(saved_), (r))
+/* Entry points begin with RGPU_DRV_BEGIN and end with RGPU_DRV_RET
+ * (rgpu_drv_internal.h): the runtime code used below records errors in the
+ * runtime's last error, which no driver call may change. */
 
-/* The current context's device into dev, or RET's the error. */
+/* The current context's device into dev, or RGPU_DRV_RET's the error. */
 #define CUR_DEV(dev)                                          \
   int dev;                                                    \
   do {                                                        \
     CUresult cr_ = current_device(&dev);                 \
-    if (cr_ != CUDA_SUCCESS) RET(cr_);                        \
+    if (cr_ != CUDA_SUCCESS) RGPU_DRV_RET(cr_);                        \
   } while (0)
 
 /* ---- images ------------------------------------------------------------- */
@@ -366,8 +357,8 @@ static void write_jit_logs(const jit_logs *l, const char *why) {
 /* ---- cuModule* ---------------------------------------------------------- */
 
 static CUresult module_load_image(CUmodule *module, const void *image, jit_logs *logs) {
-  BEGIN();
-  if (!module || !image) RET(CUDA_ERROR_INVALID_VALUE);
+  RGPU_DRV_BEGIN();
+  if (!module || !image) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   CUR_DEV(dev);
   size_t len = 0;
   CUresult r = image_size(image, &len);
@@ -377,7 +368,7 @@ static CUresult module_load_image(CUmodule *module, const void *image, jit_logs 
   else
     snprintf(why, sizeof why, "the image's header gives no usable size");
   if (logs) write_jit_logs(logs, r == CUDA_SUCCESS ? "" : why);
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuModuleLoadData(CUmodule *module, const void *image) {
@@ -408,14 +399,14 @@ RGPU_DRV CUresult rgpu_drv_cuModuleLoad(CUmodule *module, const char *fname) {
 }
 
 RGPU_DRV CUresult rgpu_drv_cuModuleUnload(CUmodule hmod) {
-  BEGIN();
-  if (!module_ok(hmod) || hmod->library) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!module_ok(hmod) || hmod->library) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   /* The runtime's module (cuFuncGetModule of cudaGetFuncBySymbol's
    * function) is the runtime's to unload: unloading it under the
    * runtime would break every later launch of its kernels. */
-  if (hmod->runtime) RET(CUDA_ERROR_NOT_PERMITTED);
+  if (hmod->runtime) RGPU_DRV_RET(CUDA_ERROR_NOT_PERMITTED);
   module_release(c, hmod);
-  RET(CUDA_SUCCESS);
+  RGPU_DRV_RET(CUDA_SUCCESS);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
@@ -519,13 +510,13 @@ drop:
 }
 
 RGPU_DRV CUresult rgpu_drv_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
-  BEGIN();
-  if (!hfunc || !name) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!module_ok(hmod)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!hfunc || !name) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(hmod)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUfunc_st *f = NULL;
   CUresult r = module_function(c, hmod, name, &f);
   if (r == CUDA_SUCCESS) *hfunc = f;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 /* MODULE_GET_GLOBAL: a round trip.  The address joins the client's range
@@ -557,10 +548,10 @@ static CUresult module_global(rgpu_client *c, struct CUmod_st *m, const char *na
 
 RGPU_DRV CUresult rgpu_drv_cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
                                        const char *name) {
-  BEGIN();
-  if (!name) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!module_ok(hmod)) RET(CUDA_ERROR_INVALID_HANDLE);
-  RET(module_global(c, hmod, name, dptr, bytes));
+  RGPU_DRV_BEGIN();
+  if (!name) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(hmod)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_RET(module_global(c, hmod, name, dptr, bytes));
 }
 
 /* MODULE_FUNC_NAMES: the module's kernel names (a round trip).  *names
@@ -616,10 +607,10 @@ static CUresult module_each_name(rgpu_client *c, struct CUmod_st *m, unsigned n,
 }
 
 RGPU_DRV CUresult rgpu_drv_cuModuleGetFunctionCount(unsigned int *count, CUmodule mod) {
-  BEGIN();
-  if (!count) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!module_ok(mod)) RET(CUDA_ERROR_INVALID_HANDLE);
-  RET(module_name_count(c, mod, count));
+  RGPU_DRV_BEGIN();
+  if (!count) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(mod)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_RET(module_name_count(c, mod, count));
 }
 
 /* cuModuleEnumerateFunctions' step: the function of one name. */
@@ -637,11 +628,11 @@ static CUresult enum_function(rgpu_client *c, const char *name, unsigned i, void
 
 RGPU_DRV CUresult rgpu_drv_cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
                                              CUmodule mod) {
-  BEGIN();
-  if (!functions && numFunctions) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!module_ok(mod)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!functions && numFunctions) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!module_ok(mod)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   enum_functions e = {mod, functions};
-  RET(module_each_name(c, mod, numFunctions, enum_function, &e));
+  RGPU_DRV_RET(module_each_name(c, mod, numFunctions, enum_function, &e));
 }
 
 /* ---- libraries and kernels ---------------------------------------------- */
@@ -709,15 +700,15 @@ static CUresult library_load(CUlibrary *library, const void *code, size_t len,
   /* The image is always copied, so CU_LIBRARY_BINARY_IS_PRESERVED and the
    * host tables of CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE change
    * nothing here. */
-  BEGIN();
-  if (!library || !code) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!len && (r = image_size(code, &len)) != CUDA_SUCCESS) RET(r);
+  RGPU_DRV_BEGIN();
+  if (!library || !code) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!len && (r = image_size(code, &len)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
   struct CUlib_st *l = calloc(1, sizeof *l);
   void *copy = malloc(len + 1);
   if (!l || !copy) {
     free(l);
     free(copy);
-    RET(CUDA_ERROR_OUT_OF_MEMORY);
+    RGPU_DRV_RET(CUDA_ERROR_OUT_OF_MEMORY);
   }
   memcpy(copy, code, len);
   ((char *)copy)[len] = 0;
@@ -736,11 +727,11 @@ static CUresult library_load(CUlibrary *library, const void *code, size_t len,
     l->magic = 0;
     free(copy);
     free(l);
-    RET(r);
+    RGPU_DRV_RET(r);
   }
   l->mods[dev] = m;
   *library = l;
-  RET(CUDA_SUCCESS);
+  RGPU_DRV_RET(CUDA_SUCCESS);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
@@ -772,8 +763,8 @@ RGPU_DRV CUresult rgpu_drv_cuLibraryLoadFromFile(CUlibrary *library, const char 
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryUnload(CUlibrary library) {
-  BEGIN();
-  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!library_ok(library)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUmod_st *mods[RGPU_MAX_DEVICES];
   rgpu_mutex_lock(&library->lock);
   library->magic = RGPU_DRV_DEAD_MAGIC;
@@ -785,30 +776,30 @@ RGPU_DRV CUresult rgpu_drv_cuLibraryUnload(CUlibrary library) {
   rgpu_mutex_unlock(&library->lock);
   for (int d = 0; d < RGPU_MAX_DEVICES; d++)
     if (mods[d]) module_release(c, mods[d]);
-  RET(CUDA_SUCCESS);
+  RGPU_DRV_RET(CUDA_SUCCESS);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryGetModule(CUmodule *pMod, CUlibrary library) {
-  BEGIN();
-  if (!pMod) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!pMod) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUR_DEV(dev);
   struct CUmod_st *m = NULL;
   CUresult r = library_module(c, library, dev, &m);
   if (r == CUDA_SUCCESS) *pMod = m;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
                                      const char *name) {
-  BEGIN();
-  if (!name) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!name) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUR_DEV(dev);
   struct CUmod_st *m = NULL;
   CUresult r = library_module(c, library, dev, &m);
   if (r == CUDA_SUCCESS) r = module_global(c, m, name, dptr, bytes);
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 /* The kernel's function on dev (its library's module there). */
@@ -868,26 +859,26 @@ static CUresult library_kernel(rgpu_client *c, struct CUlib_st *library, const c
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name) {
-  BEGIN();
-  if (!pKernel || !name) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!library_ok(library)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!pKernel || !name) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(library)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   /* The name must exist: looked up in the module on the current device. */
   CUR_DEV(dev);
   struct CUkern_st *k = NULL;
   CUresult r = library_kernel(c, library, name, dev, &k);
   if (r == CUDA_SUCCESS) *pKernel = k;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) {
-  BEGIN();
-  if (!count) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!library_ok(lib)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!count) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(lib)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUR_DEV(dev);
   struct CUmod_st *m = NULL;
   CUresult r = library_module(c, lib, dev, &m);
   if (r == CUDA_SUCCESS) r = module_name_count(c, m, count);
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 /* cuLibraryEnumerateKernels' step: the kernel of one name. */
@@ -906,15 +897,15 @@ static CUresult enum_kernel(rgpu_client *c, const char *name, unsigned i, void *
 
 RGPU_DRV CUresult rgpu_drv_cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
                                                      CUlibrary lib) {
-  BEGIN();
-  if (!kernels && numKernels) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!library_ok(lib)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!kernels && numKernels) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!library_ok(lib)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUR_DEV(dev);
   struct CUmod_st *m = NULL;
   CUresult r = library_module(c, lib, dev, &m);
   enum_kernels e = {lib, dev, kernels};
   if (r == CUDA_SUCCESS) r = module_each_name(c, m, numKernels, enum_kernel, &e);
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel) {
@@ -1023,14 +1014,14 @@ CUresult rgpu_drv_resolve_func(rgpu_client *c, CUfunction f, int dev, struct CUf
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
-  BEGIN();
-  if (!pFunc) RET(CUDA_ERROR_INVALID_VALUE);
-  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!pFunc) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  if (!any_kernel_ok(kernel)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUfunc_st *f = NULL;
   CUR_DEV(dev);
   CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, dev, &f);
   if (r == CUDA_SUCCESS) *pFunc = f;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetName(const char **name, CUkernel hfunc) {
@@ -1143,13 +1134,13 @@ static CUresult func_set_attribute(rgpu_client *c, CUfunction hfunc, CUfunction_
 }
 
 RGPU_DRV CUresult rgpu_drv_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
-  BEGIN();
-  RET(func_get_attribute(c, pi, attrib, hfunc, -1));
+  RGPU_DRV_BEGIN();
+  RGPU_DRV_RET(func_get_attribute(c, pi, attrib, hfunc, -1));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
-  BEGIN();
-  RET(func_set_attribute(c, hfunc, attrib, value, -1));
+  RGPU_DRV_BEGIN();
+  RGPU_DRV_RET(func_set_attribute(c, hfunc, attrib, value, -1));
 }
 
 /* A CUdevice from the program: an ordinal of the server's devices. */
@@ -1162,31 +1153,31 @@ static CUresult check_device(rgpu_client *c, CUdevice dev) {
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel,
                                        CUdevice dev) {
-  BEGIN();
-  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!any_kernel_ok(kernel)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUresult r = check_device(c, dev);
   if (r == CUDA_SUCCESS) r = func_get_attribute(c, pi, attrib, (CUfunction)kernel, dev);
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
                                        CUdevice dev) {
-  BEGIN();
-  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!any_kernel_ok(kernel)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUresult r = check_device(c, dev);
   if (r == CUDA_SUCCESS) r = func_set_attribute(c, (CUfunction)kernel, attrib, val, dev);
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
-  BEGIN();
+  RGPU_DRV_BEGIN();
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, hfunc, -1, &f);
   /* A preference the driver may ignore (CUDA says so); the split of L1
    * and shared memory changes no result, so it is accepted and kept
    * nowhere. */
   if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) r = CUDA_ERROR_INVALID_VALUE;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuFuncGetName(const char **name, CUfunction hfunc) {
@@ -1208,56 +1199,56 @@ RGPU_DRV CUresult rgpu_drv_cuFuncGetName(const char **name, CUfunction hfunc) {
 
 RGPU_DRV CUresult rgpu_drv_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
                                      size_t *paramSize) {
-  BEGIN();
+  RGPU_DRV_BEGIN();
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, func, -1, &f);
   if (r == CUDA_SUCCESS && rgpu_cudart_layout_param(&f->layout, paramIndex, paramOffset, paramSize))
     r = CUDA_ERROR_INVALID_VALUE;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuFuncGetModule(CUmodule *hmod, CUfunction hfunc) {
-  BEGIN();
-  if (!hmod) RET(CUDA_ERROR_INVALID_VALUE);
+  RGPU_DRV_BEGIN();
+  if (!hmod) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, hfunc, -1, &f);
   if (r == CUDA_SUCCESS) *hmod = f->module;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex,
                                                size_t *paramOffset, size_t *paramSize) {
-  BEGIN();
-  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!any_kernel_ok(kernel)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, (CUfunction)kernel, -1, &f);
   if (r == CUDA_SUCCESS && rgpu_cudart_layout_param(&f->layout, paramIndex, paramOffset, paramSize))
     r = CUDA_ERROR_INVALID_VALUE;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
-  BEGIN();
-  if (!any_kernel_ok(kernel)) RET(CUDA_ERROR_INVALID_HANDLE);
+  RGPU_DRV_BEGIN();
+  if (!any_kernel_ok(kernel)) RGPU_DRV_RET(CUDA_ERROR_INVALID_HANDLE);
   CUresult r = check_device(c, dev);
   /* A preference, as for cuFuncSetCacheConfig: checked, changes nothing. */
   if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) r = CUDA_ERROR_INVALID_VALUE;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 /* A function rgpu hands out is loaded on the server already (MODULE_LOAD
  * and MODULE_GET_FUNCTION ran before the handle existed). */
 RGPU_DRV CUresult rgpu_drv_cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function) {
-  BEGIN();
-  if (!state) RET(CUDA_ERROR_INVALID_VALUE);
+  RGPU_DRV_BEGIN();
+  if (!state) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   struct CUfunc_st *f = NULL;
   CUresult r = rgpu_drv_resolve_func(c, function, -1, &f);
   if (r == CUDA_SUCCESS) *state = CU_FUNCTION_LOADING_STATE_LOADED;
-  RET(r);
+  RGPU_DRV_RET(r);
 }
 
 RGPU_DRV CUresult rgpu_drv_cuFuncLoad(CUfunction function) {
-  BEGIN();
+  RGPU_DRV_BEGIN();
   struct CUfunc_st *f = NULL;
-  RET(rgpu_drv_resolve_func(c, function, -1, &f));
+  RGPU_DRV_RET(rgpu_drv_resolve_func(c, function, -1, &f));
 }

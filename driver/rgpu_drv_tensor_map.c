@@ -63,25 +63,22 @@ static void cache_put(int dev, const rgpu_buf *key, const void *map) {
 /* The map for request q on the current context's device. */
 static CUresult tensor_map_call(rgpu_msg_tensor_map_req *q, CUtensorMap *out) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
+  RGPU_DRV_BEGIN();
   int dev = 0;
-  r = rgpu_drv_ctx_enter(&dev);
-  if (r != CUDA_SUCCESS) return r;
+  CUresult r = rgpu_drv_ctx_enter(&dev);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
   rgpu_buf key;
   rgpu_buf_init(&key);
   rgpu_msg_tensor_map_req_encode(&key, q);
   if (key.err) {
     rgpu_buf_free(&key);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    RGPU_DRV_RET(CUDA_ERROR_OUT_OF_MEMORY);
   }
   uint8_t map[RGPU_TMAP_BYTES];
   if (cache_get(dev, &key, map)) {
     memcpy(out, map, sizeof map);
     rgpu_buf_free(&key);
-    return CUDA_SUCCESS;
+    RGPU_DRV_RET(CUDA_SUCCESS);
   }
   rgpu_buf payload;
   rgpu_buf_init(&payload);
@@ -99,8 +96,7 @@ static CUresult tensor_map_call(rgpu_msg_tensor_map_req *q, CUtensorMap *out) {
   }
   rgpu_buf_free(&payload);
   rgpu_buf_free(&key);
-  rgpu_rt_last_error_set(saved);
-  return r;
+  RGPU_DRV_RET(r);
 }
 
 /* The arrays of an encode, as many entries as the rank reads (a rank the

@@ -55,12 +55,9 @@ static size_t g_nlisted, g_caplisted;
  * driver's result (the runtime's last error left as it was). */
 static CUresult vmm_call(uint32_t op, int32_t device, uint64_t flags, uint64_t handle,
                          uint64_t ptr, uint64_t size, uint64_t arg, uint64_t *value) {
-  cudaError_t saved = rgpu_rt_last_error_get();
-  rgpu_client *c;
-  CUresult r = rgpu_drv_enter(&c);
-  if (r != CUDA_SUCCESS) return r;
+  RGPU_DRV_BEGIN();
   int dev = 0, n = 0;
-  r = rgpu_drv_ctx_enter(&dev);
+  CUresult r = rgpu_drv_ctx_enter(&dev);
   /* An op that names a device goes to that device's server, with the
    * server's own number for it; the others to the current context's. */
   int names_device = op == RGPU_VMM_GRANULARITY || op == RGPU_VMM_CREATE ||
@@ -83,8 +80,7 @@ static CUresult vmm_call(uint32_t op, int32_t device, uint64_t flags, uint64_t h
     r = rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && value) *value = rep.value;
   }
-  rgpu_rt_last_error_set(saved);
-  return r;
+  RGPU_DRV_RET(r);
 }
 
 /* What travels of a CUmemAllocationProp: pinned device memory on a
