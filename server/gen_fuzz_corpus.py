@@ -176,6 +176,14 @@ seeds['tensor_map'] = b''.join([
     F(0x39, tmap(0, 3, [64, 64], [256], [16, 16], [1, 1])),
     F(0x39, tmap(3, 0, [], [], [], [], b'\0' * 100)),
 ])
+# STREAM_MEMOP (0x48): writes, a barrier and a wait that holds on an
+# allocation; a word outside it.
+seeds['memop'] = b''.join([
+    F(0x20, u64(256)),
+    F(0x48, u64(0) + u32(0) + arr32([2, 5, 6, 1]) + arr32([0, 0, 0, 1]) + arr64([BASE, BASE + 8, 0, BASE]) +
+      arr64([7, 1 << 40, 0, 7])),
+    F(0x48, u64(0) + u32(0) + arr32([2]) + arr32([0]) + arr64([BASE + 4096]) + arr64([1])),
+])
 # Inputs starting with an odd byte run through the socket session loop.
 for name, data in list(seeds.items()):
     seeds['serve_' + name] = b'\x01' + data

@@ -1179,6 +1179,58 @@ static void test_tensor_map_softgpu(void **state) {
   harness_free(t);
 }
 
+/* STREAM_MEMOP from a hostile client, on softgpu: arrays that disagree, an
+ * unknown kind, a word outside the session's memory or unaligned, a 32-bit
+ * value too wide, a barrier with an address: each refused; a batch of
+ * writes and a wait that holds run in stream order, and the words read
+ * back. */
+static uint32_t memop_req(harness *t, uint32_t n, const uint32_t *ops, const uint32_t *fl, const uint64_t *addrs,
+                          const uint64_t *vals, uint32_t nvals) {
+  rgpu_buf b;
+  rgpu_buf_init(&b);
+  rgpu_msg_stream_memop_req q = {.stream = 0, .ops = {ops, n}, .op_flags = {fl, n}, .addrs = {addrs, n},
+                                 .values = {vals, nvals}};
+  rgpu_msg_stream_memop_req_encode(&b, &q);
+  send_req(t, RGPU_OP_STREAM_MEMOP, 1, &b, NULL, 0);
+  rgpu_buf_free(&b);
+  return reply_status(t);
+}
+
+static void test_stream_memop_softgpu(void **state) {
+  (void)state;
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  harness *t = harness_new(softgpu_lib, NULL, 0);
+  hello(t, NULL, 0);
+  uint64_t a = mem_alloc(t, 64, 0);
+  uint32_t w32 = CU_STREAM_MEM_OP_WRITE_VALUE_32, w64 = CU_STREAM_MEM_OP_WRITE_VALUE_64,
+           wait32 = CU_STREAM_MEM_OP_WAIT_VALUE_32, bar = CU_STREAM_MEM_OP_BARRIER, zero = 0, bad = 99;
+  uint64_t va = a, big = 1ull << 40, seven = 7;
+  assert_int_equal(memop_req(t, 1, &w32, &zero, &va, &seven, 0), CUDA_ERROR_INVALID_VALUE); /* counts */
+  assert_int_equal(memop_req(t, 1, &bad, &zero, &va, &seven, 1), CUDA_ERROR_INVALID_VALUE);
+  uint64_t outside = a + 4096, unaligned = a + 2, inside_end = a + 60;
+  assert_int_equal(memop_req(t, 1, &w32, &zero, &outside, &seven, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(memop_req(t, 1, &w32, &zero, &unaligned, &seven, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(memop_req(t, 1, &w64, &zero, &inside_end, &seven, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(memop_req(t, 1, &w32, &zero, &va, &big, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(memop_req(t, 1, &bar, &zero, &va, &seven, 1), CUDA_ERROR_INVALID_VALUE);
+  /* Good: two writes, a barrier, a wait that holds; then the words. */
+  uint32_t ops[4] = {w32, w64, bar, wait32}, fl[4] = {0, 0, 0, CU_STREAM_WAIT_VALUE_EQ};
+  uint64_t addrs[4] = {a, a + 8, 0, a}, vals[4] = {7, big, 0, 7};
+  assert_int_equal(memop_req(t, 4, ops, fl, addrs, vals, 4), 0);
+  uint8_t back[16];
+  assert_int_equal(dtoh(t, a, back, sizeof back), 0);
+  uint32_t v32;
+  uint64_t v64;
+  memcpy(&v32, back, 4);
+  memcpy(&v64, back + 8, 8);
+  assert_int_equal(v32, 7);
+  assert_true(v64 == big);
+  harness_free(t);
+}
+
 static void test_vmm_softgpu(void **state) {
   if (access(softgpu_lib, R_OK)) {
     print_message("SKIP: %s not built\n", softgpu_lib);
@@ -1313,6 +1365,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_vmm_softgpu),
       cmocka_unit_test(test_link_softgpu),
       cmocka_unit_test(test_tensor_map_softgpu),
+      cmocka_unit_test(test_stream_memop_softgpu),
       cmocka_unit_test(test_module_image_cache),
       cmocka_unit_test(test_memset_dtod_reset),
       cmocka_unit_test(test_basic_softgpu),

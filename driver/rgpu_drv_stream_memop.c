@@ -1,0 +1,150 @@
+/* Stream memory operations: cuStreamWaitValue32/64, cuStreamWriteValue32/64
+ * and cuStreamBatchMemOp (v1 and v2 names, _ptsz forms): a stream waits
+ * until a word of device memory meets a condition, or writes one, in
+ * stream order.  Programs use them to let one stream wait for a flag
+ * another stream's kernel sets, without a host round trip.
+ *
+ * Each call is one queued STREAM_MEMOP request (server/
+ * rgpu_handlers_memop.c), so it costs no round trip, and the server's
+ * driver queues the operations on the stream.  The word must be device
+ * memory of the session: a wait on this machine's memory (mapped pinned
+ * memory, the usual way a CPU signals a GPU) cannot be watched by a remote
+ * GPU and is CUDA_ERROR_NOT_SUPPORTED, logged once.  Inside a stream
+ * capture they are refused as CUDA refuses an operation it cannot capture
+ * (the capture is invalidated): rgpu's graphs have no memory-operation
+ * nodes. */
+#include <string.h>
+
+#include "rgpu_calls.h"
+#include "rgpu_cudart_graph.h"
+#include "rgpu_drv_module.h"
+#include "rgpu_log.h"
+#include "rgpu_messages.h"
+
+#define MEMOP_MAX 256
+
+static int is_wait(CUstreamBatchMemOpType t) {
+  return t == CU_STREAM_MEM_OP_WAIT_VALUE_32 || t == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+}
+static int is_write(CUstreamBatchMemOpType t) {
+  return t == CU_STREAM_MEM_OP_WRITE_VALUE_32 || t == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+}
+
+/* Whether [addr, addr + len) is device memory this client knows; logs
+ * once when it is host memory instead. */
+static CUresult device_word(uint64_t addr, uint64_t len) {
+  rgpu_range rg;
+  if (rgpu_range_find(rgpu_rt_device_ranges(), addr, len, &rg) == 0) return CUDA_SUCCESS;
+  if (rgpu_range_find(rgpu_rt_host_ranges(), addr, len, &rg) == 0) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("stream memory operations on host memory are not supported (the remote GPU cannot "
+                "watch or write this machine's memory); they return CUDA_ERROR_NOT_SUPPORTED");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult memop_send(CUstream stream, int per_thread, unsigned count, const CUstreamBatchMemOpParams *p,
+                           unsigned flags) {
+  RGPU_DRV_BEGIN();
+  if (!count || !p || count > MEMOP_MAX || flags) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  CUresult r = rgpu_drv_ctx_enter(NULL);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  uint32_t ops[MEMOP_MAX], opf[MEMOP_MAX];
+  uint64_t addrs[MEMOP_MAX], vals[MEMOP_MAX];
+  for (unsigned i = 0; i < count; i++) {
+    CUstreamBatchMemOpType t = p[i].operation;
+    int wide = t == CU_STREAM_MEM_OP_WAIT_VALUE_64 || t == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[i] = (uint32_t)t;
+    addrs[i] = vals[i] = 0;
+    if (is_wait(t)) {
+      addrs[i] = p[i].waitValue.address;
+      vals[i] = wide ? p[i].waitValue.value64 : p[i].waitValue.value;
+      opf[i] = p[i].waitValue.flags;
+    } else if (is_write(t)) {
+      addrs[i] = p[i].writeValue.address;
+      vals[i] = wide ? p[i].writeValue.value64 : p[i].writeValue.value;
+      opf[i] = p[i].writeValue.flags;
+    } else if (t == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) {
+      opf[i] = p[i].flushRemoteWrites.flags;
+    } else if (t == CU_STREAM_MEM_OP_BARRIER) {
+      opf[i] = p[i].memoryBarrier.flags;
+    } else {
+      RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+    }
+    if ((is_wait(t) || is_write(t)) &&
+        (addrs[i] % (wide ? 8 : 4) || (r = device_word(addrs[i], wide ? 8 : 4)) != CUDA_SUCCESS))
+      RGPU_DRV_RET(addrs[i] % (wide ? 8 : 4) ? CUDA_ERROR_INVALID_VALUE : r);
+  }
+  uint64_t wire;
+  int dev;
+  cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)stream, per_thread, &wire, &dev);
+  if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
+  if (rgpu_rt_graph_is_capturing(wire)) RGPU_DRV_RET(rgpu_drv_from_rt(rgpu_rt_graph_check_sync(wire)));
+  rgpu_msg_stream_memop_req q = {.stream = wire,
+                                 .flags = flags,
+                                 .ops = {ops, count},
+                                 .op_flags = {opf, count},
+                                 .addrs = {addrs, count},
+                                 .values = {vals, count}};
+  rgpu_status rc = rgpu_call_stream_memop(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
+  RGPU_DRV_RET(rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
+}
+
+static CUresult one(CUstream s, int pt, CUstreamBatchMemOpType t, CUdeviceptr addr, uint64_t value, unsigned fl) {
+  CUstreamBatchMemOpParams p;
+  memset(&p, 0, sizeof p);
+  p.operation = t;
+  if (is_wait(t)) {
+    p.waitValue.address = addr;
+    if (t == CU_STREAM_MEM_OP_WAIT_VALUE_64) p.waitValue.value64 = value;
+    else p.waitValue.value = (cuuint32_t)value;
+    p.waitValue.flags = fl;
+  } else {
+    p.writeValue.address = addr;
+    if (t == CU_STREAM_MEM_OP_WRITE_VALUE_64) p.writeValue.value64 = value;
+    else p.writeValue.value = (cuuint32_t)value;
+    p.writeValue.flags = fl;
+  }
+  return memop_send(s, pt, 1, &p, 0);
+}
+
+/* The four single operations, each under its v1 and v2 names, with and
+ * without _ptsz: one macro per operation. */
+#define RGPU_DRV_MEMOP_FAMILY(Name, type, op)                                                         \
+  RGPU_DRV CUresult rgpu_drv_##Name##_v2(CUstream s, CUdeviceptr addr, type value, unsigned int flags) { \
+    return one(s, 0, op, addr, value, flags);                                                         \
+  }                                                                                                   \
+  RGPU_DRV CUresult rgpu_drv_##Name##_v2_ptsz(CUstream s, CUdeviceptr addr, type value,               \
+                                              unsigned int flags) {                                   \
+    return one(s, 1, op, addr, value, flags);                                                         \
+  }                                                                                                   \
+  RGPU_DRV CUresult rgpu_drv_##Name(CUstream s, CUdeviceptr addr, type value, unsigned int flags) {   \
+    return one(s, 0, op, addr, value, flags);                                                         \
+  }                                                                                                   \
+  RGPU_DRV CUresult rgpu_drv_##Name##_ptsz(CUstream s, CUdeviceptr addr, type value, unsigned int flags) { \
+    return one(s, 1, op, addr, value, flags);                                                         \
+  }
+
+RGPU_DRV_MEMOP_FAMILY(cuStreamWaitValue32, cuuint32_t, CU_STREAM_MEM_OP_WAIT_VALUE_32)
+RGPU_DRV_MEMOP_FAMILY(cuStreamWaitValue64, cuuint64_t, CU_STREAM_MEM_OP_WAIT_VALUE_64)
+RGPU_DRV_MEMOP_FAMILY(cuStreamWriteValue32, cuuint32_t, CU_STREAM_MEM_OP_WRITE_VALUE_32)
+RGPU_DRV_MEMOP_FAMILY(cuStreamWriteValue64, cuuint64_t, CU_STREAM_MEM_OP_WRITE_VALUE_64)
+
+RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
+                                                 CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
+  return memop_send(stream, 0, count, paramArray, flags);
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
+                                                      CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
+  return memop_send(stream, 1, count, paramArray, flags);
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp(CUstream stream, unsigned int count,
+                                              CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
+  return memop_send(stream, 0, count, paramArray, flags);
+}
+RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
+                                                   CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
+  return memop_send(stream, 1, count, paramArray, flags);
+}
