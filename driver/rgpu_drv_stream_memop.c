@@ -132,19 +132,13 @@ RGPU_DRV_MEMOP_FAMILY(cuStreamWaitValue64, cuuint64_t, CU_STREAM_MEM_OP_WAIT_VAL
 RGPU_DRV_MEMOP_FAMILY(cuStreamWriteValue32, cuuint32_t, CU_STREAM_MEM_OP_WRITE_VALUE_32)
 RGPU_DRV_MEMOP_FAMILY(cuStreamWriteValue64, cuuint64_t, CU_STREAM_MEM_OP_WRITE_VALUE_64)
 
-RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
-                                                 CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
-  return memop_send(stream, 0, count, paramArray, flags);
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
-                                                      CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
-  return memop_send(stream, 1, count, paramArray, flags);
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp(CUstream stream, unsigned int count,
-                                              CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
-  return memop_send(stream, 0, count, paramArray, flags);
-}
-RGPU_DRV CUresult rgpu_drv_cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
-                                                   CUstreamBatchMemOpParams *paramArray, unsigned int flags) {
-  return memop_send(stream, 1, count, paramArray, flags);
-}
+/* cuStreamBatchMemOp under its four names (v1 and v2 share the layout). */
+#define RGPU_DRV_BATCH_MEMOP(name, pt)                                                              \
+  RGPU_DRV CUresult rgpu_drv_##name(CUstream stream, unsigned int count,                           \
+                                    CUstreamBatchMemOpParams *paramArray, unsigned int flags) {    \
+    return memop_send(stream, pt, count, paramArray, flags);                                       \
+  }
+RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp, 0)
+RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_ptsz, 1)
+RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_v2, 0)
+RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_v2_ptsz, 1)

@@ -139,6 +139,18 @@ static void hello(harness *t, const char *token, uint32_t want_status) {
   }
 }
 
+/* A session on softgpu with HELLO done (quota: --mem-quota, 0 none); the
+ * test is skipped where softgpu is not built. */
+static harness *softgpu_session(uint64_t quota) {
+  if (access(softgpu_lib, R_OK)) {
+    print_message("SKIP: %s not built\n", softgpu_lib);
+    skip();
+  }
+  harness *t = harness_new(softgpu_lib, NULL, quota);
+  hello(t, NULL, 0);
+  return t;
+}
+
 static uint64_t mem_alloc(harness *t, uint64_t size, uint32_t want) {
   rgpu_buf b;
   rgpu_buf_init(&b);
@@ -927,12 +939,7 @@ static void test_device_query_fake_driver(void **state) {
  * clusters of one block only, a reset with nothing to reset; and the
  * handler's own checks of devices, arguments and modules. */
 static void test_device_query_softgpu(void **state) {
-  if (access(softgpu_lib, R_OK)) {
-    print_message("SKIP: %s not built\n", softgpu_lib);
-    skip();
-  }
-  harness *t = harness_new(softgpu_lib, NULL, 0);
-  hello(t, NULL, 0);
+  harness *t = softgpu_session(0);
   uint64_t v[RGPU_DQ_MAX_ARGS];
   uint32_t n = 0;
   uint32_t tex[2] = {CU_AD_FORMAT_FLOAT, 4};
@@ -1086,12 +1093,7 @@ static uint32_t link_req(harness *t, const uint32_t *ids, const uint64_t *vals, 
 
 static void test_link_softgpu(void **state) {
   (void)state;
-  if (access(softgpu_lib, R_OK)) {
-    print_message("SKIP: %s not built\n", softgpu_lib);
-    skip();
-  }
-  harness *t = harness_new(softgpu_lib, NULL, 0);
-  hello(t, NULL, 0);
+  harness *t = softgpu_session(0);
   const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry k()\n{\n ret;\n}\n";
   const char *names[2] = {"a.ptx", "b.ptx"};
   uint32_t types[2] = {CU_JIT_INPUT_PTX, CU_JIT_INPUT_PTX}, lens[2] = {sizeof ptx, sizeof ptx};
@@ -1147,12 +1149,7 @@ static uint32_t tmap_req(harness *t, const rgpu_msg_tensor_map_req *q) {
 
 static void test_tensor_map_softgpu(void **state) {
   (void)state;
-  if (access(softgpu_lib, R_OK)) {
-    print_message("SKIP: %s not built\n", softgpu_lib);
-    skip();
-  }
-  harness *t = harness_new(softgpu_lib, NULL, 0);
-  hello(t, NULL, 0);
+  harness *t = softgpu_session(0);
   uint64_t dims[2] = {64, 64}, strides[1] = {256};
   uint32_t box[2] = {16, 16}, estr[2] = {1, 1};
   rgpu_msg_tensor_map_req q = {.kind = RGPU_TMAP_TILED, .rank = 2, .global_address = 0x1000,
@@ -1198,12 +1195,7 @@ static uint32_t memop_req(harness *t, uint32_t n, const uint32_t *ops, const uin
 
 static void test_stream_memop_softgpu(void **state) {
   (void)state;
-  if (access(softgpu_lib, R_OK)) {
-    print_message("SKIP: %s not built\n", softgpu_lib);
-    skip();
-  }
-  harness *t = harness_new(softgpu_lib, NULL, 0);
-  hello(t, NULL, 0);
+  harness *t = softgpu_session(0);
   uint64_t a = mem_alloc(t, 64, 0);
   uint32_t w32 = CU_STREAM_MEM_OP_WRITE_VALUE_32, w64 = CU_STREAM_MEM_OP_WRITE_VALUE_64,
            wait32 = CU_STREAM_MEM_OP_WAIT_VALUE_32, bar = CU_STREAM_MEM_OP_BARRIER, zero = 0, bad = 99;
@@ -1232,13 +1224,8 @@ static void test_stream_memop_softgpu(void **state) {
 }
 
 static void test_vmm_softgpu(void **state) {
-  if (access(softgpu_lib, R_OK)) {
-    print_message("SKIP: %s not built\n", softgpu_lib);
-    skip();
-  }
   const uint64_t MB = 1 << 20;
-  harness *t = harness_new(softgpu_lib, NULL, 8 * MB);
-  hello(t, NULL, 0);
+  harness *t = softgpu_session(8 * MB);
   uint64_t g = 0, va = 0;
   assert_int_equal(vmm(t, RGPU_VMM_GRANULARITY, 0, 0, 0, 0, CU_MEM_ALLOC_GRANULARITY_MINIMUM, &g), 0);
   assert_int_equal(g, 2 * MB);
