@@ -791,8 +791,13 @@ static flat_node *exec_find(cudaGraphExec_t x, cudaGraphNode_t node) {
 static int same_shape(const node_params *a, const node_params *b) {
   if (a->type != b->type) return 0;
   if (node_params_host_side(a) != node_params_host_side(b)) return 0;
+  /* The host side of a copy is planned at instantiation (bytes in the
+   * launch, a staging buffer); a device copy may change its size, as in
+   * CUDA. */
   if (a->type == cudaGraphNodeTypeMemcpy)
-    return a->op.copy.cp.kind == b->op.copy.cp.kind && copy_bytes(&a->op.copy.cp) == copy_bytes(&b->op.copy.cp);
+    return a->op.copy.cp.kind == b->op.copy.cp.kind &&
+           (a->op.copy.cp.kind == cudaMemcpyDeviceToDevice ||
+            copy_bytes(&a->op.copy.cp) == copy_bytes(&b->op.copy.cp));
   return 1;
 }
 

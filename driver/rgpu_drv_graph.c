@@ -509,6 +509,14 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph h
     return rgpu_drv_cuGraphAddEventRecordNode(phGraphNode, hGraph, d, n, p->eventRecord.event);
   case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     return rgpu_drv_cuGraphAddEventWaitNode(phGraphNode, hGraph, d, n, p->eventWait.event);
+  case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+    CUDA_MEM_ALLOC_NODE_PARAMS a = {p->alloc.poolProps, p->alloc.accessDescs, p->alloc.accessDescCount,
+                                    p->alloc.bytesize, 0};
+    CUresult r = rgpu_drv_cuGraphAddMemAllocNode(phGraphNode, hGraph, d, n, &a);
+    if (r == CUDA_SUCCESS) p->alloc.dptr = a.dptr;
+    return r;
+  }
+  case CU_GRAPH_NODE_TYPE_MEM_FREE: return rgpu_drv_cuGraphAddMemFreeNode(phGraphNode, hGraph, d, n, p->free.dptr);
   case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
     RGPU_DRV_ENTER_CTX();
     if (p->conditional.ctx && rgpu_drv_ctx_check(p->conditional.ctx) != CUDA_SUCCESS) {
@@ -556,4 +564,55 @@ RGPU_DRV CUresult rgpu_drv_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNo
                                                   CUgraph hClonedGraph) {
   RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphNodeFindInClone(phNode, hOriginalNode, hClonedGraph));
+}
+
+/* New parameters for a memcpy node, in the graph and in an executable
+ * graph: the same conversion as cuGraphAddMemcpyNode. */
+RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams) {
+  RGPU_DRV_ENTER_CTX();
+  struct cudaMemcpy3DParms rp;
+  CUresult r = to_runtime_3d(nodeParams, &rp);
+  if (r != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return r;
+  }
+  return RGPU_DRV_RT(cudaGraphMemcpyNodeSetParams(hNode, &rp));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                          const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
+  RGPU_DRV_ENTER_CTX();
+  struct cudaMemcpy3DParms rp;
+  CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
+                                                               : to_runtime_3d(copyParams, &rp);
+  if (r != CUDA_SUCCESS) {
+    rgpu_rt_count_call();
+    return r;
+  }
+  return RGPU_DRV_RT(cudaGraphExecMemcpyNodeSetParams(hGraphExec, hNode, &rp));
+}
+
+/* Graph memory nodes (the runtime's, rgpu_cudart_graph_mem.c):
+ * CUDA_MEM_ALLOC_NODE_PARAMS has cudaMemAllocNodeParams's layout (pool
+ * properties, access descriptors, size, the address out). */
+RGPU_DRV CUresult rgpu_drv_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                                  CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                              (struct cudaMemAllocNodeParams *)nodeParams));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphMemAllocNodeGetParams(hNode, (struct cudaMemAllocNodeParams *)params_out));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                                 CUdeviceptr dptr) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(
+      cudaGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, (void *)(uintptr_t)dptr));
+}
+RGPU_DRV CUresult rgpu_drv_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out) {
+  RGPU_DRV_ENTER_CTX();
+  return RGPU_DRV_RT(cudaGraphMemFreeNodeGetParams(hNode, (void *)dptr_out));
 }
