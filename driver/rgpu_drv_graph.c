@@ -616,3 +616,55 @@ RGPU_DRV CUresult rgpu_drv_cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdevi
   RGPU_DRV_ENTER_CTX();
   return RGPU_DRV_RT(cudaGraphMemFreeNodeGetParams(hNode, (void *)dptr_out));
 }
+
+/* The generic parameter calls: each kind to its own call.  Changing a
+ * child graph node in place (outside an executable graph) has no call of
+ * its own in CUDA either: CUDA_ERROR_NOT_SUPPORTED here. */
+RGPU_DRV CUresult rgpu_drv_cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    return rgpu_drv_cuGraphKernelNodeSetParams_v2(hNode, (const CUDA_KERNEL_NODE_PARAMS_v2 *)&p->kernel);
+  case CU_GRAPH_NODE_TYPE_MEMCPY: return rgpu_drv_cuGraphMemcpyNodeSetParams(hNode, &p->memcpy.copyParams);
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    CUDA_MEMSET_NODE_PARAMS m = {p->memset.dst, p->memset.pitch, p->memset.value, p->memset.elementSize,
+                                 p->memset.width, p->memset.height};
+    return rgpu_drv_cuGraphMemsetNodeSetParams(hNode, &m);
+  }
+  case CU_GRAPH_NODE_TYPE_HOST: {
+    CUDA_HOST_NODE_PARAMS h = {p->host.fn, p->host.userData};
+    return rgpu_drv_cuGraphHostNodeSetParams(hNode, &h);
+  }
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return rgpu_drv_cuGraphEventRecordNodeSetEvent(hNode, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return rgpu_drv_cuGraphEventWaitNodeSetEvent(hNode, p->eventWait.event);
+  case CU_GRAPH_NODE_TYPE_EMPTY: return CUDA_SUCCESS;
+  default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                    CUgraphNodeParams *p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  switch (p->type) {
+  case CU_GRAPH_NODE_TYPE_KERNEL:
+    return rgpu_drv_cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode,
+                                                      (const CUDA_KERNEL_NODE_PARAMS_v2 *)&p->kernel);
+  case CU_GRAPH_NODE_TYPE_MEMCPY:
+    return rgpu_drv_cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, &p->memcpy.copyParams, p->memcpy.copyCtx);
+  case CU_GRAPH_NODE_TYPE_MEMSET: {
+    CUDA_MEMSET_NODE_PARAMS m = {p->memset.dst, p->memset.pitch, p->memset.value, p->memset.elementSize,
+                                 p->memset.width, p->memset.height};
+    return rgpu_drv_cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, &m, p->memset.ctx);
+  }
+  case CU_GRAPH_NODE_TYPE_HOST: {
+    CUDA_HOST_NODE_PARAMS h = {p->host.fn, p->host.userData};
+    return rgpu_drv_cuGraphExecHostNodeSetParams(hGraphExec, hNode, &h);
+  }
+  case CU_GRAPH_NODE_TYPE_GRAPH: return rgpu_drv_cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, p->graph.graph);
+  case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    return rgpu_drv_cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, p->eventRecord.event);
+  case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    return rgpu_drv_cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, p->eventWait.event);
+  default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}

@@ -4,7 +4,8 @@
 // a copy out of it (cuGraphAddMemcpyNode), cuGraphAddMemFreeNode; the node
 // parameters read back; the copy node changed in the graph
 // (cuGraphMemcpyNodeSetParams) and in the executable graph
-// (cuGraphExecMemcpyNodeSetParams).  Every byte copied out is checked.
+// (cuGraphExecMemcpyNodeSetParams), the memset's value through
+// cuGraphExecNodeSetParams.  Every byte copied out is checked.
 #include <vector>
 
 #include "rgpu_drv_check.h"
@@ -86,6 +87,21 @@ int main() {
   CU_CHECK(cuCtxSynchronize());
   printf("after the executable graph's copy changed: %d of %zu bytes\n", count_bytes(out, n, 0x2a), n);
   EXPECT(count_bytes(out, n, 0x2a) == (int)n);
+  // The memset's value through the generic call, in the executable graph.
+  CUgraphNodeParams gp;
+  memset(&gp, 0, sizeof gp);
+  gp.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  gp.memset.dst = ap.dptr;
+  gp.memset.value = 0x11;
+  gp.memset.elementSize = 1;
+  gp.memset.width = n;
+  gp.memset.height = 1;
+  gp.memset.ctx = ctx;
+  CU_CHECK(cuGraphExecNodeSetParams(x, fill, &gp));
+  CU_CHECK(cuGraphLaunch(x, nullptr));
+  CU_CHECK(cuCtxSynchronize());
+  printf("after cuGraphExecNodeSetParams on the memset: %d of %zu bytes\n", count_bytes(out, n, 0x11), n);
+  EXPECT(count_bytes(out, n, 0x11) == (int)n);
   CU_CHECK(cuGraphExecDestroy(x));
   CU_CHECK(cuGraphDestroy(g));
 
