@@ -9,7 +9,8 @@
 //    cudaStreamBeginCaptureToGraph;
 //  - IF/ELSE (two bodies) and a SWITCH with three bodies and a value past
 //    the last one;
-//  - a WHILE nested in an IF body, its handle created on that body.
+//  - a WHILE nested in an IF body, its handle created on that body;
+//  - a host node and a host-to-device copy before the kernel that decides.
 // Each result is printed and checked; the body graphs belong to their node.
 #include <cstdio>
 
@@ -253,6 +254,36 @@ int main() {
     CHECK(cudaGraphLaunch(e, s));
     CHECK(cudaStreamSynchronize(s));
     expect("nested while in if: runs", read_int(runs), 3);
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(g));
+  }
+
+  // A host node before the condition: it picks the input, a copy takes it
+  // to the device, a kernel sets the handle from it, the IF adds 7.
+  {
+    static int host_x;
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    cudaGraphConditionalHandle h;
+    CHECK(cudaGraphConditionalHandleCreate(&h, g, 0, cudaGraphCondAssignDefault));
+    cudaHostNodeParams hp = {};
+    hp.fn = [](void *) { host_x = host_x > 0 ? -1 : 1; };
+    cudaGraphNode_t hn, cp, set;
+    CHECK(cudaGraphAddHostNode(&hn, g, nullptr, 0, &hp));
+    CHECK(cudaGraphAddMemcpyNode1D(&cp, g, &hn, 1, x, &host_x, sizeof(int), cudaMemcpyHostToDevice));
+    void *sargs[] = {&h, &x};
+    set = add_kernel(g, &cp, 1, (void *)set_if_positive, sargs);
+    cudaGraph_t body[1];
+    add_cond(g, &set, 1, h, cudaGraphCondTypeIf, 1, body);
+    int k = 7;
+    void *aargs[] = {&acc, &k};
+    add_kernel(body[0], nullptr, 0, (void *)add_to, aargs);
+    cudaGraphExec_t e;
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    CHECK(cudaMemset(acc, 0, sizeof(int)));
+    for (int i = 0; i < 3; i++) CHECK(cudaGraphLaunch(e, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect("host node before the condition: three launches", read_int(acc), 14);
     CHECK(cudaGraphExecDestroy(e));
     CHECK(cudaGraphDestroy(g));
   }
