@@ -16,9 +16,11 @@
  *
  * Refused, CUDA_ERROR_NOT_SUPPORTED: exporting and importing shareable
  * handles (they name memory of one machine's processes, as IPC handles do;
- * asking for a handle type at cuMemCreate is accepted),
- * cuMemRetainAllocationHandle, and allocations other than pinned device
- * memory (host or host-NUMA locations). */
+ * asking for a handle type at cuMemCreate is accepted), and allocations
+ * other than pinned device memory (host or host-NUMA locations).
+ * cuMemRetainAllocationHandle gives the mapped allocation's id again; the
+ * client keeps an allocation's properties while a handle or a mapping of
+ * it lives. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,7 @@ typedef struct {
   uint64_t id;
   CUmemAllocationProp prop;
   uint64_t size;
+  unsigned refs; /* handles the program holds (create, retains) */
 } vmm_alloc;
 
 typedef struct {
@@ -145,10 +148,21 @@ RGPU_DRV CUresult rgpu_drv_cuMemCreate(CUmemGenericAllocationHandle *handle, siz
   r = vmm_call(RGPU_VMM_CREATE, prop->location.id, packed, id, 0, size, 0, NULL);
   if (r != CUDA_SUCCESS) return r;
   rgpu_mutex_lock(&g_vmm_lock);
-  g_allocs[g_nallocs++] = (vmm_alloc){.id = id, .prop = *prop, .size = size};
+  g_allocs[g_nallocs++] = (vmm_alloc){.id = id, .prop = *prop, .size = size, .refs = 1};
   rgpu_mutex_unlock(&g_vmm_lock);
   *handle = (CUmemGenericAllocationHandle)id;
   return CUDA_SUCCESS;
+}
+
+/* Forgets the allocations no handle and no mapping names any more.
+ * g_vmm_lock held. */
+static void allocs_forget_locked(void) {
+  for (size_t i = 0; i < g_nallocs;) {
+    int mapped = 0;
+    for (size_t k = 0; k < g_nmaps && !mapped; k++) mapped = g_maps[k].id == g_allocs[i].id;
+    if (!g_allocs[i].refs && !mapped) g_allocs[i] = g_allocs[--g_nallocs];
+    else i++;
+  }
 }
 
 RGPU_DRV CUresult rgpu_drv_cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -156,11 +170,25 @@ RGPU_DRV CUresult rgpu_drv_cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (r != CUDA_SUCCESS) return r;
   rgpu_mutex_lock(&g_vmm_lock);
   for (size_t i = 0; i < g_nallocs; i++)
-    if (g_allocs[i].id == (uint64_t)handle) {
-      g_allocs[i] = g_allocs[--g_nallocs];
+    if (g_allocs[i].id == (uint64_t)handle && g_allocs[i].refs) {
+      g_allocs[i].refs--;
       break;
     }
+  allocs_forget_locked();
   rgpu_mutex_unlock(&g_vmm_lock);
+  return CUDA_SUCCESS;
+}
+
+RGPU_DRV CUresult rgpu_drv_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t id = 0;
+  CUresult r = vmm_call(RGPU_VMM_RETAIN, 0, 0, 0, (uint64_t)(uintptr_t)addr, 0, 0, &id);
+  if (r != CUDA_SUCCESS) return r;
+  rgpu_mutex_lock(&g_vmm_lock);
+  for (size_t i = 0; i < g_nallocs; i++)
+    if (g_allocs[i].id == id) g_allocs[i].refs++;
+  rgpu_mutex_unlock(&g_vmm_lock);
+  *handle = (CUmemGenericAllocationHandle)id;
   return CUDA_SUCCESS;
 }
 
@@ -170,7 +198,7 @@ RGPU_DRV CUresult rgpu_drv_cuMemGetAllocationPropertiesFromHandle(CUmemAllocatio
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   rgpu_mutex_lock(&g_vmm_lock);
   for (size_t i = 0; i < g_nallocs; i++)
-    if (g_allocs[i].id == (uint64_t)handle) {
+    if (g_allocs[i].id == (uint64_t)handle && g_allocs[i].refs) {
       *prop = g_allocs[i].prop;
       r = CUDA_SUCCESS;
     }
@@ -253,6 +281,7 @@ RGPU_DRV CUresult rgpu_drv_cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (r != CUDA_SUCCESS) return r;
   rgpu_mutex_lock(&g_vmm_lock);
   maps_update_locked(ptr, size, 0, 1);
+  allocs_forget_locked();
   rgpu_mutex_unlock(&g_vmm_lock);
   return CUDA_SUCCESS;
 }

@@ -13,6 +13,7 @@
  *   MAP           ptr, size, arg (offset), handle      -
  *   UNMAP         ptr, size                            -
  *   SET_ACCESS    ptr, size, device, arg (flags)       -
+ *   RETAIN        ptr                                  the handle (client id) mapped there
  *
  * Physical allocations are pinned device memory on `device`; `flags`
  * packs the CUmemAllocationProp fields that travel (the rest are fixed or
@@ -30,7 +31,8 @@ enum {
   RGPU_VMM_RELEASE = 5,
   RGPU_VMM_MAP = 6,
   RGPU_VMM_UNMAP = 7,
-  RGPU_VMM_SET_ACCESS = 8
+  RGPU_VMM_SET_ACCESS = 8,
+  RGPU_VMM_RETAIN = 9
 };
 
 /* allocFlags of CUmemAllocationProp in `flags`: compression type (8 bits),

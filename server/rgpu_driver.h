@@ -67,7 +67,7 @@
   X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) \
   X(cuLinkCreate) X(cuLinkAddData) X(cuLinkComplete) X(cuLinkDestroy) \
   X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuTensorMapEncodeIm2colWide) \
-  X(cuTensorMapReplaceAddress) X(cuStreamBatchMemOp)
+  X(cuTensorMapReplaceAddress) X(cuStreamBatchMemOp) X(cuMemRetainAllocationHandle)
 
 typedef void (*rgpu_sg_print_fn)(void *ctx, const char *text, size_t len);
 

@@ -32,7 +32,8 @@ typedef struct {
   CUmemGenericAllocationHandle h;
   uint64_t size;
   int device;
-  int released; /* cuMemRelease ran: only its mappings keep it */
+  unsigned refs; /* handles the client holds: cuMemCreate's and each cuMemRetainAllocationHandle's;
+                    0: released, only its mappings keep it */
   unsigned maps; /* live mappings of it */
 } vmm_phys;
 
@@ -41,14 +42,14 @@ typedef struct {
 static vmm_phys *phys_get(rgpu_worker *w, uint64_t id) {
   const rgpu_handle_entry *e = rgpu_handle_map_get(&w->vmm_handles, id);
   vmm_phys *p = e ? e->ptr : NULL;
-  return p && !p->released ? p : NULL;
+  return p && p->refs ? p : NULL;
 }
 
 /* Drops the record once neither a handle nor a mapping keeps it. */
 static void phys_maybe_forget(rgpu_worker *w, uint64_t id) {
   const rgpu_handle_entry *e = rgpu_handle_map_get(&w->vmm_handles, id);
   vmm_phys *p = e ? e->ptr : NULL;
-  if (!p || !p->released || p->maps) return;
+  if (!p || p->refs || p->maps) return;
   w->vmm_bytes -= p->size;
   rgpu_handle_map_remove(&w->vmm_handles, id, NULL);
   free(p);
@@ -214,6 +215,7 @@ static CUresult op_create(rgpu_worker *w, const rgpu_msg_vmm_req *q) {
   }
   p->size = q->size;
   p->device = q->device;
+  p->refs = 1;
   if (rgpu_handle_map_put(&w->vmm_handles, q->handle, p, q->device)) {
     D->cuMemRelease(p->h);
     free(p);
@@ -228,8 +230,27 @@ static CUresult op_release(rgpu_worker *w, const rgpu_msg_vmm_req *q) {
   if (!p) return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemRelease: unknown handle %llu", ULL(q->handle));
   CUresult r = D->cuMemRelease(p->h);
   if (r) return FAIL(r, "cuMemRelease: %s", ENAME(r));
-  p->released = 1;
+  p->refs--;
   phys_maybe_forget(w, q->handle);
+  return CUDA_SUCCESS;
+}
+
+/* cuMemRetainAllocationHandle: the allocation mapped at ptr, one more
+ * handle of it for the client (its id again, released as often as it was
+ * retained), also after the client released the one it made. */
+static CUresult op_retain(rgpu_worker *w, const rgpu_msg_vmm_req *q, uint64_t *id) {
+  const rgpu_alloc *m = rgpu_alloc_table_lookup(&w->vmm_mapped, q->ptr, 1);
+  const rgpu_handle_entry *e = m ? rgpu_handle_map_get(&w->vmm_handles, m->module_id) : NULL;
+  if (!e)
+    return FAIL(CUDA_ERROR_INVALID_VALUE, "cuMemRetainAllocationHandle: 0x%llx is not mapped", ULL(q->ptr));
+  vmm_phys *p = e->ptr;
+  if (!D->cuMemRetainAllocationHandle)
+    return FAIL(CUDA_ERROR_NOT_SUPPORTED, "the server's driver has no cuMemRetainAllocationHandle");
+  CUmemGenericAllocationHandle h;
+  CUresult r = D->cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)q->ptr);
+  if (r) return FAIL(r, "cuMemRetainAllocationHandle: %s", ENAME(r));
+  p->refs++;
+  *id = m->module_id;
   return CUDA_SUCCESS;
 }
 
@@ -327,6 +348,7 @@ CUresult rgpu_h_vmm(rgpu_req *rq, const rgpu_msg_vmm_req *q) {
   case RGPU_VMM_MAP: r = op_map(w, q); break;
   case RGPU_VMM_UNMAP: r = op_unmap(w, q); break;
   case RGPU_VMM_SET_ACCESS: r = op_set_access(w, q); break;
+  case RGPU_VMM_RETAIN: r = op_retain(w, q, &value); break;
   default: return FAIL(CUDA_ERROR_INVALID_VALUE, "VMM: unknown operation %u", q->op);
   }
   if (r) return r;
@@ -356,7 +378,7 @@ void rgpu_worker_drop_vmm(rgpu_worker *w, int dev, int destroy) {
       i++;
       continue;
     }
-    if (!p->released && can) D->cuMemRelease(p->h);
+    for (unsigned k = 0; can && k < p->refs; k++) D->cuMemRelease(p->h);
     w->vmm_bytes -= p->size;
     rgpu_handle_map_remove(&w->vmm_handles, e.id, NULL);
     free(p);

@@ -700,8 +700,8 @@ typedef struct sg_phys {
   int fd;
   uint64_t size;
   int device;
-  int refs;        /* 1 until cuMemRelease, +1 per mapping */
-  int released;
+  int refs;        /* handles + mappings */
+  int handles;     /* cuMemCreate's and each cuMemRetainAllocationHandle's, until released */
 } sg_phys;
 
 typedef struct sg_mapping {
@@ -851,6 +851,7 @@ SG_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, siz
   p->size = size;
   p->device = d->ordinal;
   p->refs = 1;
+  p->handles = 1;
   pthread_mutex_lock(&vmm_lock);
   p->next = physs;
   physs = p;
@@ -863,11 +864,11 @@ SG_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&vmm_lock);
   sg_phys *p = phys_find(handle);
-  if (!p || p->released) {
+  if (!p || !p->handles) {
     pthread_mutex_unlock(&vmm_lock);
     return CUDA_ERROR_INVALID_VALUE;
   }
-  p->released = 1;
+  p->handles--;
   phys_unref(p); /* memory stays while mapped, as with the driver */
   pthread_mutex_unlock(&vmm_lock);
   return CUDA_SUCCESS;
@@ -881,7 +882,7 @@ SG_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   CUresult r = CUDA_SUCCESS;
   sg_phys *p = phys_find(handle);
   sg_reservation *rv = resv_containing(ptr, size);
-  if (!p || p->released || !rv) {
+  if (!p || !p->handles || !rv) {
     r = CUDA_ERROR_INVALID_VALUE;
     goto out;
   }
@@ -1013,13 +1014,34 @@ SG_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
+/* The allocation mapped at addr: one more handle of it (the same value),
+ * released as often as it was retained. */
+SG_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+  if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t va = (uint64_t)(uintptr_t)addr;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_lock);
+  for (sg_reservation *rv = reservations; rv && r; rv = rv->next)
+    for (sg_mapping *m = rv->maps; m; m = m->next)
+      if (va >= m->va && va - m->va < m->size) {
+        m->phys->handles++;
+        m->phys->refs++;
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)m->phys;
+        r = CUDA_SUCCESS;
+        break;
+      }
+  pthread_mutex_unlock(&vmm_lock);
+  return r;
+}
+
 SG_EXPORT CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                                   CUmemGenericAllocationHandle handle) {
   if (!sg_initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!prop) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&vmm_lock);
   sg_phys *p = phys_find(handle);
-  if (!p || p->released) {
+  if (!p || !p->handles) {
     pthread_mutex_unlock(&vmm_lock);
     return CUDA_ERROR_INVALID_VALUE;
   }

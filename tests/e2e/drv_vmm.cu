@@ -106,6 +106,20 @@ int main() {
   EXPECT(cuMemUnmap(big + chunk / 2, chunk) != CUDA_SUCCESS);
   printf("refusals: ok\n");
 
+  // The handle of a mapped address: the same value, one more reference
+  // (released on its own); also for memory whose first handle was
+  // released while mapped (the arrays' chunks).
+  CUmemGenericAllocationHandle again = 0, chunk_h = 0;
+  CU_CHECK(cuMemRetainAllocationHandle(&again, (void *)(big + chunk + 100)));
+  EXPECT(again == extra);
+  CU_CHECK(cuMemRelease(again));
+  CU_CHECK(cuMemRetainAllocationHandle(&chunk_h, (void *)(va[2] + 8)));
+  CUmemAllocationProp cprop = {};
+  CU_CHECK(cuMemGetAllocationPropertiesFromHandle(&cprop, chunk_h));
+  EXPECT(cprop.location.id == dev);
+  CU_CHECK(cuMemRelease(chunk_h));
+  printf("retained handles: ok\n");
+
   CU_CHECK(cuMemUnmap(big, 2 * chunk));
   CU_CHECK(cuMemRelease(keep));
   CU_CHECK(cuMemRelease(extra));
