@@ -1255,6 +1255,12 @@ static void test_vmm_softgpu(void **state) {
                        CU_MEM_ACCESS_FLAGS_PROT_READWRITE, NULL), 0);
   assert_int_equal(memset_status(t, va, 64), 0);
   assert_int_equal(memset_status(t, va + MB, 2 * MB), CUDA_ERROR_INVALID_VALUE); /* past the end */
+  /* The handle of a mapped address: id 1 again, one more reference. */
+  uint64_t rid = 0;
+  assert_int_equal(vmm(t, RGPU_VMM_RETAIN, 0, 0, va + 64, 0, 0, &rid), 0);
+  assert_int_equal(rid, 1);
+  assert_int_equal(vmm(t, RGPU_VMM_RELEASE, 0, 1, 0, 0, 0, NULL), 0);
+  assert_int_equal(vmm(t, RGPU_VMM_RETAIN, 0, 0, va + 7 * MB, 0, 0, NULL), CUDA_ERROR_INVALID_VALUE);
   /* A second chunk beside it: a memset across the boundary is one range. */
   assert_int_equal(vmm(t, RGPU_VMM_MAP, 0, 2, va + 2 * MB, 4 * MB, 0, NULL), 0);
   assert_int_equal(vmm(t, RGPU_VMM_SET_ACCESS, 0, 0, va, 6 * MB,
