@@ -638,6 +638,33 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
   return e;
 }
 
+/* A kernel that sets a conditional node's handle must run in the same
+ * server graph as the node: the server puts its own handle into the
+ * kernel's parameters only there.  A host node between them (levels)
+ * would part them, so that graph is refused, logged once. */
+static cudaError_t check_cond_levels(cudaGraphExec_t x) {
+  for (size_t i = 0; i < x->nf; i++) {
+    const flat_node *k = &x->f[i];
+    if (k->p.type != cudaGraphNodeTypeKernel || k->p.op.launch.plen < 8) continue;
+    for (size_t j = 0; j < x->nf; j++) {
+      const flat_node *c = &x->f[j];
+      if (c->p.type != cudaGraphNodeTypeConditional || c->level == k->level) continue;
+      for (size_t off = 0; off + 8 <= k->p.op.launch.plen; off += 8) {
+        uint64_t v;
+        memcpy(&v, k->p.op.launch.params + off, 8);
+        if (v != c->p.cond_handle) continue;
+        static int logged;
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+          RGPU_WARN("cudaGraphInstantiate: a kernel sets a conditional node's handle across a host "
+                    "node; rgpu runs the two in separate server graphs, so this graph returns "
+                    "cudaErrorNotSupported");
+        return cudaErrorNotSupported;
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
 static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned long long flags) {
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
@@ -671,6 +698,7 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned
   if (e == cudaSuccess) e = find_escapes(x);
   if (e == cudaSuccess) e = collect_user_refs(&x->user_refs, graph);
   if (e == cudaSuccess) e = assign_levels(x);
+  if (e == cudaSuccess && x->nlevels > 1) e = check_cond_levels(x);
   for (size_t i = 0; e == cudaSuccess && i < x->nlevels; i++) {
     if (e == cudaSuccess && x->lv[i].ndev) e = send_level(c, x, &x->lv[i]);
   }
