@@ -399,18 +399,23 @@ static CUresult to_runtime_3d(const CUDA_MEMCPY3D *p, struct cudaMemcpy3DParms *
   return CUDA_SUCCESS;
 }
 
+/* A memcpy node's parameters as the runtime takes them: the context (when
+ * given) must be live, the copy converted; a refusal counts the call (no
+ * runtime code ran to count it). */
+static CUresult memcpy_node_params(const CUDA_MEMCPY3D *p, CUcontext ctx, struct cudaMemcpy3DParms *rp) {
+  CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT : to_runtime_3d(p, rp);
+  if (r != CUDA_SUCCESS) rgpu_rt_count_call();
+  return r;
+}
+
 RGPU_DRV CUresult rgpu_drv_cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode *dependencies,
                                                 size_t numDependencies,
                                                 const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
   RGPU_DRV_ENTER_CTX();
   struct cudaMemcpy3DParms rp;
-  CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
-                                                               : to_runtime_3d(copyParams, &rp);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  CUresult r = memcpy_node_params(copyParams, ctx, &rp);
+  if (r != CUDA_SUCCESS) return r;
   return RGPU_DRV_RT(
       cudaGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &rp));
 }
@@ -571,23 +576,16 @@ RGPU_DRV CUresult rgpu_drv_cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNo
 RGPU_DRV CUresult rgpu_drv_cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams) {
   RGPU_DRV_ENTER_CTX();
   struct cudaMemcpy3DParms rp;
-  CUresult r = to_runtime_3d(nodeParams, &rp);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  CUresult r = memcpy_node_params(nodeParams, NULL, &rp);
+  if (r != CUDA_SUCCESS) return r;
   return RGPU_DRV_RT(cudaGraphMemcpyNodeSetParams(hNode, &rp));
 }
 RGPU_DRV CUresult rgpu_drv_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                           const CUDA_MEMCPY3D *copyParams, CUcontext ctx) {
   RGPU_DRV_ENTER_CTX();
   struct cudaMemcpy3DParms rp;
-  CUresult r = ctx && rgpu_drv_ctx_check(ctx) != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
-                                                               : to_runtime_3d(copyParams, &rp);
-  if (r != CUDA_SUCCESS) {
-    rgpu_rt_count_call();
-    return r;
-  }
+  CUresult r = memcpy_node_params(copyParams, ctx, &rp);
+  if (r != CUDA_SUCCESS) return r;
   return RGPU_DRV_RT(cudaGraphExecMemcpyNodeSetParams(hGraphExec, hNode, &rp));
 }
 
