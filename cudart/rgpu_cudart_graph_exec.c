@@ -643,26 +643,38 @@ static cudaError_t send_level(rgpu_client *c, cudaGraphExec_t x, level_t *L) {
  * kernel's parameters only there.  A host node between them (levels)
  * would part them, so that graph is refused, logged once. */
 static cudaError_t check_cond_levels(cudaGraphExec_t x) {
-  for (size_t i = 0; i < x->nf; i++) {
+  /* The conditional nodes first: most graphs have none, and then no
+   * kernel's parameters need reading. */
+  const flat_node **conds = NULL;
+  size_t nconds = 0, cap = 0;
+  for (size_t j = 0; j < x->nf; j++) {
+    if (x->f[j].p.type != cudaGraphNodeTypeConditional) continue;
+    if (RGPU_ARRAY_RESERVE(conds, cap, nconds + 1, 8)) {
+      free(conds);
+      return cudaErrorMemoryAllocation;
+    }
+    conds[nconds++] = &x->f[j];
+  }
+  cudaError_t e = cudaSuccess;
+  for (size_t i = 0; nconds && e == cudaSuccess && i < x->nf; i++) {
     const flat_node *k = &x->f[i];
-    if (k->p.type != cudaGraphNodeTypeKernel || k->p.op.launch.plen < 8) continue;
-    for (size_t j = 0; j < x->nf; j++) {
-      const flat_node *c = &x->f[j];
-      if (c->p.type != cudaGraphNodeTypeConditional || c->level == k->level) continue;
-      for (size_t off = 0; off + 8 <= k->p.op.launch.plen; off += 8) {
-        uint64_t v;
-        memcpy(&v, k->p.op.launch.params + off, 8);
-        if (v != c->p.cond_handle) continue;
-        static int logged;
-        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-          RGPU_WARN("cudaGraphInstantiate: a kernel sets a conditional node's handle across a host "
-                    "node; rgpu runs the two in separate server graphs, so this graph returns "
-                    "cudaErrorNotSupported");
-        return cudaErrorNotSupported;
-      }
+    if (k->p.type != cudaGraphNodeTypeKernel) continue;
+    for (size_t off = 0; e == cudaSuccess && off + 8 <= k->p.op.launch.plen; off += 8) {
+      uint64_t v;
+      memcpy(&v, k->p.op.launch.params + off, 8);
+      for (size_t j = 0; j < nconds; j++)
+        if (conds[j]->level != k->level && v == conds[j]->p.cond_handle) e = cudaErrorNotSupported;
     }
   }
-  return cudaSuccess;
+  free(conds);
+  if (e == cudaErrorNotSupported) {
+    static int logged;
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+      RGPU_WARN("cudaGraphInstantiate: a kernel sets a conditional node's handle across a host "
+                "node; rgpu runs the two in separate server graphs, so this graph returns "
+                "cudaErrorNotSupported");
+  }
+  return e;
 }
 
 static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t graph, unsigned long long flags) {
