@@ -34,11 +34,14 @@ unsigned rgpu_spin_budget_us(unsigned dflt) {
   return (unsigned)v;
 }
 
-int rgpu_spin_spare_cpus(void) {
-  static int cached = -1; /* racy first use is harmless: every thread computes the same */
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+/* Whether this process may run on RGPU_SPIN_MIN_SPARE_CPUS or more CPUs,
+ * unless the environment variable env says "0" or "1".  Cached in *cached
+ * (-1: not known yet); a racy first use is harmless, every thread computes
+ * the same. */
+static int spin_many_cpus(int *cached, const char *env) {
+  int v = __atomic_load_n(cached, __ATOMIC_RELAXED);
   if (v >= 0) return v;
-  const char *e = getenv("RGPU_SPIN_RELAYED");
+  const char *e = getenv(env);
   if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) {
     v = e[0] == '1';
   } else {
@@ -46,8 +49,32 @@ int rgpu_spin_spare_cpus(void) {
     CPU_ZERO(&set);
     v = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= RGPU_SPIN_MIN_SPARE_CPUS;
   }
-  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  __atomic_store_n(cached, v, __ATOMIC_RELAXED);
   return v;
+}
+
+int rgpu_spin_spare_cpus(void) {
+  static int cached = -1;
+  return spin_many_cpus(&cached, "RGPU_SPIN_RELAYED");
+}
+
+int rgpu_spin_keeps_cpu(void) {
+  static int cached = -1;
+  return spin_many_cpus(&cached, "RGPU_SPIN_KEEP_CPU");
+}
+
+/* One round's pause between polls that keep the CPU: a few spin-wait hints
+ * (the sibling hyperthread gets the core's issue slots meanwhile). */
+static void spin_relax(void) {
+  for (int i = 0; i < 16; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+  }
 }
 
 int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_ns,
@@ -55,11 +82,15 @@ int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_
   if (spin_until_ns > deadline_ns) spin_until_ns = deadline_ns;
   if (spin_until_ns) {
     static const struct timespec zero;
+    int keep = rgpu_spin_keeps_cpu();
     for (;;) {
       int r = ppoll(fds, (nfds_t)nfds, &zero, NULL);
       if (r > 0 || (r < 0 && errno != EINTR)) return r;
       if (rgpu_clock_ns() >= spin_until_ns) break;
-      sched_yield();
+      if (keep)
+        spin_relax();
+      else
+        sched_yield();
     }
   }
   struct timespec ts, *tsp = NULL;

@@ -7,15 +7,22 @@
  * 0.74 ms GPU time, replayed and followed by .item(), took 0.75 ms
  * natively and, through rgpu over loopback tcp in the same runs, 0.96 and
  * 0.87 ms with both ends blocking at once, 0.85 and 0.82 ms with these
- * polls.  The waiting threads poll for a while first, yielding the CPU at
- * each round so that a busy machine (softgpu computing on the same cores)
- * loses nothing: the policy of cudaDeviceScheduleYield, bounded. */
+ * polls.  The waiting threads poll for a while first.  Where the process
+ * has fewer than RGPU_SPIN_MIN_SPARE_CPUS CPUs they yield the CPU at each
+ * round, so that a busy machine (softgpu computing on the same cores) loses
+ * nothing: the policy of cudaDeviceScheduleYield, bounded.  Elsewhere they
+ * keep it (rgpu_spin_keeps_cpu), as CUDA's default policy does on such a
+ * host (cudaDeviceScheduleSpin while contexts are fewer than CPUs): a
+ * thread that yields to another that spins (an OpenMP pool after its
+ * parallel region, PyTorch's after a CPU operator) waits out the spinner's
+ * whole scheduler slice, about 3 ms on a 16-CPU host, where the poll was
+ * to save microseconds (docs/pytorch.md, "The pose frame"). */
 #ifndef RGPU_SPIN_H
 #define RGPU_SPIN_H
 
 #include <stdint.h>
 
-/* Polls fd for input, yielding between polls, for at most budget_us
+/* Polls fd for input, as rgpu_spin_ppoll, for at most budget_us
  * microseconds.  1: readable (or an error or hang-up a read will report);
  * 0: the budget ran out (at once with budget_us 0). */
 int rgpu_spin_readable(int fd, unsigned budget_us);
@@ -40,9 +47,15 @@ unsigned rgpu_spin_budget_us(unsigned dflt);
 #define RGPU_SPIN_MIN_SPARE_CPUS 4
 int rgpu_spin_spare_cpus(void);
 
+/* Whether a polling thread keeps its CPU between polls (spin-wait hints)
+ * rather than yielding it: where this process may run on at least
+ * RGPU_SPIN_MIN_SPARE_CPUS CPUs.  RGPU_SPIN_KEEP_CPU=0/1 overrides it
+ * (comparisons). */
+int rgpu_spin_keeps_cpu(void);
+
 /* Polls fds like ppoll, but without sleeping until spin_until_ns
  * (rgpu_clock_ns; 0 or past: not at all) or deadline_ns, whichever comes
- * first, yielding the CPU between polls; then sleeps in ppoll until
+ * first, yielding the CPU between polls or not (rgpu_spin_keeps_cpu); then sleeps in ppoll until
  * deadline_ns (UINT64_MAX: no deadline).  Returns what ppoll returns. */
 struct pollfd;
 int rgpu_spin_ppoll(struct pollfd *fds, unsigned long nfds, uint64_t spin_until_ns,

@@ -12,6 +12,27 @@
 #include "rgpu_clock.h"
 #include "rgpu_spin.h"
 
+/* RGPU_SPIN_KEEP_CPU decides where it names 0 or 1, once per process; a
+ * poll that keeps its CPU still ends at its budget.  First in the list:
+ * every spinning poll reads the setting. */
+static void test_keep_cpu_from_environment(void **state) {
+  (void)state;
+  setenv("RGPU_SPIN_KEEP_CPU", "1", 1);
+  assert_int_equal(rgpu_spin_keeps_cpu(), 1);
+  setenv("RGPU_SPIN_KEEP_CPU", "0", 1);
+  assert_int_equal(rgpu_spin_keeps_cpu(), 1); /* read once per process */
+  unsetenv("RGPU_SPIN_KEEP_CPU");
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  uint64_t t0 = rgpu_clock_ns();
+  assert_int_equal(rgpu_spin_readable(p[0], 2000), 0);
+  assert_true(rgpu_clock_elapsed_ns(t0) >= 2 * RGPU_NS_PER_MS);
+  assert_int_equal(write(p[1], "x", 1), 1);
+  assert_int_equal(rgpu_spin_readable(p[0], 100000), 1);
+  close(p[0]);
+  close(p[1]);
+}
+
 static void test_readable_and_idle(void **state) {
   (void)state;
   int p[2];
@@ -108,6 +129,7 @@ static void test_window_await(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_keep_cpu_from_environment),
       cmocka_unit_test(test_readable_and_idle),
       cmocka_unit_test(test_budget_from_environment),
       cmocka_unit_test(test_spin_ppoll),
