@@ -657,6 +657,10 @@ RGPU_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNo
   rgpu_rt_count_call();
   if (!valid_node(node) || !pType) return rgpu_rt_ret(cudaErrorInvalidValue);
   *pType = node->p.type;
+  /* A captured stream memory operation is a library node here (its
+   * request travels whole) and a batch memory-operation node to CUDA. */
+  if (node_params_is_lib(&node->p) && node->p.op.lib.opcode == RGPU_OP_STREAM_MEMOP)
+    *pType = (enum cudaGraphNodeType)12; /* CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: the runtime names no such type */
   return cudaSuccess;
 }
 
@@ -700,6 +704,9 @@ static cudaError_t set_Memset(node_params *p, const struct cudaMemsetParams *in)
   return node_params_memset(p, in);
 }
 static cudaError_t get_Host(const node_params *p, struct cudaHostNodeParams *out) {
+  /* A library call captured from a stream is a host node only in rgpu's
+   * model (to CUDA its kernels are kernel nodes): it has no function. */
+  if (node_params_is_lib(p)) return cudaErrorInvalidValue;
   *out = p->op.host.params;
   return cudaSuccess;
 }

@@ -9,10 +9,14 @@
  * driver queues the operations on the stream.  The word must be device
  * memory of the session: a wait on this machine's memory (mapped pinned
  * memory, the usual way a CPU signals a GPU) cannot be watched by a remote
- * GPU and is CUDA_ERROR_NOT_SUPPORTED, logged once.  Inside a stream
- * capture they are refused as CUDA refuses an operation it cannot capture
- * (the capture is invalidated): rgpu's graphs have no memory-operation
- * nodes. */
+ * GPU and is CUDA_ERROR_NOT_SUPPORTED, logged once.  On a capturing
+ * stream the request becomes a library node of the graph (the message is a
+ * `graphnode` one): the server captures it into its graph on a GPU, where
+ * it is a batch memory-operation node, and runs it on the launch's stream
+ * at every launch elsewhere (softgpu).  The node reports the type
+ * cudaGraphNodeTypeBatchMemOp; its parameters cannot be read back
+ * (cuGraphBatchMemOpNodeGetParams and the explicit node API are not
+ * carried). */
 #include <string.h>
 
 #include "rgpu_calls.h"
@@ -81,13 +85,25 @@ static CUresult memop_send(CUstream stream, int per_thread, unsigned count, cons
   int dev;
   cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
-  if (rgpu_rt_graph_is_capturing(wire)) RGPU_DRV_RET(rgpu_drv_from_rt(rgpu_rt_graph_check_sync(wire)));
   rgpu_msg_stream_memop_req q = {.stream = wire,
                                  .flags = flags,
                                  .ops = {ops, count},
                                  .op_flags = {opf, count},
                                  .addrs = {addrs, count},
                                  .values = {vals, count}};
+  if (rgpu_rt_graph_is_capturing(wire)) {
+    /* The stream field leads the request (its first field), as the server
+     * expects of a graph's library node: zeroed, the launch's own goes
+     * there. */
+    q.stream = 0;
+    rgpu_buf req;
+    rgpu_buf_init(&req);
+    if (rgpu_msg_stream_memop_req_encode(&req, &q)) {
+      rgpu_buf_free(&req);
+      RGPU_DRV_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    RGPU_DRV_RET(rgpu_drv_from_rt(rgpu_rt_submit_request(c, dev, wire, RGPU_OP_STREAM_MEMOP, 0, &req)));
+  }
   rgpu_status rc = rgpu_call_stream_memop(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
   RGPU_DRV_RET(rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
 }
