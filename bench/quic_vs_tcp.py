@@ -19,7 +19,7 @@ client namespace, or --tcp-cc) is printed next to QUIC's.  Needs root and
 
   bench/quic_vs_tcp.py --bin build/bin [--profiles wifi-bad,cellular,edge-worst]
       [--quic-cc default,cubic] [--seconds 8] [--repeat 1] [--pings 200]
-      [--outage 2:10] [--md out.md]
+      [--outage 2:10] [--before-env RGPU_QUIC_NO_MTU_TUNING=1] [--md out.md]
 """
 import argparse
 import json
@@ -38,7 +38,7 @@ PROFILE_RTT_MS = {"lan": 1, "wifi-good": 10, "wifi-bad": 30, "cellular": 60,
 PORT = 7443
 
 
-def netem(a, profile, server, client, extra=(), ready=None, timeout=300):
+def netem(a, profile, server, client, extra=(), ready=None, timeout=300, env=None):
     argv = [os.path.join(a.bin, "rgpu-netem"), "-q", "--profile", profile,
             "--seed", str(a.seed)] + list(extra)
     if ready:
@@ -46,7 +46,7 @@ def netem(a, profile, server, client, extra=(), ready=None, timeout=300):
     argv += ["--"] + server + [":::"] + client
     try:
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired as e:
         # A transfer below a sixth of the link rate: report it as missing.
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -54,7 +54,7 @@ def netem(a, profile, server, client, extra=(), ready=None, timeout=300):
     return r.returncode, r.stdout
 
 
-def perf(a, scheme, cc, cert, mode_args, profile, extra=(), bindir=None):
+def perf(a, scheme, cc, cert, mode_args, profile, extra=(), bindir=None, env=None):
     perf_bin = os.path.join(bindir or a.bin, "rgpu-transport-perf")
     srv = [perf_bin, "--server", "%s://10.77.0.2:%d" % (scheme, PORT)]
     cli = [perf_bin, "--client", "%s://10.77.0.2:%d" % (scheme, PORT), "--json"]
@@ -68,7 +68,8 @@ def perf(a, scheme, cc, cert, mode_args, profile, extra=(), bindir=None):
         srv += ["--cc", cc]
         cli += ["--cc", cc]
     rc, out = netem(a, profile, srv, cli + list(mode_args), extra,
-                    ("udp:%d" if scheme == "quic" else "tcp:%d") % PORT, timeout=6 * a.seconds + 40)
+                    ("udp:%d" if scheme == "quic" else "tcp:%d") % PORT, timeout=6 * a.seconds + 40,
+                    env=env)
     res = {}
     for line in out.splitlines():
         if line.startswith("{"):
@@ -123,6 +124,9 @@ def main(argv):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--before-bin", help="also run quic with the rgpu-transport-perf in this "
                     "directory (an older build), as 'quic before'")
+    ap.add_argument("--before-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="also run quic (default controller) with these variables set at both "
+                    "ends, as 'quic before' (e.g. RGPU_QUIC_NO_MTU_TUNING=1); repeatable")
     ap.add_argument("--md")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a cell has no figure (for the smoke test)")
@@ -136,15 +140,18 @@ def main(argv):
     os.mkdir(cert)
     make_cert(a, cert)
     host_cc = a.tcp_cc or tcp_cc_of_client_ns(a)
-    variants = [("tcp", a.tcp_cc or "", None)] + [("quic", c, None) for c in a.quic_cc.split(",") if c]
+    variants = [("tcp", a.tcp_cc or "", None, None)] + \
+        [("quic", c, None, None) for c in a.quic_cc.split(",") if c]
     if a.before_bin:
-        variants.append(("quic", "default", a.before_bin))
+        variants.append(("quic", "default", a.before_bin, None))
+    if a.before_env:
+        variants.append(("quic", "default", None, dict(kv.split("=", 1) for kv in a.before_env)))
     rows = []
     try:
         for prof in a.profiles.split(","):
             rate = PROFILE_RATE.get(prof, 0)
             nbytes = int((rate or 1000) * 1e6 / 8 * a.seconds)
-            for scheme, cc, bindir in variants:
+            for scheme, cc, bindir, env in variants:
                 acc = {}
                 for rep in range(a.repeat):
                     print("[%s] %s %s run %d" % (prof, scheme, cc or host_cc, rep + 1),
@@ -153,12 +160,14 @@ def main(argv):
                         if key not in tests:
                             continue
                         r = perf(a, scheme, cc, cert, ["--mode", mode, "--bytes", str(nbytes)], prof,
-                                 bindir=bindir)
+                                 bindir=bindir, env=env)
+                        if "quic_info" in r:
+                            acc.setdefault("payload", []).append(r["quic_info"]["max_udp_payload"])
                         if mode in r:
                             acc.setdefault(key, []).append(r[mode]["bytes"] * 8 / r[mode]["seconds"] / 1e6)
                     if "ping" in tests:
                         r = perf(a, scheme, cc, cert, ["--mode", "ping", "-n", str(a.pings)], prof,
-                                 bindir=bindir)
+                                 bindir=bindir, env=env)
                         if "ping" in r:
                             acc.setdefault("p50", []).append(r["ping"]["median_us"] / 1000)
                             acc.setdefault("p99", []).append(r["ping"]["p99_us"] / 1000)
@@ -167,19 +176,21 @@ def main(argv):
                         # Enough pings to run 3 s past the outage's end.
                         n = a.outage_pings or int((t + d + 3) * 1000 / PROFILE_RTT_MS.get(prof, 50))
                         r = perf(a, scheme, cc, cert, ["--mode", "ping", "-n", str(n)], prof,
-                                 ["--outage", a.outage], bindir=bindir)
+                                 ["--outage", a.outage], bindir=bindir, env=env)
                         if "ping" in r and "max_us" in r["ping"]:
                             acc.setdefault("outage", []).append(r["ping"]["max_us"] / 1e6 - d)
                         if "quic_info" in r:
                             acc.setdefault("capped", []).append(r["quic_info"]["capped_probes"])
                     for r in (perf(a, scheme, cc, cert, ["--mode", "ping", "-n", "3"], prof,
-                                   bindir=bindir),) if scheme == "quic" and not bindir and \
+                                   bindir=bindir, env=env),) if scheme == "quic" and not bindir and \
                             "cc_used" not in acc else ():
                         if "quic_info" in r:
                             acc["cc_used"] = r["quic_info"]["cc"]
                 label = (cc or host_cc) if scheme == "tcp" else acc.get("cc_used", cc)
                 if bindir:
                     label = "before (cubic)"
+                elif env:
+                    label += " (before: %s)" % " ".join(a.before_env)
                 elif scheme == "quic" and cc == "default":
                     label += " (default)"
                 elif cc == "nocap":
@@ -198,19 +209,20 @@ def main(argv):
         return "%.0f%%" % (100 * statistics.median(v) / rate) if v and rate else "n/a"
 
     hdr = ["profile", "transport", "cc", "up Mbit/s", "up/link", "down Mbit/s", "down/link",
-           "ping p50 ms", "ping p99 ms"] + (["outage cost s"] if a.outage else [])
+           "ping p50 ms", "ping p99 ms", "payload B"] + (["outage cost s"] if a.outage else [])
     md = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for prof, rate, scheme, cc, acc in rows:
         cells = [prof, scheme, cc, m(acc.get("up"), "%.2f"), frac(acc.get("up"), rate),
                  m(acc.get("down"), "%.2f"), frac(acc.get("down"), rate),
-                 m(acc.get("p50"), "%.1f"), m(acc.get("p99"), "%.1f")]
+                 m(acc.get("p50"), "%.1f"), m(acc.get("p99"), "%.1f"),
+                 m(acc.get("payload"), "%d") if scheme == "quic" else "-"]
         if a.outage:
             cells.append(m(acc.get("outage"), "%.2f") +
                          (" (%d capped)" % max(acc["capped"]) if acc.get("capped") else ""))
         md.append("| " + " | ".join(cells) + " |")
-    note = ("rgpu-netem profiles, rgpu-transport-perf, bulk = %.0f s of link rate, %d pings, "
+    note = ("rgpu-netem profiles, rgpu-transport-perf, bulk = %.0f s of link rate, %s"
             "%d run(s) per cell (median, min-max); host TCP congestion control: %s%s" %
-            (a.seconds, a.pings, a.repeat, host_cc,
+            (a.seconds, "%d pings, " % a.pings if "ping" in tests else "", a.repeat, host_cc,
              "; outage %s (cost = longest call minus the outage)" % a.outage if a.outage else ""))
     print("\n".join(md) + "\n\n" + note)
     if a.md:
