@@ -19,7 +19,7 @@ client namespace, or --tcp-cc) is printed next to QUIC's.  Needs root and
 
   bench/quic_vs_tcp.py --bin build/bin [--profiles wifi-bad,cellular,edge-worst]
       [--quic-cc default,cubic] [--seconds 8] [--repeat 1] [--pings 200]
-      [--outage 2:10] [--before-env RGPU_QUIC_NO_MTU_TUNING=1] [--md out.md]
+      [--outage 2:10] [--before-env RGPU_QUIC_MAX_ACK_DELAY_MS=25] [--md out.md]
 """
 import argparse
 import json
@@ -126,7 +126,7 @@ def main(argv):
                     "directory (an older build), as 'quic before'")
     ap.add_argument("--before-env", action="append", default=[], metavar="VAR=VALUE",
                     help="also run quic (default controller) with these variables set at both "
-                    "ends, as 'quic before' (e.g. RGPU_QUIC_NO_MTU_TUNING=1); repeatable")
+                    "ends, as 'quic before' (e.g. RGPU_QUIC_MAX_ACK_DELAY_MS=25); repeatable")
     ap.add_argument("--md")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a cell has no figure (for the smoke test)")

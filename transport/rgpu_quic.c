@@ -64,10 +64,6 @@
  * packets.  Kept under the IPv4 UDP payload limit (65507). */
 #define Q_LOOP_PKT 65000
 #define Q_FALLBACK_PKT 1452 /* ngtcp2's default; see q_check_big_datagrams */
-/* QUIC's minimum datagram payload: every QUIC path carries it (RFC 9000
- * 14.1), so it is the last step of q_step_down and the size of handshake
- * packets toward a network peer. */
-#define Q_SAFE_PKT 1200
 /* Largest datagram we build or receive, and the most one GSO send may carry
  * in total (a UDP datagram's length field; the kernel refuses more). */
 #define Q_PKT_BUF 65536
@@ -254,10 +250,6 @@ typedef struct {
   size_t len, seg, n;
   struct sockaddr_storage to, from;
   socklen_t tolen, fromlen;
-  /* Smallest datagram the kernel refused with EMSGSIZE (larger than the
-   * outgoing interface's MTU: sockets set don't-fragment), 0 if none;
-   * the connection steps its datagram size down at once (q_write). */
-  size_t emsgsize;
 } qbatch;
 
 /* Control data: the GSO segment size and, on a wildcard socket, the source. */
@@ -302,7 +294,6 @@ static size_t batch_control(qendpoint *e, qbatch *b, int gso, char *ctrl, size_t
 static int batch_flush(qendpoint *e, qbatch *b) {
   if (b->n == 0) return 0;
   char ctrl[CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(struct in6_pktinfo))];
-  int gso_einval = 0;
   if (e->gso && b->n > 1) {
     struct iovec iov = {b->buf, b->len};
     struct msghdr mh = {.msg_name = &b->to, .msg_namelen = b->tolen, .msg_iov = &iov,
@@ -318,7 +309,6 @@ static int batch_flush(qendpoint *e, qbatch *b) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return -EAGAIN;
       if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) {
         e->gso = 0; /* no GSO here: fall back to one datagram each */
-        gso_einval = errno == EINVAL;
         break;
       }
       if (errno == EMSGSIZE) break; /* too much for one send: one by one */
@@ -338,15 +328,6 @@ static int batch_flush(qendpoint *e, qbatch *b) {
                         .msg_controllen = clen};
     ssize_t r = sendmsg(e->fd, &m1, MSG_NOSIGNAL);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EMSGSIZE) {
-      /* Too large for the interface.  The kernel answers a GSO send whose
-       * segments are too large with EINVAL, not EMSGSIZE: GSO was fine,
-       * the size was not (this socket may be the listener's, shared by
-       * every connection). */
-      if (gso_einval) e->gso = 1;
-      if (!b->emsgsize || l < b->emsgsize) b->emsgsize = l;
-    }
-    gso_einval = 0;
     if (r < 0 && (errno == ENETUNREACH || errno == EADDRNOTAVAIL || errno == EINVAL))
       e->local_gone = 1;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
@@ -432,23 +413,13 @@ struct qconn {
   uint8_t pkt[Q_PKT_BUF]; /* a packet that does not go straight into the batch */
   int send_blocked;
   int loopback;           /* q_loopback_path: big datagrams, no pacing */
-  /* Datagram size (see q_check_big_datagrams).  sized: we choose it, not
-   * ngtcp2's PMTUD (a loopback path, or a network path with path-MTU
-   * sizing); pkt_size is the size of 1-RTT packets now, hs_pkt that of
-   * packets before the handshake completes.  The current size is on trial
-   * until the first full-size packet with stream data (the probe: the
-   * stream offset that ends it, and when it left) is acknowledged. */
-  int sized;
-  size_t pkt_size, hs_pkt;
-  int64_t big_probe_sid;  /* -1: no probe out */
+  /* Whether the loopback path really carries Q_LOOP_PKT datagrams (see
+   * q_check_big_datagrams): the stream offset that ends the first large
+   * packet with stream data, and what came of it. */
+  int64_t big_probe_sid;  /* -1: no large packet with stream data sent yet */
   uint64_t big_probe_off;
   uint64_t big_probe_ns;  /* when it was sent */
-  uint64_t big_heard_ns;  /* of the time since, how long the peer was heard from */
-  int big_verified;       /* pkt_size is known to arrive */
-  int big_fallbacks;      /* sizes given up on this path */
-  /* The path pkt_size was chosen for: a migration (either end) starts over. */
-  struct sockaddr_storage size_local, size_remote;
-  socklen_t size_locallen, size_remotelen;
+  int big_verified, big_failed;
 
   /* Loss probing during outages (issue 21; see q_probe_after_silence). */
   ngtcp2_cc_algo cc;
@@ -745,14 +716,10 @@ static int extend_stream_cb(ngtcp2_conn *conn, int64_t sid, uint64_t max, void *
 static int stream_close_cb(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t app_err,
                            void *ud, void *sud) {
   qstream *s = sud;
-  qconn *q = ud;
   if (s) {
     s->closed = 1;
     s->peer_fin = 1; /* reset by the peer: end the app's stream too */
   }
-  /* A reset stream's bytes are never acknowledged: its probe proves
-   * nothing either way, so the next full-size packet is the probe. */
-  if (q->big_probe_sid == sid && !q->big_verified) q->big_probe_sid = -1;
   return 0;
 }
 
@@ -822,98 +789,13 @@ static int sockaddr_is_loopback(const struct sockaddr *peer) {
   return 0;
 }
 
-/* Set by tests only (rgpu_quic_set_test_path_mtu): every peer, loopback
- * ones too, is a network path whose route has this MTU. */
-static atomic_int test_path_mtu;
-
-void rgpu_quic_set_test_path_mtu(int mtu) { atomic_store(&test_path_mtu, mtu); }
-
 /* A loopback path (issue 21) gets 64 KiB datagrams (Q_LOOP_PKT) and no
  * pacing (q_write): the path has no queue to protect and no loss, and with
  * every packet paced the sender slept on a microsecond timer between
  * datagrams (a third of a bulk copy's CPU time went to those timers).
  * RGPU_QUIC_NO_LOOPBACK_TUNING=1 turns both off, for comparisons. */
 static int q_loopback_path(const struct sockaddr *peer) {
-  return sockaddr_is_loopback(peer) && !getenv("RGPU_QUIC_NO_LOOPBACK_TUNING") &&
-         !atomic_load(&test_path_mtu);
-}
-
-/* Path-MTU sizing (issue 21).  ngtcp2 0.12's PMTUD knows only sizes made
- * for IPv6 headers (1500 - 48, 1492 - 48, 1280 - 48) and so stops at 1444
- * bytes where an IPv4 Ethernet path carries 1472: 2 % more packets per
- * byte, each with its header, AEAD tag and pacing slot, which was the 1-2 %
- * by which QUIC bulk trailed TCP under wifi-bad and cellular.  So toward a
- * network peer packets are as large as the kernel's route says
- * (q_kernel_path_payload) and, as on loopback, the size is on trial until
- * stream data sent at it is acknowledged (q_check_big_datagrams), stepping
- * down 1452, then 1200 where it is not.  RGPU_QUIC_NO_MTU_TUNING=1 leaves
- * the size to ngtcp2's PMTUD, as before, for comparisons; a loopback peer
- * with RGPU_QUIC_NO_LOOPBACK_TUNING=1 is left to it too. */
-static int q_mtu_sized_path(const struct sockaddr *peer) {
-  if (getenv("RGPU_QUIC_NO_MTU_TUNING")) return 0;
-  return atomic_load(&test_path_mtu) || !sockaddr_is_loopback(peer);
-}
-
-/* An IPv4-mapped IPv6 address as the IPv4 one (its datagrams are IPv4,
- * with a 20-byte header); anything else copied. */
-static socklen_t sockaddr_unmap(const struct sockaddr *a, struct sockaddr_storage *out) {
-  if (a->sa_family == AF_INET6 &&
-      IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)a)->sin6_addr)) {
-    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
-    struct sockaddr_in *v4 = (struct sockaddr_in *)out;
-    memset(out, 0, sizeof *out);
-    v4->sin_family = AF_INET;
-    v4->sin_port = a6->sin6_port;
-    memcpy(&v4->sin_addr, a6->sin6_addr.s6_addr + 12, 4);
-    return sizeof *v4;
-  }
-  socklen_t len = a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-  memcpy(out, a, len);
-  return len;
-}
-
-/* The largest UDP payload that the kernel's route from local to peer
- * carries unfragmented: the route's MTU, or the path MTU the kernel has
- * learnt from an ICMP "fragmentation needed", less the IP and UDP headers
- * (28 bytes for IPv4, 48 for IPv6).  Asked of a throw-away UDP socket
- * connected to peer (connect sends nothing; it looks the route up) and
- * bound to local where that is one address, since a source-specific route
- * may differ.  A listener's socket is not connected, and a connected
- * client's answers the same, so one way serves both.  1500 less headers
- * when the kernel will not say; always within [Q_SAFE_PKT, Q_LOOP_PKT]. */
-static size_t q_kernel_path_payload(const struct sockaddr *local, const struct sockaddr *peer) {
-  struct sockaddr_storage r, l;
-  socklen_t rl = sockaddr_unmap(peer, &r);
-  int v4 = r.ss_family == AF_INET;
-  int mtu = atomic_load(&test_path_mtu);
-  if (mtu <= 0) {
-    mtu = 1500;
-    int fd = socket(r.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-      if (local) {
-        socklen_t ll = sockaddr_unmap(local, &l);
-        if (l.ss_family == r.ss_family && !sockaddr_is_wildcard(&l)) {
-          if (v4)
-            ((struct sockaddr_in *)&l)->sin_port = 0;
-          else
-            ((struct sockaddr_in6 *)&l)->sin6_port = 0;
-          (void)bind(fd, (struct sockaddr *)&l, ll); /* the route without it, else */
-        }
-      }
-      int v = 0;
-      socklen_t sl = sizeof v;
-      if (connect(fd, (struct sockaddr *)&r, rl) == 0 &&
-          getsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MTU : IPV6_MTU, &v, &sl) == 0 &&
-          v > 0)
-        mtu = v;
-      close(fd);
-    }
-  }
-  size_t hdr = v4 ? 28 : 48;
-  size_t payload = (size_t)mtu > hdr ? (size_t)mtu - hdr : 0;
-  if (payload < Q_SAFE_PKT) payload = Q_SAFE_PKT;
-  if (payload > Q_LOOP_PKT) payload = Q_LOOP_PKT;
-  return payload;
+  return sockaddr_is_loopback(peer) && !getenv("RGPU_QUIC_NO_LOOPBACK_TUNING");
 }
 
 static ngtcp2_cc_algo q_default_cc(const struct sockaddr *peer) {
@@ -970,11 +852,9 @@ static void q_trace(void *ud, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* sized_max: the largest datagram payload we will choose ourselves (see
- * q_size_path), or 0 to leave sizes to ngtcp2's PMTUD. */
 static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
                           const rgpu_transport_opts *o, ngtcp2_cc_algo cc, int server,
-                          int max_streams, size_t sized_max) {
+                          int max_streams, int loopback) {
   ngtcp2_settings_default(s);
   s->initial_ts = rgpu_clock_ns();
   s->cc_algo = cc;
@@ -982,16 +862,12 @@ static void fill_settings(ngtcp2_settings *s, ngtcp2_transport_params *p,
   if (trace && *trace && strcmp(trace, "0") != 0) s->log_printf = q_trace;
   s->max_window = Q_MAX_CONN_WINDOW;
   s->max_stream_window = Q_MAX_STREAM_WINDOW;
-  if (sized_max) {
-    /* See Q_LOOP_PKT and q_mtu_sized_path.  Without shaping ngtcp2 uses
-     * the smallest of this, the buffer we offer (q_write: the size on
-     * trial or found) and the peer's max_udp_payload_size (65527 by
-     * default), and PMTUD is ours.  The congestion controller counts in
-     * this size too (initial window, minimum window); a migration to a
-     * path with a larger MTU stays at it.  Handshake packets keep their
-     * 1200-byte floor; ngtcp2 pads PATH_CHALLENGE to 1200 whatever the
-     * buffer. */
-    s->max_tx_udp_payload_size = sized_max;
+  if (loopback) {
+    /* See Q_LOOP_PKT.  Without shaping ngtcp2 uses the smallest of this,
+     * the buffer we offer and the peer's max_udp_payload_size (65527 by
+     * default); PMTUD has nothing to find.  Handshake packets keep their
+     * 1200-byte floor. */
+    s->max_tx_udp_payload_size = Q_LOOP_PKT;
     s->no_tx_udp_payload_size_shaping = 1;
     s->no_pmtud = 1;
   }
@@ -1298,42 +1174,6 @@ static int qs_has_output(const qstream *s) {
   return s->sent_off < s->write_off || s->app_eof;
 }
 
-static void q_size_path(qconn *q, const ngtcp2_path *path);
-static void q_step_down_now(qconn *q, const char *why);
-static void q_big_heard(qconn *q, uint64_t now, uint64_t prev_rx);
-static void q_check_big_datagrams(qconn *q, uint64_t now);
-
-/* A migration (ours, or the peer's as ngtcp2 follows it) may change the
- * MTU: the new path gets its own size, from the kernel's route again, on
- * trial again.  Not kept from the old path even where the route looks the
- * same: a NAT rebinding may mean another middlebox, and a wrong size there
- * costs a stall per step (q_check_big_datagrams) against a few percent for
- * a wrong guess downward. */
-static void q_follow_path(qconn *q) {
-  const ngtcp2_path *cur = ngtcp2_conn_get_path(q->conn);
-  if ((socklen_t)cur->remote.addrlen == q->size_remotelen &&
-      !memcmp(cur->remote.addr, &q->size_remote, q->size_remotelen) &&
-      (socklen_t)cur->local.addrlen == q->size_locallen &&
-      !memcmp(cur->local.addr, &q->size_local, q->size_locallen))
-    return;
-  size_t before = q->pkt_size;
-  q_size_path(q, cur);
-  if (q->sized && !q->loopback)
-    RGPU_INFO("quic: %s: new path; %zu-byte datagrams on trial (were %zu)", q->peer, q->pkt_size,
-              before);
-}
-
-/* A send that the kernel refused as larger than the interface's MTU
- * (batch_flush) steps the size down at once: waiting for acknowledgments
- * would only repeat the refusal. */
-static void q_check_emsgsize(qconn *q) {
-  size_t m = q->batch.emsgsize;
-  if (!m) return;
-  q->batch.emsgsize = 0;
-  if (q->sized && m <= q->pkt_size && q->pkt_size > Q_SAFE_PKT)
-    q_step_down_now(q, "larger than the interface's MTU (EMSGSIZE)");
-}
-
 /* Writes packets until ngtcp2 has nothing more or pacing says wait.
  * Streams take turns, so one busy stream cannot starve the others. */
 static void q_write(qconn *q) {
@@ -1357,30 +1197,12 @@ static void q_write(qconn *q) {
   size_t buflen = ngtcp2_conn_get_max_tx_udp_payload_size(q->conn);
   if (buflen > Q_PKT_BUF) buflen = Q_PKT_BUF;
   if (buflen < maxlen) buflen = maxlen;
-  /* Where we size datagrams ourselves, handshake flights stay small (1452
-   * bytes on loopback, 1200 toward a network peer): ngtcp2 would coalesce a
+  /* Handshake flights stay Ethernet-sized too: ngtcp2 would coalesce a
    * server's whole certificate flight into one large datagram, which a
    * path that cannot carry them (q_check_big_datagrams) would lose every
-   * time, before any probe could tell.  On the client until the handshake
-   * is confirmed, not just complete: its Finished (and any resend of it)
-   * leaves coalesced with 1-RTT data, and a Finished in a datagram that
-   * never arrives left the server to time the handshake out while the
-   * client thought itself connected. */
-  if (q->sized) {
-    q_check_emsgsize(q);
-    q_follow_path(q);
-    int done = q->is_server ? ngtcp2_conn_get_handshake_completed(q->conn) : q->hs_confirmed;
-    /* A peer that takes less than we chose (its max_udp_payload_size;
-     * rgpu's own take 65527) gets that: ngtcp2 would cut the packets to it
-     * anyway, and none would ever be full-size for the probe. */
-    const ngtcp2_transport_params *rp = done ? ngtcp2_conn_get_remote_transport_params(q->conn) : NULL;
-    if (rp && rp->max_udp_payload_size < q->pkt_size) {
-      q->pkt_size = rp->max_udp_payload_size < Q_SAFE_PKT ? Q_SAFE_PKT : rp->max_udp_payload_size;
-      q->big_probe_sid = -1;
-      q->big_verified = q->pkt_size <= q->hs_pkt;
-    }
-    buflen = maxlen = done ? q->pkt_size : q->hs_pkt;
-  }
+   * time, before any probe could tell. */
+  if (q->big_failed || (q->loopback && !ngtcp2_conn_get_handshake_completed(q->conn)))
+    buflen = maxlen = Q_FALLBACK_PKT;
   size_t max_pkts = ngtcp2_conn_get_send_quantum(q->conn) / maxlen;
   if (max_pkts < 1) max_pkts = 1;
   if (max_pkts > Q_GSO_MAX) max_pkts = Q_GSO_MAX;
@@ -1431,15 +1253,10 @@ static void q_write(qconn *q) {
     uint8_t *dst = direct ? b->buf + b->len : pkt;
     ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, &q->ps.path, &pi, dst, buflen, &ndatalen,
                                                flags, sid, nv ? vec : NULL, nv, ts);
-    /* The probe is a full-size packet (to within a few bytes of framing
-     * that ngtcp2 may leave over): one a little shorter would prove
-     * nothing of the size on trial. */
-    if (s && ndatalen > 0 && q->big_probe_sid < 0 && q->sized && !q->big_verified &&
-        (size_t)n + 16 >= q->pkt_size && (size_t)n > q->hs_pkt) {
+    if (s && ndatalen > 0 && q->big_probe_sid < 0 && q->loopback && n > Q_FALLBACK_PKT) {
       q->big_probe_sid = s->sid;
       q->big_probe_off = s->sent_off + (uint64_t)ndatalen;
       q->big_probe_ns = ts;
-      q->big_heard_ns = 0;
     }
     if (s && ndatalen >= 0) {
       s->sent_off += (uint64_t)ndatalen;
@@ -1491,7 +1308,6 @@ static void q_write(qconn *q) {
     npkts++;
   }
   if (batch_flush(q->ep, &q->batch) < 0) q->send_blocked = 1;
-  q_check_emsgsize(q);
   /* ngtcp2 0.12 paces with initial_rtt (333 ms) until it has an RTT
    * sample; arming the pacer before the handshake completes stalls the
    * client's Finished by ~20 ms. */
@@ -1540,119 +1356,30 @@ static void q_read_packet(qconn *q, const struct sockaddr *local, socklen_t loca
   } else {
     uint64_t prev_rx = q->last_rx_ns;
     q->last_rx_ns = now;
-    q_big_heard(q, now, prev_rx);
-    q_check_big_datagrams(q, now);
     q_probe_after_silence(q, now, prev_rx);
   }
   for (qstream *s = q->streams; s; s = s->next) s->blocked = 0;
 }
 
-/* Datagram sizes on trial (loopback: Q_LOOP_PKT; a network path: see
- * q_mtu_sized_path).  A loopback address does not promise a 64 KiB path
- * either: a NAT rule (a container's published port with Docker's userland
- * proxy off, say) can send "127.0.0.1" over a 1500-byte link.  And a
- * network route's MTU says nothing of a smaller hop further on (PPPoE's
- * 1492, a VPN's ~1400, a tunnel) that drops a larger don't-fragment
- * datagram while the handshake's 1200-byte packets pass.  So the first
- * full-size packet with stream data is a probe: if its bytes are not
- * acknowledged in time the connection steps down (q_step_down), for good
- * on this path, and tries the smaller size the same way.  QUIC resends
- * lost frames, not packets, so the bytes follow in the smaller ones.
- *
- * Why a lossy link does not step down: until the size is verified every
- * packet is built at it, so a lost probe's frames are resent in packets of
- * the same size, and the probe's bytes are acknowledged a loss-detection
- * round trip later.  The wait is 6 probe timeouts toward a network peer
- * (4 on loopback, which loses nothing), each at least srtt + 4 rttvar +
- * max_ack_delay: several rounds, so three losses in a row of the same
- * bytes, 1 in 8000 at 5 % random loss, are needed to step down falsely
- * (and then by one step).  An outage does not count either: time in which
- * nothing at all came from the peer for more than half the wait
- * (q_big_heard) proves nothing about sizes, up to 4 waits in all, since a
- * peer with nothing to say is as silent as a dead link while our large
- * datagrams are dropped.  Counted in time, not in probe timeouts: the ACKs
- * of small packets that do pass keep resetting those. */
+/* A loopback address does not promise a 64 KiB path: a NAT rule (a
+ * container's published port with Docker's userland proxy off, say) can
+ * send "127.0.0.1" over a 1500-byte link, where every large datagram is
+ * dropped (don't-fragment) while the handshake's 1200-byte packets pass.
+ * So the first large packet with stream data is a probe: if its bytes are
+ * not acknowledged within four probe timeouts (at least Q_BIG_WAIT_MS),
+ * the connection goes back to Ethernet-sized packets for good (QUIC
+ * resends lost frames, not packets, so the bytes follow in the smaller
+ * ones).  Counted in time, not in probe timeouts: the ACKs of small
+ * packets that do pass keep resetting those. */
 #define Q_BIG_WAIT_MS 200
-#define Q_BIG_WAIT_NET_MS 300
-static uint64_t q_big_wait(qconn *q) {
-  uint64_t wait = (q->loopback ? 4 : 6) * ngtcp2_conn_get_pto(q->conn);
-  uint64_t floor = (q->loopback ? Q_BIG_WAIT_MS : Q_BIG_WAIT_NET_MS) * NGTCP2_MILLISECONDS;
-  return wait < floor ? floor : wait;
-}
-
-/* A packet came at now, the one before it at prev_rx: the time since the
- * later of that and the probe counts as heard unless it was a silence. */
-static void q_big_heard(qconn *q, uint64_t now, uint64_t prev_rx) {
-  if (!q->sized || q->big_verified || q->big_probe_sid < 0) return;
-  uint64_t from = prev_rx > q->big_probe_ns ? prev_rx : q->big_probe_ns;
-  if (now > from && now - from <= q_big_wait(q) / 2) q->big_heard_ns += now - from;
-}
-
-/* The next size below `failed`: the kernel's idea of the route's MTU, if
- * smaller now (it lowers it when a router that dropped a datagram says
- * so with an ICMP "fragmentation needed"); 1452 (IPv6 over Ethernet,
- * IPv4 behind PPPoE's 8 bytes); or the QUIC minimum, whichever is largest. */
-static size_t q_step_down(qconn *q, size_t failed) {
-  size_t next = Q_FALLBACK_PKT < failed ? Q_FALLBACK_PKT : Q_SAFE_PKT;
-  if (!q->loopback && q->size_remotelen) {
-    size_t k = q_kernel_path_payload(q->size_locallen ? (struct sockaddr *)&q->size_local : NULL,
-                                     (struct sockaddr *)&q->size_remote);
-    if (k < failed && k > next) next = k;
-  }
-  return next;
-}
-
-static void q_step_down_now(qconn *q, const char *why) {
-  size_t failed = q->pkt_size;
-  q->pkt_size = q_step_down(q, failed);
-  q->big_probe_sid = -1;
-  q->big_heard_ns = 0;
-  /* The handshake's packets arrived: a size no larger is known good. */
-  q->big_verified = q->pkt_size <= q->hs_pkt;
-  q->big_fallbacks++;
-  if (q->loopback)
-    RGPU_WARN("quic: %s: %zu-byte datagrams do not arrive on this loopback path (%s); using "
-              "%zu-byte ones", q->peer, failed, why, q->pkt_size);
-  else
-    RGPU_INFO("quic: %s: %zu-byte datagrams do not arrive (%s); trying %zu-byte ones", q->peer,
-              failed, why, q->pkt_size);
-}
-
-/* Chooses the datagram size for path (a new connection's, or the one a
- * migration moved to) and puts it on trial. */
-static void q_size_path(qconn *q, const ngtcp2_path *path) {
-  q->size_locallen = (socklen_t)path->local.addrlen;
-  q->size_remotelen = (socklen_t)path->remote.addrlen;
-  memcpy(&q->size_local, path->local.addr, q->size_locallen);
-  memcpy(&q->size_remote, path->remote.addr, q->size_remotelen);
-  q->big_probe_sid = -1;
-  q->big_heard_ns = 0;
-  q->big_fallbacks = 0;
-  if (!q->sized) return;
-  q->hs_pkt = q->loopback ? Q_FALLBACK_PKT : Q_SAFE_PKT;
-  size_t top = q->loopback ? Q_LOOP_PKT
-                           : q_kernel_path_payload(q->size_locallen ? path->local.addr : NULL,
-                                                   path->remote.addr);
-  /* After a migration: no larger than the connection was made with. */
-  if (q->conn && top > ngtcp2_conn_get_max_tx_udp_payload_size(q->conn))
-    top = ngtcp2_conn_get_max_tx_udp_payload_size(q->conn);
-  q->pkt_size = top;
-  q->big_verified = top <= q->hs_pkt;
-}
-
 static void q_check_big_datagrams(qconn *q, uint64_t now) {
-  if (!q->sized || q->big_verified || q->big_probe_sid < 0) return;
-  uint64_t wait = q_big_wait(q);
-  uint64_t waited = now - q->big_probe_ns;
-  if (q->loopback) {
-    if (waited < wait) return;
-  } else {
-    uint64_t heard = q->big_heard_ns;
-    uint64_t last = q->last_rx_ns > q->big_probe_ns ? q->last_rx_ns : q->big_probe_ns;
-    if (now - last <= wait / 2) heard += now - last;
-    if (heard < wait && waited < 4 * wait) return;
-  }
-  q_step_down_now(q, "not acknowledged");
+  if (!q->loopback || q->big_verified || q->big_failed || q->big_probe_sid < 0) return;
+  uint64_t wait = 4 * ngtcp2_conn_get_pto(q->conn);
+  if (wait < Q_BIG_WAIT_MS * NGTCP2_MILLISECONDS) wait = Q_BIG_WAIT_MS * NGTCP2_MILLISECONDS;
+  if (now - q->big_probe_ns < wait) return;
+  q->big_failed = 1;
+  RGPU_WARN("quic: %s: %d-byte datagrams do not arrive on this loopback path; using %d-byte ones",
+            q->peer, Q_LOOP_PKT, Q_FALLBACK_PKT);
 }
 
 static void q_expiry(qconn *q) {
@@ -1825,14 +1552,7 @@ static int q_setup_tls(qconn *q, gnutls_certificate_credentials_t cred, int serv
 
 static uint64_t q_next_expiry(qconn *q) {
   if (q->dead || q->closing || !q->conn) return UINT64_MAX;
-  uint64_t exp = ngtcp2_conn_get_expiry(q->conn);
-  /* A size on trial is given up by then at the latest
-   * (q_check_big_datagrams), even if ngtcp2 has no timer due sooner. */
-  if (q->sized && !q->big_verified && q->big_probe_sid >= 0) {
-    uint64_t due = q->big_probe_ns + (q->loopback ? 1 : 4) * q_big_wait(q);
-    if (due < exp) exp = due;
-  }
-  return exp;
+  return ngtcp2_conn_get_expiry(q->conn);
 }
 
 
@@ -2846,9 +2566,7 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   ngtcp2_settings st;
   ngtcp2_transport_params tp;
   q->loopback = q_loopback_path((struct sockaddr *)&remote);
-  q->sized = q->loopback || q_mtu_sized_path((struct sockaddr *)&remote);
-  q_size_path(q, &q->ps.path);
-  fill_settings(&st, &tp, o, cc, 0, 0, q->sized ? q->pkt_size : 0);
+  fill_settings(&st, &tp, o, cc, 0, 0, q->loopback);
   int lib = ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &q->ps.path, NGTCP2_PROTO_VER_V1, &cb,
                                    &st, &tp, NULL, q);
   if (lib) {
@@ -3003,15 +2721,8 @@ static int client_do_info(qclient *cl, rgpu_quic_info *out, char *err, size_t er
   out->pto_count = st.pto_count;
   out->capped_probes = q->capped_probes;
   out->connect_waited_confirm = q->connect_waited_confirm;
-  if (q->sized) {
-    out->max_udp_payload = q->pkt_size;
-    out->udp_payload_verified = q->big_verified;
-    out->udp_payload_fallbacks = q->big_fallbacks;
-  } else {
-    /* ngtcp2's PMTUD: what it found is known good. */
-    out->max_udp_payload = ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
-    out->udp_payload_verified = 1;
-  }
+  out->max_udp_payload = q->big_failed ? Q_FALLBACK_PKT
+                                        : ngtcp2_conn_get_path_max_tx_udp_payload_size(q->conn);
   return 0;
 }
 
@@ -3281,9 +2992,7 @@ static qconn *server_conn_new(const qserver_params *sp, const struct sockaddr *l
   ngtcp2_transport_params tp;
   ngtcp2_cc_algo cc = sp->cc_auto ? q_default_cc(from) : sp->cc;
   q->loopback = q_loopback_path(from);
-  q->sized = q->loopback || q_mtu_sized_path(from);
-  q_size_path(q, &q->ps.path);
-  fill_settings(&st, &tp, sp->opts, cc, 1, sp->max_streams, q->sized ? q->pkt_size : 0);
+  fill_settings(&st, &tp, sp->opts, cc, 1, sp->max_streams, q->loopback);
   /* ngtcp2 does not fill this in for the server; the client checks it. */
   tp.original_dcid = hd.dcid;
   tp.stateless_reset_token_present = 1;

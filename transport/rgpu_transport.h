@@ -85,9 +85,6 @@ typedef struct {
   int connect_waited_confirm; /* connect waited for HANDSHAKE_DONE (the server asked for a
                                * client certificate); else it returned after our Finished */
   uint64_t max_udp_payload;/* current datagram payload size (after PMTUD) */
-  int udp_payload_verified; /* max_udp_payload is known to arrive (acknowledged, or the
-                             * handshake's size); else it is on trial */
-  int udp_payload_fallbacks;/* sizes given up on the current path (none arrived) */
 } rgpu_quic_info;
 
 typedef struct rgpu_conn rgpu_conn;

@@ -125,10 +125,6 @@ int rgpu_quic_listen(rgpu_listener *l, const rgpu_transport_opts *o, char *err,
  * none: "cubic" for a loopback address, "bbr2" otherwise (rgpu_quic.c says
  * why).  For tests. */
 const char *rgpu_quic_default_cc_name(const struct sockaddr *peer);
-/* For tests: with mtu > 0 every QUIC peer made from now on, loopback ones
- * too, is treated as a network path whose route has this MTU (datagram
- * sizing, rgpu_quic.c "Path-MTU sizing"); 0 restores the kernel's word. */
-void rgpu_quic_set_test_path_mtu(int mtu);
 
 /* Relay bookkeeping shared by the TLS and QUIC listeners: every descriptor a
  * relay owns is registered here so that a forked worker can close them all in
