@@ -770,15 +770,21 @@ static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
   cb->handshake_confirmed = handshake_confirmed_cb;
 }
 
-/* The default (issue 21) is BBRv2 toward a network peer and CUBIC toward a
- * loopback one.  Measured through rgpu-netem against the host's TCP (bbr):
- * ngtcp2's CUBIC reads every random or burst loss as congestion and ran at
- * 11-33 % of the link on wifi-bad, cellular and edge-worst (TCP 86-95 %);
- * BBRv2 runs at TCP's rate there.  On loopback, with both ends and their
- * relay threads on one CPU, BBRv2's window of two microsecond-RTT BDPs
- * starved the sender (0.7-0.9 Gbit/s against CUBIC's 1.5-2.5): a loopback
- * path loses nothing, which is all BBRv2 is for.  ngtcp2 0.12's BBRv1 is
- * poor with GSO at microsecond RTTs (shared/notes/quic-netem.md). */
+/* The default (issue 21) is BBR (v1) toward a network peer and CUBIC
+ * toward a loopback one.  Measured through rgpu-netem against the host's
+ * TCP (bbr): ngtcp2's CUBIC reads every random or burst loss as congestion
+ * and ran at 11-33 % of the link on wifi-bad, cellular and edge-worst (TCP
+ * 86-95 %).  BBRv2 ran at 88-93 %, 1-2 points under TCP under wifi-bad and
+ * cellular: it lowers its ceiling where a round loses more than 2 %, and
+ * wifi-bad's bursts do; BBRv1 ignores loss as Linux's TCP BBR does and
+ * matched TCP there (94 % under wifi-bad, 93 % cellular, 92 % edge-worst
+ * against TCP's 88 %; docs/benchmarks.md, "BBRv1 against BBRv2").  At a
+ * 0.1 ms RTT without a rate limit both ran at the same ~2 Gbit/s (the dev
+ * VM's CPUs).  On loopback, with both ends and their relay threads on one
+ * CPU, BBRv2's window of two microsecond-RTT BDPs starved the sender
+ * (0.7-0.9 Gbit/s against CUBIC's 1.5-2.5), and BBRv1 is poor with GSO at
+ * microsecond RTTs (shared/notes/quic-netem.md): a loopback path loses
+ * nothing, and CUBIC is best there. */
 static int sockaddr_is_loopback(const struct sockaddr *peer) {
   if (peer->sa_family == AF_INET)
     return (ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr) >> 24) == 127;
@@ -799,11 +805,7 @@ static int q_loopback_path(const struct sockaddr *peer) {
 }
 
 static ngtcp2_cc_algo q_default_cc(const struct sockaddr *peer) {
-  return sockaddr_is_loopback(peer) ? NGTCP2_CC_ALGO_CUBIC : NGTCP2_CC_ALGO_BBR2;
-}
-
-const char *rgpu_quic_default_cc_name(const struct sockaddr *peer) {
-  return q_default_cc(peer) == NGTCP2_CC_ALGO_CUBIC ? "cubic" : "bbr2";
+  return sockaddr_is_loopback(peer) ? NGTCP2_CC_ALGO_CUBIC : NGTCP2_CC_ALGO_BBR;
 }
 
 /* *automatic: no name given, q_default_cc decides per peer. */
@@ -816,7 +818,7 @@ static int parse_cc(const char *name, ngtcp2_cc_algo *out, int *automatic, char 
   if ((!name || !*name) && env && *env) name = env;
   *automatic = !name || !*name;
   if (*automatic)
-    *out = NGTCP2_CC_ALGO_BBR2;
+    *out = NGTCP2_CC_ALGO_BBR; /* q_default_cc decides per peer */
   else if (!strcmp(name, "cubic"))
     *out = NGTCP2_CC_ALGO_CUBIC;
   else if (!strcmp(name, "reno"))
@@ -839,6 +841,10 @@ static const char *cc_name(ngtcp2_cc_algo cc) {
     case NGTCP2_CC_ALGO_BBR2: return "bbr2";
   }
   return "?";
+}
+
+const char *rgpu_quic_default_cc_name(const struct sockaddr *peer) {
+  return cc_name(q_default_cc(peer));
 }
 
 /* RGPU_QUIC_TRACE=1: ngtcp2's own event log on stderr (loss detection,

@@ -795,15 +795,15 @@ static void test_default_cc_by_peer(void **state) {
   inet_pton(AF_INET, "127.3.2.1", &v4.sin_addr);
   assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v4), "cubic");
   inet_pton(AF_INET, "10.77.0.2", &v4.sin_addr);
-  assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v4), "bbr2");
+  assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v4), "bbr");
   inet_pton(AF_INET, "192.168.1.20", &v4.sin_addr);
-  assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v4), "bbr2");
+  assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v4), "bbr");
   inet_pton(AF_INET6, "::1", &v6.sin6_addr);
   assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v6), "cubic");
   inet_pton(AF_INET6, "::ffff:127.0.0.1", &v6.sin6_addr);
   assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v6), "cubic");
   inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr);
-  assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v6), "bbr2");
+  assert_string_equal(rgpu_quic_default_cc_name((struct sockaddr *)&v6), "bbr");
 }
 
 /* Server side of test_outage_probe_after_silence: reads `n` bytes, checks
