@@ -25,10 +25,8 @@
  * (a valid order for either).  DuringApiCall promises the program that
  * the source is read before the call returns (a stack buffer), so such a
  * copy's bytes are copied out during the call even from page-locked
- * memory (rgpu_cudart_op.h, src_transient), and a capturing stream
- * refuses it (cudaErrorStreamCaptureUnsupported, the capture
- * invalidated): the graph would read the source at every launch, long
- * after the call.  Location hints only matter with concurrent managed
+ * memory (rgpu_cudart_op.h, src_transient).  A capturing stream refuses
+ * every copy batch, as CUDA does (batch_capture_check).  Location hints only matter with concurrent managed
  * access, which rgpu does not report, so they are ignored as CUDA ignores
  * them there.  The prefetch batches go ahead although rgpu reports
  * concurrentManagedAccess 0, as cudaMemPrefetchAsync does here.
@@ -61,17 +59,22 @@ static int copy_flags_valid(unsigned flags) {
   return (flags & ~(unsigned)cudaMemcpyFlagPreferOverlapWithCompute) == 0;
 }
 
-/* A capturing stream cannot take a DuringApiCall copy (see the top): the
- * capture's own refusal, which invalidates it.  cudaSuccess otherwise. */
-static cudaError_t during_call_capture_check(uint64_t wire, int during_call) {
-  if (!during_call || !rgpu_rt_graph_is_capturing(wire)) return cudaSuccess;
+/* A capturing stream takes no copy batch: CUDA answers
+ * cudaErrorStreamCaptureUnsupported and invalidates the capture (measured
+ * on the H100, driver 580, for cudaMemcpyBatchAsync; the 3D batch is
+ * taken to be the same).  The capture's own refusal; cudaSuccess when the
+ * stream does not capture. */
+static cudaError_t batch_capture_check(uint64_t wire) {
+  if (!rgpu_rt_graph_is_capturing(wire)) return cudaSuccess;
   return rgpu_rt_graph_check_sync(wire);
 }
 
-/* The batch calls take no legacy stream, and no NULL stream even in their
+/* The copy batches take no legacy stream, and no NULL stream even in their
  * _ptsz forms, where NULL would name the per-thread stream: CUDA refuses
  * it there too (cudaErrorInvalidValue, measured on the H100); the handle
- * cudaStreamPerThread is accepted. */
+ * cudaStreamPerThread is accepted.  The prefetch and discard batches
+ * refuse only the legacy stream: cudaMemPrefetchBatchAsync_ptsz with NULL
+ * succeeds on the H100, cudaMemPrefetchBatchAsync with NULL fails. */
 static int batch_stream_refused(cudaStream_t stream, int per_thread) {
   return !stream || rgpu_rt_is_legacy_stream(stream, per_thread);
 }
@@ -89,11 +92,9 @@ static cudaError_t memcpy_batch(void *const *dsts, const void *const *srcs, cons
       !index_list_valid(attrs_idxs, num_attrs, count) ||
       batch_stream_refused(stream, per_thread))
     return rgpu_rt_ret(cudaErrorInvalidValue);
-  int during_call = 0;
   for (size_t k = 0; k < num_attrs; k++) {
     if (!access_order_valid(attrs[k].srcAccessOrder) || !copy_flags_valid(attrs[k].flags))
       return rgpu_rt_ret(cudaErrorInvalidValue);
-    during_call |= attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
   }
   uint64_t wire;
   int sdev;
@@ -108,7 +109,7 @@ static cudaError_t memcpy_batch(void *const *dsts, const void *const *srcs, cons
     if ((e = rgpu_rt_copy_check(dsts[i], srcs[i], sizes[i], &kind, &dev)) != cudaSuccess)
       return rgpu_rt_ret(e);
   }
-  if ((e = during_call_capture_check(wire, during_call)) != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = batch_capture_check(wire)) != cudaSuccess) return rgpu_rt_ret(e);
   size_t k = 0; /* attrs[k] applies to copy i */
   for (size_t i = 0; i < count; i++) {
     while (k + 1 < num_attrs && attrs_idxs[k + 1] <= i) k++;
@@ -265,21 +266,13 @@ static cudaError_t memcpy3d_batch(size_t num_ops, const struct cudaMemcpy3DBatch
   int sdev;
   if ((e = rgpu_rt_stream_resolve(c, stream, per_thread, &wire, &sdev)) != cudaSuccess)
     return rgpu_rt_ret(e);
-  int any_array = 0, during_call = 0;
   for (size_t i = 0; i < num_ops; i++) {
     struct cudaMemcpy3DParms p;
     int has_array;
     if ((e = op3d_params(&ops[i], &p, &has_array)) != cudaSuccess) return rgpu_rt_ret(e);
-    any_array |= has_array;
-    during_call |= ops[i].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
+    (void)has_array;
   }
-  if (any_array && rgpu_rt_graph_is_capturing(wire)) {
-    /* As for cudaMemcpy3DAsync with an array: not in graphs here. */
-    static int logged;
-    return (cudaError_t)rgpu_cudart_report_unsupported(
-        "cudaMemcpy3DBatchAsync with a CUDA array in a stream capture", &logged);
-  }
-  if ((e = during_call_capture_check(wire, during_call)) != cudaSuccess) return rgpu_rt_ret(e);
+  if ((e = batch_capture_check(wire)) != cudaSuccess) return rgpu_rt_ret(e);
   for (size_t i = 0; i < num_ops; i++) {
     struct cudaMemcpy3DParms p;
     int has_array;
@@ -314,8 +307,7 @@ static cudaError_t managed_batch(void **dptrs, const size_t *sizes, size_t count
   rgpu_client *c;
   cudaError_t e = rgpu_rt_enter(&c);
   if (e != cudaSuccess) return e;
-  if (count == 0 || !dptrs || !sizes || flags != 0 ||
-      batch_stream_refused(stream, per_thread))
+  if (count == 0 || !dptrs || !sizes || flags != 0 || rgpu_rt_is_legacy_stream(stream, per_thread))
     return rgpu_rt_ret(cudaErrorInvalidValue);
   if (prefetch && (!locs || !index_list_valid(locs_idxs, num_locs, count)))
     return rgpu_rt_ret(cudaErrorInvalidValue);

@@ -37,6 +37,13 @@ int main() {
   CUstream waiter, producer;
   CU_CHECK(cuStreamCreate(&waiter, CU_STREAM_NON_BLOCKING));
   CU_CHECK(cuStreamCreate(&producer, CU_STREAM_NON_BLOCKING));
+  // Both kernels run once before one waits for the other: with lazy
+  // loading (CUDA 13's default) loading a kernel while another stream
+  // waits on a flag only it will set deadlocks (CUDA's lazy-loading
+  // notes; this program hung on the H100 without these launches).
+  produce<<<n / 256, 256, 0, (cudaStream_t)producer>>>(data, n, 0);
+  consume<<<n / 256, 256, 0, (cudaStream_t)producer>>>(data, out, n);
+  CU_CHECK(cuStreamSynchronize(producer));
   // The consumer is queued first and waits for the flag.
   CU_CHECK(cuStreamWaitValue32(waiter, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
   consume<<<n / 256, 256, 0, (cudaStream_t)waiter>>>(data, out, n);

@@ -445,7 +445,8 @@ static void managed_batches(cudaStream_t s) {
     void *ptrs[1] = {m2};
     size_t sizes[1] = {NB};
     size_t idx0 = 0;
-    EXPECT_INVALID(cudaMemPrefetchBatchAsync_ptsz(ptrs, sizes, 1, &on_dev, &idx0, 1, 0, 0));
+    // NULL is the per-thread stream here, taken (the H100 does).
+    CHECK(cudaMemPrefetchBatchAsync_ptsz(ptrs, sizes, 1, &on_dev, &idx0, 1, 0, 0));
     CHECK(cudaMemPrefetchBatchAsync_ptsz(ptrs, sizes, 1, &on_dev, &idx0, 1, 0, cudaStreamPerThread));
   }
   add_one<<<blocks, 256, 0, cudaStreamPerThread>>>(m1, N);
@@ -479,51 +480,39 @@ static void managed_batches(cudaStream_t s) {
   CHECK(cudaFree(d_plain));
 }
 
-// A batch captured into a graph (with a kernel between two batches), the
-// graph launched twice with new input in between.
+// A copy batch on a capturing stream: CUDA refuses it
+// (cudaErrorStreamCaptureUnsupported, measured on the H100) and the
+// capture is invalidated; the stream works normally afterwards.
 static void captured_batch(cudaStream_t s) {
-  int *h_in, *h_out;
+  const int N = 1024;
+  const size_t NB = N * sizeof(int);
+  int *h_in, *d_g;
   CHECK(cudaMallocHost(&h_in, NB));
-  CHECK(cudaMallocHost(&h_out, NB));
-  int *d_g, *d_h;
   CHECK(cudaMalloc(&d_g, NB));
-  CHECK(cudaMalloc(&d_h, NB));
+  for (int i = 0; i < N; i++) h_in[i] = i;
   cudaMemcpyAttributes stream_order = attr_of(cudaMemcpySrcAccessOrderStream);
   size_t idx0 = 0;
-  cudaGraph_t graph;
+  void *dsts[1] = {d_g};
+  const void *srcs[1] = {h_in};
+  size_t sizes[1] = {NB};
+  cudaGraph_t graph = nullptr;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  {
-    void *dsts[1] = {d_g};
-    const void *srcs[1] = {h_in};
-    size_t sizes[1] = {NB};
-    CHECK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &stream_order, &idx0, 1, s));
-  }
+  cudaError_t e = cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &stream_order, &idx0, 1, s);
+  cudaError_t end = cudaStreamEndCapture(s, &graph);
+  std::printf("copy batch in a capture: %s, end of capture: %s, graph %s\n", cudaGetErrorName(e),
+              cudaGetErrorName(end), graph ? "made" : "none");
+  EXPECT(e == cudaErrorStreamCaptureUnsupported && end == cudaErrorStreamCaptureInvalidated && !graph);
+  (void)cudaGetLastError();
+  // The same batch outside a capture.
+  CHECK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &stream_order, &idx0, 1, s));
   add_one<<<(N + 255) / 256, 256, 0, s>>>(d_g, N);
-  {
-    void *dsts[2] = {h_out, d_h};
-    const void *srcs[2] = {d_g, d_g};
-    size_t sizes[2] = {NB, NB};
-    CHECK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, &stream_order, &idx0, 1, s));
-  }
-  CHECK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec;
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
   std::vector<int> back(N);
-  for (int round = 0; round < 2; round++) {
-    for (int i = 0; i < N; i++) h_in[i] = round * 100000 + i;
-    CHECK(cudaGraphLaunch(exec, s));
-    CHECK(cudaStreamSynchronize(s));
-    check_seq(h_out, N, round * 100000 + 1);
-    CHECK(cudaMemcpy(back.data(), d_h, NB, cudaMemcpyDeviceToHost));
-    check_seq(back.data(), N, round * 100000 + 1);
-  }
-  std::printf("captured batches replayed twice: bytes checked\n");
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaMemcpyAsync(back.data(), d_g, NB, cudaMemcpyDeviceToHost, s));
+  CHECK(cudaStreamSynchronize(s));
+  check_seq(back.data(), N, 1);
+  std::printf("the batch after the capture: bytes checked\n");
   CHECK(cudaFree(d_g));
-  CHECK(cudaFree(d_h));
   CHECK(cudaFreeHost(h_in));
-  CHECK(cudaFreeHost(h_out));
 }
 
 int main() {

@@ -213,13 +213,20 @@ static void library_kernels() {
   for (int i = 0; i < m; i++) EXPECT(out[i] == i + 40);
   printf("library global: ok\n");
 
-  // A bad image is refused at the call.
+  // A bad image is refused at the call or at its first use: with lazy
+  // loading (CUDA 13's default) the H100 takes it at cudaLibraryLoadData
+  // and fails when a kernel is asked for; rgpu refuses it at the load.
   cudaLibrary_t bad;
   cudaError_t e = cudaLibraryLoadData(&bad, "this is not PTX", nullptr, nullptr, 0, nullptr,
                                       nullptr, 0);
+  if (e == cudaSuccess) {
+    cudaKernel_t k;
+    e = cudaLibraryGetKernel(&k, bad, "k_add");
+    (void)cudaLibraryUnload(bad);
+  }
   EXPECT(e != cudaSuccess);
   (void)cudaGetLastError();
-  printf("bad library image refused\n");
+  printf("bad library image refused (at the load or its first use)\n");
 
   CHECK(cudaFree(dout));
   CHECK(cudaFree(dx));
