@@ -692,7 +692,9 @@ class Progress:
         eta = self.est_left * (el / self.est_done if self.est_done > 0 else 1.0)
         eta = min(eta, max(0, self.budget - el))
         if rec["status"] == "ok":
-            r = rec["results"][-1] if rec["results"] else {}
+            # The measurement, not the quic_info record quic:// runs add after it.
+            measured = [x for x in rec["results"] if x.get("test") != "quic_info"]
+            r = measured[-1] if measured else {}
             if rec["kind"] == "raw":
                 what = ("%.1f us" % r["median_us"] if "median_us" in r else
                         "%.3f Gbit/s" % r.get("gbit_s", 0))
