@@ -9,6 +9,24 @@
 
 /* Whether the stream (wire id) is capturing now. */
 int rgpu_rt_graph_is_capturing(uint64_t wire);
+
+/* Library nodes made by an API call rather than a capture (the driver's
+ * cuGraphAddBatchMemOpNode): a whole pre-encoded request of `opcode`
+ * (a `graphnode` message) whose u64 stream field lies at byte stream_at,
+ * sent or captured by the server at each launch like a captured call's.
+ * add copies the request; get gives the node's request and, with scratch,
+ * scratch_len bytes the node owns until its request changes or it goes
+ * (what a GetParams call returns pointers into); set replaces the request.
+ * cudaErrorInvalidValue for a node that is no such node of opcode. */
+cudaError_t rgpu_rt_graph_add_request_node(cudaGraphNode_t *out, cudaGraph_t g,
+                                           const cudaGraphNode_t *deps, size_t ndeps,
+                                           uint16_t opcode, size_t stream_at, const void *req,
+                                           size_t len);
+cudaError_t rgpu_rt_graph_request_node_get(cudaGraphNode_t node, uint16_t opcode,
+                                           const uint8_t **req, size_t *len, void **scratch,
+                                           size_t scratch_len);
+cudaError_t rgpu_rt_graph_request_node_set(cudaGraphNode_t node, uint16_t opcode, const void *req,
+                                           size_t len);
 /* Synchronizing a stream (or query): cudaErrorStreamCaptureUnsupported if
  * it is capturing or the call is prohibited by a capture (which is then
  * invalidated), else cudaSuccess. */

@@ -1125,3 +1125,60 @@ RGPU_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path,
   return cudaSuccess;
 }
 
+
+/* ---- library nodes made by an API call ------------------------------------- */
+
+cudaError_t rgpu_rt_graph_add_request_node(cudaGraphNode_t *out, cudaGraph_t g,
+                                           const cudaGraphNode_t *deps, size_t ndeps,
+                                           uint16_t opcode, size_t stream_at, const void *req,
+                                           size_t len) {
+  if (!out || !req || stream_at + 8 > len) return cudaErrorInvalidValue;
+  node_params p;
+  memset(&p, 0, sizeof p);
+  p.type = cudaGraphNodeTypeHost;
+  p.op.kind = RGPU_RT_OP_LIB_CALL;
+  p.op.device = rgpu_rt_current_device();
+  p.op.lib.opcode = opcode;
+  p.op.lib.stream_at = (uint32_t)stream_at;
+  p.op.lib.args = malloc(len);
+  if (!p.op.lib.args) return cudaErrorMemoryAllocation;
+  memcpy(p.op.lib.args, req, len);
+  p.op.lib.args_len = len;
+  cudaError_t e = graph_node_add(out, g, deps, ndeps, &p);
+  if (e != cudaSuccess) node_params_free(&p);
+  return e;
+}
+
+/* The scratch lives after the request in the node's own copy of it, so
+ * it goes with the node (and with a new request) and needs no list of
+ * its own; a clone copies only the request and makes its scratch anew. */
+cudaError_t rgpu_rt_graph_request_node_get(cudaGraphNode_t node, uint16_t opcode,
+                                           const uint8_t **req, size_t *len, void **scratch,
+                                           size_t scratch_len) {
+  if (!valid_node(node) || !node_params_is_lib(&node->p) || node->p.op.lib.opcode != opcode)
+    return cudaErrorInvalidValue;
+  rgpu_rt_op *op = &node->p.op;
+  if (scratch) {
+    uint8_t *grown = realloc(op->lib.args, op->lib.args_len + scratch_len + 1);
+    if (!grown) return cudaErrorMemoryAllocation;
+    op->lib.args = grown;
+    *scratch = grown + op->lib.args_len;
+  }
+  *req = op->lib.args;
+  *len = op->lib.args_len;
+  return cudaSuccess;
+}
+
+cudaError_t rgpu_rt_graph_request_node_set(cudaGraphNode_t node, uint16_t opcode, const void *req,
+                                           size_t len) {
+  if (!valid_node(node) || !node_params_is_lib(&node->p) || node->p.op.lib.opcode != opcode ||
+      !req || node->p.op.lib.stream_at + 8 > len)
+    return cudaErrorInvalidValue;
+  uint8_t *copy = malloc(len);
+  if (!copy) return cudaErrorMemoryAllocation;
+  memcpy(copy, req, len);
+  free(node->p.op.lib.args);
+  node->p.op.lib.args = copy;
+  node->p.op.lib.args_len = len;
+  return cudaSuccess;
+}

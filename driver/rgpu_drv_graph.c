@@ -522,6 +522,11 @@ RGPU_DRV CUresult rgpu_drv_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph h
     return r;
   }
   case CU_GRAPH_NODE_TYPE_MEM_FREE: return rgpu_drv_cuGraphAddMemFreeNode(phGraphNode, hGraph, d, n, p->free.dptr);
+  case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+    /* v2 has v1's layout. */
+    CUDA_BATCH_MEM_OP_NODE_PARAMS m = {p->memOp.ctx, p->memOp.count, p->memOp.paramArray, p->memOp.flags};
+    return rgpu_drv_cuGraphAddBatchMemOpNode(phGraphNode, hGraph, d, n, &m);
+  }
   case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
     RGPU_DRV_ENTER_CTX();
     if (p->conditional.ctx && rgpu_drv_ctx_check(p->conditional.ctx) != CUDA_SUCCESS) {

@@ -49,61 +49,86 @@ static CUresult device_word(uint64_t addr, uint64_t len) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A batch as STREAM_MEMOP's arrays, every word checked (aligned device
+ * memory of this session). */
+typedef struct {
+  uint32_t ops[MEMOP_MAX], opf[MEMOP_MAX];
+  uint64_t addrs[MEMOP_MAX], vals[MEMOP_MAX];
+} memop_arrays;
+
+static CUresult memop_fill(unsigned count, const CUstreamBatchMemOpParams *p, unsigned flags,
+                           memop_arrays *a) {
+  if (!count || !p || count > MEMOP_MAX || flags) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; i++) {
+    CUstreamBatchMemOpType t = p[i].operation;
+    int wide = t == CU_STREAM_MEM_OP_WAIT_VALUE_64 || t == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    a->ops[i] = (uint32_t)t;
+    a->addrs[i] = a->vals[i] = 0;
+    if (is_wait(t)) {
+      a->addrs[i] = p[i].waitValue.address;
+      a->vals[i] = wide ? p[i].waitValue.value64 : p[i].waitValue.value;
+      a->opf[i] = p[i].waitValue.flags;
+    } else if (is_write(t)) {
+      a->addrs[i] = p[i].writeValue.address;
+      a->vals[i] = wide ? p[i].writeValue.value64 : p[i].writeValue.value;
+      a->opf[i] = p[i].writeValue.flags;
+    } else if (t == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) {
+      a->opf[i] = p[i].flushRemoteWrites.flags;
+    } else if (t == CU_STREAM_MEM_OP_BARRIER) {
+      a->opf[i] = p[i].memoryBarrier.flags;
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (is_wait(t) || is_write(t)) {
+      if (a->addrs[i] % (wide ? 8 : 4)) return CUDA_ERROR_INVALID_VALUE;
+      CUresult r = device_word(a->addrs[i], wide ? 8 : 4);
+      if (r != CUDA_SUCCESS) return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+/* The request of a graph's library node: stream field zeroed (it leads
+ * the request; the server writes the launch's own there). */
+static CUresult memop_node_request(unsigned count, const memop_arrays *a, unsigned flags,
+                                   rgpu_buf *req) {
+  rgpu_msg_stream_memop_req q = {.stream = 0,
+                                 .flags = flags,
+                                 .ops = {a->ops, count},
+                                 .op_flags = {a->opf, count},
+                                 .addrs = {a->addrs, count},
+                                 .values = {a->vals, count}};
+  rgpu_buf_init(req);
+  if (rgpu_msg_stream_memop_req_encode(req, &q)) {
+    rgpu_buf_free(req);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
+}
+
 static CUresult memop_send(CUstream stream, int per_thread, unsigned count, const CUstreamBatchMemOpParams *p,
                            unsigned flags) {
   RGPU_DRV_BEGIN();
   if (!count || !p || count > MEMOP_MAX || flags) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   CUresult r = rgpu_drv_ctx_enter(NULL);
   if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
-  uint32_t ops[MEMOP_MAX], opf[MEMOP_MAX];
-  uint64_t addrs[MEMOP_MAX], vals[MEMOP_MAX];
-  for (unsigned i = 0; i < count; i++) {
-    CUstreamBatchMemOpType t = p[i].operation;
-    int wide = t == CU_STREAM_MEM_OP_WAIT_VALUE_64 || t == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-    ops[i] = (uint32_t)t;
-    addrs[i] = vals[i] = 0;
-    if (is_wait(t)) {
-      addrs[i] = p[i].waitValue.address;
-      vals[i] = wide ? p[i].waitValue.value64 : p[i].waitValue.value;
-      opf[i] = p[i].waitValue.flags;
-    } else if (is_write(t)) {
-      addrs[i] = p[i].writeValue.address;
-      vals[i] = wide ? p[i].writeValue.value64 : p[i].writeValue.value;
-      opf[i] = p[i].writeValue.flags;
-    } else if (t == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) {
-      opf[i] = p[i].flushRemoteWrites.flags;
-    } else if (t == CU_STREAM_MEM_OP_BARRIER) {
-      opf[i] = p[i].memoryBarrier.flags;
-    } else {
-      RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
-    }
-    if ((is_wait(t) || is_write(t)) &&
-        (addrs[i] % (wide ? 8 : 4) || (r = device_word(addrs[i], wide ? 8 : 4)) != CUDA_SUCCESS))
-      RGPU_DRV_RET(addrs[i] % (wide ? 8 : 4) ? CUDA_ERROR_INVALID_VALUE : r);
-  }
+  memop_arrays a;
+  if ((r = memop_fill(count, p, flags, &a)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
   uint64_t wire;
   int dev;
   cudaError_t e = rgpu_rt_stream_resolve(c, (cudaStream_t)stream, per_thread, &wire, &dev);
   if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
-  rgpu_msg_stream_memop_req q = {.stream = wire,
-                                 .flags = flags,
-                                 .ops = {ops, count},
-                                 .op_flags = {opf, count},
-                                 .addrs = {addrs, count},
-                                 .values = {vals, count}};
   if (rgpu_rt_graph_is_capturing(wire)) {
-    /* The stream field leads the request (its first field), as the server
-     * expects of a graph's library node: zeroed, the launch's own goes
-     * there. */
-    q.stream = 0;
     rgpu_buf req;
-    rgpu_buf_init(&req);
-    if (rgpu_msg_stream_memop_req_encode(&req, &q)) {
-      rgpu_buf_free(&req);
-      RGPU_DRV_RET(CUDA_ERROR_OUT_OF_MEMORY);
-    }
+    if ((r = memop_node_request(count, &a, flags, &req)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
     RGPU_DRV_RET(rgpu_drv_from_rt(rgpu_rt_submit_request(c, dev, wire, RGPU_OP_STREAM_MEMOP, 0, &req)));
   }
+  rgpu_msg_stream_memop_req q = {.stream = wire,
+                                 .flags = flags,
+                                 .ops = {a.ops, count},
+                                 .op_flags = {a.opf, count},
+                                 .addrs = {a.addrs, count},
+                                 .values = {a.vals, count}};
   rgpu_status rc = rgpu_call_stream_memop(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
   RGPU_DRV_RET(rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
 }
@@ -158,3 +183,100 @@ RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp, 0)
 RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_ptsz, 1)
 RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_v2, 0)
 RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_v2_ptsz, 1)
+
+/* ---- batch memory-operation nodes (cuGraphAddBatchMemOpNode and friends) --------
+ * The node is the library node a capture makes (the STREAM_MEMOP request,
+ * rgpu_rt_graph_add_request_node); its parameters are read back from the
+ * request into an array the node owns.  A node in an executable graph
+ * keeps the operations it was instantiated with:
+ * cuGraphExecBatchMemOpNodeSetParams stays the generated stub
+ * (CUDA_ERROR_NOT_SUPPORTED, logged once). */
+
+static CUresult memop_node_checked(const CUDA_BATCH_MEM_OP_NODE_PARAMS *np, rgpu_buf *req) {
+  if (!np) return CUDA_ERROR_INVALID_VALUE;
+  if (np->ctx) {
+    CUresult r = rgpu_drv_ctx_check(np->ctx);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  memop_arrays a;
+  CUresult r = memop_fill(np->count, np->paramArray, np->flags, &a);
+  if (r != CUDA_SUCCESS) return r;
+  return memop_node_request(np->count, &a, np->flags, req);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies,
+                                                    size_t numDependencies,
+                                                    const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
+  RGPU_DRV_BEGIN();
+  (void)c;
+  CUresult r = rgpu_drv_ctx_enter(NULL);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  rgpu_buf req;
+  if ((r = memop_node_checked(nodeParams, &req)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  cudaError_t e = rgpu_rt_graph_add_request_node(phGraphNode, hGraph, dependencies, numDependencies,
+                                                 RGPU_OP_STREAM_MEMOP, 0, req.data, req.len);
+  rgpu_buf_free(&req);
+  RGPU_DRV_RET(rgpu_drv_from_rt(e));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode,
+                                                          CUDA_BATCH_MEM_OP_NODE_PARAMS *out) {
+  RGPU_DRV_BEGIN();
+  (void)c;
+  if (!out) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  const uint8_t *req;
+  size_t len;
+  void *scratch;
+  cudaError_t e = rgpu_rt_graph_request_node_get(hNode, RGPU_OP_STREAM_MEMOP, &req, &len, NULL, 0);
+  if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
+  rgpu_msg_stream_memop_req q;
+  if (rgpu_msg_stream_memop_req_decode(req, len, &q) || !q.ops.count || q.ops.count > MEMOP_MAX)
+    RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  unsigned n = q.ops.count;
+  e = rgpu_rt_graph_request_node_get(hNode, RGPU_OP_STREAM_MEMOP, &req, &len, &scratch,
+                                     (size_t)n * sizeof(CUstreamBatchMemOpParams) + 8);
+  if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
+  /* The request may have moved (the node's copy grew): decode it again. */
+  if (rgpu_msg_stream_memop_req_decode(req, len, &q)) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
+  CUstreamBatchMemOpParams *p = (CUstreamBatchMemOpParams *)(((uintptr_t)scratch + 7) & ~(uintptr_t)7);
+  memset(p, 0, (size_t)n * sizeof *p);
+  for (unsigned i = 0; i < n; i++) {
+    CUstreamBatchMemOpType t = (CUstreamBatchMemOpType)rgpu_array_u32(&q.ops, i);
+    unsigned fl = rgpu_array_u32(&q.op_flags, i);
+    uint64_t addr = rgpu_array_u64(&q.addrs, i), v = rgpu_array_u64(&q.values, i);
+    p[i].operation = t;
+    if (is_wait(t)) {
+      p[i].waitValue.address = addr;
+      if (t == CU_STREAM_MEM_OP_WAIT_VALUE_64) p[i].waitValue.value64 = v;
+      else p[i].waitValue.value = (cuuint32_t)v;
+      p[i].waitValue.flags = fl;
+    } else if (is_write(t)) {
+      p[i].writeValue.address = addr;
+      if (t == CU_STREAM_MEM_OP_WRITE_VALUE_64) p[i].writeValue.value64 = v;
+      else p[i].writeValue.value = (cuuint32_t)v;
+      p[i].writeValue.flags = fl;
+    } else if (t == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) {
+      p[i].flushRemoteWrites.flags = fl;
+    } else {
+      p[i].memoryBarrier.flags = fl;
+    }
+  }
+  out->ctx = rgpu_drv_ctx_current();
+  out->count = n;
+  out->paramArray = p;
+  out->flags = q.flags;
+  RGPU_DRV_RET(CUDA_SUCCESS);
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode,
+                                                          const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
+  RGPU_DRV_BEGIN();
+  (void)c;
+  rgpu_buf req;
+  CUresult r = memop_node_checked(nodeParams, &req);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  cudaError_t e = rgpu_rt_graph_request_node_set(hNode, RGPU_OP_STREAM_MEMOP, req.data, req.len);
+  rgpu_buf_free(&req);
+  RGPU_DRV_RET(rgpu_drv_from_rt(e));
+}

@@ -4,7 +4,9 @@
 // and a barrier), another kernel.  The graph is launched three times, each
 // after the words were cleared outside it; every launch's words and both
 // kernels' results are read back and checked.  The captured operations are
-// batch memory-operation nodes.
+// batch memory-operation nodes.  Then the same nodes made with the node API
+// (cuGraphAddBatchMemOpNode, cuGraphAddNode): parameters read back, changed
+// and launched.
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -92,6 +94,66 @@ int main() {
 
   CU_CHECK(cuGraphExecDestroy(x));
   CU_CHECK(cuGraphDestroy(g));
+
+  // The node API: a write node and, after it, a wait node that the write
+  // satisfies and a 64-bit write from cuGraphAddNode.
+  CUcontext ctx;
+  CU_CHECK(cuCtxGetCurrent(&ctx));
+  CUgraph g2;
+  CU_CHECK(cuGraphCreate(&g2, 0));
+  CUstreamBatchMemOpParams w[1];
+  memset(w, 0, sizeof w);
+  w[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  w[0].writeValue.address = flag;
+  w[0].writeValue.value = 5;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS np = {ctx, 1, w, 0};
+  CUgraphNode wn, vn, an;
+  CU_CHECK(cuGraphAddBatchMemOpNode(&wn, g2, NULL, 0, &np));
+  CUDA_BATCH_MEM_OP_NODE_PARAMS got;
+  memset(&got, 0, sizeof got);
+  CU_CHECK(cuGraphBatchMemOpNodeGetParams(wn, &got));
+  printf("node parameters: %u operation(s), kind %d, value %u, same address %s\n", got.count,
+         (int)got.paramArray[0].operation, got.paramArray[0].writeValue.value,
+         got.paramArray[0].writeValue.address == flag ? "yes" : "no");
+  EXPECT(got.count == 1 && got.paramArray[0].writeValue.value == 5);
+  w[0].writeValue.value = 6;
+  CU_CHECK(cuGraphBatchMemOpNodeSetParams(wn, &np));
+  CUstreamBatchMemOpParams v[1];
+  memset(v, 0, sizeof v);
+  v[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  v[0].waitValue.address = flag;
+  v[0].waitValue.value = 6;
+  v[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS vp = {ctx, 1, v, 0};
+  CU_CHECK(cuGraphAddBatchMemOpNode(&vn, g2, &wn, 1, &vp));
+  CUstreamBatchMemOpParams w64[1];
+  memset(w64, 0, sizeof w64);
+  w64[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  w64[0].writeValue.address = word64;
+  w64[0].writeValue.value64 = 0x1122334455667788ull;
+  CUgraphNodeParams gp;
+  memset(&gp, 0, sizeof gp);
+  gp.type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  gp.memOp.ctx = ctx;
+  gp.memOp.count = 1;
+  gp.memOp.paramArray = w64;
+  CU_CHECK(cuGraphAddNode(&an, g2, &vn, NULL, 1, &gp));
+  CUgraphNodeType t2;
+  CU_CHECK(cuGraphNodeGetType(an, &t2));
+  EXPECT(t2 == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+  CUgraphExec x2;
+  CU_CHECK(cuGraphInstantiate(&x2, g2, 0));
+  CU_CHECK(cuMemsetD32Async(flag, 0, 1, s));
+  CU_CHECK(cuGraphLaunch(x2, s));
+  CU_CHECK(cuStreamSynchronize(s));
+  unsigned f2 = 0;
+  unsigned long long w2 = 0;
+  CU_CHECK(cuMemcpyDtoH(&f2, flag, 4));
+  CU_CHECK(cuMemcpyDtoH(&w2, word64, 8));
+  printf("node API graph: flag %u, word 0x%llx\n", f2, w2);
+  EXPECT(f2 == 6 && w2 == 0x1122334455667788ull);
+  CU_CHECK(cuGraphExecDestroy(x2));
+  CU_CHECK(cuGraphDestroy(g2));
   CU_CHECK(cuStreamDestroy(s));
   CU_CHECK(cuMemFree(flag));
   CU_CHECK(cuMemFree(word64));
