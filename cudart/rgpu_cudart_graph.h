@@ -27,6 +27,10 @@ cudaError_t rgpu_rt_graph_request_node_get(cudaGraphNode_t node, uint16_t opcode
                                            size_t scratch_len);
 cudaError_t rgpu_rt_graph_request_node_set(cudaGraphNode_t node, uint16_t opcode, const void *req,
                                            size_t len);
+/* The same node's request in executable graph hGraphExec replaced (the
+ * server updates its graph: a new capture of the call on a GPU). */
+cudaError_t rgpu_rt_graph_exec_set_request_node(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                uint16_t opcode, const void *req, size_t len);
 /* Synchronizing a stream (or query): cudaErrorStreamCaptureUnsupported if
  * it is capturing or the call is prohibited by a capture (which is then
  * invalidated), else cudaSuccess. */

@@ -1357,3 +1357,20 @@ RGPU_API_PTSZ(cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaSt
   return upload(graphExec, stream, 1);
 }
 
+
+cudaError_t rgpu_rt_graph_exec_set_request_node(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                                uint16_t opcode, const void *req, size_t len) {
+  flat_node *f = valid_exec(hGraphExec) && valid_node(node) ? exec_find(hGraphExec, node) : NULL;
+  if (!f || !node_params_is_lib(&f->p) || f->p.op.lib.opcode != opcode || !req ||
+      f->p.op.lib.stream_at + 8 > len)
+    return cudaErrorInvalidValue;
+  node_params np;
+  memset(&np, 0, sizeof np);
+  np.type = f->p.type;
+  np.op = f->p.op;
+  np.op.lib.args = malloc(len);
+  if (!np.op.lib.args) return cudaErrorMemoryAllocation;
+  memcpy(np.op.lib.args, req, len);
+  np.op.lib.args_len = len;
+  return exec_set_node(hGraphExec, f, &np);
+}

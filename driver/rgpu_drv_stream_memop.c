@@ -187,10 +187,8 @@ RGPU_DRV_BATCH_MEMOP(cuStreamBatchMemOp_v2_ptsz, 1)
 /* ---- batch memory-operation nodes (cuGraphAddBatchMemOpNode and friends) --------
  * The node is the library node a capture makes (the STREAM_MEMOP request,
  * rgpu_rt_graph_add_request_node); its parameters are read back from the
- * request into an array the node owns.  A node in an executable graph
- * keeps the operations it was instantiated with:
- * cuGraphExecBatchMemOpNodeSetParams stays the generated stub
- * (CUDA_ERROR_NOT_SUPPORTED, logged once). */
+ * request into an array the node owns; new parameters for the node of an
+ * executable graph update the server's graph like any exec node update. */
 
 static CUresult memop_node_checked(const CUDA_BATCH_MEM_OP_NODE_PARAMS *np, rgpu_buf *req) {
   if (!np) return CUDA_ERROR_INVALID_VALUE;
@@ -277,6 +275,19 @@ RGPU_DRV CUresult rgpu_drv_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode,
   CUresult r = memop_node_checked(nodeParams, &req);
   if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
   cudaError_t e = rgpu_rt_graph_request_node_set(hNode, RGPU_OP_STREAM_MEMOP, req.data, req.len);
+  rgpu_buf_free(&req);
+  RGPU_DRV_RET(rgpu_drv_from_rt(e));
+}
+
+RGPU_DRV CUresult rgpu_drv_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                              const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
+  RGPU_DRV_BEGIN();
+  (void)c;
+  rgpu_buf req;
+  CUresult r = memop_node_checked(nodeParams, &req);
+  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
+  cudaError_t e = rgpu_rt_graph_exec_set_request_node(hGraphExec, hNode, RGPU_OP_STREAM_MEMOP,
+                                                      req.data, req.len);
   rgpu_buf_free(&req);
   RGPU_DRV_RET(rgpu_drv_from_rt(e));
 }

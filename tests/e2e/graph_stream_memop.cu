@@ -6,7 +6,7 @@
 // kernels' results are read back and checked.  The captured operations are
 // batch memory-operation nodes.  Then the same nodes made with the node API
 // (cuGraphAddBatchMemOpNode, cuGraphAddNode): parameters read back, changed
-// and launched.
+// and launched, then changed in the executable graph and launched again.
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -123,7 +123,7 @@ int main() {
   v[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
   v[0].waitValue.address = flag;
   v[0].waitValue.value = 6;
-  v[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  v[0].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
   CUDA_BATCH_MEM_OP_NODE_PARAMS vp = {ctx, 1, v, 0};
   CU_CHECK(cuGraphAddBatchMemOpNode(&vn, g2, &wn, 1, &vp));
   CUstreamBatchMemOpParams w64[1];
@@ -152,6 +152,15 @@ int main() {
   CU_CHECK(cuMemcpyDtoH(&w2, word64, 8));
   printf("node API graph: flag %u, word 0x%llx\n", f2, w2);
   EXPECT(f2 == 6 && w2 == 0x1122334455667788ull);
+  // New operations for the executable graph's write node.
+  w[0].writeValue.value = 8;
+  CU_CHECK(cuGraphExecBatchMemOpNodeSetParams(x2, wn, &np));
+  CU_CHECK(cuMemsetD32Async(flag, 0, 1, s));
+  CU_CHECK(cuGraphLaunch(x2, s));
+  CU_CHECK(cuStreamSynchronize(s));
+  CU_CHECK(cuMemcpyDtoH(&f2, flag, 4));
+  printf("after the exec update: flag %u\n", f2);
+  EXPECT(f2 == 8);
   CU_CHECK(cuGraphExecDestroy(x2));
   CU_CHECK(cuGraphDestroy(g2));
   CU_CHECK(cuStreamDestroy(s));
