@@ -210,10 +210,8 @@ static cudaError_t operand_side(const struct cudaMemcpy3DOperand *o, struct cuda
 }
 
 /* Checks one batch operation and translates it to the cudaMemcpy3DParms
- * cudaMemcpy3DAsync takes (kind cudaMemcpyDefault: the pointers decide).
- * *has_array: an operand is a CUDA array. */
-static cudaError_t op3d_params(const struct cudaMemcpy3DBatchOp *op, struct cudaMemcpy3DParms *p,
-                               int *has_array) {
+ * cudaMemcpy3DAsync takes (kind cudaMemcpyDefault: the pointers decide). */
+static cudaError_t op3d_params(const struct cudaMemcpy3DBatchOp *op, struct cudaMemcpy3DParms *p) {
   struct cudaExtent ext = op->extent;
   if (!access_order_valid(op->srcAccessOrder) || !copy_flags_valid(op->flags) ||
       ext.width == 0 || ext.height == 0 || ext.depth == 0)
@@ -238,7 +236,7 @@ static cudaError_t op3d_params(const struct cudaMemcpy3DBatchOp *op, struct cuda
       return cudaErrorInvalidValue;
     }
   }
-  *has_array = elem != 0;
+  int has_array = elem != 0;
   if (!elem) elem = 1;
   memset(p, 0, sizeof *p);
   p->extent = ext; /* elements with an array, bytes (elements of 1) without */
@@ -247,7 +245,7 @@ static cudaError_t op3d_params(const struct cudaMemcpy3DBatchOp *op, struct cuda
   if (e == cudaSuccess) e = operand_side(&op->dst, ext, elem, &p->dstArray, &p->dstPos, &p->dstPtr);
   if (e != cudaSuccess) return e;
   /* The pointers' kinds (which side is device memory) as a copy sees them. */
-  if (!*has_array) {
+  if (!has_array) {
     enum cudaMemcpyKind kind = cudaMemcpyDefault;
     int dev;
     e = rgpu_rt_copy_check(p->dstPtr.ptr, p->srcPtr.ptr, 1, &kind, &dev);
@@ -268,15 +266,12 @@ static cudaError_t memcpy3d_batch(size_t num_ops, const struct cudaMemcpy3DBatch
     return rgpu_rt_ret(e);
   for (size_t i = 0; i < num_ops; i++) {
     struct cudaMemcpy3DParms p;
-    int has_array;
-    if ((e = op3d_params(&ops[i], &p, &has_array)) != cudaSuccess) return rgpu_rt_ret(e);
-    (void)has_array;
+    if ((e = op3d_params(&ops[i], &p)) != cudaSuccess) return rgpu_rt_ret(e);
   }
   if ((e = batch_capture_check(wire)) != cudaSuccess) return rgpu_rt_ret(e);
   for (size_t i = 0; i < num_ops; i++) {
     struct cudaMemcpy3DParms p;
-    int has_array;
-    if ((e = op3d_params(&ops[i], &p, &has_array)) != cudaSuccess) return rgpu_rt_ret(e);
+    if ((e = op3d_params(&ops[i], &p)) != cudaSuccess) return rgpu_rt_ret(e);
     int transient = ops[i].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
     if ((e = rgpu_rt_memcpy3d_async(&p, stream, per_thread, transient)) != cudaSuccess) return e;
   }
