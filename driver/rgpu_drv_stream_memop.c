@@ -133,21 +133,32 @@ static CUresult memop_send(CUstream stream, int per_thread, unsigned count, cons
   RGPU_DRV_RET(rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
 }
 
+/* One operation in CUDA's form, from STREAM_MEMOP's fields (the single
+ * calls and a node's parameters read back). */
+static void memop_param(CUstreamBatchMemOpParams *p, CUstreamBatchMemOpType t, uint64_t addr,
+                        uint64_t value, unsigned fl) {
+  memset(p, 0, sizeof *p);
+  p->operation = t;
+  if (is_wait(t)) {
+    p->waitValue.address = addr;
+    if (t == CU_STREAM_MEM_OP_WAIT_VALUE_64) p->waitValue.value64 = value;
+    else p->waitValue.value = (cuuint32_t)value;
+    p->waitValue.flags = fl;
+  } else if (is_write(t)) {
+    p->writeValue.address = addr;
+    if (t == CU_STREAM_MEM_OP_WRITE_VALUE_64) p->writeValue.value64 = value;
+    else p->writeValue.value = (cuuint32_t)value;
+    p->writeValue.flags = fl;
+  } else if (t == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) {
+    p->flushRemoteWrites.flags = fl;
+  } else {
+    p->memoryBarrier.flags = fl;
+  }
+}
+
 static CUresult one(CUstream s, int pt, CUstreamBatchMemOpType t, CUdeviceptr addr, uint64_t value, unsigned fl) {
   CUstreamBatchMemOpParams p;
-  memset(&p, 0, sizeof p);
-  p.operation = t;
-  if (is_wait(t)) {
-    p.waitValue.address = addr;
-    if (t == CU_STREAM_MEM_OP_WAIT_VALUE_64) p.waitValue.value64 = value;
-    else p.waitValue.value = (cuuint32_t)value;
-    p.waitValue.flags = fl;
-  } else {
-    p.writeValue.address = addr;
-    if (t == CU_STREAM_MEM_OP_WRITE_VALUE_64) p.writeValue.value64 = value;
-    else p.writeValue.value = (cuuint32_t)value;
-    p.writeValue.flags = fl;
-  }
+  memop_param(&p, t, addr, value, fl);
   return memop_send(s, pt, 1, &p, 0);
 }
 
@@ -225,41 +236,25 @@ RGPU_DRV CUresult rgpu_drv_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode,
   if (!out) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   const uint8_t *req;
   size_t len;
-  void *scratch;
   cudaError_t e = rgpu_rt_graph_request_node_get(hNode, RGPU_OP_STREAM_MEMOP, &req, &len, NULL, 0);
   if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
   rgpu_msg_stream_memop_req q;
-  if (rgpu_msg_stream_memop_req_decode(req, len, &q) || !q.ops.count || q.ops.count > MEMOP_MAX)
+  if (rgpu_msg_stream_memop_req_decode(req, len, &q) || !q.ops.count || q.ops.count > MEMOP_MAX ||
+      q.op_flags.count != q.ops.count || q.addrs.count != q.ops.count || q.values.count != q.ops.count)
     RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   unsigned n = q.ops.count;
+  /* Built on the stack first: growing the node's copy for the scratch may
+   * move the request q's arrays point into. */
+  CUstreamBatchMemOpParams built[MEMOP_MAX];
+  for (unsigned i = 0; i < n; i++)
+    memop_param(&built[i], (CUstreamBatchMemOpType)rgpu_array_u32(&q.ops, i), rgpu_array_u64(&q.addrs, i),
+                rgpu_array_u64(&q.values, i), rgpu_array_u32(&q.op_flags, i));
+  void *scratch;
   e = rgpu_rt_graph_request_node_get(hNode, RGPU_OP_STREAM_MEMOP, &req, &len, &scratch,
                                      (size_t)n * sizeof(CUstreamBatchMemOpParams) + 8);
   if (e != cudaSuccess) RGPU_DRV_RET(rgpu_drv_from_rt(e));
-  /* The request may have moved (the node's copy grew): decode it again. */
-  if (rgpu_msg_stream_memop_req_decode(req, len, &q)) RGPU_DRV_RET(CUDA_ERROR_INVALID_VALUE);
   CUstreamBatchMemOpParams *p = (CUstreamBatchMemOpParams *)(((uintptr_t)scratch + 7) & ~(uintptr_t)7);
-  memset(p, 0, (size_t)n * sizeof *p);
-  for (unsigned i = 0; i < n; i++) {
-    CUstreamBatchMemOpType t = (CUstreamBatchMemOpType)rgpu_array_u32(&q.ops, i);
-    unsigned fl = rgpu_array_u32(&q.op_flags, i);
-    uint64_t addr = rgpu_array_u64(&q.addrs, i), v = rgpu_array_u64(&q.values, i);
-    p[i].operation = t;
-    if (is_wait(t)) {
-      p[i].waitValue.address = addr;
-      if (t == CU_STREAM_MEM_OP_WAIT_VALUE_64) p[i].waitValue.value64 = v;
-      else p[i].waitValue.value = (cuuint32_t)v;
-      p[i].waitValue.flags = fl;
-    } else if (is_write(t)) {
-      p[i].writeValue.address = addr;
-      if (t == CU_STREAM_MEM_OP_WRITE_VALUE_64) p[i].writeValue.value64 = v;
-      else p[i].writeValue.value = (cuuint32_t)v;
-      p[i].writeValue.flags = fl;
-    } else if (t == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES) {
-      p[i].flushRemoteWrites.flags = fl;
-    } else {
-      p[i].memoryBarrier.flags = fl;
-    }
-  }
+  memcpy(p, built, (size_t)n * sizeof *p);
   out->ctx = rgpu_drv_ctx_current();
   out->count = n;
   out->paramArray = p;
