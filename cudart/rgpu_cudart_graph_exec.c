@@ -1361,16 +1361,9 @@ RGPU_API_PTSZ(cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaSt
 cudaError_t rgpu_rt_graph_exec_set_request_node(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
                                                 uint16_t opcode, const void *req, size_t len) {
   flat_node *f = valid_exec(hGraphExec) && valid_node(node) ? exec_find(hGraphExec, node) : NULL;
-  if (!f || !node_params_is_lib(&f->p) || f->p.op.lib.opcode != opcode || !req ||
-      f->p.op.lib.stream_at + 8 > len)
-    return cudaErrorInvalidValue;
+  if (!f) return cudaErrorInvalidValue;
   node_params np;
-  memset(&np, 0, sizeof np);
-  np.type = f->p.type;
-  np.op = f->p.op;
-  np.op.lib.args = malloc(len);
-  if (!np.op.lib.args) return cudaErrorMemoryAllocation;
-  memcpy(np.op.lib.args, req, len);
-  np.op.lib.args_len = len;
+  cudaError_t e = node_params_request_like(&np, &f->p, opcode, req, len);
+  if (e != cudaSuccess) return e;
   return exec_set_node(hGraphExec, f, &np);
 }

@@ -100,6 +100,12 @@ static inline int valid_event(cudaEvent_t ev) { return ev && ev->magic == RGPU_E
 
 /* Node parameters: free, deep copy (the child graph is cloned). */
 void node_params_free(node_params *p);
+/* A library node's parameters like `like` (a node of that request's
+ * opcode) with request req (copied) instead of its own: what the node
+ * API's SetParams calls build.  cudaErrorInvalidValue where like is no
+ * library node of opcode or req has no room for its stream field. */
+cudaError_t node_params_request_like(node_params *out, const node_params *like, uint16_t opcode,
+                                     const void *req, size_t len);
 cudaError_t node_params_copy(node_params *dst, const node_params *src);
 /* Parameters from the API's structs, checked as CUDA checks them (p is
  * replaced only on success). */

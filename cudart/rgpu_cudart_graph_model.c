@@ -1169,16 +1169,28 @@ cudaError_t rgpu_rt_graph_request_node_get(cudaGraphNode_t node, uint16_t opcode
   return cudaSuccess;
 }
 
+cudaError_t node_params_request_like(node_params *out, const node_params *like, uint16_t opcode,
+                                     const void *req, size_t len) {
+  if (!node_params_is_lib(like) || like->op.lib.opcode != opcode || !req ||
+      like->op.lib.stream_at + 8 > len)
+    return cudaErrorInvalidValue;
+  memset(out, 0, sizeof *out);
+  out->type = like->type;
+  out->op = like->op;
+  out->op.lib.args = malloc(len);
+  if (!out->op.lib.args) return cudaErrorMemoryAllocation;
+  memcpy(out->op.lib.args, req, len);
+  out->op.lib.args_len = len;
+  return cudaSuccess;
+}
+
 cudaError_t rgpu_rt_graph_request_node_set(cudaGraphNode_t node, uint16_t opcode, const void *req,
                                            size_t len) {
-  if (!valid_node(node) || !node_params_is_lib(&node->p) || node->p.op.lib.opcode != opcode ||
-      !req || node->p.op.lib.stream_at + 8 > len)
-    return cudaErrorInvalidValue;
-  uint8_t *copy = malloc(len);
-  if (!copy) return cudaErrorMemoryAllocation;
-  memcpy(copy, req, len);
-  free(node->p.op.lib.args);
-  node->p.op.lib.args = copy;
-  node->p.op.lib.args_len = len;
+  if (!valid_node(node)) return cudaErrorInvalidValue;
+  node_params np;
+  cudaError_t e = node_params_request_like(&np, &node->p, opcode, req, len);
+  if (e != cudaSuccess) return e;
+  node_params_free(&node->p);
+  node->p = np;
   return cudaSuccess;
 }
