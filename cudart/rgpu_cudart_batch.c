@@ -60,13 +60,12 @@ static int copy_flags_valid(unsigned flags) {
 }
 
 /* A capturing stream takes no copy batch: CUDA answers
- * cudaErrorStreamCaptureUnsupported and invalidates the capture (measured
- * on the H100, driver 580, for cudaMemcpyBatchAsync; the 3D batch is
- * taken to be the same).  The capture's own refusal; cudaSuccess when the
- * stream does not capture. */
+ * cudaErrorStreamCaptureUnsupported and leaves the capture as it was (the
+ * H100, driver 580, for cudaMemcpyBatchAsync: cudaStreamEndCapture then
+ * succeeds and makes a graph without the batch; the 3D batch is taken to
+ * be the same).  cudaSuccess when the stream does not capture. */
 static cudaError_t batch_capture_check(uint64_t wire) {
-  if (!rgpu_rt_graph_is_capturing(wire)) return cudaSuccess;
-  return rgpu_rt_graph_check_sync(wire);
+  return rgpu_rt_graph_is_capturing(wire) ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
 /* The copy batches take no legacy stream, and no NULL stream even in their

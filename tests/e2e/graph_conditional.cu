@@ -259,18 +259,23 @@ int main() {
   }
 
   // A host node before the condition: it picks the input, a copy takes it
-  // to the device, a kernel sets the handle from it, the IF adds 7.
+  // to the device, a kernel sets the handle from it, the IF adds 7.  The
+  // input is page-locked: from pageable memory the H100 copied what it
+  // held when the graph was launched, before the host node ran (every IF
+  // skipped), which CUDA leaves undefined.
   {
-    static int host_x;
+    static int *host_x;
+    CHECK(cudaMallocHost(&host_x, sizeof(int)));
+    *host_x = 0;
     cudaGraph_t g;
     CHECK(cudaGraphCreate(&g, 0));
     cudaGraphConditionalHandle h;
     CHECK(cudaGraphConditionalHandleCreate(&h, g, 0, cudaGraphCondAssignDefault));
     cudaHostNodeParams hp = {};
-    hp.fn = [](void *) { host_x = host_x > 0 ? -1 : 1; };
+    hp.fn = [](void *) { *host_x = *host_x > 0 ? -1 : 1; };
     cudaGraphNode_t hn, cp, set;
     CHECK(cudaGraphAddHostNode(&hn, g, nullptr, 0, &hp));
-    CHECK(cudaGraphAddMemcpyNode1D(&cp, g, &hn, 1, x, &host_x, sizeof(int), cudaMemcpyHostToDevice));
+    CHECK(cudaGraphAddMemcpyNode1D(&cp, g, &hn, 1, x, host_x, sizeof(int), cudaMemcpyHostToDevice));
     void *sargs[] = {&h, &x};
     set = add_kernel(g, &cp, 1, (void *)set_if_positive, sargs);
     cudaGraph_t body[1];
@@ -286,6 +291,7 @@ int main() {
     expect("host node before the condition: three launches", read_int(acc), 14);
     CHECK(cudaGraphExecDestroy(e));
     CHECK(cudaGraphDestroy(g));
+    CHECK(cudaFreeHost(host_x));
   }
 
   CHECK(cudaStreamDestroy(s));
