@@ -7,14 +7,19 @@
 # each timed step natively and through every transport side by side.
 # Uses .gpu-pack/ (scripts/gpu-pack.sh).
 # Usage: scripts/gpu-torch.sh [--out DIR] [--modes "tcp quic"] [--netem PROFILE]
-#        [--scripts "torch_basics torch_cnn"] [--timeout S] [--trace]
+#        [--scripts "torch_basics torch_cnn"] [--timeout S] [--trace] [--split-cpus N]
+# --split-cpus N: the loopback server gets the host's last N CPUs and every
+# run of the script (native and through rgpu) the others, as if the server
+# were a machine of its own.  Without it the program shares every CPU with
+# the server, and a CPU pool that spins (torch's OpenMP threads after CPU
+# work) delays the server's threads, which a native run has none of.
 # --trace: through rgpu, log every round trip's callers and the cuDNN
 # facade's refusals (RGPU_TRACE_ROUND_TRIPS=1, RGPU_LOG=debug); natively,
 # cuDNN's own errors and warnings; summaries at the end.
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/rgpu-gpu-torch}
-modes="tcp quic" netem="" scripts="" limit=300 trace=0
+modes="tcp quic" netem="" scripts="" limit=300 trace=0 split=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -23,7 +28,8 @@ while [ $# -gt 0 ]; do
     --scripts) scripts=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
     --trace) trace=1; shift ;;
-    *) echo "usage: $0 [--out DIR] [--modes LIST] [--netem PROFILE] [--scripts LIST] [--timeout S]" >&2; exit 2 ;;
+    --split-cpus) split=$2; shift 2 ;;
+    *) echo "usage: $0 [--out DIR] [--modes LIST] [--netem PROFILE] [--scripts LIST] [--timeout S] [--split-cpus N]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -31,10 +37,20 @@ P=$PWD/.gpu-pack
 export LD_LIBRARY_PATH=$P/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -n "$scripts" ] || scripts=$(for s in tests/torch/torch_*.py; do basename "$s" .py; done)
 
+# CPU sets for --split-cpus: the program's and the server's.
+prog_cpus=() srv_cpus=()
+if [ "$split" -gt 0 ]; then
+  ncpu=$(nproc)
+  [ "$split" -lt "$ncpu" ] || { echo "--split-cpus $split: the host has only $ncpu CPUs" >&2; exit 2; }
+  prog_cpus=(taskset -c "0-$((ncpu - split - 1))")
+  srv_cpus=(taskset -c "$((ncpu - split))-$((ncpu - 1))")
+  echo "program on CPUs 0-$((ncpu - split - 1)), server on $((ncpu - split))-$((ncpu - 1))"
+fi
+
 mkdir -p "$out/cert"
 "$P/bin/rgpu-server" --gen-cert "$out/cert" --cert-names 10.77.0.2 2>"$out/gen-cert.err" || { cat "$out/gen-cert.err"; exit 1; }
 tlsargs=(--cert "$out/cert/cert.pem" --key "$out/cert/key.pem")
-"$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --listen quic://127.0.0.1:0 --device cuda "${tlsargs[@]}" \
+"${srv_cpus[@]}" "$P/bin/rgpu-server" --listen tcp://127.0.0.1:0 --listen quic://127.0.0.1:0 --device cuda "${tlsargs[@]}" \
   --metrics tcp://127.0.0.1:0 \
   >"$out/server.out" 2>"$out/server.err" &
 srv=$!
@@ -65,9 +81,9 @@ run_mode() {  # script mode -> $out/<script>.<mode>{,.err,.stats}; prints rc
   fi
   case $m in
     native)
-      timeout "$limit" python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
+      "${prog_cpus[@]}" timeout "$limit" python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
     tcp|quic)
-      RGPU_CA=$out/cert/cert.pem RGPU_STATS=$f.stats RGPU_SERVER_METRICS=$metrics_url timeout "$limit" \
+      RGPU_CA=$out/cert/cert.pem RGPU_STATS=$f.stats RGPU_SERVER_METRICS=$metrics_url "${prog_cpus[@]}" timeout "$limit" \
         "$P/bin/rgpu" run --server "${uri[$m]}" -- python3 "tests/torch/$s.py" >"$f" 2>"$f.err" ;;
     netem-tcp|netem-quic)
       local t=${m#netem-} port=7400
