@@ -100,6 +100,8 @@ struct rgpu_client {
   rgpu_client_counters ctr;
   void (*wait_hook)(void);
   unsigned spin_us; /* polling before a reply's read blocks (rgpu_spin.h) */
+  unsigned spin_near_us; /* the same near the server (RGPU_CLIENT_SPIN_NEAR_US) */
+  uint64_t rtt_floor_ns; /* the fastest wait for a reply so far; 0: none yet */
   int spin_off;      /* rgpu_client_set_spin(c, 0): the waiting thread sleeps */
 
   /* background D2H replies (under lock) */
@@ -231,7 +233,16 @@ static int transport_spins(const rgpu_client *c) { return strcmp(c->transport, "
 static void client_apply_spin(rgpu_client *c) {
   unsigned us = c->spin_off ? 0 : rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US);
   c->spin_us = transport_spins(c) ? us : 0;
+  /* RGPU_SPIN_US, where set, is both budgets. */
+  c->spin_near_us = c->spin_us && rgpu_spin_keeps_cpu() ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_NEAR_US)
+                                                        : c->spin_us;
   rgpu_conn_set_poll_us(c->conn, us);
+}
+
+/* The poll budget of a wait (rgpu_client.h): the long one near the server. */
+static unsigned wait_spin_us(const rgpu_client *c) {
+  int near = c->rtt_floor_ns && c->rtt_floor_ns < RGPU_CLIENT_NEAR_RTT_US * RGPU_NS_PER_US;
+  return near ? c->spin_near_us : c->spin_us;
 }
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);
@@ -656,14 +667,18 @@ rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rg
   if (c->wait_hook) c->wait_hook();
   if (!rs[0].continued) c->ctr.round_trips++;
   uint64_t t0 = rgpu_clock_ns();
+  unsigned spin_us = wait_spin_us(c);
   for (;;) {
     /* Awake for a while before a read blocks (rgpu_spin.h). */
-    if (c->spin_us && c->rxpre_off >= c->rxpre.len && !c->broken && rgpu_conn_pending(c->conn) == 0)
-      rgpu_spin_readable(rgpu_conn_poll_fd(c->conn), c->spin_us);
+    if (spin_us && c->rxpre_off >= c->rxpre.len && !c->broken && rgpu_conn_pending(c->conn) == 0)
+      rgpu_spin_readable(rgpu_conn_poll_fd(c->conn), spin_us);
     rc = read_one(c, seqs, rs, n, first_seq);
     if (rc != 0) break;
   }
-  c->ctr.wait_ns += rgpu_clock_elapsed_ns(t0);
+  uint64_t waited = rgpu_clock_elapsed_ns(t0);
+  c->ctr.wait_ns += waited;
+  if (rc > 0 && !rs[0].continued && (!c->rtt_floor_ns || waited < c->rtt_floor_ns))
+    c->rtt_floor_ns = waited ? waited : 1;
   if (rc < 0) return rc;
   if (which) *which = (size_t)rc - 1;
   return 0;

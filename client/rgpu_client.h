@@ -148,8 +148,22 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
 /* A thread waiting for a reply polls for it for a while before it blocks
  * (rgpu_spin.h): RGPU_CLIENT_SPIN_US microseconds, or RGPU_SPIN_US.  The
  * cudart facade turns it off for cudaDeviceScheduleBlockingSync, which asks
- * that the waiting thread sleep. */
+ * that the waiting thread sleep.
+ *
+ * Near a server (the fastest round trip seen so far under
+ * RGPU_CLIENT_NEAR_RTT_US) on a host where polling keeps the CPU
+ * (rgpu_spin_keeps_cpu), the wait polls up to RGPU_CLIENT_SPIN_NEAR_US
+ * instead: there a wait is mostly the GPU's time, which CUDA's default
+ * policy spins through, and a thread that went to sleep wakes late on a
+ * busy host.  PyTorch's pose frame on the H100 host (loopback, server on
+ * CPUs of its own): its first copy waits for a 9 ms forward pass; with the
+ * 2 ms poll the waiting thread slept and woke behind torch's spinning
+ * OpenMP threads, 1.37x native; with those threads not spinning
+ * (GOMP_SPINCOUNT=0) 0.91x.  Far from the server the short poll stays:
+ * a long one would burn a CPU through every network round trip. */
 #define RGPU_CLIENT_SPIN_US 2000
+#define RGPU_CLIENT_SPIN_NEAR_US 20000
+#define RGPU_CLIENT_NEAR_RTT_US 1000
 void rgpu_client_set_spin(rgpu_client *c, int spin);
 
 /* A reply being waited for.  If `dst` is set, a successful reply's payload
