@@ -239,10 +239,20 @@ static void client_apply_spin(rgpu_client *c) {
   rgpu_conn_set_poll_us(c->conn, us);
 }
 
+static int near_server_locked(const rgpu_client *c) {
+  return c->rtt_floor_ns && c->rtt_floor_ns < RGPU_CLIENT_NEAR_RTT_US * RGPU_NS_PER_US;
+}
+
+int rgpu_client_near_server(rgpu_client *c) {
+  rgpu_client_lock(c);
+  int near = near_server_locked(c);
+  rgpu_client_unlock(c);
+  return near;
+}
+
 /* The poll budget of a wait (rgpu_client.h): the long one near the server. */
 static unsigned wait_spin_us(const rgpu_client *c) {
-  int near = c->rtt_floor_ns && c->rtt_floor_ns < RGPU_CLIENT_NEAR_RTT_US * RGPU_NS_PER_US;
-  return near ? c->spin_near_us : c->spin_us;
+  return near_server_locked(c) ? c->spin_near_us : c->spin_us;
 }
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);
