@@ -119,6 +119,12 @@ static void test_core_hello_ping(void **state) {
   rgpu_client_get_counters(c, &ctr);
   assert_true(ctr.round_trips >= 2); /* HELLO + PING */
   assert_true(ctr.bytes_sent > sizeof data);
+  /* A local server is near: some empty ping comes back within 1 ms. */
+  for (int i = 0; i < 20 && !rgpu_client_near_server(c); i++) {
+    rgpu_msg_ping_req p0 = {.data = {NULL, 0}};
+    assert_int_equal(rgpu_call_ping(c, -1, 0, &p0, NULL, NULL), 0);
+  }
+  assert_true(rgpu_client_near_server(c));
   rgpu_client_close(c);
 }
 
@@ -499,6 +505,54 @@ static void body_no_server(void) {
   CHECK(f.GetLastError() == cudaErrorNoDevice);
 }
 
+/* The round trips rgpu_stats_json reports so far. */
+static long stats_round_trips(void *h) {
+  int (*stats)(char *, size_t) = (int (*)(char *, size_t))dlsym(h, "rgpu_stats_json");
+  char js[4096];
+  if (!stats || stats(js, sizeof js) < 0) return -1;
+  const char *p = strstr(js, "\"round_trips\":");
+  return p ? strtol(p + strlen("\"round_trips\":"), NULL, 10) : -1;
+}
+
+/* A synchronous upload of 32 MiB from page-locked memory near the server
+ * goes a chunk at a time, each confirmed (rgpu_cudart_op.c, copy_htod):
+ * the bytes arrive, and the confirmations are flow control, not round
+ * trips: the copy and the copy back cost two. */
+static void body_cudart_pinned_upload(void) {
+  cudart_fns f;
+  load_cudart(&f);
+  cudaError_t (*malloc_host)(void **, size_t) =
+      (cudaError_t (*)(void **, size_t))dlsym(f.h, "cudaMallocHost");
+  cudaError_t (*free_host)(void *) = (cudaError_t (*)(void *))dlsym(f.h, "cudaFreeHost");
+  CHECK(malloc_host && free_host);
+  size_t N = 32u << 20;
+  unsigned char *h = NULL;
+  CHECK(malloc_host((void **)&h, N) == cudaSuccess && h);
+  for (size_t i = 0; i < N; i++) h[i] = (unsigned char)(i * 29 + 3);
+  void *d = NULL;
+  CHECK(f.Malloc(&d, N) == cudaSuccess && d);
+  CHECK(f.DeviceSynchronize() == cudaSuccess);
+  long before = stats_round_trips(f.h);
+  CHECK(before >= 0);
+  CHECK(f.Memcpy(d, h, N, cudaMemcpyHostToDevice) == cudaSuccess);
+  unsigned char *back = malloc(N);
+  CHECK(back);
+  CHECK(f.Memcpy(back, d, N, cudaMemcpyDeviceToHost) == cudaSuccess);
+  long after = stats_round_trips(f.h);
+  CHECK(memcmp(back, h, N) == 0);
+  if (after - before > 2) fprintf(stderr, "round trips: %ld\n", after - before);
+  CHECK(after - before <= 2);
+  CHECK(f.Free(d) == cudaSuccess);
+  CHECK(free_host(h) == cudaSuccess);
+  free(back);
+}
+
+static void test_cudart_pinned_upload(void **state) {
+  NEED_SERVER();
+  if (!file_ok(RGPU_TEST_CUDART)) skip();
+  assert_int_equal(in_child(body_cudart_pinned_upload, g_uri), 0);
+}
+
 static void test_cudart_unreachable(void **state) {
   if (!file_ok(RGPU_TEST_CUDART)) skip();
   /* Refused, and unset: both fail cleanly with cudaErrorNoDevice. */
@@ -516,6 +570,7 @@ int main(void) {
       cmocka_unit_test(test_core_batch_window),
       cmocka_unit_test(test_core_error_flood),
       cmocka_unit_test(test_cudart_memory),
+      cmocka_unit_test(test_cudart_pinned_upload),
       cmocka_unit_test(test_cudart_unreachable),
   };
   return cmocka_run_group_tests(tests, start_server, stop_server);
