@@ -250,9 +250,12 @@ int rgpu_client_near_server(rgpu_client *c) {
   return near;
 }
 
-/* The poll budget of a wait (rgpu_client.h): the long one near the server. */
+/* The poll budget of a wait (rgpu_client.h): the long one near a GPU
+ * server.  Not near softgpu: there the wait is CPU time on the very cores
+ * a long poll would take from it (a laptop running both). */
 static unsigned wait_spin_us(const rgpu_client *c) {
-  return near_server_locked(c) ? c->spin_near_us : c->spin_us;
+  int soft = !strcmp(c->device_kind, "softgpu");
+  return near_server_locked(c) && !soft ? c->spin_near_us : c->spin_us;
 }
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);

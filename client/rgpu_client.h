@@ -150,8 +150,9 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
  * cudart facade turns it off for cudaDeviceScheduleBlockingSync, which asks
  * that the waiting thread sleep.
  *
- * Near a server (the fastest round trip seen so far under
- * RGPU_CLIENT_NEAR_RTT_US) on a host where polling keeps the CPU
+ * Near a GPU server (the fastest round trip seen so far under
+ * RGPU_CLIENT_NEAR_RTT_US; not softgpu, which computes on the CPUs a long
+ * poll would take) on a host where polling keeps the CPU
  * (rgpu_spin_keeps_cpu), the wait polls up to RGPU_CLIENT_SPIN_NEAR_US
  * instead: there a wait is mostly the GPU's time, which CUDA's default
  * policy spins through, and a thread that went to sleep wakes late on a
