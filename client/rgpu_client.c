@@ -101,6 +101,8 @@ struct rgpu_client {
   void (*wait_hook)(void);
   unsigned spin_us; /* polling before a reply's read blocks (rgpu_spin.h) */
   unsigned spin_near_us; /* the same near the server (RGPU_CLIENT_SPIN_NEAR_US) */
+  unsigned conn_poll_us, conn_poll_near_us; /* quic://: the transport's own poll, far and near */
+  unsigned conn_poll_set;                   /* what the conn was last given */
   uint64_t rtt_floor_ns; /* the fastest wait for a reply so far; 0: none yet */
   int spin_off;      /* rgpu_client_set_spin(c, 0): the waiting thread sleeps */
 
@@ -232,10 +234,14 @@ static int transport_spins(const rgpu_client *c) { return strcmp(c->transport, "
  * the transport), after a connect, a resume or rgpu_client_set_spin. */
 static void client_apply_spin(rgpu_client *c) {
   unsigned us = c->spin_off ? 0 : rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US);
-  c->spin_us = transport_spins(c) ? us : 0;
   /* RGPU_SPIN_US, where set, is both budgets. */
-  c->spin_near_us = c->spin_us && rgpu_spin_keeps_cpu() ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_NEAR_US)
-                                                        : c->spin_us;
+  unsigned near = us && rgpu_spin_keeps_cpu() ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_NEAR_US) : us;
+  int here = transport_spins(c);
+  c->spin_us = here ? us : 0;
+  c->spin_near_us = here ? near : 0;
+  c->conn_poll_us = here ? 0 : us;
+  c->conn_poll_near_us = here ? 0 : near;
+  c->conn_poll_set = us;
   rgpu_conn_set_poll_us(c->conn, us);
 }
 
@@ -253,9 +259,19 @@ int rgpu_client_near_server(rgpu_client *c) {
 /* The poll budget of a wait (rgpu_client.h): the long one near a GPU
  * server.  Not near softgpu: there the wait is CPU time on the very cores
  * a long poll would take from it (a laptop running both). */
-static unsigned wait_spin_us(const rgpu_client *c) {
-  int soft = !strcmp(c->device_kind, "softgpu");
-  return near_server_locked(c) && !soft ? c->spin_near_us : c->spin_us;
+static int long_poll_locked(const rgpu_client *c) {
+  return near_server_locked(c) && strcmp(c->device_kind, "softgpu") != 0;
+}
+
+static unsigned wait_spin_us(rgpu_client *c) {
+  int lng = long_poll_locked(c);
+  /* quic:// polls inside the transport (client_progress): its budget. */
+  unsigned conn_us = lng ? c->conn_poll_near_us : c->conn_poll_us;
+  if (!transport_spins(c) && conn_us != c->conn_poll_set) {
+    rgpu_conn_set_poll_us(c->conn, conn_us);
+    c->conn_poll_set = conn_us;
+  }
+  return lng ? c->spin_near_us : c->spin_us;
 }
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);

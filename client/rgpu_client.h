@@ -153,8 +153,9 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
  * Near a GPU server (the fastest round trip seen so far under
  * RGPU_CLIENT_NEAR_RTT_US; not softgpu, which computes on the CPUs a long
  * poll would take) on a host where polling keeps the CPU
- * (rgpu_spin_keeps_cpu), the wait polls up to RGPU_CLIENT_SPIN_NEAR_US
- * instead: there a wait is mostly the GPU's time, which CUDA's default
+ * (rgpu_spin_keeps_cpu), the wait polls (quic://: in its transport) up to
+ * RGPU_CLIENT_SPIN_NEAR_US instead: there a wait is mostly the GPU's
+ * time, which CUDA's default
  * policy spins through, and a thread that went to sleep wakes late on a
  * busy host.  PyTorch's pose frame on the H100 host (loopback, server on
  * CPUs of its own): its first copy waits for a 9 ms forward pass; with the
