@@ -1747,6 +1747,9 @@ static void client_take_conn_locked(rgpu_client *c, rgpu_conn *nc, uint64_t rx) 
   ASSERT_CLIENT_LOCK(c);
   ASSERT_WRITE_LOCK(c);
   c->conn = nc;
+  /* The new path may be another network: how near the server is, is
+   * measured again. */
+  c->rtt_floor_ns = 0;
   client_apply_spin(c);
   c->broken = 0;
   c->rx_count = c->rx_frame_start = rx;
