@@ -256,6 +256,13 @@ int rgpu_client_near_server(rgpu_client *c) {
   return near;
 }
 
+uint64_t rgpu_client_rtt_floor_ns(rgpu_client *c) {
+  rgpu_client_lock(c);
+  uint64_t f = c->rtt_floor_ns;
+  rgpu_client_unlock(c);
+  return f;
+}
+
 /* The poll budget of a wait (rgpu_client.h): the long one near a GPU
  * server.  Not near softgpu: there the wait is CPU time on the very cores
  * a long poll would take from it (a laptop running both). */

@@ -168,6 +168,9 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
 #define RGPU_CLIENT_NEAR_RTT_US 1000
 /* Whether the fastest reply so far came within RGPU_CLIENT_NEAR_RTT_US. */
 int rgpu_client_near_server(rgpu_client *c);
+/* The fastest wait for a reply so far, in ns (0: none yet).  A resume
+ * starts it again. */
+uint64_t rgpu_client_rtt_floor_ns(rgpu_client *c);
 void rgpu_client_set_spin(rgpu_client *c, int spin);
 
 /* A reply being waited for.  If `dst` is set, a successful reply's payload

@@ -41,6 +41,13 @@ struct cudaMemcpy3DParms rgpu_rt_copy_1d(void *dst, const void *src, size_t n,
  * round trip is well under 1 % of such a copy's time on any link. */
 #define RGPU_RT_PINNED_WAIT_BYTES (16u << 20)
 
+/* Below this round trip (the client's fastest reply so far), such a copy
+ * goes a chunk at a time (copy_htod): a server on the same host.  A round
+ * trip per chunk costs its share of a chunk's time, about 3 % on loopback
+ * (30 us against 1 ms); on a 10 Gbit/s LAN with a 300 us round trip it
+ * would cost 9 %, against a gain measured only on loopback. */
+#define RGPU_RT_CHUNK_WAIT_RTT_NS (100u * 1000u)
+
 /* pinned: the source is page-locked memory.  Of an asynchronous copy, the
  * program may not change it before it has seen the copy complete (a
  * synchronization, whose reply confirms the copy's frames): the resend
@@ -62,16 +69,16 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
   }
   size_t chunk = rgpu_client_chunk_bytes(c);
   int big_sync = pinned && !async && n >= RGPU_RT_PINNED_WAIT_BYTES;
-  /* Near the server, such a copy also waits for every chunk's
-   * confirmation before the next chunk goes: over loopback tcp on the H100
-   * host the chunks one at a time moved 4.2-4.7 GB/s and streamed
+  /* With the server on the same host, such a copy also waits for every
+   * chunk's confirmation before the next chunk goes: over loopback tcp on
+   * the H100 host the chunks one at a time moved 4.2-4.7 GB/s and streamed
    * 3.5-3.8 GB/s (8 of 9 pairs in three calls; the raw transport's bulk
    * 3.3-3.9 GB/s in the same call), a round trip of some 30 us per 4 MiB
-   * chunk of about a millisecond.  Far from it a round trip per chunk
-   * would cost more than the chunk; over quic:// (measured neither way)
-   * the copy streams as before. */
-  int near_stream = big_sync && strcmp(rgpu_client_transport(c), "quic") != 0 &&
-                    rgpu_client_near_server(c);
+   * chunk of about a millisecond (RGPU_RT_CHUNK_WAIT_RTT_NS).  Farther,
+   * and over quic:// (measured neither way), the copy streams as before. */
+  uint64_t floor_ns = big_sync ? rgpu_client_rtt_floor_ns(c) : 0;
+  int near_stream = floor_ns && floor_ns < RGPU_RT_CHUNK_WAIT_RTT_NS &&
+                    strcmp(rgpu_client_transport(c), "quic") != 0;
   int wait_each_asked = rgpu_client_sync_every_call(c);
   int wait_each = wait_each_asked || near_stream;
   int wait_last = !wait_each && big_sync;
@@ -90,7 +97,7 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
     int wait = wait_each || (wait_last && off + len == n);
     rc = rgpu_send_memcpy_htod_locked(c, wait, &q, &seq);
     if (rc == 0 && wait) {
-      /* Near the server the waits before the last chunk's are flow
+      /* A chunk at a time, the waits before the last chunk's are flow
        * control, not the copy's synchronization: not round trips. */
       rgpu_client_reply r = {.continued = near_stream && !wait_each_asked && off + len < n};
       rc = rgpu_client_wait_locked(c, seq, first, &r);
