@@ -100,9 +100,8 @@ struct rgpu_client {
   rgpu_client_counters ctr;
   void (*wait_hook)(void);
   unsigned spin_us; /* polling before a reply's read blocks (rgpu_spin.h) */
-  unsigned spin_near_us; /* the same near the server (RGPU_CLIENT_SPIN_NEAR_US) */
-  unsigned conn_poll_us, conn_poll_near_us; /* quic://: the transport's own poll, far and near */
-  unsigned conn_poll_set;                   /* what the conn was last given */
+  unsigned spin_near_us; /* the same near a GPU server (RGPU_CLIENT_SPIN_NEAR_US) */
+  unsigned conn_poll_set; /* quic://: the budget its transport was last given */
   uint64_t rtt_floor_ns; /* the fastest wait for a reply so far; 0: none yet */
   int spin_off;      /* rgpu_client_set_spin(c, 0): the waiting thread sleeps */
 
@@ -235,25 +234,14 @@ static int transport_spins(const rgpu_client *c) { return strcmp(c->transport, "
 static void client_apply_spin(rgpu_client *c) {
   unsigned us = c->spin_off ? 0 : rgpu_spin_budget_us(RGPU_CLIENT_SPIN_US);
   /* RGPU_SPIN_US, where set, is both budgets. */
-  unsigned near = us && rgpu_spin_keeps_cpu() ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_NEAR_US) : us;
-  int here = transport_spins(c);
-  c->spin_us = here ? us : 0;
-  c->spin_near_us = here ? near : 0;
-  c->conn_poll_us = here ? 0 : us;
-  c->conn_poll_near_us = here ? 0 : near;
+  c->spin_us = us;
+  c->spin_near_us = us && rgpu_spin_keeps_cpu() ? rgpu_spin_budget_us(RGPU_CLIENT_SPIN_NEAR_US) : us;
   c->conn_poll_set = us;
   rgpu_conn_set_poll_us(c->conn, us);
 }
 
 static int near_server_locked(const rgpu_client *c) {
   return c->rtt_floor_ns && c->rtt_floor_ns < RGPU_CLIENT_NEAR_RTT_US * RGPU_NS_PER_US;
-}
-
-int rgpu_client_near_server(rgpu_client *c) {
-  rgpu_client_lock(c);
-  int near = near_server_locked(c);
-  rgpu_client_unlock(c);
-  return near;
 }
 
 uint64_t rgpu_client_rtt_floor_ns(rgpu_client *c) {
@@ -271,14 +259,14 @@ static int long_poll_locked(const rgpu_client *c) {
 }
 
 static unsigned wait_spin_us(rgpu_client *c) {
-  int lng = long_poll_locked(c);
-  /* quic:// polls inside the transport (client_progress): its budget. */
-  unsigned conn_us = lng ? c->conn_poll_near_us : c->conn_poll_us;
-  if (!transport_spins(c) && conn_us != c->conn_poll_set) {
-    rgpu_conn_set_poll_us(c->conn, conn_us);
-    c->conn_poll_set = conn_us;
+  unsigned us = long_poll_locked(c) ? c->spin_near_us : c->spin_us;
+  if (transport_spins(c)) return us;
+  /* quic:// polls inside the transport (client_progress), not here. */
+  if (us != c->conn_poll_set) {
+    rgpu_conn_set_poll_us(c->conn, us);
+    c->conn_poll_set = us;
   }
-  return lng ? c->spin_near_us : c->spin_us;
+  return 0;
 }
 static int client_read_hdr(rgpu_client *c, rgpu_frame_hdr *h);
 static void client_frame_begin(rgpu_client *c);

@@ -166,10 +166,8 @@ void rgpu_client_set_wait_hook(rgpu_client *c, void (*hook)(void));
 #define RGPU_CLIENT_SPIN_US 2000
 #define RGPU_CLIENT_SPIN_NEAR_US 20000
 #define RGPU_CLIENT_NEAR_RTT_US 1000
-/* Whether the fastest reply so far came within RGPU_CLIENT_NEAR_RTT_US. */
-int rgpu_client_near_server(rgpu_client *c);
-/* The fastest wait for a reply so far, in ns (0: none yet).  A resume
- * starts it again. */
+/* The fastest wait for a reply so far, in ns (0: none yet); near the
+ * server below RGPU_CLIENT_NEAR_RTT_US.  A resume starts it again. */
 uint64_t rgpu_client_rtt_floor_ns(rgpu_client *c);
 void rgpu_client_set_spin(rgpu_client *c, int spin);
 

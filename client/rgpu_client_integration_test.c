@@ -120,11 +120,14 @@ static void test_core_hello_ping(void **state) {
   assert_true(ctr.round_trips >= 2); /* HELLO + PING */
   assert_true(ctr.bytes_sent > sizeof data);
   /* A local server is near: some empty ping comes back within 1 ms. */
-  for (int i = 0; i < 20 && !rgpu_client_near_server(c); i++) {
+  const uint64_t near_ns = RGPU_CLIENT_NEAR_RTT_US * 1000ull;
+  for (int i = 0; i < 20 && (rgpu_client_rtt_floor_ns(c) == 0 || rgpu_client_rtt_floor_ns(c) >= near_ns);
+       i++) {
     rgpu_msg_ping_req p0 = {.data = {NULL, 0}};
     assert_int_equal(rgpu_call_ping(c, -1, 0, &p0, NULL, NULL), 0);
   }
-  assert_true(rgpu_client_near_server(c));
+  uint64_t floor_ns = rgpu_client_rtt_floor_ns(c);
+  assert_true(floor_ns > 0 && floor_ns < near_ns);
   rgpu_client_close(c);
 }
 

@@ -14,9 +14,10 @@
  * `graphnode` one): the server captures it into its graph on a GPU, where
  * it is a batch memory-operation node, and runs it on the launch's stream
  * at every launch elsewhere (softgpu).  The node reports the type
- * cudaGraphNodeTypeBatchMemOp; its parameters cannot be read back
- * (cuGraphBatchMemOpNodeGetParams and the explicit node API are not
- * carried). */
+ * CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, and the explicit node API
+ * (cuGraphAddBatchMemOpNode, its GetParams and SetParams, the executable
+ * graph's SetParams) makes and edits the same node (the end of this
+ * file). */
 #include <string.h>
 
 #include "rgpu_calls.h"
@@ -88,16 +89,22 @@ static CUresult memop_fill(unsigned count, const CUstreamBatchMemOpParams *p, un
   return CUDA_SUCCESS;
 }
 
+/* STREAM_MEMOP for the checked arrays on stream `wire`. */
+static rgpu_msg_stream_memop_req memop_req(unsigned count, const memop_arrays *a, unsigned flags,
+                                           uint64_t wire) {
+  return (rgpu_msg_stream_memop_req){.stream = wire,
+                                     .flags = flags,
+                                     .ops = {a->ops, count},
+                                     .op_flags = {a->opf, count},
+                                     .addrs = {a->addrs, count},
+                                     .values = {a->vals, count}};
+}
+
 /* The request of a graph's library node: stream field zeroed (it leads
  * the request; the server writes the launch's own there). */
 static CUresult memop_node_request(unsigned count, const memop_arrays *a, unsigned flags,
                                    rgpu_buf *req) {
-  rgpu_msg_stream_memop_req q = {.stream = 0,
-                                 .flags = flags,
-                                 .ops = {a->ops, count},
-                                 .op_flags = {a->opf, count},
-                                 .addrs = {a->addrs, count},
-                                 .values = {a->vals, count}};
+  rgpu_msg_stream_memop_req q = memop_req(count, a, flags, 0);
   rgpu_buf_init(req);
   if (rgpu_msg_stream_memop_req_encode(req, &q)) {
     rgpu_buf_free(req);
@@ -123,12 +130,7 @@ static CUresult memop_send(CUstream stream, int per_thread, unsigned count, cons
     if ((r = memop_node_request(count, &a, flags, &req)) != CUDA_SUCCESS) RGPU_DRV_RET(r);
     RGPU_DRV_RET(rgpu_drv_from_rt(rgpu_rt_submit_request(c, dev, wire, RGPU_OP_STREAM_MEMOP, 0, &req)));
   }
-  rgpu_msg_stream_memop_req q = {.stream = wire,
-                                 .flags = flags,
-                                 .ops = {a.ops, count},
-                                 .op_flags = {a.opf, count},
-                                 .addrs = {a.addrs, count},
-                                 .values = {a.vals, count}};
+  rgpu_msg_stream_memop_req q = memop_req(count, &a, flags, wire);
   rgpu_status rc = rgpu_call_stream_memop(c, dev, RGPU_CALL_ASYNC, &q, NULL, NULL);
   RGPU_DRV_RET(rc ? rgpu_drv_reply_ret(c, rc) : CUDA_SUCCESS);
 }
@@ -262,27 +264,30 @@ RGPU_DRV CUresult rgpu_drv_cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode,
   RGPU_DRV_RET(CUDA_SUCCESS);
 }
 
+/* New parameters for the node of a graph, or (in_exec) of the executable
+ * graph exec. */
+static CUresult memop_node_set(int in_exec, CUgraphExec exec, CUgraphNode node,
+                               const CUDA_BATCH_MEM_OP_NODE_PARAMS *np) {
+  rgpu_buf req;
+  CUresult r = memop_node_checked(np, &req);
+  if (r != CUDA_SUCCESS) return r;
+  cudaError_t e =
+      in_exec ? rgpu_rt_graph_exec_set_request_node(exec, node, RGPU_OP_STREAM_MEMOP, req.data, req.len)
+           : rgpu_rt_graph_request_node_set(node, RGPU_OP_STREAM_MEMOP, req.data, req.len);
+  rgpu_buf_free(&req);
+  return rgpu_drv_from_rt(e);
+}
+
 RGPU_DRV CUresult rgpu_drv_cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode,
                                                           const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
   RGPU_DRV_BEGIN();
   (void)c;
-  rgpu_buf req;
-  CUresult r = memop_node_checked(nodeParams, &req);
-  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
-  cudaError_t e = rgpu_rt_graph_request_node_set(hNode, RGPU_OP_STREAM_MEMOP, req.data, req.len);
-  rgpu_buf_free(&req);
-  RGPU_DRV_RET(rgpu_drv_from_rt(e));
+  RGPU_DRV_RET(memop_node_set(0, NULL, hNode, nodeParams));
 }
 
 RGPU_DRV CUresult rgpu_drv_cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                               const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams) {
   RGPU_DRV_BEGIN();
   (void)c;
-  rgpu_buf req;
-  CUresult r = memop_node_checked(nodeParams, &req);
-  if (r != CUDA_SUCCESS) RGPU_DRV_RET(r);
-  cudaError_t e = rgpu_rt_graph_exec_set_request_node(hGraphExec, hNode, RGPU_OP_STREAM_MEMOP,
-                                                      req.data, req.len);
-  rgpu_buf_free(&req);
-  RGPU_DRV_RET(rgpu_drv_from_rt(e));
+  RGPU_DRV_RET(memop_node_set(1, hGraphExec, hNode, nodeParams));
 }
