@@ -118,7 +118,8 @@ done
 # Step times: every "time WHAT: X ms" line, natively and per mode, with
 # rgpu's round trips per step (from the "rgpu-stats:" line of the same step).
 echo
-printf '| step |'; for m in $all_modes; do printf ' %s ms |' "$m"; done; printf ' round trips/step (%s) |\n' "$modes"
+rt_modes=${all_modes#native}
+printf '| step |'; for m in $all_modes; do printf ' %s ms |' "$m"; done; printf ' round trips/step (%s) |\n' "${rt_modes# }"
 printf '|---|'; for m in $all_modes; do printf -- '---|'; done; printf -- '---|\n'
 for s in $scripts; do
   grep -a '^time ' "$out/$s.native" 2>/dev/null | sed 's/^time \(.*\): [0-9.]* ms.*/\1/' | while read -r what; do
@@ -133,7 +134,7 @@ for s in $scripts; do
       fi
     done
     rts=""
-    for m in $modes; do
+    for m in $rt_modes; do
       r=$(grep -a "^rgpu-stats: $what: " "$out/$s.$m" 2>/dev/null | sed 's/.*: \([0-9.]*\) round trips per step against \([0-9]*\).*/\1 vs \2 syncs/')
       rts="$rts ${r:--};"
     done
@@ -151,7 +152,7 @@ for s in $scripts; do
       diff <(normalized "$out/$s.native") <(normalized "$out/$s.$m") | head -n 16
     fi
   done
-  for m in $modes; do echo "--- $s $m stats: $(head -c 400 "$out/$s.$m.stats" 2>/dev/null)"; done
+  for m in $rt_modes; do echo "--- $s $m stats: $(head -c 400 "$out/$s.$m.stats" 2>/dev/null)"; done
 done
 if [ $trace = 1 ]; then
   for s in $scripts; do

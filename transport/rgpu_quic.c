@@ -49,12 +49,19 @@
 #define UDP_GRO 104
 #endif
 
-/* Connection IDs: 8 random bytes (ngtcp2's minimum for a client's first
- * DCID) tell apart far more connections than one listener holds, and every
- * 1-RTT packet carries one: 8 bytes less than 16 is half a percent more
- * goodput on a 1500-byte link, where QUIC's overhead already exceeds
- * TCP's (issue 21). */
-#define Q_SCID_LEN 8
+/* Connection IDs.  Every 1-RTT packet carries its receiver's, and on a
+ * 1500-byte link each byte of it is 0.07 % of goodput, where QUIC's
+ * per-packet overhead already exceeded TCP's (issue 21: raw bulk 0.6-1.1 %
+ * under TCP's under wifi-bad and cellular with 8-byte IDs both ways).
+ * - A client's first DCID is 8 random bytes, RFC 9000's minimum.
+ * - A server's IDs are 4 random bytes, unique among the connections of its
+ *   listener or direct endpoint (server_cid_make), which routes by them:
+ *   2^32 values against at most 4096 connections of 16 IDs each.  An
+ *   off-path guess that hits one costs a failed decryption, as a guessed
+ *   8-byte one would.
+ * - A client's is empty (q_client_cid_len): nothing routes by it. */
+#define Q_INITIAL_DCID_LEN 8
+#define Q_SERVER_CID_LEN 4
 #define Q_MAX_PKT 1500
 /* Datagram payload toward a loopback peer (issue 21).  The loopback MTU is
  * 64 KiB and nothing on it fragments or loses packets, yet ngtcp2 sized every
@@ -444,6 +451,25 @@ static void rand_cb(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
   gnutls_rnd(GNUTLS_RND_RANDOM, dest, len);
 }
 
+/* The length of the connection ID a client asks its server to put on every
+ * packet toward it.  Nothing routes by it: the client's socket is its own
+ * and connected (one connection per socket), so it is 0 unless
+ * RGPU_QUIC_CLIENT_CID_LEN (0-8) says otherwise.  Every byte counts where
+ * the link is slow: 8 bytes were 0.55 % of a full packet, and the raw bulk
+ * toward the client was within 1 % of TCP's (docs/benchmarks.md).  The
+ * server still migrates a client with an empty ID (ngtcp2 binds the empty
+ * ID to the new path), and the client's own migration needs only the
+ * server's IDs, which stay 8 bytes for the listener to route by. */
+static size_t q_client_cid_len(void) {
+  const char *e = getenv("RGPU_QUIC_CLIENT_CID_LEN");
+  if (e && *e) {
+    char *end;
+    unsigned long v = strtoul(e, &end, 10);
+    if (!*end && v <= Q_INITIAL_DCID_LEN) return v;
+  }
+  return 0;
+}
+
 static int cid_add(qconn *q, const ngtcp2_cid *cid) {
   if (q->ncids >= Q_MAX_CIDS) return -1;
   q->cids[q->ncids++] = *cid;
@@ -517,18 +543,35 @@ static void q_set_error(qconn *q, int code, const char *fmt, ...) {
  * relay's, or the direct endpoint's own. */
 static const uint8_t *q_reset_secret(const qconn *q);
 
+static qconn *server_find(qserver *sv, const uint8_t *dcid, size_t dcidlen);
+
+/* A new random connection ID for server side q, one that no connection of
+ * its listener (relayed) or q itself (direct: the endpoint is q's alone)
+ * routes by yet.  Short IDs make a repeat possible; a few draws make it
+ * vanish (at 65536 IDs in use a draw repeats one with p = 1.5e-5). */
+static void server_cid_make(const qconn *q, ngtcp2_cid *cid, size_t cidlen) {
+  uint8_t buf[NGTCP2_MAX_CIDLEN];
+  for (int tries = 0;; tries++) {
+    gnutls_rnd(GNUTLS_RND_RANDOM, buf, cidlen);
+    int taken = q->server ? server_find(q->server, buf, cidlen) != NULL : cid_known(q, buf, cidlen);
+    if (!taken || tries >= 16) break;
+  }
+  ngtcp2_cid_init(cid, buf, cidlen);
+}
+
 static int get_new_cid_cb(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
                           void *ud) {
   qconn *q = ud;
-  uint8_t buf[NGTCP2_MAX_CIDLEN];
-  gnutls_rnd(GNUTLS_RND_RANDOM, buf, cidlen);
-  ngtcp2_cid_init(cid, buf, cidlen);
   if (q->is_server) {
+    server_cid_make(q, cid, cidlen);
     if (ngtcp2_crypto_generate_stateless_reset_token(token, q_reset_secret(q), Q_RESET_SECRET_LEN,
                                                      cid) != 0)
       return NGTCP2_ERR_CALLBACK_FAILURE;
     if (cid_add(q, cid) < 0) return NGTCP2_ERR_CALLBACK_FAILURE;
   } else {
+    uint8_t buf[NGTCP2_MAX_CIDLEN];
+    gnutls_rnd(GNUTLS_RND_RANDOM, buf, cidlen);
+    ngtcp2_cid_init(cid, buf, cidlen);
     gnutls_rnd(GNUTLS_RND_RANDOM, token, NGTCP2_STATELESS_RESET_TOKENLEN);
   }
   return 0;
@@ -1681,7 +1724,7 @@ static void ev_drain(int fd) {
  * (a second client's Initial, junk) are not q's. */
 static int q_owns_packet(const qconn *q, const uint8_t *pkt, size_t len) {
   ngtcp2_version_cid vc;
-  return ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) == 0 &&
+  return ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SERVER_CID_LEN) == 0 &&
          cid_known(q, vc.dcid, vc.dcidlen);
 }
 
@@ -2562,11 +2605,11 @@ int rgpu_quic_connect(const rgpu_uri *u, const rgpu_transport_opts *o, rgpu_conn
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)&cl->ep.local, cl->ep.locallen,
                            (ngtcp2_sockaddr *)&remote, remotelen, NULL);
   ngtcp2_cid dcid, scid;
-  uint8_t cidbuf[Q_SCID_LEN];
+  uint8_t cidbuf[Q_INITIAL_DCID_LEN];
   gnutls_rnd(GNUTLS_RND_RANDOM, cidbuf, sizeof cidbuf);
   ngtcp2_cid_init(&dcid, cidbuf, sizeof cidbuf);
   gnutls_rnd(GNUTLS_RND_RANDOM, cidbuf, sizeof cidbuf);
-  ngtcp2_cid_init(&scid, cidbuf, sizeof cidbuf);
+  ngtcp2_cid_init(&scid, cidbuf, q_client_cid_len());
   ngtcp2_callbacks cb;
   fill_callbacks(&cb, 0);
   ngtcp2_settings st;
@@ -2989,9 +3032,7 @@ static qconn *server_conn_new(const qserver_params *sp, const struct sockaddr *l
   ngtcp2_path_storage_init(&q->ps, (ngtcp2_sockaddr *)local, locallen, (ngtcp2_sockaddr *)from,
                            fromlen, NULL);
   ngtcp2_cid scid;
-  uint8_t cidbuf[Q_SCID_LEN];
-  gnutls_rnd(GNUTLS_RND_RANDOM, cidbuf, sizeof cidbuf);
-  ngtcp2_cid_init(&scid, cidbuf, sizeof cidbuf);
+  server_cid_make(q, &scid, Q_SERVER_CID_LEN);
   ngtcp2_callbacks cb;
   fill_callbacks(&cb, 1);
   ngtcp2_settings st;
@@ -3079,7 +3120,7 @@ static void server_pkt(void *ctx, const struct sockaddr *local, socklen_t locall
                        size_t len) {
   qserver *sv = ctx;
   ngtcp2_version_cid vc;
-  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SCID_LEN) != 0)
+  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, Q_SERVER_CID_LEN) != 0)
     return; /* version negotiation is not offered: v1 only */
   qconn *q = server_find(sv, vc.dcid, vc.dcidlen);
   if (!q) {

@@ -628,8 +628,33 @@ typedef struct {
   volatile int stop;
   unsigned long fwd, dropped;
   unsigned long dropped_up; /* of those, datagrams from the client */
+  /* Connection ID lengths of the last long-header packet each way (-1:
+   * none yet), and the first bytes of the last short-header packet up. */
+  int up_dcid_len, up_scid_len, down_dcid_len, down_scid_len;
+  unsigned char up_server_cid[20];
+  unsigned char up_short_head[21];
+  unsigned long up_short;
   pthread_t th;
 } lossy_proxy;
+
+/* Notes the connection IDs a datagram's first packet shows. */
+static void lossy_note_cids(lossy_proxy *p, const unsigned char *b, ssize_t n, int up) {
+  if (n < 7) return;
+  if (b[0] & 0x80) { /* long header: version, DCID length and DCID, SCID length and SCID */
+    int dl = b[5];
+    if (6 + dl >= n) return;
+    int sl = b[6 + dl];
+    if (up) {
+      p->up_dcid_len = dl, p->up_scid_len = sl;
+      if (dl <= 20) memcpy(p->up_server_cid, b + 6, (size_t)dl);
+    } else {
+      p->down_dcid_len = dl, p->down_scid_len = sl;
+    }
+  } else if (up && n >= 21) {
+    memcpy(p->up_short_head, b, 21);
+    p->up_short++;
+  }
+}
 
 static int lossy_drop(lossy_proxy *p, ssize_t n) {
   if (p->blackhole) return 1;
@@ -648,11 +673,13 @@ static void *lossy_main(void *arg) {
       socklen_t sl = sizeof p->client;
       ssize_t n = recvfrom(p->fd, buf, sizeof buf, 0, (struct sockaddr *)&p->client, &sl);
       p->have_client = 1;
+      lossy_note_cids(p, buf, n, 1);
       if (n > 0 && !lossy_drop(p, n)) send(p->up, buf, (size_t)n, 0), p->fwd++;
       else p->dropped++, p->dropped_up++;
     }
     if (f[1].revents & POLLIN) {
       ssize_t n = recv(p->up, buf, sizeof buf, 0);
+      lossy_note_cids(p, buf, n, 0);
       if (n > 0 && p->have_client && !lossy_drop(p, n))
         sendto(p->fd, buf, (size_t)n, 0, (struct sockaddr *)&p->client, sizeof p->client), p->fwd++;
       else p->dropped++;
@@ -665,6 +692,7 @@ static uint16_t lossy_start(lossy_proxy *p, uint16_t server_port, unsigned permi
   memset(p, 0, sizeof *p);
   p->loss_permille = permille;
   p->rng = 12345;
+  p->up_dcid_len = p->up_scid_len = p->down_dcid_len = p->down_scid_len = -1;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   p->fd = socket(AF_INET, SOCK_DGRAM, 0);
   bind(p->fd, (struct sockaddr *)&a, sizeof a);
@@ -732,6 +760,27 @@ static void test_loss_recovery(void **state) {
     assert_int_equal((unsigned char)m[63], (unsigned char)i);
   }
   assert_true(e.px.dropped > 0);
+  proxied_echo_close(&e);
+}
+
+/* Issue 21: every packet carries its receiver's connection ID, so they are
+ * short: 4 bytes for the server's (it routes by them), none for the
+ * client's.  The handshake's long headers say both lengths; the short
+ * headers that follow start with the server's ID. */
+static void test_connection_id_lengths(void **state) {
+  rgpu_transport_opts so = {.cert_file = srv_cert, .key_file = srv_key};
+  rgpu_transport_opts co = {.ca_file = srv_cert};
+  proxied_echo e;
+  proxied_echo_open(&e, &so, 0, &co);
+  assert_int_equal(tu_echo_check(e.c, 1 << 20, 4096, 5), 0);
+  /* The client's last long-header packet (a Handshake packet) is addressed
+   * to the server's chosen ID; the server's to the client's empty one. */
+  assert_int_equal(e.px.up_dcid_len, 4);
+  assert_int_equal(e.px.up_scid_len, 0);
+  assert_int_equal(e.px.down_dcid_len, 0);
+  assert_int_equal(e.px.down_scid_len, 4);
+  assert_true(e.px.up_short > 0);
+  assert_memory_equal(e.px.up_short_head + 1, e.px.up_server_cid, 4);
   proxied_echo_close(&e);
 }
 
@@ -1222,6 +1271,7 @@ int main(void) {
       cmocka_unit_test(test_default_keepalive), cmocka_unit_test(test_loss_recovery), cmocka_unit_test(test_stream_routed_to_worker), cmocka_unit_test(test_streams_refused), cmocka_unit_test(test_wildcard_and_v6),
       cmocka_unit_test(test_silent_handshakes_bounded),
       cmocka_unit_test(test_info_defaults_and_options),
+      cmocka_unit_test(test_connection_id_lengths),
       cmocka_unit_test(test_default_cc_by_peer),
       cmocka_unit_test(test_outage_probe_after_silence),
       cmocka_unit_test(test_outage_pings_each_pto),

@@ -20,6 +20,7 @@ import ctypes
 import hashlib
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -170,24 +171,34 @@ def gpu_timed(torch, what, step, steps):
     return total / steps
 
 
-def timed(torch, what, step, steps, syncs_per_step=1):
+def timed(torch, what, step, steps, syncs_per_step=1, median=False):
     """Runs step() `steps` times after the caller's warm-up and prints the
     mean time per step, and through rgpu the round trips and bytes per
     step next to the synchronizations the step makes.  step() must end in
     its own synchronization (an .item(), a copy to the host) where the
     workload has one; a torch.cuda.synchronize() closes the measurement
-    (none with `--device cpu`)."""
+    (none with `--device cpu`).  median=True also prints the median step
+    as a row of its own ("WHAT, median step"): a mean of 50 sub-millisecond
+    steps moves by a tenth when the scheduler takes one of them away for a
+    few milliseconds, natively or not, and the median shows the steady
+    state beside it.  Only for steps that end in their own synchronization,
+    where one step's time is its work's."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     sync()
     s0 = rgpu_stats()
     m0 = server_op_seconds() if s0 else None
     t0 = time.perf_counter()
+    ends = []
     for _ in range(steps):
         step()
+        ends.append(time.perf_counter())
     sync()
     dt = (time.perf_counter() - t0) / steps
     s1 = rgpu_stats()
     print(f"time {what}: {dt * 1e3:.3f} ms per step ({steps} steps)")
+    if median:
+        each = [b - a for a, b in zip([t0] + ends[:-1], ends)]
+        print(f"time {what}, median step: {statistics.median(each) * 1e3:.3f} ms per step ({steps} steps)")
     if s0 and s1:
         rt = (s1["round_trips"] - s0["round_trips"]) / steps
         up = (s1["bytes_sent"] - s0["bytes_sent"]) / steps

@@ -92,13 +92,13 @@ def main():
         g.replay()
         static_loss.item()
 
-    timed(torch, "small cnn training step, eager", eager_step, 50)
-    timed(torch, "small cnn training step, graphed", graphed_step, 50)
+    timed(torch, "small cnn training step, eager", eager_step, 50, median=True)
+    timed(torch, "small cnn training step, graphed", graphed_step, 50, median=True)
     gpu_timed(torch, "small cnn training step, graph on the GPU", g.replay, 20)
     # Where a graphed step's time goes: the replay alone, and the two
     # input copies alone.
     timed(torch, "small cnn training step, graphed, no input copies",
-          lambda: (g.replay(), static_loss.item()), 50)
+          lambda: (g.replay(), static_loss.item()), 50, median=True)
     timed(torch, "small cnn training step, input copies and a synchronize",
           lambda: (static_x.copy_(batches[1][0]), static_y.copy_(batches[1][1]),
                    torch.cuda.synchronize()), 50)
@@ -128,8 +128,8 @@ def main():
             gi.replay()
             static_out.argmax(dim=1).cpu()
 
-        timed(torch, "small cnn inference, eager", eager_infer, 50)
-        timed(torch, "small cnn inference, graphed", graphed_infer, 50)
+        timed(torch, "small cnn inference, eager", eager_infer, 50, median=True)
+        timed(torch, "small cnn inference, graphed", graphed_infer, 50, median=True)
         gpu_timed(torch, "small cnn inference, graph on the GPU", gi.replay, 20)
     return ck.finish()
 
