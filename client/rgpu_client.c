@@ -71,6 +71,8 @@ struct rgpu_client {
   int sync_every_call;
   int batch_us;
   size_t batch_bytes;
+  int idle_sends;      /* RGPU_BATCH_IDLE_SENDS */
+  int idle_sends_left; /* requests still to send at once since the last near reply */
   size_t chunk_bytes;
   uint64_t next_seq;
   int bound_device; /* -1: none sent yet (a process-wide number) */
@@ -418,6 +420,10 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
    * queueing holds this lock nearly all the time, and the timer thread
    * then waited for it long past its deadline while the GPU sat idle
    * (the pose frame: all 300 requests went out at its synchronization). */
+  if (c->idle_sends_left > 0) {
+    c->idle_sends_left--;
+    flush_now = 1;
+  }
   if (flush_now || c->sync_every_call || c->queue.len >= c->batch_bytes || c->batch_us == 0 ||
       (!was_empty && rgpu_clock_ns() - c->queued_since_ns >= (uint64_t)c->batch_us * 1000ull))
     return rgpu_client_flush_locked(c);
@@ -703,6 +709,8 @@ rgpu_status rgpu_client_wait_any_locked(rgpu_client *c, const uint64_t *seqs, rg
   c->ctr.wait_ns += waited;
   if (rc > 0 && !rs[0].continued && (!c->rtt_floor_ns || waited < c->rtt_floor_ns))
     c->rtt_floor_ns = waited ? waited : 1;
+  /* The server is idle now (RGPU_CLIENT_DEFAULT_IDLE_SENDS). */
+  if (rc > 0) c->idle_sends_left = near_server_locked(c) ? c->idle_sends : 0;
   if (rc < 0) return rc;
   if (which) *which = (size_t)rc - 1;
   return 0;
@@ -1016,6 +1024,7 @@ rgpu_status rgpu_client_connect_with(const rgpu_client_config *cfg, rgpu_client_
   snprintf(c->uri, sizeof c->uri, "%s", cfg->server);
   c->sync_every_call = cfg->sync_every_call;
   c->batch_us = cfg->batch_us;
+  c->idle_sends = cfg->idle_sends;
   c->batch_bytes = cfg->batch_bytes ? cfg->batch_bytes : RGPU_CLIENT_DEFAULT_BATCH_BYTES;
   c->chunk_bytes = RGPU_CHUNK_BYTES;
   c->next_seq = 1;

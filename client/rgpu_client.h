@@ -49,6 +49,17 @@ extern "C" {
  * (docs/pytorch.md); 100 us cost more writes for no gain. */
 #define RGPU_CLIENT_DEFAULT_BATCH_US 200
 #define RGPU_CLIENT_DEFAULT_BATCH_BYTES (1u << 20)
+/* After a reply from a server under 1 ms away, this many requests are
+ * sent as they come before batching resumes: the reply says the server
+ * has finished what it was waiting for, so the GPU is idle, and a request
+ * held for the batch is time it stays idle.  A graphed PyTorch step (two
+ * input copies, the replay, then .item()) started its GPU work only at
+ * .item(): 1.07x native on an H100, where the copies' own Python time
+ * ran before the GPU saw any of it (docs/pytorch.md).  4 covers such a
+ * step's head; an eager step's hundreds of launches are batched after
+ * it as before.  Far servers batch from the first request: there the
+ * extra packets would buy microseconds against milliseconds of RTT. */
+#define RGPU_CLIENT_DEFAULT_IDLE_SENDS 4
 /* Tails up to this size are copied into the send queue; larger ones are
  * written from the caller's buffer before the call returns. */
 #define RGPU_CLIENT_INLINE_TAIL_BYTES (64u << 10)
@@ -71,6 +82,7 @@ typedef struct {
                             * (default 60, the server's default grace; 0 = no resume) */
   int batch_us;            /* RGPU_BATCH_US: how long a queued request may wait to be sent */
   size_t batch_bytes;      /* RGPU_BATCH_BYTES: queue size that forces a send */
+  int idle_sends;          /* RGPU_BATCH_IDLE_SENDS: requests sent at once after a near reply */
   char stats_path[1024];   /* RGPU_STATS */
   char client_name[256];   /* program name, for the server's logs */
 } rgpu_client_config;

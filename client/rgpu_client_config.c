@@ -145,6 +145,7 @@ int rgpu_client_config_load(rgpu_client_config *cfg, rgpu_client_getenv_fn geten
   cfg->connect_timeout_ms = RGPU_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS;
   cfg->batch_us = RGPU_CLIENT_DEFAULT_BATCH_US;
   cfg->batch_bytes = RGPU_CLIENT_DEFAULT_BATCH_BYTES;
+  cfg->idle_sends = RGPU_CLIENT_DEFAULT_IDLE_SENDS;
 
   const char *v;
   if ((v = getenv_fn("RGPU_SERVER", ctx)) && *v) {
@@ -188,6 +189,10 @@ int rgpu_client_config_load(rgpu_client_config *cfg, rgpu_client_getenv_fn geten
                  errlen);
   if (r < 0) return -1;
   if (r == 0) cfg->batch_bytes = (size_t)x;
+  r = parse_uint("RGPU_BATCH_IDLE_SENDS", getenv_fn("RGPU_BATCH_IDLE_SENDS", ctx), 1000, &x, err,
+                 errlen);
+  if (r < 0) return -1;
+  if (r == 0) cfg->idle_sends = (int)x;
   cfg->sync_every_call = parse_bool(getenv_fn("RGPU_SYNC_EVERY_CALL", ctx));
   r = parse_uint("RGPU_IDLE_TIMEOUT_MS", getenv_fn("RGPU_IDLE_TIMEOUT_MS", ctx), 3600 * 1000, &x,
                  err, errlen);

@@ -254,6 +254,7 @@ static void test_core_batch_window(void **state) {
     snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
     cfg.batch_us = pass == 0 ? 500 : 10 * 1000 * 1000;
     cfg.batch_bytes = 64u << 20;
+    cfg.idle_sends = 0; /* the window alone (test_core_idle_sends) */
     rgpu_client *c = NULL;
     assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
     rgpu_client_counters before, mid, after;
@@ -270,6 +271,44 @@ static void test_core_batch_window(void **state) {
     rgpu_client_get_counters(c, &after);
     assert_true(after.frames_sent - before.frames_sent >= 2 * (uint64_t)n + 1);
     assert_true(after.wait_ns > before.wait_ns);
+    assert_int_equal(rgpu_client_take_async_error(c, NULL, NULL, NULL, 0), 0);
+    rgpu_client_close(c);
+  }
+}
+
+/* After a reply from a near server (this one is local) the next
+ * idle_sends requests leave at once, as their own writes, and the ones
+ * after them wait for the batch again; a far server's (here: none
+ * measured yet, or idle_sends 0) are batched from the first. */
+static void test_core_idle_sends(void **state) {
+  NEED_SERVER();
+  char err[512];
+  for (int pass = 0; pass < 2; pass++) {
+    rgpu_client_config cfg;
+    assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
+    snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
+    cfg.batch_us = 10 * 1000 * 1000;
+    cfg.batch_bytes = 64u << 20;
+    cfg.idle_sends = pass == 0 ? 3 : 0;
+    rgpu_client *c = NULL;
+    assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
+    for (int round = 0; round < 3; round++) {
+      /* A round trip: the server is idle after it. */
+      assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
+      assert_true(rgpu_client_rtt_floor_ns(c) > 0);
+      rgpu_client_counters before, mid;
+      rgpu_client_get_counters(c, &before);
+      for (int i = 0; i < 10; i++) {
+        uint64_t ev = 7000 + (uint64_t)round * 100 + (uint64_t)i;
+        rgpu_msg_event_create_req m = {.event = ev, .flags = 0};
+        assert_int_equal(rgpu_call_event_create(c, 0, RGPU_CALL_ASYNC, &m, NULL, NULL), 0);
+        rgpu_client_get_counters(c, &mid);
+        /* Each of the first idle_sends went out alone; the rest wait. */
+        uint64_t want = (uint64_t)(i < cfg.idle_sends ? i + 1 : cfg.idle_sends);
+        assert_int_equal(mid.flushes - before.flushes, want);
+      }
+    }
+    assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
     assert_int_equal(rgpu_client_take_async_error(c, NULL, NULL, NULL, 0), 0);
     rgpu_client_close(c);
   }
@@ -571,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_core_background_d2h),
       cmocka_unit_test(test_core_batching),
       cmocka_unit_test(test_core_batch_window),
+      cmocka_unit_test(test_core_idle_sends),
       cmocka_unit_test(test_core_error_flood),
       cmocka_unit_test(test_cudart_memory),
       cmocka_unit_test(test_cudart_pinned_upload),

@@ -41,6 +41,7 @@ static void test_config_defaults(void **state) {
   assert_int_equal(cfg.connect_timeout_ms, RGPU_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS);
   assert_int_equal(cfg.batch_us, RGPU_CLIENT_DEFAULT_BATCH_US);
   assert_int_equal(cfg.batch_bytes, RGPU_CLIENT_DEFAULT_BATCH_BYTES);
+  assert_int_equal(cfg.idle_sends, RGPU_CLIENT_DEFAULT_IDLE_SENDS);
   assert_int_equal(cfg.sync_every_call, 0);
   assert_string_equal(cfg.stats_path, "");
 }
@@ -52,6 +53,7 @@ static void test_config_values(void **state) {
   set(&e, "RGPU_CONNECT_TIMEOUT_MS", "1500");
   set(&e, "RGPU_SYNC_EVERY_CALL", "1");
   set(&e, "RGPU_BATCH_US", "0");
+  set(&e, "RGPU_BATCH_IDLE_SENDS", "0");
   set(&e, "RGPU_STATS", "/tmp/x.json");
   set(&e, "RGPU_CA", "/etc/ca.pem");
   rgpu_client_config cfg;
@@ -62,6 +64,7 @@ static void test_config_values(void **state) {
   assert_int_equal(cfg.connect_timeout_ms, 1500);
   assert_int_equal(cfg.sync_every_call, 1);
   assert_int_equal(cfg.batch_us, 0);
+  assert_int_equal(cfg.idle_sends, 0);
   assert_string_equal(cfg.stats_path, "/tmp/x.json");
   assert_string_equal(cfg.ca_file, "/etc/ca.pem");
 }
