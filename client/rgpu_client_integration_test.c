@@ -99,6 +99,23 @@ static rgpu_client *connect_core(int sync_every) {
   return c;
 }
 
+/* A client of the test server that batches as told: batch_us, batch_bytes
+ * (0: every frame is written at once) and idle_sends (rgpu_client.h). */
+static rgpu_client *connect_batching(int batch_us, size_t batch_bytes, int idle_sends) {
+  rgpu_client_config cfg;
+  char err[512];
+  assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
+  snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
+  cfg.batch_us = batch_us;
+  cfg.batch_bytes = batch_bytes;
+  cfg.idle_sends = idle_sends;
+  rgpu_client *c = NULL;
+  int rc = rgpu_client_connect(&cfg, &c, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  assert_int_equal(rc, 0);
+  return c;
+}
+
 static void test_core_hello_ping(void **state) {
   NEED_SERVER();
   rgpu_client *c = connect_core(0);
@@ -247,16 +264,9 @@ static int queue_for_ms(rgpu_client *c, int ms, uint64_t first_event) {
  * long window nothing leaves early; waits are timed. */
 static void test_core_batch_window(void **state) {
   NEED_SERVER();
-  char err[512];
   for (int pass = 0; pass < 2; pass++) {
-    rgpu_client_config cfg;
-    assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
-    snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
-    cfg.batch_us = pass == 0 ? 500 : 10 * 1000 * 1000;
-    cfg.batch_bytes = 64u << 20;
-    cfg.idle_sends = 0; /* the window alone (test_core_idle_sends) */
-    rgpu_client *c = NULL;
-    assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
+    /* The window alone (idle sends: test_core_idle_sends). */
+    rgpu_client *c = connect_batching(pass == 0 ? 500 : 10 * 1000 * 1000, 64u << 20, 0);
     rgpu_client_counters before, mid, after;
     rgpu_client_get_counters(c, &before);
     int n = queue_for_ms(c, 20, 5000);
@@ -282,16 +292,9 @@ static void test_core_batch_window(void **state) {
  * measured yet, or idle_sends 0) are batched from the first. */
 static void test_core_idle_sends(void **state) {
   NEED_SERVER();
-  char err[512];
   for (int pass = 0; pass < 2; pass++) {
-    rgpu_client_config cfg;
-    assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
-    snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
-    cfg.batch_us = 10 * 1000 * 1000;
-    cfg.batch_bytes = 64u << 20;
-    cfg.idle_sends = pass == 0 ? 3 : 0;
-    rgpu_client *c = NULL;
-    assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
+    int idle_sends = pass == 0 ? 3 : 0;
+    rgpu_client *c = connect_batching(10 * 1000 * 1000, 64u << 20, idle_sends);
     for (int round = 0; round < 3; round++) {
       /* A round trip: the server is idle after it. */
       assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
@@ -304,7 +307,7 @@ static void test_core_idle_sends(void **state) {
         assert_int_equal(rgpu_call_event_create(c, 0, RGPU_CALL_ASYNC, &m, NULL, NULL), 0);
         rgpu_client_get_counters(c, &mid);
         /* Each of the first idle_sends went out alone; the rest wait. */
-        uint64_t want = (uint64_t)(i < cfg.idle_sends ? i + 1 : cfg.idle_sends);
+        uint64_t want = (uint64_t)(i < idle_sends ? i + 1 : idle_sends);
         assert_int_equal(mid.flushes - before.flushes, want);
       }
     }
@@ -322,15 +325,9 @@ static void test_core_idle_sends(void **state) {
 static void test_core_error_flood(void **state) {
   NEED_SERVER();
   for (int batch = 0; batch < 2; batch++) {
-    rgpu_client_config cfg;
-    char err[512];
-    assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
-    snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
     /* One long write of the whole flood, or the usual batches. */
-    cfg.batch_us = batch ? 10 * 1000 * 1000 : 200;
-    cfg.batch_bytes = batch ? 64u << 20 : 0;
-    rgpu_client *c = NULL;
-    assert_int_equal(rgpu_client_connect(&cfg, &c, err, sizeof err), 0);
+    rgpu_client *c = batch ? connect_batching(10 * 1000 * 1000, 64u << 20, RGPU_CLIENT_DEFAULT_IDLE_SENDS)
+                           : connect_batching(200, 0, RGPU_CLIENT_DEFAULT_IDLE_SENDS);
     enum { FLOOD = 90000 };
     for (int i = 0; i < FLOOD; i++) {
       rgpu_msg_event_destroy_req d = {.event = 900000 + (uint64_t)i}; /* never created */
