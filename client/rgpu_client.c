@@ -72,6 +72,7 @@ struct rgpu_client {
   int batch_us;
   size_t batch_bytes;
   int idle_sends;      /* RGPU_BATCH_IDLE_SENDS */
+  uint32_t next_req_aux; /* flags for the next request frame (rgpu_client_host_ordered_next_locked) */
   int idle_sends_left; /* requests still to send at once since the last near reply */
   size_t chunk_bytes;
   uint64_t next_seq;
@@ -242,6 +243,11 @@ static void client_apply_spin(rgpu_client *c) {
   rgpu_conn_set_poll_us(c->conn, us);
 }
 
+void rgpu_client_host_ordered_next_locked(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  c->next_req_aux |= RGPU_REQ_HOST_ORDERED;
+}
+
 static int near_server_locked(const rgpu_client *c) {
   return c->rtt_floor_ns && c->rtt_floor_ns < RGPU_CLIENT_NEAR_RTT_US * RGPU_NS_PER_US;
 }
@@ -381,9 +387,10 @@ static int send_frame(rgpu_client *c, uint16_t op, int need_reply, int flush_now
                       .kind = RGPU_KIND_REQUEST,
                       .opcode = op,
                       .length = (uint32_t)(fixed_len + tail_len),
-                      .aux = need_reply ? RGPU_REQ_NEED_REPLY : 0,
+                      .aux = (need_reply ? RGPU_REQ_NEED_REPLY : 0) | c->next_req_aux,
                       .seq = __atomic_fetch_add(&c->next_seq, 1, __ATOMIC_RELAXED)};
   if (seq_out) *seq_out = h.seq;
+  c->next_req_aux = 0;
   uint8_t hdr[RGPU_FRAME_HDR_SIZE];
   rgpu_frame_hdr_encode(hdr, &h);
   c->ctr.frames_sent++;

@@ -278,6 +278,10 @@ rgpu_status rgpu_client_drain_dst_locked(rgpu_client *c, const void *p, size_t n
  * not touch before a synchronization, whose reply confirms it) or
  * rgpu_client_drain_dst_locked is called for it.  Client lock held. */
 void rgpu_client_set_stable_tails_locked(rgpu_client *c, int on);
+/* The next request frame carries RGPU_REQ_HOST_ORDERED (rgpu_frame.h): the
+ * program saw it complete (a synchronous copy from the host that returns
+ * without waiting for the server), so every stream must see it done. */
+void rgpu_client_host_ordered_next_locked(rgpu_client *c);
 size_t rgpu_client_background_count(rgpu_client *c);
 
 /* ---- host callbacks -------------------------------------------------------

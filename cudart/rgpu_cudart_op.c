@@ -65,6 +65,18 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
     size_t done = 0;
     int brc = rgpu_client_bulk_htod(c, device, dst, stream, src, n, &done);
     if (brc) return rgpu_rt_sync_ret(c, brc);
+    if (done == n && !async) {
+      /* The fence the last inline chunk would carry (below), alone. */
+      rgpu_msg_memcpy_htod_req fence = {.dst = dst, .stream = stream, .data = {NULL, 0}};
+      rgpu_client_lock(c);
+      int rc = rgpu_client_bind_device_locked(c, device);
+      if (rc == 0) {
+        rgpu_client_host_ordered_next_locked(c);
+        rc = rgpu_send_memcpy_htod_locked(c, 0, &fence, NULL);
+      }
+      rgpu_client_unlock(c);
+      return rc ? rgpu_rt_sync_ret(c, rc) : cudaSuccess;
+    }
     if (done == n) return cudaSuccess;
   }
   size_t chunk = rgpu_client_chunk_bytes(c);
@@ -95,6 +107,11 @@ static cudaError_t copy_htod(rgpu_client *c, uint64_t dst, const uint8_t *src, s
     rgpu_msg_memcpy_htod_req q = {.dst = dst + off, .stream = stream, .data = {src + off, len}};
     uint64_t seq;
     int wait = wait_each || (wait_last && off + len == n);
+    /* A synchronous copy returns before the server has run it: its last
+     * chunk asks the server to order the device's other streams after it
+     * (on a GPU the copy is done by the time the program's next call
+     * reaches a non-blocking stream). */
+    if (!async && off + len == n) rgpu_client_host_ordered_next_locked(c);
     rc = rgpu_send_memcpy_htod_locked(c, wait, &q, &seq);
     if (rc == 0 && wait) {
       /* A chunk at a time, the waits before the last chunk's are flow

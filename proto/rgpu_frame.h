@@ -60,6 +60,12 @@ typedef enum {
 
 /* Request flags (aux of a request). */
 #define RGPU_REQ_NEED_REPLY 0x1u /* the client waits for a reply */
+/* The program's call has returned as if this request were complete (a
+ * synchronous cudaMemcpy from the host, which rgpu does not wait for): the
+ * server makes the device's other streams wait for it, since a program may
+ * go on to use the data on a non-blocking stream, which CUDA's legacy
+ * stream does not order. */
+#define RGPU_REQ_HOST_ORDERED 0x2u
 
 typedef struct {
   uint8_t version;

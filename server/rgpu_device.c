@@ -179,6 +179,11 @@ void rgpu_worker_drop_device_state(rgpu_worker *w, int dev, int destroy) {
   }
   rgpu_graph_drop_device(w, dev, d.destroy); /* first: graphs use the rest */
   rgpu_graph_lib_drop_device(w, dev, d.destroy);
+  for (int i = 0; i < RGPU_MAX_DEVICES; i++) {
+    if ((dev >= 0 && i != dev) || !w->host_fence[i]) continue;
+    if (d.destroy) w->drv.cuEventDestroy(w->host_fence[i]);
+    w->host_fence[i] = NULL;
+  }
   rgpu_handle_map_remove_matching(&w->streams, dev, drop_stream, &d);
   rgpu_handle_map_remove_matching(&w->events, dev, drop_event, &d);
   rgpu_handle_map_remove_matching(&w->modules, dev, drop_module, &d);

@@ -477,12 +477,49 @@ CUresult rgpu_h_mem_free(rgpu_req *rq, const rgpu_msg_mem_free_req *q) {
   return CUDA_SUCCESS;
 }
 
+/* A copy the program saw complete (RGPU_REQ_HOST_ORDERED: a synchronous
+ * cudaMemcpy, which the client does not wait for) and that the session
+ * left running on its stream, s: the device's other streams, and those
+ * made later (rgpu_h_stream_create), wait for it on the device.  Without
+ * this a kernel on a non-blocking stream could read the destination
+ * before the copy landed (softgpu runs each stream on its own thread:
+ * e2e_graph_stream_memop failed so under load).  Waits on the device,
+ * never here: the copy's stream may be waiting for a host callback whose
+ * completion only this thread can read.  Best effort: a failure leaves
+ * CUDA's plain stream semantics. */
+static void host_ordered_fence(rgpu_worker *w, uint64_t stream_id, CUstream s) {
+  int dev = w->cur_dev;
+  if (stream_id) {
+    const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, stream_id);
+    if (!e || e->device != dev) return; /* the events are made in the current context */
+  }
+  if (dev < 0 || dev >= RGPU_MAX_DEVICES || !w->ctx[dev]) return;
+  if (!w->host_fence[dev] && D->cuEventCreate(&w->host_fence[dev], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    w->host_fence[dev] = NULL;
+    return;
+  }
+  if (D->cuEventRecord(w->host_fence[dev], s) != CUDA_SUCCESS) return;
+  for (size_t i = 0; i < w->streams.n; i++) {
+    const rgpu_handle_entry *e = &w->streams.v[i];
+    if (e->id != stream_id && e->device == dev)
+      D->cuStreamWaitEvent((CUstream)e->ptr, w->host_fence[dev], 0);
+  }
+}
+
 CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
   rgpu_worker *w = rq->w;
-  if (q->data.len == 0) return CUDA_SUCCESS;
-  CUresult r = check_range(w, q->dst, q->data.len, "cuMemcpyHtoD");
-  if (r) return r;
+  CUresult r;
   CUstream s = NULL;
+  if (q->data.len == 0) {
+    /* Empty: nothing to copy, but with RGPU_REQ_HOST_ORDERED the fence
+     * after a copy whose bytes went on a bulk stream (cudart's copy_htod). */
+    if ((rq->hdr.aux & RGPU_REQ_HOST_ORDERED) && rgpu_jobs_enabled(w) &&
+        get_stream(w, q->stream, &s) == CUDA_SUCCESS)
+      host_ordered_fence(w, q->stream, s);
+    return CUDA_SUCCESS;
+  }
+  r = check_range(w, q->dst, q->data.len, "cuMemcpyHtoD");
+  if (r) return r;
   if ((r = get_stream(w, q->stream, &s))) return r;
   if (rgpu_jobs_enabled(w)) {
     /* Also on the legacy stream: the session thread must never block on a
@@ -500,6 +537,7 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
         CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, dst, q->data.len, s);
         /* Its room stays in the batch, released with it. */
         if (cr != CUDA_SUCCESS) return drv_fail(w, cr, "cuMemcpyHtoDAsync");
+        if (rq->hdr.aux & RGPU_REQ_HOST_ORDERED) host_ordered_fence(w, q->stream, s);
         return CUDA_SUCCESS;
       }
     }
@@ -520,6 +558,7 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
       src = base;
     }
     CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, src, q->data.len, s);
+    if (cr == CUDA_SUCCESS && (rq->hdr.aux & RGPU_REQ_HOST_ORDERED)) host_ordered_fence(w, q->stream, s);
     return rgpu_req_release_after_stream(rq, q->stream, s, cr, "cuMemcpyHtoDAsync", base, pinned);
   } else if (!s) {
     CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q->dst, q->data.data, q->data.len), "cuMemcpyHtoD");
@@ -967,6 +1006,9 @@ CUresult rgpu_h_stream_create(rgpu_req *rq, const rgpu_msg_stream_create_req *q)
     D->cuStreamDestroy(s);
     return FAIL(CUDA_ERROR_OUT_OF_MEMORY, "server out of memory recording a stream");
   }
+  /* A copy the program saw complete may still be running (host_ordered_fence). */
+  if (w->cur_dev >= 0 && w->cur_dev < RGPU_MAX_DEVICES && w->host_fence[w->cur_dev])
+    D->cuStreamWaitEvent(s, w->host_fence[w->cur_dev], 0);
   return CUDA_SUCCESS;
 }
 

@@ -91,6 +91,10 @@ struct rgpu_worker {
    * list.  Every cuDeviceGet goes through rgpu_worker_ordinal. */
   int ordinal[RGPU_MAX_DEVICES];
   CUcontext ctx[RGPU_MAX_DEVICES];
+  /* Per device: the event the last RGPU_REQ_HOST_ORDERED copy recorded,
+   * which the device's other streams, and streams made later, wait for
+   * (rgpu_handlers.c, host_ordered_fence).  NULL: none yet. */
+  CUevent host_fence[RGPU_MAX_DEVICES];
 
   /* Session tables. */
   rgpu_alloc_table allocs;
