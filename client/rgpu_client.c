@@ -1825,10 +1825,52 @@ static void client_go_direct_locked(rgpu_client *c, uint16_t port) {
 
 /* rx: the server bytes consumed completely (a frame broken off half-way
  * comes again). */
+/* A draining server says SHUTDOWN and closes; a write of ours that fails
+ * on the closed connection then comes before any read has seen why (the
+ * sends right after a reply, RGPU_BATCH_IDLE_SENDS, made it the rule:
+ * reliability_drain's client tried to resume for 60 s).  So before a
+ * resume, what the old connection still holds is taken into rxpre and
+ * scanned for a SHUTDOWN.  Nothing is consumed (rx_count stays): a resume
+ * discards rxpre and the server replays from rx_count.  Returns 1 when a
+ * SHUTDOWN was there (the session is over, as client_on_shutdown says). */
+static int client_last_words_shutdown(rgpu_client *c) {
+  ASSERT_CLIENT_LOCK(c);
+  enum { CHUNK = 64u << 10, MAX_READS = 64 };
+  for (int i = 0; c->conn && i < MAX_READS; i++) {
+    if (rgpu_conn_pending(c->conn) == 0) {
+      struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
+      if (poll(&p, 1, 0) <= 0) break;
+    }
+    if (rgpu_buf_reserve(&c->rxpre, CHUNK)) break;
+    ssize_t r = rgpu_conn_read_some(c->conn, c->rxpre.data + c->rxpre.len, CHUNK);
+    if (r <= 0) break;
+    c->rxpre.len += (size_t)r;
+  }
+  size_t off = c->rxpre_off;
+  rgpu_frame_hdr h;
+  while (c->rxpre.len - off >= RGPU_FRAME_HDR_SIZE &&
+         rgpu_frame_hdr_decode(c->rxpre.data + off, RGPU_FRAME_MAX_PAYLOAD, &h) == 0) {
+    size_t flen = RGPU_FRAME_HDR_SIZE + (size_t)h.length;
+    if (c->rxpre.len - off < flen) break;
+    if (h.kind == RGPU_KIND_EVENT && h.opcode == RGPU_EVT_SHUTDOWN) {
+      rgpu_buf_reset(&c->rx);
+      if (rgpu_buf_reserve(&c->rx, h.length) == 0) {
+        memcpy(c->rx.data, c->rxpre.data + off + RGPU_FRAME_HDR_SIZE, h.length);
+        c->rx.len = h.length;
+      }
+      client_on_shutdown(c);
+      return 1;
+    }
+    off += flen;
+  }
+  return 0;
+}
+
 static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx) {
   /* Only a lock holder resumes (a read path, or a write under the lock
    * that left `broken`); rgpu_client_send_now never does. */
   ASSERT_CLIENT_LOCK(c);
+  if (client_last_words_shutdown(c)) return RGPU_CLIENT_EDEAD;
   double t0 = rgpu_clock_s();
   double deadline = t0 + c->reconnect_s;
   rgpu_mutex_lock(&c->wlock);
