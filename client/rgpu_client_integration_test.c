@@ -86,34 +86,38 @@ static int stop_server(void **state) {
     }                                   \
   } while (0)
 
-static rgpu_client *connect_core(int sync_every) {
+/* The environment's configuration, pointed at the test server. */
+static rgpu_client_config core_config(void) {
   rgpu_client_config cfg;
   char err[512];
   assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
   snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
-  cfg.sync_every_call = sync_every;
+  return cfg;
+}
+
+static rgpu_client *connect_with(const rgpu_client_config *cfg) {
+  char err[512];
   rgpu_client *c = NULL;
-  int rc = rgpu_client_connect(&cfg, &c, err, sizeof err);
+  int rc = rgpu_client_connect(cfg, &c, err, sizeof err);
   if (rc) fprintf(stderr, "%s\n", err);
   assert_int_equal(rc, 0);
   return c;
 }
 
+static rgpu_client *connect_core(int sync_every) {
+  rgpu_client_config cfg = core_config();
+  cfg.sync_every_call = sync_every;
+  return connect_with(&cfg);
+}
+
 /* A client of the test server that batches as told: batch_us, batch_bytes
  * (0: every frame is written at once) and idle_sends (rgpu_client.h). */
 static rgpu_client *connect_batching(int batch_us, size_t batch_bytes, int idle_sends) {
-  rgpu_client_config cfg;
-  char err[512];
-  assert_int_equal(rgpu_client_config_load(&cfg, NULL, NULL, err, sizeof err), 0);
-  snprintf(cfg.server, sizeof cfg.server, "%s", g_uri);
+  rgpu_client_config cfg = core_config();
   cfg.batch_us = batch_us;
   cfg.batch_bytes = batch_bytes;
   cfg.idle_sends = idle_sends;
-  rgpu_client *c = NULL;
-  int rc = rgpu_client_connect(&cfg, &c, err, sizeof err);
-  if (rc) fprintf(stderr, "%s\n", err);
-  assert_int_equal(rc, 0);
-  return c;
+  return connect_with(&cfg);
 }
 
 static void test_core_hello_ping(void **state) {
