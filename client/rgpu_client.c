@@ -1470,6 +1470,19 @@ static void client_digest_async_errors(rgpu_client *c) {
   }
 }
 
+/* Reads what conn has, up to max bytes, onto the end of rxpre: what every
+ * read consumes first.  Returns the bytes read, 0 at the end of the
+ * stream, or a transport error. */
+static ssize_t rxpre_fill(rgpu_client *c, rgpu_conn *conn, size_t max) {
+  ASSERT_CLIENT_LOCK(c);
+  if (rgpu_buf_reserve(&c->rxpre, max)) return RGPU_T_EIO;
+  ssize_t r = rgpu_conn_read_some(conn, c->rxpre.data + c->rxpre.len, max);
+  if (r <= 0) return r;
+  c->rxpre.len += (size_t)r;
+  if (c->rxpre.len > c->rxpre_peak) c->rxpre_peak = c->rxpre.len;
+  return r;
+}
+
 static int client_absorb_input(void *ctx) {
   client_absorb *a = ctx;
   rgpu_client *c = a->c;
@@ -1482,12 +1495,9 @@ static int client_absorb_input(void *ctx) {
   if (c->rxpre.len - c->rxpre_off >= RGPU_CLIENT_ABSORB_DIGEST_BYTES && a->conn == c->conn &&
       !c->broken)
     client_digest_async_errors(c);
-  if (rgpu_buf_reserve(&c->rxpre, ABSORB)) return RGPU_T_EIO;
-  ssize_t r = rgpu_conn_read_some(a->conn, c->rxpre.data + c->rxpre.len, ABSORB);
+  ssize_t r = rxpre_fill(c, a->conn, ABSORB);
   if (r == 0) return RGPU_T_ECLOSED;
   if (r < 0) return (int)r;
-  c->rxpre.len += (size_t)r;
-  if (c->rxpre.len > c->rxpre_peak) c->rxpre_peak = c->rxpre.len;
   return 0;
 }
 
@@ -1823,8 +1833,6 @@ static void client_go_direct_locked(rgpu_client *c, uint16_t port) {
             msg[0] ? msg : terr[0] ? terr : conn_err_text(rc));
 }
 
-/* rx: the server bytes consumed completely (a frame broken off half-way
- * comes again). */
 /* A draining server says SHUTDOWN and closes; a write of ours that fails
  * on the closed connection then comes before any read has seen why (the
  * sends right after a reply, RGPU_BATCH_IDLE_SENDS, made it the rule:
@@ -1841,10 +1849,7 @@ static int client_last_words_shutdown(rgpu_client *c) {
       struct pollfd p = {.fd = rgpu_conn_poll_fd(c->conn), .events = POLLIN};
       if (poll(&p, 1, 0) <= 0) break;
     }
-    if (rgpu_buf_reserve(&c->rxpre, CHUNK)) break;
-    ssize_t r = rgpu_conn_read_some(c->conn, c->rxpre.data + c->rxpre.len, CHUNK);
-    if (r <= 0) break;
-    c->rxpre.len += (size_t)r;
+    if (rxpre_fill(c, c->conn, CHUNK) <= 0) break;
   }
   size_t off = c->rxpre_off;
   rgpu_frame_hdr h;
@@ -1866,6 +1871,8 @@ static int client_last_words_shutdown(rgpu_client *c) {
   return 0;
 }
 
+/* rx: the server bytes consumed completely (a frame broken off half-way
+ * comes again). */
 static int client_resume(rgpu_client *c, int rc0, const char *what, uint64_t rx) {
   /* Only a lock holder resumes (a read path, or a write under the lock
    * that left `broken`); rgpu_client_send_now never does. */

@@ -486,8 +486,10 @@ CUresult rgpu_h_mem_free(rgpu_req *rq, const rgpu_msg_mem_free_req *q) {
  * e2e_graph_stream_memop failed so under load).  Waits on the device,
  * never here: the copy's stream may be waiting for a host callback whose
  * completion only this thread can read.  Best effort: a failure leaves
- * CUDA's plain stream semantics. */
-static void host_ordered_fence(rgpu_worker *w, uint64_t stream_id, CUstream s) {
+ * CUDA's plain stream semantics.  Nothing for a request without the flag. */
+static void host_ordered_fence(rgpu_req *rq, uint64_t stream_id, CUstream s) {
+  rgpu_worker *w = rq->w;
+  if (!(rq->hdr.aux & RGPU_REQ_HOST_ORDERED)) return;
   int dev = w->cur_dev;
   if (stream_id) {
     const rgpu_handle_entry *e = rgpu_handle_map_get(&w->streams, stream_id);
@@ -513,9 +515,8 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
   if (q->data.len == 0) {
     /* Empty: nothing to copy, but with RGPU_REQ_HOST_ORDERED the fence
      * after a copy whose bytes went on a bulk stream (cudart's copy_htod). */
-    if ((rq->hdr.aux & RGPU_REQ_HOST_ORDERED) && rgpu_jobs_enabled(w) &&
-        get_stream(w, q->stream, &s) == CUDA_SUCCESS)
-      host_ordered_fence(w, q->stream, s);
+    if (rgpu_jobs_enabled(w) && get_stream(w, q->stream, &s) == CUDA_SUCCESS)
+      host_ordered_fence(rq, q->stream, s);
     return CUDA_SUCCESS;
   }
   r = check_range(w, q->dst, q->data.len, "cuMemcpyHtoD");
@@ -537,7 +538,7 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
         CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, dst, q->data.len, s);
         /* Its room stays in the batch, released with it. */
         if (cr != CUDA_SUCCESS) return drv_fail(w, cr, "cuMemcpyHtoDAsync");
-        if (rq->hdr.aux & RGPU_REQ_HOST_ORDERED) host_ordered_fence(w, q->stream, s);
+        host_ordered_fence(rq, q->stream, s);
         return CUDA_SUCCESS;
       }
     }
@@ -558,7 +559,7 @@ CUresult rgpu_h_memcpy_htod(rgpu_req *rq, const rgpu_msg_memcpy_htod_req *q) {
       src = base;
     }
     CUresult cr = D->cuMemcpyHtoDAsync((CUdeviceptr)q->dst, src, q->data.len, s);
-    if (cr == CUDA_SUCCESS && (rq->hdr.aux & RGPU_REQ_HOST_ORDERED)) host_ordered_fence(w, q->stream, s);
+    if (cr == CUDA_SUCCESS) host_ordered_fence(rq, q->stream, s);
     return rgpu_req_release_after_stream(rq, q->stream, s, cr, "cuMemcpyHtoDAsync", base, pinned);
   } else if (!s) {
     CHECK_DRV(D->cuMemcpyHtoD((CUdeviceptr)q->dst, q->data.data, q->data.len), "cuMemcpyHtoD");

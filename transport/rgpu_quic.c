@@ -459,7 +459,7 @@ static void rand_cb(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
  * toward the client was within 1 % of TCP's (docs/benchmarks.md).  The
  * server still migrates a client with an empty ID (ngtcp2 binds the empty
  * ID to the new path), and the client's own migration needs only the
- * server's IDs, which stay 8 bytes for the listener to route by. */
+ * server's IDs, which the listener routes by (Q_SERVER_CID_LEN). */
 static size_t q_client_cid_len(void) {
   const char *e = getenv("RGPU_QUIC_CLIENT_CID_LEN");
   if (e && *e) {
