@@ -120,6 +120,23 @@ static rgpu_client *connect_batching(int batch_us, size_t batch_bytes, int idle_
   return connect_with(&cfg);
 }
 
+/* Whether the client's fastest round trip so far is under
+ * RGPU_CLIENT_NEAR_RTT_US: the client then counts the server as near. */
+static int client_near(rgpu_client *c) {
+  uint64_t floor_ns = rgpu_client_rtt_floor_ns(c);
+  return floor_ns > 0 && floor_ns < RGPU_CLIENT_NEAR_RTT_US * 1000ull;
+}
+
+/* Empty pings, at most `tries`, until the client counts the server as
+ * near; returns whether it does. */
+static int ping_until_near(rgpu_client *c, int tries) {
+  for (int i = 0; i < tries && !client_near(c); i++) {
+    rgpu_msg_ping_req p0 = {.data = {NULL, 0}};
+    assert_int_equal(rgpu_call_ping(c, -1, 0, &p0, NULL, NULL), 0);
+  }
+  return client_near(c);
+}
+
 static void test_core_hello_ping(void **state) {
   NEED_SERVER();
   rgpu_client *c = connect_core(0);
@@ -141,14 +158,7 @@ static void test_core_hello_ping(void **state) {
   assert_true(ctr.round_trips >= 2); /* HELLO + PING */
   assert_true(ctr.bytes_sent > sizeof data);
   /* A local server is near: some empty ping comes back within 1 ms. */
-  const uint64_t near_ns = RGPU_CLIENT_NEAR_RTT_US * 1000ull;
-  for (int i = 0; i < 20 && (rgpu_client_rtt_floor_ns(c) == 0 || rgpu_client_rtt_floor_ns(c) >= near_ns);
-       i++) {
-    rgpu_msg_ping_req p0 = {.data = {NULL, 0}};
-    assert_int_equal(rgpu_call_ping(c, -1, 0, &p0, NULL, NULL), 0);
-  }
-  uint64_t floor_ns = rgpu_client_rtt_floor_ns(c);
-  assert_true(floor_ns > 0 && floor_ns < near_ns);
+  assert_true(ping_until_near(c, 20));
   rgpu_client_close(c);
 }
 
@@ -292,17 +302,21 @@ static void test_core_batch_window(void **state) {
 
 /* After a reply from a near server (this one is local) the next
  * idle_sends requests leave at once, as their own writes, and the ones
- * after them wait for the batch again; a far server's (here: none
- * measured yet, or idle_sends 0) are batched from the first. */
+ * after them wait for the batch again; a far server's (or with
+ * idle_sends 0) are batched from the first.  Near or far is the client's
+ * fastest round trip, which a sanitizer build on a loaded 2-core machine
+ * may never bring under 1 ms (CI): then the far behaviour is what is
+ * checked. */
 static void test_core_idle_sends(void **state) {
   NEED_SERVER();
   for (int pass = 0; pass < 2; pass++) {
     int idle_sends = pass == 0 ? 3 : 0;
     rgpu_client *c = connect_batching(10 * 1000 * 1000, 64u << 20, idle_sends);
+    ping_until_near(c, 50);
     for (int round = 0; round < 3; round++) {
       /* A round trip: the server is idle after it. */
       assert_int_equal(rgpu_call_ctx_sync(c, 0, 0, NULL, NULL, NULL), 0);
-      assert_true(rgpu_client_rtt_floor_ns(c) > 0);
+      int sends = client_near(c) ? idle_sends : 0;
       rgpu_client_counters before, mid;
       rgpu_client_get_counters(c, &before);
       for (int i = 0; i < 10; i++) {
@@ -311,7 +325,7 @@ static void test_core_idle_sends(void **state) {
         assert_int_equal(rgpu_call_event_create(c, 0, RGPU_CALL_ASYNC, &m, NULL, NULL), 0);
         rgpu_client_get_counters(c, &mid);
         /* Each of the first idle_sends went out alone; the rest wait. */
-        uint64_t want = (uint64_t)(i < idle_sends ? i + 1 : idle_sends);
+        uint64_t want = (uint64_t)(i < sends ? i + 1 : sends);
         assert_int_equal(mid.flushes - before.flushes, want);
       }
     }
